@@ -1,0 +1,98 @@
+# Spillway - one Makefile for the whole tree. Outputs go under build/.
+# make [all] | test | demo | bench | clean      SANITIZER=address|undefined|thread  WERROR=0|1
+
+CC       ?= cc
+BUILD    := build
+WERROR   ?= 1
+OPT      ?= -O2
+PKGS     := libturbojpeg libjpeg jansson libprotobuf-c
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
+        -Werror=implicit-function-declaration -Wno-unused-parameter
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) -g -march=x86-64-v2 -fPIC $(WARN) -I. -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP $(EXTRA_CFLAGS)
+LDLIBS  := $(PKG_LIBS) -lpthread -lm
+ifneq ($(SANITIZER),)
+CFLAGS  += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=$(SANITIZER)
+endif
+
+PROTO_SRC := $(BUILD)/gen/proto/spillway.pb-c.c
+CORE_SRC  := $(wildcard lib/*.c ops/*.c pipeline/*.c) $(PROTO_SRC)
+CORE_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/gen/%,gen/%,$(CORE_SRC)))
+CORE_LIB  := $(BUILD)/lib/libspwcore.a
+TEST_SRC  := $(wildcard tests/unit/check_*.c)
+TEST_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+EQUIV_SRC := $(wildcard tests/equiv/*.c)
+EQUIV_BIN := $(patsubst tests/equiv/%.c,$(BUILD)/tests/%,$(EQUIV_SRC))
+BINS      := $(BUILD)/bin/spillctl
+
+.PHONY: all test unit lint equiv corrupt demo bench clean deps
+all: $(BINS)
+
+deps:
+	@command -v protoc-c >/dev/null && pkg-config --exists $(PKGS) check && \
+	  test -x /usr/bin/python3 && /usr/bin/python3 -c 'import torchvision' 2>/dev/null || bash scripts/install-deps.sh
+
+$(BUILD)/gen/proto/spillway.pb-c.c $(BUILD)/gen/proto/spillway.pb-c.h: proto/spillway.proto
+	@mkdir -p $(BUILD)/gen
+	protoc-c --c_out=$(BUILD)/gen proto/spillway.proto
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Wno-missing-prototypes -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c | $(BUILD)/gen/proto/spillway.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(CORE_LIB): $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bin/spillctl: $(BUILD)/obj/client/spillctl.o $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/check_%: $(BUILD)/obj/tests/unit/check_%.o $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/equiv/%.o $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+# make test = lint + unit + equivalence against torchvision + corrupt-input + CLI tests.
+test: deps
+	$(MAKE) all $(TEST_BIN) $(EQUIV_BIN)
+	$(MAKE) lint unit equiv corrupt
+
+lint:
+	bash scripts/lint.sh
+
+unit: $(TEST_BIN)
+	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
+
+equiv: all $(EQUIV_BIN)
+	bash tests/equiv/run.sh
+
+corrupt: all
+	bash tests/cli/run.sh
+
+demo: deps
+	$(MAKE) all
+	bash scripts/demo.sh
+
+bench: deps
+	$(MAKE) all
+	bash scripts/bench-ops.sh
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

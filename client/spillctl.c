@@ -1,0 +1,277 @@
+/* client/spillctl.c - the Spillway command-line tool. Now: `run --local` (run a pipeline in-process, dump
+ * batches as .npy, print throughput and per-op stats) and `validate`. Later: inspecting a dispatcher.
+ * Single-threaded main; the executor owns the worker threads. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/err.h"
+#include "pipeline/executor.h"
+#include "pipeline/fusion.h"
+#include "pipeline/source.h"
+#include "pipeline/spec.h"
+
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: spillctl run --local --pipeline FILE.json [--threads N] [--max-batches M]\n"
+            "                    [--dump DIR] [--json] [--quiet]\n"
+            "       spillctl validate --pipeline FILE.json\n"
+            "       spillctl --help\n"
+            "\n"
+            "run --local     run the pipeline in this process (no dispatcher)\n"
+            "  --pipeline F  pipeline spec (JSON; see docs/pipeline.md)\n"
+            "  --threads N   worker threads (default: number of online CPUs)\n"
+            "  --max-batches M  stop after M batches (default: all epochs of the source)\n"
+            "  --dump DIR    write each batch's tensors as DIR/b000000_t0.npy, _t1.npy (labels), ... and\n"
+            "                DIR/keys.txt (epoch, sample index, path per element, in delivery order)\n"
+            "  --json        print one JSON object at the end: elements, batches, seconds, elements_per_s,\n"
+            "                skipped, groups (the cut points) and per-op stats\n"
+            "  --quiet       no progress line on stderr\n"
+            "validate        parse and validate a spec; print it with every default filled in\n"
+            "\n"
+            "Exit status: 0 success, 1 runtime error (e.g. a corrupt sample under on_error: fail), 2 usage or\n"
+            "spec error.\n");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int dump_batch(const char *dir, int64_t seq, const struct spw_batch *b, FILE *keys)
+{
+    char path[PATH_MAX];
+    for (int t = 0; t < b->n_tensors; t++) {
+        snprintf(path, sizeof path, "%s/b%06lld_t%d.npy", dir, (long long)seq, t);
+        int rc = spw_tensor_write_npy(&b->tensors[t], path);
+        if (rc) {
+            fprintf(stderr, "spillctl: cannot write %s: %s\n", path, spw_strerror(rc));
+            return rc;
+        }
+    }
+    for (int i = 0; i < b->n; i++)
+        fprintf(keys, "%lld %lld %s\n", (long long)b->keys[i].epoch, (long long)b->keys[i].sample, b->keys[i].path);
+    return 0;
+}
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", *s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void print_json(const struct spw_pipeline_spec *spec, const struct spw_source *src,
+                       const struct spw_exec_stats *st, double secs, int threads)
+{
+    printf("{\"elements\": %lld, \"batches\": %lld, \"skipped\": %lld, \"seconds\": %.6f, "
+           "\"elements_per_s\": %.3f, \"threads\": %d, \"samples_in_source\": %lld, "
+           "\"manifest_hash\": \"%016llx\", \"groups\": [",
+           (long long)st->elements, (long long)st->batches, (long long)st->skipped, secs,
+           secs > 0 ? st->elements / secs : 0.0, threads, (long long)src->n, (unsigned long long)src->manifest_hash);
+    struct spw_group groups[256];
+    int ng = spw_fusion_groups(spec, groups);
+    for (int g = 0; g < ng; g++) {
+        printf("%s{\"kind\": \"%s\", \"ops\": [", g ? ", " : "", spw_group_kind_name(groups[g].kind));
+        for (int i = 0; i < groups[g].count; i++)
+            printf("%s\"%s\"", i ? ", " : "", spw_op_name(spec->ops[groups[g].first + i].kind));
+        printf("]}");
+    }
+    printf("], \"ops\": [");
+    for (int i = 0; i < st->n_steps; i++) {
+        const struct spw_op_stat *o = &st->steps[i];
+        printf("%s{\"name\": ", i ? ", " : "");
+        json_string(stdout, o->name);
+        printf(", \"first_op\": %d, \"n_ops\": %d, \"elements\": %lld, \"ns_per_element\": %.1f, "
+               "\"out_bytes_per_element\": %.1f}",
+               o->first_op, o->n_ops, (long long)o->elements, o->elements ? (double)o->ns_total / o->elements : 0.0,
+               o->elements ? (double)o->out_bytes_total / o->elements : 0.0);
+    }
+    printf("]}\n");
+}
+
+static int cmd_run(const char *pipeline, int threads, int64_t max_batches, const char *dump, int json, int quiet)
+{
+    char err[1024] = "";
+    struct spw_pipeline_spec *spec = NULL;
+    struct spw_source *src = NULL;
+    struct spw_executor *ex = NULL;
+    FILE *keys = NULL;
+    int status = 0;
+    int rc = spw_spec_load_file(pipeline, &spec, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "spillctl: %s: %s\n", pipeline, err);
+        return 2;
+    }
+    rc = spw_source_open(&spec->source, &src, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "spillctl: %s\n", err);
+        status = 1;
+        goto out;
+    }
+    if (dump) {
+        char kp[PATH_MAX];
+        if (mkdir(dump, 0755) != 0 && errno != EEXIST) {
+            fprintf(stderr, "spillctl: cannot create %s: %s\n", dump, strerror(errno));
+            status = 1;
+            goto out;
+        }
+        snprintf(kp, sizeof kp, "%s/keys.txt", dump);
+        if (!(keys = fopen(kp, "w"))) {
+            fprintf(stderr, "spillctl: cannot write %s: %s\n", kp, strerror(errno));
+            status = 1;
+            goto out;
+        }
+    }
+    struct spw_executor_opts opts = {.threads = threads, .max_batches = max_batches};
+    double t0 = now_s(), last = t0;
+    rc = spw_executor_create(spec, src, &opts, &ex, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "spillctl: %s\n", err);
+        status = rc == SPW_ESPEC ? 2 : 1;
+        goto out;
+    }
+    int64_t seq = 0, elements = 0;
+    struct spw_batch *b;
+    while (!g_stop && (rc = spw_executor_next(ex, &b)) == 0) {
+        elements += b->n;
+        if (dump && dump_batch(dump, seq, b, keys) != 0)
+            status = 1;
+        spw_batch_free(b);
+        seq++;
+        double t = now_s();
+        if (!quiet && t - last >= 2.0) {
+            fprintf(stderr, "spillctl: %lld batches, %lld elements, %.0f elements/s\n", (long long)seq,
+                    (long long)elements, elements / (t - t0));
+            last = t;
+        }
+        if (status)
+            break;
+    }
+    double secs = now_s() - t0;
+    if (rc != 0 && rc != SPW_ECLOSED && !g_stop) {
+        fprintf(stderr, "spillctl: run failed: %s: %s\n", spw_strerror(rc), spw_executor_errmsg(ex));
+        status = 1;
+    }
+    struct spw_exec_stats st;
+    spw_executor_stats(ex, &st);
+    if (json)
+        print_json(spec, src, &st, secs, threads);
+    else if (!quiet)
+        fprintf(stderr, "spillctl: done: %lld elements in %lld batches, %lld skipped, %.2f s, %.1f elements/s\n",
+                (long long)st.elements, (long long)st.batches, (long long)st.skipped, secs,
+                secs > 0 ? st.elements / secs : 0.0);
+out:
+    if (keys)
+        fclose(keys);
+    spw_executor_destroy(ex);
+    spw_source_close(src);
+    spw_spec_free(spec);
+    return status;
+}
+
+static int cmd_validate(const char *pipeline)
+{
+    char err[1024] = "";
+    struct spw_pipeline_spec *spec = NULL;
+    if (spw_spec_load_file(pipeline, &spec, err, sizeof err) != 0) {
+        fprintf(stderr, "spillctl: %s: %s\n", pipeline, err);
+        return 2;
+    }
+    char *json = spw_spec_to_json(spec);
+    if (json)
+        printf("%s\n", json);
+    free(json);
+    spw_spec_free(spec);
+    return json ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option long_opts[] = {
+        {"local", no_argument, NULL, 'l'},     {"pipeline", required_argument, NULL, 'p'},
+        {"threads", required_argument, NULL, 't'}, {"max-batches", required_argument, NULL, 'm'},
+        {"dump", required_argument, NULL, 'd'}, {"json", no_argument, NULL, 'j'},
+        {"quiet", no_argument, NULL, 'q'},     {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *pipeline = NULL, *dump = NULL;
+    int local = 0, json = 0, quiet = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t max_batches = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "hp:t:m:d:jq", long_opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'l': local = 1; break;
+        case 'p': pipeline = optarg; break;
+        case 't':
+            threads = (int)strtol(optarg, &end, 10);
+            if (*end || threads < 1 || threads > 1024) {
+                fprintf(stderr, "spillctl: --threads: \"%s\" is not in [1, 1024]\n", optarg);
+                return 2;
+            }
+            break;
+        case 'm':
+            max_batches = strtoll(optarg, &end, 10);
+            if (*end || max_batches < 1) {
+                fprintf(stderr, "spillctl: --max-batches: \"%s\" is not a positive integer\n", optarg);
+                return 2;
+            }
+            break;
+        case 'd': dump = optarg; break;
+        case 'j': json = 1; break;
+        case 'q': quiet = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[optind];
+    if (!pipeline) {
+        fprintf(stderr, "spillctl: %s needs --pipeline FILE.json\n", cmd);
+        return 2;
+    }
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    if (strcmp(cmd, "run") == 0) {
+        if (!local) {
+            fprintf(stderr, "spillctl: run without --local needs a dispatcher, which this build does not have "
+                            "yet; use --local\n");
+            return 2;
+        }
+        return cmd_run(pipeline, threads, max_batches, dump, json, quiet);
+    }
+    if (strcmp(cmd, "validate") == 0)
+        return cmd_validate(pipeline);
+    fprintf(stderr, "spillctl: unknown command \"%s\"\n", cmd);
+    usage(stderr);
+    return 2;
+}

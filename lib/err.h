@@ -1,0 +1,25 @@
+/* lib/err.h - Spillway error codes: 0 is success, negative is an error (-errno or a SPW_E* code).
+ * One X-macro list generates the enum and spw_strerror(). Thread-safe (pure functions). */
+#ifndef SPW_LIB_ERR_H
+#define SPW_LIB_ERR_H
+
+#define SPW_ERRORS(X)                                                          \
+    X(SPW_ESPEC,        -1001, "invalid pipeline spec")                       \
+    X(SPW_EDECODE,      -1002, "corrupt or undecodable input")                \
+    X(SPW_ETOOBIG,      -1003, "input exceeds a configured size cap")         \
+    X(SPW_ESOURCE,      -1004, "data source error")                           \
+    X(SPW_ECLOSED,      -1005, "closed")                                      \
+    X(SPW_EUNSUPPORTED, -1006, "unsupported input")                           \
+    X(SPW_EFORMAT,      -1007, "malformed file format")                       \
+    X(SPW_EINTERNAL,    -1008, "internal error")
+
+enum spw_err {
+#define SPW_ERR_ENUM(name, code, msg) name = code,
+    SPW_ERRORS(SPW_ERR_ENUM)
+#undef SPW_ERR_ENUM
+};
+
+/* Human-readable text for a return code (a SPW_E* code or -errno). Never NULL. */
+const char *spw_strerror(int err);
+
+#endif

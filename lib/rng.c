@@ -1,0 +1,98 @@
+/* lib/rng.c - Philox4x32-10 (Salmon et al., SC'11) as a counter-based generator.
+ * Key = mix(seed, epoch); counter = (draw block, op, sample lo, sample hi). Pure; no shared state. */
+#include "lib/rng.h"
+
+#include <math.h>
+
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+uint64_t spw_mix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static void philox_block(const uint32_t key_in[2], const uint32_t ctr_in[4], uint32_t out[4])
+{
+    uint32_t k0 = key_in[0], k1 = key_in[1];
+    uint32_t c0 = ctr_in[0], c1 = ctr_in[1], c2 = ctr_in[2], c3 = ctr_in[3];
+    for (int i = 0; i < 10; i++) {
+        uint64_t p0 = (uint64_t)PHILOX_M0 * c0;
+        uint64_t p1 = (uint64_t)PHILOX_M1 * c2;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+        uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        c1 = (uint32_t)p1;
+        c3 = (uint32_t)p0;
+        c0 = n0;
+        c2 = n2;
+        k0 += PHILOX_W0;
+        k1 += PHILOX_W1;
+    }
+    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+void spw_rng_init(struct spw_rng *r, uint64_t seed, uint64_t epoch, uint64_t sample, uint32_t op)
+{
+    uint64_t k = spw_mix64(seed ^ spw_mix64(epoch + 0x5157u));
+    r->key[0] = (uint32_t)k;
+    r->key[1] = (uint32_t)(k >> 32);
+    r->ctr[0] = 0;
+    r->ctr[1] = op;
+    r->ctr[2] = (uint32_t)sample;
+    r->ctr[3] = (uint32_t)(sample >> 32);
+    r->used = 4;
+}
+
+uint32_t spw_rng_u32(struct spw_rng *r)
+{
+    if (r->used == 4) {
+        philox_block(r->key, r->ctr, r->buf);
+        r->ctr[0]++;
+        r->used = 0;
+    }
+    return r->buf[r->used++];
+}
+
+uint64_t spw_rng_u64(struct spw_rng *r)
+{
+    uint64_t hi = spw_rng_u32(r);
+    return (hi << 32) | spw_rng_u32(r);
+}
+
+double spw_rng_uniform(struct spw_rng *r)
+{
+    return (double)(spw_rng_u64(r) >> 11) * 0x1.0p-53;
+}
+
+double spw_rng_range(struct spw_rng *r, double lo, double hi)
+{
+    return lo + (hi - lo) * spw_rng_uniform(r);
+}
+
+uint32_t spw_rng_below(struct spw_rng *r, uint32_t n)
+{
+    /* Lemire's multiply-shift with rejection: unbiased. */
+    uint64_t m = (uint64_t)spw_rng_u32(r) * n;
+    uint32_t low = (uint32_t)m;
+    if (low < n) {
+        uint32_t t = (uint32_t)(-n) % n;
+        while (low < t) {
+            m = (uint64_t)spw_rng_u32(r) * n;
+            low = (uint32_t)m;
+        }
+    }
+    return (uint32_t)(m >> 32);
+}
+
+double spw_rng_normal(struct spw_rng *r)
+{
+    double u1 = spw_rng_uniform(r), u2 = spw_rng_uniform(r);
+    if (u1 < 1e-300)
+        u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}

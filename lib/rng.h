@@ -1,0 +1,31 @@
+/* lib/rng.h - counter-based random numbers (Philox4x32-10) keyed by (seed, epoch, sample, op).
+ * The same key gives the same stream in any thread or process, so every element's randomness is
+ * independent of who makes it. A struct spw_rng is a small value owned by one thread at a time. */
+#ifndef SPW_LIB_RNG_H
+#define SPW_LIB_RNG_H
+
+#include <stdint.h>
+
+struct spw_rng {
+    uint32_t key[2];
+    uint32_t ctr[4];
+    uint32_t buf[4];
+    int used;           /* words of buf consumed */
+};
+
+/* Start the stream for (seed, epoch, sample index, op index). */
+void spw_rng_init(struct spw_rng *r, uint64_t seed, uint64_t epoch, uint64_t sample, uint32_t op);
+uint32_t spw_rng_u32(struct spw_rng *r);
+uint64_t spw_rng_u64(struct spw_rng *r);
+/* Uniform double in [0, 1) with 53 random bits. */
+double spw_rng_uniform(struct spw_rng *r);
+/* Uniform double in [lo, hi). */
+double spw_rng_range(struct spw_rng *r, double lo, double hi);
+/* Uniform integer in [0, n), unbiased; n > 0. */
+uint32_t spw_rng_below(struct spw_rng *r, uint32_t n);
+/* Standard normal (Box-Muller). */
+double spw_rng_normal(struct spw_rng *r);
+/* One round of a stateless 64-bit mixer (splitmix64 finaliser): handy for hashing keys. */
+uint64_t spw_mix64(uint64_t x);
+
+#endif

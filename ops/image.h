@@ -1,0 +1,26 @@
+/* ops/image.h - the image view every image kernel works on: HWC uint8, c = 1 or 3, rows `stride` apart.
+ * A view does not own its pixels unless made by spw_image_alloc(). Kernels take a const input view and a
+ * preallocated output view; they never allocate and are safe to call from many threads. */
+#ifndef SPW_OPS_IMAGE_H
+#define SPW_OPS_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct spw_image {
+    int w, h, c;
+    size_t stride;      /* bytes between rows, >= w * c */
+    uint8_t *data;
+};
+
+/* Allocate a tightly packed w x h x c image (malloc). Returns 0 or -ENOMEM / -EINVAL. */
+int spw_image_alloc(struct spw_image *img, int w, int h, int c);
+/* Free pixels made by spw_image_alloc(); accepts a zeroed view. */
+void spw_image_free(struct spw_image *img);
+/* Pointer to pixel (x, y). */
+static inline uint8_t *spw_image_at(const struct spw_image *img, int x, int y)
+{
+    return img->data + (size_t)y * img->stride + (size_t)x * img->c;
+}
+
+#endif

@@ -1,0 +1,52 @@
+/* pipeline/element.h - runs fusion groups of a pipeline over one element. An element's value is a uint8
+ * HWC RGB image until normalize/to_tensor, then a CHW float tensor. Every random choice draws from the
+ * counter-based RNG keyed by (seed, epoch, sample, op index), so the output is the same on any thread,
+ * process or cut. A context is immutable after init and shared by all threads. */
+#ifndef SPW_PIPELINE_ELEMENT_H
+#define SPW_PIPELINE_ELEMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/tensor.h"
+#include "ops/image.h"
+#include "ops/sink.h"
+#include "pipeline/fusion.h"
+#include "pipeline/spec.h"
+
+struct spw_value {
+    bool is_tensor;
+    struct spw_image img;       /* owned, when !is_tensor */
+    struct spw_tensor t;        /* owned, when is_tensor */
+};
+
+struct spw_element_ctx {
+    const struct spw_pipeline_spec *spec;
+    struct spw_group groups[256];
+    int n_groups;
+    struct spw_normalize_lut *luts;     /* one per op (used by normalize / to_tensor) */
+};
+
+/* Per-op timing of one element: ns[i] and out_bytes[i] for op i; a fused group reports on its first op. */
+struct spw_element_stats {
+    int64_t ns[256];
+    int64_t out_bytes[256];
+    bool ran[256];
+};
+
+int spw_element_ctx_init(struct spw_element_ctx *ctx, const struct spw_pipeline_spec *spec);
+void spw_element_ctx_destroy(struct spw_element_ctx *ctx);
+
+/* Run groups [g_from, g_to) on one element. With g_from == 0, (buf, len) are the encoded bytes and *v is
+ * empty; otherwise *v holds the previous groups' output and is replaced. stats may be NULL.
+ * Returns 0, or SPW_EDECODE / SPW_ETOOBIG / SPW_EUNSUPPORTED / -ENOMEM with a message in err; on error
+ * *v is left empty. */
+int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uint64_t epoch, int64_t sample,
+                    const uint8_t *buf, size_t len, struct spw_value *v, struct spw_element_stats *stats,
+                    char *err, size_t errlen);
+void spw_value_free(struct spw_value *v);
+/* Bytes of the value's pixels or tensor data. */
+size_t spw_value_bytes(const struct spw_value *v);
+
+#endif

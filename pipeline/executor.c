@@ -1,0 +1,454 @@
+/* pipeline/executor.c - the in-process executor (see executor.h). One mutex guards the claim cursor and the
+ * batch window; element work and the copy into the batch happen outside it. The worker that finishes a
+ * batch's last element compacts it (skipped samples) and marks it ready. */
+#include "pipeline/executor.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lib/err.h"
+#include "pipeline/element.h"
+#include "pipeline/fusion.h"
+#include "pipeline/order.h"
+
+struct slot {
+    int64_t gbatch;             /* global batch number, -1 when free */
+    int n_pos;                  /* positions in this batch */
+    int claimed, finished;
+    int64_t *samples;           /* n_pos manifest indices */
+    bool *ok;                   /* n_pos */
+    struct spw_tensor data;     /* allocated at the first finished element */
+    size_t elem_bytes;
+    bool ready;
+    bool shape_error;
+};
+
+struct spw_executor {
+    const struct spw_pipeline_spec *spec;
+    const struct spw_source *src;
+    struct spw_element_ctx ctx;
+    struct spw_order order;
+    int64_t per_epoch;          /* batches per epoch */
+    int64_t total;              /* batches to produce; -1 = forever */
+    int window;
+    struct slot *slots;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_ready;
+    int64_t next_claim_batch;   /* cursor: batch and position of the next element to claim */
+    int next_claim_pos;
+    int64_t next_deliver;
+    bool stopping;
+    int fail_rc;
+    char errmsg[512];
+
+    struct spw_exec_stats stats;
+    int threads;
+    pthread_t *tids;
+};
+
+static void log_line(const char *level, const char *msg)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s executor %s\n", tm.tm_year + 1900, tm.tm_mon + 1,
+            tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, level, msg);
+}
+
+static struct slot *slot_of(struct spw_executor *ex, int64_t gbatch)
+{
+    return &ex->slots[gbatch % ex->window];
+}
+
+static int batch_positions(const struct spw_executor *ex, int64_t index_in_epoch)
+{
+    int64_t B = ex->spec->batch.size, first = index_in_epoch * B;
+    int64_t n = ex->src->n - first;
+    return (int)(n < B ? n : B);
+}
+
+/* Claim the next element: returns false when there is no more work. Called with mu held. */
+static bool claim(struct spw_executor *ex, int64_t *gbatch, int *pos)
+{
+    for (;;) {
+        if (ex->stopping)
+            return false;
+        if (ex->total >= 0 && ex->next_claim_batch >= ex->total)
+            return false;
+        int64_t gb = ex->next_claim_batch;
+        if (gb < ex->next_deliver + ex->window) {
+            struct slot *s = slot_of(ex, gb);
+            if (ex->next_claim_pos == 0) {
+                int64_t epoch = gb / ex->per_epoch, idx = gb % ex->per_epoch;
+                s->gbatch = gb;
+                s->n_pos = batch_positions(ex, idx);
+                s->claimed = s->finished = 0;
+                s->ready = s->shape_error = false;
+                for (int p = 0; p < s->n_pos; p++) {
+                    s->samples[p] = spw_order_at(&ex->order, (uint64_t)epoch, idx * ex->spec->batch.size + p);
+                    s->ok[p] = false;
+                }
+            }
+            *gbatch = gb;
+            *pos = ex->next_claim_pos;
+            s->claimed++;
+            if (++ex->next_claim_pos == s->n_pos) {
+                ex->next_claim_pos = 0;
+                ex->next_claim_batch++;
+            }
+            return true;
+        }
+        pthread_cond_wait(&ex->cv_work, &ex->mu);
+    }
+}
+
+/* Copy one element's value into its batch slot (layout per spec). */
+static void copy_into(const struct spw_executor *ex, const struct spw_value *v, uint8_t *dst)
+{
+    if (v->is_tensor) {
+        memcpy(dst, v->t.data, v->t.nbytes);
+        return;
+    }
+    const struct spw_image *im = &v->img;
+    if (ex->spec->batch.layout == SPW_LAYOUT_CHW) {
+        const size_t plane = (size_t)im->w * im->h;
+        for (int y = 0; y < im->h; y++)
+            for (int x = 0; x < im->w; x++)
+                for (int c = 0; c < 3; c++)
+                    dst[c * plane + (size_t)y * im->w + x] = spw_image_at(im, x, y)[c];
+        return;
+    }
+    for (int y = 0; y < im->h; y++)
+        memcpy(dst + (size_t)y * im->w * 3, im->data + (size_t)y * im->stride, (size_t)im->w * 3);
+}
+
+static void value_shape(const struct spw_executor *ex, const struct spw_value *v, int *ndim, int64_t *shape,
+                        enum spw_dtype *dt)
+{
+    if (v->is_tensor) {
+        *ndim = v->t.ndim;
+        memcpy(shape, v->t.shape, sizeof(int64_t) * (size_t)v->t.ndim);
+        *dt = v->t.dtype;
+        return;
+    }
+    *ndim = 3;
+    *dt = SPW_DTYPE_U8;
+    if (ex->spec->batch.layout == SPW_LAYOUT_CHW) {
+        shape[0] = 3; shape[1] = v->img.h; shape[2] = v->img.w;
+    } else {
+        shape[0] = v->img.h; shape[1] = v->img.w; shape[2] = 3;
+    }
+}
+
+/* Place a finished element. Returns the error text for a shape mismatch, else NULL. */
+static void place(struct spw_executor *ex, struct slot *s, int pos, const struct spw_value *v, bool ok)
+{
+    uint8_t *dst = NULL;
+    pthread_mutex_lock(&ex->mu);
+    if (ok) {
+        int ndim;
+        int64_t shape[SPW_TENSOR_MAX_DIMS];
+        enum spw_dtype dt;
+        value_shape(ex, v, &ndim, shape + 1, &dt);
+        if (!s->data.data) {
+            shape[0] = s->n_pos;
+            if (spw_tensor_alloc(&s->data, dt, ndim + 1, shape) == 0)
+                s->elem_bytes = s->data.nbytes / (size_t)s->n_pos;
+            else
+                s->shape_error = true;
+        }
+        bool same = s->data.data && s->data.dtype == dt && s->data.ndim == ndim + 1 &&
+                    memcmp(s->data.shape + 1, shape + 1, sizeof(int64_t) * (size_t)ndim) == 0;
+        if (!same && !s->shape_error) {
+            s->shape_error = true;
+            snprintf(ex->errmsg, sizeof ex->errmsg,
+                     "batch: elements of one batch differ in shape (add a crop or resize to a fixed size, or "
+                     "use batch size 1)");
+        }
+        if (same)
+            dst = (uint8_t *)s->data.data + s->elem_bytes * (size_t)pos;
+    }
+    pthread_mutex_unlock(&ex->mu);
+    if (dst)
+        copy_into(ex, v, dst);
+    pthread_mutex_lock(&ex->mu);
+    s->ok[pos] = dst != NULL;
+    if (++s->finished == s->n_pos) {
+        s->ready = true;
+        pthread_cond_broadcast(&ex->cv_ready);
+    }
+    pthread_mutex_unlock(&ex->mu);
+}
+
+static void add_stats(struct spw_executor *ex, const struct spw_element_stats *st)
+{
+    pthread_mutex_lock(&ex->mu);
+    for (int i = 0; i < ex->stats.n_steps; i++) {
+        struct spw_op_stat *o = &ex->stats.steps[i];
+        if (!st->ran[o->first_op])
+            continue;
+        o->elements++;
+        o->ns_total += st->ns[o->first_op];
+        o->out_bytes_total += st->out_bytes[o->first_op];
+    }
+    pthread_mutex_unlock(&ex->mu);
+}
+
+static void *worker(void *arg)
+{
+    struct spw_executor *ex = arg;
+    struct spw_element_stats *st = malloc(sizeof *st);
+    char err[512];
+    for (;;) {
+        int64_t gb;
+        int pos;
+        pthread_mutex_lock(&ex->mu);
+        bool got = st && claim(ex, &gb, &pos);
+        struct slot *s = got ? slot_of(ex, gb) : NULL;
+        int64_t sample = got ? s->samples[pos] : 0;
+        pthread_mutex_unlock(&ex->mu);
+        if (!got)
+            break;
+        const int64_t epoch = gb / ex->per_epoch;
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        struct spw_value v = {0};
+        memset(st->ran, 0, sizeof st->ran);
+        memset(st->ns, 0, sizeof(int64_t) * (size_t)ex->spec->n_ops);
+        memset(st->out_bytes, 0, sizeof(int64_t) * (size_t)ex->spec->n_ops);
+        err[0] = 0;
+        int rc = spw_source_read(ex->src, sample, ex->spec->max_file_bytes, &buf, &len);
+        if (rc)
+            snprintf(err, sizeof err, "read failed: %s", spw_strerror(rc));
+        else
+            rc = spw_element_run(&ex->ctx, 0, ex->ctx.n_groups, (uint64_t)epoch, sample, buf, len, &v, st, err,
+                                 sizeof err);
+        free(buf);
+        if (rc == 0) {
+            add_stats(ex, st);
+        } else {
+            char line[1024];
+            const char *path = ex->src->samples[sample].path;
+            snprintf(line, sizeof line, "%s sample=%lld path=\"%s\" err=\"%s\"",
+                     ex->spec->on_error == SPW_ON_ERROR_FAIL ? "failed" : "skipped", (long long)sample, path, err);
+            log_line(ex->spec->on_error == SPW_ON_ERROR_FAIL ? "error" : "warn", line);
+            pthread_mutex_lock(&ex->mu);
+            ex->stats.skipped++;
+            if (ex->spec->on_error == SPW_ON_ERROR_FAIL && !ex->fail_rc) {
+                ex->fail_rc = rc < 0 ? rc : rc;
+                snprintf(ex->errmsg, sizeof ex->errmsg, "%s: %s", path, err);
+                ex->stopping = true;
+                pthread_cond_broadcast(&ex->cv_work);
+                pthread_cond_broadcast(&ex->cv_ready);
+            }
+            pthread_mutex_unlock(&ex->mu);
+        }
+        place(ex, s, pos, &v, rc == 0);
+        spw_value_free(&v);
+    }
+    free(st);
+    return NULL;
+}
+
+int spw_executor_create(const struct spw_pipeline_spec *spec, const struct spw_source *src,
+                        const struct spw_executor_opts *opts, struct spw_executor **out, char *err, size_t errlen)
+{
+    struct spw_executor *ex = calloc(1, sizeof *ex);
+    if (!ex)
+        return -ENOMEM;
+    ex->spec = spec;
+    ex->src = src;
+    int B = spec->batch.size;
+    ex->per_epoch = spec->batch.drop_remainder ? src->n / B : (src->n + B - 1) / B;
+    if (ex->per_epoch == 0) {
+        snprintf(err, errlen, "batch.size: %d is larger than the dataset (%lld samples) with drop_remainder", B,
+                 (long long)src->n);
+        free(ex);
+        return SPW_ESPEC;
+    }
+    ex->total = spec->source.epochs > 0 ? spec->source.epochs * ex->per_epoch : -1;
+    if (opts->max_batches > 0 && (ex->total < 0 || opts->max_batches < ex->total))
+        ex->total = opts->max_batches;
+    ex->threads = opts->threads > 0 ? opts->threads : 1;
+    ex->window = opts->window_batches > 0 ? opts->window_batches : 2 * ex->threads + 2;
+    spw_order_init(&ex->order, src->n, spec->source.shuffle, spec->source.seed);
+    int rc = spw_element_ctx_init(&ex->ctx, spec);
+    ex->slots = calloc((size_t)ex->window, sizeof *ex->slots);
+    ex->tids = calloc((size_t)ex->threads, sizeof *ex->tids);
+    if (rc || !ex->slots || !ex->tids)
+        goto nomem;
+    for (int i = 0; i < ex->window; i++) {
+        ex->slots[i].gbatch = -1;
+        ex->slots[i].samples = calloc((size_t)B, sizeof(int64_t));
+        ex->slots[i].ok = calloc((size_t)B, sizeof(bool));
+        if (!ex->slots[i].samples || !ex->slots[i].ok)
+            goto nomem;
+    }
+    /* One stats row per step: a fused decode group, or a single op. */
+    for (int g = 0; g < ex->ctx.n_groups; g++) {
+        const struct spw_group *gr = &ex->ctx.groups[g];
+        int steps = gr->kind == SPW_GROUP_DECODE ? 1 : gr->count;
+        for (int k = 0; k < steps; k++) {
+            struct spw_op_stat *o = &ex->stats.steps[ex->stats.n_steps++];
+            o->first_op = gr->first + k;
+            o->n_ops = gr->kind == SPW_GROUP_DECODE ? gr->count : 1;
+            size_t off = 0;
+            for (int i = 0; i < o->n_ops; i++)
+                off += (size_t)snprintf(o->name + off, sizeof o->name - off, "%s%s", i ? "+" : "",
+                                        spw_op_name(spec->ops[o->first_op + i].kind));
+        }
+    }
+    pthread_mutex_init(&ex->mu, NULL);
+    pthread_cond_init(&ex->cv_work, NULL);
+    pthread_cond_init(&ex->cv_ready, NULL);
+    for (int i = 0; i < ex->threads; i++) {
+        if (pthread_create(&ex->tids[i], NULL, worker, ex) != 0) {
+            ex->threads = i;
+            spw_executor_destroy(ex);
+            snprintf(err, errlen, "cannot start worker threads");
+            return -EAGAIN;
+        }
+    }
+    *out = ex;
+    return 0;
+nomem:
+    spw_element_ctx_destroy(&ex->ctx);
+    for (int i = 0; ex->slots && i < ex->window; i++) {
+        free(ex->slots[i].samples);
+        free(ex->slots[i].ok);
+    }
+    free(ex->slots);
+    free(ex->tids);
+    free(ex);
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+}
+
+const char *spw_executor_errmsg(const struct spw_executor *ex)
+{
+    return ex->errmsg;
+}
+
+int spw_executor_next(struct spw_executor *ex, struct spw_batch **out)
+{
+    pthread_mutex_lock(&ex->mu);
+    if (ex->total >= 0 && ex->next_deliver >= ex->total) {
+        pthread_mutex_unlock(&ex->mu);
+        return SPW_ECLOSED;
+    }
+    struct slot *s = slot_of(ex, ex->next_deliver);
+    while (!ex->fail_rc && !(s->gbatch == ex->next_deliver && s->ready))
+        pthread_cond_wait(&ex->cv_ready, &ex->mu);
+    if (ex->fail_rc) {
+        int rc = ex->fail_rc;
+        pthread_mutex_unlock(&ex->mu);
+        return rc;
+    }
+    if (s->shape_error) {
+        ex->fail_rc = SPW_ESPEC;
+        ex->stopping = true;
+        pthread_cond_broadcast(&ex->cv_work);
+        pthread_mutex_unlock(&ex->mu);
+        return SPW_ESPEC;
+    }
+    pthread_mutex_unlock(&ex->mu);
+
+    /* The slot is ours until next_deliver moves: build the batch without the lock. */
+    struct spw_batch *b = calloc(1, sizeof *b);
+    int n_ok = 0;
+    for (int p = 0; p < s->n_pos; p++)
+        n_ok += s->ok[p];
+    if (!b || !(b->keys = calloc((size_t)(n_ok ? n_ok : 1), sizeof *b->keys))) {
+        free(b);
+        return -ENOMEM;
+    }
+    b->epoch = s->gbatch / ex->per_epoch;
+    b->index = s->gbatch % ex->per_epoch;
+    b->skipped = s->n_pos - n_ok;
+    b->n = n_ok;
+    b->n_tensors = 2;
+    int64_t lshape[1] = {n_ok};
+    if (spw_tensor_alloc(&b->tensors[1], SPW_DTYPE_I64, 1, lshape) != 0) {
+        spw_batch_free(b);
+        return -ENOMEM;
+    }
+    int64_t *labels = b->tensors[1].data;
+    int k = 0;
+    uint8_t *base = s->data.data;
+    for (int p = 0; p < s->n_pos; p++) {
+        if (!s->ok[p])
+            continue;
+        if (k != p)      /* close the gap a skipped sample left */
+            memmove(base + s->elem_bytes * (size_t)k, base + s->elem_bytes * (size_t)p, s->elem_bytes);
+        const struct spw_sample *sm = &ex->src->samples[s->samples[p]];
+        labels[k] = sm->label;
+        b->keys[k] = (struct spw_sample_key){b->epoch, s->samples[p], sm->path};
+        k++;
+    }
+    if (s->data.data) {
+        b->tensors[0] = s->data;
+        b->tensors[0].shape[0] = n_ok;
+        b->tensors[0].nbytes = s->elem_bytes * (size_t)n_ok;
+        memset(&s->data, 0, sizeof s->data);
+    } else {
+        int64_t eshape[1] = {0};
+        spw_tensor_alloc(&b->tensors[0], SPW_DTYPE_U8, 1, eshape);
+    }
+    pthread_mutex_lock(&ex->mu);
+    s->gbatch = -1;
+    ex->next_deliver++;
+    ex->stats.batches++;
+    ex->stats.elements += n_ok;
+    pthread_cond_broadcast(&ex->cv_work);
+    pthread_mutex_unlock(&ex->mu);
+    *out = b;
+    return 0;
+}
+
+void spw_executor_stats(struct spw_executor *ex, struct spw_exec_stats *out)
+{
+    pthread_mutex_lock(&ex->mu);
+    *out = ex->stats;
+    pthread_mutex_unlock(&ex->mu);
+}
+
+void spw_executor_destroy(struct spw_executor *ex)
+{
+    if (!ex)
+        return;
+    pthread_mutex_lock(&ex->mu);
+    ex->stopping = true;
+    pthread_cond_broadcast(&ex->cv_work);
+    pthread_cond_broadcast(&ex->cv_ready);
+    pthread_mutex_unlock(&ex->mu);
+    for (int i = 0; i < ex->threads; i++)
+        pthread_join(ex->tids[i], NULL);
+    for (int i = 0; i < ex->window; i++) {
+        free(ex->slots[i].samples);
+        free(ex->slots[i].ok);
+        spw_tensor_free(&ex->slots[i].data);
+    }
+    spw_element_ctx_destroy(&ex->ctx);
+    pthread_mutex_destroy(&ex->mu);
+    pthread_cond_destroy(&ex->cv_work);
+    pthread_cond_destroy(&ex->cv_ready);
+    free(ex->slots);
+    free(ex->tids);
+    free(ex);
+}
+
+void spw_batch_free(struct spw_batch *b)
+{
+    if (!b)
+        return;
+    for (int i = 0; i < b->n_tensors; i++)
+        spw_tensor_free(&b->tensors[i]);
+    free(b->keys);
+    free(b);
+}

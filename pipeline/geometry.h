@@ -1,0 +1,33 @@
+/* pipeline/geometry.h - the parameters of the geometric ops as torchvision computes them (crop rectangles,
+ * resize targets). One definition each, used by the fused decode group and the op-by-op path alike.
+ * Pure functions (randomness comes from the caller's RNG); thread-safe. */
+#ifndef SPW_PIPELINE_GEOMETRY_H
+#define SPW_PIPELINE_GEOMETRY_H
+
+#include <stdbool.h>
+
+#include "lib/rng.h"
+#include "pipeline/spec.h"
+
+struct spw_rect {
+    int x, y, w, h;     /* left, top, width, height; may extend past the image (zero padding) */
+};
+
+/* RandomResizedCrop.get_params: 10 tries of (area ~ U(scale), log-ratio ~ U(log ratio)), then a central
+ * fallback; Python's round-half-even. */
+struct spw_rect spw_rrc_params(const struct spw_op_spec *op, struct spw_rng *r, int W, int H);
+/* resize's output size (_compute_resized_output_size: smaller edge, max_size). */
+void spw_resize_size(const struct spw_op_spec *op, int W, int H, int *ow, int *oh);
+/* center_crop's rectangle (negative offsets where torchvision pads). */
+struct spw_rect spw_center_crop_rect(const struct spw_op_spec *op, int W, int H);
+/* RandomCrop's rectangle after padding / pad_if_needed, in unpadded coordinates. */
+struct spw_rect spw_random_crop_rect(const struct spw_op_spec *op, struct spw_rng *r, int W, int H);
+/* Crop size of a crop op (size_w == 0 means square). */
+int spw_crop_h(const struct spw_op_spec *op);
+int spw_crop_w(const struct spw_op_spec *op);
+/* Toggle *h / *v as flip op `op` decides (random flips: U(0,1) < p, as torchvision). */
+void spw_flip_decision(const struct spw_op_spec *op, struct spw_rng *r, bool *h, bool *v);
+/* Whether c lies inside a W x H image. */
+int spw_rect_inside(struct spw_rect c, int W, int H);
+
+#endif

@@ -1,0 +1,39 @@
+/* pipeline/source.h - data sources: an image folder (class sub-folders -> int64 label, as torchvision's
+ * ImageFolder) or WebDataset-style tar shards (KEY.jpg + KEY.cls members). Opening a source enumerates it
+ * once, sorted, into a manifest with a hash; reading a sample is then thread-safe (pread). */
+#ifndef SPW_PIPELINE_SOURCE_H
+#define SPW_PIPELINE_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipeline/spec.h"
+
+struct spw_sample {
+    char *path;             /* image_folder: file path; tar: "shard.tar:member" */
+    int64_t label;
+    int file;               /* index into the source's open files (tar shards); -1 for image_folder */
+    int64_t offset, size;   /* tar: member data; image_folder: size from stat */
+};
+
+struct spw_source {
+    enum spw_source_format format;
+    struct spw_sample *samples;
+    int64_t n;
+    char **classes;         /* image_folder: class names in label order */
+    int n_classes;
+    int *fds;               /* tar shard descriptors */
+    int n_fds;
+    uint64_t manifest_hash; /* over (path, label, size) of every sample in order */
+    int64_t ignored;        /* files seen but not samples (non-JPEG, incomplete tar keys) */
+};
+
+/* Enumerate the source of spec. Returns 0, SPW_ESOURCE (message in err: missing path, empty dataset,
+ * malformed tar) or -ENOMEM. */
+int spw_source_open(const struct spw_source_spec *spec, struct spw_source **out, char *err, size_t errlen);
+/* Read sample i's encoded bytes into a malloc'd buffer (*buf, *len; caller frees). Refuses samples
+ * bigger than max_bytes with SPW_ETOOBIG before allocating. Returns 0 or -errno / SPW_ETOOBIG. */
+int spw_source_read(const struct spw_source *src, int64_t i, int64_t max_bytes, uint8_t **buf, size_t *len);
+void spw_source_close(struct spw_source *src);
+
+#endif

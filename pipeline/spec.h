@@ -1,0 +1,150 @@
+/* pipeline/spec.h - the pipeline spec: a source, element-wise ops, then batch. Parsed from JSON
+ * (field names follow torchvision.transforms) and mirrored in proto/spillway.proto. Validation happens
+ * here, before anything runs; errors name the op index, field and bad value. A parsed spec is immutable
+ * and may be read from many threads. */
+#ifndef SPW_PIPELINE_SPEC_H
+#define SPW_PIPELINE_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/tensor.h"   /* enum spw_dtype */
+
+/* X(enum, "json name") - order is the wire order; append only. */
+#define SPW_OP_KINDS(X)                                            \
+    X(SPW_OP_DECODE_JPEG, "decode_jpeg")                          \
+    X(SPW_OP_RESIZE, "resize")                                    \
+    X(SPW_OP_CENTER_CROP, "center_crop")                          \
+    X(SPW_OP_CROP, "crop")                                        \
+    X(SPW_OP_RANDOM_CROP, "random_crop")                          \
+    X(SPW_OP_RANDOM_RESIZED_CROP, "random_resized_crop")          \
+    X(SPW_OP_HORIZONTAL_FLIP, "horizontal_flip")                  \
+    X(SPW_OP_VERTICAL_FLIP, "vertical_flip")                      \
+    X(SPW_OP_RANDOM_HORIZONTAL_FLIP, "random_horizontal_flip")    \
+    X(SPW_OP_RANDOM_VERTICAL_FLIP, "random_vertical_flip")        \
+    X(SPW_OP_ROTATE, "rotate")                                    \
+    X(SPW_OP_AFFINE, "affine")                                    \
+    X(SPW_OP_ADJUST_BRIGHTNESS, "adjust_brightness")              \
+    X(SPW_OP_ADJUST_CONTRAST, "adjust_contrast")                  \
+    X(SPW_OP_ADJUST_SATURATION, "adjust_saturation")              \
+    X(SPW_OP_ADJUST_HUE, "adjust_hue")                            \
+    X(SPW_OP_ADJUST_SHARPNESS, "adjust_sharpness")                \
+    X(SPW_OP_POSTERIZE, "posterize")                              \
+    X(SPW_OP_SOLARIZE, "solarize")                                \
+    X(SPW_OP_EQUALIZE, "equalize")                                \
+    X(SPW_OP_AUTOCONTRAST, "autocontrast")                        \
+    X(SPW_OP_INVERT, "invert")                                    \
+    X(SPW_OP_COLOR_JITTER, "color_jitter")                        \
+    X(SPW_OP_RAND_AUGMENT, "rand_augment")                        \
+    X(SPW_OP_AUTO_AUGMENT, "auto_augment")                        \
+    X(SPW_OP_TRIVIAL_AUGMENT_WIDE, "trivial_augment_wide")        \
+    X(SPW_OP_RANDOM_ERASING, "random_erasing")                    \
+    X(SPW_OP_NORMALIZE, "normalize")                              \
+    X(SPW_OP_TO_TENSOR, "to_tensor")
+
+enum spw_op_kind {
+#define SPW_OP_ENUM(e, name) e,
+    SPW_OP_KINDS(SPW_OP_ENUM)
+#undef SPW_OP_ENUM
+    SPW_OP_COUNT
+};
+
+enum spw_interp { SPW_INTERP_NEAREST = 0, SPW_INTERP_BILINEAR = 1, SPW_INTERP_BICUBIC = 2 };
+enum spw_layout { SPW_LAYOUT_HWC = 0, SPW_LAYOUT_CHW = 1 };
+enum spw_source_format { SPW_SOURCE_IMAGE_FOLDER = 0, SPW_SOURCE_TAR_SHARDS = 1 };
+enum spw_on_error { SPW_ON_ERROR_SKIP = 0, SPW_ON_ERROR_FAIL = 1 };
+enum spw_aa_policy { SPW_AA_IMAGENET = 0 };
+
+/* One op with its parameters. Only the fields of `kind` are meaningful; the parser fills the others with
+ * torchvision's defaults for that op. Sizes are (height, width) as in torchvision. */
+struct spw_op_spec {
+    enum spw_op_kind kind;
+    /* resize / crops: size_w == 0 means a single int (resize: match the smaller edge to size_h;
+     * crops: square size_h x size_h) */
+    int size_h, size_w;
+    int max_size;                       /* resize: 0 = none */
+    enum spw_interp interpolation;      /* resize/rrc: bilinear; rotate/affine/policies: nearest */
+    bool antialias;                     /* resize/rrc: true (PIL always antialiases) */
+    double scale[2], ratio[2];          /* random_resized_crop, random_erasing */
+    double p;                           /* random flips 0.5, random_erasing 0.5 */
+    int top, left, height, width;       /* crop */
+    int padding;                        /* random_crop: 0 */
+    bool pad_if_needed;                 /* random_crop */
+    double angle;                       /* rotate, affine (degrees) */
+    double translate[2];                /* affine: pixels (x, y) */
+    double affine_scale;                /* affine: 1.0 */
+    double shear[2];                    /* affine: degrees (x, y) */
+    bool expand;                        /* rotate */
+    double fill[3];                     /* rotate/affine/policies/random_crop: 0 */
+    double factor;                      /* adjust_*: brightness/contrast/saturation/sharpness >= 0,
+                                           hue in [-0.5, 0.5] */
+    int bits;                           /* posterize: [0, 8] */
+    double threshold;                   /* solarize: [0, 255] */
+    double brightness[2], contrast[2], saturation[2], hue[2]; /* color_jitter ranges (min, max);
+                                           0,0 = off */
+    int num_ops, magnitude, num_magnitude_bins;   /* rand_augment: 2, 9, 31 */
+    enum spw_aa_policy policy;          /* auto_augment */
+    bool erase_random_value;            /* random_erasing: value "random" (normal noise) */
+    double erase_value[3];              /* random_erasing: constant value per channel (default 0) */
+    double mean[3], std[3];             /* normalize */
+    enum spw_dtype dtype;               /* normalize / to_tensor output: f32 (default) or f16 */
+};
+
+struct spw_source_spec {
+    enum spw_source_format format;
+    char *path;                         /* image_folder: a directory; tar_shards: a glob of shard paths */
+    bool shuffle;                       /* default true */
+    uint64_t seed;                      /* default 0 */
+    int64_t epochs;                     /* default 1; 0 = forever */
+};
+
+struct spw_batch_spec {
+    int size;                           /* >= 1 */
+    bool drop_remainder;                /* default false */
+    enum spw_layout layout;             /* layout of uint8 image outputs: HWC (default) or CHW */
+};
+
+struct spw_pipeline_spec {
+    struct spw_source_spec source;
+    int n_ops;
+    struct spw_op_spec *ops;
+    struct spw_batch_spec batch;
+    enum spw_on_error on_error;         /* default skip */
+    int64_t max_pixels;                 /* decode cap: width*height; default 89478485 (PIL's) */
+    int64_t max_file_bytes;             /* per-sample encoded size cap; default 64 MiB */
+};
+
+/* Parse and validate JSON text. On success *out owns a new spec (free with spw_spec_free) and 0 is
+ * returned; on failure returns SPW_ESPEC and writes a message naming the field and the bad value into
+ * err (e.g. "ops[3].magnitude: 40 is outside [0, 30]"). */
+int spw_spec_parse_json(const char *text, struct spw_pipeline_spec **out, char *err, size_t errlen);
+/* Read a JSON file and parse it as above; I/O errors are reported in err as well. */
+int spw_spec_load_file(const char *path, struct spw_pipeline_spec **out, char *err, size_t errlen);
+/* Serialize to canonical JSON (all fields, defaults filled). Caller frees with free(). NULL on ENOMEM. */
+char *spw_spec_to_json(const struct spw_pipeline_spec *spec);
+void spw_spec_free(struct spw_pipeline_spec *spec);
+/* "decode_jpeg", ... ; NULL if out of range. */
+const char *spw_op_name(enum spw_op_kind kind);
+
+/* Caps on what a peer controls: spec text size and op count (checked by the parser). */
+#define SPW_SPEC_MAX_JSON_BYTES (1 << 20)
+#define SPW_SPEC_MAX_OPS 256
+
+/* JSON names of enum values ("bilinear", "float32", "HWC", "tar_shards", "skip", "imagenet"); NULL if out
+ * of range. spw_dtype_name also names dtypes a spec may not use ("uint8", "int64"). */
+const char *spw_interp_name(enum spw_interp v);
+const char *spw_dtype_name(enum spw_dtype v);
+const char *spw_layout_name(enum spw_layout v);
+const char *spw_source_format_name(enum spw_source_format v);
+const char *spw_on_error_name(enum spw_on_error v);
+const char *spw_aa_policy_name(enum spw_aa_policy v);
+
+/* Internal (shared with pipeline/spec_proto.c so the proto path runs the one validator): the spec as a
+ * jansson value. from_json_value validates a borrowed root exactly as spw_spec_parse_json does after
+ * syntax; to_json_value returns a new reference to the canonical form (json_decref it), NULL on ENOMEM. */
+struct json_t;
+int spw_spec__from_json_value(struct json_t *root, struct spw_pipeline_spec **out, char *err, size_t errlen);
+struct json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec);
+
+#endif

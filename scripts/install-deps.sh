@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# scripts/install-deps.sh - install every Debian package Spillway's build, tests and benchmarks need.
+# Idempotent: installs only what is missing; safe to run as root on a fresh Debian 12 machine.
+set -euo pipefail
+
+PKGS=(
+  build-essential pkg-config make git
+  libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
+  libturbojpeg0-dev libjpeg62-turbo-dev libfftw3-dev check libsubunit-dev
+  libssl-dev libjansson-dev
+  python3 python3-numpy python3-pil python3-torchvision python3-torch libopenblas0
+  util-linux tar
+  plasma-workspace-wallpapers mate-backgrounds
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

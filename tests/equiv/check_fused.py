@@ -1,0 +1,115 @@
+"""tests/equiv/check_fused.py - the decode group against torchvision + PIL on real photos of odd sizes.
+Runs the real element runner (fusedcheck: ROI decode, DCT scaling, one resample pass, flip and normalize
+folded in) and redoes the same geometry with torchvision.transforms.functional on PIL.Image.open().
+Proves: full decode is bit-exact with PIL; crops are exact; resize/resized_crop are within 1 level (mean
+absolute difference) and mostly exact; normalize matches ToTensor+Normalize in float32 and float16.
+usage: check_fused.py FUSEDCHECK PHOTO_DIR"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torchvision.transforms.functional as F
+from PIL import Image
+
+sys.path.insert(0, os.path.dirname(__file__))
+import photos  # noqa: E402
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+FUSED, TMP = sys.argv[1], tempfile.mkdtemp(prefix="spw-fused-")
+passed = failed = 0
+
+
+def run(ops, img, sample=0):
+    spec = {"source": {"format": "image_folder", "path": "/nonexistent", "seed": 5},
+            "ops": ops, "batch": {"size": 1}}
+    sp, out = os.path.join(TMP, "spec.json"), os.path.join(TMP, "out.npy")
+    with open(sp, "w") as f:
+        json.dump(spec, f)
+    r = subprocess.run([FUSED, "run", sp, img, out, str(sample)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr.strip())
+    return np.load(out), json.loads(r.stdout)
+
+
+def levels(x):
+    """A normalized CHW float tensor back to HWC uint8-scale levels (float)."""
+    x = np.asarray(x, dtype=np.float64)
+    x = x * np.array(STD)[:, None, None] + np.array(MEAN)[:, None, None]
+    return (x * 255.0).transpose(1, 2, 0)
+
+
+def check(name, ours, ref, mad_max, exact=False):
+    global passed, failed
+    ours, ref = np.asarray(ours, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    if ours.shape != ref.shape:
+        print("FAIL %-52s shape %s vs %s" % (name, ours.shape, ref.shape))
+        failed += 1
+        return
+    d = np.abs(ours - ref)
+    mad, mx, same = d.mean(), d.max(), (d < 1e-6).mean()
+    ok = (mx < 1e-6) if exact else mad <= mad_max
+    print("%s %-52s mad=%.4f max=%.1f exact=%.1f%%" % ("ok  " if ok else "FAIL", name, mad, mx, 100 * same))
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+
+
+def main():
+    imgs = photos.make(sys.argv[2])
+    for idx, path in enumerate(imgs):
+        base = os.path.basename(path)
+        pil = Image.open(path).convert("RGB")
+        W, H = pil.size
+        # 1. full decode: bit-exact with PIL
+        ours, _ = run([{"op": "decode_jpeg"}], path)
+        check("%s %dx%d decode" % (base, W, H), ours, np.asarray(pil), 0, exact=True)
+        # 2. train path: decode + random_resized_crop + flip + normalize (fused), several draws
+        for s in range(3):
+            ops = [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [224, 224]},
+                   {"op": "random_horizontal_flip"}, {"op": "normalize", "mean": MEAN, "std": STD}]
+            ours, info = run(ops, path, sample=idx * 10 + s)
+            left, top, w, h = info["rect"]
+            ref = F.resized_crop(pil, top, left, h, w, [224, 224])
+            if info["hflip"]:
+                ref = F.hflip(ref)
+            ref_t = F.normalize(F.to_tensor(ref), MEAN, STD).numpy()
+            check("%s rrc(%d,%d,%d,%d) flip=%d" % (base, left, top, w, h, info["hflip"]), levels(ours),
+                  levels(ref_t), 1.0)
+            if s == 0:
+                exact = np.abs(ours - ref_t).max() == 0
+                print("     normalize bit-exact with ToTensor+Normalize where pixels agree: %s" % exact)
+        # 3. eval path: resize(256) + center_crop(224), uint8 out
+        ours, _ = run([{"op": "decode_jpeg"}, {"op": "resize", "size": 256}, {"op": "center_crop", "size": 224}], path)
+        ref = F.center_crop(F.resize(pil, 256), 224)
+        check("%s resize256+center_crop224" % base, ours, np.asarray(ref), 1.0)
+        # 4. fixed-size bicubic resize, float16 normalize
+        ops = [{"op": "decode_jpeg"}, {"op": "resize", "size": [173, 259], "interpolation": "bicubic"},
+               {"op": "normalize", "mean": MEAN, "std": STD, "dtype": "float16"}]
+        ours, _ = run(ops, path)
+        ref = F.resize(pil, [173, 259], interpolation=F.InterpolationMode.BICUBIC)
+        ref_t = F.normalize(F.to_tensor(ref), MEAN, STD).to(torch.float16).numpy()
+        check("%s resize[173,259] bicubic f16" % base, levels(ours.astype(np.float32)),
+              levels(ref_t.astype(np.float32)), 1.0)
+        # 5. plain crops are exact
+        ours, _ = run([{"op": "decode_jpeg"}, {"op": "center_crop", "size": [150, 111]}], path)
+        check("%s center_crop[150,111]" % base, ours, np.asarray(F.center_crop(pil, [150, 111])), 0, exact=True)
+        ours, _ = run([{"op": "decode_jpeg"}, {"op": "crop", "top": 7, "left": 13, "height": 101, "width": 97},
+                       {"op": "vertical_flip"}], path)
+        check("%s crop+vflip" % base, ours, np.asarray(F.vflip(F.crop(pil, 7, 13, 101, 97))), 0, exact=True)
+    # 6. a crop larger than the image pads with zeros, as torchvision does
+    path = imgs[0]
+    pil = Image.open(path).convert("RGB")
+    big = [pil.size[1] + 31, pil.size[0] + 20]
+    ours, _ = run([{"op": "decode_jpeg"}, {"op": "center_crop", "size": big}], path)
+    check("padded center_crop %s" % big, ours, np.asarray(F.center_crop(pil, big)), 0, exact=True)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+/* tests/equiv/fusedcheck.c - test driver: runs a pipeline's ops on one JPEG through the real element runner
+ * (fused decode group included) and writes the result as .npy, printing the random geometry it drew so a
+ * torchvision reference can redo it; or prints many RandomResizedCrop draws for a distribution test.
+ *   fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE     -> stdout: {"rect":[left,top,w,h],"hflip":0|1}
+ *   fusedcheck rrc SPEC.json W H N                     -> N lines "left top w h" (op 1 must be rrc) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/err.h"
+#include "lib/rng.h"
+#include "ops/jpeg.h"
+#include "pipeline/element.h"
+#include "pipeline/geometry.h"
+#include "pipeline/spec.h"
+
+static uint8_t *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+static int cmd_run(const struct spw_pipeline_spec *spec, const char *in, const char *out, int64_t sample)
+{
+    size_t len;
+    uint8_t *buf = read_file(in, &len);
+    if (!buf) {
+        fprintf(stderr, "cannot read %s\n", in);
+        return 1;
+    }
+    struct spw_element_ctx ctx;
+    struct spw_value v = {0};
+    char err[512];
+    if (spw_element_ctx_init(&ctx, spec) != 0)
+        return 1;
+    int rc = spw_element_run(&ctx, 0, ctx.n_groups, 0, sample, buf, len, &v, NULL, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "%s: %s: %s\n", in, spw_strerror(rc), err);
+        return 1;
+    }
+    struct spw_tensor t = v.t;
+    if (!v.is_tensor) {
+        t.dtype = SPW_DTYPE_U8;
+        t.ndim = 3;
+        t.shape[0] = v.img.h;
+        t.shape[1] = v.img.w;
+        t.shape[2] = 3;
+        t.nbytes = (size_t)v.img.w * v.img.h * 3;
+        t.data = v.img.data;
+    }
+    rc = spw_tensor_write_npy(&t, out);
+    /* Report the random choices the ops made, drawn again from the same keys. */
+    struct spw_jpeg_info info;
+    spw_jpeg_header(buf, len, spec->max_pixels, &info, err, sizeof err);
+    bool h = false, vf = false;
+    printf("{");
+    for (int i = 0; i < spec->n_ops; i++) {
+        struct spw_rng r;
+        spw_rng_init(&r, spec->source.seed, 0, (uint64_t)sample, (uint32_t)i);
+        const struct spw_op_spec *op = &spec->ops[i];
+        if (op->kind == SPW_OP_RANDOM_RESIZED_CROP && i == 1) {
+            struct spw_rect c = spw_rrc_params(op, &r, info.w, info.h);
+            printf("\"rect\": [%d, %d, %d, %d], ", c.x, c.y, c.w, c.h);
+        }
+        spw_flip_decision(op, &r, &h, &vf);
+    }
+    printf("\"hflip\": %d, \"vflip\": %d}\n", h, vf);
+    spw_value_free(&v);
+    spw_element_ctx_destroy(&ctx);
+    free(buf);
+    return rc ? 1 : 0;
+}
+
+static int cmd_rrc(const struct spw_pipeline_spec *spec, int W, int H, int n)
+{
+    if (spec->n_ops < 2 || spec->ops[1].kind != SPW_OP_RANDOM_RESIZED_CROP) {
+        fprintf(stderr, "rrc: ops[1] must be random_resized_crop\n");
+        return 1;
+    }
+    for (int s = 0; s < n; s++) {
+        struct spw_rng r;
+        spw_rng_init(&r, spec->source.seed, 0, (uint64_t)s, 1);
+        struct spw_rect c = spw_rrc_params(&spec->ops[1], &r, W, H);
+        printf("%d %d %d %d\n", c.x, c.y, c.w, c.h);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE | rrc SPEC.json W H N\n");
+        return 2;
+    }
+    struct spw_pipeline_spec *spec;
+    char err[512];
+    if (spw_spec_load_file(argv[2], &spec, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", argv[2], err);
+        return 2;
+    }
+    int rc = 2;
+    if (!strcmp(argv[1], "run") && argc == 6)
+        rc = cmd_run(spec, argv[3], argv[4], atoll(argv[5]));
+    else if (!strcmp(argv[1], "rrc") && argc == 6)
+        rc = cmd_rrc(spec, atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+    else
+        fprintf(stderr, "bad arguments\n");
+    spw_spec_free(spec);
+    return rc;
+}
