@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,7 +163,7 @@ static int cmd_run(const char *pipeline, int threads, int64_t max_batches, const
         elements += b->n;
         if (dump && dump_batch(dump, seq, b, keys) != 0)
             status = 1;
-        spw_batch_free(b);
+        spw_executor_release(ex, b);
         seq++;
         double t = now_s();
         if (!quiet && t - last >= 2.0) {
@@ -259,6 +260,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "spillctl: %s needs --pipeline FILE.json\n", cmd);
         return 2;
     }
+    /* Per-element buffers (decoded regions, resample scratch, images) are 100 KB-1 MB: keep them on the
+     * heap and keep freed memory, instead of an mmap, page faults and munmap for each one. */
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     if (strcmp(cmd, "run") == 0) {

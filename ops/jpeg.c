@@ -51,6 +51,10 @@ int spw_jpeg_pick_denom(int w, int h, int out_w, int out_h)
 static int start(struct jpeg_decompress_struct *cinfo, const uint8_t *buf, size_t len, int64_t max_pixels,
                  char *err, size_t errlen)
 {
+    if (len == 0) {
+        snprintf(err, errlen, "empty file (0 bytes)");
+        return SPW_EDECODE;
+    }
     if (len < 4 || buf[0] != 0xFF || buf[1] != 0xD8) {
         snprintf(err, errlen, "not a JPEG (no SOI marker)");
         return SPW_EDECODE;

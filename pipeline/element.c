@@ -33,8 +33,10 @@ void spw_value_free(struct spw_value *v)
 {
     if (!v)
         return;
-    spw_image_free(&v->img);
-    spw_tensor_free(&v->t);
+    if (!v->placed) {
+        spw_image_free(&v->img);
+        spw_tensor_free(&v->t);
+    }
     memset(v, 0, sizeof *v);
 }
 
@@ -78,8 +80,9 @@ static void op_rng(const struct spw_element_ctx *ctx, uint64_t epoch, int64_t sa
 
 /* ---- outputs ---- */
 
+/* Output of a kernel: a new image / tensor, or (dest set: the run's final write) memory from dest. */
 static int make_sink(const struct spw_element_ctx *ctx, int norm_op, int w, int h, bool hflip, bool vflip,
-                     struct spw_value *out, struct spw_sink *s)
+                     const struct spw_element_dest *dest, struct spw_value *out, struct spw_sink *s)
 {
     memset(out, 0, sizeof *out);
     memset(s, 0, sizeof *s);
@@ -91,14 +94,37 @@ static int make_sink(const struct spw_element_ctx *ctx, int norm_op, int w, int 
         const struct spw_op_spec *op = &ctx->spec->ops[norm_op];
         int64_t shape[3] = {3, h, w};
         enum spw_dtype dt = op->dtype == SPW_DTYPE_F16 ? SPW_DTYPE_F16 : SPW_DTYPE_F32;
-        int rc = spw_tensor_alloc(&out->t, dt, 3, shape);
-        if (rc)
-            return rc;
+        void *mem = dest && dest->place ? dest->place(dest->opaque, dt, 3, shape) : NULL;
+        if (mem) {
+            out->placed = true;
+            out->t.dtype = dt;
+            out->t.ndim = 3;
+            memcpy(out->t.shape, shape, sizeof shape);
+            out->t.nbytes = (size_t)3 * w * h * spw_dtype_size(dt);
+        } else {
+            int rc = spw_tensor_alloc(&out->t, dt, 3, shape);
+            if (rc)
+                return rc;
+            mem = out->t.data;
+        }
         out->is_tensor = true;
         s->kind = dt == SPW_DTYPE_F16 ? SPW_SINK_F16_CHW : SPW_SINK_F32_CHW;
-        s->data = out->t.data;
+        s->data = mem;
         s->lut = &ctx->luts[norm_op];
         return 0;
+    }
+    if (dest && dest->place) {
+        bool chw = dest->layout == SPW_LAYOUT_CHW;
+        int64_t shape[3] = {chw ? 3 : h, chw ? h : w, chw ? w : 3};
+        void *mem = dest->place(dest->opaque, SPW_DTYPE_U8, 3, shape);
+        if (mem) {
+            out->placed = true;
+            out->img = (struct spw_image){.w = w, .h = h, .c = 3, .stride = (size_t)w * 3};
+            s->kind = chw ? SPW_SINK_U8_CHW : SPW_SINK_U8_HWC;
+            s->data = mem;
+            s->stride = (size_t)w * 3;
+            return 0;
+        }
     }
     int rc = spw_image_alloc(&out->img, w, h, 3);
     if (rc)
@@ -127,11 +153,11 @@ static void crop_rows(const struct spw_image *img, int in_x0, int in_y0, struct 
 }
 
 static int crop_value(const struct spw_element_ctx *ctx, struct spw_value *v, struct spw_rect c, const uint8_t fill[3],
-                      char *err, size_t errlen)
+                      const struct spw_element_dest *dest, char *err, size_t errlen)
 {
     struct spw_value out;
     struct spw_sink s;
-    int rc = make_sink(ctx, -1, c.w, c.h, false, false, &out, &s);
+    int rc = make_sink(ctx, -1, c.w, c.h, false, false, dest, &out, &s);
     uint8_t *row = rc ? NULL : malloc((size_t)c.w * 3);
     if (rc || !row) {
         spw_value_free(&out);
@@ -146,19 +172,19 @@ static int crop_value(const struct spw_element_ctx *ctx, struct spw_value *v, st
 }
 
 static int resample_value(const struct spw_element_ctx *ctx, struct spw_value *v, struct spw_rect c, int ow, int oh,
-                          const int *win, int interp, bool antialias, char *err, size_t errlen)
+                          int interp, bool antialias, const struct spw_element_dest *dest, char *err, size_t errlen)
 {
     struct spw_resample_plan plan;
     float box[4] = {(float)c.x, (float)c.y, (float)(c.x + c.w), (float)(c.y + c.h)};
     int clip[4] = {c.x, c.y, c.x + c.w, c.y + c.h};
-    int rc = spw_resample_plan_init(&plan, box, clip, ow, oh, win, interp, antialias);
+    int rc = spw_resample_plan_init(&plan, box, clip, ow, oh, NULL, interp, antialias);
     if (rc) {
         snprintf(err, errlen, "resample %dx%d -> %dx%d: %s", c.w, c.h, ow, oh, spw_strerror(rc));
         return rc;
     }
     struct spw_value out;
     struct spw_sink s;
-    rc = make_sink(ctx, -1, plan.out_w, plan.out_h, false, false, &out, &s);
+    rc = make_sink(ctx, -1, plan.out_w, plan.out_h, false, false, dest, &out, &s);
     if (rc == 0) {
         spw_resample_run(&plan, &v->img, 0, 0, &s);
         spw_value_free(v);
@@ -168,11 +194,12 @@ static int resample_value(const struct spw_element_ctx *ctx, struct spw_value *v
     return rc;
 }
 
-static int flip_value(const struct spw_element_ctx *ctx, struct spw_value *v, bool h, bool vert)
+static int flip_value(const struct spw_element_ctx *ctx, struct spw_value *v, bool h, bool vert,
+                      const struct spw_element_dest *dest)
 {
     struct spw_value out;
     struct spw_sink s;
-    int rc = make_sink(ctx, -1, v->img.w, v->img.h, h, vert, &out, &s);
+    int rc = make_sink(ctx, -1, v->img.w, v->img.h, h, vert, dest, &out, &s);
     if (rc)
         return rc;
     for (int y = 0; y < v->img.h; y++)
@@ -182,11 +209,12 @@ static int flip_value(const struct spw_element_ctx *ctx, struct spw_value *v, bo
     return 0;
 }
 
-static int to_tensor_value(const struct spw_element_ctx *ctx, struct spw_value *v, int op_index)
+static int to_tensor_value(const struct spw_element_ctx *ctx, struct spw_value *v, int op_index,
+                           const struct spw_element_dest *dest)
 {
     struct spw_value out;
     struct spw_sink s;
-    int rc = make_sink(ctx, op_index, v->img.w, v->img.h, false, false, &out, &s);
+    int rc = make_sink(ctx, op_index, v->img.w, v->img.h, false, false, dest, &out, &s);
     if (rc)
         return rc;
     for (int y = 0; y < v->img.h; y++)
@@ -243,12 +271,12 @@ static void flip_decision(const struct spw_element_ctx *ctx, uint64_t epoch, int
 }
 
 static int run_op(const struct spw_element_ctx *ctx, int i, uint64_t epoch, int64_t sample, struct spw_value *v,
-                  char *err, size_t errlen);
+                  const struct spw_element_dest *dest, char *err, size_t errlen);
 
 /* decode_jpeg [+ crop/resize] [+ flips] [+ normalize]: decode only what the output needs. */
 static int run_decode_group(const struct spw_element_ctx *ctx, const struct spw_group *g, uint64_t epoch,
-                            int64_t sample, const uint8_t *buf, size_t len, struct spw_value *v, char *err,
-                            size_t errlen)
+                            int64_t sample, const uint8_t *buf, size_t len, struct spw_value *v,
+                            const struct spw_element_dest *dest, char *err, size_t errlen)
 {
     const struct spw_pipeline_spec *spec = ctx->spec;
     const struct spw_op_spec *ops = spec->ops;
@@ -334,12 +362,12 @@ static int run_decode_group(const struct spw_element_ctx *ctx, const struct spw_
                                     whole ? 0 : mx1 - mx0, whole ? 0 : my1 - my0, 1, &reg, err, errlen);
         if (rc)
             return rc;
-        if (whole && !hflip && !vflip && norm < 0) {
+        if (whole && !hflip && !vflip && norm < 0 && !dest) {
             memset(v, 0, sizeof *v);            /* the decoded image is the output: no copy */
             v->img = reg.img;
             return 0;
         }
-        rc = make_sink(ctx, norm, c.w, c.h, hflip, vflip, v, &s);
+        rc = make_sink(ctx, norm, c.w, c.h, hflip, vflip, dest, v, &s);
         if (rc == 0) {
             static const uint8_t zero[3] = {0, 0, 0};
             uint8_t *row = malloc((size_t)c.w * 3);
@@ -375,7 +403,7 @@ static int run_decode_group(const struct spw_element_ctx *ctx, const struct spw_
     rc = spw_jpeg_decode_region(buf, len, spec->max_pixels, rx0 * denom, ry0 * denom, (rx1 - rx0) * denom,
                                 (ry1 - ry0) * denom, denom, &reg, err, errlen);
     if (rc == 0) {
-        rc = make_sink(ctx, norm, plan.out_w, plan.out_h, hflip, vflip, v, &s);
+        rc = make_sink(ctx, norm, plan.out_w, plan.out_h, hflip, vflip, dest, v, &s);
         if (rc == 0)
             spw_resample_run(&plan, &reg.img, reg.x0, reg.y0, &s);
     }
@@ -391,14 +419,14 @@ separate:
     v->is_tensor = false;
     v->img = reg.img;
     for (int i = g->first + 1; i < end && rc == 0; i++)
-        rc = run_op(ctx, i, epoch, sample, v, err, errlen);
+        rc = run_op(ctx, i, epoch, sample, v, i == end - 1 ? dest : NULL, err, errlen);
     return rc;
 }
 
 /* ---- ops one by one ---- */
 
 static int run_op(const struct spw_element_ctx *ctx, int i, uint64_t epoch, int64_t sample, struct spw_value *v,
-                  char *err, size_t errlen)
+                  const struct spw_element_dest *dest, char *err, size_t errlen)
 {
     const struct spw_op_spec *op = &ctx->spec->ops[i];
     struct spw_rng r;
@@ -415,24 +443,25 @@ static int run_op(const struct spw_element_ctx *ctx, int i, uint64_t epoch, int6
         return SPW_EUNSUPPORTED;
     case SPW_OP_RANDOM_RESIZED_CROP: {
         struct spw_rect c = spw_rrc_params(op, &r, v->img.w, v->img.h);
-        return resample_value(ctx, v, c, spw_crop_w(op), spw_crop_h(op), NULL, (int)op->interpolation, op->antialias,
-                              err, errlen);
+        return resample_value(ctx, v, c, spw_crop_w(op), spw_crop_h(op), (int)op->interpolation, op->antialias,
+                              dest, err, errlen);
     }
     case SPW_OP_RESIZE: {
         int ow, oh;
         spw_resize_size(op, v->img.w, v->img.h, &ow, &oh);
         struct spw_rect c = {0, 0, v->img.w, v->img.h};
-        return resample_value(ctx, v, c, ow, oh, NULL, (int)op->interpolation, op->antialias, err, errlen);
+        return resample_value(ctx, v, c, ow, oh, (int)op->interpolation, op->antialias, dest, err, errlen);
     }
     case SPW_OP_CENTER_CROP:
-        return crop_value(ctx, v, spw_center_crop_rect(op, v->img.w, v->img.h), zero, err, errlen);
+        return crop_value(ctx, v, spw_center_crop_rect(op, v->img.w, v->img.h), zero, dest, err, errlen);
     case SPW_OP_CROP:
-        return crop_value(ctx, v, (struct spw_rect){op->left, op->top, op->width, op->height}, zero, err, errlen);
+        return crop_value(ctx, v, (struct spw_rect){op->left, op->top, op->width, op->height}, zero, dest, err,
+                          errlen);
     case SPW_OP_RANDOM_CROP: {
         uint8_t fill[3];
         for (int c = 0; c < 3; c++)
             fill[c] = (uint8_t)(op->fill[c] < 0 ? 0 : op->fill[c] > 255 ? 255 : op->fill[c]);
-        return crop_value(ctx, v, spw_random_crop_rect(op, &r, v->img.w, v->img.h), fill, err, errlen);
+        return crop_value(ctx, v, spw_random_crop_rect(op, &r, v->img.w, v->img.h), fill, dest, err, errlen);
     }
     case SPW_OP_HORIZONTAL_FLIP:
     case SPW_OP_VERTICAL_FLIP:
@@ -440,11 +469,11 @@ static int run_op(const struct spw_element_ctx *ctx, int i, uint64_t epoch, int6
     case SPW_OP_RANDOM_VERTICAL_FLIP: {
         bool h = false, vert = false;
         flip_decision(ctx, epoch, sample, i, &h, &vert);
-        return (h || vert) ? flip_value(ctx, v, h, vert) : 0;
+        return (h || vert) ? flip_value(ctx, v, h, vert, dest) : 0;
     }
     case SPW_OP_NORMALIZE:
     case SPW_OP_TO_TENSOR:
-        return to_tensor_value(ctx, v, i);
+        return to_tensor_value(ctx, v, i, dest);
     case SPW_OP_RANDOM_ERASING:
         if (!v->is_tensor) {
             snprintf(err, errlen, "ops[%d] random_erasing needs a tensor (put it after normalize)", i);
@@ -459,14 +488,18 @@ static int run_op(const struct spw_element_ctx *ctx, int i, uint64_t epoch, int6
 
 int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uint64_t epoch, int64_t sample,
                     const uint8_t *buf, size_t len, struct spw_value *v, struct spw_element_stats *stats,
-                    char *err, size_t errlen)
+                    const struct spw_element_dest *dest, char *err, size_t errlen)
 {
+    if (g_to != ctx->n_groups)
+        dest = NULL;                    /* only the pipeline's last write can go to the destination */
+    const int last_op = ctx->spec->n_ops - 1;
     int rc = 0;
     for (int gi = g_from; gi < g_to && rc == 0; gi++) {
         const struct spw_group *g = &ctx->groups[gi];
         if (g->kind == SPW_GROUP_DECODE) {
             int64_t t0 = stats ? now_ns() : 0;
-            rc = run_decode_group(ctx, g, epoch, sample, buf, len, v, err, errlen);
+            rc = run_decode_group(ctx, g, epoch, sample, buf, len, v, gi == ctx->n_groups - 1 ? dest : NULL, err,
+                                  errlen);
             if (stats && rc == 0) {
                 stats->ns[g->first] += now_ns() - t0;
                 stats->out_bytes[g->first] += (int64_t)spw_value_bytes(v);
@@ -476,7 +509,7 @@ int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uin
         }
         for (int i = g->first; i < g->first + g->count && rc == 0; i++) {
             int64_t t0 = stats ? now_ns() : 0;
-            rc = run_op(ctx, i, epoch, sample, v, err, errlen);
+            rc = run_op(ctx, i, epoch, sample, v, i == last_op ? dest : NULL, err, errlen);
             if (stats && rc == 0) {
                 stats->ns[i] += now_ns() - t0;
                 stats->out_bytes[i] += (int64_t)spw_value_bytes(v);

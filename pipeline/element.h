@@ -17,6 +17,7 @@
 
 struct spw_value {
     bool is_tensor;
+    bool placed;                /* the data went to memory from spw_element_dest.place (not owned) */
     struct spw_image img;       /* owned, when !is_tensor */
     struct spw_tensor t;        /* owned, when is_tensor */
 };
@@ -35,16 +36,26 @@ struct spw_element_stats {
     bool ran[256];
 };
 
+/* Where the run's final write may go (e.g. straight into a batch slot). place returns memory for a tensor
+ * of that dtype/shape, or NULL to let the runner allocate. uint8 images are placed HWC or, with
+ * layout CHW, channel-planar. */
+struct spw_element_dest {
+    void *(*place)(void *opaque, enum spw_dtype dtype, int ndim, const int64_t *shape);
+    void *opaque;
+    enum spw_layout layout;
+};
+
 int spw_element_ctx_init(struct spw_element_ctx *ctx, const struct spw_pipeline_spec *spec);
 void spw_element_ctx_destroy(struct spw_element_ctx *ctx);
 
 /* Run groups [g_from, g_to) on one element. With g_from == 0, (buf, len) are the encoded bytes and *v is
- * empty; otherwise *v holds the previous groups' output and is replaced. stats may be NULL.
+ * empty; otherwise *v holds the previous groups' output and is replaced. stats and dest may be NULL; with
+ * dest, a run that ends the pipeline writes its last op's output through dest when it can (v->placed).
  * Returns 0, or SPW_EDECODE / SPW_ETOOBIG / SPW_EUNSUPPORTED / -ENOMEM with a message in err; on error
  * *v is left empty. */
 int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uint64_t epoch, int64_t sample,
                     const uint8_t *buf, size_t len, struct spw_value *v, struct spw_element_stats *stats,
-                    char *err, size_t errlen);
+                    const struct spw_element_dest *dest, char *err, size_t errlen);
 void spw_value_free(struct spw_value *v);
 /* Bytes of the value's pixels or tensor data. */
 size_t spw_value_bytes(const struct spw_value *v);

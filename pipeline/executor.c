@@ -47,6 +47,9 @@ struct spw_executor {
     char errmsg[512];
 
     struct spw_exec_stats stats;
+    void **pool;                /* recycled batch buffers (spw_executor_release) */
+    size_t *pool_cap;
+    int n_pool, pool_max;
     int threads;
     pthread_t *tids;
 };
@@ -146,39 +149,88 @@ static void value_shape(const struct spw_executor *ex, const struct spw_value *v
     }
 }
 
-/* Place a finished element. Returns the error text for a shape mismatch, else NULL. */
-static void place(struct spw_executor *ex, struct slot *s, int pos, const struct spw_value *v, bool ok)
+static void *pool_take(struct spw_executor *ex, size_t bytes)
+{
+    for (int i = 0; i < ex->n_pool; i++) {
+        if (ex->pool_cap[i] == bytes) {
+            void *p = ex->pool[i];
+            ex->pool[i] = ex->pool[--ex->n_pool];
+            ex->pool_cap[i] = ex->pool_cap[ex->n_pool];
+            return p;
+        }
+    }
+    return malloc(bytes ? bytes : 1);
+}
+
+/* Memory for position pos of slot s, allocating the slot's batch tensor at its first element. Returns NULL
+ * (and flags the batch) when this element's shape differs from the batch's. Called with mu held. */
+static uint8_t *slot_memory(struct spw_executor *ex, struct slot *s, int pos, enum spw_dtype dt, int ndim,
+                            const int64_t *shape)
+{
+    if (s->shape_error)
+        return NULL;
+    if (!s->data.data) {
+        size_t elem = spw_dtype_size(dt);
+        for (int i = 0; i < ndim; i++)
+            elem *= (size_t)shape[i];
+        s->data.data = pool_take(ex, elem * (size_t)s->n_pos);
+        if (!s->data.data) {
+            s->shape_error = true;
+            snprintf(ex->errmsg, sizeof ex->errmsg, "out of memory for a batch");
+            return NULL;
+        }
+        s->data.dtype = dt;
+        s->data.ndim = ndim + 1;
+        s->data.shape[0] = s->n_pos;
+        memcpy(s->data.shape + 1, shape, sizeof(int64_t) * (size_t)ndim);
+        s->elem_bytes = elem;
+        s->data.nbytes = elem * (size_t)s->n_pos;
+    }
+    if (s->data.dtype != dt || s->data.ndim != ndim + 1 ||
+        memcmp(s->data.shape + 1, shape, sizeof(int64_t) * (size_t)ndim) != 0) {
+        s->shape_error = true;
+        snprintf(ex->errmsg, sizeof ex->errmsg,
+                 "batch: elements of one batch differ in shape (add a crop or a fixed-size resize, or use batch "
+                 "size 1)");
+        return NULL;
+    }
+    return (uint8_t *)s->data.data + s->elem_bytes * (size_t)pos;
+}
+
+struct place_req {
+    struct spw_executor *ex;
+    struct slot *s;
+    int pos;
+};
+
+/* spw_element_dest.place: the run's final write goes straight into the batch. */
+static void *place_cb(void *opaque, enum spw_dtype dt, int ndim, const int64_t *shape)
+{
+    struct place_req *rq = opaque;
+    pthread_mutex_lock(&rq->ex->mu);
+    void *p = slot_memory(rq->ex, rq->s, rq->pos, dt, ndim, shape);
+    pthread_mutex_unlock(&rq->ex->mu);
+    return p;
+}
+
+/* Record a finished element, copying its value into the batch unless it was written there already. */
+static void finish_element(struct spw_executor *ex, struct slot *s, int pos, const struct spw_value *v, bool ok)
 {
     uint8_t *dst = NULL;
-    pthread_mutex_lock(&ex->mu);
-    if (ok) {
+    if (ok && !v->placed) {
         int ndim;
         int64_t shape[SPW_TENSOR_MAX_DIMS];
         enum spw_dtype dt;
-        value_shape(ex, v, &ndim, shape + 1, &dt);
-        if (!s->data.data) {
-            shape[0] = s->n_pos;
-            if (spw_tensor_alloc(&s->data, dt, ndim + 1, shape) == 0)
-                s->elem_bytes = s->data.nbytes / (size_t)s->n_pos;
-            else
-                s->shape_error = true;
-        }
-        bool same = s->data.data && s->data.dtype == dt && s->data.ndim == ndim + 1 &&
-                    memcmp(s->data.shape + 1, shape + 1, sizeof(int64_t) * (size_t)ndim) == 0;
-        if (!same && !s->shape_error) {
-            s->shape_error = true;
-            snprintf(ex->errmsg, sizeof ex->errmsg,
-                     "batch: elements of one batch differ in shape (add a crop or resize to a fixed size, or "
-                     "use batch size 1)");
-        }
-        if (same)
-            dst = (uint8_t *)s->data.data + s->elem_bytes * (size_t)pos;
+        value_shape(ex, v, &ndim, shape, &dt);
+        pthread_mutex_lock(&ex->mu);
+        dst = slot_memory(ex, s, pos, dt, ndim, shape);
+        pthread_mutex_unlock(&ex->mu);
+        if (dst)
+            copy_into(ex, v, dst);
+        ok = dst != NULL;
     }
-    pthread_mutex_unlock(&ex->mu);
-    if (dst)
-        copy_into(ex, v, dst);
     pthread_mutex_lock(&ex->mu);
-    s->ok[pos] = dst != NULL;
+    s->ok[pos] = ok;
     if (++s->finished == s->n_pos) {
         s->ready = true;
         pthread_cond_broadcast(&ex->cv_ready);
@@ -227,8 +279,12 @@ static void *worker(void *arg)
         if (rc)
             snprintf(err, sizeof err, "read failed: %s", spw_strerror(rc));
         else
-            rc = spw_element_run(&ex->ctx, 0, ex->ctx.n_groups, (uint64_t)epoch, sample, buf, len, &v, st, err,
-                                 sizeof err);
+        {
+            struct place_req rq = {ex, s, pos};
+            struct spw_element_dest dest = {place_cb, &rq, ex->spec->batch.layout};
+            rc = spw_element_run(&ex->ctx, 0, ex->ctx.n_groups, (uint64_t)epoch, sample, buf, len, &v, st, &dest,
+                                 err, sizeof err);
+        }
         free(buf);
         if (rc == 0) {
             add_stats(ex, st);
@@ -249,7 +305,7 @@ static void *worker(void *arg)
             }
             pthread_mutex_unlock(&ex->mu);
         }
-        place(ex, s, pos, &v, rc == 0);
+        finish_element(ex, s, pos, &v, rc == 0);
         spw_value_free(&v);
     }
     free(st);
@@ -281,7 +337,10 @@ int spw_executor_create(const struct spw_pipeline_spec *spec, const struct spw_s
     int rc = spw_element_ctx_init(&ex->ctx, spec);
     ex->slots = calloc((size_t)ex->window, sizeof *ex->slots);
     ex->tids = calloc((size_t)ex->threads, sizeof *ex->tids);
-    if (rc || !ex->slots || !ex->tids)
+    ex->pool_max = ex->window + 2;
+    ex->pool = calloc((size_t)ex->pool_max, sizeof *ex->pool);
+    ex->pool_cap = calloc((size_t)ex->pool_max, sizeof *ex->pool_cap);
+    if (rc || !ex->slots || !ex->tids || !ex->pool || !ex->pool_cap)
         goto nomem;
     for (int i = 0; i < ex->window; i++) {
         ex->slots[i].gbatch = -1;
@@ -325,6 +384,8 @@ nomem:
     }
     free(ex->slots);
     free(ex->tids);
+    free(ex->pool);
+    free(ex->pool_cap);
     free(ex);
     snprintf(err, errlen, "out of memory");
     return -ENOMEM;
@@ -392,6 +453,7 @@ int spw_executor_next(struct spw_executor *ex, struct spw_batch **out)
         k++;
     }
     if (s->data.data) {
+        b->data_capacity = s->data.nbytes;
         b->tensors[0] = s->data;
         b->tensors[0].shape[0] = n_ok;
         b->tensors[0].nbytes = s->elem_bytes * (size_t)n_ok;
@@ -434,6 +496,10 @@ void spw_executor_destroy(struct spw_executor *ex)
         free(ex->slots[i].ok);
         spw_tensor_free(&ex->slots[i].data);
     }
+    for (int i = 0; i < ex->n_pool; i++)
+        free(ex->pool[i]);
+    free(ex->pool);
+    free(ex->pool_cap);
     spw_element_ctx_destroy(&ex->ctx);
     pthread_mutex_destroy(&ex->mu);
     pthread_cond_destroy(&ex->cv_work);
@@ -441,6 +507,20 @@ void spw_executor_destroy(struct spw_executor *ex)
     free(ex->slots);
     free(ex->tids);
     free(ex);
+}
+
+void spw_executor_release(struct spw_executor *ex, struct spw_batch *b)
+{
+    if (!b)
+        return;
+    pthread_mutex_lock(&ex->mu);
+    if (b->data_capacity && ex->n_pool < ex->pool_max) {
+        ex->pool[ex->n_pool] = b->tensors[0].data;
+        ex->pool_cap[ex->n_pool++] = b->data_capacity;
+        b->tensors[0].data = NULL;
+    }
+    pthread_mutex_unlock(&ex->mu);
+    spw_batch_free(b);
 }
 
 void spw_batch_free(struct spw_batch *b)

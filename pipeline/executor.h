@@ -33,6 +33,7 @@ struct spw_batch {
     int n_tensors;
     struct spw_tensor tensors[2];   /* [n, ...] data, [n] int64 labels */
     struct spw_sample_key *keys;    /* n, in delivery order */
+    size_t data_capacity;           /* bytes allocated for tensors[0] (for recycling) */
 };
 
 struct spw_op_stat {
@@ -60,6 +61,9 @@ const char *spw_executor_errmsg(const struct spw_executor *ex);
 void spw_executor_stats(struct spw_executor *ex, struct spw_exec_stats *out);
 /* Stop the workers and free everything; accepts NULL. */
 void spw_executor_destroy(struct spw_executor *ex);
+/* Free a batch. */
 void spw_batch_free(struct spw_batch *b);
+/* Free a batch from ex, keeping its buffer for the next batches (no page faults on fresh memory). */
+void spw_executor_release(struct spw_executor *ex, struct spw_batch *b);
 
 #endif

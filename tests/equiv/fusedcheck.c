@@ -45,7 +45,7 @@ static int cmd_run(const struct spw_pipeline_spec *spec, const char *in, const c
     char err[512];
     if (spw_element_ctx_init(&ctx, spec) != 0)
         return 1;
-    int rc = spw_element_run(&ctx, 0, ctx.n_groups, 0, sample, buf, len, &v, NULL, err, sizeof err);
+    int rc = spw_element_run(&ctx, 0, ctx.n_groups, 0, sample, buf, len, &v, NULL, NULL, err, sizeof err);
     if (rc) {
         fprintf(stderr, "%s: %s: %s\n", in, spw_strerror(rc), err);
         return 1;

@@ -1,0 +1,1270 @@
+/* pipeline/spec.c - parse, validate and serialize the pipeline spec (JSON through jansson). One table per
+ * op drives parsing, defaults, validation and canonical output, so they cannot drift apart.
+ * Not the executor: nothing here touches images; proto conversion lives in pipeline/spec_proto.c.
+ * Pure functions on caller-owned buffers; safe from any thread; a parsed spec is immutable. */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* strdup, strnlen, mkstemp: POSIX, not C11 */
+#endif
+#include "pipeline/spec.h"
+
+#include "lib/err.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_EDGE 65535          /* JPEG's own limit on a side; larger outputs cannot come from a decode */
+#define MAX_PATH_BYTES 4096     /* PATH_MAX */
+#define MAX_BATCH 65536
+#define MAX_NUM_OPS 32          /* rand_augment num_ops */
+#define MAX_BINS 1024           /* num_magnitude_bins */
+#define DEFAULT_MAX_PIXELS 89478485LL           /* PIL's Image.MAX_IMAGE_PIXELS */
+#define DEFAULT_MAX_FILE_BYTES (64LL << 20)
+
+/* ---- names ---------------------------------------------------------------------------------------- */
+
+static const char *const op_names[] = {
+#define SPW_OP_NAME(e, name) name,
+    SPW_OP_KINDS(SPW_OP_NAME)
+#undef SPW_OP_NAME
+};
+static const char *const interp_names[] = {"nearest", "bilinear", "bicubic", NULL};
+static const char *const dtype_names[] = {"uint8", "float32", "float16", "int64", NULL};
+static const char *const tensor_dtype_names[] = {NULL, "float32", "float16", NULL, NULL}; /* by value */
+static const char *const layout_names[] = {"HWC", "CHW", NULL};
+static const char *const format_names[] = {"image_folder", "tar_shards", NULL};
+static const char *const on_error_names[] = {"skip", "fail", NULL};
+static const char *const policy_names[] = {"imagenet", NULL};
+
+#define NAMES_COUNT(a) (sizeof(a) / sizeof((a)[0]) - 1)
+
+static const char *name_at(const char *const *names, size_t n, int v)
+{
+    return v >= 0 && (size_t)v < n ? names[v] : NULL;
+}
+
+const char *spw_op_name(enum spw_op_kind kind)
+{
+    return (int)kind >= 0 && kind < SPW_OP_COUNT ? op_names[kind] : NULL;
+}
+#define NAME_AT(names, v) name_at(names, NAMES_COUNT(names), (int)(v))
+const char *spw_interp_name(enum spw_interp v) { return NAME_AT(interp_names, v); }
+const char *spw_dtype_name(enum spw_dtype v) { return NAME_AT(dtype_names, v); }
+const char *spw_layout_name(enum spw_layout v) { return NAME_AT(layout_names, v); }
+const char *spw_source_format_name(enum spw_source_format v) { return NAME_AT(format_names, v); }
+const char *spw_on_error_name(enum spw_on_error v) { return NAME_AT(on_error_names, v); }
+const char *spw_aa_policy_name(enum spw_aa_policy v) { return NAME_AT(policy_names, v); }
+
+/* ---- the op tables -------------------------------------------------------------------------------- */
+
+/* Where an op may stand: decode first, image ops on uint8 HWC, then one of normalize/to_tensor (the uint8
+ * -> float tensor step), then tensor ops. */
+enum op_class { CLS_DECODE, CLS_IMAGE, CLS_TO_TENSOR, CLS_TENSOR };
+
+enum field_kind {
+    FK_SIZE,        /* int | [s] | [h, w] -> size_h, size_w (size_w 0 for the single-int form) */
+    FK_MAX_SIZE,    /* null | int -> max_size (0 = none) */
+    FK_INT,         /* int at off, [lo, hi] */
+    FK_MAGNITUDE,   /* int, [0, num_magnitude_bins - 1]; listed after num_magnitude_bins */
+    FK_NUM,         /* double at off, range lo/hi (LO_OPEN: lo excluded) */
+    FK_BOOL,        /* bool at off */
+    FK_INTERP,      /* "nearest" | "bilinear" | "bicubic" -> interpolation */
+    FK_DTYPE,       /* "float32" | "float16" -> dtype */
+    FK_POLICY,      /* "imagenet" -> policy */
+    FK_RANGE,       /* [min, max], each in lo/hi, min <= max -> double[2] at off */
+    FK_PAIR,        /* [x, y] -> double[2] at off */
+    FK_SHEAR,       /* number s -> (s, 0); [s] -> (s, s); [x, y] (torchvision F.affine) */
+    FK_FILL,        /* number | [v] | [r, g, b], each in [0, 255] -> fill */
+    FK_JITTER,      /* ColorJitter._check_input; HUE flag selects hue's center and bound */
+    FK_ERASE_VALUE, /* number | [v] | [r, g, b] | "random" */
+    FK_TRIPLE,      /* exactly 3 numbers, each in lo/hi -> double[3] at off */
+};
+
+enum { REQ = 1, LO_OPEN = 2, HUE = 4 };
+
+struct field {
+    const char *name;
+    enum field_kind kind;
+    size_t off;
+    double lo, hi;
+    unsigned flags;
+};
+
+#define OFF(f) offsetof(struct spw_op_spec, f)
+#define INF HUGE_VAL
+#define F_END {NULL, FK_INT, 0, 0, 0, 0}
+
+static const struct field no_fields[] = {F_END};
+static const struct field resize_fields[] = {
+    {"size", FK_SIZE, 0, 0, 0, REQ},
+    {"interpolation", FK_INTERP, 0, 0, 0, 0},
+    {"max_size", FK_MAX_SIZE, 0, 1, MAX_EDGE, 0},
+    {"antialias", FK_BOOL, OFF(antialias), 0, 0, 0},
+    F_END};
+static const struct field center_crop_fields[] = {{"size", FK_SIZE, 0, 0, 0, REQ}, F_END};
+static const struct field crop_fields[] = {
+    {"top", FK_INT, OFF(top), -MAX_EDGE, MAX_EDGE, REQ},
+    {"left", FK_INT, OFF(left), -MAX_EDGE, MAX_EDGE, REQ},
+    {"height", FK_INT, OFF(height), 1, MAX_EDGE, REQ},
+    {"width", FK_INT, OFF(width), 1, MAX_EDGE, REQ},
+    F_END};
+static const struct field random_crop_fields[] = {
+    {"size", FK_SIZE, 0, 0, 0, REQ},
+    {"padding", FK_INT, OFF(padding), 0, MAX_EDGE, 0},
+    {"pad_if_needed", FK_BOOL, OFF(pad_if_needed), 0, 0, 0},
+    {"fill", FK_FILL, 0, 0, 255, 0},
+    F_END};
+static const struct field rrc_fields[] = {
+    {"size", FK_SIZE, 0, 0, 0, REQ},
+    {"scale", FK_RANGE, OFF(scale), 0, 1, 0},
+    {"ratio", FK_RANGE, OFF(ratio), 0, INF, LO_OPEN},
+    {"interpolation", FK_INTERP, 0, 0, 0, 0},
+    {"antialias", FK_BOOL, OFF(antialias), 0, 0, 0},
+    F_END};
+static const struct field p_fields[] = {{"p", FK_NUM, OFF(p), 0, 1, 0}, F_END};
+static const struct field rotate_fields[] = {
+    {"angle", FK_NUM, OFF(angle), -INF, INF, REQ},
+    {"interpolation", FK_INTERP, 0, 0, 0, 0},
+    {"expand", FK_BOOL, OFF(expand), 0, 0, 0},
+    {"fill", FK_FILL, 0, 0, 255, 0},
+    F_END};
+static const struct field affine_fields[] = {
+    {"angle", FK_NUM, OFF(angle), -INF, INF, 0},
+    {"translate", FK_PAIR, OFF(translate), -INF, INF, 0},
+    {"scale", FK_NUM, OFF(affine_scale), 0, INF, LO_OPEN},
+    {"shear", FK_SHEAR, 0, -INF, INF, 0},
+    {"interpolation", FK_INTERP, 0, 0, 0, 0},
+    {"fill", FK_FILL, 0, 0, 255, 0},
+    F_END};
+static const struct field factor_fields[] = {{"factor", FK_NUM, OFF(factor), 0, INF, REQ}, F_END};
+static const struct field hue_fields[] = {{"factor", FK_NUM, OFF(factor), -0.5, 0.5, REQ}, F_END};
+static const struct field posterize_fields[] = {{"bits", FK_INT, OFF(bits), 0, 8, REQ}, F_END};
+static const struct field solarize_fields[] = {{"threshold", FK_NUM, OFF(threshold), 0, 255, REQ}, F_END};
+static const struct field jitter_fields[] = {
+    {"brightness", FK_JITTER, OFF(brightness), 0, INF, 0},
+    {"contrast", FK_JITTER, OFF(contrast), 0, INF, 0},
+    {"saturation", FK_JITTER, OFF(saturation), 0, INF, 0},
+    {"hue", FK_JITTER, OFF(hue), -0.5, 0.5, HUE},
+    F_END};
+static const struct field rand_augment_fields[] = {
+    {"num_ops", FK_INT, OFF(num_ops), 0, MAX_NUM_OPS, 0},
+    {"num_magnitude_bins", FK_INT, OFF(num_magnitude_bins), 2, MAX_BINS, 0},
+    {"magnitude", FK_MAGNITUDE, 0, 0, 0, 0},
+    {"interpolation", FK_INTERP, 0, 0, 0, 0},
+    {"fill", FK_FILL, 0, 0, 255, 0},
+    F_END};
+static const struct field auto_augment_fields[] = {
+    {"policy", FK_POLICY, 0, 0, 0, 0},
+    {"interpolation", FK_INTERP, 0, 0, 0, 0},
+    {"fill", FK_FILL, 0, 0, 255, 0},
+    F_END};
+static const struct field trivial_fields[] = {
+    {"num_magnitude_bins", FK_INT, OFF(num_magnitude_bins), 2, MAX_BINS, 0},
+    {"interpolation", FK_INTERP, 0, 0, 0, 0},
+    {"fill", FK_FILL, 0, 0, 255, 0},
+    F_END};
+static const struct field erasing_fields[] = {
+    {"p", FK_NUM, OFF(p), 0, 1, 0},
+    {"scale", FK_RANGE, OFF(scale), 0, 1, 0},
+    {"ratio", FK_RANGE, OFF(ratio), 0, INF, LO_OPEN},
+    {"value", FK_ERASE_VALUE, 0, -INF, INF, 0},
+    F_END};
+static const struct field normalize_fields[] = {
+    {"mean", FK_TRIPLE, OFF(mean), -INF, INF, REQ},
+    {"std", FK_TRIPLE, OFF(std), 0, INF, REQ | LO_OPEN},
+    {"dtype", FK_DTYPE, 0, 0, 0, 0},
+    F_END};
+static const struct field to_tensor_fields[] = {{"dtype", FK_DTYPE, 0, 0, 0, 0}, F_END};
+
+struct op_def {
+    enum op_class cls;
+    const struct field *fields;
+};
+
+static const struct op_def op_defs[SPW_OP_COUNT] = {
+    [SPW_OP_DECODE_JPEG] = {CLS_DECODE, no_fields},
+    [SPW_OP_RESIZE] = {CLS_IMAGE, resize_fields},
+    [SPW_OP_CENTER_CROP] = {CLS_IMAGE, center_crop_fields},
+    [SPW_OP_CROP] = {CLS_IMAGE, crop_fields},
+    [SPW_OP_RANDOM_CROP] = {CLS_IMAGE, random_crop_fields},
+    [SPW_OP_RANDOM_RESIZED_CROP] = {CLS_IMAGE, rrc_fields},
+    [SPW_OP_HORIZONTAL_FLIP] = {CLS_IMAGE, no_fields},
+    [SPW_OP_VERTICAL_FLIP] = {CLS_IMAGE, no_fields},
+    [SPW_OP_RANDOM_HORIZONTAL_FLIP] = {CLS_IMAGE, p_fields},
+    [SPW_OP_RANDOM_VERTICAL_FLIP] = {CLS_IMAGE, p_fields},
+    [SPW_OP_ROTATE] = {CLS_IMAGE, rotate_fields},
+    [SPW_OP_AFFINE] = {CLS_IMAGE, affine_fields},
+    [SPW_OP_ADJUST_BRIGHTNESS] = {CLS_IMAGE, factor_fields},
+    [SPW_OP_ADJUST_CONTRAST] = {CLS_IMAGE, factor_fields},
+    [SPW_OP_ADJUST_SATURATION] = {CLS_IMAGE, factor_fields},
+    [SPW_OP_ADJUST_HUE] = {CLS_IMAGE, hue_fields},
+    [SPW_OP_ADJUST_SHARPNESS] = {CLS_IMAGE, factor_fields},
+    [SPW_OP_POSTERIZE] = {CLS_IMAGE, posterize_fields},
+    [SPW_OP_SOLARIZE] = {CLS_IMAGE, solarize_fields},
+    [SPW_OP_EQUALIZE] = {CLS_IMAGE, no_fields},
+    [SPW_OP_AUTOCONTRAST] = {CLS_IMAGE, no_fields},
+    [SPW_OP_INVERT] = {CLS_IMAGE, no_fields},
+    [SPW_OP_COLOR_JITTER] = {CLS_IMAGE, jitter_fields},
+    [SPW_OP_RAND_AUGMENT] = {CLS_IMAGE, rand_augment_fields},
+    [SPW_OP_AUTO_AUGMENT] = {CLS_IMAGE, auto_augment_fields},
+    [SPW_OP_TRIVIAL_AUGMENT_WIDE] = {CLS_IMAGE, trivial_fields},
+    [SPW_OP_RANDOM_ERASING] = {CLS_TENSOR, erasing_fields},
+    [SPW_OP_NORMALIZE] = {CLS_TO_TENSOR, normalize_fields},
+    [SPW_OP_TO_TENSOR] = {CLS_TO_TENSOR, to_tensor_fields},
+};
+
+/* torchvision 0.14 defaults for each op's own fields; every other field stays zero so that a spec has one
+ * representation (parse(to_json(x)) == x field for field). */
+static void op_defaults(struct spw_op_spec *op, enum spw_op_kind kind)
+{
+    memset(op, 0, sizeof(*op));
+    op->kind = kind;
+    switch (kind) {
+    case SPW_OP_RESIZE:
+        op->interpolation = SPW_INTERP_BILINEAR;
+        op->antialias = true;
+        break;
+    case SPW_OP_RANDOM_RESIZED_CROP:
+        op->scale[0] = 0.08, op->scale[1] = 1.0;
+        op->ratio[0] = 3.0 / 4.0, op->ratio[1] = 4.0 / 3.0;
+        op->interpolation = SPW_INTERP_BILINEAR;
+        op->antialias = true;
+        break;
+    case SPW_OP_RANDOM_HORIZONTAL_FLIP:
+    case SPW_OP_RANDOM_VERTICAL_FLIP:
+        op->p = 0.5;
+        break;
+    case SPW_OP_ROTATE:
+        op->interpolation = SPW_INTERP_NEAREST;
+        break;
+    case SPW_OP_AFFINE:
+        op->interpolation = SPW_INTERP_NEAREST;
+        op->affine_scale = 1.0;
+        break;
+    case SPW_OP_RAND_AUGMENT:
+        op->num_ops = 2, op->magnitude = 9, op->num_magnitude_bins = 31;
+        op->interpolation = SPW_INTERP_NEAREST;
+        break;
+    case SPW_OP_AUTO_AUGMENT:
+        op->policy = SPW_AA_IMAGENET;
+        op->interpolation = SPW_INTERP_NEAREST;
+        break;
+    case SPW_OP_TRIVIAL_AUGMENT_WIDE:
+        op->num_magnitude_bins = 31;
+        op->interpolation = SPW_INTERP_NEAREST;
+        break;
+    case SPW_OP_RANDOM_ERASING:
+        op->p = 0.5;
+        op->scale[0] = 0.02, op->scale[1] = 0.33;
+        op->ratio[0] = 0.3, op->ratio[1] = 3.3;
+        break;
+    case SPW_OP_NORMALIZE:
+    case SPW_OP_TO_TENSOR:
+        op->dtype = SPW_DTYPE_F32;
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- error reporting ------------------------------------------------------------------------------ */
+
+struct vctx {
+    char *err;
+    size_t errlen;
+};
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int fail(struct vctx *c, const char *loc, const char *fmt, ...)
+{
+    if (c->err && c->errlen) {
+        size_t n = 0;
+        if (loc && *loc) {
+            int k = snprintf(c->err, c->errlen, "%s: ", loc);
+            n = k < 0 ? 0 : (size_t)k < c->errlen ? (size_t)k : c->errlen - 1;
+        }
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->err + n, c->errlen - n, fmt, ap);
+        va_end(ap);
+    }
+    return SPW_ESPEC;
+}
+
+static int fail_oom(struct vctx *c)
+{
+    if (c->err && c->errlen)
+        snprintf(c->err, c->errlen, "out of memory");
+    return -ENOMEM;
+}
+
+/* Shortest "%.*g" that reads back as the same double, so messages and output show what was written;
+ * whole numbers below 2^53 in plain digits (300, not 3e+02). */
+static void fmt_num(char *buf, size_t len, double v)
+{
+    if (v == floor(v) && fabs(v) < 9007199254740992.0) {
+        snprintf(buf, len, "%.0f", v);
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
+/* A user string for a message: quoted, at most 64 bytes, control characters and quotes replaced. */
+static void fmt_str(char *buf, size_t len, const char *s)
+{
+    size_t o = 0, i = 0;
+    if (len < 8)
+        return;
+    buf[o++] = '"';
+    for (; s[i] && o + 5 < len && i < 64; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        buf[o++] = (ch < 0x20 || ch == 0x7f || ch == '"' || ch == '\\') ? '?' : (char)ch;
+    }
+    if (s[i]) {
+        while (o > 1 && ((unsigned char)buf[o - 1] & 0xc0) == 0x80) /* do not cut a UTF-8 sequence */
+            o--;
+        if (o > 1 && ((unsigned char)buf[o - 1] & 0xc0) == 0xc0)
+            o--;
+        buf[o++] = '.', buf[o++] = '.', buf[o++] = '.';
+    }
+    buf[o++] = '"';
+    buf[o] = '\0';
+}
+
+static const char *type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "object";
+    case JSON_ARRAY: return "array";
+    case JSON_STRING: return "string";
+    case JSON_INTEGER: return "integer";
+    case JSON_REAL: return "number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "boolean";
+    case JSON_NULL: return "null";
+    }
+    return "unknown";
+}
+
+static int fail_type(struct vctx *c, const char *loc, const char *expected, const json_t *v)
+{
+    return fail(c, loc, "expected %s, got %s", expected, type_name(v));
+}
+
+/* ---- typed getters -------------------------------------------------------------------------------- */
+
+static int check_num(struct vctx *c, const char *loc, double v, double lo, double hi, unsigned flags)
+{
+    char a[32], l[32], h[32];
+    bool lo_open = flags & LO_OPEN;
+    bool ok = (lo_open ? v > lo : v >= lo) && v <= hi;
+    if (ok)
+        return 0;
+    fmt_num(a, sizeof(a), v), fmt_num(l, sizeof(l), lo), fmt_num(h, sizeof(h), hi);
+    if (hi == INF)
+        return fail(c, loc, "%s must be %s %s", a, lo_open ? ">" : ">=", l);
+    return fail(c, loc, "%s is outside %s%s, %s]", a, lo_open ? "(" : "[", l, h);
+}
+
+static int get_num(struct vctx *c, const char *loc, const json_t *v, double lo, double hi, unsigned flags,
+                   double *out)
+{
+    if (!json_is_number(v))
+        return fail_type(c, loc, "a number", v);
+    double d = json_number_value(v);
+    int rc = check_num(c, loc, d, lo, hi, flags);
+    if (rc == 0)
+        *out = d;
+    return rc;
+}
+
+static int get_int(struct vctx *c, const char *loc, const json_t *v, long long lo, long long hi,
+                   long long *out)
+{
+    if (!json_is_integer(v))
+        return fail_type(c, loc, "an integer", v);
+    long long x = json_integer_value(v);
+    if (x < lo || x > hi) {
+        if (hi == LLONG_MAX)
+            return fail(c, loc, "%lld must be >= %lld", x, lo);
+        return fail(c, loc, "%lld is outside [%lld, %lld]", x, lo, hi);
+    }
+    *out = x;
+    return 0;
+}
+
+static int get_bool(struct vctx *c, const char *loc, const json_t *v, bool *out)
+{
+    if (!json_is_boolean(v))
+        return fail_type(c, loc, "a boolean", v);
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* names[] is indexed by enum value; NULL entries are values a spec may not name. */
+static int get_enum(struct vctx *c, const char *loc, const json_t *v, const char *const *names, size_t n,
+                    int *out)
+{
+    if (!json_is_string(v))
+        return fail_type(c, loc, "a string", v);
+    const char *s = json_string_value(v);
+    for (size_t i = 0; i < n; i++) {
+        if (names[i] && strcmp(names[i], s) == 0) {
+            *out = (int)i;
+            return 0;
+        }
+    }
+    char q[80], list[160] = "";
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (names[i])
+            o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", o ? ", " : "", names[i]);
+        if (o >= sizeof(list))
+            break;
+    }
+    fmt_str(q, sizeof(q), s);
+    return fail(c, loc, "%s is not one of %s", q, list);
+}
+
+static void elem_loc(char *buf, size_t len, const char *loc, size_t i)
+{
+    snprintf(buf, len, "%s[%zu]", loc, i);
+}
+
+/* An array of exactly n numbers, each in lo/hi. */
+static int get_numbers(struct vctx *c, const char *loc, const json_t *v, size_t n, double lo, double hi,
+                       unsigned flags, const char *what, double *out)
+{
+    char el[128];
+    double tmp[3];
+    if (!json_is_array(v))
+        return fail_type(c, loc, what, v);
+    if (json_array_size(v) != n)
+        return fail(c, loc, "expected %zu numbers, got %zu", n, json_array_size(v));
+    for (size_t i = 0; i < n; i++) {
+        elem_loc(el, sizeof(el), loc, i);
+        int rc = get_num(c, el, json_array_get(v, i), lo, hi, flags, &tmp[i]);
+        if (rc)
+            return rc;
+    }
+    memcpy(out, tmp, n * sizeof(double));
+    return 0;
+}
+
+/* number | [v] | [a, b, c] -> out[3], each in lo/hi. */
+static int get_fill3(struct vctx *c, const char *loc, const json_t *v, double lo, double hi, double *out)
+{
+    double tmp[3];
+    int rc;
+    if (json_is_number(v) || (json_is_array(v) && json_array_size(v) == 1)) {
+        char el[128];
+        const json_t *x = v;
+        if (json_is_array(v)) {
+            elem_loc(el, sizeof(el), loc, 0);
+            x = json_array_get(v, 0);
+            loc = el;
+        }
+        if ((rc = get_num(c, loc, x, lo, hi, 0, &tmp[0])))
+            return rc;
+        out[0] = out[1] = out[2] = tmp[0];
+        return 0;
+    }
+    if (json_is_array(v) && json_array_size(v) != 3)
+        return fail(c, loc, "expected 1 or 3 numbers, got %zu", json_array_size(v));
+    return get_numbers(c, loc, v, 3, lo, hi, 0, "a number or an array of 3 numbers", out);
+}
+
+static int get_size(struct vctx *c, const char *loc, const json_t *v, struct spw_op_spec *op)
+{
+    long long h, w = 0;
+    int rc;
+    char el[128];
+    if (json_is_integer(v))
+        rc = get_int(c, loc, v, 1, MAX_EDGE, &h);
+    else if (!json_is_array(v))
+        return fail_type(c, loc, "an integer or [height, width]", v);
+    else if (json_array_size(v) < 1 || json_array_size(v) > 2)
+        return fail(c, loc, "expected 1 or 2 integers, got %zu", json_array_size(v));
+    else {
+        elem_loc(el, sizeof(el), loc, 0);
+        rc = get_int(c, el, json_array_get(v, 0), 1, MAX_EDGE, &h);
+        if (rc == 0 && json_array_size(v) == 2) {
+            elem_loc(el, sizeof(el), loc, 1);
+            rc = get_int(c, el, json_array_get(v, 1), 1, MAX_EDGE, &w);
+        }
+    }
+    if (rc == 0)
+        op->size_h = (int)h, op->size_w = (int)w;
+    return rc;
+}
+
+/* torchvision ColorJitter._check_input: a number v gives [center - v, center + v] (clipped at 0 except
+ * for hue), a pair must satisfy bound[0] <= min <= max <= bound[1], and [center, center] turns the
+ * factor off - stored as (0, 0). Brightness/contrast/saturation [0, 0] is valid in torchvision (factor 0
+ * every time) but collides with that "off" encoding, so it is refused with the equivalent op named. */
+static int get_jitter(struct vctx *c, const char *loc, const json_t *v, const struct field *f, double *out)
+{
+    const bool hue = f->flags & HUE;
+    const double center = hue ? 0.0 : 1.0;
+    double r[2];
+    int rc;
+    char a[32], b[32], l[32], h[32];
+    if (json_is_number(v)) {
+        double x = json_number_value(v);
+        /* torchvision checks only x >= 0 here and fails later in adjust_hue for x > 0.5 */
+        if ((rc = check_num(c, loc, x, 0, hue ? f->hi : INF, 0)))
+            return rc;
+        r[0] = center - x, r[1] = center + x;
+        if (!hue && r[0] < 0)
+            r[0] = 0;
+    } else if (json_is_array(v) && json_array_size(v) == 2) {
+        char el[128];
+        for (size_t i = 0; i < 2; i++) {
+            elem_loc(el, sizeof(el), loc, i);
+            if ((rc = get_num(c, el, json_array_get(v, i), -INF, INF, 0, &r[i])))
+                return rc;
+        }
+        if (!(f->lo <= r[0] && r[0] <= r[1] && r[1] <= f->hi)) {
+            fmt_num(a, sizeof(a), r[0]), fmt_num(b, sizeof(b), r[1]);
+            fmt_num(l, sizeof(l), f->lo), fmt_num(h, sizeof(h), f->hi);
+            if (f->hi == INF)
+                return fail(c, loc, "[%s, %s] must satisfy %s <= min <= max", a, b, l);
+            return fail(c, loc, "[%s, %s] must satisfy %s <= min <= max <= %s", a, b, l, h);
+        }
+        if (!hue && r[0] == 0 && r[1] == 0)
+            return fail(c, loc, "[0, 0] is not supported; use adjust_%s with factor 0", f->name);
+    } else if (json_is_array(v)) {
+        return fail(c, loc, "expected 2 numbers, got %zu", json_array_size(v));
+    } else {
+        return fail_type(c, loc, "a number or [min, max]", v);
+    }
+    if (r[0] == center && r[1] == center)
+        r[0] = r[1] = 0; /* off */
+    out[0] = r[0], out[1] = r[1];
+    return 0;
+}
+
+static int get_range(struct vctx *c, const char *loc, const json_t *v, const struct field *f, double *out)
+{
+    double r[2];
+    int rc = get_numbers(c, loc, v, 2, f->lo, f->hi, f->flags, "[min, max]", r);
+    if (rc)
+        return rc;
+    if (r[0] > r[1]) {
+        char a[32], b[32];
+        fmt_num(a, sizeof(a), r[0]), fmt_num(b, sizeof(b), r[1]);
+        return fail(c, loc, "[%s, %s] must be [min, max] with min <= max", a, b);
+    }
+    out[0] = r[0], out[1] = r[1];
+    return 0;
+}
+
+static int get_shear(struct vctx *c, const char *loc, const json_t *v, double *out)
+{
+    double s;
+    int rc;
+    if (json_is_number(v)) {
+        if ((rc = get_num(c, loc, v, -INF, INF, 0, &s)))
+            return rc;
+        out[0] = s, out[1] = 0.0;
+        return 0;
+    }
+    if (json_is_array(v) && json_array_size(v) == 1) {
+        char el[128];
+        elem_loc(el, sizeof(el), loc, 0);
+        if ((rc = get_num(c, el, json_array_get(v, 0), -INF, INF, 0, &s)))
+            return rc;
+        out[0] = out[1] = s;
+        return 0;
+    }
+    if (json_is_array(v) && json_array_size(v) != 2)
+        return fail(c, loc, "expected 1 or 2 numbers, got %zu", json_array_size(v));
+    return get_numbers(c, loc, v, 2, -INF, INF, 0, "a number or [x, y]", out);
+}
+
+static int get_erase_value(struct vctx *c, const char *loc, const json_t *v, struct spw_op_spec *op)
+{
+    if (json_is_string(v)) {
+        if (strcmp(json_string_value(v), "random") != 0) {
+            char q[80];
+            fmt_str(q, sizeof(q), json_string_value(v));
+            return fail(c, loc, "%s is not one of random", q);
+        }
+        op->erase_random_value = true;
+        op->erase_value[0] = op->erase_value[1] = op->erase_value[2] = 0;
+        return 0;
+    }
+    if (!json_is_number(v) && !json_is_array(v))
+        return fail_type(c, loc, "a number, an array of 3 numbers or \"random\"", v);
+    op->erase_random_value = false;
+    return get_fill3(c, loc, v, -INF, INF, op->erase_value);
+}
+
+static int parse_field(struct vctx *c, const char *loc, const json_t *v, const struct field *f,
+                       struct spw_op_spec *op)
+{
+    char *base = (char *)op + f->off;
+    long long i;
+    int e, rc = 0;
+    switch (f->kind) {
+    case FK_SIZE:
+        return get_size(c, loc, v, op);
+    case FK_MAX_SIZE:
+        if (json_is_null(v)) {
+            op->max_size = 0;
+            return 0;
+        }
+        if ((rc = get_int(c, loc, v, (long long)f->lo, (long long)f->hi, &i)) == 0)
+            op->max_size = (int)i;
+        return rc;
+    case FK_INT:
+        if ((rc = get_int(c, loc, v, (long long)f->lo, (long long)f->hi, &i)) == 0)
+            *(int *)(void *)base = (int)i;
+        return rc;
+    case FK_MAGNITUDE:
+        if ((rc = get_int(c, loc, v, 0, op->num_magnitude_bins - 1, &i)) == 0)
+            op->magnitude = (int)i;
+        return rc;
+    case FK_NUM:
+        return get_num(c, loc, v, f->lo, f->hi, f->flags, (double *)(void *)base);
+    case FK_BOOL:
+        return get_bool(c, loc, v, (bool *)(void *)base);
+    case FK_INTERP:
+        if ((rc = get_enum(c, loc, v, interp_names, NAMES_COUNT(interp_names), &e)) == 0)
+            op->interpolation = (enum spw_interp)e;
+        return rc;
+    case FK_DTYPE:
+        if ((rc = get_enum(c, loc, v, tensor_dtype_names, NAMES_COUNT(tensor_dtype_names), &e)) == 0)
+            op->dtype = (enum spw_dtype)e;
+        return rc;
+    case FK_POLICY:
+        if ((rc = get_enum(c, loc, v, policy_names, NAMES_COUNT(policy_names), &e)) == 0)
+            op->policy = (enum spw_aa_policy)e;
+        return rc;
+    case FK_RANGE:
+        return get_range(c, loc, v, f, (double *)(void *)base);
+    case FK_PAIR:
+        return get_numbers(c, loc, v, 2, f->lo, f->hi, f->flags, "[x, y]", (double *)(void *)base);
+    case FK_SHEAR:
+        return get_shear(c, loc, v, op->shear);
+    case FK_FILL:
+        return get_fill3(c, loc, v, f->lo, f->hi, op->fill);
+    case FK_JITTER:
+        return get_jitter(c, loc, v, f, (double *)(void *)base);
+    case FK_ERASE_VALUE:
+        return get_erase_value(c, loc, v, op);
+    case FK_TRIPLE:
+        return get_numbers(c, loc, v, 3, f->lo, f->hi, f->flags, "an array of 3 numbers",
+                           (double *)(void *)base);
+    }
+    return fail(c, loc, "internal: unhandled field kind");
+}
+
+/* ---- ops ------------------------------------------------------------------------------------------ */
+
+static const struct field *find_field(const struct field *fields, const char *name)
+{
+    for (const struct field *f = fields; f->name; f++)
+        if (strcmp(f->name, name) == 0)
+            return f;
+    return NULL;
+}
+
+/* Checks that need more than one field. */
+static int op_check(struct vctx *c, const char *where, const struct spw_op_spec *op)
+{
+    char loc[96];
+    if (op->kind == SPW_OP_RESIZE && op->max_size) {
+        snprintf(loc, sizeof(loc), "%s.max_size", where);
+        /* torchvision F.resize: max_size only with a single-int size, and strictly greater than it */
+        if (op->size_w)
+            return fail(c, loc, "only allowed when size is a single integer, not [%d, %d]", op->size_h,
+                        op->size_w);
+        if (op->max_size <= op->size_h)
+            return fail(c, loc, "%d must be greater than size %d", op->max_size, op->size_h);
+    }
+    return 0;
+}
+
+static int parse_op(struct vctx *c, int idx, json_t *obj, struct spw_op_spec *op)
+{
+    char where[32], loc[96];
+    snprintf(where, sizeof(where), "ops[%d]", idx);
+    if (!json_is_object(obj))
+        return fail_type(c, where, "an object", obj);
+    json_t *name = json_object_get(obj, "op");
+    if (!name)
+        return fail(c, where, "missing \"op\"");
+    if (!json_is_string(name)) {
+        snprintf(loc, sizeof(loc), "%s.op", where);
+        return fail_type(c, loc, "a string", name);
+    }
+    int kind = -1;
+    for (int k = 0; k < SPW_OP_COUNT; k++)
+        if (strcmp(op_names[k], json_string_value(name)) == 0)
+            kind = k;
+    if (kind < 0) {
+        char q[80];
+        fmt_str(q, sizeof(q), json_string_value(name));
+        return fail(c, where, "unknown op %s", q);
+    }
+    const struct op_def *def = &op_defs[kind];
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        if (strcmp(key, "op") != 0 && !find_field(def->fields, key)) {
+            char q[80];
+            fmt_str(q, sizeof(q), key);
+            return fail(c, where, "unknown field %s for \"%s\"", q, op_names[kind]);
+        }
+    }
+    op_defaults(op, (enum spw_op_kind)kind);
+    for (const struct field *f = def->fields; f->name; f++) {
+        snprintf(loc, sizeof(loc), "%s.%s", where, f->name);
+        v = json_object_get(obj, f->name);
+        if (!v) {
+            if (f->flags & REQ)
+                return fail(c, loc, "required");
+            continue;
+        }
+        int rc = parse_field(c, loc, v, f, op);
+        if (rc)
+            return rc;
+    }
+    return op_check(c, where, op);
+}
+
+/* Where each op may stand (see enum op_class). tensor_at is the index of normalize/to_tensor, or -1. */
+static int check_order(struct vctx *c, int i, const struct spw_op_spec *ops, int *tensor_at)
+{
+    char where[32];
+    const char *name = op_names[ops[i].kind];
+    snprintf(where, sizeof(where), "ops[%d]", i);
+    switch (op_defs[ops[i].kind].cls) {
+    case CLS_DECODE:
+        if (i != 0)
+            return fail(c, where, "\"decode_jpeg\" must be the first op and appear once");
+        return 0;
+    case CLS_IMAGE:
+        if (i == 0)
+            return fail(c, where, "\"decode_jpeg\" must come before image ops");
+        if (*tensor_at >= 0)
+            return fail(c, where, "image op \"%s\" must come before \"%s\" (ops[%d])", name,
+                        op_names[ops[*tensor_at].kind], *tensor_at);
+        return 0;
+    case CLS_TO_TENSOR:
+        if (i == 0)
+            return fail(c, where, "\"decode_jpeg\" must come before \"%s\"", name);
+        if (*tensor_at >= 0)
+            return fail(c, where, "at most one of normalize/to_tensor (ops[%d] is \"%s\")", *tensor_at,
+                        op_names[ops[*tensor_at].kind]);
+        *tensor_at = i;
+        return 0;
+    case CLS_TENSOR:
+        if (i == 0)
+            return fail(c, where, "\"decode_jpeg\" must come before \"%s\"", name);
+        if (*tensor_at < 0)
+            return fail(c, where, "\"%s\" works on tensors and must come after normalize or to_tensor", name);
+        return 0;
+    }
+    return 0;
+}
+
+static int parse_ops(struct vctx *c, json_t *arr, struct spw_pipeline_spec *spec)
+{
+    if (!json_is_array(arr))
+        return fail_type(c, "ops", "an array", arr);
+    size_t n = json_array_size(arr);
+    if (n == 0)
+        return fail(c, "ops", "must start with \"decode_jpeg\"");
+    if (n > SPW_SPEC_MAX_OPS)
+        return fail(c, "ops", "%zu ops, more than the cap of %d", n, SPW_SPEC_MAX_OPS);
+    spec->ops = calloc(n, sizeof(*spec->ops));
+    if (!spec->ops)
+        return fail_oom(c);
+    spec->n_ops = (int)n;
+    int tensor_at = -1;
+    for (size_t i = 0; i < n; i++) {
+        int rc = parse_op(c, (int)i, json_array_get(arr, i), &spec->ops[i]);
+        if (rc == 0)
+            rc = check_order(c, (int)i, spec->ops, &tensor_at);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- source, batch, top level --------------------------------------------------------------------- */
+
+static int check_keys(struct vctx *c, json_t *obj, const char *where, const char *const *known)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        size_t i = 0;
+        while (known[i] && strcmp(known[i], key) != 0)
+            i++;
+        if (!known[i]) {
+            char q[80];
+            fmt_str(q, sizeof(q), key);
+            if (!where)
+                return fail(c, NULL, "unknown top-level key %s", q);
+            return fail(c, where, "unknown key %s", q);
+        }
+    }
+    return 0;
+}
+
+static int parse_source(struct vctx *c, json_t *obj, struct spw_source_spec *src)
+{
+    static const char *const known[] = {"format", "path", "shuffle", "seed", "epochs", NULL};
+    json_t *v;
+    int rc, e;
+    long long i;
+    if (!json_is_object(obj))
+        return fail_type(c, "source", "an object", obj);
+    if ((rc = check_keys(c, obj, "source", known)))
+        return rc;
+    if (!(v = json_object_get(obj, "format")))
+        return fail(c, "source.format", "required");
+    if ((rc = get_enum(c, "source.format", v, format_names, NAMES_COUNT(format_names), &e)))
+        return rc;
+    src->format = (enum spw_source_format)e;
+    if (!(v = json_object_get(obj, "path")))
+        return fail(c, "source.path", "required");
+    if (!json_is_string(v))
+        return fail_type(c, "source.path", "a string", v);
+    size_t len = json_string_length(v);
+    if (len == 0)
+        return fail(c, "source.path", "must not be empty");
+    if (len > MAX_PATH_BYTES)
+        return fail(c, "source.path", "%zu bytes, more than the cap of %d", len, MAX_PATH_BYTES);
+    if (!(src->path = strdup(json_string_value(v))))
+        return fail_oom(c);
+    src->shuffle = true;
+    if ((v = json_object_get(obj, "shuffle")) && (rc = get_bool(c, "source.shuffle", v, &src->shuffle)))
+        return rc;
+    src->seed = 0;
+    if ((v = json_object_get(obj, "seed"))) {
+        if ((rc = get_int(c, "source.seed", v, 0, LLONG_MAX, &i)))
+            return rc;
+        src->seed = (uint64_t)i;
+    }
+    src->epochs = 1;
+    if ((v = json_object_get(obj, "epochs"))) {
+        if ((rc = get_int(c, "source.epochs", v, 0, LLONG_MAX, &i)))
+            return rc;
+        src->epochs = i;
+    }
+    return 0;
+}
+
+static int parse_batch(struct vctx *c, json_t *obj, struct spw_batch_spec *b)
+{
+    static const char *const known[] = {"size", "drop_remainder", "layout", NULL};
+    json_t *v;
+    int rc, e;
+    long long i;
+    if (!json_is_object(obj))
+        return fail_type(c, "batch", "an object", obj);
+    if ((rc = check_keys(c, obj, "batch", known)))
+        return rc;
+    if (!(v = json_object_get(obj, "size")))
+        return fail(c, "batch.size", "required");
+    if ((rc = get_int(c, "batch.size", v, 1, MAX_BATCH, &i)))
+        return rc;
+    b->size = (int)i;
+    b->drop_remainder = false;
+    if ((v = json_object_get(obj, "drop_remainder")) &&
+        (rc = get_bool(c, "batch.drop_remainder", v, &b->drop_remainder)))
+        return rc;
+    b->layout = SPW_LAYOUT_HWC;
+    if ((v = json_object_get(obj, "layout"))) {
+        if ((rc = get_enum(c, "batch.layout", v, layout_names, NAMES_COUNT(layout_names), &e)))
+            return rc;
+        b->layout = (enum spw_layout)e;
+    }
+    return 0;
+}
+
+static int parse_root(struct vctx *c, json_t *root, struct spw_pipeline_spec *spec)
+{
+    static const char *const known[] = {"source", "ops", "batch", "on_error", "max_pixels", "max_file_bytes",
+                                        NULL};
+    json_t *v;
+    int rc, e;
+    long long i;
+    if (!json_is_object(root))
+        return fail_type(c, "spec", "an object", root);
+    if ((rc = check_keys(c, root, NULL, known)))
+        return rc;
+    if (!(v = json_object_get(root, "source")))
+        return fail(c, "source", "required");
+    if ((rc = parse_source(c, v, &spec->source)))
+        return rc;
+    if (!(v = json_object_get(root, "ops")))
+        return fail(c, "ops", "required");
+    if ((rc = parse_ops(c, v, spec)))
+        return rc;
+    if (!(v = json_object_get(root, "batch")))
+        return fail(c, "batch", "required");
+    if ((rc = parse_batch(c, v, &spec->batch)))
+        return rc;
+    spec->on_error = SPW_ON_ERROR_SKIP;
+    if ((v = json_object_get(root, "on_error"))) {
+        if ((rc = get_enum(c, "on_error", v, on_error_names, NAMES_COUNT(on_error_names), &e)))
+            return rc;
+        spec->on_error = (enum spw_on_error)e;
+    }
+    spec->max_pixels = DEFAULT_MAX_PIXELS;
+    if ((v = json_object_get(root, "max_pixels"))) {
+        if ((rc = get_int(c, "max_pixels", v, 1, LLONG_MAX, &i)))
+            return rc;
+        spec->max_pixels = i;
+    }
+    spec->max_file_bytes = DEFAULT_MAX_FILE_BYTES;
+    if ((v = json_object_get(root, "max_file_bytes"))) {
+        if ((rc = get_int(c, "max_file_bytes", v, 1, LLONG_MAX, &i)))
+            return rc;
+        spec->max_file_bytes = i;
+    }
+    return 0;
+}
+
+int spw_spec__from_json_value(struct json_t *root, struct spw_pipeline_spec **out, char *err, size_t errlen)
+{
+    struct vctx c = {err, errlen};
+    struct spw_pipeline_spec *spec = calloc(1, sizeof(*spec));
+    if (!spec)
+        return fail_oom(&c);
+    int rc = parse_root(&c, root, spec);
+    if (rc) {
+        spw_spec_free(spec);
+        return rc;
+    }
+    *out = spec;
+    return 0;
+}
+
+/* name: NULL for text given directly, else the file name that prefixes messages. */
+static int parse_buffer(const char *buf, size_t len, const char *name, struct spw_pipeline_spec **out,
+                        char *err, size_t errlen)
+{
+    struct vctx c = {err, errlen};
+    json_error_t je;
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        if (name)
+            return fail(&c, NULL, "%s:%d:%d: %s", name, je.line, je.column, je.text);
+        return fail(&c, NULL, "%d:%d: %s", je.line, je.column, je.text);
+    }
+    int rc = spw_spec__from_json_value(root, out, err, errlen);
+    json_decref(root);
+    if (rc && name && err && errlen) {
+        char *msg = strdup(err);
+        if (msg) {
+            snprintf(err, errlen, "%s: %s", name, msg);
+            free(msg);
+        }
+    }
+    return rc;
+}
+
+int spw_spec_parse_json(const char *text, struct spw_pipeline_spec **out, char *err, size_t errlen)
+{
+    struct vctx c = {err, errlen};
+    if (!text)
+        return fail(&c, NULL, "no spec text");
+    size_t len = strnlen(text, (size_t)SPW_SPEC_MAX_JSON_BYTES + 1);
+    if (len > SPW_SPEC_MAX_JSON_BYTES)
+        return fail(&c, NULL, "spec text is longer than the cap of %d bytes", SPW_SPEC_MAX_JSON_BYTES);
+    return parse_buffer(text, len, NULL, out, err, errlen);
+}
+
+int spw_spec_load_file(const char *path, struct spw_pipeline_spec **out, char *err, size_t errlen)
+{
+    struct vctx c = {err, errlen};
+    char *buf = NULL;
+    int rc;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        rc = -errno;
+        fail(&c, NULL, "%s: %s", path, strerror(errno));
+        return rc;
+    }
+    /* read one byte past the cap to tell "exactly the cap" from "too big" without trusting st_size */
+    buf = malloc((size_t)SPW_SPEC_MAX_JSON_BYTES + 1);
+    if (!buf) {
+        rc = fail_oom(&c);
+        goto out;
+    }
+    errno = 0;
+    size_t len = fread(buf, 1, (size_t)SPW_SPEC_MAX_JSON_BYTES + 1, f);
+    if (ferror(f)) {
+        rc = errno ? -errno : -EIO;
+        fail(&c, NULL, "%s: %s", path, strerror(-rc));
+        goto out;
+    }
+    if (len > SPW_SPEC_MAX_JSON_BYTES) {
+        rc = fail(&c, NULL, "%s: larger than the cap of %d bytes", path, SPW_SPEC_MAX_JSON_BYTES);
+        goto out;
+    }
+    rc = parse_buffer(buf, len, path, out, err, errlen);
+out:
+    free(buf);
+    fclose(f);
+    return rc;
+}
+
+void spw_spec_free(struct spw_pipeline_spec *spec)
+{
+    if (!spec)
+        return;
+    free(spec->source.path);
+    free(spec->ops);
+    free(spec);
+}
+
+/* ---- canonical output ----------------------------------------------------------------------------- */
+
+struct jb { /* json builder: remembers the first allocation failure so callers check once */
+    bool oom;
+};
+
+static json_t *jb_new(struct jb *b, json_t *v)
+{
+    if (!v)
+        b->oom = true;
+    return v;
+}
+
+static void jb_set(struct jb *b, json_t *obj, const char *key, json_t *v)
+{
+    if (!v || !obj || json_object_set_new(obj, key, v))
+        b->oom = true;
+}
+
+static json_t *jb_numbers(struct jb *b, const double *v, size_t n)
+{
+    json_t *a = jb_new(b, json_array());
+    for (size_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, jb_new(b, json_real(v[i]))))
+            b->oom = true;
+    return a;
+}
+
+/* An enum's JSON name; NULL (reported as a failure) for a value no parser could have produced. */
+static json_t *name_json(const char *name)
+{
+    return name ? json_string(name) : NULL;
+}
+
+static json_t *field_to_json(struct jb *b, const struct field *f, const struct spw_op_spec *op)
+{
+    const char *base = (const char *)op + f->off;
+    switch (f->kind) {
+    case FK_SIZE:
+        if (op->size_w == 0)
+            return json_integer(op->size_h);
+        return json_pack("[ii]", op->size_h, op->size_w);
+    case FK_MAX_SIZE:
+        return op->max_size ? json_integer(op->max_size) : json_null();
+    case FK_INT:
+        return json_integer(*(const int *)(const void *)base);
+    case FK_MAGNITUDE:
+        return json_integer(op->magnitude);
+    case FK_NUM:
+        return json_real(*(const double *)(const void *)base);
+    case FK_BOOL:
+        return json_boolean(*(const bool *)(const void *)base);
+    case FK_INTERP:
+        return name_json(spw_interp_name(op->interpolation));
+    case FK_DTYPE:
+        return name_json(spw_dtype_name(op->dtype));
+    case FK_POLICY:
+        return name_json(spw_aa_policy_name(op->policy));
+    case FK_RANGE:
+    case FK_PAIR:
+        return jb_numbers(b, (const double *)(const void *)base, 2);
+    case FK_SHEAR:
+        return jb_numbers(b, op->shear, 2);
+    case FK_FILL:
+        return jb_numbers(b, op->fill, 3);
+    case FK_JITTER: {
+        const double *r = (const double *)(const void *)base;
+        if (r[0] == 0 && r[1] == 0)
+            return json_integer(0); /* off: torchvision's default argument */
+        return jb_numbers(b, r, 2);
+    }
+    case FK_ERASE_VALUE:
+        if (op->erase_random_value)
+            return json_string("random");
+        return jb_numbers(b, op->erase_value, 3);
+    case FK_TRIPLE:
+        return jb_numbers(b, (const double *)(const void *)base, 3);
+    }
+    return NULL;
+}
+
+json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
+{
+    struct jb b = {false};
+    json_t *root = jb_new(&b, json_object());
+    json_t *src = jb_new(&b, json_object());
+    jb_set(&b, src, "format", name_json(spw_source_format_name(spec->source.format)));
+    jb_set(&b, src, "path", json_string(spec->source.path ? spec->source.path : ""));
+    jb_set(&b, src, "shuffle", json_boolean(spec->source.shuffle));
+    jb_set(&b, src, "seed", json_integer((json_int_t)spec->source.seed));
+    jb_set(&b, src, "epochs", json_integer(spec->source.epochs));
+    jb_set(&b, root, "source", src);
+
+    json_t *ops = jb_new(&b, json_array());
+    for (int i = 0; ops && i < spec->n_ops; i++) {
+        const struct spw_op_spec *op = &spec->ops[i];
+        json_t *o = jb_new(&b, json_object());
+        const char *name = spw_op_name(op->kind);
+        jb_set(&b, o, "op", name_json(name));
+        if (name)
+            for (const struct field *f = op_defs[op->kind].fields; f->name; f++)
+                jb_set(&b, o, f->name, field_to_json(&b, f, op));
+        if (json_array_append_new(ops, o))
+            b.oom = true;
+    }
+    jb_set(&b, root, "ops", ops);
+
+    json_t *batch = jb_new(&b, json_object());
+    jb_set(&b, batch, "size", json_integer(spec->batch.size));
+    jb_set(&b, batch, "drop_remainder", json_boolean(spec->batch.drop_remainder));
+    jb_set(&b, batch, "layout", name_json(spw_layout_name(spec->batch.layout)));
+    jb_set(&b, root, "batch", batch);
+    jb_set(&b, root, "on_error", name_json(spw_on_error_name(spec->on_error)));
+    jb_set(&b, root, "max_pixels", json_integer(spec->max_pixels));
+    jb_set(&b, root, "max_file_bytes", json_integer(spec->max_file_bytes));
+    if (b.oom) {
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* Text output. jansson prints every real with 17 digits (0.48499999999999999), so values are written
+ * here with the shortest digits that read back exactly; layout: one top-level key and one op per line. */
+struct sbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+};
+
+static void sb_add(struct sbuf *s, const char *text, size_t n)
+{
+    if (s->oom)
+        return;
+    if (s->len + n + 1 > s->cap) {
+        size_t cap = s->cap ? s->cap : 1024;
+        while (cap < s->len + n + 1)
+            cap *= 2;
+        char *p = realloc(s->p, cap);
+        if (!p) {
+            s->oom = true;
+            return;
+        }
+        s->p = p, s->cap = cap;
+    }
+    memcpy(s->p + s->len, text, n);
+    s->len += n;
+    s->p[s->len] = '\0';
+}
+
+static void sb_str(struct sbuf *s, const char *text)
+{
+    sb_add(s, text, strlen(text));
+}
+
+static void emit(struct sbuf *s, json_t *v, int depth);
+
+static void emit_string(struct sbuf *s, const char *str)
+{
+    json_t *t = json_string(str);
+    char *q = t ? json_dumps(t, JSON_ENCODE_ANY) : NULL;
+    if (q)
+        sb_str(s, q);
+    else
+        s->oom = true;
+    free(q);
+    json_decref(t);
+}
+
+/* depth 0: the root object, one key per line; depth 1 arrays ("ops"): one element per line. */
+static void emit(struct sbuf *s, json_t *v, int depth)
+{
+    char num[40];
+    const char *key;
+    json_t *x;
+    size_t i;
+    bool first = true;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        sb_str(s, "{");
+        json_object_foreach(v, key, x) {
+            if (!first)
+                sb_str(s, depth == 0 ? ",\n " : ", ");
+            first = false;
+            emit_string(s, key);
+            sb_str(s, ": ");
+            emit(s, x, depth + 1);
+        }
+        sb_str(s, "}");
+        break;
+    case JSON_ARRAY:
+        sb_str(s, depth == 1 && json_array_size(v) ? "[\n  " : "[");
+        json_array_foreach(v, i, x) {
+            if (i)
+                sb_str(s, depth == 1 ? ",\n  " : ", ");
+            emit(s, x, depth + 1);
+        }
+        sb_str(s, depth == 1 && json_array_size(v) ? "\n ]" : "]");
+        break;
+    case JSON_STRING:
+        emit_string(s, json_string_value(v));
+        break;
+    case JSON_INTEGER:
+        snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        sb_str(s, num);
+        break;
+    case JSON_REAL:
+        fmt_num(num, sizeof(num) - 2, json_real_value(v));
+        if (!strpbrk(num, ".eEn")) /* keep it a real: 1 -> 1.0 */
+            strcat(num, ".0");
+        sb_str(s, num);
+        break;
+    case JSON_TRUE: sb_str(s, "true"); break;
+    case JSON_FALSE: sb_str(s, "false"); break;
+    case JSON_NULL: sb_str(s, "null"); break;
+    }
+}
+
+char *spw_spec_to_json(const struct spw_pipeline_spec *spec)
+{
+    json_t *root = spw_spec__to_json_value(spec);
+    if (!root)
+        return NULL;
+    struct sbuf s = {NULL, 0, 0, false};
+    emit(&s, root, 0);
+    json_decref(root);
+    if (s.oom) {
+        free(s.p);
+        return NULL;
+    }
+    return s.p;
+}

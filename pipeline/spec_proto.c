@@ -1,0 +1,536 @@
+/* pipeline/spec_proto.c - spec <-> spillway.v1.Pipeline, through the JSON form: to_proto copies the
+ * canonical JSON value field by field, from_proto builds a JSON value from the fields a peer set and
+ * hands it to spw_spec__from_json_value. Field names are the same on both sides, so the mapping is one
+ * X-macro list per field type. Not a validator. Pure functions; safe from any thread. */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* strdup, strnlen, mkstemp: POSIX, not C11 */
+#endif
+#include "pipeline/spec_proto.h"
+
+#include "lib/err.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* X(field, FIELD): Op's one-field oneofs opt_<field>, by value type. */
+#define OP_INTS(X)                                                                                         \
+    X(max_size, MAX_SIZE) X(top, TOP) X(left, LEFT) X(height, HEIGHT) X(width, WIDTH) X(padding, PADDING)   \
+    X(bits, BITS) X(num_ops, NUM_OPS) X(magnitude, MAGNITUDE) X(num_magnitude_bins, NUM_MAGNITUDE_BINS)
+#define OP_DOUBLES(X) X(p, P) X(angle, ANGLE) X(factor, FACTOR) X(threshold, THRESHOLD)
+#define OP_BOOLS(X) X(antialias, ANTIALIAS) X(pad_if_needed, PAD_IF_NEEDED) X(expand, EXPAND)
+/* X(field, FIELD, name adapter) */
+#define OP_ENUMS(X)                                                                                        \
+    X(interpolation, INTERPOLATION, interp_n) X(policy, POLICY, policy_n) X(dtype, DTYPE, dtype_n)
+/* X(field): repeated double; `value` is handled with value_random */
+#define OP_DOUBLE_LISTS(X)                                                                                 \
+    X(scale) X(ratio) X(translate) X(shear) X(fill) X(brightness) X(contrast) X(saturation) X(hue) X(mean) \
+    X(std)
+
+#define OP_CASE(FIELD) SPILLWAY__V1__OP__OPT_##FIELD##_##FIELD
+
+/* int-indexed adapters over the spec.h name functions (one signature for the generic helpers below) */
+typedef const char *(*name_fn)(int v);
+static const char *op_n(int v) { return spw_op_name((enum spw_op_kind)v); }
+static const char *interp_n(int v) { return spw_interp_name((enum spw_interp)v); }
+static const char *policy_n(int v) { return spw_aa_policy_name((enum spw_aa_policy)v); }
+static const char *dtype_n(int v) { return spw_dtype_name((enum spw_dtype)v); }
+static const char *format_n(int v) { return spw_source_format_name((enum spw_source_format)v); }
+static const char *layout_n(int v) { return spw_layout_name((enum spw_layout)v); }
+static const char *on_error_n(int v) { return spw_on_error_name((enum spw_on_error)v); }
+
+/* ---- proto -> JSON value (from_proto) ------------------------------------------------------------- */
+
+struct jb {
+    bool oom;
+    bool bad;   /* a double JSON cannot carry (NaN, infinity); message already in err */
+    size_t op;  /* index of the op being converted, for that message */
+    char *err;
+    size_t errlen;
+};
+
+static void set(struct jb *b, json_t *obj, const char *key, json_t *v)
+{
+    if (!v || !obj || json_object_set_new(obj, key, v))
+        b->oom = true;
+}
+
+/* An enum value a peer sent: its JSON name, or the number as a string (which the validator then names as
+ * not one of the allowed values) when this build does not know it. */
+static json_t *enum_json(name_fn fn, int v)
+{
+    char num[16];
+    if (fn(v))
+        return json_string(fn(v));
+    snprintf(num, sizeof(num), "%d", v);
+    return json_string(num);
+}
+
+/* JSON has no NaN or infinity, so a peer's non-finite double is refused here (the one field-level check
+ * in this file; the validator never sees such a value). elem < 0: a scalar field. */
+static json_t *real_json(struct jb *b, const char *field, long elem, double v)
+{
+    if (isfinite(v))
+        return json_real(v);
+    if (!b->bad && b->err && b->errlen) {
+        if (elem < 0)
+            snprintf(b->err, b->errlen, "ops[%zu].%s: %g is not a finite number", b->op, field, v);
+        else
+            snprintf(b->err, b->errlen, "ops[%zu].%s[%ld]: %g is not a finite number", b->op, field, elem, v);
+    }
+    b->bad = true;
+    return json_null();
+}
+
+/* One value is the JSON scalar form, several the array form (see the Op comment in the .proto). */
+static json_t *doubles_json(struct jb *b, const char *field, const double *v, size_t n)
+{
+    if (n == 1)
+        return real_json(b, field, -1, v[0]);
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, real_json(b, field, (long)i, v[i])))
+            b->oom = true;
+    return a;
+}
+
+static json_t *ints_json(struct jb *b, const int32_t *v, size_t n)
+{
+    if (n == 1)
+        return json_integer(v[0]);
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, json_integer(v[i])))
+            b->oom = true;
+    return a;
+}
+
+static json_t *op_to_json(struct jb *b, const Spillway__V1__Op *op)
+{
+    json_t *o = json_object();
+    if (!o) {
+        b->oom = true;
+        return NULL;
+    }
+    set(b, o, "op", enum_json(op_n, (int)op->op));
+    if (op->n_size)
+        set(b, o, "size", ints_json(b, op->size, op->n_size));
+#define INT_TO_JSON(f, F)                                                                                  \
+    if (op->opt_##f##_case == OP_CASE(F))                                                                  \
+        set(b, o, #f, json_integer(op->f));
+    OP_INTS(INT_TO_JSON)
+#undef INT_TO_JSON
+#define DOUBLE_TO_JSON(f, F)                                                                               \
+    if (op->opt_##f##_case == OP_CASE(F))                                                                  \
+        set(b, o, #f, real_json(b, #f, -1, op->f));
+    OP_DOUBLES(DOUBLE_TO_JSON)
+#undef DOUBLE_TO_JSON
+#define BOOL_TO_JSON(f, F)                                                                                 \
+    if (op->opt_##f##_case == OP_CASE(F))                                                                  \
+        set(b, o, #f, json_boolean(op->f));
+    OP_BOOLS(BOOL_TO_JSON)
+#undef BOOL_TO_JSON
+#define ENUM_TO_JSON(f, F, fn)                                                                             \
+    if (op->opt_##f##_case == OP_CASE(F))                                                                  \
+        set(b, o, #f, enum_json(fn, (int)op->f));
+    OP_ENUMS(ENUM_TO_JSON)
+#undef ENUM_TO_JSON
+#define LIST_TO_JSON(f)                                                                                    \
+    if (op->n_##f)                                                                                         \
+        set(b, o, #f, doubles_json(b, #f, op->f, op->n_##f));
+    OP_DOUBLE_LISTS(LIST_TO_JSON)
+#undef LIST_TO_JSON
+    /* value_random true is JSON "random" (both it and `value` set is refused before this); false is the
+     * same as absent */
+    if (op->opt_value_random_case == OP_CASE(VALUE_RANDOM) && op->value_random)
+        set(b, o, "value", json_string("random"));
+    else if (op->n_value)
+        set(b, o, "value", doubles_json(b, "value", op->value, op->n_value));
+    return o;
+}
+
+/* Well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF), as JSON and proto3
+ * strings require; protobuf-c does not check it on unpack. */
+static bool utf8_valid(const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    while (*s) {
+        unsigned c = *s, n;
+        uint32_t cp;
+        if (c < 0x80) {
+            s++;
+            continue;
+        } else if (c >= 0xc2 && c <= 0xdf) {
+            n = 1, cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            n = 2, cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            n = 3, cp = c & 0x07;
+        } else {
+            return false;
+        }
+        for (unsigned i = 1; i <= n; i++) {
+            if ((s[i] & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (s[i] & 0x3f);
+        }
+        if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        s += n + 1;
+    }
+    return true;
+}
+
+static json_t *pipeline_to_json(struct jb *b, const Spillway__V1__Pipeline *msg)
+{
+    json_t *root = json_object();
+    if (!root) {
+        b->oom = true;
+        return NULL;
+    }
+    const Spillway__V1__Source *s = msg->source;
+    if (s) {
+        json_t *src = json_object();
+        if (s->opt_format_case == SPILLWAY__V1__SOURCE__OPT_FORMAT_FORMAT)
+            set(b, src, "format", enum_json(format_n, (int)s->format));
+        if (s->path && s->path[0] && !utf8_valid(s->path)) {
+            if (!b->bad && b->err && b->errlen)
+                snprintf(b->err, b->errlen, "source.path: not valid UTF-8");
+            b->bad = true;
+        } else if (s->path && s->path[0]) {
+            set(b, src, "path", json_string(s->path));
+        }
+        if (s->opt_shuffle_case == SPILLWAY__V1__SOURCE__OPT_SHUFFLE_SHUFFLE)
+            set(b, src, "shuffle", json_boolean(s->shuffle));
+        if (s->opt_seed_case == SPILLWAY__V1__SOURCE__OPT_SEED_SEED)
+            set(b, src, "seed", json_integer((json_int_t)s->seed)); /* > INT64_MAX refused by the caller */
+        if (s->opt_epochs_case == SPILLWAY__V1__SOURCE__OPT_EPOCHS_EPOCHS)
+            set(b, src, "epochs", json_integer(s->epochs));
+        set(b, root, "source", src);
+    }
+    if (msg->n_ops) {
+        json_t *ops = json_array();
+        for (size_t i = 0; ops && i < msg->n_ops; i++) {
+            /* a NULL element cannot come off the wire; treat a hand-built one as an empty object */
+            b->op = i;
+            json_t *o = msg->ops[i] ? op_to_json(b, msg->ops[i]) : json_object();
+            if (json_array_append_new(ops, o))
+                b->oom = true;
+        }
+        set(b, root, "ops", ops);
+    } else {
+        set(b, root, "ops", json_array()); /* repeated: empty and absent are the same on the wire */
+    }
+    const Spillway__V1__Batch *bt = msg->batch;
+    if (bt) {
+        json_t *batch = json_object();
+        if (bt->opt_size_case == SPILLWAY__V1__BATCH__OPT_SIZE_SIZE)
+            set(b, batch, "size", json_integer(bt->size));
+        if (bt->opt_drop_remainder_case == SPILLWAY__V1__BATCH__OPT_DROP_REMAINDER_DROP_REMAINDER)
+            set(b, batch, "drop_remainder", json_boolean(bt->drop_remainder));
+        if (bt->opt_layout_case == SPILLWAY__V1__BATCH__OPT_LAYOUT_LAYOUT)
+            set(b, batch, "layout", enum_json(layout_n, (int)bt->layout));
+        set(b, root, "batch", batch);
+    }
+    if (msg->opt_on_error_case == SPILLWAY__V1__PIPELINE__OPT_ON_ERROR_ON_ERROR)
+        set(b, root, "on_error", enum_json(on_error_n, (int)msg->on_error));
+    if (msg->opt_max_pixels_case == SPILLWAY__V1__PIPELINE__OPT_MAX_PIXELS_MAX_PIXELS)
+        set(b, root, "max_pixels", json_integer(msg->max_pixels));
+    if (msg->opt_max_file_bytes_case == SPILLWAY__V1__PIPELINE__OPT_MAX_FILE_BYTES_MAX_FILE_BYTES)
+        set(b, root, "max_file_bytes", json_integer(msg->max_file_bytes));
+    return root;
+}
+
+int spw_spec_from_proto(const Spillway__V1__Pipeline *msg, struct spw_pipeline_spec **out, char *err,
+                        size_t errlen)
+{
+    struct jb b = {false, false, 0, err, errlen};
+    if (!msg) {
+        if (err && errlen)
+            snprintf(err, errlen, "no pipeline message");
+        return SPW_ESPEC;
+    }
+    /* What the JSON form cannot carry is refused here, in the validator's wording: an op count so large
+     * that converting it first would cost memory for nothing, a seed above INT64_MAX, an erasing value
+     * that is both "random" and numbers, and (while converting) NaN, infinity or a path that is not UTF-8. */
+    if (msg->n_ops > SPW_SPEC_MAX_OPS) {
+        if (err && errlen)
+            snprintf(err, errlen, "ops: %zu ops, more than the cap of %d", msg->n_ops, SPW_SPEC_MAX_OPS);
+        return SPW_ESPEC;
+    }
+    if (msg->source && msg->source->opt_seed_case == SPILLWAY__V1__SOURCE__OPT_SEED_SEED &&
+        msg->source->seed > (uint64_t)INT64_MAX) {
+        if (err && errlen)
+            snprintf(err, errlen, "source.seed: %" PRIu64 " is outside [0, %" PRId64 "]", msg->source->seed,
+                     INT64_MAX);
+        return SPW_ESPEC;
+    }
+    for (size_t i = 0; i < msg->n_ops; i++) {
+        const Spillway__V1__Op *op = msg->ops[i];
+        if (op && op->opt_value_random_case == OP_CASE(VALUE_RANDOM) && op->value_random && op->n_value) {
+            if (err && errlen)
+                snprintf(err, errlen, "ops[%zu].value: value_random and value are both set", i);
+            return SPW_ESPEC;
+        }
+    }
+    json_t *root = pipeline_to_json(&b, msg);
+    if (b.oom || b.bad) {
+        json_decref(root);
+        if (b.bad)
+            return SPW_ESPEC;
+        if (err && errlen)
+            snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    int rc = spw_spec__from_json_value(root, out, err, errlen);
+    json_decref(root);
+    return rc;
+}
+
+/* ---- JSON value -> proto (to_proto) --------------------------------------------------------------- */
+
+static int value_of(name_fn fn, const json_t *v, int *out)
+{
+    const char *s = json_string_value(v);
+    for (int i = 0; s && fn(i); i++) {
+        if (strcmp(fn(i), s) == 0) {
+            *out = i;
+            return 0;
+        }
+    }
+    return SPW_EINTERNAL;
+}
+
+/* A canonical array (or scalar, for the single-value forms) into a malloc'd list. */
+static int doubles_from_json(const json_t *v, double **out, size_t *n)
+{
+    size_t k = json_is_array(v) ? json_array_size(v) : 1;
+    double *d = malloc(k * sizeof(*d));
+    if (!d)
+        return -ENOMEM;
+    for (size_t i = 0; i < k; i++) {
+        const json_t *x = json_is_array(v) ? json_array_get(v, i) : v;
+        if (!json_is_number(x)) {
+            free(d);
+            return SPW_EINTERNAL;
+        }
+        d[i] = json_number_value(x);
+    }
+    *out = d, *n = k;
+    return 0;
+}
+
+static int ints_from_json(const json_t *v, int32_t **out, size_t *n)
+{
+    size_t k = json_is_array(v) ? json_array_size(v) : 1;
+    int32_t *d = malloc(k * sizeof(*d));
+    if (!d)
+        return -ENOMEM;
+    for (size_t i = 0; i < k; i++) {
+        const json_t *x = json_is_array(v) ? json_array_get(v, i) : v;
+        if (!json_is_integer(x)) {
+            free(d);
+            return SPW_EINTERNAL;
+        }
+        d[i] = (int32_t)json_integer_value(x);
+    }
+    *out = d, *n = k;
+    return 0;
+}
+
+static void op_proto_free(Spillway__V1__Op *op)
+{
+    if (!op)
+        return;
+    free(op->size);
+#define LIST_FREE(f) free(op->f);
+    OP_DOUBLE_LISTS(LIST_FREE)
+#undef LIST_FREE
+    free(op->value);
+    free(op);
+}
+
+/* Copy one canonical op object. Every key must map to a proto field: a key left over means spec.c grew
+ * a field this file does not know (SPW_EINTERNAL), which the round-trip test catches. */
+static int op_from_json(json_t *o, Spillway__V1__Op **out)
+{
+    Spillway__V1__Op *op = malloc(sizeof(*op));
+    if (!op)
+        return -ENOMEM;
+    spillway__v1__op__init(op);
+    size_t used = 0;
+    int rc = 0, e;
+    json_t *v;
+    if (!(v = json_object_get(o, "op")) || value_of(op_n, v, &e)) {
+        rc = SPW_EINTERNAL;
+        goto out;
+    }
+    op->op = (Spillway__V1__OpKind)e;
+    used++;
+    if ((v = json_object_get(o, "size"))) {
+        if ((rc = ints_from_json(v, &op->size, &op->n_size)))
+            goto out;
+        used++;
+    }
+#define INT_FROM_JSON(f, F)                                                                                \
+    if ((v = json_object_get(o, #f))) {                                                                    \
+        used++;                                                                                            \
+        if (json_is_integer(v))                                                                            \
+            op->opt_##f##_case = OP_CASE(F), op->f = (int32_t)json_integer_value(v);                        \
+        else if (!json_is_null(v)) /* null: max_size none */                                              \
+            rc = SPW_EINTERNAL;                                                                            \
+    }
+    OP_INTS(INT_FROM_JSON)
+#undef INT_FROM_JSON
+#define DOUBLE_FROM_JSON(f, F)                                                                             \
+    if ((v = json_object_get(o, #f))) {                                                                    \
+        used++;                                                                                            \
+        op->opt_##f##_case = OP_CASE(F), op->f = json_number_value(v);                                     \
+    }
+    OP_DOUBLES(DOUBLE_FROM_JSON)
+#undef DOUBLE_FROM_JSON
+#define BOOL_FROM_JSON(f, F)                                                                               \
+    if ((v = json_object_get(o, #f))) {                                                                    \
+        used++;                                                                                            \
+        op->opt_##f##_case = OP_CASE(F), op->f = json_is_true(v);                                          \
+    }
+    OP_BOOLS(BOOL_FROM_JSON)
+#undef BOOL_FROM_JSON
+#define ENUM_FROM_JSON(f, F, fn)                                                                           \
+    if ((v = json_object_get(o, #f))) {                                                                    \
+        used++;                                                                                            \
+        if (value_of(fn, v, &e) == 0)                                                                      \
+            op->opt_##f##_case = OP_CASE(F), op->f = e;                                                    \
+        else                                                                                               \
+            rc = SPW_EINTERNAL;                                                                            \
+    }
+    OP_ENUMS(ENUM_FROM_JSON)
+#undef ENUM_FROM_JSON
+    if (rc)
+        goto out;
+#define LIST_FROM_JSON(f)                                                                                  \
+    if ((v = json_object_get(o, #f))) {                                                                    \
+        used++;                                                                                            \
+        if ((rc = doubles_from_json(v, &op->f, &op->n_##f)))                                               \
+            goto out;                                                                                      \
+    }
+    OP_DOUBLE_LISTS(LIST_FROM_JSON)
+#undef LIST_FROM_JSON
+    if ((v = json_object_get(o, "value"))) {
+        used++;
+        if (json_is_string(v)) {
+            op->opt_value_random_case = OP_CASE(VALUE_RANDOM);
+            op->value_random = true;
+        } else if ((rc = doubles_from_json(v, &op->value, &op->n_value))) {
+            goto out;
+        }
+    }
+    if (used != json_object_size(o))
+        rc = SPW_EINTERNAL;
+out:
+    if (rc) {
+        op_proto_free(op);
+        return rc;
+    }
+    *out = op;
+    return 0;
+}
+
+void spw_spec_proto_free(Spillway__V1__Pipeline *msg)
+{
+    if (!msg)
+        return;
+    if (msg->source) {
+        if (msg->source->path != protobuf_c_empty_string)
+            free(msg->source->path);
+        free(msg->source);
+    }
+    for (size_t i = 0; msg->ops && i < msg->n_ops; i++)
+        op_proto_free(msg->ops[i]);
+    free(msg->ops);
+    free(msg->batch);
+    free(msg);
+}
+
+int spw_spec_to_proto(const struct spw_pipeline_spec *spec, Spillway__V1__Pipeline **out)
+{
+    int rc = 0, e;
+    json_t *root = spw_spec__to_json_value(spec), *v;
+    Spillway__V1__Pipeline *msg = malloc(sizeof(*msg));
+    Spillway__V1__Source *src = NULL;
+    Spillway__V1__Batch *batch = NULL;
+    if (!msg) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    spillway__v1__pipeline__init(msg);
+    /* hung on msg at once so that spw_spec_proto_free(msg) releases whatever was made */
+    if ((msg->source = src = malloc(sizeof(*src))))
+        spillway__v1__source__init(src);
+    if ((msg->batch = batch = malloc(sizeof(*batch))))
+        spillway__v1__batch__init(batch);
+    if (!root || !src || !batch) {
+        rc = -ENOMEM;
+        goto out;
+    }
+
+    json_t *js = json_object_get(root, "source");
+    if (value_of(format_n, json_object_get(js, "format"), &e)) {
+        rc = SPW_EINTERNAL;
+        goto out;
+    }
+    src->opt_format_case = SPILLWAY__V1__SOURCE__OPT_FORMAT_FORMAT, src->format = e;
+    if (!(src->path = strdup(json_string_value(json_object_get(js, "path"))))) {
+        src->path = (char *)protobuf_c_empty_string;
+        rc = -ENOMEM;
+        goto out;
+    }
+    src->opt_shuffle_case = SPILLWAY__V1__SOURCE__OPT_SHUFFLE_SHUFFLE;
+    src->shuffle = json_is_true(json_object_get(js, "shuffle"));
+    src->opt_seed_case = SPILLWAY__V1__SOURCE__OPT_SEED_SEED;
+    src->seed = spec->source.seed;
+    src->opt_epochs_case = SPILLWAY__V1__SOURCE__OPT_EPOCHS_EPOCHS;
+    src->epochs = spec->source.epochs;
+
+    json_t *ops = json_object_get(root, "ops");
+    size_t n = json_array_size(ops);
+    if (n && !(msg->ops = calloc(n, sizeof(*msg->ops)))) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((rc = op_from_json(json_array_get(ops, i), &msg->ops[i])))
+            goto out;
+        msg->n_ops = i + 1;
+    }
+
+    json_t *jbatch = json_object_get(root, "batch");
+    batch->opt_size_case = SPILLWAY__V1__BATCH__OPT_SIZE_SIZE, batch->size = spec->batch.size;
+    batch->opt_drop_remainder_case = SPILLWAY__V1__BATCH__OPT_DROP_REMAINDER_DROP_REMAINDER;
+    batch->drop_remainder = spec->batch.drop_remainder;
+    if ((v = json_object_get(jbatch, "layout")) && value_of(layout_n, v, &e) == 0)
+        batch->opt_layout_case = SPILLWAY__V1__BATCH__OPT_LAYOUT_LAYOUT, batch->layout = e;
+    else
+        rc = SPW_EINTERNAL;
+    if ((v = json_object_get(root, "on_error")) && value_of(on_error_n, v, &e) == 0)
+        msg->opt_on_error_case = SPILLWAY__V1__PIPELINE__OPT_ON_ERROR_ON_ERROR, msg->on_error = e;
+    else
+        rc = SPW_EINTERNAL;
+    msg->opt_max_pixels_case = SPILLWAY__V1__PIPELINE__OPT_MAX_PIXELS_MAX_PIXELS;
+    msg->max_pixels = spec->max_pixels;
+    msg->opt_max_file_bytes_case = SPILLWAY__V1__PIPELINE__OPT_MAX_FILE_BYTES_MAX_FILE_BYTES;
+    msg->max_file_bytes = spec->max_file_bytes;
+out:
+    json_decref(root);
+    if (rc) {
+        spw_spec_proto_free(msg);
+        return rc;
+    }
+    *out = msg;
+    return 0;
+}

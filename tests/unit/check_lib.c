@@ -1,0 +1,160 @@
+/* tests/unit/check_lib.c - lib/: counter-based RNG, tensors and the .npy writer, error strings. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/err.h"
+#include "lib/rng.h"
+#include "lib/tensor.h"
+
+START_TEST(test_rng_same_key_same_stream)
+{
+    struct spw_rng a, b;
+    spw_rng_init(&a, 7, 3, 12345, 2);
+    spw_rng_init(&b, 7, 3, 12345, 2);
+    for (int i = 0; i < 1000; i++)
+        ck_assert_uint_eq(spw_rng_u32(&a), spw_rng_u32(&b));
+}
+END_TEST
+
+START_TEST(test_rng_each_key_part_changes_stream)
+{
+    struct spw_rng base, r;
+    spw_rng_init(&base, 7, 3, 12345, 2);
+    uint32_t first = spw_rng_u32(&base);
+    uint64_t keys[4][4] = {{8, 3, 12345, 2}, {7, 4, 12345, 2}, {7, 3, 12346, 2}, {7, 3, 12345, 3}};
+    for (int k = 0; k < 4; k++) {
+        spw_rng_init(&r, keys[k][0], keys[k][1], keys[k][2], (uint32_t)keys[k][3]);
+        ck_assert_uint_ne(spw_rng_u32(&r), first);
+    }
+}
+END_TEST
+
+START_TEST(test_rng_uniform_moments)
+{
+    struct spw_rng r;
+    spw_rng_init(&r, 1, 0, 0, 0);
+    double sum = 0, sum2 = 0;
+    const int n = 200000;
+    for (int i = 0; i < n; i++) {
+        double u = spw_rng_uniform(&r);
+        ck_assert(u >= 0.0 && u < 1.0);
+        sum += u;
+        sum2 += u * u;
+    }
+    double mean = sum / n, var = sum2 / n - mean * mean;
+    ck_assert(fabs(mean - 0.5) < 0.005);
+    ck_assert(fabs(var - 1.0 / 12) < 0.002);
+}
+END_TEST
+
+START_TEST(test_rng_below_is_uniform)
+{
+    /* chi-square over 14 bins (RandAugment's op count); 99.9% critical value for 13 dof is 34.5 */
+    struct spw_rng r;
+    spw_rng_init(&r, 99, 0, 0, 0);
+    int counts[14] = {0};
+    const int n = 140000;
+    for (int i = 0; i < n; i++) {
+        uint32_t v = spw_rng_below(&r, 14);
+        ck_assert_uint_lt(v, 14);
+        counts[v]++;
+    }
+    double chi = 0, e = n / 14.0;
+    for (int i = 0; i < 14; i++)
+        chi += (counts[i] - e) * (counts[i] - e) / e;
+    ck_assert_msg(chi < 34.5, "chi-square %.1f", chi);
+}
+END_TEST
+
+START_TEST(test_tensor_npy_header_and_data)
+{
+    struct spw_tensor t;
+    int64_t shape[3] = {2, 3, 4};
+    ck_assert_int_eq(spw_tensor_alloc(&t, SPW_DTYPE_F32, 3, shape), 0);
+    for (int i = 0; i < 24; i++)
+        ((float *)t.data)[i] = (float)i * 0.5f;
+    char path[] = "/tmp/spw-npy-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_int_eq(spw_tensor_write_npy(&t, path), 0);
+    FILE *f = fopen(path, "rb");
+    unsigned char buf[512];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    unlink(path);
+    ck_assert_uint_eq(n, 128 + 24 * 4);                 /* header padded to 64-byte multiple */
+    ck_assert(memcmp(buf, "\x93NUMPY\x01\x00", 8) == 0);
+    unsigned hlen = buf[8] | (buf[9] << 8);
+    ck_assert_uint_eq(10 + hlen, 128);
+    ck_assert(strstr((char *)buf + 10, "'descr': '<f4'") != NULL);
+    ck_assert(strstr((char *)buf + 10, "'shape': (2, 3, 4)") != NULL);
+    float v;
+    memcpy(&v, buf + 128 + 5 * 4, 4);
+    ck_assert(v == 2.5f);
+    spw_tensor_free(&t);
+}
+END_TEST
+
+START_TEST(test_tensor_npy_one_dim_shape_has_comma)
+{
+    struct spw_tensor t;
+    int64_t shape[1] = {5};
+    ck_assert_int_eq(spw_tensor_alloc(&t, SPW_DTYPE_I64, 1, shape), 0);
+    memset(t.data, 0, t.nbytes);
+    char path[] = "/tmp/spw-npy-XXXXXX";
+    close(mkstemp(path));
+    ck_assert_int_eq(spw_tensor_write_npy(&t, path), 0);
+    char buf[200] = {0};
+    FILE *f = fopen(path, "rb");
+    ck_assert_uint_gt(fread(buf, 1, sizeof buf - 1, f), 0);
+    fclose(f);
+    unlink(path);
+    ck_assert(strstr(buf + 10, "'shape': (5,)") != NULL);
+    spw_tensor_free(&t);
+}
+END_TEST
+
+START_TEST(test_tensor_f16_rounding)
+{
+    ck_assert_uint_eq(spw_f32_to_f16(1.0f), 0x3c00);
+    ck_assert_uint_eq(spw_f32_to_f16(-2.0f), 0xc000);
+    ck_assert_uint_eq(spw_f32_to_f16(65504.0f), 0x7bff);
+    ck_assert_uint_eq(spw_f32_to_f16(1e6f), 0x7c00);              /* overflow -> inf */
+    ck_assert_uint_eq(spw_f32_to_f16(5.9604645e-08f), 0x0001);    /* smallest subnormal */
+    ck_assert_uint_eq(spw_f32_to_f16(1.0009765625f), 0x3c01);
+    ck_assert_uint_eq(spw_f32_to_f16(1.00048828125f), 0x3c00);    /* tie -> even */
+}
+END_TEST
+
+START_TEST(test_err_strings)
+{
+    ck_assert_str_eq(spw_strerror(SPW_ESPEC), "invalid pipeline spec");
+    ck_assert_str_eq(spw_strerror(0), "success");
+    ck_assert(strlen(spw_strerror(-2)) > 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("lib");
+    TCase *tc = tcase_create("lib");
+    tcase_add_test(tc, test_rng_same_key_same_stream);
+    tcase_add_test(tc, test_rng_each_key_part_changes_stream);
+    tcase_add_test(tc, test_rng_uniform_moments);
+    tcase_add_test(tc, test_rng_below_is_uniform);
+    tcase_add_test(tc, test_tensor_npy_header_and_data);
+    tcase_add_test(tc, test_tensor_npy_one_dim_shape_has_comma);
+    tcase_add_test(tc, test_tensor_f16_rounding);
+    tcase_add_test(tc, test_err_strings);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

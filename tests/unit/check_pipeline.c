@@ -1,0 +1,408 @@
+/* tests/unit/check_pipeline.c - pipeline/: epoch order (a bijection per epoch), sources (image folder labels,
+ * WebDataset tar shards), fusion groups, and the executor (same bytes for any thread count, skip and fail
+ * policies for corrupt samples, epochs and partial batches). Datasets are built in a temp dir from the
+ * committed fixtures. */
+#include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/err.h"
+#include "pipeline/executor.h"
+#include "pipeline/fusion.h"
+#include "pipeline/order.h"
+#include "pipeline/source.h"
+#include "pipeline/spec.h"
+
+#define FIX "tests/data/fixtures/"
+
+static char g_root[256];
+
+static void copy_file(const char *from, const char *to)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static void write_bytes(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert(f != NULL);
+    if (n)
+        ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+/* root/cat: 5 images, root/dog: 4 images (+ a README that is not a sample). */
+static void make_folder(const char *root)
+{
+    char p[512];
+    const char *imgs[] = {"rgb420.jpg", "rgb444.jpg", "gray.jpg", "progressive.jpg", "cmyk.jpg"};
+    mkdir(root, 0755);
+    snprintf(p, sizeof p, "%s/cat", root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/dog", root);
+    mkdir(p, 0755);
+    for (int i = 0; i < 5; i++) {
+        char from[256];
+        snprintf(from, sizeof from, FIX "%s", imgs[i]);
+        snprintf(p, sizeof p, "%s/cat/c%d.jpg", root, i);
+        copy_file(from, p);
+        if (i < 4) {
+            snprintf(p, sizeof p, "%s/dog/d%d.JPEG", root, i);
+            copy_file(from, p);
+        }
+    }
+    snprintf(p, sizeof p, "%s/dog/README.txt", root);
+    write_bytes(p, "hi", 2);
+}
+
+static struct spw_pipeline_spec *spec_of(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static struct spw_pipeline_spec *spec_of(const char *fmt, ...)
+{
+    char json[4096], err[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(json, sizeof json, fmt, ap);
+    va_end(ap);
+    struct spw_pipeline_spec *s = NULL;
+    int rc = spw_spec_parse_json(json, &s, err, sizeof err);
+    ck_assert_msg(rc == 0, "spec: %s", err);
+    return s;
+}
+
+static void setup(void)
+{
+    snprintf(g_root, sizeof g_root, "/tmp/spw-pipe-XXXXXX");
+    ck_assert(mkdtemp(g_root) != NULL);
+}
+
+static void teardown(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", g_root);
+}
+
+START_TEST(test_order_is_bijection_per_epoch)
+{
+    const int64_t sizes[] = {1, 2, 3, 7, 64, 1000, 4097};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        int64_t n = sizes[k];
+        struct spw_order o;
+        spw_order_init(&o, n, true, 42);
+        char *seen = calloc((size_t)n, 1);
+        for (int64_t pos = 0; pos < n; pos++) {
+            int64_t v = spw_order_at(&o, 3, pos);
+            ck_assert(v >= 0 && v < n);
+            ck_assert_msg(!seen[v], "n=%lld: %lld twice", (long long)n, (long long)v);
+            seen[v] = 1;
+        }
+        free(seen);
+    }
+}
+END_TEST
+
+START_TEST(test_order_epochs_differ_and_repeat)
+{
+    struct spw_order o;
+    spw_order_init(&o, 1000, true, 42);
+    int same01 = 0, same00 = 0;
+    for (int64_t pos = 0; pos < 1000; pos++) {
+        same01 += spw_order_at(&o, 0, pos) == spw_order_at(&o, 1, pos);
+        same00 += spw_order_at(&o, 0, pos) == spw_order_at(&o, 0, pos);
+    }
+    ck_assert_int_eq(same00, 1000);
+    ck_assert_int_lt(same01, 20);
+    struct spw_order id;
+    spw_order_init(&id, 1000, false, 42);
+    for (int64_t pos = 0; pos < 1000; pos++)
+        ck_assert_int_eq(spw_order_at(&id, 5, pos), pos);
+}
+END_TEST
+
+START_TEST(test_source_image_folder_labels_sorted)
+{
+    make_folder(g_root);
+    struct spw_source_spec ss = {.format = SPW_SOURCE_IMAGE_FOLDER, .path = g_root};
+    struct spw_source *src;
+    char err[512];
+    ck_assert_int_eq(spw_source_open(&ss, &src, err, sizeof err), 0);
+    ck_assert_int_eq(src->n, 9);
+    ck_assert_int_eq(src->ignored, 1);
+    ck_assert_int_eq(src->n_classes, 2);
+    ck_assert_str_eq(src->classes[0], "cat");
+    ck_assert_int_eq(src->samples[0].label, 0);
+    ck_assert_int_eq(src->samples[8].label, 1);
+    ck_assert(strstr(src->samples[5].path, "dog/d0.JPEG") != NULL);
+    uint64_t h = src->manifest_hash;
+    spw_source_close(src);
+    ck_assert_int_eq(spw_source_open(&ss, &src, err, sizeof err), 0);
+    ck_assert_uint_eq(src->manifest_hash, h);
+    spw_source_close(src);
+}
+END_TEST
+
+START_TEST(test_source_missing_dir_is_clear_error)
+{
+    struct spw_source_spec ss = {.format = SPW_SOURCE_IMAGE_FOLDER, .path = "/nonexistent/spw"};
+    struct spw_source *src;
+    char err[512];
+    ck_assert_int_eq(spw_source_open(&ss, &src, err, sizeof err), SPW_ESOURCE);
+    ck_assert(strstr(err, "/nonexistent/spw") != NULL);
+}
+END_TEST
+
+START_TEST(test_source_tar_shards_pairs_jpg_and_cls)
+{
+    char cmd[1024], p[512];
+    snprintf(p, sizeof p, "%s/w", g_root);
+    mkdir(p, 0755);
+    snprintf(p, sizeof p, "%s/w/a.jpg", g_root);
+    copy_file(FIX "rgb420.jpg", p);
+    snprintf(p, sizeof p, "%s/w/a.cls", g_root);
+    write_bytes(p, "3\n", 2);
+    snprintf(p, sizeof p, "%s/w/b.jpg", g_root);
+    copy_file(FIX "gray.jpg", p);
+    snprintf(p, sizeof p, "%s/w/b.cls", g_root);
+    write_bytes(p, "7", 1);
+    snprintf(p, sizeof p, "%s/w/c.jpg", g_root);                 /* no .cls: not a sample */
+    copy_file(FIX "gray.jpg", p);
+    snprintf(cmd, sizeof cmd, "cd '%s/w' && tar cf ../s-0.tar a.jpg a.cls b.cls b.jpg c.jpg && tar cf ../s-1.tar a.cls a.jpg",
+             g_root);
+    ck_assert_int_eq(system(cmd), 0);
+    char glob[512];
+    snprintf(glob, sizeof glob, "%s/s-*.tar", g_root);
+    struct spw_source_spec ss = {.format = SPW_SOURCE_TAR_SHARDS, .path = glob};
+    struct spw_source *src;
+    char err[512];
+    ck_assert_int_eq(spw_source_open(&ss, &src, err, sizeof err), 0);
+    ck_assert_int_eq(src->n, 3);
+    ck_assert_int_eq(src->samples[0].label, 3);
+    ck_assert_int_eq(src->samples[1].label, 7);
+    ck_assert_int_eq(src->samples[2].label, 3);
+    ck_assert_int_eq(src->ignored, 1);
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(spw_source_read(src, 1, 1 << 20, &buf, &len), 0);
+    ck_assert_uint_gt(len, 100);
+    ck_assert(buf[0] == 0xFF && buf[1] == 0xD8);
+    free(buf);
+    ck_assert_int_eq(spw_source_read(src, 1, 10, &buf, &len), SPW_ETOOBIG);
+    spw_source_close(src);
+}
+END_TEST
+
+START_TEST(test_fusion_groups_train_pipeline)
+{
+    struct spw_pipeline_spec *s = spec_of(
+        "{\"source\":{\"format\":\"image_folder\",\"path\":\"x\"},\"ops\":[{\"op\":\"decode_jpeg\"},{\"op\":\"random_resized_crop\",\"size\":32},"
+        "{\"op\":\"random_horizontal_flip\"},{\"op\":\"rand_augment\"},{\"op\":\"invert\"},"
+        "{\"op\":\"normalize\",\"mean\":[0.5,0.5,0.5],\"std\":[0.5,0.5,0.5]},{\"op\":\"random_erasing\"}],"
+        "\"batch\":{\"size\":2}}");
+    struct spw_group g[16];
+    ck_assert_int_eq(spw_fusion_groups(s, g), 3);
+    ck_assert(g[0].kind == SPW_GROUP_DECODE && g[0].first == 0 && g[0].count == 3);
+    ck_assert(g[1].kind == SPW_GROUP_AUGMENT && g[1].first == 3 && g[1].count == 2);
+    ck_assert(g[2].kind == SPW_GROUP_TENSOR && g[2].first == 5 && g[2].count == 2);
+    spw_spec_free(s);
+}
+END_TEST
+
+/* Run a pipeline to the end; returns all batch bytes concatenated (labels included) and counts. */
+static uint8_t *run_all(const struct spw_pipeline_spec *s, int threads, size_t *bytes, int64_t *batches,
+                        int64_t *elements, int *rc_out)
+{
+    struct spw_source *src;
+    char err[512];
+    ck_assert_int_eq(spw_source_open(&s->source, &src, err, sizeof err), 0);
+    struct spw_executor *ex;
+    struct spw_executor_opts o = {.threads = threads};
+    ck_assert_int_eq(spw_executor_create(s, src, &o, &ex, err, sizeof err), 0);
+    uint8_t *all = NULL;
+    size_t n = 0;
+    struct spw_batch *b;
+    int rc;
+    *batches = *elements = 0;
+    while ((rc = spw_executor_next(ex, &b)) == 0) {
+        for (int t = 0; t < b->n_tensors; t++) {
+            all = realloc(all, n + b->tensors[t].nbytes + 16);
+            memcpy(all + n, b->tensors[t].data, b->tensors[t].nbytes);
+            n += b->tensors[t].nbytes;
+        }
+        (*batches)++;
+        *elements += b->n;
+        spw_executor_release(ex, b);
+    }
+    *rc_out = rc;
+    spw_executor_destroy(ex);
+    spw_source_close(src);
+    *bytes = n;
+    return all;
+}
+
+START_TEST(test_executor_same_bytes_any_thread_count)
+{
+    make_folder(g_root);
+    struct spw_pipeline_spec *s = spec_of(
+        "{\"source\":{\"format\":\"image_folder\",\"path\":\"%s\",\"seed\":3,\"epochs\":2},\"ops\":[{\"op\":\"decode_jpeg\"},"
+        "{\"op\":\"random_resized_crop\",\"size\":[24,32]},{\"op\":\"random_horizontal_flip\"},"
+        "{\"op\":\"normalize\",\"mean\":[0.5,0.4,0.3],\"std\":[0.2,0.2,0.2]}],\"batch\":{\"size\":4}}",
+        g_root);
+    size_t n1, n3;
+    int64_t b1, e1, b3, e3;
+    int rc;
+    uint8_t *a = run_all(s, 1, &n1, &b1, &e1, &rc);
+    ck_assert_int_eq(rc, SPW_ECLOSED);
+    uint8_t *c = run_all(s, 3, &n3, &b3, &e3, &rc);
+    ck_assert_int_eq(b1, 6);                     /* 9 samples, batch 4, keep remainder: 3 per epoch */
+    ck_assert_int_eq(e1, 18);
+    ck_assert_int_eq(b3, b1);
+    ck_assert_uint_eq(n1, n3);
+    ck_assert(memcmp(a, c, n1) == 0);
+    free(a);
+    free(c);
+    spw_spec_free(s);
+}
+END_TEST
+
+START_TEST(test_executor_drop_remainder)
+{
+    make_folder(g_root);
+    struct spw_pipeline_spec *s = spec_of(
+        "{\"source\":{\"format\":\"image_folder\",\"path\":\"%s\",\"shuffle\":false},\"ops\":[{\"op\":\"decode_jpeg\"},"
+        "{\"op\":\"center_crop\",\"size\":16}],\"batch\":{\"size\":4,\"drop_remainder\":true}}", g_root);
+    size_t n;
+    int64_t b, e;
+    int rc;
+    free(run_all(s, 2, &n, &b, &e, &rc));
+    ck_assert_int_eq(b, 2);
+    ck_assert_int_eq(e, 8);
+    ck_assert_uint_eq(n, 8 * 16 * 16 * 3 + 8 * 8);
+    spw_spec_free(s);
+}
+END_TEST
+
+static void add_corrupt(const char *root)
+{
+    char p[512];
+    size_t len;
+    FILE *f = fopen(FIX "rgb444.jpg", "rb");
+    uint8_t buf[8192];
+    len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    snprintf(p, sizeof p, "%s/cat/z_truncated.jpg", root);
+    write_bytes(p, buf, len / 3);
+    snprintf(p, sizeof p, "%s/cat/z_empty.jpg", root);
+    write_bytes(p, buf, 0);
+    snprintf(p, sizeof p, "%s/dog/z_text.jpg", root);
+    write_bytes(p, "hello, not a jpeg", 17);
+}
+
+START_TEST(test_executor_skip_policy_counts_and_continues)
+{
+    make_folder(g_root);
+    add_corrupt(g_root);
+    struct spw_pipeline_spec *s = spec_of(
+        "{\"source\":{\"format\":\"image_folder\",\"path\":\"%s\",\"seed\":1},\"ops\":[{\"op\":\"decode_jpeg\"},"
+        "{\"op\":\"resize\",\"size\":[20,20]}],\"batch\":{\"size\":5},\"on_error\":\"skip\"}", g_root);
+    struct spw_source *src;
+    char err[512];
+    ck_assert_int_eq(spw_source_open(&s->source, &src, err, sizeof err), 0);
+    ck_assert_int_eq(src->n, 12);
+    struct spw_executor *ex;
+    struct spw_executor_opts o = {.threads = 2};
+    ck_assert_int_eq(spw_executor_create(s, src, &o, &ex, err, sizeof err), 0);
+    struct spw_batch *b;
+    int64_t elements = 0, skipped = 0;
+    int rc;
+    while ((rc = spw_executor_next(ex, &b)) == 0) {
+        elements += b->n;
+        skipped += b->skipped;
+        ck_assert_int_eq(b->tensors[0].shape[0], b->n);
+        ck_assert_int_eq(b->tensors[1].shape[0], b->n);
+        for (int i = 0; i < b->n; i++)
+            ck_assert(strstr(b->keys[i].path, "/z_") == NULL);
+        spw_batch_free(b);
+    }
+    ck_assert_int_eq(rc, SPW_ECLOSED);
+    ck_assert_int_eq(elements, 9);
+    ck_assert_int_eq(skipped, 3);
+    struct spw_exec_stats st;
+    spw_executor_stats(ex, &st);
+    ck_assert_int_eq(st.skipped, 3);
+    spw_executor_destroy(ex);
+    spw_source_close(src);
+    spw_spec_free(s);
+}
+END_TEST
+
+START_TEST(test_executor_fail_policy_stops_with_path)
+{
+    make_folder(g_root);
+    add_corrupt(g_root);
+    struct spw_pipeline_spec *s = spec_of(
+        "{\"source\":{\"format\":\"image_folder\",\"path\":\"%s\",\"shuffle\":false},\"ops\":[{\"op\":\"decode_jpeg\"},"
+        "{\"op\":\"resize\",\"size\":[20,20]}],\"batch\":{\"size\":5},\"on_error\":\"fail\"}", g_root);
+    struct spw_source *src;
+    char err[512];
+    ck_assert_int_eq(spw_source_open(&s->source, &src, err, sizeof err), 0);
+    struct spw_executor *ex;
+    struct spw_executor_opts o = {.threads = 2};
+    ck_assert_int_eq(spw_executor_create(s, src, &o, &ex, err, sizeof err), 0);
+    struct spw_batch *b;
+    int rc;
+    while ((rc = spw_executor_next(ex, &b)) == 0)
+        spw_batch_free(b);
+    ck_assert_int_eq(rc, SPW_EDECODE);
+    ck_assert_msg(strstr(spw_executor_errmsg(ex), "/z_") != NULL, "msg: %s", spw_executor_errmsg(ex));
+    spw_executor_destroy(ex);
+    spw_source_close(src);
+    spw_spec_free(s);
+}
+END_TEST
+
+START_TEST(test_executor_shape_mismatch_is_clear_error)
+{
+    make_folder(g_root);
+    struct spw_pipeline_spec *s = spec_of(
+        "{\"source\":{\"format\":\"image_folder\",\"path\":\"%s\",\"shuffle\":false},\"ops\":[{\"op\":\"decode_jpeg\"}],"
+        "\"batch\":{\"size\":9}}", g_root);
+    size_t n;
+    int64_t b, e;
+    int rc;
+    free(run_all(s, 2, &n, &b, &e, &rc));
+    ck_assert_int_eq(rc, SPW_ESPEC);
+    spw_spec_free(s);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("pipeline");
+    TCase *tc = tcase_create("pipeline");
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_order_is_bijection_per_epoch);
+    tcase_add_test(tc, test_order_epochs_differ_and_repeat);
+    tcase_add_test(tc, test_source_image_folder_labels_sorted);
+    tcase_add_test(tc, test_source_missing_dir_is_clear_error);
+    tcase_add_test(tc, test_source_tar_shards_pairs_jpg_and_cls);
+    tcase_add_test(tc, test_fusion_groups_train_pipeline);
+    tcase_add_test(tc, test_executor_same_bytes_any_thread_count);
+    tcase_add_test(tc, test_executor_drop_remainder);
+    tcase_add_test(tc, test_executor_skip_policy_counts_and_continues);
+    tcase_add_test(tc, test_executor_fail_policy_stops_with_path);
+    tcase_add_test(tc, test_executor_shape_mismatch_is_clear_error);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
