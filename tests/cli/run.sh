@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# tests/cli/run.sh - spillctl end to end on a generated ImageNet-like dataset: --help, spec errors, dumps
+# byte-identical for --threads 1 and 2, an eval pipeline keeping its partial batch, tar shards, and corrupt
+# inputs (truncated, zero-byte, not a JPEG, absurd dimensions) under on_error skip and fail.
+# Prints one line per check and "N passed, M failed"; exits 1 on any failure.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+CTL=$ROOT/build/bin/spillctl
+PY=/usr/bin/python3
+WORK=$(mktemp -d /tmp/spw-cli-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+pass=0 fail=0
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
+
+DATA=$ROOT/build/data/cli-test
+bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 >/dev/null || { echo "FAIL dataset"; exit 1; }
+MEAN='[0.485, 0.456, 0.406]' STD='[0.229, 0.224, 0.225]'
+
+spec() {  # spec FILE SOURCE_JSON OPS_JSON BATCH_JSON [EXTRA]
+  printf '{"source": %s, "ops": %s, "batch": %s%s}\n' "$2" "$3" "$4" "${5:-}" > "$1"
+}
+json_field() { "$PY" -c "import json,sys; print(json.load(open('$1'))['$2'])"; }
+
+# --help and usage errors
+check "--help exits 0 and documents run --local" bash -c "'$CTL' --help | grep -q -- 'run --local'"
+"$CTL" bogus --pipeline x >/dev/null 2>&1; check "unknown command exits 2" test $? -eq 2
+
+# spec errors name the field and value, exit 2
+spec "$WORK/bad.json" '{"format": "image_folder", "path": "'"$DATA"'/train"}' \
+  '[{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": 224}, {"op": "random_horizontal_flip"}, {"op": "rand_augment", "magnitude": 40}]' \
+  '{"size": 8}'
+"$CTL" run --local --pipeline "$WORK/bad.json" > /dev/null 2> "$WORK/bad.err"
+rc=$?
+check "bad magnitude exits 2" test $rc -eq 2
+check "bad magnitude message names ops[3].magnitude" grep -q 'ops\[3\].magnitude: 40' "$WORK/bad.err"
+spec "$WORK/bad2.json" '{"format": "image_folder", "path": "'"$DATA"'/train"}' '[{"op": "decode_jpeg"}, {"op": "random_resize_crop"}]' '{"size": 8}'
+"$CTL" validate --pipeline "$WORK/bad2.json" > /dev/null 2> "$WORK/bad2.err"
+check "unknown op is named" grep -q 'random_resize_crop' "$WORK/bad2.err"
+
+# training pipeline: byte-identical dumps for 1 and 2 threads
+TRAIN_OPS='[{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [224, 224]}, {"op": "random_horizontal_flip", "p": 0.5}, {"op": "rand_augment", "num_ops": 2, "magnitude": 9}, {"op": "normalize", "mean": '"$MEAN"', "std": '"$STD"'}]'
+spec "$WORK/train.json" '{"format": "image_folder", "path": "'"$DATA"'/train", "shuffle": true, "seed": 7, "epochs": 2}' "$TRAIN_OPS" '{"size": 32}'
+"$CTL" run --local --pipeline "$WORK/train.json" --threads 1 --dump "$WORK/d1" --json --quiet > "$WORK/t1.json"
+r1=$?
+"$CTL" run --local --pipeline "$WORK/train.json" --threads 2 --dump "$WORK/d2" --json --quiet > "$WORK/t2.json"
+r2=$?
+check "train run succeeds (1 and 2 threads)" test $r1 -eq 0 -a $r2 -eq 0
+check "dumps byte-identical for --threads 1 and 2" diff -r -q "$WORK/d1" "$WORK/d2"
+check "two epochs of 160 samples delivered" test "$(json_field "$WORK/t1.json" elements)" = 320
+check "10 batches (5 per epoch)" test "$(ls "$WORK"/d1/b*_t0.npy | wc -l)" = 10
+check "keys.txt has one line per element" test "$(wc -l < "$WORK/d1/keys.txt")" = 320
+check "every epoch visits every sample once" bash -c "for e in 0 1; do [ \"\$(awk -v e=\$e '\$1==e {print \$2}' '$WORK/d1/keys.txt' | sort -n | uniq | wc -l)\" = 160 ] || exit 1; done"
+check "epochs are shuffled differently" bash -c "! diff -q <(awk '\$1==0 {print \$2}' '$WORK/d1/keys.txt') <(awk '\$1==1 {print \$2}' '$WORK/d1/keys.txt') >/dev/null"
+check "a batch mixes classes" bash -c "[ \$(head -32 '$WORK/d1/keys.txt' | awk '{print \$3}' | xargs -n1 dirname | sort -u | wc -l) -ge 3 ]"
+"$PY" - "$WORK/d1" <<'PY' && ok "batch tensors: [32,3,224,224] float32 + [32] int64 labels" || bad "batch tensor shapes"
+import sys, numpy as np
+x, y = np.load(sys.argv[1] + "/b000000_t0.npy"), np.load(sys.argv[1] + "/b000000_t1.npy")
+assert x.shape == (32, 3, 224, 224) and x.dtype == np.float32, (x.shape, x.dtype)
+assert y.shape == (32,) and y.dtype == np.int64 and y.min() >= 0 and y.max() < 10
+assert np.isfinite(x).all() and -3 < x.min() < 0 < x.max() < 3
+PY
+"$PY" -c "import json; d=json.load(open('$WORK/t1.json')); assert d['elements_per_s'] > 0 and len(d['ops']) >= 2 and all(o['ns_per_element'] > 0 for o in d['ops']) and len(d['groups']) == 3" \
+  && ok "--json has throughput, fusion groups and per-op stats" || bad "--json content"
+
+# eval pipeline: no shuffle, resize + center_crop, partial last batch kept, uint8 CHW output
+EVAL_OPS='[{"op": "decode_jpeg"}, {"op": "resize", "size": 256}, {"op": "center_crop", "size": 224}]'
+spec "$WORK/eval.json" '{"format": "image_folder", "path": "'"$DATA"'/val", "shuffle": false}' "$EVAL_OPS" '{"size": 64, "drop_remainder": false, "layout": "CHW"}'
+"$CTL" run --local --pipeline "$WORK/eval.json" --threads 2 --dump "$WORK/ev" --json --quiet > "$WORK/ev.json"
+nval=$(find "$DATA/val" -name '*.JPEG' | wc -l)
+check "eval delivers every val image once" test "$(json_field "$WORK/ev.json" elements)" = "$nval"
+check "eval order is the sorted listing" bash -c "diff -q <(awk '{print \$3}' '$WORK/ev/keys.txt') <(find '$DATA/val' -name '*.JPEG' | LC_ALL=C sort) >/dev/null"
+"$PY" - "$WORK/ev" "$nval" <<'PY' && ok "eval last batch is partial, uint8 CHW" || bad "eval batch shapes"
+import sys, glob, numpy as np
+files = sorted(glob.glob(sys.argv[1] + "/b*_t0.npy")); n = int(sys.argv[2])
+last = np.load(files[-1])
+assert last.dtype == np.uint8 and last.shape[1:] == (3, 224, 224), last.shape
+assert last.shape[0] == n - 64 * (len(files) - 1) and 0 < last.shape[0] <= 64
+PY
+
+# tar shards (WebDataset convention)
+spec "$WORK/tar.json" '{"format": "tar_shards", "path": "'"$DATA"'/shards/*.tar", "shuffle": true}' "$EVAL_OPS" '{"size": 16}'
+"$CTL" run --local --pipeline "$WORK/tar.json" --threads 2 --json --quiet > "$WORK/tar.out"
+check "tar shards: every member pair is a sample" test "$(json_field "$WORK/tar.out" elements)" = "$(json_field "$WORK/tar.out" samples_in_source)"
+
+# corrupt inputs: skip counts and continues; fail stops naming the file
+mkdir -p "$WORK/bad/a" "$WORK/bad/b"
+find "$DATA/train" -name '*.JPEG' | LC_ALL=C sort | head -20 | while read -r f; do cp "$f" "$WORK/bad/a/"; done
+good=$(find "$DATA/train" -name '*.JPEG' | LC_ALL=C sort | head -1)
+head -c 3000 "$good" > "$WORK/bad/b/truncated.jpg"
+: > "$WORK/bad/b/empty.jpg"
+echo "this is not a jpeg" > "$WORK/bad/b/text.jpg"
+"$PY" - "$good" "$WORK/bad/b/huge.jpg" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+i = 2
+while i < len(b):                       # find SOF0/SOF2 and claim 60000 x 60000 pixels
+    m, n = b[i + 1], (b[i + 2] << 8) | b[i + 3]
+    if m in (0xC0, 0xC1, 0xC2):
+        b[i + 5:i + 9] = bytes([0xEA, 0x60, 0xEA, 0x60])
+        break
+    i += 2 + n
+open(sys.argv[2], "wb").write(b)
+PY
+spec "$WORK/skip.json" '{"format": "image_folder", "path": "'"$WORK"'/bad", "shuffle": true, "seed": 1}' "$TRAIN_OPS" '{"size": 8}' ', "on_error": "skip"'
+"$CTL" run --local --pipeline "$WORK/skip.json" --threads 2 --json --quiet > "$WORK/skip.out" 2> "$WORK/skip.err"
+check "skip policy: run succeeds" test $? -eq 0
+check "skip policy: 4 corrupt samples skipped" test "$(json_field "$WORK/skip.out" skipped)" = 4
+check "skip policy: 20 good samples delivered" test "$(json_field "$WORK/skip.out" elements)" = 20
+check "skip policy: each skip logged with its path" test "$(grep -c 'skipped sample=' "$WORK/skip.err")" = 4
+check "absurd dimensions hit the pixel cap" grep -q 'huge.jpg.*exceeds max_pixels' "$WORK/skip.err"
+spec "$WORK/fail.json" '{"format": "image_folder", "path": "'"$WORK"'/bad", "shuffle": false}' "$TRAIN_OPS" '{"size": 8}' ', "on_error": "fail"'
+"$CTL" run --local --pipeline "$WORK/fail.json" --threads 2 --quiet > /dev/null 2> "$WORK/fail.err"
+check "fail policy: exits 1" test $? -eq 1
+check "fail policy: message names the file" grep -q 'run failed:.*/bad/b/' "$WORK/fail.err"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# tests/equiv/run.sh - equivalence with torchvision 0.14 + Pillow (Debian's python3-torchvision), with
+# references made at test time from real photos: the fused decode group (check_fused.py), the colour,
+# geometry and policy kernels (check_ops.py), and the random ops' distributions (check_distributions.py).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+PY=/usr/bin/python3
+PHOTOS=$ROOT/build/equiv/photos
+mkdir -p "$PHOTOS"
+status=0
+"$PY" "$ROOT/tests/equiv/check_fused.py" "$ROOT/build/tests/fusedcheck" "$PHOTOS" || status=1
+"$PY" "$ROOT/tests/equiv/check_ops.py" "$ROOT/build/tests/opcheck" || status=1
+"$PY" "$ROOT/tests/equiv/check_distributions.py" "$ROOT/build/tests/fusedcheck" || status=1
+exit $status
