@@ -34,7 +34,6 @@ static const char *const op_names[] = {
 #undef SPW_OP_NAME
 };
 static const char *const interp_names[] = {"nearest", "bilinear", "bicubic", NULL};
-static const char *const dtype_names[] = {"uint8", "float32", "float16", "int64", NULL};
 static const char *const tensor_dtype_names[] = {NULL, "float32", "float16", NULL, NULL}; /* by value */
 static const char *const layout_names[] = {"HWC", "CHW", NULL};
 static const char *const format_names[] = {"image_folder", "tar_shards", NULL};
@@ -54,7 +53,6 @@ const char *spw_op_name(enum spw_op_kind kind)
 }
 #define NAME_AT(names, v) name_at(names, NAMES_COUNT(names), (int)(v))
 const char *spw_interp_name(enum spw_interp v) { return NAME_AT(interp_names, v); }
-const char *spw_dtype_name(enum spw_dtype v) { return NAME_AT(dtype_names, v); }
 const char *spw_layout_name(enum spw_layout v) { return NAME_AT(layout_names, v); }
 const char *spw_source_format_name(enum spw_source_format v) { return NAME_AT(format_names, v); }
 const char *spw_on_error_name(enum spw_on_error v) { return NAME_AT(on_error_names, v); }
@@ -697,54 +695,6 @@ static int op_check(struct vctx *c, const char *where, const struct spw_op_spec 
     return 0;
 }
 
-static int parse_op(struct vctx *c, int idx, json_t *obj, struct spw_op_spec *op)
-{
-    char where[32], loc[96];
-    snprintf(where, sizeof(where), "ops[%d]", idx);
-    if (!json_is_object(obj))
-        return fail_type(c, where, "an object", obj);
-    json_t *name = json_object_get(obj, "op");
-    if (!name)
-        return fail(c, where, "missing \"op\"");
-    if (!json_is_string(name)) {
-        snprintf(loc, sizeof(loc), "%s.op", where);
-        return fail_type(c, loc, "a string", name);
-    }
-    int kind = -1;
-    for (int k = 0; k < SPW_OP_COUNT; k++)
-        if (strcmp(op_names[k], json_string_value(name)) == 0)
-            kind = k;
-    if (kind < 0) {
-        char q[80];
-        fmt_str(q, sizeof(q), json_string_value(name));
-        return fail(c, where, "unknown op %s", q);
-    }
-    const struct op_def *def = &op_defs[kind];
-    const char *key;
-    json_t *v;
-    json_object_foreach(obj, key, v) {
-        if (strcmp(key, "op") != 0 && !find_field(def->fields, key)) {
-            char q[80];
-            fmt_str(q, sizeof(q), key);
-            return fail(c, where, "unknown field %s for \"%s\"", q, op_names[kind]);
-        }
-    }
-    op_defaults(op, (enum spw_op_kind)kind);
-    for (const struct field *f = def->fields; f->name; f++) {
-        snprintf(loc, sizeof(loc), "%s.%s", where, f->name);
-        v = json_object_get(obj, f->name);
-        if (!v) {
-            if (f->flags & REQ)
-                return fail(c, loc, "required");
-            continue;
-        }
-        int rc = parse_field(c, loc, v, f, op);
-        if (rc)
-            return rc;
-    }
-    return op_check(c, where, op);
-}
-
 /* Where each op may stand (see enum op_class). tensor_at is the index of normalize/to_tensor, or -1. */
 static int check_order(struct vctx *c, int i, const struct spw_op_spec *ops, int *tensor_at)
 {
@@ -781,6 +731,58 @@ static int check_order(struct vctx *c, int i, const struct spw_op_spec *ops, int
     return 0;
 }
 
+/* ops[idx] from obj: which op, whether it may stand there, then its fields. */
+static int parse_op(struct vctx *c, int idx, json_t *obj, struct spw_op_spec *ops, int *tensor_at)
+{
+    struct spw_op_spec *op = &ops[idx];
+    char where[32], loc[96];
+    snprintf(where, sizeof(where), "ops[%d]", idx);
+    if (!json_is_object(obj))
+        return fail_type(c, where, "an object", obj);
+    json_t *name = json_object_get(obj, "op");
+    if (!name)
+        return fail(c, where, "missing \"op\"");
+    if (!json_is_string(name)) {
+        snprintf(loc, sizeof(loc), "%s.op", where);
+        return fail_type(c, loc, "a string", name);
+    }
+    int kind = -1;
+    for (int k = 0; k < SPW_OP_COUNT; k++)
+        if (strcmp(op_names[k], json_string_value(name)) == 0)
+            kind = k;
+    if (kind < 0) {
+        char q[80];
+        fmt_str(q, sizeof(q), json_string_value(name));
+        return fail(c, where, "unknown op %s", q);
+    }
+    op_defaults(op, (enum spw_op_kind)kind);
+    int rc = check_order(c, idx, ops, tensor_at);
+    if (rc)
+        return rc;
+    const struct op_def *def = &op_defs[kind];
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        if (strcmp(key, "op") != 0 && !find_field(def->fields, key)) {
+            char q[80];
+            fmt_str(q, sizeof(q), key);
+            return fail(c, where, "unknown field %s for \"%s\"", q, op_names[kind]);
+        }
+    }
+    for (const struct field *f = def->fields; f->name; f++) {
+        snprintf(loc, sizeof(loc), "%s.%s", where, f->name);
+        v = json_object_get(obj, f->name);
+        if (!v) {
+            if (f->flags & REQ)
+                return fail(c, loc, "required");
+            continue;
+        }
+        if ((rc = parse_field(c, loc, v, f, op)))
+            return rc;
+    }
+    return op_check(c, where, op);
+}
+
 static int parse_ops(struct vctx *c, json_t *arr, struct spw_pipeline_spec *spec)
 {
     if (!json_is_array(arr))
@@ -796,9 +798,7 @@ static int parse_ops(struct vctx *c, json_t *arr, struct spw_pipeline_spec *spec
     spec->n_ops = (int)n;
     int tensor_at = -1;
     for (size_t i = 0; i < n; i++) {
-        int rc = parse_op(c, (int)i, json_array_get(arr, i), &spec->ops[i]);
-        if (rc == 0)
-            rc = check_order(c, (int)i, spec->ops, &tensor_at);
+        int rc = parse_op(c, (int)i, json_array_get(arr, i), spec->ops, &tensor_at);
         if (rc)
             return rc;
     }
@@ -997,6 +997,8 @@ int spw_spec_load_file(const char *path, struct spw_pipeline_spec **out, char *e
     struct vctx c = {err, errlen};
     char *buf = NULL;
     int rc;
+    if (!path)
+        return fail(&c, NULL, "no spec file name");
     FILE *f = fopen(path, "rb");
     if (!f) {
         rc = -errno;
@@ -1120,6 +1122,8 @@ static json_t *field_to_json(struct jb *b, const struct field *f, const struct s
 json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
 {
     struct jb b = {false};
+    if (!spec)
+        return NULL;
     json_t *root = jb_new(&b, json_object());
     json_t *src = jb_new(&b, json_object());
     jb_set(&b, src, "format", name_json(spw_source_format_name(spec->source.format)));

@@ -132,9 +132,8 @@ const char *spw_op_name(enum spw_op_kind kind);
 #define SPW_SPEC_MAX_OPS 256
 
 /* JSON names of enum values ("bilinear", "float32", "HWC", "tar_shards", "skip", "imagenet"); NULL if out
- * of range. spw_dtype_name also names dtypes a spec may not use ("uint8", "int64"). */
+ * of range. Dtype names come from lib/tensor.h's spw_dtype_name. */
 const char *spw_interp_name(enum spw_interp v);
-const char *spw_dtype_name(enum spw_dtype v);
 const char *spw_layout_name(enum spw_layout v);
 const char *spw_source_format_name(enum spw_source_format v);
 const char *spw_on_error_name(enum spw_on_error v);

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# scripts/demo.sh - `make demo`: a local Spillway training pipeline (decode, random_resized_crop, flip,
+# rand_augment, normalize) on the generated ImageNet-like set with all cores, then an eval pipeline on val.
+# Prints throughput and where the time goes (per-op stats from spillctl's --json report). Env: SPILLCTL.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+PY=/usr/bin/python3
+SPILLCTL=${SPILLCTL:-build/bin/spillctl}
+DATA=build/data/imagenet-like
+OUT=build/demo
+THREADS=$(nproc)
+
+die() { echo "demo: error: $*" >&2; exit 1; }
+[[ -x $SPILLCTL ]] || die "$SPILLCTL not found or not executable: build it first ('make all'; 'make demo' builds it)"
+
+bash scripts/make-dataset.sh "$DATA"
+mkdir -p "$OUT"
+
+"$PY" - "$ROOT/$DATA" "$OUT" <<'EOF'
+import json, sys
+data, out = sys.argv[1], sys.argv[2]
+norm = {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}
+train = {"source": {"format": "image_folder", "path": f"{data}/train", "shuffle": True, "seed": 7, "epochs": 1},
+         "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [224, 224]},
+                 {"op": "random_horizontal_flip", "p": 0.5}, {"op": "rand_augment", "num_ops": 2, "magnitude": 9},
+                 norm],
+         "batch": {"size": 64, "drop_remainder": False}}
+# Eval as torchvision recipes do it: Resize(256) (shorter side to 256) + CenterCrop(224) + Normalize.
+evalp = {"source": {"format": "image_folder", "path": f"{data}/val", "shuffle": False, "epochs": 1},
+         "ops": [{"op": "decode_jpeg"}, {"op": "resize", "size": 256}, {"op": "center_crop", "size": [224, 224]},
+                 norm],
+         "batch": {"size": 64, "drop_remainder": False}}
+for name, spec in (("train", train), ("eval", evalp)):
+    with open(f"{out}/{name}.json", "w") as f:
+        json.dump(spec, f, indent=2)
+        f.write("\n")
+EOF
+
+# run_pipeline NAME: runs spillctl on $OUT/NAME.json; its stdout goes to $OUT/NAME.out.
+run_pipeline() {
+  local rc=0
+  "$SPILLCTL" run --local --pipeline "$OUT/$1.json" --threads "$THREADS" --json >"$OUT/$1.out" 2>"$OUT/$1.err" || rc=$?
+  if ((rc != 0)); then
+    echo "demo: error: the $1 pipeline failed (spillctl exited with $rc); its stderr ends:" >&2
+    tail -n 20 "$OUT/$1.err" >&2
+    exit 1
+  fi
+}
+
+echo
+echo "== Spillway demo: local training pipeline, $THREADS thread(s)"
+echo "   decode_jpeg -> random_resized_crop(224) -> random_horizontal_flip -> rand_augment(2, 9) -> normalize"
+run_pipeline train
+# Summary of the report (the last JSON object on stdout): throughput, then per-op time, largest first.
+# Per-op stats may be a list of {"op"|"name": ..., <stats>} or a map op -> {<stats>}; time is read from the
+# first of several common field names, so the summary survives small changes to the report's shape.
+/usr/bin/python3 -c '
+import json, sys
+text = open(sys.argv[1]).read()
+dec, obj = json.JSONDecoder(), None
+for i in sorted((i for i, c in enumerate(text) if c == "{" and (i == 0 or text[i - 1] == "\n")), reverse=True):
+    try:
+        cand, end = dec.raw_decode(text, i)
+    except ValueError:
+        continue
+    if isinstance(cand, dict) and not text[end:].strip():
+        obj = cand
+        break
+if obj is None:
+    sys.exit("demo: error: no JSON report at the end of " + sys.argv[1])
+print("   %d elements in %s batches, %.2f s: %.0f elements/s" % (
+    obj["elements"], obj.get("batches", "?"), obj["seconds"], obj["elements_per_s"]))
+ops = obj.get("ops") or []
+if isinstance(ops, dict):
+    ops = [dict(v, op=k) if isinstance(v, dict) else {"op": k, "seconds": v} for k, v in ops.items()]
+SCALE = [("seconds", 1), ("total_seconds", 1), ("time_s", 1), ("busy_s", 1), ("cpu_seconds", 1),
+         ("total_ns", 1e-9), ("ns", 1e-9), ("time_ns", 1e-9), ("us", 1e-6), ("ms", 1e-3)]
+rows = []
+for o in ops:
+    name = o.get("op") or o.get("name") or "?"
+    t = next((float(o[k]) * s for k, s in SCALE if isinstance(o.get(k), (int, float))), None)
+    other = ", ".join("%s=%s" % (k, v) for k, v in o.items()
+                      if k not in ("op", "name") and not any(k == s for s, _ in SCALE) and not isinstance(v, (dict, list)))
+    rows.append((name, t, other))
+total = sum(t for _, t, _ in rows if t)
+if rows:
+    print("   where the time goes (per-op stats from the report):")
+    for name, t, other in sorted(rows, key=lambda r: -(r[1] or 0)):
+        share = "%5.1f%%" % (100 * t / total) if t and total else "     -"
+        secs = "%8.3f s" % t if t is not None else "         -"
+        per = "  %6.1f us/element" % (1e6 * t / obj["elements"]) if t and obj["elements"] else ""
+        print("     %-24s %s %s%s%s" % (name, share, secs, per, ("   (" + other + ")") if other else ""))
+else:
+    print("   (the report has no per-op stats)")
+' "$OUT/train.out"
+
+echo
+echo "== eval pipeline: val set, no shuffle, resize(256) -> center_crop(224) -> normalize"
+run_pipeline eval
+VAL_N=$(find "$DATA/val" -name '*.JPEG' | wc -l)
+/usr/bin/python3 -c '
+import json, sys
+text, n_val = open(sys.argv[1]).read(), int(sys.argv[2])
+dec, obj = json.JSONDecoder(), None
+for i in sorted((i for i, c in enumerate(text) if c == "{" and (i == 0 or text[i - 1] == "\n")), reverse=True):
+    try:
+        cand, end = dec.raw_decode(text, i)
+    except ValueError:
+        continue
+    if isinstance(cand, dict) and not text[end:].strip():
+        obj = cand
+        break
+if obj is None:
+    sys.exit("demo: error: no JSON report at the end of " + sys.argv[1])
+ok = int(obj["elements"]) == n_val
+print("   %d elements in %s batches (val set: %d images) %.0f elements/s  %s" % (
+    obj["elements"], obj.get("batches", "?"), n_val, obj["elements_per_s"], "OK" if ok else "MISMATCH"))
+sys.exit(0 if ok else "demo: error: the eval pipeline returned %d elements, the val set has %d" % (obj["elements"], n_val))
+' "$OUT/eval.out" "$VAL_N"
+echo
+echo "demo: pipeline specs and raw reports are in $OUT/"

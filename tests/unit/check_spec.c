@@ -1,0 +1,985 @@
+/* tests/unit/check_spec.c - unit tests for pipeline/spec.c and pipeline/spec_proto.c: defaults, the exact
+ * text of error messages, JSON and proto round trips, and truncated/mutated inputs that must never crash.
+ * Not an executor test: no image is touched. Single-threaded; Check may fork one process per test. */
+#if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L /* strdup, strnlen, mkstemp: POSIX, not C11 */
+#endif
+#include "lib/err.h"
+#include "pipeline/spec.h"
+#include "pipeline/spec_proto.h"
+
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EXAMPLE                                                                                            \
+    "{\"source\": {\"format\": \"image_folder\", \"path\": \"DIR\", \"shuffle\": true, \"seed\": 7,"         \
+    " \"epochs\": 1},\n"                                                                                   \
+    " \"ops\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"random_resized_crop\", \"size\": [224, 224]},\n"        \
+    "         {\"op\": \"random_horizontal_flip\", \"p\": 0.5},"                                            \
+    " {\"op\": \"rand_augment\", \"num_ops\": 2, \"magnitude\": 9},\n"                                      \
+    "         {\"op\": \"normalize\", \"mean\": [0.485, 0.456, 0.406], \"std\": [0.229, 0.224, 0.225]}],\n"  \
+    " \"batch\": {\"size\": 64, \"drop_remainder\": false, \"layout\": \"HWC\"},\n"                         \
+    " \"on_error\": \"skip\", \"max_pixels\": 89478485, \"max_file_bytes\": 67108864}"
+
+/* Every op kind with non-default values (to_tensor is in ALL_OPS_TO_TENSOR: one of the two per spec). */
+#define ALL_OPS                                                                                            \
+    "{\"op\": \"decode_jpeg\"},"                                                                           \
+    "{\"op\": \"resize\", \"size\": 256, \"interpolation\": \"bicubic\", \"max_size\": 300,"                 \
+    " \"antialias\": false},"                                                                              \
+    "{\"op\": \"center_crop\", \"size\": [200, 180]},"                                                     \
+    "{\"op\": \"crop\", \"top\": -3, \"left\": 4, \"height\": 100, \"width\": 90},"                        \
+    "{\"op\": \"random_crop\", \"size\": 64, \"padding\": 4, \"pad_if_needed\": true, \"fill\": [1, 2, 3]}," \
+    "{\"op\": \"random_resized_crop\", \"size\": [32], \"scale\": [0.5, 0.9], \"ratio\": [0.5, 2],"          \
+    " \"interpolation\": \"nearest\", \"antialias\": false},"                                              \
+    "{\"op\": \"horizontal_flip\"}, {\"op\": \"vertical_flip\"},"                                          \
+    "{\"op\": \"random_horizontal_flip\", \"p\": 0.25}, {\"op\": \"random_vertical_flip\", \"p\": 1},"      \
+    "{\"op\": \"rotate\", \"angle\": -12.5, \"interpolation\": \"bilinear\", \"expand\": true, \"fill\": 7}," \
+    "{\"op\": \"affine\", \"angle\": 5, \"translate\": [2, -3], \"scale\": 1.25, \"shear\": [4, 6],"         \
+    " \"interpolation\": \"bicubic\", \"fill\": [9, 8, 7]},"                                               \
+    "{\"op\": \"adjust_brightness\", \"factor\": 1.5}, {\"op\": \"adjust_contrast\", \"factor\": 0},"        \
+    "{\"op\": \"adjust_saturation\", \"factor\": 2}, {\"op\": \"adjust_hue\", \"factor\": -0.25},"          \
+    "{\"op\": \"adjust_sharpness\", \"factor\": 3}, {\"op\": \"posterize\", \"bits\": 3},"                 \
+    "{\"op\": \"solarize\", \"threshold\": 128.5}, {\"op\": \"equalize\"}, {\"op\": \"autocontrast\"},"   \
+    "{\"op\": \"invert\"},"                                                                                \
+    "{\"op\": \"color_jitter\", \"brightness\": 0.4, \"contrast\": [0.5, 1.5], \"saturation\": 0,"          \
+    " \"hue\": 0.1},"                                                                                      \
+    "{\"op\": \"rand_augment\", \"num_ops\": 3, \"magnitude\": 5, \"num_magnitude_bins\": 11,"              \
+    " \"interpolation\": \"bilinear\", \"fill\": 128},"                                                    \
+    "{\"op\": \"auto_augment\", \"policy\": \"imagenet\", \"fill\": [1, 1, 1]},"                           \
+    "{\"op\": \"trivial_augment_wide\", \"num_magnitude_bins\": 5, \"interpolation\": \"bicubic\"}"
+
+static char *spec_text(const char *ops)
+{
+    static const char head[] =
+        "{\"source\": {\"format\": \"tar_shards\", \"path\": \"/d/shard-*.tar\"}, \"ops\": [";
+    static const char tail[] = "], \"batch\": {\"size\": 8}}";
+    size_t n = strlen(head) + strlen(ops) + strlen(tail) + 1;
+    char *s = malloc(n);
+    ck_assert_ptr_nonnull(s);
+    snprintf(s, n, "%s%s%s", head, ops, tail);
+    return s;
+}
+
+static struct spw_pipeline_spec *parse_ok(const char *text)
+{
+    struct spw_pipeline_spec *spec = NULL;
+    char err[256] = "";
+    int rc = spw_spec_parse_json(text, &spec, err, sizeof(err));
+    ck_assert_msg(rc == 0, "parse failed: %s", err);
+    ck_assert_ptr_nonnull(spec);
+    return spec;
+}
+
+static struct spw_pipeline_spec *parse_ops_ok(const char *ops)
+{
+    char *t = spec_text(ops);
+    struct spw_pipeline_spec *spec = parse_ok(t);
+    free(t);
+    return spec;
+}
+
+/* Field-by-field equality (no memcmp: padding is not part of a spec). */
+static bool op_equal(const struct spw_op_spec *a, const struct spw_op_spec *b)
+{
+#define EQ(f) (a->f == b->f)
+#define EQ2(f) (a->f[0] == b->f[0] && a->f[1] == b->f[1])
+#define EQ3(f) (EQ2(f) && a->f[2] == b->f[2])
+    return EQ(kind) && EQ(size_h) && EQ(size_w) && EQ(max_size) && EQ(interpolation) && EQ(antialias) &&
+           EQ2(scale) && EQ2(ratio) && EQ(p) && EQ(top) && EQ(left) && EQ(height) && EQ(width) && EQ(padding) &&
+           EQ(pad_if_needed) && EQ(angle) && EQ2(translate) && EQ(affine_scale) && EQ2(shear) && EQ(expand) &&
+           EQ3(fill) && EQ(factor) && EQ(bits) && EQ(threshold) && EQ2(brightness) && EQ2(contrast) &&
+           EQ2(saturation) && EQ2(hue) && EQ(num_ops) && EQ(magnitude) && EQ(num_magnitude_bins) && EQ(policy) &&
+           EQ(erase_random_value) && EQ3(erase_value) && EQ3(mean) && EQ3(std) && EQ(dtype);
+#undef EQ
+#undef EQ2
+#undef EQ3
+}
+
+static void assert_spec_equal(const struct spw_pipeline_spec *a, const struct spw_pipeline_spec *b)
+{
+    ck_assert_int_eq(a->source.format, b->source.format);
+    ck_assert_str_eq(a->source.path, b->source.path);
+    ck_assert_int_eq(a->source.shuffle, b->source.shuffle);
+    ck_assert_uint_eq(a->source.seed, b->source.seed);
+    ck_assert_int_eq(a->source.epochs, b->source.epochs);
+    ck_assert_int_eq(a->n_ops, b->n_ops);
+    for (int i = 0; i < a->n_ops; i++)
+        ck_assert_msg(op_equal(&a->ops[i], &b->ops[i]), "ops[%d] (%s) differs", i, spw_op_name(a->ops[i].kind));
+    ck_assert_int_eq(a->batch.size, b->batch.size);
+    ck_assert_int_eq(a->batch.drop_remainder, b->batch.drop_remainder);
+    ck_assert_int_eq(a->batch.layout, b->batch.layout);
+    ck_assert_int_eq(a->on_error, b->on_error);
+    ck_assert_int_eq(a->max_pixels, b->max_pixels);
+    ck_assert_int_eq(a->max_file_bytes, b->max_file_bytes);
+}
+
+/* Parse must fail with SPW_ESPEC and exactly this message. */
+static void expect_error(const char *text, const char *msg)
+{
+    struct spw_pipeline_spec *spec = (struct spw_pipeline_spec *)(uintptr_t)1; /* must stay untouched */
+    char err[512] = "";
+    int rc = spw_spec_parse_json(text, &spec, err, sizeof(err));
+    ck_assert_msg(rc == SPW_ESPEC, "expected SPW_ESPEC for %s, got %d", text, rc);
+    ck_assert_ptr_eq(spec, (struct spw_pipeline_spec *)(uintptr_t)1);
+    ck_assert_str_eq(err, msg);
+}
+
+static void expect_ops_error(const char *ops, const char *msg)
+{
+    char *t = spec_text(ops);
+    expect_error(t, msg);
+    free(t);
+}
+
+/* ---- defaults ------------------------------------------------------------------------------------- */
+
+START_TEST(test_spec_defaults_filled)
+{
+    struct spw_pipeline_spec *s = parse_ops_ok(
+        "{\"op\": \"decode_jpeg\"}, {\"op\": \"resize\", \"size\": 256}, {\"op\": \"random_resized_crop\","
+        " \"size\": 224}, {\"op\": \"random_horizontal_flip\"}, {\"op\": \"rotate\", \"angle\": 10},"
+        " {\"op\": \"affine\"}, {\"op\": \"rand_augment\"}, {\"op\": \"auto_augment\"},"
+        " {\"op\": \"trivial_augment_wide\"}, {\"op\": \"color_jitter\"}, {\"op\": \"random_crop\", \"size\": 9},"
+        " {\"op\": \"to_tensor\"}, {\"op\": \"random_erasing\"}");
+    ck_assert_int_eq(s->source.format, SPW_SOURCE_TAR_SHARDS);
+    ck_assert_str_eq(s->source.path, "/d/shard-*.tar");
+    ck_assert(s->source.shuffle);
+    ck_assert_uint_eq(s->source.seed, 0);
+    ck_assert_int_eq(s->source.epochs, 1);
+    ck_assert_int_eq(s->batch.size, 8);
+    ck_assert(!s->batch.drop_remainder);
+    ck_assert_int_eq(s->batch.layout, SPW_LAYOUT_HWC);
+    ck_assert_int_eq(s->on_error, SPW_ON_ERROR_SKIP);
+    ck_assert_int_eq(s->max_pixels, 89478485);
+    ck_assert_int_eq(s->max_file_bytes, 64 << 20);
+    ck_assert_int_eq(s->n_ops, 13);
+
+    const struct spw_op_spec *o = s->ops;
+    ck_assert_int_eq(o[1].kind, SPW_OP_RESIZE);
+    ck_assert_int_eq(o[1].size_h, 256);
+    ck_assert_int_eq(o[1].size_w, 0);
+    ck_assert_int_eq(o[1].max_size, 0);
+    ck_assert_int_eq(o[1].interpolation, SPW_INTERP_BILINEAR);
+    ck_assert(o[1].antialias);
+
+    ck_assert_int_eq(o[2].size_h, 224);
+    ck_assert_int_eq(o[2].size_w, 0);
+    ck_assert_double_eq(o[2].scale[0], 0.08);
+    ck_assert_double_eq(o[2].scale[1], 1.0);
+    ck_assert_double_eq(o[2].ratio[0], 3.0 / 4.0);
+    ck_assert_double_eq(o[2].ratio[1], 4.0 / 3.0);
+    ck_assert_int_eq(o[2].interpolation, SPW_INTERP_BILINEAR);
+    ck_assert(o[2].antialias);
+
+    ck_assert_double_eq(o[3].p, 0.5);
+
+    ck_assert_double_eq(o[4].angle, 10);
+    ck_assert_int_eq(o[4].interpolation, SPW_INTERP_NEAREST);
+    ck_assert(!o[4].expand);
+    ck_assert_double_eq(o[4].fill[0], 0);
+
+    ck_assert_double_eq(o[5].angle, 0);
+    ck_assert_double_eq(o[5].translate[0], 0);
+    ck_assert_double_eq(o[5].affine_scale, 1.0);
+    ck_assert_double_eq(o[5].shear[0], 0);
+    ck_assert_double_eq(o[5].shear[1], 0);
+    ck_assert_int_eq(o[5].interpolation, SPW_INTERP_NEAREST);
+
+    ck_assert_int_eq(o[6].num_ops, 2);
+    ck_assert_int_eq(o[6].magnitude, 9);
+    ck_assert_int_eq(o[6].num_magnitude_bins, 31);
+    ck_assert_int_eq(o[6].interpolation, SPW_INTERP_NEAREST);
+    ck_assert_double_eq(o[6].fill[2], 0);
+
+    ck_assert_int_eq(o[7].policy, SPW_AA_IMAGENET);
+    ck_assert_int_eq(o[8].num_magnitude_bins, 31);
+
+    for (int i = 0; i < 2; i++) { /* ColorJitter() defaults: every factor off */
+        ck_assert_double_eq(o[9].brightness[i], 0);
+        ck_assert_double_eq(o[9].contrast[i], 0);
+        ck_assert_double_eq(o[9].saturation[i], 0);
+        ck_assert_double_eq(o[9].hue[i], 0);
+    }
+
+    ck_assert_int_eq(o[10].size_h, 9);
+    ck_assert_int_eq(o[10].padding, 0);
+    ck_assert(!o[10].pad_if_needed);
+
+    ck_assert_int_eq(o[11].dtype, SPW_DTYPE_F32);
+
+    ck_assert_double_eq(o[12].p, 0.5);
+    ck_assert_double_eq(o[12].scale[0], 0.02);
+    ck_assert_double_eq(o[12].scale[1], 0.33);
+    ck_assert_double_eq(o[12].ratio[0], 0.3);
+    ck_assert_double_eq(o[12].ratio[1], 3.3);
+    ck_assert(!o[12].erase_random_value);
+    ck_assert_double_eq(o[12].erase_value[0], 0);
+    spw_spec_free(s);
+}
+END_TEST
+
+START_TEST(test_spec_example_parses)
+{
+    struct spw_pipeline_spec *s = parse_ok(EXAMPLE);
+    ck_assert_int_eq(s->source.format, SPW_SOURCE_IMAGE_FOLDER);
+    ck_assert_str_eq(s->source.path, "DIR");
+    ck_assert_uint_eq(s->source.seed, 7);
+    ck_assert_int_eq(s->n_ops, 5);
+    ck_assert_int_eq(s->ops[1].kind, SPW_OP_RANDOM_RESIZED_CROP);
+    ck_assert_int_eq(s->ops[1].size_h, 224);
+    ck_assert_int_eq(s->ops[1].size_w, 224);
+    ck_assert_int_eq(s->ops[3].magnitude, 9);
+    ck_assert_double_eq(s->ops[4].mean[0], 0.485);
+    ck_assert_double_eq(s->ops[4].std[2], 0.225);
+    ck_assert_int_eq(s->batch.size, 64);
+    spw_spec_free(s);
+}
+END_TEST
+
+START_TEST(test_spec_value_forms)
+{
+    struct spw_pipeline_spec *s = parse_ops_ok(
+        "{\"op\": \"decode_jpeg\"}, {\"op\": \"resize\", \"size\": [7]}, {\"op\": \"affine\", \"shear\": 3},"
+        " {\"op\": \"affine\", \"shear\": [5]}, {\"op\": \"rotate\", \"angle\": 1, \"fill\": [4]},"
+        " {\"op\": \"normalize\", \"mean\": [0, 0, 0], \"std\": [1, 1, 1], \"dtype\": \"float16\"},"
+        " {\"op\": \"random_erasing\", \"value\": \"random\"}, {\"op\": \"random_erasing\", \"value\": [1, 2, 3]},"
+        " {\"op\": \"random_erasing\", \"value\": 0.5}");
+    ck_assert_int_eq(s->ops[1].size_h, 7); /* [s] is the single-int form, as torchvision */
+    ck_assert_int_eq(s->ops[1].size_w, 0);
+    ck_assert_double_eq(s->ops[2].shear[0], 3); /* F.affine: a number shears along x only */
+    ck_assert_double_eq(s->ops[2].shear[1], 0);
+    ck_assert_double_eq(s->ops[3].shear[0], 5); /* ... a one-element list along both */
+    ck_assert_double_eq(s->ops[3].shear[1], 5);
+    ck_assert_double_eq(s->ops[4].fill[1], 4);
+    ck_assert_int_eq(s->ops[5].dtype, SPW_DTYPE_F16);
+    ck_assert(s->ops[6].erase_random_value);
+    ck_assert(!s->ops[7].erase_random_value);
+    ck_assert_double_eq(s->ops[7].erase_value[2], 3);
+    ck_assert_double_eq(s->ops[8].erase_value[1], 0.5);
+    spw_spec_free(s);
+}
+END_TEST
+
+/* torchvision ColorJitter._check_input, case by case. */
+START_TEST(test_spec_color_jitter_matches_torchvision)
+{
+    struct spw_pipeline_spec *s = parse_ops_ok(
+        "{\"op\": \"decode_jpeg\"},"
+        " {\"op\": \"color_jitter\", \"brightness\": 0.4, \"contrast\": 1.5, \"saturation\": [0.2, 3],"
+        "  \"hue\": 0.1},"
+        " {\"op\": \"color_jitter\", \"brightness\": 0, \"contrast\": [1, 1], \"saturation\": [0, 1],"
+        "  \"hue\": [0, 0]},"
+        " {\"op\": \"color_jitter\", \"hue\": [-0.5, 0.5], \"brightness\": [1, 1.0000001]}");
+    const struct spw_op_spec *a = &s->ops[1], *b = &s->ops[2], *c = &s->ops[3];
+    ck_assert_double_eq(a->brightness[0], 1.0 - 0.4); /* [1 - v, 1 + v] */
+    ck_assert_double_eq(a->brightness[1], 1.0 + 0.4);
+    ck_assert_double_eq(a->contrast[0], 0.0); /* clipped at 0 */
+    ck_assert_double_eq(a->contrast[1], 2.5);
+    ck_assert_double_eq(a->saturation[0], 0.2); /* a pair is kept */
+    ck_assert_double_eq(a->saturation[1], 3);
+    ck_assert_double_eq(a->hue[0], -0.1); /* hue: [-v, v], no clipping */
+    ck_assert_double_eq(a->hue[1], 0.1);
+    ck_assert_double_eq(b->brightness[0], 0); /* 0 -> [1, 1] -> None (off) */
+    ck_assert_double_eq(b->brightness[1], 0);
+    ck_assert_double_eq(b->contrast[0], 0); /* [1, 1] -> off */
+    ck_assert_double_eq(b->contrast[1], 0);
+    ck_assert_double_eq(b->saturation[0], 0);
+    ck_assert_double_eq(b->saturation[1], 1);
+    ck_assert_double_eq(b->hue[0], 0); /* [0, 0] -> off */
+    ck_assert_double_eq(b->hue[1], 0);
+    ck_assert_double_eq(c->hue[0], -0.5);
+    ck_assert_double_eq(c->brightness[1], 1.0000001);
+    spw_spec_free(s);
+}
+END_TEST
+
+/* ---- error messages ------------------------------------------------------------------------------- */
+
+START_TEST(test_spec_error_messages_from_brief)
+{
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_resized_crop\", \"size\": 224},"
+                     " {\"op\": \"random_horizontal_flip\"}, {\"op\": \"rand_augment\", \"magnitude\": 40}",
+                     "ops[3].magnitude: 40 is outside [0, 30]");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_resize_crop\", \"size\": 224}",
+                     "ops[1]: unknown op \"random_resize_crop\"");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 224},"
+                     " {\"op\": \"random_horizontal_flip\", \"p\": \"0.5\"}",
+                     "ops[2].p: expected a number, got string");
+    expect_error("{\"source\": {\"format\": \"csv\", \"path\": \"x\"}, \"ops\": [{\"op\": \"decode_jpeg\"}],"
+                 " \"batch\": {\"size\": 1}}",
+                 "source.format: \"csv\" is not one of image_folder, tar_shards");
+    expect_ops_error("{\"op\": \"resize\", \"size\": 224}, {\"op\": \"decode_jpeg\"}",
+                     "ops[0]: \"decode_jpeg\" must come before image ops");
+}
+END_TEST
+
+START_TEST(test_spec_error_messages_structure)
+{
+    expect_ops_error("", "ops: must start with \"decode_jpeg\"");
+    expect_ops_error("{\"op\": \"normalize\", \"mean\": [0, 0, 0], \"std\": [1, 1, 1]}",
+                     "ops[0]: \"decode_jpeg\" must come before \"normalize\"");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"invert\"}, {\"op\": \"decode_jpeg\"}",
+                     "ops[2]: \"decode_jpeg\" must be the first op and appear once");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"to_tensor\"}, {\"op\": \"invert\"}",
+                     "ops[2]: image op \"invert\" must come before \"to_tensor\" (ops[1])");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"to_tensor\"},"
+                     " {\"op\": \"normalize\", \"mean\": [0, 0, 0], \"std\": [1, 1, 1]}",
+                     "ops[2]: at most one of normalize/to_tensor (ops[1] is \"to_tensor\")");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_erasing\"}, {\"op\": \"to_tensor\"}",
+                     "ops[1]: \"random_erasing\" works on tensors and must come after normalize or to_tensor");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, \"invert\"", "ops[1]: expected an object, got string");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"size\": 3}", "ops[1]: missing \"op\"");
+    expect_ops_error("{\"op\": 5}", "ops[0].op: expected a string, got integer");
+    /* where an op stands is checked before its fields */
+    expect_ops_error("{\"op\": \"resize\", \"sizes\": 1}", "ops[0]: \"decode_jpeg\" must come before image ops");
+}
+END_TEST
+
+START_TEST(test_spec_error_messages_fields)
+{
+    static const struct {
+        const char *op, *msg;
+    } cases[] = {
+        {"{\"op\": \"random_horizontal_flip\", \"prob\": 0.5}",
+         "ops[1]: unknown field \"prob\" for \"random_horizontal_flip\""},
+        {"{\"op\": \"horizontal_flip\", \"p\": 0.5}", "ops[1]: unknown field \"p\" for \"horizontal_flip\""},
+        {"{\"op\": \"resize\"}", "ops[1].size: required"},
+        {"{\"op\": \"resize\", \"size\": 224.5}",
+         "ops[1].size: expected an integer or [height, width], got number"},
+        {"{\"op\": \"resize\", \"size\": [1, 2, 3]}", "ops[1].size: expected 1 or 2 integers, got 3"},
+        {"{\"op\": \"resize\", \"size\": [10, 0]}", "ops[1].size[1]: 0 is outside [1, 65535]"},
+        {"{\"op\": \"resize\", \"size\": 224, \"interpolation\": \"lanczos\"}",
+         "ops[1].interpolation: \"lanczos\" is not one of nearest, bilinear, bicubic"},
+        {"{\"op\": \"resize\", \"size\": [224, 224], \"max_size\": 300}",
+         "ops[1].max_size: only allowed when size is a single integer, not [224, 224]"},
+        {"{\"op\": \"resize\", \"size\": 224, \"max_size\": 224}",
+         "ops[1].max_size: 224 must be greater than size 224"},
+        {"{\"op\": \"resize\", \"size\": 224, \"antialias\": 1}",
+         "ops[1].antialias: expected a boolean, got integer"},
+        {"{\"op\": \"crop\", \"top\": 0, \"left\": 0, \"height\": 5}", "ops[1].width: required"},
+        {"{\"op\": \"random_crop\", \"size\": 8, \"fill\": [1, 2]}", "ops[1].fill: expected 1 or 3 numbers, got 2"},
+        {"{\"op\": \"random_crop\", \"size\": 8, \"fill\": 256}", "ops[1].fill: 256 is outside [0, 255]"},
+        {"{\"op\": \"random_crop\", \"size\": 8, \"padding\": -1}", "ops[1].padding: -1 is outside [0, 65535]"},
+        {"{\"op\": \"random_resized_crop\", \"size\": 8, \"scale\": [0.9, 0.1]}",
+         "ops[1].scale: [0.9, 0.1] must be [min, max] with min <= max"},
+        {"{\"op\": \"random_resized_crop\", \"size\": 8, \"ratio\": [0, 1]}", "ops[1].ratio[0]: 0 must be > 0"},
+        {"{\"op\": \"random_resized_crop\", \"size\": 8, \"scale\": 0.5}",
+         "ops[1].scale: expected [min, max], got number"},
+        {"{\"op\": \"random_vertical_flip\", \"p\": 1.5}", "ops[1].p: 1.5 is outside [0, 1]"},
+        {"{\"op\": \"rotate\"}", "ops[1].angle: required"},
+        {"{\"op\": \"affine\", \"scale\": 0}", "ops[1].scale: 0 must be > 0"},
+        {"{\"op\": \"affine\", \"translate\": [1]}", "ops[1].translate: expected 2 numbers, got 1"},
+        {"{\"op\": \"adjust_brightness\", \"factor\": -0.5}", "ops[1].factor: -0.5 must be >= 0"},
+        {"{\"op\": \"adjust_hue\", \"factor\": 0.75}", "ops[1].factor: 0.75 is outside [-0.5, 0.5]"},
+        {"{\"op\": \"posterize\", \"bits\": 9}", "ops[1].bits: 9 is outside [0, 8]"},
+        {"{\"op\": \"solarize\", \"threshold\": 300}", "ops[1].threshold: 300 is outside [0, 255]"},
+        {"{\"op\": \"color_jitter\", \"brightness\": -1}", "ops[1].brightness: -1 must be >= 0"},
+        {"{\"op\": \"color_jitter\", \"hue\": 0.7}", "ops[1].hue: 0.7 is outside [0, 0.5]"},
+        {"{\"op\": \"color_jitter\", \"hue\": [-0.6, 0.2]}",
+         "ops[1].hue: [-0.6, 0.2] must satisfy -0.5 <= min <= max <= 0.5"},
+        {"{\"op\": \"color_jitter\", \"contrast\": [1.5, 0.5]}",
+         "ops[1].contrast: [1.5, 0.5] must satisfy 0 <= min <= max"},
+        {"{\"op\": \"color_jitter\", \"saturation\": [0, 0]}",
+         "ops[1].saturation: [0, 0] is not supported; use adjust_saturation with factor 0"},
+        {"{\"op\": \"color_jitter\", \"saturation\": [1]}", "ops[1].saturation: expected 2 numbers, got 1"},
+        {"{\"op\": \"color_jitter\", \"saturation\": \"x\"}",
+         "ops[1].saturation: expected a number or [min, max], got string"},
+        {"{\"op\": \"rand_augment\", \"magnitude\": -1}", "ops[1].magnitude: -1 is outside [0, 30]"},
+        {"{\"op\": \"rand_augment\", \"num_magnitude_bins\": 5, \"magnitude\": 5}",
+         "ops[1].magnitude: 5 is outside [0, 4]"},
+        {"{\"op\": \"rand_augment\", \"num_magnitude_bins\": 1}",
+         "ops[1].num_magnitude_bins: 1 is outside [2, 1024]"},
+        {"{\"op\": \"rand_augment\", \"num_ops\": 33}", "ops[1].num_ops: 33 is outside [0, 32]"},
+        {"{\"op\": \"auto_augment\", \"policy\": \"cifar10\"}",
+         "ops[1].policy: \"cifar10\" is not one of imagenet"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char ops[512];
+        snprintf(ops, sizeof(ops), "{\"op\": \"decode_jpeg\"}, %s", cases[i].op);
+        expect_ops_error(ops, cases[i].msg);
+    }
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"normalize\", \"mean\": [0, 0], \"std\": [1, 1, 1]}",
+                     "ops[1].mean: expected 3 numbers, got 2");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"normalize\", \"mean\": [0, 0, 0], \"std\": [1, 0, 1]}",
+                     "ops[1].std[1]: 0 must be > 0");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"normalize\", \"mean\": [0, 0, 0]}",
+                     "ops[1].std: required");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"to_tensor\", \"dtype\": \"uint8\"}",
+                     "ops[1].dtype: \"uint8\" is not one of float32, float16");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"to_tensor\"},"
+                     " {\"op\": \"random_erasing\", \"value\": \"x\"}",
+                     "ops[2].value: \"x\" is not one of random");
+}
+END_TEST
+
+#define SRC_D "\"source\": {\"format\": \"image_folder\", \"path\": \"d\"}"
+#define OPS_D "\"ops\": [{\"op\": \"decode_jpeg\"}]"
+
+START_TEST(test_spec_error_messages_top_level)
+{
+    expect_error("{" SRC_D ", " OPS_D ","
+                 " \"batch\": {\"size\": 1}, \"shuffle\": true}",
+                 "unknown top-level key \"shuffle\"");
+    expect_error("{\"ops\": [{\"op\": \"decode_jpeg\"}], \"batch\": {\"size\": 1}}", "source: required");
+    expect_error("{" SRC_D ", \"batch\": {\"size\": 1}}",
+                 "ops: required");
+    expect_error("{" SRC_D ", " OPS_D "}",
+                 "batch: required");
+    expect_error("{\"source\": {\"format\": \"image_folder\"}, \"ops\": [], \"batch\": {\"size\": 1}}",
+                 "source.path: required");
+    expect_error("{\"source\": {\"format\": \"image_folder\", \"path\": \"\"}, \"ops\": [],"
+                 " \"batch\": {\"size\": 1}}",
+                 "source.path: must not be empty");
+    expect_error("{\"source\": {\"format\": \"image_folder\", \"path\": \"d\", \"glob\": 1}, \"ops\": [],"
+                 " \"batch\": {\"size\": 1}}",
+                 "source: unknown key \"glob\"");
+    expect_error("{\"source\": {\"format\": \"image_folder\", \"path\": \"d\", \"epochs\": -1}, \"ops\": [],"
+                 " \"batch\": {\"size\": 1}}",
+                 "source.epochs: -1 must be >= 0");
+    expect_error("{\"source\": {\"format\": \"image_folder\", \"path\": \"d\", \"seed\": \"7\"}, \"ops\": [],"
+                 " \"batch\": {\"size\": 1}}",
+                 "source.seed: expected an integer, got string");
+    expect_error("{" SRC_D ", " OPS_D ","
+                 " \"batch\": {\"size\": 0}}",
+                 "batch.size: 0 is outside [1, 65536]");
+    expect_error("{" SRC_D ", " OPS_D ","
+                 " \"batch\": {\"size\": 65537}}",
+                 "batch.size: 65537 is outside [1, 65536]");
+    expect_error("{" SRC_D ", " OPS_D ","
+                 " \"batch\": {\"size\": 2, \"layout\": \"NCHW\"}}",
+                 "batch.layout: \"NCHW\" is not one of HWC, CHW");
+    expect_error("{" SRC_D ", " OPS_D ","
+                 " \"batch\": {\"size\": 2}, \"on_error\": \"retry\"}",
+                 "on_error: \"retry\" is not one of skip, fail");
+    expect_error("{" SRC_D ", " OPS_D ","
+                 " \"batch\": {\"size\": 2}, \"max_pixels\": 0}",
+                 "max_pixels: 0 must be >= 1");
+    expect_error("{" SRC_D ", " OPS_D ","
+                 " \"batch\": {\"size\": 2}, \"max_file_bytes\": -5}",
+                 "max_file_bytes: -5 must be >= 1");
+    expect_error("[1, 2]", "spec: expected an object, got array");
+    expect_error("{\"source\": 3, \"ops\": [], \"batch\": {}}", "source: expected an object, got integer");
+}
+END_TEST
+
+START_TEST(test_spec_syntax_errors_report_line_and_column)
+{
+    expect_error("{\"source\": {\"format\": \"image_folder\",\n  \"path\": \"d\",}}",
+                 "2:15: string or '}' expected near '}'");
+    expect_error("{\"a\": 1,\n\"a\": 2}", "2:3: duplicate object key near '\"a\"'");
+    expect_error("", "1:0: '[' or '{' expected near end of file");
+    expect_error("{} x", "1:4: end of file expected near 'x'");
+
+    /* nesting is bounded by jansson (2048 levels), not by the stack */
+    size_t depth = 100000, o = 0;
+    char *deep = malloc(2 * depth + 16);
+    ck_assert_ptr_nonnull(deep);
+    o += (size_t)sprintf(deep, "{\"ops\": ");
+    memset(deep + o, '[', depth), o += depth;
+    memset(deep + o, ']', depth), o += depth;
+    strcpy(deep + o, "}");
+    expect_error(deep, "1:2056: maximum parsing depth reached near '['");
+    free(deep);
+}
+END_TEST
+
+START_TEST(test_spec_caps_on_text_and_ops)
+{
+    size_t n = SPW_SPEC_MAX_JSON_BYTES + 10;
+    char *big = malloc(n + 1);
+    ck_assert_ptr_nonnull(big);
+    memset(big, ' ', n);
+    big[0] = '{', big[n - 1] = '}', big[n] = '\0';
+    expect_error(big, "spec text is longer than the cap of 1048576 bytes");
+    free(big);
+
+    size_t cap = 64 + 32 * (SPW_SPEC_MAX_OPS + 1);
+    char *ops = malloc(cap);
+    ck_assert_ptr_nonnull(ops);
+    size_t o = (size_t)snprintf(ops, cap, "{\"op\": \"decode_jpeg\"}");
+    for (int i = 0; i < SPW_SPEC_MAX_OPS; i++)
+        o += (size_t)snprintf(ops + o, cap - o, ", {\"op\": \"invert\"}");
+    expect_ops_error(ops, "ops: 257 ops, more than the cap of 256");
+    /* exactly the cap is fine */
+    ops[strlen(ops) - strlen(", {\"op\": \"invert\"}")] = '\0';
+    struct spw_pipeline_spec *s = parse_ops_ok(ops);
+    ck_assert_int_eq(s->n_ops, SPW_SPEC_MAX_OPS);
+    spw_spec_free(s);
+    free(ops);
+}
+END_TEST
+
+START_TEST(test_spec_error_buffer_small_or_null)
+{
+    struct spw_pipeline_spec *s = NULL;
+    char err[8];
+    ck_assert_int_eq(spw_spec_parse_json("{", &s, NULL, 0), SPW_ESPEC);
+    ck_assert_int_eq(spw_spec_parse_json("[]", &s, err, sizeof(err)), SPW_ESPEC);
+    ck_assert_str_eq(err, "spec: e"); /* truncated, still terminated */
+    ck_assert_int_eq(spw_spec_parse_json(NULL, &s, err, sizeof(err)), SPW_ESPEC);
+    ck_assert_ptr_null(s);
+}
+END_TEST
+
+/* ---- round trips ---------------------------------------------------------------------------------- */
+
+static void check_json_round_trip(const char *text)
+{
+    struct spw_pipeline_spec *a = parse_ok(text);
+    char *j1 = spw_spec_to_json(a);
+    ck_assert_ptr_nonnull(j1);
+    struct spw_pipeline_spec *b = parse_ok(j1);
+    assert_spec_equal(a, b);
+    char *j2 = spw_spec_to_json(b);
+    ck_assert_str_eq(j1, j2); /* canonical: one spec, one text */
+    free(j1);
+    free(j2);
+    spw_spec_free(a);
+    spw_spec_free(b);
+}
+
+START_TEST(test_spec_json_round_trip)
+{
+    check_json_round_trip(EXAMPLE);
+    char *t = spec_text(ALL_OPS ", {\"op\": \"normalize\", \"mean\": [0.485, 0.456, 0.406], \"std\": [0.229, 0.224,"
+                                " 0.225], \"dtype\": \"float16\"}, {\"op\": \"random_erasing\", \"p\": 0.1,"
+                                " \"scale\": [0.1, 0.2], \"ratio\": [0.5, 1.5], \"value\": \"random\"},"
+                                " {\"op\": \"random_erasing\", \"value\": [0.5, -1, 2]}");
+    check_json_round_trip(t);
+    free(t);
+    t = spec_text(ALL_OPS ", {\"op\": \"to_tensor\"}");
+    check_json_round_trip(t);
+    free(t);
+}
+END_TEST
+
+START_TEST(test_spec_to_json_is_canonical_text)
+{
+    struct spw_pipeline_spec *s = parse_ok(EXAMPLE);
+    char *j = spw_spec_to_json(s);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_str_eq(
+        j, "{\"source\": {\"format\": \"image_folder\", \"path\": \"DIR\", \"shuffle\": true, \"seed\": 7,"
+           " \"epochs\": 1},\n"
+           " \"ops\": [\n"
+           "  {\"op\": \"decode_jpeg\"},\n"
+           "  {\"op\": \"random_resized_crop\", \"size\": [224, 224], \"scale\": [0.08, 1.0], \"ratio\": [0.75, "
+           "1.3333333333333333], \"interpolation\": \"bilinear\", \"antialias\": true},\n"
+           "  {\"op\": \"random_horizontal_flip\", \"p\": 0.5},\n"
+           "  {\"op\": \"rand_augment\", \"num_ops\": 2, \"num_magnitude_bins\": 31, \"magnitude\": 9, "
+           "\"interpolation\": \"nearest\", \"fill\": [0.0, 0.0, 0.0]},\n"
+           "  {\"op\": \"normalize\", \"mean\": [0.485, 0.456, 0.406], \"std\": [0.229, 0.224, 0.225], \"dtype\": "
+           "\"float32\"}\n"
+           " ],\n"
+           " \"batch\": {\"size\": 64, \"drop_remainder\": false, \"layout\": \"HWC\"},\n"
+           " \"on_error\": \"skip\",\n"
+           " \"max_pixels\": 89478485,\n"
+           " \"max_file_bytes\": 67108864}");
+    free(j);
+    spw_spec_free(s);
+}
+END_TEST
+
+static Spillway__V1__Pipeline *wire_copy(const Spillway__V1__Pipeline *msg, uint8_t **buf)
+{
+    size_t n = spillway__v1__pipeline__get_packed_size(msg);
+    *buf = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(*buf);
+    ck_assert_uint_eq(spillway__v1__pipeline__pack(msg, *buf), n);
+    Spillway__V1__Pipeline *copy = spillway__v1__pipeline__unpack(NULL, n, *buf);
+    ck_assert_ptr_nonnull(copy);
+    return copy;
+}
+
+static void check_proto_round_trip(const char *text)
+{
+    struct spw_pipeline_spec *a = parse_ok(text), *b = NULL;
+    Spillway__V1__Pipeline *msg = NULL;
+    uint8_t *buf;
+    char err[256] = "";
+    ck_assert_int_eq(spw_spec_to_proto(a, &msg), 0);
+    Spillway__V1__Pipeline *copy = wire_copy(msg, &buf);
+    int rc = spw_spec_from_proto(copy, &b, err, sizeof(err));
+    ck_assert_msg(rc == 0, "from_proto: %s", err);
+    assert_spec_equal(a, b);
+    spillway__v1__pipeline__free_unpacked(copy, NULL);
+    spw_spec_proto_free(msg);
+    free(buf);
+    spw_spec_free(a);
+    spw_spec_free(b);
+}
+
+START_TEST(test_spec_proto_round_trip)
+{
+    check_proto_round_trip(EXAMPLE);
+    char *t = spec_text(ALL_OPS ", {\"op\": \"normalize\", \"mean\": [1, 2, 3], \"std\": [4, 5, 6]},"
+                                " {\"op\": \"random_erasing\", \"value\": \"random\"},"
+                                " {\"op\": \"random_erasing\", \"value\": 3}");
+    check_proto_round_trip(t);
+    free(t);
+    t = spec_text(ALL_OPS ", {\"op\": \"to_tensor\", \"dtype\": \"float16\"}");
+    check_proto_round_trip(t);
+    free(t);
+}
+END_TEST
+
+/* A hand-built message: absent fields take the JSON defaults, and the JSON rules (and messages) apply. */
+START_TEST(test_spec_from_proto_validates_like_json)
+{
+    Spillway__V1__Source src = SPILLWAY__V1__SOURCE__INIT;
+    Spillway__V1__Batch batch = SPILLWAY__V1__BATCH__INIT;
+    Spillway__V1__Op decode = SPILLWAY__V1__OP__INIT, flip = SPILLWAY__V1__OP__INIT;
+    Spillway__V1__Op *ops[2] = {&decode, &flip};
+    Spillway__V1__Pipeline msg = SPILLWAY__V1__PIPELINE__INIT;
+    struct spw_pipeline_spec *s = NULL;
+    char err[256] = "";
+
+    src.opt_format_case = SPILLWAY__V1__SOURCE__OPT_FORMAT_FORMAT;
+    src.format = SPILLWAY__V1__SOURCE_FORMAT__SOURCE_FORMAT_TAR_SHARDS;
+    src.path = (char *)"/s/*.tar";
+    batch.opt_size_case = SPILLWAY__V1__BATCH__OPT_SIZE_SIZE;
+    batch.size = 4;
+    flip.op = SPILLWAY__V1__OP_KIND__OP_KIND_RANDOM_HORIZONTAL_FLIP;
+    msg.source = &src, msg.batch = &batch, msg.ops = ops, msg.n_ops = 2;
+
+    ck_assert_int_eq(spw_spec_from_proto(&msg, &s, err, sizeof(err)), 0);
+    ck_assert_double_eq(s->ops[1].p, 0.5);
+    ck_assert(s->source.shuffle);
+    ck_assert_int_eq(s->source.epochs, 1);
+    ck_assert_int_eq(s->max_pixels, 89478485);
+    spw_spec_free(s);
+    s = NULL;
+
+    flip.opt_p_case = SPILLWAY__V1__OP__OPT_P_P, flip.p = 2;
+    ck_assert_int_eq(spw_spec_from_proto(&msg, &s, err, sizeof(err)), SPW_ESPEC);
+    ck_assert_str_eq(err, "ops[1].p: 2 is outside [0, 1]");
+
+    flip.opt_p_case = SPILLWAY__V1__OP__OPT_P__NOT_SET;
+    flip.opt_bits_case = SPILLWAY__V1__OP__OPT_BITS_BITS, flip.bits = 3;
+    ck_assert_int_eq(spw_spec_from_proto(&msg, &s, err, sizeof(err)), SPW_ESPEC);
+    ck_assert_str_eq(err, "ops[1]: unknown field \"bits\" for \"random_horizontal_flip\"");
+
+    flip.opt_bits_case = SPILLWAY__V1__OP__OPT_BITS__NOT_SET;
+    flip.op = SPILLWAY__V1__OP_KIND__OP_KIND_RAND_AUGMENT;
+    flip.opt_magnitude_case = SPILLWAY__V1__OP__OPT_MAGNITUDE_MAGNITUDE, flip.magnitude = 40;
+    ck_assert_int_eq(spw_spec_from_proto(&msg, &s, err, sizeof(err)), SPW_ESPEC);
+    ck_assert_str_eq(err, "ops[1].magnitude: 40 is outside [0, 30]");
+
+    flip.opt_magnitude_case = SPILLWAY__V1__OP__OPT_MAGNITUDE__NOT_SET;
+    flip.op = (Spillway__V1__OpKind)99;
+    ck_assert_int_eq(spw_spec_from_proto(&msg, &s, err, sizeof(err)), SPW_ESPEC);
+    ck_assert_str_eq(err, "ops[1]: unknown op \"99\"");
+
+    flip.op = SPILLWAY__V1__OP_KIND__OP_KIND_RESIZE;
+    int32_t size[1] = {224};
+    flip.size = size, flip.n_size = 1;
+    flip.opt_interpolation_case = SPILLWAY__V1__OP__OPT_INTERPOLATION_INTERPOLATION;
+    flip.interpolation = (Spillway__V1__Interpolation)7;
+    ck_assert_int_eq(spw_spec_from_proto(&msg, &s, err, sizeof(err)), SPW_ESPEC);
+    ck_assert_str_eq(err, "ops[1].interpolation: \"7\" is not one of nearest, bilinear, bicubic");
+    flip.opt_interpolation_case = SPILLWAY__V1__OP__OPT_INTERPOLATION__NOT_SET;
+
+    flip.op = SPILLWAY__V1__OP_KIND__OP_KIND_INVERT;
+    flip.size = NULL, flip.n_size = 0;
+    decode.op = SPILLWAY__V1__OP_KIND__OP_KIND_INVERT;
+    ck_assert_int_eq(spw_spec_from_proto(&msg, &s, err, sizeof(err)), SPW_ESPEC);
+    ck_assert_str_eq(err, "ops[0]: \"decode_jpeg\" must come before image ops");
+    decode.op = SPILLWAY__V1__OP_KIND__OP_KIND_DECODE_JPEG;
+
+    src.opt_seed_case = SPILLWAY__V1__SOURCE__OPT_SEED_SEED, src.seed = UINT64_MAX;
+    ck_assert_int_eq(spw_spec_from_proto(&msg, &s, err, sizeof(err)), SPW_ESPEC);
+    ck_assert_str_eq(err, "source.seed: 18446744073709551615 is outside [0, 9223372036854775807]");
+    src.opt_seed_case = SPILLWAY__V1__SOURCE__OPT_SEED__NOT_SET;
+
+    src.path = (char *)"/s/\xff.tar";
+    ck_assert_int_eq(spw_spec_from_proto(&msg, &s, err, sizeof(err)), SPW_ESPEC);
+    ck_assert_str_eq(err, "source.path: not valid UTF-8");
+    src.path = (char *)"";
+    ck_assert_int_eq(spw_spec_from_proto(&msg, &s, err, sizeof(err)), SPW_ESPEC);
+    ck_assert_str_eq(err, "source.path: required");
+    src.path = (char *)"/s/*.tar";
+
+    msg.batch = NULL;
+    ck_assert_int_eq(spw_spec_from_proto(&msg, &s, err, sizeof(err)), SPW_ESPEC);
+    ck_assert_str_eq(err, "batch: required");
+    msg.batch = &batch;
+
+    batch.opt_layout_case = SPILLWAY__V1__BATCH__OPT_LAYOUT_LAYOUT;
+    batch.layout = SPILLWAY__V1__LAYOUT__LAYOUT_CHW;
+    ck_assert_int_eq(spw_spec_from_proto(&msg, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(s->batch.layout, SPW_LAYOUT_CHW);
+    spw_spec_free(s);
+    s = NULL;
+
+    /* the "one value is the scalar form" rule: fill [5] and brightness [0.4] */
+    flip.op = SPILLWAY__V1__OP_KIND__OP_KIND_COLOR_JITTER;
+    double bright[1] = {0.4};
+    flip.brightness = bright, flip.n_brightness = 1;
+    ck_assert_int_eq(spw_spec_from_proto(&msg, &s, err, sizeof(err)), 0);
+    ck_assert_double_eq(s->ops[1].brightness[0], 1.0 - 0.4);
+    ck_assert_double_eq(s->ops[1].brightness[1], 1.0 + 0.4);
+    spw_spec_free(s);
+    s = NULL;
+    flip.brightness = NULL, flip.n_brightness = 0;
+
+    flip.op = SPILLWAY__V1__OP_KIND__OP_KIND_NORMALIZE;
+    double mean[3] = {0, 0, 0}, std[3] = {1, INFINITY, 1};
+    flip.mean = mean, flip.n_mean = 3, flip.std = std, flip.n_std = 3;
+    ck_assert_int_eq(spw_spec_from_proto(&msg, &s, err, sizeof(err)), SPW_ESPEC);
+    ck_assert_str_eq(err, "ops[1].std[1]: inf is not a finite number");
+    flip.opt_p_case = SPILLWAY__V1__OP__OPT_P_P, flip.p = NAN;
+    ck_assert_int_eq(spw_spec_from_proto(&msg, &s, err, sizeof(err)), SPW_ESPEC);
+    ck_assert_str_eq(err, "ops[1].p: nan is not a finite number");
+    flip.opt_p_case = SPILLWAY__V1__OP__OPT_P__NOT_SET;
+    flip.mean = flip.std = NULL, flip.n_mean = flip.n_std = 0;
+
+    flip.op = SPILLWAY__V1__OP_KIND__OP_KIND_RANDOM_ERASING;
+    double val[3] = {1, 2, 3};
+    flip.value = val, flip.n_value = 3;
+    flip.opt_value_random_case = SPILLWAY__V1__OP__OPT_VALUE_RANDOM_VALUE_RANDOM, flip.value_random = 1;
+    ck_assert_int_eq(spw_spec_from_proto(&msg, &s, err, sizeof(err)), SPW_ESPEC);
+    ck_assert_str_eq(err, "ops[1].value: value_random and value are both set");
+
+    msg.n_ops = SPW_SPEC_MAX_OPS + 1; /* refused before ops are read */
+    ck_assert_int_eq(spw_spec_from_proto(&msg, &s, err, sizeof(err)), SPW_ESPEC);
+    ck_assert_str_eq(err, "ops: 257 ops, more than the cap of 256");
+    ck_assert_ptr_null(s);
+}
+END_TEST
+
+/* ---- files ---------------------------------------------------------------------------------------- */
+
+START_TEST(test_spec_load_file)
+{
+    char path[] = "/tmp/check_spec_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(EXAMPLE, f);
+    fclose(f);
+    struct spw_pipeline_spec *s = NULL;
+    char err[256] = "", want[300];
+    ck_assert_int_eq(spw_spec_load_file(path, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(s->n_ops, 5);
+    spw_spec_free(s);
+    s = NULL;
+
+    f = fopen(path, "w");
+    fputs("{\n \"ops\": [}", f);
+    fclose(f);
+    ck_assert_int_eq(spw_spec_load_file(path, &s, err, sizeof(err)), SPW_ESPEC);
+    snprintf(want, sizeof(want), "%s:2:10: unexpected token near '}'", path);
+    ck_assert_str_eq(err, want);
+
+    f = fopen(path, "w");
+    fputs("{\"ops\": []}", f);
+    fclose(f);
+    ck_assert_int_eq(spw_spec_load_file(path, &s, err, sizeof(err)), SPW_ESPEC);
+    snprintf(want, sizeof(want), "%s: source: required", path);
+    ck_assert_str_eq(err, want);
+
+    f = fopen(path, "w");
+    for (int i = 0; i < (SPW_SPEC_MAX_JSON_BYTES >> 4) + 1; i++)
+        fputs("                ", f);
+    fclose(f);
+    ck_assert_int_eq(spw_spec_load_file(path, &s, err, sizeof(err)), SPW_ESPEC);
+    snprintf(want, sizeof(want), "%s: larger than the cap of 1048576 bytes", path);
+    ck_assert_str_eq(err, want);
+
+    unlink(path);
+    ck_assert_int_eq(spw_spec_load_file(path, &s, err, sizeof(err)), -ENOENT);
+    snprintf(want, sizeof(want), "%s: No such file or directory", path);
+    ck_assert_str_eq(err, want);
+    ck_assert_ptr_null(s);
+}
+END_TEST
+
+START_TEST(test_spec_names)
+{
+    ck_assert_str_eq(spw_op_name(SPW_OP_DECODE_JPEG), "decode_jpeg");
+    ck_assert_str_eq(spw_op_name(SPW_OP_TO_TENSOR), "to_tensor");
+    ck_assert_ptr_null(spw_op_name(SPW_OP_COUNT));
+    ck_assert_ptr_null(spw_op_name((enum spw_op_kind)-1));
+    ck_assert_str_eq(spw_interp_name(SPW_INTERP_BICUBIC), "bicubic");
+    ck_assert_str_eq(spw_dtype_name(SPW_DTYPE_F16), "float16");
+    ck_assert_str_eq(spw_layout_name(SPW_LAYOUT_CHW), "CHW");
+    ck_assert_str_eq(spw_source_format_name(SPW_SOURCE_TAR_SHARDS), "tar_shards");
+    ck_assert_str_eq(spw_on_error_name(SPW_ON_ERROR_FAIL), "fail");
+    ck_assert_str_eq(spw_aa_policy_name(SPW_AA_IMAGENET), "imagenet");
+    ck_assert_ptr_null(spw_aa_policy_name((enum spw_aa_policy)1));
+    /* the proto enums mirror the C ones */
+    ck_assert_int_eq(SPILLWAY__V1__OP_KIND__OP_KIND_TO_TENSOR, SPW_OP_TO_TENSOR);
+    ck_assert_int_eq(SPILLWAY__V1__OP_KIND__OP_KIND_RANDOM_ERASING, SPW_OP_RANDOM_ERASING);
+    ck_assert_int_eq(SPILLWAY__V1__INTERPOLATION__INTERPOLATION_BICUBIC, SPW_INTERP_BICUBIC);
+    ck_assert_int_eq(SPILLWAY__V1__DTYPE__DTYPE_INT64, SPW_DTYPE_I64);
+    ck_assert_int_eq(SPILLWAY__V1__LAYOUT__LAYOUT_CHW, SPW_LAYOUT_CHW);
+    ck_assert_int_eq(SPILLWAY__V1__SOURCE_FORMAT__SOURCE_FORMAT_TAR_SHARDS, SPW_SOURCE_TAR_SHARDS);
+    ck_assert_int_eq(SPILLWAY__V1__ON_ERROR__ON_ERROR_FAIL, SPW_ON_ERROR_FAIL);
+}
+END_TEST
+
+/* ---- hostile input -------------------------------------------------------------------------------- */
+
+static uint64_t lcg(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return *s >> 33;
+}
+
+/* Whatever comes back must be either a clean error with a message or a spec that round-trips. */
+static void parse_any(const char *text)
+{
+    struct spw_pipeline_spec *s = NULL;
+    char err[256] = "";
+    int rc = spw_spec_parse_json(text, &s, err, sizeof(err));
+    if (rc == 0) {
+        char *j = spw_spec_to_json(s);
+        ck_assert_ptr_nonnull(j);
+        struct spw_pipeline_spec *t = parse_ok(j);
+        assert_spec_equal(s, t);
+        spw_spec_free(t);
+        free(j);
+        spw_spec_free(s);
+    } else {
+        ck_assert_int_eq(rc, SPW_ESPEC);
+        ck_assert(err[0] != '\0');
+        ck_assert_ptr_null(s);
+    }
+}
+
+START_TEST(test_spec_truncated_and_mutated_inputs_never_crash)
+{
+    char *full = spec_text(ALL_OPS ", {\"op\": \"normalize\", \"mean\": [1, 2, 3], \"std\": [4, 5, 6]},"
+                                   " {\"op\": \"random_erasing\", \"value\": \"random\"}");
+    size_t n = strlen(full);
+    char *buf = malloc(n + 1);
+    ck_assert_ptr_nonnull(buf);
+    for (size_t k = 0; k < n; k++) { /* every prefix */
+        memcpy(buf, full, k);
+        buf[k] = '\0';
+        parse_any(buf);
+    }
+    static const char alphabet[] = "{}[],:\"0123456789.-eE+ truefalsnul\\xyz";
+    static const char *const tokens[] = {"0", "-1", "1e308", "null", "[]", "{}", "\"\"", "\"random\"", "true",
+                                         "[0, 0]", "9999999999", "0.5", "[1, 2, 3]", "\"x\""};
+    uint64_t seed = 12345;
+    for (int iter = 0; iter < 20000; iter++) {
+        memcpy(buf, full, n + 1);
+        int edits = 1 + (int)(lcg(&seed) % 4);
+        for (int e = 0; e < edits; e++) {
+            size_t at = lcg(&seed) % n;
+            switch (lcg(&seed) % 3) {
+            case 0: buf[at] = alphabet[lcg(&seed) % (sizeof(alphabet) - 1)]; break;
+            case 1: buf[at] = (char)(lcg(&seed) & 0xff ? lcg(&seed) & 0xff : 1); break;
+            default: { /* replace the value after a ':' with a token, keeping the length sane */
+                char *colon = strchr(buf + at, ':');
+                if (!colon)
+                    break;
+                char *end = colon + 1;
+                while (*end && *end != ',' && *end != '}')
+                    end++;
+                const char *tok = tokens[lcg(&seed) % (sizeof(tokens) / sizeof(tokens[0]))];
+                size_t tl = strlen(tok), old = (size_t)(end - colon - 1);
+                if (tl + 1 > old)
+                    break;
+                memcpy(colon + 1, tok, tl);
+                memset(colon + 1 + tl, ' ', old - tl);
+            }
+            }
+        }
+        parse_any(buf);
+    }
+    free(buf);
+    free(full);
+}
+END_TEST
+
+START_TEST(test_spec_mutated_proto_never_crashes)
+{
+    char *t = spec_text(ALL_OPS ", {\"op\": \"normalize\", \"mean\": [1, 2, 3], \"std\": [4, 5, 6]},"
+                                " {\"op\": \"random_erasing\", \"value\": [1, 2, 3]}");
+    struct spw_pipeline_spec *a = parse_ok(t);
+    Spillway__V1__Pipeline *msg = NULL;
+    ck_assert_int_eq(spw_spec_to_proto(a, &msg), 0);
+    size_t n = spillway__v1__pipeline__get_packed_size(msg);
+    uint8_t *wire = malloc(n), *buf = malloc(n);
+    ck_assert_ptr_nonnull(wire);
+    ck_assert_ptr_nonnull(buf);
+    spillway__v1__pipeline__pack(msg, wire);
+    uint64_t seed = 99;
+    int accepted = 0;
+    for (int iter = 0; iter < 20000; iter++) {
+        memcpy(buf, wire, n);
+        size_t len = iter % 4 == 0 ? lcg(&seed) % n : n; /* truncated, or ... */
+        for (int e = 0, edits = 1 + (int)(lcg(&seed) % 3); e < edits && iter % 4; e++)
+            buf[lcg(&seed) % n] ^= (uint8_t)(1u << (lcg(&seed) % 8)); /* ... bit flips */
+        Spillway__V1__Pipeline *m = spillway__v1__pipeline__unpack(NULL, len, buf);
+        if (!m)
+            continue;
+        struct spw_pipeline_spec *s = NULL;
+        char err[256] = "";
+        int rc = spw_spec_from_proto(m, &s, err, sizeof(err));
+        if (rc == 0) {
+            accepted++;
+            Spillway__V1__Pipeline *again = NULL;
+            ck_assert_int_eq(spw_spec_to_proto(s, &again), 0);
+            spw_spec_proto_free(again);
+            spw_spec_free(s);
+        } else {
+            ck_assert_int_eq(rc, SPW_ESPEC);
+            ck_assert(err[0] != '\0');
+        }
+        spillway__v1__pipeline__free_unpacked(m, NULL);
+    }
+    ck_assert_int_gt(accepted, 0); /* the loop did reach the validator's success path */
+    free(wire);
+    free(buf);
+    spw_spec_proto_free(msg);
+    spw_spec_free(a);
+    free(t);
+}
+END_TEST
+
+static Suite *spec_suite(void)
+{
+    Suite *s = suite_create("spec");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_spec_defaults_filled);
+    tcase_add_test(tc, test_spec_example_parses);
+    tcase_add_test(tc, test_spec_value_forms);
+    tcase_add_test(tc, test_spec_color_jitter_matches_torchvision);
+    tcase_add_test(tc, test_spec_error_messages_from_brief);
+    tcase_add_test(tc, test_spec_error_messages_structure);
+    tcase_add_test(tc, test_spec_error_messages_fields);
+    tcase_add_test(tc, test_spec_error_messages_top_level);
+    tcase_add_test(tc, test_spec_syntax_errors_report_line_and_column);
+    tcase_add_test(tc, test_spec_caps_on_text_and_ops);
+    tcase_add_test(tc, test_spec_error_buffer_small_or_null);
+    tcase_add_test(tc, test_spec_json_round_trip);
+    tcase_add_test(tc, test_spec_to_json_is_canonical_text);
+    tcase_add_test(tc, test_spec_proto_round_trip);
+    tcase_add_test(tc, test_spec_from_proto_validates_like_json);
+    tcase_add_test(tc, test_spec_load_file);
+    tcase_add_test(tc, test_spec_names);
+    tcase_add_test(tc, test_spec_truncated_and_mutated_inputs_never_crash);
+    tcase_add_test(tc, test_spec_mutated_proto_never_crashes);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(spec_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
