@@ -18,8 +18,10 @@ struct spw_resample_plan {
     int *bounds_h, *bounds_v;        /* (first, count) per output column / row, in source indices */
     int32_t *kk_h, *kk_v;            /* out * ksize fixed-point weights */
     int row_first, row_count;        /* source rows the horizontal pass produces */
-    uint8_t *scratch;                /* row_count x out_w x 3 after the horizontal pass */
+    uint8_t *scratch;                /* the allocation holding the four buffers below */
+    uint8_t *cols, *hcols, *hrows;   /* transposed source, transposed pass-1 result, pass-1 result */
     uint8_t *row;                    /* one output row */
+    const uint8_t **tap_rows;        /* row pointers for one output of a pass */
     int *near_x, *near_y;            /* nearest: source column / row per output */
     int src_x0, src_y0, src_x1, src_y1;   /* the source rectangle the output reads */
     void *block;                     /* everything above lives in this allocation */
