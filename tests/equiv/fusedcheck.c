@@ -2,7 +2,9 @@
  * (fused decode group included) and writes the result as .npy, printing the random geometry it drew so a
  * torchvision reference can redo it; or prints many RandomResizedCrop draws for a distribution test.
  *   fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE     -> stdout: {"rect":[left,top,w,h],"hflip":0|1}
- *   fusedcheck rrc SPEC.json W H N                     -> N lines "left top w h" (op 1 must be rrc) */
+ *   fusedcheck rrc SPEC.json W H N                     -> N lines "left top w h" (op 1 must be rrc)
+ *   fusedcheck ra SPEC.json N                          -> N lines of RandAugment's "Op magnitude" steps
+ *                                                         (op 1 must be rand_augment), on a 32x24 image */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include "lib/err.h"
 #include "lib/rng.h"
 #include "ops/jpeg.h"
+#include "ops/policy.h"
 #include "pipeline/element.h"
 #include "pipeline/geometry.h"
 #include "pipeline/spec.h"
@@ -98,10 +101,38 @@ static int cmd_rrc(const struct spw_pipeline_spec *spec, int W, int H, int n)
     return 0;
 }
 
+static int cmd_ra(const struct spw_pipeline_spec *spec, int n)
+{
+    if (spec->n_ops < 2 || spec->ops[1].kind != SPW_OP_RAND_AUGMENT) {
+        fprintf(stderr, "ra: ops[1] must be rand_augment\n");
+        return 1;
+    }
+    const struct spw_op_spec *op = &spec->ops[1];
+    struct spw_image img, tmp;
+    if (spw_image_alloc(&img, 32, 24, 3) || spw_image_alloc(&tmp, 32, 24, 3))
+        return 1;
+    struct spw_aug_step steps[64];
+    for (int s = 0; s < n; s++) {
+        for (int i = 0; i < 32 * 24 * 3; i++)
+            img.data[i] = (uint8_t)(i * 13 + s);
+        struct spw_rng r;
+        spw_rng_init(&r, spec->source.seed, 0, (uint64_t)s, 1);
+        if (spw_rand_augment_run(&img, &tmp, &r, op->num_ops, op->magnitude, op->num_magnitude_bins, op->fill,
+                                 steps) != 0)
+            return 1;
+        for (int k = 0; k < op->num_ops && k < 64; k++)
+            printf("%s %.6f\n", spw_augment_op_name(steps[k].op), steps[k].magnitude);
+    }
+    spw_image_free(&img);
+    spw_image_free(&tmp);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE | rrc SPEC.json W H N\n");
+        fprintf(stderr, "usage: fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE | rrc SPEC.json W H N | "
+                        "ra SPEC.json N\n");
         return 2;
     }
     struct spw_pipeline_spec *spec;
@@ -113,6 +144,8 @@ int main(int argc, char **argv)
     int rc = 2;
     if (!strcmp(argv[1], "run") && argc == 6)
         rc = cmd_run(spec, argv[3], argv[4], atoll(argv[5]));
+    else if (!strcmp(argv[1], "ra") && argc == 4)
+        rc = cmd_ra(spec, atoi(argv[3]));
     else if (!strcmp(argv[1], "rrc") && argc == 6)
         rc = cmd_rrc(spec, atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
     else

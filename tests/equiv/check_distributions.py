@@ -1,0 +1,122 @@
+"""tests/equiv/check_distributions.py - the random ops draw from torchvision's distributions.
+Two-sample tests between Spillway's draws (fusedcheck, the real parameter functions and policy code) and
+torchvision 0.14's own sampler run here: RandomResizedCrop.get_params (area fraction, aspect ratio, offsets;
+Kolmogorov-Smirnov at alpha = 0.001) on several image shapes, including ones that hit the fallback; and
+RandAugment's op choice (chi-square homogeneity over the 14 ops) and magnitudes (the same value set, with
+signs split evenly). Prints one line per check and "N passed, M failed".
+usage: check_distributions.py FUSEDCHECK"""
+import collections
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torchvision.transforms as T
+import torchvision.transforms.autoaugment as AA
+from PIL import Image
+
+FUSED, TMP = sys.argv[1], tempfile.mkdtemp(prefix="spw-dist-")
+passed = failed = 0
+
+
+def result(name, ok, detail):
+    global passed, failed
+    print("%s %-58s %s" % ("ok  " if ok else "FAIL", name, detail))
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+
+
+def spec_file(op):
+    path = os.path.join(TMP, "spec.json")
+    with open(path, "w") as f:
+        json.dump({"source": {"format": "image_folder", "path": "/x", "seed": 123},
+                   "ops": [{"op": "decode_jpeg"}, op], "batch": {"size": 1}}, f)
+    return path
+
+
+def ks(a, b):
+    a, b = np.sort(a), np.sort(b)
+    allv = np.concatenate([a, b])
+    d = np.max(np.abs(np.searchsorted(a, allv, side="right") / len(a) -
+                      np.searchsorted(b, allv, side="right") / len(b)))
+    crit = 1.95 * math.sqrt((len(a) + len(b)) / (len(a) * len(b)))     # alpha = 0.001
+    return d, crit
+
+
+def check_rrc(W, H, scale, ratio, n=20000):
+    spec = spec_file({"op": "random_resized_crop", "size": 224, "scale": scale, "ratio": ratio})
+    out = subprocess.run([FUSED, "rrc", spec, str(W), str(H), str(n)], capture_output=True, text=True, check=True)
+    ours = np.array([[int(v) for v in line.split()] for line in out.stdout.splitlines()], dtype=np.float64)
+    torch.manual_seed(0)
+    img = Image.new("RGB", (W, H))
+    ref = []
+    for _ in range(n):
+        i, j, h, w = T.RandomResizedCrop.get_params(img, scale, ratio)
+        ref.append([j, i, w, h])
+    ref = np.array(ref, dtype=np.float64)
+    for name, f in [("area", lambda a: a[:, 2] * a[:, 3] / (W * H)), ("aspect", lambda a: a[:, 2] / a[:, 3]),
+                    ("left", lambda a: a[:, 0]), ("top", lambda a: a[:, 1])]:
+        d, crit = ks(f(ours), f(ref))
+        result("rrc %dx%d scale=%s ratio=%s %s" % (W, H, scale, ratio, name), d < crit,
+               "KS D=%.4f crit=%.4f" % (d, crit))
+
+
+def check_rand_augment(n=14000):
+    spec = spec_file({"op": "rand_augment", "num_ops": 2, "magnitude": 9})
+    out = subprocess.run([FUSED, "ra", spec, str(n)], capture_output=True, text=True, check=True)
+    ours = [(line.split()[0], float(line.split()[1])) for line in out.stdout.splitlines()]
+    ref = []
+    orig = AA._apply_op
+
+    def spy(img, op_name, magnitude, interpolation, fill):
+        ref.append((op_name, float(magnitude)))
+        return img
+    AA._apply_op = spy
+    try:
+        torch.manual_seed(0)
+        ra = T.RandAugment(num_ops=2, magnitude=9)
+        img = Image.new("RGB", (32, 24))
+        for _ in range(n):
+            ra(img)
+    finally:
+        AA._apply_op = orig
+    co, cr = collections.Counter(o for o, _ in ours), collections.Counter(o for o, _ in ref)
+    ops = sorted(set(co) | set(cr))
+    result("rand_augment op set equals torchvision's 14", len(ops) == 14 and set(co) == set(cr), str(ops))
+    # chi-square test of homogeneity, 13 dof, 99.9% critical value 34.53
+    chi = 0.0
+    for o in ops:
+        tot = co[o] + cr[o]
+        for c, m in ((co[o], len(ours)), (cr[o], len(ref))):
+            e = tot * m / (len(ours) + len(ref))
+            chi += (c - e) ** 2 / e
+    result("rand_augment op frequencies match (chi-square)", chi < 34.53, "chi2=%.1f" % chi)
+    for o in ops:
+        mo = sorted(set(round(abs(m), 4) for op, m in ours if op == o))
+        mr = sorted(set(round(abs(m), 4) for op, m in ref if op == o))
+        result("rand_augment %s |magnitude| values" % o, mo == mr, "%s vs %s" % (mo, mr))
+        signed = [m for op, m in ours if op == o and m != 0]
+        if signed and any(m < 0 for op, m in ref if op == o):
+            neg = sum(1 for m in signed if m < 0) / len(signed)
+            sd = 0.5 / math.sqrt(len(signed))
+            result("rand_augment %s sign is a fair coin" % o, abs(neg - 0.5) < 4 * sd, "P(neg)=%.3f" % neg)
+
+
+def main():
+    check_rrc(500, 375, [0.08, 1.0], [3 / 4, 4 / 3])
+    check_rrc(301, 799, [0.08, 1.0], [3 / 4, 4 / 3])
+    check_rrc(1000, 60, [0.5, 1.0], [3 / 4, 4 / 3])      # mostly the central fallback
+    check_rrc(640, 480, [0.25, 0.5], [0.5, 2.0])
+    check_rand_augment()
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
