@@ -1,8 +1,10 @@
 # Spillway - one Makefile for the whole tree. Outputs go under build/.
-# make [all] | test | demo | bench | clean      SANITIZER=address|undefined|thread  WERROR=0|1
+# make [all] | test | demo | bench | clean      SANITIZER=address|undefined|thread  WERROR=0|1  V=1
 
 CC       ?= cc
-BUILD    := build
+BUILD    ?= build
+V        ?= 0
+Q        := $(if $(filter 1,$(V)),,@)
 WERROR   ?= 1
 OPT      ?= -O2
 PKGS     := libturbojpeg libjpeg jansson libprotobuf-c
@@ -15,7 +17,7 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat
 ifeq ($(WERROR),1)
 WARN += -Werror
 endif
-CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) -g -march=x86-64-v2 -fPIC $(WARN) -I. -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP $(EXTRA_CFLAGS)
+CFLAGS  := -std=c11 -D_GNU_SOURCE -ffp-contract=off $(OPT) -g -march=x86-64-v2 -fPIC $(WARN) -I. -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP $(EXTRA_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lpthread -lm
 ifneq ($(SANITIZER),)
 CFLAGS  += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer
@@ -45,27 +47,33 @@ $(BUILD)/gen/proto/spillway.pb-c.c $(BUILD)/gen/proto/spillway.pb-c.h: proto/spi
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Wno-missing-prototypes -c $< -o $@
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) -Wno-missing-prototypes -c $< -o $@
 
 $(BUILD)/obj/%.o: %.c | $(BUILD)/gen/proto/spillway.pb-c.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
 $(CORE_LIB): $(CORE_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/bin/spillctl: $(BUILD)/obj/client/spillctl.o $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/check_%: $(BUILD)/obj/tests/unit/check_%.o $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/equiv/%.o $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 # make test = lint + unit + equivalence against torchvision + corrupt-input + CLI tests.
 test: deps

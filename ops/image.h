@@ -7,6 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Sampling filters (resize, resized crops, warps). Values are stable: they travel in specs. */
+enum spw_interp { SPW_INTERP_NEAREST = 0, SPW_INTERP_BILINEAR = 1, SPW_INTERP_BICUBIC = 2 };
+
 struct spw_image {
     int w, h, c;
     size_t stride;      /* bytes between rows, >= w * c */

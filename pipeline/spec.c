@@ -692,6 +692,21 @@ static int op_check(struct vctx *c, const char *where, const struct spw_op_spec 
         if (op->max_size <= op->size_h)
             return fail(c, loc, "%d must be greater than size %d", op->max_size, op->size_h);
     }
+    if (op->kind == SPW_OP_ROTATE && op->expand) {
+        snprintf(loc, sizeof(loc), "%s.expand", where);
+        return fail(c, loc, "true is not supported (the output keeps the input's size)");
+    }
+    /* What the kernels implement: the policies sample nearest only (torchvision's default), the affine
+     * warps nearest or bilinear. */
+    bool policy = op->kind == SPW_OP_RAND_AUGMENT || op->kind == SPW_OP_AUTO_AUGMENT ||
+                  op->kind == SPW_OP_TRIVIAL_AUGMENT_WIDE;
+    bool warp = op->kind == SPW_OP_ROTATE || op->kind == SPW_OP_AFFINE;
+    if ((policy && op->interpolation != SPW_INTERP_NEAREST) ||
+        (warp && op->interpolation == SPW_INTERP_BICUBIC)) {
+        snprintf(loc, sizeof(loc), "%s.interpolation", where);
+        return fail(c, loc, "\"%s\" is not supported for \"%s\" (use %s)", spw_interp_name(op->interpolation),
+                    op_names[op->kind], policy ? "nearest" : "nearest or bilinear");
+    }
     return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "lib/tensor.h"   /* enum spw_dtype */
+#include "ops/image.h"    /* enum spw_interp */
 
 /* X(enum, "json name") - order is the wire order; append only. */
 #define SPW_OP_KINDS(X)                                            \
@@ -50,7 +51,6 @@ enum spw_op_kind {
     SPW_OP_COUNT
 };
 
-enum spw_interp { SPW_INTERP_NEAREST = 0, SPW_INTERP_BILINEAR = 1, SPW_INTERP_BICUBIC = 2 };
 enum spw_layout { SPW_LAYOUT_HWC = 0, SPW_LAYOUT_CHW = 1 };
 enum spw_source_format { SPW_SOURCE_IMAGE_FOLDER = 0, SPW_SOURCE_TAR_SHARDS = 1 };
 enum spw_on_error { SPW_ON_ERROR_SKIP = 0, SPW_ON_ERROR_FAIL = 1 };

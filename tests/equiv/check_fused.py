@@ -101,7 +101,26 @@ def main():
         ours, _ = run([{"op": "decode_jpeg"}, {"op": "crop", "top": 7, "left": 13, "height": 101, "width": 97},
                        {"op": "vertical_flip"}], path)
         check("%s crop+vflip" % base, ours, np.asarray(F.vflip(F.crop(pil, 7, 13, 101, 97))), 0, exact=True)
-    # 6. a crop larger than the image pads with zeros, as torchvision does
+    # 6. deterministic augmentations through the pipeline's adapter (kernels alone: check_ops.py)
+    path = imgs[1]
+    pil = Image.open(path).convert("RGB")
+    ops = [{"op": "decode_jpeg"}, {"op": "center_crop", "size": 200},
+           {"op": "adjust_brightness", "factor": 1.3}, {"op": "adjust_contrast", "factor": 0.7},
+           {"op": "adjust_saturation", "factor": 1.6}, {"op": "adjust_hue", "factor": 0.1},
+           {"op": "adjust_sharpness", "factor": 2.0}, {"op": "rotate", "angle": 17.5, "fill": [10, 20, 30]},
+           {"op": "affine", "angle": -5, "translate": [7, -3], "scale": 0.9, "shear": [8, 2],
+            "interpolation": "bilinear"},
+           {"op": "posterize", "bits": 5}, {"op": "solarize", "threshold": 190}, {"op": "equalize"},
+           {"op": "autocontrast"}, {"op": "invert"}, {"op": "to_tensor"}]
+    ours, _ = run(ops, path)
+    ref = F.center_crop(pil, 200)
+    ref = F.adjust_hue(F.adjust_saturation(F.adjust_contrast(F.adjust_brightness(ref, 1.3), 0.7), 1.6), 0.1)
+    ref = F.rotate(F.adjust_sharpness(ref, 2.0), 17.5, fill=[10, 20, 30])
+    ref = F.affine(ref, angle=-5, translate=[7, -3], scale=0.9, shear=[8, 2],
+                   interpolation=F.InterpolationMode.BILINEAR)
+    ref = F.invert(F.autocontrast(F.equalize(F.solarize(F.posterize(ref, 5), 190))))
+    check("adapter chain of 13 ops + to_tensor", ours, F.to_tensor(ref).numpy(), 0, exact=True)
+    # 7. a crop larger than the image pads with zeros, as torchvision does
     path = imgs[0]
     pil = Image.open(path).convert("RGB")
     big = [pil.size[1] + 31, pil.size[0] + 20]

@@ -39,9 +39,9 @@
     " \"interpolation\": \"nearest\", \"antialias\": false},"                                              \
     "{\"op\": \"horizontal_flip\"}, {\"op\": \"vertical_flip\"},"                                          \
     "{\"op\": \"random_horizontal_flip\", \"p\": 0.25}, {\"op\": \"random_vertical_flip\", \"p\": 1},"      \
-    "{\"op\": \"rotate\", \"angle\": -12.5, \"interpolation\": \"bilinear\", \"expand\": true, \"fill\": 7}," \
+    "{\"op\": \"rotate\", \"angle\": -12.5, \"interpolation\": \"bilinear\", \"expand\": false, \"fill\": 7}," \
     "{\"op\": \"affine\", \"angle\": 5, \"translate\": [2, -3], \"scale\": 1.25, \"shear\": [4, 6],"         \
-    " \"interpolation\": \"bicubic\", \"fill\": [9, 8, 7]},"                                               \
+    " \"interpolation\": \"bilinear\", \"fill\": [9, 8, 7]},"                                               \
     "{\"op\": \"adjust_brightness\", \"factor\": 1.5}, {\"op\": \"adjust_contrast\", \"factor\": 0},"        \
     "{\"op\": \"adjust_saturation\", \"factor\": 2}, {\"op\": \"adjust_hue\", \"factor\": -0.25},"          \
     "{\"op\": \"adjust_sharpness\", \"factor\": 3}, {\"op\": \"posterize\", \"bits\": 3},"                 \
@@ -50,9 +50,9 @@
     "{\"op\": \"color_jitter\", \"brightness\": 0.4, \"contrast\": [0.5, 1.5], \"saturation\": 0,"          \
     " \"hue\": 0.1},"                                                                                      \
     "{\"op\": \"rand_augment\", \"num_ops\": 3, \"magnitude\": 5, \"num_magnitude_bins\": 11,"              \
-    " \"interpolation\": \"bilinear\", \"fill\": 128},"                                                    \
+    " \"interpolation\": \"nearest\", \"fill\": 128},"                                                     \
     "{\"op\": \"auto_augment\", \"policy\": \"imagenet\", \"fill\": [1, 1, 1]},"                           \
-    "{\"op\": \"trivial_augment_wide\", \"num_magnitude_bins\": 5, \"interpolation\": \"bicubic\"}"
+    "{\"op\": \"trivial_augment_wide\", \"num_magnitude_bins\": 5, \"interpolation\": \"nearest\"}"
 
 static char *spec_text(const char *ops)
 {
@@ -300,6 +300,17 @@ START_TEST(test_spec_color_jitter_matches_torchvision)
 END_TEST
 
 /* ---- error messages ------------------------------------------------------------------------------- */
+
+START_TEST(test_spec_rejects_what_kernels_lack)
+{
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"rand_augment\", \"interpolation\": \"bilinear\"}",
+                     "ops[1].interpolation: \"bilinear\" is not supported for \"rand_augment\" (use nearest)");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"rotate\", \"angle\": 3, \"interpolation\": \"bicubic\"}",
+                     "ops[1].interpolation: \"bicubic\" is not supported for \"rotate\" (use nearest or bilinear)");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"rotate\", \"angle\": 3, \"expand\": true}",
+                     "ops[1].expand: true is not supported (the output keeps the input's size)");
+}
+END_TEST
 
 START_TEST(test_spec_error_messages_from_brief)
 {
@@ -957,6 +968,7 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, test_spec_value_forms);
     tcase_add_test(tc, test_spec_color_jitter_matches_torchvision);
     tcase_add_test(tc, test_spec_error_messages_from_brief);
+    tcase_add_test(tc, test_spec_rejects_what_kernels_lack);
     tcase_add_test(tc, test_spec_error_messages_structure);
     tcase_add_test(tc, test_spec_error_messages_fields);
     tcase_add_test(tc, test_spec_error_messages_top_level);

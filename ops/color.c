@@ -1,0 +1,392 @@
+/* ops/color.c - colour kernels bit-exact with Pillow 9.4 as torchvision 0.14 calls it on PIL images.
+ * Not a tensor-path port and not a general colour library: RGB (c == 3) only.
+ * Pure functions over caller-owned views: no allocation, no globals; thread-safe. Integer LUTs where
+ * the Pillow result is a function of one byte; otherwise Pillow's own float expression per element,
+ * evaluated in the same precision (this file relies on -std=c11, i.e. no FMA contraction). */
+#include "ops/color.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+static int check_pair(const struct spw_image *in, const struct spw_image *out)
+{
+    if (!in || !out || !in->data || !out->data)
+        return -EINVAL;
+    if (in->c != 3 || out->c != 3 || in->w <= 0 || in->h <= 0 || in->w != out->w || in->h != out->h)
+        return -EINVAL;
+    if (in->stride < (size_t)in->w * 3 || out->stride < (size_t)out->w * 3)
+        return -EINVAL;
+    return 0;
+}
+
+static const uint8_t *row_in(const struct spw_image *img, int y)
+{
+    return img->data + (size_t)y * img->stride;
+}
+
+static uint8_t *row_out(const struct spw_image *img, int y)
+{
+    return img->data + (size_t)y * img->stride;
+}
+
+static void copy_image(const struct spw_image *in, struct spw_image *out)
+{
+    if (in->data == out->data)
+        return;
+    const size_t n = (size_t)in->w * 3;
+    for (int y = 0; y < in->h; y++)
+        memcpy(row_out(out, y), row_in(in, y), n);
+}
+
+/* Same LUT for every channel. */
+static void apply_lut(const struct spw_image *in, const uint8_t lut[256], struct spw_image *out)
+{
+    const size_t n = (size_t)in->w * 3;
+    for (int y = 0; y < in->h; y++) {
+        const uint8_t *s = row_in(in, y);
+        uint8_t *d = row_out(out, y);
+        for (size_t i = 0; i < n; i++)
+            d[i] = lut[s[i]];
+    }
+}
+
+/* One LUT per channel. */
+static void apply_lut3(const struct spw_image *in, const uint8_t lut[3][256], struct spw_image *out)
+{
+    for (int y = 0; y < in->h; y++) {
+        const uint8_t *s = row_in(in, y);
+        uint8_t *d = row_out(out, y);
+        for (int x = 0; x < in->w; x++, s += 3, d += 3) {
+            d[0] = lut[0][s[0]];
+            d[1] = lut[1][s[1]];
+            d[2] = lut[2][s[2]];
+        }
+    }
+}
+
+static void histogram3(const struct spw_image *in, uint64_t hist[3][256])
+{
+    memset(hist, 0, sizeof(uint64_t) * 3 * 256);
+    for (int y = 0; y < in->h; y++) {
+        const uint8_t *s = row_in(in, y);
+        for (int x = 0; x < in->w; x++, s += 3) {
+            hist[0][s[0]]++;
+            hist[1][s[1]]++;
+            hist[2][s[2]]++;
+        }
+    }
+}
+
+/* Pillow ImagingBlend (Blend.c): out = in1 + alpha * (in2 - in1) in float with alpha = (float)factor,
+ * clipped to [0, 255] and truncated. For 0 <= alpha <= 1 Pillow skips the clip, but the value is then
+ * already in range, so one expression covers both branches. */
+static inline uint8_t blend_px(float alpha, int in1, int in2)
+{
+    float t = (float)in1 + alpha * (float)(in2 - in1);
+    if (t <= 0.0f)
+        return 0;
+    if (t >= 255.0f)
+        return 255;
+    return (uint8_t)t;
+}
+
+static void blend_lut(float alpha, int degenerate, uint8_t lut[256])
+{
+    for (int v = 0; v < 256; v++)
+        lut[v] = blend_px(alpha, degenerate, v);
+}
+
+/* Pillow rgb2l (Convert.c): ITU-R 601-2 luma in 16.16 fixed point, rounded. */
+static inline int luma(int r, int g, int b)
+{
+    return (r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16;
+}
+
+static int bad_factor(double f)
+{
+    return !(f >= 0.0) || isinf(f);
+}
+
+int spw_adjust_brightness_run(const struct spw_image *in, double factor, struct spw_image *out)
+{
+    int rc = check_pair(in, out);
+    if (rc)
+        return rc;
+    if (bad_factor(factor))
+        return -EINVAL;
+    uint8_t lut[256];
+    blend_lut((float)factor, 0, lut);
+    apply_lut(in, lut, out);
+    return 0;
+}
+
+int spw_adjust_contrast_run(const struct spw_image *in, double factor, struct spw_image *out)
+{
+    int rc = check_pair(in, out);
+    if (rc)
+        return rc;
+    if (bad_factor(factor))
+        return -EINVAL;
+    /* ImageStat mean of convert('L') as int(mean + 0.5). The mean is a ratio with denominator n, so it is
+     * never within 1/(2n) of a .5 tie and the integer form floor((2 sum + n) / 2n) is exact. */
+    uint64_t sum = 0;
+    for (int y = 0; y < in->h; y++) {
+        const uint8_t *s = row_in(in, y);
+        uint32_t row_sum = 0;
+        for (int x = 0; x < in->w; x++, s += 3)
+            row_sum += (uint32_t)luma(s[0], s[1], s[2]);
+        sum += row_sum;
+    }
+    const uint64_t n = (uint64_t)in->w * (uint64_t)in->h;
+    const int mean = (int)((2 * sum + n) / (2 * n));
+    uint8_t lut[256];
+    blend_lut((float)factor, mean, lut);
+    apply_lut(in, lut, out);
+    return 0;
+}
+
+int spw_adjust_saturation_run(const struct spw_image *in, double factor, struct spw_image *out)
+{
+    int rc = check_pair(in, out);
+    if (rc)
+        return rc;
+    if (bad_factor(factor))
+        return -EINVAL;
+    const float alpha = (float)factor;
+    if (alpha == 1.0f) {
+        copy_image(in, out);
+        return 0;
+    }
+    for (int y = 0; y < in->h; y++) {
+        const uint8_t *s = row_in(in, y);
+        uint8_t *d = row_out(out, y);
+        for (int x = 0; x < in->w; x++, s += 3, d += 3) {
+            const int r = s[0], g = s[1], b = s[2];
+            const int l = luma(r, g, b);
+            d[0] = blend_px(alpha, l, r);
+            d[1] = blend_px(alpha, l, g);
+            d[2] = blend_px(alpha, l, b);
+        }
+    }
+    return 0;
+}
+
+int spw_adjust_sharpness_run(const struct spw_image *in, double factor, struct spw_image *out)
+{
+    int rc = check_pair(in, out);
+    if (rc)
+        return rc;
+    if (bad_factor(factor) || in->data == out->data)
+        return -EINVAL;
+    const float alpha = (float)factor;
+    /* Pillow's filter leaves the image border as is (and images under 3x3 untouched); blending a pixel
+     * with itself returns it, so the border is a copy. */
+    copy_image(in, out);
+    if (in->w < 3 || in->h < 3 || alpha == 1.0f)
+        return 0;
+    const int n = (in->w - 1) * 3;
+    for (int y = 1; y < in->h - 1; y++) {
+        const uint8_t *up = row_in(in, y - 1), *mid = row_in(in, y), *dn = row_in(in, y + 1);
+        uint8_t *d = row_out(out, y);
+        for (int i = 3; i < n; i++) {
+            /* SMOOTH: Pillow sums kernel/13 floats plus 0.5 and truncates; the exact value (S + 6.5) / 13
+             * is never within 0.5/13 of an integer, far beyond float error, so (S + 6) / 13 is exact. */
+            const int sum = up[i - 3] + up[i] + up[i + 3] + mid[i - 3] + 5 * mid[i] + mid[i + 3] +
+                            dn[i - 3] + dn[i] + dn[i + 3];
+            d[i] = blend_px(alpha, (sum + 6) / 13, mid[i]);
+        }
+    }
+    return 0;
+}
+
+static inline uint8_t clip8(int v)
+{
+    return v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)v;
+}
+
+/* Pillow rgb2hsv_row (Convert.c, after colorsys), same float/double mix so results agree bit for bit. */
+static inline void rgb_to_hsv(int r, int g, int b, int *hue, int *sat, int *val)
+{
+    const int maxc = r > g ? (r > b ? r : b) : (g > b ? g : b);
+    const int minc = r < g ? (r < b ? r : b) : (g < b ? g : b);
+    *val = maxc;
+    if (minc == maxc) {
+        *hue = 0;
+        *sat = 0;
+        return;
+    }
+    const float cr = (float)(maxc - minc);
+    const float s = cr / (float)maxc;
+    const float rc = (float)(maxc - r) / cr;
+    const float gc = (float)(maxc - g) / cr;
+    const float bc = (float)(maxc - b) / cr;
+    float h;
+    if (r == maxc)
+        h = bc - gc;
+    else if (g == maxc)
+        h = (float)(2.0 + rc - bc);
+    else
+        h = (float)(4.0 + gc - rc);
+    /* fmod(h / 6 + 1, 1): the argument lies in (0.8, 1.9), where subtracting 1 is exact. */
+    double hd = h / 6.0 + 1.0;
+    if (hd >= 1.0)
+        hd -= 1.0;
+    h = (float)hd;
+    *hue = clip8((int)(h * 255.0));
+    *sat = clip8((int)(s * 255.0));
+}
+
+/* Pillow hsv2rgb (Convert.c). Note `fs * f` is a float product, the rest double. */
+static inline void hsv_to_rgb(int h, int s, int v, uint8_t *o)
+{
+    if (s == 0) {
+        o[0] = o[1] = o[2] = (uint8_t)v;
+        return;
+    }
+    const int i = (int)floor((float)h * 6.0 / 255.0);
+    const float f = (float)((float)h * 6.0 / 255.0 - (float)i);
+    const float fs = (float)((float)s / 255.0);
+    const uint8_t p = clip8((int)round((float)v * (1.0 - fs)));
+    const uint8_t q = clip8((int)round((float)v * (1.0 - fs * f)));
+    const uint8_t t = clip8((int)round((float)v * (1.0 - fs * (1.0 - f))));
+    const uint8_t vv = (uint8_t)v;
+    switch (i % 6) {
+    case 0: o[0] = vv; o[1] = t; o[2] = p; break;
+    case 1: o[0] = q; o[1] = vv; o[2] = p; break;
+    case 2: o[0] = p; o[1] = vv; o[2] = t; break;
+    case 3: o[0] = p; o[1] = q; o[2] = vv; break;
+    case 4: o[0] = t; o[1] = p; o[2] = vv; break;
+    default: o[0] = vv; o[1] = p; o[2] = q; break;
+    }
+}
+
+int spw_adjust_hue_run(const struct spw_image *in, double hue_factor, struct spw_image *out)
+{
+    int rc = check_pair(in, out);
+    if (rc)
+        return rc;
+    if (!(hue_factor >= -0.5 && hue_factor <= 0.5))
+        return -EINVAL;
+    /* torchvision: np_h += np.uint8(hue_factor * 255): truncate toward zero, then wrap modulo 256. */
+    const int shift = (int)(hue_factor * 255.0) & 255;
+    for (int y = 0; y < in->h; y++) {
+        const uint8_t *s = row_in(in, y);
+        uint8_t *d = row_out(out, y);
+        for (int x = 0; x < in->w; x++, s += 3, d += 3) {
+            int h, sat, v;
+            rgb_to_hsv(s[0], s[1], s[2], &h, &sat, &v);
+            hsv_to_rgb((h + shift) & 255, sat, v, d);
+        }
+    }
+    return 0;
+}
+
+int spw_posterize_run(const struct spw_image *in, int bits, struct spw_image *out)
+{
+    int rc = check_pair(in, out);
+    if (rc)
+        return rc;
+    if (bits < 0 || bits > 8)
+        return -EINVAL;
+    const int mask = ~((1 << (8 - bits)) - 1);
+    uint8_t lut[256];
+    for (int v = 0; v < 256; v++)
+        lut[v] = (uint8_t)(v & mask);
+    apply_lut(in, lut, out);
+    return 0;
+}
+
+int spw_solarize_run(const struct spw_image *in, double threshold, struct spw_image *out)
+{
+    int rc = check_pair(in, out);
+    if (rc)
+        return rc;
+    if (isnan(threshold))
+        return -EINVAL;
+    uint8_t lut[256];
+    for (int v = 0; v < 256; v++)
+        lut[v] = (double)v < threshold ? (uint8_t)v : (uint8_t)(255 - v);
+    apply_lut(in, lut, out);
+    return 0;
+}
+
+int spw_invert_run(const struct spw_image *in, struct spw_image *out)
+{
+    int rc = check_pair(in, out);
+    if (rc)
+        return rc;
+    uint8_t lut[256];
+    for (int v = 0; v < 256; v++)
+        lut[v] = (uint8_t)(255 - v);
+    apply_lut(in, lut, out);
+    return 0;
+}
+
+int spw_equalize_run(const struct spw_image *in, struct spw_image *out)
+{
+    int rc = check_pair(in, out);
+    if (rc)
+        return rc;
+    uint64_t hist[3][256];
+    uint8_t lut[3][256];
+    histogram3(in, hist);
+    for (int c = 0; c < 3; c++) {
+        /* ImageOps.equalize: step = (total - count of the last used level) // 255; identity when fewer
+         * than two levels are used or step is 0. Entries above 255 are clipped by Image.point. */
+        uint64_t total = 0, last = 0;
+        int used = 0;
+        for (int v = 0; v < 256; v++) {
+            if (hist[c][v]) {
+                total += hist[c][v];
+                last = hist[c][v];
+                used++;
+            }
+        }
+        const uint64_t step = used > 1 ? (total - last) / 255 : 0;
+        if (!step) {
+            for (int v = 0; v < 256; v++)
+                lut[c][v] = (uint8_t)v;
+            continue;
+        }
+        uint64_t acc = step / 2;
+        for (int v = 0; v < 256; v++) {
+            const uint64_t q = acc / step;
+            lut[c][v] = q > 255 ? 255 : (uint8_t)q;
+            acc += hist[c][v];
+        }
+    }
+    apply_lut3(in, lut, out);
+    return 0;
+}
+
+int spw_autocontrast_run(const struct spw_image *in, struct spw_image *out)
+{
+    int rc = check_pair(in, out);
+    if (rc)
+        return rc;
+    uint64_t hist[3][256];
+    uint8_t lut[3][256];
+    histogram3(in, hist);
+    for (int c = 0; c < 3; c++) {
+        int lo = 0, hi = 255;
+        while (lo < 255 && !hist[c][lo])
+            lo++;
+        while (hi > 0 && !hist[c][hi])
+            hi--;
+        if (hi <= lo) {
+            for (int v = 0; v < 256; v++)
+                lut[c][v] = (uint8_t)v;
+            continue;
+        }
+        /* ImageOps.autocontrast: int(v * scale + offset) in double, truncated toward zero, clipped. */
+        const double scale = 255.0 / (hi - lo);
+        const double offset = (double)(-lo) * scale;
+        for (int v = 0; v < 256; v++) {
+            const double t = (double)v * scale + offset;
+            lut[c][v] = t <= 0.0 ? 0 : t >= 255.0 ? 255 : (uint8_t)(int)t;
+        }
+    }
+    apply_lut3(in, lut, out);
+    return 0;
+}

@@ -1,0 +1,35 @@
+/* ops/geometry.h - affine warps of RGB HWC uint8 images matching torchvision 0.14 F.affine / F.rotate on
+ * PIL images (Pillow 9.4 Image.transform(AFFINE) and Image.rotate, expand=False), sampling points and
+ * rounding included. Not flips or crops (ops/image.*), not bicubic, not the tensor-path torchvision.
+ * Pure kernels: no allocation, no globals; safe from many threads. in and out must be distinct views.
+ * Areas that map outside the input get `fill` (NULL = black), truncated to int and clipped like PIL. */
+#ifndef SPW_OPS_GEOMETRY_H
+#define SPW_OPS_GEOMETRY_H
+
+#include "ops/image.h"
+
+
+/* PIL Image.transform(out size, AFFINE, m, interp): out(x, y) samples in at (m0 x' + m1 y' + m2,
+ * m3 x' + m4 y' + m5) with x' = x + 0.5, y' = y + 0.5. out may differ in size from in (both c == 3).
+ * Returns 0, or -EINVAL for bad views, interpolation or a non-finite matrix. */
+int spw_transform_affine_run(const struct spw_image *in, const double m[6], int interpolation,
+                             const double fill[3], struct spw_image *out);
+
+/* torchvision F.affine (PIL path): the inverse of rotate(angle, clockwise degrees) * scale * shear
+ * (degrees, [x, y]) about `center` (pixels from the top-left corner; NULL = (w / 2, h / 2)), then
+ * translate (pixels). out has in's size. Returns 0 or -EINVAL (bad views, scale <= 0, non-finite). */
+int spw_affine_run(const struct spw_image *in, double angle, const double translate[2], double scale,
+                   const double shear[2], int interpolation, const double fill[3], const double center[2],
+                   struct spw_image *out);
+
+/* torchvision F.rotate (PIL path, expand=False, centre of the image): counter-clockwise degrees, with
+ * PIL's exact fast paths for multiples of 90. out has in's size. Returns 0 or -EINVAL. */
+int spw_rotate_run(const struct spw_image *in, double angle, int interpolation, const double fill[3],
+                   struct spw_image *out);
+
+/* The inverse (output -> input) matrix torchvision's _get_inverse_affine_matrix hands to PIL, computed
+ * with the same floating-point operations, for a w x h image. center NULL = (w / 2, h / 2). */
+void spw_affine_inverse_matrix(int w, int h, double angle, const double translate[2], double scale,
+                               const double shear[2], const double center[2], double m[6]);
+
+#endif

@@ -1,0 +1,101 @@
+/* ops/policy.h - torchvision 0.14 augmentation policies (RandAugment, AutoAugment, TrivialAugmentWide,
+ * ColorJitter) over the PIL-exact kernels in ops/color.h and ops/geometry.h. Same op lists, magnitude
+ * tables (float32 torch.linspace values), signs, probabilities, nearest interpolation and fill as
+ * torchvision; randomness comes from a caller-owned struct spw_rng instead of torch's global generator,
+ * drawn in torchvision's order. Not AugMix. No allocation; thread-safe given distinct images and rngs. */
+#ifndef SPW_OPS_POLICY_H
+#define SPW_OPS_POLICY_H
+
+#include "lib/rng.h"
+#include "ops/image.h"
+
+/* Images are RGB (c == 3). `img` and `tmp` are caller-allocated views of the same size; a policy may swap
+ * the two structs' contents (so both stay owned by the caller and must both be freed), and the result is
+ * always in *img on return. On error (-EINVAL) *img may already hold some applied ops, and RandAugment's
+ * steps_out may be partly written; other outputs are written only on success. */
+
+/* Augmentation ops, in torchvision's _augmentation_space order: RandAugment and TrivialAugmentWide pick
+ * op index i uniformly from the first SPW_AUG_RAND_OPS values, so index == enum value. */
+enum spw_aug_op {
+    SPW_AUG_IDENTITY,
+    SPW_AUG_SHEAR_X,
+    SPW_AUG_SHEAR_Y,
+    SPW_AUG_TRANSLATE_X,
+    SPW_AUG_TRANSLATE_Y,
+    SPW_AUG_ROTATE,
+    SPW_AUG_BRIGHTNESS,
+    SPW_AUG_COLOR,
+    SPW_AUG_CONTRAST,
+    SPW_AUG_SHARPNESS,
+    SPW_AUG_POSTERIZE,
+    SPW_AUG_SOLARIZE,
+    SPW_AUG_AUTOCONTRAST,
+    SPW_AUG_EQUALIZE,
+    SPW_AUG_INVERT,        /* AutoAugment only */
+    SPW_AUG_OP_COUNT
+};
+#define SPW_RAND_AUGMENT_OPS 14
+
+enum spw_auto_augment_policy {
+    SPW_AUTO_AUGMENT_IMAGENET,
+    SPW_AUTO_AUGMENT_CIFAR10,
+    SPW_AUTO_AUGMENT_SVHN,
+};
+#define SPW_AUTO_AUGMENT_SUBPOLICIES 25
+
+/* One op as applied: `op` is an enum spw_aug_op (-1: AutoAugment drew it but its probability skipped
+ * it) and `magnitude` the signed value handed to torchvision's _apply_op. */
+struct spw_aug_step {
+    int op;
+    double magnitude;
+};
+
+/* torchvision's name for an op ("ShearX", "Color", ...); NULL when out of range. Static storage. */
+const char *spw_augment_op_name(int op);
+
+/* torchvision autoaugment._apply_op(img, op, magnitude, NEAREST, fill): fill NULL = black.
+ * Returns 0 or -EINVAL (bad op, views or magnitude). */
+int spw_augment_op_run(struct spw_image *img, struct spw_image *tmp, int op, double magnitude,
+                       const double fill[3]);
+
+/* Magnitude table entry `bin` of `op` for an h x w image, as torchvision builds it: `wide` selects
+ * TrivialAugmentWide's table, else RandAugment/AutoAugment's. Ops without a table give 0. Unsigned. */
+double spw_augment_magnitude(int op, int num_bins, int bin, int wide, int w, int h);
+
+/* RandAugment(num_ops, magnitude, num_magnitude_bins, NEAREST, fill): each of num_ops ops is uniform
+ * over SPW_RAND_AUGMENT_OPS, signed ops negated with probability 1/2. steps_out (may be NULL) gets
+ * num_ops entries. Returns 0, or -EINVAL (bad views, num_ops < 0, num_bins < 2,
+ * magnitude outside [0, num_bins)). */
+int spw_rand_augment_run(struct spw_image *img, struct spw_image *tmp, struct spw_rng *rng, int num_ops,
+                         int magnitude, int num_bins, const double fill[3], struct spw_aug_step *steps_out);
+
+/* AutoAugment(policy, NEAREST, fill): one of the 25 sub-policies uniformly, each of its two ops applied
+ * with its probability. subpolicy_out and steps_out (2 entries) may be NULL. Returns 0 or -EINVAL. */
+int spw_auto_augment_run(struct spw_image *img, struct spw_image *tmp, struct spw_rng *rng, int policy,
+                         const double fill[3], int *subpolicy_out, struct spw_aug_step *steps_out);
+
+/* TrivialAugmentWide(num_magnitude_bins, NEAREST, fill): one op uniformly, a uniform magnitude bin,
+ * signed ops negated with probability 1/2. step_out may be NULL. Returns 0 or -EINVAL. */
+int spw_trivial_augment_run(struct spw_image *img, struct spw_image *tmp, struct spw_rng *rng, int num_bins,
+                            const double fill[3], struct spw_aug_step *step_out);
+
+/* What ColorJitter drew: the order the four adjustments were visited (0 brightness, 1 contrast,
+ * 2 saturation, 3 hue) and, for the enabled ones, the factor applied. */
+struct spw_color_jitter_draw {
+    int order[4];
+    int enabled[4];
+    double factor[4];
+};
+
+/* torchvision ColorJitter's scalar argument as a range: {max(0, 1 - v), 1 + v}, or {-v, v} for hue. */
+void spw_color_jitter_range(double v, int is_hue, double range[2]);
+
+/* ColorJitter with [lo, hi] ranges (NULL, or lo == hi == 1 (0 for hue), disables one): a random
+ * permutation of the four, then each enabled factor uniform in its range, applied in permuted order.
+ * Works in place (no tmp). draw_out may be NULL. Returns 0, or -EINVAL for bad views or ranges
+ * (negative or reversed; hue outside [-0.5, 0.5]). */
+int spw_color_jitter_run(struct spw_image *img, struct spw_rng *rng, const double brightness[2],
+                         const double contrast[2], const double saturation[2], const double hue[2],
+                         struct spw_color_jitter_draw *draw_out);
+
+#endif
