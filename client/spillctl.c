@@ -31,7 +31,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: spillctl run --local --pipeline FILE.json [--threads N] [--max-batches M]\n"
-            "                    [--dump DIR] [--json] [--quiet]\n"
+            "                    [--dump DIR] [--json] [--quiet] [--warmup-batches W]\n"
             "       spillctl validate --pipeline FILE.json\n"
             "       spillctl --help\n"
             "\n"
@@ -44,6 +44,8 @@ static void usage(FILE *f)
             "  --json        print one JSON object at the end: elements, batches, seconds, elements_per_s,\n"
             "                skipped, groups (the cut points) and per-op stats\n"
             "  --quiet       no progress line on stderr\n"
+            "  --warmup-batches W  first run W batches untimed and discard them (warms the page cache and\n"
+            "                the allocator, as a benchmark's warm-up does), then the timed run\n"
             "validate        parse and validate a spec; print it with every default filled in\n"
             "\n"
             "Exit status: 0 success, 1 runtime error (e.g. a corrupt sample under on_error: fail), 2 usage or\n"
@@ -116,7 +118,25 @@ static void print_json(const struct spw_pipeline_spec *spec, const struct spw_so
     printf("]}\n");
 }
 
-static int cmd_run(const char *pipeline, int threads, int64_t max_batches, const char *dump, int json, int quiet)
+/* Run `batches` batches of the pipeline and throw them away. */
+static int warm_up(const struct spw_pipeline_spec *spec, const struct spw_source *src, int threads, int64_t batches)
+{
+    struct spw_executor *ex;
+    struct spw_executor_opts opts = {.threads = threads, .max_batches = batches};
+    char err[512];
+    if (spw_executor_create(spec, src, &opts, &ex, err, sizeof err) != 0) {
+        fprintf(stderr, "spillctl: warm-up: %s\n", err);
+        return 1;
+    }
+    struct spw_batch *b;
+    while (spw_executor_next(ex, &b) == 0)
+        spw_executor_release(ex, b);
+    spw_executor_destroy(ex);
+    return 0;
+}
+
+static int cmd_run(const char *pipeline, int threads, int64_t max_batches, int64_t warmup, const char *dump,
+                   int json, int quiet)
 {
     char err[1024] = "";
     struct spw_pipeline_spec *spec = NULL;
@@ -148,6 +168,10 @@ static int cmd_run(const char *pipeline, int threads, int64_t max_batches, const
             status = 1;
             goto out;
         }
+    }
+    if (warmup > 0 && warm_up(spec, src, threads, warmup) != 0) {
+        status = 1;
+        goto out;
     }
     struct spw_executor_opts opts = {.threads = threads, .max_batches = max_batches};
     double t0 = now_s(), last = t0;
@@ -219,13 +243,14 @@ int main(int argc, char **argv)
         {"threads", required_argument, NULL, 't'}, {"max-batches", required_argument, NULL, 'm'},
         {"dump", required_argument, NULL, 'd'}, {"json", no_argument, NULL, 'j'},
         {"quiet", no_argument, NULL, 'q'},     {"help", no_argument, NULL, 'h'},
+        {"warmup-batches", required_argument, NULL, 'w'},
         {NULL, 0, NULL, 0},
     };
     const char *pipeline = NULL, *dump = NULL;
     int local = 0, json = 0, quiet = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    int64_t max_batches = 0;
+    int64_t max_batches = 0, warmup = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "hp:t:m:d:jq", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:", long_opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'l': local = 1; break;
@@ -241,6 +266,13 @@ int main(int argc, char **argv)
             max_batches = strtoll(optarg, &end, 10);
             if (*end || max_batches < 1) {
                 fprintf(stderr, "spillctl: --max-batches: \"%s\" is not a positive integer\n", optarg);
+                return 2;
+            }
+            break;
+        case 'w':
+            warmup = strtoll(optarg, &end, 10);
+            if (*end || warmup < 0) {
+                fprintf(stderr, "spillctl: --warmup-batches: \"%s\" is not a count\n", optarg);
                 return 2;
             }
             break;
@@ -272,7 +304,7 @@ int main(int argc, char **argv)
                             "yet; use --local\n");
             return 2;
         }
-        return cmd_run(pipeline, threads, max_batches, dump, json, quiet);
+        return cmd_run(pipeline, threads, max_batches, warmup, dump, json, quiet);
     }
     if (strcmp(cmd, "validate") == 0)
         return cmd_validate(pipeline);

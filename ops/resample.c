@@ -173,16 +173,16 @@ int spw_resample_plan_init(struct spw_resample_plan *p, const float box[4], cons
     /* Scratch: the transposed source columns, the transposed horizontal result, that result in rows,
      * one output row and the vertical pass's row pointers (16 bytes of slack after each for vector tails). */
     const size_t rc = (size_t)p->row_count, w3 = (size_t)ow * 3, src3 = (size_t)(p->src_x1 - p->src_x0) * 3;
-    const size_t scratch_bytes = src3 * rc + 2 * w3 * rc + w3 + 64 + sizeof(uint8_t *) * ((size_t)kv + 1);
+    const size_t scratch_bytes = src3 * 16 + w3 * 16 + w3 * rc + w3 + 96 + sizeof(uint8_t *) * ((size_t)kv + 1);
     p->scratch = malloc(scratch_bytes);
     if (!p->scratch) {
         free(p->block);
         p->block = NULL;
         return -ENOMEM;
     }
-    p->cols = p->scratch;
-    p->hcols = p->cols + src3 * rc;
-    p->hrows = p->hcols + w3 * rc;
+    p->cols = (uint8_t *)(((uintptr_t)p->scratch + 15) & ~(uintptr_t)15);
+    p->hcols = p->cols + src3 * 16;
+    p->hrows = p->hcols + w3 * 16;
     p->row = p->hrows + w3 * rc;
     p->tap_rows = (const uint8_t **)(void *)(((uintptr_t)(p->row + w3 + 32) + 7) & ~(uintptr_t)7);
     return 0;
@@ -302,18 +302,80 @@ static int dot_rows_sse41(const uint8_t *const *rows, const int32_t *k, int n, i
     return x;
 }
 
+static int have_avx2(void)
+{
+    return __builtin_cpu_supports("avx2");      /* reads libgcc's CPU model, set up at load time */
+}
+
 static void dot_rows(const uint8_t *const *rows, const int32_t *k, int n, int len, uint8_t *out)
 {
-    static int have_avx2 = -1;
-    if (have_avx2 < 0)
-        have_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-    int x = have_avx2 ? dot_rows_avx2(rows, k, n, len, out) : dot_rows_sse41(rows, k, n, len, out);
+    int x = have_avx2() ? dot_rows_avx2(rows, k, n, len, out) : dot_rows_sse41(rows, k, n, len, out);
     for (; x < len; x++) {
         int32_t acc = 1 << (PRECISION_BITS - 1);
         for (int t = 0; t < n; t++)
             acc += rows[t][x] * k[t];
         out[x] = clip8(acc);
     }
+}
+
+/* One strip of pass 1: hcols[(3 xx + c) * 16 + i] = clip8(sum_t k[xx][t] * cols[(3 (xmin + t) + c) * 16 + i]),
+ * i.e. output column xx, channel c, for the strip's 16 rows. cols and hcols are 16-byte aligned. */
+__attribute__((target("avx2")))
+static void hpass_strip_avx2(const struct spw_resample_plan *p, const uint8_t *cols, uint8_t *hcols)
+{
+    const __m256i half = _mm256_set1_epi32(1 << (PRECISION_BITS - 1));
+    for (int xx = 0; xx < p->out_w; xx++) {
+        const int xmin = p->bounds_h[2 * xx] - p->src_x0, n = p->bounds_h[2 * xx + 1];
+        const int32_t *k = p->kk_h + (size_t)xx * p->ksize_h;
+        const uint8_t *base = cols + (size_t)xmin * 48;
+        for (int c = 0; c < 3; c++) {
+            __m256i a0 = half, a1 = half;
+            for (int t = 0; t < n; t++) {
+                const __m128i v = _mm_load_si128((const __m128i *)(base + (size_t)(3 * t + c) * 16));
+                const __m256i kt = _mm256_set1_epi32(k[t]);
+                a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(v), kt));
+                a1 = _mm256_add_epi32(a1, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)), kt));
+            }
+            a0 = _mm256_srai_epi32(a0, PRECISION_BITS);
+            a1 = _mm256_srai_epi32(a1, PRECISION_BITS);
+            __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(a0, a1), 0xD8);
+            _mm_store_si128((__m128i *)(hcols + (size_t)(3 * xx + c) * 16),
+                            _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1)));
+        }
+    }
+}
+
+__attribute__((target("sse4.1")))
+static void hpass_strip_sse41(const struct spw_resample_plan *p, const uint8_t *cols, uint8_t *hcols)
+{
+    const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
+    for (int xx = 0; xx < p->out_w; xx++) {
+        const int xmin = p->bounds_h[2 * xx] - p->src_x0, n = p->bounds_h[2 * xx + 1];
+        const int32_t *k = p->kk_h + (size_t)xx * p->ksize_h;
+        const uint8_t *base = cols + (size_t)xmin * 48;
+        for (int c = 0; c < 3; c++) {
+            __m128i a0 = half, a1 = half, a2 = half, a3 = half;
+            for (int t = 0; t < n; t++) {
+                const __m128i v = _mm_load_si128((const __m128i *)(base + (size_t)(3 * t + c) * 16));
+                const __m128i kt = _mm_set1_epi32(k[t]);
+                a0 = _mm_add_epi32(a0, _mm_mullo_epi32(_mm_cvtepu8_epi32(v), kt));
+                a1 = _mm_add_epi32(a1, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_srli_si128(v, 4)), kt));
+                a2 = _mm_add_epi32(a2, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_srli_si128(v, 8)), kt));
+                a3 = _mm_add_epi32(a3, _mm_mullo_epi32(_mm_cvtepu8_epi32(_mm_srli_si128(v, 12)), kt));
+            }
+            __m128i lo = _mm_packs_epi32(_mm_srai_epi32(a0, PRECISION_BITS), _mm_srai_epi32(a1, PRECISION_BITS));
+            __m128i hi = _mm_packs_epi32(_mm_srai_epi32(a2, PRECISION_BITS), _mm_srai_epi32(a3, PRECISION_BITS));
+            _mm_store_si128((__m128i *)(hcols + (size_t)(3 * xx + c) * 16), _mm_packus_epi16(lo, hi));
+        }
+    }
+}
+
+static void hpass_strip(const struct spw_resample_plan *p, const uint8_t *cols, uint8_t *hcols)
+{
+    if (have_avx2())
+        hpass_strip_avx2(p, cols, hcols);
+    else
+        hpass_strip_sse41(p, cols, hcols);
 }
 
 void spw_resample_run(const struct spw_resample_plan *p, const struct spw_image *in, int in_x0, int in_y0,
@@ -330,26 +392,20 @@ void spw_resample_run(const struct spw_resample_plan *p, const struct spw_image 
     }
     const int rc = p->row_count, w3 = p->out_w * 3;
     const uint8_t **tap = p->tap_rows;
-    /* Pass 1, horizontal, as a vertical pass over transposed data: the source columns become rows
-     * (cols[j] = byte column j of the needed source rows), each output column (and channel) a weighted
-     * sum of 3-apart rows, vectorized along the source rows; then back to rows. */
+    /* Pass 1, horizontal, on strips of 16 source rows: transpose the strip (its byte columns become
+     * 16-byte rows), take each output column (and channel) as a weighted sum of 3-apart rows, 16 source
+     * rows per vector, and transpose back. A strip and its result stay in L1. */
     const uint8_t *rows;
     size_t rows_stride;
     if (p->need_h) {
         const int src3 = (p->src_x1 - p->src_x0) * 3;
-        const size_t cstride = (size_t)rc;
-        transpose_u8(in->data + (size_t)(p->row_first - in_y0) * in->stride + 3 * (size_t)(p->src_x0 - in_x0),
-                     in->stride, rc, src3, p->cols, cstride);
-        for (int xx = 0; xx < p->out_w; xx++) {
-            const int xmin = p->bounds_h[2 * xx] - p->src_x0, n = p->bounds_h[2 * xx + 1];
-            const int32_t *k = p->kk_h + (size_t)xx * p->ksize_h;
-            for (int c = 0; c < 3; c++) {
-                for (int t = 0; t < n; t++)
-                    tap[t] = p->cols + (size_t)(3 * (xmin + t) + c) * cstride;
-                dot_rows(tap, k, n, rc, p->hcols + (size_t)(3 * xx + c) * cstride);
-            }
+        const uint8_t *src = in->data + (size_t)(p->row_first - in_y0) * in->stride + 3 * (size_t)(p->src_x0 - in_x0);
+        for (int r0 = 0; r0 < rc; r0 += 16) {
+            const int nr = rc - r0 < 16 ? rc - r0 : 16;
+            transpose_u8(src + (size_t)r0 * in->stride, in->stride, nr, src3, p->cols, 16);
+            hpass_strip(p, p->cols, p->hcols);
+            transpose_u8(p->hcols, 16, w3, nr, p->hrows + (size_t)r0 * w3, (size_t)w3);
         }
-        transpose_u8(p->hcols, cstride, w3, rc, p->hrows, (size_t)w3);
         rows = p->hrows;
         rows_stride = (size_t)w3;
     } else {

@@ -2,7 +2,8 @@
 # scripts/bench-ops.sh - `make bench`: Spillway vs torchvision+PIL, same images, each pinned to one core.
 # Cases a-d (docs/benchmarks.md), BENCH_RUNS interleaved runs, medians; prints a table and writes
 # build/bench/ops.md + build/bench/ops.json. A missed target prints FAIL but exits 0; a crash exits 1.
-# Env: BENCH_N (2000) BENCH_RUNS (3) BENCH_CPU (1) BENCH_CPUS2 (0,1) BENCH_SIDES (both|torchvision) SPILLCTL.
+# Env: BENCH_N (2000) BENCH_RUNS (3) BENCH_WARMUP_BATCHES (2) BENCH_CPU (1) BENCH_CPUS2 (0,1)
+# BENCH_SIDES (both|torchvision) SPILLCTL.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,6 +11,7 @@ cd "$ROOT"
 PY=/usr/bin/python3
 N=${BENCH_N:-2000}
 RUNS=${BENCH_RUNS:-3}
+WARMUP=${BENCH_WARMUP_BATCHES:-2}   # untimed batches before each timed epoch, the same on both sides
 CPU=${BENCH_CPU:-1}
 CPUS2=${BENCH_CPUS2:-0,1}
 SIDES=${BENCH_SIDES:-both}
@@ -76,7 +78,7 @@ errors=0
 run_tv() {
   local c=$1 r=$2 log="$OUT/raw/tv-$1-r$2"
   if env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE GLIBC_TUNABLES="$TUNABLES" taskset -c "$CPU" \
-      "$PY" scripts/bench_torchvision.py --data "$TRAIN" --case "$c" >"$log.json" 2>"$log.err"; then
+      "$PY" scripts/bench_torchvision.py --data "$TRAIN" --case "$c" --warmup-batches "$WARMUP" >"$log.json" 2>"$log.err"; then
     "$PY" -c 'import json, sys
 d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 print("\t".join(map(str, [sys.argv[2], "torchvision", 1, sys.argv[3], d["img_per_s"], d["images"], d["seconds"], sys.argv[1]])))' \
@@ -127,7 +129,7 @@ EOF
 run_spw() {
   local c=$1 r=$2 t=$3 cpus=$4 log="$OUT/raw/spw-$1-t$3-r$2" line rc=0
   GLIBC_TUNABLES="$TUNABLES" taskset -c "$cpus" "$SPILLCTL" run --local --pipeline "$OUT/pipelines/$c.json" \
-    --threads "$t" --json >"$log.out" 2>"$log.err" || rc=$?
+    --threads "$t" --warmup-batches "$WARMUP" --json >"$log.out" 2>"$log.err" || rc=$?
   if ((rc != 0)); then
     errors=$((errors + 1))
     echo "bench-ops: ERROR: spillway case $c run $r (threads=$t): spillctl exited with $rc; its stderr ends:" >&2
