@@ -150,29 +150,80 @@ static void value_shape(const struct spw_executor *ex, const struct spw_value *v
     }
 }
 
+/* Batch buffers outlive an executor in a small process-wide cache, so the next executor (the next epoch's
+ * iterator, or the timed run after a warm-up) reuses memory that is already mapped: first touches of fresh
+ * memory are slow under virtualization. Bounded by count and bytes. */
+#define CACHE_SLOTS 4
+#define CACHE_MAX_BYTES ((size_t)512 << 20)
+static pthread_mutex_t g_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *g_cache[CACHE_SLOTS];
+static size_t g_cache_cap[CACHE_SLOTS];
+static int g_cache_n;
+
+static size_t buffer_size(size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20;
+    return bytes >= huge ? (bytes + huge - 1) / huge * huge : (bytes ? bytes : 1);
+}
+
+/* Give a buffer (of buffer_size() bytes) to the cache, or free it. */
+static void cache_put(void *p, size_t cap)
+{
+    size_t total = cap;
+    pthread_mutex_lock(&g_cache_mu);
+    for (int i = 0; i < g_cache_n; i++)
+        total += g_cache_cap[i];
+    if (g_cache_n < CACHE_SLOTS && total <= CACHE_MAX_BYTES) {
+        g_cache[g_cache_n] = p;
+        g_cache_cap[g_cache_n++] = cap;
+        p = NULL;
+    }
+    pthread_mutex_unlock(&g_cache_mu);
+    free(p);
+}
+
+static void *cache_take(size_t cap)
+{
+    void *p = NULL;
+    pthread_mutex_lock(&g_cache_mu);
+    for (int i = 0; i < g_cache_n; i++) {
+        if (g_cache_cap[i] == cap) {
+            p = g_cache[i];
+            g_cache[i] = g_cache[--g_cache_n];
+            g_cache_cap[i] = g_cache_cap[g_cache_n];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_cache_mu);
+    return p;
+}
+
+/* A buffer for a batch of `bytes`: this executor's recycled ones, then the process cache, then new memory.
+ * Called with ex->mu held. */
 static void *pool_take(struct spw_executor *ex, size_t bytes)
 {
-
+    const size_t cap = buffer_size(bytes);
     for (int i = 0; i < ex->n_pool; i++) {
-        if (ex->pool_cap[i] == bytes) {
+        if (ex->pool_cap[i] == cap) {
             void *p = ex->pool[i];
             ex->pool[i] = ex->pool[--ex->n_pool];
             ex->pool_cap[i] = ex->pool_cap[ex->n_pool];
             return p;
         }
     }
+    void *p = cache_take(cap);
+    if (p)
+        return p;
     /* Batches are tens of MB: ask for transparent huge pages, so filling a new buffer takes one fault per
-     * 2 MiB instead of one per 4 KiB page (faults are slow under virtualization). */
-    void *p = NULL;
+     * 2 MiB instead of one per 4 KiB page. */
     const size_t huge = (size_t)2 << 20;
-    if (bytes >= huge) {
-        size_t rounded = (bytes + huge - 1) / huge * huge;
-        if (posix_memalign(&p, huge, rounded) != 0)
+    if (cap >= huge) {
+        if (posix_memalign(&p, huge, cap) != 0)
             return NULL;
-        madvise(p, rounded, MADV_HUGEPAGE);
+        madvise(p, cap, MADV_HUGEPAGE);
         return p;
     }
-    return malloc(bytes ? bytes : 1);
+    return malloc(cap);
 }
 
 /* Memory for position pos of slot s, allocating the slot's batch tensor at its first element. Returns NULL
@@ -468,7 +519,7 @@ int spw_executor_next(struct spw_executor *ex, struct spw_batch **out)
         k++;
     }
     if (s->data.data) {
-        b->data_capacity = s->data.nbytes;
+        b->data_capacity = buffer_size(s->data.nbytes);
         b->tensors[0] = s->data;
         b->tensors[0].shape[0] = n_ok;
         b->tensors[0].nbytes = s->elem_bytes * (size_t)n_ok;
@@ -509,10 +560,11 @@ void spw_executor_destroy(struct spw_executor *ex)
     for (int i = 0; i < ex->window; i++) {
         free(ex->slots[i].samples);
         free(ex->slots[i].ok);
-        spw_tensor_free(&ex->slots[i].data);
+        if (ex->slots[i].data.data)
+            cache_put(ex->slots[i].data.data, buffer_size(ex->slots[i].data.nbytes));
     }
     for (int i = 0; i < ex->n_pool; i++)
-        free(ex->pool[i]);
+        cache_put(ex->pool[i], ex->pool_cap[i]);
     free(ex->pool);
     free(ex->pool_cap);
     spw_element_ctx_destroy(&ex->ctx);
