@@ -463,7 +463,7 @@ static int get_numbers(struct vctx *c, const char *loc, const json_t *v, size_t 
 /* number | [v] | [a, b, c] -> out[3], each in lo/hi. */
 static int get_fill3(struct vctx *c, const char *loc, const json_t *v, double lo, double hi, double *out)
 {
-    double tmp[3];
+    double tmp[3] = {0, 0, 0};
     int rc;
     if (json_is_number(v) || (json_is_array(v) && json_array_size(v) == 1)) {
         char el[128];
