@@ -2,7 +2,7 @@
 # scripts/bench-ops.sh - `make bench`: Spillway vs torchvision+PIL, same images, each pinned to one core.
 # Cases a-d (docs/benchmarks.md), BENCH_RUNS interleaved runs, medians; prints a table and writes
 # build/bench/ops.md + build/bench/ops.json. A missed target prints FAIL but exits 0; a crash exits 1.
-# Env: BENCH_N (2000) BENCH_RUNS (3) BENCH_WARMUP_BATCHES (2) BENCH_CPU (1) BENCH_CPUS2 (0,1)
+# Env: BENCH_N (2000) BENCH_RUNS (3) BENCH_WARMUP_BATCHES (3) BENCH_CPU (1) BENCH_CPUS2 (0,1)
 # BENCH_SIDES (both|torchvision) SPILLCTL.
 set -euo pipefail
 
@@ -11,7 +11,7 @@ cd "$ROOT"
 PY=/usr/bin/python3
 N=${BENCH_N:-2000}
 RUNS=${BENCH_RUNS:-3}
-WARMUP=${BENCH_WARMUP_BATCHES:-2}   # untimed batches before each timed epoch, the same on both sides
+WARMUP=${BENCH_WARMUP_BATCHES:-3}   # untimed batches before each timed epoch, the same on both sides
 CPU=${BENCH_CPU:-1}
 CPUS2=${BENCH_CPUS2:-0,1}
 SIDES=${BENCH_SIDES:-both}
