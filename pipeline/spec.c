@@ -614,7 +614,7 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
 {
     char *base = (char *)op + f->off;
     long long i;
-    int e, rc = 0;
+    int e = 0, rc = 0;
     switch (f->kind) {
     case FK_SIZE:
         return get_size(c, loc, v, op);
@@ -845,7 +845,7 @@ static int parse_source(struct vctx *c, json_t *obj, struct spw_source_spec *src
 {
     static const char *const known[] = {"format", "path", "shuffle", "seed", "epochs", NULL};
     json_t *v;
-    int rc, e;
+    int rc, e = 0;
     long long i;
     if (!json_is_object(obj))
         return fail_type(c, "source", "an object", obj);
@@ -889,7 +889,7 @@ static int parse_batch(struct vctx *c, json_t *obj, struct spw_batch_spec *b)
 {
     static const char *const known[] = {"size", "drop_remainder", "layout", NULL};
     json_t *v;
-    int rc, e;
+    int rc, e = 0;
     long long i;
     if (!json_is_object(obj))
         return fail_type(c, "batch", "an object", obj);
@@ -918,7 +918,7 @@ static int parse_root(struct vctx *c, json_t *root, struct spw_pipeline_spec *sp
     static const char *const known[] = {"source", "ops", "batch", "on_error", "max_pixels", "max_file_bytes",
                                         NULL};
     json_t *v;
-    int rc, e;
+    int rc, e = 0;
     long long i;
     if (!json_is_object(root))
         return fail_type(c, "spec", "an object", root);
