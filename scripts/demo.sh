@@ -53,47 +53,19 @@ echo
 echo "== Spillway demo: local training pipeline, $THREADS thread(s)"
 echo "   decode_jpeg -> random_resized_crop(224) -> random_horizontal_flip -> rand_augment(2, 9) -> normalize"
 run_pipeline train
-# Summary of the report (the last JSON object on stdout): throughput, then per-op time, largest first.
-# Per-op stats may be a list of {"op"|"name": ..., <stats>} or a map op -> {<stats>}; time is read from the
-# first of several common field names, so the summary survives small changes to the report's shape.
+# Summary of spillctl's --json report (its last line): throughput, then per-op time, largest first.
 /usr/bin/python3 -c '
 import json, sys
-text = open(sys.argv[1]).read()
-dec, obj = json.JSONDecoder(), None
-for i in sorted((i for i, c in enumerate(text) if c == "{" and (i == 0 or text[i - 1] == "\n")), reverse=True):
-    try:
-        cand, end = dec.raw_decode(text, i)
-    except ValueError:
-        continue
-    if isinstance(cand, dict) and not text[end:].strip():
-        obj = cand
-        break
-if obj is None:
-    sys.exit("demo: error: no JSON report at the end of " + sys.argv[1])
-print("   %d elements in %s batches, %.2f s: %.0f elements/s" % (
-    obj["elements"], obj.get("batches", "?"), obj["seconds"], obj["elements_per_s"]))
-ops = obj.get("ops") or []
-if isinstance(ops, dict):
-    ops = [dict(v, op=k) if isinstance(v, dict) else {"op": k, "seconds": v} for k, v in ops.items()]
-SCALE = [("seconds", 1), ("total_seconds", 1), ("time_s", 1), ("busy_s", 1), ("cpu_seconds", 1),
-         ("total_ns", 1e-9), ("ns", 1e-9), ("time_ns", 1e-9), ("us", 1e-6), ("ms", 1e-3)]
-rows = []
+obj = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+print("   %d elements in %d batches, %.2f s: %.0f elements/s" % (
+    obj["elements"], obj["batches"], obj["seconds"], obj["elements_per_s"]))
+print("   fusion groups (the cut points): " + " | ".join("+".join(g["ops"]) for g in obj["groups"]))
+ops = sorted(obj["ops"], key=lambda o: -o["ns_per_element"])
+total = sum(o["ns_per_element"] for o in ops) or 1
+print("   where the time goes (time per element in its worker thread):")
 for o in ops:
-    name = o.get("op") or o.get("name") or "?"
-    t = next((float(o[k]) * s for k, s in SCALE if isinstance(o.get(k), (int, float))), None)
-    other = ", ".join("%s=%s" % (k, v) for k, v in o.items()
-                      if k not in ("op", "name") and not any(k == s for s, _ in SCALE) and not isinstance(v, (dict, list)))
-    rows.append((name, t, other))
-total = sum(t for _, t, _ in rows if t)
-if rows:
-    print("   where the time goes (per-op stats from the report):")
-    for name, t, other in sorted(rows, key=lambda r: -(r[1] or 0)):
-        share = "%5.1f%%" % (100 * t / total) if t and total else "     -"
-        secs = "%8.3f s" % t if t is not None else "         -"
-        per = "  %6.1f us/element" % (1e6 * t / obj["elements"]) if t and obj["elements"] else ""
-        print("     %-24s %s %s%s%s" % (name, share, secs, per, ("   (" + other + ")") if other else ""))
-else:
-    print("   (the report has no per-op stats)")
+    print("     %-58s %6.1f us  %5.1f%%   out %6.0f kB" % (o["name"], o["ns_per_element"] / 1e3,
+          100 * o["ns_per_element"] / total, o["out_bytes_per_element"] / 1e3))
 ' "$OUT/train.out"
 
 echo
