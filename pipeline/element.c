@@ -81,11 +81,29 @@ static void op_rng(const struct spw_element_ctx *ctx, uint64_t epoch, int64_t sa
 /* ---- outputs ---- */
 
 /* Output of a kernel: a new image / tensor, or (dest set: the run's final write) memory from dest. */
+static int make_sink_inner(const struct spw_element_ctx *ctx, int norm_op, int w, int h, bool hflip, bool vflip,
+                           const struct spw_element_dest *dest, struct spw_value *out, struct spw_sink *s);
+
+/* make_sink_inner with the failure explained in err. */
 static int make_sink(const struct spw_element_ctx *ctx, int norm_op, int w, int h, bool hflip, bool vflip,
-                     const struct spw_element_dest *dest, struct spw_value *out, struct spw_sink *s)
+                     const struct spw_element_dest *dest, struct spw_value *out, struct spw_sink *s, char *err,
+                     size_t errlen)
+{
+    int rc = make_sink_inner(ctx, norm_op, w, h, hflip, vflip, dest, out, s);
+    if (rc == SPW_ETOOBIG)
+        snprintf(err, errlen, "a %dx%d output exceeds max_pixels %lld", w, h, (long long)ctx->spec->max_pixels);
+    else if (rc)
+        snprintf(err, errlen, "no memory for a %dx%d output: %s", w, h, spw_strerror(rc));
+    return rc;
+}
+
+static int make_sink_inner(const struct spw_element_ctx *ctx, int norm_op, int w, int h, bool hflip, bool vflip,
+                           const struct spw_element_dest *dest, struct spw_value *out, struct spw_sink *s)
 {
     memset(out, 0, sizeof *out);
     memset(s, 0, sizeof *s);
+    if ((int64_t)w * h > ctx->spec->max_pixels)
+        return SPW_ETOOBIG;             /* an op's output obeys the same pixel cap as a decode */
     s->w = w;
     s->h = h;
     s->hflip = hflip;
@@ -157,9 +175,11 @@ static int crop_value(const struct spw_element_ctx *ctx, struct spw_value *v, st
 {
     struct spw_value out;
     struct spw_sink s;
-    int rc = make_sink(ctx, -1, c.w, c.h, false, false, dest, &out, &s);
-    uint8_t *row = rc ? NULL : malloc((size_t)c.w * 3);
-    if (rc || !row) {
+    int rc = make_sink(ctx, -1, c.w, c.h, false, false, dest, &out, &s, err, errlen);
+    if (rc)
+        return rc;
+    uint8_t *row = malloc((size_t)c.w * 3);
+    if (!row) {
         spw_value_free(&out);
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
@@ -184,7 +204,7 @@ static int resample_value(const struct spw_element_ctx *ctx, struct spw_value *v
     }
     struct spw_value out;
     struct spw_sink s;
-    rc = make_sink(ctx, -1, plan.out_w, plan.out_h, false, false, dest, &out, &s);
+    rc = make_sink(ctx, -1, plan.out_w, plan.out_h, false, false, dest, &out, &s, err, errlen);
     if (rc == 0) {
         spw_resample_run(&plan, &v->img, 0, 0, &s);
         spw_value_free(v);
@@ -195,11 +215,11 @@ static int resample_value(const struct spw_element_ctx *ctx, struct spw_value *v
 }
 
 static int flip_value(const struct spw_element_ctx *ctx, struct spw_value *v, bool h, bool vert,
-                      const struct spw_element_dest *dest)
+                      const struct spw_element_dest *dest, char *err, size_t errlen)
 {
     struct spw_value out;
     struct spw_sink s;
-    int rc = make_sink(ctx, -1, v->img.w, v->img.h, h, vert, dest, &out, &s);
+    int rc = make_sink(ctx, -1, v->img.w, v->img.h, h, vert, dest, &out, &s, err, errlen);
     if (rc)
         return rc;
     for (int y = 0; y < v->img.h; y++)
@@ -210,11 +230,11 @@ static int flip_value(const struct spw_element_ctx *ctx, struct spw_value *v, bo
 }
 
 static int to_tensor_value(const struct spw_element_ctx *ctx, struct spw_value *v, int op_index,
-                           const struct spw_element_dest *dest)
+                           const struct spw_element_dest *dest, char *err, size_t errlen)
 {
     struct spw_value out;
     struct spw_sink s;
-    int rc = make_sink(ctx, op_index, v->img.w, v->img.h, false, false, dest, &out, &s);
+    int rc = make_sink(ctx, op_index, v->img.w, v->img.h, false, false, dest, &out, &s, err, errlen);
     if (rc)
         return rc;
     for (int y = 0; y < v->img.h; y++)
@@ -367,7 +387,7 @@ static int run_decode_group(const struct spw_element_ctx *ctx, const struct spw_
             v->img = reg.img;
             return 0;
         }
-        rc = make_sink(ctx, norm, c.w, c.h, hflip, vflip, dest, v, &s);
+        rc = make_sink(ctx, norm, c.w, c.h, hflip, vflip, dest, v, &s, err, errlen);
         if (rc == 0) {
             static const uint8_t zero[3] = {0, 0, 0};
             uint8_t *row = malloc((size_t)c.w * 3);
@@ -403,7 +423,7 @@ static int run_decode_group(const struct spw_element_ctx *ctx, const struct spw_
     rc = spw_jpeg_decode_region(buf, len, spec->max_pixels, rx0 * denom, ry0 * denom, (rx1 - rx0) * denom,
                                 (ry1 - ry0) * denom, denom, &reg, err, errlen);
     if (rc == 0) {
-        rc = make_sink(ctx, norm, plan.out_w, plan.out_h, hflip, vflip, dest, v, &s);
+        rc = make_sink(ctx, norm, plan.out_w, plan.out_h, hflip, vflip, dest, v, &s, err, errlen);
         if (rc == 0)
             spw_resample_run(&plan, &reg.img, reg.x0, reg.y0, &s);
     }
@@ -469,11 +489,11 @@ static int run_op(const struct spw_element_ctx *ctx, int i, uint64_t epoch, int6
     case SPW_OP_RANDOM_VERTICAL_FLIP: {
         bool h = false, vert = false;
         flip_decision(ctx, epoch, sample, i, &h, &vert);
-        return (h || vert) ? flip_value(ctx, v, h, vert, dest) : 0;
+        return (h || vert) ? flip_value(ctx, v, h, vert, dest, err, errlen) : 0;
     }
     case SPW_OP_NORMALIZE:
     case SPW_OP_TO_TENSOR:
-        return to_tensor_value(ctx, v, i, dest);
+        return to_tensor_value(ctx, v, i, dest, err, errlen);
     case SPW_OP_RANDOM_ERASING:
         if (!v->is_tensor) {
             snprintf(err, errlen, "ops[%d] random_erasing needs a tensor (put it after normalize)", i);

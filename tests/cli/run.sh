@@ -115,5 +115,11 @@ spec "$WORK/fail.json" '{"format": "image_folder", "path": "'"$WORK"'/bad", "shu
 check "fail policy: exits 1" test $? -eq 1
 check "fail policy: message names the file" grep -q 'run failed:.*/bad/b/' "$WORK/fail.err"
 
+# an op whose output would exceed max_pixels is refused before allocating
+spec "$WORK/big.json" '{"format": "image_folder", "path": "'"$DATA"'/val"}' '[{"op": "decode_jpeg"}, {"op": "resize", "size": [60000, 60000]}]' '{"size": 1}' ', "on_error": "fail"'
+"$CTL" run --local --pipeline "$WORK/big.json" --max-batches 1 --quiet > /dev/null 2> "$WORK/big.err"
+check "oversized op output: exits 1" test $? -eq 1
+check "oversized op output: names the cap" grep -q '60000x60000 output exceeds max_pixels' "$WORK/big.err"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
