@@ -115,6 +115,18 @@ spec "$WORK/fail.json" '{"format": "image_folder", "path": "'"$WORK"'/bad", "shu
 check "fail policy: exits 1" test $? -eq 1
 check "fail policy: message names the file" grep -q 'run failed:.*/bad/b/' "$WORK/fail.err"
 
+# epochs: 0 runs forever; no batch spans two epochs (160 samples, batches of 50: 50 50 50 10 | 50 50 ...)
+spec "$WORK/forever.json" '{"format": "image_folder", "path": "'"$DATA"'/train", "epochs": 0, "seed": 3}' "$EVAL_OPS" '{"size": 50}'
+"$CTL" run --local --pipeline "$WORK/forever.json" --max-batches 6 --threads 2 --dump "$WORK/fe" --json --quiet > "$WORK/fe.json"
+check "epochs 0: runs past the first epoch" test "$(json_field "$WORK/fe.json" elements)" = 260
+check "epochs 0: the epoch's last batch is partial" test "$(awk 'NR > 150 && NR <= 160' "$WORK/fe/keys.txt" | awk '{print $1}' | sort -u)" = 0
+check "epochs 0: epoch 1 starts a new batch" test "$(sed -n '161p;260p' "$WORK/fe/keys.txt" | awk '{print $1}' | sort -u)" = 1
+"$PY" - "$WORK/fe" <<'PY' && ok "epochs 0: batch sizes 50 50 50 10 50 50" || bad "epochs 0: batch sizes"
+import sys, numpy as np
+sizes = [np.load("%s/b%06d_t1.npy" % (sys.argv[1], i)).shape[0] for i in range(6)]
+assert sizes == [50, 50, 50, 10, 50, 50], sizes
+PY
+
 # an op whose output would exceed max_pixels is refused before allocating
 spec "$WORK/big.json" '{"format": "image_folder", "path": "'"$DATA"'/val"}' '[{"op": "decode_jpeg"}, {"op": "resize", "size": [60000, 60000]}]' '{"size": 1}' ', "on_error": "fail"'
 "$CTL" run --local --pipeline "$WORK/big.json" --max-batches 1 --quiet > /dev/null 2> "$WORK/big.err"
