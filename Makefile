@@ -28,6 +28,9 @@ PROTO_SRC := $(BUILD)/gen/proto/spillway.pb-c.c
 CORE_SRC  := $(wildcard lib/*.c ops/*.c pipeline/*.c) $(PROTO_SRC)
 CORE_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/gen/%,gen/%,$(CORE_SRC)))
 CORE_LIB  := $(BUILD)/lib/libspwcore.a
+DISP_SRC  := $(filter-out dispatcher/main.c,$(wildcard dispatcher/*.c))
+DISP_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(DISP_SRC))
+DISP_LIB  := $(BUILD)/lib/libspwdisp.a
 TEST_SRC  := $(wildcard tests/unit/check_*.c)
 TEST_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 EQUIV_SRC := $(wildcard tests/equiv/*.c)
@@ -60,12 +63,17 @@ $(CORE_LIB): $(CORE_OBJ)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+$(DISP_LIB): $(DISP_OBJ) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $(DISP_OBJ)
+
 $(BUILD)/bin/spillctl: $(BUILD)/obj/client/spillctl.o $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/check_%: $(BUILD)/obj/tests/unit/check_%.o $(CORE_LIB)
+$(BUILD)/tests/check_%: $(BUILD)/obj/tests/unit/check_%.o $(DISP_LIB) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)

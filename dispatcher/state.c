@@ -1,0 +1,583 @@
+/* dispatcher/state.c - the dispatcher's pure state machine (see state.h): workers, jobs, and per job the
+ * splits of the lowest unfinished epoch and the next one (state, generation, holder, lease time).
+ * No I/O, no clock, no locks: the caller serialises. */
+#include "dispatcher/state.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/err.h"
+
+struct epoch_splits {
+    int64_t epoch;              /* -1 = unused */
+    int64_t n;                  /* splits */
+    uint8_t *state;             /* enum disp_split_state */
+    uint32_t *generation;       /* leases handed out so far */
+    uint64_t *holder;           /* latest lessee, 0 when pending or acked */
+    int64_t *leased_at;
+    int64_t pending, leased, acked;
+    int64_t cursor;             /* no pending split below this index */
+};
+
+struct client_rank {
+    uint64_t incarnation;
+    int64_t last_heartbeat_ms;
+    bool alive;
+};
+
+struct job {
+    uint64_t id, manifest_hash;
+    uint8_t *pipeline;
+    size_t pipeline_len;
+    int64_t n_samples, epochs, splits_per_epoch;
+    int32_t split_size, cut, world_size;
+    struct epoch_splits ep[2];  /* ep[0]: lowest unfinished epoch; ep[1]: the next, if any */
+    struct client_rank *clients;
+    bool paused, finished;
+};
+
+struct worker {
+    uint64_t id;
+    char address[256];
+    int32_t threads;
+    bool alive;
+    int64_t last_heartbeat_ms;
+};
+
+struct disp_state {
+    struct disp_limits lim;
+    struct worker *workers;
+    int n_workers;
+    struct job *jobs;
+    int n_jobs;
+};
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (err && errlen)
+        vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int disp_state_create(const struct disp_limits *limits, struct disp_state **out)
+{
+    struct disp_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    if (limits)
+        s->lim = *limits;
+    if (s->lim.max_workers <= 0) s->lim.max_workers = 1024;
+    if (s->lim.max_jobs <= 0) s->lim.max_jobs = 256;
+    if (s->lim.max_splits_per_epoch <= 0) s->lim.max_splits_per_epoch = 4 << 20;
+    if (s->lim.max_world_size <= 0) s->lim.max_world_size = 1024;
+    if (s->lim.max_pipeline_bytes == 0) s->lim.max_pipeline_bytes = 1 << 20;
+    s->workers = calloc((size_t)s->lim.max_workers, sizeof *s->workers);
+    s->jobs = calloc((size_t)s->lim.max_jobs, sizeof *s->jobs);
+    if (!s->workers || !s->jobs) {
+        disp_state_destroy(s);
+        return -ENOMEM;
+    }
+    *out = s;
+    return 0;
+}
+
+static void epoch_free(struct epoch_splits *e)
+{
+    free(e->state);
+    free(e->generation);
+    free(e->holder);
+    free(e->leased_at);
+    memset(e, 0, sizeof *e);
+    e->epoch = -1;
+}
+
+static int epoch_init(struct epoch_splits *e, int64_t epoch, int64_t n)
+{
+    memset(e, 0, sizeof *e);
+    e->epoch = epoch;
+    e->n = n;
+    e->pending = n;
+    e->state = calloc((size_t)n, 1);
+    e->generation = calloc((size_t)n, sizeof *e->generation);
+    e->holder = calloc((size_t)n, sizeof *e->holder);
+    e->leased_at = calloc((size_t)n, sizeof *e->leased_at);
+    if (!e->state || !e->generation || !e->holder || !e->leased_at) {
+        epoch_free(e);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+static void job_free(struct job *j)
+{
+    free(j->pipeline);
+    free(j->clients);
+    epoch_free(&j->ep[0]);
+    epoch_free(&j->ep[1]);
+    memset(j, 0, sizeof *j);
+}
+
+void disp_state_destroy(struct disp_state *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; s->jobs && i < s->n_jobs; i++)
+        job_free(&s->jobs[i]);
+    free(s->jobs);
+    free(s->workers);
+    free(s);
+}
+
+static struct worker *find_worker(const struct disp_state *s, uint64_t id)
+{
+    for (int i = 0; i < s->n_workers; i++)
+        if (s->workers[i].id == id)
+            return &s->workers[i];
+    return NULL;
+}
+
+static struct job *find_job(const struct disp_state *s, uint64_t id)
+{
+    for (int i = 0; i < s->n_jobs; i++)
+        if (s->jobs[i].id == id)
+            return &s->jobs[i];
+    return NULL;
+}
+
+static struct epoch_splits *find_epoch(struct job *j, uint64_t epoch)
+{
+    for (int k = 0; k < 2; k++)
+        if (j->ep[k].epoch >= 0 && (uint64_t)j->ep[k].epoch == epoch)
+            return &j->ep[k];
+    return NULL;
+}
+
+static void release_split(struct epoch_splits *e, int64_t i)
+{
+    if (e->state[i] != DISP_SPLIT_LEASED)
+        return;
+    e->state[i] = DISP_SPLIT_PENDING;
+    e->holder[i] = 0;
+    e->leased--;
+    e->pending++;
+    if (i < e->cursor)
+        e->cursor = i;
+}
+
+/* Return every split `producer` holds in job j to pending (their next lease gets a new generation). */
+static void release_producer(struct job *j, uint64_t producer)
+{
+    for (int k = 0; k < 2; k++) {
+        struct epoch_splits *e = &j->ep[k];
+        if (e->epoch < 0 || e->leased == 0)
+            continue;
+        for (int64_t i = 0; i < e->n; i++)
+            if (e->state[i] == DISP_SPLIT_LEASED && e->holder[i] == producer)
+                release_split(e, i);
+    }
+}
+
+static void release_all(struct job *j)
+{
+    for (int k = 0; k < 2; k++) {
+        struct epoch_splits *e = &j->ep[k];
+        for (int64_t i = 0; e->epoch >= 0 && e->leased && i < e->n; i++)
+            release_split(e, i);
+    }
+}
+
+/* Epoch ep[0] fully acked: shift, and open the epoch after the next one if the job has it. */
+static int advance_epochs(struct job *j)
+{
+    while (j->ep[0].epoch >= 0 && j->ep[0].acked == j->ep[0].n) {
+        int64_t done = j->ep[0].epoch;
+        epoch_free(&j->ep[0]);
+        j->ep[0] = j->ep[1];
+        memset(&j->ep[1], 0, sizeof j->ep[1]);
+        j->ep[1].epoch = -1;
+        int64_t next = done + 2;
+        if (j->ep[0].epoch < 0) {
+            j->finished = true;
+            return 0;
+        }
+        if (j->epochs == 0 || next < j->epochs) {
+            int rc = epoch_init(&j->ep[1], next, j->splits_per_epoch);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+static int apply_create_job(struct disp_state *s, const struct disp_update *u, char *err, size_t errlen)
+{
+    if (find_job(s, u->job))
+        return fail(err, errlen, -EEXIST, "job %llu exists", (unsigned long long)u->job);
+    if (s->n_jobs >= s->lim.max_jobs)
+        return fail(err, errlen, SPW_ETOOBIG, "too many jobs (cap %d)", s->lim.max_jobs);
+    if (u->n_samples <= 0 || u->split_size <= 0 || u->epochs < 0)
+        return fail(err, errlen, -EINVAL, "job needs samples > 0, split_size > 0, epochs >= 0");
+    if (u->world_size <= 0 || u->world_size > s->lim.max_world_size)
+        return fail(err, errlen, -EINVAL, "world_size %d is outside [1, %d]", u->world_size, s->lim.max_world_size);
+    if (u->pipeline_len > s->lim.max_pipeline_bytes)
+        return fail(err, errlen, SPW_ETOOBIG, "pipeline of %zu bytes exceeds the cap of %zu", u->pipeline_len,
+                    s->lim.max_pipeline_bytes);
+    int64_t splits = (u->n_samples + u->split_size - 1) / u->split_size;
+    if (splits > s->lim.max_splits_per_epoch)
+        return fail(err, errlen, SPW_ETOOBIG, "%lld splits per epoch exceed the cap of %lld", (long long)splits,
+                    (long long)s->lim.max_splits_per_epoch);
+    struct job j = {0};
+    j.id = u->job;
+    j.manifest_hash = u->manifest_hash;
+    j.n_samples = u->n_samples;
+    j.epochs = u->epochs;
+    j.splits_per_epoch = splits;
+    j.split_size = u->split_size;
+    j.cut = u->cut;
+    j.world_size = u->world_size;
+    j.ep[0].epoch = j.ep[1].epoch = -1;
+    j.pipeline = malloc(u->pipeline_len ? u->pipeline_len : 1);
+    j.clients = calloc((size_t)u->world_size, sizeof *j.clients);
+    int rc = (!j.pipeline || !j.clients) ? -ENOMEM : epoch_init(&j.ep[0], 0, splits);
+    if (rc == 0 && (u->epochs == 0 || u->epochs > 1))
+        rc = epoch_init(&j.ep[1], 1, splits);
+    if (rc) {
+        job_free(&j);
+        return fail(err, errlen, rc, "out of memory for job %llu", (unsigned long long)u->job);
+    }
+    if (u->pipeline_len)
+        memcpy(j.pipeline, u->pipeline, u->pipeline_len);
+    j.pipeline_len = u->pipeline_len;
+    for (int r = 0; r < u->world_size; r++)
+        j.clients[r].last_heartbeat_ms = u->now_ms;
+    s->jobs[s->n_jobs++] = j;
+    return 0;
+}
+
+static int apply_lease(struct disp_state *s, const struct disp_update *u, char *err, size_t errlen)
+{
+    struct job *j = find_job(s, u->job);
+    if (!j)
+        return fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
+    struct epoch_splits *e = find_epoch(j, u->epoch);
+    if (!e || u->split >= (uint64_t)e->n)
+        return fail(err, errlen, -EINVAL, "job %llu has no open split %llu of epoch %llu",
+                    (unsigned long long)u->job, (unsigned long long)u->split, (unsigned long long)u->epoch);
+    int64_t i = (int64_t)u->split;
+    if (e->state[i] == DISP_SPLIT_ACKED)
+        return fail(err, errlen, -EALREADY, "split %lld of epoch %llu is already acked", (long long)i,
+                    (unsigned long long)u->epoch);
+    if (u->generation != (uint64_t)e->generation[i] + 1)
+        return fail(err, errlen, -EINVAL, "lease generation %llu, expected %u", (unsigned long long)u->generation,
+                    e->generation[i] + 1);
+    if (e->state[i] == DISP_SPLIT_PENDING) {
+        e->pending--;
+        e->leased++;
+    }
+    e->state[i] = DISP_SPLIT_LEASED;
+    e->generation[i]++;
+    e->holder[i] = u->producer;
+    e->leased_at[i] = u->now_ms;
+    while (e->cursor < e->n && e->state[e->cursor] != DISP_SPLIT_PENDING)
+        e->cursor++;
+    return 0;
+}
+
+static int apply_ack(struct disp_state *s, const struct disp_update *u, char *err, size_t errlen)
+{
+    struct job *j = find_job(s, u->job);
+    if (!j)
+        return fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
+    if (j->finished || (j->ep[0].epoch >= 0 && u->epoch < (uint64_t)j->ep[0].epoch))
+        return 0;                                   /* an epoch already complete: a duplicate ack */
+    struct epoch_splits *e = find_epoch(j, u->epoch);
+    if (!e || u->split >= (uint64_t)e->n)
+        return fail(err, errlen, -EINVAL, "job %llu has no open split %llu of epoch %llu",
+                    (unsigned long long)u->job, (unsigned long long)u->split, (unsigned long long)u->epoch);
+    int64_t i = (int64_t)u->split;
+    if (e->state[i] == DISP_SPLIT_ACKED)
+        return 0;
+    if (e->state[i] == DISP_SPLIT_LEASED)
+        e->leased--;
+    else
+        e->pending--;
+    e->state[i] = DISP_SPLIT_ACKED;
+    e->holder[i] = 0;
+    e->acked++;
+    return advance_epochs(j);
+}
+
+int disp_state_apply(struct disp_state *s, const struct disp_update *u, char *err, size_t errlen)
+{
+    struct worker *w;
+    struct job *j;
+    switch (u->kind) {
+    case DISP_REGISTER_WORKER:
+        if ((w = find_worker(s, u->worker)) == NULL) {
+            if (s->n_workers >= s->lim.max_workers)
+                return fail(err, errlen, SPW_ETOOBIG, "too many workers (cap %d)", s->lim.max_workers);
+            w = &s->workers[s->n_workers++];
+            w->id = u->worker;
+        }
+        snprintf(w->address, sizeof w->address, "%s", u->address ? u->address : "");
+        w->threads = u->threads;
+        w->alive = true;
+        w->last_heartbeat_ms = u->now_ms;
+        return 0;
+    case DISP_WORKER_HEARTBEAT:
+        if (!(w = find_worker(s, u->worker)) || !w->alive)
+            return fail(err, errlen, -ENOENT, "unknown or retired worker %llu", (unsigned long long)u->worker);
+        w->last_heartbeat_ms = u->now_ms;
+        return 0;
+    case DISP_WORKER_DEAD:
+        if (!(w = find_worker(s, u->worker)))
+            return fail(err, errlen, -ENOENT, "unknown worker %llu", (unsigned long long)u->worker);
+        w->alive = false;
+        for (int i = 0; i < s->n_jobs; i++)
+            release_producer(&s->jobs[i], u->worker);
+        return 0;
+    case DISP_CREATE_JOB:
+        return apply_create_job(s, u, err, errlen);
+    case DISP_CLIENT_HEARTBEAT:
+        if (!(j = find_job(s, u->job)))
+            return fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
+        if (u->rank < 0 || u->rank >= j->world_size)
+            return fail(err, errlen, -EINVAL, "rank %d is outside the job's world of %d", u->rank, j->world_size);
+        {
+            struct client_rank *c = &j->clients[u->rank];
+            if (u->incarnation < c->incarnation)
+                return fail(err, errlen, -ESTALE, "client incarnation %llu is older than %llu (a zombie)",
+                            (unsigned long long)u->incarnation, (unsigned long long)c->incarnation);
+            if (u->incarnation > c->incarnation && c->incarnation)
+                release_producer(j, DISP_CLIENT_PRODUCER(j->id, u->rank));   /* fence the old one */
+            c->incarnation = u->incarnation;
+            c->last_heartbeat_ms = u->now_ms;
+            c->alive = true;
+            j->paused = false;
+        }
+        return 0;
+    case DISP_CLIENT_EXPIRED:
+        if (!(j = find_job(s, u->job)))
+            return fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
+        if (u->rank < 0 || u->rank >= j->world_size)
+            return fail(err, errlen, -EINVAL, "rank %d is outside the job's world of %d", u->rank, j->world_size);
+        j->clients[u->rank].alive = false;
+        release_producer(j, DISP_CLIENT_PRODUCER(j->id, u->rank));
+        {
+            bool any = false;
+            for (int r = 0; r < j->world_size; r++)
+                any = any || j->clients[r].alive;
+            if (!any) {               /* nobody consumes: stop handing out work, let producers drop it */
+                j->paused = true;
+                release_all(j);
+            }
+        }
+        return 0;
+    case DISP_LEASE:
+        return apply_lease(s, u, err, errlen);
+    case DISP_ACK:
+        return apply_ack(s, u, err, errlen);
+    case DISP_FINISH_JOB:
+        if (!(j = find_job(s, u->job)))
+            return fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
+        j->finished = true;
+        release_all(j);
+        return 0;
+    }
+    return fail(err, errlen, -EINVAL, "unknown update kind %d", (int)u->kind);
+}
+
+static bool rank_ok(const struct job *j, uint64_t producer, int64_t split)
+{
+    if (!DISP_IS_CLIENT_PRODUCER(producer))
+        return true;
+    return (int64_t)(producer & 0xFFFFF) == split % j->world_size;
+}
+
+static void fill_lease(const struct job *j, const struct epoch_splits *e, int64_t i, bool spec,
+                       struct disp_lease *out)
+{
+    out->job = j->id;
+    out->epoch = (uint64_t)e->epoch;
+    out->split = (uint64_t)i;
+    out->generation = (uint64_t)e->generation[i] + 1;
+    out->cut = j->cut;
+    out->split_size = j->split_size;
+    out->first_position = i * j->split_size;
+    int64_t left = j->n_samples - out->first_position;
+    out->count = (int32_t)(left < j->split_size ? left : j->split_size);
+    out->speculative = spec;
+}
+
+int disp_state_pick_lease(const struct disp_state *s, uint64_t job, uint64_t producer, int64_t now_ms,
+                          int64_t spec_after_ms, struct disp_lease *out)
+{
+    struct job *j = find_job(s, job);
+    if (!j)
+        return -ENOENT;
+    if (j->paused || j->finished)
+        return 0;
+    /* Pending splits, lowest epoch first; epoch e+1 only once e has nothing pending. */
+    for (int k = 0; k < 2; k++) {
+        const struct epoch_splits *e = &j->ep[k];
+        if (e->epoch < 0)
+            continue;
+        for (int64_t i = e->cursor; e->pending && i < e->n; i++)
+            if (e->state[i] == DISP_SPLIT_PENDING && rank_ok(j, producer, i)) {
+                fill_lease(j, e, i, false, out);
+                return 1;
+            }
+        if (e->pending)
+            return 0;       /* e still has pending splits, just not for this producer */
+    }
+    /* Stragglers: a split leased long ago to someone else, in the lowest epoch first. */
+    for (int k = 0; spec_after_ms > 0 && k < 2; k++) {
+        const struct epoch_splits *e = &j->ep[k];
+        if (e->epoch < 0 || !e->leased)
+            continue;
+        for (int64_t i = 0; i < e->n; i++)
+            if (e->state[i] == DISP_SPLIT_LEASED && e->holder[i] != producer &&
+                now_ms - e->leased_at[i] >= spec_after_ms && rank_ok(j, producer, i)) {
+                fill_lease(j, e, i, true, out);
+                return 1;
+            }
+    }
+    return 0;
+}
+
+int disp_state_dead_workers(const struct disp_state *s, int64_t now_ms, int64_t timeout_ms, uint64_t *out, int cap)
+{
+    int n = 0;
+    for (int i = 0; i < s->n_workers && n < cap; i++)
+        if (s->workers[i].alive && now_ms - s->workers[i].last_heartbeat_ms > timeout_ms)
+            out[n++] = s->workers[i].id;
+    return n;
+}
+
+int disp_state_expired_clients(const struct disp_state *s, int64_t now_ms, int64_t timeout_ms, uint64_t *jobs,
+                               int32_t *ranks, int cap)
+{
+    int n = 0;
+    for (int i = 0; i < s->n_jobs; i++) {
+        const struct job *j = &s->jobs[i];
+        if (j->finished)
+            continue;
+        for (int r = 0; r < j->world_size && n < cap; r++)
+            if (j->clients[r].alive && now_ms - j->clients[r].last_heartbeat_ms > timeout_ms) {
+                jobs[n] = j->id;
+                ranks[n++] = r;
+            }
+    }
+    return n;
+}
+
+int disp_state_worker_count(const struct disp_state *s)
+{
+    return s->n_workers;
+}
+
+int disp_state_worker_at(const struct disp_state *s, int i, struct disp_worker_info *out)
+{
+    if (i < 0 || i >= s->n_workers)
+        return -ENOENT;
+    const struct worker *w = &s->workers[i];
+    memset(out, 0, sizeof *out);
+    out->id = w->id;
+    snprintf(out->address, sizeof out->address, "%s", w->address);
+    out->threads = w->threads;
+    out->alive = w->alive;
+    out->last_heartbeat_ms = w->last_heartbeat_ms;
+    for (int k = 0; k < s->n_jobs; k++)
+        for (int e = 0; e < 2; e++) {
+            const struct epoch_splits *ep = &s->jobs[k].ep[e];
+            for (int64_t x = 0; ep->epoch >= 0 && ep->leased && x < ep->n; x++)
+                out->leases += ep->state[x] == DISP_SPLIT_LEASED && ep->holder[x] == w->id;
+        }
+    return 0;
+}
+
+int disp_state_job_count(const struct disp_state *s)
+{
+    return s->n_jobs;
+}
+
+static void job_info(const struct job *j, struct disp_job_info *out)
+{
+    memset(out, 0, sizeof *out);
+    out->id = j->id;
+    out->manifest_hash = j->manifest_hash;
+    out->n_samples = j->n_samples;
+    out->epochs = j->epochs;
+    out->splits_per_epoch = j->splits_per_epoch;
+    out->split_size = j->split_size;
+    out->cut = j->cut;
+    out->world_size = j->world_size;
+    out->epoch = j->ep[0].epoch;
+    out->acked = j->ep[0].acked;
+    out->leased = j->ep[0].leased;
+    out->pending = j->ep[0].pending;
+    out->paused = j->paused;
+    out->finished = j->finished;
+}
+
+int disp_state_job_at(const struct disp_state *s, int i, struct disp_job_info *out)
+{
+    if (i < 0 || i >= s->n_jobs)
+        return -ENOENT;
+    job_info(&s->jobs[i], out);
+    return 0;
+}
+
+int disp_state_job(const struct disp_state *s, uint64_t job, struct disp_job_info *out)
+{
+    const struct job *j = find_job(s, job);
+    if (!j)
+        return -ENOENT;
+    job_info(j, out);
+    return 0;
+}
+
+const uint8_t *disp_state_job_pipeline(const struct disp_state *s, uint64_t job, size_t *len)
+{
+    const struct job *j = find_job(s, job);
+    if (!j)
+        return NULL;
+    *len = j->pipeline_len;
+    return j->pipeline;
+}
+
+int disp_state_split(const struct disp_state *s, uint64_t job, uint64_t epoch, uint64_t split,
+                     enum disp_split_state *state, uint64_t *generation, uint64_t *holder)
+{
+    struct job *j = find_job(s, job);
+    if (!j)
+        return -ENOENT;
+    if (j->finished || (j->ep[0].epoch >= 0 && epoch < (uint64_t)j->ep[0].epoch)) {
+        *state = DISP_SPLIT_ACKED;      /* a completed epoch */
+        *generation = 0;
+        *holder = 0;
+        return 0;
+    }
+    struct epoch_splits *e = find_epoch(j, epoch);
+    if (!e || split >= (uint64_t)e->n)
+        return -ENOENT;
+    *state = (enum disp_split_state)e->state[split];
+    *generation = e->generation[split];
+    *holder = e->holder[split];
+    return 0;
+}
+
+uint64_t disp_state_client_incarnation(const struct disp_state *s, uint64_t job, int32_t rank)
+{
+    const struct job *j = find_job(s, job);
+    if (!j || rank < 0 || rank >= j->world_size)
+        return 0;
+    return j->clients[rank].incarnation;
+}

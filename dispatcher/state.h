@@ -1,0 +1,117 @@
+/* dispatcher/state.h - the dispatcher's state as a pure state machine: every change is an update applied by
+ * disp_state_apply() (no I/O, no clock: times arrive inside updates), so replaying a journal of updates
+ * rebuilds the state exactly. Handlers query, decide (which split to lease, who timed out) and apply.
+ * Not thread-safe: the dispatcher serialises apply and queries under one lock. */
+#ifndef SPW_DISPATCHER_STATE_H
+#define SPW_DISPATCHER_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Producers are workers (ids from RegisterWorker) or a client's local executor; client producer ids have
+ * the top bit set: DISP_CLIENT_PRODUCER(job, rank). */
+#define DISP_CLIENT_PRODUCER(job, rank) ((UINT64_C(1) << 63) | ((uint64_t)(job) << 20) | (uint64_t)(rank))
+#define DISP_IS_CLIENT_PRODUCER(p) (((p) >> 63) != 0)
+
+enum disp_split_state { DISP_SPLIT_PENDING = 0, DISP_SPLIT_LEASED = 1, DISP_SPLIT_ACKED = 2 };
+
+enum disp_update_kind {
+    DISP_REGISTER_WORKER = 1,   /* worker, address, threads, now */
+    DISP_WORKER_HEARTBEAT,      /* worker, now */
+    DISP_WORKER_DEAD,           /* worker: its leases go back to pending with a new generation */
+    DISP_CREATE_JOB,            /* job, pipeline, manifest_hash, n_samples, split_size, epochs, cut, world_size, now */
+    DISP_CLIENT_HEARTBEAT,      /* job, rank, incarnation, now: a new incarnation fences the old one */
+    DISP_CLIENT_EXPIRED,        /* job, rank: its leases (as a producer) are released; the job pauses */
+    DISP_LEASE,                 /* job, producer, epoch, split, generation, now (from disp_state_pick_lease) */
+    DISP_ACK,                   /* job, epoch, split: the client holds the whole split */
+    DISP_FINISH_JOB,            /* job */
+};
+
+struct disp_update {
+    enum disp_update_kind kind;
+    uint64_t worker, job, producer, manifest_hash, incarnation;
+    int64_t now_ms;
+    uint64_t epoch, split, generation;
+    int64_t n_samples, epochs;              /* epochs 0 = forever */
+    int32_t split_size, cut, world_size, rank, threads;
+    const char *address;                    /* copied */
+    const uint8_t *pipeline;                /* copied (serialized proto) */
+    size_t pipeline_len;
+};
+
+struct disp_limits {
+    int max_workers;                /* default 1024 */
+    int max_jobs;                   /* default 256 */
+    int64_t max_splits_per_epoch;   /* default 4M */
+    int max_world_size;             /* default 1024 */
+    size_t max_pipeline_bytes;      /* default 1 MiB */
+};
+
+struct disp_lease {
+    uint64_t job, epoch, split, generation;
+    int32_t cut;
+    int32_t split_size;
+    int64_t first_position;         /* positions [first_position, first_position + count) of epoch's order */
+    int32_t count;
+    bool speculative;               /* a second copy of a split still leased elsewhere */
+};
+
+struct disp_worker_info {
+    uint64_t id;
+    char address[256];
+    int32_t threads;
+    bool alive;
+    int64_t last_heartbeat_ms;
+    int64_t leases;                 /* splits it holds now */
+};
+
+struct disp_job_info {
+    uint64_t id, manifest_hash;
+    int64_t n_samples, epochs, splits_per_epoch;
+    int32_t split_size, cut, world_size;
+    int64_t epoch;                  /* lowest epoch not fully acked */
+    int64_t acked, leased, pending; /* splits of that epoch */
+    bool paused, finished;
+};
+
+struct disp_state;
+
+int disp_state_create(const struct disp_limits *limits, struct disp_state **out);
+void disp_state_destroy(struct disp_state *s);
+
+/* Apply one update. Returns 0, or a negative code with the reason in err (unknown worker or job, a lease that
+ * does not match the split's state, a cap exceeded); a refused update changes nothing. */
+int disp_state_apply(struct disp_state *s, const struct disp_update *u, char *err, size_t errlen);
+
+/* Which split `producer` should lease next in `job` (the update to apply is built from *out). Returns 1 with
+ * a lease, 0 when nothing is available now (all leased or acked, or the job paused), -ENOENT for an unknown
+ * job. A client producer only gets its own rank's splits; workers get any rank's. Pending splits first, in
+ * order; when the epoch has none, a split leased for longer than spec_after_ms may be leased again
+ * (speculatively) to a producer that does not hold it. Producers never get epoch e+1 while an e split is
+ * still pending. */
+int disp_state_pick_lease(const struct disp_state *s, uint64_t job, uint64_t producer, int64_t now_ms,
+                          int64_t spec_after_ms, struct disp_lease *out);
+
+/* Workers whose last heartbeat is older than now - timeout_ms (and still alive): up to cap ids in out.
+ * Returns the count. */
+int disp_state_dead_workers(const struct disp_state *s, int64_t now_ms, int64_t timeout_ms, uint64_t *out,
+                            int cap);
+/* Client ranks of unfinished jobs whose heartbeat is older than now - timeout_ms: (job, rank) pairs. */
+int disp_state_expired_clients(const struct disp_state *s, int64_t now_ms, int64_t timeout_ms, uint64_t *jobs,
+                               int32_t *ranks, int cap);
+
+int disp_state_worker_count(const struct disp_state *s);
+int disp_state_worker_at(const struct disp_state *s, int i, struct disp_worker_info *out);
+int disp_state_job_count(const struct disp_state *s);
+int disp_state_job_at(const struct disp_state *s, int i, struct disp_job_info *out);
+int disp_state_job(const struct disp_state *s, uint64_t job, struct disp_job_info *out);
+/* The job's serialized pipeline (owned by the state), or NULL. */
+const uint8_t *disp_state_job_pipeline(const struct disp_state *s, uint64_t job, size_t *len);
+/* A split's state, generation and holder (0 when pending). */
+int disp_state_split(const struct disp_state *s, uint64_t job, uint64_t epoch, uint64_t split,
+                     enum disp_split_state *state, uint64_t *generation, uint64_t *holder);
+/* The current client incarnation of (job, rank); 0 if none. */
+uint64_t disp_state_client_incarnation(const struct disp_state *s, uint64_t job, int32_t rank);
+
+#endif

@@ -1,0 +1,323 @@
+/* tests/unit/check_state.c - dispatcher/state.c without sockets: leases, generations, acks and epochs,
+ * dead workers, client ranks and incarnations, expiry and pausing, speculative re-leases, caps, and that
+ * replaying the same updates rebuilds the same state (the journal's premise). */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatcher/state.h"
+#include "lib/rng.h"
+
+static struct disp_state *S;
+static char err[256];
+
+static void setup(void)
+{
+    ck_assert_int_eq(disp_state_create(NULL, &S), 0);
+}
+
+static void teardown(void)
+{
+    disp_state_destroy(S);
+    S = NULL;
+}
+
+static void apply_ok(struct disp_update u)
+{
+    int rc = disp_state_apply(S, &u, err, sizeof err);
+    ck_assert_msg(rc == 0, "update %d refused: %s", (int)u.kind, err);
+}
+
+static void worker(uint64_t id, int64_t now)
+{
+    apply_ok((struct disp_update){.kind = DISP_REGISTER_WORKER, .worker = id, .address = "127.0.0.1:1",
+                                  .threads = 2, .now_ms = now});
+}
+
+/* n samples, split size s, epochs, world size w */
+static void job(uint64_t id, int64_t n, int s, int64_t epochs, int w)
+{
+    static const uint8_t pipe[] = {1, 2, 3};
+    apply_ok((struct disp_update){.kind = DISP_CREATE_JOB, .job = id, .n_samples = n, .split_size = s,
+                                  .epochs = epochs, .world_size = w, .cut = 1, .manifest_hash = 77,
+                                  .pipeline = pipe, .pipeline_len = sizeof pipe});
+}
+
+/* Pick and apply a lease; returns 1 with *l, 0 if none. */
+static int lease(uint64_t j, uint64_t producer, int64_t now, int64_t spec, struct disp_lease *l)
+{
+    int rc = disp_state_pick_lease(S, j, producer, now, spec, l);
+    ck_assert_int_ge(rc, 0);
+    if (rc == 1)
+        apply_ok((struct disp_update){.kind = DISP_LEASE, .job = j, .producer = producer, .epoch = l->epoch,
+                                      .split = l->split, .generation = l->generation, .now_ms = now});
+    return rc;
+}
+
+static void ack(uint64_t j, uint64_t epoch, uint64_t split)
+{
+    apply_ok((struct disp_update){.kind = DISP_ACK, .job = j, .epoch = epoch, .split = split});
+}
+
+START_TEST(test_state_leases_cover_each_split_once_then_epochs_advance)
+{
+    worker(1, 0);
+    job(9, 130, 64, 2, 1);                 /* 3 splits per epoch: 64, 64, 2 */
+    struct disp_lease l;
+    for (int e = 0; e < 2; e++) {
+        for (int s = 0; s < 3; s++) {
+            ck_assert_int_eq(lease(9, 1, 10, 0, &l), 1);
+            ck_assert_uint_eq(l.epoch, (uint64_t)e);
+            ck_assert_uint_eq(l.split, (uint64_t)s);
+            ck_assert_uint_eq(l.generation, 1);
+            ck_assert_int_eq(l.first_position, s * 64);
+            ck_assert_int_eq(l.count, s == 2 ? 2 : 64);
+        }
+        for (int s = 0; s < 3; s++)
+            ack(9, (uint64_t)e, (uint64_t)s);
+    }
+    struct disp_job_info ji;
+    ck_assert_int_eq(disp_state_job(S, 9, &ji), 0);
+    ck_assert(ji.finished);
+    ck_assert_int_eq(lease(9, 1, 10, 0, &l), 0);
+    ack(9, 1, 2);                          /* a duplicate ack after the end is harmless */
+}
+END_TEST
+
+START_TEST(test_state_next_epoch_only_when_nothing_pending)
+{
+    job(1, 4, 2, 0, 1);                    /* forever; 2 splits per epoch */
+    struct disp_lease l;
+    ck_assert_int_eq(lease(1, 5, 0, 0, &l), 1);
+    ck_assert_uint_eq(l.epoch, 0);
+    ck_assert_int_eq(lease(1, 5, 0, 0, &l), 1);
+    ck_assert_uint_eq(l.epoch, 0);
+    ck_assert_int_eq(lease(1, 5, 0, 0, &l), 1);      /* epoch 0 all leased: epoch 1 may start */
+    ck_assert_uint_eq(l.epoch, 1);
+    ck_assert_int_eq(lease(1, 5, 0, 0, &l), 1);
+    ck_assert_int_eq(lease(1, 5, 0, 0, &l), 0);      /* never further than the next epoch */
+    ack(1, 0, 0);
+    ack(1, 0, 1);                          /* epoch 0 done: epoch 2 opens */
+    ck_assert_int_eq(lease(1, 5, 0, 0, &l), 1);
+    ck_assert_uint_eq(l.epoch, 2);
+}
+END_TEST
+
+START_TEST(test_state_dead_worker_releases_with_new_generation)
+{
+    worker(1, 0);
+    worker(2, 0);
+    job(3, 256, 64, 1, 1);
+    struct disp_lease l;
+    ck_assert_int_eq(lease(3, 1, 0, 0, &l), 1);
+    ck_assert_int_eq(lease(3, 2, 0, 0, &l), 1);
+    uint64_t dead[4];
+    apply_ok((struct disp_update){.kind = DISP_WORKER_HEARTBEAT, .worker = 2, .now_ms = 5000});
+    ck_assert_int_eq(disp_state_dead_workers(S, 5000, 3000, dead, 4), 1);
+    ck_assert_uint_eq(dead[0], 1);
+    apply_ok((struct disp_update){.kind = DISP_WORKER_DEAD, .worker = 1});
+    enum disp_split_state st;
+    uint64_t gen, holder;
+    ck_assert_int_eq(disp_state_split(S, 3, 0, 0, &st, &gen, &holder), 0);
+    ck_assert_int_eq(st, DISP_SPLIT_PENDING);
+    ck_assert_int_eq(lease(3, 2, 6000, 0, &l), 1);
+    ck_assert_uint_eq(l.split, 0);                   /* the released split comes first */
+    ck_assert_uint_eq(l.generation, 2);
+    struct disp_update beat = {.kind = DISP_WORKER_HEARTBEAT, .worker = 1, .now_ms = 7000};
+    ck_assert_int_eq(disp_state_apply(S, &beat, err, sizeof err), -ENOENT);   /* retired until it registers */
+}
+END_TEST
+
+START_TEST(test_state_client_producers_get_their_rank_only)
+{
+    job(4, 64 * 8, 64, 1, 2);              /* 8 splits, 2 ranks */
+    struct disp_lease l;
+    for (int k = 0; k < 4; k++) {
+        ck_assert_int_eq(lease(4, DISP_CLIENT_PRODUCER(4, 1), 0, 0, &l), 1);
+        ck_assert_uint_eq(l.split % 2, 1);
+    }
+    ck_assert_int_eq(lease(4, DISP_CLIENT_PRODUCER(4, 1), 0, 0, &l), 0);
+    ck_assert_int_eq(lease(4, 77, 0, 0, &l), 1);     /* a worker takes any rank's */
+    ck_assert_uint_eq(l.split, 0);
+}
+END_TEST
+
+START_TEST(test_state_speculative_lease_of_a_straggler)
+{
+    job(5, 128, 64, 1, 1);
+    struct disp_lease l;
+    ck_assert_int_eq(lease(5, 1, 0, 1000, &l), 1);
+    ck_assert_int_eq(lease(5, 1, 0, 1000, &l), 1);
+    ck_assert_int_eq(lease(5, 2, 500, 1000, &l), 0);          /* not late yet */
+    ck_assert_int_eq(lease(5, 1, 5000, 1000, &l), 0);         /* never to the holder itself */
+    ck_assert_int_eq(lease(5, 2, 5000, 1000, &l), 1);
+    ck_assert(l.speculative);
+    ck_assert_uint_eq(l.generation, 2);
+    ck_assert_int_eq(lease(5, 3, 5000, 1000, &l), 1);         /* the other split */
+    ck_assert_uint_eq(l.split, 1);
+    ck_assert_int_eq(lease(5, 4, 5000, 1000, &l), 0);         /* both just re-leased */
+}
+END_TEST
+
+START_TEST(test_state_client_incarnations_fence_zombies)
+{
+    job(6, 128, 64, 1, 1);
+    apply_ok((struct disp_update){.kind = DISP_CLIENT_HEARTBEAT, .job = 6, .rank = 0, .incarnation = 5, .now_ms = 1});
+    struct disp_lease l;
+    uint64_t me = DISP_CLIENT_PRODUCER(6, 0);
+    ck_assert_int_eq(lease(6, me, 1, 0, &l), 1);
+    struct disp_update old = {.kind = DISP_CLIENT_HEARTBEAT, .job = 6, .rank = 0, .incarnation = 4, .now_ms = 2};
+    ck_assert_int_eq(disp_state_apply(S, &old, err, sizeof err), -ESTALE);
+    ck_assert(strstr(err, "zombie") != NULL);
+    apply_ok((struct disp_update){.kind = DISP_CLIENT_HEARTBEAT, .job = 6, .rank = 0, .incarnation = 6, .now_ms = 3});
+    enum disp_split_state st;
+    uint64_t gen, holder;
+    ck_assert_int_eq(disp_state_split(S, 6, 0, 0, &st, &gen, &holder), 0);
+    ck_assert_int_eq(st, DISP_SPLIT_PENDING);         /* the old incarnation's lease was released */
+    ck_assert_uint_eq(disp_state_client_incarnation(S, 6, 0), 6);
+}
+END_TEST
+
+START_TEST(test_state_expired_clients_pause_the_job_and_free_leases)
+{
+    worker(1, 0);
+    job(7, 256, 64, 1, 1);
+    apply_ok((struct disp_update){.kind = DISP_CLIENT_HEARTBEAT, .job = 7, .rank = 0, .incarnation = 1, .now_ms = 0});
+    struct disp_lease l;
+    ck_assert_int_eq(lease(7, 1, 0, 0, &l), 1);
+    uint64_t jobs[4];
+    int32_t ranks[4];
+    ck_assert_int_eq(disp_state_expired_clients(S, 100, 1000, jobs, ranks, 4), 0);
+    ck_assert_int_eq(disp_state_expired_clients(S, 5000, 1000, jobs, ranks, 4), 1);
+    ck_assert_uint_eq(jobs[0], 7);
+    apply_ok((struct disp_update){.kind = DISP_CLIENT_EXPIRED, .job = 7, .rank = 0});
+    struct disp_job_info ji;
+    disp_state_job(S, 7, &ji);
+    ck_assert(ji.paused);
+    ck_assert_int_eq(ji.leased, 0);
+    ck_assert_int_eq(lease(7, 1, 5000, 0, &l), 0);
+    struct disp_worker_info wi;
+    disp_state_worker_at(S, 0, &wi);
+    ck_assert_int_eq(wi.leases, 0);
+    apply_ok((struct disp_update){.kind = DISP_CLIENT_HEARTBEAT, .job = 7, .rank = 0, .incarnation = 1, .now_ms = 6000});
+    ck_assert_int_eq(lease(7, 1, 6000, 0, &l), 1);   /* resumes, split 0 again with a new generation */
+    ck_assert_uint_eq(l.split, 0);
+    ck_assert_uint_eq(l.generation, 2);
+}
+END_TEST
+
+START_TEST(test_state_refuses_bad_updates_and_changes_nothing)
+{
+    job(8, 128, 64, 1, 1);
+    struct disp_update u = {.kind = DISP_LEASE, .job = 8, .producer = 1, .epoch = 0, .split = 0, .generation = 3};
+    ck_assert_int_eq(disp_state_apply(S, &u, err, sizeof err), -EINVAL);
+    ck_assert(strstr(err, "generation") != NULL);
+    u.generation = 1;
+    u.split = 99;
+    ck_assert_int_eq(disp_state_apply(S, &u, err, sizeof err), -EINVAL);
+    u.job = 1234;
+    ck_assert_int_eq(disp_state_apply(S, &u, err, sizeof err), -ENOENT);
+    struct disp_update dup = {.kind = DISP_CREATE_JOB, .job = 8, .n_samples = 1, .split_size = 1, .epochs = 1,
+                              .world_size = 1};
+    ck_assert_int_eq(disp_state_apply(S, &dup, err, sizeof err), -EEXIST);
+    struct disp_update huge = {.kind = DISP_CREATE_JOB, .job = 99, .n_samples = INT64_C(1) << 40, .split_size = 1,
+                               .epochs = 1, .world_size = 1};
+    ck_assert_int_lt(disp_state_apply(S, &huge, err, sizeof err), 0);
+    ck_assert(strstr(err, "cap") != NULL);
+    ck_assert_int_eq(disp_state_job_count(S), 1);
+    struct disp_job_info ji;
+    disp_state_job(S, 8, &ji);
+    ck_assert_int_eq(ji.pending, 2);
+}
+END_TEST
+
+/* A random workload as updates; returns them so they can be replayed. */
+static int random_run(struct disp_state *s, struct disp_update *log, int cap, uint64_t seed)
+{
+    struct spw_rng r;
+    spw_rng_init(&r, seed, 0, 0, 0);
+    int n = 0;
+    struct disp_update u;
+    for (uint64_t w = 1; w <= 3; w++) {
+        u = (struct disp_update){.kind = DISP_REGISTER_WORKER, .worker = w, .address = "a", .now_ms = 0};
+        disp_state_apply(s, &u, NULL, 0);
+        log[n++] = u;
+    }
+    u = (struct disp_update){.kind = DISP_CREATE_JOB, .job = 1, .n_samples = 1000, .split_size = 64, .epochs = 3,
+                             .world_size = 2};
+    disp_state_apply(s, &u, NULL, 0);
+    log[n++] = u;
+    for (int64_t t = 1; n < cap - 2; t++) {
+        uint32_t what = spw_rng_below(&r, 10);
+        uint64_t prod = what < 6 ? 1 + spw_rng_below(&r, 3) : DISP_CLIENT_PRODUCER(1, spw_rng_below(&r, 2));
+        struct disp_lease l;
+        if (what < 8) {
+            if (disp_state_pick_lease(s, 1, prod, t, 50, &l) != 1)
+                continue;
+            u = (struct disp_update){.kind = DISP_LEASE, .job = 1, .producer = prod, .epoch = l.epoch,
+                                     .split = l.split, .generation = l.generation, .now_ms = t};
+        } else if (what == 8) {
+            u = (struct disp_update){.kind = DISP_WORKER_DEAD, .worker = 1 + spw_rng_below(&r, 3)};
+        } else {
+            struct disp_job_info ji;
+            disp_state_job(s, 1, &ji);
+            if (ji.finished)
+                break;
+            u = (struct disp_update){.kind = DISP_ACK, .job = 1, .epoch = (uint64_t)ji.epoch,
+                                     .split = spw_rng_below(&r, (uint32_t)ji.splits_per_epoch)};
+        }
+        disp_state_apply(s, &u, NULL, 0);
+        log[n++] = u;
+    }
+    return n;
+}
+
+START_TEST(test_state_replay_rebuilds_the_same_state)
+{
+    enum { CAP = 4000 };
+    struct disp_update *log = calloc(CAP, sizeof *log);
+    int n = random_run(S, log, CAP, 42);
+    struct disp_state *r;
+    ck_assert_int_eq(disp_state_create(NULL, &r), 0);
+    for (int i = 0; i < n; i++)
+        disp_state_apply(r, &log[i], NULL, 0);
+    struct disp_job_info a, b;
+    ck_assert_int_eq(disp_state_job(S, 1, &a), 0);
+    ck_assert_int_eq(disp_state_job(r, 1, &b), 0);
+    ck_assert(memcmp(&a, &b, sizeof a) == 0);
+    for (uint64_t e = (uint64_t)a.epoch; !a.finished && e < (uint64_t)a.epoch + 2; e++)
+        for (uint64_t sp = 0; sp < (uint64_t)a.splits_per_epoch; sp++) {
+            enum disp_split_state s1, s2;
+            uint64_t g1, g2, h1, h2;
+            int r1 = disp_state_split(S, 1, e, sp, &s1, &g1, &h1), r2 = disp_state_split(r, 1, e, sp, &s2, &g2, &h2);
+            ck_assert_int_eq(r1, r2);
+            if (r1 == 0)
+                ck_assert(s1 == s2 && g1 == g2 && h1 == h2);
+        }
+    disp_state_destroy(r);
+    free(log);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("state");
+    TCase *tc = tcase_create("state");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_state_leases_cover_each_split_once_then_epochs_advance);
+    tcase_add_test(tc, test_state_next_epoch_only_when_nothing_pending);
+    tcase_add_test(tc, test_state_dead_worker_releases_with_new_generation);
+    tcase_add_test(tc, test_state_client_producers_get_their_rank_only);
+    tcase_add_test(tc, test_state_speculative_lease_of_a_straggler);
+    tcase_add_test(tc, test_state_client_incarnations_fence_zombies);
+    tcase_add_test(tc, test_state_expired_clients_pause_the_job_and_free_leases);
+    tcase_add_test(tc, test_state_refuses_bad_updates_and_changes_nothing);
+    tcase_add_test(tc, test_state_replay_rebuilds_the_same_state);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
