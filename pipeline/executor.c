@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "lib/err.h"
+#include "lib/log.h"
 #include "pipeline/element.h"
 #include "pipeline/fusion.h"
 #include "pipeline/order.h"
@@ -54,16 +55,6 @@ struct spw_executor {
     int threads;
     pthread_t *tids;
 };
-
-static void log_line(const char *level, const char *msg)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    fprintf(stderr, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s executor %s\n", tm.tm_year + 1900, tm.tm_mon + 1,
-            tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, level, msg);
-}
 
 static struct slot *slot_of(struct spw_executor *ex, int64_t gbatch)
 {
@@ -353,11 +344,10 @@ static void *worker(void *arg)
         if (rc == 0) {
             add_stats(ex, st);
         } else {
-            char line[1024];
             const char *path = ex->src->samples[sample].path;
-            snprintf(line, sizeof line, "%s sample=%lld path=\"%s\" err=\"%s\"",
-                     ex->spec->on_error == SPW_ON_ERROR_FAIL ? "failed" : "skipped", (long long)sample, path, err);
-            log_line(ex->spec->on_error == SPW_ON_ERROR_FAIL ? "error" : "warn", line);
+            const bool fail_run = ex->spec->on_error == SPW_ON_ERROR_FAIL;
+            spw_log(fail_run ? SPW_LOG_ERROR : SPW_LOG_WARN, "executor", "%s sample=%lld path=\"%s\" err=\"%s\"",
+                    fail_run ? "failed" : "skipped", (long long)sample, path, err);
             pthread_mutex_lock(&ex->mu);
             ex->stats.skipped++;
             if (ex->spec->on_error == SPW_ON_ERROR_FAIL && !ex->fail_rc) {

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/config.h"
 #include "lib/err.h"
 #include "lib/rng.h"
 #include "lib/tensor.h"
@@ -139,6 +140,62 @@ START_TEST(test_err_strings)
 }
 END_TEST
 
+static struct spw_config_entry cfg_table(int k)
+{
+    struct spw_config_entry t[3] = {
+        {"port", "SPW_TEST_PORT", SPW_CFG_INT, "5050", 0, 65535, "port", 0, 0, NULL, NULL},
+        {"name", "SPW_TEST_NAME", SPW_CFG_STRING, "", 0, 0, "name", 0, 0, NULL, NULL},
+        {"verbose", "SPW_TEST_VERBOSE", SPW_CFG_BOOL, "false", 0, 1, "verbose", 0, 0, NULL, NULL},
+    };
+    return t[k];
+}
+
+START_TEST(test_config_flag_over_env_over_default)
+{
+    struct spw_config_entry t[3] = {cfg_table(0), cfg_table(1), cfg_table(2)};
+    char err[256];
+    unsetenv("SPW_TEST_PORT");
+    setenv("SPW_TEST_NAME", "fromenv", 1);
+    char *argv[] = {"d", "--verbose", NULL};
+    ck_assert_int_eq(spw_config_parse(t, 3, 2, argv, "usage", stdout, err, sizeof err), 0);
+    ck_assert_int_eq(t[0].i, 5050);
+    ck_assert_str_eq(t[0].origin, "default");
+    ck_assert_str_eq(t[1].s, "fromenv");
+    ck_assert_int_eq(t[2].i, 1);
+    setenv("SPW_TEST_PORT", "6000", 1);
+    char *argv2[] = {"d", "--port=7000", "--name", "x", NULL};
+    ck_assert_int_eq(spw_config_parse(t, 3, 4, argv2, "usage", stdout, err, sizeof err), 0);
+    ck_assert_int_eq(t[0].i, 7000);
+    ck_assert_str_eq(t[1].s, "x");
+    char *argv3[] = {"d", NULL};
+    ck_assert_int_eq(spw_config_parse(t, 3, 1, argv3, "usage", stdout, err, sizeof err), 0);
+    ck_assert_int_eq(t[0].i, 6000);
+    ck_assert_str_eq(t[0].origin, "env");
+    unsetenv("SPW_TEST_PORT");
+    unsetenv("SPW_TEST_NAME");
+}
+END_TEST
+
+START_TEST(test_config_errors_name_the_flag)
+{
+    struct spw_config_entry t[3] = {cfg_table(0), cfg_table(1), cfg_table(2)};
+    char err[256];
+    char *a1[] = {"d", "--port", "70000", NULL};
+    ck_assert_int_lt(spw_config_parse(t, 3, 3, a1, "u", stdout, err, sizeof err), 0);
+    ck_assert_str_eq(err, "--port: 70000 is outside [0, 65535] (from flag)");
+    char *a2[] = {"d", "--prot", "1", NULL};
+    ck_assert_int_lt(spw_config_parse(t, 3, 3, a2, "u", stdout, err, sizeof err), 0);
+    ck_assert(strstr(err, "unknown option \"--prot\"") != NULL);
+    char *a3[] = {"d", "--port", NULL};
+    ck_assert_int_lt(spw_config_parse(t, 3, 2, a3, "u", stdout, err, sizeof err), 0);
+    ck_assert_str_eq(err, "--port needs a value");
+    FILE *devnull = fopen("/dev/null", "w");
+    char *a4[] = {"d", "--help", NULL};
+    ck_assert_int_eq(spw_config_parse(t, 3, 2, a4, "u", devnull, err, sizeof err), 1);
+    fclose(devnull);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("lib");
@@ -151,6 +208,8 @@ int main(void)
     tcase_add_test(tc, test_tensor_npy_one_dim_shape_has_comma);
     tcase_add_test(tc, test_tensor_f16_rounding);
     tcase_add_test(tc, test_err_strings);
+    tcase_add_test(tc, test_config_flag_over_env_over_default);
+    tcase_add_test(tc, test_config_errors_name_the_flag);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

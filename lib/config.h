@@ -1,0 +1,37 @@
+/* lib/config.h - a daemon's configuration as one table: {name, env var, type, default, min, max, help}.
+ * Precedence: --name=value or --name value flag > SPILLWAY_* environment variable > default. Parsing
+ * validates types and ranges with messages naming the flag; --help prints the table. Not thread-safe:
+ * parse once in main, then read. */
+#ifndef SPW_LIB_CONFIG_H
+#define SPW_LIB_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum spw_config_type { SPW_CFG_INT, SPW_CFG_STRING, SPW_CFG_BOOL };
+
+struct spw_config_entry {
+    const char *name;           /* flag without dashes: "port" */
+    const char *env;            /* "SPILLWAY_PORT" */
+    enum spw_config_type type;
+    const char *def;            /* default as text ("" = empty string; NULL = unset) */
+    int64_t min, max;           /* ints only */
+    const char *help;
+    int secret;                 /* logged as <set> / <unset>, never the value */
+    /* filled by spw_config_parse */
+    int64_t i;
+    const char *s;              /* points into argv, the environment or def */
+    const char *origin;         /* "flag", "env" or "default" */
+};
+
+/* Parse argv against table (n entries). Returns 0; 1 when --help was asked (printed to out); negative
+ * with a message in err on a bad flag or value. */
+int spw_config_parse(struct spw_config_entry *table, int n, int argc, char **argv, const char *usage, FILE *out,
+                     char *err, size_t errlen);
+/* The entry called name (NULL if none). */
+const struct spw_config_entry *spw_config_get(const struct spw_config_entry *table, int n, const char *name);
+/* Log the effective configuration, one key=value per entry, through lib/log. */
+void spw_config_log(const struct spw_config_entry *table, int n, const char *component);
+
+#endif
