@@ -1,0 +1,655 @@
+/* dispatcher/service.c - Dispatcher RPC handlers (see service.h). Handlers validate requests at the
+ * boundary (sizes, ids, incarnations, manifest hashes) and answer with a status that says what is wrong;
+ * state changes go through disp_state_apply only. A timer thread applies worker deaths and client expiries.
+ * Thread model: RPC threads and the timer share the state under one mutex. */
+#include "dispatcher/service.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dispatcher/state.h"
+#include "lib/err.h"
+#include "lib/log.h"
+#include "pipeline/fusion.h"
+#include "pipeline/source.h"
+#include "pipeline/spec.h"
+#include "pipeline/spec_proto.h"
+#include "proto/spillway.pb-c.h"
+
+/* gRPC status codes (grpc/status.h), the only part of gRPC this file needs. */
+enum {
+    ST_OK = 0,
+    ST_INVALID_ARGUMENT = 3,
+    ST_NOT_FOUND = 5,
+    ST_RESOURCE_EXHAUSTED = 8,
+    ST_FAILED_PRECONDITION = 9,
+    ST_INTERNAL = 13,
+};
+
+struct disp_service {
+    struct disp_service_opts o;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct disp_state *st;
+    uint64_t next_worker, next_job;
+    bool stopping;
+    pthread_t timer;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Timer: retire workers and expire clients that stopped heartbeating. */
+static void *timer_main(void *arg)
+{
+    struct disp_service *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 200 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+        if (s->stopping)
+            break;
+        const int64_t now = now_ms();
+        uint64_t ids[64];
+        int32_t ranks[64];
+        int n = disp_state_dead_workers(s->st, now, s->o.worker_timeout_ms, ids, 64);
+        for (int i = 0; i < n; i++) {
+            struct disp_update u = {.kind = DISP_WORKER_DEAD, .worker = ids[i]};
+            if (disp_state_apply(s->st, &u, NULL, 0) == 0)
+                spw_log(SPW_LOG_WARN, "dispatcher", "worker dead worker=%llu silent_ms>%lld leases_released=yes",
+                        (unsigned long long)ids[i], (long long)s->o.worker_timeout_ms);
+        }
+        n = disp_state_expired_clients(s->st, now, s->o.client_timeout_ms, ids, ranks, 64);
+        for (int i = 0; i < n; i++) {
+            struct disp_update u = {.kind = DISP_CLIENT_EXPIRED, .job = ids[i], .rank = ranks[i]};
+            if (disp_state_apply(s->st, &u, NULL, 0) == 0)
+                spw_log(SPW_LOG_WARN, "dispatcher", "client expired job=%llu rank=%d silent_ms>%lld",
+                        (unsigned long long)ids[i], ranks[i], (long long)s->o.client_timeout_ms);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+int disp_service_create(const struct disp_service_opts *o, struct disp_service **out)
+{
+    struct disp_service *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    s->o = *o;
+    if (s->o.default_split_size <= 0)
+        s->o.default_split_size = 64;
+    s->next_worker = 1;
+    s->next_job = 1;
+    int rc = disp_state_create(NULL, &s->st);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (pthread_create(&s->timer, NULL, timer_main, s) != 0) {
+        disp_state_destroy(s->st);
+        free(s);
+        return -EAGAIN;
+    }
+    *out = s;
+    return 0;
+}
+
+void disp_service_destroy(struct disp_service *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->timer, NULL);
+    disp_state_destroy(s->st);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s);
+}
+
+/* Pack any message into a malloc'd buffer. */
+static int pack(const ProtobufCMessage *m, uint8_t **resp, size_t *resp_len, char *msg, size_t msglen)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf) {
+        snprintf(msg, msglen, "out of memory");
+        return ST_RESOURCE_EXHAUSTED;
+    }
+    protobuf_c_message_pack(m, buf);
+    *resp = buf;
+    *resp_len = n;
+    return ST_OK;
+}
+
+#define UNPACK(type, fn, var)                                                       \
+    type *var = fn(NULL, len, req);                                                 \
+    if (!var) {                                                                     \
+        snprintf(msg, msglen, "malformed request (%zu bytes)", len);                \
+        return ST_INVALID_ARGUMENT;                                                 \
+    }
+
+static int status_of(int rc)
+{
+    switch (rc) {
+    case -ENOENT: return ST_NOT_FOUND;
+    case -ESTALE: return ST_FAILED_PRECONDITION;
+    case SPW_ETOOBIG: return ST_RESOURCE_EXHAUSTED;
+    case -ENOMEM: return ST_RESOURCE_EXHAUSTED;
+    default: return ST_INVALID_ARGUMENT;
+    }
+}
+
+int disp_register_worker(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                         size_t msglen)
+{
+    struct disp_service *s = svc;
+    UNPACK(Spillway__V1__RegisterWorkerRequest, spillway__v1__register_worker_request__unpack, r);
+    int status = ST_OK;
+    if (!r->address || !*r->address || strlen(r->address) > 255 || r->threads < 0 || r->threads > 4096) {
+        snprintf(msg, msglen, "address must be host:port (at most 255 bytes) and threads in [0, 4096]");
+        spillway__v1__register_worker_request__free_unpacked(r, NULL);
+        return ST_INVALID_ARGUMENT;
+    }
+    pthread_mutex_lock(&s->mu);
+    uint64_t id = r->worker_id ? r->worker_id : s->next_worker++;
+    if (id >= s->next_worker)
+        s->next_worker = id + 1;
+    struct disp_update u = {.kind = DISP_REGISTER_WORKER, .worker = id, .address = r->address,
+                            .threads = r->threads, .now_ms = now_ms()};
+    int rc = disp_state_apply(s->st, &u, msg, msglen);
+    pthread_mutex_unlock(&s->mu);
+    if (rc) {
+        status = status_of(rc);
+    } else {
+        spw_log(SPW_LOG_INFO, "dispatcher", "worker registered worker=%llu address=%s threads=%d",
+                (unsigned long long)id, r->address, r->threads);
+        Spillway__V1__RegisterWorkerResponse out = SPILLWAY__V1__REGISTER_WORKER_RESPONSE__INIT;
+        out.worker_id = id;
+        out.heartbeat_interval_ms = s->o.heartbeat_interval_ms;
+        status = pack(&out.base, resp, resp_len, msg, msglen);
+    }
+    spillway__v1__register_worker_request__free_unpacked(r, NULL);
+    return status;
+}
+
+int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                          size_t msglen)
+{
+    struct disp_service *s = svc;
+    UNPACK(Spillway__V1__WorkerHeartbeatRequest, spillway__v1__worker_heartbeat_request__unpack, r);
+    Spillway__V1__WorkerHeartbeatResponse out = SPILLWAY__V1__WORKER_HEARTBEAT_RESPONSE__INIT;
+    Spillway__V1__JobTask *tasks = NULL, **ptrs = NULL;
+    Spillway__V1__Pipeline **pipes = NULL;
+    int status = ST_OK, n = 0;
+    pthread_mutex_lock(&s->mu);
+    struct disp_update u = {.kind = DISP_WORKER_HEARTBEAT, .worker = r->worker_id, .now_ms = now_ms()};
+    int rc = disp_state_apply(s->st, &u, msg, msglen);
+    if (rc) {
+        status = rc == -ENOENT ? ST_NOT_FOUND : status_of(rc);      /* NOT_FOUND: register again */
+        goto out;
+    }
+    int nj = disp_state_job_count(s->st);
+    tasks = calloc((size_t)nj + 1, sizeof *tasks);
+    ptrs = calloc((size_t)nj + 1, sizeof *ptrs);
+    pipes = calloc((size_t)nj + 1, sizeof *pipes);
+    if (!tasks || !ptrs || !pipes) {
+        status = ST_RESOURCE_EXHAUSTED;
+        goto out;
+    }
+    for (int i = 0; i < nj; i++) {
+        struct disp_job_info ji;
+        disp_state_job_at(s->st, i, &ji);
+        if (ji.finished || ji.paused)
+            continue;
+        size_t plen;
+        const uint8_t *p = disp_state_job_pipeline(s->st, ji.id, &plen);
+        pipes[n] = spillway__v1__pipeline__unpack(NULL, plen, p);
+        if (!pipes[n])
+            continue;
+        spillway__v1__job_task__init(&tasks[n]);
+        tasks[n].job = ji.id;
+        tasks[n].pipeline = pipes[n];
+        tasks[n].manifest_hash = ji.manifest_hash;
+        tasks[n].cut = ji.cut;
+        ptrs[n] = &tasks[n];
+        n++;
+    }
+    out.n_tasks = (size_t)n;
+    out.tasks = ptrs;
+    status = pack(&out.base, resp, resp_len, msg, msglen);
+out:
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; pipes && i < n; i++)
+        spillway__v1__pipeline__free_unpacked(pipes[i], NULL);
+    free(pipes);
+    free(ptrs);
+    free(tasks);
+    spillway__v1__worker_heartbeat_request__free_unpacked(r, NULL);
+    return status;
+}
+
+/* Alive workers' addresses into a response field (malloc'd arrays; free with free_addresses). */
+static size_t alive_workers(struct disp_service *s, Spillway__V1__WorkerAddress ***out)
+{
+    int nw = disp_state_worker_count(s->st);
+    Spillway__V1__WorkerAddress **v = calloc((size_t)nw + 1, sizeof *v);
+    size_t n = 0;
+    for (int i = 0; v && i < nw; i++) {
+        struct disp_worker_info wi;
+        disp_state_worker_at(s->st, i, &wi);
+        if (!wi.alive)
+            continue;
+        Spillway__V1__WorkerAddress *a = calloc(1, sizeof *a);
+        char *addr = strdup(wi.address);
+        if (!a || !addr) {
+            free(a);
+            free(addr);
+            break;
+        }
+        spillway__v1__worker_address__init(a);
+        a->worker_id = wi.id;
+        a->address = addr;
+        v[n++] = a;
+    }
+    *out = v;
+    return n;
+}
+
+static void free_addresses(Spillway__V1__WorkerAddress **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i]->address);
+        free(v[i]);
+    }
+    free(v);
+}
+
+int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                    size_t msglen)
+{
+    struct disp_service *s = svc;
+    UNPACK(Spillway__V1__CreateJobRequest, spillway__v1__create_job_request__unpack, r);
+    struct spw_pipeline_spec *spec = NULL;
+    struct spw_source *src = NULL;
+    uint8_t *pipe_bytes = NULL;
+    Spillway__V1__WorkerAddress **workers = NULL;
+    size_t n_workers = 0;
+    int status = ST_OK, rc;
+    const int world = r->world_size > 0 ? r->world_size : 1;
+    if (r->rank < 0 || r->rank >= world) {
+        snprintf(msg, msglen, "rank %d is outside the world of %d", r->rank, world);
+        status = ST_INVALID_ARGUMENT;
+        goto out;
+    }
+    if (!r->pipeline) {
+        snprintf(msg, msglen, "pipeline: required");
+        status = ST_INVALID_ARGUMENT;
+        goto out;
+    }
+    /* The spec is validated, and its source listed, outside the lock: listing a big folder takes time. */
+    if ((rc = spw_spec_from_proto(r->pipeline, &spec, msg, msglen)) != 0) {
+        status = ST_INVALID_ARGUMENT;
+        goto out;
+    }
+    struct spw_group groups[256];
+    const int n_groups = spw_fusion_groups(spec, groups);
+    const int cut = r->cut < 0 ? n_groups : r->cut;
+    if (cut > n_groups) {
+        snprintf(msg, msglen, "cut %d is past the pipeline's %d fusion groups", cut, n_groups);
+        status = ST_INVALID_ARGUMENT;
+        goto out;
+    }
+    const int split_size = r->split_size > 0 ? r->split_size : s->o.default_split_size;
+    if (split_size > 65536) {
+        snprintf(msg, msglen, "split_size %d is above 65536", split_size);
+        status = ST_INVALID_ARGUMENT;
+        goto out;
+    }
+    uint64_t job = r->job;
+    struct disp_job_info ji;
+    if (!job) {
+        if ((rc = spw_source_open(&spec->source, &src, msg, msglen)) != 0) {
+            status = ST_FAILED_PRECONDITION;
+            goto out;
+        }
+        size_t plen = spillway__v1__pipeline__get_packed_size(r->pipeline);
+        if (!(pipe_bytes = malloc(plen ? plen : 1))) {
+            status = ST_RESOURCE_EXHAUSTED;
+            goto out;
+        }
+        spillway__v1__pipeline__pack(r->pipeline, pipe_bytes);
+        pthread_mutex_lock(&s->mu);
+        job = s->next_job++;
+        struct disp_update u = {.kind = DISP_CREATE_JOB, .job = job, .pipeline = pipe_bytes, .pipeline_len = plen,
+                                .manifest_hash = src->manifest_hash, .n_samples = src->n,
+                                .split_size = split_size, .epochs = spec->source.epochs, .cut = cut,
+                                .world_size = world, .now_ms = now_ms()};
+        rc = disp_state_apply(s->st, &u, msg, msglen);
+        pthread_mutex_unlock(&s->mu);
+        if (rc) {
+            status = status_of(rc);
+            goto out;
+        }
+        spw_log(SPW_LOG_INFO, "dispatcher", "job created job=%llu samples=%lld manifest=%016llx cut=%d/%d "
+                "split_size=%d epochs=%lld world=%d path=\"%s\"", (unsigned long long)job, (long long)src->n,
+                (unsigned long long)src->manifest_hash, cut, n_groups, split_size, (long long)spec->source.epochs,
+                world, spec->source.path);
+    }
+    pthread_mutex_lock(&s->mu);
+    struct disp_update hb = {.kind = DISP_CLIENT_HEARTBEAT, .job = job, .rank = r->rank,
+                             .incarnation = r->incarnation ? r->incarnation : 1, .now_ms = now_ms()};
+    rc = disp_state_apply(s->st, &hb, msg, msglen);
+    if (rc == 0)
+        rc = disp_state_job(s->st, job, &ji);
+    if (rc == 0)
+        n_workers = alive_workers(s, &workers);
+    pthread_mutex_unlock(&s->mu);
+    if (rc) {
+        status = status_of(rc);
+        goto out;
+    }
+    Spillway__V1__CreateJobResponse out = SPILLWAY__V1__CREATE_JOB_RESPONSE__INIT;
+    out.job = job;
+    out.manifest_hash = ji.manifest_hash;
+    out.samples = ji.n_samples;
+    out.cut = ji.cut;
+    out.split_size = ji.split_size;
+    out.splits_per_epoch = ji.splits_per_epoch;
+    out.n_workers = n_workers;
+    out.workers = workers;
+    out.groups = n_groups;
+    status = pack(&out.base, resp, resp_len, msg, msglen);
+out:
+    free_addresses(workers, n_workers);
+    free(pipe_bytes);
+    spw_source_close(src);
+    spw_spec_free(spec);
+    spillway__v1__create_job_request__free_unpacked(r, NULL);
+    return status;
+}
+
+/* The client's incarnation must be the current one (a zombie client is refused). Called with mu held. */
+static int check_client(struct disp_service *s, uint64_t job, int32_t rank, uint64_t inc, char *msg, size_t msglen)
+{
+    uint64_t cur = disp_state_client_incarnation(s->st, job, rank);
+    if (cur != inc) {
+        snprintf(msg, msglen, "client incarnation %llu of job %llu rank %d is not the current one (%llu)",
+                 (unsigned long long)inc, (unsigned long long)job, rank, (unsigned long long)cur);
+        return ST_FAILED_PRECONDITION;
+    }
+    return ST_OK;
+}
+
+int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                          size_t msglen)
+{
+    struct disp_service *s = svc;
+    UNPACK(Spillway__V1__ClientHeartbeatRequest, spillway__v1__client_heartbeat_request__unpack, r);
+    Spillway__V1__WorkerAddress **workers = NULL;
+    size_t n_workers = 0;
+    int status = ST_OK;
+    pthread_mutex_lock(&s->mu);
+    struct disp_update hb = {.kind = DISP_CLIENT_HEARTBEAT, .job = r->job, .rank = r->rank,
+                             .incarnation = r->incarnation, .now_ms = now_ms()};
+    int rc = disp_state_apply(s->st, &hb, msg, msglen);
+    for (size_t i = 0; rc == 0 && i < r->n_acked; i++) {
+        struct disp_update a = {.kind = DISP_ACK, .job = r->job, .epoch = r->acked[i]->epoch,
+                                .split = r->acked[i]->split};
+        rc = disp_state_apply(s->st, &a, msg, msglen);
+    }
+    struct disp_job_info ji;
+    if (rc == 0)
+        rc = disp_state_job(s->st, r->job, &ji);
+    if (rc == 0)
+        n_workers = alive_workers(s, &workers);
+    pthread_mutex_unlock(&s->mu);
+    if (rc) {
+        status = status_of(rc);
+    } else {
+        Spillway__V1__ClientHeartbeatResponse out = SPILLWAY__V1__CLIENT_HEARTBEAT_RESPONSE__INIT;
+        out.n_workers = n_workers;
+        out.workers = workers;
+        out.finished = ji.finished;
+        status = pack(&out.base, resp, resp_len, msg, msglen);
+    }
+    free_addresses(workers, n_workers);
+    spillway__v1__client_heartbeat_request__free_unpacked(r, NULL);
+    return status;
+}
+
+int disp_lease_split(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                     size_t msglen)
+{
+    struct disp_service *s = svc;
+    UNPACK(Spillway__V1__LeaseSplitRequest, spillway__v1__lease_split_request__unpack, r);
+    enum { MAX_LEASES = 64 };
+    Spillway__V1__Lease leases[MAX_LEASES], *ptrs[MAX_LEASES];
+    int n = 0, status = ST_OK;
+    const int want = r->max_splits <= 0 ? 1 : r->max_splits > MAX_LEASES ? MAX_LEASES : r->max_splits;
+    pthread_mutex_lock(&s->mu);
+    struct disp_job_info ji;
+    if (disp_state_job(s->st, r->job, &ji) != 0) {
+        snprintf(msg, msglen, "unknown job %llu", (unsigned long long)r->job);
+        status = ST_NOT_FOUND;
+        goto out;
+    }
+    if (r->manifest_hash != ji.manifest_hash) {
+        snprintf(msg, msglen, "manifest hash %016llx does not match job %llu's %016llx (the data changed?)",
+                 (unsigned long long)r->manifest_hash, (unsigned long long)r->job,
+                 (unsigned long long)ji.manifest_hash);
+        status = ST_FAILED_PRECONDITION;
+        goto out;
+    }
+    uint64_t producer;
+    if (r->worker_id) {
+        struct disp_worker_info wi = {0};
+        bool alive = false;
+        for (int i = 0; i < disp_state_worker_count(s->st); i++)
+            if (disp_state_worker_at(s->st, i, &wi) == 0 && wi.id == r->worker_id)
+                alive = wi.alive;
+        if (!alive) {
+            snprintf(msg, msglen, "worker %llu is not registered (or was retired): register again",
+                     (unsigned long long)r->worker_id);
+            status = ST_NOT_FOUND;
+            goto out;
+        }
+        producer = r->worker_id;
+    } else {
+        if ((status = check_client(s, r->job, r->rank, r->incarnation, msg, msglen)) != ST_OK)
+            goto out;
+        producer = DISP_CLIENT_PRODUCER(r->job, r->rank);
+    }
+    const int64_t now = now_ms();
+    while (n < want) {
+        struct disp_lease l;
+        if (disp_state_pick_lease(s->st, r->job, producer, now, s->o.speculate_after_ms, &l) != 1)
+            break;
+        struct disp_update u = {.kind = DISP_LEASE, .job = r->job, .producer = producer, .epoch = l.epoch,
+                                .split = l.split, .generation = l.generation, .now_ms = now};
+        if (disp_state_apply(s->st, &u, msg, msglen) != 0) {
+            status = ST_INTERNAL;
+            goto out;
+        }
+        spillway__v1__lease__init(&leases[n]);
+        leases[n].job = l.job;
+        leases[n].epoch = l.epoch;
+        leases[n].split = l.split;
+        leases[n].generation = l.generation;
+        leases[n].cut = l.cut;
+        leases[n].first_position = l.first_position;
+        leases[n].count = l.count;
+        leases[n].speculative = l.speculative;
+        ptrs[n] = &leases[n];
+        n++;
+    }
+    disp_state_job(s->st, r->job, &ji);
+out:
+    pthread_mutex_unlock(&s->mu);
+    if (status == ST_OK) {
+        Spillway__V1__LeaseSplitResponse out = SPILLWAY__V1__LEASE_SPLIT_RESPONSE__INIT;
+        out.n_leases = (size_t)n;
+        out.leases = ptrs;
+        out.finished = ji.finished;
+        status = pack(&out.base, resp, resp_len, msg, msglen);
+    }
+    spillway__v1__lease_split_request__free_unpacked(r, NULL);
+    return status;
+}
+
+int disp_list_workers(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                      size_t msglen)
+{
+    struct disp_service *s = svc;
+    (void)req;
+    (void)len;
+    pthread_mutex_lock(&s->mu);
+    const int64_t now = now_ms();
+    int nw = disp_state_worker_count(s->st);
+    Spillway__V1__WorkerInfo *infos = calloc((size_t)nw + 1, sizeof *infos);
+    Spillway__V1__WorkerInfo **ptrs = calloc((size_t)nw + 1, sizeof *ptrs);
+    struct disp_worker_info *wi = calloc((size_t)nw + 1, sizeof *wi);
+    int status = ST_RESOURCE_EXHAUSTED;
+    if (infos && ptrs && wi) {
+        for (int i = 0; i < nw; i++) {
+            disp_state_worker_at(s->st, i, &wi[i]);
+            spillway__v1__worker_info__init(&infos[i]);
+            infos[i].worker_id = wi[i].id;
+            infos[i].address = wi[i].address;
+            infos[i].threads = wi[i].threads;
+            infos[i].alive = wi[i].alive;
+            infos[i].last_heartbeat_ms_ago = now - wi[i].last_heartbeat_ms;
+            infos[i].leases = wi[i].leases;
+            ptrs[i] = &infos[i];
+        }
+        Spillway__V1__ListWorkersResponse out = SPILLWAY__V1__LIST_WORKERS_RESPONSE__INIT;
+        out.n_workers = (size_t)nw;
+        out.workers = ptrs;
+        status = pack(&out.base, resp, resp_len, msg, msglen);
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(wi);
+    free(ptrs);
+    free(infos);
+    return status;
+}
+
+static void job_info_msg(const struct disp_job_info *ji, Spillway__V1__JobInfo *m)
+{
+    spillway__v1__job_info__init(m);
+    m->job = ji->id;
+    m->manifest_hash = ji->manifest_hash;
+    m->samples = ji->n_samples;
+    m->epochs = ji->epochs;
+    m->splits_per_epoch = ji->splits_per_epoch;
+    m->split_size = ji->split_size;
+    m->cut = ji->cut;
+    m->world_size = ji->world_size;
+    m->epoch = ji->epoch;
+    m->acked = ji->acked;
+    m->leased = ji->leased;
+    m->pending = ji->pending;
+    m->paused = ji->paused;
+    m->finished = ji->finished;
+}
+
+int disp_list_jobs(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                   size_t msglen)
+{
+    struct disp_service *s = svc;
+    (void)req;
+    (void)len;
+    pthread_mutex_lock(&s->mu);
+    int nj = disp_state_job_count(s->st);
+    Spillway__V1__JobInfo *infos = calloc((size_t)nj + 1, sizeof *infos);
+    Spillway__V1__JobInfo **ptrs = calloc((size_t)nj + 1, sizeof *ptrs);
+    int status = ST_RESOURCE_EXHAUSTED;
+    if (infos && ptrs) {
+        for (int i = 0; i < nj; i++) {
+            struct disp_job_info ji;
+            disp_state_job_at(s->st, i, &ji);
+            job_info_msg(&ji, &infos[i]);
+            ptrs[i] = &infos[i];
+        }
+        Spillway__V1__ListJobsResponse out = SPILLWAY__V1__LIST_JOBS_RESPONSE__INIT;
+        out.n_jobs = (size_t)nj;
+        out.jobs = ptrs;
+        status = pack(&out.base, resp, resp_len, msg, msglen);
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(ptrs);
+    free(infos);
+    return status;
+}
+
+int disp_describe_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                      size_t msglen)
+{
+    struct disp_service *s = svc;
+    UNPACK(Spillway__V1__DescribeJobRequest, spillway__v1__describe_job_request__unpack, r);
+    enum { MAX_HOLDERS = 4096 };
+    int status = ST_OK;
+    Spillway__V1__SplitHolder *holders = NULL, **ptrs = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&s->mu);
+    struct disp_job_info ji;
+    if (disp_state_job(s->st, r->job, &ji) != 0) {
+        snprintf(msg, msglen, "unknown job %llu", (unsigned long long)r->job);
+        status = ST_NOT_FOUND;
+        goto out;
+    }
+    holders = calloc(MAX_HOLDERS, sizeof *holders);
+    ptrs = calloc(MAX_HOLDERS, sizeof *ptrs);
+    if (!holders || !ptrs) {
+        status = ST_RESOURCE_EXHAUSTED;
+        goto out;
+    }
+    for (int64_t e = ji.epoch; !ji.finished && e >= 0 && e < ji.epoch + 2; e++)
+        for (int64_t sp = 0; sp < ji.splits_per_epoch && n < MAX_HOLDERS; sp++) {
+            enum disp_split_state st;
+            uint64_t gen, holder;
+            if (disp_state_split(s->st, r->job, (uint64_t)e, (uint64_t)sp, &st, &gen, &holder) != 0 ||
+                st != DISP_SPLIT_LEASED)
+                continue;
+            spillway__v1__split_holder__init(&holders[n]);
+            holders[n].epoch = (uint64_t)e;
+            holders[n].split = (uint64_t)sp;
+            holders[n].generation = gen;
+            holders[n].holder = holder;
+            ptrs[n] = &holders[n];
+            n++;
+        }
+    Spillway__V1__JobInfo info;
+    job_info_msg(&ji, &info);
+    Spillway__V1__DescribeJobResponse out = SPILLWAY__V1__DESCRIBE_JOB_RESPONSE__INIT;
+    out.job = &info;
+    out.n_leased = n;
+    out.leased = ptrs;
+    status = pack(&out.base, resp, resp_len, msg, msglen);
+out:
+    pthread_mutex_unlock(&s->mu);
+    free(ptrs);
+    free(holders);
+    spillway__v1__describe_job_request__free_unpacked(r, NULL);
+    return status;
+}

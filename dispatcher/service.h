@@ -1,0 +1,43 @@
+/* dispatcher/service.h - the dispatcher's RPC handlers over its state: unpack a request, decide (which split
+ * to lease, who timed out), apply updates to the pure state, pack the reply. One mutex serialises state
+ * access; a timer thread retires silent workers and expired clients. Handlers are safe from any thread. */
+#ifndef SPW_DISPATCHER_SERVICE_H
+#define SPW_DISPATCHER_SERVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct disp_service;
+
+struct disp_service_opts {
+    int64_t worker_timeout_ms;      /* a worker silent this long is dead (its leases are re-leased) */
+    int64_t client_timeout_ms;      /* a client rank silent this long is expired */
+    int64_t heartbeat_interval_ms;  /* what workers are told to use */
+    int64_t speculate_after_ms;     /* re-lease a straggling tail split after this long; 0 = never */
+    int32_t default_split_size;
+};
+
+int disp_service_create(const struct disp_service_opts *o, struct disp_service **out);
+/* Stop the timer thread and free. */
+void disp_service_destroy(struct disp_service *s);
+
+/* One handler per Dispatcher method, in the lib/rpc unary shape: request bytes in, *resp (malloc'd) out,
+ * a gRPC status returned, with its message in msg. */
+int disp_register_worker(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                         size_t msglen);
+int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                          size_t msglen);
+int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                    size_t msglen);
+int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                          size_t msglen);
+int disp_lease_split(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                     size_t msglen);
+int disp_list_workers(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                      size_t msglen);
+int disp_list_jobs(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                   size_t msglen);
+int disp_describe_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                      size_t msglen);
+
+#endif

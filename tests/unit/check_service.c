@@ -1,0 +1,223 @@
+/* tests/unit/check_service.c - the dispatcher's handlers called directly (no sockets): a worker registers and
+ * heartbeats, a client creates a job over a real image folder, the worker leases splits, the client acks
+ * them to the end; bad requests get a status that says what is wrong (malformed bytes, bad pipeline, wrong
+ * manifest hash, a zombie client incarnation, unknown ids). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dispatcher/service.h"
+#include "proto/spillway.pb-c.h"
+
+#define FIX "tests/data/fixtures/"
+
+static struct disp_service *S;
+static char g_root[64];
+static char msg[512];
+
+static void setup(void)
+{
+    struct disp_service_opts o = {.worker_timeout_ms = 60000, .client_timeout_ms = 60000,
+                                  .heartbeat_interval_ms = 500, .speculate_after_ms = 0, .default_split_size = 2};
+    ck_assert_int_eq(disp_service_create(&o, &S), 0);
+    snprintf(g_root, sizeof g_root, "/tmp/spw-svc-XXXXXX");
+    ck_assert(mkdtemp(g_root) != NULL);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/a %s/b && cp " FIX "rgb420.jpg %s/a/1.jpg && cp " FIX "gray.jpg %s/a/2.jpg"
+             " && cp " FIX "rgb444.jpg %s/b/3.jpg", g_root, g_root, g_root, g_root, g_root);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static void teardown(void)
+{
+    disp_service_destroy(S);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_root);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+typedef int (*handler)(void *, const uint8_t *, size_t, uint8_t **, size_t *, char *, size_t);
+
+/* Pack m, call h, return the status; *resp gets the reply bytes. */
+static int call(handler h, const ProtobufCMessage *m, uint8_t **resp, size_t *len)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    uint8_t *buf = malloc(n + 1);
+    protobuf_c_message_pack(m, buf);
+    *resp = NULL;
+    msg[0] = 0;
+    int st = h(S, buf, n, resp, len, msg, sizeof msg);
+    free(buf);
+    return st;
+}
+
+static Spillway__V1__Pipeline *pipeline(const char *path)
+{
+    static Spillway__V1__Pipeline p;
+    static Spillway__V1__Source src;
+    static Spillway__V1__Batch batch;
+    static Spillway__V1__Op op, *ops[1];
+    spillway__v1__pipeline__init(&p);
+    spillway__v1__source__init(&src);
+    spillway__v1__batch__init(&batch);
+    spillway__v1__op__init(&op);
+    src.format = SPILLWAY__V1__SOURCE_FORMAT__SOURCE_FORMAT_IMAGE_FOLDER;
+    src.opt_format_case = SPILLWAY__V1__SOURCE__OPT_FORMAT_FORMAT;
+    src.path = (char *)path;
+    op.op = SPILLWAY__V1__OP_KIND__OP_KIND_DECODE_JPEG;
+    ops[0] = &op;
+    batch.size = 2;
+    batch.opt_size_case = SPILLWAY__V1__BATCH__OPT_SIZE_SIZE;
+    p.source = &src;
+    p.n_ops = 1;
+    p.ops = ops;
+    p.batch = &batch;
+    return &p;
+}
+
+static uint64_t register_worker(void)
+{
+    Spillway__V1__RegisterWorkerRequest r = SPILLWAY__V1__REGISTER_WORKER_REQUEST__INIT;
+    r.address = "127.0.0.1:7000";
+    r.threads = 2;
+    uint8_t *resp;
+    size_t len;
+    ck_assert_int_eq(call(disp_register_worker, &r.base, &resp, &len), 0);
+    Spillway__V1__RegisterWorkerResponse *o = spillway__v1__register_worker_response__unpack(NULL, len, resp);
+    uint64_t id = o->worker_id;
+    ck_assert_int_eq(o->heartbeat_interval_ms, 500);
+    spillway__v1__register_worker_response__free_unpacked(o, NULL);
+    free(resp);
+    return id;
+}
+
+static Spillway__V1__CreateJobResponse *create_job(uint64_t incarnation)
+{
+    Spillway__V1__CreateJobRequest r = SPILLWAY__V1__CREATE_JOB_REQUEST__INIT;
+    r.pipeline = pipeline(g_root);
+    r.cut = -1;
+    r.incarnation = incarnation;
+    uint8_t *resp;
+    size_t len;
+    int st = call(disp_create_job, &r.base, &resp, &len);
+    ck_assert_msg(st == 0, "CreateJob: %d %s", st, msg);
+    Spillway__V1__CreateJobResponse *o = spillway__v1__create_job_response__unpack(NULL, len, resp);
+    free(resp);
+    return o;
+}
+
+START_TEST(test_service_job_runs_to_the_end)
+{
+    uint64_t w = register_worker();
+    Spillway__V1__CreateJobResponse *job = create_job(1);
+    ck_assert_int_eq(job->samples, 3);
+    ck_assert_int_eq(job->splits_per_epoch, 2);
+    ck_assert_int_eq(job->cut, 1);                 /* default: the whole pipeline on the workers */
+    ck_assert_uint_eq(job->n_workers, 1);
+    Spillway__V1__LeaseSplitRequest lr = SPILLWAY__V1__LEASE_SPLIT_REQUEST__INIT;
+    lr.job = job->job;
+    lr.worker_id = w;
+    lr.max_splits = 8;
+    lr.manifest_hash = job->manifest_hash;
+    uint8_t *resp;
+    size_t len;
+    ck_assert_int_eq(call(disp_lease_split, &lr.base, &resp, &len), 0);
+    Spillway__V1__LeaseSplitResponse *ls = spillway__v1__lease_split_response__unpack(NULL, len, resp);
+    free(resp);
+    ck_assert_uint_eq(ls->n_leases, 2);
+    ck_assert_int_eq(ls->leases[1]->first_position, 2);
+    ck_assert_int_eq(ls->leases[1]->count, 1);
+    Spillway__V1__DescribeJobRequest dr = SPILLWAY__V1__DESCRIBE_JOB_REQUEST__INIT;
+    dr.job = job->job;
+    ck_assert_int_eq(call(disp_describe_job, &dr.base, &resp, &len), 0);
+    Spillway__V1__DescribeJobResponse *d = spillway__v1__describe_job_response__unpack(NULL, len, resp);
+    free(resp);
+    ck_assert_uint_eq(d->n_leased, 2);
+    ck_assert_uint_eq(d->leased[0]->holder, w);
+    spillway__v1__describe_job_response__free_unpacked(d, NULL);
+    /* the client acks both splits: the one-epoch job is finished */
+    Spillway__V1__SplitRef a0 = SPILLWAY__V1__SPLIT_REF__INIT, a1 = SPILLWAY__V1__SPLIT_REF__INIT;
+    a1.split = 1;
+    Spillway__V1__SplitRef *acks[2] = {&a0, &a1};
+    Spillway__V1__ClientHeartbeatRequest hb = SPILLWAY__V1__CLIENT_HEARTBEAT_REQUEST__INIT;
+    hb.job = job->job;
+    hb.incarnation = 1;
+    hb.n_acked = 2;
+    hb.acked = acks;
+    ck_assert_int_eq(call(disp_client_heartbeat, &hb.base, &resp, &len), 0);
+    Spillway__V1__ClientHeartbeatResponse *h = spillway__v1__client_heartbeat_response__unpack(NULL, len, resp);
+    free(resp);
+    ck_assert(h->finished);
+    spillway__v1__client_heartbeat_response__free_unpacked(h, NULL);
+    spillway__v1__lease_split_response__free_unpacked(ls, NULL);
+    spillway__v1__create_job_response__free_unpacked(job, NULL);
+}
+END_TEST
+
+START_TEST(test_service_bad_requests_say_what_is_wrong)
+{
+    uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0x0f}, *resp;
+    size_t len;
+    ck_assert_int_eq(disp_create_job(S, junk, sizeof junk, &resp, &len, msg, sizeof msg), 3);
+    ck_assert(strstr(msg, "malformed") != NULL);
+    /* a pipeline whose source does not exist */
+    Spillway__V1__CreateJobRequest r = SPILLWAY__V1__CREATE_JOB_REQUEST__INIT;
+    r.pipeline = pipeline("/nonexistent/spw");
+    r.cut = -1;
+    ck_assert_int_eq(call(disp_create_job, &r.base, &resp, &len), 9);
+    ck_assert(strstr(msg, "/nonexistent/spw") != NULL);
+    /* a cut past the pipeline */
+    r.pipeline = pipeline(g_root);
+    r.cut = 7;
+    ck_assert_int_eq(call(disp_create_job, &r.base, &resp, &len), 3);
+    ck_assert(strstr(msg, "cut 7") != NULL);
+    /* wrong manifest hash, unknown worker, zombie client */
+    uint64_t w = register_worker();
+    Spillway__V1__CreateJobResponse *job = create_job(5);
+    Spillway__V1__LeaseSplitRequest lr = SPILLWAY__V1__LEASE_SPLIT_REQUEST__INIT;
+    lr.job = job->job;
+    lr.worker_id = w;
+    lr.manifest_hash = job->manifest_hash ^ 1;
+    ck_assert_int_eq(call(disp_lease_split, &lr.base, &resp, &len), 9);
+    ck_assert(strstr(msg, "manifest") != NULL);
+    lr.manifest_hash = job->manifest_hash;
+    lr.worker_id = 999;
+    ck_assert_int_eq(call(disp_lease_split, &lr.base, &resp, &len), 5);
+    lr.worker_id = 0;
+    lr.incarnation = 4;                          /* older than the creating client's 5 */
+    ck_assert_int_eq(call(disp_lease_split, &lr.base, &resp, &len), 9);
+    ck_assert(strstr(msg, "incarnation") != NULL);
+    lr.job = 12345;
+    ck_assert_int_eq(call(disp_lease_split, &lr.base, &resp, &len), 5);
+    Spillway__V1__WorkerHeartbeatRequest wh = SPILLWAY__V1__WORKER_HEARTBEAT_REQUEST__INIT;
+    wh.worker_id = 4242;
+    ck_assert_int_eq(call(disp_worker_heartbeat, &wh.base, &resp, &len), 5);
+    /* a known worker's heartbeat lists the job as a task, with its pipeline */
+    wh.worker_id = w;
+    ck_assert_int_eq(call(disp_worker_heartbeat, &wh.base, &resp, &len), 0);
+    Spillway__V1__WorkerHeartbeatResponse *t = spillway__v1__worker_heartbeat_response__unpack(NULL, len, resp);
+    free(resp);
+    ck_assert_uint_eq(t->n_tasks, 1);
+    ck_assert_str_eq(t->tasks[0]->pipeline->source->path, g_root);
+    spillway__v1__worker_heartbeat_response__free_unpacked(t, NULL);
+    spillway__v1__create_job_response__free_unpacked(job, NULL);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("service");
+    TCase *tc = tcase_create("service");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_service_job_runs_to_the_end);
+    tcase_add_test(tc, test_service_bad_requests_say_what_is_wrong);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
