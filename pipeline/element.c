@@ -82,22 +82,6 @@ static void op_rng(const struct spw_element_ctx *ctx, uint64_t epoch, int64_t sa
 
 /* Output of a kernel: a new image / tensor, or (dest set: the run's final write) memory from dest. */
 static int make_sink_inner(const struct spw_element_ctx *ctx, int norm_op, int w, int h, bool hflip, bool vflip,
-                           const struct spw_element_dest *dest, struct spw_value *out, struct spw_sink *s);
-
-/* make_sink_inner with the failure explained in err. */
-static int make_sink(const struct spw_element_ctx *ctx, int norm_op, int w, int h, bool hflip, bool vflip,
-                     const struct spw_element_dest *dest, struct spw_value *out, struct spw_sink *s, char *err,
-                     size_t errlen)
-{
-    int rc = make_sink_inner(ctx, norm_op, w, h, hflip, vflip, dest, out, s);
-    if (rc == SPW_ETOOBIG)
-        snprintf(err, errlen, "a %dx%d output exceeds max_pixels %lld", w, h, (long long)ctx->spec->max_pixels);
-    else if (rc)
-        snprintf(err, errlen, "no memory for a %dx%d output: %s", w, h, spw_strerror(rc));
-    return rc;
-}
-
-static int make_sink_inner(const struct spw_element_ctx *ctx, int norm_op, int w, int h, bool hflip, bool vflip,
                            const struct spw_element_dest *dest, struct spw_value *out, struct spw_sink *s)
 {
     memset(out, 0, sizeof *out);
@@ -151,6 +135,19 @@ static int make_sink_inner(const struct spw_element_ctx *ctx, int norm_op, int w
     s->data = out->img.data;
     s->stride = out->img.stride;
     return 0;
+}
+
+/* make_sink_inner with the failure explained in err. */
+static int make_sink(const struct spw_element_ctx *ctx, int norm_op, int w, int h, bool hflip, bool vflip,
+                     const struct spw_element_dest *dest, struct spw_value *out, struct spw_sink *s, char *err,
+                     size_t errlen)
+{
+    int rc = make_sink_inner(ctx, norm_op, w, h, hflip, vflip, dest, out, s);
+    if (rc == SPW_ETOOBIG)
+        snprintf(err, errlen, "a %dx%d output exceeds max_pixels %lld", w, h, (long long)ctx->spec->max_pixels);
+    else if (rc)
+        snprintf(err, errlen, "no memory for a %dx%d output: %s", w, h, spw_strerror(rc));
+    return rc;
 }
 
 /* Copy rect c of img (zero/fill outside it) through the sink. */
@@ -214,27 +211,13 @@ static int resample_value(const struct spw_element_ctx *ctx, struct spw_value *v
     return rc;
 }
 
-static int flip_value(const struct spw_element_ctx *ctx, struct spw_value *v, bool h, bool vert,
-                      const struct spw_element_dest *dest, char *err, size_t errlen)
+/* Pass the image's rows through a sink: mirrored (flips) and/or into a normalized tensor (norm_op >= 0). */
+static int rewrite_value(const struct spw_element_ctx *ctx, struct spw_value *v, int norm_op, bool h, bool vert,
+                         const struct spw_element_dest *dest, char *err, size_t errlen)
 {
     struct spw_value out;
     struct spw_sink s;
-    int rc = make_sink(ctx, -1, v->img.w, v->img.h, h, vert, dest, &out, &s, err, errlen);
-    if (rc)
-        return rc;
-    for (int y = 0; y < v->img.h; y++)
-        spw_sink_put_row(&s, y, v->img.data + (size_t)y * v->img.stride);
-    spw_value_free(v);
-    *v = out;
-    return 0;
-}
-
-static int to_tensor_value(const struct spw_element_ctx *ctx, struct spw_value *v, int op_index,
-                           const struct spw_element_dest *dest, char *err, size_t errlen)
-{
-    struct spw_value out;
-    struct spw_sink s;
-    int rc = make_sink(ctx, op_index, v->img.w, v->img.h, false, false, dest, &out, &s, err, errlen);
+    int rc = make_sink(ctx, norm_op, v->img.w, v->img.h, h, vert, dest, &out, &s, err, errlen);
     if (rc)
         return rc;
     for (int y = 0; y < v->img.h; y++)
@@ -489,11 +472,11 @@ static int run_op(const struct spw_element_ctx *ctx, int i, uint64_t epoch, int6
     case SPW_OP_RANDOM_VERTICAL_FLIP: {
         bool h = false, vert = false;
         flip_decision(ctx, epoch, sample, i, &h, &vert);
-        return (h || vert) ? flip_value(ctx, v, h, vert, dest, err, errlen) : 0;
+        return (h || vert) ? rewrite_value(ctx, v, -1, h, vert, dest, err, errlen) : 0;
     }
     case SPW_OP_NORMALIZE:
     case SPW_OP_TO_TENSOR:
-        return to_tensor_value(ctx, v, i, dest, err, errlen);
+        return rewrite_value(ctx, v, i, false, false, dest, err, errlen);
     case SPW_OP_RANDOM_ERASING:
         if (!v->is_tensor) {
             snprintf(err, errlen, "ops[%d] random_erasing needs a tensor (put it after normalize)", i);
