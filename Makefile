@@ -7,7 +7,7 @@ V        ?= 0
 Q        := $(if $(filter 1,$(V)),,@)
 WERROR   ?= 1
 OPT      ?= -O3
-PKGS     := libturbojpeg libjpeg jansson libprotobuf-c
+PKGS     := libturbojpeg libjpeg jansson libprotobuf-c grpc
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
@@ -35,9 +35,9 @@ TEST_SRC  := $(wildcard tests/unit/check_*.c)
 TEST_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 EQUIV_SRC := $(wildcard tests/equiv/*.c)
 EQUIV_BIN := $(patsubst tests/equiv/%.c,$(BUILD)/tests/%,$(EQUIV_SRC))
-BINS      := $(BUILD)/bin/spillctl
+BINS      := $(BUILD)/bin/spillctl $(BUILD)/bin/spillway-dispatcher
 
-.PHONY: all test unit lint equiv corrupt demo bench clean deps
+.PHONY: all test unit lint equiv corrupt integration demo bench clean deps
 all: $(BINS)
 
 deps:
@@ -68,7 +68,12 @@ $(DISP_LIB): $(DISP_OBJ) $(CORE_LIB)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $(DISP_OBJ)
 
-$(BUILD)/bin/spillctl: $(BUILD)/obj/client/spillctl.o $(CORE_LIB)
+$(BUILD)/bin/spillway-dispatcher: $(BUILD)/obj/dispatcher/main.o $(DISP_LIB) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/bin/spillctl: $(BUILD)/obj/client/spillctl.o $(BUILD)/obj/client/inspect.o $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
@@ -83,10 +88,10 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/equiv/%.o $(CORE_LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-# make test = lint + unit + equivalence against torchvision + corrupt-input + CLI tests.
+# make test = lint + unit + equivalence against torchvision + corrupt-input/CLI + integration (real daemons).
 test: deps
 	$(MAKE) all $(TEST_BIN) $(EQUIV_BIN)
-	$(MAKE) lint unit equiv corrupt
+	$(MAKE) lint unit equiv corrupt integration
 
 lint:
 	bash scripts/lint.sh
@@ -99,6 +104,9 @@ equiv: all $(EQUIV_BIN)
 
 corrupt: all
 	bash tests/cli/run.sh
+
+integration: all
+	@set -e; for t in tests/integration/*.sh; do echo "== $$t"; bash $$t; done
 
 demo: deps
 	$(MAKE) all

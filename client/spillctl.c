@@ -13,7 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client/inspect.h"
 #include "lib/err.h"
+#include "lib/rpc.h"
 #include "pipeline/executor.h"
 #include "pipeline/fusion.h"
 #include "pipeline/source.h"
@@ -33,6 +35,7 @@ static void usage(FILE *f)
             "usage: spillctl run --local --pipeline FILE.json [--threads N] [--max-batches M]\n"
             "                    [--dump DIR] [--json] [--quiet] [--warmup-batches W]\n"
             "       spillctl validate --pipeline FILE.json\n"
+            "       spillctl --dispatcher HOST:PORT workers|jobs|job ID [--json]\n"
             "       spillctl --help\n"
             "\n"
             "run --local     run the pipeline in this process (no dispatcher)\n"
@@ -47,6 +50,12 @@ static void usage(FILE *f)
             "  --warmup-batches W  first run W batches untimed and discard them (warms the page cache and\n"
             "                the allocator, as a benchmark's warm-up does), then the timed run\n"
             "validate        parse and validate a spec; print it with every default filled in\n"
+            "workers         the dispatcher's workers: address, threads, alive, last heartbeat, splits held\n"
+            "jobs            the dispatcher's jobs: samples, epochs, cut, splits acked/leased/pending\n"
+            "job ID          one job and which producer holds which split\n"
+            "  --dispatcher HOST:PORT  the dispatcher (env SPILLWAY_DISPATCHER)\n"
+            "  --auth-token T  bearer token for the dispatcher (env SPILLWAY_AUTH_TOKEN)\n"
+            "  --timeout-ms N  RPC deadline (default 5000)\n"
             "\n"
             "Exit status: 0 success, 1 runtime error (e.g. a corrupt sample under on_error: fail), 2 usage or\n"
             "spec error.\n");
@@ -244,13 +253,17 @@ int main(int argc, char **argv)
         {"dump", required_argument, NULL, 'd'}, {"json", no_argument, NULL, 'j'},
         {"quiet", no_argument, NULL, 'q'},     {"help", no_argument, NULL, 'h'},
         {"warmup-batches", required_argument, NULL, 'w'},
+        {"dispatcher", required_argument, NULL, 'D'}, {"auth-token", required_argument, NULL, 'A'},
+        {"timeout-ms", required_argument, NULL, 'T'},
         {NULL, 0, NULL, 0},
     };
     const char *pipeline = NULL, *dump = NULL;
+    const char *dispatcher = getenv("SPILLWAY_DISPATCHER"), *token = getenv("SPILLWAY_AUTH_TOKEN");
+    int timeout_ms = 5000;
     int local = 0, json = 0, quiet = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     int64_t max_batches = 0, warmup = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:", long_opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'l': local = 1; break;
@@ -277,6 +290,15 @@ int main(int argc, char **argv)
             }
             break;
         case 'd': dump = optarg; break;
+        case 'D': dispatcher = optarg; break;
+        case 'A': token = optarg; break;
+        case 'T':
+            timeout_ms = (int)strtol(optarg, &end, 10);
+            if (*end || timeout_ms < 1) {
+                fprintf(stderr, "spillctl: --timeout-ms: \"%s\" is not a positive integer\n", optarg);
+                return 2;
+            }
+            break;
         case 'j': json = 1; break;
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
@@ -288,6 +310,17 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[optind];
+    if (!strcmp(cmd, "workers") || !strcmp(cmd, "jobs") || !strcmp(cmd, "job")) {
+        if (!dispatcher) {
+            fprintf(stderr, "spillctl: %s needs --dispatcher HOST:PORT (or SPILLWAY_DISPATCHER)\n", cmd);
+            return 2;
+        }
+        spw_rpc_init();
+        int st = spw_inspect_run(dispatcher, token, cmd, optind + 1 < argc ? argv[optind + 1] : NULL, json,
+                                 timeout_ms);
+        spw_rpc_shutdown();
+        return st;
+    }
     if (!pipeline) {
         fprintf(stderr, "spillctl: %s needs --pipeline FILE.json\n", cmd);
         return 2;

@@ -1,0 +1,173 @@
+/* client/inspect.c - spillctl workers|jobs|job ID: one unary RPC to the dispatcher, printed as a table or as
+ * JSON. Single-threaded. */
+#include "client/inspect.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/rpc.h"
+#include "proto/spillway.pb-c.h"
+
+static int call(const char *target, const char *token, const char *method, const ProtobufCMessage *req,
+                int timeout_ms, uint8_t **resp, size_t *len)
+{
+    struct spw_rpc_channel *ch;
+    struct spw_rpc_channel_opts o = {.auth_token = token};
+    if (spw_rpc_channel_create(target, &o, &ch) != 0) {
+        fprintf(stderr, "spillctl: cannot create a channel to %s\n", target);
+        return 1;
+    }
+    size_t n = protobuf_c_message_get_packed_size(req);
+    uint8_t *buf = malloc(n + 1);
+    protobuf_c_message_pack(req, buf);
+    char msg[512] = "";
+    int st = spw_rpc_call(ch, method, buf, n, timeout_ms, resp, len, msg, sizeof msg);
+    free(buf);
+    spw_rpc_channel_destroy(ch);
+    if (st != SPW_RPC_OK) {
+        fprintf(stderr, "spillctl: %s at %s failed: status %d: %s\n", method, target, st, msg);
+        return 1;
+    }
+    return 0;
+}
+
+static const char *producer_name(uint64_t holder, char *buf, size_t n)
+{
+    if (holder >> 63)
+        snprintf(buf, n, "client:rank%llu", (unsigned long long)(holder & 0xFFFFF));
+    else
+        snprintf(buf, n, "worker:%llu", (unsigned long long)holder);
+    return buf;
+}
+
+static void print_job_json(const Spillway__V1__JobInfo *j)
+{
+    printf("{\"job\": %llu, \"manifest_hash\": \"%016llx\", \"samples\": %lld, \"epochs\": %lld, "
+           "\"splits_per_epoch\": %lld, \"split_size\": %d, \"cut\": %d, \"world_size\": %d, \"epoch\": %lld, "
+           "\"acked\": %lld, \"leased\": %lld, \"pending\": %lld, \"paused\": %s, \"finished\": %s}",
+           (unsigned long long)j->job, (unsigned long long)j->manifest_hash, (long long)j->samples,
+           (long long)j->epochs, (long long)j->splits_per_epoch, j->split_size, j->cut, j->world_size,
+           (long long)j->epoch, (long long)j->acked, (long long)j->leased, (long long)j->pending,
+           j->paused ? "true" : "false", j->finished ? "true" : "false");
+}
+
+static void print_job_row(const Spillway__V1__JobInfo *j)
+{
+    printf("%-6llu %-9lld %-7lld %-6lld %-5d %-6lld %-7lld %-7lld %-7lld %s\n", (unsigned long long)j->job,
+           (long long)j->samples, (long long)j->epochs, (long long)j->epoch, j->cut, (long long)j->splits_per_epoch,
+           (long long)j->acked, (long long)j->leased, (long long)j->pending,
+           j->finished ? "finished" : j->paused ? "paused" : "running");
+}
+
+int spw_inspect_run(const char *target, const char *token, const char *what, const char *job_id, int json,
+                    int timeout_ms)
+{
+    uint8_t *resp = NULL;
+    size_t len = 0;
+    int rc;
+    if (!strcmp(what, "workers")) {
+        Spillway__V1__ListWorkersRequest req = SPILLWAY__V1__LIST_WORKERS_REQUEST__INIT;
+        if ((rc = call(target, token, "/spillway.v1.Dispatcher/ListWorkers", &req.base, timeout_ms, &resp, &len)))
+            return rc;
+        Spillway__V1__ListWorkersResponse *r = spillway__v1__list_workers_response__unpack(NULL, len, resp);
+        free(resp);
+        if (!r) {
+            fprintf(stderr, "spillctl: malformed ListWorkers reply\n");
+            return 1;
+        }
+        if (json) {
+            printf("{\"workers\": [");
+            for (size_t i = 0; i < r->n_workers; i++) {
+                const Spillway__V1__WorkerInfo *w = r->workers[i];
+                printf("%s{\"worker_id\": %llu, \"address\": \"%s\", \"threads\": %d, \"alive\": %s, "
+                       "\"last_heartbeat_ms_ago\": %lld, \"leases\": %lld}", i ? ", " : "",
+                       (unsigned long long)w->worker_id, w->address, w->threads, w->alive ? "true" : "false",
+                       (long long)w->last_heartbeat_ms_ago, (long long)w->leases);
+            }
+            printf("]}\n");
+        } else {
+            printf("%-8s %-24s %-8s %-6s %-12s %s\n", "WORKER", "ADDRESS", "THREADS", "ALIVE", "HEARTBEAT", "LEASES");
+            for (size_t i = 0; i < r->n_workers; i++) {
+                const Spillway__V1__WorkerInfo *w = r->workers[i];
+                char ago[32];
+                snprintf(ago, sizeof ago, "%lldms ago", (long long)w->last_heartbeat_ms_ago);
+                printf("%-8llu %-24s %-8d %-6s %-12s %lld\n", (unsigned long long)w->worker_id, w->address,
+                       w->threads, w->alive ? "yes" : "no", ago, (long long)w->leases);
+            }
+        }
+        spillway__v1__list_workers_response__free_unpacked(r, NULL);
+        return 0;
+    }
+    if (!strcmp(what, "jobs")) {
+        Spillway__V1__ListJobsRequest req = SPILLWAY__V1__LIST_JOBS_REQUEST__INIT;
+        if ((rc = call(target, token, "/spillway.v1.Dispatcher/ListJobs", &req.base, timeout_ms, &resp, &len)))
+            return rc;
+        Spillway__V1__ListJobsResponse *r = spillway__v1__list_jobs_response__unpack(NULL, len, resp);
+        free(resp);
+        if (!r) {
+            fprintf(stderr, "spillctl: malformed ListJobs reply\n");
+            return 1;
+        }
+        if (json) {
+            printf("{\"jobs\": [");
+            for (size_t i = 0; i < r->n_jobs; i++) {
+                printf("%s", i ? ", " : "");
+                print_job_json(r->jobs[i]);
+            }
+            printf("]}\n");
+        } else {
+            printf("%-6s %-9s %-7s %-6s %-5s %-6s %-7s %-7s %-7s %s\n", "JOB", "SAMPLES", "EPOCHS", "EPOCH", "CUT",
+                   "SPLITS", "ACKED", "LEASED", "PENDING", "STATE");
+            for (size_t i = 0; i < r->n_jobs; i++)
+                print_job_row(r->jobs[i]);
+        }
+        spillway__v1__list_jobs_response__free_unpacked(r, NULL);
+        return 0;
+    }
+    if (!strcmp(what, "job")) {
+        char *end;
+        unsigned long long id = job_id ? strtoull(job_id, &end, 10) : 0;
+        if (!job_id || *end || !id) {
+            fprintf(stderr, "spillctl: job needs a job id (a positive integer)\n");
+            return 2;
+        }
+        Spillway__V1__DescribeJobRequest req = SPILLWAY__V1__DESCRIBE_JOB_REQUEST__INIT;
+        req.job = id;
+        if ((rc = call(target, token, "/spillway.v1.Dispatcher/DescribeJob", &req.base, timeout_ms, &resp, &len)))
+            return rc;
+        Spillway__V1__DescribeJobResponse *r = spillway__v1__describe_job_response__unpack(NULL, len, resp);
+        free(resp);
+        if (!r || !r->job) {
+            fprintf(stderr, "spillctl: malformed DescribeJob reply\n");
+            if (r)
+                spillway__v1__describe_job_response__free_unpacked(r, NULL);
+            return 1;
+        }
+        char name[48];
+        if (json) {
+            printf("{\"job\": ");
+            print_job_json(r->job);
+            printf(", \"leased\": [");
+            for (size_t i = 0; i < r->n_leased; i++)
+                printf("%s{\"epoch\": %llu, \"split\": %llu, \"generation\": %llu, \"holder\": \"%s\"}",
+                       i ? ", " : "", (unsigned long long)r->leased[i]->epoch,
+                       (unsigned long long)r->leased[i]->split, (unsigned long long)r->leased[i]->generation,
+                       producer_name(r->leased[i]->holder, name, sizeof name));
+            printf("]}\n");
+        } else {
+            printf("%-6s %-9s %-7s %-6s %-5s %-6s %-7s %-7s %-7s %s\n", "JOB", "SAMPLES", "EPOCHS", "EPOCH", "CUT",
+                   "SPLITS", "ACKED", "LEASED", "PENDING", "STATE");
+            print_job_row(r->job);
+            printf("\n%-7s %-7s %-11s %s\n", "EPOCH", "SPLIT", "GENERATION", "HELD BY");
+            for (size_t i = 0; i < r->n_leased; i++)
+                printf("%-7llu %-7llu %-11llu %s\n", (unsigned long long)r->leased[i]->epoch,
+                       (unsigned long long)r->leased[i]->split, (unsigned long long)r->leased[i]->generation,
+                       producer_name(r->leased[i]->holder, name, sizeof name));
+        }
+        spillway__v1__describe_job_response__free_unpacked(r, NULL);
+        return 0;
+    }
+    fprintf(stderr, "spillctl: unknown command \"%s\"\n", what);
+    return 2;
+}

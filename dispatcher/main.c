@@ -1,0 +1,128 @@
+/* dispatcher/main.c - spillway-dispatcher: parse config, start the RPC server over the service, wait for
+ * SIGTERM/SIGINT, drain, exit. No logic here: the handlers live in service.c, the state in state.c.
+ * Signals are blocked in every thread and taken synchronously by main with sigwait. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatcher/service.h"
+#include "lib/config.h"
+#include "lib/log.h"
+#include "lib/rpc.h"
+
+static struct spw_config_entry g_cfg[] = {
+    {"port", "SPILLWAY_PORT", SPW_CFG_INT, "5050", 0, 65535, "port to listen on (0: any free port)", 0, 0, 0, 0},
+    {"listen", "SPILLWAY_LISTEN", SPW_CFG_STRING, "0.0.0.0", 0, 0, "address to listen on", 0, 0, 0, 0},
+    {"io-threads", "SPILLWAY_IO_THREADS", SPW_CFG_INT, "2", 1, 64, "RPC I/O threads", 0, 0, 0, 0},
+    {"worker-timeout-ms", "SPILLWAY_WORKER_TIMEOUT_MS", SPW_CFG_INT, "10000", 100, 3600000,
+     "a worker silent this long is dead and its splits are re-leased", 0, 0, 0, 0},
+    {"client-timeout-ms", "SPILLWAY_CLIENT_TIMEOUT_MS", SPW_CFG_INT, "30000", 100, 86400000,
+     "a client silent this long is expired: its job pauses and workers drop its work", 0, 0, 0, 0},
+    {"heartbeat-ms", "SPILLWAY_HEARTBEAT_MS", SPW_CFG_INT, "1000", 10, 60000,
+     "heartbeat interval workers are told to use", 0, 0, 0, 0},
+    {"speculate-after-ms", "SPILLWAY_SPECULATE_AFTER_MS", SPW_CFG_INT, "30000", 0, 86400000,
+     "re-lease an epoch's straggling tail split to an idle producer after this long (0: never)", 0, 0, 0, 0},
+    {"split-size", "SPILLWAY_SPLIT_SIZE", SPW_CFG_INT, "64", 1, 65536, "samples per split", 0, 0, 0, 0},
+    {"max-message-mb", "SPILLWAY_MAX_MESSAGE_MB", SPW_CFG_INT, "64", 1, 2047, "largest RPC message", 0, 0, 0, 0},
+    {"auth-token", "SPILLWAY_AUTH_TOKEN", SPW_CFG_STRING, NULL, 0, 0,
+     "require 'authorization: Bearer TOKEN' on every call (unset: no authentication)", 1, 0, 0, 0},
+    {"drain-ms", "SPILLWAY_DRAIN_MS", SPW_CFG_INT, "5000", 0, 600000, "on SIGTERM, finish calls for this long",
+     0, 0, 0, 0},
+};
+#define N_CFG ((int)(sizeof g_cfg / sizeof g_cfg[0]))
+
+static int64_t cfg_int(const char *name)
+{
+    return spw_config_get(g_cfg, N_CFG, name)->i;
+}
+
+static const char *cfg_str(const char *name)
+{
+    return spw_config_get(g_cfg, N_CFG, name)->s;
+}
+
+int main(int argc, char **argv)
+{
+    char err[512];
+    int rc = spw_config_parse(g_cfg, N_CFG, argc, argv,
+                              "usage: spillway-dispatcher [--port P] [--listen ADDR] [options]\n"
+                              "The Spillway dispatcher: worker registry, jobs, split leases.",
+                              stdout, err, sizeof err);
+    if (rc == 1)
+        return 0;
+    if (rc) {
+        fprintf(stderr, "spillway-dispatcher: %s\n", err);
+        return 2;
+    }
+    spw_config_log(g_cfg, N_CFG, "dispatcher");
+    const char *token = cfg_str("auth-token");
+    if (!token || !*token)
+        spw_log(SPW_LOG_WARN, "dispatcher", "no auth token configured: accepting unauthenticated, unencrypted calls");
+
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);          /* inherited by every thread started below */
+
+    spw_rpc_init();
+    struct disp_service *svc = NULL;
+    struct spw_rpc_server *srv = NULL;
+    struct disp_service_opts so = {.worker_timeout_ms = cfg_int("worker-timeout-ms"),
+                                   .client_timeout_ms = cfg_int("client-timeout-ms"),
+                                   .heartbeat_interval_ms = cfg_int("heartbeat-ms"),
+                                   .speculate_after_ms = cfg_int("speculate-after-ms"),
+                                   .default_split_size = (int32_t)cfg_int("split-size")};
+    int status = 1;
+    if ((rc = disp_service_create(&so, &svc)) != 0) {
+        spw_log(SPW_LOG_ERROR, "dispatcher", "cannot create the service: rc=%d", rc);
+        goto out;
+    }
+    char addr[300];
+    const char *host = cfg_str("listen");
+    snprintf(addr, sizeof addr, strchr(host, ':') && host[0] != '[' ? "[%s]:%lld" : "%s:%lld", host,
+             (long long)cfg_int("port"));
+    struct spw_rpc_server_opts ro = {.listen_addr = addr, .io_threads = (int)cfg_int("io-threads"),
+                                     .max_message_bytes = (size_t)cfg_int("max-message-mb") << 20,
+                                     .auth_token = token && *token ? token : NULL};
+    if ((rc = spw_rpc_server_create(&ro, &srv, err, sizeof err)) != 0) {
+        spw_log(SPW_LOG_ERROR, "dispatcher", "cannot create the server: %s", err);
+        goto out;
+    }
+    static const struct {
+        const char *method;
+        spw_rpc_unary_fn fn;
+    } methods[] = {
+        {"/spillway.v1.Dispatcher/RegisterWorker", disp_register_worker},
+        {"/spillway.v1.Dispatcher/WorkerHeartbeat", disp_worker_heartbeat},
+        {"/spillway.v1.Dispatcher/CreateJob", disp_create_job},
+        {"/spillway.v1.Dispatcher/ClientHeartbeat", disp_client_heartbeat},
+        {"/spillway.v1.Dispatcher/LeaseSplit", disp_lease_split},
+        {"/spillway.v1.Dispatcher/ListWorkers", disp_list_workers},
+        {"/spillway.v1.Dispatcher/ListJobs", disp_list_jobs},
+        {"/spillway.v1.Dispatcher/DescribeJob", disp_describe_job},
+    };
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        spw_rpc_server_add_unary(srv, methods[i].method, methods[i].fn, svc);
+    int port = 0;
+    if ((rc = spw_rpc_server_start(srv, &port)) != 0) {
+        spw_log(SPW_LOG_ERROR, "dispatcher", "cannot listen on %s", addr);
+        goto out;
+    }
+    printf("listening on %s:%d\n", host, port);
+    fflush(stdout);
+    spw_log(SPW_LOG_INFO, "dispatcher", "listening address=%s port=%d", host, port);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    spw_log(SPW_LOG_INFO, "dispatcher", "draining signal=%d deadline_ms=%lld", sig, (long long)cfg_int("drain-ms"));
+    spw_rpc_server_shutdown(srv, (int)cfg_int("drain-ms"));
+    status = 0;
+out:
+    spw_rpc_server_destroy(srv);
+    disp_service_destroy(svc);
+    spw_rpc_shutdown();
+    spw_log(SPW_LOG_INFO, "dispatcher", "stopped status=%d", status);
+    return status;
+}

@@ -1,0 +1,163 @@
+/* lib/rpc.h - a thin wrapper over the gRPC C core: unary calls and bidirectional streams that move opaque
+ * byte payloads (callers pack/unpack protobuf-c themselves). It is not a code generator, not a TLS layer (yet:
+ * insecure credentials plus an optional bearer token) and it never prints (gRPC's own log lines go to
+ * spw_rpc_set_log_fn's hook). Threads: a server runs its own I/O threads and one thread per open stream;
+ * a channel may be used from any number of threads; a stream has at most one sender thread and one receiver
+ * thread at a time. Callers need not include any gRPC header. */
+#ifndef SPW_LIB_RPC_H
+#define SPW_LIB_RPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+/* gRPC status codes (the same numbers as grpc_status_code; checked at compile time in lib/rpc.c). */
+#define SPW_RPC_STATUSES(X)                                                    \
+    X(SPW_RPC_OK,                  0)                                          \
+    X(SPW_RPC_CANCELLED,           1)                                          \
+    X(SPW_RPC_UNKNOWN,             2)                                          \
+    X(SPW_RPC_INVALID_ARGUMENT,    3)                                          \
+    X(SPW_RPC_DEADLINE_EXCEEDED,   4)                                          \
+    X(SPW_RPC_NOT_FOUND,           5)                                          \
+    X(SPW_RPC_ALREADY_EXISTS,      6)                                          \
+    X(SPW_RPC_PERMISSION_DENIED,   7)                                          \
+    X(SPW_RPC_RESOURCE_EXHAUSTED,  8)                                          \
+    X(SPW_RPC_FAILED_PRECONDITION, 9)                                          \
+    X(SPW_RPC_ABORTED,             10)                                         \
+    X(SPW_RPC_OUT_OF_RANGE,        11)                                         \
+    X(SPW_RPC_UNIMPLEMENTED,       12)                                         \
+    X(SPW_RPC_INTERNAL,            13)                                         \
+    X(SPW_RPC_UNAVAILABLE,         14)                                         \
+    X(SPW_RPC_DATA_LOSS,           15)                                         \
+    X(SPW_RPC_UNAUTHENTICATED,     16)
+
+enum spw_rpc_status {
+#define SPW_RPC_STATUS_ENUM(name, code) name = code,
+    SPW_RPC_STATUSES(SPW_RPC_STATUS_ENUM)
+#undef SPW_RPC_STATUS_ENUM
+};
+
+#define SPW_RPC_DEFAULT_MAX_MESSAGE (64u << 20)  /* gRPC's own receive default is 4 MiB: too small for batches */
+#define SPW_RPC_DEFAULT_IO_THREADS  2
+#define SPW_RPC_DEFAULT_MAX_STREAMS 64
+#define SPW_RPC_MAX_METHODS         32
+
+struct spw_rpc_server;
+struct spw_rpc_channel;
+struct spw_rpc_stream;
+
+/* "OK", "UNAVAILABLE", ... for a status code; "?" for anything else. Never NULL. */
+const char *spw_rpc_status_name(int status);
+
+/* Take / drop a process-wide reference on the gRPC runtime (grpc_init / grpc_shutdown are refcounted).
+ * Servers and channels hold their own reference, so this only keeps the runtime up between objects. Never
+ * call it before a fork whose child also uses gRPC (Check tests: CK_NOFORK). */
+void spw_rpc_init(void);
+void spw_rpc_shutdown(void);
+
+/* Route gRPC's internal log lines (only ERROR unless GRPC_VERBOSITY says otherwise) to fn; NULL drops them,
+ * which is the default. severity: 0 debug, 1 info, 2 error. fn may run on any thread, must not call gRPC.
+ * Process-wide; call before creating servers or channels. */
+typedef void (*spw_rpc_log_fn)(void *ctx, int severity, const char *file, int line, const char *msg);
+void spw_rpc_set_log_fn(spw_rpc_log_fn fn, void *ctx);
+
+/* ---- Server ---------------------------------------------------------------------------------------- */
+
+struct spw_rpc_server_opts {
+    const char *listen_addr;   /* "127.0.0.1:0", "[::]:5050", "0.0.0.0:5050" (port 0 = pick one) */
+    int io_threads;            /* 0 = SPW_RPC_DEFAULT_IO_THREADS; completion-queue threads running unary handlers */
+    size_t max_message_bytes;  /* 0 = SPW_RPC_DEFAULT_MAX_MESSAGE; both directions; bigger -> RESOURCE_EXHAUSTED */
+    const char *auth_token;    /* NULL or "" = accept all; else require "authorization: Bearer <token>" */
+    int max_streams;           /* 0 = SPW_RPC_DEFAULT_MAX_STREAMS; more concurrent streams -> RESOURCE_EXHAUSTED */
+};
+
+/* Unary handler. Runs on a server I/O thread, so it must be quick (no blocking I/O). req is valid only during
+ * the call. On SPW_RPC_OK it may set *resp to a malloc'd buffer of *resp_len bytes (ownership passes to the
+ * wrapper; NULL/0 = empty reply). On any other status it fills msg (NUL-terminated, the details the client
+ * sees) and *resp is ignored (freed if set). Returns a SPW_RPC_* status. */
+typedef int (*spw_rpc_unary_fn)(void *ctx, const uint8_t *req, size_t req_len, uint8_t **resp, size_t *resp_len,
+                                char *msg, size_t msglen);
+
+/* Stream handler. Runs on its own thread for the life of the stream and drives it with spw_rpc_stream_send
+ * / _recv (it may hand one direction to a helper thread, which must be done with the stream before the handler
+ * returns). When the stream fails (client cancel, deadline, server shutdown) send/recv return negative and
+ * the handler should return promptly. The return value (SPW_RPC_*) and msg become the call's status. The
+ * wrapper owns st: never cancel it after returning. */
+typedef int (*spw_rpc_stream_fn)(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen);
+
+/* Create a server bound to o->listen_addr (not yet serving; SO_REUSEPORT off, so a taken port fails). On
+ * failure returns negative (-EINVAL bad opts; the bind's -errno such as -EADDRINUSE, or -EIO when gRPC gives
+ * none; -ENOMEM) and writes a message naming the address and the reason to err. */
+int spw_rpc_server_create(const struct spw_rpc_server_opts *o, struct spw_rpc_server **out, char *err,
+                          size_t errlen);
+
+/* Register a method ("/spillway.v1.Dispatcher/LeaseSplit") before spw_rpc_server_start. method is copied;
+ * ctx is passed to fn and must outlive the server. Returns 0, -EBUSY (started), -EEXIST, -ENOSPC (more than
+ * SPW_RPC_MAX_METHODS), -EINVAL. Calls to unregistered methods get UNIMPLEMENTED. */
+int spw_rpc_server_add_unary(struct spw_rpc_server *s, const char *method, spw_rpc_unary_fn fn, void *ctx);
+int spw_rpc_server_add_stream(struct spw_rpc_server *s, const char *method, spw_rpc_stream_fn fn, void *ctx);
+
+/* Start serving; writes the bound port (useful with port 0) to *bound_port if not NULL. 0 or -EBUSY/-errno. */
+int spw_rpc_server_start(struct spw_rpc_server *s, int *bound_port);
+
+/* Stop accepting calls, let open calls finish for up to deadline_ms, then cancel the rest, and join every
+ * thread (a stream handler that ignores its failing stream delays this). Idempotent. */
+void spw_rpc_server_shutdown(struct spw_rpc_server *s, int deadline_ms);
+
+/* Shut down (deadline 0) if still running, then free. Accepts NULL. */
+void spw_rpc_server_destroy(struct spw_rpc_server *s);
+
+/* ---- Client ---------------------------------------------------------------------------------------- */
+
+struct spw_rpc_channel_opts {
+    size_t max_message_bytes;  /* 0 = SPW_RPC_DEFAULT_MAX_MESSAGE; both directions */
+    const char *auth_token;    /* NULL = send no authorization metadata; copied */
+};
+
+/* A channel to "host:port" (connects lazily, reconnects by itself). o may be NULL. Returns 0, -EINVAL,
+ * -ENOMEM. Thread-safe; must outlive every call and stream made on it. */
+int spw_rpc_channel_create(const char *target, const struct spw_rpc_channel_opts *o, struct spw_rpc_channel **out);
+void spw_rpc_channel_destroy(struct spw_rpc_channel *c);
+
+/* Blocking unary call. timeout_ms > 0 is the call's deadline (0 = none; don't). Returns the gRPC status:
+ * SPW_RPC_OK with *resp malloc'd (caller frees; empty reply = non-NULL, *resp_len 0); transport failures
+ * come back as UNAVAILABLE / DEADLINE_EXCEEDED; msg (may be NULL) gets the status details. Negative only for
+ * local misuse (-EINVAL) or -ENOMEM. Thread-safe. */
+int spw_rpc_call(struct spw_rpc_channel *c, const char *method, const uint8_t *req, size_t len, int timeout_ms,
+                 uint8_t **resp, size_t *resp_len, char *msg, size_t msglen);
+
+/* ---- Streams (client and server share these) ------------------------------------------------------- */
+
+/* Open a bidirectional stream (client). timeout_ms > 0 is the whole stream's deadline, 0 = none. Does not
+ * wait for the connection: a failure shows up as a negative send/recv and as the status from
+ * spw_rpc_stream_finish, which must always be called. Returns 0, -EINVAL, -ENOMEM, -EIO. */
+int spw_rpc_stream_open(struct spw_rpc_channel *c, const char *method, int timeout_ms, struct spw_rpc_stream **out);
+
+/* Send one message: the concatenation of iov[0..iovcnt). Parts of 16 KiB or more are sent zero-copy (gRPC
+ * references the caller's memory), smaller parts are copied; either way the call blocks until gRPC has
+ * finished with the bytes, so the caller may reuse its buffers on return. One sender thread per stream.
+ * Returns 0; -EMSGSIZE over the message cap (stream still usable); -ECANCELED when the call has failed or
+ * ended (client: see spw_rpc_stream_finish for why); -EPIPE after spw_rpc_stream_close_send. */
+int spw_rpc_stream_send(struct spw_rpc_stream *st, const struct iovec *iov, int iovcnt);
+
+/* Receive one message. Returns 1 with *msg malloc'd (caller frees; never NULL), *len set; 0 at the end
+ * (server side: the client half-closed; client side: the server finished the call, well or not, and
+ * spw_rpc_stream_finish says which); -ECANCELED when the call failed (cancelled, deadline, transport,
+ * oversized message); -ETIMEDOUT when timeout_ms > 0 passed first, in which case the receive stays pending
+ * and the next call resumes it. timeout_ms 0 = until the call's deadline. One receiver thread per stream; it
+ * may run concurrently with the sender. */
+int spw_rpc_stream_recv(struct spw_rpc_stream *st, int timeout_ms, uint8_t **msg, size_t *len);
+
+/* Client half-close: no more messages from this side. Called by the sender thread. 0 or -ECANCELED. */
+int spw_rpc_stream_close_send(struct spw_rpc_stream *st);
+
+/* Client: discard unread messages until the end, wait for the status, free st. Call it once, after the
+ * sender and receiver threads are done with st (to abandon a stream that still streams, cancel first).
+ * Returns the status (SPW_RPC_*); msg (may be NULL) gets its details. */
+int spw_rpc_stream_finish(struct spw_rpc_stream *st, char *msg, size_t msglen);
+
+/* Cancel the call from either side and any thread, while st is still alive: pending and later send/recv fail
+ * with -ECANCELED and the peer sees CANCELLED. */
+void spw_rpc_stream_cancel(struct spw_rpc_stream *st);
+
+#endif

@@ -1,0 +1,739 @@
+/* lib/rpc_server.c - the gRPC C-core server behind spw_rpc_server_*: registered unary and stream methods,
+ * bearer-token check, UNIMPLEMENTED for the rest. Not a thread pool for slow work: unary handlers run inline.
+ * Threads: io_threads completion-queue threads (one `next` queue each, registered before start, one pending
+ * request per method per queue, re-armed on every new call; each thread owns the unary calls it accepted);
+ * plus one thread per open stream, whose call is bound to its own pluck queue so the handler can block. */
+#include "lib/rpc_internal.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <grpc/status.h>
+
+enum tag_kind { TAG_NEW_CALL, TAG_UNARY_STEP, TAG_SHUTDOWN };
+
+struct tag {
+    enum tag_kind kind;
+    void *obj;
+};
+
+struct method {
+    char *name;
+    int stream;
+    spw_rpc_unary_fn ufn;
+    spw_rpc_stream_fn sfn;
+    void *ctx;
+    void *handle;  /* grpc_server_register_method */
+};
+
+struct io_thread {
+    struct spw_rpc_server *s;
+    grpc_completion_queue *cq;
+    pthread_t tid;
+    int running;
+};
+
+/* One pending grpc_server_request_*call. */
+struct request {
+    struct tag tag;
+    struct io_thread *io;
+    struct method *m;                 /* NULL: the catch-all for unknown methods */
+    grpc_call *call;
+    grpc_completion_queue *call_cq;   /* stream: its own pluck queue; else NULL (bound to io->cq) */
+    gpr_timespec deadline;
+    grpc_metadata_array md;
+    grpc_byte_buffer *payload;        /* unary: the request message, read before the call is announced */
+    grpc_call_details details;        /* catch-all only */
+};
+
+/* A unary call after its handler ran: freed when both its batches (reply, close) have come back. */
+struct unary_call {
+    struct tag tag_reply, tag_close;
+    int pending;
+    int cancelled;
+    grpc_call *call;
+    grpc_byte_buffer *reply;
+};
+
+struct server_stream {
+    struct spw_rpc_stream st;
+    struct spw_rpc_server *s;
+    struct method *m;
+    pthread_t tid;
+    int done;
+    struct server_stream *next;
+};
+
+struct spw_rpc_server {
+    grpc_server *srv;
+    struct io_thread *io;
+    int nio;
+    struct method methods[SPW_RPC_MAX_METHODS];
+    int nmethods;
+    size_t max_msg;
+    int max_streams;
+    char *auth;  /* "Bearer <token>" or NULL */
+    int port;
+    int started, shut;
+    atomic_int stopping;
+    struct tag tag_shutdown;
+    pthread_mutex_t mu;  /* guards the fields below */
+    pthread_cond_t cv;
+    int shutdown_done;
+    int active_streams;
+    struct server_stream *streams;  /* live and finished-but-unjoined */
+};
+
+/* ---- small helpers ---- */
+
+static int slice_eq(grpc_slice s, const char *str, size_t n)
+{
+    return GRPC_SLICE_LENGTH(s) == n && memcmp(GRPC_SLICE_START_PTR(s), str, n) == 0;
+}
+
+/* The token comparison does not stop at the first differing byte. */
+static int authorized(const struct spw_rpc_server *s, const grpc_metadata_array *md)
+{
+    if (!s->auth)
+        return 1;
+    size_t n = strlen(s->auth);
+    for (size_t i = 0; i < md->count; i++) {
+        const grpc_metadata *m = &md->metadata[i];
+        if (!slice_eq(m->key, "authorization", 13) || GRPC_SLICE_LENGTH(m->value) != n)
+            continue;
+        const uint8_t *v = GRPC_SLICE_START_PTR(m->value);
+        unsigned diff = 0;
+        for (size_t k = 0; k < n; k++)
+            diff |= (unsigned)(v[k] ^ (uint8_t)s->auth[k]);
+        if (diff == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int valid_status(int st)
+{
+    return st >= SPW_RPC_OK && st <= SPW_RPC_UNAUTHENTICATED;
+}
+
+static void free_request(struct request *rq)
+{
+    grpc_metadata_array_destroy(&rq->md);
+    if (!rq->m)
+        grpc_call_details_destroy(&rq->details);
+    if (rq->payload)
+        grpc_byte_buffer_destroy(rq->payload);
+    if (rq->call_cq)
+        grpc_completion_queue_destroy(rq->call_cq);
+    free(rq);
+}
+
+static int arm_request(struct io_thread *io, struct method *m)
+{
+    struct spw_rpc_server *s = io->s;
+    struct request *rq = calloc(1, sizeof *rq);
+    grpc_call_error e;
+    if (!rq)
+        return -ENOMEM;
+    rq->tag.kind = TAG_NEW_CALL;
+    rq->tag.obj = rq;
+    rq->io = io;
+    rq->m = m;
+    grpc_metadata_array_init(&rq->md);
+    if (!m) {
+        grpc_call_details_init(&rq->details);
+        e = grpc_server_request_call(s->srv, &rq->call, &rq->details, &rq->md, io->cq, io->cq, &rq->tag);
+    } else if (m->stream) {
+        rq->call_cq = grpc_completion_queue_create_for_pluck(NULL);
+        e = grpc_server_request_registered_call(s->srv, m->handle, &rq->call, &rq->deadline, &rq->md, NULL,
+                                                rq->call_cq, io->cq, &rq->tag);
+    } else {
+        e = grpc_server_request_registered_call(s->srv, m->handle, &rq->call, &rq->deadline, &rq->md,
+                                                &rq->payload, io->cq, io->cq, &rq->tag);
+    }
+    if (e != GRPC_CALL_OK) {
+        free_request(rq);
+        return -EIO;
+    }
+    return 0;
+}
+
+/* ---- unary calls (io thread) ---- */
+
+static void unary_step(struct unary_call *uc)
+{
+    if (--uc->pending > 0)
+        return;
+    if (uc->reply)
+        grpc_byte_buffer_destroy(uc->reply);
+    grpc_call_unref(uc->call);
+    free(uc);
+}
+
+/* Post RECV_CLOSE_ON_SERVER in its own batch (it reports cancellation) before handling. NULL: out of memory,
+ * the call has been cancelled and released. */
+static struct unary_call *unary_begin(grpc_call *call)
+{
+    struct unary_call *uc = calloc(1, sizeof *uc);
+    if (!uc) {
+        grpc_call_cancel(call, NULL);
+        grpc_call_unref(call);
+        return NULL;
+    }
+    uc->call = call;
+    uc->tag_reply = (struct tag){TAG_UNARY_STEP, uc};
+    uc->tag_close = (struct tag){TAG_UNARY_STEP, uc};
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &uc->cancelled;
+    uc->pending = 1;  /* the reply's own reference, dropped in unary_reply */
+    if (grpc_call_start_batch(call, &op, 1, &uc->tag_close, NULL) == GRPC_CALL_OK)
+        uc->pending++;
+    return uc;
+}
+
+/* Send the reply (takes ownership of resp, a malloc'd buffer or NULL) and the status. */
+static void unary_reply(struct unary_call *uc, int status, const char *msg, uint8_t *resp, size_t resp_len)
+{
+    grpc_op ops[3];
+    grpc_slice details = grpc_slice_from_copied_string(msg ? msg : "");
+    size_t nops = 0;
+    memset(ops, 0, sizeof ops);
+    ops[nops++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (status == SPW_RPC_OK) {
+        grpc_slice body = resp && resp_len ? grpc_slice_new(resp, resp_len, free) : grpc_empty_slice();
+        if (resp && !resp_len)
+            free(resp);
+        uc->reply = grpc_raw_byte_buffer_create(&body, 1);
+        grpc_slice_unref(body);
+        ops[nops].op = GRPC_OP_SEND_MESSAGE;
+        ops[nops++].data.send_message.send_message = uc->reply;
+    } else {
+        free(resp);
+    }
+    ops[nops].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[nops].data.send_status_from_server.status = (grpc_status_code)status;
+    ops[nops++].data.send_status_from_server.status_details = &details;
+    if (grpc_call_start_batch(uc->call, ops, nops, &uc->tag_reply, NULL) == GRPC_CALL_OK)
+        uc->pending++;
+    else
+        grpc_call_cancel(uc->call, NULL);
+    grpc_slice_unref(details);  /* the call keeps its own reference */
+    unary_step(uc);             /* drop the reply's reference */
+}
+
+static void handle_unary(struct spw_rpc_server *s, struct request *rq)
+{
+    struct method *m = rq->m;
+    struct unary_call *uc = unary_begin(rq->call);
+    uint8_t *req = NULL, *resp = NULL;
+    size_t req_len = 0, resp_len = 0;
+    char msg[512] = "";
+    int status;
+
+    rq->call = NULL;
+    if (!uc)
+        return;
+    if (!authorized(s, &rq->md)) {
+        unary_reply(uc, SPW_RPC_UNAUTHENTICATED, "missing or wrong authorization bearer token", NULL, 0);
+        return;
+    }
+    if (!rq->payload) {
+        snprintf(msg, sizeof msg, "%s: request message missing", m->name);
+        unary_reply(uc, SPW_RPC_INVALID_ARGUMENT, msg, NULL, 0);
+        return;
+    }
+    if (spw_rpc__bb_flatten(rq->payload, &req, &req_len) < 0) {
+        unary_reply(uc, SPW_RPC_RESOURCE_EXHAUSTED, "out of memory reading the request", NULL, 0);
+        return;
+    }
+    status = m->ufn(m->ctx, req, req_len, &resp, &resp_len, msg, sizeof msg);
+    free(req);
+    if (!valid_status(status)) {
+        snprintf(msg, sizeof msg, "%s: handler returned %d, not a status", m->name, status);
+        status = SPW_RPC_UNKNOWN;
+    }
+    msg[sizeof msg - 1] = '\0';
+    unary_reply(uc, status, msg, resp, resp_len);
+}
+
+static void handle_unknown(struct request *rq)
+{
+    char msg[512], name[256];
+    struct unary_call *uc = unary_begin(rq->call);
+    rq->call = NULL;
+    if (!uc)
+        return;
+    spw_rpc__slice_to_msg(rq->details.method, name, sizeof name);
+    snprintf(msg, sizeof msg, "unknown method %s", name);
+    unary_reply(uc, SPW_RPC_UNIMPLEMENTED, msg, NULL, 0);
+}
+
+/* ---- streams ---- */
+
+/* Refuse a stream call (bound to its own pluck queue) from the io thread. A client that does not read could
+ * hold the status write: give it 5 s, then cancel. Releases call and cq. */
+static void stream_reject(grpc_call *call, grpc_completion_queue *cq, int status, const char *msg)
+{
+    char tag_a, tag_b;
+    int cancelled = 0, started_b;
+    grpc_slice details = grpc_slice_from_copied_string(msg);
+    grpc_op ops[2], close_op;
+    memset(ops, 0, sizeof ops);
+    memset(&close_op, 0, sizeof close_op);
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[1].data.send_status_from_server.status = (grpc_status_code)status;
+    ops[1].data.send_status_from_server.status_details = &details;
+    close_op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    close_op.data.recv_close_on_server.cancelled = &cancelled;
+    started_b = grpc_call_start_batch(call, &close_op, 1, &tag_b, NULL) == GRPC_CALL_OK;
+    if (grpc_call_start_batch(call, ops, 2, &tag_a, NULL) == GRPC_CALL_OK) {
+        if (grpc_completion_queue_pluck(cq, &tag_a, spw_rpc__deadline(5000), NULL).type == GRPC_QUEUE_TIMEOUT) {
+            grpc_call_cancel(call, NULL);
+            spw_rpc__pluck(cq, &tag_a);
+        }
+    } else {
+        grpc_call_cancel(call, NULL);
+    }
+    grpc_slice_unref(details);
+    if (started_b)
+        spw_rpc__pluck(cq, &tag_b);
+    grpc_call_unref(call);
+    grpc_completion_queue_destroy(cq);
+}
+
+static void *stream_main(void *arg)
+{
+    struct server_stream *ss = arg;
+    struct spw_rpc_stream *st = &ss->st;
+    struct spw_rpc_server *s = ss->s;
+    char msg[512] = "";
+    int status, close_started;
+    grpc_op op, ops[2];
+    size_t nops = 0;
+
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &st->close_cancelled;
+    close_started = grpc_call_start_batch(st->call, &op, 1, &st->tag_close, NULL) == GRPC_CALL_OK;
+
+    status = ss->m->sfn(ss->m->ctx, st, msg, sizeof msg);
+    if (!valid_status(status)) {
+        snprintf(msg, sizeof msg, "%s: handler returned %d, not a status", ss->m->name, status);
+        status = SPW_RPC_UNKNOWN;
+    }
+    msg[sizeof msg - 1] = '\0';
+
+    grpc_slice details = grpc_slice_from_copied_string(msg);
+    memset(ops, 0, sizeof ops);
+    if (!st->imd_sent)
+        ops[nops++].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[nops].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    ops[nops].data.send_status_from_server.status = (grpc_status_code)status;
+    ops[nops++].data.send_status_from_server.status_details = &details;
+    if (grpc_call_start_batch(st->call, ops, nops, &st->tag_status, NULL) == GRPC_CALL_OK)
+        spw_rpc__pluck(st->cq, &st->tag_status);
+    else
+        grpc_call_cancel(st->call, NULL);
+    grpc_slice_unref(details);
+    if (close_started)
+        spw_rpc__pluck(st->cq, &st->tag_close);
+    if (st->recv_pending) {  /* a receive the handler left behind after a timeout */
+        spw_rpc__pluck(st->cq, &st->tag_recv);
+        if (st->recv_bb)
+            grpc_byte_buffer_destroy(st->recv_bb);
+    }
+    grpc_metadata_array_destroy(&st->rimd);
+    grpc_call_unref(st->call);
+    grpc_completion_queue_destroy(st->cq);
+
+    pthread_mutex_lock(&s->mu);
+    s->active_streams--;
+    ss->done = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Join the stream threads that have finished. Called with s->mu held. */
+static void reap_streams(struct spw_rpc_server *s)
+{
+    struct server_stream **pp = &s->streams;
+    while (*pp) {
+        struct server_stream *ss = *pp;
+        if (ss->done) {
+            *pp = ss->next;
+            pthread_join(ss->tid, NULL);
+            free(ss);
+        } else {
+            pp = &ss->next;
+        }
+    }
+}
+
+static void handle_stream(struct spw_rpc_server *s, struct request *rq)
+{
+    grpc_call *call = rq->call;
+    grpc_completion_queue *cq = rq->call_cq;
+    struct server_stream *ss = NULL;
+    char msg[256];
+
+    rq->call = NULL;
+    rq->call_cq = NULL;
+    if (!authorized(s, &rq->md)) {
+        stream_reject(call, cq, SPW_RPC_UNAUTHENTICATED, "missing or wrong authorization bearer token");
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    reap_streams(s);
+    int full = s->active_streams >= s->max_streams;
+    if (!full)
+        s->active_streams++;
+    pthread_mutex_unlock(&s->mu);
+    if (full) {
+        snprintf(msg, sizeof msg, "%s: too many open streams (max %d)", rq->m->name, s->max_streams);
+        stream_reject(call, cq, SPW_RPC_RESOURCE_EXHAUSTED, msg);
+        return;
+    }
+    if ((ss = calloc(1, sizeof *ss))) {
+        ss->st.call = call;
+        ss->st.cq = cq;
+        spw_rpc__stream_init(&ss->st, 0, s->max_msg);
+        ss->s = s;
+        ss->m = rq->m;
+        pthread_mutex_lock(&s->mu);
+        if (pthread_create(&ss->tid, NULL, stream_main, ss) == 0) {
+            ss->next = s->streams;
+            s->streams = ss;
+            ss = NULL;
+            call = NULL;
+        } else {
+            grpc_metadata_array_destroy(&ss->st.rimd);
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (call) {  /* out of memory or threads */
+        free(ss);
+        pthread_mutex_lock(&s->mu);
+        s->active_streams--;
+        pthread_mutex_unlock(&s->mu);
+        stream_reject(call, cq, SPW_RPC_RESOURCE_EXHAUSTED, "cannot start a stream thread");
+    }
+}
+
+/* ---- io threads ---- */
+
+static void on_new_call(struct request *rq, int ok)
+{
+    struct io_thread *io = rq->io;
+    struct spw_rpc_server *s = io->s;
+    if (!ok || !rq->call) {  /* the server is shutting down */
+        free_request(rq);
+        return;
+    }
+    if (!atomic_load(&s->stopping))
+        arm_request(io, rq->m);  /* on failure this queue stops taking this method; the others still do */
+    if (!rq->m)
+        handle_unknown(rq);
+    else if (rq->m->stream)
+        handle_stream(s, rq);
+    else
+        handle_unary(s, rq);
+    free_request(rq);
+}
+
+static void *io_main(void *arg)
+{
+    struct io_thread *io = arg;
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(io->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN)
+            break;
+        if (ev.type != GRPC_OP_COMPLETE)
+            continue;
+        struct tag *t = ev.tag;
+        switch (t->kind) {
+        case TAG_NEW_CALL:
+            on_new_call(t->obj, ev.success);
+            break;
+        case TAG_UNARY_STEP:
+            unary_step(t->obj);
+            break;
+        case TAG_SHUTDOWN:
+            pthread_mutex_lock(&io->s->mu);
+            io->s->shutdown_done = 1;
+            pthread_cond_broadcast(&io->s->cv);
+            pthread_mutex_unlock(&io->s->mu);
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* ---- lifecycle ---- */
+
+static void destroy_cqs(struct spw_rpc_server *s)
+{
+    for (int i = 0; i < s->nio; i++) {
+        if (!s->io[i].cq)
+            continue;
+        grpc_completion_queue_shutdown(s->io[i].cq);
+        if (s->io[i].running) {
+            pthread_join(s->io[i].tid, NULL);
+            s->io[i].running = 0;
+        } else {
+            grpc_event ev;  /* no thread took this queue: drain it here, freeing failed requests */
+            while ((ev = grpc_completion_queue_next(s->io[i].cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL)).type !=
+                   GRPC_QUEUE_SHUTDOWN)
+                if (ev.type == GRPC_OP_COMPLETE && ((struct tag *)ev.tag)->kind == TAG_NEW_CALL)
+                    free_request(((struct tag *)ev.tag)->obj);
+        }
+        grpc_completion_queue_destroy(s->io[i].cq);
+        s->io[i].cq = NULL;
+    }
+}
+
+/* gRPC explains a failed bind only in an ERROR log line, a nested status whose innermost child carries
+ * errno:N and os_error:"text". Returns -errno (or -EIO) and the shortest useful text. */
+static int bind_failure(const char *log, char *why, size_t whylen)
+{
+    const char *os = strstr(log, "os_error:\""), *en = strstr(log, "errno:");
+    if (os) {
+        os += 10;
+        const char *end = strchr(os, '"');
+        snprintf(why, whylen, "%.*s", (int)(end ? end - os : (ptrdiff_t)strlen(os)), os);
+    } else if (*log) {
+        const char *brace = strstr(log, " {");
+        if (strncmp(log, "UNKNOWN:", 8) == 0)
+            log += 8;
+        snprintf(why, whylen, "%.*s", (int)(brace && brace > log ? brace - log : (ptrdiff_t)strlen(log)), log);
+    } else {
+        snprintf(why, whylen, "gRPC gave no reason");
+    }
+    int e = en ? atoi(en + 6) : 0;
+    return e > 0 && e < 4096 ? -e : -EIO;
+}
+
+int spw_rpc_server_create(const struct spw_rpc_server_opts *o, struct spw_rpc_server **out, char *err,
+                          size_t errlen)
+{
+    struct spw_rpc_server *s = NULL;
+    grpc_server_credentials *creds;
+    pthread_condattr_t ca;
+    int ret;
+
+    if (err && errlen)
+        err[0] = '\0';
+    if (!o || !out || !o->listen_addr || !*o->listen_addr || o->io_threads < 0 || o->io_threads > 64 ||
+        o->max_streams < 0 || o->max_message_bytes > INT_MAX) {
+        if (err)
+            snprintf(err, errlen, "rpc server: bad options (listen_addr required, io_threads 0..64, "
+                                  "max_message_bytes <= %d, max_streams >= 0)", INT_MAX);
+        return -EINVAL;
+    }
+    if (!(s = calloc(1, sizeof *s)))
+        return -ENOMEM;
+    s->nio = o->io_threads ? o->io_threads : SPW_RPC_DEFAULT_IO_THREADS;
+    s->max_msg = o->max_message_bytes ? o->max_message_bytes : SPW_RPC_DEFAULT_MAX_MESSAGE;
+    s->max_streams = o->max_streams ? o->max_streams : SPW_RPC_DEFAULT_MAX_STREAMS;
+    s->tag_shutdown = (struct tag){TAG_SHUTDOWN, s};
+    atomic_init(&s->stopping, 0);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (o->auth_token && *o->auth_token) {
+        size_t n = strlen(o->auth_token) + 8;
+        if (!(s->auth = malloc(n))) {
+            ret = -ENOMEM;
+            goto fail_nogrpc;
+        }
+        snprintf(s->auth, n, "Bearer %s", o->auth_token);
+    }
+    if (!(s->io = calloc((size_t)s->nio, sizeof *s->io))) {
+        ret = -ENOMEM;
+        goto fail_nogrpc;
+    }
+
+    spw_rpc__ref();
+    grpc_arg args[3];
+    memset(args, 0, sizeof args);
+    args[0].type = args[1].type = args[2].type = GRPC_ARG_INTEGER;
+    args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    args[0].value.integer = (int)s->max_msg;
+    args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
+    args[1].value.integer = (int)s->max_msg;
+    args[2].key = GRPC_ARG_ALLOW_REUSEPORT;  /* a second daemon on the same port must fail, not share it */
+    args[2].value.integer = 0;
+    grpc_channel_args chargs = {3, args};
+    s->srv = grpc_server_create(&chargs, NULL);
+    for (int i = 0; i < s->nio; i++) {
+        s->io[i].s = s;
+        s->io[i].cq = grpc_completion_queue_create_for_next(NULL);
+        grpc_server_register_completion_queue(s->srv, s->io[i].cq, NULL);
+    }
+    creds = grpc_insecure_server_credentials_create();
+    spw_rpc__clear_last_log();
+    s->port = grpc_server_add_http2_port(s->srv, o->listen_addr, creds);
+    grpc_server_credentials_release(creds);
+    if (s->port <= 0) {
+        char why[160];
+        ret = bind_failure(spw_rpc__last_log(), why, sizeof why);
+        if (err)
+            snprintf(err, errlen, "rpc server: cannot listen on %s: %s", o->listen_addr, why);
+        grpc_server_destroy(s->srv);  /* nothing bound, never started: no shutdown needed */
+        destroy_cqs(s);
+        spw_rpc__unref();
+        goto fail_nogrpc;
+    }
+    *out = s;
+    return 0;
+
+fail_nogrpc:
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s->io);
+    free(s->auth);
+    free(s);
+    return ret;
+}
+
+static int add_method(struct spw_rpc_server *s, const char *method, int stream, spw_rpc_unary_fn ufn,
+                      spw_rpc_stream_fn sfn, void *ctx)
+{
+    if (!s || !method || method[0] != '/' || (!ufn && !sfn))
+        return -EINVAL;
+    if (s->started || s->shut)
+        return -EBUSY;
+    for (int i = 0; i < s->nmethods; i++)
+        if (strcmp(s->methods[i].name, method) == 0)
+            return -EEXIST;
+    if (s->nmethods == SPW_RPC_MAX_METHODS)
+        return -ENOSPC;
+    struct method *m = &s->methods[s->nmethods];
+    if (!(m->name = strdup(method)))
+        return -ENOMEM;
+    m->handle = grpc_server_register_method(
+        s->srv, m->name, NULL, stream ? GRPC_SRM_PAYLOAD_NONE : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    if (!m->handle) {
+        free(m->name);
+        m->name = NULL;
+        return -EEXIST;
+    }
+    m->stream = stream;
+    m->ufn = ufn;
+    m->sfn = sfn;
+    m->ctx = ctx;
+    s->nmethods++;
+    return 0;
+}
+
+int spw_rpc_server_add_unary(struct spw_rpc_server *s, const char *method, spw_rpc_unary_fn fn, void *ctx)
+{
+    return add_method(s, method, 0, fn, NULL, ctx);
+}
+
+int spw_rpc_server_add_stream(struct spw_rpc_server *s, const char *method, spw_rpc_stream_fn fn, void *ctx)
+{
+    return add_method(s, method, 1, NULL, fn, ctx);
+}
+
+int spw_rpc_server_start(struct spw_rpc_server *s, int *bound_port)
+{
+    int ret = 0;
+    if (!s)
+        return -EINVAL;
+    if (s->started || s->shut)
+        return -EBUSY;
+    grpc_server_start(s->srv);
+    s->started = 1;
+    for (int i = 0; i < s->nio; i++) {
+        for (int k = 0; k < s->nmethods; k++)
+            if ((ret = arm_request(&s->io[i], &s->methods[k])) < 0)
+                return ret;
+        if ((ret = arm_request(&s->io[i], NULL)) < 0)
+            return ret;
+    }
+    for (int i = 0; i < s->nio; i++) {
+        if ((ret = pthread_create(&s->io[i].tid, NULL, io_main, &s->io[i])) != 0)
+            return -ret;  /* spw_rpc_server_shutdown copes with the threads that did start */
+        s->io[i].running = 1;
+    }
+    if (bound_port)
+        *bound_port = s->port;
+    return 0;
+}
+
+void spw_rpc_server_shutdown(struct spw_rpc_server *s, int deadline_ms)
+{
+    struct timespec until;
+    if (!s || s->shut)
+        return;
+    atomic_store(&s->stopping, 1);
+    grpc_server_shutdown_and_notify(s->srv, s->io[0].cq, &s->tag_shutdown);
+    if (!s->io[0].running) {  /* never started (or its thread failed to): pump the queue here */
+        grpc_event ev;
+        do {
+            ev = grpc_completion_queue_next(s->io[0].cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+            if (ev.type == GRPC_OP_COMPLETE && ((struct tag *)ev.tag)->kind == TAG_NEW_CALL)
+                free_request(((struct tag *)ev.tag)->obj);
+        } while (!(ev.type == GRPC_OP_COMPLETE && ev.tag == &s->tag_shutdown));
+        s->shutdown_done = 1;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    if (deadline_ms > 0) {
+        until.tv_sec += deadline_ms / 1000;
+        until.tv_nsec += (long)(deadline_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&s->mu);
+    while (!(s->shutdown_done && s->active_streams == 0))
+        if (pthread_cond_timedwait(&s->cv, &s->mu, &until) == ETIMEDOUT)
+            break;
+    int graceful = s->shutdown_done && s->active_streams == 0;
+    pthread_mutex_unlock(&s->mu);
+    if (!graceful)
+        grpc_server_cancel_all_calls(s->srv);
+    pthread_mutex_lock(&s->mu);
+    while (!(s->shutdown_done && s->active_streams == 0))
+        pthread_cond_wait(&s->cv, &s->mu);
+    reap_streams(s);
+    pthread_mutex_unlock(&s->mu);
+    destroy_cqs(s);
+    /* Every call was finished before the shutdown tag, so no io thread can have started a stream since;
+     * this last pass is belt and braces. */
+    pthread_mutex_lock(&s->mu);
+    while (s->active_streams > 0)
+        pthread_cond_wait(&s->cv, &s->mu);
+    reap_streams(s);
+    pthread_mutex_unlock(&s->mu);
+    s->shut = 1;
+}
+
+void spw_rpc_server_destroy(struct spw_rpc_server *s)
+{
+    if (!s)
+        return;
+    spw_rpc_server_shutdown(s, 0);
+    grpc_server_destroy(s->srv);
+    for (int i = 0; i < s->nmethods; i++)
+        free(s->methods[i].name);
+    spw_rpc__unref();
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s->io);
+    free(s->auth);
+    free(s);
+}
