@@ -31,11 +31,13 @@ CORE_LIB  := $(BUILD)/lib/libspwcore.a
 DISP_SRC  := $(filter-out dispatcher/main.c,$(wildcard dispatcher/*.c))
 DISP_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(DISP_SRC))
 DISP_LIB  := $(BUILD)/lib/libspwdisp.a
+WRK_SRC   := $(filter-out worker/main.c,$(wildcard worker/*.c))
+WRK_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(WRK_SRC))
 TEST_SRC  := $(wildcard tests/unit/check_*.c)
 TEST_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 EQUIV_SRC := $(wildcard tests/equiv/*.c)
 EQUIV_BIN := $(patsubst tests/equiv/%.c,$(BUILD)/tests/%,$(EQUIV_SRC))
-BINS      := $(BUILD)/bin/spillctl $(BUILD)/bin/spillway-dispatcher
+BINS      := $(BUILD)/bin/spillctl $(BUILD)/bin/spillway-dispatcher $(BUILD)/bin/spillway-worker
 
 .PHONY: all test unit lint equiv corrupt integration demo bench clean deps
 all: $(BINS)
@@ -69,6 +71,11 @@ $(DISP_LIB): $(DISP_OBJ) $(CORE_LIB)
 	$(Q)rm -f $@ && ar rcs $@ $(DISP_OBJ)
 
 $(BUILD)/bin/spillway-dispatcher: $(BUILD)/obj/dispatcher/main.o $(DISP_LIB) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/bin/spillway-worker: $(BUILD)/obj/worker/main.o $(WRK_OBJ) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)

@@ -10,7 +10,7 @@ CTL=$ROOT/build/bin/spillctl
 WORK=$(mktemp -d /tmp/spw-int-XXXXXX)
 PIDS=()
 cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
   rm -rf "$WORK"
 }
 trap cleanup EXIT

@@ -1,0 +1,120 @@
+/* worker/main.c - spillway-worker: parse config, listen, register with the dispatcher, heartbeat, drain on
+ * SIGTERM. What runs: registration (again after a dispatcher restart or after being retired), heartbeats
+ * and the task list they carry. Not yet: leasing splits and streaming elements (StreamElements is not
+ * served yet, so clients get UNIMPLEMENTED). Signals are blocked in all threads and taken by main. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/config.h"
+#include "lib/log.h"
+#include "lib/rpc.h"
+#include "worker/registration.h"
+
+static struct spw_config_entry g_cfg[] = {
+    {"dispatcher", "SPILLWAY_DISPATCHER", SPW_CFG_STRING, NULL, 0, 0, "the dispatcher, HOST:PORT (required)", 0, 0,
+     0, 0},
+    {"port", "SPILLWAY_WORKER_PORT", SPW_CFG_INT, "5051", 0, 65535, "port to listen on (0: any free port)", 0, 0,
+     0, 0},
+    {"listen", "SPILLWAY_LISTEN", SPW_CFG_STRING, "0.0.0.0", 0, 0, "address to listen on", 0, 0, 0, 0},
+    {"advertise", "SPILLWAY_ADVERTISE", SPW_CFG_STRING, "", 0, 0,
+     "HOST:PORT clients dial (e.g. the pod IP); default: the listen address and bound port", 0, 0, 0, 0},
+    {"threads", "SPILLWAY_THREADS", SPW_CFG_INT, "0", 0, 1024, "preprocessing threads (0: online CPUs)", 0, 0, 0,
+     0},
+    {"io-threads", "SPILLWAY_IO_THREADS", SPW_CFG_INT, "2", 1, 64, "RPC I/O threads", 0, 0, 0, 0},
+    {"auth-token", "SPILLWAY_AUTH_TOKEN", SPW_CFG_STRING, NULL, 0, 0,
+     "bearer token: required from callers and sent to the dispatcher (unset: none)", 1, 0, 0, 0},
+    {"drain-ms", "SPILLWAY_DRAIN_MS", SPW_CFG_INT, "5000", 0, 600000, "on SIGTERM, finish streams for this long",
+     0, 0, 0, 0},
+};
+#define N_CFG ((int)(sizeof g_cfg / sizeof g_cfg[0]))
+
+static const struct spw_config_entry *cfg(const char *name)
+{
+    return spw_config_get(g_cfg, N_CFG, name);
+}
+
+int main(int argc, char **argv)
+{
+    char err[512];
+    int rc = spw_config_parse(g_cfg, N_CFG, argc, argv,
+                              "usage: spillway-worker --dispatcher HOST:PORT [--port P] [options]\n"
+                              "A Spillway CPU worker: registers with the dispatcher and heartbeats.",
+                              stdout, err, sizeof err);
+    if (rc == 1)
+        return 0;
+    if (rc) {
+        fprintf(stderr, "spillway-worker: %s\n", err);
+        return 2;
+    }
+    if (!cfg("dispatcher")->s || !*cfg("dispatcher")->s) {
+        fprintf(stderr, "spillway-worker: --dispatcher HOST:PORT is required (or SPILLWAY_DISPATCHER)\n");
+        return 2;
+    }
+    spw_config_log(g_cfg, N_CFG, "worker");
+    const char *token = cfg("auth-token")->s && *cfg("auth-token")->s ? cfg("auth-token")->s : NULL;
+    if (!token)
+        spw_log(SPW_LOG_WARN, "worker", "no auth token configured: accepting unauthenticated, unencrypted calls");
+
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+    spw_rpc_init();
+    struct spw_rpc_server *srv = NULL;
+    struct wrk_registration *reg = NULL;
+    int status = 1;
+    const char *host = cfg("listen")->s;
+    char addr[300], advertise[300];
+    snprintf(addr, sizeof addr, strchr(host, ':') && host[0] != '[' ? "[%s]:%lld" : "%s:%lld", host,
+             (long long)cfg("port")->i);
+    struct spw_rpc_server_opts ro = {.listen_addr = addr, .io_threads = (int)cfg("io-threads")->i,
+                                     .auth_token = token};
+    if (spw_rpc_server_create(&ro, &srv, err, sizeof err) != 0) {
+        spw_log(SPW_LOG_ERROR, "worker", "cannot create the server: %s", err);
+        goto out;
+    }
+    int port = 0;
+    if (spw_rpc_server_start(srv, &port) != 0) {
+        spw_log(SPW_LOG_ERROR, "worker", "cannot listen on %s", addr);
+        goto out;
+    }
+    if (cfg("advertise")->s && *cfg("advertise")->s)
+        snprintf(advertise, sizeof advertise, "%s", cfg("advertise")->s);
+    else
+        snprintf(advertise, sizeof advertise, "%s:%d", host, port);
+    printf("listening on %s:%d\n", host, port);
+    fflush(stdout);
+    spw_log(SPW_LOG_INFO, "worker", "listening address=%s port=%d advertise=%s", host, port, advertise);
+
+    int threads = (int)cfg("threads")->i;
+    if (threads <= 0)
+        threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    struct wrk_registration_opts wo = {.dispatcher = cfg("dispatcher")->s, .advertise = advertise,
+                                       .threads = threads, .auth_token = token};
+    if ((rc = wrk_registration_start(&wo, &reg)) != 0) {
+        spw_log(SPW_LOG_ERROR, "worker", "cannot start registration: rc=%d", rc);
+        goto out;
+    }
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    spw_log(SPW_LOG_INFO, "worker", "draining signal=%d deadline_ms=%lld", sig, (long long)cfg("drain-ms")->i);
+    wrk_registration_stop(reg);
+    reg = NULL;
+    spw_rpc_server_shutdown(srv, (int)cfg("drain-ms")->i);
+    status = 0;
+out:
+    wrk_registration_stop(reg);
+    spw_rpc_server_destroy(srv);
+    spw_rpc_shutdown();
+    spw_log(SPW_LOG_INFO, "worker", "stopped status=%d", status);
+    return status;
+}

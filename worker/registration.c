@@ -1,0 +1,200 @@
+/* worker/registration.c - register, heartbeat, re-register (see registration.h). The thread sleeps on a
+ * condition variable so stop() wakes it at once; RPCs carry deadlines so a dead dispatcher never blocks
+ * it for long. */
+#include "worker/registration.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lib/log.h"
+#include "lib/rpc.h"
+#include "proto/spillway.pb-c.h"
+
+#define RPC_TIMEOUT_MS 3000
+#define MAX_BACKOFF_MS 5000
+
+struct wrk_registration {
+    char *dispatcher, *advertise, *token;
+    int threads;
+    struct spw_rpc_channel *ch;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stopping;
+    uint64_t id;
+    int64_t interval_ms;
+    uint64_t tasks_hash;        /* to log task-list changes once */
+};
+
+/* Sleep up to ms or until stop; returns false when stopping. */
+static bool nap(struct wrk_registration *r, int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&r->mu);
+    while (!r->stopping && pthread_cond_timedwait(&r->cv, &r->mu, &ts) != ETIMEDOUT)
+        ;
+    bool go_on = !r->stopping;
+    pthread_mutex_unlock(&r->mu);
+    return go_on;
+}
+
+static int call(struct wrk_registration *r, const char *method, const ProtobufCMessage *req, uint8_t **resp,
+                size_t *len, char *msg, size_t msglen)
+{
+    size_t n = protobuf_c_message_get_packed_size(req);
+    uint8_t *buf = malloc(n + 1);
+    if (!buf)
+        return SPW_RPC_RESOURCE_EXHAUSTED;
+    protobuf_c_message_pack(req, buf);
+    int st = spw_rpc_call(r->ch, method, buf, n, RPC_TIMEOUT_MS, resp, len, msg, msglen);
+    free(buf);
+    return st;
+}
+
+/* RegisterWorker until it succeeds (or stop). Keeps the old id when there is one. */
+static bool register_worker(struct wrk_registration *r)
+{
+    int64_t backoff = 100;
+    for (;;) {
+        Spillway__V1__RegisterWorkerRequest req = SPILLWAY__V1__REGISTER_WORKER_REQUEST__INIT;
+        req.address = r->advertise;
+        req.threads = r->threads;
+        req.worker_id = r->id;
+        uint8_t *resp = NULL;
+        size_t len = 0;
+        char msg[256] = "";
+        int st = call(r, "/spillway.v1.Dispatcher/RegisterWorker", &req.base, &resp, &len, msg, sizeof msg);
+        Spillway__V1__RegisterWorkerResponse *out =
+            st == SPW_RPC_OK ? spillway__v1__register_worker_response__unpack(NULL, len, resp) : NULL;
+        free(resp);
+        if (out) {
+            pthread_mutex_lock(&r->mu);
+            r->id = out->worker_id;
+            r->interval_ms = out->heartbeat_interval_ms > 0 ? out->heartbeat_interval_ms : 1000;
+            pthread_mutex_unlock(&r->mu);
+            spw_log(SPW_LOG_INFO, "worker", "registered worker=%llu dispatcher=%s heartbeat_ms=%lld",
+                    (unsigned long long)out->worker_id, r->dispatcher, (long long)r->interval_ms);
+            spillway__v1__register_worker_response__free_unpacked(out, NULL);
+            return true;
+        }
+        spw_log(SPW_LOG_WARN, "worker", "register failed dispatcher=%s status=%s msg=\"%s\" retry_ms=%lld",
+                r->dispatcher, spw_rpc_status_name(st), msg, (long long)backoff);
+        if (!nap(r, backoff))
+            return false;
+        backoff = backoff * 2 > MAX_BACKOFF_MS ? MAX_BACKOFF_MS : backoff * 2;
+    }
+}
+
+static void note_tasks(struct wrk_registration *r, const Spillway__V1__WorkerHeartbeatResponse *out)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < out->n_tasks; i++)
+        h = (h ^ out->tasks[i]->job) * 1099511628211ull;
+    if (h == r->tasks_hash)
+        return;
+    r->tasks_hash = h;
+    char list[512] = "";
+    size_t off = 0;
+    for (size_t i = 0; i < out->n_tasks && off < sizeof list - 24; i++)
+        off += (size_t)snprintf(list + off, sizeof list - off, "%s%llu", i ? "," : "",
+                                (unsigned long long)out->tasks[i]->job);
+    spw_log(SPW_LOG_INFO, "worker", "tasks jobs=[%s]", list);
+}
+
+static void *thread_main(void *arg)
+{
+    struct wrk_registration *r = arg;
+    if (!register_worker(r))
+        return NULL;
+    while (nap(r, r->interval_ms)) {
+        Spillway__V1__WorkerHeartbeatRequest req = SPILLWAY__V1__WORKER_HEARTBEAT_REQUEST__INIT;
+        req.worker_id = r->id;
+        uint8_t *resp = NULL;
+        size_t len = 0;
+        char msg[256] = "";
+        int st = call(r, "/spillway.v1.Dispatcher/WorkerHeartbeat", &req.base, &resp, &len, msg, sizeof msg);
+        if (st == SPW_RPC_OK) {
+            Spillway__V1__WorkerHeartbeatResponse *out = spillway__v1__worker_heartbeat_response__unpack(NULL, len, resp);
+            if (out) {
+                note_tasks(r, out);
+                spillway__v1__worker_heartbeat_response__free_unpacked(out, NULL);
+            }
+        } else if (st == SPW_RPC_NOT_FOUND) {
+            /* The dispatcher restarted or retired us after missed heartbeats: join again, same id. */
+            spw_log(SPW_LOG_WARN, "worker", "dispatcher does not know worker=%llu: registering again",
+                    (unsigned long long)r->id);
+            if (!register_worker(r))
+                break;
+        } else {
+            spw_log(SPW_LOG_WARN, "worker", "heartbeat failed status=%s msg=\"%s\"", spw_rpc_status_name(st), msg);
+        }
+        free(resp);
+    }
+    return NULL;
+}
+
+int wrk_registration_start(const struct wrk_registration_opts *o, struct wrk_registration **out)
+{
+    struct wrk_registration *r = calloc(1, sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    r->dispatcher = strdup(o->dispatcher);
+    r->advertise = strdup(o->advertise);
+    r->token = o->auth_token ? strdup(o->auth_token) : NULL;
+    r->threads = o->threads;
+    r->interval_ms = 1000;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    struct spw_rpc_channel_opts co = {.auth_token = r->token};
+    int rc = (!r->dispatcher || !r->advertise) ? -ENOMEM : spw_rpc_channel_create(r->dispatcher, &co, &r->ch);
+    if (rc == 0 && pthread_create(&r->thread, NULL, thread_main, r) != 0)
+        rc = -EAGAIN;
+    if (rc) {
+        spw_rpc_channel_destroy(r->ch);
+        free(r->dispatcher);
+        free(r->advertise);
+        free(r->token);
+        free(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+void wrk_registration_stop(struct wrk_registration *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->stopping = true;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->thread, NULL);
+    spw_rpc_channel_destroy(r->ch);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r->dispatcher);
+    free(r->advertise);
+    free(r->token);
+    free(r);
+}
+
+uint64_t wrk_registration_id(struct wrk_registration *r)
+{
+    pthread_mutex_lock(&r->mu);
+    uint64_t id = r->id;
+    pthread_mutex_unlock(&r->mu);
+    return id;
+}

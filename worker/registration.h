@@ -1,0 +1,26 @@
+/* worker/registration.h - a worker's membership: register with the dispatcher (retrying with backoff until it
+ * answers), heartbeat at the interval it asks for, register again under the same id when the dispatcher
+ * does not know the worker (it restarted, or retired the worker after missed heartbeats), and keep the task
+ * list the heartbeats carry. One background thread; the accessors are thread-safe. */
+#ifndef SPW_WORKER_REGISTRATION_H
+#define SPW_WORKER_REGISTRATION_H
+
+#include <stdint.h>
+
+struct wrk_registration;
+
+struct wrk_registration_opts {
+    const char *dispatcher;     /* host:port */
+    const char *advertise;      /* host:port clients dial */
+    int threads;
+    const char *auth_token;     /* NULL = none */
+};
+
+/* Start the background thread (strings are copied). Returns 0 or a negative error. */
+int wrk_registration_start(const struct wrk_registration_opts *o, struct wrk_registration **out);
+/* Stop the thread and free; accepts NULL. */
+void wrk_registration_stop(struct wrk_registration *r);
+/* The id the dispatcher gave (0 before the first registration). */
+uint64_t wrk_registration_id(struct wrk_registration *r);
+
+#endif
