@@ -1,0 +1,52 @@
+/* pipeline/wire.h - ElementBatch on the wire without copying tensor data. Encoding writes the small protobuf
+ * parts (header fields, each tensor's dtype/shape and length prefixes) into a scratch buffer and points
+ * iovecs at the tensors' own bytes: the concatenation is a valid spillway.v1.ElementBatch. Decoding walks
+ * the message and returns pointers into it for tensor data, so the receiver copies each payload once, into
+ * its destination. Every count and size read from the wire is checked against a cap before use.
+ * Pure functions; thread-safe on distinct buffers. */
+#ifndef SPW_PIPELINE_WIRE_H
+#define SPW_PIPELINE_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "lib/tensor.h"
+
+#define SPW_WIRE_MAX_TENSORS 8
+#define SPW_WIRE_MAX_ELEMENTS 65536     /* positions + tombstones in one message */
+
+struct spw_wire_tensor {
+    enum spw_dtype dtype;
+    int ndim;
+    int64_t shape[SPW_TENSOR_MAX_DIMS];
+    const uint8_t *data;                /* encode: the bytes to send; decode: points into the message */
+    size_t nbytes;
+};
+
+struct spw_wire_batch {
+    uint64_t job, epoch, split, generation;
+    int32_t cut;
+    bool end_of_split;
+    size_t n_positions, n_tombstones, n_samples;
+    int64_t *positions, *tombstones, *samples;   /* encode: caller's arrays; decode: allocated */
+    int n_tensors;
+    struct spw_wire_tensor tensors[SPW_WIRE_MAX_TENSORS];
+};
+
+/* Bytes of scratch spw_wire_encode needs for b (header and per-tensor prefixes). */
+size_t spw_wire_scratch_size(const struct spw_wire_batch *b);
+/* Encode b as iovecs (at most 1 + 2 * n_tensors, into iov with room for cap entries); headers go to scratch
+ * (spw_wire_scratch_size bytes). Returns the iovec count, or -EINVAL / -ENOSPC. The data iovecs point at the
+ * tensors' bytes: keep them alive until the send completes. */
+int spw_wire_encode(const struct spw_wire_batch *b, uint8_t *scratch, size_t scratch_cap, struct iovec *iov,
+                    int cap);
+/* Total bytes of an encoding. */
+size_t spw_wire_encoded_size(const struct spw_wire_batch *b);
+/* Decode msg into out: tensor data points into msg (keep msg alive); position arrays are allocated (free
+ * with spw_wire_batch_free). Returns 0 or SPW_EFORMAT / SPW_ETOOBIG with the reason in err. */
+int spw_wire_decode(const uint8_t *msg, size_t len, struct spw_wire_batch *out, char *err, size_t errlen);
+void spw_wire_batch_free(struct spw_wire_batch *b);
+
+#endif

@@ -1,0 +1,166 @@
+/* tests/unit/check_wire.c - pipeline/wire.c: an encoding is a valid ElementBatch for protobuf-c's own parser,
+ * the zero-copy decoder returns the same fields with tensor data pointing into the message, and malformed or
+ * oversized messages are refused (a mutation loop never crashes). */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/err.h"
+#include "lib/rng.h"
+#include "pipeline/wire.h"
+#include "proto/spillway.pb-c.h"
+
+static uint8_t *flatten(const struct iovec *iov, int n, size_t *len)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += iov[i].iov_len;
+    uint8_t *buf = malloc(total + 1), *p = buf;
+    for (int i = 0; i < n; i++) {
+        memcpy(p, iov[i].iov_base, iov[i].iov_len);
+        p += iov[i].iov_len;
+    }
+    *len = total;
+    return buf;
+}
+
+static struct spw_wire_batch sample_batch(uint8_t *img, float *lab)
+{
+    static int64_t pos[3] = {128, 129, 131}, tomb[1] = {130}, samples[3] = {77, 1000000007LL, 0};
+    struct spw_wire_batch b = {.job = 5, .epoch = 2, .split = 2, .generation = 3, .cut = 1, .end_of_split = true,
+                               .n_positions = 3, .positions = pos, .n_tombstones = 1, .tombstones = tomb,
+                               .n_samples = 3, .samples = samples, .n_tensors = 2};
+    for (int i = 0; i < 3 * 4 * 5 * 3; i++)
+        img[i] = (uint8_t)(i * 7);
+    for (int i = 0; i < 3; i++)
+        lab[i] = (float)i - 0.5f;
+    b.tensors[0] = (struct spw_wire_tensor){SPW_DTYPE_U8, 4, {3, 4, 5, 3}, img, 3 * 4 * 5 * 3};
+    b.tensors[1] = (struct spw_wire_tensor){SPW_DTYPE_F32, 1, {3}, (uint8_t *)lab, 12};
+    return b;
+}
+
+START_TEST(test_wire_encoding_is_valid_protobuf)
+{
+    uint8_t img[180];
+    float lab[3];
+    struct spw_wire_batch b = sample_batch(img, lab);
+    uint8_t scratch[512];
+    struct iovec iov[8];
+    int n = spw_wire_encode(&b, scratch, sizeof scratch, iov, 8);
+    ck_assert_int_eq(n, 5);
+    ck_assert(iov[2].iov_base == img);                /* zero copy: the tensor's own bytes */
+    size_t len;
+    uint8_t *msg = flatten(iov, n, &len);
+    ck_assert_uint_eq(len, spw_wire_encoded_size(&b));
+    Spillway__V1__ElementBatch *m = spillway__v1__element_batch__unpack(NULL, len, msg);
+    ck_assert(m != NULL);
+    ck_assert_uint_eq(m->job, 5);
+    ck_assert_uint_eq(m->generation, 3);
+    ck_assert_int_eq(m->cut, 1);
+    ck_assert(m->end_of_split);
+    ck_assert_uint_eq(m->n_positions, 3);
+    ck_assert_int_eq(m->positions[2], 131);
+    ck_assert_uint_eq(m->n_tombstones, 1);
+    ck_assert_int_eq(m->samples[1], 1000000007LL);
+    ck_assert_uint_eq(m->n_tensors, 2);
+    ck_assert_int_eq(m->tensors[0]->dtype, SPILLWAY__V1__DTYPE__DTYPE_UINT8);
+    ck_assert_uint_eq(m->tensors[0]->n_shape, 4);
+    ck_assert_uint_eq(m->tensors[0]->data.len, 180);
+    ck_assert(memcmp(m->tensors[0]->data.data, img, 180) == 0);
+    ck_assert(memcmp(m->tensors[1]->data.data, lab, 12) == 0);
+    spillway__v1__element_batch__free_unpacked(m, NULL);
+    free(msg);
+}
+END_TEST
+
+START_TEST(test_wire_decode_points_into_the_message)
+{
+    uint8_t img[180];
+    float lab[3];
+    struct spw_wire_batch b = sample_batch(img, lab);
+    uint8_t scratch[512];
+    struct iovec iov[8];
+    size_t len;
+    uint8_t *msg = flatten(iov, spw_wire_encode(&b, scratch, sizeof scratch, iov, 8), &len);
+    struct spw_wire_batch d;
+    char err[128] = "";
+    ck_assert_int_eq(spw_wire_decode(msg, len, &d, err, sizeof err), 0);
+    ck_assert_uint_eq(d.split, 2);
+    ck_assert_uint_eq(d.n_positions, 3);
+    ck_assert_int_eq(d.tombstones[0], 130);
+    ck_assert_int_eq(d.n_tensors, 2);
+    ck_assert(d.tensors[0].data > msg && d.tensors[0].data < msg + len);
+    ck_assert(memcmp(d.tensors[0].data, img, 180) == 0);
+    ck_assert_int_eq(d.tensors[0].shape[3], 3);
+    ck_assert_int_eq(d.tensors[1].dtype, SPW_DTYPE_F32);
+    spw_wire_batch_free(&d);
+    /* a message from protobuf-c decodes the same way */
+    Spillway__V1__ElementBatch *m = spillway__v1__element_batch__unpack(NULL, len, msg);
+    size_t n2 = spillway__v1__element_batch__get_packed_size(m);
+    uint8_t *re = malloc(n2);
+    spillway__v1__element_batch__pack(m, re);
+    ck_assert_int_eq(spw_wire_decode(re, n2, &d, err, sizeof err), 0);
+    ck_assert(memcmp(d.tensors[0].data, img, 180) == 0);
+    spw_wire_batch_free(&d);
+    spillway__v1__element_batch__free_unpacked(m, NULL);
+    free(re);
+    free(msg);
+}
+END_TEST
+
+START_TEST(test_wire_refuses_bad_messages)
+{
+    uint8_t img[180];
+    float lab[3];
+    struct spw_wire_batch b = sample_batch(img, lab);
+    b.tensors[0].nbytes = 179;                       /* shape says 180 */
+    uint8_t scratch[512];
+    struct iovec iov[8];
+    size_t len;
+    uint8_t *msg = flatten(iov, spw_wire_encode(&b, scratch, sizeof scratch, iov, 8), &len);
+    struct spw_wire_batch d;
+    char err[128] = "";
+    ck_assert_int_eq(spw_wire_decode(msg, len, &d, err, sizeof err), SPW_EFORMAT);
+    ck_assert(strstr(err, "180 bytes") != NULL);
+    free(msg);
+    b.tensors[0].nbytes = 180;
+    b.n_tensors = 9;
+    ck_assert_int_eq(spw_wire_encode(&b, scratch, sizeof scratch, iov, 32), -EINVAL);
+    /* mutations and truncations never crash and never point outside the message */
+    b.n_tensors = 2;
+    msg = flatten(iov, spw_wire_encode(&b, scratch, sizeof scratch, iov, 8), &len);
+    struct spw_rng r;
+    spw_rng_init(&r, 9, 0, 0, 0);
+    uint8_t *m2 = malloc(len);
+    for (int k = 0; k < 20000; k++) {
+        memcpy(m2, msg, len);
+        size_t l2 = len - spw_rng_below(&r, (uint32_t)len / 4 + 1);
+        for (int f = 0; f < 1 + (int)spw_rng_below(&r, 4); f++)
+            m2[spw_rng_below(&r, (uint32_t)l2)] ^= (uint8_t)(1u << spw_rng_below(&r, 8));
+        if (spw_wire_decode(m2, l2, &d, err, sizeof err) == 0) {
+            for (int t = 0; t < d.n_tensors; t++)
+                ck_assert(d.tensors[t].nbytes == 0 ||
+                          (d.tensors[t].data >= m2 && d.tensors[t].data + d.tensors[t].nbytes <= m2 + l2));
+            spw_wire_batch_free(&d);
+        }
+    }
+    free(m2);
+    free(msg);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("wire");
+    TCase *tc = tcase_create("wire");
+    tcase_add_test(tc, test_wire_encoding_is_valid_protobuf);
+    tcase_add_test(tc, test_wire_decode_points_into_the_message);
+    tcase_add_test(tc, test_wire_refuses_bad_messages);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
