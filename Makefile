@@ -37,6 +37,8 @@ TEST_SRC  := $(wildcard tests/unit/check_*.c)
 TEST_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 EQUIV_SRC := $(wildcard tests/equiv/*.c)
 EQUIV_BIN := $(patsubst tests/equiv/%.c,$(BUILD)/tests/%,$(EQUIV_SRC))
+BENCH_SRC := $(wildcard tests/bench/*.c)
+BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/tests/%,$(BENCH_SRC))
 BINS      := $(BUILD)/bin/spillctl $(BUILD)/bin/spillway-dispatcher $(BUILD)/bin/spillway-worker
 
 .PHONY: all test unit lint equiv corrupt integration demo bench clean deps
@@ -90,6 +92,11 @@ $(BUILD)/tests/check_%: $(BUILD)/obj/tests/unit/check_%.o $(DISP_LIB) $(CORE_LIB
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
 
+$(BUILD)/tests/%: $(BUILD)/obj/tests/bench/%.o $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
 $(BUILD)/tests/%: $(BUILD)/obj/tests/equiv/%.o $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
@@ -120,8 +127,9 @@ demo: deps
 	bash scripts/demo.sh
 
 bench: deps
-	$(MAKE) all
+	$(MAKE) all $(BENCH_BIN)
 	bash scripts/bench-ops.sh
+	bash scripts/bench-stream.sh
 
 clean:
 	rm -rf $(BUILD)
