@@ -104,7 +104,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/equiv/%.o $(CORE_LIB)
 
 # make test = lint + unit + equivalence against torchvision + corrupt-input/CLI + integration (real daemons).
 test: deps
-	$(MAKE) all $(TEST_BIN) $(EQUIV_BIN)
+	$(MAKE) all $(TEST_BIN) $(EQUIV_BIN) $(BENCH_BIN)
 	$(MAKE) lint unit equiv corrupt integration
 
 lint:
