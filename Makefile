@@ -39,6 +39,8 @@ EQUIV_SRC := $(wildcard tests/equiv/*.c)
 EQUIV_BIN := $(patsubst tests/equiv/%.c,$(BUILD)/tests/%,$(EQUIV_SRC))
 BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/tests/%,$(BENCH_SRC))
+TOOL_SRC  := $(wildcard tests/tools/*.c)
+TOOL_BIN  := $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(TOOL_SRC))
 BINS      := $(BUILD)/bin/spillctl $(BUILD)/bin/spillway-dispatcher $(BUILD)/bin/spillway-worker
 
 .PHONY: all test unit lint equiv corrupt integration demo bench clean deps
@@ -92,6 +94,11 @@ $(BUILD)/tests/check_%: $(BUILD)/obj/tests/unit/check_%.o $(DISP_LIB) $(CORE_LIB
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
 
+$(BUILD)/tests/%: $(BUILD)/obj/tests/tools/%.o $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
 $(BUILD)/tests/%: $(BUILD)/obj/tests/bench/%.o $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
@@ -104,7 +111,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/equiv/%.o $(CORE_LIB)
 
 # make test = lint + unit + equivalence against torchvision + corrupt-input/CLI + integration (real daemons).
 test: deps
-	$(MAKE) all $(TEST_BIN) $(EQUIV_BIN) $(BENCH_BIN)
+	$(MAKE) all $(TEST_BIN) $(EQUIV_BIN) $(BENCH_BIN) $(TOOL_BIN)
 	$(MAKE) lint unit equiv corrupt integration
 
 lint:
@@ -119,7 +126,7 @@ equiv: all $(EQUIV_BIN)
 corrupt: all
 	bash tests/cli/run.sh
 
-integration: all
+integration: all $(TOOL_BIN)
 	@set -e; for t in tests/integration/*.sh; do echo "== $$t"; bash $$t; done
 
 demo: deps

@@ -232,6 +232,7 @@ int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
         tasks[n].pipeline = pipes[n];
         tasks[n].manifest_hash = ji.manifest_hash;
         tasks[n].cut = ji.cut;
+        tasks[n].world_size = ji.world_size;
         ptrs[n] = &tasks[n];
         n++;
     }

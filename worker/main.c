@@ -1,7 +1,7 @@
-/* worker/main.c - spillway-worker: parse config, listen, register with the dispatcher, heartbeat, drain on
- * SIGTERM. What runs: registration (again after a dispatcher restart or after being retired), heartbeats
- * and the task list they carry. Not yet: leasing splits and streaming elements (StreamElements is not
- * served yet, so clients get UNIMPLEMENTED). Signals are blocked in all threads and taken by main. */
+/* worker/main.c - spillway-worker: parse config, listen, register with the dispatcher and heartbeat; serve
+ * the jobs the heartbeats list (lease splits, run the pipeline prefix, stream elements against credit);
+ * drain on SIGTERM. No logic here: registration.c and jobs.c. Signals are blocked in all threads and taken
+ * by main with sigwait. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -15,6 +15,7 @@
 #include "lib/config.h"
 #include "lib/log.h"
 #include "lib/rpc.h"
+#include "worker/jobs.h"
 #include "worker/registration.h"
 
 static struct spw_config_entry g_cfg[] = {
@@ -32,6 +33,8 @@ static struct spw_config_entry g_cfg[] = {
      "bearer token: required from callers and sent to the dispatcher (unset: none)", 1, 0, 0, 0},
     {"drain-ms", "SPILLWAY_DRAIN_MS", SPW_CFG_INT, "5000", 0, 600000, "on SIGTERM, finish streams for this long",
      0, 0, 0, 0},
+    {"buffer-mb", "SPILLWAY_BUFFER_MB", SPW_CFG_INT, "256", 1, 65536,
+     "encoded elements a job may buffer per client rank before producers wait", 0, 0, 0, 0},
 };
 #define N_CFG ((int)(sizeof g_cfg / sizeof g_cfg[0]))
 
@@ -40,12 +43,23 @@ static const struct spw_config_entry *cfg(const char *name)
     return spw_config_get(g_cfg, N_CFG, name);
 }
 
+static void on_registered(void *ctx, uint64_t id)
+{
+    wrk_jobs_set_worker_id(ctx, id);
+}
+
+static void on_tasks(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *reply)
+{
+    wrk_jobs_update(ctx, reply);
+}
+
 int main(int argc, char **argv)
 {
     char err[512];
     int rc = spw_config_parse(g_cfg, N_CFG, argc, argv,
                               "usage: spillway-worker --dispatcher HOST:PORT [--port P] [options]\n"
-                              "A Spillway CPU worker: registers with the dispatcher and heartbeats.",
+                              "A Spillway CPU worker: leases splits from the dispatcher, runs the pipeline's\n"
+                              "prefix and streams elements to the job's clients.",
                               stdout, err, sizeof err);
     if (rc == 1)
         return 0;
@@ -71,6 +85,7 @@ int main(int argc, char **argv)
     spw_rpc_init();
     struct spw_rpc_server *srv = NULL;
     struct wrk_registration *reg = NULL;
+    struct wrk_jobs *jobs = NULL;
     int status = 1;
     const char *host = cfg("listen")->s;
     char addr[300], advertise[300];
@@ -82,6 +97,16 @@ int main(int argc, char **argv)
         spw_log(SPW_LOG_ERROR, "worker", "cannot create the server: %s", err);
         goto out;
     }
+    int threads = (int)cfg("threads")->i;
+    if (threads <= 0)
+        threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    struct wrk_jobs_opts jo = {.dispatcher = cfg("dispatcher")->s, .auth_token = token, .threads = threads,
+                               .queue_bytes = (size_t)cfg("buffer-mb")->i << 20};
+    if (wrk_jobs_create(&jo, &jobs) != 0) {
+        spw_log(SPW_LOG_ERROR, "worker", "cannot set up job serving");
+        goto out;
+    }
+    spw_rpc_server_add_stream(srv, "/spillway.v1.Worker/StreamElements", wrk_jobs_stream, jobs);
     int port = 0;
     if (spw_rpc_server_start(srv, &port) != 0) {
         spw_log(SPW_LOG_ERROR, "worker", "cannot listen on %s", addr);
@@ -95,11 +120,9 @@ int main(int argc, char **argv)
     fflush(stdout);
     spw_log(SPW_LOG_INFO, "worker", "listening address=%s port=%d advertise=%s", host, port, advertise);
 
-    int threads = (int)cfg("threads")->i;
-    if (threads <= 0)
-        threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     struct wrk_registration_opts wo = {.dispatcher = cfg("dispatcher")->s, .advertise = advertise,
-                                       .threads = threads, .auth_token = token};
+                                       .threads = threads, .auth_token = token,
+                                       .on_registered = on_registered, .on_tasks = on_tasks, .ctx = jobs};
     if ((rc = wrk_registration_start(&wo, &reg)) != 0) {
         spw_log(SPW_LOG_ERROR, "worker", "cannot start registration: rc=%d", rc);
         goto out;
@@ -113,6 +136,8 @@ int main(int argc, char **argv)
     status = 0;
 out:
     wrk_registration_stop(reg);
+    spw_rpc_server_shutdown(srv, 0);
+    wrk_jobs_destroy(jobs);
     spw_rpc_server_destroy(srv);
     spw_rpc_shutdown();
     spw_log(SPW_LOG_INFO, "worker", "stopped status=%d", status);

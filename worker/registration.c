@@ -21,6 +21,9 @@
 struct wrk_registration {
     char *dispatcher, *advertise, *token;
     int threads;
+    void (*on_registered)(void *ctx, uint64_t worker_id);
+    void (*on_tasks)(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *reply);
+    void *ctx;
     struct spw_rpc_channel *ch;
     pthread_t thread;
     pthread_mutex_t mu;
@@ -87,6 +90,8 @@ static bool register_worker(struct wrk_registration *r)
             spw_log(SPW_LOG_INFO, "worker", "registered worker=%llu dispatcher=%s heartbeat_ms=%lld",
                     (unsigned long long)out->worker_id, r->dispatcher, (long long)r->interval_ms);
             spillway__v1__register_worker_response__free_unpacked(out, NULL);
+            if (r->on_registered)
+                r->on_registered(r->ctx, r->id);
             return true;
         }
         spw_log(SPW_LOG_WARN, "worker", "register failed dispatcher=%s status=%s msg=\"%s\" retry_ms=%lld",
@@ -129,6 +134,8 @@ static void *thread_main(void *arg)
             Spillway__V1__WorkerHeartbeatResponse *out = spillway__v1__worker_heartbeat_response__unpack(NULL, len, resp);
             if (out) {
                 note_tasks(r, out);
+                if (r->on_tasks)
+                    r->on_tasks(r->ctx, out);
                 spillway__v1__worker_heartbeat_response__free_unpacked(out, NULL);
             }
         } else if (st == SPW_RPC_NOT_FOUND) {
@@ -154,6 +161,9 @@ int wrk_registration_start(const struct wrk_registration_opts *o, struct wrk_reg
     r->advertise = strdup(o->advertise);
     r->token = o->auth_token ? strdup(o->auth_token) : NULL;
     r->threads = o->threads;
+    r->on_registered = o->on_registered;
+    r->on_tasks = o->on_tasks;
+    r->ctx = o->ctx;
     r->interval_ms = 1000;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "proto/spillway.pb-c.h"
+
 struct wrk_registration;
 
 struct wrk_registration_opts {
@@ -14,6 +16,10 @@ struct wrk_registration_opts {
     const char *advertise;      /* host:port clients dial */
     int threads;
     const char *auth_token;     /* NULL = none */
+    /* Called on the registration thread: after each (re)registration, and with each heartbeat reply. */
+    void (*on_registered)(void *ctx, uint64_t worker_id);
+    void (*on_tasks)(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *reply);
+    void *ctx;
 };
 
 /* Start the background thread (strings are copied). Returns 0 or a negative error. */

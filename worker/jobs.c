@@ -1,0 +1,572 @@
+/* worker/jobs.c - job runtimes, producers and the StreamElements handler (see jobs.h). Each job has
+ * `threads` producer threads; each (job, rank) a bounded queue of encoded messages. One mutex per job guards
+ * its queues; the job list has its own mutex. A message's bytes are owned by the queue until sent. */
+#include "worker/jobs.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/err.h"
+#include "lib/log.h"
+#include "pipeline/element.h"
+#include "pipeline/order.h"
+#include "pipeline/source.h"
+#include "pipeline/spec.h"
+#include "pipeline/spec_proto.h"
+#include "pipeline/wire.h"
+
+#define MSG_TARGET_BYTES (1u << 20)
+#define MAX_THREADS 64
+
+struct msg {                    /* one encoded ElementBatch: iovecs over scratch + data */
+    struct msg *next;
+    uint8_t *scratch, *data;    /* owned */
+    struct iovec iov[1 + 2 * SPW_WIRE_MAX_TENSORS];
+    int iovcnt;
+    size_t bytes;
+};
+
+struct queue {
+    struct msg *head, *tail;
+    size_t bytes;
+    bool attached;              /* a client stream is draining it */
+};
+
+struct job {
+    struct job *next;
+    uint64_t id, manifest_hash;
+    int cut, world;
+    struct wrk_jobs *owner;
+    struct spw_pipeline_spec *spec;
+    struct spw_source *src;
+    struct spw_element_ctx ctx;
+    struct spw_order order;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct queue *queues;       /* world */
+    bool stopping, finished;
+    int refs;                   /* producers + streams using it */
+    pthread_t tids[MAX_THREADS];
+    int n_tids;
+};
+
+struct wrk_jobs {
+    struct wrk_jobs_opts o;
+    char *dispatcher, *token;
+    struct spw_rpc_channel *ch;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct job *jobs;
+    uint64_t worker_id;
+};
+
+static void msg_free(struct msg *m)
+{
+    if (!m)
+        return;
+    free(m->scratch);
+    free(m->data);
+    free(m);
+}
+
+/* ---- producing ---- */
+
+struct builder {                /* elements of one split being packed into a message */
+    struct spw_wire_batch b;
+    int64_t positions[SPW_WIRE_MAX_ELEMENTS / 64], samples[SPW_WIRE_MAX_ELEMENTS / 64];
+    int64_t tombstones[SPW_WIRE_MAX_ELEMENTS / 64];
+    uint8_t *data;              /* stacked element data */
+    int64_t *labels;
+    size_t elem_bytes, cap_elems, n;
+    enum spw_dtype dtype;
+    int ndim;
+    int64_t shape[SPW_TENSOR_MAX_DIMS];
+};
+
+static void queue_push(struct job *jb, int rank, struct msg *m)
+{
+    pthread_mutex_lock(&jb->mu);
+    struct queue *q = &jb->queues[rank];
+    while (!jb->stopping && q->bytes > jb->owner->o.queue_bytes)
+        pthread_cond_wait(&jb->cv, &jb->mu);
+    if (jb->stopping) {
+        pthread_mutex_unlock(&jb->mu);
+        msg_free(m);
+        return;
+    }
+    if (q->tail)
+        q->tail->next = m;
+    else
+        q->head = m;
+    q->tail = m;
+    q->bytes += m->bytes;
+    pthread_cond_broadcast(&jb->cv);
+    pthread_mutex_unlock(&jb->mu);
+}
+
+/* Encode what the builder holds as one message for its split's rank, and reset it. */
+static int flush(struct job *jb, struct builder *bd, bool end)
+{
+    struct spw_wire_batch *b = &bd->b;
+    b->n_positions = b->n_samples = bd->n;
+    b->end_of_split = end;
+    b->n_tensors = 0;
+    if (bd->n) {
+        b->n_tensors = 2;
+        b->tensors[0] = (struct spw_wire_tensor){.dtype = bd->dtype, .ndim = bd->ndim + 1,
+                                                 .data = bd->data, .nbytes = bd->n * bd->elem_bytes};
+        b->tensors[0].shape[0] = (int64_t)bd->n;
+        memcpy(b->tensors[0].shape + 1, bd->shape, sizeof(int64_t) * (size_t)bd->ndim);
+        b->tensors[1] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_I64, .ndim = 1, .shape = {(int64_t)bd->n},
+                                                 .data = (uint8_t *)bd->labels, .nbytes = bd->n * 8};
+    }
+    struct msg *m = calloc(1, sizeof *m);
+    size_t sc = spw_wire_scratch_size(b);
+    size_t dbytes = bd->n * bd->elem_bytes + bd->n * 8;
+    if (!m || !(m->scratch = malloc(sc + 1)) || !(m->data = malloc(dbytes + 1))) {
+        msg_free(m);
+        return -ENOMEM;
+    }
+    /* The message owns a copy of the stacked data (the builder is reused at once). */
+    if (bd->n) {
+        memcpy(m->data, bd->data, bd->n * bd->elem_bytes);
+        memcpy(m->data + bd->n * bd->elem_bytes, bd->labels, bd->n * 8);
+        b->tensors[0].data = m->data;
+        b->tensors[1].data = m->data + bd->n * bd->elem_bytes;
+    }
+    m->iovcnt = spw_wire_encode(b, m->scratch, sc, m->iov, 1 + 2 * SPW_WIRE_MAX_TENSORS);
+    if (m->iovcnt < 0) {
+        msg_free(m);
+        return -EINVAL;
+    }
+    m->bytes = spw_wire_encoded_size(b);
+    queue_push(jb, (int)(b->split % (uint64_t)jb->world), m);
+    bd->n = 0;
+    b->n_tombstones = 0;
+    return 0;
+}
+
+/* Add one element's value (data + label) to the builder, flushing when it is full or the shape changes. */
+static int add_element(struct job *jb, struct builder *bd, int64_t pos, int64_t sample, const struct spw_value *v)
+{
+    enum spw_dtype dt = v->is_tensor ? v->t.dtype : SPW_DTYPE_U8;
+    int ndim = v->is_tensor ? v->t.ndim : 3;
+    int64_t shape[SPW_TENSOR_MAX_DIMS] = {0};
+    if (v->is_tensor)
+        memcpy(shape, v->t.shape, sizeof(int64_t) * (size_t)ndim);
+    else {
+        shape[0] = v->img.h;
+        shape[1] = v->img.w;
+        shape[2] = 3;
+    }
+    size_t eb = spw_value_bytes(v);
+    bool same = bd->n && bd->dtype == dt && bd->ndim == ndim && !memcmp(bd->shape, shape, sizeof shape);
+    if (bd->n && (!same || (bd->n + 1) * eb > MSG_TARGET_BYTES || bd->n == bd->cap_elems)) {
+        int rc = flush(jb, bd, false);
+        if (rc)
+            return rc;
+    }
+    if (!bd->n) {
+        bd->dtype = dt;
+        bd->ndim = ndim;
+        memcpy(bd->shape, shape, sizeof shape);
+        bd->elem_bytes = eb;
+        size_t want = MSG_TARGET_BYTES / (eb ? eb : 1) + 1;
+        if (want > 64)
+            want = 64;
+        if (want > bd->cap_elems || !bd->data) {
+            free(bd->data);
+            free(bd->labels);
+            bd->data = malloc(want * eb + 1);
+            bd->labels = malloc(want * 8);
+            bd->cap_elems = want;
+            if (!bd->data || !bd->labels)
+                return -ENOMEM;
+        }
+    }
+    uint8_t *dst = bd->data + bd->n * eb;
+    if (v->is_tensor) {
+        memcpy(dst, v->t.data, eb);
+    } else {
+        for (int y = 0; y < v->img.h; y++)
+            memcpy(dst + (size_t)y * v->img.w * 3, v->img.data + (size_t)y * v->img.stride, (size_t)v->img.w * 3);
+    }
+    bd->labels[bd->n] = jb->src->samples[sample].label;
+    bd->positions[bd->n] = pos;
+    bd->samples[bd->n] = sample;
+    bd->n++;
+    return 0;
+}
+
+static int lease(struct job *jb, Spillway__V1__Lease *out)
+{
+    Spillway__V1__LeaseSplitRequest req = SPILLWAY__V1__LEASE_SPLIT_REQUEST__INIT;
+    pthread_mutex_lock(&jb->owner->mu);
+    req.worker_id = jb->owner->worker_id;
+    pthread_mutex_unlock(&jb->owner->mu);
+    req.job = jb->id;
+    req.max_splits = 1;
+    req.manifest_hash = jb->manifest_hash;
+    size_t n = spillway__v1__lease_split_request__get_packed_size(&req);
+    uint8_t buf[128], *resp = NULL;
+    size_t len = 0;
+    char msg[256];
+    spillway__v1__lease_split_request__pack(&req, buf);
+    int st = spw_rpc_call(jb->owner->ch, "/spillway.v1.Dispatcher/LeaseSplit", buf, n, 3000, &resp, &len, msg,
+                          sizeof msg);
+    if (st != SPW_RPC_OK) {
+        free(resp);
+        return -1;
+    }
+    Spillway__V1__LeaseSplitResponse *r = spillway__v1__lease_split_response__unpack(NULL, len, resp);
+    free(resp);
+    if (!r)
+        return -1;
+    int got = 0;
+    if (r->n_leases == 1) {
+        *out = *r->leases[0];
+        got = 1;
+    } else if (r->finished) {
+        got = 2;
+    }
+    spillway__v1__lease_split_response__free_unpacked(r, NULL);
+    return got;
+}
+
+static void *producer(void *arg)
+{
+    struct job *jb = arg;
+    struct builder bd;
+    memset(&bd, 0, sizeof bd);
+    bd.b.positions = bd.positions;
+    bd.b.samples = bd.samples;
+    bd.b.tombstones = bd.tombstones;
+    char err[512];
+    for (;;) {
+        pthread_mutex_lock(&jb->mu);
+        bool stop = jb->stopping;
+        pthread_mutex_unlock(&jb->mu);
+        if (stop)
+            break;
+        Spillway__V1__Lease l;
+        int got = lease(jb, &l);
+        if (got == 2)
+            break;                                   /* the job has nothing left */
+        if (got != 1) {
+            usleep(50 * 1000);
+            continue;
+        }
+        bd.b.job = jb->id;
+        bd.b.epoch = l.epoch;
+        bd.b.split = l.split;
+        bd.b.generation = l.generation;
+        bd.b.cut = l.cut;
+        bd.n = 0;
+        bd.b.n_tombstones = 0;
+        for (int32_t k = 0; k < l.count; k++) {
+            int64_t pos = l.first_position + k;
+            int64_t sample = spw_order_at(&jb->order, l.epoch, pos);
+            uint8_t *buf = NULL;
+            size_t len = 0;
+            int rc = -EIO;
+            for (int attempt = 0; attempt < 3 && rc < 0 && rc != SPW_ETOOBIG; attempt++)
+                rc = spw_source_read(jb->src, sample, jb->spec->max_file_bytes, &buf, &len);   /* I/O: retry */
+            struct spw_value v = {0};
+            if (rc == 0)
+                rc = spw_element_run(&jb->ctx, 0, l.cut, l.epoch, sample, buf, len, &v, NULL, NULL, err, sizeof err);
+            else
+                snprintf(err, sizeof err, "read failed: %s", spw_strerror(rc));
+            free(buf);
+            if (rc == 0) {
+                rc = add_element(jb, &bd, pos, sample, &v);
+            } else {
+                spw_log(SPW_LOG_WARN, "worker", "skipped job=%llu sample=%lld path=\"%s\" err=\"%s\"",
+                        (unsigned long long)jb->id, (long long)sample, jb->src->samples[sample].path, err);
+                bd.tombstones[bd.b.n_tombstones++] = pos;
+                rc = 0;
+            }
+            spw_value_free(&v);
+            if (rc)
+                break;
+        }
+        flush(jb, &bd, true);
+    }
+    free(bd.data);
+    free(bd.labels);
+    return NULL;
+}
+
+/* ---- job lifecycle ---- */
+
+static void job_release(struct job *jb)
+{
+    for (int r = 0; r < jb->world; r++)
+        while (jb->queues[r].head) {
+            struct msg *m = jb->queues[r].head;
+            jb->queues[r].head = m->next;
+            msg_free(m);
+        }
+    free(jb->queues);
+    spw_element_ctx_destroy(&jb->ctx);
+    spw_source_close(jb->src);
+    spw_spec_free(jb->spec);
+    pthread_mutex_destroy(&jb->mu);
+    pthread_cond_destroy(&jb->cv);
+    free(jb);
+}
+
+static struct job *job_start(struct wrk_jobs *w, const Spillway__V1__JobTask *t)
+{
+    struct job *jb = calloc(1, sizeof *jb);
+    char err[512];
+    if (!jb)
+        return NULL;
+    jb->id = t->job;
+    jb->manifest_hash = t->manifest_hash;
+    jb->cut = t->cut;
+    jb->world = t->world_size > 0 ? t->world_size : 1;
+    jb->owner = w;
+    pthread_mutex_init(&jb->mu, NULL);
+    pthread_cond_init(&jb->cv, NULL);
+    if (spw_spec_from_proto(t->pipeline, &jb->spec, err, sizeof err) != 0 ||
+        spw_source_open(&jb->spec->source, &jb->src, err, sizeof err) != 0) {
+        spw_log(SPW_LOG_ERROR, "worker", "cannot serve job=%llu: %s", (unsigned long long)t->job, err);
+        goto fail;
+    }
+    if (jb->src->manifest_hash != t->manifest_hash) {
+        spw_log(SPW_LOG_ERROR, "worker", "cannot serve job=%llu: manifest %016llx here, %016llx at the dispatcher "
+                "(the data differs)", (unsigned long long)t->job, (unsigned long long)jb->src->manifest_hash,
+                (unsigned long long)t->manifest_hash);
+        goto fail;
+    }
+    jb->queues = calloc((size_t)jb->world, sizeof *jb->queues);
+    if (!jb->queues || spw_element_ctx_init(&jb->ctx, jb->spec) != 0)
+        goto fail;
+    spw_order_init(&jb->order, jb->src->n, jb->spec->source.shuffle, jb->spec->source.seed);
+    int n = w->o.threads > MAX_THREADS ? MAX_THREADS : w->o.threads;
+    for (int i = 0; i < n; i++)
+        if (pthread_create(&jb->tids[jb->n_tids], NULL, producer, jb) == 0)
+            jb->n_tids++;
+    spw_log(SPW_LOG_INFO, "worker", "serving job=%llu samples=%lld cut=%d threads=%d", (unsigned long long)jb->id,
+            (long long)jb->src->n, jb->cut, jb->n_tids);
+    return jb;
+fail:
+    job_release(jb);
+    return NULL;
+}
+
+static void job_stop(struct job *jb)
+{
+    pthread_mutex_lock(&jb->mu);
+    jb->stopping = true;
+    pthread_cond_broadcast(&jb->cv);
+    pthread_mutex_unlock(&jb->mu);
+    for (int i = 0; i < jb->n_tids; i++)
+        pthread_join(jb->tids[i], NULL);
+    jb->n_tids = 0;
+}
+
+int wrk_jobs_create(const struct wrk_jobs_opts *o, struct wrk_jobs **out)
+{
+    struct wrk_jobs *w = calloc(1, sizeof *w);
+    if (!w)
+        return -ENOMEM;
+    w->o = *o;
+    if (!w->o.queue_bytes)
+        w->o.queue_bytes = (size_t)256 << 20;
+    if (w->o.threads <= 0)
+        w->o.threads = 1;
+    w->dispatcher = strdup(o->dispatcher);
+    w->token = o->auth_token ? strdup(o->auth_token) : NULL;
+    w->o.dispatcher = w->dispatcher;
+    w->o.auth_token = w->token;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    struct spw_rpc_channel_opts co = {.auth_token = w->token};
+    if (!w->dispatcher || spw_rpc_channel_create(w->dispatcher, &co, &w->ch) != 0) {
+        wrk_jobs_destroy(w);
+        return -ENOMEM;
+    }
+    *out = w;
+    return 0;
+}
+
+void wrk_jobs_set_worker_id(struct wrk_jobs *w, uint64_t id)
+{
+    pthread_mutex_lock(&w->mu);
+    w->worker_id = id;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void wrk_jobs_update(struct wrk_jobs *w, const Spillway__V1__WorkerHeartbeatResponse *tasks)
+{
+    struct job *stop = NULL;
+    pthread_mutex_lock(&w->mu);
+    /* Jobs no longer listed: unlink; stopped below (outside the lock) once no stream uses them. */
+    for (struct job **pp = &w->jobs; *pp;) {
+        bool listed = false;
+        for (size_t i = 0; i < tasks->n_tasks; i++)
+            listed = listed || tasks->tasks[i]->job == (*pp)->id;
+        if (!listed && (*pp)->refs == 0) {
+            struct job *jb = *pp;
+            *pp = jb->next;
+            jb->next = stop;
+            stop = jb;
+        } else {
+            pp = &(*pp)->next;
+        }
+    }
+    for (size_t i = 0; i < tasks->n_tasks; i++) {
+        bool known = false;
+        for (struct job *jb = w->jobs; jb; jb = jb->next)
+            known = known || jb->id == tasks->tasks[i]->job;
+        if (known)
+            continue;
+        struct job *jb = job_start(w, tasks->tasks[i]);
+        if (jb) {
+            jb->next = w->jobs;
+            w->jobs = jb;
+            pthread_cond_broadcast(&w->cv);
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    while (stop) {
+        struct job *jb = stop;
+        stop = jb->next;
+        spw_log(SPW_LOG_INFO, "worker", "stopping job=%llu (no longer a task)", (unsigned long long)jb->id);
+        job_stop(jb);
+        job_release(jb);
+    }
+}
+
+void wrk_jobs_destroy(struct wrk_jobs *w)
+{
+    if (!w)
+        return;
+    while (w->jobs) {
+        struct job *jb = w->jobs;
+        w->jobs = jb->next;
+        job_stop(jb);
+        job_release(jb);
+    }
+    spw_rpc_channel_destroy(w->ch);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w->dispatcher);
+    free(w->token);
+    free(w);
+}
+
+/* ---- streaming ---- */
+
+int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen)
+{
+    struct wrk_jobs *w = ctx;
+    uint8_t *in = NULL;
+    size_t inlen = 0;
+    if (spw_rpc_stream_recv(st, 10000, &in, &inlen) != 1) {
+        snprintf(msg, msglen, "expected a StreamRequest naming the job");
+        return SPW_RPC_INVALID_ARGUMENT;
+    }
+    Spillway__V1__StreamRequest *req = spillway__v1__stream_request__unpack(NULL, inlen, in);
+    free(in);
+    if (!req) {
+        snprintf(msg, msglen, "malformed StreamRequest");
+        return SPW_RPC_INVALID_ARGUMENT;
+    }
+    uint64_t job = req->job;
+    int rank = req->rank;
+    int64_t credit = req->credit_bytes;
+    spillway__v1__stream_request__free_unpacked(req, NULL);
+    /* The job may reach this worker's task list a heartbeat after the client connects: wait a little. */
+    struct job *jb = NULL;
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 10;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        for (jb = w->jobs; jb && jb->id != job; jb = jb->next)
+            ;
+        if (jb || pthread_cond_timedwait(&w->cv, &w->mu, &dl) == ETIMEDOUT)
+            break;
+    }
+    if (jb)
+        jb->refs++;
+    pthread_mutex_unlock(&w->mu);
+    if (!jb) {
+        snprintf(msg, msglen, "this worker does not serve job %llu", (unsigned long long)job);
+        return SPW_RPC_NOT_FOUND;
+    }
+    int status = SPW_RPC_OK;
+    pthread_mutex_lock(&jb->mu);
+    if (rank < 0 || rank >= jb->world || jb->queues[rank].attached) {
+        snprintf(msg, msglen, "rank %d is outside the job's world of %d or already streaming", rank, jb->world);
+        status = SPW_RPC_INVALID_ARGUMENT;
+        pthread_mutex_unlock(&jb->mu);
+        goto out;
+    }
+    struct queue *q = &jb->queues[rank];
+    q->attached = true;
+    pthread_mutex_unlock(&jb->mu);
+    for (;;) {
+        struct msg *m = NULL;
+        pthread_mutex_lock(&jb->mu);
+        while (!jb->stopping && !q->head) {
+            struct timespec t;
+            clock_gettime(CLOCK_REALTIME, &t);
+            t.tv_nsec += 100 * 1000000L;
+            if (t.tv_nsec >= 1000000000L) {
+                t.tv_sec++;
+                t.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&jb->cv, &jb->mu, &t);
+            break;
+        }
+        if (q->head && credit >= (int64_t)q->head->bytes) {
+            m = q->head;
+            q->head = m->next;
+            if (!q->head)
+                q->tail = NULL;
+            q->bytes -= m->bytes;
+            pthread_cond_broadcast(&jb->cv);           /* room for producers */
+        }
+        bool stopping = jb->stopping;
+        pthread_mutex_unlock(&jb->mu);
+        if (stopping)
+            break;
+        if (m) {
+            int rc = spw_rpc_stream_send(st, m->iov, m->iovcnt);
+            credit -= (int64_t)m->bytes;
+            msg_free(m);
+            if (rc != 0)
+                break;
+            continue;
+        }
+        /* Nothing sendable: wait for credit (or the client's end). */
+        int r = spw_rpc_stream_recv(st, 100, &in, &inlen);
+        if (r == -ETIMEDOUT)
+            continue;
+        if (r != 1)
+            break;
+        Spillway__V1__StreamRequest *more = spillway__v1__stream_request__unpack(NULL, inlen, in);
+        free(in);
+        if (more) {
+            credit += more->credit_bytes;
+            spillway__v1__stream_request__free_unpacked(more, NULL);
+        }
+    }
+    pthread_mutex_lock(&jb->mu);
+    q->attached = false;
+    pthread_mutex_unlock(&jb->mu);
+out:
+    pthread_mutex_lock(&w->mu);
+    jb->refs--;
+    pthread_mutex_unlock(&w->mu);
+    return status;
+}

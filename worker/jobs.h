@@ -1,0 +1,33 @@
+/* worker/jobs.h - the jobs a worker serves: for each, producer threads lease splits from the dispatcher,
+ * run the pipeline's groups [0, cut) on every element with the engine, and queue ElementBatch messages per
+ * client rank (bounded in bytes); StreamElements hands a rank's queue to its client against byte credits.
+ * Jobs come and go with the task list of the dispatcher's heartbeat replies. Thread-safe. */
+#ifndef SPW_WORKER_JOBS_H
+#define SPW_WORKER_JOBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/rpc.h"
+#include "proto/spillway.pb-c.h"
+
+struct wrk_jobs;
+
+struct wrk_jobs_opts {
+    const char *dispatcher;     /* host:port */
+    const char *auth_token;     /* NULL = none */
+    int threads;                /* producer threads per job */
+    size_t queue_bytes;         /* per (job, rank) queue cap; 0 = 256 MiB */
+};
+
+int wrk_jobs_create(const struct wrk_jobs_opts *o, struct wrk_jobs **out);
+/* Stop every job's producers and free; accepts NULL. */
+void wrk_jobs_destroy(struct wrk_jobs *j);
+/* The worker's id from registration (producers lease under it). */
+void wrk_jobs_set_worker_id(struct wrk_jobs *j, uint64_t id);
+/* Start jobs that appear in the task list and stop those that left it. */
+void wrk_jobs_update(struct wrk_jobs *j, const Spillway__V1__WorkerHeartbeatResponse *tasks);
+/* The StreamElements handler (ctx = struct wrk_jobs *). */
+int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen);
+
+#endif
