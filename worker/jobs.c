@@ -542,10 +542,19 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
             break;
         if (m) {
             int rc = spw_rpc_stream_send(st, m->iov, m->iovcnt);
+            if (rc != 0) {
+                /* The client is gone: put the message back at the head for its next stream. */
+                pthread_mutex_lock(&jb->mu);
+                m->next = q->head;
+                q->head = m;
+                if (!q->tail)
+                    q->tail = m;
+                q->bytes += m->bytes;
+                pthread_mutex_unlock(&jb->mu);
+                break;
+            }
             credit -= (int64_t)m->bytes;
             msg_free(m);
-            if (rc != 0)
-                break;
             continue;
         }
         /* Nothing sendable: wait for credit (or the client's end). */
