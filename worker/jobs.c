@@ -4,6 +4,7 @@
 #include "worker/jobs.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -436,6 +437,7 @@ void wrk_jobs_update(struct wrk_jobs *w, const Spillway__V1__WorkerHeartbeatResp
         }
     }
     pthread_mutex_unlock(&w->mu);
+    bool stopped = stop != NULL;
     while (stop) {
         struct job *jb = stop;
         stop = jb->next;
@@ -443,6 +445,8 @@ void wrk_jobs_update(struct wrk_jobs *w, const Spillway__V1__WorkerHeartbeatResp
         job_stop(jb);
         job_release(jb);
     }
+    if (stopped)
+        malloc_trim(0);             /* hand the job's buffers back to the system, not just to malloc */
 }
 
 void wrk_jobs_destroy(struct wrk_jobs *w)

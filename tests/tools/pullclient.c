@@ -2,7 +2,9 @@
  * job on the dispatcher, streams from every worker it lists, dedupes elements by (epoch, position), acks
  * complete splits in heartbeats until the dispatcher says the job is finished, and prints one JSON line:
  * elements, tombstones, duplicates dropped, and whether every position of every epoch arrived exactly once.
- *   pullclient DISPATCHER PIPELINE.json [TIMEOUT_S] */
+ *   pullclient DISPATCHER PIPELINE.json [TIMEOUT_S]
+ * Env PULLCLIENT_STALL_MS: after its first message each stream stops reading for that long (heartbeats go
+ * on), to test what a stalled consumer costs the workers. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -85,6 +87,8 @@ static void *receiver(void *arg)
     struct iovec iov = {buf, spillway__v1__stream_request__pack(&req, buf)};
     spw_rpc_stream_send(st, &iov, 1);
     int64_t unused = CREDIT;
+    const char *stall = getenv("PULLCLIENT_STALL_MS");
+    bool stalled = false;
     while (!g_done) {
         uint8_t *m;
         size_t len;
@@ -111,6 +115,11 @@ static void *receiver(void *arg)
         }
         unused -= (int64_t)len;
         free(m);
+        if (stall && !stalled) {
+            stalled = true;
+            for (long ms = atol(stall); ms > 0 && !g_done; ms -= 50)
+                usleep(50 * 1000);
+        }
         if (unused < CREDIT / 2) {
             req.credit_bytes = CREDIT / 2;
             iov.iov_len = spillway__v1__stream_request__pack(&req, buf);

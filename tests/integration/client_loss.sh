@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# tests/integration/client_loss.sh - when the consumer dies, the service lets go: a dispatcher with a short
+# client timeout expires the client, pauses its job and releases its leases; the workers drop the job from
+# their task list, stop its producers and free its buffers (their RSS goes back near where it started).
+# Real processes on loopback; kills all it starts.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+B=$ROOT/build
+WORK=$(mktemp -d /tmp/spw-cl-XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  [ -n "${KEEP:-}" ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+pass=0 fail=0
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
+wait_port() {
+  for _ in $(seq 1 100); do
+    sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$1" | grep . && return 0
+    sleep 0.05
+  done
+  return 1
+}
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+wait_log() {  # wait_log FILE PATTERN SECONDS
+  local deadline=$((SECONDS + $3))
+  while [ $SECONDS -le $deadline ]; do grep -q "$2" "$1" && return 0; sleep 0.1; done
+  return 1
+}
+
+DATA=$B/data/cli-test
+bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+cat > "$WORK/p.json" <<JSON
+{"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 3, "epochs": 0},
+ "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [224, 224]},
+         {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}],
+ "batch": {"size": 32}}
+JSON
+
+"$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port 0 --heartbeat-ms 100 --client-timeout-ms 1000 \
+  > "$WORK/d.out" 2> "$WORK/d.err" &
+PIDS+=($!)
+DPORT=$(wait_port "$WORK/d.out") || exit 1
+"$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 --buffer-mb 64 \
+  > "$WORK/w.out" 2> "$WORK/w.err" &
+W=$!
+PIDS+=("$W")
+wait_port "$WORK/w.out" > /dev/null || exit 1
+sleep 0.5
+BASE=$(rss_kb "$W")
+
+# A consumer of a job that never ends: it stalls, then is killed.
+PULLCLIENT_STALL_MS=60000 "$B/tests/pullclient" "127.0.0.1:$DPORT" "$WORK/p.json" 50 > /dev/null 2>&1 &
+C=$!
+PIDS+=("$C")
+check "the worker starts serving the job" wait_log "$WORK/w.err" 'serving job=' 10
+sleep 5                  # the consumer stalls after its first message (heartbeating on): the queue fills
+BUSY=$(rss_kb "$W")
+check "a stalled consumer: the worker's memory stays bounded (buffer 64 MB + 64 MB slack)" test "$BUSY" -le $((BASE + 128 * 1024))
+kill -9 "$C"; wait "$C" 2>/dev/null
+check "the dispatcher expires the client" wait_log "$WORK/d.err" 'client expired job=' 5
+check "the job pauses and its leases go back" bash -c "sleep 0.5; '$B/bin/spillctl' --dispatcher 127.0.0.1:$DPORT jobs --json | grep -q '\"leased\": 0, \"pending\": [0-9]*, \"paused\": true'"
+check "the worker stops the job" wait_log "$WORK/w.err" 'stopping job=' 5
+sleep 1
+AFTER=$(rss_kb "$W")
+echo "     worker RSS: ${BASE} kB idle, ${BUSY} kB with the consumer stalled, ${AFTER} kB after"
+check "the stall filled the worker's buffer (RSS grew by over 32 MB)" test "$BUSY" -ge $((BASE + 32 * 1024))
+check "the worker frees the job's buffers (RSS within 24 MB of idle)" test "$AFTER" -le $((BASE + 24 * 1024))
+check "the worker is still alive and registered" bash -c "'$B/bin/spillctl' --dispatcher 127.0.0.1:$DPORT workers --json | grep -q '\"alive\": true'"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
