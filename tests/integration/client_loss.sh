@@ -4,26 +4,8 @@
 # their task list, stop its producers and free its buffers (their RSS goes back near where it started).
 # Real processes on loopback; kills all it starts.
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-B=$ROOT/build
-WORK=$(mktemp -d /tmp/spw-cl-XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  [ -n "${KEEP:-}" ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-pass=0 fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
-wait_port() {
-  for _ in $(seq 1 100); do
-    sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$1" | grep . && return 0
-    sleep 0.05
-  done
-  return 1
-}
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "$0")/lib.sh"
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 wait_log() {  # wait_log FILE PATTERN SECONDS
   local deadline=$((SECONDS + $3))
@@ -71,5 +53,4 @@ check "the stall filled the worker's buffer (RSS grew by over 32 MB)" test "$BUS
 check "the worker frees the job's buffers (RSS within 24 MB of idle)" test "$AFTER" -le $((BASE + 24 * 1024))
 check "the worker is still alive and registered" bash -c "'$B/bin/spillctl' --dispatcher 127.0.0.1:$DPORT workers --json | grep -q '\"alive\": true'"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -4,20 +4,10 @@
 # clear status while the daemon keeps serving, authentication by bearer token, and a clean SIGTERM drain.
 # Always kills what it started. Prints one line per check and "N passed, M failed".
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "$0")/lib.sh"
 DISP=$ROOT/build/bin/spillway-dispatcher
 CTL=$ROOT/build/bin/spillctl
-WORK=$(mktemp -d /tmp/spw-int-XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-pass=0 fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
 
 # start_dispatcher NAME [ARGS...]: starts it on port 0, sets PORT from its "listening on" line.
 start_dispatcher() {
@@ -67,5 +57,4 @@ check "right token: served" bash -c "'$CTL' --dispatcher 127.0.0.1:$PORT --auth-
 check "the token is not logged" bash -c "! grep -q s3cret '$WORK/d2.err'"
 kill -TERM "$PID"; wait "$PID"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -4,20 +4,9 @@
 # with two healthy workers, with a worker killed (-9) mid-run, with a worker stopped past its timeout and
 # continued (a zombie), and for two jobs at once sharing the workers. Kills all it starts.
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-B=$ROOT/build
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
-WORK=$(mktemp -d /tmp/spw-eo-XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-pass=0 fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
 
 DATA=$B/data/cli-test
 bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
@@ -28,13 +17,6 @@ pipeline() {  # pipeline FILE SEED [EPOCHS]
          {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}],
  "batch": {"size": 32}}
 JSON
-}
-wait_port() {
-  for _ in $(seq 1 100); do
-    sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$1" | grep . && return 0
-    sleep 0.05
-  done
-  return 1
 }
 start_cluster() {   # start_cluster NAME: a dispatcher and two workers; sets DPORT, W1, W2
   "$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port 0 --heartbeat-ms 100 --worker-timeout-ms 800 \
@@ -95,5 +77,4 @@ check "worker stopped past its timeout, then continued: still exactly once" test
 check "the zombie registered again" grep -q 'registering again' "$WORK/healthy-w2.err"
 kill -TERM "$W3" "$W2"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -4,33 +4,14 @@
 # the timeout (SIGSTOP) is retired and, once continued, registers again under its id; after a dispatcher
 # restart on the same port, workers register again; SIGTERM drains a worker cleanly. Kills all it starts.
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "$0")/lib.sh"
 DISP=$ROOT/build/bin/spillway-dispatcher
 WRK=$ROOT/build/bin/spillway-worker
 CTL=$ROOT/build/bin/spillctl
 PY=/usr/bin/python3
-WORK=$(mktemp -d /tmp/spw-mem-XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-pass=0 fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
 
 # wait_port FILE: the port from a daemon's "listening on HOST:PORT" line.
-wait_port() {
-  local p=""
-  for _ in $(seq 1 100); do
-    p=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$1")
-    [ -n "$p" ] && { echo "$p"; return 0; }
-    sleep 0.05
-  done
-  return 1
-}
 start_dispatcher() {   # start_dispatcher NAME PORT
   "$DISP" --listen 127.0.0.1 --port "$2" --worker-timeout-ms 1000 --heartbeat-ms 100 \
     > "$WORK/$1.out" 2> "$WORK/$1.err" &
@@ -89,5 +70,4 @@ check "SIGTERM: exit status 0" test $? -eq 0
 "$WRK" --port 1 > /dev/null 2> "$WORK/nodisp.err"
 check "no --dispatcher: exit 2 with a message" bash -c "[ $? -eq 2 ] && grep -q 'dispatcher HOST:PORT is required' '$WORK/nodisp.err'"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish
