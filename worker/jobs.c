@@ -521,7 +521,7 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
     for (;;) {
         struct msg *m = NULL;
         pthread_mutex_lock(&jb->mu);
-        while (!jb->stopping && !q->head) {
+        if (!jb->stopping && !q->head) {           /* wait a little for producers; then look at credit */
             struct timespec t;
             clock_gettime(CLOCK_REALTIME, &t);
             t.tv_nsec += 100 * 1000000L;
@@ -530,7 +530,6 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
                 t.tv_nsec -= 1000000000L;
             }
             pthread_cond_timedwait(&jb->cv, &jb->mu, &t);
-            break;
         }
         if (q->head && credit >= (int64_t)q->head->bytes) {
             m = q->head;
