@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "client/inspect.h"
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/rpc.h"
 #include "pipeline/executor.h"
@@ -63,9 +63,7 @@ static void usage(FILE *f)
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    return (double)spw_now_ns() * 1e-9;
 }
 
 static int dump_batch(const char *dir, int64_t seq, const struct spw_batch *b, FILE *keys)

@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "dispatcher/state.h"
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "pipeline/fusion.h"
@@ -41,30 +41,17 @@ struct disp_service {
     pthread_t timer;
 };
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Timer: retire workers and expire clients that stopped heartbeating. */
 static void *timer_main(void *arg)
 {
     struct disp_service *s = arg;
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 200 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        struct timespec ts = spw_deadline_in_ms(200);
         pthread_cond_timedwait(&s->cv, &s->mu, &ts);
         if (s->stopping)
             break;
-        const int64_t now = now_ms();
+        const int64_t now = spw_now_ms();
         uint64_t ids[64];
         int32_t ranks[64];
         int n = disp_state_dead_workers(s->st, now, s->o.worker_timeout_ms, ids, 64);
@@ -176,7 +163,7 @@ int disp_register_worker(void *svc, const uint8_t *req, size_t len, uint8_t **re
     if (id >= s->next_worker)
         s->next_worker = id + 1;
     struct disp_update u = {.kind = DISP_REGISTER_WORKER, .worker = id, .address = r->address,
-                            .threads = r->threads, .now_ms = now_ms()};
+                            .threads = r->threads, .now_ms = spw_now_ms()};
     int rc = disp_state_apply(s->st, &u, msg, msglen);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
@@ -203,7 +190,7 @@ int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     Spillway__V1__Pipeline **pipes = NULL;
     int status = ST_OK, n = 0;
     pthread_mutex_lock(&s->mu);
-    struct disp_update u = {.kind = DISP_WORKER_HEARTBEAT, .worker = r->worker_id, .now_ms = now_ms()};
+    struct disp_update u = {.kind = DISP_WORKER_HEARTBEAT, .worker = r->worker_id, .now_ms = spw_now_ms()};
     int rc = disp_state_apply(s->st, &u, msg, msglen);
     if (rc) {
         status = rc == -ENOENT ? ST_NOT_FOUND : status_of(rc);      /* NOT_FOUND: register again */
@@ -345,7 +332,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
         struct disp_update u = {.kind = DISP_CREATE_JOB, .job = job, .pipeline = pipe_bytes, .pipeline_len = plen,
                                 .manifest_hash = src->manifest_hash, .n_samples = src->n,
                                 .split_size = split_size, .epochs = spec->source.epochs, .cut = cut,
-                                .world_size = world, .now_ms = now_ms()};
+                                .world_size = world, .now_ms = spw_now_ms()};
         rc = disp_state_apply(s->st, &u, msg, msglen);
         pthread_mutex_unlock(&s->mu);
         if (rc) {
@@ -359,7 +346,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     }
     pthread_mutex_lock(&s->mu);
     struct disp_update hb = {.kind = DISP_CLIENT_HEARTBEAT, .job = job, .rank = r->rank,
-                             .incarnation = r->incarnation ? r->incarnation : 1, .now_ms = now_ms()};
+                             .incarnation = r->incarnation ? r->incarnation : 1, .now_ms = spw_now_ms()};
     rc = disp_state_apply(s->st, &hb, msg, msglen);
     if (rc == 0)
         rc = disp_state_job(s->st, job, &ji);
@@ -412,7 +399,7 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     int status = ST_OK;
     pthread_mutex_lock(&s->mu);
     struct disp_update hb = {.kind = DISP_CLIENT_HEARTBEAT, .job = r->job, .rank = r->rank,
-                             .incarnation = r->incarnation, .now_ms = now_ms()};
+                             .incarnation = r->incarnation, .now_ms = spw_now_ms()};
     int rc = disp_state_apply(s->st, &hb, msg, msglen);
     for (size_t i = 0; rc == 0 && i < r->n_acked; i++) {
         struct disp_update a = {.kind = DISP_ACK, .job = r->job, .epoch = r->acked[i]->epoch,
@@ -481,7 +468,7 @@ int disp_lease_split(void *svc, const uint8_t *req, size_t len, uint8_t **resp, 
             goto out;
         producer = DISP_CLIENT_PRODUCER(r->job, r->rank);
     }
-    const int64_t now = now_ms();
+    const int64_t now = spw_now_ms();
     while (n < want) {
         struct disp_lease l;
         if (disp_state_pick_lease(s->st, r->job, producer, now, s->o.speculate_after_ms, &l) != 1)
@@ -525,7 +512,7 @@ int disp_list_workers(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
     (void)req;
     (void)len;
     pthread_mutex_lock(&s->mu);
-    const int64_t now = now_ms();
+    const int64_t now = spw_now_ms();
     int nw = disp_state_worker_count(s->st);
     Spillway__V1__WorkerInfo *infos = calloc((size_t)nw + 1, sizeof *infos);
     Spillway__V1__WorkerInfo **ptrs = calloc((size_t)nw + 1, sizeof *ptrs);

@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/rng.h"
 #include "ops/jpeg.h"
@@ -21,13 +21,6 @@
 /* Rows and columns decoded around a region, so libjpeg's edge handling (fancy upsampling at a cropped
  * edge) falls outside what the resampler reads. */
 #define ROI_MARGIN 2
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 void spw_value_free(struct spw_value *v)
 {
@@ -500,21 +493,21 @@ int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uin
     for (int gi = g_from; gi < g_to && rc == 0; gi++) {
         const struct spw_group *g = &ctx->groups[gi];
         if (g->kind == SPW_GROUP_DECODE) {
-            int64_t t0 = stats ? now_ns() : 0;
+            int64_t t0 = stats ? spw_now_ns() : 0;
             rc = run_decode_group(ctx, g, epoch, sample, buf, len, v, gi == ctx->n_groups - 1 ? dest : NULL, err,
                                   errlen);
             if (stats && rc == 0) {
-                stats->ns[g->first] += now_ns() - t0;
+                stats->ns[g->first] += spw_now_ns() - t0;
                 stats->out_bytes[g->first] += (int64_t)spw_value_bytes(v);
                 stats->ran[g->first] = true;
             }
             continue;
         }
         for (int i = g->first; i < g->first + g->count && rc == 0; i++) {
-            int64_t t0 = stats ? now_ns() : 0;
+            int64_t t0 = stats ? spw_now_ns() : 0;
             rc = run_op(ctx, i, epoch, sample, v, i == last_op ? dest : NULL, err, errlen);
             if (stats && rc == 0) {
-                stats->ns[i] += now_ns() - t0;
+                stats->ns[i] += spw_now_ns() - t0;
                 stats->out_bytes[i] += (int64_t)spw_value_bytes(v);
                 stats->ran[i] = true;
             }

@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "pipeline/element.h"
@@ -214,13 +214,11 @@ static int lease(struct job *jb, Spillway__V1__Lease *out)
     req.job = jb->id;
     req.max_splits = 1;
     req.manifest_hash = jb->manifest_hash;
-    size_t n = spillway__v1__lease_split_request__get_packed_size(&req);
-    uint8_t buf[128], *resp = NULL;
+    uint8_t *resp = NULL;
     size_t len = 0;
     char msg[256];
-    spillway__v1__lease_split_request__pack(&req, buf);
-    int st = spw_rpc_call(jb->owner->ch, "/spillway.v1.Dispatcher/LeaseSplit", buf, n, 3000, &resp, &len, msg,
-                          sizeof msg);
+    int st = spw_rpc_call_msg(jb->owner->ch, "/spillway.v1.Dispatcher/LeaseSplit", &req.base, 3000, &resp, &len,
+                              msg, sizeof msg);
     if (st != SPW_RPC_OK) {
         free(resp);
         return -1;
@@ -490,9 +488,7 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
     spillway__v1__stream_request__free_unpacked(req, NULL);
     /* The job may reach this worker's task list a heartbeat after the client connects: wait a little. */
     struct job *jb = NULL;
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += 10;
+    struct timespec dl = spw_deadline_in_ms(10000);
     pthread_mutex_lock(&w->mu);
     for (;;) {
         for (jb = w->jobs; jb && jb->id != job; jb = jb->next)
@@ -522,13 +518,7 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
         struct msg *m = NULL;
         pthread_mutex_lock(&jb->mu);
         if (!jb->stopping && !q->head) {           /* wait a little for producers; then look at credit */
-            struct timespec t;
-            clock_gettime(CLOCK_REALTIME, &t);
-            t.tv_nsec += 100 * 1000000L;
-            if (t.tv_nsec >= 1000000000L) {
-                t.tv_sec++;
-                t.tv_nsec -= 1000000000L;
-            }
+            struct timespec t = spw_deadline_in_ms(100);
             pthread_cond_timedwait(&jb->cv, &jb->mu, &t);
         }
         if (q->head && credit >= (int64_t)q->head->bytes) {

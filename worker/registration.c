@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/rpc.h"
 #include "proto/spillway.pb-c.h"
@@ -37,14 +37,7 @@ struct wrk_registration {
 /* Sleep up to ms or until stop; returns false when stopping. */
 static bool nap(struct wrk_registration *r, int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = spw_deadline_in_ms(ms);
     pthread_mutex_lock(&r->mu);
     while (!r->stopping && pthread_cond_timedwait(&r->cv, &r->mu, &ts) != ETIMEDOUT)
         ;
@@ -56,14 +49,7 @@ static bool nap(struct wrk_registration *r, int64_t ms)
 static int call(struct wrk_registration *r, const char *method, const ProtobufCMessage *req, uint8_t **resp,
                 size_t *len, char *msg, size_t msglen)
 {
-    size_t n = protobuf_c_message_get_packed_size(req);
-    uint8_t *buf = malloc(n + 1);
-    if (!buf)
-        return SPW_RPC_RESOURCE_EXHAUSTED;
-    protobuf_c_message_pack(req, buf);
-    int st = spw_rpc_call(r->ch, method, buf, n, RPC_TIMEOUT_MS, resp, len, msg, msglen);
-    free(buf);
-    return st;
+    return spw_rpc_call_msg(r->ch, method, req, RPC_TIMEOUT_MS, resp, len, msg, msglen);
 }
 
 /* RegisterWorker until it succeeds (or stop). Keeps the old id when there is one. */
