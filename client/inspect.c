@@ -18,12 +18,8 @@ static int call(const char *target, const char *token, const char *method, const
         fprintf(stderr, "spillctl: cannot create a channel to %s\n", target);
         return 1;
     }
-    size_t n = protobuf_c_message_get_packed_size(req);
-    uint8_t *buf = malloc(n + 1);
-    protobuf_c_message_pack(req, buf);
     char msg[512] = "";
-    int st = spw_rpc_call(ch, method, buf, n, timeout_ms, resp, len, msg, sizeof msg);
-    free(buf);
+    int st = spw_rpc_call_msg(ch, method, req, timeout_ms, resp, len, msg, sizeof msg);
     spw_rpc_channel_destroy(ch);
     if (st != SPW_RPC_OK) {
         fprintf(stderr, "spillctl: %s at %s failed: status %d: %s\n", method, target, st, msg);

@@ -128,6 +128,12 @@ int spw_rpc_call(struct spw_rpc_channel *c, const char *method, const uint8_t *r
 
 /* ---- Streams (client and server share these) ------------------------------------------------------- */
 
+/* spw_rpc_call with a protobuf-c message as the request (packed here; callers unpack the reply). Returns
+ * what spw_rpc_call returns, or SPW_RPC_RESOURCE_EXHAUSTED when the request cannot be packed. */
+struct ProtobufCMessage;
+int spw_rpc_call_msg(struct spw_rpc_channel *c, const char *method, const struct ProtobufCMessage *req,
+                     int timeout_ms, uint8_t **resp, size_t *resp_len, char *msg, size_t msglen);
+
 /* Open a bidirectional stream (client). timeout_ms > 0 is the whole stream's deadline, 0 = none. Does not
  * wait for the connection: a failure shows up as a negative send/recv and as the status from
  * spw_rpc_stream_finish, which must always be called. Returns 0, -EINVAL, -ENOMEM, -EIO. */

@@ -4,6 +4,8 @@
  * pluck queue, so a blocking caller drives its own I/O and needs no helper thread. */
 #include "lib/rpc_internal.h"
 
+#include <protobuf-c/protobuf-c.h>
+
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -296,4 +298,20 @@ int spw_rpc_stream_finish(struct spw_rpc_stream *st, char *msg, size_t msglen)
     grpc_completion_queue_destroy(st->cq);
     free(st);
     return ret;
+}
+
+int spw_rpc_call_msg(struct spw_rpc_channel *c, const char *method, const struct ProtobufCMessage *req,
+                     int timeout_ms, uint8_t **resp, size_t *resp_len, char *msg, size_t msglen)
+{
+    uint8_t small[512], *buf = small;
+    size_t n = protobuf_c_message_get_packed_size(req);
+    if (n > sizeof small && !(buf = malloc(n))) {
+        snprintf(msg, msglen, "out of memory packing a %zu-byte request", n);
+        return SPW_RPC_RESOURCE_EXHAUSTED;
+    }
+    protobuf_c_message_pack(req, buf);
+    int st = spw_rpc_call(c, method, buf, n, timeout_ms, resp, resp_len, msg, msglen);
+    if (buf != small)
+        free(buf);
+    return st;
 }

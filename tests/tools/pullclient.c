@@ -157,12 +157,10 @@ int main(int argc, char **argv)
     cj.pipeline = pipe;
     cj.cut = -1;
     cj.incarnation = 1;
-    size_t n = spillway__v1__create_job_request__get_packed_size(&cj);
-    uint8_t *req = malloc(n), *resp;
+    uint8_t *resp;
     size_t len;
-    spillway__v1__create_job_request__pack(&cj, req);
-    int st = spw_rpc_call(disp, "/spillway.v1.Dispatcher/CreateJob", req, n, 10000, &resp, &len, err, sizeof err);
-    free(req);
+    int st = spw_rpc_call_msg(disp, "/spillway.v1.Dispatcher/CreateJob", &cj.base, 10000, &resp, &len, err,
+                              sizeof err);
     if (st != SPW_RPC_OK) {
         fprintf(stderr, "pullclient: CreateJob: %s: %s\n", spw_rpc_status_name(st), err);
         return 1;
@@ -195,16 +193,12 @@ int main(int argc, char **argv)
         Spillway__V1__ClientHeartbeatRequest hb = SPILLWAY__V1__CLIENT_HEARTBEAT_REQUEST__INIT;
         hb.job = g_job;
         hb.incarnation = 1;
-        pthread_mutex_lock(&g_mu);
+        pthread_mutex_lock(&g_mu);            /* the ack list is read while packing */
         hb.n_acked = g_n_acks;
         hb.acked = g_acks;
-        n = spillway__v1__client_heartbeat_request__get_packed_size(&hb);
-        req = malloc(n);
-        spillway__v1__client_heartbeat_request__pack(&hb, req);
+        st = spw_rpc_call_msg(disp, "/spillway.v1.Dispatcher/ClientHeartbeat", &hb.base, 5000, &resp, &len, err,
+                              sizeof err);
         pthread_mutex_unlock(&g_mu);
-        st = spw_rpc_call(disp, "/spillway.v1.Dispatcher/ClientHeartbeat", req, n, 5000, &resp, &len, err,
-                          sizeof err);
-        free(req);
         if (st == SPW_RPC_OK) {
             Spillway__V1__ClientHeartbeatResponse *r = spillway__v1__client_heartbeat_response__unpack(NULL, len, resp);
             finished = r && r->finished;
