@@ -344,7 +344,63 @@ int spw_invert_run(const struct spw_image *in, struct spw_image *out)
     return 0;
 }
 
-int spw_equalize_run(const struct spw_image *in, struct spw_image *out)
+/* The identity table (the ops' answer for a flat channel). */
+static void identity_lut(uint8_t lut[256])
+{
+    for (int v = 0; v < 256; v++)
+        lut[v] = (uint8_t)v;
+}
+
+/* ImageOps.equalize for one channel: step = (total - count of the last used level) // 255; identity when
+ * fewer than two levels are used or step is 0. Entries above 255 are clipped by Image.point. */
+static void equalize_lut(const uint64_t hist[256], uint8_t lut[256])
+{
+    uint64_t total = 0, last = 0;
+    int used = 0;
+    for (int v = 0; v < 256; v++) {
+        if (hist[v]) {
+            total += hist[v];
+            last = hist[v];
+            used++;
+        }
+    }
+    const uint64_t step = used > 1 ? (total - last) / 255 : 0;
+    if (!step) {
+        identity_lut(lut);
+        return;
+    }
+    uint64_t acc = step / 2;
+    for (int v = 0; v < 256; v++) {
+        const uint64_t q = acc / step;
+        lut[v] = q > 255 ? 255 : (uint8_t)q;
+        acc += hist[v];
+    }
+}
+
+/* ImageOps.autocontrast (cutoff 0) for one channel: int(v * scale + offset) in double, truncated toward
+ * zero, clipped; identity when the channel has one level. */
+static void autocontrast_lut(const uint64_t hist[256], uint8_t lut[256])
+{
+    int lo = 0, hi = 255;
+    while (lo < 255 && !hist[lo])
+        lo++;
+    while (hi > 0 && !hist[hi])
+        hi--;
+    if (hi <= lo) {
+        identity_lut(lut);
+        return;
+    }
+    const double scale = 255.0 / (hi - lo);
+    const double offset = (double)(-lo) * scale;
+    for (int v = 0; v < 256; v++) {
+        const double t = (double)v * scale + offset;
+        lut[v] = t <= 0.0 ? 0 : t >= 255.0 ? 255 : (uint8_t)(int)t;
+    }
+}
+
+/* Histogram each channel, build its table with make, apply the three tables. */
+static int histogram_lut_run(const struct spw_image *in, struct spw_image *out,
+                             void (*make)(const uint64_t hist[256], uint8_t lut[256]))
 {
     int rc = check_pair(in, out);
     if (rc)
@@ -352,62 +408,18 @@ int spw_equalize_run(const struct spw_image *in, struct spw_image *out)
     uint64_t hist[3][256];
     uint8_t lut[3][256];
     histogram3(in, hist);
-    for (int c = 0; c < 3; c++) {
-        /* ImageOps.equalize: step = (total - count of the last used level) // 255; identity when fewer
-         * than two levels are used or step is 0. Entries above 255 are clipped by Image.point. */
-        uint64_t total = 0, last = 0;
-        int used = 0;
-        for (int v = 0; v < 256; v++) {
-            if (hist[c][v]) {
-                total += hist[c][v];
-                last = hist[c][v];
-                used++;
-            }
-        }
-        const uint64_t step = used > 1 ? (total - last) / 255 : 0;
-        if (!step) {
-            for (int v = 0; v < 256; v++)
-                lut[c][v] = (uint8_t)v;
-            continue;
-        }
-        uint64_t acc = step / 2;
-        for (int v = 0; v < 256; v++) {
-            const uint64_t q = acc / step;
-            lut[c][v] = q > 255 ? 255 : (uint8_t)q;
-            acc += hist[c][v];
-        }
-    }
+    for (int c = 0; c < 3; c++)
+        make(hist[c], lut[c]);
     apply_lut3(in, lut, out);
     return 0;
 }
 
+int spw_equalize_run(const struct spw_image *in, struct spw_image *out)
+{
+    return histogram_lut_run(in, out, equalize_lut);
+}
+
 int spw_autocontrast_run(const struct spw_image *in, struct spw_image *out)
 {
-    int rc = check_pair(in, out);
-    if (rc)
-        return rc;
-    uint64_t hist[3][256];
-    uint8_t lut[3][256];
-    histogram3(in, hist);
-    for (int c = 0; c < 3; c++) {
-        int lo = 0, hi = 255;
-        while (lo < 255 && !hist[c][lo])
-            lo++;
-        while (hi > 0 && !hist[c][hi])
-            hi--;
-        if (hi <= lo) {
-            for (int v = 0; v < 256; v++)
-                lut[c][v] = (uint8_t)v;
-            continue;
-        }
-        /* ImageOps.autocontrast: int(v * scale + offset) in double, truncated toward zero, clipped. */
-        const double scale = 255.0 / (hi - lo);
-        const double offset = (double)(-lo) * scale;
-        for (int v = 0; v < 256; v++) {
-            const double t = (double)v * scale + offset;
-            lut[c][v] = t <= 0.0 ? 0 : t >= 255.0 ? 255 : (uint8_t)(int)t;
-        }
-    }
-    apply_lut3(in, lut, out);
-    return 0;
+    return histogram_lut_run(in, out, autocontrast_lut);
 }
