@@ -17,7 +17,7 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat
 ifeq ($(WERROR),1)
 WARN += -Werror
 endif
-CFLAGS  := -std=c11 -D_GNU_SOURCE -ffp-contract=off $(OPT) -g -march=x86-64-v2 -fPIC $(WARN) -I. -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP $(EXTRA_CFLAGS)
+CFLAGS  := -std=c11 -D_GNU_SOURCE -ffp-contract=off $(OPT) -g -march=x86-64-v2 -fPIC $(WARN) -I. -Iclient/include -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP $(EXTRA_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lpthread -lm
 ifneq ($(SANITIZER),)
 CFLAGS  += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer
@@ -31,6 +31,9 @@ CORE_LIB  := $(BUILD)/lib/libspwcore.a
 DISP_SRC  := $(filter-out dispatcher/main.c,$(wildcard dispatcher/*.c))
 DISP_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(DISP_SRC))
 DISP_LIB  := $(BUILD)/lib/libspwdisp.a
+CLI_SRC   := $(filter-out client/spillctl.c client/inspect.c,$(wildcard client/*.c))
+CLI_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
+CLI_LIB   := $(BUILD)/lib/libspillway.a
 WRK_SRC   := $(filter-out worker/main.c,$(wildcard worker/*.c))
 WRK_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(WRK_SRC))
 TEST_SRC  := $(wildcard tests/unit/check_*.c)
@@ -74,6 +77,12 @@ $(DISP_LIB): $(DISP_OBJ) $(CORE_LIB)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $(DISP_OBJ)
 
+# libspillway: the client library (spillway/client.h); link it with libspwcore.
+$(CLI_LIB): $(CLI_OBJ) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $(CLI_OBJ)
+
 $(BUILD)/bin/spillway-dispatcher: $(BUILD)/obj/dispatcher/main.o $(DISP_LIB) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
@@ -84,7 +93,7 @@ $(BUILD)/bin/spillway-worker: $(BUILD)/obj/worker/main.o $(WRK_OBJ) $(CORE_LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/bin/spillctl: $(BUILD)/obj/client/spillctl.o $(BUILD)/obj/client/inspect.o $(CORE_LIB)
+$(BUILD)/bin/spillctl: $(BUILD)/obj/client/spillctl.o $(BUILD)/obj/client/inspect.o $(CLI_LIB) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)

@@ -1,6 +1,7 @@
-/* client/spillctl.c - the Spillway command-line tool. Now: `run --local` (run a pipeline in-process, dump
- * batches as .npy, print throughput and per-op stats) and `validate`. Later: inspecting a dispatcher.
- * Single-threaded main; the executor owns the worker threads. */
+/* client/spillctl.c - the Spillway command-line tool: `run --local` (run a pipeline in-process, dump batches
+ * as .npy, print throughput and per-op stats), `run --dispatcher` (the same through the service, as a
+ * simulated trainer on libspillway), `validate`, and inspecting a dispatcher (inspect.c).
+ * Single-threaded main; the executor and libspillway own their threads. */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -20,6 +21,7 @@
 #include "pipeline/fusion.h"
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
+#include "spillway/client.h"
 
 static volatile sig_atomic_t g_stop;
 
@@ -34,6 +36,9 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: spillctl run --local --pipeline FILE.json [--threads N] [--max-batches M]\n"
             "                    [--dump DIR] [--json] [--quiet] [--warmup-batches W]\n"
+            "       spillctl run --dispatcher HOST:PORT --pipeline FILE.json [--cut K] [--local-cores N]\n"
+            "                    [--consume-rate R] [--ordered] [--prefetch-mb MB] [--max-batches M]\n"
+            "                    [--dump DIR] [--json] [--quiet]\n"
             "       spillctl validate --pipeline FILE.json\n"
             "       spillctl --dispatcher HOST:PORT workers|jobs|job ID [--json]\n"
             "       spillctl --help\n"
@@ -49,6 +54,14 @@ static void usage(FILE *f)
             "  --quiet       no progress line on stderr\n"
             "  --warmup-batches W  first run W batches untimed and discard them (warms the page cache and\n"
             "                the allocator, as a benchmark's warm-up does), then the timed run\n"
+            "run --dispatcher  run the pipeline through the service as a simulated trainer: workers run it up\n"
+            "                to the cut, this process finishes, batches and consumes (same --dump and --json;\n"
+            "                the JSON adds job, cut, and elements per producer class)\n"
+            "  --cut K       fusion groups [0, K) run on the workers (default: all of them)\n"
+            "  --local-cores N  client threads producing whole splits too (default 1; 0 = none)\n"
+            "  --consume-rate R  consume at most R elements/s, like a trainer (default: unlimited)\n"
+            "  --ordered     deliver batches in epoch order: byte-identical to run --local\n"
+            "  --prefetch-mb MB  batches assembled ahead (default 256)\n"
             "validate        parse and validate a spec; print it with every default filled in\n"
             "workers         the dispatcher's workers: address, threads, alive, last heartbeat, splits held\n"
             "jobs            the dispatcher's jobs: samples, epochs, cut, splits acked/leased/pending\n"
@@ -80,6 +93,21 @@ static int dump_batch(const char *dir, int64_t seq, const struct spw_batch *b, F
     for (int i = 0; i < b->n; i++)
         fprintf(keys, "%lld %lld %s\n", (long long)b->keys[i].epoch, (long long)b->keys[i].sample, b->keys[i].path);
     return 0;
+}
+
+/* Create the dump directory and open its keys.txt; NULL (after saying why) on failure. */
+static FILE *open_dump(const char *dir)
+{
+    char kp[PATH_MAX];
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "spillctl: cannot create %s: %s\n", dir, strerror(errno));
+        return NULL;
+    }
+    snprintf(kp, sizeof kp, "%s/keys.txt", dir);
+    FILE *keys = fopen(kp, "w");
+    if (!keys)
+        fprintf(stderr, "spillctl: cannot write %s: %s\n", kp, strerror(errno));
+    return keys;
 }
 
 static void json_string(FILE *f, const char *s)
@@ -162,19 +190,9 @@ static int cmd_run(const char *pipeline, int threads, int64_t max_batches, int64
         status = 1;
         goto out;
     }
-    if (dump) {
-        char kp[PATH_MAX];
-        if (mkdir(dump, 0755) != 0 && errno != EEXIST) {
-            fprintf(stderr, "spillctl: cannot create %s: %s\n", dump, strerror(errno));
-            status = 1;
-            goto out;
-        }
-        snprintf(kp, sizeof kp, "%s/keys.txt", dump);
-        if (!(keys = fopen(kp, "w"))) {
-            fprintf(stderr, "spillctl: cannot write %s: %s\n", kp, strerror(errno));
-            status = 1;
-            goto out;
-        }
+    if (dump && !(keys = open_dump(dump))) {
+        status = 1;
+        goto out;
     }
     if (warmup > 0 && warm_up(spec, src, threads, warmup) != 0) {
         status = 1;
@@ -227,6 +245,118 @@ out:
     return status;
 }
 
+struct service_args {
+    const char *dispatcher, *token;
+    int cut, local_cores;
+    double consume_rate;
+    bool ordered;
+    int64_t prefetch_mb;
+};
+
+static char *read_text(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    long n;
+    if (!f || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || n > (16 << 20) || fseek(f, 0, SEEK_SET) != 0 ||
+        !(text = calloc(1, (size_t)n + 1)) || fread(text, 1, (size_t)n, f) != (size_t)n) {
+        snprintf(err, errlen, "cannot read %s: %s", path, errno ? strerror(errno) : "too big");
+        free(text);
+        text = NULL;
+    }
+    if (f)
+        fclose(f);
+    return text;
+}
+
+static void print_service_json(const struct spw_job_stats *st, double secs, const struct service_args *sa)
+{
+    printf("{\"elements\": %lld, \"batches\": %lld, \"skipped\": %lld, \"seconds\": %.6f, "
+           "\"elements_per_s\": %.3f, \"job\": %llu, \"cut\": %d, \"groups\": %d, \"local_cores\": %d, "
+           "\"ordered\": %s, \"producers\": {\"remote\": %lld, \"local\": %lld, \"rescue\": %lld}, "
+           "\"duplicates_dropped\": %lld, \"bytes_received\": %lld, \"workers\": %d}\n",
+           (long long)st->elements, (long long)st->batches, (long long)st->skipped, secs,
+           secs > 0 ? st->elements / secs : 0.0, (unsigned long long)st->job, st->cut, st->groups, sa->local_cores,
+           sa->ordered ? "true" : "false", (long long)st->remote_elements, (long long)st->local_elements,
+           (long long)st->rescued_elements, (long long)st->duplicates_dropped, (long long)st->bytes_received,
+           st->workers);
+}
+
+static int cmd_run_service(const char *pipeline, const struct service_args *sa, int64_t max_batches,
+                           const char *dump, int json, int quiet)
+{
+    char err[1024] = "";
+    char *text = read_text(pipeline, err, sizeof err);
+    FILE *keys = NULL;
+    struct spw_job *job = NULL;
+    int status = 0;
+    if (!text) {
+        fprintf(stderr, "spillctl: %s\n", err);
+        return 2;
+    }
+    if (dump && !(keys = open_dump(dump))) {
+        free(text);
+        return 1;
+    }
+    struct spw_job_opts o;
+    spw_job_opts_init(&o);
+    o.dispatcher = sa->dispatcher;
+    o.auth_token = sa->token;
+    o.cut = sa->cut;
+    o.local_cores = sa->local_cores;
+    o.ordered = sa->ordered;
+    o.prefetch_bytes = sa->prefetch_mb << 20;
+    o.max_batches = max_batches;
+    double t0 = now_s(), last = t0;
+    int rc = spw_job_create_json(text, &o, &job, err, sizeof err);
+    free(text);
+    if (rc) {
+        fprintf(stderr, "spillctl: %s\n", err);
+        status = rc == SPW_ESPEC ? 2 : 1;
+        goto out;
+    }
+    int64_t seq = 0, elements = 0;
+    struct spw_batch *b;
+    while (!g_stop && (rc = spw_job_next(job, &b)) == 0) {
+        elements += b->n;
+        if (dump && dump_batch(dump, seq, b, keys) != 0)
+            status = 1;
+        spw_job_release(job, b);
+        seq++;
+        double t = now_s();
+        /* A trainer that takes 1/R s per element: wait until this batch's share of time has passed. */
+        if (sa->consume_rate > 0 && elements / sa->consume_rate > t - t0)
+            usleep((useconds_t)((elements / sa->consume_rate - (t - t0)) * 1e6));
+        if (!quiet && t - last >= 2.0) {
+            fprintf(stderr, "spillctl: %lld batches, %lld elements, %.0f elements/s\n", (long long)seq,
+                    (long long)elements, elements / (t - t0));
+            last = t;
+        }
+        if (status)
+            break;
+    }
+    double secs = now_s() - t0;
+    if (rc != 0 && rc != SPW_ECLOSED && !g_stop) {
+        fprintf(stderr, "spillctl: run failed: %s: %s\n", spw_strerror(rc), spw_job_errmsg(job));
+        status = 1;
+    }
+    struct spw_job_stats st;
+    spw_job_stats(job, &st);
+    if (json)
+        print_service_json(&st, secs, sa);
+    else if (!quiet)
+        fprintf(stderr, "spillctl: done: job %llu, %lld elements in %lld batches (%lld from workers, %lld local, "
+                        "%lld rescued), %lld skipped, %.2f s, %.1f elements/s\n",
+                (unsigned long long)st.job, (long long)st.elements, (long long)st.batches,
+                (long long)st.remote_elements, (long long)st.local_elements, (long long)st.rescued_elements,
+                (long long)st.skipped, secs, secs > 0 ? st.elements / secs : 0.0);
+out:
+    if (keys)
+        fclose(keys);
+    spw_job_destroy(job);
+    return status;
+}
+
 static int cmd_validate(const char *pipeline)
 {
     char err[1024] = "";
@@ -253,6 +383,9 @@ int main(int argc, char **argv)
         {"warmup-batches", required_argument, NULL, 'w'},
         {"dispatcher", required_argument, NULL, 'D'}, {"auth-token", required_argument, NULL, 'A'},
         {"timeout-ms", required_argument, NULL, 'T'},
+        {"cut", required_argument, NULL, 'C'}, {"local-cores", required_argument, NULL, 'L'},
+        {"consume-rate", required_argument, NULL, 'R'}, {"ordered", no_argument, NULL, 'O'},
+        {"prefetch-mb", required_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
     const char *pipeline = NULL, *dump = NULL;
@@ -260,10 +393,40 @@ int main(int argc, char **argv)
     int timeout_ms = 5000;
     int local = 0, json = 0, quiet = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     int64_t max_batches = 0, warmup = 0;
+    struct service_args sa = {.cut = -1, .local_cores = 1, .prefetch_mb = 256};
     int c;
-    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:C:L:R:OP:", long_opts, NULL)) != -1) {
         char *end;
         switch (c) {
+        case 'C':
+            sa.cut = (int)strtol(optarg, &end, 10);
+            if (*end || sa.cut < 0 || sa.cut > 256) {
+                fprintf(stderr, "spillctl: --cut: \"%s\" is not a group boundary in [0, 256]\n", optarg);
+                return 2;
+            }
+            break;
+        case 'L':
+            sa.local_cores = (int)strtol(optarg, &end, 10);
+            if (*end || sa.local_cores < 0 || sa.local_cores > 256) {
+                fprintf(stderr, "spillctl: --local-cores: \"%s\" is not in [0, 256]\n", optarg);
+                return 2;
+            }
+            break;
+        case 'R':
+            sa.consume_rate = strtod(optarg, &end);
+            if (*end || !(sa.consume_rate > 0)) {
+                fprintf(stderr, "spillctl: --consume-rate: \"%s\" is not a positive rate\n", optarg);
+                return 2;
+            }
+            break;
+        case 'O': sa.ordered = true; break;
+        case 'P':
+            sa.prefetch_mb = strtoll(optarg, &end, 10);
+            if (*end || sa.prefetch_mb < 1 || sa.prefetch_mb > (1 << 20)) {
+                fprintf(stderr, "spillctl: --prefetch-mb: \"%s\" is not in [1, 1048576]\n", optarg);
+                return 2;
+            }
+            break;
         case 'l': local = 1; break;
         case 'p': pipeline = optarg; break;
         case 't':
@@ -330,12 +493,18 @@ int main(int argc, char **argv)
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     if (strcmp(cmd, "run") == 0) {
-        if (!local) {
-            fprintf(stderr, "spillctl: run without --local needs a dispatcher, which this build does not have "
-                            "yet; use --local\n");
+        if (local)
+            return cmd_run(pipeline, threads, max_batches, warmup, dump, json, quiet);
+        if (!dispatcher) {
+            fprintf(stderr, "spillctl: run needs --local or --dispatcher HOST:PORT (or SPILLWAY_DISPATCHER)\n");
             return 2;
         }
-        return cmd_run(pipeline, threads, max_batches, warmup, dump, json, quiet);
+        sa.dispatcher = dispatcher;
+        sa.token = token;
+        spw_rpc_init();
+        int st = cmd_run_service(pipeline, &sa, max_batches, dump, json, quiet);
+        spw_rpc_shutdown();
+        return st;
     }
     if (strcmp(cmd, "validate") == 0)
         return cmd_validate(pipeline);

@@ -11,7 +11,8 @@
     X(SPW_ECLOSED,      -1005, "closed")                                      \
     X(SPW_EUNSUPPORTED, -1006, "unsupported input")                           \
     X(SPW_EFORMAT,      -1007, "malformed file format")                       \
-    X(SPW_EINTERNAL,    -1008, "internal error")
+    X(SPW_EINTERNAL,    -1008, "internal error")                              \
+    X(SPW_EFORKED,      -1009, "used in a forked child process")
 
 enum spw_err {
 #define SPW_ERR_ENUM(name, code, msg) name = code,

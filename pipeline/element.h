@@ -57,6 +57,11 @@ int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uin
                     const uint8_t *buf, size_t len, struct spw_value *v, struct spw_element_stats *stats,
                     const struct spw_element_dest *dest, char *err, size_t errlen);
 void spw_value_free(struct spw_value *v);
+/* The value's shape as one element of a batch with that layout (uint8 images: HWC, or CHW planes). */
+void spw_value_out_shape(const struct spw_value *v, enum spw_layout layout, enum spw_dtype *dt, int *ndim,
+                         int64_t *shape);
+/* Copy the value into dst (spw_value_bytes of room) in that layout. */
+void spw_value_copy_out(const struct spw_value *v, enum spw_layout layout, uint8_t *dst);
 /* Bytes of the value's pixels or tensor data. */
 size_t spw_value_bytes(const struct spw_value *v);
 

@@ -103,44 +103,6 @@ static bool claim(struct spw_executor *ex, int64_t *gbatch, int *pos)
     }
 }
 
-/* Copy one element's value into its batch slot (layout per spec). */
-static void copy_into(const struct spw_executor *ex, const struct spw_value *v, uint8_t *dst)
-{
-    if (v->is_tensor) {
-        memcpy(dst, v->t.data, v->t.nbytes);
-        return;
-    }
-    const struct spw_image *im = &v->img;
-    if (ex->spec->batch.layout == SPW_LAYOUT_CHW) {
-        const size_t plane = (size_t)im->w * im->h;
-        for (int y = 0; y < im->h; y++)
-            for (int x = 0; x < im->w; x++)
-                for (int c = 0; c < 3; c++)
-                    dst[c * plane + (size_t)y * im->w + x] = spw_image_at(im, x, y)[c];
-        return;
-    }
-    for (int y = 0; y < im->h; y++)
-        memcpy(dst + (size_t)y * im->w * 3, im->data + (size_t)y * im->stride, (size_t)im->w * 3);
-}
-
-static void value_shape(const struct spw_executor *ex, const struct spw_value *v, int *ndim, int64_t *shape,
-                        enum spw_dtype *dt)
-{
-    if (v->is_tensor) {
-        *ndim = v->t.ndim;
-        memcpy(shape, v->t.shape, sizeof(int64_t) * (size_t)v->t.ndim);
-        *dt = v->t.dtype;
-        return;
-    }
-    *ndim = 3;
-    *dt = SPW_DTYPE_U8;
-    if (ex->spec->batch.layout == SPW_LAYOUT_CHW) {
-        shape[0] = 3; shape[1] = v->img.h; shape[2] = v->img.w;
-    } else {
-        shape[0] = v->img.h; shape[1] = v->img.w; shape[2] = 3;
-    }
-}
-
 /* Batch buffers outlive an executor in a small process-wide cache, so the next executor (the next epoch's
  * iterator, or the timed run after a warm-up) reuses memory that is already mapped: first touches of fresh
  * memory are slow under virtualization. Bounded by count and bytes. */
@@ -202,6 +164,22 @@ static void *pool_take(struct spw_executor *ex, size_t bytes)
             return p;
         }
     }
+    return spw_batch_buffer_take(bytes);
+}
+
+size_t spw_batch_buffer_size(size_t bytes)
+{
+    return buffer_size(bytes);
+}
+
+void spw_batch_buffer_put(void *p, size_t cap)
+{
+    cache_put(p, cap);
+}
+
+void *spw_batch_buffer_take(size_t bytes)
+{
+    const size_t cap = buffer_size(bytes);
     void *p = cache_take(cap);
     if (p)
         return p;
@@ -276,12 +254,12 @@ static void finish_element(struct spw_executor *ex, struct slot *s, int pos, con
         int ndim;
         int64_t shape[SPW_TENSOR_MAX_DIMS];
         enum spw_dtype dt;
-        value_shape(ex, v, &ndim, shape, &dt);
+        spw_value_out_shape(v, ex->spec->batch.layout, &dt, &ndim, shape);
         pthread_mutex_lock(&ex->mu);
         dst = slot_memory(ex, s, pos, dt, ndim, shape);
         pthread_mutex_unlock(&ex->mu);
         if (dst)
-            copy_into(ex, v, dst);
+            spw_value_copy_out(v, ex->spec->batch.layout, dst);
         ok = dst != NULL;
     }
     pthread_mutex_lock(&ex->mu);
@@ -477,47 +455,12 @@ int spw_executor_next(struct spw_executor *ex, struct spw_batch **out)
     pthread_mutex_unlock(&ex->mu);
 
     /* The slot is ours until next_deliver moves: build the batch without the lock. */
-    struct spw_batch *b = calloc(1, sizeof *b);
-    int n_ok = 0;
-    for (int p = 0; p < s->n_pos; p++)
-        n_ok += s->ok[p];
-    if (!b || !(b->keys = calloc((size_t)(n_ok ? n_ok : 1), sizeof *b->keys))) {
-        free(b);
-        return -ENOMEM;
-    }
-    b->epoch = s->gbatch / ex->per_epoch;
-    b->index = s->gbatch % ex->per_epoch;
-    b->skipped = s->n_pos - n_ok;
-    b->n = n_ok;
-    b->n_tensors = 2;
-    int64_t lshape[1] = {n_ok};
-    if (spw_tensor_alloc(&b->tensors[1], SPW_DTYPE_I64, 1, lshape) != 0) {
-        spw_batch_free(b);
-        return -ENOMEM;
-    }
-    int64_t *labels = b->tensors[1].data;
-    int k = 0;
-    uint8_t *base = s->data.data;
-    for (int p = 0; p < s->n_pos; p++) {
-        if (!s->ok[p])
-            continue;
-        if (k != p)      /* close the gap a skipped sample left */
-            memmove(base + s->elem_bytes * (size_t)k, base + s->elem_bytes * (size_t)p, s->elem_bytes);
-        const struct spw_sample *sm = &ex->src->samples[s->samples[p]];
-        labels[k] = sm->label;
-        b->keys[k] = (struct spw_sample_key){b->epoch, s->samples[p], sm->path};
-        k++;
-    }
-    if (s->data.data) {
-        b->data_capacity = buffer_size(s->data.nbytes);
-        b->tensors[0] = s->data;
-        b->tensors[0].shape[0] = n_ok;
-        b->tensors[0].nbytes = s->elem_bytes * (size_t)n_ok;
-        memset(&s->data, 0, sizeof s->data);
-    } else {
-        int64_t eshape[1] = {0};
-        spw_tensor_alloc(&b->tensors[0], SPW_DTYPE_U8, 1, eshape);
-    }
+    struct spw_batch *b;
+    int rc = spw_batch_build(ex->src, s->gbatch / ex->per_epoch, s->gbatch % ex->per_epoch, s->n_pos, s->samples,
+                             s->ok, &s->data, s->elem_bytes, &b);
+    if (rc)
+        return rc;
+    const int n_ok = b->n;
     pthread_mutex_lock(&ex->mu);
     s->gbatch = -1;
     ex->next_deliver++;
@@ -578,6 +521,54 @@ void spw_executor_release(struct spw_executor *ex, struct spw_batch *b)
     }
     pthread_mutex_unlock(&ex->mu);
     spw_batch_free(b);
+}
+
+int spw_batch_build(const struct spw_source *src, int64_t epoch, int64_t index, int n_pos, const int64_t *samples,
+                    const bool *ok, struct spw_tensor *data, size_t elem_bytes, struct spw_batch **out)
+{
+    struct spw_batch *b = calloc(1, sizeof *b);
+    int n_ok = 0;
+    for (int p = 0; p < n_pos; p++)
+        n_ok += ok[p];
+    if (!b || !(b->keys = calloc((size_t)(n_ok ? n_ok : 1), sizeof *b->keys))) {
+        free(b);
+        return -ENOMEM;
+    }
+    b->epoch = epoch;
+    b->index = index;
+    b->skipped = n_pos - n_ok;
+    b->n = n_ok;
+    b->n_tensors = 2;
+    int64_t lshape[1] = {n_ok};
+    if (spw_tensor_alloc(&b->tensors[1], SPW_DTYPE_I64, 1, lshape) != 0) {
+        spw_batch_free(b);
+        return -ENOMEM;
+    }
+    int64_t *labels = b->tensors[1].data;
+    int k = 0;
+    uint8_t *base = data->data;
+    for (int p = 0; p < n_pos; p++) {
+        if (!ok[p])
+            continue;
+        if (k != p)      /* close the gap a skipped sample left */
+            memmove(base + elem_bytes * (size_t)k, base + elem_bytes * (size_t)p, elem_bytes);
+        const struct spw_sample *sm = &src->samples[samples[p]];
+        labels[k] = sm->label;
+        b->keys[k] = (struct spw_sample_key){epoch, samples[p], sm->path};
+        k++;
+    }
+    if (data->data) {
+        b->data_capacity = buffer_size(data->nbytes);
+        b->tensors[0] = *data;
+        b->tensors[0].shape[0] = n_ok;
+        b->tensors[0].nbytes = elem_bytes * (size_t)n_ok;
+        memset(data, 0, sizeof *data);
+    } else {
+        int64_t eshape[1] = {0};
+        spw_tensor_alloc(&b->tensors[0], SPW_DTYPE_U8, 1, eshape);
+    }
+    *out = b;
+    return 0;
 }
 
 void spw_batch_free(struct spw_batch *b)

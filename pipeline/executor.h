@@ -61,6 +61,16 @@ const char *spw_executor_errmsg(const struct spw_executor *ex);
 void spw_executor_stats(struct spw_executor *ex, struct spw_exec_stats *out);
 /* Stop the workers and free everything; accepts NULL. */
 void spw_executor_destroy(struct spw_executor *ex);
+/* Build a batch from an assembled slot: n_pos positions with their manifest samples, ok[p] false for a
+ * skipped one; takes data (elem_bytes per position, zeroed on return) and closes the gaps of skipped
+ * positions. Labels and keys come from src. Returns 0 or -ENOMEM. */
+int spw_batch_build(const struct spw_source *src, int64_t epoch, int64_t index, int n_pos, const int64_t *samples,
+                    const bool *ok, struct spw_tensor *data, size_t elem_bytes, struct spw_batch **out);
+/* Batch buffers: huge-page backed, reused through a small process-wide cache (first touches of fresh memory
+ * are slow). take returns spw_batch_buffer_size(bytes) bytes or NULL; put hands one back (or frees it). */
+void *spw_batch_buffer_take(size_t bytes);
+void spw_batch_buffer_put(void *p, size_t cap);
+size_t spw_batch_buffer_size(size_t bytes);
 /* Free a batch. */
 void spw_batch_free(struct spw_batch *b);
 /* Free a batch from ex, keeping its buffer for the next batches (no page faults on fresh memory). */

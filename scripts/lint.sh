@@ -13,7 +13,7 @@ allowed() {   # room -> rooms it may include
     pipeline) echo "lib ops pipeline proto" ;;
     dispatcher) echo "lib pipeline proto dispatcher" ;;
     worker) echo "lib ops pipeline proto worker" ;;
-    client) echo "lib pipeline proto client" ;;
+    client) echo "lib pipeline proto client spillway" ;;
     *) echo "" ;;
   esac
 }

@@ -1,0 +1,559 @@
+/* client/assembler.c - the prefetch buffer and the exactly-once ledger (see assembler.h). Batch g of the job
+ * (epoch g / per_epoch) holds positions [i*B, (i+1)*B) of its epoch's order, exactly as in the in-process
+ * executor, so an ordered job's batches are byte-identical to a local run whatever produced each element.
+ * One mutex guards slots, bitmaps and the parked list; element copies run outside it. */
+#include "client/assembler.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/clock.h"
+#include "lib/err.h"
+#include "pipeline/order.h"
+
+#define RING 64                 /* most batches assembled at once */
+#define MIN_WINDOW 2
+
+struct slot {
+    int64_t gbatch;             /* -1 when free */
+    int n_pos, finished;
+    int64_t *samples;           /* manifest index per position */
+    bool *ok;
+    struct spw_tensor data;     /* allocated at the first placed element */
+    size_t elem_bytes;
+    bool delivered, shape_error;
+};
+
+struct epoch_ledger {           /* one epoch being received */
+    int64_t epoch;
+    uint8_t *seen;              /* bit per position: claimed */
+    int32_t *split_left;        /* positions not yet claimed, per split */
+    int64_t left;
+};
+
+struct parked {
+    struct parked *next;
+    uint64_t epoch;
+    int64_t pos, gbatch;
+    struct spw_value v;
+};
+
+struct assembler {
+    struct asm_opts o;
+    struct spw_order order;
+    int64_t n, per_epoch, total; /* samples, batches per epoch, batches in all (-1 = forever) */
+    int B;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;          /* a batch became ready, the window moved, or a failure */
+    struct slot slots[RING];
+    int window;
+    int64_t next_deliver;       /* lowest batch not yet delivered */
+    struct epoch_ledger *ledgers;
+    int n_ledgers, cap_ledgers;
+    int64_t live_epoch;         /* epochs below are complete and delivered */
+    struct parked *parked;
+    int64_t parked_bytes;
+    struct asm_split *acks;
+    int n_acks, cap_acks;
+    int64_t head_progress_ms;   /* last time the head batch gained a position or moved */
+    int fail_rc;
+    char errmsg[512];
+    void *pool[RING + 4];       /* recycled batch buffers */
+    size_t pool_cap[RING + 4];
+    int n_pool;
+};
+
+static struct slot *slot_of(struct assembler *a, int64_t gb)
+{
+    return &a->slots[gb % RING];
+}
+
+static int64_t gbatch_of(const struct assembler *a, uint64_t epoch, int64_t pos)
+{
+    return (int64_t)epoch * a->per_epoch + pos / a->B;
+}
+
+int asm_create(const struct asm_opts *o, struct assembler **out)
+{
+    struct assembler *a = calloc(1, sizeof *a);
+    if (!a)
+        return -ENOMEM;
+    a->o = *o;
+    a->n = o->src->n;
+    a->B = o->spec->batch.size;
+    a->per_epoch = o->spec->batch.drop_remainder ? a->n / a->B : (a->n + a->B - 1) / a->B;
+    a->total = o->spec->source.epochs > 0 ? o->spec->source.epochs * a->per_epoch : -1;
+    if (o->max_batches > 0 && (a->total < 0 || o->max_batches < a->total))
+        a->total = o->max_batches;
+    a->window = 4;
+    spw_order_init(&a->order, a->n, o->spec->source.shuffle, o->spec->source.seed);
+    for (int i = 0; i < RING; i++) {
+        a->slots[i].gbatch = -1;
+        a->slots[i].samples = calloc((size_t)a->B, sizeof(int64_t));
+        a->slots[i].ok = calloc((size_t)a->B, sizeof(bool));
+        if (!a->slots[i].samples || !a->slots[i].ok) {
+            asm_destroy(a);
+            return -ENOMEM;
+        }
+    }
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    a->head_progress_ms = spw_now_ms();
+    *out = a;
+    return 0;
+}
+
+static void value_free_parked(struct parked *p)
+{
+    spw_value_free(&p->v);
+    free(p);
+}
+
+void asm_destroy(struct assembler *a)
+{
+    if (!a)
+        return;
+    for (int i = 0; i < RING; i++) {
+        free(a->slots[i].samples);
+        free(a->slots[i].ok);
+        if (a->slots[i].data.data)
+            spw_batch_buffer_put(a->slots[i].data.data, spw_batch_buffer_size(a->slots[i].data.nbytes));
+    }
+    for (int i = 0; i < a->n_ledgers; i++) {
+        free(a->ledgers[i].seen);
+        free(a->ledgers[i].split_left);
+    }
+    free(a->ledgers);
+    while (a->parked) {
+        struct parked *p = a->parked;
+        a->parked = p->next;
+        value_free_parked(p);
+    }
+    for (int i = 0; i < a->n_pool; i++)
+        spw_batch_buffer_put(a->pool[i], a->pool_cap[i]);
+    free(a->acks);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv);
+    free(a);
+}
+
+/* The ledger of an epoch, created on first use; NULL when the epoch is complete (or no memory). */
+static struct epoch_ledger *ledger(struct assembler *a, uint64_t epoch)
+{
+    if ((int64_t)epoch < a->live_epoch)
+        return NULL;
+    for (int i = 0; i < a->n_ledgers; i++)
+        if (a->ledgers[i].epoch == (int64_t)epoch)
+            return &a->ledgers[i];
+    if (a->n_ledgers == a->cap_ledgers) {
+        int cap = a->cap_ledgers ? 2 * a->cap_ledgers : 4;
+        struct epoch_ledger *l = realloc(a->ledgers, (size_t)cap * sizeof *l);
+        if (!l)
+            return NULL;
+        a->ledgers = l;
+        a->cap_ledgers = cap;
+    }
+    struct epoch_ledger *l = &a->ledgers[a->n_ledgers];
+    l->epoch = (int64_t)epoch;
+    l->seen = calloc((size_t)(a->n + 7) / 8, 1);
+    l->split_left = malloc(sizeof(int32_t) * (size_t)a->o.splits_per_epoch);
+    if (!l->seen || !l->split_left) {
+        free(l->seen);
+        free(l->split_left);
+        return NULL;
+    }
+    for (int64_t s = 0; s < a->o.splits_per_epoch; s++) {
+        int64_t left = a->n - s * a->o.split_size;
+        l->split_left[s] = (int32_t)(left < a->o.split_size ? left : a->o.split_size);
+    }
+    l->left = a->n;
+    a->n_ledgers++;
+    return l;
+}
+
+/* Drop ledgers of epochs that are fully claimed and whose batches are all delivered. Called with mu held. */
+static void retire_ledgers(struct assembler *a)
+{
+    for (;;) {
+        struct epoch_ledger *l = NULL;
+        int at = -1;
+        for (int i = 0; i < a->n_ledgers; i++)
+            if (a->ledgers[i].epoch == a->live_epoch)
+                l = &a->ledgers[at = i];
+        const bool delivered = a->next_deliver >= (a->live_epoch + 1) * a->per_epoch ||
+                               (a->total >= 0 && a->next_deliver >= a->total);
+        if (!l || l->left > 0 || !delivered)
+            return;
+        free(l->seen);
+        free(l->split_left);
+        a->ledgers[at] = a->ledgers[--a->n_ledgers];
+        a->live_epoch++;
+    }
+}
+
+static void push_ack(struct assembler *a, uint64_t epoch, uint64_t split)
+{
+    if (a->n_acks == a->cap_acks) {
+        int cap = a->cap_acks ? 2 * a->cap_acks : 64;
+        struct asm_split *n = realloc(a->acks, (size_t)cap * sizeof *n);
+        if (!n)
+            return;     /* the dispatcher re-leases an unacked split; dedupe drops the copies */
+        a->acks = n;
+        a->cap_acks = cap;
+    }
+    a->acks[a->n_acks++] = (struct asm_split){epoch, split};
+}
+
+/* Set up slot s for batch gb. Called with mu held. */
+static void slot_init(struct assembler *a, struct slot *s, int64_t gb)
+{
+    const int64_t epoch = gb / a->per_epoch, idx = gb % a->per_epoch;
+    const int64_t first = idx * a->B, left = a->n - first;
+    s->gbatch = gb;
+    s->n_pos = (int)(left < a->B ? left : a->B);
+    s->finished = 0;
+    s->delivered = s->shape_error = false;
+    for (int p = 0; p < s->n_pos; p++) {
+        s->samples[p] = spw_order_at(&a->order, (uint64_t)epoch, first + p);
+        s->ok[p] = false;
+    }
+}
+
+static struct slot *slot_for(struct assembler *a, int64_t gb)
+{
+    struct slot *s = slot_of(a, gb);
+    if (s->gbatch != gb)
+        slot_init(a, s, gb);
+    return s;
+}
+
+static bool in_window(const struct assembler *a, int64_t gb)
+{
+    return gb < a->next_deliver + a->window;
+}
+
+enum asm_claim asm_claim(struct assembler *a, uint64_t epoch, int64_t pos)
+{
+    if (pos < 0 || pos >= a->n)
+        return ASM_DUP;
+    pthread_mutex_lock(&a->mu);
+    enum asm_claim r = ASM_DUP;
+    struct epoch_ledger *l = ledger(a, epoch);
+    if (!l || (l->seen[pos >> 3] & (1u << (pos & 7))))
+        goto out;
+    l->seen[pos >> 3] |= (uint8_t)(1u << (pos & 7));
+    l->left--;
+    const int64_t split = pos / a->o.split_size;
+    if (--l->split_left[split] == 0)
+        push_ack(a, epoch, (uint64_t)split);
+    const int64_t gb = gbatch_of(a, epoch, pos);
+    if (pos / a->B >= a->per_epoch || (a->total >= 0 && gb >= a->total)) {
+        r = ASM_DROP;
+        retire_ledgers(a);
+        goto out;
+    }
+    if (!in_window(a, gb)) {
+        r = ASM_PARK;
+        goto out;
+    }
+    slot_for(a, gb);
+    if (gb == a->next_deliver)
+        a->head_progress_ms = spw_now_ms();
+    r = ASM_PLACE;
+out:
+    pthread_mutex_unlock(&a->mu);
+    return r;
+}
+
+static void *buffer_take(struct assembler *a, size_t bytes)
+{
+    const size_t cap = spw_batch_buffer_size(bytes);
+    for (int i = 0; i < a->n_pool; i++)
+        if (a->pool_cap[i] == cap) {
+            void *p = a->pool[i];
+            a->pool[i] = a->pool[--a->n_pool];
+            a->pool_cap[i] = a->pool_cap[a->n_pool];
+            return p;
+        }
+    return spw_batch_buffer_take(bytes);
+}
+
+uint8_t *asm_dst(struct assembler *a, uint64_t epoch, int64_t pos, enum spw_dtype dt, int ndim,
+                 const int64_t *shape)
+{
+    pthread_mutex_lock(&a->mu);
+    struct slot *s = slot_of(a, gbatch_of(a, epoch, pos));
+    uint8_t *dst = NULL;
+    if (s->shape_error)
+        goto out;
+    if (!s->data.data) {
+        size_t elem = spw_dtype_size(dt);
+        for (int i = 0; i < ndim; i++)
+            elem *= (size_t)shape[i];
+        if (!(s->data.data = buffer_take(a, elem * (size_t)s->n_pos))) {
+            s->shape_error = true;
+            snprintf(a->errmsg, sizeof a->errmsg, "out of memory for a batch");
+            goto out;
+        }
+        s->data.dtype = dt;
+        s->data.ndim = ndim + 1;
+        s->data.shape[0] = s->n_pos;
+        memcpy(s->data.shape + 1, shape, sizeof(int64_t) * (size_t)ndim);
+        s->elem_bytes = elem;
+        s->data.nbytes = elem * (size_t)s->n_pos;
+        /* Now that a batch's size is known, the window is what the prefetch budget holds. */
+        int64_t w = a->o.prefetch_bytes / (int64_t)(s->data.nbytes ? s->data.nbytes : 1);
+        a->window = (int)(w < MIN_WINDOW ? MIN_WINDOW : w > RING ? RING : w);
+    }
+    if (s->data.dtype != dt || s->data.ndim != ndim + 1 ||
+        memcmp(s->data.shape + 1, shape, sizeof(int64_t) * (size_t)ndim) != 0) {
+        s->shape_error = true;
+        snprintf(a->errmsg, sizeof a->errmsg,
+                 "batch: elements of one batch differ in shape (add a crop or a fixed-size resize, or use batch "
+                 "size 1)");
+        goto out;
+    }
+    dst = (uint8_t *)s->data.data + s->elem_bytes * (size_t)(pos % a->B);
+out:
+    pthread_mutex_unlock(&a->mu);
+    return dst;
+}
+
+void asm_done(struct assembler *a, uint64_t epoch, int64_t pos, bool ok)
+{
+    pthread_mutex_lock(&a->mu);
+    struct slot *s = slot_of(a, gbatch_of(a, epoch, pos));
+    s->ok[pos % a->B] = ok;
+    if (++s->finished == s->n_pos)
+        pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+void asm_park(struct assembler *a, uint64_t epoch, int64_t pos, struct spw_value *v)
+{
+    struct parked *p = calloc(1, sizeof *p);
+    pthread_mutex_lock(&a->mu);
+    if (!p) {
+        /* Not placeable and not storable: the batch fails rather than silently missing a sample. */
+        a->fail_rc = -ENOMEM;
+        snprintf(a->errmsg, sizeof a->errmsg, "out of memory parking an element");
+        pthread_cond_broadcast(&a->cv);
+        pthread_mutex_unlock(&a->mu);
+        spw_value_free(v);
+        return;
+    }
+    p->epoch = epoch;
+    p->pos = pos;
+    p->gbatch = gbatch_of(a, epoch, pos);
+    p->v = *v;
+    memset(v, 0, sizeof *v);
+    p->next = a->parked;
+    a->parked = p;
+    a->parked_bytes += (int64_t)spw_value_bytes(&p->v);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Place a value into its claimed position (outside the lock). */
+static void place_value(struct assembler *a, uint64_t epoch, int64_t pos, const struct spw_value *v)
+{
+    enum spw_dtype dt;
+    int ndim;
+    int64_t shape[SPW_TENSOR_MAX_DIMS];
+    spw_value_out_shape(v, a->o.spec->batch.layout, &dt, &ndim, shape);
+    uint8_t *dst = asm_dst(a, epoch, pos, dt, ndim, shape);
+    if (dst)
+        spw_value_copy_out(v, a->o.spec->batch.layout, dst);
+    asm_done(a, epoch, pos, dst != NULL);
+}
+
+/* Place parked elements that the window now reaches. */
+static void unpark(struct assembler *a)
+{
+    struct parked *ready = NULL;
+    pthread_mutex_lock(&a->mu);
+    for (struct parked **pp = &a->parked; *pp;) {
+        struct parked *p = *pp;
+        if (in_window(a, p->gbatch)) {
+            *pp = p->next;
+            slot_for(a, p->gbatch);
+            a->parked_bytes -= (int64_t)spw_value_bytes(&p->v);
+            p->next = ready;
+            ready = p;
+        } else {
+            pp = &p->next;
+        }
+    }
+    pthread_mutex_unlock(&a->mu);
+    while (ready) {
+        struct parked *p = ready;
+        ready = p->next;
+        place_value(a, p->epoch, p->pos, &p->v);
+        value_free_parked(p);
+    }
+}
+
+static bool ready(const struct slot *s, int64_t gb)
+{
+    return s->gbatch == gb && !s->delivered && s->finished == s->n_pos;
+}
+
+/* The batch to deliver next per the mode, or -1. Called with mu held. */
+static int64_t pick(struct assembler *a)
+{
+    if (ready(slot_of(a, a->next_deliver), a->next_deliver))
+        return a->next_deliver;
+    if (a->o.ordered)
+        return -1;
+    for (int64_t gb = a->next_deliver + 1; gb < a->next_deliver + a->window; gb++)
+        if ((a->total < 0 || gb < a->total) && ready(slot_of(a, gb), gb))
+            return gb;
+    return -1;
+}
+
+int asm_next(struct assembler *a, int timeout_ms, struct spw_batch **out, char *err, size_t errlen)
+{
+    struct timespec dl = spw_deadline_in_ms(timeout_ms);
+    pthread_mutex_lock(&a->mu);
+    int64_t gb;
+    int rc = 0;
+    for (;;) {
+        if (a->fail_rc) {
+            rc = a->fail_rc;
+            snprintf(err, errlen, "%s", a->errmsg);
+            goto out;
+        }
+        if (a->total >= 0 && a->next_deliver >= a->total) {
+            rc = SPW_ECLOSED;
+            goto out;
+        }
+        if ((gb = pick(a)) >= 0)
+            break;
+        if (pthread_cond_timedwait(&a->cv, &a->mu, &dl) == ETIMEDOUT) {
+            rc = -ETIMEDOUT;
+            goto out;
+        }
+    }
+    struct slot *s = slot_of(a, gb);
+    if (s->shape_error) {
+        rc = a->fail_rc = SPW_ESPEC;
+        snprintf(err, errlen, "%s", a->errmsg);
+        pthread_cond_broadcast(&a->cv);
+        goto out;
+    }
+    s->delivered = true;
+    pthread_mutex_unlock(&a->mu);
+    /* The slot is ours: nobody claims a finished batch's positions again. */
+    struct spw_batch *b;
+    rc = spw_batch_build(a->o.src, gb / a->per_epoch, gb % a->per_epoch, s->n_pos, s->samples, s->ok, &s->data,
+                         s->elem_bytes, &b);
+    pthread_mutex_lock(&a->mu);
+    if (rc) {
+        a->fail_rc = rc;
+        snprintf(a->errmsg, sizeof a->errmsg, "out of memory building a batch");
+        goto out;
+    }
+    while (slot_of(a, a->next_deliver)->gbatch == a->next_deliver && slot_of(a, a->next_deliver)->delivered) {
+        slot_of(a, a->next_deliver)->gbatch = -1;
+        a->next_deliver++;
+        a->head_progress_ms = spw_now_ms();
+    }
+    retire_ledgers(a);
+    pthread_cond_broadcast(&a->cv);
+    *out = b;
+out:
+    pthread_mutex_unlock(&a->mu);
+    if (rc == 0)
+        unpark(a);
+    return rc;
+}
+
+void asm_release(struct assembler *a, struct spw_batch *b)
+{
+    if (!b)
+        return;
+    pthread_mutex_lock(&a->mu);
+    if (b->data_capacity && a->n_pool < RING + 4) {
+        a->pool[a->n_pool] = b->tensors[0].data;
+        a->pool_cap[a->n_pool++] = b->data_capacity;
+        b->tensors[0].data = NULL;
+    }
+    pthread_mutex_unlock(&a->mu);
+    spw_batch_free(b);
+}
+
+void asm_fail(struct assembler *a, int rc, const char *msg)
+{
+    pthread_mutex_lock(&a->mu);
+    if (!a->fail_rc) {
+        a->fail_rc = rc;
+        snprintf(a->errmsg, sizeof a->errmsg, "%s", msg);
+    }
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+int asm_head_missing(struct assembler *a, uint64_t *epoch, int64_t *pos, int cap, int64_t *stalled_ms)
+{
+    int n = 0;
+    pthread_mutex_lock(&a->mu);
+    const int64_t gb = a->next_deliver;
+    *stalled_ms = spw_now_ms() - a->head_progress_ms;
+    if (a->total >= 0 && gb >= a->total)
+        goto out;
+    const struct slot *s = slot_for(a, gb);
+    *epoch = (uint64_t)(gb / a->per_epoch);
+    struct epoch_ledger *l = ledger(a, *epoch);
+    const int64_t first = (gb % a->per_epoch) * a->B;
+    for (int p = 0; l && p < s->n_pos && n < cap; p++) {
+        const int64_t q = first + p;
+        if (!(l->seen[q >> 3] & (1u << (q & 7))))
+            pos[n++] = q;
+    }
+out:
+    pthread_mutex_unlock(&a->mu);
+    return n;
+}
+
+int asm_take_acks(struct assembler *a, struct asm_split *out, int cap)
+{
+    pthread_mutex_lock(&a->mu);
+    int n = a->n_acks < cap ? a->n_acks : cap;
+    memcpy(out, a->acks, (size_t)n * sizeof *out);
+    memmove(a->acks, a->acks + n, (size_t)(a->n_acks - n) * sizeof *out);
+    a->n_acks -= n;
+    pthread_mutex_unlock(&a->mu);
+    return n;
+}
+
+void asm_return_acks(struct assembler *a, const struct asm_split *acks, int n)
+{
+    pthread_mutex_lock(&a->mu);
+    for (int i = 0; i < n; i++)
+        push_ack(a, acks[i].epoch, acks[i].split);
+    pthread_mutex_unlock(&a->mu);
+}
+
+bool asm_wait_window(struct assembler *a, uint64_t epoch, int64_t pos, int timeout_ms)
+{
+    struct timespec dl = spw_deadline_in_ms(timeout_ms);
+    const int64_t gb = gbatch_of(a, epoch, pos);
+    pthread_mutex_lock(&a->mu);
+    while (!a->fail_rc && !in_window(a, gb))
+        if (pthread_cond_timedwait(&a->cv, &a->mu, &dl) == ETIMEDOUT)
+            break;
+    bool ok = in_window(a, gb);
+    pthread_mutex_unlock(&a->mu);
+    return ok;
+}
+
+void asm_progress(struct assembler *a, int64_t *total, int64_t *delivered, int64_t *parked_bytes)
+{
+    pthread_mutex_lock(&a->mu);
+    *total = a->total;
+    *delivered = a->next_deliver;
+    *parked_bytes = a->parked_bytes;
+    pthread_mutex_unlock(&a->mu);
+}

@@ -1,0 +1,70 @@
+/* spillway/client.h - libspillway, the trainer's side of Spillway: create a job from a pipeline and iterate
+ * its batches. With a dispatcher, workers run the pipeline up to the job's cut and stream elements here,
+ * the client's own threads run the rest (and whole splits of their own, work-conserving), and every sample
+ * of every epoch is delivered exactly once. Without one, the pipeline runs in this process.
+ * Thread model: a job is driven by one consumer thread (next/release/stats/destroy); it owns its threads.
+ * Batches are struct spw_batch (pipeline/executor.h): data [n, ...], int64 labels [n], keys. */
+#ifndef SPILLWAY_CLIENT_H
+#define SPILLWAY_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipeline/executor.h"
+
+struct spw_job;
+
+struct spw_job_opts {
+    const char *dispatcher;     /* "HOST:PORT"; NULL = run in-process (no service) */
+    const char *auth_token;     /* bearer token for the dispatcher and workers; NULL = none */
+    int local_cores;            /* client threads producing whole splits (and finishing remote elements);
+                                   -1 = default: in-process all online CPUs, with a dispatcher 1 */
+    int cut;                    /* groups [0, cut) run on workers; -1 = the dispatcher's default (all) */
+    int64_t prefetch_bytes;     /* batches assembled ahead; 0 = 256 MiB */
+    int64_t credit_bytes;       /* bytes workers may have in flight to this client, all streams; 0 = 64 MiB */
+    bool ordered;               /* deliver batches in epoch order (byte-identical to a local run); else any
+                                   complete batch first (same contents, possibly another order) */
+    int64_t max_batches;        /* stop after this many; 0 = until the source's epochs end */
+    int split_size;             /* samples per split; 0 = the dispatcher's default */
+    int rescue_after_ms;        /* the client computes the missing elements of a head batch that has gained
+                                   nothing for this long (a lost or stalled producer); 0 = 3000 */
+};
+
+/* Set o to the defaults. */
+void spw_job_opts_init(struct spw_job_opts *o);
+
+/* Create a job from a pipeline spec in JSON (text) and start producing. Returns 0, SPW_ESPEC (bad spec),
+ * SPW_ESOURCE, -ECONNREFUSED / -EIO (the dispatcher refused or is unreachable; the message says which) or
+ * -ENOMEM, with a message in err. */
+int spw_job_create_json(const char *json, const struct spw_job_opts *o, struct spw_job **out, char *err,
+                        size_t errlen);
+/* The same from a serialized spillway.v1.Pipeline. */
+int spw_job_create_proto(const uint8_t *pipeline, size_t len, const struct spw_job_opts *o, struct spw_job **out,
+                         char *err, size_t errlen);
+
+/* Next batch (caller owns it until spw_job_release). Returns 0, SPW_ECLOSED after the last one, or an error
+ * (on_error: fail, a lost dispatcher, use after fork) with the reason in spw_job_errmsg. */
+int spw_job_next(struct spw_job *job, struct spw_batch **out);
+/* Give a batch back (its memory is reused for later batches). Accepts NULL. */
+void spw_job_release(struct spw_job *job, struct spw_batch *b);
+const char *spw_job_errmsg(const struct spw_job *job);
+
+struct spw_job_stats {
+    uint64_t job;               /* the dispatcher's job id; 0 in-process */
+    int cut, groups;            /* the cut elements arrive at; fusion groups */
+    int64_t elements, batches, skipped;
+    int64_t remote_elements;    /* delivered elements produced by workers */
+    int64_t local_elements;     /* ... by this client's threads on its own splits */
+    int64_t rescued_elements;   /* ... by this client for a stalled head batch */
+    int64_t duplicates_dropped; /* elements that arrived twice (re-leased or speculative splits) */
+    int64_t bytes_received;     /* ElementBatch bytes from workers */
+    int workers;                /* streams open now */
+};
+void spw_job_stats(struct spw_job *job, struct spw_job_stats *out);
+
+/* Stop everything and free the job; accepts NULL. Unfinished work on the service is left to the
+ * dispatcher's client timeout. */
+void spw_job_destroy(struct spw_job *job);
+
+#endif

@@ -1,0 +1,363 @@
+/* client/job.c - libspillway's public API (spillway/client.h). In-process jobs wrap the executor. Service
+ * jobs tie together the dispatcher session and worker streams (remote.c), the prefetch buffer (assembler.c)
+ * and the client's own threads, which lease whole splits as the job's client producer; the consumer thread
+ * also rescues a stalled head batch by computing its missing elements (dedupe makes any copy safe).
+ * Thread model: one consumer thread calls next/release/stats/destroy; local threads are owned here. */
+#include "spillway/client.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client/assembler.h"
+#include "client/remote.h"
+#include "lib/err.h"
+#include "lib/log.h"
+#include "pipeline/element.h"
+#include "pipeline/order.h"
+#include "pipeline/spec_proto.h"
+
+#define DEFAULT_PREFETCH ((int64_t)256 << 20)
+#define DEFAULT_CREDIT ((int64_t)64 << 20)
+#define DEFAULT_RESCUE_MS 3000
+#define POLL_MS 100
+
+struct spw_job {
+    struct spw_job_opts o;
+    pid_t pid;                      /* the process that created the job (fork detection) */
+    struct spw_pipeline_spec *spec;
+    struct spw_source *src;
+    char errmsg[512];
+    struct spw_executor *ex;        /* in-process */
+    struct remote *r;               /* service */
+    struct remote_job rj;
+    struct assembler *a;
+    struct spw_element_ctx ctx;
+    bool ctx_ok;
+    struct spw_order order;
+    int64_t *missing;               /* head rescue scratch: batch.size positions */
+    pthread_t local[256];
+    int n_local;
+    pthread_mutex_t mu;
+    bool stopping;
+    struct spw_job_stats st;
+};
+
+void spw_job_opts_init(struct spw_job_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->local_cores = -1;
+    o->cut = -1;
+}
+
+static bool job_stopping(struct spw_job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    bool s = j->stopping;
+    pthread_mutex_unlock(&j->mu);
+    return s;
+}
+
+struct place_ctx {
+    struct assembler *a;
+    uint64_t epoch;
+    int64_t pos;
+};
+
+static void *place_cb(void *opaque, enum spw_dtype dt, int ndim, const int64_t *shape)
+{
+    struct place_ctx *pc = opaque;
+    return asm_dst(pc->a, pc->epoch, pc->pos, dt, ndim, shape);
+}
+
+/* Produce (epoch, pos) with the whole pipeline if nobody has yet, straight into its batch when the window
+ * reaches it. Adds to *count when this call delivered it. */
+static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *count)
+{
+    enum asm_claim c = asm_claim(j->a, epoch, pos);
+    if (c == ASM_DUP || c == ASM_DROP)
+        return;
+    const int64_t sample = spw_order_at(&j->order, epoch, pos);
+    const enum spw_layout layout = j->spec->batch.layout;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    char err[512] = "";
+    int rc = -EIO;
+    for (int attempt = 0; attempt < 3 && rc < 0 && rc != SPW_ETOOBIG; attempt++)
+        rc = spw_source_read(j->src, sample, j->spec->max_file_bytes, &buf, &len);    /* I/O: retry */
+    struct spw_value v = {0};
+    struct place_ctx pc = {j->a, epoch, pos};
+    struct spw_element_dest dest = {place_cb, &pc, layout};
+    if (rc == 0)
+        rc = spw_element_run(&j->ctx, 0, j->ctx.n_groups, epoch, sample, buf, len, &v, NULL,
+                             c == ASM_PLACE ? &dest : NULL, err, sizeof err);
+    else
+        snprintf(err, sizeof err, "read failed: %s", spw_strerror(rc));
+    free(buf);
+    if (rc != 0) {
+        const bool fail = j->spec->on_error == SPW_ON_ERROR_FAIL;
+        spw_log(fail ? SPW_LOG_ERROR : SPW_LOG_WARN, "client", "%s sample=%lld path=\"%s\" err=\"%s\"",
+                fail ? "failed" : "skipped", (long long)sample, j->src->samples[sample].path, err);
+        if (fail) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s: %s", j->src->samples[sample].path, err);
+            asm_fail(j->a, rc, msg);
+        }
+        spw_value_free(&v);
+    }
+    if (c == ASM_PARK) {
+        asm_park(j->a, epoch, pos, &v);       /* an empty value parks as a skipped sample */
+        pthread_mutex_lock(&j->mu);
+        *count += rc == 0;
+        pthread_mutex_unlock(&j->mu);
+        return;
+    }
+    bool ok = rc == 0;
+    if (ok && !v.placed) {
+        enum spw_dtype dt;
+        int ndim;
+        int64_t shape[SPW_TENSOR_MAX_DIMS];
+        spw_value_out_shape(&v, layout, &dt, &ndim, shape);
+        uint8_t *dst = asm_dst(j->a, epoch, pos, dt, ndim, shape);
+        if (dst)
+            spw_value_copy_out(&v, layout, dst);
+        ok = dst != NULL;
+    }
+    asm_done(j->a, epoch, pos, ok);
+    spw_value_free(&v);
+    pthread_mutex_lock(&j->mu);
+    *count += ok;
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* A client thread: lease a split of this job, produce it whole, repeat. Leases only while the prefetch
+ * buffer has room for what it makes, so work goes where it is needed (work-conserving). */
+static void *local_main(void *arg)
+{
+    struct spw_job *j = arg;
+    while (!job_stopping(j)) {
+        int64_t total, delivered, parked;
+        asm_progress(j->a, &total, &delivered, &parked);
+        if (parked > j->o.prefetch_bytes / 2) {
+            usleep(20 * 1000);
+            continue;
+        }
+        struct remote_lease l;
+        int got = remote_lease(j->r, &l);
+        if (got == 2)
+            break;
+        if (got != 1) {
+            usleep(50 * 1000);
+            continue;
+        }
+        for (int k = 0; k < l.count && !job_stopping(j); k++) {
+            asm_wait_window(j->a, l.epoch, l.first_position + k, 1000);
+            produce(j, l.epoch, l.first_position + k, &j->st.local_elements);
+        }
+    }
+    return NULL;
+}
+
+static int open_common(struct spw_job *j, char *err, size_t errlen)
+{
+    int rc = spw_source_open(&j->spec->source, &j->src, err, errlen);
+    if (rc)
+        return rc;
+    if (!j->o.dispatcher) {
+        struct spw_executor_opts eo = {
+            .threads = j->o.local_cores > 0 ? j->o.local_cores : (int)sysconf(_SC_NPROCESSORS_ONLN),
+            .max_batches = j->o.max_batches};
+        j->st.groups = j->st.cut = 0;
+        return spw_executor_create(j->spec, j->src, &eo, &j->ex, err, errlen);
+    }
+    Spillway__V1__Pipeline *pipe;
+    if (spw_spec_to_proto(j->spec, &pipe) != 0) {
+        snprintf(err, errlen, "cannot serialize the pipeline");
+        return -ENOMEM;
+    }
+    struct remote_opts ro = {.dispatcher = j->o.dispatcher, .auth_token = j->o.auth_token, .cut = j->o.cut,
+                             .local_cores = j->o.local_cores, .split_size = j->o.split_size,
+                             .credit_bytes = j->o.credit_bytes, .park_cap_bytes = j->o.prefetch_bytes / 2,
+                             .manifest_hash = j->src->manifest_hash};
+    rc = remote_create(&ro, pipe, &j->r, &j->rj, err, errlen);
+    spw_spec_proto_free(pipe);
+    if (rc)
+        return rc;
+    if (j->rj.samples != j->src->n) {
+        snprintf(err, errlen, "the dispatcher's job has %lld samples, this client sees %lld",
+                 (long long)j->rj.samples, (long long)j->src->n);
+        return -ECONNREFUSED;
+    }
+    if (spw_element_ctx_init(&j->ctx, j->spec) != 0)
+        return -ENOMEM;
+    j->ctx_ok = true;
+    spw_order_init(&j->order, j->src->n, j->spec->source.shuffle, j->spec->source.seed);
+    struct asm_opts ao = {.spec = j->spec, .src = j->src, .prefetch_bytes = j->o.prefetch_bytes,
+                          .ordered = j->o.ordered, .max_batches = j->o.max_batches, .split_size = j->rj.split_size,
+                          .splits_per_epoch = j->rj.splits_per_epoch};
+    if ((rc = asm_create(&ao, &j->a)) != 0 ||
+        !(j->missing = malloc(sizeof(int64_t) * (size_t)j->spec->batch.size))) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    j->st.job = j->rj.job;
+    j->st.cut = j->rj.cut;
+    j->st.groups = j->rj.groups;
+    if (remote_start(j->r, j->a, &j->ctx, j->src, &j->order) != 0) {
+        snprintf(err, errlen, "cannot start the client's threads");
+        return -EAGAIN;
+    }
+    int n = j->o.local_cores < 0 ? 1 : j->o.local_cores;
+    for (; j->n_local < n && j->n_local < 256; j->n_local++)
+        if (pthread_create(&j->local[j->n_local], NULL, local_main, j) != 0)
+            break;
+    return 0;
+}
+
+static int create(struct spw_pipeline_spec *spec, const struct spw_job_opts *o, struct spw_job **out, char *err,
+                  size_t errlen)
+{
+    struct spw_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        spw_spec_free(spec);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    j->o = *o;
+    if (j->o.prefetch_bytes <= 0)
+        j->o.prefetch_bytes = DEFAULT_PREFETCH;
+    if (j->o.credit_bytes <= 0)
+        j->o.credit_bytes = DEFAULT_CREDIT;
+    if (j->o.rescue_after_ms <= 0)
+        j->o.rescue_after_ms = DEFAULT_RESCUE_MS;
+    j->spec = spec;
+    j->pid = getpid();
+    pthread_mutex_init(&j->mu, NULL);
+    int rc = open_common(j, err, errlen);
+    if (rc) {
+        spw_job_destroy(j);
+        return rc;
+    }
+    *out = j;
+    return 0;
+}
+
+int spw_job_create_json(const char *json, const struct spw_job_opts *o, struct spw_job **out, char *err,
+                        size_t errlen)
+{
+    struct spw_pipeline_spec *spec;
+    int rc = spw_spec_parse_json(json, &spec, err, errlen);
+    return rc ? rc : create(spec, o, out, err, errlen);
+}
+
+int spw_job_create_proto(const uint8_t *pipeline, size_t len, const struct spw_job_opts *o, struct spw_job **out,
+                         char *err, size_t errlen)
+{
+    Spillway__V1__Pipeline *msg = spillway__v1__pipeline__unpack(NULL, len, pipeline);
+    if (!msg) {
+        snprintf(err, errlen, "malformed spillway.v1.Pipeline message");
+        return SPW_ESPEC;
+    }
+    struct spw_pipeline_spec *spec;
+    int rc = spw_spec_from_proto(msg, &spec, err, errlen);
+    spillway__v1__pipeline__free_unpacked(msg, NULL);
+    return rc ? rc : create(spec, o, out, err, errlen);
+}
+
+/* Compute the head batch's missing elements here when it has waited too long (a dead, stalled or
+ * credit-starved producer); copies that arrive later are dropped as duplicates. */
+static void rescue_head(struct spw_job *j)
+{
+    uint64_t epoch;
+    int64_t stalled;
+    int n = asm_head_missing(j->a, &epoch, j->missing, j->spec->batch.size, &stalled);
+    if (n == 0 || stalled < j->o.rescue_after_ms)
+        return;
+    spw_log(SPW_LOG_WARN, "client", "head batch stalled for %lld ms: computing its %d missing elements here",
+            (long long)stalled, n);
+    for (int i = 0; i < n; i++)
+        produce(j, epoch, j->missing[i], &j->st.rescued_elements);
+}
+
+int spw_job_next(struct spw_job *job, struct spw_batch **out)
+{
+    if (getpid() != job->pid) {
+        snprintf(job->errmsg, sizeof job->errmsg,
+                 "this Spillway job was created in process %d and used in a forked child (%d), e.g. a DataLoader "
+                 "worker with num_workers > 0: gRPC does not survive fork(). Create the job in the process that "
+                 "iterates it, and use Spillway's own loader (num_workers=0) - it already runs in parallel",
+                 (int)job->pid, (int)getpid());
+        return SPW_EFORKED;
+    }
+    int rc;
+    if (job->ex) {
+        rc = spw_executor_next(job->ex, out);
+        if (rc != 0 && rc != SPW_ECLOSED)
+            snprintf(job->errmsg, sizeof job->errmsg, "%s", spw_executor_errmsg(job->ex));
+    } else {
+        while ((rc = asm_next(job->a, POLL_MS, out, job->errmsg, sizeof job->errmsg)) == -ETIMEDOUT)
+            rescue_head(job);
+    }
+    if (rc == 0) {
+        job->st.batches++;
+        job->st.elements += (*out)->n;
+        job->st.skipped += (*out)->skipped;
+    }
+    return rc;
+}
+
+void spw_job_release(struct spw_job *job, struct spw_batch *b)
+{
+    if (job->ex)
+        spw_executor_release(job->ex, b);
+    else
+        asm_release(job->a, b);
+}
+
+const char *spw_job_errmsg(const struct spw_job *job)
+{
+    return job->errmsg;
+}
+
+void spw_job_stats(struct spw_job *job, struct spw_job_stats *out)
+{
+    pthread_mutex_lock(&job->mu);
+    *out = job->st;
+    pthread_mutex_unlock(&job->mu);
+    if (job->r) {
+        struct remote_stats rs;
+        remote_stats(job->r, &rs);
+        out->remote_elements = rs.elements;
+        out->duplicates_dropped = rs.duplicates;
+        out->bytes_received = rs.bytes;
+        out->workers = rs.streams;
+    } else {
+        out->local_elements = out->elements;
+    }
+}
+
+void spw_job_destroy(struct spw_job *job)
+{
+    if (!job)
+        return;
+    pthread_mutex_lock(&job->mu);
+    job->stopping = true;
+    pthread_mutex_unlock(&job->mu);
+    if (job->a)
+        asm_fail(job->a, SPW_ECLOSED, "the job is being destroyed");     /* wakes window waiters */
+    for (int i = 0; i < job->n_local; i++)
+        pthread_join(job->local[i], NULL);
+    remote_destroy(job->r);
+    asm_destroy(job->a);
+    spw_executor_destroy(job->ex);
+    if (job->ctx_ok)
+        spw_element_ctx_destroy(&job->ctx);
+    free(job->missing);
+    spw_source_close(job->src);
+    spw_spec_free(job->spec);
+    pthread_mutex_destroy(&job->mu);
+    free(job);
+}

@@ -1,0 +1,582 @@
+/* client/remote.c - the dispatcher session and the worker streams (see remote.h). Each stream thread
+ * receives ElementBatch messages against byte credit, checks every field a worker controls, claims each
+ * position in the assembler (the first copy wins), runs the suffix groups when the element arrived before
+ * the end of the pipeline, and copies the result once, into its batch slot.
+ * Threads: heartbeat thread, one per stream; the struct's mutex guards the stream table and stats. */
+#include "client/remote.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "lib/clock.h"
+#include "lib/err.h"
+#include "lib/log.h"
+#include "lib/rpc.h"
+#include "pipeline/wire.h"
+
+#define MAX_STREAMS 64
+#define MIN_STREAM_CREDIT ((int64_t)4 << 20)    /* a worker sends a message only when it fits its credit */
+#define HEARTBEAT_MS 200
+#define DISPATCHER_LOST_MS 30000
+#define MAX_ACKS_PER_HEARTBEAT 4096
+
+struct stream {
+    struct remote *r;
+    uint64_t worker_id;
+    char addr[256];
+    pthread_t tid;
+    bool running;               /* the thread is live */
+    bool joined;                /* no thread to join */
+    bool listed;                /* in the dispatcher's latest worker list */
+    int64_t started_ms;
+    struct spw_rpc_stream *st;  /* while open; guarded by r->mu for cancel */
+};
+
+struct remote {
+    struct remote_opts o;
+    struct remote_job job;
+    uint64_t incarnation;
+    struct spw_rpc_channel *disp;
+    struct assembler *a;
+    const struct spw_element_ctx *ctx;
+    const struct spw_source *src;
+    const struct spw_order *order;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stopping, started;
+    pthread_t hb_tid;
+    struct stream streams[MAX_STREAMS];
+    int n_streams;
+    struct remote_stats stats;
+};
+
+static int create_err(int st, char *err, size_t errlen, const char *what, const char *msg)
+{
+    snprintf(err, errlen, "%s: %s: %s", what, spw_rpc_status_name(st), msg);
+    return st == SPW_RPC_UNAVAILABLE || st == SPW_RPC_DEADLINE_EXCEEDED ? -EIO : -ECONNREFUSED;
+}
+
+int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pipe, struct remote **out,
+                  struct remote_job *job, char *err, size_t errlen)
+{
+    struct remote *r = calloc(1, sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    r->o = *o;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    if (getrandom(&r->incarnation, sizeof r->incarnation, 0) != sizeof r->incarnation || !r->incarnation)
+        r->incarnation = (uint64_t)spw_now_ns() | 1;
+    struct spw_rpc_channel_opts co = {.auth_token = o->auth_token};
+    spw_rpc_init();
+    if (spw_rpc_channel_create(o->dispatcher, &co, &r->disp) != 0) {
+        snprintf(err, errlen, "bad dispatcher address \"%s\"", o->dispatcher);
+        spw_rpc_shutdown();
+        free(r);
+        return -EINVAL;
+    }
+    Spillway__V1__CreateJobRequest cj = SPILLWAY__V1__CREATE_JOB_REQUEST__INIT;
+    cj.pipeline = (Spillway__V1__Pipeline *)pipe;
+    cj.cut = o->cut;
+    cj.local_cores = o->local_cores;
+    cj.incarnation = r->incarnation;
+    cj.split_size = o->split_size;
+    uint8_t *resp = NULL;
+    size_t len = 0;
+    char msg[512] = "";
+    int st = spw_rpc_call_msg(r->disp, "/spillway.v1.Dispatcher/CreateJob", &cj.base, 30000, &resp, &len, msg,
+                              sizeof msg);
+    Spillway__V1__CreateJobResponse *cr = st == SPW_RPC_OK ? spillway__v1__create_job_response__unpack(NULL, len, resp)
+                                                           : NULL;
+    free(resp);
+    int rc = 0;
+    if (st != SPW_RPC_OK) {
+        rc = create_err(st, err, errlen, "CreateJob", msg);
+        goto fail;
+    }
+    if (!cr || cr->samples <= 0 || cr->split_size <= 0 || cr->splits_per_epoch <= 0 || cr->groups < 0 ||
+        cr->cut < 0 || cr->cut > cr->groups) {
+        snprintf(err, errlen, "CreateJob: malformed reply from the dispatcher");
+        rc = -EPROTO;
+        goto fail;
+    }
+    if (cr->manifest_hash != o->manifest_hash) {
+        snprintf(err, errlen,
+                 "the dispatcher lists the dataset as %016llx but this client sees %016llx: the client and the "
+                 "service must see the same files",
+                 (unsigned long long)cr->manifest_hash, (unsigned long long)o->manifest_hash);
+        rc = -ECONNREFUSED;
+        goto fail;
+    }
+    r->job = (struct remote_job){.job = cr->job, .samples = cr->samples, .splits_per_epoch = cr->splits_per_epoch,
+                                 .split_size = cr->split_size, .cut = cr->cut, .groups = cr->groups};
+    for (size_t i = 0; i < cr->n_workers && r->n_streams < MAX_STREAMS; i++) {
+        struct stream *s = &r->streams[r->n_streams++];
+        s->r = r;
+        s->worker_id = cr->workers[i]->worker_id;
+        snprintf(s->addr, sizeof s->addr, "%s", cr->workers[i]->address);
+        s->joined = s->listed = true;
+    }
+    spillway__v1__create_job_response__free_unpacked(cr, NULL);
+    spw_log(SPW_LOG_INFO, "client", "job created job=%llu samples=%lld cut=%d groups=%d workers=%d",
+            (unsigned long long)r->job.job, (long long)r->job.samples, r->job.cut, r->job.groups, r->n_streams);
+    *job = r->job;
+    *out = r;
+    return 0;
+fail:
+    if (cr)
+        spillway__v1__create_job_response__free_unpacked(cr, NULL);
+    spw_rpc_channel_destroy(r->disp);
+    spw_rpc_shutdown();
+    free(r);
+    return rc;
+}
+
+/* ---- elements ---- */
+
+/* A view of element i of a received tensor as an engine value (not owned). */
+static struct spw_value view_of(const struct spw_wire_tensor *t, size_t i)
+{
+    struct spw_value v = {.placed = true};
+    const size_t eb = t->nbytes / (size_t)t->shape[0];
+    uint8_t *p = (uint8_t *)t->data + i * eb;
+    if (t->dtype == SPW_DTYPE_U8 && t->ndim == 4 && t->shape[3] == 3) {
+        v.img = (struct spw_image){.w = (int)t->shape[2], .h = (int)t->shape[1], .c = 3,
+                                   .stride = (size_t)t->shape[2] * 3, .data = p};
+    } else {
+        v.is_tensor = true;
+        v.t.dtype = t->dtype;
+        v.t.ndim = t->ndim - 1;
+        memcpy(v.t.shape, t->shape + 1, sizeof(int64_t) * (size_t)(t->ndim - 1));
+        v.t.nbytes = eb;
+        v.t.data = p;
+    }
+    return v;
+}
+
+/* An owned copy of a view. */
+static int own(const struct spw_value *view, struct spw_value *out)
+{
+    memset(out, 0, sizeof *out);
+    if (view->is_tensor) {
+        if (spw_tensor_alloc(&out->t, view->t.dtype, view->t.ndim, view->t.shape) != 0)
+            return -ENOMEM;
+        memcpy(out->t.data, view->t.data, view->t.nbytes);
+        out->is_tensor = true;
+        return 0;
+    }
+    if (spw_image_alloc(&out->img, view->img.w, view->img.h, 3) != 0)
+        return -ENOMEM;
+    memcpy(out->img.data, view->img.data, (size_t)view->img.w * view->img.h * 3);
+    return 0;
+}
+
+struct place_ctx {
+    struct assembler *a;
+    uint64_t epoch;
+    int64_t pos;
+};
+
+static void *place_cb(void *opaque, enum spw_dtype dt, int ndim, const int64_t *shape)
+{
+    struct place_ctx *pc = opaque;
+    return asm_dst(pc->a, pc->epoch, pc->pos, dt, ndim, shape);
+}
+
+/* Finish one received element: claim it, run the suffix if any, put it in its batch (or park it).
+ * Returns true when it was delivered to the assembler (not a duplicate). */
+static bool take_element(struct remote *r, const struct spw_wire_batch *b, size_t i)
+{
+    const int64_t pos = b->positions[i];
+    enum asm_claim c = asm_claim(r->a, b->epoch, pos);
+    if (c == ASM_DUP || c == ASM_DROP)
+        return c == ASM_DROP;
+    const enum spw_layout layout = r->ctx->spec->batch.layout;
+    struct spw_value view = view_of(&b->tensors[0], i), v = {0};
+    char err[256] = "";
+    int rc = 0;
+    if (b->cut == r->job.groups && c == ASM_PLACE) {
+        enum spw_dtype dt;
+        int ndim;
+        int64_t shape[SPW_TENSOR_MAX_DIMS];
+        spw_value_out_shape(&view, layout, &dt, &ndim, shape);
+        uint8_t *dst = asm_dst(r->a, b->epoch, pos, dt, ndim, shape);
+        if (dst)
+            spw_value_copy_out(&view, layout, dst);
+        asm_done(r->a, b->epoch, pos, dst != NULL);
+        return true;
+    }
+    if ((rc = own(&view, &v)) == 0 && b->cut < r->job.groups) {
+        struct place_ctx pc = {r->a, b->epoch, pos};
+        struct spw_element_dest dest = {place_cb, &pc, layout};
+        rc = spw_element_run(r->ctx, b->cut, r->job.groups, b->epoch, b->samples[i], NULL, 0, &v, NULL,
+                             c == ASM_PLACE ? &dest : NULL, err, sizeof err);
+    }
+    if (rc != 0) {
+        spw_log(SPW_LOG_WARN, "client", "skipped job=%llu sample=%lld err=\"%s\"", (unsigned long long)b->job,
+                (long long)b->samples[i], rc == -ENOMEM ? "out of memory" : err);
+        if (r->ctx->spec->on_error == SPW_ON_ERROR_FAIL)
+            asm_fail(r->a, rc, err);
+        spw_value_free(&v);     /* an empty value parks as a skipped sample */
+    }
+    if (c == ASM_PARK) {
+        asm_park(r->a, b->epoch, pos, &v);
+        return true;
+    }
+    bool ok = rc == 0;
+    if (ok && !v.placed) {
+        enum spw_dtype dt;
+        int ndim;
+        int64_t shape[SPW_TENSOR_MAX_DIMS];
+        spw_value_out_shape(&v, layout, &dt, &ndim, shape);
+        uint8_t *dst = asm_dst(r->a, b->epoch, pos, dt, ndim, shape);
+        if (dst)
+            spw_value_copy_out(&v, layout, dst);
+        ok = dst != NULL;
+    }
+    asm_done(r->a, b->epoch, pos, ok);
+    spw_value_free(&v);
+    return true;
+}
+
+/* Check what a worker controls before trusting it: the job, the cut, the counts and sizes, and that each
+ * position's sample is the one the epoch order puts there. Returns NULL or the reason. */
+static const char *check_batch(const struct remote *r, const struct spw_wire_batch *b)
+{
+    if (b->job != r->job.job)
+        return "message for another job";
+    if (b->cut < 0 || b->cut > r->job.groups)
+        return "cut outside the pipeline's groups";
+    if (b->n_samples != b->n_positions)
+        return "positions and samples differ in count";
+    if (b->n_positions && (b->n_tensors < 1 || b->tensors[0].ndim < 2 ||
+                           b->tensors[0].shape[0] != (int64_t)b->n_positions ||
+                           b->tensors[0].nbytes % b->n_positions != 0))
+        return "tensor does not hold one element per position";
+    if (b->n_positions) {
+        const struct spw_wire_tensor *t = &b->tensors[0];
+        size_t elem = spw_dtype_size(t->dtype);
+        for (int d = 1; d < t->ndim; d++)
+            elem *= (size_t)t->shape[d];
+        if (elem == 0 || t->nbytes / b->n_positions != elem)
+            return "element size does not match its shape";
+    }
+    for (size_t i = 0; i < b->n_positions; i++) {
+        if (b->positions[i] < 0 || b->positions[i] >= r->job.samples)
+            return "position outside the epoch";
+        if (spw_order_at(r->order, b->epoch, b->positions[i]) != b->samples[i])
+            return "sample does not match the epoch order (different seed or manifest?)";
+    }
+    for (size_t i = 0; i < b->n_tombstones; i++)
+        if (b->tombstones[i] < 0 || b->tombstones[i] >= r->job.samples)
+            return "tombstone outside the epoch";
+    return NULL;
+}
+
+static void take_tombstone(struct remote *r, uint64_t epoch, int64_t pos)
+{
+    enum asm_claim c = asm_claim(r->a, epoch, pos);
+    if (c == ASM_PLACE) {
+        asm_done(r->a, epoch, pos, false);
+    } else if (c == ASM_PARK) {
+        struct spw_value none = {0};
+        asm_park(r->a, epoch, pos, &none);
+    }
+}
+
+static int send_credit(struct spw_rpc_stream *st, const struct remote *r, int64_t credit)
+{
+    Spillway__V1__StreamRequest req = SPILLWAY__V1__STREAM_REQUEST__INIT;
+    uint8_t buf[128];
+    req.job = r->job.job;
+    req.incarnation = r->incarnation;
+    req.credit_bytes = credit;
+    struct iovec iov = {buf, spillway__v1__stream_request__pack(&req, buf)};
+    return spw_rpc_stream_send(st, &iov, 1);
+}
+
+static bool stopping(struct remote *r)
+{
+    pthread_mutex_lock(&r->mu);
+    bool s = r->stopping;
+    pthread_mutex_unlock(&r->mu);
+    return s;
+}
+
+static void *stream_main(void *arg)
+{
+    struct stream *s = arg;
+    struct remote *r = s->r;
+    struct spw_rpc_channel_opts co = {.auth_token = r->o.auth_token};
+    struct spw_rpc_channel *ch = NULL;
+    struct spw_rpc_stream *st = NULL;
+    if (spw_rpc_channel_create(s->addr, &co, &ch) != 0 ||
+        spw_rpc_stream_open(ch, "/spillway.v1.Worker/StreamElements", 0, &st) != 0)
+        goto out;
+    pthread_mutex_lock(&r->mu);
+    s->st = st;
+    int n_streams = r->n_streams;
+    pthread_mutex_unlock(&r->mu);
+    int64_t grant = r->o.credit_bytes / (n_streams ? n_streams : 1);
+    if (grant < MIN_STREAM_CREDIT)
+        grant = MIN_STREAM_CREDIT;
+    int64_t consumed = 0;
+    if (send_credit(st, r, grant) != 0)
+        goto out;
+    while (!stopping(r)) {
+        uint8_t *m;
+        size_t len;
+        int rc = spw_rpc_stream_recv(st, 200, &m, &len);
+        if (rc == -ETIMEDOUT)
+            continue;
+        if (rc != 1)
+            break;
+        struct spw_wire_batch b;
+        char err[256];
+        const char *bad = NULL;
+        if (spw_wire_decode(m, len, &b, err, sizeof err) != 0)
+            bad = err;
+        else if ((bad = check_batch(r, &b)) != NULL)
+            spw_wire_batch_free(&b);
+        if (bad) {
+            /* A worker that sends garbage is not trusted further: close its stream. Its splits complete
+             * through re-leases or the head rescue; nothing is delivered from this message. */
+            spw_log(SPW_LOG_ERROR, "client", "bad message from worker=%s err=\"%s\": closing its stream", s->addr,
+                    bad);
+            free(m);
+            pthread_mutex_lock(&r->mu);
+            r->stats.bad_messages++;
+            pthread_mutex_unlock(&r->mu);
+            break;
+        }
+        int64_t taken = 0, dups = 0;
+        for (size_t i = 0; i < b.n_positions; i++)
+            take_element(r, &b, i) ? taken++ : dups++;
+        for (size_t i = 0; i < b.n_tombstones; i++)
+            take_tombstone(r, b.epoch, b.tombstones[i]);
+        spw_wire_batch_free(&b);
+        free(m);
+        pthread_mutex_lock(&r->mu);
+        r->stats.elements += taken;
+        r->stats.duplicates += dups;
+        r->stats.bytes += (int64_t)len;
+        pthread_mutex_unlock(&r->mu);
+        consumed += (int64_t)len;
+        if (consumed >= grant / 2) {
+            /* Parked elements are memory too: hold the worker back while too many wait for the window. */
+            int64_t total, delivered, parked;
+            for (asm_progress(r->a, &total, &delivered, &parked); parked > r->o.park_cap_bytes && !stopping(r);
+                 asm_progress(r->a, &total, &delivered, &parked))
+                usleep(20 * 1000);
+            if (send_credit(st, r, consumed) != 0)
+                break;
+            consumed = 0;
+        }
+    }
+out:
+    pthread_mutex_lock(&r->mu);
+    s->st = NULL;
+    pthread_mutex_unlock(&r->mu);
+    if (st) {
+        spw_rpc_stream_cancel(st);
+        spw_rpc_stream_finish(st, NULL, 0);
+    }
+    spw_rpc_channel_destroy(ch);
+    pthread_mutex_lock(&r->mu);
+    s->running = false;
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+/* Start a stream thread for every listed worker that has none. Called with r->mu held. */
+static void start_streams(struct remote *r)
+{
+    for (int i = 0; i < r->n_streams; i++) {
+        struct stream *s = &r->streams[i];
+        if (s->running || !s->listed || r->stopping || spw_now_ms() - s->started_ms < 1000)
+            continue;
+        if (!s->joined) {
+            pthread_mutex_unlock(&r->mu);
+            pthread_join(s->tid, NULL);
+            pthread_mutex_lock(&r->mu);
+            s->joined = true;
+        }
+        s->running = true;
+        s->joined = false;
+        s->started_ms = spw_now_ms();
+        if (pthread_create(&s->tid, NULL, stream_main, s) != 0) {
+            s->running = false;
+            s->joined = true;
+        }
+    }
+}
+
+/* Merge the dispatcher's worker list into the stream table. Called with r->mu held. */
+static void update_workers(struct remote *r, Spillway__V1__WorkerAddress **w, size_t n)
+{
+    for (int k = 0; k < r->n_streams; k++)
+        r->streams[k].listed = false;
+    for (size_t i = 0; i < n; i++) {
+        int k = 0;
+        while (k < r->n_streams && strcmp(r->streams[k].addr, w[i]->address) != 0)
+            k++;
+        if (k < r->n_streams) {
+            r->streams[k].listed = true;
+            continue;
+        }
+        if (r->n_streams == MAX_STREAMS)
+            continue;
+        struct stream *s = &r->streams[r->n_streams++];
+        memset(s, 0, sizeof *s);
+        s->r = r;
+        s->worker_id = w[i]->worker_id;
+        s->joined = s->listed = true;
+        snprintf(s->addr, sizeof s->addr, "%s", w[i]->address);
+    }
+}
+
+static void *heartbeat_main(void *arg)
+{
+    struct remote *r = arg;
+    int64_t last_ok = spw_now_ms();
+    struct asm_split *acks = malloc(sizeof *acks * MAX_ACKS_PER_HEARTBEAT);
+    Spillway__V1__SplitRef *refs = malloc(sizeof *refs * MAX_ACKS_PER_HEARTBEAT);
+    Spillway__V1__SplitRef **ptrs = malloc(sizeof *ptrs * MAX_ACKS_PER_HEARTBEAT);
+    if (!acks || !refs || !ptrs) {
+        asm_fail(r->a, -ENOMEM, "out of memory for heartbeats");
+        goto out;
+    }
+    pthread_mutex_lock(&r->mu);
+    while (!r->stopping) {
+        start_streams(r);
+        struct timespec dl = spw_deadline_in_ms(HEARTBEAT_MS);
+        pthread_cond_timedwait(&r->cv, &r->mu, &dl);
+        if (r->stopping)
+            break;
+        pthread_mutex_unlock(&r->mu);
+        int n = asm_take_acks(r->a, acks, MAX_ACKS_PER_HEARTBEAT);
+        Spillway__V1__ClientHeartbeatRequest hb = SPILLWAY__V1__CLIENT_HEARTBEAT_REQUEST__INIT;
+        hb.job = r->job.job;
+        hb.incarnation = r->incarnation;
+        for (int i = 0; i < n; i++) {
+            spillway__v1__split_ref__init(&refs[i]);
+            refs[i].epoch = acks[i].epoch;
+            refs[i].split = acks[i].split;
+            ptrs[i] = &refs[i];
+        }
+        hb.n_acked = (size_t)n;
+        hb.acked = ptrs;
+        uint8_t *resp = NULL;
+        size_t len = 0;
+        char msg[256] = "";
+        int st = spw_rpc_call_msg(r->disp, "/spillway.v1.Dispatcher/ClientHeartbeat", &hb.base, 5000, &resp, &len,
+                                  msg, sizeof msg);
+        Spillway__V1__ClientHeartbeatResponse *hr =
+            st == SPW_RPC_OK ? spillway__v1__client_heartbeat_response__unpack(NULL, len, resp) : NULL;
+        free(resp);
+        const int64_t now = spw_now_ms();
+        if (!hr) {
+            asm_return_acks(r->a, acks, n);
+            if (st == SPW_RPC_NOT_FOUND || st == SPW_RPC_FAILED_PRECONDITION) {
+                /* Fenced (another incarnation took over) or the job is gone: nothing more will come. */
+                char why[400];
+                snprintf(why, sizeof why, "the dispatcher ended this client's job: %s: %s", spw_rpc_status_name(st),
+                         msg);
+                asm_fail(r->a, -ECONNABORTED, why);
+            } else if (now - last_ok > DISPATCHER_LOST_MS) {
+                asm_fail(r->a, -EIO, "lost the dispatcher: no heartbeat answered for 30 s");
+            }
+            pthread_mutex_lock(&r->mu);
+            continue;
+        }
+        last_ok = now;
+        pthread_mutex_lock(&r->mu);
+        update_workers(r, hr->workers, hr->n_workers);
+        spillway__v1__client_heartbeat_response__free_unpacked(hr, NULL);
+    }
+    pthread_mutex_unlock(&r->mu);
+out:
+    free(acks);
+    free(refs);
+    free(ptrs);
+    return NULL;
+}
+
+int remote_start(struct remote *r, struct assembler *a, const struct spw_element_ctx *ctx,
+                 const struct spw_source *src, const struct spw_order *order)
+{
+    r->a = a;
+    r->ctx = ctx;
+    r->src = src;
+    r->order = order;
+    if (pthread_create(&r->hb_tid, NULL, heartbeat_main, r) != 0)
+        return -EAGAIN;
+    r->started = true;
+    return 0;
+}
+
+int remote_lease(struct remote *r, struct remote_lease *l)
+{
+    Spillway__V1__LeaseSplitRequest req = SPILLWAY__V1__LEASE_SPLIT_REQUEST__INIT;
+    req.job = r->job.job;
+    req.incarnation = r->incarnation;
+    req.max_splits = 1;
+    req.manifest_hash = r->o.manifest_hash;
+    uint8_t *resp = NULL;
+    size_t len = 0;
+    int st = spw_rpc_call_msg(r->disp, "/spillway.v1.Dispatcher/LeaseSplit", &req.base, 5000, &resp, &len, NULL, 0);
+    Spillway__V1__LeaseSplitResponse *lr =
+        st == SPW_RPC_OK ? spillway__v1__lease_split_response__unpack(NULL, len, resp) : NULL;
+    free(resp);
+    if (!lr)
+        return -EIO;
+    int got = 0;
+    if (lr->n_leases >= 1 && lr->leases[0]->count > 0 && lr->leases[0]->first_position >= 0 &&
+        lr->leases[0]->first_position + lr->leases[0]->count <= r->job.samples) {
+        *l = (struct remote_lease){lr->leases[0]->epoch, lr->leases[0]->split, lr->leases[0]->first_position,
+                                   lr->leases[0]->count};
+        got = 1;
+    } else if (lr->finished) {
+        got = 2;
+    }
+    spillway__v1__lease_split_response__free_unpacked(lr, NULL);
+    return got;
+}
+
+void remote_stats(struct remote *r, struct remote_stats *out)
+{
+    pthread_mutex_lock(&r->mu);
+    *out = r->stats;
+    out->streams = 0;
+    for (int i = 0; i < r->n_streams; i++)
+        out->streams += r->streams[i].st != NULL;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void remote_destroy(struct remote *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->stopping = true;
+    pthread_cond_broadcast(&r->cv);
+    for (int i = 0; i < r->n_streams; i++)
+        if (r->streams[i].st)
+            spw_rpc_stream_cancel(r->streams[i].st);
+    pthread_mutex_unlock(&r->mu);
+    if (r->started)
+        pthread_join(r->hb_tid, NULL);
+    for (int i = 0; i < r->n_streams; i++)
+        if (!r->streams[i].joined)
+            pthread_join(r->streams[i].tid, NULL);
+    spw_rpc_channel_destroy(r->disp);
+    spw_rpc_shutdown();
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}

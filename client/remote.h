@@ -1,0 +1,59 @@
+/* client/remote.h - the client's side of the service: creates the job on the dispatcher, heartbeats (acks,
+ * client incarnation, the worker list), leases splits for the client's own threads, and keeps one
+ * StreamElements stream per worker whose elements it finishes (suffix groups [cut, n)) into the assembler.
+ * Not the batching (assembler.c) nor the local pipeline threads (job.c).
+ * Thread model: one heartbeat thread and one thread per worker stream, all owned here; remote_lease from
+ * any thread. */
+#ifndef SPW_CLIENT_REMOTE_H
+#define SPW_CLIENT_REMOTE_H
+
+#include <stdint.h>
+
+#include "client/assembler.h"
+#include "pipeline/element.h"
+#include "pipeline/order.h"
+#include "pipeline/source.h"
+#include "proto/spillway.pb-c.h"
+
+struct remote_opts {
+    const char *dispatcher, *auth_token;
+    int cut, local_cores, split_size;
+    int64_t credit_bytes;       /* all streams together */
+    int64_t park_cap_bytes;     /* stop granting credit while more than this is parked */
+    uint64_t manifest_hash;     /* the client's own listing, checked against the job's */
+};
+
+struct remote_job {             /* what CreateJob answered */
+    uint64_t job;
+    int64_t samples, splits_per_epoch;
+    int split_size, cut, groups;
+};
+
+struct remote_lease {
+    uint64_t epoch, split;
+    int64_t first_position;
+    int count;
+};
+
+struct remote_stats {
+    int64_t elements, duplicates, bytes, bad_messages;
+    int streams;
+};
+
+struct remote;
+
+/* Create the job on the dispatcher. Returns 0, or -ECONNREFUSED (refused: bad spec, wrong manifest...) /
+ * -EIO (unreachable) / -ENOMEM with a message in err. */
+int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pipe, struct remote **out,
+                  struct remote_job *job, char *err, size_t errlen);
+/* Start the heartbeat and worker streams, finishing elements into a. ctx, src and order must outlive r. */
+int remote_start(struct remote *r, struct assembler *a, const struct spw_element_ctx *ctx,
+                 const struct spw_source *src, const struct spw_order *order);
+/* Lease one split for the client's own threads. Returns 1 with *l, 0 when none is available now, 2 when the
+ * job has nothing left, negative on an RPC failure. */
+int remote_lease(struct remote *r, struct remote_lease *l);
+void remote_stats(struct remote *r, struct remote_stats *out);
+/* Stop every thread and stream and free r; accepts NULL. */
+void remote_destroy(struct remote *r);
+
+#endif
