@@ -1,5 +1,5 @@
 # Spillway - one Makefile for the whole tree. Outputs go under build/.
-# make [all] | test | demo | bench | clean      SANITIZER=address|undefined|thread  WERROR=0|1  V=1
+# make [all] | test | soak | demo | bench | clean      SANITIZER=address|undefined|thread  WERROR=0|1  V=1
 
 CC       ?= cc
 BUILD    ?= build
@@ -46,7 +46,7 @@ TOOL_SRC  := $(wildcard tests/tools/*.c)
 TOOL_BIN  := $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(TOOL_SRC))
 BINS      := $(BUILD)/bin/spillctl $(BUILD)/bin/spillway-dispatcher $(BUILD)/bin/spillway-worker
 
-.PHONY: all test unit lint equiv corrupt integration demo bench clean deps
+.PHONY: all test unit lint equiv corrupt integration soak demo bench clean deps
 all: $(BINS)
 
 deps:
@@ -137,6 +137,10 @@ corrupt: all
 
 integration: all $(TOOL_BIN)
 	@set -e; for t in $(filter-out %/lib.sh,$(wildcard tests/integration/*.sh)); do echo "== $$t"; bash $$t; done
+
+# The fault runs of the service test, 20 seeded times (make test runs 2).
+soak: all
+	SOAK_RUNS=20 bash tests/integration/service_client.sh
 
 demo: deps
 	$(MAKE) all

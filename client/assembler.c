@@ -304,8 +304,9 @@ uint8_t *asm_dst(struct assembler *a, uint64_t epoch, int64_t pos, enum spw_dtyp
         memcpy(s->data.shape + 1, shape, sizeof(int64_t) * (size_t)ndim);
         s->elem_bytes = elem;
         s->data.nbytes = elem * (size_t)s->n_pos;
-        /* Now that a batch's size is known, the window is what the prefetch budget holds. */
-        int64_t w = a->o.prefetch_bytes / (int64_t)(s->data.nbytes ? s->data.nbytes : 1);
+        /* Now that a batch's size is known, the window is what 3/4 of the prefetch budget holds (the rest is
+         * for parked elements, see remote.c and job.c). */
+        int64_t w = a->o.prefetch_bytes / 4 * 3 / (int64_t)(s->data.nbytes ? s->data.nbytes : 1);
         a->window = (int)(w < MIN_WINDOW ? MIN_WINDOW : w > RING ? RING : w);
     }
     if (s->data.dtype != dt || s->data.ndim != ndim + 1 ||

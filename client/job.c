@@ -109,10 +109,9 @@ static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *cou
         spw_value_free(&v);
     }
     if (c == ASM_PARK) {
+        if (rc == 0)
+            __atomic_add_fetch(count, 1, __ATOMIC_RELAXED);
         asm_park(j->a, epoch, pos, &v);       /* an empty value parks as a skipped sample */
-        pthread_mutex_lock(&j->mu);
-        *count += rc == 0;
-        pthread_mutex_unlock(&j->mu);
         return;
     }
     bool ok = rc == 0;
@@ -126,11 +125,10 @@ static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *cou
             spw_value_copy_out(&v, layout, dst);
         ok = dst != NULL;
     }
+    if (ok)     /* counted before asm_done can complete the batch, so stats read after it include it */
+        __atomic_add_fetch(count, 1, __ATOMIC_RELAXED);
     asm_done(j->a, epoch, pos, ok);
     spw_value_free(&v);
-    pthread_mutex_lock(&j->mu);
-    *count += ok;
-    pthread_mutex_unlock(&j->mu);
 }
 
 /* A client thread: lease a split of this job, produce it whole, repeat. Leases only while the prefetch
@@ -141,7 +139,7 @@ static void *local_main(void *arg)
     while (!job_stopping(j)) {
         int64_t total, delivered, parked;
         asm_progress(j->a, &total, &delivered, &parked);
-        if (parked > j->o.prefetch_bytes / 2) {
+        if (parked > j->o.prefetch_bytes / 4) {
             usleep(20 * 1000);
             continue;
         }
@@ -180,7 +178,7 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
     }
     struct remote_opts ro = {.dispatcher = j->o.dispatcher, .auth_token = j->o.auth_token, .cut = j->o.cut,
                              .local_cores = j->o.local_cores, .split_size = j->o.split_size,
-                             .credit_bytes = j->o.credit_bytes, .park_cap_bytes = j->o.prefetch_bytes / 2,
+                             .credit_bytes = j->o.credit_bytes, .park_cap_bytes = j->o.prefetch_bytes / 4,
                              .manifest_hash = j->src->manifest_hash};
     rc = remote_create(&ro, pipe, &j->r, &j->rj, err, errlen);
     spw_spec_proto_free(pipe);
@@ -327,6 +325,8 @@ void spw_job_stats(struct spw_job *job, struct spw_job_stats *out)
     pthread_mutex_lock(&job->mu);
     *out = job->st;
     pthread_mutex_unlock(&job->mu);
+    out->local_elements = __atomic_load_n(&job->st.local_elements, __ATOMIC_RELAXED);
+    out->rescued_elements = __atomic_load_n(&job->st.rescued_elements, __ATOMIC_RELAXED);
     if (job->r) {
         struct remote_stats rs;
         remote_stats(job->r, &rs);

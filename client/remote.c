@@ -188,8 +188,14 @@ static void *place_cb(void *opaque, enum spw_dtype dt, int ndim, const int64_t *
     return asm_dst(pc->a, pc->epoch, pc->pos, dt, ndim, shape);
 }
 
+/* Count one element this stream delivers, before the assembler can hand its batch out. */
+static void count_element(struct remote *r)
+{
+    __atomic_add_fetch(&r->stats.elements, 1, __ATOMIC_RELAXED);
+}
+
 /* Finish one received element: claim it, run the suffix if any, put it in its batch (or park it).
- * Returns true when it was delivered to the assembler (not a duplicate). */
+ * Returns false for a duplicate. */
 static bool take_element(struct remote *r, const struct spw_wire_batch *b, size_t i)
 {
     const int64_t pos = b->positions[i];
@@ -206,17 +212,21 @@ static bool take_element(struct remote *r, const struct spw_wire_batch *b, size_
         int64_t shape[SPW_TENSOR_MAX_DIMS];
         spw_value_out_shape(&view, layout, &dt, &ndim, shape);
         uint8_t *dst = asm_dst(r->a, b->epoch, pos, dt, ndim, shape);
-        if (dst)
+        if (dst) {
             spw_value_copy_out(&view, layout, dst);
+            count_element(r);
+        }
         asm_done(r->a, b->epoch, pos, dst != NULL);
         return true;
     }
-    if ((rc = own(&view, &v)) == 0 && b->cut < r->job.groups) {
-        struct place_ctx pc = {r->a, b->epoch, pos};
-        struct spw_element_dest dest = {place_cb, &pc, layout};
+    struct place_ctx pc = {r->a, b->epoch, pos};
+    struct spw_element_dest dest = {place_cb, &pc, layout};
+    if (b->cut == 0)        /* the encoded file: the whole pipeline runs here */
+        rc = spw_element_run(r->ctx, 0, r->job.groups, b->epoch, b->samples[i], view.t.data, view.t.nbytes, &v,
+                             NULL, c == ASM_PLACE ? &dest : NULL, err, sizeof err);
+    else if ((rc = own(&view, &v)) == 0 && b->cut < r->job.groups)
         rc = spw_element_run(r->ctx, b->cut, r->job.groups, b->epoch, b->samples[i], NULL, 0, &v, NULL,
                              c == ASM_PLACE ? &dest : NULL, err, sizeof err);
-    }
     if (rc != 0) {
         spw_log(SPW_LOG_WARN, "client", "skipped job=%llu sample=%lld err=\"%s\"", (unsigned long long)b->job,
                 (long long)b->samples[i], rc == -ENOMEM ? "out of memory" : err);
@@ -225,6 +235,8 @@ static bool take_element(struct remote *r, const struct spw_wire_batch *b, size_
         spw_value_free(&v);     /* an empty value parks as a skipped sample */
     }
     if (c == ASM_PARK) {
+        if (rc == 0)
+            count_element(r);
         asm_park(r->a, b->epoch, pos, &v);
         return true;
     }
@@ -239,6 +251,8 @@ static bool take_element(struct remote *r, const struct spw_wire_batch *b, size_
             spw_value_copy_out(&v, layout, dst);
         ok = dst != NULL;
     }
+    if (ok)
+        count_element(r);
     asm_done(r->a, b->epoch, pos, ok);
     spw_value_free(&v);
     return true;
@@ -354,15 +368,14 @@ static void *stream_main(void *arg)
             pthread_mutex_unlock(&r->mu);
             break;
         }
-        int64_t taken = 0, dups = 0;
+        int64_t dups = 0;
         for (size_t i = 0; i < b.n_positions; i++)
-            take_element(r, &b, i) ? taken++ : dups++;
+            dups += !take_element(r, &b, i);
         for (size_t i = 0; i < b.n_tombstones; i++)
             take_tombstone(r, b.epoch, b.tombstones[i]);
         spw_wire_batch_free(&b);
         free(m);
         pthread_mutex_lock(&r->mu);
-        r->stats.elements += taken;
         r->stats.duplicates += dups;
         r->stats.bytes += (int64_t)len;
         pthread_mutex_unlock(&r->mu);
@@ -552,6 +565,7 @@ void remote_stats(struct remote *r, struct remote_stats *out)
 {
     pthread_mutex_lock(&r->mu);
     *out = r->stats;
+    out->elements = __atomic_load_n(&r->stats.elements, __ATOMIC_RELAXED);
     out->streams = 0;
     for (int i = 0; i < r->n_streams; i++)
         out->streams += r->streams[i].st != NULL;

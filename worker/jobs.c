@@ -277,11 +277,16 @@ static void *producer(void *arg)
             for (int attempt = 0; attempt < 3 && rc < 0 && rc != SPW_ETOOBIG; attempt++)
                 rc = spw_source_read(jb->src, sample, jb->spec->max_file_bytes, &buf, &len);   /* I/O: retry */
             struct spw_value v = {0};
-            if (rc == 0)
+            if (rc == 0 && l.cut == 0) {
+                /* Cut 0: the element travels encoded, as a uint8 [len] tensor (the message owns a copy). */
+                v.is_tensor = v.placed = true;
+                v.t = (struct spw_tensor){.dtype = SPW_DTYPE_U8, .ndim = 1, .shape = {(int64_t)len}, .nbytes = len,
+                                          .data = buf};
+            } else if (rc == 0) {
                 rc = spw_element_run(&jb->ctx, 0, l.cut, l.epoch, sample, buf, len, &v, NULL, NULL, err, sizeof err);
-            else
+            } else {
                 snprintf(err, sizeof err, "read failed: %s", spw_strerror(rc));
-            free(buf);
+            }
             if (rc == 0) {
                 rc = add_element(jb, &bd, pos, sample, &v);
             } else {
@@ -291,6 +296,7 @@ static void *producer(void *arg)
                 rc = 0;
             }
             spw_value_free(&v);
+            free(buf);
             if (rc)
                 break;
         }

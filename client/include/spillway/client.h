@@ -21,7 +21,8 @@ struct spw_job_opts {
     int local_cores;            /* client threads producing whole splits (and finishing remote elements);
                                    -1 = default: in-process all online CPUs, with a dispatcher 1 */
     int cut;                    /* groups [0, cut) run on workers; -1 = the dispatcher's default (all) */
-    int64_t prefetch_bytes;     /* batches assembled ahead; 0 = 256 MiB */
+    int64_t prefetch_bytes;     /* batches assembled ahead (3/4; at least 2 batches) and elements parked
+                                   beyond them (1/4); 0 = 256 MiB */
     int64_t credit_bytes;       /* bytes workers may have in flight to this client, all streams; 0 = 64 MiB */
     bool ordered;               /* deliver batches in epoch order (byte-identical to a local run); else any
                                    complete batch first (same contents, possibly another order) */

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# tests/integration/service_client.sh - the client library end to end (spillctl run --dispatcher on
+# libspillway) against a real dispatcher and worker processes on loopback: every sample key of a 2-epoch job
+# exactly once with workers only and in hybrid mode (both producer classes >= 10%); with --ordered, batches
+# byte-identical to `run --local` at every cut (the client runs the suffix groups); two jobs at once; a worker
+# killed with -9 mid-run and a worker stopped past its timeout (zombie), over seeded runs (SOAK_RUNS, default
+# 2; `make soak` runs 20). Kills all it starts.
+set -uo pipefail
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+SOAK_RUNS=${SOAK_RUNS:-2}
+
+DATA=$B/data/cli-test
+bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+pipeline() {  # pipeline FILE SEED EPOCHS: decode+crop+flip | rand_augment | normalize+erasing (3 groups)
+  cat > "$1" <<JSON
+{"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": $2, "epochs": $3},
+ "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [64, 64]}, {"op": "random_horizontal_flip"},
+         {"op": "rand_augment", "num_ops": 2, "magnitude": 9},
+         {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
+         {"op": "random_erasing"}],
+ "batch": {"size": 32, "layout": "CHW"}}
+JSON
+}
+start_cluster() {   # a dispatcher and two workers; sets DPORT, W1, W2
+  "$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port 0 --heartbeat-ms 100 --worker-timeout-ms 800 \
+    --speculate-after-ms 3000 > "$WORK/d.out" 2> "$WORK/d.err" &
+  PIDS+=($!)
+  DPORT=$(wait_port "$WORK/d.out") || return 1
+  start_worker 1 && start_worker 2
+  sleep 0.3
+}
+start_worker() {    # start_worker N: sets WN
+  "$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 \
+    > "$WORK/w$1.out" 2> "$WORK/w$1.err" &
+  PIDS+=($!)
+  eval "W$1=$!"
+  wait_port "$WORK/w$1.out" > /dev/null
+}
+field() { "$PY" -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(eval('d' + sys.argv[2]))" "$1" "$2"; }
+run_service() {     # run_service NAME PIPELINE [spillctl options...]: dump to $WORK/NAME, JSON to $WORK/NAME.json
+  local name=$1 p=$2
+  shift 2
+  rm -rf "${WORK:?}/$name"
+  timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$p" --dump "$WORK/$name" --json \
+    --quiet "$@" > "$WORK/$name.json" 2> "$WORK/$name.err"
+}
+same_keys() { cmp -s <(sort "$WORK/$1/keys.txt") <(sort "$WORK/$2/keys.txt"); }
+same_batches() {    # every .npy and keys.txt of dump $1 equals dump $2's
+  [ "$(ls "$WORK/$1" | wc -l)" = "$(ls "$WORK/$2" | wc -l)" ] || return 1
+  for f in "$WORK/$2"/*; do cmp -s "$f" "$WORK/$1/$(basename "$f")" || return 1; done
+}
+
+pipeline "$WORK/p.json" 7 2
+"$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 2 --dump "$WORK/local" --quiet || exit 1
+start_cluster || exit 1
+
+run_service remote "$WORK/p.json" --local-cores 0
+check "workers only: exits 0" test $? -eq 0
+check "workers only: every key of 2 epochs exactly once" same_keys remote local
+check "workers only: 320 elements, all from workers" test "$(field "$WORK/remote.json" "['producers']['remote']")" = 320
+
+run_service hybrid "$WORK/p.json" --local-cores 1
+check "hybrid: every key exactly once" same_keys hybrid local
+check "hybrid: workers delivered >= 10%" test "$(field "$WORK/hybrid.json" "['producers']['remote']")" -ge 32
+check "hybrid: the client's own threads delivered >= 10%" test "$(field "$WORK/hybrid.json" "['producers']['local']")" -ge 32
+
+for cut in 0 1 2 3; do
+  run_service "ordered$cut" "$WORK/p.json" --ordered --cut "$cut"
+  check "ordered, cut $cut: batches byte-identical to run --local" same_batches "ordered$cut" local
+  check "ordered, cut $cut: the job ran at that cut" test "$(field "$WORK/ordered$cut.json" "['cut']")" = "$cut"
+done
+
+pipeline "$WORK/q.json" 8 2
+"$B/bin/spillctl" run --local --pipeline "$WORK/q.json" --threads 2 --dump "$WORK/localq" --quiet || exit 1
+run_service two1 "$WORK/p.json" & A=$!
+run_service two2 "$WORK/q.json" & C=$!
+wait "$A"; wait "$C"
+check "two jobs at once: each has every key exactly once" bash -c "$(declare -f same_keys); WORK=$WORK; same_keys two1 local && same_keys two2 localq"
+
+# Faults over seeded runs: a worker killed mid-run (also mid-message: the kill lands at a random moment while
+# it streams), and a worker stopped past its timeout then continued.
+for run in $(seq 1 "$SOAK_RUNS"); do
+  seed=$((100 + run))
+  pipeline "$WORK/long.json" "$seed" 30
+  rm -rf "$WORK/long-local"
+  "$B/bin/spillctl" run --local --pipeline "$WORK/long.json" --threads 2 --dump "$WORK/long-local" --quiet || exit 1
+  run_service "kill$run" "$WORK/long.json" --ordered & C=$!
+  sleep "0.$((RANDOM % 9 + 1))"
+  kill -9 "$W1"; wait "$W1" 2>/dev/null
+  wait "$C"
+  check "run $run: worker killed (-9) mid-run: exits 0" test $? -eq 0
+  check "run $run: worker killed mid-run: batches identical to a local run (every key once)" same_batches "kill$run" long-local
+  start_worker 1
+  sleep 0.3
+  run_service "zombie$run" "$WORK/long.json" --ordered & C=$!
+  sleep "0.$((RANDOM % 5 + 1))"
+  kill -STOP "$W2"; sleep 1.5; kill -CONT "$W2"
+  wait "$C"
+  check "run $run: zombie worker: exits 0" test $? -eq 0
+  check "run $run: zombie worker: batches identical to a local run (every key once)" same_batches "zombie$run" long-local
+done
+
+finish
