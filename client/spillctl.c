@@ -37,7 +37,8 @@ static void usage(FILE *f)
             "usage: spillctl run --local --pipeline FILE.json [--threads N] [--max-batches M]\n"
             "                    [--dump DIR] [--json] [--quiet] [--warmup-batches W]\n"
             "       spillctl run --dispatcher HOST:PORT --pipeline FILE.json [--cut K] [--local-cores N]\n"
-            "                    [--consume-rate R] [--ordered] [--prefetch-mb MB] [--max-batches M]\n"
+            "                    [--consume-rate R] [--ordered] [--prefetch-mb MB] [--credit-mb MB]\n"
+            "                    [--max-batches M]\n"
             "                    [--dump DIR] [--json] [--quiet]\n"
             "       spillctl validate --pipeline FILE.json\n"
             "       spillctl --dispatcher HOST:PORT workers|jobs|job ID [--json]\n"
@@ -62,6 +63,7 @@ static void usage(FILE *f)
             "  --consume-rate R  consume at most R elements/s, like a trainer (default: unlimited)\n"
             "  --ordered     deliver batches in epoch order: byte-identical to run --local\n"
             "  --prefetch-mb MB  batches assembled ahead (default 256)\n"
+            "  --credit-mb MB    bytes all workers together may have in flight to this client (default 64)\n"
             "validate        parse and validate a spec; print it with every default filled in\n"
             "workers         the dispatcher's workers: address, threads, alive, last heartbeat, splits held\n"
             "jobs            the dispatcher's jobs: samples, epochs, cut, splits acked/leased/pending\n"
@@ -250,7 +252,7 @@ struct service_args {
     int cut, local_cores;
     double consume_rate;
     bool ordered;
-    int64_t prefetch_mb;
+    int64_t prefetch_mb, credit_mb;
 };
 
 static char *read_text(const char *path, char *err, size_t errlen)
@@ -306,6 +308,7 @@ static int cmd_run_service(const char *pipeline, const struct service_args *sa, 
     o.local_cores = sa->local_cores;
     o.ordered = sa->ordered;
     o.prefetch_bytes = sa->prefetch_mb << 20;
+    o.credit_bytes = sa->credit_mb << 20;
     o.max_batches = max_batches;
     double t0 = now_s(), last = t0;
     int rc = spw_job_create_json(text, &o, &job, err, sizeof err);
@@ -385,7 +388,7 @@ int main(int argc, char **argv)
         {"timeout-ms", required_argument, NULL, 'T'},
         {"cut", required_argument, NULL, 'C'}, {"local-cores", required_argument, NULL, 'L'},
         {"consume-rate", required_argument, NULL, 'R'}, {"ordered", no_argument, NULL, 'O'},
-        {"prefetch-mb", required_argument, NULL, 'P'},
+        {"prefetch-mb", required_argument, NULL, 'P'}, {"credit-mb", required_argument, NULL, 'c'},
         {NULL, 0, NULL, 0},
     };
     const char *pipeline = NULL, *dump = NULL;
@@ -393,9 +396,9 @@ int main(int argc, char **argv)
     int timeout_ms = 5000;
     int local = 0, json = 0, quiet = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     int64_t max_batches = 0, warmup = 0;
-    struct service_args sa = {.cut = -1, .local_cores = 1, .prefetch_mb = 256};
+    struct service_args sa = {.cut = -1, .local_cores = 1, .prefetch_mb = 256, .credit_mb = 64};
     int c;
-    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:C:L:R:OP:", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:C:L:R:OP:c:", long_opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'C':
@@ -420,6 +423,13 @@ int main(int argc, char **argv)
             }
             break;
         case 'O': sa.ordered = true; break;
+        case 'c':
+            sa.credit_mb = strtoll(optarg, &end, 10);
+            if (*end || sa.credit_mb < 4 || sa.credit_mb > (1 << 20)) {
+                fprintf(stderr, "spillctl: --credit-mb: \"%s\" is not in [4, 1048576]\n", optarg);
+                return 2;
+            }
+            break;
         case 'P':
             sa.prefetch_mb = strtoll(optarg, &end, 10);
             if (*end || sa.prefetch_mb < 1 || sa.prefetch_mb > (1 << 20)) {
