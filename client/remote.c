@@ -53,6 +53,9 @@ struct remote {
     struct stream streams[MAX_STREAMS];
     int n_streams;
     struct remote_stats stats;
+    struct asm_split *acks;             /* heartbeat scratch (MAX_ACKS_PER_HEARTBEAT each) */
+    Spillway__V1__SplitRef *refs;
+    Spillway__V1__SplitRef **ptrs;
 };
 
 static int create_err(int st, char *err, size_t errlen, const char *what, const char *msg)
@@ -453,17 +456,40 @@ static void update_workers(struct remote *r, Spillway__V1__WorkerAddress **w, si
     }
 }
 
+/* One ClientHeartbeat carrying the acks the assembler has ready. Returns the reply (caller frees) or NULL
+ * with the status in *st and the acks put back. Scratch arrays hold MAX_ACKS_PER_HEARTBEAT. */
+static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct asm_split *acks,
+                                                        Spillway__V1__SplitRef *refs, Spillway__V1__SplitRef **ptrs,
+                                                        int *st, char *msg, size_t msglen)
+{
+    int n = asm_take_acks(r->a, acks, MAX_ACKS_PER_HEARTBEAT);
+    Spillway__V1__ClientHeartbeatRequest hb = SPILLWAY__V1__CLIENT_HEARTBEAT_REQUEST__INIT;
+    hb.job = r->job.job;
+    hb.incarnation = r->incarnation;
+    for (int i = 0; i < n; i++) {
+        spillway__v1__split_ref__init(&refs[i]);
+        refs[i].epoch = acks[i].epoch;
+        refs[i].split = acks[i].split;
+        ptrs[i] = &refs[i];
+    }
+    hb.n_acked = (size_t)n;
+    hb.acked = ptrs;
+    uint8_t *resp = NULL;
+    size_t len = 0;
+    *st = spw_rpc_call_msg(r->disp, "/spillway.v1.Dispatcher/ClientHeartbeat", &hb.base, 5000, &resp, &len, msg,
+                           msglen);
+    Spillway__V1__ClientHeartbeatResponse *hr =
+        *st == SPW_RPC_OK ? spillway__v1__client_heartbeat_response__unpack(NULL, len, resp) : NULL;
+    free(resp);
+    if (!hr)
+        asm_return_acks(r->a, acks, n);
+    return hr;
+}
+
 static void *heartbeat_main(void *arg)
 {
     struct remote *r = arg;
     int64_t last_ok = spw_now_ms();
-    struct asm_split *acks = malloc(sizeof *acks * MAX_ACKS_PER_HEARTBEAT);
-    Spillway__V1__SplitRef *refs = malloc(sizeof *refs * MAX_ACKS_PER_HEARTBEAT);
-    Spillway__V1__SplitRef **ptrs = malloc(sizeof *ptrs * MAX_ACKS_PER_HEARTBEAT);
-    if (!acks || !refs || !ptrs) {
-        asm_fail(r->a, -ENOMEM, "out of memory for heartbeats");
-        goto out;
-    }
     pthread_mutex_lock(&r->mu);
     while (!r->stopping) {
         start_streams(r);
@@ -472,29 +498,11 @@ static void *heartbeat_main(void *arg)
         if (r->stopping)
             break;
         pthread_mutex_unlock(&r->mu);
-        int n = asm_take_acks(r->a, acks, MAX_ACKS_PER_HEARTBEAT);
-        Spillway__V1__ClientHeartbeatRequest hb = SPILLWAY__V1__CLIENT_HEARTBEAT_REQUEST__INIT;
-        hb.job = r->job.job;
-        hb.incarnation = r->incarnation;
-        for (int i = 0; i < n; i++) {
-            spillway__v1__split_ref__init(&refs[i]);
-            refs[i].epoch = acks[i].epoch;
-            refs[i].split = acks[i].split;
-            ptrs[i] = &refs[i];
-        }
-        hb.n_acked = (size_t)n;
-        hb.acked = ptrs;
-        uint8_t *resp = NULL;
-        size_t len = 0;
         char msg[256] = "";
-        int st = spw_rpc_call_msg(r->disp, "/spillway.v1.Dispatcher/ClientHeartbeat", &hb.base, 5000, &resp, &len,
-                                  msg, sizeof msg);
-        Spillway__V1__ClientHeartbeatResponse *hr =
-            st == SPW_RPC_OK ? spillway__v1__client_heartbeat_response__unpack(NULL, len, resp) : NULL;
-        free(resp);
+        int st;
+        Spillway__V1__ClientHeartbeatResponse *hr = heartbeat(r, r->acks, r->refs, r->ptrs, &st, msg, sizeof msg);
         const int64_t now = spw_now_ms();
         if (!hr) {
-            asm_return_acks(r->a, acks, n);
             if (st == SPW_RPC_NOT_FOUND || st == SPW_RPC_FAILED_PRECONDITION) {
                 /* Fenced (another incarnation took over) or the job is gone: nothing more will come. */
                 char why[400];
@@ -513,10 +521,6 @@ static void *heartbeat_main(void *arg)
         spillway__v1__client_heartbeat_response__free_unpacked(hr, NULL);
     }
     pthread_mutex_unlock(&r->mu);
-out:
-    free(acks);
-    free(refs);
-    free(ptrs);
     return NULL;
 }
 
@@ -527,6 +531,11 @@ int remote_start(struct remote *r, struct assembler *a, const struct spw_element
     r->ctx = ctx;
     r->src = src;
     r->order = order;
+    r->acks = malloc(sizeof *r->acks * MAX_ACKS_PER_HEARTBEAT);
+    r->refs = malloc(sizeof *r->refs * MAX_ACKS_PER_HEARTBEAT);
+    r->ptrs = malloc(sizeof *r->ptrs * MAX_ACKS_PER_HEARTBEAT);
+    if (!r->acks || !r->refs || !r->ptrs)
+        return -ENOMEM;
     if (pthread_create(&r->hb_tid, NULL, heartbeat_main, r) != 0)
         return -EAGAIN;
     r->started = true;
@@ -588,6 +597,16 @@ void remote_destroy(struct remote *r)
     for (int i = 0; i < r->n_streams; i++)
         if (!r->streams[i].joined)
             pthread_join(r->streams[i].tid, NULL);
+    if (r->started) {
+        /* Report the last complete splits, so a finished job is finished at the dispatcher too. */
+        int st;
+        Spillway__V1__ClientHeartbeatResponse *hr = heartbeat(r, r->acks, r->refs, r->ptrs, &st, NULL, 0);
+        if (hr)
+            spillway__v1__client_heartbeat_response__free_unpacked(hr, NULL);
+    }
+    free(r->acks);
+    free(r->refs);
+    free(r->ptrs);
     spw_rpc_channel_destroy(r->disp);
     spw_rpc_shutdown();
     pthread_mutex_destroy(&r->mu);

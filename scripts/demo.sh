@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # scripts/demo.sh - `make demo`: a local Spillway training pipeline (decode, random_resized_crop, flip,
-# rand_augment, normalize) on the generated ImageNet-like set with all cores, then an eval pipeline on val.
-# Prints throughput and where the time goes (per-op stats from spillctl's --json report). Env: SPILLCTL.
+# rand_augment, normalize) on the generated ImageNet-like set with all cores, then an eval pipeline on val,
+# then the same training job through the service: a dispatcher and two workers on loopback and a simulated
+# trainer (spillctl run --dispatcher), `spillctl job` for it, its throughput next to the local run's, and a
+# clean shutdown (no process left behind). Env: SPILLCTL.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -91,5 +93,55 @@ print("   %d elements in %s batches (val set: %d images) %.0f elements/s  %s" % 
     obj["elements"], obj.get("batches", "?"), n_val, obj["elements_per_s"], "OK" if ok else "MISMATCH"))
 sys.exit(0 if ok else "demo: error: the eval pipeline returned %d elements, the val set has %d" % (obj["elements"], n_val))
 ' "$OUT/eval.out" "$VAL_N"
+
+echo
+echo "== the same training job through the service: a dispatcher and 2 workers (1 thread each) on loopback"
+DAEMONS=()
+stop_daemons() {
+  [ ${#DAEMONS[@]} -eq 0 ] && return 0
+  kill -TERM "${DAEMONS[@]}" 2>/dev/null || true
+  for p in "${DAEMONS[@]}"; do wait "$p" 2>/dev/null || true; done
+  DAEMONS=()
+}
+trap stop_daemons EXIT
+listening_port() {   # listening_port FILE: the port of its "listening on" line, waiting up to 10 s
+  for _ in $(seq 1 200); do
+    sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$1" | grep . && return 0
+    sleep 0.05
+  done
+  return 1
+}
+build/bin/spillway-dispatcher --listen 127.0.0.1 --port 0 > "$OUT/dispatcher.out" 2> "$OUT/dispatcher.log" &
+DAEMONS+=($!)
+DPORT=$(listening_port "$OUT/dispatcher.out") || die "the dispatcher did not start; see $OUT/dispatcher.log"
+for i in 1 2; do
+  build/bin/spillway-worker --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 \
+    > "$OUT/worker$i.out" 2> "$OUT/worker$i.log" &
+  DAEMONS+=($!)
+  listening_port "$OUT/worker$i.out" > /dev/null || die "worker $i did not start; see $OUT/worker$i.log"
+done
+sleep 0.5
+"$SPILLCTL" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$OUT/train.json" --local-cores 1 --json \
+  > "$OUT/service.out" 2> "$OUT/service.err" || { tail -n 20 "$OUT/service.err" >&2; die "the service run failed"; }
+JOB=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["job"])' "$OUT/service.out")
+"$SPILLCTL" --dispatcher "127.0.0.1:$DPORT" job "$JOB" | sed 's/^/   /'
+/usr/bin/python3 -c '
+import json, sys
+last = lambda p: json.loads(open(p).read().strip().splitlines()[-1])
+svc, loc = last(sys.argv[1]), last(sys.argv[2])
+p = svc["producers"]
+print("   service: %d elements in %d batches, %.2f s: %.0f elements/s (from workers %d, client threads %d, "
+      "rescued %d; cut %d of %d groups)" % (svc["elements"], svc["batches"], svc["seconds"], svc["elements_per_s"],
+      p["remote"], p["local"], p["rescue"], svc["cut"], svc["groups"]))
+print("   local:   %d elements, %.0f elements/s with %d threads in one process" % (
+      loc["elements"], loc["elements_per_s"], loc["threads"]))
+print("   (here all of it shares this machine'"'"'s %s cores; on a real cluster the workers add their own cores)" % sys.argv[3])
+sys.exit(0 if svc["elements"] == loc["elements"] else "demo: error: the service delivered %d elements, the local run %d" % (svc["elements"], loc["elements"]))
+' "$OUT/service.out" "$OUT/train.out" "$THREADS"
+STARTED=("${DAEMONS[@]}")
+stop_daemons
+for p in "${STARTED[@]}"; do ! kill -0 "$p" 2>/dev/null || die "process $p was left behind"; done
+echo "   dispatcher and workers stopped (SIGTERM, drained)"
+
 echo
 echo "demo: pipeline specs and raw reports are in $OUT/"
