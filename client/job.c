@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "client/assembler.h"
@@ -24,6 +26,7 @@
 #define DEFAULT_CREDIT ((int64_t)64 << 20)
 #define DEFAULT_RESCUE_MS 3000
 #define POLL_MS 100
+#define LOCAL_NICE 19
 
 struct spw_job {
     struct spw_job_opts o;
@@ -136,6 +139,9 @@ static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *cou
 static void *local_main(void *arg)
 {
     struct spw_job *j = arg;
+    /* Work-conserving on the client's cores: finishing arrived remote elements (stream threads) and the
+     * trainer come first; whole splits here take what is left. Linux nices threads one by one. */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), LOCAL_NICE);
     while (!job_stopping(j)) {
         int64_t total, delivered, parked;
         asm_progress(j->a, &total, &delivered, &parked);

@@ -25,9 +25,10 @@
 #define MSG_TARGET_BYTES (1u << 20)
 #define MAX_THREADS 64
 
-struct msg {                    /* one encoded ElementBatch: iovecs over scratch + data */
+struct msg {                    /* one encoded ElementBatch: iovecs over scratch + data + labels */
     struct msg *next;
     uint8_t *scratch, *data;    /* owned */
+    int64_t *labels;            /* owned */
     struct iovec iov[1 + 2 * SPW_WIRE_MAX_TENSORS];
     int iovcnt;
     size_t bytes;
@@ -73,6 +74,7 @@ static void msg_free(struct msg *m)
         return;
     free(m->scratch);
     free(m->data);
+    free(m->labels);
     free(m);
 }
 
@@ -82,8 +84,9 @@ struct builder {                /* elements of one split being packed into a mes
     struct spw_wire_batch b;
     int64_t positions[SPW_WIRE_MAX_ELEMENTS / 64], samples[SPW_WIRE_MAX_ELEMENTS / 64];
     int64_t tombstones[SPW_WIRE_MAX_ELEMENTS / 64];
-    uint8_t *data;              /* stacked element data */
-    int64_t *labels;
+    uint8_t *data;              /* stacked element data (handed to the message at flush) */
+    size_t data_cap;
+    int64_t labels[SPW_WIRE_MAX_ELEMENTS / 64];
     size_t elem_bytes, cap_elems, n;
     enum spw_dtype dtype;
     int ndim;
@@ -111,35 +114,38 @@ static void queue_push(struct job *jb, int rank, struct msg *m)
     pthread_mutex_unlock(&jb->mu);
 }
 
-/* Encode what the builder holds as one message for its split's rank, and reset it. */
+/* Encode what the builder holds as one message for its split's rank, and reset it. The message takes the
+ * builder's data buffer (the builder starts a new one), so element bytes are written once on this side. */
 static int flush(struct job *jb, struct builder *bd, bool end)
 {
     struct spw_wire_batch *b = &bd->b;
     b->n_positions = b->n_samples = bd->n;
     b->end_of_split = end;
     b->n_tensors = 0;
+    struct msg *m = calloc(1, sizeof *m);
+    if (!m)
+        return -ENOMEM;
     if (bd->n) {
+        m->data = bd->data;
+        bd->data = NULL;
+        m->labels = malloc(bd->n * 8);
+        if (!m->labels) {
+            msg_free(m);
+            return -ENOMEM;
+        }
+        memcpy(m->labels, bd->labels, bd->n * 8);
         b->n_tensors = 2;
         b->tensors[0] = (struct spw_wire_tensor){.dtype = bd->dtype, .ndim = bd->ndim + 1,
-                                                 .data = bd->data, .nbytes = bd->n * bd->elem_bytes};
+                                                 .data = m->data, .nbytes = bd->n * bd->elem_bytes};
         b->tensors[0].shape[0] = (int64_t)bd->n;
         memcpy(b->tensors[0].shape + 1, bd->shape, sizeof(int64_t) * (size_t)bd->ndim);
         b->tensors[1] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_I64, .ndim = 1, .shape = {(int64_t)bd->n},
-                                                 .data = (uint8_t *)bd->labels, .nbytes = bd->n * 8};
+                                                 .data = (uint8_t *)m->labels, .nbytes = bd->n * 8};
     }
-    struct msg *m = calloc(1, sizeof *m);
     size_t sc = spw_wire_scratch_size(b);
-    size_t dbytes = bd->n * bd->elem_bytes + bd->n * 8;
-    if (!m || !(m->scratch = malloc(sc + 1)) || !(m->data = malloc(dbytes + 1))) {
+    if (!(m->scratch = malloc(sc + 1))) {
         msg_free(m);
         return -ENOMEM;
-    }
-    /* The message owns a copy of the stacked data (the builder is reused at once). */
-    if (bd->n) {
-        memcpy(m->data, bd->data, bd->n * bd->elem_bytes);
-        memcpy(m->data + bd->n * bd->elem_bytes, bd->labels, bd->n * 8);
-        b->tensors[0].data = m->data;
-        b->tensors[1].data = m->data + bd->n * bd->elem_bytes;
     }
     m->iovcnt = spw_wire_encode(b, m->scratch, sc, m->iov, 1 + 2 * SPW_WIRE_MAX_TENSORS);
     if (m->iovcnt < 0) {
@@ -153,56 +159,75 @@ static int flush(struct job *jb, struct builder *bd, bool end)
     return 0;
 }
 
-/* Add one element's value (data + label) to the builder, flushing when it is full or the shape changes. */
-static int add_element(struct job *jb, struct builder *bd, int64_t pos, int64_t sample, const struct spw_value *v)
+/* Room in the builder for one more element of that dtype and shape, flushing first when it is full or the
+ * shape changes. Returns where the element's bytes go, or NULL (out of memory). */
+static uint8_t *element_slot(struct job *jb, struct builder *bd, enum spw_dtype dt, int ndim, const int64_t *shape_in)
 {
-    enum spw_dtype dt = v->is_tensor ? v->t.dtype : SPW_DTYPE_U8;
-    int ndim = v->is_tensor ? v->t.ndim : 3;
     int64_t shape[SPW_TENSOR_MAX_DIMS] = {0};
-    if (v->is_tensor)
-        memcpy(shape, v->t.shape, sizeof(int64_t) * (size_t)ndim);
-    else {
-        shape[0] = v->img.h;
-        shape[1] = v->img.w;
-        shape[2] = 3;
-    }
-    size_t eb = spw_value_bytes(v);
+    memcpy(shape, shape_in, sizeof(int64_t) * (size_t)ndim);
+    size_t eb = spw_dtype_size(dt);
+    for (int i = 0; i < ndim; i++)
+        eb *= (size_t)shape[i];
     bool same = bd->n && bd->dtype == dt && bd->ndim == ndim && !memcmp(bd->shape, shape, sizeof shape);
-    if (bd->n && (!same || (bd->n + 1) * eb > MSG_TARGET_BYTES || bd->n == bd->cap_elems)) {
-        int rc = flush(jb, bd, false);
-        if (rc)
-            return rc;
-    }
+    if (bd->n && (!same || (bd->n + 1) * eb > MSG_TARGET_BYTES || bd->n == bd->cap_elems) &&
+        flush(jb, bd, false) != 0)
+        return NULL;
     if (!bd->n) {
         bd->dtype = dt;
         bd->ndim = ndim;
         memcpy(bd->shape, shape, sizeof shape);
         bd->elem_bytes = eb;
         size_t want = MSG_TARGET_BYTES / (eb ? eb : 1) + 1;
-        if (want > 64)
-            want = 64;
-        if (want > bd->cap_elems || !bd->data) {
+        bd->cap_elems = want > 64 ? 64 : want;
+        if (bd->data && bd->data_cap < bd->cap_elems * eb + 1) {
             free(bd->data);
-            free(bd->labels);
-            bd->data = malloc(want * eb + 1);
-            bd->labels = malloc(want * 8);
-            bd->cap_elems = want;
-            if (!bd->data || !bd->labels)
-                return -ENOMEM;
+            bd->data = NULL;
+        }
+        if (!bd->data) {
+            bd->data_cap = bd->cap_elems * eb + 1;
+            if (!(bd->data = malloc(bd->data_cap)))
+                return NULL;
         }
     }
-    uint8_t *dst = bd->data + bd->n * eb;
-    if (v->is_tensor) {
-        memcpy(dst, v->t.data, eb);
-    } else {
-        for (int y = 0; y < v->img.h; y++)
-            memcpy(dst + (size_t)y * v->img.w * 3, v->img.data + (size_t)y * v->img.stride, (size_t)v->img.w * 3);
-    }
+    return bd->data + bd->n * eb;
+}
+
+/* Record the element just written at element_slot's address. */
+static void element_added(struct job *jb, struct builder *bd, int64_t pos, int64_t sample)
+{
     bd->labels[bd->n] = jb->src->samples[sample].label;
     bd->positions[bd->n] = pos;
     bd->samples[bd->n] = sample;
     bd->n++;
+}
+
+/* Add one element's value (data + label) to the builder, unless the run already wrote it there. */
+static int add_element(struct job *jb, struct builder *bd, int64_t pos, int64_t sample, const struct spw_value *v)
+{
+    if (!v->placed) {
+        enum spw_dtype dt;
+        int ndim;
+        int64_t shape[SPW_TENSOR_MAX_DIMS];
+        spw_value_out_shape(v, SPW_LAYOUT_HWC, &dt, &ndim, shape);
+        uint8_t *dst = element_slot(jb, bd, dt, ndim, shape);
+        if (!dst)
+            return -ENOMEM;
+        spw_value_copy_out(v, SPW_LAYOUT_HWC, dst);
+    }
+    element_added(jb, bd, pos, sample);
     return 0;
+}
+
+struct place_ctx {
+    struct job *jb;
+    struct builder *bd;
+};
+
+/* spw_element_dest.place: a run that ends the pipeline writes its output straight into the message. */
+static void *place_cb(void *opaque, enum spw_dtype dt, int ndim, const int64_t *shape)
+{
+    struct place_ctx *pc = opaque;
+    return element_slot(pc->jb, pc->bd, dt, ndim, shape);
 }
 
 static int lease(struct job *jb, Spillway__V1__Lease *out)
@@ -277,19 +302,29 @@ static void *producer(void *arg)
             for (int attempt = 0; attempt < 3 && rc < 0 && rc != SPW_ETOOBIG; attempt++)
                 rc = spw_source_read(jb->src, sample, jb->spec->max_file_bytes, &buf, &len);   /* I/O: retry */
             struct spw_value v = {0};
+            struct place_ctx pc = {jb, &bd};
+            struct spw_element_dest dest = {place_cb, &pc, SPW_LAYOUT_HWC};
             if (rc == 0 && l.cut == 0) {
-                /* Cut 0: the element travels encoded, as a uint8 [len] tensor (the message owns a copy). */
-                v.is_tensor = v.placed = true;
-                v.t = (struct spw_tensor){.dtype = SPW_DTYPE_U8, .ndim = 1, .shape = {(int64_t)len}, .nbytes = len,
-                                          .data = buf};
+                /* Cut 0: the element travels encoded, as a uint8 [len] tensor. */
+                int64_t shape[1] = {(int64_t)len};
+                uint8_t *dst = element_slot(jb, &bd, SPW_DTYPE_U8, 1, shape);
+                if (dst) {
+                    memcpy(dst, buf, len);
+                    element_added(jb, &bd, pos, sample);
+                }
+                rc = dst ? 0 : -ENOMEM;
             } else if (rc == 0) {
-                rc = spw_element_run(&jb->ctx, 0, l.cut, l.epoch, sample, buf, len, &v, NULL, NULL, err, sizeof err);
+                /* A run of the whole pipeline writes its output straight into the message. */
+                rc = spw_element_run(&jb->ctx, 0, l.cut, l.epoch, sample, buf, len, &v, NULL,
+                                     l.cut == jb->ctx.n_groups ? &dest : NULL, err, sizeof err);
+                if (rc == 0)
+                    rc = add_element(jb, &bd, pos, sample, &v);
             } else {
                 snprintf(err, sizeof err, "read failed: %s", spw_strerror(rc));
             }
-            if (rc == 0) {
-                rc = add_element(jb, &bd, pos, sample, &v);
-            } else {
+            if (rc == -ENOMEM) {
+                break;
+            } else if (rc != 0) {
                 spw_log(SPW_LOG_WARN, "worker", "skipped job=%llu sample=%lld path=\"%s\" err=\"%s\"",
                         (unsigned long long)jb->id, (long long)sample, jb->src->samples[sample].path, err);
                 bd.tombstones[bd.b.n_tombstones++] = pos;
@@ -303,7 +338,6 @@ static void *producer(void *arg)
         flush(jb, &bd, true);
     }
     free(bd.data);
-    free(bd.labels);
     return NULL;
 }
 
@@ -496,6 +530,13 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
     struct job *jb = NULL;
     struct timespec dl = spw_deadline_in_ms(10000);
     pthread_mutex_lock(&w->mu);
+    for (jb = w->jobs; jb && jb->id != job; jb = jb->next)
+        ;
+    if (!jb && w->o.want_tasks) {
+        pthread_mutex_unlock(&w->mu);
+        w->o.want_tasks(w->o.want_tasks_ctx);
+        pthread_mutex_lock(&w->mu);
+    }
     for (;;) {
         for (jb = w->jobs; jb && jb->id != job; jb = jb->next)
             ;

@@ -18,6 +18,8 @@ struct wrk_jobs_opts {
     const char *auth_token;     /* NULL = none */
     int threads;                /* producer threads per job */
     size_t queue_bytes;         /* per (job, rank) queue cap; 0 = 256 MiB */
+    void (*want_tasks)(void *ctx);  /* a client streams a job not in the task list: fetch it now (or NULL) */
+    void *want_tasks_ctx;
 };
 
 int wrk_jobs_create(const struct wrk_jobs_opts *o, struct wrk_jobs **out);

@@ -3,6 +3,7 @@
  * drain on SIGTERM. No logic here: registration.c and jobs.c. Signals are blocked in all threads and taken
  * by main with sigwait. */
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -53,8 +54,31 @@ static void on_tasks(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *rep
     wrk_jobs_update(ctx, reply);
 }
 
+/* Registration as stream handlers see it: set once it runs, cleared (under the lock) before it stops. */
+static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct wrk_registration *g_reg;
+
+static void set_reg(struct wrk_registration *r)
+{
+    pthread_mutex_lock(&g_reg_mu);
+    g_reg = r;
+    pthread_mutex_unlock(&g_reg_mu);
+}
+
+static void want_tasks(void *ctx)
+{
+    (void)ctx;
+    pthread_mutex_lock(&g_reg_mu);
+    wrk_registration_poke(g_reg);
+    pthread_mutex_unlock(&g_reg_mu);
+}
+
 int main(int argc, char **argv)
 {
+    /* Messages and per-element buffers are 100 KB-1 MB: keep them on the heap and reuse freed memory
+     * instead of an mmap, page faults and munmap for each (a stopped job's memory goes back by malloc_trim). */
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
     char err[512];
     int rc = spw_config_parse(g_cfg, N_CFG, argc, argv,
                               "usage: spillway-worker --dispatcher HOST:PORT [--port P] [options]\n"
@@ -101,7 +125,7 @@ int main(int argc, char **argv)
     if (threads <= 0)
         threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     struct wrk_jobs_opts jo = {.dispatcher = cfg("dispatcher")->s, .auth_token = token, .threads = threads,
-                               .queue_bytes = (size_t)cfg("buffer-mb")->i << 20};
+                               .queue_bytes = (size_t)cfg("buffer-mb")->i << 20, .want_tasks = want_tasks};
     if (wrk_jobs_create(&jo, &jobs) != 0) {
         spw_log(SPW_LOG_ERROR, "worker", "cannot set up job serving");
         goto out;
@@ -127,14 +151,17 @@ int main(int argc, char **argv)
         spw_log(SPW_LOG_ERROR, "worker", "cannot start registration: rc=%d", rc);
         goto out;
     }
+    set_reg(reg);
     int sig = 0;
     sigwait(&sigs, &sig);
     spw_log(SPW_LOG_INFO, "worker", "draining signal=%d deadline_ms=%lld", sig, (long long)cfg("drain-ms")->i);
+    set_reg(NULL);
     wrk_registration_stop(reg);
     reg = NULL;
     spw_rpc_server_shutdown(srv, (int)cfg("drain-ms")->i);
     status = 0;
 out:
+    set_reg(NULL);
     wrk_registration_stop(reg);
     spw_rpc_server_shutdown(srv, 0);
     wrk_jobs_destroy(jobs);

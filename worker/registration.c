@@ -28,19 +28,20 @@ struct wrk_registration {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool stopping;
+    bool stopping, poked;
     uint64_t id;
     int64_t interval_ms;
     uint64_t tasks_hash;        /* to log task-list changes once */
 };
 
-/* Sleep up to ms or until stop; returns false when stopping. */
+/* Sleep up to ms or until stop or a poke; returns false when stopping. */
 static bool nap(struct wrk_registration *r, int64_t ms)
 {
     struct timespec ts = spw_deadline_in_ms(ms);
     pthread_mutex_lock(&r->mu);
-    while (!r->stopping && pthread_cond_timedwait(&r->cv, &r->mu, &ts) != ETIMEDOUT)
+    while (!r->stopping && !r->poked && pthread_cond_timedwait(&r->cv, &r->mu, &ts) != ETIMEDOUT)
         ;
+    r->poked = false;
     bool go_on = !r->stopping;
     pthread_mutex_unlock(&r->mu);
     return go_on;
@@ -193,4 +194,14 @@ uint64_t wrk_registration_id(struct wrk_registration *r)
     uint64_t id = r->id;
     pthread_mutex_unlock(&r->mu);
     return id;
+}
+
+void wrk_registration_poke(struct wrk_registration *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->poked = true;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
 }

@@ -26,6 +26,9 @@ struct wrk_registration_opts {
 int wrk_registration_start(const struct wrk_registration_opts *o, struct wrk_registration **out);
 /* Stop the thread and free; accepts NULL. */
 void wrk_registration_stop(struct wrk_registration *r);
+/* Heartbeat now instead of at the next interval (a client asked for a job not in the task list yet).
+ * Accepts NULL. */
+void wrk_registration_poke(struct wrk_registration *r);
 /* The id the dispatcher gave (0 before the first registration). */
 uint64_t wrk_registration_id(struct wrk_registration *r);
 

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# scripts/bench-offload.sh - the offload gain on this 2-core machine: the train pipeline (decode,
+# random_resized_crop 224, flip, rand_augment, normalize) on the generated ImageNet-like set, run by a client
+# pinned to CPU 0 alone (spillctl run --local --threads 1), vs the same client on CPU 0 with --local-cores 1
+# plus one worker (--threads 1) pinned to CPU 1 through a dispatcher, at each cut the workers can stop at.
+# Runs are interleaved; medians of BENCH_RUNS (default 3). Target: >= 1.8x. Writes build/bench/offload.md.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+RUNS=${BENCH_RUNS:-3}
+B=build
+OUT=$B/bench/offload
+PY=/usr/bin/python3
+DATA=$B/data/imagenet-like
+CUTS=${BENCH_CUTS:-"2 3"}
+[ -x $B/bin/spillctl ] && [ -x $B/bin/spillway-worker ] || { echo "bench-offload: build first (make all)" >&2; exit 1; }
+[ "$(nproc)" -ge 2 ] || { echo "bench-offload: needs 2 CPUs (client on CPU 0, worker on CPU 1)" >&2; exit 1; }
+bash scripts/make-dataset.sh "$DATA" > /dev/null
+mkdir -p "$OUT"
+: > "$OUT/results.tsv"
+cat > "$OUT/train.json" <<JSON
+{"source": {"format": "image_folder", "path": "$ROOT/$DATA/train", "shuffle": true, "seed": 7, "epochs": 2},
+ "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [224, 224]},
+         {"op": "random_horizontal_flip", "p": 0.5}, {"op": "rand_augment", "num_ops": 2, "magnitude": 9},
+         {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}],
+ "batch": {"size": 64}}
+JSON
+
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; return 0; }
+trap cleanup EXIT
+port_of() {
+  for _ in $(seq 1 200); do
+    sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$1" | grep . && return 0
+    sleep 0.05
+  done
+  return 1
+}
+taskset -c 1 $B/bin/spillway-dispatcher --listen 127.0.0.1 --port 0 > "$OUT/d.out" 2> "$OUT/d.err" &
+PIDS+=($!)
+DPORT=$(port_of "$OUT/d.out")
+taskset -c 1 $B/bin/spillway-worker --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 \
+  > "$OUT/w.out" 2> "$OUT/w.err" &
+PIDS+=($!)
+port_of "$OUT/w.out" > /dev/null
+sleep 0.5
+
+rate() { "$PY" -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["elements_per_s"])'; }
+local_run() { taskset -c 0 $B/bin/spillctl run --local --threads 1 --pipeline "$OUT/train.json" --json --quiet --warmup-batches 3 | rate; }
+service_run() {   # service_run CUT [MAX_BATCHES]
+  taskset -c 0 $B/bin/spillctl run --dispatcher "127.0.0.1:$DPORT" --local-cores 1 --cut "$1" \
+    --pipeline "$OUT/train.json" --json --quiet ${2:+--max-batches "$2"} | rate
+}
+
+echo "bench-offload: $RUNS runs; client on CPU 0, worker + dispatcher on CPU 1; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for cut in $CUTS; do service_run "$cut" 3 > /dev/null; done       # warm the worker, page cache and allocator
+for ((r = 1; r <= RUNS; r++)); do
+  v=$(local_run)
+  printf 'local\t-\t%s\t%s\n' "$r" "$v" >> "$OUT/results.tsv"
+  printf '  run %s/%s  local-only (1 core)          %7.0f elements/s\n' "$r" "$RUNS" "$v"
+  for cut in $CUTS; do
+    v=$(service_run "$cut")
+    printf 'service\t%s\t%s\t%s\n' "$cut" "$r" "$v" >> "$OUT/results.tsv"
+    printf '  run %s/%s  client + 1 worker, cut %s      %7.0f elements/s\n' "$r" "$RUNS" "$cut" "$v"
+  done
+done
+
+"$PY" - "$OUT/results.tsv" "$B/bench/offload.md" <<'PYEOF'
+import statistics, sys
+rows = [l.split("\t") for l in open(sys.argv[1]) if l.strip()]
+loc = statistics.median(float(v) for k, c, r, v in rows if k == "local")
+cuts = sorted({c for k, c, r, v in rows if k == "service"})
+lines = ["| configuration | elements/s (median) | vs local-only | target |", "|---|---:|---:|---:|",
+         "| client alone, 1 core, local-only | %.0f | 1.00x | |" % loc]
+print()
+print("%-36s %12s %10s" % ("configuration", "elements/s", "vs local"))
+print("%-36s %12.0f %9.2fx" % ("client alone, 1 core (local-only)", loc, 1.0))
+best = 0
+for c in cuts:
+    m = statistics.median(float(v) for k, cc, r, v in rows if k == "service" and cc == c)
+    best = max(best, m / loc)
+    print("%-36s %12.0f %9.2fx" % ("client 1 core + 1 worker, cut %s" % c, m, m / loc))
+    lines.append("| client 1 core + 1 worker core, cut %s | %.0f | %.2fx | >= 1.8x |" % (c, m, m / loc))
+verdict = "PASS" if best >= 1.8 else "FAIL"
+print("best gain %.2fx (target >= 1.8x): %s" % (best, verdict))
+open(sys.argv[2], "w").write("\n".join(lines) + "\n\nbest gain %.2fx: %s\n" % (best, verdict))
+PYEOF
