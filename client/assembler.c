@@ -1,7 +1,8 @@
 /* client/assembler.c - the prefetch buffer and the exactly-once ledger (see assembler.h). Batch g of the job
- * (epoch g / per_epoch) holds positions [i*B, (i+1)*B) of its epoch's order, exactly as in the in-process
- * executor, so an ordered job's batches are byte-identical to a local run whatever produced each element.
- * One mutex guards slots, bitmaps and the parked list; element copies run outside it. */
+ * belongs to epoch g / per_epoch and has as many places as the in-process executor's batch g. Ordered: it
+ * holds positions [i*B, (i+1)*B) of its epoch's order, so batches are byte-identical to a local run
+ * whatever produced each element. Unordered: each epoch's batches fill in arrival order from a cursor.
+ * One mutex guards slots, bitmaps, cursors and the parked list; element copies run outside it. */
 #include "client/assembler.h"
 
 #include <errno.h>
@@ -19,7 +20,7 @@
 
 struct slot {
     int64_t gbatch;             /* -1 when free */
-    int n_pos, finished;
+    int n_pos, assigned, finished;  /* places; handed out (unordered); done */
     int64_t *samples;           /* manifest index per position */
     bool *ok;
     struct spw_tensor data;     /* allocated at the first placed element */
@@ -32,12 +33,12 @@ struct epoch_ledger {           /* one epoch being received */
     uint8_t *seen;              /* bit per position: claimed */
     int32_t *split_left;        /* positions not yet claimed, per split */
     int64_t left;
+    int64_t fill_batch;         /* unordered: the batch (index in the epoch) arrivals go to next */
 };
 
 struct parked {
     struct parked *next;
-    uint64_t epoch;
-    int64_t pos, gbatch;
+    struct asm_ticket t;        /* unordered: gbatch -1 until it gets a place */
     struct spw_value v;
 };
 
@@ -170,6 +171,7 @@ static struct epoch_ledger *ledger(struct assembler *a, uint64_t epoch)
         l->split_left[s] = (int32_t)(left < a->o.split_size ? left : a->o.split_size);
     }
     l->left = a->n;
+    l->fill_batch = 0;
     a->n_ledgers++;
     return l;
 }
@@ -214,10 +216,10 @@ static void slot_init(struct assembler *a, struct slot *s, int64_t gb)
     const int64_t first = idx * a->B, left = a->n - first;
     s->gbatch = gb;
     s->n_pos = (int)(left < a->B ? left : a->B);
-    s->finished = 0;
+    s->assigned = s->finished = 0;
     s->delivered = s->shape_error = false;
     for (int p = 0; p < s->n_pos; p++) {
-        s->samples[p] = spw_order_at(&a->order, (uint64_t)epoch, first + p);
+        s->samples[p] = a->o.ordered ? spw_order_at(&a->order, (uint64_t)epoch, first + p) : -1;
         s->ok[p] = false;
     }
 }
@@ -235,7 +237,33 @@ static bool in_window(const struct assembler *a, int64_t gb)
     return gb < a->next_deliver + a->window;
 }
 
-enum asm_claim asm_claim(struct assembler *a, uint64_t epoch, int64_t pos)
+/* Unordered: the batch arrivals of epoch l go to now, or -1 past the epoch's last batch (or the job's). */
+static int64_t fill_target(const struct assembler *a, const struct epoch_ledger *l)
+{
+    const int64_t gb = l->epoch * a->per_epoch + l->fill_batch;
+    if (l->fill_batch >= a->per_epoch || (a->total >= 0 && gb >= a->total))
+        return -1;
+    return gb;
+}
+
+/* Give ticket t a place in batch gb (in the window). Called with mu held. */
+static void assign(struct assembler *a, struct asm_ticket *t, int64_t gb)
+{
+    struct slot *s = slot_for(a, gb);
+    t->gbatch = gb;
+    if (a->o.ordered) {
+        t->idx = (int)(t->pos % a->B);
+    } else {
+        t->idx = s->assigned++;
+        s->samples[t->idx] = t->sample;
+        if (s->assigned == s->n_pos)
+            ledger(a, t->epoch)->fill_batch++;
+    }
+    if (gb == a->next_deliver)
+        a->head_progress_ms = spw_now_ms();
+}
+
+enum asm_claim asm_claim(struct assembler *a, uint64_t epoch, int64_t pos, struct asm_ticket *t)
 {
     if (pos < 0 || pos >= a->n)
         return ASM_DUP;
@@ -249,20 +277,29 @@ enum asm_claim asm_claim(struct assembler *a, uint64_t epoch, int64_t pos)
     const int64_t split = pos / a->o.split_size;
     if (--l->split_left[split] == 0)
         push_ack(a, epoch, (uint64_t)split);
-    const int64_t gb = gbatch_of(a, epoch, pos);
-    if (pos / a->B >= a->per_epoch || (a->total >= 0 && gb >= a->total)) {
+    *t = (struct asm_ticket){.epoch = epoch, .pos = pos, .sample = spw_order_at(&a->order, epoch, pos),
+                             .gbatch = -1};
+    int64_t gb;
+    if (a->o.ordered) {
+        gb = gbatch_of(a, epoch, pos);
+        if (pos / a->B >= a->per_epoch || (a->total >= 0 && gb >= a->total))
+            gb = -1;
+    } else {
+        gb = fill_target(a, l);
+    }
+    if (gb < 0) {
         r = ASM_DROP;
         retire_ledgers(a);
-        goto out;
-    }
-    if (!in_window(a, gb)) {
+    } else if (!in_window(a, gb)) {
         r = ASM_PARK;
-        goto out;
+        if (a->o.ordered) {
+            t->gbatch = gb;
+            t->idx = (int)(pos % a->B);
+        }
+    } else {
+        assign(a, t, gb);
+        r = ASM_PLACE;
     }
-    slot_for(a, gb);
-    if (gb == a->next_deliver)
-        a->head_progress_ms = spw_now_ms();
-    r = ASM_PLACE;
 out:
     pthread_mutex_unlock(&a->mu);
     return r;
@@ -281,11 +318,10 @@ static void *buffer_take(struct assembler *a, size_t bytes)
     return spw_batch_buffer_take(bytes);
 }
 
-uint8_t *asm_dst(struct assembler *a, uint64_t epoch, int64_t pos, enum spw_dtype dt, int ndim,
-                 const int64_t *shape)
+uint8_t *asm_dst(struct assembler *a, const struct asm_ticket *t, enum spw_dtype dt, int ndim, const int64_t *shape)
 {
     pthread_mutex_lock(&a->mu);
-    struct slot *s = slot_of(a, gbatch_of(a, epoch, pos));
+    struct slot *s = slot_of(a, t->gbatch);
     uint8_t *dst = NULL;
     if (s->shape_error)
         goto out;
@@ -317,23 +353,23 @@ uint8_t *asm_dst(struct assembler *a, uint64_t epoch, int64_t pos, enum spw_dtyp
                  "size 1)");
         goto out;
     }
-    dst = (uint8_t *)s->data.data + s->elem_bytes * (size_t)(pos % a->B);
+    dst = (uint8_t *)s->data.data + s->elem_bytes * (size_t)t->idx;
 out:
     pthread_mutex_unlock(&a->mu);
     return dst;
 }
 
-void asm_done(struct assembler *a, uint64_t epoch, int64_t pos, bool ok)
+void asm_done(struct assembler *a, const struct asm_ticket *t, bool ok)
 {
     pthread_mutex_lock(&a->mu);
-    struct slot *s = slot_of(a, gbatch_of(a, epoch, pos));
-    s->ok[pos % a->B] = ok;
+    struct slot *s = slot_of(a, t->gbatch);
+    s->ok[t->idx] = ok;
     if (++s->finished == s->n_pos)
         pthread_cond_broadcast(&a->cv);
     pthread_mutex_unlock(&a->mu);
 }
 
-void asm_park(struct assembler *a, uint64_t epoch, int64_t pos, struct spw_value *v)
+void asm_park(struct assembler *a, const struct asm_ticket *t, struct spw_value *v)
 {
     struct parked *p = calloc(1, sizeof *p);
     pthread_mutex_lock(&a->mu);
@@ -346,52 +382,67 @@ void asm_park(struct assembler *a, uint64_t epoch, int64_t pos, struct spw_value
         spw_value_free(v);
         return;
     }
-    p->epoch = epoch;
-    p->pos = pos;
-    p->gbatch = gbatch_of(a, epoch, pos);
+    p->t = *t;
     p->v = *v;
     memset(v, 0, sizeof *v);
-    p->next = a->parked;
-    a->parked = p;
+    struct parked **tail = &a->parked;      /* FIFO: unordered elements take places in arrival order */
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = p;
     a->parked_bytes += (int64_t)spw_value_bytes(&p->v);
     pthread_mutex_unlock(&a->mu);
 }
 
-/* Place a value into its claimed position (outside the lock). */
-static void place_value(struct assembler *a, uint64_t epoch, int64_t pos, const struct spw_value *v)
+/* Place a value into its ticket's place (outside the lock); an empty value is a skipped sample. */
+static void place_value(struct assembler *a, const struct asm_ticket *t, const struct spw_value *v)
 {
+    const bool empty = !v->is_tensor && !v->img.data;
     enum spw_dtype dt;
     int ndim;
     int64_t shape[SPW_TENSOR_MAX_DIMS];
-    spw_value_out_shape(v, a->o.spec->batch.layout, &dt, &ndim, shape);
-    uint8_t *dst = asm_dst(a, epoch, pos, dt, ndim, shape);
-    if (dst)
-        spw_value_copy_out(v, a->o.spec->batch.layout, dst);
-    asm_done(a, epoch, pos, dst != NULL);
+    uint8_t *dst = NULL;
+    if (!empty) {
+        spw_value_out_shape(v, a->o.spec->batch.layout, &dt, &ndim, shape);
+        if ((dst = asm_dst(a, t, dt, ndim, shape)))
+            spw_value_copy_out(v, a->o.spec->batch.layout, dst);
+    }
+    asm_done(a, t, dst != NULL);
 }
 
 /* Place parked elements that the window now reaches. */
 static void unpark(struct assembler *a)
 {
-    struct parked *ready = NULL;
+    struct parked *ready_list = NULL, **ready_tail = &ready_list;
     pthread_mutex_lock(&a->mu);
     for (struct parked **pp = &a->parked; *pp;) {
         struct parked *p = *pp;
-        if (in_window(a, p->gbatch)) {
-            *pp = p->next;
-            slot_for(a, p->gbatch);
-            a->parked_bytes -= (int64_t)spw_value_bytes(&p->v);
-            p->next = ready;
-            ready = p;
-        } else {
-            pp = &p->next;
+        int64_t gb = p->t.gbatch;
+        if (!a->o.ordered) {
+            struct epoch_ledger *l = ledger(a, p->t.epoch);
+            gb = l ? fill_target(a, l) : -1;
+            if (gb < 0) {                /* past the last batch: counted, not delivered */
+                *pp = p->next;
+                a->parked_bytes -= (int64_t)spw_value_bytes(&p->v);
+                value_free_parked(p);
+                continue;
+            }
         }
+        if (!in_window(a, gb)) {
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        assign(a, &p->t, gb);
+        a->parked_bytes -= (int64_t)spw_value_bytes(&p->v);
+        p->next = NULL;
+        *ready_tail = p;
+        ready_tail = &p->next;
     }
     pthread_mutex_unlock(&a->mu);
-    while (ready) {
-        struct parked *p = ready;
-        ready = p->next;
-        place_value(a, p->epoch, p->pos, &p->v);
+    while (ready_list) {
+        struct parked *p = ready_list;
+        ready_list = p->next;
+        place_value(a, &p->t, &p->v);
         value_free_parked(p);
     }
 }
@@ -507,12 +558,22 @@ int asm_head_missing(struct assembler *a, uint64_t *epoch, int64_t *pos, int cap
     const struct slot *s = slot_for(a, gb);
     *epoch = (uint64_t)(gb / a->per_epoch);
     struct epoch_ledger *l = ledger(a, *epoch);
-    const int64_t first = (gb % a->per_epoch) * a->B;
-    for (int p = 0; l && p < s->n_pos && n < cap; p++) {
-        const int64_t q = first + p;
+    if (!l)
+        goto out;
+    /* Ordered: the batch's own positions. Unordered: any unclaimed positions of the epoch, as many as the
+     * batch still has places for (only when arrivals fill this batch now). */
+    int64_t first = (gb % a->per_epoch) * a->B, end = first + s->n_pos;
+    int want = s->n_pos;
+    if (!a->o.ordered) {
+        if (fill_target(a, l) != gb)
+            goto out;
+        first = 0;
+        end = a->n;
+        want = s->n_pos - s->assigned;
+    }
+    for (int64_t q = first; q < end && n < cap && n < want; q++)
         if (!(l->seen[q >> 3] & (1u << (q & 7))))
             pos[n++] = q;
-    }
 out:
     pthread_mutex_unlock(&a->mu);
     return n;
@@ -540,12 +601,18 @@ void asm_return_acks(struct assembler *a, const struct asm_split *acks, int n)
 bool asm_wait_window(struct assembler *a, uint64_t epoch, int64_t pos, int timeout_ms)
 {
     struct timespec dl = spw_deadline_in_ms(timeout_ms);
-    const int64_t gb = gbatch_of(a, epoch, pos);
     pthread_mutex_lock(&a->mu);
-    while (!a->fail_rc && !in_window(a, gb))
-        if (pthread_cond_timedwait(&a->cv, &a->mu, &dl) == ETIMEDOUT)
+    bool ok;
+    for (;;) {
+        int64_t gb = gbatch_of(a, epoch, pos);
+        if (!a->o.ordered) {
+            struct epoch_ledger *l = ledger(a, epoch);
+            gb = l ? fill_target(a, l) : -1;
+        }
+        ok = gb < 0 || in_window(a, gb);
+        if (ok || a->fail_rc || pthread_cond_timedwait(&a->cv, &a->mu, &dl) == ETIMEDOUT)
             break;
-    bool ok = in_window(a, gb);
+    }
     pthread_mutex_unlock(&a->mu);
     return ok;
 }

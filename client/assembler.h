@@ -1,5 +1,7 @@
-/* client/assembler.h - the client's prefetch buffer: batch slots indexed by position in the epoch order,
- * filled by any producer (worker streams, local threads, the head rescue) and delivered whole. It is where
+/* client/assembler.h - the client's prefetch buffer: batch slots filled by any producer (worker streams,
+ * local threads, the head rescue) and delivered whole. Ordered jobs place each element by its position in
+ * the epoch order (batches byte-identical to a local run); unordered jobs fill each epoch's batches in
+ * arrival order (no head-of-line blocking; same samples per epoch, not the same grouping). It is where
  * exactly-once is decided: a per-epoch position bitmap drops duplicates, per-split counters say when a
  * split is complete (then it is acked), elements beyond the window are parked until it moves.
  * Thread model: one mutex; claims, placement and delivery from any threads; copies happen outside it. */
@@ -35,21 +37,29 @@ struct asm_split {
     uint64_t epoch, split;
 };
 
+struct asm_ticket {             /* a claimed element and, once placed, its batch and index in it */
+    uint64_t epoch;
+    int64_t pos, sample;
+    int64_t gbatch;
+    int idx;
+};
+
 struct assembler;
 
 int asm_create(const struct asm_opts *o, struct assembler **out);
 void asm_destroy(struct assembler *a);
 
-/* Claim (epoch, pos) for one producer; the first claim wins. Counts the position toward its split. */
-enum asm_claim asm_claim(struct assembler *a, uint64_t epoch, int64_t pos);
+/* Claim (epoch, pos) for one producer; the first claim wins. Counts the position toward its split. Fills
+ * *t for ASM_PLACE and ASM_PARK. */
+enum asm_claim asm_claim(struct assembler *a, uint64_t epoch, int64_t pos, struct asm_ticket *t);
 /* Memory for a claimed ASM_PLACE element of that shape inside its batch, or NULL when the shape differs
  * from the batch's (the batch then fails with a message). */
-uint8_t *asm_dst(struct assembler *a, uint64_t epoch, int64_t pos, enum spw_dtype dt, int ndim,
-                 const int64_t *shape);
-/* Finish a claimed ASM_PLACE position: ok = its data is in place; !ok = skipped (tombstone). */
-void asm_done(struct assembler *a, uint64_t epoch, int64_t pos, bool ok);
-/* Take an ASM_PARK element's value (owned; placed when the window reaches it). */
-void asm_park(struct assembler *a, uint64_t epoch, int64_t pos, struct spw_value *v);
+uint8_t *asm_dst(struct assembler *a, const struct asm_ticket *t, enum spw_dtype dt, int ndim, const int64_t *shape);
+/* Finish a claimed ASM_PLACE element: ok = its data is in place; !ok = skipped (tombstone). */
+void asm_done(struct assembler *a, const struct asm_ticket *t, bool ok);
+/* Take an ASM_PARK element's value (owned; an empty value is a skipped sample); placed when the window
+ * reaches it. */
+void asm_park(struct assembler *a, const struct asm_ticket *t, struct spw_value *v);
 
 /* Next batch per the delivery mode, waiting up to timeout_ms. Returns 0, -ETIMEDOUT, SPW_ECLOSED at the end,
  * SPW_ESPEC (mixed shapes; message in err) or the error set by asm_fail. */
@@ -58,14 +68,14 @@ void asm_release(struct assembler *a, struct spw_batch *b);
 /* Stop with an error: asm_next returns rc from now on. */
 void asm_fail(struct assembler *a, int rc, const char *msg);
 
-/* Positions of the head batch (the next in order) that nobody has claimed, at most cap, and how long the
- * head has waited without any position arriving (ms). Returns the count. */
+/* Positions the head batch (the oldest undelivered) still waits for that nobody has claimed, at most cap,
+ * and how long the head has waited without progress (ms). Returns the count. */
 int asm_head_missing(struct assembler *a, uint64_t *epoch, int64_t *pos, int cap, int64_t *stalled_ms);
 /* Move complete splits not yet acked into out (at most cap); returns the count. */
 int asm_take_acks(struct assembler *a, struct asm_split *out, int cap);
 /* Put acks back after a failed heartbeat. */
 void asm_return_acks(struct assembler *a, const struct asm_split *acks, int n);
-/* Wait until the window can take a position of (epoch, pos) or the timeout passes; true if it can. */
+/* Wait until the window can take (epoch, pos) without parking it, or the timeout passes; true if it can. */
 bool asm_wait_window(struct assembler *a, uint64_t epoch, int64_t pos, int timeout_ms);
 /* Total batches the job delivers (-1 = forever) and delivered so far. */
 void asm_progress(struct assembler *a, int64_t *total, int64_t *delivered, int64_t *parked_bytes);

@@ -66,24 +66,24 @@ static bool job_stopping(struct spw_job *j)
 
 struct place_ctx {
     struct assembler *a;
-    uint64_t epoch;
-    int64_t pos;
+    const struct asm_ticket *t;
 };
 
 static void *place_cb(void *opaque, enum spw_dtype dt, int ndim, const int64_t *shape)
 {
     struct place_ctx *pc = opaque;
-    return asm_dst(pc->a, pc->epoch, pc->pos, dt, ndim, shape);
+    return asm_dst(pc->a, pc->t, dt, ndim, shape);
 }
 
 /* Produce (epoch, pos) with the whole pipeline if nobody has yet, straight into its batch when the window
  * reaches it. Adds to *count when this call delivered it. */
 static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *count)
 {
-    enum asm_claim c = asm_claim(j->a, epoch, pos);
+    struct asm_ticket t;
+    enum asm_claim c = asm_claim(j->a, epoch, pos, &t);
     if (c == ASM_DUP || c == ASM_DROP)
         return;
-    const int64_t sample = spw_order_at(&j->order, epoch, pos);
+    const int64_t sample = t.sample;
     const enum spw_layout layout = j->spec->batch.layout;
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -92,7 +92,7 @@ static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *cou
     for (int attempt = 0; attempt < 3 && rc < 0 && rc != SPW_ETOOBIG; attempt++)
         rc = spw_source_read(j->src, sample, j->spec->max_file_bytes, &buf, &len);    /* I/O: retry */
     struct spw_value v = {0};
-    struct place_ctx pc = {j->a, epoch, pos};
+    struct place_ctx pc = {j->a, &t};
     struct spw_element_dest dest = {place_cb, &pc, layout};
     if (rc == 0)
         rc = spw_element_run(&j->ctx, 0, j->ctx.n_groups, epoch, sample, buf, len, &v, NULL,
@@ -114,7 +114,7 @@ static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *cou
     if (c == ASM_PARK) {
         if (rc == 0)
             __atomic_add_fetch(count, 1, __ATOMIC_RELAXED);
-        asm_park(j->a, epoch, pos, &v);       /* an empty value parks as a skipped sample */
+        asm_park(j->a, &t, &v);       /* an empty value parks as a skipped sample */
         return;
     }
     bool ok = rc == 0;
@@ -123,14 +123,14 @@ static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *cou
         int ndim;
         int64_t shape[SPW_TENSOR_MAX_DIMS];
         spw_value_out_shape(&v, layout, &dt, &ndim, shape);
-        uint8_t *dst = asm_dst(j->a, epoch, pos, dt, ndim, shape);
+        uint8_t *dst = asm_dst(j->a, &t, dt, ndim, shape);
         if (dst)
             spw_value_copy_out(&v, layout, dst);
         ok = dst != NULL;
     }
     if (ok)     /* counted before asm_done can complete the batch, so stats read after it include it */
         __atomic_add_fetch(count, 1, __ATOMIC_RELAXED);
-    asm_done(j->a, epoch, pos, ok);
+    asm_done(j->a, &t, ok);
     spw_value_free(&v);
 }
 

@@ -181,14 +181,13 @@ static int own(const struct spw_value *view, struct spw_value *out)
 
 struct place_ctx {
     struct assembler *a;
-    uint64_t epoch;
-    int64_t pos;
+    const struct asm_ticket *t;
 };
 
 static void *place_cb(void *opaque, enum spw_dtype dt, int ndim, const int64_t *shape)
 {
     struct place_ctx *pc = opaque;
-    return asm_dst(pc->a, pc->epoch, pc->pos, dt, ndim, shape);
+    return asm_dst(pc->a, pc->t, dt, ndim, shape);
 }
 
 /* Count one element this stream delivers, before the assembler can hand its batch out. */
@@ -201,8 +200,8 @@ static void count_element(struct remote *r)
  * Returns false for a duplicate. */
 static bool take_element(struct remote *r, const struct spw_wire_batch *b, size_t i)
 {
-    const int64_t pos = b->positions[i];
-    enum asm_claim c = asm_claim(r->a, b->epoch, pos);
+    struct asm_ticket t;
+    enum asm_claim c = asm_claim(r->a, b->epoch, b->positions[i], &t);
     if (c == ASM_DUP || c == ASM_DROP)
         return c == ASM_DROP;
     const enum spw_layout layout = r->ctx->spec->batch.layout;
@@ -214,22 +213,28 @@ static bool take_element(struct remote *r, const struct spw_wire_batch *b, size_
         int ndim;
         int64_t shape[SPW_TENSOR_MAX_DIMS];
         spw_value_out_shape(&view, layout, &dt, &ndim, shape);
-        uint8_t *dst = asm_dst(r->a, b->epoch, pos, dt, ndim, shape);
+        uint8_t *dst = asm_dst(r->a, &t, dt, ndim, shape);
         if (dst) {
             spw_value_copy_out(&view, layout, dst);
             count_element(r);
         }
-        asm_done(r->a, b->epoch, pos, dst != NULL);
+        asm_done(r->a, &t, dst != NULL);
         return true;
     }
-    struct place_ctx pc = {r->a, b->epoch, pos};
+    struct place_ctx pc = {r->a, &t};
     struct spw_element_dest dest = {place_cb, &pc, layout};
     if (b->cut == 0)        /* the encoded file: the whole pipeline runs here */
         rc = spw_element_run(r->ctx, 0, r->job.groups, b->epoch, b->samples[i], view.t.data, view.t.nbytes, &v,
                              NULL, c == ASM_PLACE ? &dest : NULL, err, sizeof err);
-    else if ((rc = own(&view, &v)) == 0 && b->cut < r->job.groups)
-        rc = spw_element_run(r->ctx, b->cut, r->job.groups, b->epoch, b->samples[i], NULL, 0, &v, NULL,
-                             c == ASM_PLACE ? &dest : NULL, err, sizeof err);
+    else if (b->cut < r->job.groups && c == ASM_PLACE) {
+        /* The suffix reads the element where it arrived: the message is this thread's until it is freed. */
+        v = view;
+        rc = spw_element_run(r->ctx, b->cut, r->job.groups, b->epoch, b->samples[i], NULL, 0, &v, NULL, &dest, err,
+                             sizeof err);
+    } else if ((rc = own(&view, &v)) == 0 && b->cut < r->job.groups) {
+        rc = spw_element_run(r->ctx, b->cut, r->job.groups, b->epoch, b->samples[i], NULL, 0, &v, NULL, NULL, err,
+                             sizeof err);
+    }
     if (rc != 0) {
         spw_log(SPW_LOG_WARN, "client", "skipped job=%llu sample=%lld err=\"%s\"", (unsigned long long)b->job,
                 (long long)b->samples[i], rc == -ENOMEM ? "out of memory" : err);
@@ -240,7 +245,7 @@ static bool take_element(struct remote *r, const struct spw_wire_batch *b, size_
     if (c == ASM_PARK) {
         if (rc == 0)
             count_element(r);
-        asm_park(r->a, b->epoch, pos, &v);
+        asm_park(r->a, &t, &v);
         return true;
     }
     bool ok = rc == 0;
@@ -249,14 +254,14 @@ static bool take_element(struct remote *r, const struct spw_wire_batch *b, size_
         int ndim;
         int64_t shape[SPW_TENSOR_MAX_DIMS];
         spw_value_out_shape(&v, layout, &dt, &ndim, shape);
-        uint8_t *dst = asm_dst(r->a, b->epoch, pos, dt, ndim, shape);
+        uint8_t *dst = asm_dst(r->a, &t, dt, ndim, shape);
         if (dst)
             spw_value_copy_out(&v, layout, dst);
         ok = dst != NULL;
     }
     if (ok)
         count_element(r);
-    asm_done(r->a, b->epoch, pos, ok);
+    asm_done(r->a, &t, ok);
     spw_value_free(&v);
     return true;
 }
@@ -297,12 +302,13 @@ static const char *check_batch(const struct remote *r, const struct spw_wire_bat
 
 static void take_tombstone(struct remote *r, uint64_t epoch, int64_t pos)
 {
-    enum asm_claim c = asm_claim(r->a, epoch, pos);
+    struct asm_ticket t;
+    enum asm_claim c = asm_claim(r->a, epoch, pos, &t);
     if (c == ASM_PLACE) {
-        asm_done(r->a, epoch, pos, false);
+        asm_done(r->a, &t, false);
     } else if (c == ASM_PARK) {
         struct spw_value none = {0};
-        asm_park(r->a, epoch, pos, &none);
+        asm_park(r->a, &t, &none);
     }
 }
 

@@ -53,7 +53,7 @@ service_run() {   # service_run CUT [MAX_BATCHES]
 }
 
 echo "bench-offload: $RUNS runs; client on CPU 0, worker + dispatcher on CPU 1; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-for cut in $CUTS; do service_run "$cut" 3 > /dev/null; done       # warm the worker, page cache and allocator
+for cut in $CUTS; do service_run "$cut" 40 > /dev/null; done      # warm the worker, page cache and allocator
 for ((r = 1; r <= RUNS; r++)); do
   v=$(local_run)
   printf 'local\t-\t%s\t%s\n' "$r" "$v" >> "$OUT/results.tsv"
