@@ -179,6 +179,14 @@ static int own(const struct spw_value *view, struct spw_value *out)
     return 0;
 }
 
+/* Whether group g's first op only reads its input (normalize / to_tensor write a new tensor), so it may run
+ * on bytes it does not own. Image ops may work in place or free their input. */
+static bool reads_input_only(const struct spw_element_ctx *ctx, int g)
+{
+    const enum spw_op_kind k = ctx->spec->ops[ctx->groups[g].first].kind;
+    return k == SPW_OP_NORMALIZE || k == SPW_OP_TO_TENSOR;
+}
+
 struct place_ctx {
     struct assembler *a;
     const struct asm_ticket *t;
@@ -226,8 +234,9 @@ static bool take_element(struct remote *r, const struct spw_wire_batch *b, size_
     if (b->cut == 0)        /* the encoded file: the whole pipeline runs here */
         rc = spw_element_run(r->ctx, 0, r->job.groups, b->epoch, b->samples[i], view.t.data, view.t.nbytes, &v,
                              NULL, c == ASM_PLACE ? &dest : NULL, err, sizeof err);
-    else if (b->cut < r->job.groups && c == ASM_PLACE) {
-        /* The suffix reads the element where it arrived: the message is this thread's until it is freed. */
+    else if (b->cut < r->job.groups && c == ASM_PLACE && reads_input_only(r->ctx, b->cut)) {
+        /* The suffix reads the element where it arrived (its first op makes a new tensor and leaves its input
+         * alone): no copy. */
         v = view;
         rc = spw_element_run(r->ctx, b->cut, r->job.groups, b->epoch, b->samples[i], NULL, 0, &v, NULL, &dest, err,
                              sizeof err);
