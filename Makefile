@@ -150,6 +150,7 @@ bench: deps
 	$(MAKE) all $(BENCH_BIN)
 	bash scripts/bench-ops.sh
 	bash scripts/bench-stream.sh
+	bash scripts/bench-offload.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -4,7 +4,7 @@
 # recorded in PIDS (continuing stopped ones first) and removes WORK (kept when KEEP is set).
 # shellcheck disable=SC2034  # PIDS, WORK, pass and fail are used by the sourcing script
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-B=$ROOT/build
+B=${SPW_BUILD:-$ROOT/build}   # SPW_BUILD: run against another build (e.g. a sanitizer build)
 WORK=$(mktemp -d /tmp/spw-int-XXXXXX)
 PIDS=()
 pass=0
