@@ -347,6 +347,7 @@ static void *stream_main(void *arg)
     struct spw_rpc_channel_opts co = {.auth_token = r->o.auth_token};
     struct spw_rpc_channel *ch = NULL;
     struct spw_rpc_stream *st = NULL;
+    bool call_ended = false;
     if (spw_rpc_channel_create(s->addr, &co, &ch) != 0 ||
         spw_rpc_stream_open(ch, "/spillway.v1.Worker/StreamElements", 0, &st) != 0)
         goto out;
@@ -366,8 +367,10 @@ static void *stream_main(void *arg)
         int rc = spw_rpc_stream_recv(st, 200, &m, &len);
         if (rc == -ETIMEDOUT)
             continue;
-        if (rc != 1)
+        if (rc != 1) {
+            call_ended = true;      /* the worker finished or the call failed: its status says which */
             break;
+        }
         struct spw_wire_batch b;
         char err[256];
         const char *bad = NULL;
@@ -414,8 +417,13 @@ out:
     s->st = NULL;
     pthread_mutex_unlock(&r->mu);
     if (st) {
-        spw_rpc_stream_cancel(st);
-        spw_rpc_stream_finish(st, NULL, 0);
+        char msg[256] = "";
+        if (!call_ended)
+            spw_rpc_stream_cancel(st);
+        int status = spw_rpc_stream_finish(st, msg, sizeof msg);
+        if (call_ended && status != SPW_RPC_OK && !stopping(r))
+            spw_log(SPW_LOG_WARN, "client", "stream from worker=%s ended status=%s msg=\"%s\"", s->addr,
+                    spw_rpc_status_name(status), msg);
     }
     spw_rpc_channel_destroy(ch);
     pthread_mutex_lock(&r->mu);

@@ -303,6 +303,8 @@ bad:
 int spw_wire_decode(const uint8_t *msg, size_t len, struct spw_wire_batch *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
+    if (errlen)
+        err[0] = 0;
     struct reader r = {msg, msg + len};
     uint64_t key, v = 0;
     int rc = 0;

@@ -1,0 +1,144 @@
+/* tests/tools/fakeworker.c - a hostile worker for integration tests: it registers with the dispatcher and
+ * heartbeats like a worker (so clients stream from it) but never leases; every StreamElements it serves gets
+ * one bad message, then it waits and closes the stream. Proves the client rejects what a worker controls.
+ *   fakeworker DISPATCHER MODE     prints "listening on 127.0.0.1:PORT"; runs until SIGTERM
+ * MODE: garbage (bytes that are no ElementBatch), wrong-sample (a well-formed message whose sample is not
+ * the one the epoch order puts at its position), huge-shape (a tensor whose shape claims far more bytes
+ * than it carries), oversized (an 80 MB message, over the client's receive cap). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/rpc.h"
+#include "pipeline/wire.h"
+#include "proto/spillway.pb-c.h"
+
+static const char *g_mode;
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static int send_bad(struct spw_rpc_stream *st, uint64_t job)
+{
+    if (!strcmp(g_mode, "garbage")) {
+        uint8_t junk[100];
+        for (size_t i = 0; i < sizeof junk; i++)
+            junk[i] = (uint8_t)(0xA5 ^ (i * 37));
+        struct iovec iov = {junk, sizeof junk};
+        return spw_rpc_stream_send(st, &iov, 1);
+    }
+    if (!strcmp(g_mode, "oversized")) {
+        size_t n = (size_t)80 << 20;
+        uint8_t *big = calloc(1, n);
+        struct iovec iov = {big, n};
+        int rc = big ? spw_rpc_stream_send(st, &iov, 1) : -ENOMEM;
+        free(big);
+        return rc;
+    }
+    /* A well-formed ElementBatch: one 8x8 uint8 image at position 0 of epoch 0. */
+    static uint8_t pixels[8 * 8 * 3];
+    int64_t label = 0, pos = 0, sample = 999999;     /* no dataset here has that sample at position 0 */
+    struct spw_wire_batch b = {.job = job, .epoch = 0, .split = 0, .generation = 1, .cut = 1,
+                               .n_positions = 1, .n_samples = 1, .positions = &pos, .samples = &sample,
+                               .n_tensors = 2};
+    b.tensors[0] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_U8, .ndim = 4, .shape = {1, 8, 8, 3},
+                                            .data = pixels, .nbytes = sizeof pixels};
+    b.tensors[1] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_I64, .ndim = 1, .shape = {1},
+                                            .data = (const uint8_t *)&label, .nbytes = 8};
+    if (!strcmp(g_mode, "huge-shape")) {
+        sample = 0;
+        b.tensors[0].shape[1] = b.tensors[0].shape[2] = 1 << 20;   /* claims 3 TB, carries 192 bytes */
+    }
+    uint8_t scratch[4096];
+    struct iovec iov[1 + 2 * SPW_WIRE_MAX_TENSORS];
+    int n = spw_wire_encode(&b, scratch, sizeof scratch, iov, 1 + 2 * SPW_WIRE_MAX_TENSORS);
+    return n < 0 ? n : spw_rpc_stream_send(st, iov, n);
+}
+
+static int serve(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen)
+{
+    (void)ctx;
+    uint8_t *in;
+    size_t len;
+    if (spw_rpc_stream_recv(st, 10000, &in, &len) != 1)
+        return SPW_RPC_INVALID_ARGUMENT;
+    Spillway__V1__StreamRequest *req = spillway__v1__stream_request__unpack(NULL, len, in);
+    free(in);
+    if (!req)
+        return SPW_RPC_INVALID_ARGUMENT;
+    uint64_t job = req->job;
+    spillway__v1__stream_request__free_unpacked(req, NULL);
+    fprintf(stderr, "fakeworker: job %llu: sending a bad message (%s)\n", (unsigned long long)job, g_mode);
+    send_bad(st, job);
+    for (int i = 0; i < 20 && !g_stop; i++) {       /* hold the stream open a while, reading credits */
+        if (spw_rpc_stream_recv(st, 100, &in, &len) == 1)
+            free(in);
+    }
+    snprintf(msg, msglen, "fake worker done");
+    return SPW_RPC_OK;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: fakeworker DISPATCHER garbage|wrong-sample|huge-shape|oversized\n");
+        return 2;
+    }
+    g_mode = argv[2];
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
+    spw_rpc_init();
+    struct spw_rpc_server *srv;
+    char err[256];
+    struct spw_rpc_server_opts so = {.listen_addr = "127.0.0.1:0", .max_message_bytes = (size_t)128 << 20};
+    if (spw_rpc_server_create(&so, &srv, err, sizeof err) != 0) {
+        fprintf(stderr, "fakeworker: %s\n", err);
+        return 1;
+    }
+    spw_rpc_server_add_stream(srv, "/spillway.v1.Worker/StreamElements", serve, NULL);
+    int port = 0;
+    spw_rpc_server_start(srv, &port);
+    printf("listening on 127.0.0.1:%d\n", port);
+    fflush(stdout);
+    struct spw_rpc_channel *disp;
+    spw_rpc_channel_create(argv[1], NULL, &disp);
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    Spillway__V1__RegisterWorkerRequest rq = SPILLWAY__V1__REGISTER_WORKER_REQUEST__INIT;
+    rq.address = addr;
+    rq.threads = 1;
+    uint8_t *resp = NULL;
+    size_t len = 0;
+    uint64_t id = 0;
+    if (spw_rpc_call_msg(disp, "/spillway.v1.Dispatcher/RegisterWorker", &rq.base, 5000, &resp, &len, err,
+                         sizeof err) == SPW_RPC_OK) {
+        Spillway__V1__RegisterWorkerResponse *r = spillway__v1__register_worker_response__unpack(NULL, len, resp);
+        id = r ? r->worker_id : 0;
+        if (r)
+            spillway__v1__register_worker_response__free_unpacked(r, NULL);
+    }
+    free(resp);
+    if (!id) {
+        fprintf(stderr, "fakeworker: cannot register: %s\n", err);
+        return 1;
+    }
+    while (!g_stop) {
+        Spillway__V1__WorkerHeartbeatRequest hb = SPILLWAY__V1__WORKER_HEARTBEAT_REQUEST__INIT;
+        hb.worker_id = id;
+        resp = NULL;
+        spw_rpc_call_msg(disp, "/spillway.v1.Dispatcher/WorkerHeartbeat", &hb.base, 5000, &resp, &len, NULL, 0);
+        free(resp);
+        usleep(100 * 1000);
+    }
+    spw_rpc_server_destroy(srv);
+    spw_rpc_channel_destroy(disp);
+    spw_rpc_shutdown();
+    return 0;
+}
