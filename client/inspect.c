@@ -150,11 +150,25 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
                        i ? ", " : "", (unsigned long long)r->leased[i]->epoch,
                        (unsigned long long)r->leased[i]->split, (unsigned long long)r->leased[i]->generation,
                        producer_name(r->leased[i]->holder, name, sizeof name));
+            printf("], \"producers\": [");
+            for (size_t i = 0; i < r->n_producers; i++) {
+                const Spillway__V1__ProducerStats *p = r->producers[i];
+                printf("%s{\"producer\": \"%s\", \"elements\": %lld, \"bytes\": %lld, \"elements_per_s\": %.1f, "
+                       "\"bytes_per_s\": %.0f}",
+                       i ? ", " : "", producer_name(p->producer, name, sizeof name), (long long)p->elements,
+                       (long long)p->bytes, p->elements_per_s, p->bytes_per_s);
+            }
             printf("]}\n");
         } else {
             printf("%-6s %-9s %-7s %-6s %-5s %-6s %-7s %-7s %-7s %s\n", "JOB", "SAMPLES", "EPOCHS", "EPOCH", "CUT",
                    "SPLITS", "ACKED", "LEASED", "PENDING", "STATE");
             print_job_row(r->job);
+            printf("\n%-16s %10s %10s %12s %10s\n", "PRODUCER", "ELEMENTS", "MB", "ELEMENTS/S", "MB/S");
+            for (size_t i = 0; i < r->n_producers; i++) {
+                const Spillway__V1__ProducerStats *p = r->producers[i];
+                printf("%-16s %10lld %10.1f %12.1f %10.1f\n", producer_name(p->producer, name, sizeof name),
+                       (long long)p->elements, (double)p->bytes / 1e6, p->elements_per_s, p->bytes_per_s / 1e6);
+            }
             printf("\n%-7s %-7s %-11s %s\n", "EPOCH", "SPLIT", "GENERATION", "HELD BY");
             for (size_t i = 0; i < r->n_leased; i++)
                 printf("%-7llu %-7llu %-11llu %s\n", (unsigned long long)r->leased[i]->epoch,

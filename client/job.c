@@ -185,7 +185,8 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
     struct remote_opts ro = {.dispatcher = j->o.dispatcher, .auth_token = j->o.auth_token, .cut = j->o.cut,
                              .local_cores = j->o.local_cores, .split_size = j->o.split_size,
                              .credit_bytes = j->o.credit_bytes, .park_cap_bytes = j->o.prefetch_bytes / 4,
-                             .manifest_hash = j->src->manifest_hash};
+                             .manifest_hash = j->src->manifest_hash,
+                             .own_counts = {&j->st.local_elements, &j->st.rescued_elements}};
     rc = remote_create(&ro, pipe, &j->r, &j->rj, err, errlen);
     spw_spec_proto_free(pipe);
     if (rc)

@@ -497,6 +497,11 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
     }
     hb.n_acked = (size_t)n;
     hb.acked = ptrs;
+    Spillway__V1__ProducerProgress own = SPILLWAY__V1__PRODUCER_PROGRESS__INIT;
+    own.job = r->job.job;
+    for (int i = 0; i < 2; i++)
+        own.elements += r->o.own_counts[i] ? __atomic_load_n(r->o.own_counts[i], __ATOMIC_RELAXED) : 0;
+    hb.own = &own;
     uint8_t *resp = NULL;
     size_t len = 0;
     *st = spw_rpc_call_msg(r->disp, "/spillway.v1.Dispatcher/ClientHeartbeat", &hb.base, 5000, &resp, &len, msg,

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatcher/progress.h"
 #include "dispatcher/state.h"
 #include "lib/clock.h"
 #include "lib/err.h"
@@ -36,6 +37,7 @@ struct disp_service {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct disp_state *st;
+    struct disp_progress progress;  /* per (job, producer) deliveries, for DescribeJob */
     uint64_t next_worker, next_job;
     bool stopping;
     pthread_t timer;
@@ -196,6 +198,10 @@ int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
         status = rc == -ENOENT ? ST_NOT_FOUND : status_of(rc);      /* NOT_FOUND: register again */
         goto out;
     }
+    for (size_t i = 0; i < r->n_jobs; i++)
+        if (r->jobs[i]->elements >= 0 && r->jobs[i]->bytes >= 0)
+            disp_progress_report(&s->progress, r->jobs[i]->job, r->worker_id, r->jobs[i]->elements,
+                                 r->jobs[i]->bytes, u.now_ms);
     int nj = disp_state_job_count(s->st);
     tasks = calloc((size_t)nj + 1, sizeof *tasks);
     ptrs = calloc((size_t)nj + 1, sizeof *ptrs);
@@ -411,6 +417,9 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
         rc = disp_state_job(s->st, r->job, &ji);
     if (rc == 0)
         n_workers = alive_workers(s, &workers);
+    if (rc == 0 && r->own && r->own->elements >= 0 && r->own->bytes >= 0)
+        disp_progress_report(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank), r->own->elements,
+                             r->own->bytes, hb.now_ms);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
         status = status_of(rc);
@@ -633,6 +642,21 @@ int disp_describe_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
     out.job = &info;
     out.n_leased = n;
     out.leased = ptrs;
+    enum { MAX_PRODUCERS = 128 };
+    struct disp_progress_entry pe[MAX_PRODUCERS];
+    Spillway__V1__ProducerStats ps[MAX_PRODUCERS], *pp[MAX_PRODUCERS];
+    int np = disp_progress_of_job(&s->progress, r->job, pe, MAX_PRODUCERS);
+    for (int i = 0; i < np; i++) {
+        spillway__v1__producer_stats__init(&ps[i]);
+        ps[i].producer = pe[i].producer;
+        ps[i].elements = pe[i].elements;
+        ps[i].bytes = pe[i].bytes;
+        ps[i].elements_per_s = pe[i].elements_per_s;
+        ps[i].bytes_per_s = pe[i].bytes_per_s;
+        pp[i] = &ps[i];
+    }
+    out.n_producers = (size_t)np;
+    out.producers = pp;
     status = pack(&out.base, resp, resp_len, msg, msglen);
 out:
     pthread_mutex_unlock(&s->mu);

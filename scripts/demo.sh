@@ -124,6 +124,7 @@ sleep 0.5
 "$SPILLCTL" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$OUT/train.json" --local-cores 1 --json \
   > "$OUT/service.out" 2> "$OUT/service.err" || { tail -n 20 "$OUT/service.err" >&2; die "the service run failed"; }
 JOB=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["job"])' "$OUT/service.out")
+sleep 1.2     # producers report their final counts in their next heartbeat (1 s)
 "$SPILLCTL" --dispatcher "127.0.0.1:$DPORT" job "$JOB" | sed 's/^/   /'
 /usr/bin/python3 -c '
 import json, sys

@@ -32,6 +32,7 @@ struct msg {                    /* one encoded ElementBatch: iovecs over scratch
     struct iovec iov[1 + 2 * SPW_WIRE_MAX_TENSORS];
     int iovcnt;
     size_t bytes;
+    size_t elements;
 };
 
 struct queue {
@@ -56,6 +57,7 @@ struct job {
     int refs;                   /* producers + streams using it */
     pthread_t tids[MAX_THREADS];
     int n_tids;
+    int64_t sent_elements, sent_bytes;  /* delivered to clients (atomic) */
 };
 
 struct wrk_jobs {
@@ -66,6 +68,11 @@ struct wrk_jobs {
     pthread_cond_t cv;
     struct job *jobs;
     uint64_t worker_id;
+    struct {                    /* final counts of stopped jobs, reported in the next heartbeat once */
+        uint64_t job;
+        int64_t elements, bytes;
+    } retired[16];
+    int n_retired;
 };
 
 static void msg_free(struct msg *m)
@@ -153,6 +160,7 @@ static int flush(struct job *jb, struct builder *bd, bool end)
         return -EINVAL;
     }
     m->bytes = spw_wire_encoded_size(b);
+    m->elements = bd->n;
     queue_push(jb, (int)(b->split % (uint64_t)jb->world), m);
     bd->n = 0;
     b->n_tombstones = 0;
@@ -481,6 +489,13 @@ void wrk_jobs_update(struct wrk_jobs *w, const Spillway__V1__WorkerHeartbeatResp
         stop = jb->next;
         spw_log(SPW_LOG_INFO, "worker", "stopping job=%llu (no longer a task)", (unsigned long long)jb->id);
         job_stop(jb);
+        pthread_mutex_lock(&w->mu);
+        if (w->n_retired < (int)(sizeof w->retired / sizeof w->retired[0])) {
+            w->retired[w->n_retired].job = jb->id;
+            w->retired[w->n_retired].elements = __atomic_load_n(&jb->sent_elements, __ATOMIC_RELAXED);
+            w->retired[w->n_retired++].bytes = __atomic_load_n(&jb->sent_bytes, __ATOMIC_RELAXED);
+        }
+        pthread_mutex_unlock(&w->mu);
         job_release(jb);
     }
     if (stopped)
@@ -594,6 +609,8 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
                 break;
             }
             credit -= (int64_t)m->bytes;
+            __atomic_add_fetch(&jb->sent_elements, (int64_t)m->elements, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&jb->sent_bytes, (int64_t)m->bytes, __ATOMIC_RELAXED);
             msg_free(m);
             continue;
         }
@@ -618,4 +635,26 @@ out:
     jb->refs--;
     pthread_mutex_unlock(&w->mu);
     return status;
+}
+
+int wrk_jobs_progress(struct wrk_jobs *w, Spillway__V1__ProducerProgress *out, int cap)
+{
+    int n = 0;
+    pthread_mutex_lock(&w->mu);
+    for (struct job *jb = w->jobs; jb && n < cap; jb = jb->next) {
+        spillway__v1__producer_progress__init(&out[n]);
+        out[n].job = jb->id;
+        out[n].elements = __atomic_load_n(&jb->sent_elements, __ATOMIC_RELAXED);
+        out[n].bytes = __atomic_load_n(&jb->sent_bytes, __ATOMIC_RELAXED);
+        n++;
+    }
+    for (int i = 0; i < w->n_retired && n < cap; i++) {
+        spillway__v1__producer_progress__init(&out[n]);
+        out[n].job = w->retired[i].job;
+        out[n].elements = w->retired[i].elements;
+        out[n++].bytes = w->retired[i].bytes;
+    }
+    w->n_retired = 0;
+    pthread_mutex_unlock(&w->mu);
+    return n;
 }

@@ -29,6 +29,9 @@ void wrk_jobs_destroy(struct wrk_jobs *j);
 void wrk_jobs_set_worker_id(struct wrk_jobs *j, uint64_t id);
 /* Start jobs that appear in the task list and stop those that left it. */
 void wrk_jobs_update(struct wrk_jobs *j, const Spillway__V1__WorkerHeartbeatResponse *tasks);
+/* What this worker has delivered per job it serves (cumulative), and the final counts of jobs stopped since
+ * the last call, for its heartbeat: fills out (at most cap) and returns the count. */
+int wrk_jobs_progress(struct wrk_jobs *w, Spillway__V1__ProducerProgress *out, int cap);
 /* The StreamElements handler (ctx = struct wrk_jobs *). */
 int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen);
 

@@ -54,6 +54,11 @@ static void on_tasks(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *rep
     wrk_jobs_update(ctx, reply);
 }
 
+static int progress(void *ctx, Spillway__V1__ProducerProgress *out, int cap)
+{
+    return wrk_jobs_progress(ctx, out, cap);
+}
+
 /* Registration as stream handlers see it: set once it runs, cleared (under the lock) before it stops. */
 static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct wrk_registration *g_reg;
@@ -146,7 +151,8 @@ int main(int argc, char **argv)
 
     struct wrk_registration_opts wo = {.dispatcher = cfg("dispatcher")->s, .advertise = advertise,
                                        .threads = threads, .auth_token = token,
-                                       .on_registered = on_registered, .on_tasks = on_tasks, .ctx = jobs};
+                                       .on_registered = on_registered, .on_tasks = on_tasks,
+                                       .progress = progress, .ctx = jobs};
     if ((rc = wrk_registration_start(&wo, &reg)) != 0) {
         spw_log(SPW_LOG_ERROR, "worker", "cannot start registration: rc=%d", rc);
         goto out;

@@ -17,12 +17,14 @@
 
 #define RPC_TIMEOUT_MS 3000
 #define MAX_BACKOFF_MS 5000
+#define MAX_PROGRESS 64             /* jobs reported per heartbeat */
 
 struct wrk_registration {
     char *dispatcher, *advertise, *token;
     int threads;
     void (*on_registered)(void *ctx, uint64_t worker_id);
     void (*on_tasks)(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *reply);
+    int (*progress)(void *ctx, Spillway__V1__ProducerProgress *out, int cap);
     void *ctx;
     struct spw_rpc_channel *ch;
     pthread_t thread;
@@ -113,6 +115,12 @@ static void *thread_main(void *arg)
     while (nap(r, r->interval_ms)) {
         Spillway__V1__WorkerHeartbeatRequest req = SPILLWAY__V1__WORKER_HEARTBEAT_REQUEST__INIT;
         req.worker_id = r->id;
+        Spillway__V1__ProducerProgress prog[MAX_PROGRESS], *progp[MAX_PROGRESS];
+        int np = r->progress ? r->progress(r->ctx, prog, MAX_PROGRESS) : 0;
+        for (int i = 0; i < np; i++)
+            progp[i] = &prog[i];
+        req.n_jobs = (size_t)np;
+        req.jobs = progp;
         uint8_t *resp = NULL;
         size_t len = 0;
         char msg[256] = "";
@@ -150,6 +158,7 @@ int wrk_registration_start(const struct wrk_registration_opts *o, struct wrk_reg
     r->threads = o->threads;
     r->on_registered = o->on_registered;
     r->on_tasks = o->on_tasks;
+    r->progress = o->progress;
     r->ctx = o->ctx;
     r->interval_ms = 1000;
     pthread_mutex_init(&r->mu, NULL);

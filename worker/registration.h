@@ -19,6 +19,9 @@ struct wrk_registration_opts {
     /* Called on the registration thread: after each (re)registration, and with each heartbeat reply. */
     void (*on_registered)(void *ctx, uint64_t worker_id);
     void (*on_tasks)(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *reply);
+    /* Called on the registration thread before each heartbeat: per-job progress into out (at most cap);
+     * returns the count. NULL: none. */
+    int (*progress)(void *ctx, Spillway__V1__ProducerProgress *out, int cap);
     void *ctx;
 };
 

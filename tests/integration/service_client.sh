@@ -65,6 +65,12 @@ run_service hybrid "$WORK/p.json" --local-cores 1
 check "hybrid: every key exactly once" same_keys hybrid local
 check "hybrid: workers delivered >= 10%" test "$(field "$WORK/hybrid.json" "['producers']['remote']")" -ge 32
 check "hybrid: the client's own threads delivered >= 10%" test "$(field "$WORK/hybrid.json" "['producers']['local']")" -ge 32
+sleep 0.5     # the final counts arrive with the next heartbeats
+"$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" job "$(field "$WORK/hybrid.json" "['job']")" --json > "$WORK/hybrid-job.json"
+check "hybrid: spillctl job's per-producer counts add up to the 320 elements" \
+  test "$("$PY" -c "import json,sys; print(sum(p['elements'] for p in json.load(open(sys.argv[1]))['producers']))" "$WORK/hybrid-job.json")" = 320
+check "hybrid: spillctl job lists the client and both workers as producers" \
+  test "$("$PY" -c "import json,sys; print(sorted(p['producer'].split(':')[0] for p in json.load(open(sys.argv[1]))['producers']))" "$WORK/hybrid-job.json")" = "['client', 'worker', 'worker']"
 
 for cut in 0 1 2 3; do
   run_service "ordered$cut" "$WORK/p.json" --ordered --cut "$cut"

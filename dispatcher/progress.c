@@ -1,0 +1,56 @@
+/* dispatcher/progress.c - per (job, producer) delivery counters and rates (see progress.h). A rate is the
+ * count's change over at least RATE_WINDOW_MS between reports, so a 100 ms heartbeat does not make it
+ * jumpy. Pure functions over the table; the caller locks. */
+#include "dispatcher/progress.h"
+
+#include <string.h>
+
+#define RATE_WINDOW_MS 1000
+
+void disp_progress_report(struct disp_progress *p, uint64_t job, uint64_t producer, int64_t elements, int64_t bytes,
+                          int64_t now_ms)
+{
+    struct disp_progress_entry *e = NULL;
+    for (int i = 0; i < p->n && !e; i++)
+        if (p->e[i].job == job && p->e[i].producer == producer)
+            e = &p->e[i];
+    if (!e) {
+        if (p->n == DISP_PROGRESS_MAX) {        /* drop the entry reported longest ago */
+            int old = 0;
+            for (int i = 1; i < p->n; i++)
+                if (p->e[i].last_ms < p->e[old].last_ms)
+                    old = i;
+            p->e[old] = p->e[--p->n];
+        }
+        e = &p->e[p->n++];
+        memset(e, 0, sizeof *e);
+        e->job = job;
+        e->producer = producer;
+        e->rate_ms = now_ms;
+    }
+    if (elements < e->rate_elements || bytes < e->rate_bytes) {   /* a restarted producer counts from 0 */
+        e->rate_elements = elements;
+        e->rate_bytes = bytes;
+        e->rate_ms = now_ms;
+    }
+    e->elements = elements;
+    e->bytes = bytes;
+    e->last_ms = now_ms;
+    const int64_t dt = now_ms - e->rate_ms;
+    if (dt >= RATE_WINDOW_MS) {
+        e->elements_per_s = (double)(elements - e->rate_elements) * 1e3 / (double)dt;
+        e->bytes_per_s = (double)(bytes - e->rate_bytes) * 1e3 / (double)dt;
+        e->rate_elements = elements;
+        e->rate_bytes = bytes;
+        e->rate_ms = now_ms;
+    }
+}
+
+int disp_progress_of_job(const struct disp_progress *p, uint64_t job, struct disp_progress_entry *out, int cap)
+{
+    int n = 0;
+    for (int i = 0; i < p->n && n < cap; i++)
+        if (p->e[i].job == job)
+            out[n++] = p->e[i];
+    return n;
+}

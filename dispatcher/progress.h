@@ -1,0 +1,31 @@
+/* dispatcher/progress.h - what each producer has delivered per job, from the cumulative counts in worker
+ * and client heartbeats, with recent rates for `spillctl job`. Soft state: not journaled, rebuilt by the
+ * next heartbeats after a restart; a bounded table (the oldest entry goes first).
+ * Thread model: none of its own; the service calls it under its mutex. */
+#ifndef SPW_DISPATCHER_PROGRESS_H
+#define SPW_DISPATCHER_PROGRESS_H
+
+#include <stdint.h>
+
+#define DISP_PROGRESS_MAX 1024
+
+struct disp_progress_entry {
+    uint64_t job, producer;
+    int64_t elements, bytes;        /* cumulative, as last reported */
+    double elements_per_s, bytes_per_s;
+    int64_t last_ms, rate_ms;       /* last report; start of the current rate interval */
+    int64_t rate_elements, rate_bytes;
+};
+
+struct disp_progress {
+    struct disp_progress_entry e[DISP_PROGRESS_MAX];
+    int n;
+};
+
+/* Record a producer's cumulative counts for a job at now_ms. */
+void disp_progress_report(struct disp_progress *p, uint64_t job, uint64_t producer, int64_t elements, int64_t bytes,
+                          int64_t now_ms);
+/* Entries of one job into out (at most cap); returns the count. */
+int disp_progress_of_job(const struct disp_progress *p, uint64_t job, struct disp_progress_entry *out, int cap);
+
+#endif
