@@ -98,7 +98,7 @@ $(BUILD)/bin/spillctl: $(BUILD)/obj/client/spillctl.o $(BUILD)/obj/client/inspec
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/check_%: $(BUILD)/obj/tests/unit/check_%.o $(DISP_LIB) $(CORE_LIB)
+$(BUILD)/tests/check_%: $(BUILD)/obj/tests/unit/check_%.o $(CLI_LIB) $(DISP_LIB) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
