@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/integration/client_loss.sh - when the consumer dies, the service lets go: a dispatcher with a short
+# tests/integration/client_loss.sh - when the trainer's client dies, the service lets go: a dispatcher with a short
 # client timeout expires the client, pauses its job and releases its leases; the workers drop the job from
 # their task list, stop its producers and free its buffers (their RSS goes back near where it started).
 # Real processes on loopback; kills all it starts.
@@ -34,8 +34,9 @@ wait_port "$WORK/w.out" > /dev/null || exit 1
 sleep 0.5
 BASE=$(rss_kb "$W")
 
-# A consumer of a job that never ends: it stalls, then is killed.
-PULLCLIENT_STALL_MS=60000 "$B/tests/pullclient" "127.0.0.1:$DPORT" "$WORK/p.json" 50 > /dev/null 2>&1 &
+# A trainer (libspillway via spillctl) on a job that never ends: it takes one batch and stalls, then is killed.
+"$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --local-cores 0 --quiet \
+  --consume-rate 0.001 > /dev/null 2> "$WORK/c.err" &
 C=$!
 PIDS+=("$C")
 check "the worker starts serving the job" wait_log "$WORK/w.err" 'serving job=' 10
