@@ -93,18 +93,20 @@ int main(int argc, char **argv)
     static const struct {
         const char *method;
         spw_rpc_unary_fn fn;
+        int slow;                   /* may block: CreateJob lists the job's source */
     } methods[] = {
-        {"/spillway.v1.Dispatcher/RegisterWorker", disp_register_worker},
-        {"/spillway.v1.Dispatcher/WorkerHeartbeat", disp_worker_heartbeat},
-        {"/spillway.v1.Dispatcher/CreateJob", disp_create_job},
-        {"/spillway.v1.Dispatcher/ClientHeartbeat", disp_client_heartbeat},
-        {"/spillway.v1.Dispatcher/LeaseSplit", disp_lease_split},
-        {"/spillway.v1.Dispatcher/ListWorkers", disp_list_workers},
-        {"/spillway.v1.Dispatcher/ListJobs", disp_list_jobs},
-        {"/spillway.v1.Dispatcher/DescribeJob", disp_describe_job},
+        {"/spillway.v1.Dispatcher/RegisterWorker", disp_register_worker, 0},
+        {"/spillway.v1.Dispatcher/WorkerHeartbeat", disp_worker_heartbeat, 0},
+        {"/spillway.v1.Dispatcher/CreateJob", disp_create_job, 1},
+        {"/spillway.v1.Dispatcher/ClientHeartbeat", disp_client_heartbeat, 0},
+        {"/spillway.v1.Dispatcher/LeaseSplit", disp_lease_split, 0},
+        {"/spillway.v1.Dispatcher/ListWorkers", disp_list_workers, 0},
+        {"/spillway.v1.Dispatcher/ListJobs", disp_list_jobs, 0},
+        {"/spillway.v1.Dispatcher/DescribeJob", disp_describe_job, 0},
     };
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
-        spw_rpc_server_add_unary(srv, methods[i].method, methods[i].fn, svc);
+        (methods[i].slow ? spw_rpc_server_add_unary_slow : spw_rpc_server_add_unary)(srv, methods[i].method,
+                                                                                     methods[i].fn, svc);
     int port = 0;
     if ((rc = spw_rpc_server_start(srv, &port)) != 0) {
         spw_log(SPW_LOG_ERROR, "dispatcher", "cannot listen on %s", addr);

@@ -41,6 +41,7 @@ enum spw_rpc_status {
 #define SPW_RPC_DEFAULT_IO_THREADS  2
 #define SPW_RPC_DEFAULT_MAX_STREAMS 64
 #define SPW_RPC_MAX_METHODS         32
+#define SPW_RPC_MAX_SLOW_CALLS      16
 
 struct spw_rpc_server;
 struct spw_rpc_channel;
@@ -96,6 +97,10 @@ int spw_rpc_server_create(const struct spw_rpc_server_opts *o, struct spw_rpc_se
  * SPW_RPC_MAX_METHODS), -EINVAL. Calls to unregistered methods get UNIMPLEMENTED. */
 int spw_rpc_server_add_unary(struct spw_rpc_server *s, const char *method, spw_rpc_unary_fn fn, void *ctx);
 int spw_rpc_server_add_stream(struct spw_rpc_server *s, const char *method, spw_rpc_stream_fn fn, void *ctx);
+/* A unary method whose handler may block (e.g. list a dataset): each call runs on its own thread, at most
+ * SPW_RPC_MAX_SLOW_CALLS at once (more get RESOURCE_EXHAUSTED), so io threads keep serving quick calls.
+ * Shutdown waits for running handlers. Same return values as spw_rpc_server_add_unary. */
+int spw_rpc_server_add_unary_slow(struct spw_rpc_server *s, const char *method, spw_rpc_unary_fn fn, void *ctx);
 
 /* Start serving; writes the bound port (useful with port 0) to *bound_port if not NULL. 0 or -EBUSY/-errno. */
 int spw_rpc_server_start(struct spw_rpc_server *s, int *bound_port);

@@ -1,5 +1,6 @@
 /* lib/rpc_server.c - the gRPC C-core server behind spw_rpc_server_*: registered unary and stream methods,
- * bearer-token check, UNIMPLEMENTED for the rest. Not a thread pool for slow work: unary handlers run inline.
+ * bearer-token check, UNIMPLEMENTED for the rest. Unary handlers run inline on the io thread, except methods
+ * registered as slow, which get a detached thread each (bounded); not a general thread pool.
  * Threads: io_threads completion-queue threads (one `next` queue each, registered before start, one pending
  * request per method per queue, re-armed on every new call; each thread owns the unary calls it accepted);
  * plus one thread per open stream, whose call is bound to its own pluck queue so the handler can block. */
@@ -26,6 +27,7 @@ struct tag {
 struct method {
     char *name;
     int stream;
+    int slow;      /* unary handler may block: run on its own thread */
     spw_rpc_unary_fn ufn;
     spw_rpc_stream_fn sfn;
     void *ctx;
@@ -55,7 +57,7 @@ struct request {
 /* A unary call after its handler ran: freed when both its batches (reply, close) have come back. */
 struct unary_call {
     struct tag tag_reply, tag_close;
-    int pending;
+    atomic_int pending;         /* batches in flight + the reply's own reference; any thread may drop one */
     int cancelled;
     grpc_call *call;
     grpc_byte_buffer *reply;
@@ -87,6 +89,7 @@ struct spw_rpc_server {
     pthread_cond_t cv;
     int shutdown_done;
     int active_streams;
+    int active_slow;                /* slow unary handlers still running */
     struct server_stream *streams;  /* live and finished-but-unjoined */
 };
 
@@ -168,7 +171,7 @@ static int arm_request(struct io_thread *io, struct method *m)
 
 static void unary_step(struct unary_call *uc)
 {
-    if (--uc->pending > 0)
+    if (atomic_fetch_sub(&uc->pending, 1) > 1)
         return;
     if (uc->reply)
         grpc_byte_buffer_destroy(uc->reply);
@@ -193,9 +196,9 @@ static struct unary_call *unary_begin(grpc_call *call)
     memset(&op, 0, sizeof op);
     op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     op.data.recv_close_on_server.cancelled = &uc->cancelled;
-    uc->pending = 1;  /* the reply's own reference, dropped in unary_reply */
-    if (grpc_call_start_batch(call, &op, 1, &uc->tag_close, NULL) == GRPC_CALL_OK)
-        uc->pending++;
+    atomic_init(&uc->pending, 2);  /* the reply's own reference (dropped in unary_reply) + this batch */
+    if (grpc_call_start_batch(call, &op, 1, &uc->tag_close, NULL) != GRPC_CALL_OK)
+        atomic_fetch_sub(&uc->pending, 1);
     return uc;
 }
 
@@ -221,22 +224,93 @@ static void unary_reply(struct unary_call *uc, int status, const char *msg, uint
     ops[nops].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
     ops[nops].data.send_status_from_server.status = (grpc_status_code)status;
     ops[nops++].data.send_status_from_server.status_details = &details;
-    if (grpc_call_start_batch(uc->call, ops, nops, &uc->tag_reply, NULL) == GRPC_CALL_OK)
-        uc->pending++;
-    else
+    atomic_fetch_add(&uc->pending, 1);     /* before the batch: its completion may run on an io thread first */
+    if (grpc_call_start_batch(uc->call, ops, nops, &uc->tag_reply, NULL) != GRPC_CALL_OK) {
+        atomic_fetch_sub(&uc->pending, 1);
         grpc_call_cancel(uc->call, NULL);
+    }
     grpc_slice_unref(details);  /* the call keeps its own reference */
     unary_step(uc);             /* drop the reply's reference */
+}
+
+/* Run a unary handler and send its reply (any thread). Takes req. */
+static void run_unary(struct method *m, struct unary_call *uc, uint8_t *req, size_t req_len)
+{
+    uint8_t *resp = NULL;
+    size_t resp_len = 0;
+    char msg[512] = "";
+    int status = m->ufn(m->ctx, req, req_len, &resp, &resp_len, msg, sizeof msg);
+    free(req);
+    if (!valid_status(status)) {
+        snprintf(msg, sizeof msg, "%s: handler returned %d, not a status", m->name, status);
+        status = SPW_RPC_UNKNOWN;
+    }
+    msg[sizeof msg - 1] = '\0';
+    unary_reply(uc, status, msg, resp, resp_len);
+}
+
+struct slow_call {
+    struct spw_rpc_server *s;
+    struct method *m;
+    struct unary_call *uc;
+    uint8_t *req;
+    size_t req_len;
+};
+
+static void *slow_main(void *arg)
+{
+    struct slow_call *sc = arg;
+    struct spw_rpc_server *s = sc->s;
+    run_unary(sc->m, sc->uc, sc->req, sc->req_len);
+    free(sc);
+    pthread_mutex_lock(&s->mu);
+    s->active_slow--;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Hand a slow method's call to a detached thread, so the io thread goes on serving quick calls. */
+static void start_slow(struct spw_rpc_server *s, struct method *m, struct unary_call *uc, uint8_t *req,
+                       size_t req_len)
+{
+    struct slow_call *sc = calloc(1, sizeof *sc);
+    pthread_mutex_lock(&s->mu);
+    const int busy = s->active_slow >= SPW_RPC_MAX_SLOW_CALLS;
+    if (!busy && sc)
+        s->active_slow++;
+    pthread_mutex_unlock(&s->mu);
+    if (busy || !sc) {
+        free(sc);
+        free(req);
+        unary_reply(uc, SPW_RPC_RESOURCE_EXHAUSTED,
+                    busy ? "too many slow calls in progress; retry later" : "out of memory", NULL, 0);
+        return;
+    }
+    *sc = (struct slow_call){s, m, uc, req, req_len};
+    pthread_attr_t attr;
+    pthread_t tid;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&tid, &attr, slow_main, sc);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        pthread_mutex_lock(&s->mu);
+        s->active_slow--;
+        pthread_mutex_unlock(&s->mu);
+        free(sc);
+        free(req);
+        unary_reply(uc, SPW_RPC_RESOURCE_EXHAUSTED, "cannot start a thread for the call", NULL, 0);
+    }
 }
 
 static void handle_unary(struct spw_rpc_server *s, struct request *rq)
 {
     struct method *m = rq->m;
     struct unary_call *uc = unary_begin(rq->call);
-    uint8_t *req = NULL, *resp = NULL;
-    size_t req_len = 0, resp_len = 0;
+    uint8_t *req = NULL;
+    size_t req_len = 0;
     char msg[512] = "";
-    int status;
 
     rq->call = NULL;
     if (!uc)
@@ -254,14 +328,10 @@ static void handle_unary(struct spw_rpc_server *s, struct request *rq)
         unary_reply(uc, SPW_RPC_RESOURCE_EXHAUSTED, "out of memory reading the request", NULL, 0);
         return;
     }
-    status = m->ufn(m->ctx, req, req_len, &resp, &resp_len, msg, sizeof msg);
-    free(req);
-    if (!valid_status(status)) {
-        snprintf(msg, sizeof msg, "%s: handler returned %d, not a status", m->name, status);
-        status = SPW_RPC_UNKNOWN;
-    }
-    msg[sizeof msg - 1] = '\0';
-    unary_reply(uc, status, msg, resp, resp_len);
+    if (m->slow)
+        start_slow(s, m, uc, req, req_len);
+    else
+        run_unary(m, uc, req, req_len);
 }
 
 static void handle_unknown(struct request *rq)
@@ -607,7 +677,7 @@ fail_nogrpc:
     return ret;
 }
 
-static int add_method(struct spw_rpc_server *s, const char *method, int stream, spw_rpc_unary_fn ufn,
+static int add_method(struct spw_rpc_server *s, const char *method, int stream, int slow, spw_rpc_unary_fn ufn,
                       spw_rpc_stream_fn sfn, void *ctx)
 {
     if (!s || !method || method[0] != '/' || (!ufn && !sfn))
@@ -630,6 +700,7 @@ static int add_method(struct spw_rpc_server *s, const char *method, int stream, 
         return -EEXIST;
     }
     m->stream = stream;
+    m->slow = slow;
     m->ufn = ufn;
     m->sfn = sfn;
     m->ctx = ctx;
@@ -639,12 +710,17 @@ static int add_method(struct spw_rpc_server *s, const char *method, int stream, 
 
 int spw_rpc_server_add_unary(struct spw_rpc_server *s, const char *method, spw_rpc_unary_fn fn, void *ctx)
 {
-    return add_method(s, method, 0, fn, NULL, ctx);
+    return add_method(s, method, 0, 0, fn, NULL, ctx);
+}
+
+int spw_rpc_server_add_unary_slow(struct spw_rpc_server *s, const char *method, spw_rpc_unary_fn fn, void *ctx)
+{
+    return add_method(s, method, 0, 1, fn, NULL, ctx);
 }
 
 int spw_rpc_server_add_stream(struct spw_rpc_server *s, const char *method, spw_rpc_stream_fn fn, void *ctx)
 {
-    return add_method(s, method, 1, NULL, fn, ctx);
+    return add_method(s, method, 1, 0, NULL, fn, ctx);
 }
 
 int spw_rpc_server_start(struct spw_rpc_server *s, int *bound_port)
@@ -707,7 +783,8 @@ void spw_rpc_server_shutdown(struct spw_rpc_server *s, int deadline_ms)
     if (!graceful)
         grpc_server_cancel_all_calls(s->srv);
     pthread_mutex_lock(&s->mu);
-    while (!(s->shutdown_done && s->active_streams == 0))
+    /* Slow handlers reply through the io threads' queues: they must be done before the queues go. */
+    while (!(s->shutdown_done && s->active_streams == 0 && s->active_slow == 0))
         pthread_cond_wait(&s->cv, &s->mu);
     reap_streams(s);
     pthread_mutex_unlock(&s->mu);

@@ -412,6 +412,68 @@ START_TEST(test_rpc_unary_concurrent_callers)
 }
 END_TEST
 
+static atomic_int g_slow_done;
+
+static int h_slow(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                  size_t msglen)
+{
+    usleep(800 * 1000);
+    atomic_fetch_add(&g_slow_done, 1);
+    return h_echo(ctx, req, len, resp, resp_len, msg, msglen);
+}
+
+static void *slow_caller(void *arg)
+{
+    struct spw_rpc_channel *c = arg;
+    uint8_t *resp = NULL;
+    size_t n = 0;
+    int st = spw_rpc_call(c, "/test.Slow/Call", (const uint8_t *)"zz", 2, 10000, &resp, &n, NULL, 0);
+    free(resp);
+    return st == SPW_RPC_OK && n == 2 ? NULL : (void *)1;
+}
+
+/* One io thread: a slow method's handler runs on its own thread, so a quick call is answered meanwhile, and
+ * shutdown waits for the slow handler instead of freeing what it replies through. */
+START_TEST(test_rpc_slow_unary_does_not_block_quick_calls)
+{
+    struct spw_rpc_server_opts o = {.listen_addr = "127.0.0.1:0", .io_threads = 1};
+    struct spw_rpc_server *s = NULL;
+    char err[256], target[64];
+    ck_assert_int_eq(spw_rpc_server_create(&o, &s, err, sizeof err), 0);
+    ck_assert_int_eq(spw_rpc_server_add_unary_slow(s, "/test.Slow/Call", h_slow, NULL), 0);
+    ck_assert_int_eq(spw_rpc_server_add_unary(s, M_ECHO, h_echo, NULL), 0);
+    int port = 0;
+    ck_assert_int_eq(spw_rpc_server_start(s, &port), 0);
+    snprintf(target, sizeof target, "127.0.0.1:%d", port);
+    struct spw_rpc_channel *c;
+    ck_assert_int_eq(spw_rpc_channel_create(target, NULL, &c), 0);
+    atomic_store(&g_slow_done, 0);
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++)
+        pthread_create(&t[i], NULL, slow_caller, c);
+    usleep(100 * 1000);
+    double t0 = now_ms();
+    uint8_t *resp = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(call(c, M_ECHO, "q", 1, &resp, &n, NULL, 0), SPW_RPC_OK);
+    free(resp);
+    ck_assert_msg(now_ms() - t0 < 500, "a quick call waited %.0f ms behind slow ones", now_ms() - t0);
+    ck_assert_int_eq(atomic_load(&g_slow_done), 0);
+    for (int i = 0; i < 3; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        ck_assert_ptr_null(r);
+    }
+    pthread_create(&t[0], NULL, slow_caller, c);        /* shut down while a slow handler runs */
+    usleep(100 * 1000);
+    spw_rpc_server_shutdown(s, 100);
+    ck_assert_int_eq(atomic_load(&g_slow_done), 4);
+    pthread_join(t[0], NULL);
+    spw_rpc_channel_destroy(c);
+    spw_rpc_server_destroy(s);
+}
+END_TEST
+
 START_TEST(test_rpc_bind_in_use_fails)
 {
     char addr[64], err[256];
@@ -692,6 +754,7 @@ int main(void)
     tcase_add_test(tc, test_rpc_dead_port_unavailable_within_deadline);
     tcase_add_test(tc, test_rpc_unary_concurrent_callers);
     tcase_add_test(tc, test_rpc_bind_in_use_fails);
+    tcase_add_test(tc, test_rpc_slow_unary_does_not_block_quick_calls);
     tcase_add_test(tc, test_rpc_stream_bidi_concurrent_send_recv);
     tcase_add_test(tc, test_rpc_stream_server_pumps_600k_messages);
     tcase_add_test(tc, test_rpc_stream_client_cancel_reaches_handler);
