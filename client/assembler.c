@@ -393,8 +393,10 @@ void asm_park(struct assembler *a, const struct asm_ticket *t, struct spw_value 
     pthread_mutex_unlock(&a->mu);
 }
 
-/* Place a value into its ticket's place (outside the lock); an empty value is a skipped sample. */
-static void place_value(struct assembler *a, const struct asm_ticket *t, const struct spw_value *v)
+/* Copy a value into its ticket's place and finish it (outside the lock); an empty value is a skipped
+ * sample. Returns whether the element is in. */
+static bool place_value(struct assembler *a, const struct asm_ticket *t, const struct spw_value *v,
+                        int64_t *delivered)
 {
     const bool empty = !v->is_tensor && !v->img.data;
     enum spw_dtype dt;
@@ -406,7 +408,26 @@ static void place_value(struct assembler *a, const struct asm_ticket *t, const s
         if ((dst = asm_dst(a, t, dt, ndim, shape)))
             spw_value_copy_out(v, a->o.spec->batch.layout, dst);
     }
+    if (dst && delivered)
+        __atomic_add_fetch(delivered, 1, __ATOMIC_RELAXED);
     asm_done(a, t, dst != NULL);
+    return dst != NULL;
+}
+
+void asm_finish(struct assembler *a, const struct asm_ticket *t, enum asm_claim c, struct spw_value *v, bool ok,
+                int64_t *delivered)
+{
+    if (c == ASM_PARK) {
+        if (ok && delivered)
+            __atomic_add_fetch(delivered, 1, __ATOMIC_RELAXED);
+        asm_park(a, t, v);
+    } else if (ok && !v->placed) {
+        place_value(a, t, v, delivered);
+    } else {
+        if (ok && delivered)
+            __atomic_add_fetch(delivered, 1, __ATOMIC_RELAXED);
+        asm_done(a, t, ok);
+    }
 }
 
 /* Place parked elements that the window now reaches. */
@@ -442,7 +463,7 @@ static void unpark(struct assembler *a)
     while (ready_list) {
         struct parked *p = ready_list;
         ready_list = p->next;
-        place_value(a, &p->t, &p->v);
+        place_value(a, &p->t, &p->v, NULL);
         value_free_parked(p);
     }
 }

@@ -65,6 +65,11 @@ void asm_park(struct assembler *a, const struct asm_ticket *t, struct spw_value 
  * SPW_ESPEC (mixed shapes; message in err) or the error set by asm_fail. */
 int asm_next(struct assembler *a, int timeout_ms, struct spw_batch **out, char *err, size_t errlen);
 void asm_release(struct assembler *a, struct spw_batch *b);
+/* Hand over a claimed element (ASM_PLACE or ASM_PARK): ok with its value (copied into its place unless the
+ * run already wrote it there, v->placed; parked, taking v, for ASM_PARK), or !ok (skipped; v empty).
+ * *delivered (may be NULL) counts it, atomically, before its batch can complete. The caller frees v. */
+void asm_finish(struct assembler *a, const struct asm_ticket *t, enum asm_claim c, struct spw_value *v, bool ok,
+                int64_t *delivered);
 /* Stop with an error: asm_next returns rc from now on. */
 void asm_fail(struct assembler *a, int rc, const char *msg);
 

@@ -111,26 +111,7 @@ static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *cou
         }
         spw_value_free(&v);
     }
-    if (c == ASM_PARK) {
-        if (rc == 0)
-            __atomic_add_fetch(count, 1, __ATOMIC_RELAXED);
-        asm_park(j->a, &t, &v);       /* an empty value parks as a skipped sample */
-        return;
-    }
-    bool ok = rc == 0;
-    if (ok && !v.placed) {
-        enum spw_dtype dt;
-        int ndim;
-        int64_t shape[SPW_TENSOR_MAX_DIMS];
-        spw_value_out_shape(&v, layout, &dt, &ndim, shape);
-        uint8_t *dst = asm_dst(j->a, &t, dt, ndim, shape);
-        if (dst)
-            spw_value_copy_out(&v, layout, dst);
-        ok = dst != NULL;
-    }
-    if (ok)     /* counted before asm_done can complete the batch, so stats read after it include it */
-        __atomic_add_fetch(count, 1, __ATOMIC_RELAXED);
-    asm_done(j->a, &t, ok);
+    asm_finish(j->a, &t, c, &v, rc == 0, count);
     spw_value_free(&v);
 }
 

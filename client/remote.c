@@ -198,12 +198,6 @@ static void *place_cb(void *opaque, enum spw_dtype dt, int ndim, const int64_t *
     return asm_dst(pc->a, pc->t, dt, ndim, shape);
 }
 
-/* Count one element this stream delivers, before the assembler can hand its batch out. */
-static void count_element(struct remote *r)
-{
-    __atomic_add_fetch(&r->stats.elements, 1, __ATOMIC_RELAXED);
-}
-
 /* Finish one received element: claim it, run the suffix if any, put it in its batch (or park it).
  * Returns false for a duplicate. */
 static bool take_element(struct remote *r, const struct spw_wire_batch *b, size_t i)
@@ -217,16 +211,9 @@ static bool take_element(struct remote *r, const struct spw_wire_batch *b, size_
     char err[256] = "";
     int rc = 0;
     if (b->cut == r->job.groups && c == ASM_PLACE) {
-        enum spw_dtype dt;
-        int ndim;
-        int64_t shape[SPW_TENSOR_MAX_DIMS];
-        spw_value_out_shape(&view, layout, &dt, &ndim, shape);
-        uint8_t *dst = asm_dst(r->a, &t, dt, ndim, shape);
-        if (dst) {
-            spw_value_copy_out(&view, layout, dst);
-            count_element(r);
-        }
-        asm_done(r->a, &t, dst != NULL);
+        struct spw_value in = view;     /* copied once, into the batch; the message stays the owner */
+        in.placed = false;
+        asm_finish(r->a, &t, c, &in, true, &r->stats.elements);
         return true;
     }
     struct place_ctx pc = {r->a, &t};
@@ -251,26 +238,7 @@ static bool take_element(struct remote *r, const struct spw_wire_batch *b, size_
             asm_fail(r->a, rc, err);
         spw_value_free(&v);     /* an empty value parks as a skipped sample */
     }
-    if (c == ASM_PARK) {
-        if (rc == 0)
-            count_element(r);
-        asm_park(r->a, &t, &v);
-        return true;
-    }
-    bool ok = rc == 0;
-    if (ok && !v.placed) {
-        enum spw_dtype dt;
-        int ndim;
-        int64_t shape[SPW_TENSOR_MAX_DIMS];
-        spw_value_out_shape(&v, layout, &dt, &ndim, shape);
-        uint8_t *dst = asm_dst(r->a, &t, dt, ndim, shape);
-        if (dst)
-            spw_value_copy_out(&v, layout, dst);
-        ok = dst != NULL;
-    }
-    if (ok)
-        count_element(r);
-    asm_done(r->a, &t, ok);
+    asm_finish(r->a, &t, c, &v, rc == 0, &r->stats.elements);
     spw_value_free(&v);
     return true;
 }
