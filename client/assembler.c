@@ -318,43 +318,26 @@ static void *buffer_take(struct assembler *a, size_t bytes)
     return spw_batch_buffer_take(bytes);
 }
 
+static void *buffer_take_cb(void *ctx, size_t bytes)
+{
+    return buffer_take(ctx, bytes);
+}
+
 uint8_t *asm_dst(struct assembler *a, const struct asm_ticket *t, enum spw_dtype dt, int ndim, const int64_t *shape)
 {
     pthread_mutex_lock(&a->mu);
     struct slot *s = slot_of(a, t->gbatch);
-    uint8_t *dst = NULL;
-    if (s->shape_error)
-        goto out;
-    if (!s->data.data) {
-        size_t elem = spw_dtype_size(dt);
-        for (int i = 0; i < ndim; i++)
-            elem *= (size_t)shape[i];
-        if (!(s->data.data = buffer_take(a, elem * (size_t)s->n_pos))) {
-            s->shape_error = true;
-            snprintf(a->errmsg, sizeof a->errmsg, "out of memory for a batch");
-            goto out;
-        }
-        s->data.dtype = dt;
-        s->data.ndim = ndim + 1;
-        s->data.shape[0] = s->n_pos;
-        memcpy(s->data.shape + 1, shape, sizeof(int64_t) * (size_t)ndim);
-        s->elem_bytes = elem;
-        s->data.nbytes = elem * (size_t)s->n_pos;
+    const bool first = !s->data.data;
+    uint8_t *dst = s->shape_error ? NULL
+                                  : spw_batch_element_place(&s->data, &s->elem_bytes, s->n_pos, t->idx, dt, ndim,
+                                                            shape, buffer_take_cb, a, a->errmsg, sizeof a->errmsg);
+    s->shape_error = dst == NULL;
+    if (first && s->data.data) {
         /* Now that a batch's size is known, the window is what 3/4 of the prefetch budget holds (the rest is
          * for parked elements, see remote.c and job.c). */
         int64_t w = a->o.prefetch_bytes / 4 * 3 / (int64_t)(s->data.nbytes ? s->data.nbytes : 1);
         a->window = (int)(w < MIN_WINDOW ? MIN_WINDOW : w > RING ? RING : w);
     }
-    if (s->data.dtype != dt || s->data.ndim != ndim + 1 ||
-        memcmp(s->data.shape + 1, shape, sizeof(int64_t) * (size_t)ndim) != 0) {
-        s->shape_error = true;
-        snprintf(a->errmsg, sizeof a->errmsg,
-                 "batch: elements of one batch differ in shape (add a crop or a fixed-size resize, or use batch "
-                 "size 1)");
-        goto out;
-    }
-    dst = (uint8_t *)s->data.data + s->elem_bytes * (size_t)t->idx;
-out:
     pthread_mutex_unlock(&a->mu);
     return dst;
 }

@@ -156,6 +156,66 @@ static void print_json(const struct spw_pipeline_spec *spec, const struct spw_so
     printf("]}\n");
 }
 
+/* The simulated trainer: takes batches from a source (the executor or a job), dumps them, gives them back,
+ * paces itself to at most `rate` elements/s, and reports progress every 2 s. */
+struct consumer {
+    int (*next)(void *ctx, struct spw_batch **b);
+    void (*release)(void *ctx, struct spw_batch *b);
+    void *ctx;
+    const char *dump;
+    FILE *keys;
+    int quiet;
+    double t0, rate;
+};
+
+/* Consume until the end, an error, a signal or a failed dump (*status = 1). Returns the last next() code. */
+static int consume(const struct consumer *c, int *status)
+{
+    int64_t seq = 0, elements = 0;
+    double last = c->t0;
+    struct spw_batch *b;
+    int rc = 0;
+    while (!g_stop && (rc = c->next(c->ctx, &b)) == 0) {
+        elements += b->n;
+        if (c->dump && dump_batch(c->dump, seq, b, c->keys) != 0)
+            *status = 1;
+        c->release(c->ctx, b);
+        seq++;
+        double t = now_s();
+        /* A trainer that takes 1/R s per element: wait until this batch's share of time has passed. */
+        if (c->rate > 0 && elements / c->rate > t - c->t0)
+            usleep((useconds_t)((elements / c->rate - (t - c->t0)) * 1e6));
+        if (!c->quiet && t - last >= 2.0) {
+            fprintf(stderr, "spillctl: %lld batches, %lld elements, %.0f elements/s\n", (long long)seq,
+                    (long long)elements, elements / (t - c->t0));
+            last = t;
+        }
+        if (*status)
+            break;
+    }
+    return rc;
+}
+
+static int executor_next(void *ctx, struct spw_batch **b)
+{
+    return spw_executor_next(ctx, b);
+}
+
+static void executor_release(void *ctx, struct spw_batch *b)
+{
+    spw_executor_release(ctx, b);
+}
+
+static int job_next(void *ctx, struct spw_batch **b)
+{
+    return spw_job_next(ctx, b);
+}
+
+static void job_release(void *ctx, struct spw_batch *b)
+{
+    spw_job_release(ctx, b);
+}
+
 /* Run `batches` batches of the pipeline and throw them away. */
 static int warm_up(const struct spw_pipeline_spec *spec, const struct spw_source *src, int threads, int64_t batches)
 {
@@ -202,30 +262,16 @@ static int cmd_run(const char *pipeline, int threads, int64_t max_batches, int64
         goto out;
     }
     struct spw_executor_opts opts = {.threads = threads, .max_batches = max_batches};
-    double t0 = now_s(), last = t0;
+    double t0 = now_s();
     rc = spw_executor_create(spec, src, &opts, &ex, err, sizeof err);
     if (rc) {
         fprintf(stderr, "spillctl: %s\n", err);
         status = rc == SPW_ESPEC ? 2 : 1;
         goto out;
     }
-    int64_t seq = 0, elements = 0;
-    struct spw_batch *b;
-    while (!g_stop && (rc = spw_executor_next(ex, &b)) == 0) {
-        elements += b->n;
-        if (dump && dump_batch(dump, seq, b, keys) != 0)
-            status = 1;
-        spw_executor_release(ex, b);
-        seq++;
-        double t = now_s();
-        if (!quiet && t - last >= 2.0) {
-            fprintf(stderr, "spillctl: %lld batches, %lld elements, %.0f elements/s\n", (long long)seq,
-                    (long long)elements, elements / (t - t0));
-            last = t;
-        }
-        if (status)
-            break;
-    }
+    struct consumer cs = {.next = executor_next, .release = executor_release, .ctx = ex, .dump = dump, .keys = keys,
+                          .quiet = quiet, .t0 = t0};
+    rc = consume(&cs, &status);
     double secs = now_s() - t0;
     if (rc != 0 && rc != SPW_ECLOSED && !g_stop) {
         fprintf(stderr, "spillctl: run failed: %s: %s\n", spw_strerror(rc), spw_executor_errmsg(ex));
@@ -311,7 +357,7 @@ static int cmd_run_service(const char *pipeline, const struct service_args *sa, 
     o.prefetch_bytes = sa->prefetch_mb << 20;
     o.credit_bytes = sa->credit_mb << 20;
     o.max_batches = max_batches;
-    double t0 = now_s(), last = t0;
+    double t0 = now_s();
     int rc = spw_job_create_json(text, &o, &job, err, sizeof err);
     free(text);
     if (rc) {
@@ -319,26 +365,9 @@ static int cmd_run_service(const char *pipeline, const struct service_args *sa, 
         status = rc == SPW_ESPEC ? 2 : 1;
         goto out;
     }
-    int64_t seq = 0, elements = 0;
-    struct spw_batch *b;
-    while (!g_stop && (rc = spw_job_next(job, &b)) == 0) {
-        elements += b->n;
-        if (dump && dump_batch(dump, seq, b, keys) != 0)
-            status = 1;
-        spw_job_release(job, b);
-        seq++;
-        double t = now_s();
-        /* A trainer that takes 1/R s per element: wait until this batch's share of time has passed. */
-        if (sa->consume_rate > 0 && elements / sa->consume_rate > t - t0)
-            usleep((useconds_t)((elements / sa->consume_rate - (t - t0)) * 1e6));
-        if (!quiet && t - last >= 2.0) {
-            fprintf(stderr, "spillctl: %lld batches, %lld elements, %.0f elements/s\n", (long long)seq,
-                    (long long)elements, elements / (t - t0));
-            last = t;
-        }
-        if (status)
-            break;
-    }
+    struct consumer cs = {.next = job_next, .release = job_release, .ctx = job, .dump = dump, .keys = keys,
+                          .quiet = quiet, .t0 = t0, .rate = sa->consume_rate};
+    rc = consume(&cs, &status);
     double secs = now_s() - t0;
     if (rc != 0 && rc != SPW_ECLOSED && !g_stop) {
         fprintf(stderr, "spillctl: run failed: %s: %s\n", spw_strerror(rc), spw_job_errmsg(job));

@@ -197,37 +197,20 @@ void *spw_batch_buffer_take(size_t bytes)
 
 /* Memory for position pos of slot s, allocating the slot's batch tensor at its first element. Returns NULL
  * (and flags the batch) when this element's shape differs from the batch's. Called with mu held. */
+static void *pool_take_cb(void *ctx, size_t bytes)
+{
+    return pool_take(ctx, bytes);
+}
+
 static uint8_t *slot_memory(struct spw_executor *ex, struct slot *s, int pos, enum spw_dtype dt, int ndim,
                             const int64_t *shape)
 {
     if (s->shape_error)
         return NULL;
-    if (!s->data.data) {
-        size_t elem = spw_dtype_size(dt);
-        for (int i = 0; i < ndim; i++)
-            elem *= (size_t)shape[i];
-        s->data.data = pool_take(ex, elem * (size_t)s->n_pos);
-        if (!s->data.data) {
-            s->shape_error = true;
-            snprintf(ex->errmsg, sizeof ex->errmsg, "out of memory for a batch");
-            return NULL;
-        }
-        s->data.dtype = dt;
-        s->data.ndim = ndim + 1;
-        s->data.shape[0] = s->n_pos;
-        memcpy(s->data.shape + 1, shape, sizeof(int64_t) * (size_t)ndim);
-        s->elem_bytes = elem;
-        s->data.nbytes = elem * (size_t)s->n_pos;
-    }
-    if (s->data.dtype != dt || s->data.ndim != ndim + 1 ||
-        memcmp(s->data.shape + 1, shape, sizeof(int64_t) * (size_t)ndim) != 0) {
-        s->shape_error = true;
-        snprintf(ex->errmsg, sizeof ex->errmsg,
-                 "batch: elements of one batch differ in shape (add a crop or a fixed-size resize, or use batch "
-                 "size 1)");
-        return NULL;
-    }
-    return (uint8_t *)s->data.data + s->elem_bytes * (size_t)pos;
+    uint8_t *p = spw_batch_element_place(&s->data, &s->elem_bytes, s->n_pos, pos, dt, ndim, shape, pool_take_cb, ex,
+                                         ex->errmsg, sizeof ex->errmsg);
+    s->shape_error = p == NULL;
+    return p;
 }
 
 struct place_req {
@@ -521,6 +504,35 @@ void spw_executor_release(struct spw_executor *ex, struct spw_batch *b)
     }
     pthread_mutex_unlock(&ex->mu);
     spw_batch_free(b);
+}
+
+uint8_t *spw_batch_element_place(struct spw_tensor *data, size_t *elem_bytes, int n, int idx, enum spw_dtype dt,
+                                 int ndim, const int64_t *shape, void *(*take)(void *ctx, size_t bytes), void *ctx,
+                                 char *err, size_t errlen)
+{
+    if (!data->data) {
+        size_t elem = spw_dtype_size(dt);
+        for (int i = 0; i < ndim; i++)
+            elem *= (size_t)shape[i];
+        if (!(data->data = take(ctx, elem * (size_t)n))) {
+            snprintf(err, errlen, "out of memory for a batch");
+            return NULL;
+        }
+        data->dtype = dt;
+        data->ndim = ndim + 1;
+        data->shape[0] = n;
+        memcpy(data->shape + 1, shape, sizeof(int64_t) * (size_t)ndim);
+        *elem_bytes = elem;
+        data->nbytes = elem * (size_t)n;
+    }
+    if (data->dtype != dt || data->ndim != ndim + 1 ||
+        memcmp(data->shape + 1, shape, sizeof(int64_t) * (size_t)ndim) != 0) {
+        snprintf(err, errlen,
+                 "batch: elements of one batch differ in shape (add a crop or a fixed-size resize, or use batch "
+                 "size 1)");
+        return NULL;
+    }
+    return (uint8_t *)data->data + *elem_bytes * (size_t)idx;
 }
 
 int spw_batch_build(const struct spw_source *src, int64_t epoch, int64_t index, int n_pos, const int64_t *samples,

@@ -66,6 +66,13 @@ void spw_executor_destroy(struct spw_executor *ex);
  * positions. Labels and keys come from src. Returns 0 or -ENOMEM. */
 int spw_batch_build(const struct spw_source *src, int64_t epoch, int64_t index, int n_pos, const int64_t *samples,
                     const bool *ok, struct spw_tensor *data, size_t elem_bytes, struct spw_batch **out);
+/* Where element idx of an n-element batch tensor goes, given its dtype and shape: the first call allocates
+ * *data (spw_batch_buffer_size(n * element bytes) from take(ctx, bytes)) and sets *elem_bytes; later calls
+ * check the element has the same dtype and shape. Returns the address, or NULL with a message in err (out
+ * of memory, or elements of one batch differing in shape). Not thread-safe on one tensor. */
+uint8_t *spw_batch_element_place(struct spw_tensor *data, size_t *elem_bytes, int n, int idx, enum spw_dtype dt,
+                                 int ndim, const int64_t *shape, void *(*take)(void *ctx, size_t bytes), void *ctx,
+                                 char *err, size_t errlen);
 /* Batch buffers: huge-page backed, reused through a small process-wide cache (first touches of fresh memory
  * are slow). take returns spw_batch_buffer_size(bytes) bytes or NULL; put hands one back (or frees it). */
 void *spw_batch_buffer_take(size_t bytes);
