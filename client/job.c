@@ -151,6 +151,8 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
     int rc = spw_source_open(&j->spec->source, &j->src, err, errlen);
     if (rc)
         return rc;
+    j->st.samples = j->src->n;
+    j->st.manifest_hash = j->src->manifest_hash;
     if (!j->o.dispatcher) {
         struct spw_executor_opts eo = {
             .threads = j->o.local_cores > 0 ? j->o.local_cores : (int)sysconf(_SC_NPROCESSORS_ONLN),

@@ -127,14 +127,9 @@ static void json_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static void print_json(const struct spw_pipeline_spec *spec, const struct spw_source *src,
-                       const struct spw_exec_stats *st, double secs, int threads)
+/* The fusion groups (the cut points) as JSON objects, comma-separated. */
+static void print_groups(const struct spw_pipeline_spec *spec)
 {
-    printf("{\"elements\": %lld, \"batches\": %lld, \"skipped\": %lld, \"seconds\": %.6f, "
-           "\"elements_per_s\": %.3f, \"threads\": %d, \"samples_in_source\": %lld, "
-           "\"manifest_hash\": \"%016llx\", \"groups\": [",
-           (long long)st->elements, (long long)st->batches, (long long)st->skipped, secs,
-           secs > 0 ? st->elements / secs : 0.0, threads, (long long)src->n, (unsigned long long)src->manifest_hash);
     struct spw_group groups[256];
     int ng = spw_fusion_groups(spec, groups);
     for (int g = 0; g < ng; g++) {
@@ -143,6 +138,17 @@ static void print_json(const struct spw_pipeline_spec *spec, const struct spw_so
             printf("%s\"%s\"", i ? ", " : "", spw_op_name(spec->ops[groups[g].first + i].kind));
         printf("]}");
     }
+}
+
+static void print_json(const struct spw_pipeline_spec *spec, const struct spw_source *src,
+                       const struct spw_exec_stats *st, double secs, int threads)
+{
+    printf("{\"elements\": %lld, \"batches\": %lld, \"skipped\": %lld, \"seconds\": %.6f, "
+           "\"elements_per_s\": %.3f, \"threads\": %d, \"samples_in_source\": %lld, "
+           "\"manifest_hash\": \"%016llx\", \"groups\": [",
+           (long long)st->elements, (long long)st->batches, (long long)st->skipped, secs,
+           secs > 0 ? st->elements / secs : 0.0, threads, (long long)src->n, (unsigned long long)src->manifest_hash);
+    print_groups(spec);
     printf("], \"ops\": [");
     for (int i = 0; i < st->n_steps; i++) {
         const struct spw_op_stat *o = &st->steps[i];
@@ -318,17 +324,24 @@ static char *read_text(const char *path, char *err, size_t errlen)
     return text;
 }
 
-static void print_service_json(const struct spw_job_stats *st, double secs, const struct service_args *sa)
+/* The local run's summary (without per-op stats, which stay on the workers) plus the service's: the job, the
+ * cut, and what each producer class delivered. */
+static void print_service_json(const struct spw_pipeline_spec *spec, const struct spw_job_stats *st, double secs,
+                               const struct service_args *sa)
 {
     printf("{\"elements\": %lld, \"batches\": %lld, \"skipped\": %lld, \"seconds\": %.6f, "
-           "\"elements_per_s\": %.3f, \"job\": %llu, \"cut\": %d, \"groups\": %d, \"local_cores\": %d, "
-           "\"ordered\": %s, \"producers\": {\"remote\": %lld, \"local\": %lld, \"rescue\": %lld}, "
-           "\"duplicates_dropped\": %lld, \"bytes_received\": %lld, \"workers\": %d}\n",
+           "\"elements_per_s\": %.3f, \"threads\": %d, \"samples_in_source\": %lld, \"manifest_hash\": \"%016llx\", "
+           "\"groups\": [",
            (long long)st->elements, (long long)st->batches, (long long)st->skipped, secs,
-           secs > 0 ? st->elements / secs : 0.0, (unsigned long long)st->job, st->cut, st->groups, sa->local_cores,
-           sa->ordered ? "true" : "false", (long long)st->remote_elements, (long long)st->local_elements,
-           (long long)st->rescued_elements, (long long)st->duplicates_dropped, (long long)st->bytes_received,
-           st->workers);
+           secs > 0 ? st->elements / secs : 0.0, sa->local_cores, (long long)st->samples,
+           (unsigned long long)st->manifest_hash);
+    print_groups(spec);
+    printf("], \"job\": %llu, \"cut\": %d, \"local_cores\": %d, \"ordered\": %s, "
+           "\"producers\": {\"remote\": %lld, \"local\": %lld, \"rescue\": %lld}, \"duplicates_dropped\": %lld, "
+           "\"bytes_received\": %lld, \"workers\": %d}\n",
+           (unsigned long long)st->job, st->cut, sa->local_cores, sa->ordered ? "true" : "false",
+           (long long)st->remote_elements, (long long)st->local_elements, (long long)st->rescued_elements,
+           (long long)st->duplicates_dropped, (long long)st->bytes_received, st->workers);
 }
 
 static int cmd_run_service(const char *pipeline, const struct service_args *sa, int64_t max_batches,
@@ -339,12 +352,15 @@ static int cmd_run_service(const char *pipeline, const struct service_args *sa, 
     FILE *keys = NULL;
     struct spw_job *job = NULL;
     int status = 0;
-    if (!text) {
-        fprintf(stderr, "spillctl: %s\n", err);
+    struct spw_pipeline_spec *spec = NULL;
+    if (!text || spw_spec_parse_json(text, &spec, err, sizeof err) != 0) {
+        fprintf(stderr, "spillctl: %s%s%s\n", text ? pipeline : "", text ? ": " : "", err);
+        free(text);
         return 2;
     }
     if (dump && !(keys = open_dump(dump))) {
         free(text);
+        spw_spec_free(spec);
         return 1;
     }
     struct spw_job_opts o;
@@ -376,7 +392,7 @@ static int cmd_run_service(const char *pipeline, const struct service_args *sa, 
     struct spw_job_stats st;
     spw_job_stats(job, &st);
     if (json)
-        print_service_json(&st, secs, sa);
+        print_service_json(spec, &st, secs, sa);
     else if (!quiet)
         fprintf(stderr, "spillctl: done: job %llu, %lld elements in %lld batches (%lld from workers, %lld local, "
                         "%lld rescued), %lld skipped, %.2f s, %.1f elements/s\n",
@@ -387,6 +403,7 @@ out:
     if (keys)
         fclose(keys);
     spw_job_destroy(job);
+    spw_spec_free(spec);
     return status;
 }
 

@@ -133,7 +133,7 @@ svc, loc = last(sys.argv[1]), last(sys.argv[2])
 p = svc["producers"]
 print("   service: %d elements in %d batches, %.2f s: %.0f elements/s (from workers %d, client threads %d, "
       "rescued %d; cut %d of %d groups)" % (svc["elements"], svc["batches"], svc["seconds"], svc["elements_per_s"],
-      p["remote"], p["local"], p["rescue"], svc["cut"], svc["groups"]))
+      p["remote"], p["local"], p["rescue"], svc["cut"], len(svc["groups"])))
 print("   local:   %d elements, %.0f elements/s with %d threads in one process" % (
       loc["elements"], loc["elements_per_s"], loc["threads"]))
 print("   (here all of it shares this machine'"'"'s %s cores; on a real cluster the workers add their own cores)" % sys.argv[3])

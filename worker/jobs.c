@@ -23,6 +23,7 @@
 #include "pipeline/wire.h"
 
 #define MSG_TARGET_BYTES (1u << 20)
+#define LEASE_AHEAD 2                   /* splits a producer holds: the one it works on and the next */
 #define MAX_THREADS 64
 
 struct msg {                    /* one encoded ElementBatch: iovecs over scratch + data + labels */
@@ -238,14 +239,17 @@ static void *place_cb(void *opaque, enum spw_dtype dt, int ndim, const int64_t *
     return element_slot(pc->jb, pc->bd, dt, ndim, shape);
 }
 
-static int lease(struct job *jb, Spillway__V1__Lease *out)
+/* Lease up to `want` splits into out. Returns how many (>= 0), LEASE_FINISHED when the job has nothing left,
+ * or -1 on an RPC failure. Leases outside the job (positions, cut) are refused, with a log line. */
+#define LEASE_FINISHED -2
+static int lease(struct job *jb, Spillway__V1__Lease *out, int want)
 {
     Spillway__V1__LeaseSplitRequest req = SPILLWAY__V1__LEASE_SPLIT_REQUEST__INIT;
     pthread_mutex_lock(&jb->owner->mu);
     req.worker_id = jb->owner->worker_id;
     pthread_mutex_unlock(&jb->owner->mu);
     req.job = jb->id;
-    req.max_splits = 1;
+    req.max_splits = want;
     req.manifest_hash = jb->manifest_hash;
     uint8_t *resp = NULL;
     size_t len = 0;
@@ -261,12 +265,19 @@ static int lease(struct job *jb, Spillway__V1__Lease *out)
     if (!r)
         return -1;
     int got = 0;
-    if (r->n_leases == 1) {
-        *out = *r->leases[0];
-        got = 1;
-    } else if (r->finished) {
-        got = 2;
+    for (size_t i = 0; i < r->n_leases && got < want; i++) {
+        const Spillway__V1__Lease *l = r->leases[i];
+        if (l->first_position < 0 || l->count <= 0 || l->first_position + l->count > jb->src->n || l->cut < 0 ||
+            l->cut > jb->ctx.n_groups) {
+            spw_log(SPW_LOG_ERROR, "worker", "refused lease job=%llu epoch=%llu split=%llu: positions [%lld, +%d) or "
+                    "cut %d outside the job", (unsigned long long)jb->id, (unsigned long long)l->epoch,
+                    (unsigned long long)l->split, (long long)l->first_position, l->count, l->cut);
+            continue;
+        }
+        out[got++] = *l;
     }
+    if (!got && r->finished)
+        got = LEASE_FINISHED;
     spillway__v1__lease_split_response__free_unpacked(r, NULL);
     return got;
 }
@@ -280,20 +291,27 @@ static void *producer(void *arg)
     bd.b.samples = bd.samples;
     bd.b.tombstones = bd.tombstones;
     char err[512];
+    Spillway__V1__Lease held[LEASE_AHEAD];     /* leased, not started: the next split is at hand */
+    int n_held = 0;
     for (;;) {
         pthread_mutex_lock(&jb->mu);
         bool stop = jb->stopping;
         pthread_mutex_unlock(&jb->mu);
         if (stop)
             break;
-        Spillway__V1__Lease l;
-        int got = lease(jb, &l);
-        if (got == 2)
-            break;                                   /* the job has nothing left */
-        if (got != 1) {
-            usleep(50 * 1000);
-            continue;
+        if (n_held < LEASE_AHEAD) {
+            int got = lease(jb, held + n_held, LEASE_AHEAD - n_held);
+            if (got == LEASE_FINISHED && n_held == 0)
+                break;                               /* the job has nothing left */
+            if (got > 0)
+                n_held += got;
+            if (n_held == 0) {
+                usleep(50 * 1000);
+                continue;
+            }
         }
+        Spillway__V1__Lease l = held[0];
+        memmove(held, held + 1, sizeof held[0] * (size_t)--n_held);
         bd.b.job = jb->id;
         bd.b.epoch = l.epoch;
         bd.b.split = l.split;

@@ -54,6 +54,8 @@ const char *spw_job_errmsg(const struct spw_job *job);
 struct spw_job_stats {
     uint64_t job;               /* the dispatcher's job id; 0 in-process */
     int cut, groups;            /* the cut elements arrive at; fusion groups */
+    int64_t samples;            /* in the source's manifest */
+    uint64_t manifest_hash;
     int64_t elements, batches, skipped;
     int64_t remote_elements;    /* delivered elements produced by workers */
     int64_t local_elements;     /* ... by this client's threads on its own splits */
