@@ -142,12 +142,48 @@ fail:
 
 /* ---- elements ---- */
 
-/* A view of element i of a received tensor as an engine value (not owned). */
-static struct spw_value view_of(const struct spw_wire_tensor *t, size_t i)
+/* A received message in the parts gRPC holds it in, and a scratch buffer for an element that spans parts. */
+struct received {
+    const struct iovec *parts;
+    int n;
+    uint8_t *scratch;
+    size_t scratch_cap;
+};
+
+/* Element bytes [off, off + len) of the message: a pointer into the part that holds them all, or NULL. */
+static const uint8_t *in_one_part(const struct received *rx, size_t off, size_t len)
+{
+    for (int i = 0; i < rx->n; i++) {
+        if (off < rx->parts[i].iov_len)
+            return off + len <= rx->parts[i].iov_len ? (const uint8_t *)rx->parts[i].iov_base + off : NULL;
+        off -= rx->parts[i].iov_len;
+    }
+    return NULL;
+}
+
+/* The element's bytes contiguous: in place, or gathered into the scratch buffer. NULL: out of memory. */
+static const uint8_t *contiguous(struct received *rx, size_t off, size_t len)
+{
+    const uint8_t *p = in_one_part(rx, off, len);
+    if (p)
+        return p;
+    if (rx->scratch_cap < len) {
+        uint8_t *ns = realloc(rx->scratch, len);
+        if (!ns)
+            return NULL;
+        rx->scratch = ns;
+        rx->scratch_cap = len;
+    }
+    spw_wire_copy(rx->parts, rx->n, off, len, rx->scratch);
+    return rx->scratch;
+}
+
+/* A view of element i of a received tensor, its bytes at p, as an engine value (not owned). */
+static struct spw_value view_of(const struct spw_wire_tensor *t, const uint8_t *data)
 {
     struct spw_value v = {.placed = true};
     const size_t eb = t->nbytes / (size_t)t->shape[0];
-    uint8_t *p = (uint8_t *)t->data + i * eb;
+    uint8_t *p = (uint8_t *)data;
     if (t->dtype == SPW_DTYPE_U8 && t->ndim == 4 && t->shape[3] == 3) {
         v.img = (struct spw_image){.w = (int)t->shape[2], .h = (int)t->shape[1], .c = 3,
                                    .stride = (size_t)t->shape[2] * 3, .data = p};
@@ -200,16 +236,38 @@ static void *place_cb(void *opaque, enum spw_dtype dt, int ndim, const int64_t *
 
 /* Finish one received element: claim it, run the suffix if any, put it in its batch (or park it).
  * Returns false for a duplicate. */
-static bool take_element(struct remote *r, const struct spw_wire_batch *b, size_t i)
+static bool take_element(struct remote *r, struct received *rx, const struct spw_wire_batch *b, size_t i)
 {
     struct asm_ticket t;
     enum asm_claim c = asm_claim(r->a, b->epoch, b->positions[i], &t);
     if (c == ASM_DUP || c == ASM_DROP)
         return c == ASM_DROP;
     const enum spw_layout layout = r->ctx->spec->batch.layout;
-    struct spw_value view = view_of(&b->tensors[0], i), v = {0};
+    const struct spw_wire_tensor *wt = &b->tensors[0];
+    const size_t eb = wt->nbytes / (size_t)wt->shape[0], off = wt->offset + i * eb;
     char err[256] = "";
     int rc = 0;
+    struct spw_value shape_only = view_of(wt, NULL), v = {0};
+    if (b->cut == r->job.groups && c == ASM_PLACE && (shape_only.is_tensor || layout == SPW_LAYOUT_HWC)) {
+        /* The one copy: from the received parts straight into the batch. */
+        enum spw_dtype dt;
+        int ndim;
+        int64_t shape[SPW_TENSOR_MAX_DIMS];
+        spw_value_out_shape(&shape_only, layout, &dt, &ndim, shape);
+        uint8_t *dst = asm_dst(r->a, &t, dt, ndim, shape);
+        if (dst)
+            spw_wire_copy(rx->parts, rx->n, off, eb, dst);
+        struct spw_value written = {.placed = true};
+        asm_finish(r->a, &t, c, &written, dst != NULL, &r->stats.elements);
+        return true;
+    }
+    const uint8_t *bytes = contiguous(rx, off, eb);
+    if (!bytes) {
+        asm_finish(r->a, &t, c, &v, false, NULL);
+        asm_fail(r->a, -ENOMEM, "out of memory receiving an element");
+        return true;
+    }
+    struct spw_value view = view_of(wt, bytes);
     if (b->cut == r->job.groups && c == ASM_PLACE) {
         struct spw_value in = view;     /* copied once, into the batch; the message stays the owner */
         in.placed = false;
@@ -316,6 +374,7 @@ static void *stream_main(void *arg)
     struct spw_rpc_channel *ch = NULL;
     struct spw_rpc_stream *st = NULL;
     bool call_ended = false;
+    struct received rx = {0};
     if (spw_rpc_channel_create(s->addr, &co, &ch) != 0 ||
         spw_rpc_stream_open(ch, "/spillway.v1.Worker/StreamElements", 0, &st) != 0)
         goto out;
@@ -330,19 +389,20 @@ static void *stream_main(void *arg)
     if (send_credit(st, r, grant) != 0)
         goto out;
     while (!stopping(r)) {
-        uint8_t *m;
-        size_t len;
-        int rc = spw_rpc_stream_recv(st, 200, &m, &len);
+        struct spw_rpc_msg *m;
+        int rc = spw_rpc_stream_recv_parts(st, 200, &m);
         if (rc == -ETIMEDOUT)
             continue;
         if (rc != 1) {
             call_ended = true;      /* the worker finished or the call failed: its status says which */
             break;
         }
+        size_t len;
+        rx.parts = spw_rpc_msg_parts(m, &rx.n, &len);
         struct spw_wire_batch b;
         char err[256];
         const char *bad = NULL;
-        if (spw_wire_decode(m, len, &b, err, sizeof err) != 0)
+        if (spw_wire_decode_parts(rx.parts, rx.n, &b, err, sizeof err) != 0)
             bad = err;
         else if ((bad = check_batch(r, &b)) != NULL)
             spw_wire_batch_free(&b);
@@ -351,7 +411,7 @@ static void *stream_main(void *arg)
              * through re-leases or the head rescue; nothing is delivered from this message. */
             spw_log(SPW_LOG_ERROR, "client", "bad message from worker=%s err=\"%s\": closing its stream", s->addr,
                     bad);
-            free(m);
+            spw_rpc_msg_free(m);
             pthread_mutex_lock(&r->mu);
             r->stats.bad_messages++;
             pthread_mutex_unlock(&r->mu);
@@ -359,11 +419,11 @@ static void *stream_main(void *arg)
         }
         int64_t dups = 0;
         for (size_t i = 0; i < b.n_positions; i++)
-            dups += !take_element(r, &b, i);
+            dups += !take_element(r, &rx, &b, i);
         for (size_t i = 0; i < b.n_tombstones; i++)
             take_tombstone(r, b.epoch, b.tombstones[i]);
         spw_wire_batch_free(&b);
-        free(m);
+        spw_rpc_msg_free(m);
         pthread_mutex_lock(&r->mu);
         r->stats.duplicates += dups;
         r->stats.bytes += (int64_t)len;
@@ -381,6 +441,7 @@ static void *stream_main(void *arg)
         }
     }
 out:
+    free(rx.scratch);
     pthread_mutex_lock(&r->mu);
     s->st = NULL;
     pthread_mutex_unlock(&r->mu);

@@ -323,10 +323,9 @@ int spw_rpc_stream_close_send(struct spw_rpc_stream *st)
 
 /* ---- recv ---- */
 
-int spw_rpc_stream_recv(struct spw_rpc_stream *st, int timeout_ms, uint8_t **msg, size_t *len)
+/* Receive one message as gRPC's byte buffer (*bb, caller destroys). Returns as spw_rpc_stream_recv. */
+static int recv_bb(struct spw_rpc_stream *st, int timeout_ms, grpc_byte_buffer **out)
 {
-    if (!st || !msg || !len)
-        return -EINVAL;
     if (st->recv_ended)
         return 0;
     if (st->recv_failed)
@@ -365,9 +364,89 @@ int spw_rpc_stream_recv(struct spw_rpc_stream *st, int timeout_ms, uint8_t **msg
         st->recv_ended = 1;
         return 0;
     }
-    int r = spw_rpc__bb_flatten(bb, msg, len);
+    *out = bb;
+    return 1;
+}
+
+int spw_rpc_stream_recv(struct spw_rpc_stream *st, int timeout_ms, uint8_t **msg, size_t *len)
+{
+    if (!st || !msg || !len)
+        return -EINVAL;
+    grpc_byte_buffer *bb;
+    int r = recv_bb(st, timeout_ms, &bb);
+    if (r != 1)
+        return r;
+    r = spw_rpc__bb_flatten(bb, msg, len);
     grpc_byte_buffer_destroy(bb);
     return r < 0 ? r : 1;
+}
+
+struct spw_rpc_msg {
+    grpc_slice *slices;
+    struct iovec *iov;
+    int n;
+    size_t len;
+};
+
+void spw_rpc_msg_free(struct spw_rpc_msg *m)
+{
+    if (!m)
+        return;
+    for (int i = 0; i < m->n; i++)
+        grpc_slice_unref(m->slices[i]);
+    free(m->slices);
+    free(m->iov);
+    free(m);
+}
+
+const struct iovec *spw_rpc_msg_parts(const struct spw_rpc_msg *m, int *n, size_t *len)
+{
+    *n = m->n;
+    *len = m->len;
+    return m->iov;
+}
+
+int spw_rpc_stream_recv_parts(struct spw_rpc_stream *st, int timeout_ms, struct spw_rpc_msg **out)
+{
+    if (!st || !out)
+        return -EINVAL;
+    grpc_byte_buffer *bb;
+    int r = recv_bb(st, timeout_ms, &bb);
+    if (r != 1)
+        return r;
+    struct spw_rpc_msg *m = calloc(1, sizeof *m);
+    grpc_byte_buffer_reader rd;
+    const int inited = m && grpc_byte_buffer_reader_init(&rd, bb);
+    int cap = 0, ok = inited;
+    grpc_slice s;
+    while (ok && grpc_byte_buffer_reader_next(&rd, &s)) {   /* the reader hands out references */
+        if (m->n == cap) {
+            cap = cap ? 2 * cap : 64;
+            grpc_slice *ns = realloc(m->slices, (size_t)cap * sizeof *ns);
+            if (ns)
+                m->slices = ns;
+            if (!ns) {
+                grpc_slice_unref(s);
+                ok = 0;
+                break;
+            }
+        }
+        m->slices[m->n++] = s;
+        m->len += GRPC_SLICE_LENGTH(s);
+    }
+    if (inited)
+        grpc_byte_buffer_reader_destroy(&rd);
+    grpc_byte_buffer_destroy(bb);
+    if (ok && !(m->iov = malloc(sizeof *m->iov * (size_t)(m->n ? m->n : 1))))
+        ok = 0;
+    if (!ok) {
+        spw_rpc_msg_free(m);
+        return -ENOMEM;
+    }
+    for (int i = 0; i < m->n; i++)
+        m->iov[i] = (struct iovec){GRPC_SLICE_START_PTR(m->slices[i]), GRPC_SLICE_LENGTH(m->slices[i])};
+    *out = m;
+    return 1;
 }
 
 void spw_rpc_stream_cancel(struct spw_rpc_stream *st)

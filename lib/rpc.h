@@ -159,6 +159,13 @@ int spw_rpc_stream_send(struct spw_rpc_stream *st, const struct iovec *iov, int 
  * may run concurrently with the sender. */
 int spw_rpc_stream_recv(struct spw_rpc_stream *st, int timeout_ms, uint8_t **msg, size_t *len);
 
+/* Receive one message as it arrived, in parts (gRPC's slices): no copy. Returns as spw_rpc_stream_recv,
+ * with *out to free with spw_rpc_msg_free. */
+struct spw_rpc_msg;
+int spw_rpc_stream_recv_parts(struct spw_rpc_stream *st, int timeout_ms, struct spw_rpc_msg **out);
+/* The message's parts in order (valid until spw_rpc_msg_free), their count and total length. */
+const struct iovec *spw_rpc_msg_parts(const struct spw_rpc_msg *m, int *n, size_t *len);
+void spw_rpc_msg_free(struct spw_rpc_msg *m);
 /* Client half-close: no more messages from this side. Called by the sender thread. 0 or -ECANCELED. */
 int spw_rpc_stream_close_send(struct spw_rpc_stream *st);
 

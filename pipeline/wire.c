@@ -162,17 +162,81 @@ int spw_wire_encode(const struct spw_wire_batch *b, uint8_t *scratch, size_t scr
 
 /* ---- decoding ---- */
 
+/* A reader over a message in parts (gRPC hands a message over as slices): a position and a limit in the
+ * whole message, and where that position is in the parts. */
 struct reader {
-    const uint8_t *p, *end;
+    const struct iovec *iov;
+    int n, i;                   /* parts; the current one */
+    const uint8_t *p, *pe;      /* position in the current part, its end */
+    size_t pos, end;            /* absolute position; limit */
 };
+
+static void reader_init(struct reader *r, const struct iovec *iov, int n)
+{
+    size_t total = 0;
+    for (int k = 0; k < n; k++)
+        total += iov[k].iov_len;
+    *r = (struct reader){.iov = iov, .n = n, .i = 0, .pos = 0, .end = total};
+    r->p = n ? iov[0].iov_base : NULL;
+    r->pe = n ? r->p + iov[0].iov_len : NULL;
+}
+
+static size_t left(const struct reader *r)
+{
+    return r->end - r->pos;
+}
+
+/* Move to the next part while the current one is used up (and there are bytes left). */
+static void settle(struct reader *r)
+{
+    while (r->p == r->pe && r->i + 1 < r->n) {
+        r->i++;
+        r->p = r->iov[r->i].iov_base;
+        r->pe = r->p + r->iov[r->i].iov_len;
+    }
+}
+
+static int get_byte(struct reader *r, uint8_t *c)
+{
+    if (r->pos >= r->end)
+        return -1;
+    settle(r);
+    *c = *r->p++;
+    r->pos++;
+    return 0;
+}
+
+static int skip(struct reader *r, uint64_t n)
+{
+    if (n > left(r))
+        return -1;
+    r->pos += n;
+    while (n) {
+        settle(r);
+        size_t here = (size_t)(r->pe - r->p) < n ? (size_t)(r->pe - r->p) : (size_t)n;
+        r->p += here;
+        n -= here;
+    }
+    return 0;
+}
+
+/* A reader limited to the next len bytes (the caller then skips them in r). */
+static int sub_reader(const struct reader *r, uint64_t len, struct reader *sub)
+{
+    if (len > left(r))
+        return -1;
+    *sub = *r;
+    sub->end = r->pos + len;
+    return 0;
+}
 
 static int get_varint(struct reader *r, uint64_t *v)
 {
     uint64_t x = 0;
     for (int shift = 0; shift < 64; shift += 7) {
-        if (r->p >= r->end)
+        uint8_t c;
+        if (get_byte(r, &c))
             return -1;
-        uint8_t c = *r->p++;
         x |= (uint64_t)(c & 0x7f) << shift;
         if (!(c & 0x80)) {
             *v = x;
@@ -187,13 +251,9 @@ static int skip_field(struct reader *r, int wt)
     uint64_t n;
     switch (wt) {
     case WT_VARINT: return get_varint(r, &n);
-    case WT_I64: if (r->end - r->p < 8) return -1; r->p += 8; return 0;
-    case WT_I32: if (r->end - r->p < 4) return -1; r->p += 4; return 0;
-    case WT_LEN:
-        if (get_varint(r, &n) || n > (uint64_t)(r->end - r->p))
-            return -1;
-        r->p += n;
-        return 0;
+    case WT_I64: return skip(r, 8);
+    case WT_I32: return skip(r, 4);
+    case WT_LEN: return get_varint(r, &n) ? -1 : skip(r, n);
     default: return -1;
     }
 }
@@ -213,20 +273,20 @@ static int get_repeated(struct reader *r, int wt, int64_t **arr, size_t *n, size
         return 0;
     }
     uint64_t len;
-    if (wt != WT_LEN || get_varint(r, &len) || len > (uint64_t)(r->end - r->p))
+    struct reader sub, count_r;
+    if (wt != WT_LEN || get_varint(r, &len) || sub_reader(r, len, &sub) || skip(r, len))
         return -1;
-    struct reader sub = {r->p, r->p + len};
-    r->p += len;
     size_t count = 0;                       /* count first, then allocate once */
-    for (const uint8_t *q = sub.p; q < sub.end; q++)
-        count += !(*q & 0x80);
+    uint8_t c;
+    for (count_r = sub; !get_byte(&count_r, &c);)
+        count += !(c & 0x80);
     if (*n + count > cap)
         return -1;
     int64_t *a = realloc(*arr, (*n + count + 1) * sizeof **arr);
     if (!a)
         return -1;
     *arr = a;
-    while (sub.p < sub.end) {
+    while (left(&sub)) {
         if (get_varint(&sub, &v))
             return -1;
         a[(*n)++] = (int64_t)v;
@@ -237,14 +297,13 @@ static int get_repeated(struct reader *r, int wt, int64_t **arr, size_t *n, size
 static int get_tensor(struct reader *r, struct spw_wire_tensor *t, char *err, size_t errlen)
 {
     uint64_t len, key, v = 0;
-    if (get_varint(r, &len) || len > (uint64_t)(r->end - r->p)) {
+    struct reader sub;
+    if (get_varint(r, &len) || sub_reader(r, len, &sub) || skip(r, len)) {
         snprintf(err, errlen, "tensor: bad length");
         return SPW_EFORMAT;
     }
-    struct reader sub = {r->p, r->p + len};
-    r->p += len;
     memset(t, 0, sizeof *t);
-    while (sub.p < sub.end) {
+    while (left(&sub)) {
         if (get_varint(&sub, &key))
             goto bad;
         int field = (int)(key >> 3), wt = (int)(key & 7);
@@ -255,13 +314,11 @@ static int get_tensor(struct reader *r, struct spw_wire_tensor *t, char *err, si
         } else if (field == T_SHAPE && (wt == WT_VARINT || wt == WT_LEN)) {
             struct reader vals = sub;
             if (wt == WT_LEN) {                      /* packed */
-                if (get_varint(&sub, &v) || v > (uint64_t)(sub.end - sub.p))
+                if (get_varint(&sub, &v) || sub_reader(&sub, v, &vals) || skip(&sub, v))
                     goto bad;
-                vals = (struct reader){sub.p, sub.p + v};
-                sub.p += v;
             }
             bool first = true;
-            while (wt == WT_VARINT ? first : vals.p < vals.end) {
+            while (wt == WT_VARINT ? first : left(&vals) > 0) {
                 first = false;
                 if (t->ndim >= SPW_TENSOR_MAX_DIMS) {
                     snprintf(err, errlen, "tensor: more than %d dims", SPW_TENSOR_MAX_DIMS);
@@ -272,13 +329,16 @@ static int get_tensor(struct reader *r, struct spw_wire_tensor *t, char *err, si
                 t->shape[t->ndim++] = (int64_t)v;
             }
             if (wt == WT_VARINT)
-                sub.p = vals.p;
+                sub = vals;
         } else if (field == T_DATA && wt == WT_LEN) {
-            if (get_varint(&sub, &v) || v > (uint64_t)(sub.end - sub.p))
+            if (get_varint(&sub, &v) || v > left(&sub))
                 goto bad;
-            t->data = sub.p;
+            settle(&sub);
+            t->offset = sub.pos;
             t->nbytes = (size_t)v;
-            sub.p += v;
+            /* Contiguous in one part (always, for a message in one piece): point at it. */
+            t->data = (size_t)(sub.pe - sub.p) >= v ? sub.p : NULL;
+            skip(&sub, v);
         } else if (skip_field(&sub, wt)) {
             goto bad;
         }
@@ -302,13 +362,20 @@ bad:
 
 int spw_wire_decode(const uint8_t *msg, size_t len, struct spw_wire_batch *out, char *err, size_t errlen)
 {
+    struct iovec one = {(void *)msg, len};
+    return spw_wire_decode_parts(&one, 1, out, err, errlen);
+}
+
+int spw_wire_decode_parts(const struct iovec *iov, int nparts, struct spw_wire_batch *out, char *err, size_t errlen)
+{
     memset(out, 0, sizeof *out);
     if (errlen)
         err[0] = 0;
-    struct reader r = {msg, msg + len};
+    struct reader r;
+    reader_init(&r, iov, nparts);
     uint64_t key, v = 0;
     int rc = 0;
-    while (r.p < r.end && rc == 0) {
+    while (left(&r) && rc == 0) {
         if (get_varint(&r, &key)) {
             rc = SPW_EFORMAT;
             break;
@@ -354,6 +421,21 @@ int spw_wire_decode(const uint8_t *msg, size_t len, struct spw_wire_batch *out, 
     if (rc)
         spw_wire_batch_free(out);
     return rc;
+}
+
+void spw_wire_copy(const struct iovec *iov, int n, size_t offset, size_t len, uint8_t *dst)
+{
+    for (int i = 0; i < n && len; i++) {
+        if (offset >= iov[i].iov_len) {
+            offset -= iov[i].iov_len;
+            continue;
+        }
+        size_t here = iov[i].iov_len - offset < len ? iov[i].iov_len - offset : len;
+        memcpy(dst, (const uint8_t *)iov[i].iov_base + offset, here);
+        dst += here;
+        len -= here;
+        offset = 0;
+    }
 }
 
 void spw_wire_batch_free(struct spw_wire_batch *b)

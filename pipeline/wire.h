@@ -2,7 +2,8 @@
  * parts (header fields, each tensor's dtype/shape and length prefixes) into a scratch buffer and points
  * iovecs at the tensors' own bytes: the concatenation is a valid spillway.v1.ElementBatch. Decoding walks
  * the message and returns pointers into it for tensor data, so the receiver copies each payload once, into
- * its destination. Every count and size read from the wire is checked against a cap before use.
+ * its destination, also from a message left in the parts gRPC received it in. Every count and size read
+ * from the wire is checked against a cap before use.
  * Pure functions; thread-safe on distinct buffers. */
 #ifndef SPW_PIPELINE_WIRE_H
 #define SPW_PIPELINE_WIRE_H
@@ -21,8 +22,10 @@ struct spw_wire_tensor {
     enum spw_dtype dtype;
     int ndim;
     int64_t shape[SPW_TENSOR_MAX_DIMS];
-    const uint8_t *data;                /* encode: the bytes to send; decode: points into the message */
+    const uint8_t *data;                /* encode: the bytes to send; decode: points into the message when the
+                                           bytes lie in one part, else NULL (use offset) */
     size_t nbytes;
+    size_t offset;                      /* decode: where the bytes start in the whole message */
 };
 
 struct spw_wire_batch {
@@ -47,6 +50,11 @@ size_t spw_wire_encoded_size(const struct spw_wire_batch *b);
 /* Decode msg into out: tensor data points into msg (keep msg alive); position arrays are allocated (free
  * with spw_wire_batch_free). Returns 0 or SPW_EFORMAT / SPW_ETOOBIG with the reason in err. */
 int spw_wire_decode(const uint8_t *msg, size_t len, struct spw_wire_batch *out, char *err, size_t errlen);
+/* The same for a message in parts (as gRPC hands it over): a tensor whose bytes span parts has data NULL
+ * and is read with spw_wire_copy. Keep the parts alive while using out. */
+int spw_wire_decode_parts(const struct iovec *iov, int n, struct spw_wire_batch *out, char *err, size_t errlen);
+/* Copy len bytes from offset of a message in parts into dst (the range must lie inside the message). */
+void spw_wire_copy(const struct iovec *iov, int n, size_t offset, size_t len, uint8_t *dst);
 void spw_wire_batch_free(struct spw_wire_batch *b);
 
 #endif

@@ -77,7 +77,7 @@ static int serve_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t 
         struct spw_wire_batch b = {.job = 1, .split = sent / 64, .generation = 1, .n_positions = k,
                                    .positions = positions, .n_tensors = 1};
         b.tensors[0] = (struct spw_wire_tensor){SPW_DTYPE_U8, 2, {(int64_t)k, (int64_t)g_elem}, g_payload,
-                                                k * g_elem};
+                                                k * g_elem, 0};
         struct iovec iov[4];
         int n = spw_wire_encode(&b, scratch, sizeof scratch, iov, 4);
         if (n < 0 || spw_rpc_stream_send(st, iov, n) != 0) {
@@ -196,21 +196,24 @@ static int client(const char *mode, const char *target)
         spw_rpc_stream_send(st, &iov, 1);
         int64_t granted_unused = CREDIT;
         while (got < g_count) {
-            uint8_t *m;
-            size_t len;
-            if (spw_rpc_stream_recv(st, 0, &m, &len) != 1)
+            struct spw_rpc_msg *m;
+            if (spw_rpc_stream_recv_parts(st, 0, &m) != 1)
                 return 1;
+            int nparts;
+            size_t len;
+            const struct iovec *parts = spw_rpc_msg_parts(m, &nparts, &len);
             struct spw_wire_batch b;
             char err[128];
-            if (spw_wire_decode(m, len, &b, err, sizeof err) != 0)
+            if (spw_wire_decode_parts(parts, nparts, &b, err, sizeof err) != 0)
                 return 1;
-            for (size_t i = 0; i < b.n_positions; i++)
-                memcpy(slot + ((got + i) % 64) * g_elem, b.tensors[0].data + i * g_elem, g_elem);
+            for (size_t i = 0; i < b.n_positions; i++)   /* the one copy, from the received slices */
+                spw_wire_copy(parts, nparts, b.tensors[0].offset + i * g_elem, g_elem,
+                              slot + ((got + i) % 64) * g_elem);
             got += b.n_positions;
             bytes += b.tensors[0].nbytes;
             granted_unused -= (int64_t)b.tensors[0].nbytes;
             spw_wire_batch_free(&b);
-            free(m);
+            spw_rpc_msg_free(m);
             if (granted_unused < (int64_t)CREDIT / 2) {          /* top the credit up */
                 req.credit_bytes = CREDIT / 2;
                 iov.iov_len = spillway__v1__stream_request__pack(&req, rbuf);

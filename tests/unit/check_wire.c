@@ -1,6 +1,7 @@
 /* tests/unit/check_wire.c - pipeline/wire.c: an encoding is a valid ElementBatch for protobuf-c's own parser,
- * the zero-copy decoder returns the same fields with tensor data pointing into the message, and malformed or
- * oversized messages are refused (a mutation loop never crashes). */
+ * the zero-copy decoder returns the same fields with tensor data pointing into the message, also for the
+ * message cut into random parts, and malformed or oversized messages are refused (mutation loops, whole and
+ * in parts, never crash). */
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -35,8 +36,8 @@ static struct spw_wire_batch sample_batch(uint8_t *img, float *lab)
         img[i] = (uint8_t)(i * 7);
     for (int i = 0; i < 3; i++)
         lab[i] = (float)i - 0.5f;
-    b.tensors[0] = (struct spw_wire_tensor){SPW_DTYPE_U8, 4, {3, 4, 5, 3}, img, 3 * 4 * 5 * 3};
-    b.tensors[1] = (struct spw_wire_tensor){SPW_DTYPE_F32, 1, {3}, (uint8_t *)lab, 12};
+    b.tensors[0] = (struct spw_wire_tensor){SPW_DTYPE_U8, 4, {3, 4, 5, 3}, img, 3 * 4 * 5 * 3, 0};
+    b.tensors[1] = (struct spw_wire_tensor){SPW_DTYPE_F32, 1, {3}, (uint8_t *)lab, 12, 0};
     return b;
 }
 
@@ -150,6 +151,82 @@ START_TEST(test_wire_refuses_bad_messages)
 }
 END_TEST
 
+/* Split a message into k parts at random places (a part may be empty). */
+static int split_parts(uint8_t *msg, size_t len, struct spw_rng *r, struct iovec *parts, int k)
+{
+    size_t cuts[16];
+    for (int i = 0; i < k - 1; i++)
+        cuts[i] = spw_rng_below(r, (uint32_t)len + 1);
+    for (int i = 0; i < k - 1; i++)                  /* sort the cut points */
+        for (int j = i + 1; j < k - 1; j++)
+            if (cuts[j] < cuts[i]) {
+                size_t t = cuts[i];
+                cuts[i] = cuts[j];
+                cuts[j] = t;
+            }
+    size_t prev = 0;
+    for (int i = 0; i < k; i++) {
+        size_t end = i < k - 1 ? cuts[i] : len;
+        parts[i] = (struct iovec){msg + prev, end - prev};
+        prev = end;
+    }
+    return k;
+}
+
+START_TEST(test_wire_decode_parts_equals_whole)
+{
+    uint8_t img[180];
+    float lab[3];
+    for (int i = 0; i < 180; i++)
+        img[i] = (uint8_t)(i * 7);
+    struct spw_wire_batch b = sample_batch(img, lab);
+    uint8_t scratch[512];
+    struct iovec iov[8];
+    size_t len;
+    uint8_t *msg = flatten(iov, spw_wire_encode(&b, scratch, sizeof scratch, iov, 8), &len);
+    struct spw_rng r;
+    spw_rng_init(&r, 11, 0, 0, 0);
+    struct iovec parts[16];
+    char err[128];
+    uint8_t got[180];
+    for (int k = 0; k < 5000; k++) {
+        int n = split_parts(msg, len, &r, parts, 1 + (int)spw_rng_below(&r, 16));
+        struct spw_wire_batch d;
+        ck_assert_int_eq(spw_wire_decode_parts(parts, n, &d, err, sizeof err), 0);
+        ck_assert_uint_eq(d.split, 2);
+        ck_assert_uint_eq(d.n_positions, 3);
+        ck_assert_int_eq(d.positions[2], 131);
+        ck_assert_int_eq(d.samples[1], 1000000007LL);
+        ck_assert_int_eq(d.tombstones[0], 130);
+        ck_assert_int_eq(d.n_tensors, 2);
+        ck_assert_int_eq(d.tensors[0].shape[3], 3);
+        ck_assert_uint_eq(d.tensors[0].nbytes, 180);
+        spw_wire_copy(parts, n, d.tensors[0].offset, 180, got);
+        ck_assert(memcmp(got, img, 180) == 0);
+        if (d.tensors[0].data)
+            ck_assert(memcmp(d.tensors[0].data, img, 180) == 0);
+        spw_wire_batch_free(&d);
+    }
+    /* mutated and truncated messages in parts: refused or decoded inside the message, never a crash */
+    uint8_t *m2 = malloc(len);
+    for (int k = 0; k < 20000; k++) {
+        memcpy(m2, msg, len);
+        size_t l2 = len - spw_rng_below(&r, (uint32_t)len / 4 + 1);
+        for (int f = 0; f < 1 + (int)spw_rng_below(&r, 4); f++)
+            m2[spw_rng_below(&r, (uint32_t)l2)] ^= (uint8_t)(1u << spw_rng_below(&r, 8));
+        int n = split_parts(m2, l2, &r, parts, 1 + (int)spw_rng_below(&r, 16));
+        struct spw_wire_batch d;
+        if (spw_wire_decode_parts(parts, n, &d, err, sizeof err) == 0) {
+            for (int t = 0; t < d.n_tensors; t++)
+                ck_assert(d.tensors[t].offset + d.tensors[t].nbytes <= l2);
+            spw_wire_batch_free(&d);
+        }
+    }
+    free(m2);
+    free(msg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("wire");
@@ -157,6 +234,7 @@ int main(void)
     tcase_add_test(tc, test_wire_encoding_is_valid_protobuf);
     tcase_add_test(tc, test_wire_decode_points_into_the_message);
     tcase_add_test(tc, test_wire_refuses_bad_messages);
+    tcase_add_test(tc, test_wire_decode_parts_equals_whole);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
