@@ -508,11 +508,12 @@ static void update_workers(struct remote *r, Spillway__V1__WorkerAddress **w, si
     }
 }
 
-/* One ClientHeartbeat carrying the acks the assembler has ready. Returns the reply (caller frees) or NULL
- * with the status in *st and the acks put back. Scratch arrays hold MAX_ACKS_PER_HEARTBEAT. */
+/* One ClientHeartbeat carrying the acks the assembler has ready (and, with done, that the client is
+ * closing). Returns the reply (caller frees) or NULL with the status in *st and the acks put back. Scratch
+ * arrays hold MAX_ACKS_PER_HEARTBEAT. */
 static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct asm_split *acks,
                                                         Spillway__V1__SplitRef *refs, Spillway__V1__SplitRef **ptrs,
-                                                        int *st, char *msg, size_t msglen)
+                                                        bool done, int *st, char *msg, size_t msglen)
 {
     int n = asm_take_acks(r->a, acks, MAX_ACKS_PER_HEARTBEAT);
     Spillway__V1__ClientHeartbeatRequest hb = SPILLWAY__V1__CLIENT_HEARTBEAT_REQUEST__INIT;
@@ -531,6 +532,7 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
     for (int i = 0; i < 2; i++)
         own.elements += r->o.own_counts[i] ? __atomic_load_n(r->o.own_counts[i], __ATOMIC_RELAXED) : 0;
     hb.own = &own;
+    hb.done = done;
     uint8_t *resp = NULL;
     size_t len = 0;
     *st = spw_rpc_call_msg(r->disp, "/spillway.v1.Dispatcher/ClientHeartbeat", &hb.base, 5000, &resp, &len, msg,
@@ -557,7 +559,8 @@ static void *heartbeat_main(void *arg)
         pthread_mutex_unlock(&r->mu);
         char msg[256] = "";
         int st;
-        Spillway__V1__ClientHeartbeatResponse *hr = heartbeat(r, r->acks, r->refs, r->ptrs, &st, msg, sizeof msg);
+        Spillway__V1__ClientHeartbeatResponse *hr =
+            heartbeat(r, r->acks, r->refs, r->ptrs, false, &st, msg, sizeof msg);
         const int64_t now = spw_now_ms();
         if (!hr) {
             if (st == SPW_RPC_NOT_FOUND || st == SPW_RPC_FAILED_PRECONDITION) {
@@ -655,9 +658,10 @@ void remote_destroy(struct remote *r)
         if (!r->streams[i].joined)
             pthread_join(r->streams[i].tid, NULL);
     if (r->started) {
-        /* Report the last complete splits, so a finished job is finished at the dispatcher too. */
+        /* Report the last complete splits (a finished job is finished at the dispatcher too) and that this
+         * client is gone (an unfinished one stops occupying the workers). */
         int st;
-        Spillway__V1__ClientHeartbeatResponse *hr = heartbeat(r, r->acks, r->refs, r->ptrs, &st, NULL, 0);
+        Spillway__V1__ClientHeartbeatResponse *hr = heartbeat(r, r->acks, r->refs, r->ptrs, true, &st, NULL, 0);
         if (hr)
             spillway__v1__client_heartbeat_response__free_unpacked(hr, NULL);
     }

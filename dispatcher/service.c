@@ -420,6 +420,14 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     if (rc == 0 && r->own && r->own->elements >= 0 && r->own->bytes >= 0)
         disp_progress_report(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank), r->own->elements,
                              r->own->bytes, hb.now_ms);
+    if (rc == 0 && r->done && !ji.finished) {
+        /* A client that closes early (it took fewer batches than the job has) frees the workers now rather
+         * than after its timeout. */
+        struct disp_update bye = {.kind = DISP_CLIENT_EXPIRED, .job = r->job, .rank = r->rank};
+        if (disp_state_apply(s->st, &bye, NULL, 0) == 0)
+            spw_log(SPW_LOG_INFO, "dispatcher", "client closed job=%llu rank=%d", (unsigned long long)r->job,
+                    r->rank);
+    }
     pthread_mutex_unlock(&s->mu);
     if (rc) {
         status = status_of(rc);

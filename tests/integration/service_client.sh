@@ -85,6 +85,15 @@ run_service two2 "$WORK/q.json" & C=$!
 wait "$A"; wait "$C"
 check "two jobs at once: each has every key exactly once" bash -c "$(declare -f same_keys); WORK=$WORK; same_keys two1 local && same_keys two2 localq"
 
+# A trainer that stops early (fewer batches than the job has) frees the workers at once, not after its timeout.
+pipeline "$WORK/early-p.json" 9 30
+run_service early "$WORK/early-p.json" --max-batches 3
+check "early stop: 3 batches, exit 0" test "$(field "$WORK/early.json" "['batches']")" = 3
+EARLY_JOB=$(field "$WORK/early.json" "['job']")
+check "early stop: the dispatcher releases the client at once" grep -q "client closed job=$EARLY_JOB " "$WORK/d.err"
+check "early stop: the workers stop the job within a second" \
+  bash -c "sleep 1; grep -q 'stopping job=$EARLY_JOB ' '$WORK/w1.err' && grep -q 'stopping job=$EARLY_JOB ' '$WORK/w2.err'"
+
 # Faults over seeded runs: a worker killed mid-run (also mid-message: the kill lands at a random moment while
 # it streams), and a worker stopped past its timeout then continued.
 for run in $(seq 1 "$SOAK_RUNS"); do
