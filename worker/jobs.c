@@ -23,7 +23,8 @@
 #include "pipeline/wire.h"
 
 #define MSG_TARGET_BYTES (1u << 20)
-#define LEASE_AHEAD 2                   /* splits a producer holds: the one it works on and the next */
+#define LEASE_AHEAD 2
+#define TRIM_WHILE_STOPPING (128 << 10)     /* glibc's default */                   /* splits a producer holds: the one it works on and the next */
 #define MAX_THREADS 64
 
 struct msg {                    /* one encoded ElementBatch: iovecs over scratch + data + labels */
@@ -502,6 +503,8 @@ void wrk_jobs_update(struct wrk_jobs *w, const Spillway__V1__WorkerHeartbeatResp
     }
     pthread_mutex_unlock(&w->mu);
     bool stopped = stop != NULL;
+    if (stopped)    /* while a job's memory is freed, let each heap's top go back to the system too */
+        mallopt(M_TRIM_THRESHOLD, TRIM_WHILE_STOPPING);
     while (stop) {
         struct job *jb = stop;
         stop = jb->next;
@@ -516,8 +519,10 @@ void wrk_jobs_update(struct wrk_jobs *w, const Spillway__V1__WorkerHeartbeatResp
         pthread_mutex_unlock(&w->mu);
         job_release(jb);
     }
-    if (stopped)
+    if (stopped) {
         malloc_trim(0);             /* hand the job's buffers back to the system, not just to malloc */
+        mallopt(M_TRIM_THRESHOLD, WRK_TRIM_THRESHOLD);
+    }
 }
 
 void wrk_jobs_destroy(struct wrk_jobs *w)

@@ -82,8 +82,8 @@ int main(int argc, char **argv)
 {
     /* Messages and per-element buffers are 100 KB-1 MB: keep them on the heap and reuse freed memory
      * instead of an mmap, page faults and munmap for each (a stopped job's memory goes back by malloc_trim). */
-    mallopt(M_MMAP_THRESHOLD, 256 << 20);
-    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+    mallopt(M_MMAP_THRESHOLD, WRK_MMAP_THRESHOLD);
+    mallopt(M_TRIM_THRESHOLD, WRK_TRIM_THRESHOLD);
     char err[512];
     int rc = spw_config_parse(g_cfg, N_CFG, argc, argv,
                               "usage: spillway-worker --dispatcher HOST:PORT [--port P] [options]\n"
