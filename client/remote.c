@@ -347,6 +347,19 @@ static void take_tombstone(struct remote *r, uint64_t epoch, int64_t pos)
     }
 }
 
+/* One stream's share of the client's credit budget: equal shares of the streams open now, at least what one
+ * message needs. */
+static int64_t credit_share(struct remote *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int open = 0;
+    for (int i = 0; i < r->n_streams; i++)
+        open += r->streams[i].st != NULL;
+    pthread_mutex_unlock(&r->mu);
+    int64_t share = r->o.credit_bytes / (open ? open : 1);
+    return share < MIN_STREAM_CREDIT ? MIN_STREAM_CREDIT : share;
+}
+
 static int send_credit(struct spw_rpc_stream *st, const struct remote *r, int64_t credit)
 {
     Spillway__V1__StreamRequest req = SPILLWAY__V1__STREAM_REQUEST__INIT;
@@ -380,13 +393,11 @@ static void *stream_main(void *arg)
         goto out;
     pthread_mutex_lock(&r->mu);
     s->st = st;
-    int n_streams = r->n_streams;
     pthread_mutex_unlock(&r->mu);
-    int64_t grant = r->o.credit_bytes / (n_streams ? n_streams : 1);
-    if (grant < MIN_STREAM_CREDIT)
-        grant = MIN_STREAM_CREDIT;
-    int64_t consumed = 0;
-    if (send_credit(st, r, grant) != 0)
+    /* outstanding: bytes this worker may still send. Kept at this stream's share of the client's budget,
+     * so all streams together stay within it as workers come and go. */
+    int64_t share = credit_share(r), outstanding = share;
+    if (send_credit(st, r, share) != 0)
         goto out;
     while (!stopping(r)) {
         struct spw_rpc_msg *m;
@@ -428,16 +439,17 @@ static void *stream_main(void *arg)
         r->stats.duplicates += dups;
         r->stats.bytes += (int64_t)len;
         pthread_mutex_unlock(&r->mu);
-        consumed += (int64_t)len;
-        if (consumed >= grant / 2) {
+        outstanding -= (int64_t)len;
+        share = credit_share(r);
+        if (outstanding <= share / 2) {
             /* Parked elements are memory too: hold the worker back while too many wait for the window. */
             int64_t total, delivered, parked;
             for (asm_progress(r->a, &total, &delivered, &parked); parked > r->o.park_cap_bytes && !stopping(r);
                  asm_progress(r->a, &total, &delivered, &parked))
                 usleep(20 * 1000);
-            if (send_credit(st, r, consumed) != 0)
+            if (send_credit(st, r, share - outstanding) != 0)
                 break;
-            consumed = 0;
+            outstanding = share;
         }
     }
 out:

@@ -606,7 +606,10 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
             struct timespec t = spw_deadline_in_ms(100);
             pthread_cond_timedwait(&jb->cv, &jb->mu, &t);
         }
-        if (q->head && credit >= (int64_t)q->head->bytes) {
+        /* Only against credit; a single element bigger than the client's whole grant still goes once the
+         * client has room for a full-size message (else it could never be sent), overdrawing the credit. */
+        if (q->head && (credit >= (int64_t)q->head->bytes ||
+                        (q->head->elements <= 1 && credit >= (int64_t)MSG_TARGET_BYTES))) {
             m = q->head;
             q->head = m->next;
             if (!q->head)
