@@ -1,0 +1,177 @@
+/* pipeline/planner.c - the offload decision (see planner.h; formulas of DESIGN §7). Rates are elements/s,
+ * costs ns per element, so a core is 1e9 ns/s. "Unlimited" (a rate, a link) is +infinity inside. Pure
+ * functions of the input; nothing measured here. */
+#include "pipeline/planner.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define NS_PER_S 1e9
+
+static double or_inf(double v)
+{
+    return v > 0 ? v : INFINITY;
+}
+
+/* What worker j delivers at cut k: its cores over its cost, capped by its link. */
+static double worker_capacity(const struct spw_plan_worker *w, int k, double bytes)
+{
+    const double eff = w->efficiency > 0 ? w->efficiency : 1.0;
+    const double compute = eff * w->cores * NS_PER_S / w->cost_ns[k];
+    const double link = bytes > 0 ? or_inf(w->link_bytes_per_s) / bytes : INFINITY;
+    return compute < link ? compute : link;
+}
+
+static int invalid(struct spw_plan *out, const char *why)
+{
+    snprintf(out->why, sizeof out->why, "%s", why);
+    return -EINVAL;
+}
+
+static int check_input(const struct spw_plan_input *in, struct spw_plan *out)
+{
+    if (in->n_cuts < 1 || in->n_cuts > SPW_PLAN_MAX_CUTS)
+        return invalid(out, "no candidate cuts");
+    if (in->n_workers < 0 || in->n_workers > SPW_PLAN_MAX_WORKERS)
+        return invalid(out, "worker count out of range");
+    if (!(in->local_ns > 0) || !(in->client_cores >= 0) || in->rate < 0 || in->nic_bytes_per_s < 0)
+        return invalid(out, "client costs must be positive, rates and budgets non-negative");
+    if (in->force_cut >= in->n_cuts)
+        return invalid(out, "the forced cut is not a candidate");
+    for (int k = 0; k < in->n_cuts; k++) {
+        if (!(in->bytes[k] >= 0) || !(in->remote_ns[k] >= 0))
+            return invalid(out, "bytes and client costs per element must be non-negative");
+        for (int j = 0; j < in->n_workers; j++)
+            if (!(in->workers[j].cost_ns[k] > 0) || !(in->workers[j].cores >= 0) ||
+                in->workers[j].efficiency < 0 || in->workers[j].link_bytes_per_s < 0)
+                return invalid(out, "worker costs must be positive, cores and links non-negative");
+    }
+    return 0;
+}
+
+/* The best mix at cut k: maximise x_r + x_l with x_r <= T_r, x_r s + x_l f <= C, x_r + x_l <= R. While a
+ * remote element costs the client less than a local one (s < f) every remote element is worth taking, so
+ * x_r first, then the client's leftover CPU on local elements. */
+static void mix(const struct spw_plan_input *in, struct spw_plan_candidate *c, double budget_ns, double rate)
+{
+    const double f = in->local_ns, s = c->remote_ns;
+    double xr = 0, xl;
+    if (c->helps || in->local_off) {
+        const double by_cpu = s > 0 ? budget_ns / s : INFINITY;
+        xr = fmin(fmin(c->remote_capacity, rate), by_cpu);
+    }
+    xl = in->local_off ? 0 : fmax(0, fmin((budget_ns - xr * s) / f, rate - xr));
+    c->remote_rate = xr;
+    c->local_rate = xl;
+    c->throughput = xr + xl;
+    c->client_cpu = (xr * s + xl * f) / NS_PER_S;
+}
+
+/* Workers needed to reach R at cut k (planned at `headroom` of their measured capacity), or -1. */
+static int workers_needed(const struct spw_plan_input *in, const struct spw_plan_candidate *c, double budget_ns,
+                          double rate, double headroom)
+{
+    const double f = in->local_ns, s = c->remote_ns;
+    if (isinf(rate) || in->n_workers == 0)
+        return -1;
+    double need;                                /* x_r*: the remote rate that, with the client's, makes R */
+    if (in->local_off)
+        need = rate;
+    else if (rate * f <= budget_ns)
+        return 0;                               /* the client alone reaches R */
+    else if (!c->helps)
+        return -1;
+    else
+        need = (rate * f - budget_ns) / (f - s);
+    if (need * s > budget_ns || need * c->bytes > or_inf(in->nic_bytes_per_s))
+        return -1;                              /* the client's CPU or NIC cannot take that much */
+    double mean = 0;
+    for (int j = 0; j < in->n_workers; j++)
+        mean += worker_capacity(&in->workers[j], c->k, c->bytes);
+    mean /= in->n_workers;
+    if (!(mean > 0))
+        return -1;
+    return (int)ceil(need / (headroom * mean) - 1e-9);
+}
+
+/* Whether candidate a is preferred to b among near-equal throughputs: fewer workers to reach R, less client
+ * CPU, fewer bytes on the wire. */
+static bool preferred(const struct spw_plan_candidate *a, const struct spw_plan_candidate *b)
+{
+    const int wa = a->workers_needed < 0 ? 1 << 30 : a->workers_needed;
+    const int wb = b->workers_needed < 0 ? 1 << 30 : b->workers_needed;
+    if (wa != wb)
+        return wa < wb;
+    if (fabs(a->client_cpu - b->client_cpu) > 1e-3 * fmax(a->client_cpu, b->client_cpu))
+        return a->client_cpu < b->client_cpu;
+    return a->bytes < b->bytes;
+}
+
+int spw_plan_decide(const struct spw_plan_input *in, struct spw_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    out->best = -1;
+    out->workers_needed = -1;
+    int rc = check_input(in, out);
+    if (rc)
+        return rc;
+    const double theta = in->theta > 0 ? in->theta : 0.1, tie = in->tie > 0 ? in->tie : 0.02;
+    const double headroom = in->headroom > 0 ? in->headroom : 0.9;
+    const double budget_ns = in->client_cores * NS_PER_S, rate = or_inf(in->rate);
+    out->local_only = fmin(budget_ns / in->local_ns, rate);
+    out->n = in->n_cuts;
+    double best_t = -1;
+    for (int k = 0; k < in->n_cuts; k++) {
+        struct spw_plan_candidate *c = &out->c[k];
+        c->k = k;
+        c->bytes = in->bytes[k];
+        c->remote_ns = in->remote_ns[k];
+        c->helps = c->remote_ns < in->local_ns;
+        double tr = 0;
+        for (int j = 0; j < in->n_workers; j++)
+            tr += worker_capacity(&in->workers[j], k, c->bytes);
+        if (c->bytes > 0)
+            tr = fmin(tr, or_inf(in->nic_bytes_per_s) / c->bytes);
+        c->remote_capacity = tr;
+        mix(in, c, budget_ns, rate);
+        c->workers_needed = workers_needed(in, c, budget_ns, rate, headroom);
+        if (c->workers_needed >= 0 && (out->workers_needed < 0 || c->workers_needed < out->workers_needed))
+            out->workers_needed = c->workers_needed;
+        best_t = fmax(best_t, c->throughput);
+    }
+    if (in->force_cut >= 0) {
+        out->best = in->force_cut;
+        snprintf(out->why, sizeof out->why, "cut %d was set by the job (override)", in->force_cut);
+    } else {
+        for (int k = 0; k < in->n_cuts; k++)
+            if (out->c[k].throughput >= (1 - tie) * best_t && (out->best < 0 || preferred(&out->c[k], &out->c[out->best])))
+                out->best = k;
+        if (!in->local_off && best_t < (1 + theta) * out->local_only) {
+            const struct spw_plan_candidate *c = &out->c[out->best];
+            snprintf(out->why, sizeof out->why,
+                     "no offload: the best cut (%d) reaches %.0f elements/s, not %.0f%% over local-only %.0f%s",
+                     c->k, c->throughput, theta * 100, out->local_only,
+                     out->local_only >= rate ? " (the client alone meets the trainer's rate)"
+                     : !c->helps ? " (a remote element costs the client as much as a local one)" : "");
+            out->best = -1;
+        } else {
+            const struct spw_plan_candidate *c = &out->c[out->best];
+            snprintf(out->why, sizeof out->why,
+                     "cut %d: %.0f elements/s predicted vs %.0f local-only (%.2fx); among cuts within %.0f%% of the "
+                     "best it needs the fewest workers, then the least client CPU, then the fewest bytes",
+                     c->k, c->throughput, out->local_only, c->throughput / out->local_only, tie * 100);
+        }
+    }
+    if (out->best < 0) {
+        out->throughput = out->local_only;
+        out->local_share = 1;
+        return 0;
+    }
+    const struct spw_plan_candidate *c = &out->c[out->best];
+    out->offload = c->remote_rate > 0;
+    out->throughput = c->throughput;
+    out->local_share = c->throughput > 0 ? c->local_rate / c->throughput : 0;
+    return 0;
+}

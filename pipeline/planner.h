@@ -1,0 +1,66 @@
+/* pipeline/planner.h - the offload decision (DESIGN §7) as a pure function of measured costs: for every
+ * candidate cut k (a fusion-group boundary) the remote capacity, the best local/remote mix (a small linear
+ * program), whether offloading beats local-only by a margin, which cut wins (ties go to fewer workers, less
+ * client CPU, fewer bytes), and how many workers would reach the trainer's rate (the autoscaling signal).
+ * Not the measuring (workers and the client do that) nor the re-planning loop. Pure; thread-safe. */
+#ifndef SPW_PIPELINE_PLANNER_H
+#define SPW_PIPELINE_PLANNER_H
+
+#include <stdbool.h>
+
+#define SPW_PLAN_MAX_CUTS 64
+#define SPW_PLAN_MAX_WORKERS 256
+
+struct spw_plan_worker {
+    double cores;                       /* P_j: cores it gives the job */
+    double efficiency;                  /* eta_j in (0, 1]: what P_j cores deliver under full load; 0 = 1 */
+    double link_bytes_per_s;            /* B_j, worker -> client; 0 = unlimited */
+    double cost_ns[SPW_PLAN_MAX_CUTS];  /* W_j(k): read + prefix + serialize + per-message, per element */
+};
+
+struct spw_plan_input {
+    int n_cuts;                         /* candidates k = 0 .. n_cuts - 1 */
+    double bytes[SPW_PLAN_MAX_CUTS];    /* b_k: bytes per element on the wire at cut k */
+    double remote_ns[SPW_PLAN_MAX_CUTS];/* s(k): client cost per remote element (receive + suffix + batch) */
+    double local_ns;                    /* f: client cost per element produced locally (read + all + batch) */
+    double client_cores;                /* C: cores the client may use, net of the trainer */
+    double nic_bytes_per_s;             /* B_nic at the client; 0 = unlimited */
+    double rate;                        /* R: the trainer's elements/s; 0 = unlimited */
+    int n_workers;
+    struct spw_plan_worker workers[SPW_PLAN_MAX_WORKERS];
+    double theta;                       /* offload only if it beats local-only by this factor; 0 = 0.1 */
+    double tie;                         /* candidates within this fraction of the best tie; 0 = 0.02 */
+    double headroom;                    /* plan workers to this fraction of their capacity; 0 = 0.9 */
+    int force_cut;                      /* >= 0: use this cut (an override); -1: choose */
+    bool local_off;                     /* override: the client produces nothing itself */
+};
+
+struct spw_plan_candidate {
+    int k;
+    double bytes;                       /* b_k */
+    double remote_capacity;             /* T_r(k), elements/s */
+    double remote_ns;                   /* s(k) */
+    double remote_rate, local_rate;     /* x_r, x_l of the best mix */
+    double throughput;                  /* T(k) = x_r + x_l */
+    double client_cpu;                  /* cores the client spends at that mix */
+    int workers_needed;                 /* N_k to reach R at cut k; -1: R unlimited or out of reach */
+    bool helps;                         /* s(k) < f: a remote element costs the client less than a local one */
+};
+
+struct spw_plan {
+    int n;
+    struct spw_plan_candidate c[SPW_PLAN_MAX_CUTS];
+    double local_only;                  /* min(C / f, R): what the client does alone */
+    int best;                           /* index of the chosen candidate */
+    bool offload;                       /* the plan uses workers at all */
+    double local_share;                 /* x_l / T at the chosen candidate (1 when not offloading) */
+    double throughput;                  /* predicted elements/s of the plan */
+    int workers_needed;                 /* N* = min_k N_k, the autoscaling signal; -1 unknown */
+    char why[512];                      /* one sentence: why the winner won */
+};
+
+/* Decide. Returns 0, or -EINVAL (no candidates, a negative cost or size, a forced cut out of range) with
+ * the reason in out->why. */
+int spw_plan_decide(const struct spw_plan_input *in, struct spw_plan *out);
+
+#endif

@@ -1,0 +1,218 @@
+/* tests/unit/check_planner.c - the pure planner (pipeline/planner.c) on synthetic profiles: remote capacity
+ * summed over workers and capped by links and the client NIC, the best local/remote mix, the s >= f case
+ * (a cut that costs the client more than local work never helps), the trainer's rate binding, NIC-bound
+ * cuts moving to smaller elements, heterogeneous workers, ties, overrides, the autoscaling signal, and bad
+ * input refused. Numbers are chosen so the expected values can be worked out by hand. */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "pipeline/planner.h"
+
+/* 3 cuts: k=0 ships 40 KB JPEGs (client decodes: 900 us), k=1 150 KB images (client finishes: 200 us),
+ * k=2 600 KB tensors (client copies: 100 us). Local: 1 ms per element. One worker core per worker, whose
+ * cost grows with the cut: 100 us, 800 us, 1 ms. */
+static struct spw_plan_input base(int workers)
+{
+    struct spw_plan_input in;
+    memset(&in, 0, sizeof in);
+    in.n_cuts = 3;
+    const double bytes[3] = {40e3, 150e3, 600e3}, s[3] = {900e3, 200e3, 100e3}, w[3] = {100e3, 800e3, 1000e3};
+    for (int k = 0; k < 3; k++) {
+        in.bytes[k] = bytes[k];
+        in.remote_ns[k] = s[k];
+    }
+    in.local_ns = 1e6;
+    in.client_cores = 1;
+    in.n_workers = workers;
+    for (int j = 0; j < workers; j++) {
+        in.workers[j].cores = 1;
+        for (int k = 0; k < 3; k++)
+            in.workers[j].cost_ns[k] = w[k];
+    }
+    in.force_cut = -1;
+    return in;
+}
+
+START_TEST(test_planner_best_mix_and_cut)
+{
+    struct spw_plan_input in = base(1);
+    struct spw_plan p;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert_double_eq_tol(p.local_only, 1000, 1e-6);
+    /* k=1: T_r = 1250/s; the client spends 1250 * 200 us = 0.25 s/s on them, 0.75 s/s left for 750 local */
+    ck_assert_double_eq_tol(p.c[1].remote_capacity, 1250, 1e-6);
+    ck_assert_double_eq_tol(p.c[1].remote_rate, 1250, 1e-6);
+    ck_assert_double_eq_tol(p.c[1].local_rate, 750, 1e-6);
+    /* k=2: T_r = 1000, client 0.1 s/s, 900 local: 1900 < 2000 */
+    ck_assert_double_eq_tol(p.c[2].throughput, 1900, 1e-6);
+    /* k=0: T_r = 10000 but each costs the client 900 us: 1111 remote, nothing left */
+    ck_assert_double_eq_tol(p.c[0].throughput, 1e9 / 900e3, 1e-6);
+    ck_assert(p.offload);
+    ck_assert_int_eq(p.best, 1);
+    ck_assert_double_eq_tol(p.throughput, 2000, 1e-6);
+    ck_assert_double_eq_tol(p.local_share, 750.0 / 2000, 1e-9);
+    ck_assert_int_eq(p.workers_needed, -1);        /* R unlimited: no target to size for */
+    ck_assert_ptr_nonnull(strstr(p.why, "cut 1"));
+}
+END_TEST
+
+START_TEST(test_planner_s_not_below_f_never_helps)
+{
+    struct spw_plan_input in = base(4);
+    for (int k = 0; k < 3; k++)
+        in.remote_ns[k] = 1.2e6;                    /* every remote element costs more than a local one */
+    struct spw_plan p;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    for (int k = 0; k < 3; k++) {
+        ck_assert(!p.c[k].helps);
+        ck_assert_double_eq_tol(p.c[k].remote_rate, 0, 1e-9);
+        ck_assert_double_eq_tol(p.c[k].throughput, 1000, 1e-6);
+    }
+    ck_assert(!p.offload);
+    ck_assert_int_eq(p.best, -1);
+    ck_assert_double_eq_tol(p.throughput, 1000, 1e-6);
+    ck_assert_double_eq(p.local_share, 1);
+    ck_assert_ptr_nonnull(strstr(p.why, "no offload"));
+}
+END_TEST
+
+START_TEST(test_planner_rate_binds)
+{
+    struct spw_plan_input in = base(1);
+    in.rate = 800;                                  /* the client alone does 1000: no offload */
+    struct spw_plan p;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert(!p.offload);
+    ck_assert_double_eq_tol(p.throughput, 800, 1e-6);
+    ck_assert_int_eq(p.workers_needed, 0);
+    ck_assert_ptr_nonnull(strstr(p.why, "meets the trainer's rate"));
+
+    in.rate = 1500;                                 /* needs help; every cut's T is capped at R */
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert(p.offload);
+    ck_assert_double_eq_tol(p.c[1].throughput, 1500, 1e-6);
+    ck_assert_double_eq_tol(p.c[2].throughput, 1500, 1e-6);
+    /* k=1 and k=2 tie at R; k=2 needs x_r* = (1500*1e6 - 1e9)/(1e6 - 1e5) = 555.6/s of a worker doing
+     * 1000/s at 90%: 1 worker, as k=1 (625/s of 1250/s); k=1's mix costs the client less CPU (1250 remote
+     * at 200 us + 250 local = 0.5 core; k=2: 1000 at 100 us + 500 local = 0.6) */
+    ck_assert_int_eq(p.c[1].workers_needed, 1);
+    ck_assert_int_eq(p.c[2].workers_needed, 1);
+    ck_assert_double_eq_tol(p.c[1].client_cpu, 0.5, 1e-9);
+    ck_assert_double_eq_tol(p.c[2].client_cpu, 0.6, 1e-9);
+    ck_assert_int_eq(p.best, 1);
+    ck_assert_int_eq(p.workers_needed, 1);
+
+    in.rate = 5000;                                 /* k=1: x_r* = 5000 at 200 us is all of the client's CPU */
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert_int_eq(p.c[1].workers_needed, 5);    /* (5e9 - 1e9) / 8e5 = 5000/s over 1250 * 0.9: 5 */
+    ck_assert_int_eq(p.c[0].workers_needed, -1);   /* 40000/s of remote at 900 us: more than the client has */
+}
+END_TEST
+
+START_TEST(test_planner_nic_bound_moves_to_smaller_elements)
+{
+    struct spw_plan_input in = base(8);
+    struct spw_plan p;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert_int_eq(p.best, 2);                    /* 8 workers: k=2 (cheapest for the client) wins */
+    in.nic_bytes_per_s = 150e6;                     /* 150 MB/s: k=2 gets 250/s, k=1 1000/s */
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert_double_eq_tol(p.c[2].remote_capacity, 250, 1e-6);
+    ck_assert_double_eq_tol(p.c[1].remote_capacity, 1000, 1e-6);
+    ck_assert_int_eq(p.best, 1);
+    ck_assert_double_eq_tol(p.throughput, 1000 + 800, 1e-6);
+}
+END_TEST
+
+START_TEST(test_planner_heterogeneous_workers)
+{
+    struct spw_plan_input in = base(2);
+    in.workers[0].cores = 4;                        /* a big worker behind a slow link */
+    in.workers[0].efficiency = 0.5;
+    in.workers[0].link_bytes_per_s = 75e6;
+    in.workers[1].cores = 1;                        /* a small one on a fast link */
+    struct spw_plan p;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    /* k=1: worker 0 computes 4*0.5/0.8 ms = 2500/s but its link carries 500/s; worker 1: 1250/s */
+    ck_assert_double_eq_tol(p.c[1].remote_capacity, 500 + 1250, 1e-6);
+    /* k=2: worker 0: min(2000, 125); worker 1: 1000 */
+    ck_assert_double_eq_tol(p.c[2].remote_capacity, 125 + 1000, 1e-6);
+}
+END_TEST
+
+START_TEST(test_planner_overrides)
+{
+    struct spw_plan_input in = base(1);
+    in.force_cut = 2;
+    struct spw_plan p;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert_int_eq(p.best, 2);
+    ck_assert_double_eq_tol(p.throughput, 1900, 1e-6);
+    ck_assert_ptr_nonnull(strstr(p.why, "override"));
+    in.force_cut = -1;
+    in.local_off = true;                            /* remote only: k=1 gives 1250, k=2 1000 */
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert_int_eq(p.best, 1);
+    ck_assert_double_eq_tol(p.throughput, 1250, 1e-6);
+    ck_assert_double_eq(p.local_share, 0);
+    ck_assert_double_eq(p.c[1].local_rate, 0);
+}
+END_TEST
+
+START_TEST(test_planner_ties_go_to_fewer_bytes)
+{
+    struct spw_plan_input in = base(1);
+    in.n_cuts = 2;
+    in.bytes[0] = 600e3;
+    in.bytes[1] = 150e3;                            /* same costs otherwise: the smaller element wins */
+    in.remote_ns[0] = in.remote_ns[1] = 200e3;
+    in.workers[0].cost_ns[0] = in.workers[0].cost_ns[1] = 800e3;
+    struct spw_plan p;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert_int_eq(p.best, 1);
+}
+END_TEST
+
+START_TEST(test_planner_refuses_bad_input)
+{
+    struct spw_plan_input in = base(1);
+    struct spw_plan p;
+    in.local_ns = 0;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), -EINVAL);
+    in = base(1);
+    in.workers[0].cost_ns[1] = 0;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), -EINVAL);
+    in = base(1);
+    in.force_cut = 3;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(p.why, "forced cut"));
+    in = base(1);
+    in.n_cuts = 0;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), -EINVAL);
+    in = base(1);
+    in.remote_ns[0] = NAN;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), -EINVAL);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("planner");
+    TCase *tc = tcase_create("planner");
+    tcase_add_test(tc, test_planner_best_mix_and_cut);
+    tcase_add_test(tc, test_planner_s_not_below_f_never_helps);
+    tcase_add_test(tc, test_planner_rate_binds);
+    tcase_add_test(tc, test_planner_nic_bound_moves_to_smaller_elements);
+    tcase_add_test(tc, test_planner_heterogeneous_workers);
+    tcase_add_test(tc, test_planner_overrides);
+    tcase_add_test(tc, test_planner_ties_go_to_fewer_bytes);
+    tcase_add_test(tc, test_planner_refuses_bad_input);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
