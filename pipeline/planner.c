@@ -145,9 +145,11 @@ int spw_plan_decide(const struct spw_plan_input *in, struct spw_plan *out)
         out->best = in->force_cut;
         snprintf(out->why, sizeof out->why, "cut %d was set by the job (override)", in->force_cut);
     } else {
-        for (int k = 0; k < in->n_cuts; k++)
-            if (out->c[k].throughput >= (1 - tie) * best_t && (out->best < 0 || preferred(&out->c[k], &out->c[out->best])))
+        for (int k = 0; k < in->n_cuts; k++) {
+            const bool near_best = out->c[k].throughput >= (1 - tie) * best_t;
+            if (near_best && (out->best < 0 || preferred(&out->c[k], &out->c[out->best])))
                 out->best = k;
+        }
         if (!in->local_off && best_t < (1 + theta) * out->local_only) {
             const struct spw_plan_candidate *c = &out->c[out->best];
             snprintf(out->why, sizeof out->why,
