@@ -1,5 +1,5 @@
-/* client/inspect.c - spillctl workers|jobs|job ID: one unary RPC to the dispatcher, printed as a table or as
- * JSON. Single-threaded. */
+/* client/inspect.c - spillctl workers|jobs|job ID (one unary RPC to the dispatcher) and profile (one to a
+ * worker), printed as a table or as JSON. Single-threaded. */
 #include "client/inspect.h"
 
 #include <stdio.h>
@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include "lib/rpc.h"
+#include "pipeline/fusion.h"
+#include "pipeline/spec.h"
+#include "pipeline/spec_proto.h"
 #include "proto/spillway.pb-c.h"
 
 static int call(const char *target, const char *token, const char *method, const ProtobufCMessage *req,
@@ -180,4 +183,61 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
     }
     fprintf(stderr, "spillctl: unknown command \"%s\"\n", what);
     return 2;
+}
+
+int spw_inspect_profile(const char *worker, const char *auth_token, const char *pipeline, int samples, int json,
+                        int timeout_ms)
+{
+    char err[1024];
+    struct spw_pipeline_spec *spec;
+    if (spw_spec_load_file(pipeline, &spec, err, sizeof err) != 0) {
+        fprintf(stderr, "spillctl: %s: %s\n", pipeline, err);
+        return 2;
+    }
+    Spillway__V1__Pipeline *pipe;
+    if (spw_spec_to_proto(spec, &pipe) != 0) {
+        spw_spec_free(spec);
+        return 1;
+    }
+    Spillway__V1__ProfileRequest req = SPILLWAY__V1__PROFILE_REQUEST__INIT;
+    req.pipeline = pipe;
+    req.samples = samples;
+    uint8_t *resp = NULL;
+    size_t len = 0;
+    int rc = call(worker, auth_token, "/spillway.v1.Worker/Profile", &req.base, timeout_ms, &resp, &len);
+    spw_spec_proto_free(pipe);
+    Spillway__V1__ProfileResponse *r = rc ? NULL : spillway__v1__profile_response__unpack(NULL, len, resp);
+    free(resp);
+    if (!r) {
+        if (!rc)
+            fprintf(stderr, "spillctl: malformed Profile reply\n");
+        spw_spec_free(spec);
+        return 1;
+    }
+    struct spw_group groups[256];
+    const int ng = spw_fusion_groups(spec, groups);
+    if (json) {
+        printf("{\"threads\": %d, \"samples\": %d, \"skipped\": %lld, \"cuts\": [", r->threads, r->samples,
+               (long long)r->skipped);
+        for (size_t i = 0; i < r->n_cuts; i++)
+            printf("%s{\"cut\": %d, \"ns_per_element\": %.0f, \"bytes_per_element\": %.0f}", i ? ", " : "",
+                   r->cuts[i]->cut, r->cuts[i]->ns_per_element, r->cuts[i]->bytes_per_element);
+        printf("]}\n");
+    } else {
+        printf("%d elements on %d threads (%lld skipped); per element per thread, all threads busy:\n", r->samples,
+               r->threads, (long long)r->skipped);
+        printf("%-4s %-52s %12s %12s\n", "CUT", "RUNS ON THE WORKER", "US/ELEMENT", "KB/ELEMENT");
+        for (size_t i = 0; i < r->n_cuts; i++) {
+            const int k = r->cuts[i]->cut;
+            char what[64] = "read";
+            if (k > 0 && k <= ng)
+                snprintf(what, sizeof what, "read + groups 0-%d (up to %s)", k - 1,
+                         spw_op_name(spec->ops[groups[k - 1].first + groups[k - 1].count - 1].kind));
+            printf("%-4d %-52s %12.1f %12.1f\n", k, what, r->cuts[i]->ns_per_element / 1e3,
+                   r->cuts[i]->bytes_per_element / 1e3);
+        }
+    }
+    spillway__v1__profile_response__free_unpacked(r, NULL);
+    spw_spec_free(spec);
+    return 0;
 }

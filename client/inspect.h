@@ -1,5 +1,5 @@
-/* client/inspect.h - spillctl's read-only dispatcher commands: workers, jobs, job ID (human tables or
- * --json). Single-threaded; one RPC per command. */
+/* client/inspect.h - spillctl's read-only commands: workers, jobs, job ID (the dispatcher) and profile (a
+ * worker), as human tables or --json. Single-threaded; one RPC per command. */
 #ifndef SPW_CLIENT_INSPECT_H
 #define SPW_CLIENT_INSPECT_H
 
@@ -7,5 +7,10 @@
  * process exit status (0, 1 on an RPC error, 2 on usage). */
 int spw_inspect_run(const char *target, const char *auth_token, const char *what, const char *job_id, int json,
                     int timeout_ms);
+
+/* spillctl profile: ask the worker at `worker` to measure the pipeline in file `pipeline` on `samples`
+ * elements (0 = its default) and print the cost and bytes per element of every cut. Returns the exit status. */
+int spw_inspect_profile(const char *worker, const char *auth_token, const char *pipeline, int samples, int json,
+                        int timeout_ms);
 
 #endif

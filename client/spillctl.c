@@ -42,6 +42,7 @@ static void usage(FILE *f)
             "                    [--dump DIR] [--json] [--quiet]\n"
             "       spillctl validate --pipeline FILE.json\n"
             "       spillctl --dispatcher HOST:PORT workers|jobs|job ID [--json]\n"
+            "       spillctl profile --worker HOST:PORT --pipeline FILE.json [--samples N] [--json]\n"
             "       spillctl --help\n"
             "\n"
             "run --local     run the pipeline in this process (no dispatcher)\n"
@@ -69,6 +70,9 @@ static void usage(FILE *f)
             "jobs            the dispatcher's jobs: samples, epochs, cut, splits acked/leased/pending\n"
             "job ID          one job: which producer holds which split, and per producer the elements and\n"
             "                bytes it delivered and its recent rates (from heartbeats: up to one interval old)\n"
+            "profile         ask a worker to measure every cut of the pipeline with all its threads busy: cost\n"
+            "                (read + prefix + packing) and bytes per element - the planner's input\n"
+            "  --worker HOST:PORT  the worker;  --samples N  elements to measure (default 64, at most 4096)\n"
             "  --dispatcher HOST:PORT  the dispatcher (env SPILLWAY_DISPATCHER)\n"
             "  --auth-token T  bearer token for the dispatcher (env SPILLWAY_AUTH_TOKEN)\n"
             "  --timeout-ms N  RPC deadline (default 5000)\n"
@@ -436,6 +440,7 @@ int main(int argc, char **argv)
         {"cut", required_argument, NULL, 'C'}, {"local-cores", required_argument, NULL, 'L'},
         {"consume-rate", required_argument, NULL, 'R'}, {"ordered", no_argument, NULL, 'O'},
         {"prefetch-mb", required_argument, NULL, 'P'}, {"credit-mb", required_argument, NULL, 'c'},
+        {"worker", required_argument, NULL, 'W'}, {"samples", required_argument, NULL, 'S'},
         {NULL, 0, NULL, 0},
     };
     const char *pipeline = NULL, *dump = NULL;
@@ -444,8 +449,10 @@ int main(int argc, char **argv)
     int local = 0, json = 0, quiet = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     int64_t max_batches = 0, warmup = 0;
     struct service_args sa = {.cut = -1, .local_cores = 1, .prefetch_mb = 256, .credit_mb = 64};
+    const char *worker = NULL;
+    int samples = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:C:L:R:OP:c:", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:C:L:R:OP:c:W:S:", long_opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'C':
@@ -470,6 +477,14 @@ int main(int argc, char **argv)
             }
             break;
         case 'O': sa.ordered = true; break;
+        case 'W': worker = optarg; break;
+        case 'S':
+            samples = (int)strtol(optarg, &end, 10);
+            if (*end || samples < 1 || samples > 4096) {
+                fprintf(stderr, "spillctl: --samples: \"%s\" is not in [1, 4096]\n", optarg);
+                return 2;
+            }
+            break;
         case 'c':
             sa.credit_mb = strtoll(optarg, &end, 10);
             if (*end || sa.credit_mb < 4 || sa.credit_mb > (1 << 20)) {
@@ -542,6 +557,16 @@ int main(int argc, char **argv)
     if (!pipeline) {
         fprintf(stderr, "spillctl: %s needs --pipeline FILE.json\n", cmd);
         return 2;
+    }
+    if (!strcmp(cmd, "profile")) {
+        if (!worker) {
+            fprintf(stderr, "spillctl: profile needs --worker HOST:PORT\n");
+            return 2;
+        }
+        spw_rpc_init();
+        int st = spw_inspect_profile(worker, token, pipeline, samples, json, timeout_ms > 5000 ? timeout_ms : 120000);
+        spw_rpc_shutdown();
+        return st;
     }
     /* Per-element buffers (decoded regions, resample scratch, images) are 100 KB-1 MB: keep them on the
      * heap and keep freed memory, instead of an mmap, page faults and munmap for each one. */

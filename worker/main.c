@@ -17,6 +17,7 @@
 #include "lib/log.h"
 #include "lib/rpc.h"
 #include "worker/jobs.h"
+#include "worker/profile.h"
 #include "worker/registration.h"
 
 static struct spw_config_entry g_cfg[] = {
@@ -136,6 +137,9 @@ int main(int argc, char **argv)
         goto out;
     }
     spw_rpc_server_add_stream(srv, "/spillway.v1.Worker/StreamElements", wrk_jobs_stream, jobs);
+    static struct wrk_profile_opts profile_opts;
+    profile_opts.threads = threads;
+    spw_rpc_server_add_unary_slow(srv, "/spillway.v1.Worker/Profile", wrk_profile, &profile_opts);
     int port = 0;
     if (spw_rpc_server_start(srv, &port) != 0) {
         spw_log(SPW_LOG_ERROR, "worker", "cannot listen on %s", addr);

@@ -56,6 +56,25 @@ pipeline "$WORK/p.json" 7 2
 "$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 2 --dump "$WORK/local" --quiet || exit 1
 start_cluster || exit 1
 
+# Worker.Profile: every cut of the 3-group pipeline measured on a worker, with the bytes each ships.
+W1PORT=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$WORK/w1.out")
+"$B/bin/spillctl" profile --worker "127.0.0.1:$W1PORT" --pipeline "$WORK/p.json" --samples 16 --json \
+  > "$WORK/profile.json" 2> "$WORK/profile.err"
+check "profile: a cost and a size for cuts 0-3, the sizes of a 64x64 crop (uint8, then float32)" \
+  "$PY" -c "
+import json, sys
+p = json.load(open(sys.argv[1]))
+c = p['cuts']
+assert [x['cut'] for x in c] == [0, 1, 2, 3], c
+assert all(x['ns_per_element'] > 0 for x in c), c
+assert c[0]['bytes_per_element'] > 1000, c            # the JPEGs as read
+assert [x['bytes_per_element'] for x in c[1:]] == [12288, 12288, 49152], c
+assert p['samples'] == 16 and p['skipped'] == 0, p
+" "$WORK/profile.json"
+sed 's|"path": "[^"]*"|"path": "/nonexistent/data"|' "$WORK/p.json" > "$WORK/elsewhere.json"
+"$B/bin/spillctl" profile --worker "127.0.0.1:$W1PORT" --pipeline "$WORK/elsewhere.json" > /dev/null 2> "$WORK/profile-bad.err"
+check "profile: a source the worker cannot list is refused, saying so" grep -q 'FAILED_PRECONDITION\|status 9.*cannot list the source' "$WORK/profile-bad.err"
+
 run_service remote "$WORK/p.json" --local-cores 0
 check "workers only: exits 0" test $? -eq 0
 check "workers only: every key of 2 epochs exactly once" same_keys remote local

@@ -1,0 +1,19 @@
+/* worker/profile.h - Worker.Profile: measure a pipeline's candidate prefixes on this worker under full load
+ * (all its threads busy on the first elements of epoch 0) and report, for every cut k, the cost per element
+ * W(k) (read + groups [0, k) + packing b_k bytes) and the bytes per element b_k. Input for the planner; not
+ * the planner. The handler runs on its own thread (a slow unary method) and starts the measuring threads. */
+#ifndef SPW_WORKER_PROFILE_H
+#define SPW_WORKER_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct wrk_profile_opts {
+    int threads;                /* measuring threads: the worker's --threads */
+};
+
+/* The Profile handler (ctx = struct wrk_profile_opts *, which must outlive the server). */
+int wrk_profile(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                size_t msglen);
+
+#endif
