@@ -31,7 +31,7 @@ CORE_LIB  := $(BUILD)/lib/libspwcore.a
 DISP_SRC  := $(filter-out dispatcher/main.c,$(wildcard dispatcher/*.c))
 DISP_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(DISP_SRC))
 DISP_LIB  := $(BUILD)/lib/libspwdisp.a
-CLI_SRC   := $(filter-out client/spillctl.c client/inspect.c,$(wildcard client/*.c))
+CLI_SRC   := $(filter-out client/spillctl.c client/inspect.c client/plan.c,$(wildcard client/*.c))
 CLI_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 CLI_LIB   := $(BUILD)/lib/libspillway.a
 WRK_SRC   := $(filter-out worker/main.c,$(wildcard worker/*.c))
@@ -93,7 +93,8 @@ $(BUILD)/bin/spillway-worker: $(BUILD)/obj/worker/main.o $(WRK_OBJ) $(CORE_LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/bin/spillctl: $(BUILD)/obj/client/spillctl.o $(BUILD)/obj/client/inspect.o $(CLI_LIB) $(CORE_LIB)
+$(BUILD)/bin/spillctl: $(BUILD)/obj/client/spillctl.o $(BUILD)/obj/client/inspect.o $(BUILD)/obj/client/plan.o \
+                      $(CLI_LIB) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "client/inspect.h"
+#include "client/plan.h"
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/rpc.h"
@@ -43,6 +44,8 @@ static void usage(FILE *f)
             "       spillctl validate --pipeline FILE.json\n"
             "       spillctl --dispatcher HOST:PORT workers|jobs|job ID [--json]\n"
             "       spillctl profile --worker HOST:PORT --pipeline FILE.json [--samples N] [--json]\n"
+            "       spillctl plan --dispatcher HOST:PORT --pipeline FILE.json [--local-cores N] [--consume-rate R]\n"
+            "                     [--cut K] [--local-share auto|off] [--samples N] [--json]\n"
             "       spillctl --help\n"
             "\n"
             "run --local     run the pipeline in this process (no dispatcher)\n"
@@ -73,6 +76,10 @@ static void usage(FILE *f)
             "profile         ask a worker to measure every cut of the pipeline with all its threads busy: cost\n"
             "                (read + prefix + packing) and bytes per element - the planner's input\n"
             "  --worker HOST:PORT  the worker;  --samples N  elements to measure (default 64, at most 4096)\n"
+            "plan            measure this client's costs (on --local-cores threads) and profile every worker the\n"
+            "                dispatcher lists, then print the planner's table per cut (bytes, remote capacity,\n"
+            "                client cost, predicted throughput, mix, workers needed for --consume-rate) and its\n"
+            "                choice; --cut and --local-share off are the overrides. Creates no job.\n"
             "  --dispatcher HOST:PORT  the dispatcher (env SPILLWAY_DISPATCHER)\n"
             "  --auth-token T  bearer token for the dispatcher (env SPILLWAY_AUTH_TOKEN)\n"
             "  --timeout-ms N  RPC deadline (default 5000)\n"
@@ -441,6 +448,7 @@ int main(int argc, char **argv)
         {"consume-rate", required_argument, NULL, 'R'}, {"ordered", no_argument, NULL, 'O'},
         {"prefetch-mb", required_argument, NULL, 'P'}, {"credit-mb", required_argument, NULL, 'c'},
         {"worker", required_argument, NULL, 'W'}, {"samples", required_argument, NULL, 'S'},
+        {"local-share", required_argument, NULL, 'H'},
         {NULL, 0, NULL, 0},
     };
     const char *pipeline = NULL, *dump = NULL;
@@ -451,8 +459,9 @@ int main(int argc, char **argv)
     struct service_args sa = {.cut = -1, .local_cores = 1, .prefetch_mb = 256, .credit_mb = 64};
     const char *worker = NULL;
     int samples = 0;
+    bool local_off = false;
     int c;
-    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:C:L:R:OP:c:W:S:", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:C:L:R:OP:c:W:S:H:", long_opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'C':
@@ -478,6 +487,13 @@ int main(int argc, char **argv)
             break;
         case 'O': sa.ordered = true; break;
         case 'W': worker = optarg; break;
+        case 'H':
+            if (strcmp(optarg, "auto") && strcmp(optarg, "off")) {
+                fprintf(stderr, "spillctl: --local-share: \"%s\" is not auto or off\n", optarg);
+                return 2;
+            }
+            local_off = !strcmp(optarg, "off");
+            break;
         case 'S':
             samples = (int)strtol(optarg, &end, 10);
             if (*end || samples < 1 || samples > 4096) {
@@ -557,6 +573,20 @@ int main(int argc, char **argv)
     if (!pipeline) {
         fprintf(stderr, "spillctl: %s needs --pipeline FILE.json\n", cmd);
         return 2;
+    }
+    if (!strcmp(cmd, "plan")) {
+        if (!dispatcher) {
+            fprintf(stderr, "spillctl: plan needs --dispatcher HOST:PORT (or SPILLWAY_DISPATCHER)\n");
+            return 2;
+        }
+        struct spw_plan_cli_opts po = {.dispatcher = dispatcher, .auth_token = token, .pipeline = pipeline,
+                                       .local_cores = sa.local_cores, .rate = sa.consume_rate, .samples = samples,
+                                       .force_cut = sa.cut, .local_off = local_off, .json = json,
+                                       .timeout_ms = timeout_ms};
+        spw_rpc_init();
+        int st = spw_plan_cli(&po);
+        spw_rpc_shutdown();
+        return st;
     }
     if (!strcmp(cmd, "profile")) {
         if (!worker) {

@@ -75,6 +75,25 @@ sed 's|"path": "[^"]*"|"path": "/nonexistent/data"|' "$WORK/p.json" > "$WORK/els
 "$B/bin/spillctl" profile --worker "127.0.0.1:$W1PORT" --pipeline "$WORK/elsewhere.json" > /dev/null 2> "$WORK/profile-bad.err"
 check "profile: a source the worker cannot list is refused, saying so" grep -q 'FAILED_PRECONDITION\|status 9.*cannot list the source' "$WORK/profile-bad.err"
 
+# The planner on real measurements: this client's costs and both workers' profiles.
+"$B/bin/spillctl" plan --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --samples 16 --json \
+  > "$WORK/plan.json" 2> "$WORK/plan.err"
+check "plan: a row per cut (0-3) and a choice among them, with a positive prediction" "$PY" -c "
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert [c['cut'] for c in p['candidates']] == [0, 1, 2, 3], p
+assert p['workers'] == 2 and p['throughput'] > 0 and p['local_only'] > 0, p
+assert (p['cut'] in (0, 1, 2, 3)) == p['offload'] or p['cut'] == -1, p
+" "$WORK/plan.json"
+"$B/bin/spillctl" plan --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --samples 16 --json --cut 2 \
+  --local-share off > "$WORK/plan2.json" 2>> "$WORK/plan.err"
+check "plan: overrides (--cut 2, --local-share off) are what it plans" "$PY" -c "
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p['cut'] == 2 and p['local_share'] == 0 and 'override' in p['why'], p
+assert p['candidates'][2]['local'] == 0, p
+" "$WORK/plan2.json"
+
 run_service remote "$WORK/p.json" --local-cores 0
 check "workers only: exits 0" test $? -eq 0
 check "workers only: every key of 2 epochs exactly once" same_keys remote local

@@ -1,0 +1,161 @@
+/* pipeline/profile.c - step-by-step pipeline costs (see profile.h). Thread t takes elements t, t + T, ... of
+ * epoch 0's order, reads each, runs it group by group (the same runs a producer does for any cut) and copies
+ * each step's output once; each step's wall time is summed. Costs are wall time per element per thread with
+ * every thread busy, so they include the contention a loaded machine sees. */
+#include "pipeline/profile.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/clock.h"
+#include "lib/err.h"
+#include "pipeline/element.h"
+#include "pipeline/order.h"
+
+struct measure {
+    const struct spw_pipeline_spec *spec;
+    const struct spw_source *src;
+    const struct spw_element_ctx *ctx;
+    const struct spw_order *order;
+    int n, stride, first;
+    struct spw_profile sum;     /* sums over this thread's elements */
+};
+
+/* Copy n bytes (or a value) into scratch, growing it; returns the ns the copy took, or -1. */
+static int64_t timed_copy(const uint8_t *bytes, size_t n, const struct spw_value *v, uint8_t **scratch, size_t *cap)
+{
+    if (n > *cap) {
+        uint8_t *p = realloc(*scratch, n);
+        if (!p)
+            return -1;
+        *scratch = p;
+        *cap = n;
+    }
+    const int64_t t0 = spw_now_ns();
+    if (v)
+        spw_value_copy_out(v, SPW_LAYOUT_HWC, *scratch);
+    else
+        memcpy(*scratch, bytes, n);
+    return spw_now_ns() - t0;
+}
+
+static void *measure_main(void *arg)
+{
+    struct measure *m = arg;
+    const int groups = m->ctx->n_groups;
+    uint8_t *scratch = NULL;
+    size_t cap = 0;
+    char err[256];
+    struct spw_profile one;
+    for (int i = m->first; i < m->n; i += m->stride) {
+        const int64_t sample = spw_order_at(m->order, 0, i);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        int64_t t0 = spw_now_ns();
+        int rc = spw_source_read(m->src, sample, m->spec->max_file_bytes, &buf, &len);
+        one.read_ns = (double)(spw_now_ns() - t0);
+        int64_t c = rc ? -1 : timed_copy(buf, len, NULL, &scratch, &cap);
+        one.copy_ns[0] = (double)c;
+        one.bytes[0] = (double)len;
+        rc = rc ? rc : c < 0 ? -ENOMEM : 0;
+        struct spw_value v = {0};
+        for (int g = 0; g < groups && rc == 0; g++) {
+            t0 = spw_now_ns();
+            rc = spw_element_run(m->ctx, g, g + 1, 0, sample, buf, len, &v, NULL, NULL, err, sizeof err);
+            one.group_ns[g] = (double)(spw_now_ns() - t0);
+            if (rc == 0 && (c = timed_copy(NULL, spw_value_bytes(&v), &v, &scratch, &cap)) < 0)
+                rc = -ENOMEM;
+            one.copy_ns[g + 1] = (double)c;
+            one.bytes[g + 1] = (double)spw_value_bytes(&v);
+        }
+        spw_value_free(&v);
+        free(buf);
+        if (rc) {
+            m->sum.skipped++;
+            continue;
+        }
+        m->sum.read_ns += one.read_ns;
+        for (int g = 0; g < groups; g++)
+            m->sum.group_ns[g] += one.group_ns[g];
+        for (int k = 0; k <= groups; k++) {
+            m->sum.copy_ns[k] += one.copy_ns[k];
+            m->sum.bytes[k] += one.bytes[k];
+        }
+        m->sum.samples++;
+    }
+    free(scratch);
+    return NULL;
+}
+
+int spw_profile_run(const struct spw_pipeline_spec *spec, const struct spw_source *src, int samples, int threads,
+                    struct spw_profile *out, char *err, size_t errlen)
+{
+    struct spw_element_ctx ctx;
+    if (spw_element_ctx_init(&ctx, spec) != 0)
+        return -ENOMEM;
+    struct spw_order order;
+    spw_order_init(&order, src->n, spec->source.shuffle, spec->source.seed);
+    const int n = src->n < samples ? (int)src->n : samples;
+    if (threads > n)
+        threads = n > 0 ? n : 1;
+    struct measure *ms = calloc((size_t)threads, sizeof *ms);
+    pthread_t *tids = calloc((size_t)threads, sizeof *tids);
+    int rc = 0, started = 0;
+    if (!ms || !tids) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (int t = 0; t < threads; t++) {
+        ms[t] = (struct measure){.spec = spec, .src = src, .ctx = &ctx, .order = &order, .n = n, .stride = threads,
+                                 .first = t};
+        if (pthread_create(&tids[t], NULL, measure_main, &ms[t]) != 0)
+            break;
+        started++;
+    }
+    for (int t = 0; t < started; t++)
+        pthread_join(tids[t], NULL);
+    memset(out, 0, sizeof *out);
+    out->groups = ctx.n_groups;
+    out->threads = started;
+    for (int t = 0; t < started; t++) {
+        const struct spw_profile *s = &ms[t].sum;
+        out->samples += s->samples;
+        out->skipped += s->skipped;
+        out->read_ns += s->read_ns;
+        for (int g = 0; g < ctx.n_groups; g++)
+            out->group_ns[g] += s->group_ns[g];
+        for (int k = 0; k <= ctx.n_groups; k++) {
+            out->copy_ns[k] += s->copy_ns[k];
+            out->bytes[k] += s->bytes[k];
+        }
+    }
+    if (!out->samples) {
+        snprintf(err, errlen, "none of the %d sampled elements could be read and run", n);
+        rc = started ? SPW_ESOURCE : -EAGAIN;
+        goto out;
+    }
+    const double d = out->samples;
+    out->read_ns /= d;
+    for (int g = 0; g < ctx.n_groups; g++)
+        out->group_ns[g] /= d;
+    for (int k = 0; k <= ctx.n_groups; k++) {
+        out->copy_ns[k] /= d;
+        out->bytes[k] /= d;
+    }
+out:
+    free(ms);
+    free(tids);
+    spw_element_ctx_destroy(&ctx);
+    return rc;
+}
+
+double spw_profile_prefix_ns(const struct spw_profile *p, int k)
+{
+    double ns = p->read_ns + p->copy_ns[k];
+    for (int g = 0; g < k; g++)
+        ns += p->group_ns[g];
+    return ns;
+}
