@@ -2,7 +2,9 @@
 # make [all] | test | soak | demo | bench | clean      SANITIZER=address|undefined|thread  WERROR=0|1  V=1
 
 CC       ?= cc
-BUILD    ?= build
+SANITIZER ?=
+# A sanitizer build goes to its own folder, so switching back and forth never links mixed objects.
+BUILD    ?= build$(if $(SANITIZER),-$(SANITIZER))
 V        ?= 0
 Q        := $(if $(filter 1,$(V)),,@)
 WERROR   ?= 1
@@ -154,7 +156,7 @@ bench: deps
 	bash scripts/bench-offload.sh
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf build build-address build-undefined build-thread $(BUILD)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 .SECONDARY:
