@@ -649,7 +649,7 @@ void remote_stats(struct remote *r, struct remote_stats *out)
     out->elements = __atomic_load_n(&r->stats.elements, __ATOMIC_RELAXED);
     out->streams = 0;
     for (int i = 0; i < r->n_streams; i++)
-        out->streams += r->streams[i].st != NULL;
+        out->streams += r->streams[i].started_ms > 0;
     pthread_mutex_unlock(&r->mu);
 }
 

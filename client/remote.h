@@ -38,7 +38,7 @@ struct remote_lease {
 
 struct remote_stats {
     int64_t elements, duplicates, bytes, bad_messages;
-    int streams;
+    int streams;                /* workers streamed from */
 };
 
 struct remote;

@@ -347,7 +347,9 @@ static void print_service_json(const struct spw_pipeline_spec *spec, const struc
            secs > 0 ? st->elements / secs : 0.0, sa->local_cores, (long long)st->samples,
            (unsigned long long)st->manifest_hash);
     print_groups(spec);
-    printf("], \"job\": %llu, \"cut\": %d, \"local_cores\": %d, \"ordered\": %s, "
+    const double share = st->elements > 0 ? (double)(st->local_elements + st->rescued_elements) / st->elements : 0;
+    printf("], \"plan\": {\"cut\": %d, \"local_share\": %.3f, \"workers\": %d}, ", st->cut, share, st->workers);
+    printf("\"job\": %llu, \"cut\": %d, \"local_cores\": %d, \"ordered\": %s, "
            "\"producers\": {\"remote\": %lld, \"local\": %lld, \"rescue\": %lld}, \"duplicates_dropped\": %lld, "
            "\"bytes_received\": %lld, \"workers\": %d}\n",
            (unsigned long long)st->job, st->cut, sa->local_cores, sa->ordered ? "true" : "false",

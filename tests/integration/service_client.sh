@@ -101,6 +101,11 @@ check "workers only: 320 elements, all from workers" test "$(field "$WORK/remote
 
 run_service hybrid "$WORK/p.json" --local-cores 1
 check "hybrid: every key exactly once" same_keys hybrid local
+check "hybrid: the JSON reports the plan it ran with (cut 3, a local share in (0, 1), 2 workers)" "$PY" -c "
+import json, sys
+p = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])['plan']
+assert p['cut'] == 3 and 0 < p['local_share'] < 1 and p['workers'] == 2, p
+" "$WORK/hybrid.json"
 check "hybrid: workers delivered >= 10%" test "$(field "$WORK/hybrid.json" "['producers']['remote']")" -ge 32
 check "hybrid: the client's own threads delivered >= 10%" test "$(field "$WORK/hybrid.json" "['producers']['local']")" -ge 32
 sleep 0.5     # the final counts arrive with the next heartbeats

@@ -62,7 +62,7 @@ struct spw_job_stats {
     int64_t rescued_elements;   /* ... by this client for a stalled head batch */
     int64_t duplicates_dropped; /* elements that arrived twice (re-leased or speculative splits) */
     int64_t bytes_received;     /* ElementBatch bytes from workers */
-    int workers;                /* streams open now */
+    int workers;                /* workers streamed from */
 };
 void spw_job_stats(struct spw_job *job, struct spw_job_stats *out);
 
