@@ -19,7 +19,10 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "pipeline/element.h"
+#include "pipeline/fusion.h"
 #include "pipeline/order.h"
+#include "pipeline/planner.h"
+#include "pipeline/profile.h"
 #include "pipeline/spec_proto.h"
 
 #define DEFAULT_PREFETCH ((int64_t)256 << 20)
@@ -27,6 +30,8 @@
 #define DEFAULT_RESCUE_MS 3000
 #define POLL_MS 100
 #define LOCAL_NICE 19
+#define PLAN_SAMPLES 32
+#define RECV_NS_PER_BYTE 0.3        /* client CPU per received byte besides the copy (scripts/bench-stream.sh) */
 
 struct spw_job {
     struct spw_job_opts o;
@@ -146,6 +151,42 @@ static void *local_main(void *arg)
     return NULL;
 }
 
+/* Run the job in this process on the executor (no dispatcher, or the planner said offloading does not pay). */
+static int start_in_process(struct spw_job *j, char *err, size_t errlen)
+{
+    struct spw_executor_opts eo = {
+        .threads = j->o.local_cores > 0 ? j->o.local_cores : (int)sysconf(_SC_NPROCESSORS_ONLN),
+        .max_batches = j->o.max_batches};
+    struct spw_group groups[256];
+    j->st.groups = j->st.cut = spw_fusion_groups(j->spec, groups);
+    return spw_executor_create(j->spec, j->src, &eo, &j->ex, err, errlen);
+}
+
+/* This client's costs for the planner, measured now on a few elements (DESIGN §7: f and s(k)). */
+static int measure_facts(struct spw_job *j, Spillway__V1__ClientFacts *cf, double *buf, char *err, size_t errlen)
+{
+    struct spw_profile *me = malloc(sizeof *me);
+    struct spw_plan_input *in = calloc(1, sizeof *in);
+    const int cores = j->o.local_cores > 0 ? j->o.local_cores : 1;
+    int rc = me && in ? spw_profile_run(j->spec, j->src, PLAN_SAMPLES, cores, me, err, errlen) : -ENOMEM;
+    if (rc == 0) {
+        spw_plan_client_costs(me, RECV_NS_PER_BYTE, in);
+        spillway__v1__client_facts__init(cf);
+        cf->n_remote_ns = cf->n_bytes = (size_t)in->n_cuts;
+        cf->remote_ns = buf;
+        cf->bytes = buf + in->n_cuts;
+        memcpy(cf->remote_ns, in->remote_ns, sizeof(double) * (size_t)in->n_cuts);
+        memcpy(cf->bytes, in->bytes, sizeof(double) * (size_t)in->n_cuts);
+        cf->local_ns = in->local_ns;
+        cf->cores = cores;
+        cf->rate = j->o.trainer_rate > 0 ? j->o.trainer_rate : 0;
+        cf->local_off = j->o.local_cores == 0;
+    }
+    free(me);
+    free(in);
+    return rc;
+}
+
 static int open_common(struct spw_job *j, char *err, size_t errlen)
 {
     int rc = spw_source_open(&j->spec->source, &j->src, err, errlen);
@@ -153,13 +194,12 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
         return rc;
     j->st.samples = j->src->n;
     j->st.manifest_hash = j->src->manifest_hash;
-    if (!j->o.dispatcher) {
-        struct spw_executor_opts eo = {
-            .threads = j->o.local_cores > 0 ? j->o.local_cores : (int)sysconf(_SC_NPROCESSORS_ONLN),
-            .max_batches = j->o.max_batches};
-        j->st.groups = j->st.cut = 0;
-        return spw_executor_create(j->spec, j->src, &eo, &j->ex, err, errlen);
-    }
+    if (!j->o.dispatcher)
+        return start_in_process(j, err, errlen);
+    Spillway__V1__ClientFacts facts;
+    double facts_buf[2 * (SPW_PROFILE_MAX_GROUPS + 1)];
+    if (j->o.cut == SPW_CUT_AUTO && (rc = measure_facts(j, &facts, facts_buf, err, errlen)) != 0)
+        return rc;
     Spillway__V1__Pipeline *pipe;
     if (spw_spec_to_proto(j->spec, &pipe) != 0) {
         snprintf(err, errlen, "cannot serialize the pipeline");
@@ -169,9 +209,16 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
                              .local_cores = j->o.local_cores, .split_size = j->o.split_size,
                              .credit_bytes = j->o.credit_bytes, .park_cap_bytes = j->o.prefetch_bytes / 4,
                              .manifest_hash = j->src->manifest_hash,
-                             .own_counts = {&j->st.local_elements, &j->st.rescued_elements}};
+                             .own_counts = {&j->st.local_elements, &j->st.rescued_elements},
+                             .facts = j->o.cut == SPW_CUT_AUTO ? &facts : NULL};
     rc = remote_create(&ro, pipe, &j->r, &j->rj, err, errlen);
     spw_spec_proto_free(pipe);
+    j->st.planned = j->rj.planned;
+    j->st.offloaded = j->rj.offload;
+    j->st.predicted = j->rj.predicted;
+    snprintf(j->st.plan_why, sizeof j->st.plan_why, "%s", j->rj.why);
+    if (rc == REMOTE_RUN_LOCALLY)
+        return start_in_process(j, err, errlen);
     if (rc)
         return rc;
     if (j->rj.samples != j->src->n) {

@@ -13,6 +13,7 @@
 #include "lib/err.h"
 #include "lib/rpc.h"
 #include "pipeline/fusion.h"
+#include "pipeline/plan_proto.h"
 #include "pipeline/planner.h"
 #include "pipeline/profile.h"
 #include "pipeline/source.h"
@@ -21,6 +22,20 @@
 #include "proto/spillway.pb-c.h"
 
 #define DEFAULT_SAMPLES 64
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", *s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
 #define DEFAULT_RECV_NS_PER_BYTE 0.3
 
 /* Profile every alive worker into in->workers (costs per cut). Returns 0 or 1 (and says why). */
@@ -81,45 +96,52 @@ static int profile_workers(const struct spw_plan_cli_opts *o, const Spillway__V1
     return rc;
 }
 
-static void print_table(const struct spw_plan_cli_opts *o, const struct spw_pipeline_spec *spec,
-                        const struct spw_plan *p, const struct spw_plan_input *in)
+/* Print a plan (from the planner here, or as the dispatcher kept it): the candidate table and the choice.
+ * spec (may be NULL) names the op each cut ends with. */
+static void print_plan(const Spillway__V1__Plan *m, const struct spw_pipeline_spec *spec, bool json)
 {
-    struct spw_group groups[256];
-    spw_fusion_groups(spec, groups);
-    if (o->json) {
-        printf("{\"local_only\": %.1f, \"offload\": %s, \"cut\": %d, \"local_share\": %.3f, \"throughput\": %.1f, "
-               "\"workers\": %d, \"workers_needed\": %d, \"why\": \"%s\", \"candidates\": [",
-               p->local_only, p->offload ? "true" : "false", p->best, p->local_share, p->throughput, in->n_workers,
-               p->workers_needed, p->why);
-        for (int k = 0; k < p->n; k++) {
-            const struct spw_plan_candidate *c = &p->c[k];
+    if (json) {
+        printf("{\"offload\": %s, \"cut\": %d, \"local_share\": %.3f, \"throughput\": %.1f, \"local_only\": %.1f, "
+               "\"workers\": %d, \"workers_needed\": %d, \"why\": ",
+               m->offload ? "true" : "false", m->cut, m->local_share, m->throughput, m->local_only, m->workers,
+               m->workers_needed);
+        json_string(stdout, m->why ? m->why : "");
+        printf(", \"candidates\": [");
+        for (size_t k = 0; k < m->n_candidates; k++) {
+            const Spillway__V1__PlanCandidate *c = m->candidates[k];
             printf("%s{\"cut\": %d, \"bytes\": %.0f, \"remote_capacity\": %.1f, \"client_ns\": %.0f, "
                    "\"throughput\": %.1f, \"remote\": %.1f, \"local\": %.1f, \"workers_needed\": %d}",
-                   k ? ", " : "", c->k, c->bytes, isinf(c->remote_capacity) ? -1.0 : c->remote_capacity,
-                   c->remote_ns, c->throughput, c->remote_rate, c->local_rate, c->workers_needed);
+                   k ? ", " : "", c->cut, c->bytes, c->remote_capacity, c->client_ns, c->throughput, c->remote,
+                   c->local, c->workers_needed);
         }
         printf("]}\n");
         return;
     }
-    printf("client: %d core(s), %.0f us per element alone: %.0f elements/s local-only%s\n", (int)in->client_cores,
-           in->local_ns / 1e3, p->local_only, in->rate > 0 && p->local_only >= in->rate ? " (the trainer's rate)" : "");
-    printf("workers: %d profiled\n\n", in->n_workers);
+    struct spw_group groups[256];
+    const int ng = spec ? spw_fusion_groups(spec, groups) : 0;
+    printf("local-only: %.0f elements/s; workers profiled: %d\n\n", m->local_only, m->workers);
     printf("%-4s %-24s %10s %14s %12s %12s %10s %10s %8s\n", "CUT", "WORKERS RUN UP TO", "KB/ELEM", "REMOTE CAP/S",
            "CLIENT US", "PREDICTED/S", "REMOTE/S", "LOCAL/S", "WORKERS");
-    for (int k = 0; k < p->n; k++) {
-        const struct spw_plan_candidate *c = &p->c[k];
-        const char *upto = k == 0 ? "nothing: ships the file"
-                                  : spw_op_name(spec->ops[groups[k - 1].first + groups[k - 1].count - 1].kind);
-        char need[16] = "-";
+    for (size_t k = 0; k < m->n_candidates; k++) {
+        const Spillway__V1__PlanCandidate *c = m->candidates[k];
+        char upto[40] = "nothing: ships the file";
+        if (c->cut > 0 && c->cut <= ng)
+            snprintf(upto, sizeof upto, "%s",
+                     spw_op_name(spec->ops[groups[c->cut - 1].first + groups[c->cut - 1].count - 1].kind));
+        else if (c->cut > 0)
+            snprintf(upto, sizeof upto, "group %d", c->cut - 1);
+        char need[16] = "-", cap[24] = "unlimited";
         if (c->workers_needed >= 0)
             snprintf(need, sizeof need, "%d", c->workers_needed);
-        printf("%-4d %-24s %10.1f %14.0f %12.1f %12.0f %10.0f %10.0f %8s%s\n", k, upto, c->bytes / 1e3,
-               c->remote_capacity, c->remote_ns / 1e3, c->throughput, c->remote_rate, c->local_rate, need,
-               k == p->best ? "  <-" : "");
+        if (c->remote_capacity >= 0)
+            snprintf(cap, sizeof cap, "%.0f", c->remote_capacity);
+        printf("%-4d %-24s %10.1f %14s %12.1f %12.0f %10.0f %10.0f %8s%s\n", c->cut, upto, c->bytes / 1e3, cap,
+               c->client_ns / 1e3, c->throughput, c->remote, c->local, need,
+               m->offload && c->cut == m->cut ? "  <-" : "");
     }
-    printf("\n%s\n", p->why);
-    if (p->workers_needed >= 0)
-        printf("workers needed for the trainer's rate: %d\n", p->workers_needed);
+    printf("\n%s\n", m->why ? m->why : "");
+    if (m->workers_needed >= 0)
+        printf("workers needed for the trainer's rate: %d\n", m->workers_needed);
 }
 
 int spw_plan_cli(const struct spw_plan_cli_opts *o)
@@ -150,17 +172,7 @@ int spw_plan_cli(const struct spw_plan_cli_opts *o)
         goto out;
     }
     const int n_cuts = me->groups + 1;
-    const double recv = o->recv_ns_per_byte > 0 ? o->recv_ns_per_byte : DEFAULT_RECV_NS_PER_BYTE;
-    const double batch_copy = me->copy_ns[me->groups];
-    in->n_cuts = n_cuts;
-    in->local_ns = spw_profile_prefix_ns(me, me->groups);      /* read + all groups + the copy into the batch */
-    for (int k = 0; k < n_cuts; k++) {
-        double suffix = 0;
-        for (int g = k; g < me->groups; g++)
-            suffix += me->group_ns[g];
-        in->bytes[k] = me->bytes[k];
-        in->remote_ns[k] = recv * me->bytes[k] + suffix + batch_copy;
-    }
+    spw_plan_client_costs(me, o->recv_ns_per_byte > 0 ? o->recv_ns_per_byte : DEFAULT_RECV_NS_PER_BYTE, in);
     in->client_cores = cores;
     in->rate = o->rate;
     in->force_cut = o->force_cut;
@@ -171,7 +183,13 @@ int spw_plan_cli(const struct spw_plan_cli_opts *o)
         fprintf(stderr, "spillctl: planner: %s\n", plan->why);
         goto out;
     }
-    print_table(o, spec, plan, in);
+    Spillway__V1__Plan *m = spw_plan_to_proto(plan, in->n_workers);
+    if (!m)
+        goto out;
+    if (!o->json)
+        printf("client: %d core(s), %.0f us per element alone\n", cores, in->local_ns / 1e3);
+    print_plan(m, spec, o->json);
+    spw_plan_proto_free(m);
     status = 0;
 out:
     free(me);
@@ -180,5 +198,46 @@ out:
     spw_spec_proto_free(pipe);
     spw_source_close(src);
     spw_spec_free(spec);
+    return status;
+}
+
+int spw_explain_cli(const char *dispatcher, const char *auth_token, const char *job_id, bool json, int timeout_ms)
+{
+    char *end;
+    unsigned long long id = job_id ? strtoull(job_id, &end, 10) : 0;
+    if (!job_id || *end || !id) {
+        fprintf(stderr, "spillctl: explain needs a job id (a positive integer)\n");
+        return 2;
+    }
+    struct spw_rpc_channel_opts co = {.auth_token = auth_token};
+    struct spw_rpc_channel *ch;
+    if (spw_rpc_channel_create(dispatcher, &co, &ch) != 0) {
+        fprintf(stderr, "spillctl: bad dispatcher address \"%s\"\n", dispatcher);
+        return 2;
+    }
+    Spillway__V1__DescribeJobRequest req = SPILLWAY__V1__DESCRIBE_JOB_REQUEST__INIT;
+    req.job = id;
+    uint8_t *resp = NULL;
+    size_t len = 0;
+    char msg[512] = "";
+    int st = spw_rpc_call_msg(ch, "/spillway.v1.Dispatcher/DescribeJob", &req.base, timeout_ms, &resp, &len, msg,
+                              sizeof msg);
+    spw_rpc_channel_destroy(ch);
+    Spillway__V1__DescribeJobResponse *r = st == SPW_RPC_OK ? spillway__v1__describe_job_response__unpack(NULL, len, resp)
+                                                            : NULL;
+    free(resp);
+    if (!r) {
+        fprintf(stderr, "spillctl: DescribeJob at %s: %s: %s\n", dispatcher, spw_rpc_status_name(st), msg);
+        return 1;
+    }
+    int status = 0;
+    if (!r->plan) {
+        fprintf(stderr, "spillctl: job %llu was not planned (it was created with a fixed cut: %d)\n", id,
+                r->job ? r->job->cut : -1);
+        status = 1;
+    } else {
+        print_plan(r->plan, NULL, json);
+    }
+    spillway__v1__describe_job_response__free_unpacked(r, NULL);
     return status;
 }

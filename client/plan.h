@@ -1,6 +1,7 @@
 /* client/plan.h - spillctl plan: measure the client's own costs here, ask every worker the dispatcher lists
- * for its profile, and print the planner's candidate table and decision (what `spillctl explain` will show
- * for a running job). Read-only: it creates no job. Single-threaded apart from the measuring threads. */
+ * for its profile, and print the planner's candidate table and decision, without creating a job; and
+ * spillctl explain JOB: the same table as the dispatcher planned a job (--cut auto). Single-threaded apart
+ * from the measuring threads. */
 #ifndef SPW_CLIENT_PLAN_H
 #define SPW_CLIENT_PLAN_H
 
@@ -20,5 +21,7 @@ struct spw_plan_cli_opts {
 
 /* Returns the process exit status (0, 1 on an error, 2 on usage). */
 int spw_plan_cli(const struct spw_plan_cli_opts *o);
+/* spillctl explain JOB: how the dispatcher planned the job (the same table). Returns the exit status. */
+int spw_explain_cli(const char *dispatcher, const char *auth_token, const char *job_id, bool json, int timeout_ms);
 
 #endif

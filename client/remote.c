@@ -67,6 +67,8 @@ static int create_err(int st, char *err, size_t errlen, const char *what, const 
 int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pipe, struct remote **out,
                   struct remote_job *job, char *err, size_t errlen)
 {
+    memset(job, 0, sizeof *job);
+    *out = NULL;
     struct remote *r = calloc(1, sizeof *r);
     if (!r)
         return -ENOMEM;
@@ -89,6 +91,7 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
     cj.local_cores = o->local_cores;
     cj.incarnation = r->incarnation;
     cj.split_size = o->split_size;
+    cj.client = (Spillway__V1__ClientFacts *)o->facts;
     uint8_t *resp = NULL;
     size_t len = 0;
     char msg[512] = "";
@@ -100,6 +103,17 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
     int rc = 0;
     if (st != SPW_RPC_OK) {
         rc = create_err(st, err, errlen, "CreateJob", msg);
+        goto fail;
+    }
+    if (cr && cr->plan) {
+        job->planned = true;
+        job->offload = cr->plan->offload;
+        job->predicted = cr->plan->throughput;
+        snprintf(job->why, sizeof job->why, "%s", cr->plan->why ? cr->plan->why : "");
+    }
+    if (cr && cr->job == 0 && cr->plan && !cr->plan->offload) {
+        spw_log(SPW_LOG_INFO, "client", "planned: running in this process why=\"%s\"", job->why);
+        rc = REMOTE_RUN_LOCALLY;
         goto fail;
     }
     if (!cr || cr->samples <= 0 || cr->split_size <= 0 || cr->splits_per_epoch <= 0 || cr->groups < 0 ||
@@ -116,8 +130,13 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
         rc = -ECONNREFUSED;
         goto fail;
     }
-    r->job = (struct remote_job){.job = cr->job, .samples = cr->samples, .splits_per_epoch = cr->splits_per_epoch,
-                                 .split_size = cr->split_size, .cut = cr->cut, .groups = cr->groups};
+    job->job = cr->job;
+    job->samples = cr->samples;
+    job->splits_per_epoch = cr->splits_per_epoch;
+    job->split_size = cr->split_size;
+    job->cut = cr->cut;
+    job->groups = cr->groups;
+    r->job = *job;
     for (size_t i = 0; i < cr->n_workers && r->n_streams < MAX_STREAMS; i++) {
         struct stream *s = &r->streams[r->n_streams++];
         s->r = r;
@@ -128,7 +147,6 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
     spillway__v1__create_job_response__free_unpacked(cr, NULL);
     spw_log(SPW_LOG_INFO, "client", "job created job=%llu samples=%lld cut=%d groups=%d workers=%d",
             (unsigned long long)r->job.job, (long long)r->job.samples, r->job.cut, r->job.groups, r->n_streams);
-    *job = r->job;
     *out = r;
     return 0;
 fail:

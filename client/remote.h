@@ -22,12 +22,16 @@ struct remote_opts {
     int64_t park_cap_bytes;     /* stop granting credit while more than this is parked */
     uint64_t manifest_hash;     /* the client's own listing, checked against the job's */
     const int64_t *own_counts[2];   /* elements the client's own threads delivered (read atomically, summed) */
+    const Spillway__V1__ClientFacts *facts;     /* with cut SPW_CUT_AUTO: this client's measured costs */
 };
 
 struct remote_job {             /* what CreateJob answered */
     uint64_t job;
     int64_t samples, splits_per_epoch;
     int split_size, cut, groups;
+    bool planned, offload;      /* a plan came back, and whether it uses the workers */
+    double predicted;
+    char why[512];
 };
 
 struct remote_lease {
@@ -43,8 +47,10 @@ struct remote_stats {
 
 struct remote;
 
-/* Create the job on the dispatcher. Returns 0, or -ECONNREFUSED (refused: bad spec, wrong manifest...) /
- * -EIO (unreachable) / -ENOMEM with a message in err. */
+/* Create the job on the dispatcher. Returns 0; REMOTE_RUN_LOCALLY when the dispatcher planned the job and
+ * offloading does not pay (*job says why; no remote object, *out NULL); or -ECONNREFUSED (refused: bad spec,
+ * wrong manifest...) / -EIO (unreachable) / -ENOMEM with a message in err. */
+#define REMOTE_RUN_LOCALLY 1
 int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pipe, struct remote **out,
                   struct remote_job *job, char *err, size_t errlen);
 /* Start the heartbeat and worker streams, finishing elements into a. ctx, src and order must outlive r. */

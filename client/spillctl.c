@@ -42,7 +42,7 @@ static void usage(FILE *f)
             "                    [--max-batches M]\n"
             "                    [--dump DIR] [--json] [--quiet]\n"
             "       spillctl validate --pipeline FILE.json\n"
-            "       spillctl --dispatcher HOST:PORT workers|jobs|job ID [--json]\n"
+            "       spillctl --dispatcher HOST:PORT workers|jobs|job ID|explain ID [--json]\n"
             "       spillctl profile --worker HOST:PORT --pipeline FILE.json [--samples N] [--json]\n"
             "       spillctl plan --dispatcher HOST:PORT --pipeline FILE.json [--local-cores N] [--consume-rate R]\n"
             "                     [--cut K] [--local-share auto|off] [--samples N] [--json]\n"
@@ -62,9 +62,12 @@ static void usage(FILE *f)
             "run --dispatcher  run the pipeline through the service as a simulated trainer: workers run it up\n"
             "                to the cut, this process finishes, batches and consumes (same --dump and --json;\n"
             "                the JSON adds job, cut, and elements per producer class)\n"
-            "  --cut K       fusion groups [0, K) run on the workers (default: all of them)\n"
+            "  --cut K|auto  fusion groups [0, K) run on the workers (default: all of them); auto: measure this\n"
+            "                client, let the dispatcher profile the workers and plan the cut - or run here\n"
+            "                alone when offloading does not pay (the JSON's plan says which and why)\n"
             "  --local-cores N  client threads producing whole splits too (default 1; 0 = none)\n"
-            "  --consume-rate R  consume at most R elements/s, like a trainer (default: unlimited)\n"
+            "  --consume-rate R  consume at most R elements/s, like a trainer (default: unlimited); with\n"
+            "                --cut auto, the rate the plan aims for\n"
             "  --ordered     deliver batches in epoch order: byte-identical to run --local\n"
             "  --prefetch-mb MB  batches assembled ahead (default 256)\n"
             "  --credit-mb MB    bytes all workers together may have in flight to this client (default 64)\n"
@@ -80,6 +83,7 @@ static void usage(FILE *f)
             "                dispatcher lists, then print the planner's table per cut (bytes, remote capacity,\n"
             "                client cost, predicted throughput, mix, workers needed for --consume-rate) and its\n"
             "                choice; --cut and --local-share off are the overrides. Creates no job.\n"
+            "explain ID      how the dispatcher planned job ID (run with --cut auto): the same table\n"
             "  --dispatcher HOST:PORT  the dispatcher (env SPILLWAY_DISPATCHER)\n"
             "  --auth-token T  bearer token for the dispatcher (env SPILLWAY_AUTH_TOKEN)\n"
             "  --timeout-ms N  RPC deadline (default 5000)\n"
@@ -348,7 +352,12 @@ static void print_service_json(const struct spw_pipeline_spec *spec, const struc
            (unsigned long long)st->manifest_hash);
     print_groups(spec);
     const double share = st->elements > 0 ? (double)(st->local_elements + st->rescued_elements) / st->elements : 0;
-    printf("], \"plan\": {\"cut\": %d, \"local_share\": %.3f, \"workers\": %d}, ", st->cut, share, st->workers);
+    printf("], \"plan\": {\"cut\": %d, \"local_share\": %.3f, \"workers\": %d, \"planned\": %s, "
+           "\"offload\": %s, \"predicted_elements_per_s\": %.1f, \"why\": ",
+           st->cut, share, st->workers, st->planned ? "true" : "false",
+           (st->planned ? st->offloaded : st->workers > 0) ? "true" : "false", st->predicted);
+    json_string(stdout, st->plan_why);
+    printf("}, ");
     printf("\"job\": %llu, \"cut\": %d, \"local_cores\": %d, \"ordered\": %s, "
            "\"producers\": {\"remote\": %lld, \"local\": %lld, \"rescue\": %lld}, \"duplicates_dropped\": %lld, "
            "\"bytes_received\": %lld, \"workers\": %d}\n",
@@ -381,6 +390,7 @@ static int cmd_run_service(const char *pipeline, const struct service_args *sa, 
     o.dispatcher = sa->dispatcher;
     o.auth_token = sa->token;
     o.cut = sa->cut;
+    o.trainer_rate = sa->consume_rate;
     o.local_cores = sa->local_cores;
     o.ordered = sa->ordered;
     o.prefetch_bytes = sa->prefetch_mb << 20;
@@ -467,9 +477,9 @@ int main(int argc, char **argv)
         char *end;
         switch (c) {
         case 'C':
-            sa.cut = (int)strtol(optarg, &end, 10);
-            if (*end || sa.cut < 0 || sa.cut > 256) {
-                fprintf(stderr, "spillctl: --cut: \"%s\" is not a group boundary in [0, 256]\n", optarg);
+            sa.cut = !strcmp(optarg, "auto") ? SPW_CUT_AUTO : (int)strtol(optarg, &end, 10);
+            if (sa.cut != SPW_CUT_AUTO && (*end || sa.cut < 0 || sa.cut > 256)) {
+                fprintf(stderr, "spillctl: --cut: \"%s\" is not auto or a group boundary in [0, 256]\n", optarg);
                 return 2;
             }
             break;
@@ -561,6 +571,16 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[optind];
+    if (!strcmp(cmd, "explain")) {
+        if (!dispatcher) {
+            fprintf(stderr, "spillctl: explain needs --dispatcher HOST:PORT (or SPILLWAY_DISPATCHER)\n");
+            return 2;
+        }
+        spw_rpc_init();
+        int st = spw_explain_cli(dispatcher, token, optind + 1 < argc ? argv[optind + 1] : NULL, json, timeout_ms);
+        spw_rpc_shutdown();
+        return st;
+    }
     if (!strcmp(cmd, "workers") || !strcmp(cmd, "jobs") || !strcmp(cmd, "job")) {
         if (!dispatcher) {
             fprintf(stderr, "spillctl: %s needs --dispatcher HOST:PORT (or SPILLWAY_DISPATCHER)\n", cmd);

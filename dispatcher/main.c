@@ -73,7 +73,8 @@ int main(int argc, char **argv)
                                    .client_timeout_ms = cfg_int("client-timeout-ms"),
                                    .heartbeat_interval_ms = cfg_int("heartbeat-ms"),
                                    .speculate_after_ms = cfg_int("speculate-after-ms"),
-                                   .default_split_size = (int32_t)cfg_int("split-size")};
+                                   .default_split_size = (int32_t)cfg_int("split-size"),
+                                   .auth_token = token && *token ? token : NULL};
     int status = 1;
     if ((rc = disp_service_create(&so, &svc)) != 0) {
         spw_log(SPW_LOG_ERROR, "dispatcher", "cannot create the service: rc=%d", rc);

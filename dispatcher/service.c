@@ -11,12 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatcher/planning.h"
 #include "dispatcher/progress.h"
 #include "dispatcher/state.h"
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "pipeline/fusion.h"
+#include "pipeline/plan_proto.h"
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
 #include "pipeline/spec_proto.h"
@@ -38,6 +40,12 @@ struct disp_service {
     pthread_cond_t cv;
     struct disp_state *st;
     struct disp_progress progress;  /* per (job, producer) deliveries, for DescribeJob */
+    struct {                        /* how planned jobs were planned (packed Plan), for DescribeJob */
+        uint64_t job;
+        uint8_t *plan;
+        size_t len;
+    } plans[256];
+    int n_plans;
     uint64_t next_worker, next_job;
     bool stopping;
     pthread_t timer;
@@ -111,6 +119,8 @@ void disp_service_destroy(struct disp_service *s)
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->timer, NULL);
     disp_state_destroy(s->st);
+    for (int i = 0; i < s->n_plans; i++)
+        free(s->plans[i].plan);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -279,6 +289,65 @@ static void free_addresses(Spillway__V1__WorkerAddress **v, size_t n)
     free(v);
 }
 
+#define CUT_PLAN (-2)
+
+/* Plan a new job from the client's facts and the alive workers' profiles: *cut and *plan (a message).
+ * Returns ST_OK or a status with msg. Called without the lock (it calls the workers). */
+static int plan_job(struct disp_service *s, const Spillway__V1__CreateJobRequest *r, int n_groups, int *cut,
+                    Spillway__V1__Plan **plan, char *msg, size_t msglen)
+{
+    Spillway__V1__WorkerAddress **ws = NULL;
+    pthread_mutex_lock(&s->mu);
+    size_t n = alive_workers(s, &ws);
+    pthread_mutex_unlock(&s->mu);
+    char **addrs = calloc(n + 1, sizeof *addrs);
+    struct spw_plan *p = malloc(sizeof *p);
+    int status = ST_OK, profiled = 0;
+    if (!addrs || !p) {
+        status = ST_RESOURCE_EXHAUSTED;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        addrs[i] = ws[i]->address;
+    int rc = disp_plan_job(r->pipeline, r->client, n_groups + 1, addrs, (int)n, s->o.auth_token, p, &profiled, msg,
+                           msglen);
+    if (rc) {
+        status = rc == -EINVAL ? ST_INVALID_ARGUMENT : ST_RESOURCE_EXHAUSTED;
+        goto out;
+    }
+    if (!(*plan = spw_plan_to_proto(p, profiled))) {
+        status = ST_RESOURCE_EXHAUSTED;
+        goto out;
+    }
+    *cut = p->offload ? p->best : n_groups;
+    spw_log(SPW_LOG_INFO, "dispatcher", "planned offload=%d cut=%d predicted=%.0f local_only=%.0f workers=%d/%zu",
+            p->offload, *cut, p->throughput, p->local_only, profiled, n);
+out:
+    free(p);
+    free(addrs);
+    free_addresses(ws, n);
+    return status;
+}
+
+/* Keep how job was planned (for DescribeJob). Called without the lock. */
+static void remember_plan(struct disp_service *s, uint64_t job, const Spillway__V1__Plan *plan)
+{
+    size_t len = spillway__v1__plan__get_packed_size(plan);
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf)
+        return;
+    spillway__v1__plan__pack(plan, buf);
+    pthread_mutex_lock(&s->mu);
+    if (s->n_plans == (int)(sizeof s->plans / sizeof s->plans[0])) {     /* forget the oldest */
+        free(s->plans[0].plan);
+        memmove(s->plans, s->plans + 1, sizeof s->plans[0] * (size_t)--s->n_plans);
+    }
+    s->plans[s->n_plans].job = job;
+    s->plans[s->n_plans].plan = buf;
+    s->plans[s->n_plans++].len = len;
+    pthread_mutex_unlock(&s->mu);
+}
+
 int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
                     size_t msglen)
 {
@@ -289,6 +358,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     uint8_t *pipe_bytes = NULL;
     Spillway__V1__WorkerAddress **workers = NULL;
     size_t n_workers = 0;
+    Spillway__V1__Plan *plan = NULL;
     int status = ST_OK, rc;
     const int world = r->world_size > 0 ? r->world_size : 1;
     if (r->rank < 0 || r->rank >= world) {
@@ -308,7 +378,29 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     }
     struct spw_group groups[256];
     const int n_groups = spw_fusion_groups(spec, groups);
-    const int cut = r->cut < 0 ? n_groups : r->cut;
+    int cut = r->cut < 0 ? n_groups : r->cut;
+    if (r->cut == CUT_PLAN && !r->job) {
+        if (!r->client) {
+            snprintf(msg, msglen, "cut -2 (plan it) needs the client's facts");
+            status = ST_INVALID_ARGUMENT;
+            goto out;
+        }
+        if ((status = plan_job(s, r, n_groups, &cut, &plan, msg, msglen)) != ST_OK)
+            goto out;
+        if (!plan->offload) {
+            /* Offloading does not pay: no job on the service; the client runs it alone. */
+            Spillway__V1__CreateJobResponse out = SPILLWAY__V1__CREATE_JOB_RESPONSE__INIT;
+            out.groups = n_groups;
+            out.plan = plan;
+            spw_log(SPW_LOG_INFO, "dispatcher", "planned: no offload why=\"%s\"", plan->why);
+            status = pack(&out.base, resp, resp_len, msg, msglen);
+            goto out;
+        }
+    } else if (r->cut < -1 || r->cut == CUT_PLAN) {
+        snprintf(msg, msglen, "cut %d: use -1 (default), -2 (plan it, new jobs only) or a group boundary", r->cut);
+        status = ST_INVALID_ARGUMENT;
+        goto out;
+    }
     if (cut > n_groups) {
         snprintf(msg, msglen, "cut %d is past the pipeline's %d fusion groups", cut, n_groups);
         status = ST_INVALID_ARGUMENT;
@@ -345,6 +437,8 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
             status = status_of(rc);
             goto out;
         }
+        if (plan)
+            remember_plan(s, job, plan);
         spw_log(SPW_LOG_INFO, "dispatcher", "job created job=%llu samples=%lld manifest=%016llx cut=%d/%d "
                 "split_size=%d epochs=%lld world=%d path=\"%s\"", (unsigned long long)job, (long long)src->n,
                 (unsigned long long)src->manifest_hash, cut, n_groups, split_size, (long long)spec->source.epochs,
@@ -373,8 +467,10 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     out.n_workers = n_workers;
     out.workers = workers;
     out.groups = n_groups;
+    out.plan = plan;
     status = pack(&out.base, resp, resp_len, msg, msglen);
 out:
+    spw_plan_proto_free(plan);
     free_addresses(workers, n_workers);
     free(pipe_bytes);
     spw_source_close(src);
@@ -665,7 +761,14 @@ int disp_describe_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
     }
     out.n_producers = (size_t)np;
     out.producers = pp;
+    Spillway__V1__Plan *plan = NULL;
+    for (int i = 0; i < s->n_plans && !plan; i++)
+        if (s->plans[i].job == r->job)
+            plan = spillway__v1__plan__unpack(NULL, s->plans[i].len, s->plans[i].plan);
+    out.plan = plan;
     status = pack(&out.base, resp, resp_len, msg, msglen);
+    if (plan)
+        spillway__v1__plan__free_unpacked(plan, NULL);
 out:
     pthread_mutex_unlock(&s->mu);
     free(ptrs);

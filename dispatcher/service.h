@@ -15,6 +15,7 @@ struct disp_service_opts {
     int64_t heartbeat_interval_ms;  /* what workers are told to use */
     int64_t speculate_after_ms;     /* re-lease a straggling tail split after this long; 0 = never */
     int32_t default_split_size;
+    const char *auth_token;         /* sent to workers when the dispatcher calls them (profiles); NULL = none */
 };
 
 int disp_service_create(const struct disp_service_opts *o, struct disp_service **out);

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "pipeline/profile.h"
+
 #define NS_PER_S 1e9
 
 static double or_inf(double v)
@@ -176,4 +178,18 @@ int spw_plan_decide(const struct spw_plan_input *in, struct spw_plan *out)
     out->throughput = c->throughput;
     out->local_share = c->throughput > 0 ? c->local_rate / c->throughput : 0;
     return 0;
+}
+
+void spw_plan_client_costs(const struct spw_profile *me, double recv_ns_per_byte, struct spw_plan_input *in)
+{
+    const double batch_copy = me->copy_ns[me->groups];
+    in->n_cuts = me->groups + 1;
+    in->local_ns = spw_profile_prefix_ns(me, me->groups);
+    for (int k = 0; k <= me->groups; k++) {
+        double suffix = 0;
+        for (int g = k; g < me->groups; g++)
+            suffix += me->group_ns[g];
+        in->bytes[k] = me->bytes[k];
+        in->remote_ns[k] = recv_ns_per_byte * me->bytes[k] + suffix + batch_copy;
+    }
 }

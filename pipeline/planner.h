@@ -59,6 +59,12 @@ struct spw_plan {
     char why[512];                      /* one sentence: why the winner won */
 };
 
+struct spw_profile;
+/* The client's side of the input from a profile measured on the client (pipeline/profile.h): per cut k,
+ * b_k and s(k) = recv_ns_per_byte * b_k + groups [k, n) + the copy into the batch; f = read + every group +
+ * the copy. Sets n_cuts, bytes, remote_ns and local_ns of in. */
+void spw_plan_client_costs(const struct spw_profile *me, double recv_ns_per_byte, struct spw_plan_input *in);
+
 /* Decide. Returns 0, or -EINVAL (no candidates, a negative cost or size, a forced cut out of range) with
  * the reason in out->why. */
 int spw_plan_decide(const struct spw_plan_input *in, struct spw_plan *out);

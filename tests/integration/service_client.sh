@@ -94,6 +94,31 @@ assert p['cut'] == 2 and p['local_share'] == 0 and 'override' in p['why'], p
 assert p['candidates'][2]['local'] == 0, p
 " "$WORK/plan2.json"
 
+# --cut auto: the client measures itself, the dispatcher profiles the workers and plans; explain shows it.
+run_service auto "$WORK/p.json" --cut auto
+check "cut auto: every key exactly once" same_keys auto local
+check "cut auto: the run reports a planned job and spillctl explain shows the same plan" "$PY" -c "
+import json, subprocess, sys
+run = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+plan = run['plan']
+assert plan['planned'] is True and plan['why'], plan
+if run['job']:
+    ex = json.loads(subprocess.run([sys.argv[2], '--dispatcher', sys.argv[3], 'explain', str(run['job']), '--json'],
+                                   check=True, capture_output=True, text=True).stdout)
+    assert [c['cut'] for c in ex['candidates']] == [0, 1, 2, 3] and ex['workers'] == 2, ex
+    assert ex['offload'] and ex['cut'] == plan['cut'] == run['cut'], (ex, plan)
+else:
+    assert not plan['offload'], plan
+" "$WORK/auto.json" "$B/bin/spillctl" "127.0.0.1:$DPORT"
+run_service autolocal "$WORK/p.json" --cut auto --consume-rate 200
+check "cut auto, a trainer the client alone keeps up with: no offload, run here, every key once" "$PY" -c "
+import json, sys
+run = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+assert run['job'] == 0 and run['plan']['offload'] is False and run['plan']['workers'] == 0, run['plan']
+assert 'no offload' in run['plan']['why'], run['plan']
+" "$WORK/autolocal.json"
+check "cut auto, run here: every key exactly once" same_keys autolocal local
+
 run_service remote "$WORK/p.json" --local-cores 0
 check "workers only: exits 0" test $? -eq 0
 check "workers only: every key of 2 epochs exactly once" same_keys remote local

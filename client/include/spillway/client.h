@@ -15,12 +15,17 @@
 
 struct spw_job;
 
+#define SPW_CUT_AUTO (-2)
+
 struct spw_job_opts {
     const char *dispatcher;     /* "HOST:PORT"; NULL = run in-process (no service) */
     const char *auth_token;     /* bearer token for the dispatcher and workers; NULL = none */
     int local_cores;            /* client threads producing whole splits (and finishing remote elements);
                                    -1 = default: in-process all online CPUs, with a dispatcher 1 */
-    int cut;                    /* groups [0, cut) run on workers; -1 = the dispatcher's default (all) */
+    int cut;                    /* groups [0, cut) run on workers; -1 = the dispatcher's default (all);
+                                   SPW_CUT_AUTO = measure this client, let the dispatcher profile the workers
+                                   and plan (cut, or no offload at all: then the job runs in-process) */
+    double trainer_rate;        /* the trainer's elements/s, for planning; 0 = unknown / unlimited */
     int64_t prefetch_bytes;     /* batches assembled ahead (3/4; at least 2 batches) and elements parked
                                    beyond them (1/4); 0 = 256 MiB */
     int64_t credit_bytes;       /* bytes workers may have in flight to this client, all streams; 0 = 64 MiB */
@@ -63,6 +68,10 @@ struct spw_job_stats {
     int64_t duplicates_dropped; /* elements that arrived twice (re-leased or speculative splits) */
     int64_t bytes_received;     /* ElementBatch bytes from workers */
     int workers;                /* workers streamed from */
+    bool planned;               /* the job was planned (SPW_CUT_AUTO) */
+    bool offloaded;             /* ... and the plan used the workers */
+    double predicted;           /* the plan's predicted elements/s */
+    char plan_why[512];         /* the planner's reason */
 };
 void spw_job_stats(struct spw_job *job, struct spw_job_stats *out);
 

@@ -1,0 +1,127 @@
+/* dispatcher/planning.c - planning a job at creation (see planning.h). Every size in the client's facts is
+ * checked against the pipeline's cuts before use; a worker that cannot profile (it cannot list the data,
+ * it is gone) is left out of the plan, and the plan says how many answered. */
+#include "dispatcher/planning.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/log.h"
+#include "lib/rpc.h"
+
+#define PROFILE_SAMPLES 32
+#define PROFILE_TIMEOUT_MS 60000
+
+static bool finite_nonneg(double v)
+{
+    return isfinite(v) && v >= 0;
+}
+
+static int check_facts(const Spillway__V1__ClientFacts *cf, int n_cuts, char *msg, size_t msglen)
+{
+    if ((int)cf->n_remote_ns != n_cuts || (int)cf->n_bytes != n_cuts) {
+        snprintf(msg, msglen, "client facts: %zu costs and %zu sizes for a pipeline with %d cuts", cf->n_remote_ns,
+                 cf->n_bytes, n_cuts);
+        return -EINVAL;
+    }
+    for (int k = 0; k < n_cuts; k++)
+        if (!finite_nonneg(cf->remote_ns[k]) || !finite_nonneg(cf->bytes[k])) {
+            snprintf(msg, msglen, "client facts: cut %d: cost %g or size %g is not a non-negative number", k,
+                     cf->remote_ns[k], cf->bytes[k]);
+            return -EINVAL;
+        }
+    if (!(isfinite(cf->local_ns) && cf->local_ns > 0) || !(isfinite(cf->cores) && cf->cores > 0 && cf->cores <= 4096) ||
+        !finite_nonneg(cf->rate)) {
+        snprintf(msg, msglen, "client facts: local cost %g, cores %g or rate %g out of range", cf->local_ns,
+                 cf->cores, cf->rate);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Ask the worker at addr for its profile into w (and the sizes into bytes). Returns 0 or -1. */
+static int profile_worker(const char *addr, const char *auth_token, const Spillway__V1__Pipeline *pipe, int n_cuts,
+                          struct spw_plan_worker *w, double *bytes)
+{
+    struct spw_rpc_channel_opts co = {.auth_token = auth_token};
+    struct spw_rpc_channel *ch;
+    if (spw_rpc_channel_create(addr, &co, &ch) != 0)
+        return -1;
+    Spillway__V1__ProfileRequest pr = SPILLWAY__V1__PROFILE_REQUEST__INIT;
+    pr.pipeline = (Spillway__V1__Pipeline *)pipe;
+    pr.samples = PROFILE_SAMPLES;
+    uint8_t *resp = NULL;
+    size_t len = 0;
+    char msg[256] = "";
+    int st = spw_rpc_call_msg(ch, "/spillway.v1.Worker/Profile", &pr.base, PROFILE_TIMEOUT_MS, &resp, &len, msg,
+                              sizeof msg);
+    spw_rpc_channel_destroy(ch);
+    Spillway__V1__ProfileResponse *p = st == SPW_RPC_OK ? spillway__v1__profile_response__unpack(NULL, len, resp)
+                                                        : NULL;
+    free(resp);
+    int rc = -1;
+    if (p && (int)p->n_cuts == n_cuts && p->threads > 0) {
+        rc = 0;
+        for (int k = 0; k < n_cuts && rc == 0; k++)
+            if (p->cuts[k]->cut != k || !(isfinite(p->cuts[k]->ns_per_element) && p->cuts[k]->ns_per_element > 0) ||
+                !finite_nonneg(p->cuts[k]->bytes_per_element))
+                rc = -1;
+        if (rc == 0) {
+            memset(w, 0, sizeof *w);
+            w->cores = p->threads;
+            w->efficiency = 1;          /* measured with every thread busy: contention is in the costs */
+            for (int k = 0; k < n_cuts; k++) {
+                w->cost_ns[k] = p->cuts[k]->ns_per_element;
+                bytes[k] = p->cuts[k]->bytes_per_element;
+            }
+        }
+    }
+    if (rc)
+        spw_log(SPW_LOG_WARN, "dispatcher", "planning: worker=%s gave no usable profile status=%s msg=\"%s\"", addr,
+                spw_rpc_status_name(st), p ? "malformed or other cuts" : msg);
+    if (p)
+        spillway__v1__profile_response__free_unpacked(p, NULL);
+    return rc;
+}
+
+int disp_plan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
+                  char *const *addrs, int n_addrs, const char *auth_token, struct spw_plan *plan, int *profiled,
+                  char *msg, size_t msglen)
+{
+    if (n_cuts < 1 || n_cuts > SPW_PLAN_MAX_CUTS) {
+        snprintf(msg, msglen, "a pipeline with %d cuts cannot be planned", n_cuts);
+        return -EINVAL;
+    }
+    int rc = check_facts(cf, n_cuts, msg, msglen);
+    if (rc)
+        return rc;
+    struct spw_plan_input *in = calloc(1, sizeof *in);
+    if (!in)
+        return -ENOMEM;
+    in->n_cuts = n_cuts;
+    for (int k = 0; k < n_cuts; k++) {
+        in->bytes[k] = cf->bytes[k];
+        in->remote_ns[k] = cf->remote_ns[k];
+    }
+    in->local_ns = cf->local_ns;
+    in->client_cores = cf->cores;
+    in->rate = cf->rate;
+    in->local_off = cf->local_off;
+    in->force_cut = -1;
+    double bytes[SPW_PLAN_MAX_CUTS];
+    for (int i = 0; i < n_addrs && in->n_workers < SPW_PLAN_MAX_WORKERS; i++)
+        if (profile_worker(addrs[i], auth_token, pipe, n_cuts, &in->workers[in->n_workers], bytes) == 0) {
+            if (in->n_workers == 0)       /* the workers' own sizes: what travels is what they produce */
+                memcpy(in->bytes, bytes, sizeof(double) * (size_t)n_cuts);
+            in->n_workers++;
+        }
+    *profiled = in->n_workers;
+    rc = spw_plan_decide(in, plan);
+    if (rc)
+        snprintf(msg, msglen, "planner: %s", plan->why);
+    free(in);
+    return rc;
+}

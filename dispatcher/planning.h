@@ -1,0 +1,20 @@
+/* dispatcher/planning.h - plans a job when it is created with cut = -2: asks every alive worker for its
+ * profile of the pipeline (Worker.Profile), combines the profiles with the client's measured facts and runs
+ * the planner (pipeline/planner.c). Not re-planning (yet). Runs on CreateJob's own thread (a slow method):
+ * blocking calls to workers, never under the service lock. */
+#ifndef SPW_DISPATCHER_PLANNING_H
+#define SPW_DISPATCHER_PLANNING_H
+
+#include <stddef.h>
+
+#include "pipeline/planner.h"
+#include "proto/spillway.pb-c.h"
+
+/* Plan with n_cuts candidates from the client's facts and the workers at addrs (those that answer). Returns
+ * 0 with *plan and *profiled (workers that answered), or -EINVAL with the reason in msg (facts that do not
+ * fit the pipeline). */
+int disp_plan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
+                  char *const *addrs, int n_addrs, const char *auth_token, struct spw_plan *plan, int *profiled,
+                  char *msg, size_t msglen);
+
+#endif

@@ -1,0 +1,58 @@
+/* pipeline/plan_proto.c - a plan (pipeline/planner.h) as a spillway.v1.Plan message, for the dispatcher's
+ * replies and spillctl's tables. Pure; thread-safe. */
+#include "pipeline/plan_proto.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+Spillway__V1__Plan *spw_plan_to_proto(const struct spw_plan *p, int workers)
+{
+    Spillway__V1__Plan *m = calloc(1, sizeof *m);
+    Spillway__V1__PlanCandidate *cs = calloc((size_t)p->n + 1, sizeof *cs);
+    Spillway__V1__PlanCandidate **ptrs = calloc((size_t)p->n + 1, sizeof *ptrs);
+    char *why = strdup(p->why);
+    if (!m || !cs || !ptrs || !why) {
+        free(m);
+        free(cs);
+        free(ptrs);
+        free(why);
+        return NULL;
+    }
+    spillway__v1__plan__init(m);
+    m->offload = p->offload;
+    m->cut = p->offload ? p->best : -1;
+    m->local_share = p->local_share;
+    m->throughput = p->throughput;
+    m->local_only = p->local_only;
+    m->workers = workers;
+    m->workers_needed = p->workers_needed;
+    m->why = why;
+    for (int k = 0; k < p->n; k++) {
+        const struct spw_plan_candidate *c = &p->c[k];
+        spillway__v1__plan_candidate__init(&cs[k]);
+        cs[k].cut = c->k;
+        cs[k].bytes = c->bytes;
+        cs[k].remote_capacity = isinf(c->remote_capacity) ? -1 : c->remote_capacity;
+        cs[k].client_ns = c->remote_ns;
+        cs[k].throughput = c->throughput;
+        cs[k].remote = c->remote_rate;
+        cs[k].local = c->local_rate;
+        cs[k].workers_needed = c->workers_needed;
+        ptrs[k] = &cs[k];
+    }
+    ptrs[0] = &cs[0];                   /* the block to free, even with no candidates */
+    m->n_candidates = (size_t)p->n;
+    m->candidates = ptrs;
+    return m;
+}
+
+void spw_plan_proto_free(Spillway__V1__Plan *m)
+{
+    if (!m)
+        return;
+    free(m->candidates ? m->candidates[0] : NULL);
+    free(m->candidates);
+    free(m->why);
+    free(m);
+}
