@@ -174,6 +174,31 @@ START_TEST(test_service_bad_requests_say_what_is_wrong)
     r.cut = 7;
     ck_assert_int_eq(call(disp_create_job, &r.base, &resp, &len), 3);
     ck_assert(strstr(msg, "cut 7") != NULL);
+    /* planning (cut -2) without the client's facts, or with facts that do not fit the pipeline's cuts */
+    r.cut = -2;
+    ck_assert_int_eq(call(disp_create_job, &r.base, &resp, &len), 3);
+    ck_assert(strstr(msg, "client's facts") != NULL);
+    Spillway__V1__ClientFacts cf = SPILLWAY__V1__CLIENT_FACTS__INIT;
+    double costs[5] = {1, 2, 3, 4, 5};
+    cf.n_remote_ns = cf.n_bytes = 5;
+    cf.remote_ns = cf.bytes = costs;
+    cf.local_ns = 1e6;
+    cf.cores = 1;
+    r.client = &cf;
+    ck_assert_int_eq(call(disp_create_job, &r.base, &resp, &len), 3);
+    ck_assert(strstr(msg, "5 costs and 5 sizes") != NULL);
+    cf.n_remote_ns = cf.n_bytes = 2;                 /* the right count (1 group: cuts 0 and 1) */
+    cf.cores = -1;
+    ck_assert_int_eq(call(disp_create_job, &r.base, &resp, &len), 3);
+    ck_assert(strstr(msg, "cores") != NULL);
+    cf.cores = 1;                                    /* valid, and no worker: offloading cannot pay */
+    ck_assert_int_eq(call(disp_create_job, &r.base, &resp, &len), 0);
+    Spillway__V1__CreateJobResponse *local = spillway__v1__create_job_response__unpack(NULL, len, resp);
+    free(resp);
+    ck_assert_uint_eq(local->job, 0);
+    ck_assert(local->plan && !local->plan->offload && local->plan->workers == 0);
+    spillway__v1__create_job_response__free_unpacked(local, NULL);
+    r.client = NULL;
     /* wrong manifest hash, unknown worker, zombie client */
     uint64_t w = register_worker();
     Spillway__V1__CreateJobResponse *job = create_job(5);
