@@ -125,3 +125,16 @@ int disp_plan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Client
     free(in);
     return rc;
 }
+
+int disp_replan_choice(const struct spw_plan *p, int current_cut, double hysteresis)
+{
+    if (current_cut < 0 || current_cut >= p->n)
+        return current_cut;
+    int best = p->best;
+    for (int k = 0; best < 0 && k < p->n; k++)          /* no offload: still the best the service can do */
+        if (p->c[k].throughput > p->c[current_cut].throughput)
+            best = k;
+    if (best < 0 || best == current_cut)
+        return current_cut;
+    return p->c[best].throughput >= (1 + hysteresis) * p->c[current_cut].throughput ? best : current_cut;
+}

@@ -17,4 +17,8 @@ int disp_plan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Client
                   char *const *addrs, int n_addrs, const char *auth_token, struct spw_plan *plan, int *profiled,
                   char *msg, size_t msglen);
 
+/* Re-planning with hysteresis: the cut to use now, given a fresh plan and the job's current cut - the plan's
+ * choice only if it predicts at least (1 + hysteresis) times the current cut's throughput. */
+int disp_replan_choice(const struct spw_plan *p, int current_cut, double hysteresis);
+
 #endif

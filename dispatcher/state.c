@@ -390,6 +390,13 @@ int disp_state_apply(struct disp_state *s, const struct disp_update *u, char *er
         j->finished = true;
         release_all(j);
         return 0;
+    case DISP_SET_CUT:
+        if (!(j = find_job(s, u->job)))
+            return fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
+        if (u->cut < 0 || u->cut > 256)
+            return fail(err, errlen, -EINVAL, "cut %d is outside [0, 256]", u->cut);
+        j->cut = u->cut;
+        return 0;
     }
     return fail(err, errlen, -EINVAL, "unknown update kind %d", (int)u->kind);
 }

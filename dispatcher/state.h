@@ -26,6 +26,7 @@ enum disp_update_kind {
     DISP_LEASE,                 /* job, producer, epoch, split, generation, now (from disp_state_pick_lease) */
     DISP_ACK,                   /* job, epoch, split: the client holds the whole split */
     DISP_FINISH_JOB,            /* job */
+    DISP_SET_CUT,               /* job, cut: new leases carry it; leased splits keep theirs (re-planning) */
 };
 
 struct disp_update {

@@ -185,4 +185,20 @@ for run in $(seq 1 "$SOAK_RUNS"); do
   check "run $run: zombie worker: batches identical to a local run (every key once)" same_batches "zombie$run" long-local
 done
 
+# Re-planning: a planned job sees a worker join mid-run; the dispatcher profiles again and keeps or moves
+# the cut for new leases (hysteresis); every batch still equals the local run's.
+kill -TERM "$W2"; wait "$W2" 2>/dev/null
+sleep 1.2                                        # W2 is gone from the alive list
+pipeline "$WORK/replan-p.json" 21 30
+"$B/bin/spillctl" run --local --pipeline "$WORK/replan-p.json" --threads 2 --dump "$WORK/replan-local" --quiet || exit 1
+run_service replan "$WORK/replan-p.json" --cut auto --ordered & C=$!
+sleep 1.5
+start_worker 2
+wait "$C"
+check "re-plan: the run exits 0" test $? -eq 0
+RJOB=$(field "$WORK/replan.json" "['job']")
+check "re-plan: the dispatcher re-planned the job when the second worker joined" \
+  grep -q "re-planned job=$RJOB workers=2/2" "$WORK/d.err"
+check "re-plan: batches identical to a local run (every key once, whatever the cuts)" same_batches replan replan-local
+
 finish

@@ -207,6 +207,31 @@ START_TEST(test_state_expired_clients_pause_the_job_and_free_leases)
 }
 END_TEST
 
+/* Re-planning: a new cut goes to new leases only; leased splits keep the cut they were leased with. */
+START_TEST(test_state_set_cut_applies_to_new_leases)
+{
+    worker(1, 0);
+    job(9, 40, 10, 1, 1);
+    struct disp_lease a, b;
+    ck_assert_int_eq(lease(9, 1, 0, 0, &a), 1);
+    ck_assert_int_eq(a.cut, 1);
+    apply_ok((struct disp_update){.kind = DISP_SET_CUT, .job = 9, .cut = 3});
+    ck_assert_int_eq(lease(9, 1, 0, 0, &b), 1);
+    ck_assert_int_eq(b.cut, 3);
+    ck_assert_uint_ne(a.split, b.split);
+    struct disp_job_info ji;
+    ck_assert_int_eq(disp_state_job(S, 9, &ji), 0);
+    ck_assert_int_eq(ji.cut, 3);
+    struct disp_update bad = {.kind = DISP_SET_CUT, .job = 9, .cut = -1};
+    ck_assert_int_lt(disp_state_apply(S, &bad, err, sizeof err), 0);
+    bad.job = 10;
+    bad.cut = 2;
+    ck_assert_int_lt(disp_state_apply(S, &bad, err, sizeof err), 0);
+    ck_assert_int_eq(disp_state_job(S, 9, &ji), 0);
+    ck_assert_int_eq(ji.cut, 3);                    /* refused updates changed nothing */
+}
+END_TEST
+
 START_TEST(test_state_refuses_bad_updates_and_changes_nothing)
 {
     job(8, 128, 64, 1, 1);
@@ -313,6 +338,7 @@ int main(void)
     tcase_add_test(tc, test_state_client_incarnations_fence_zombies);
     tcase_add_test(tc, test_state_expired_clients_pause_the_job_and_free_leases);
     tcase_add_test(tc, test_state_refuses_bad_updates_and_changes_nothing);
+    tcase_add_test(tc, test_state_set_cut_applies_to_new_leases);
     tcase_add_test(tc, test_state_replay_rebuilds_the_same_state);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
