@@ -144,6 +144,9 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
             return 1;
         }
         char name[48];
+        double measured = 0;            /* what all producers deliver now, against the plan's prediction */
+        for (size_t i = 0; i < r->n_producers; i++)
+            measured += r->producers[i]->elements_per_s;
         if (json) {
             printf("{\"job\": ");
             print_job_json(r->job);
@@ -161,11 +164,19 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
                        i ? ", " : "", producer_name(p->producer, name, sizeof name), (long long)p->elements,
                        (long long)p->bytes, p->elements_per_s, p->bytes_per_s);
             }
-            printf("]}\n");
+            printf("]");
+            if (r->plan)
+                printf(", \"predicted_elements_per_s\": %.1f, \"measured_elements_per_s\": %.1f, \"plan_cut\": %d",
+                       r->plan->throughput, measured, r->plan->cut);
+            printf("}\n");
         } else {
             printf("%-6s %-9s %-7s %-6s %-5s %-6s %-7s %-7s %-7s %s\n", "JOB", "SAMPLES", "EPOCHS", "EPOCH", "CUT",
                    "SPLITS", "ACKED", "LEASED", "PENDING", "STATE");
             print_job_row(r->job);
+            if (r->plan)
+                printf("\nplanned: cut %d, %.0f elements/s predicted; measured %.0f elements/s (all producers, last "
+                       "heartbeats); spillctl explain %llu for the table\n",
+                       r->plan->cut, r->plan->throughput, measured, (unsigned long long)id);
             printf("\n%-16s %10s %10s %12s %10s\n", "PRODUCER", "ELEMENTS", "MB", "ELEMENTS/S", "MB/S");
             for (size_t i = 0; i < r->n_producers; i++) {
                 const Spillway__V1__ProducerStats *p = r->producers[i];

@@ -200,5 +200,24 @@ RJOB=$(field "$WORK/replan.json" "['job']")
 check "re-plan: the dispatcher re-planned the job when the second worker joined" \
   grep -q "re-planned job=$RJOB workers=2/2" "$WORK/d.err"
 check "re-plan: batches identical to a local run (every key once, whatever the cuts)" same_batches replan replan-local
+check "re-plan: spillctl job shows the plan's prediction next to the measured rate" "$PY" -c "
+import json, subprocess, sys
+d = json.loads(subprocess.run([sys.argv[1], '--dispatcher', sys.argv[2], 'job', sys.argv[3], '--json'], check=True,
+                              capture_output=True, text=True).stdout)
+assert d['predicted_elements_per_s'] > 0 and 'measured_elements_per_s' in d and d['plan_cut'] >= 0, d
+" "$B/bin/spillctl" "127.0.0.1:$DPORT" "$RJOB"
+
+# More workers, more of the data from workers: the client's own threads take only what is left.
+remote_share() { "$PY" -c "
+import json, sys
+d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+print(d['producers']['remote'] / d['elements'])" "$1"; }
+run_service two "$WORK/replan-p.json" --cut 3
+kill -TERM "$W2"; wait "$W2" 2>/dev/null
+sleep 1.2
+run_service one "$WORK/replan-p.json" --cut 3
+echo "     remote share: $(remote_share "$WORK/one.json") with one worker, $(remote_share "$WORK/two.json") with two"
+check "adding a worker raises the remote share" "$PY" -c "import sys; sys.exit(0 if float(sys.argv[2]) > float(sys.argv[1]) else 1)" \
+  "$(remote_share "$WORK/one.json")" "$(remote_share "$WORK/two.json")"
 
 finish
