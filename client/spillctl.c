@@ -37,7 +37,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: spillctl run --local --pipeline FILE.json [--threads N] [--max-batches M]\n"
             "                    [--dump DIR] [--json] [--quiet] [--warmup-batches W]\n"
-            "       spillctl run --dispatcher HOST:PORT --pipeline FILE.json [--cut K] [--local-cores N]\n"
+            "       spillctl run --dispatcher HOST:PORT --pipeline FILE.json [--cut K|auto] [--local-cores N]\n"
+            "                    [--local-share auto|off]\n"
             "                    [--consume-rate R] [--ordered] [--prefetch-mb MB] [--credit-mb MB]\n"
             "                    [--max-batches M]\n"
             "                    [--dump DIR] [--json] [--quiet]\n"
@@ -66,6 +67,7 @@ static void usage(FILE *f)
             "                client, let the dispatcher profile the workers and plan the cut - or run here\n"
             "                alone when offloading does not pay (the JSON's plan says which and why)\n"
             "  --local-cores N  client threads producing whole splits too (default 1; 0 = none)\n"
+            "  --local-share auto|off  off: the client produces nothing itself (= --local-cores 0)\n"
             "  --consume-rate R  consume at most R elements/s, like a trainer (default: unlimited); with\n"
             "                --cut auto, the rate the plan aims for\n"
             "  --ordered     deliver batches in epoch order: byte-identical to run --local\n"
@@ -596,6 +598,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "spillctl: %s needs --pipeline FILE.json\n", cmd);
         return 2;
     }
+    if (local_off)
+        sa.local_cores = 0;         /* --local-share off: the client finishes remote elements, produces none */
     if (!strcmp(cmd, "plan")) {
         if (!dispatcher) {
             fprintf(stderr, "spillctl: plan needs --dispatcher HOST:PORT (or SPILLWAY_DISPATCHER)\n");
