@@ -1,7 +1,9 @@
 /* dispatcher/service.c - Dispatcher RPC handlers (see service.h). Handlers validate requests at the
  * boundary (sizes, ids, incarnations, manifest hashes) and answer with a status that says what is wrong;
- * state changes go through disp_state_apply only. A timer thread applies worker deaths and client expiries.
- * Thread model: RPC threads and the timer share the state under one mutex. */
+ * state changes go through disp_state_apply only. A timer thread applies worker deaths and client expiries
+ * and starts re-plans of planned jobs when the workers change (planning itself: planning.c).
+ * Thread model: RPC threads, the timer and one re-plan thread share the state under one mutex; calls to
+ * workers (profiles) are made without it. */
 #include "dispatcher/service.h"
 
 #include <errno.h>
