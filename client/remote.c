@@ -365,14 +365,14 @@ static void take_tombstone(struct remote *r, uint64_t epoch, int64_t pos)
     }
 }
 
-/* One stream's share of the client's credit budget: equal shares of the streams open now, at least what one
- * message needs. */
+/* One stream's share of the client's credit budget: equal shares of the workers listed or streaming now (a
+ * stream that opens first must not take the whole budget), at least what one message needs. */
 static int64_t credit_share(struct remote *r)
 {
     pthread_mutex_lock(&r->mu);
     int open = 0;
     for (int i = 0; i < r->n_streams; i++)
-        open += r->streams[i].st != NULL;
+        open += r->streams[i].listed || r->streams[i].st != NULL;
     pthread_mutex_unlock(&r->mu);
     int64_t share = r->o.credit_bytes / (open ? open : 1);
     return share < MIN_STREAM_CREDIT ? MIN_STREAM_CREDIT : share;
