@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dispatcher/planning.h"
 #include "dispatcher/progress.h"
+#include "dispatcher/service_internal.h"
 #include "dispatcher/state.h"
 #include "lib/clock.h"
 #include "lib/err.h"
@@ -25,41 +25,6 @@
 #include "pipeline/spec.h"
 #include "pipeline/spec_proto.h"
 #include "proto/spillway.pb-c.h"
-
-/* gRPC status codes (grpc/status.h), the only part of gRPC this file needs. */
-enum {
-    ST_OK = 0,
-    ST_INVALID_ARGUMENT = 3,
-    ST_NOT_FOUND = 5,
-    ST_RESOURCE_EXHAUSTED = 8,
-    ST_FAILED_PRECONDITION = 9,
-    ST_INTERNAL = 13,
-};
-
-struct disp_service {
-    struct disp_service_opts o;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    struct disp_state *st;
-    struct disp_progress progress;  /* per (job, producer) deliveries, for DescribeJob */
-    struct {                        /* planned jobs: the last plan (packed Plan), the client's facts (packed), */
-        uint64_t job;               /* the alive workers it saw; re-planned when that count changes */
-        uint8_t *plan, *facts;
-        size_t len, facts_len;
-        int workers, changes;
-        int64_t planned_ms;
-    } plans[256];
-    int n_plans;
-    bool replanning, replan_started;    /* a re-plan thread runs / was started (join it) */
-    uint64_t replan_job;
-    pthread_t replan_tid;
-    uint64_t next_worker, next_job;
-    bool stopping;
-    pthread_t timer;
-};
-
-static void maybe_replan(struct disp_service *s, int64_t now);
-static uint8_t *pack_msg(const ProtobufCMessage *m, size_t *len);
 
 /* Timer: retire workers and expire clients that stopped heartbeating; re-plan planned jobs when the workers
  * change. */
@@ -89,7 +54,7 @@ static void *timer_main(void *arg)
                 spw_log(SPW_LOG_WARN, "dispatcher", "client expired job=%llu rank=%d silent_ms>%lld",
                         (unsigned long long)ids[i], ranks[i], (long long)s->o.client_timeout_ms);
         }
-        maybe_replan(s, now);
+        disp_maybe_replan(s, now);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -130,13 +95,8 @@ void disp_service_destroy(struct disp_service *s)
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->timer, NULL);
-    if (s->replan_started)
-        pthread_join(s->replan_tid, NULL);
+    disp_plans_stop(s);
     disp_state_destroy(s->st);
-    for (int i = 0; i < s->n_plans; i++) {
-        free(s->plans[i].plan);
-        free(s->plans[i].facts);
-    }
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
@@ -269,8 +229,7 @@ out:
     return status;
 }
 
-/* Alive workers' addresses into a response field (malloc'd arrays; free with free_addresses). */
-static size_t alive_workers(struct disp_service *s, Spillway__V1__WorkerAddress ***out)
+size_t disp_alive_workers(struct disp_service *s, Spillway__V1__WorkerAddress ***out)
 {
     int nw = disp_state_worker_count(s->st);
     Spillway__V1__WorkerAddress **v = calloc((size_t)nw + 1, sizeof *v);
@@ -296,7 +255,7 @@ static size_t alive_workers(struct disp_service *s, Spillway__V1__WorkerAddress 
     return n;
 }
 
-static void free_addresses(Spillway__V1__WorkerAddress **v, size_t n)
+void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         free(v[i]->address);
@@ -305,202 +264,7 @@ static void free_addresses(Spillway__V1__WorkerAddress **v, size_t n)
     free(v);
 }
 
-/* ---- re-planning ---- */
-
-#define REPLAN_MIN_MS 2000          /* not more often than this per job */
-#define REPLAN_HYSTERESIS 0.05      /* a new cut must predict 5% more than the current one */
-
-static int alive_count(const struct disp_service *s)
-{
-    int n = 0;
-    struct disp_worker_info wi;
-    for (int i = 0; i < disp_state_worker_count(s->st); i++)
-        n += disp_state_worker_at(s->st, i, &wi) == 0 && wi.alive;
-    return n;
-}
-
-/* Re-plan s->replan_job with the workers alive now; apply a better cut to new leases. */
-static void *replan_main(void *arg)
-{
-    struct disp_service *s = arg;
-    Spillway__V1__WorkerAddress **ws = NULL;
-    Spillway__V1__ClientFacts *facts = NULL;
-    Spillway__V1__Pipeline *pipe = NULL;
-    struct spw_plan *p = malloc(sizeof *p);
-    char **addrs = NULL, msg[256] = "";
-    pthread_mutex_lock(&s->mu);
-    const uint64_t job = s->replan_job;
-    int at = -1;
-    for (int i = 0; i < s->n_plans; i++)
-        if (s->plans[i].job == job)
-            at = i;
-    size_t plen = 0;
-    const uint8_t *pb = disp_state_job_pipeline(s->st, job, &plen);
-    if (at >= 0 && pb) {
-        facts = spillway__v1__client_facts__unpack(NULL, s->plans[at].facts_len, s->plans[at].facts);
-        pipe = spillway__v1__pipeline__unpack(NULL, plen, pb);
-    }
-    size_t n = alive_workers(s, &ws);
-    pthread_mutex_unlock(&s->mu);
-    int profiled = 0, rc = -1;
-    if (p && facts && pipe && (addrs = calloc(n + 1, sizeof *addrs))) {
-        for (size_t i = 0; i < n; i++)
-            addrs[i] = ws[i]->address;
-        rc = disp_plan_job(pipe, facts, (int)facts->n_remote_ns, addrs, (int)n, s->o.auth_token, p, &profiled, msg,
-                           sizeof msg);
-    }
-    Spillway__V1__Plan *m = rc == 0 ? spw_plan_to_proto(p, profiled) : NULL;
-    size_t mlen = 0;
-    uint8_t *mb = m ? pack_msg(&m->base, &mlen) : NULL;
-    pthread_mutex_lock(&s->mu);
-    struct disp_job_info ji;
-    at = -1;
-    for (int i = 0; i < s->n_plans; i++)
-        if (s->plans[i].job == job)
-            at = i;
-    if (at >= 0) {
-        s->plans[at].workers = (int)n;          /* re-planned for this membership, whatever came of it */
-        s->plans[at].planned_ms = spw_now_ms();
-    }
-    if (rc == 0 && at >= 0 && disp_state_job(s->st, job, &ji) == 0 && !ji.finished) {
-        const int cut = disp_replan_choice(p, ji.cut, REPLAN_HYSTERESIS);
-        struct disp_update u = {.kind = DISP_SET_CUT, .job = job, .cut = cut};
-        if (cut != ji.cut && disp_state_apply(s->st, &u, NULL, 0) == 0)
-            s->plans[at].changes++;
-        spw_log(SPW_LOG_INFO, "dispatcher", "re-planned job=%llu workers=%d/%zu cut=%d->%d predicted=%.0f->%.0f",
-                (unsigned long long)job, profiled, n, ji.cut, cut, p->c[ji.cut < p->n ? ji.cut : 0].throughput,
-                p->c[cut < p->n ? cut : 0].throughput);
-        if (mb) {
-            free(s->plans[at].plan);
-            s->plans[at].plan = mb;
-            s->plans[at].len = mlen;
-            mb = NULL;
-        }
-    } else if (rc != 0) {
-        spw_log(SPW_LOG_WARN, "dispatcher", "re-plan failed job=%llu msg=\"%s\"", (unsigned long long)job, msg);
-    }
-    s->replanning = false;
-    pthread_mutex_unlock(&s->mu);
-    free(mb);
-    spw_plan_proto_free(m);
-    free(addrs);
-    free(p);
-    free_addresses(ws, n);
-    if (facts)
-        spillway__v1__client_facts__free_unpacked(facts, NULL);
-    if (pipe)
-        spillway__v1__pipeline__free_unpacked(pipe, NULL);
-    return NULL;
-}
-
-/* Start a re-plan of the first planned job whose workers changed since its last plan. Called with the lock
- * held, by the timer. */
-static void maybe_replan(struct disp_service *s, int64_t now)
-{
-    if (s->replanning || !s->n_plans)
-        return;
-    const int alive = alive_count(s);
-    for (int i = 0; i < s->n_plans; i++) {
-        struct disp_job_info ji;
-        if (s->plans[i].workers == alive || now - s->plans[i].planned_ms < REPLAN_MIN_MS ||
-            disp_state_job(s->st, s->plans[i].job, &ji) != 0 || ji.finished || ji.paused)
-            continue;
-        if (s->replan_started) {
-            pthread_join(s->replan_tid, NULL);   /* the last one is done (replanning is false) */
-            s->replan_started = false;
-        }
-        s->replan_job = s->plans[i].job;
-        s->replanning = true;
-        if (pthread_create(&s->replan_tid, NULL, replan_main, s) == 0)
-            s->replan_started = true;
-        else
-            s->replanning = false;
-        return;
-    }
-}
-
 #define CUT_PLAN (-2)
-
-/* Plan a new job from the client's facts and the alive workers' profiles: *cut and *plan (a message).
- * Returns ST_OK or a status with msg. Called without the lock (it calls the workers). */
-static int plan_job(struct disp_service *s, const Spillway__V1__CreateJobRequest *r, int n_groups, int *cut,
-                    Spillway__V1__Plan **plan, int *alive, char *msg, size_t msglen)
-{
-    Spillway__V1__WorkerAddress **ws = NULL;
-    pthread_mutex_lock(&s->mu);
-    size_t n = alive_workers(s, &ws);
-    pthread_mutex_unlock(&s->mu);
-    *alive = (int)n;
-    char **addrs = calloc(n + 1, sizeof *addrs);
-    struct spw_plan *p = malloc(sizeof *p);
-    int status = ST_OK, profiled = 0;
-    if (!addrs || !p) {
-        status = ST_RESOURCE_EXHAUSTED;
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++)
-        addrs[i] = ws[i]->address;
-    int rc = disp_plan_job(r->pipeline, r->client, n_groups + 1, addrs, (int)n, s->o.auth_token, p, &profiled, msg,
-                           msglen);
-    if (rc) {
-        status = rc == -EINVAL ? ST_INVALID_ARGUMENT : ST_RESOURCE_EXHAUSTED;
-        goto out;
-    }
-    if (!(*plan = spw_plan_to_proto(p, profiled))) {
-        status = ST_RESOURCE_EXHAUSTED;
-        goto out;
-    }
-    *cut = p->offload ? p->best : n_groups;
-    spw_log(SPW_LOG_INFO, "dispatcher", "planned offload=%d cut=%d predicted=%.0f local_only=%.0f workers=%d/%zu",
-            p->offload, *cut, p->throughput, p->local_only, profiled, n);
-out:
-    free(p);
-    free(addrs);
-    free_addresses(ws, n);
-    return status;
-}
-
-static uint8_t *pack_msg(const ProtobufCMessage *m, size_t *len)
-{
-    *len = protobuf_c_message_get_packed_size(m);
-    uint8_t *buf = malloc(*len ? *len : 1);
-    if (buf)
-        protobuf_c_message_pack(m, buf);
-    return buf;
-}
-
-/* Keep how a job was planned and from what (for DescribeJob and re-planning). Called without the lock. */
-static void remember_plan(struct disp_service *s, uint64_t job, const Spillway__V1__Plan *plan,
-                          const Spillway__V1__ClientFacts *facts, int alive)
-{
-    size_t len, flen;
-    uint8_t *buf = pack_msg(&plan->base, &len), *fbuf = pack_msg(&facts->base, &flen);
-    if (!buf || !fbuf) {
-        free(buf);
-        free(fbuf);
-        return;
-    }
-    pthread_mutex_lock(&s->mu);
-    if (s->n_plans == (int)(sizeof s->plans / sizeof s->plans[0]) && !s->replanning) {    /* forget the oldest */
-        free(s->plans[0].plan);
-        free(s->plans[0].facts);
-        memmove(s->plans, s->plans + 1, sizeof s->plans[0] * (size_t)--s->n_plans);
-    }
-    if (s->n_plans < (int)(sizeof s->plans / sizeof s->plans[0])) {
-        s->plans[s->n_plans].job = job;
-        s->plans[s->n_plans].plan = buf;
-        s->plans[s->n_plans].len = len;
-        s->plans[s->n_plans].facts = fbuf;
-        s->plans[s->n_plans].facts_len = flen;
-        s->plans[s->n_plans].workers = alive;
-        s->plans[s->n_plans].changes = 0;
-        s->plans[s->n_plans++].planned_ms = spw_now_ms();
-        buf = fbuf = NULL;
-    }
-    pthread_mutex_unlock(&s->mu);
-    free(buf);
-    free(fbuf);
-}
 
 int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
                     size_t msglen)
@@ -539,7 +303,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
             status = ST_INVALID_ARGUMENT;
             goto out;
         }
-        if ((status = plan_job(s, r, n_groups, &cut, &plan, &alive_at_plan, msg, msglen)) != ST_OK)
+        if ((status = disp_plan_new_job(s, r, n_groups, &cut, &plan, &alive_at_plan, msg, msglen)) != ST_OK)
             goto out;
         if (!plan->offload) {
             /* Offloading does not pay: no job on the service; the client runs it alone. */
@@ -592,7 +356,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
             goto out;
         }
         if (plan)
-            remember_plan(s, job, plan, r->client, alive_at_plan);
+            disp_remember_plan(s, job, plan, r->client, alive_at_plan);
         spw_log(SPW_LOG_INFO, "dispatcher", "job created job=%llu samples=%lld manifest=%016llx cut=%d/%d "
                 "split_size=%d epochs=%lld world=%d path=\"%s\"", (unsigned long long)job, (long long)src->n,
                 (unsigned long long)src->manifest_hash, cut, n_groups, split_size, (long long)spec->source.epochs,
@@ -605,7 +369,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     if (rc == 0)
         rc = disp_state_job(s->st, job, &ji);
     if (rc == 0)
-        n_workers = alive_workers(s, &workers);
+        n_workers = disp_alive_workers(s, &workers);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
         status = status_of(rc);
@@ -625,7 +389,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     status = pack(&out.base, resp, resp_len, msg, msglen);
 out:
     spw_plan_proto_free(plan);
-    free_addresses(workers, n_workers);
+    disp_free_addresses(workers, n_workers);
     free(pipe_bytes);
     spw_source_close(src);
     spw_spec_free(spec);
@@ -666,7 +430,7 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     if (rc == 0)
         rc = disp_state_job(s->st, r->job, &ji);
     if (rc == 0)
-        n_workers = alive_workers(s, &workers);
+        n_workers = disp_alive_workers(s, &workers);
     if (rc == 0 && r->own && r->own->elements >= 0 && r->own->bytes >= 0)
         disp_progress_report(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank), r->own->elements,
                              r->own->bytes, hb.now_ms);
@@ -688,7 +452,7 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
         out.finished = ji.finished;
         status = pack(&out.base, resp, resp_len, msg, msglen);
     }
-    free_addresses(workers, n_workers);
+    disp_free_addresses(workers, n_workers);
     spillway__v1__client_heartbeat_request__free_unpacked(r, NULL);
     return status;
 }
@@ -915,10 +679,7 @@ int disp_describe_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
     }
     out.n_producers = (size_t)np;
     out.producers = pp;
-    Spillway__V1__Plan *plan = NULL;
-    for (int i = 0; i < s->n_plans && !plan; i++)
-        if (s->plans[i].job == r->job)
-            plan = spillway__v1__plan__unpack(NULL, s->plans[i].len, s->plans[i].plan);
+    Spillway__V1__Plan *plan = disp_plan_of(s, r->job);
     out.plan = plan;
     status = pack(&out.base, resp, resp_len, msg, msglen);
     if (plan)

@@ -1,0 +1,70 @@
+/* dispatcher/service_internal.h - what the dispatcher's service files share: the service struct, gRPC
+ * status numbers, small message helpers, and the planned-jobs functions (jobplans.c). Not a public API.
+ * Thread model: fields below `mu` are guarded by it unless a comment says otherwise. */
+#ifndef SPW_DISPATCHER_SERVICE_INTERNAL_H
+#define SPW_DISPATCHER_SERVICE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dispatcher/progress.h"
+#include "dispatcher/service.h"
+#include "dispatcher/state.h"
+#include "proto/spillway.pb-c.h"
+
+/* gRPC status codes (grpc/status.h), the only part of gRPC this file needs. */
+enum {
+    ST_OK = 0,
+    ST_INVALID_ARGUMENT = 3,
+    ST_NOT_FOUND = 5,
+    ST_RESOURCE_EXHAUSTED = 8,
+    ST_FAILED_PRECONDITION = 9,
+    ST_INTERNAL = 13,
+};
+
+struct disp_service {
+    struct disp_service_opts o;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct disp_state *st;
+    struct disp_progress progress;  /* per (job, producer) deliveries, for DescribeJob */
+    struct {                        /* planned jobs: the last plan (packed Plan), the client's facts (packed), */
+        uint64_t job;               /* the alive workers it saw; re-planned when that count changes */
+        uint8_t *plan, *facts;
+        size_t len, facts_len;
+        int workers, changes;
+        int64_t planned_ms;
+    } plans[256];
+    int n_plans;
+    bool replanning, replan_started;    /* a re-plan thread runs / was started (join it) */
+    uint64_t replan_job;
+    pthread_t replan_tid;
+    uint64_t next_worker, next_job;
+    bool stopping;
+    pthread_t timer;
+};
+
+/* Alive workers' addresses into a response field (malloc'd arrays; free with disp_free_addresses). Call with
+ * mu held. */
+size_t disp_alive_workers(struct disp_service *s, Spillway__V1__WorkerAddress ***out);
+void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n);
+/* Pack a message into a malloc'd buffer (*len bytes); NULL when out of memory. */
+uint8_t *disp_pack_msg(const ProtobufCMessage *m, size_t *len);
+
+/* Plan a new job (CreateJob with cut -2): *cut, *plan (a message; spw_plan_proto_free) and the alive workers
+ * seen. Returns ST_OK or a status with msg. Call without mu (it calls the workers). */
+int disp_plan_new_job(struct disp_service *s, const Spillway__V1__CreateJobRequest *r, int n_groups, int *cut,
+                      Spillway__V1__Plan **plan, int *alive, char *msg, size_t msglen);
+/* Keep a job's plan and the client's facts (for DescribeJob and re-planning). Call without mu. */
+void disp_remember_plan(struct disp_service *s, uint64_t job, const Spillway__V1__Plan *plan,
+                        const Spillway__V1__ClientFacts *facts, int alive);
+/* Start a re-plan of a planned job whose workers changed (at most one at a time). Call with mu held. */
+void disp_maybe_replan(struct disp_service *s, int64_t now);
+/* A job's plan (unpacked; free_unpacked) or NULL. Call with mu held. */
+Spillway__V1__Plan *disp_plan_of(struct disp_service *s, uint64_t job);
+/* Join the re-plan thread and free the plans (service teardown, after the timer stopped). */
+void disp_plans_stop(struct disp_service *s);
+
+#endif
