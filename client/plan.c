@@ -1,8 +1,9 @@
 /* client/plan.c - spillctl plan (see plan.h). The client's side of DESIGN §7's costs comes from measuring
  * here: f = read + every group + the copy into the batch; s(k) = receiving b_k bytes + groups [k, n) + the
- * copy. Receiving is charged per byte (recv_ns_per_byte: kernel and gRPC work besides the copy, from
- * scripts/bench-stream.sh on this kind of machine) until the link probe measures it. Links are taken as
- * unlimited (no probe yet). Single-threaded; one RPC per worker. */
+ * copy, receiving charged at 0.3 ns/byte (scripts/bench-stream.sh; the probe's own reading is shown, not
+ * used yet). A short probe of the workers' links (client/probe.c) gives each worker's link and the client's
+ * total (its NIC).
+ * Single-threaded apart from the probe's and the measuring threads; one RPC per worker. */
 #include "client/plan.h"
 
 #include <math.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/probe.h"
 #include "lib/err.h"
 #include "lib/rpc.h"
 #include "pipeline/fusion.h"
@@ -40,7 +42,7 @@ static void json_string(FILE *f, const char *s)
 
 /* Profile every alive worker into in->workers (costs per cut). Returns 0 or 1 (and says why). */
 static int profile_workers(const struct spw_plan_cli_opts *o, const Spillway__V1__Pipeline *pipe, int n_cuts,
-                           struct spw_plan_input *in)
+                           const struct probe_result *links, struct spw_plan_input *in)
 {
     struct spw_rpc_channel_opts co = {.auth_token = o->auth_token};
     struct spw_rpc_channel *disp;
@@ -88,6 +90,9 @@ static int profile_workers(const struct spw_plan_cli_opts *o, const Spillway__V1
             w->efficiency = 1;          /* measured with every thread busy: contention is in the costs */
             for (int k = 0; k < n_cuts; k++)
                 w->cost_ns[k] = p->cuts[k]->ns_per_element;
+            for (int l = 0; l < links->n; l++)
+                if (!strcmp(links->addr[l], ws->workers[i]->address))
+                    w->link_bytes_per_s = links->bytes_per_s[l];
         }
         if (p)
             spillway__v1__profile_response__free_unpacked(p, NULL);
@@ -153,6 +158,7 @@ int spw_plan_cli(const struct spw_plan_cli_opts *o)
     struct spw_profile *me = malloc(sizeof *me);
     struct spw_plan_input *in = calloc(1, sizeof *in);
     struct spw_plan *plan = malloc(sizeof *plan);
+    struct probe_result *links = NULL;
     int status = 1;
     if (!me || !in || !plan)
         goto out;
@@ -172,12 +178,19 @@ int spw_plan_cli(const struct spw_plan_cli_opts *o)
         goto out;
     }
     const int n_cuts = me->groups + 1;
-    spw_plan_client_costs(me, o->recv_ns_per_byte > 0 ? o->recv_ns_per_byte : DEFAULT_RECV_NS_PER_BYTE, in);
+    if (!(links = calloc(1, sizeof *links)) || probe_links(o->dispatcher, o->auth_token, 600, links, err,
+                                                           sizeof err) != 0) {
+        fprintf(stderr, "spillctl: probing the links: %s\n", links ? err : "out of memory");
+        goto out;
+    }
+    const double recv = o->recv_ns_per_byte > 0 ? o->recv_ns_per_byte : DEFAULT_RECV_NS_PER_BYTE;
+    spw_plan_client_costs(me, recv, in);
+    in->nic_bytes_per_s = links->nic_bytes_per_s;
     in->client_cores = cores;
     in->rate = o->rate;
     in->force_cut = o->force_cut;
     in->local_off = o->local_off;
-    if (profile_workers(o, pipe, n_cuts, in) != 0)
+    if (profile_workers(o, pipe, n_cuts, links, in) != 0)
         goto out;
     if (spw_plan_decide(in, plan) != 0) {
         fprintf(stderr, "spillctl: planner: %s\n", plan->why);
@@ -186,12 +199,18 @@ int spw_plan_cli(const struct spw_plan_cli_opts *o)
     Spillway__V1__Plan *m = spw_plan_to_proto(plan, in->n_workers);
     if (!m)
         goto out;
-    if (!o->json)
-        printf("client: %d core(s), %.0f us per element alone\n", cores, in->local_ns / 1e3);
+    if (!o->json) {
+        printf("client: %d core(s), %.0f us per element alone; receiving charged %.2f ns/byte (the probe read "
+               "%.2f); links (MB/s):", cores, in->local_ns / 1e3, recv, links->recv_ns_per_byte);
+        for (int l = 0; l < links->n; l++)
+            printf(" %s %.0f", links->addr[l], links->bytes_per_s[l] / 1e6);
+        printf("; all at once %.0f\n", links->nic_bytes_per_s / 1e6);
+    }
     print_plan(m, spec, o->json);
     spw_plan_proto_free(m);
     status = 0;
 out:
+    free(links);
     free(me);
     free(in);
     free(plan);

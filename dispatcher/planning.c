@@ -111,11 +111,16 @@ int disp_plan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Client
     in->rate = cf->rate;
     in->local_off = cf->local_off;
     in->force_cut = -1;
+    in->nic_bytes_per_s = finite_nonneg(cf->nic_bytes_per_s) ? cf->nic_bytes_per_s : 0;
     double bytes[SPW_PLAN_MAX_CUTS];
     for (int i = 0; i < n_addrs && in->n_workers < SPW_PLAN_MAX_WORKERS; i++)
         if (profile_worker(addrs[i], auth_token, pipe, n_cuts, &in->workers[in->n_workers], bytes) == 0) {
             if (in->n_workers == 0)       /* the workers' own sizes: what travels is what they produce */
                 memcpy(in->bytes, bytes, sizeof(double) * (size_t)n_cuts);
+            for (size_t l = 0; l < cf->n_links; l++)     /* the client's probe of this worker's link */
+                if (cf->links[l]->address && !strcmp(cf->links[l]->address, addrs[i]) &&
+                    finite_nonneg(cf->links[l]->bytes_per_s))
+                    in->workers[in->n_workers].link_bytes_per_s = cf->links[l]->bytes_per_s;
             in->n_workers++;
         }
     *profiled = in->n_workers;

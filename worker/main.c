@@ -140,6 +140,7 @@ int main(int argc, char **argv)
     static struct wrk_profile_opts profile_opts;
     profile_opts.threads = threads;
     spw_rpc_server_add_unary_slow(srv, "/spillway.v1.Worker/Profile", wrk_profile, &profile_opts);
+    spw_rpc_server_add_stream(srv, "/spillway.v1.Worker/Probe", wrk_probe, NULL);
     int port = 0;
     if (spw_rpc_server_start(srv, &port) != 0) {
         spw_log(SPW_LOG_ERROR, "worker", "cannot listen on %s", addr);

@@ -87,3 +87,45 @@ out:
     spillway__v1__profile_request__free_unpacked(r, NULL);
     return status;
 }
+
+#define PROBE_MAX_BYTES ((int64_t)1 << 30)
+#define PROBE_CHUNK (1 << 20)
+
+int wrk_probe(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen)
+{
+    (void)ctx;
+    uint8_t *in = NULL;
+    size_t len = 0;
+    if (spw_rpc_stream_recv(st, 10000, &in, &len) != 1) {
+        snprintf(msg, msglen, "expected a ProbeRequest");
+        return SPW_RPC_INVALID_ARGUMENT;
+    }
+    Spillway__V1__ProbeRequest *r = spillway__v1__probe_request__unpack(NULL, len, in);
+    free(in);
+    if (!r || r->bytes < 0 || r->bytes > PROBE_MAX_BYTES) {
+        snprintf(msg, msglen, "probe bytes must be in [0, %lld]", (long long)PROBE_MAX_BYTES);
+        if (r)
+            spillway__v1__probe_request__free_unpacked(r, NULL);
+        return SPW_RPC_INVALID_ARGUMENT;
+    }
+    int64_t left = r->bytes;
+    spillway__v1__probe_request__free_unpacked(r, NULL);
+    /* A ProbeChunk by hand: tag 1 (bytes), its length as a varint, then the payload (zeros). */
+    static const uint8_t zeros[PROBE_CHUNK];
+    while (left > 0) {
+        size_t n = left < PROBE_CHUNK ? (size_t)left : PROBE_CHUNK;
+        uint8_t head[16];
+        size_t h = 0;
+        head[h++] = 0x0a;
+        for (size_t v = n; ; v >>= 7) {
+            head[h++] = (uint8_t)((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+            if (v < 0x80)
+                break;
+        }
+        struct iovec iov[2] = {{head, h}, {(void *)zeros, n}};
+        if (spw_rpc_stream_send(st, iov, 2) != 0)
+            return SPW_RPC_CANCELLED;
+        left -= (int64_t)n;
+    }
+    return SPW_RPC_OK;
+}
