@@ -342,6 +342,18 @@ uint8_t *asm_dst(struct assembler *a, const struct asm_ticket *t, enum spw_dtype
     return dst;
 }
 
+static void *place_cb(void *opaque, enum spw_dtype dt, int ndim, const int64_t *shape)
+{
+    struct asm_place *p = opaque;
+    return asm_dst(p->a, p->t, dt, ndim, shape);
+}
+
+struct spw_element_dest asm_element_dest(struct assembler *a, const struct asm_ticket *t, struct asm_place *place)
+{
+    *place = (struct asm_place){a, t};
+    return (struct spw_element_dest){place_cb, place, a->o.spec->batch.layout};
+}
+
 void asm_done(struct assembler *a, const struct asm_ticket *t, bool ok)
 {
     pthread_mutex_lock(&a->mu);

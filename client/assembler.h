@@ -65,6 +65,13 @@ void asm_park(struct assembler *a, const struct asm_ticket *t, struct spw_value 
  * SPW_ESPEC (mixed shapes; message in err) or the error set by asm_fail. */
 int asm_next(struct assembler *a, int timeout_ms, struct spw_batch **out, char *err, size_t errlen);
 void asm_release(struct assembler *a, struct spw_batch *b);
+/* A run's final write for a claimed ASM_PLACE element, straight into its place in the batch: the dest for
+ * spw_element_run. place is storage the dest points at; it must outlive the run. */
+struct asm_place {
+    struct assembler *a;
+    const struct asm_ticket *t;
+};
+struct spw_element_dest asm_element_dest(struct assembler *a, const struct asm_ticket *t, struct asm_place *place);
 /* Hand over a claimed element (ASM_PLACE or ASM_PARK): ok with its value (copied into its place unless the
  * run already wrote it there, v->placed; parked, taking v, for ASM_PARK), or !ok (skipped; v empty).
  * *delivered (may be NULL) counts it, atomically, before its batch can complete. The caller frees v. */

@@ -252,3 +252,17 @@ int spw_inspect_profile(const char *worker, const char *auth_token, const char *
     spw_spec_free(spec);
     return 0;
 }
+
+void spw_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(f, "\\u%04x", *s);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}

@@ -3,6 +3,8 @@
 #ifndef SPW_CLIENT_INSPECT_H
 #define SPW_CLIENT_INSPECT_H
 
+#include <stdio.h>
+
 /* Run `what` ("workers", "jobs" or "job") against the dispatcher at target. job_id for "job". Returns the
  * process exit status (0, 1 on an RPC error, 2 on usage). */
 int spw_inspect_run(const char *target, const char *auth_token, const char *what, const char *job_id, int json,
@@ -12,5 +14,8 @@ int spw_inspect_run(const char *target, const char *auth_token, const char *what
  * elements (0 = its default) and print the cost and bytes per element of every cut. Returns the exit status. */
 int spw_inspect_profile(const char *worker, const char *auth_token, const char *pipeline, int samples, int json,
                         int timeout_ms);
+
+/* Write s as a JSON string literal (quotes, escapes) to f. */
+void spw_json_string(FILE *f, const char *s);
 
 #endif

@@ -74,17 +74,6 @@ static bool job_stopping(struct spw_job *j)
     return s;
 }
 
-struct place_ctx {
-    struct assembler *a;
-    const struct asm_ticket *t;
-};
-
-static void *place_cb(void *opaque, enum spw_dtype dt, int ndim, const int64_t *shape)
-{
-    struct place_ctx *pc = opaque;
-    return asm_dst(pc->a, pc->t, dt, ndim, shape);
-}
-
 /* Produce (epoch, pos) with the whole pipeline if nobody has yet, straight into its batch when the window
  * reaches it. Adds to *count when this call delivered it. */
 static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *count)
@@ -94,7 +83,6 @@ static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *cou
     if (c == ASM_DUP || c == ASM_DROP)
         return;
     const int64_t sample = t.sample;
-    const enum spw_layout layout = j->spec->batch.layout;
     uint8_t *buf = NULL;
     size_t len = 0;
     char err[512] = "";
@@ -102,8 +90,8 @@ static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *cou
     for (int attempt = 0; attempt < 3 && rc < 0 && rc != SPW_ETOOBIG; attempt++)
         rc = spw_source_read(j->src, sample, j->spec->max_file_bytes, &buf, &len);    /* I/O: retry */
     struct spw_value v = {0};
-    struct place_ctx pc = {j->a, &t};
-    struct spw_element_dest dest = {place_cb, &pc, layout};
+    struct asm_place place;
+    struct spw_element_dest dest = asm_element_dest(j->a, &t, &place);
     if (rc == 0)
         rc = spw_element_run(&j->ctx, 0, j->ctx.n_groups, epoch, sample, buf, len, &v, NULL,
                              c == ASM_PLACE ? &dest : NULL, err, sizeof err);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "client/inspect.h"
 #include "client/probe.h"
 #include "lib/err.h"
 #include "lib/rpc.h"
@@ -24,20 +25,6 @@
 #include "proto/spillway.pb-c.h"
 
 #define DEFAULT_SAMPLES 64
-
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(f, "\\u%04x", *s);
-        else
-            fputc(*s, f);
-    }
-    fputc('"', f);
-}
 #define DEFAULT_RECV_NS_PER_BYTE 0.3
 
 /* Profile every alive worker into in->workers (costs per cut). Returns 0 or 1 (and says why). */
@@ -110,7 +97,7 @@ static void print_plan(const Spillway__V1__Plan *m, const struct spw_pipeline_sp
                "\"workers\": %d, \"workers_needed\": %d, \"why\": ",
                m->offload ? "true" : "false", m->cut, m->local_share, m->throughput, m->local_only, m->workers,
                m->workers_needed);
-        json_string(stdout, m->why ? m->why : "");
+        spw_json_string(stdout, m->why ? m->why : "");
         printf(", \"candidates\": [");
         for (size_t k = 0; k < m->n_candidates; k++) {
             const Spillway__V1__PlanCandidate *c = m->candidates[k];

@@ -241,17 +241,6 @@ static bool reads_input_only(const struct spw_element_ctx *ctx, int g)
     return k == SPW_OP_NORMALIZE || k == SPW_OP_TO_TENSOR;
 }
 
-struct place_ctx {
-    struct assembler *a;
-    const struct asm_ticket *t;
-};
-
-static void *place_cb(void *opaque, enum spw_dtype dt, int ndim, const int64_t *shape)
-{
-    struct place_ctx *pc = opaque;
-    return asm_dst(pc->a, pc->t, dt, ndim, shape);
-}
-
 /* Finish one received element: claim it, run the suffix if any, put it in its batch (or park it).
  * Returns false for a duplicate. */
 static bool take_element(struct remote *r, struct received *rx, const struct spw_wire_batch *b, size_t i)
@@ -292,8 +281,8 @@ static bool take_element(struct remote *r, struct received *rx, const struct spw
         asm_finish(r->a, &t, c, &in, true, &r->stats.elements);
         return true;
     }
-    struct place_ctx pc = {r->a, &t};
-    struct spw_element_dest dest = {place_cb, &pc, layout};
+    struct asm_place place;
+    struct spw_element_dest dest = asm_element_dest(r->a, &t, &place);
     if (b->cut == 0)        /* the encoded file: the whole pipeline runs here */
         rc = spw_element_run(r->ctx, 0, r->job.groups, b->epoch, b->samples[i], view.t.data, view.t.nbytes, &v,
                              NULL, c == ASM_PLACE ? &dest : NULL, err, sizeof err);

@@ -130,20 +130,6 @@ static FILE *open_dump(const char *dir)
     return keys;
 }
 
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(f, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(f, "\\u%04x", *s);
-        else
-            fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 /* The fusion groups (the cut points) as JSON objects, comma-separated. */
 static void print_groups(const struct spw_pipeline_spec *spec)
 {
@@ -170,7 +156,7 @@ static void print_json(const struct spw_pipeline_spec *spec, const struct spw_so
     for (int i = 0; i < st->n_steps; i++) {
         const struct spw_op_stat *o = &st->steps[i];
         printf("%s{\"name\": ", i ? ", " : "");
-        json_string(stdout, o->name);
+        spw_json_string(stdout, o->name);
         printf(", \"first_op\": %d, \"n_ops\": %d, \"elements\": %lld, \"ns_per_element\": %.1f, "
                "\"out_bytes_per_element\": %.1f}",
                o->first_op, o->n_ops, (long long)o->elements, o->elements ? (double)o->ns_total / o->elements : 0.0,
@@ -358,7 +344,7 @@ static void print_service_json(const struct spw_pipeline_spec *spec, const struc
            "\"offload\": %s, \"predicted_elements_per_s\": %.1f, \"why\": ",
            st->cut, share, st->workers, st->planned ? "true" : "false",
            (st->planned ? st->offloaded : st->workers > 0) ? "true" : "false", st->predicted);
-    json_string(stdout, st->plan_why);
+    spw_json_string(stdout, st->plan_why);
     printf("}, ");
     printf("\"job\": %llu, \"cut\": %d, \"local_cores\": %d, \"ordered\": %s, "
            "\"producers\": {\"remote\": %lld, \"local\": %lld, \"rescue\": %lld}, \"duplicates_dropped\": %lld, "
