@@ -27,64 +27,44 @@
 #define DEFAULT_SAMPLES 64
 #define DEFAULT_RECV_NS_PER_BYTE 0.3
 
-/* Profile every alive worker into in->workers (costs per cut). Returns 0 or 1 (and says why). */
+/* Profile every worker the probe found alive (links) into in->workers, with its measured link. Returns 0 or
+ * 1 (and says why). */
 static int profile_workers(const struct spw_plan_cli_opts *o, const Spillway__V1__Pipeline *pipe, int n_cuts,
                            const struct probe_result *links, struct spw_plan_input *in)
 {
     struct spw_rpc_channel_opts co = {.auth_token = o->auth_token};
-    struct spw_rpc_channel *disp;
-    if (spw_rpc_channel_create(o->dispatcher, &co, &disp) != 0) {
-        fprintf(stderr, "spillctl: bad dispatcher address \"%s\"\n", o->dispatcher);
-        return 1;
-    }
-    Spillway__V1__ListWorkersRequest lw = SPILLWAY__V1__LIST_WORKERS_REQUEST__INIT;
-    uint8_t *resp = NULL;
-    size_t len = 0;
-    char msg[512] = "";
-    int st = spw_rpc_call_msg(disp, "/spillway.v1.Dispatcher/ListWorkers", &lw.base, o->timeout_ms, &resp, &len,
-                              msg, sizeof msg);
-    spw_rpc_channel_destroy(disp);
-    Spillway__V1__ListWorkersResponse *ws = st == SPW_RPC_OK ? spillway__v1__list_workers_response__unpack(NULL, len, resp)
-                                                             : NULL;
-    free(resp);
-    if (!ws) {
-        fprintf(stderr, "spillctl: ListWorkers at %s: %s: %s\n", o->dispatcher, spw_rpc_status_name(st), msg);
-        return 1;
-    }
     int rc = 0;
-    for (size_t i = 0; i < ws->n_workers && in->n_workers < SPW_PLAN_MAX_WORKERS && !rc; i++) {
-        if (!ws->workers[i]->alive)
-            continue;
+    for (int i = 0; i < links->n && in->n_workers < SPW_PLAN_MAX_WORKERS && !rc; i++) {
         struct spw_rpc_channel *ch;
-        if (spw_rpc_channel_create(ws->workers[i]->address, &co, &ch) != 0)
+        if (spw_rpc_channel_create(links->addr[i], &co, &ch) != 0)
             continue;
         Spillway__V1__ProfileRequest pr = SPILLWAY__V1__PROFILE_REQUEST__INIT;
         pr.pipeline = (Spillway__V1__Pipeline *)pipe;
         pr.samples = o->samples > 0 ? o->samples : DEFAULT_SAMPLES;
-        resp = NULL;
-        st = spw_rpc_call_msg(ch, "/spillway.v1.Worker/Profile", &pr.base, 120000, &resp, &len, msg, sizeof msg);
+        uint8_t *resp = NULL;
+        size_t len = 0;
+        char msg[512] = "";
+        int st = spw_rpc_call_msg(ch, "/spillway.v1.Worker/Profile", &pr.base, 120000, &resp, &len, msg,
+                                  sizeof msg);
         spw_rpc_channel_destroy(ch);
         Spillway__V1__ProfileResponse *p = st == SPW_RPC_OK ? spillway__v1__profile_response__unpack(NULL, len, resp)
                                                             : NULL;
         free(resp);
         if (!p || (int)p->n_cuts != n_cuts) {
-            fprintf(stderr, "spillctl: worker %s: Profile: %s\n", ws->workers[i]->address,
+            fprintf(stderr, "spillctl: worker %s: Profile: %s\n", links->addr[i],
                     p ? "a different number of cuts" : msg);
             rc = 1;
         } else {
             struct spw_plan_worker *w = &in->workers[in->n_workers++];
             w->cores = p->threads;
             w->efficiency = 1;          /* measured with every thread busy: contention is in the costs */
+            w->link_bytes_per_s = links->bytes_per_s[i];
             for (int k = 0; k < n_cuts; k++)
                 w->cost_ns[k] = p->cuts[k]->ns_per_element;
-            for (int l = 0; l < links->n; l++)
-                if (!strcmp(links->addr[l], ws->workers[i]->address))
-                    w->link_bytes_per_s = links->bytes_per_s[l];
         }
         if (p)
             spillway__v1__profile_response__free_unpacked(p, NULL);
     }
-    spillway__v1__list_workers_response__free_unpacked(ws, NULL);
     return rc;
 }
 
