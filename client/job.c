@@ -37,6 +37,7 @@
  * not trusted for planning until the evaluation says which is right. */
 #define RECV_NS_PER_BYTE 0.3
 #define PROBE_MS 600
+#define PLAN_LOCAL_OFF 0.02    /* a planned local share below this: the client produces no splits itself */
 
 struct spw_job {
     struct spw_job_opts o;
@@ -167,7 +168,7 @@ static int measure_facts(struct spw_job *j, Spillway__V1__ClientFacts *cf, doubl
     const int cores = j->o.local_cores > 0 ? j->o.local_cores : 1;
     int rc = me && in ? spw_profile_run(j->spec, j->src, PLAN_SAMPLES, cores, me, err, errlen) : -ENOMEM;
     struct probe_result *links = rc == 0 ? calloc(1, sizeof *links) : NULL;
-    if (rc == 0 && (!links || probe_links(j->o.dispatcher, j->o.auth_token, PROBE_MS, links, err, errlen) != 0))
+    if (rc == 0 && (!links || probe_links(j->o.dispatcher, j->o.auth_token, j->o.max_workers, PROBE_MS, links, err, errlen) != 0))
         rc = links ? -EIO : -ENOMEM;
     if (rc == 0) {
         spw_plan_client_costs(me, RECV_NS_PER_BYTE, in);
@@ -226,6 +227,7 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
     }
     struct remote_opts ro = {.dispatcher = j->o.dispatcher, .auth_token = j->o.auth_token, .cut = j->o.cut,
                              .local_cores = j->o.local_cores, .split_size = j->o.split_size,
+                             .max_workers = j->o.max_workers,
                              .credit_bytes = j->o.credit_bytes, .park_cap_bytes = j->o.prefetch_bytes / 4,
                              .manifest_hash = j->src->manifest_hash,
                              .own_counts = {&j->st.local_elements, &j->st.rescued_elements},
@@ -266,6 +268,11 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
         return -EAGAIN;
     }
     int n = j->o.local_cores < 0 ? 1 : j->o.local_cores;
+    if (j->rj.planned && j->rj.local_share < PLAN_LOCAL_OFF && n > 0) {
+        spw_log(SPW_LOG_INFO, "client", "planned local share %.3f: this client produces no splits itself",
+                j->rj.local_share);
+        n = 0;      /* the plan gives the client's CPU to the suffix of remote elements */
+    }
     for (; j->n_local < n && j->n_local < 256; j->n_local++)
         if (pthread_create(&j->local[j->n_local], NULL, local_main, j) != 0)
             break;

@@ -13,6 +13,7 @@ struct spw_plan_cli_opts {
     double rate;                /* R: the trainer's elements/s; 0 = unlimited */
     int samples;                /* elements measured on each side; 0 = 64 */
     int force_cut;              /* -1 = choose */
+    int max_workers;            /* plan with the first N alive workers; 0 = all */
     bool local_off;
     double recv_ns_per_byte;    /* client CPU per byte received, besides the copy into the batch; 0 = 0.3 */
     bool json;

@@ -86,7 +86,8 @@ static void *prober_main(void *arg)
     return NULL;
 }
 
-int probe_links(const char *dispatcher, const char *auth_token, int duration_ms, struct probe_result *out,
+int probe_links(const char *dispatcher, const char *auth_token, int max_workers, int duration_ms,
+                struct probe_result *out,
                 char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -113,7 +114,8 @@ int probe_links(const char *dispatcher, const char *auth_token, int duration_ms,
     struct prober pr[PROBE_MAX_WORKERS];
     pthread_t tids[PROBE_MAX_WORKERS];
     int started[PROBE_MAX_WORKERS] = {0};
-    for (size_t i = 0; i < ws->n_workers && out->n < PROBE_MAX_WORKERS; i++) {
+    const int cap = max_workers > 0 && max_workers < PROBE_MAX_WORKERS ? max_workers : PROBE_MAX_WORKERS;
+    for (size_t i = 0; i < ws->n_workers && out->n < cap; i++) {
         if (!ws->workers[i]->alive)
             continue;
         const int k = out->n++;

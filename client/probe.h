@@ -18,9 +18,9 @@ struct probe_result {
     double recv_ns_per_byte;                /* this client's CPU per received byte (the receiving threads) */
 };
 
-/* Probe the workers the dispatcher lists as alive, for about duration_ms. Returns 0 (n may be 0) or -EIO
- * when the dispatcher does not answer, with the reason in err. */
-int probe_links(const char *dispatcher, const char *auth_token, int duration_ms, struct probe_result *out,
-                char *err, size_t errlen);
+/* Probe the workers the dispatcher lists as alive (the first max_workers of them; 0 = all), for about
+ * duration_ms. Returns 0 (n may be 0) or -EIO when the dispatcher does not answer, with the reason in err. */
+int probe_links(const char *dispatcher, const char *auth_token, int max_workers, int duration_ms,
+                struct probe_result *out, char *err, size_t errlen);
 
 #endif

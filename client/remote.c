@@ -89,6 +89,7 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
     cj.pipeline = (Spillway__V1__Pipeline *)pipe;
     cj.cut = o->cut;
     cj.local_cores = o->local_cores;
+    cj.max_workers = o->max_workers;
     cj.incarnation = r->incarnation;
     cj.split_size = o->split_size;
     cj.client = (Spillway__V1__ClientFacts *)o->facts;
@@ -109,6 +110,7 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
         job->planned = true;
         job->offload = cr->plan->offload;
         job->predicted = cr->plan->throughput;
+        job->local_share = cr->plan->local_share;
         snprintf(job->why, sizeof job->why, "%s", cr->plan->why ? cr->plan->why : "");
     }
     if (cr && cr->job == 0 && cr->plan && !cr->plan->offload) {

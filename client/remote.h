@@ -17,7 +17,7 @@
 
 struct remote_opts {
     const char *dispatcher, *auth_token;
-    int cut, local_cores, split_size;
+    int cut, local_cores, split_size, max_workers;
     int64_t credit_bytes;       /* all streams together */
     int64_t park_cap_bytes;     /* stop granting credit while more than this is parked */
     uint64_t manifest_hash;     /* the client's own listing, checked against the job's */
@@ -30,7 +30,7 @@ struct remote_job {             /* what CreateJob answered */
     int64_t samples, splits_per_epoch;
     int split_size, cut, groups;
     bool planned, offload;      /* a plan came back, and whether it uses the workers */
-    double predicted;
+    double predicted, local_share;     /* the plan's prediction and local share */
     char why[512];
 };
 

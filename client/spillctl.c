@@ -35,24 +35,26 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: spillctl run --local --pipeline FILE.json [--threads N] [--max-batches M]\n"
+            "usage: spillctl run --local --pipeline FILE.json [--threads N] [--max-batches M] [--max-seconds S]\n"
             "                    [--dump DIR] [--json] [--quiet] [--warmup-batches W]\n"
             "       spillctl run --dispatcher HOST:PORT --pipeline FILE.json [--cut K|auto] [--local-cores N]\n"
-            "                    [--local-share auto|off]\n"
+            "                    [--local-share auto|off] [--workers N]\n"
             "                    [--consume-rate R] [--ordered] [--prefetch-mb MB] [--credit-mb MB]\n"
-            "                    [--max-batches M]\n"
+            "                    [--max-batches M] [--max-seconds S]\n"
             "                    [--dump DIR] [--json] [--quiet]\n"
             "       spillctl validate --pipeline FILE.json\n"
             "       spillctl --dispatcher HOST:PORT workers|jobs|job ID|explain ID [--json]\n"
             "       spillctl profile --worker HOST:PORT --pipeline FILE.json [--samples N] [--json]\n"
             "       spillctl plan --dispatcher HOST:PORT --pipeline FILE.json [--local-cores N] [--consume-rate R]\n"
-            "                     [--cut K] [--local-share auto|off] [--samples N] [--json]\n"
+            "                     [--cut K] [--local-share auto|off] [--workers N] [--samples N] [--json]\n"
             "       spillctl --help\n"
             "\n"
             "run --local     run the pipeline in this process (no dispatcher)\n"
             "  --pipeline F  pipeline spec (JSON; see docs/pipeline.md)\n"
             "  --threads N   worker threads (default: number of online CPUs)\n"
             "  --max-batches M  stop after M batches (default: all epochs of the source)\n"
+            "  --max-seconds S  stop taking batches after S seconds (with --dispatcher: of consuming, after the\n"
+            "                job exists; the JSON's consumed_per_s is the rate over that time)\n"
             "  --dump DIR    write each batch's tensors as DIR/b000000_t0.npy, _t1.npy (labels), ... and\n"
             "                DIR/keys.txt (epoch, sample index, path per element, in delivery order)\n"
             "  --json        print one JSON object at the end: elements, batches, seconds, elements_per_s,\n"
@@ -68,6 +70,8 @@ static void usage(FILE *f)
             "                alone when offloading does not pay (the JSON's plan says which and why)\n"
             "  --local-cores N  client threads producing whole splits too (default 1; 0 = none)\n"
             "  --local-share auto|off  off: the client produces nothing itself (= --local-cores 0)\n"
+            "  --workers N   use at most N workers (the first N alive; a dead one's place goes to the next);\n"
+            "                default: all of them\n"
             "  --consume-rate R  consume at most R elements/s, like a trainer (default: unlimited); with\n"
             "                --cut auto, the rate the plan aims for\n"
             "  --ordered     deliver batches in epoch order: byte-identical to run --local\n"
@@ -84,7 +88,7 @@ static void usage(FILE *f)
             "plan            measure this client's costs (on --local-cores threads) and profile every worker the\n"
             "                dispatcher lists, then print the planner's table per cut (bytes, remote capacity,\n"
             "                client cost, predicted throughput, mix, workers needed for --consume-rate) and its\n"
-            "                choice; --cut and --local-share off are the overrides. Creates no job.\n"
+            "                choice; --cut, --local-share off and --workers N are the overrides. Creates no job.\n"
             "explain ID      how the dispatcher planned job ID (run with --cut auto): the same table\n"
             "  --dispatcher HOST:PORT  the dispatcher (env SPILLWAY_DISPATCHER)\n"
             "  --auth-token T  bearer token for the dispatcher (env SPILLWAY_AUTH_TOKEN)\n"
@@ -144,7 +148,7 @@ static void print_groups(const struct spw_pipeline_spec *spec)
 }
 
 static void print_json(const struct spw_pipeline_spec *spec, const struct spw_source *src,
-                       const struct spw_exec_stats *st, double secs, int threads)
+                       const struct spw_exec_stats *st, double secs, int64_t consumed, int threads)
 {
     printf("{\"elements\": %lld, \"batches\": %lld, \"skipped\": %lld, \"seconds\": %.6f, "
            "\"elements_per_s\": %.3f, \"threads\": %d, \"samples_in_source\": %lld, "
@@ -162,7 +166,7 @@ static void print_json(const struct spw_pipeline_spec *spec, const struct spw_so
                o->first_op, o->n_ops, (long long)o->elements, o->elements ? (double)o->ns_total / o->elements : 0.0,
                o->elements ? (double)o->out_bytes_total / o->elements : 0.0);
     }
-    printf("]}\n");
+    printf("], \"consumed\": %lld, \"consumed_per_s\": %.3f}\n", (long long)consumed, secs > 0 ? consumed / secs : 0.0);
 }
 
 /* The simulated trainer: takes batches from a source (the executor or a job), dumps them, gives them back,
@@ -175,10 +179,12 @@ struct consumer {
     FILE *keys;
     int quiet;
     double t0, rate;
+    double until;               /* stop taking batches after this time (now_s); 0 = never */
+    int64_t consumed;           /* out: elements taken */
 };
 
 /* Consume until the end, an error, a signal or a failed dump (*status = 1). Returns the last next() code. */
-static int consume(const struct consumer *c, int *status)
+static int consume(struct consumer *c, int *status)
 {
     int64_t seq = 0, elements = 0;
     double last = c->t0;
@@ -199,9 +205,10 @@ static int consume(const struct consumer *c, int *status)
                     (long long)elements, elements / (t - c->t0));
             last = t;
         }
-        if (*status)
+        if (*status || (c->until > 0 && t >= c->until))
             break;
     }
+    c->consumed = elements;
     return rc;
 }
 
@@ -242,8 +249,8 @@ static int warm_up(const struct spw_pipeline_spec *spec, const struct spw_source
     return 0;
 }
 
-static int cmd_run(const char *pipeline, int threads, int64_t max_batches, int64_t warmup, const char *dump,
-                   int json, int quiet)
+static int cmd_run(const char *pipeline, int threads, int64_t max_batches, double max_seconds, int64_t warmup,
+                   const char *dump, int json, int quiet)
 {
     char err[1024] = "";
     struct spw_pipeline_spec *spec = NULL;
@@ -279,7 +286,7 @@ static int cmd_run(const char *pipeline, int threads, int64_t max_batches, int64
         goto out;
     }
     struct consumer cs = {.next = executor_next, .release = executor_release, .ctx = ex, .dump = dump, .keys = keys,
-                          .quiet = quiet, .t0 = t0};
+                          .quiet = quiet, .t0 = t0, .until = max_seconds > 0 ? t0 + max_seconds : 0};
     rc = consume(&cs, &status);
     double secs = now_s() - t0;
     if (rc != 0 && rc != SPW_ECLOSED && !g_stop) {
@@ -289,7 +296,7 @@ static int cmd_run(const char *pipeline, int threads, int64_t max_batches, int64
     struct spw_exec_stats st;
     spw_executor_stats(ex, &st);
     if (json)
-        print_json(spec, src, &st, secs, threads);
+        print_json(spec, src, &st, secs, cs.consumed, threads);
     else if (!quiet)
         fprintf(stderr, "spillctl: done: %lld elements in %lld batches, %lld skipped, %.2f s, %.1f elements/s\n",
                 (long long)st.elements, (long long)st.batches, (long long)st.skipped, secs,
@@ -305,7 +312,7 @@ out:
 
 struct service_args {
     const char *dispatcher, *token;
-    int cut, local_cores;
+    int cut, local_cores, max_workers;
     double consume_rate;
     bool ordered;
     int64_t prefetch_mb, credit_mb;
@@ -330,7 +337,7 @@ static char *read_text(const char *path, char *err, size_t errlen)
 /* The local run's summary (without per-op stats, which stay on the workers) plus the service's: the job, the
  * cut, and what each producer class delivered. */
 static void print_service_json(const struct spw_pipeline_spec *spec, const struct spw_job_stats *st, double secs,
-                               const struct service_args *sa)
+                               double create_secs, int64_t consumed, const struct service_args *sa)
 {
     printf("{\"elements\": %lld, \"batches\": %lld, \"skipped\": %lld, \"seconds\": %.6f, "
            "\"elements_per_s\": %.3f, \"threads\": %d, \"samples_in_source\": %lld, \"manifest_hash\": \"%016llx\", "
@@ -348,14 +355,16 @@ static void print_service_json(const struct spw_pipeline_spec *spec, const struc
     printf("}, ");
     printf("\"job\": %llu, \"cut\": %d, \"local_cores\": %d, \"ordered\": %s, "
            "\"producers\": {\"remote\": %lld, \"local\": %lld, \"rescue\": %lld}, \"duplicates_dropped\": %lld, "
-           "\"bytes_received\": %lld, \"workers\": %d}\n",
+           "\"bytes_received\": %lld, \"workers\": %d, \"create_seconds\": %.3f, \"consumed\": %lld, "
+           "\"consumed_per_s\": %.3f}\n",
            (unsigned long long)st->job, st->cut, sa->local_cores, sa->ordered ? "true" : "false",
            (long long)st->remote_elements, (long long)st->local_elements, (long long)st->rescued_elements,
-           (long long)st->duplicates_dropped, (long long)st->bytes_received, st->workers);
+           (long long)st->duplicates_dropped, (long long)st->bytes_received, st->workers, create_secs,
+           (long long)consumed, secs - create_secs > 0 ? consumed / (secs - create_secs) : 0.0);
 }
 
 static int cmd_run_service(const char *pipeline, const struct service_args *sa, int64_t max_batches,
-                           const char *dump, int json, int quiet)
+                           double max_seconds, const char *dump, int json, int quiet)
 {
     char err[1024] = "";
     char *text = read_text(pipeline, err, sizeof err);
@@ -384,6 +393,7 @@ static int cmd_run_service(const char *pipeline, const struct service_args *sa, 
     o.prefetch_bytes = sa->prefetch_mb << 20;
     o.credit_bytes = sa->credit_mb << 20;
     o.max_batches = max_batches;
+    o.max_workers = sa->max_workers;
     double t0 = now_s();
     int rc = spw_job_create_json(text, &o, &job, err, sizeof err);
     free(text);
@@ -392,8 +402,11 @@ static int cmd_run_service(const char *pipeline, const struct service_args *sa, 
         status = rc == SPW_ESPEC ? 2 : 1;
         goto out;
     }
+    /* The trainer starts once the job exists (creation includes planning with --cut auto). */
+    const double created = now_s();
     struct consumer cs = {.next = job_next, .release = job_release, .ctx = job, .dump = dump, .keys = keys,
-                          .quiet = quiet, .t0 = t0, .rate = sa->consume_rate};
+                          .quiet = quiet, .t0 = created, .rate = sa->consume_rate,
+                          .until = max_seconds > 0 ? created + max_seconds : 0};
     rc = consume(&cs, &status);
     double secs = now_s() - t0;
     if (rc != 0 && rc != SPW_ECLOSED && !g_stop) {
@@ -403,7 +416,7 @@ static int cmd_run_service(const char *pipeline, const struct service_args *sa, 
     struct spw_job_stats st;
     spw_job_stats(job, &st);
     if (json)
-        print_service_json(spec, &st, secs, sa);
+        print_service_json(spec, &st, secs, created - t0, cs.consumed, sa);
     else if (!quiet)
         fprintf(stderr, "spillctl: done: job %llu, %lld elements in %lld batches (%lld from workers, %lld local, "
                         "%lld rescued), %lld skipped, %.2f s, %.1f elements/s\n",
@@ -448,7 +461,8 @@ int main(int argc, char **argv)
         {"consume-rate", required_argument, NULL, 'R'}, {"ordered", no_argument, NULL, 'O'},
         {"prefetch-mb", required_argument, NULL, 'P'}, {"credit-mb", required_argument, NULL, 'c'},
         {"worker", required_argument, NULL, 'W'}, {"samples", required_argument, NULL, 'S'},
-        {"local-share", required_argument, NULL, 'H'},
+        {"local-share", required_argument, NULL, 'H'}, {"workers", required_argument, NULL, 'N'},
+        {"max-seconds", required_argument, NULL, 'M'},
         {NULL, 0, NULL, 0},
     };
     const char *pipeline = NULL, *dump = NULL;
@@ -456,12 +470,13 @@ int main(int argc, char **argv)
     int timeout_ms = 5000;
     int local = 0, json = 0, quiet = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     int64_t max_batches = 0, warmup = 0;
+    double max_seconds = 0;
     struct service_args sa = {.cut = -1, .local_cores = 1, .prefetch_mb = 256, .credit_mb = 64};
     const char *worker = NULL;
     int samples = 0;
     bool local_off = false;
     int c;
-    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:C:L:R:OP:c:W:S:H:", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:C:L:R:OP:c:W:S:H:N:M:", long_opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'C':
@@ -482,6 +497,13 @@ int main(int argc, char **argv)
             sa.consume_rate = strtod(optarg, &end);
             if (*end || !(sa.consume_rate > 0)) {
                 fprintf(stderr, "spillctl: --consume-rate: \"%s\" is not a positive rate\n", optarg);
+                return 2;
+            }
+            break;
+        case 'N':
+            sa.max_workers = (int)strtol(optarg, &end, 10);
+            if (*end || sa.max_workers < 1 || sa.max_workers > 4096) {
+                fprintf(stderr, "spillctl: --workers: \"%s\" is not in [1, 4096]\n", optarg);
                 return 2;
             }
             break;
@@ -528,6 +550,13 @@ int main(int argc, char **argv)
             max_batches = strtoll(optarg, &end, 10);
             if (*end || max_batches < 1) {
                 fprintf(stderr, "spillctl: --max-batches: \"%s\" is not a positive integer\n", optarg);
+                return 2;
+            }
+            break;
+        case 'M':
+            max_seconds = strtod(optarg, &end);
+            if (*end || !(max_seconds > 0)) {
+                fprintf(stderr, "spillctl: --max-seconds: \"%s\" is not a positive number of seconds\n", optarg);
                 return 2;
             }
             break;
@@ -593,7 +622,7 @@ int main(int argc, char **argv)
         }
         struct spw_plan_cli_opts po = {.dispatcher = dispatcher, .auth_token = token, .pipeline = pipeline,
                                        .local_cores = sa.local_cores, .rate = sa.consume_rate, .samples = samples,
-                                       .force_cut = sa.cut, .local_off = local_off, .json = json,
+                                       .force_cut = sa.cut, .max_workers = sa.max_workers, .local_off = local_off, .json = json,
                                        .timeout_ms = timeout_ms};
         spw_rpc_init();
         int st = spw_plan_cli(&po);
@@ -618,7 +647,7 @@ int main(int argc, char **argv)
     signal(SIGTERM, on_signal);
     if (strcmp(cmd, "run") == 0) {
         if (local)
-            return cmd_run(pipeline, threads, max_batches, warmup, dump, json, quiet);
+            return cmd_run(pipeline, threads, max_batches, max_seconds, warmup, dump, json, quiet);
         if (!dispatcher) {
             fprintf(stderr, "spillctl: run needs --local or --dispatcher HOST:PORT (or SPILLWAY_DISPATCHER)\n");
             return 2;
@@ -626,7 +655,7 @@ int main(int argc, char **argv)
         sa.dispatcher = dispatcher;
         sa.token = token;
         spw_rpc_init();
-        int st = cmd_run_service(pipeline, &sa, max_batches, dump, json, quiet);
+        int st = cmd_run_service(pipeline, &sa, max_batches, max_seconds, dump, json, quiet);
         spw_rpc_shutdown();
         return st;
     }

@@ -31,7 +31,7 @@ int disp_plan_new_job(struct disp_service *s, const Spillway__V1__CreateJobReque
 {
     Spillway__V1__WorkerAddress **ws = NULL;
     pthread_mutex_lock(&s->mu);
-    size_t n = disp_alive_workers(s, &ws);
+    size_t n = disp_alive_workers(s, r->max_workers, &ws);
     pthread_mutex_unlock(&s->mu);
     *alive = (int)n;
     char **addrs = calloc(n + 1, sizeof *addrs);
@@ -101,13 +101,14 @@ void disp_remember_plan(struct disp_service *s, uint64_t job, const Spillway__V1
 #define REPLAN_MIN_MS 2000          /* not more often than this per job */
 #define REPLAN_HYSTERESIS 0.05      /* a new cut must predict 5% more than the current one */
 
-static int alive_count(const struct disp_service *s)
+/* The alive workers a job may use (all, or at most its max_workers). */
+static int alive_count(const struct disp_service *s, int max_workers)
 {
     int n = 0;
     struct disp_worker_info wi;
     for (int i = 0; i < disp_state_worker_count(s->st); i++)
         n += disp_state_worker_at(s->st, i, &wi) == 0 && wi.alive;
-    return n;
+    return max_workers && n > max_workers ? max_workers : n;
 }
 
 /* Re-plan s->replan_job with the workers alive now; apply a better cut to new leases. */
@@ -127,11 +128,13 @@ static void *replan_main(void *arg)
             at = i;
     size_t plen = 0;
     const uint8_t *pb = disp_state_job_pipeline(s->st, job, &plen);
+    struct disp_job_info ji = {0};
+    disp_state_job(s->st, job, &ji);
     if (at >= 0 && pb) {
         facts = spillway__v1__client_facts__unpack(NULL, s->plans[at].facts_len, s->plans[at].facts);
         pipe = spillway__v1__pipeline__unpack(NULL, plen, pb);
     }
-    size_t n = disp_alive_workers(s, &ws);
+    size_t n = disp_alive_workers(s, ji.max_workers, &ws);
     pthread_mutex_unlock(&s->mu);
     int profiled = 0, rc = -1;
     if (p && facts && pipe && (addrs = calloc(n + 1, sizeof *addrs))) {
@@ -144,7 +147,6 @@ static void *replan_main(void *arg)
     size_t mlen = 0;
     uint8_t *mb = m ? disp_pack_msg(&m->base, &mlen) : NULL;
     pthread_mutex_lock(&s->mu);
-    struct disp_job_info ji;
     at = -1;
     for (int i = 0; i < s->n_plans; i++)
         if (s->plans[i].job == job)
@@ -190,11 +192,10 @@ void disp_maybe_replan(struct disp_service *s, int64_t now)
 {
     if (s->replanning || !s->n_plans)
         return;
-    const int alive = alive_count(s);
     for (int i = 0; i < s->n_plans; i++) {
         struct disp_job_info ji;
-        if (s->plans[i].workers == alive || now - s->plans[i].planned_ms < REPLAN_MIN_MS ||
-            disp_state_job(s->st, s->plans[i].job, &ji) != 0 || ji.finished || ji.paused)
+        if (now - s->plans[i].planned_ms < REPLAN_MIN_MS || disp_state_job(s->st, s->plans[i].job, &ji) != 0 ||
+            ji.finished || ji.paused || s->plans[i].workers == alive_count(s, ji.max_workers))
             continue;
         if (s->replan_started) {
             pthread_join(s->replan_tid, NULL);   /* the last one is done (replanning is false) */

@@ -199,7 +199,7 @@ int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     for (int i = 0; i < nj; i++) {
         struct disp_job_info ji;
         disp_state_job_at(s->st, i, &ji);
-        if (ji.finished || ji.paused)
+        if (ji.finished || ji.paused || !disp_state_worker_serves(s->st, ji.id, r->worker_id))
             continue;
         size_t plen;
         const uint8_t *p = disp_state_job_pipeline(s->st, ji.id, &plen);
@@ -229,12 +229,12 @@ out:
     return status;
 }
 
-size_t disp_alive_workers(struct disp_service *s, Spillway__V1__WorkerAddress ***out)
+size_t disp_alive_workers(struct disp_service *s, int max, Spillway__V1__WorkerAddress ***out)
 {
     int nw = disp_state_worker_count(s->st);
     Spillway__V1__WorkerAddress **v = calloc((size_t)nw + 1, sizeof *v);
     size_t n = 0;
-    for (int i = 0; v && i < nw; i++) {
+    for (int i = 0; v && i < nw && (!max || n < (size_t)max); i++) {
         struct disp_worker_info wi;
         disp_state_worker_at(s->st, i, &wi);
         if (!wi.alive)
@@ -281,6 +281,11 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     const int world = r->world_size > 0 ? r->world_size : 1;
     if (r->rank < 0 || r->rank >= world) {
         snprintf(msg, msglen, "rank %d is outside the world of %d", r->rank, world);
+        status = ST_INVALID_ARGUMENT;
+        goto out;
+    }
+    if (r->max_workers < 0) {
+        snprintf(msg, msglen, "max_workers %d: use 0 (every worker) or a positive count", r->max_workers);
         status = ST_INVALID_ARGUMENT;
         goto out;
     }
@@ -348,7 +353,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
         struct disp_update u = {.kind = DISP_CREATE_JOB, .job = job, .pipeline = pipe_bytes, .pipeline_len = plen,
                                 .manifest_hash = src->manifest_hash, .n_samples = src->n,
                                 .split_size = split_size, .epochs = spec->source.epochs, .cut = cut,
-                                .world_size = world, .now_ms = spw_now_ms()};
+                                .world_size = world, .max_workers = r->max_workers, .now_ms = spw_now_ms()};
         rc = disp_state_apply(s->st, &u, msg, msglen);
         pthread_mutex_unlock(&s->mu);
         if (rc) {
@@ -369,7 +374,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     if (rc == 0)
         rc = disp_state_job(s->st, job, &ji);
     if (rc == 0)
-        n_workers = disp_alive_workers(s, &workers);
+        n_workers = disp_alive_workers(s, ji.max_workers, &workers);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
         status = status_of(rc);
@@ -430,7 +435,7 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     if (rc == 0)
         rc = disp_state_job(s->st, r->job, &ji);
     if (rc == 0)
-        n_workers = disp_alive_workers(s, &workers);
+        n_workers = disp_alive_workers(s, ji.max_workers, &workers);
     if (rc == 0 && r->own && r->own->elements >= 0 && r->own->bytes >= 0)
         disp_progress_report(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank), r->own->elements,
                              r->own->bytes, hb.now_ms);

@@ -33,7 +33,7 @@ struct job {
     uint8_t *pipeline;
     size_t pipeline_len;
     int64_t n_samples, epochs, splits_per_epoch;
-    int32_t split_size, cut, world_size;
+    int32_t split_size, cut, world_size, max_workers;
     struct epoch_splits ep[2];  /* ep[0]: lowest unfinished epoch; ep[1]: the next, if any */
     struct client_rank *clients;
     bool paused, finished;
@@ -226,6 +226,8 @@ static int apply_create_job(struct disp_state *s, const struct disp_update *u, c
         return fail(err, errlen, -EINVAL, "job needs samples > 0, split_size > 0, epochs >= 0");
     if (u->world_size <= 0 || u->world_size > s->lim.max_world_size)
         return fail(err, errlen, -EINVAL, "world_size %d is outside [1, %d]", u->world_size, s->lim.max_world_size);
+    if (u->max_workers < 0)
+        return fail(err, errlen, -EINVAL, "max_workers %d: use 0 (all) or a positive count", u->max_workers);
     if (u->pipeline_len > s->lim.max_pipeline_bytes)
         return fail(err, errlen, SPW_ETOOBIG, "pipeline of %zu bytes exceeds the cap of %zu", u->pipeline_len,
                     s->lim.max_pipeline_bytes);
@@ -242,6 +244,7 @@ static int apply_create_job(struct disp_state *s, const struct disp_update *u, c
     j.split_size = u->split_size;
     j.cut = u->cut;
     j.world_size = u->world_size;
+    j.max_workers = u->max_workers;
     j.ep[0].epoch = j.ep[1].epoch = -1;
     j.pipeline = malloc(u->pipeline_len ? u->pipeline_len : 1);
     j.clients = calloc((size_t)u->world_size, sizeof *j.clients);
@@ -431,6 +434,8 @@ int disp_state_pick_lease(const struct disp_state *s, uint64_t job, uint64_t pro
         return -ENOENT;
     if (j->paused || j->finished)
         return 0;
+    if (j->max_workers && !DISP_IS_CLIENT_PRODUCER(producer) && !disp_state_worker_serves(s, job, producer))
+        return 0;
     /* Pending splits, lowest epoch first; epoch e+1 only once e has nothing pending. */
     for (int k = 0; k < 2; k++) {
         const struct epoch_splits *e = &j->ep[k];
@@ -490,6 +495,20 @@ int disp_state_worker_count(const struct disp_state *s)
     return s->n_workers;
 }
 
+bool disp_state_worker_serves(const struct disp_state *s, uint64_t job, uint64_t worker)
+{
+    const struct job *j = find_job(s, job);
+    if (!j)
+        return false;
+    int before = 0;     /* alive workers registered before this one */
+    for (int i = 0; i < s->n_workers; i++) {
+        if (s->workers[i].id == worker)
+            return s->workers[i].alive && (!j->max_workers || before < j->max_workers);
+        before += s->workers[i].alive;
+    }
+    return false;
+}
+
 int disp_state_worker_at(const struct disp_state *s, int i, struct disp_worker_info *out)
 {
     if (i < 0 || i >= s->n_workers)
@@ -526,6 +545,7 @@ static void job_info(const struct job *j, struct disp_job_info *out)
     out->split_size = j->split_size;
     out->cut = j->cut;
     out->world_size = j->world_size;
+    out->max_workers = j->max_workers;
     out->epoch = j->ep[0].epoch;
     out->acked = j->ep[0].acked;
     out->leased = j->ep[0].leased;

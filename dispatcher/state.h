@@ -20,7 +20,8 @@ enum disp_update_kind {
     DISP_REGISTER_WORKER = 1,   /* worker, address, threads, now */
     DISP_WORKER_HEARTBEAT,      /* worker, now */
     DISP_WORKER_DEAD,           /* worker: its leases go back to pending with a new generation */
-    DISP_CREATE_JOB,            /* job, pipeline, manifest_hash, n_samples, split_size, epochs, cut, world_size, now */
+    DISP_CREATE_JOB,            /* job, pipeline, manifest_hash, n_samples, split_size, epochs, cut, world_size,
+                                   max_workers, now */
     DISP_CLIENT_HEARTBEAT,      /* job, rank, incarnation, now: a new incarnation fences the old one */
     DISP_CLIENT_EXPIRED,        /* job, rank: its leases (as a producer) are released; the job pauses */
     DISP_LEASE,                 /* job, producer, epoch, split, generation, now (from disp_state_pick_lease) */
@@ -36,6 +37,7 @@ struct disp_update {
     uint64_t epoch, split, generation;
     int64_t n_samples, epochs;              /* epochs 0 = forever */
     int32_t split_size, cut, world_size, rank, threads;
+    int32_t max_workers;                    /* 0 = every alive worker serves the job */
     const char *address;                    /* copied */
     const uint8_t *pipeline;                /* copied (serialized proto) */
     size_t pipeline_len;
@@ -70,7 +72,7 @@ struct disp_worker_info {
 struct disp_job_info {
     uint64_t id, manifest_hash;
     int64_t n_samples, epochs, splits_per_epoch;
-    int32_t split_size, cut, world_size;
+    int32_t split_size, cut, world_size, max_workers;
     int64_t epoch;                  /* lowest epoch not fully acked */
     int64_t acked, leased, pending; /* splits of that epoch */
     bool paused, finished;
@@ -103,6 +105,9 @@ int disp_state_expired_clients(const struct disp_state *s, int64_t now_ms, int64
                                int32_t *ranks, int cap);
 
 int disp_state_worker_count(const struct disp_state *s);
+/* Whether a worker serves a job now: every alive worker, or with max_workers N the first N alive ones in
+ * registration order (a dead one's place goes to the next). */
+bool disp_state_worker_serves(const struct disp_state *s, uint64_t job, uint64_t worker);
 int disp_state_worker_at(const struct disp_state *s, int i, struct disp_worker_info *out);
 int disp_state_job_count(const struct disp_state *s);
 int disp_state_job_at(const struct disp_state *s, int i, struct disp_job_info *out);

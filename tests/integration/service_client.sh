@@ -148,6 +148,17 @@ check "hybrid: spillctl job's per-producer counts add up to the 320 elements" \
 check "hybrid: spillctl job lists the client and both workers as producers" \
   test "$("$PY" -c "import json,sys; print(sorted(p['producer'].split(':')[0] for p in json.load(open(sys.argv[1]))['producers']))" "$WORK/hybrid-job.json")" = "['client', 'worker', 'worker']"
 
+# --workers 1: the job uses the first alive worker only; the other one serves nothing of it.
+run_service oneworker "$WORK/p.json" --local-cores 0 --workers 1
+check "--workers 1: every key exactly once" same_keys oneworker local
+sleep 0.5
+"$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" job "$(field "$WORK/oneworker.json" "['job']")" --json > "$WORK/oneworker-job.json"
+check "--workers 1: one worker produced all 320 elements, the other none" "$PY" -c "
+import json, sys
+ps = [p for p in json.load(open(sys.argv[1]))['producers'] if p['elements'] > 0]
+assert len(ps) == 1 and ps[0]['producer'].startswith('worker') and ps[0]['elements'] == 320, ps
+" "$WORK/oneworker-job.json"
+
 for cut in 0 1 2 3; do
   run_service "ordered$cut" "$WORK/p.json" --ordered --cut "$cut"
   check "ordered, cut $cut: batches byte-identical to run --local" same_batches "ordered$cut" local

@@ -208,6 +208,36 @@ START_TEST(test_state_expired_clients_pause_the_job_and_free_leases)
 END_TEST
 
 /* Re-planning: a new cut goes to new leases only; leased splits keep the cut they were leased with. */
+START_TEST(test_state_max_workers_limits_a_job_to_the_first_alive)
+{
+    worker(1, 0);
+    worker(2, 0);
+    worker(3, 0);
+    static const uint8_t pipe[] = {1};
+    apply_ok((struct disp_update){.kind = DISP_CREATE_JOB, .job = 4, .n_samples = 640, .split_size = 64,
+                                  .epochs = 1, .world_size = 1, .cut = 1, .max_workers = 2, .pipeline = pipe,
+                                  .pipeline_len = sizeof pipe});
+    job(5, 640, 64, 1, 1);                          /* no limit */
+    struct disp_lease l;
+    ck_assert(disp_state_worker_serves(S, 4, 1) && disp_state_worker_serves(S, 4, 2));
+    ck_assert(!disp_state_worker_serves(S, 4, 3));
+    ck_assert(disp_state_worker_serves(S, 5, 3));
+    ck_assert_int_eq(lease(4, 3, 0, 0, &l), 0);     /* not one of the job's two */
+    ck_assert_int_eq(lease(4, 2, 0, 0, &l), 1);
+    ck_assert_int_eq(lease(5, 3, 0, 0, &l), 1);
+    ck_assert_int_eq(lease(4, DISP_CLIENT_PRODUCER(4, 0), 0, 0, &l), 1);   /* the client always produces */
+    apply_ok((struct disp_update){.kind = DISP_WORKER_DEAD, .worker = 1});
+    ck_assert(disp_state_worker_serves(S, 4, 3));   /* the dead one's place goes to the next */
+    ck_assert_int_eq(lease(4, 3, 0, 0, &l), 1);
+    struct disp_job_info ji;
+    ck_assert_int_eq(disp_state_job(S, 4, &ji), 0);
+    ck_assert_int_eq(ji.max_workers, 2);
+    struct disp_update bad = {.kind = DISP_CREATE_JOB, .job = 6, .n_samples = 1, .split_size = 1, .epochs = 1,
+                              .world_size = 1, .max_workers = -1, .pipeline = pipe, .pipeline_len = sizeof pipe};
+    ck_assert_int_eq(disp_state_apply(S, &bad, err, sizeof err), -EINVAL);
+}
+END_TEST
+
 START_TEST(test_state_set_cut_applies_to_new_leases)
 {
     worker(1, 0);
@@ -339,6 +369,7 @@ int main(void)
     tcase_add_test(tc, test_state_expired_clients_pause_the_job_and_free_leases);
     tcase_add_test(tc, test_state_refuses_bad_updates_and_changes_nothing);
     tcase_add_test(tc, test_state_set_cut_applies_to_new_leases);
+    tcase_add_test(tc, test_state_max_workers_limits_a_job_to_the_first_alive);
     tcase_add_test(tc, test_state_replay_rebuilds_the_same_state);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

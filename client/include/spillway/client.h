@@ -25,6 +25,7 @@ struct spw_job_opts {
     int cut;                    /* groups [0, cut) run on workers; -1 = the dispatcher's default (all);
                                    SPW_CUT_AUTO = measure this client, let the dispatcher profile the workers
                                    and plan (cut, or no offload at all: then the job runs in-process) */
+    int max_workers;            /* use at most this many workers (the first N alive); 0 = all of them */
     double trainer_rate;        /* the trainer's elements/s, for planning; 0 = unknown / unlimited */
     int64_t prefetch_bytes;     /* batches assembled ahead (3/4; at least 2 batches) and elements parked
                                    beyond them (1/4); 0 = 256 MiB */
