@@ -263,6 +263,17 @@ static void assign(struct assembler *a, struct asm_ticket *t, int64_t gb)
         a->head_progress_ms = spw_now_ms();
 }
 
+bool asm_claimed(struct assembler *a, uint64_t epoch, int64_t pos)
+{
+    if (pos < 0 || pos >= a->n)
+        return true;
+    pthread_mutex_lock(&a->mu);
+    struct epoch_ledger *l = ledger(a, epoch);
+    const bool r = !l || (l->seen[pos >> 3] & (1u << (pos & 7)));
+    pthread_mutex_unlock(&a->mu);
+    return r;
+}
+
 enum asm_claim asm_claim(struct assembler *a, uint64_t epoch, int64_t pos, struct asm_ticket *t)
 {
     if (pos < 0 || pos >= a->n)

@@ -49,6 +49,8 @@ struct assembler;
 int asm_create(const struct asm_opts *o, struct assembler **out);
 void asm_destroy(struct assembler *a);
 
+/* Whether (epoch, pos) is claimed already (or its epoch is over): a producer can skip it. */
+bool asm_claimed(struct assembler *a, uint64_t epoch, int64_t pos);
 /* Claim (epoch, pos) for one producer; the first claim wins. Counts the position toward its split. Fills
  * *t for ASM_PLACE and ASM_PARK. */
 enum asm_claim asm_claim(struct assembler *a, uint64_t epoch, int64_t pos, struct asm_ticket *t);

@@ -38,6 +38,8 @@
 #define RECV_NS_PER_BYTE 0.3
 #define PROBE_MS 600
 #define PLAN_LOCAL_OFF 0.02    /* a planned local share below this: the client produces no splits itself */
+#define OWN_RESCUE_MS 300       /* the head waits this long on a split the client's own (low-priority) threads
+                                   hold: they may be starved of CPU by busier threads, so it is computed here */
 
 struct spw_job {
     struct spw_job_opts o;
@@ -54,9 +56,13 @@ struct spw_job {
     struct spw_order order;
     int64_t *missing;               /* head rescue scratch: batch.size positions */
     pthread_t local[256];
-    int n_local;
+    int n_local, n_held;
     pthread_mutex_t mu;
     bool stopping;
+    struct {                        /* under mu: the split each local thread is producing (count 0: none) */
+        uint64_t epoch;
+        int64_t first, count;
+    } held[256];
     struct spw_job_stats st;
 };
 
@@ -79,26 +85,30 @@ static bool job_stopping(struct spw_job *j)
  * reaches it. Adds to *count when this call delivered it. */
 static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *count)
 {
-    struct asm_ticket t;
-    enum asm_claim c = asm_claim(j->a, epoch, pos, &t);
-    if (c == ASM_DUP || c == ASM_DROP)
+    if (asm_claimed(j->a, epoch, pos))
         return;
-    const int64_t sample = t.sample;
+    const int64_t sample = spw_order_at(&j->order, epoch, pos);
     uint8_t *buf = NULL;
     size_t len = 0;
     char err[512] = "";
     int rc = -EIO;
     for (int attempt = 0; attempt < 3 && rc < 0 && rc != SPW_ETOOBIG; attempt++)
         rc = spw_source_read(j->src, sample, j->spec->max_file_bytes, &buf, &len);    /* I/O: retry */
+    /* Computed into this thread's own memory, then claimed and copied: a claimed place holds its batch back,
+     * and this thread runs at low priority (it may wait long for the CPU while busier threads run). */
     struct spw_value v = {0};
-    struct asm_place place;
-    struct spw_element_dest dest = asm_element_dest(j->a, &t, &place);
     if (rc == 0)
-        rc = spw_element_run(&j->ctx, 0, j->ctx.n_groups, epoch, sample, buf, len, &v, NULL,
-                             c == ASM_PLACE ? &dest : NULL, err, sizeof err);
+        rc = spw_element_run(&j->ctx, 0, j->ctx.n_groups, epoch, sample, buf, len, &v, NULL, NULL, err,
+                             sizeof err);
     else
         snprintf(err, sizeof err, "read failed: %s", spw_strerror(rc));
     free(buf);
+    struct asm_ticket t;
+    enum asm_claim c = asm_claim(j->a, epoch, pos, &t);
+    if (c == ASM_DUP || c == ASM_DROP) {
+        spw_value_free(&v);
+        return;
+    }
     if (rc != 0) {
         const bool fail = j->spec->on_error == SPW_ON_ERROR_FAIL;
         spw_log(fail ? SPW_LOG_ERROR : SPW_LOG_WARN, "client", "%s sample=%lld path=\"%s\" err=\"%s\"",
@@ -116,9 +126,21 @@ static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *cou
 
 /* A client thread: lease a split of this job, produce it whole, repeat. Leases only while the prefetch
  * buffer has room for what it makes, so work goes where it is needed (work-conserving). */
+static void hold(struct spw_job *j, int me, const struct remote_lease *l)
+{
+    pthread_mutex_lock(&j->mu);
+    j->held[me].epoch = l ? l->epoch : 0;
+    j->held[me].first = l ? l->first_position : 0;
+    j->held[me].count = l ? l->count : 0;
+    pthread_mutex_unlock(&j->mu);
+}
+
 static void *local_main(void *arg)
 {
     struct spw_job *j = arg;
+    pthread_mutex_lock(&j->mu);
+    const int me = j->n_held++;
+    pthread_mutex_unlock(&j->mu);
     /* Work-conserving on the client's cores: finishing arrived remote elements (stream threads) and the
      * trainer come first; whole splits here take what is left. Linux nices threads one by one. */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), LOCAL_NICE);
@@ -137,10 +159,12 @@ static void *local_main(void *arg)
             usleep(50 * 1000);
             continue;
         }
+        hold(j, me, &l);
         for (int k = 0; k < l.count && !job_stopping(j); k++) {
             asm_wait_window(j->a, l.epoch, l.first_position + k, 1000);
             produce(j, l.epoch, l.first_position + k, &j->st.local_elements);
         }
+        hold(j, me, NULL);
     }
     return NULL;
 }
@@ -329,15 +353,36 @@ int spw_job_create_proto(const uint8_t *pipeline, size_t len, const struct spw_j
     return rc ? rc : create(spec, o, out, err, errlen);
 }
 
+/* Whether this client's own threads hold (epoch, pos). */
+static bool held_here(struct spw_job *j, uint64_t epoch, int64_t pos)
+{
+    bool r = false;
+    pthread_mutex_lock(&j->mu);
+    for (int i = 0; i < j->n_held && !r; i++)
+        r = j->held[i].count && j->held[i].epoch == epoch && pos >= j->held[i].first &&
+            pos < j->held[i].first + j->held[i].count;
+    pthread_mutex_unlock(&j->mu);
+    return r;
+}
+
 /* Compute the head batch's missing elements here when it has waited too long (a dead, stalled or
- * credit-starved producer); copies that arrive later are dropped as duplicates. */
+ * credit-starved producer; sooner when the client's own low-priority threads hold them); copies that arrive
+ * later are dropped as duplicates. */
 static void rescue_head(struct spw_job *j)
 {
     uint64_t epoch;
     int64_t stalled;
     int n = asm_head_missing(j->a, &epoch, j->missing, j->spec->batch.size, &stalled);
-    if (n == 0 || stalled < j->o.rescue_after_ms)
+    if (n == 0 || stalled < OWN_RESCUE_MS)
         return;
+    if (stalled < j->o.rescue_after_ms) {       /* only what the client's own threads hold */
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (held_here(j, epoch, j->missing[i]))
+                j->missing[k++] = j->missing[i];
+        if (!(n = k))
+            return;
+    }
     spw_log(SPW_LOG_WARN, "client", "head batch stalled for %lld ms: computing its %d missing elements here",
             (long long)stalled, n);
     for (int i = 0; i < n; i++)

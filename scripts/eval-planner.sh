@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# scripts/eval-planner.sh - the planner against an oracle, with real daemons (issue 4; see docs/planner.md).
+# Each worker runs in a network namespace this script creates (veth into a bridge; `tc qdisc tbf` caps its
+# worker->client direction); the client is pinned to CPU 0, the dispatcher and workers to CPU 1, and CPU
+# quotas (cgroup v1 cpu.cfs_quota_us, or v2 cpu.max) give each a fraction of a core. Per condition, interleaved
+# over EVAL_REPEATS (default 3): the planner (--cut auto), every forced plan (local-only, each cut x local
+# share on/off), FastFlow's rule and offload-everything; then the best forced plan is re-measured.
+# Needs root (netns, tc, cgroups) and gnuplot. Env: EVAL_REPEATS, EVAL_SECONDS (per run, default 5),
+# EVAL_CONDITIONS (names to run, default all). Writes build/eval/planner/{results.tsv,table.md,eval.png}.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+B=build
+OUT=$B/eval/planner
+PY=/usr/bin/python3
+REPEATS=${EVAL_REPEATS:-3}
+SECS=${EVAL_SECONDS:-5}
+DATA=$B/data/imagenet-like
+P=spwe                      # prefix of every namespace, link and cgroup this script makes
+SUBNET=10.77.0
+
+die() { echo "eval-planner: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "needs root (network namespaces, tc, cgroups)"
+command -v ip > /dev/null && command -v tc > /dev/null || die "needs ip and tc (Debian: iproute2)"
+command -v gnuplot > /dev/null || die "needs gnuplot (Debian: apt-get install gnuplot-nox)"
+[ "$(nproc)" -ge 2 ] || die "needs 2 CPUs (client on CPU 0, workers on CPU 1)"
+[ -x $B/bin/spillctl ] && [ -x $B/bin/spillway-worker ] || die "build first (make all)"
+if [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then CG=v1; CGROOT=/sys/fs/cgroup/cpu
+elif [ -f /sys/fs/cgroup/cgroup.controllers ]; then CG=v2; CGROOT=/sys/fs/cgroup
+else die "no cgroup cpu controller found (v1 /sys/fs/cgroup/cpu or v2 /sys/fs/cgroup)"; fi
+ip netns add ${P}-probe 2> /dev/null && ip netns del ${P}-probe || die "cannot create network namespaces"
+bash scripts/make-dataset.sh "$DATA" > /dev/null
+mkdir -p "$OUT"
+
+# ---- pipelines (3 fusion groups each: cuts 0..3) ----
+pipeline() {    # pipeline NAME: $OUT/NAME.json
+  local ops
+  case $1 in
+    train) ops='{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [224, 224]},
+       {"op": "random_horizontal_flip", "p": 0.5}, {"op": "rand_augment", "num_ops": 2, "magnitude": 9},
+       {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}' ;;
+    randaug) ops='{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [224, 224]},
+       {"op": "rand_augment", "num_ops": 4, "magnitude": 15},
+       {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
+       {"op": "random_erasing", "p": 0.5}' ;;
+    big) ops='{"op": "decode_jpeg"}, {"op": "resize", "size": [448, 448]},
+       {"op": "random_horizontal_flip", "p": 0.5},
+       {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}' ;;
+  esac
+  cat > "$OUT/$1.json" <<JSON
+{"source": {"format": "image_folder", "path": "$ROOT/$DATA/train", "shuffle": true, "seed": 7, "epochs": 50},
+ "ops": [$ops], "batch": {"size": 32}}
+JSON
+}
+
+# ---- conditions: name pipeline cap client-cores workers worker-cores rate(0 = unlimited; x1.15 = of local) ----
+CONDITIONS=(
+  "train-unlimited  train   none    1.0 2 0.45 0"
+  "train-1gbit      train   1gbit   1.0 2 0.45 0"
+  "train-200mbit    train   200mbit 1.0 2 0.45 0"
+  "train-50mbit     train   50mbit  1.0 2 0.45 0"
+  "randaug-small    randaug none    0.4 3 0.3  0"
+  "big-200mbit      big     200mbit 1.0 2 0.45 0"
+  "train-rate       train   none    1.0 2 0.45 x1.15"
+)
+
+# ---- cleanup ----
+PIDS=()
+cleanup() {
+  local g pid
+  for p in "${PIDS[@]}"; do kill -TERM "$p" 2> /dev/null || true; done
+  for g in "$CGROOT"/${P}-*; do     # `ip netns exec` forks: the daemons are its children, in our cgroups
+    [ -f "$g/cgroup.procs" ] && for pid in $(cat "$g/cgroup.procs"); do kill -TERM "$pid" 2> /dev/null || true; done
+  done
+  for p in "${PIDS[@]}"; do wait "$p" 2> /dev/null || true; done
+  PIDS=()
+  sleep 0.3
+  for ns in $(ip netns list | awk '{print $1}' | grep "^${P}-" || true); do ip netns del "$ns"; done
+  ip link del ${P}br 2> /dev/null || true
+  for g in "$CGROOT"/${P}-*; do [ -d "$g" ] && { rmdir "$g" 2> /dev/null || true; }; done
+  return 0
+}
+trap cleanup EXIT
+
+cgroup() {      # cgroup NAME CORES: a group limited to CORES of one core
+  local g=$CGROOT/${P}-$1 quota
+  quota=$("$PY" -c "print(int(float('$2') * 100000))")
+  mkdir -p "$g"
+  if [ $CG = v1 ]; then echo 100000 > "$g/cpu.cfs_period_us"; echo "$quota" > "$g/cpu.cfs_quota_us"
+  else echo +cpu > "$CGROOT/cgroup.subtree_control" 2> /dev/null || true; echo "$quota 100000" > "$g/cpu.max"; fi
+}
+in_cg() {       # in_cg NAME CPU CMD...: run CMD in cgroup NAME pinned to CPU
+  local g=$CGROOT/${P}-$1 cpu=$2
+  shift 2
+  bash -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' _ "$g" taskset -c "$cpu" "$@"
+}
+port_of() {     # the port a daemon printed ("listening on ADDR:PORT")
+  for _ in $(seq 1 200); do
+    sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$1" | grep . && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+setup() {       # setup CAP CLIENT_CORES WORKERS WORKER_CORES: bridge, namespaces, caps, quotas, daemons
+  local cap=$1 ccores=$2 nw=$3 wcores=$4 j ns
+  ip link add ${P}br type bridge
+  ip addr add $SUBNET.1/24 dev ${P}br
+  ip link set ${P}br up
+  cgroup client "$ccores"
+  cgroup disp 0.3
+  taskset -c 1 $B/bin/spillway-dispatcher --listen $SUBNET.1 --port 0 > "$OUT/d.out" 2> "$OUT/d.err" &
+  PIDS+=($!)
+  DPORT=$(port_of "$OUT/d.out") || die "the dispatcher did not start: $(cat "$OUT/d.err")"
+  for ((j = 1; j <= nw; j++)); do
+    ns=${P}-w$j
+    ip netns add "$ns"
+    ip link add ${P}h$j type veth peer name ${P}w$j
+    ip link set ${P}w$j netns "$ns"
+    ip link set ${P}h$j master ${P}br up
+    ip netns exec "$ns" ip addr add $SUBNET.$((10 + j))/24 dev ${P}w$j
+    ip netns exec "$ns" ip link set ${P}w$j up
+    ip netns exec "$ns" ip link set lo up
+    if [ "$cap" != none ]; then     # worker -> client: the worker side's egress
+      ip netns exec "$ns" tc qdisc add dev ${P}w$j root tbf rate "$cap" burst 1mb latency 100ms
+    fi
+    cgroup w$j "$wcores"
+    in_cg w$j 1 ip netns exec "$ns" $B/bin/spillway-worker --dispatcher $SUBNET.1:"$DPORT" \
+      --listen $SUBNET.$((10 + j)) --port 0 --threads 1 --drain-ms 0 > "$OUT/w$j.out" 2> "$OUT/w$j.err" &
+    PIDS+=($!)
+    port_of "$OUT/w$j.out" > /dev/null || die "worker $j did not start: $(cat "$OUT/w$j.err")"
+  done
+  sleep 1.5     # registered and heartbeating
+}
+
+json_field() { "$PY" -c "import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print($1)"; }
+# One measured run: run NAME PIPELINE RATE ARGS... -> appends "cond strategy repeat rate extra" to results.tsv.
+measure() {
+  local cond=$1 strat=$2 rep=$3 pipe=$4 rate=$5 out
+  shift 5
+  local rflag=()
+  [ "$rate" != 0 ] && rflag=(--consume-rate "$rate")
+  if [ "$strat" = local ]; then
+    out=$(in_cg client 0 $B/bin/spillctl run --local --threads 1 --pipeline "$OUT/$pipe.json" --json --quiet \
+      --max-seconds "$SECS" "${rflag[@]}" 2> "$OUT/last.err") || { echo "FAILRUN $cond $strat: $(tail -2 "$OUT/last.err")" >&2; return 1; }
+  else
+    out=$(in_cg client 0 $B/bin/spillctl run --dispatcher $SUBNET.1:"$DPORT" --pipeline "$OUT/$pipe.json" \
+      --json --quiet --max-seconds "$SECS" "${rflag[@]}" "$@" 2> "$OUT/last.err") ||
+      { echo "FAILRUN $cond $strat: $(tail -2 "$OUT/last.err")" >&2; return 1; }
+  fi
+  local v extra=-
+  v=$(echo "$out" | json_field "d['consumed_per_s']")
+  if [ "$strat" = planner ]; then
+    extra=$(echo "$out" | json_field "'%d,%d,%.3f,%.1f' % (d['plan']['offload'], d['plan']['cut'], d['plan']['local_share'], d['plan']['predicted_elements_per_s'])")
+  fi
+  printf '%s\t%s\t%s\t%s\t%s\n' "$cond" "$strat" "$rep" "$v" "$extra" >> "$OUT/results.tsv"
+  printf '  %-16s %-14s run %s  %8.1f elements/s %s\n' "$cond" "$strat" "$rep" "$v" "$extra"
+  sleep 0.7     # the workers drop the closed job
+}
+
+strategies() {  # every plan measured per repeat (FastFlow's and offload-everything are among the forced ones)
+  echo local planner
+  for k in 0 1 2 3; do echo "cut$k-on cut$k-off"; done
+}
+run_strategy() {  # run_strategy COND STRAT REP PIPE RATE
+  local s=$2
+  case $s in
+    local) measure "$1" local "$3" "$4" "$5" ;;
+    planner) measure "$1" planner "$3" "$4" "$5" --cut auto --local-cores 1 ;;
+    cut*-on) measure "$1" "$s" "$3" "$4" "$5" --cut "${s:3:1}" --local-cores 1 ;;
+    cut*-off) measure "$1" "$s" "$3" "$4" "$5" --cut "${s:3:1}" --local-cores 0 ;;
+  esac
+}
+
+: > "$OUT/results.tsv"
+: > "$OUT/status.tsv"
+echo "eval-planner: $REPEATS repeats x $SECS s per run; cgroup $CG; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for c in "${CONDITIONS[@]}"; do
+  read -r name pipe cap ccores nw wcores rate <<< "$c"
+  if [ -n "${EVAL_CONDITIONS:-}" ] && ! grep -qw "$name" <<< "$EVAL_CONDITIONS"; then continue; fi
+  echo "== $name: pipeline $pipe, cap $cap, client $ccores core, $nw workers x $wcores core, rate $rate"
+  pipeline "$pipe"
+  ok=1
+  setup "$cap" "$ccores" "$nw" "$wcores" || ok=0
+  if ((ok)) && [ "${rate:0:1}" = x ]; then   # a rate the client alone nearly meets
+    measure "$name" warm 0 "$pipe" 0 || ok=0
+    rate=$("$PY" -c "print(round(float('$(tail -1 "$OUT/results.tsv" | cut -f4)') * float('${rate:1}'), 1))")
+    echo "   trainer rate: $rate elements/s"
+  elif ((ok)); then
+    measure "$name" warm 0 "$pipe" 0 --cut 3 --local-cores 1 || ok=0   # page cache, allocators
+  fi
+  for ((r = 1; r <= REPEATS && ok; r++)); do
+    for s in $(strategies); do run_strategy "$name" "$s" "$r" "$pipe" "$rate" || { ok=0; break; }; done
+  done
+  if ((ok)); then     # re-measure the best forced plan (the max of noisy medians is biased up)
+    best=$("$PY" scripts/eval_planner.py --best "$OUT/results.tsv" "$name")
+    for ((r = 1; r <= REPEATS && ok; r++)); do run_strategy "$name" "$best" "best$r" "$pipe" "$rate" || ok=0; done
+  fi
+  status=FAIL
+  ((ok)) && status=RUN
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$status" "$pipe" "$cap" "$ccores" "$nw" "$wcores" "$rate" \
+    >> "$OUT/status.tsv"
+  echo "== $name: $status"
+  cleanup
+done
+"$PY" scripts/eval_planner.py "$OUT"

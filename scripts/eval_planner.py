@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""scripts/eval_planner.py - the analysis half of scripts/eval-planner.sh: per condition, medians of every
+strategy, the oracle (the best forced plan, re-measured), the planner's regret and prediction error,
+FastFlow's rule and offload-everything; the table (table.md), the targets, and the plot (eval.png, gnuplot).
+
+  eval_planner.py OUT_DIR                  analyse OUT_DIR/{results,status}.tsv
+  eval_planner.py --best RESULTS COND      print the best forced plan of COND so far (for re-measuring)
+"""
+import math
+import statistics
+import subprocess
+import sys
+
+CUTS = 3        # the evaluated pipelines have 3 fusion groups: cuts 0..3
+
+
+def rows_of(path, cond=None):
+    out = []
+    for line in open(path):
+        f = line.rstrip("\n").split("\t")
+        if len(f) == 5 and (cond is None or f[0] == cond):
+            out.append({"cond": f[0], "strat": f[1], "rep": f[2], "v": float(f[3]), "extra": f[4]})
+    return out
+
+
+def forced_medians(rows):
+    by = {}
+    for r in rows:
+        if r["strat"] not in ("planner", "warm") and not r["rep"].startswith("best"):
+            by.setdefault(r["strat"], []).append(r["v"])
+    return {s: statistics.median(v) for s, v in by.items()}
+
+
+def fastflow_choice(med, rate, workers):
+    """FastFlow's rule (ANCHORS 1.2) on Spillway's measurements. Its ELEMENT and BATCH candidates are both
+    "everything but batching remote" here (the client always batches): cut CUTS; MIDDLE (client decodes,
+    remote does the rest) is not a prefix cut and is not available. GTHP = the trainer's rate (inf when
+    unlimited), LTHP = local-only, RTHP = one worker's rate at that cut; dcycle taken as 0."""
+    lthp = med["local"]
+    gthp = rate if rate > 0 else math.inf
+    if gthp / lthp <= 1.3:
+        return "local"
+    rthp = med["cut%d-off" % CUTS] / workers
+    n = workers
+    if lthp + rthp * n < gthp:
+        ratio = lthp / (lthp + rthp * n)
+    else:
+        ideal = gthp - lthp
+        off = (rthp * n + ideal) / 2 if lthp > rthp * n else max(rthp * n, ideal)
+        ratio = max((gthp - off) / gthp, 0)
+    return "cut%d-%s" % (CUTS, "on" if ratio > 0 else "off")
+
+
+def label(strat):
+    return "local only" if strat == "local" else strat.replace("-on", " +local").replace("-off", " remote only")
+
+
+def analyse(out):
+    status = [l.rstrip("\n").split("\t") for l in open(out + "/status.tsv") if l.strip()]
+    rows = rows_of(out + "/results.tsv")
+    table = ["| condition | status | oracle plan | oracle el/s | planner plan | planner el/s | regret | "
+             "predicted | error | FastFlow | offload-all | local-only |",
+             "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    regrets, errors, vs_local, oracle_cuts, local_wins = [], [], [], set(), set()
+    dat = []
+    failed = 0
+    for name, st, pipe, cap, ccores, nw, wcores, rate in status:
+        if st != "RUN":
+            failed += 1
+            table.append("| %s | FAIL | | | | | | | | | | |" % name)
+            continue
+        rs = [r for r in rows if r["cond"] == name]
+        med = forced_medians(rs)
+        best = max(med, key=med.get)
+        again = [r["v"] for r in rs if r["rep"].startswith("best")]
+        oracle = statistics.median(again) if again else med[best]
+        pl = [r for r in rs if r["strat"] == "planner"]
+        planner = statistics.median(r["v"] for r in pl)
+        plans = [r["extra"].split(",") for r in pl]
+        chosen = statistics.mode("local" if p[0] == "0" else "cut%s %s" % (p[1], "+local" if float(p[2]) >= 0.02
+                                                                           else "remote only") for p in plans)
+        predicted = statistics.median(float(p[3]) for p in plans)
+        ff = fastflow_choice(med, float(rate), int(nw))
+        regret = max(0.0, (oracle - planner) / oracle)
+        err = (predicted - planner) / planner
+        regrets.append(regret)
+        errors.append(abs(err))
+        vs_local.append((med["local"] - planner) / med["local"])
+        oracle_cuts.add("local" if best == "local" else best.split("-")[0])
+        if best != "local":
+            local_wins.add(best.split("-")[1])
+        table.append("| %s | RUN | %s | %.0f | %s | %.0f | %.1f%% | %.0f | %+.0f%% | %.0f (%s) | %.0f | %.0f |" % (
+            name, label(best), oracle, chosen, planner, 100 * regret, predicted, 100 * err, med[ff], label(ff),
+            med["cut%d-off" % CUTS], med["local"]))
+        dat.append("%s %.1f %.1f %.1f %.1f %.1f" % (name, oracle, planner, med[ff], med["cut%d-off" % CUTS],
+                                                    med["local"]))
+    n = len(regrets)
+    lines = ["%d conditions run, %d failed" % (n, failed)]
+    if n:
+        checks = [
+            ("mean regret vs the oracle <= 5%%", "%.1f%%" % (100 * sum(regrets) / n), sum(regrets) / n <= 0.05),
+            ("max regret <= 15%%", "%.1f%%" % (100 * max(regrets)), max(regrets) <= 0.15),
+            ("never worse than local-only by > 5%%", "worst %.1f%%" % (100 * max(vs_local)), max(vs_local) <= 0.05),
+            ("predicted within +-20%% of measured", "worst %.0f%%" % (100 * max(errors)), max(errors) <= 0.20),
+            ("at least 3 different oracle plans (cuts or local)", ", ".join(sorted(oracle_cuts)),
+             len(oracle_cuts) >= 3),
+            ("local share on and off each win somewhere", ", ".join(sorted(local_wins)) or "-",
+             local_wins == {"on", "off"}),
+        ]
+        for what, got, ok in checks:
+            lines.append("- %s: %s: %s" % (what.replace("%%", "%"), got, "MET" if ok else "NOT MET"))
+    text = "\n".join(table) + "\n\n" + "\n".join(lines) + "\n"
+    open(out + "/table.md", "w").write(text)
+    print(text)
+    open(out + "/eval.dat", "w").write("condition oracle planner FastFlow offload-all local-only\n" +
+                                       "\n".join(dat) + "\n")
+    plot = """set terminal pngcairo size 1100,520 font ',10'
+set output '%s/eval.png'
+set title 'Spillway planner vs the oracle, FastFlow rule, offload-everything, local-only (median elements/s)'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set ylabel 'elements/s'
+set yrange [0:*]
+set xtics rotate by -20
+set key top right
+plot for [i=2:6] '%s/eval.dat' using i:xtic(1) title columnheader(i)
+""" % (out, out)
+    if dat:
+        subprocess.run(["gnuplot"], input=plot.encode(), check=True)
+        print("plot: %s/eval.png" % out)
+
+
+def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--best":
+        med = forced_medians(rows_of(sys.argv[2], sys.argv[3]))
+        print(max(med, key=med.get))
+    elif len(sys.argv) == 2:
+        analyse(sys.argv[1])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
