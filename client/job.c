@@ -17,6 +17,7 @@
 #include "client/assembler.h"
 #include "client/probe.h"
 #include "client/remote.h"
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "pipeline/element.h"
@@ -38,6 +39,7 @@
 #define RECV_NS_PER_BYTE 0.3
 #define PROBE_MS 600
 #define PLAN_LOCAL_OFF 0.02    /* a planned local share below this: the client produces no splits itself */
+#define IDLE_HELP_MS 100        /* an idle local thread computes head elements missing this long */
 #define OWN_RESCUE_MS 300       /* the head waits this long on a split the client's own (low-priority) threads
                                    hold: they may be starved of CPU by busier threads, so it is computed here */
 
@@ -64,6 +66,7 @@ struct spw_job {
         int64_t first, count;
     } held[256];
     struct spw_job_stats st;
+    int64_t consumed, wait_ns;      /* atomics: the trainer's elements taken and ns waited in next() */
 };
 
 void spw_job_opts_init(struct spw_job_opts *o)
@@ -135,6 +138,21 @@ static void hold(struct spw_job *j, int me, const struct remote_lease *l)
     pthread_mutex_unlock(&j->mu);
 }
 
+/* With no split to lease (the epoch's rest is leased to workers, maybe slow ones: a capped link, a busy
+ * machine), an idle local thread computes the head batch's missing elements rather than wait; a worker's late
+ * copies are dropped as duplicates. Returns whether it found any. */
+static bool help_head(struct spw_job *j)
+{
+    uint64_t epoch;
+    int64_t pos[64], stalled;
+    const int n = asm_head_missing(j->a, &epoch, pos, 64, &stalled);
+    if (n == 0 || stalled < IDLE_HELP_MS)
+        return false;
+    for (int i = 0; i < n && !job_stopping(j); i++)
+        produce(j, epoch, pos[i], &j->st.local_elements);
+    return true;
+}
+
 static void *local_main(void *arg)
 {
     struct spw_job *j = arg;
@@ -156,7 +174,8 @@ static void *local_main(void *arg)
         if (got == 2)
             break;
         if (got != 1) {
-            usleep(50 * 1000);
+            if (got != 0 || !help_head(j))
+                usleep(got == 0 ? 10 * 1000 : 50 * 1000);
             continue;
         }
         hold(j, me, &l);
@@ -255,6 +274,7 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
                              .credit_bytes = j->o.credit_bytes, .park_cap_bytes = j->o.prefetch_bytes / 4,
                              .manifest_hash = j->src->manifest_hash,
                              .own_counts = {&j->st.local_elements, &j->st.rescued_elements},
+                             .consumed = &j->consumed, .wait_ns = &j->wait_ns,
                              .facts = j->o.cut == SPW_CUT_AUTO ? &facts : NULL};
     rc = remote_create(&ro, pipe, &j->r, &j->rj, err, errlen);
     spw_spec_proto_free(pipe);
@@ -405,8 +425,12 @@ int spw_job_next(struct spw_job *job, struct spw_batch **out)
         if (rc != 0 && rc != SPW_ECLOSED)
             snprintf(job->errmsg, sizeof job->errmsg, "%s", spw_executor_errmsg(job->ex));
     } else {
+        const int64_t t0 = spw_now_ns();
         while ((rc = asm_next(job->a, POLL_MS, out, job->errmsg, sizeof job->errmsg)) == -ETIMEDOUT)
             rescue_head(job);
+        __atomic_add_fetch(&job->wait_ns, spw_now_ns() - t0, __ATOMIC_RELAXED);
+        if (rc == 0)
+            __atomic_add_fetch(&job->consumed, (int64_t)(*out)->n, __ATOMIC_RELAXED);
     }
     if (rc == 0) {
         job->st.batches++;

@@ -56,6 +56,7 @@ struct remote {
     struct asm_split *acks;             /* heartbeat scratch (MAX_ACKS_PER_HEARTBEAT each) */
     Spillway__V1__SplitRef *refs;
     Spillway__V1__SplitRef **ptrs;
+    int64_t hb_ns, hb_consumed, hb_wait_ns;     /* the trainer's counters at the last heartbeat */
 };
 
 static int create_err(int st, char *err, size_t errlen, const char *what, const char *msg)
@@ -554,6 +555,23 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
         own.elements += r->o.own_counts[i] ? __atomic_load_n(r->o.own_counts[i], __ATOMIC_RELAXED) : 0;
     hb.own = &own;
     hb.done = done;
+    /* The trainer's rate and how much of the time it waited for data (the planner trusts a measured rate
+     * only while the prefetch buffer is rarely empty, i.e. the wait fraction is near 0). */
+    const int64_t now = spw_now_ns();
+    if (r->o.consumed && r->o.wait_ns) {
+        const int64_t c = __atomic_load_n(r->o.consumed, __ATOMIC_RELAXED);
+        const int64_t w = __atomic_load_n(r->o.wait_ns, __ATOMIC_RELAXED);
+        const double dt = (double)(now - r->hb_ns);
+        if (r->hb_ns && dt > 0) {
+            hb.consumed_per_s = (double)(c - r->hb_consumed) * 1e9 / dt;
+            hb.wait_fraction = (double)(w - r->hb_wait_ns) / dt;
+            if (hb.wait_fraction > 1)
+                hb.wait_fraction = 1;
+        }
+        r->hb_ns = now;
+        r->hb_consumed = c;
+        r->hb_wait_ns = w;
+    }
     uint8_t *resp = NULL;
     size_t len = 0;
     *st = spw_rpc_call_msg(r->disp, "/spillway.v1.Dispatcher/ClientHeartbeat", &hb.base, 5000, &resp, &len, msg,

@@ -36,12 +36,12 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: spillctl run --local --pipeline FILE.json [--threads N] [--max-batches M] [--max-seconds S]\n"
-            "                    [--dump DIR] [--json] [--quiet] [--warmup-batches W]\n"
+            "                    [--dump DIR | --keys FILE] [--json] [--quiet] [--warmup-batches W]\n"
             "       spillctl run --dispatcher HOST:PORT --pipeline FILE.json [--cut K|auto] [--local-cores N]\n"
             "                    [--local-share auto|off] [--workers N]\n"
             "                    [--consume-rate R] [--ordered] [--prefetch-mb MB] [--credit-mb MB]\n"
             "                    [--max-batches M] [--max-seconds S]\n"
-            "                    [--dump DIR] [--json] [--quiet]\n"
+            "                    [--dump DIR | --keys FILE] [--json] [--quiet]\n"
             "       spillctl validate --pipeline FILE.json\n"
             "       spillctl --dispatcher HOST:PORT workers|jobs|job ID|explain ID [--json]\n"
             "       spillctl profile --worker HOST:PORT --pipeline FILE.json [--samples N] [--json]\n"
@@ -57,6 +57,7 @@ static void usage(FILE *f)
             "                job exists; the JSON's consumed_per_s is the rate over that time)\n"
             "  --dump DIR    write each batch's tensors as DIR/b000000_t0.npy, _t1.npy (labels), ... and\n"
             "                DIR/keys.txt (epoch, sample index, path per element, in delivery order)\n"
+            "  --keys FILE   write only the keys (as keys.txt) to FILE, no tensors\n"
             "  --json        print one JSON object at the end: elements, batches, seconds, elements_per_s,\n"
             "                skipped, groups (the cut points) and per-op stats\n"
             "  --quiet       no progress line on stderr\n"
@@ -103,6 +104,12 @@ static double now_s(void)
     return (double)spw_now_ns() * 1e-9;
 }
 
+static void write_keys(const struct spw_batch *b, FILE *keys)
+{
+    for (int i = 0; i < b->n; i++)
+        fprintf(keys, "%lld %lld %s\n", (long long)b->keys[i].epoch, (long long)b->keys[i].sample, b->keys[i].path);
+}
+
 static int dump_batch(const char *dir, int64_t seq, const struct spw_batch *b, FILE *keys)
 {
     char path[PATH_MAX];
@@ -114,15 +121,21 @@ static int dump_batch(const char *dir, int64_t seq, const struct spw_batch *b, F
             return rc;
         }
     }
-    for (int i = 0; i < b->n; i++)
-        fprintf(keys, "%lld %lld %s\n", (long long)b->keys[i].epoch, (long long)b->keys[i].sample, b->keys[i].path);
+    write_keys(b, keys);
     return 0;
 }
 
-/* Create the dump directory and open its keys.txt; NULL (after saying why) on failure. */
-static FILE *open_dump(const char *dir)
+/* Create the dump directory and open its keys.txt, or (no dump) open keys_path; NULL (after saying why) on
+ * failure. */
+static FILE *open_keys(const char *dir, const char *keys_path)
 {
     char kp[PATH_MAX];
+    if (!dir) {
+        FILE *f = fopen(keys_path, "w");
+        if (!f)
+            fprintf(stderr, "spillctl: cannot write %s: %s\n", keys_path, strerror(errno));
+        return f;
+    }
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "spillctl: cannot create %s: %s\n", dir, strerror(errno));
         return NULL;
@@ -194,6 +207,8 @@ static int consume(struct consumer *c, int *status)
         elements += b->n;
         if (c->dump && dump_batch(c->dump, seq, b, c->keys) != 0)
             *status = 1;
+        else if (!c->dump && c->keys)
+            write_keys(b, c->keys);
         c->release(c->ctx, b);
         seq++;
         double t = now_s();
@@ -250,7 +265,7 @@ static int warm_up(const struct spw_pipeline_spec *spec, const struct spw_source
 }
 
 static int cmd_run(const char *pipeline, int threads, int64_t max_batches, double max_seconds, int64_t warmup,
-                   const char *dump, int json, int quiet)
+                   const char *dump, const char *keys_path, int json, int quiet)
 {
     char err[1024] = "";
     struct spw_pipeline_spec *spec = NULL;
@@ -269,7 +284,7 @@ static int cmd_run(const char *pipeline, int threads, int64_t max_batches, doubl
         status = 1;
         goto out;
     }
-    if (dump && !(keys = open_dump(dump))) {
+    if ((dump || keys_path) && !(keys = open_keys(dump, keys_path))) {
         status = 1;
         goto out;
     }
@@ -364,7 +379,7 @@ static void print_service_json(const struct spw_pipeline_spec *spec, const struc
 }
 
 static int cmd_run_service(const char *pipeline, const struct service_args *sa, int64_t max_batches,
-                           double max_seconds, const char *dump, int json, int quiet)
+                           double max_seconds, const char *dump, const char *keys_path, int json, int quiet)
 {
     char err[1024] = "";
     char *text = read_text(pipeline, err, sizeof err);
@@ -377,7 +392,7 @@ static int cmd_run_service(const char *pipeline, const struct service_args *sa, 
         free(text);
         return 2;
     }
-    if (dump && !(keys = open_dump(dump))) {
+    if ((dump || keys_path) && !(keys = open_keys(dump, keys_path))) {
         free(text);
         spw_spec_free(spec);
         return 1;
@@ -462,10 +477,10 @@ int main(int argc, char **argv)
         {"prefetch-mb", required_argument, NULL, 'P'}, {"credit-mb", required_argument, NULL, 'c'},
         {"worker", required_argument, NULL, 'W'}, {"samples", required_argument, NULL, 'S'},
         {"local-share", required_argument, NULL, 'H'}, {"workers", required_argument, NULL, 'N'},
-        {"max-seconds", required_argument, NULL, 'M'},
+        {"max-seconds", required_argument, NULL, 'M'}, {"keys", required_argument, NULL, 'K'},
         {NULL, 0, NULL, 0},
     };
-    const char *pipeline = NULL, *dump = NULL;
+    const char *pipeline = NULL, *dump = NULL, *keys_path = NULL;
     const char *dispatcher = getenv("SPILLWAY_DISPATCHER"), *token = getenv("SPILLWAY_AUTH_TOKEN");
     int timeout_ms = 5000;
     int local = 0, json = 0, quiet = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -476,7 +491,7 @@ int main(int argc, char **argv)
     int samples = 0;
     bool local_off = false;
     int c;
-    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:C:L:R:OP:c:W:S:H:N:M:", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:C:L:R:OP:c:W:S:H:N:M:K:", long_opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'C':
@@ -568,6 +583,7 @@ int main(int argc, char **argv)
             }
             break;
         case 'd': dump = optarg; break;
+        case 'K': keys_path = optarg; break;
         case 'D': dispatcher = optarg; break;
         case 'A': token = optarg; break;
         case 'T':
@@ -647,7 +663,7 @@ int main(int argc, char **argv)
     signal(SIGTERM, on_signal);
     if (strcmp(cmd, "run") == 0) {
         if (local)
-            return cmd_run(pipeline, threads, max_batches, max_seconds, warmup, dump, json, quiet);
+            return cmd_run(pipeline, threads, max_batches, max_seconds, warmup, dump, keys_path, json, quiet);
         if (!dispatcher) {
             fprintf(stderr, "spillctl: run needs --local or --dispatcher HOST:PORT (or SPILLWAY_DISPATCHER)\n");
             return 2;
@@ -655,7 +671,7 @@ int main(int argc, char **argv)
         sa.dispatcher = dispatcher;
         sa.token = token;
         spw_rpc_init();
-        int st = cmd_run_service(pipeline, &sa, max_batches, max_seconds, dump, json, quiet);
+        int st = cmd_run_service(pipeline, &sa, max_batches, max_seconds, dump, keys_path, json, quiet);
         spw_rpc_shutdown();
         return st;
     }

@@ -1,11 +1,14 @@
 /* dispatcher/jobplans.c - planned jobs: planning one at creation (the alive workers' profiles and the
  * client's facts through planning.c), keeping each job's plan and facts, and re-planning when the alive
- * workers change (a new cut applies to new leases only, with hysteresis).
+ * workers change, when the measured rate stays off the prediction (each worker's measured bytes/s then caps
+ * its link), or when the trainer turns out to set the pace (its measured rate becomes R). A new cut applies
+ * to new leases only, with hysteresis.
  * Thread model: called with or without the service lock as each function says; one re-plan thread at a
  * time, started by the timer; calls to workers are made without the lock. */
 #include "dispatcher/service_internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,14 +84,11 @@ void disp_remember_plan(struct disp_service *s, uint64_t job, const Spillway__V1
         memmove(s->plans, s->plans + 1, sizeof s->plans[0] * (size_t)--s->n_plans);
     }
     if (s->n_plans < (int)(sizeof s->plans / sizeof s->plans[0])) {
-        s->plans[s->n_plans].job = job;
-        s->plans[s->n_plans].plan = buf;
-        s->plans[s->n_plans].len = len;
-        s->plans[s->n_plans].facts = fbuf;
-        s->plans[s->n_plans].facts_len = flen;
-        s->plans[s->n_plans].workers = alive;
-        s->plans[s->n_plans].changes = 0;
-        s->plans[s->n_plans++].planned_ms = spw_now_ms();
+        s->plans[s->n_plans] = (struct disp_planned){
+            .job = job, .plan = buf, .len = len, .facts = fbuf, .facts_len = flen, .workers = alive,
+            .planned_ms = spw_now_ms(), .changed_ms = spw_now_ms(), .predicted = plan->throughput,
+            .rate_known = facts->rate > 0, .measured_wait_ms = s->o.replan_after_ms};
+        s->n_plans++;
         buf = fbuf = NULL;
     }
     pthread_mutex_unlock(&s->mu);
@@ -100,15 +100,86 @@ void disp_remember_plan(struct disp_service *s, uint64_t job, const Spillway__V1
 
 #define REPLAN_MIN_MS 2000          /* not more often than this per job */
 #define REPLAN_HYSTERESIS 0.05      /* a new cut must predict 5% more than the current one */
+#define MISS_FRACTION 0.2           /* measured below (1 - this) x predicted counts as off the prediction */
+#define MISS_BEATS 5                /* for this many client heartbeats in a row */
+#define STARVED_WAIT 0.2            /* the trainer waited for data at least this fraction: the pipeline is slow */
+#define BOUND_WAIT 0.05             /* it waited less: the buffer is rarely empty, the trainer sets the pace */
+#define LINK_SLACK 1.1              /* a worker's measured bytes/s times this caps its link in a re-plan */
+#define MEASURED_WAIT_MAX_MS 600000 /* a re-plan on measurements that changed nothing doubles the wait to here */
 
-/* The alive workers a job may use (all, or at most its max_workers). */
-static int alive_count(const struct disp_service *s, int max_workers)
+enum { REPLAN_MEMBERSHIP, REPLAN_MEASURED, REPLAN_TRAINER };
+
+static struct disp_planned *planned(struct disp_service *s, uint64_t job)
 {
-    int n = 0;
+    for (int i = 0; i < s->n_plans; i++)
+        if (s->plans[i].job == job)
+            return &s->plans[i];
+    return NULL;
+}
+
+void disp_plan_observe(struct disp_service *s, uint64_t job, double consumed_per_s, double wait_fraction)
+{
+    struct disp_planned *p = planned(s, job);
+    if (!p || !isfinite(consumed_per_s) || !(consumed_per_s > 0) || !isfinite(wait_fraction))
+        return;
+    p->consumed_per_s = consumed_per_s;
+    const bool off = wait_fraction >= STARVED_WAIT && consumed_per_s < (1 - MISS_FRACTION) * p->predicted;
+    p->off_beats = off ? p->off_beats + 1 : 0;
+    p->bound_beats = wait_fraction < BOUND_WAIT ? p->bound_beats + 1 : 0;
+}
+
+/* Why a planned job should be re-planned now (-1: it should not). Call with mu held. */
+static int replan_reason(struct disp_service *s, const struct disp_planned *p, int64_t now)
+{
+    struct disp_job_info ji;
+    if (now - p->planned_ms < REPLAN_MIN_MS || disp_state_job(s->st, p->job, &ji) != 0 || ji.finished ||
+        ji.paused)
+        return -1;
+    int alive = 0;
     struct disp_worker_info wi;
     for (int i = 0; i < disp_state_worker_count(s->st); i++)
-        n += disp_state_worker_at(s->st, i, &wi) == 0 && wi.alive;
-    return max_workers && n > max_workers ? max_workers : n;
+        alive += disp_state_worker_at(s->st, i, &wi) == 0 && wi.alive;
+    if (ji.max_workers && alive > ji.max_workers)
+        alive = ji.max_workers;
+    if (p->workers != alive)
+        return REPLAN_MEMBERSHIP;
+    if (s->o.replan_after_ms <= 0 || now - p->planned_ms < p->measured_wait_ms)
+        return -1;
+    if (p->off_beats >= MISS_BEATS)
+        return REPLAN_MEASURED;
+    if (p->bound_beats >= MISS_BEATS && !p->rate_known && p->consumed_per_s < (1 - MISS_FRACTION) * p->predicted)
+        return REPLAN_TRAINER;
+    return -1;
+}
+
+/* Fold what the job measured into the client's facts before a re-plan: each worker's delivered bytes/s caps
+ * its link (REPLAN_MEASURED), or the trainer's rate becomes R (REPLAN_TRAINER). Call with mu held. */
+static void fold_measurements(struct disp_service *s, const struct disp_planned *p, int reason,
+                              Spillway__V1__ClientFacts *facts)
+{
+    if (reason == REPLAN_TRAINER) {
+        facts->rate = p->consumed_per_s;
+        return;
+    }
+    if (reason != REPLAN_MEASURED)
+        return;
+    struct disp_progress_entry pe[64];
+    const int n = disp_progress_of_job(&s->progress, p->job, pe, 64);
+    for (int i = 0; i < n; i++) {
+        if (DISP_IS_CLIENT_PRODUCER(pe[i].producer) || !(pe[i].bytes_per_s > 0))
+            continue;
+        struct disp_worker_info wi;
+        for (int w = 0; w < disp_state_worker_count(s->st); w++) {
+            if (disp_state_worker_at(s->st, w, &wi) != 0 || wi.id != pe[i].producer)
+                continue;
+            for (size_t l = 0; l < facts->n_links; l++) {
+                Spillway__V1__WorkerLink *k = facts->links[l];
+                const double cap = pe[i].bytes_per_s * LINK_SLACK;
+                if (k->address && !strcmp(k->address, wi.address) && (!(k->bytes_per_s > 0) || cap < k->bytes_per_s))
+                    k->bytes_per_s = cap;
+            }
+        }
+    }
 }
 
 /* Re-plan s->replan_job with the workers alive now; apply a better cut to new leases. */
@@ -122,52 +193,66 @@ static void *replan_main(void *arg)
     char **addrs = NULL, msg[256] = "";
     pthread_mutex_lock(&s->mu);
     const uint64_t job = s->replan_job;
-    int at = -1;
-    for (int i = 0; i < s->n_plans; i++)
-        if (s->plans[i].job == job)
-            at = i;
+    const int reason = s->replan_reason;
+    struct disp_planned *at = planned(s, job);
     size_t plen = 0;
     const uint8_t *pb = disp_state_job_pipeline(s->st, job, &plen);
     struct disp_job_info ji = {0};
     disp_state_job(s->st, job, &ji);
-    if (at >= 0 && pb) {
-        facts = spillway__v1__client_facts__unpack(NULL, s->plans[at].facts_len, s->plans[at].facts);
+    const double measured = at ? at->consumed_per_s : 0;
+    if (at && pb) {
+        facts = spillway__v1__client_facts__unpack(NULL, at->facts_len, at->facts);
         pipe = spillway__v1__pipeline__unpack(NULL, plen, pb);
+        if (facts)
+            fold_measurements(s, at, reason, facts);
     }
     size_t n = disp_alive_workers(s, ji.max_workers, &ws);
     pthread_mutex_unlock(&s->mu);
     int profiled = 0, rc = -1;
+    struct disp_measured seen = {.cut = ji.cut, .elements_per_s = measured};
     if (p && facts && pipe && (addrs = calloc(n + 1, sizeof *addrs))) {
         for (size_t i = 0; i < n; i++)
             addrs[i] = ws[i]->address;
-        rc = disp_plan_job(pipe, facts, (int)facts->n_remote_ns, addrs, (int)n, s->o.auth_token, p, &profiled, msg,
-                           sizeof msg);
+        rc = disp_replan_job(pipe, facts, (int)facts->n_remote_ns, addrs, (int)n, s->o.auth_token,
+                             reason == REPLAN_MEASURED ? &seen : NULL, p, &profiled, msg, sizeof msg);
     }
     Spillway__V1__Plan *m = rc == 0 ? spw_plan_to_proto(p, profiled) : NULL;
-    size_t mlen = 0;
+    size_t mlen = 0, flen = 0;
     uint8_t *mb = m ? disp_pack_msg(&m->base, &mlen) : NULL;
+    uint8_t *fb = rc == 0 && facts ? disp_pack_msg(&facts->base, &flen) : NULL;
+    static const char *const why[] = {"workers changed", "measured rate off the prediction", "trainer-bound"};
     pthread_mutex_lock(&s->mu);
-    at = -1;
-    for (int i = 0; i < s->n_plans; i++)
-        if (s->plans[i].job == job)
-            at = i;
-    if (at >= 0) {
-        s->plans[at].workers = (int)n;          /* re-planned for this membership, whatever came of it */
-        s->plans[at].planned_ms = spw_now_ms();
+    if ((at = planned(s, job))) {
+        at->workers = (int)n;                   /* re-planned for this membership, whatever came of it */
+        at->planned_ms = spw_now_ms();
+        at->off_beats = at->bound_beats = 0;
     }
-    if (rc == 0 && at >= 0 && disp_state_job(s->st, job, &ji) == 0 && !ji.finished) {
+    if (rc == 0 && at && disp_state_job(s->st, job, &ji) == 0 && !ji.finished) {
         const int cut = disp_replan_choice(p, ji.cut, REPLAN_HYSTERESIS);
         struct disp_update u = {.kind = DISP_SET_CUT, .job = job, .cut = cut};
-        if (cut != ji.cut && disp_state_apply(s->st, &u, NULL, 0) == 0)
-            s->plans[at].changes++;
-        spw_log(SPW_LOG_INFO, "dispatcher", "re-planned job=%llu workers=%d/%zu cut=%d->%d predicted=%.0f->%.0f",
-                (unsigned long long)job, profiled, n, ji.cut, cut, p->c[ji.cut < p->n ? ji.cut : 0].throughput,
-                p->c[cut < p->n ? cut : 0].throughput);
+        if (cut != ji.cut && disp_state_apply(s->st, &u, NULL, 0) == 0) {
+            at->changes++;
+            at->changed_ms = spw_now_ms();
+            at->measured_wait_ms = s->o.replan_after_ms;
+        } else if (reason == REPLAN_MEASURED && at->measured_wait_ms < MEASURED_WAIT_MAX_MS) {
+            at->measured_wait_ms *= 2;          /* nothing better to do: look again later, not sooner */
+        }
+        at->predicted = p->c[cut < p->n ? cut : 0].throughput;
+        at->rate_known = facts->rate > 0;
+        spw_log(SPW_LOG_INFO, "dispatcher", "re-planned job=%llu why=\"%s\" workers=%d/%zu cut=%d->%d "
+                "predicted=%.0f->%.0f measured=%.0f", (unsigned long long)job, why[reason], profiled, n, ji.cut, cut,
+                p->c[ji.cut < p->n ? ji.cut : 0].throughput, at->predicted, at->consumed_per_s);
         if (mb) {
-            free(s->plans[at].plan);
-            s->plans[at].plan = mb;
-            s->plans[at].len = mlen;
+            free(at->plan);
+            at->plan = mb;
+            at->len = mlen;
             mb = NULL;
+        }
+        if (fb) {
+            free(at->facts);
+            at->facts = fb;
+            at->facts_len = flen;
+            fb = NULL;
         }
     } else if (rc != 0) {
         spw_log(SPW_LOG_WARN, "dispatcher", "re-plan failed job=%llu msg=\"%s\"", (unsigned long long)job, msg);
@@ -175,6 +260,7 @@ static void *replan_main(void *arg)
     s->replanning = false;
     pthread_mutex_unlock(&s->mu);
     free(mb);
+    free(fb);
     spw_plan_proto_free(m);
     free(addrs);
     free(p);
@@ -193,15 +279,15 @@ void disp_maybe_replan(struct disp_service *s, int64_t now)
     if (s->replanning || !s->n_plans)
         return;
     for (int i = 0; i < s->n_plans; i++) {
-        struct disp_job_info ji;
-        if (now - s->plans[i].planned_ms < REPLAN_MIN_MS || disp_state_job(s->st, s->plans[i].job, &ji) != 0 ||
-            ji.finished || ji.paused || s->plans[i].workers == alive_count(s, ji.max_workers))
+        const int reason = replan_reason(s, &s->plans[i], now);
+        if (reason < 0)
             continue;
         if (s->replan_started) {
             pthread_join(s->replan_tid, NULL);   /* the last one is done (replanning is false) */
             s->replan_started = false;
         }
         s->replan_job = s->plans[i].job;
+        s->replan_reason = reason;
         s->replanning = true;
         if (pthread_create(&s->replan_tid, NULL, replan_main, s) == 0)
             s->replan_started = true;

@@ -23,6 +23,9 @@ static struct spw_config_entry g_cfg[] = {
      "heartbeat interval workers are told to use", 0, 0, 0, 0},
     {"speculate-after-ms", "SPILLWAY_SPECULATE_AFTER_MS", SPW_CFG_INT, "30000", 0, 86400000,
      "re-lease an epoch's straggling tail split to an idle producer after this long (0: never)", 0, 0, 0, 0},
+    {"replan-after-ms", "SPILLWAY_REPLAN_AFTER_MS", SPW_CFG_INT, "20000", 0, 86400000,
+     "re-plan a planned job whose measured rate stays 20% under the prediction at most this often (0: never)",
+     0, 0, 0, 0},
     {"split-size", "SPILLWAY_SPLIT_SIZE", SPW_CFG_INT, "64", 1, 65536, "samples per split", 0, 0, 0, 0},
     {"max-message-mb", "SPILLWAY_MAX_MESSAGE_MB", SPW_CFG_INT, "64", 1, 2047, "largest RPC message", 0, 0, 0, 0},
     {"auth-token", "SPILLWAY_AUTH_TOKEN", SPW_CFG_STRING, NULL, 0, 0,
@@ -73,6 +76,7 @@ int main(int argc, char **argv)
                                    .client_timeout_ms = cfg_int("client-timeout-ms"),
                                    .heartbeat_interval_ms = cfg_int("heartbeat-ms"),
                                    .speculate_after_ms = cfg_int("speculate-after-ms"),
+                                   .replan_after_ms = cfg_int("replan-after-ms"),
                                    .default_split_size = (int32_t)cfg_int("split-size"),
                                    .auth_token = token && *token ? token : NULL};
     int status = 1;

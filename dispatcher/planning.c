@@ -87,9 +87,19 @@ static int profile_worker(const char *addr, const char *auth_token, const Spillw
     return rc;
 }
 
+#define CALIBRATE_SLACK 1.1         /* calibrate the client when the prediction is above this x measured */
+#define CALIBRATE_MIN 0.1           /* never below this fraction of the cores the client declared */
+
 int disp_plan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
                   char *const *addrs, int n_addrs, const char *auth_token, struct spw_plan *plan, int *profiled,
                   char *msg, size_t msglen)
+{
+    return disp_replan_job(pipe, cf, n_cuts, addrs, n_addrs, auth_token, NULL, plan, profiled, msg, msglen);
+}
+
+int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
+                    char *const *addrs, int n_addrs, const char *auth_token, struct disp_measured *seen,
+                    struct spw_plan *plan, int *profiled, char *msg, size_t msglen)
 {
     if (n_cuts < 1 || n_cuts > SPW_PLAN_MAX_CUTS) {
         snprintf(msg, msglen, "a pipeline with %d cuts cannot be planned", n_cuts);
@@ -125,6 +135,25 @@ int disp_plan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Client
         }
     *profiled = in->n_workers;
     rc = spw_plan_decide(in, plan);
+    /* The throughput at a cut grows with the client's cores (monotone): bisect the cores at which the
+     * prediction at the running cut meets what the job delivers. */
+    if (rc == 0 && seen && seen->cut >= 0 && seen->cut < plan->n && seen->elements_per_s > 0 &&
+        plan->c[seen->cut].throughput > CALIBRATE_SLACK * seen->elements_per_s) {
+        double lo = cf->cores * CALIBRATE_MIN, hi = cf->cores;
+        for (int i = 0; i < 20; i++) {
+            in->client_cores = (lo + hi) / 2;
+            if (spw_plan_decide(in, plan) != 0)
+                break;
+            if (plan->c[seen->cut].throughput > seen->elements_per_s)
+                hi = in->client_cores;
+            else
+                lo = in->client_cores;
+        }
+        in->client_cores = hi;
+        rc = spw_plan_decide(in, plan);
+    }
+    if (seen)
+        seen->cores = in->client_cores;
     if (rc)
         snprintf(msg, msglen, "planner: %s", plan->why);
     free(in);

@@ -1,7 +1,8 @@
-/* dispatcher/planning.h - plans a job when it is created with cut = -2: asks every alive worker for its
- * profile of the pipeline (Worker.Profile), combines the profiles with the client's measured facts and runs
- * the planner (pipeline/planner.c). Not re-planning (yet). Runs on CreateJob's own thread (a slow method):
- * blocking calls to workers, never under the service lock. */
+/* dispatcher/planning.h - plans a job (created with cut = -2, or re-planned): asks every alive worker for
+ * its profile of the pipeline (Worker.Profile), combines the profiles with the client's measured facts and
+ * runs the planner (pipeline/planner.c); on a re-plan, calibrates the client's cores to what the job
+ * delivers. Runs on CreateJob's own thread or the re-plan thread: blocking calls to workers, never under the
+ * service lock. */
 #ifndef SPW_DISPATCHER_PLANNING_H
 #define SPW_DISPATCHER_PLANNING_H
 
@@ -16,6 +17,19 @@
 int disp_plan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
                   char *const *addrs, int n_addrs, const char *auth_token, struct spw_plan *plan, int *profiled,
                   char *msg, size_t msglen);
+
+/* What a running job delivers at its cut. When the plan predicts more than that at the same cut (after the
+ * workers' measured links are in the facts), the shortfall is the client's: its cores are scaled down until
+ * the prediction meets the measurement, and cores says what the plan used. */
+struct disp_measured {
+    int cut;
+    double elements_per_s;
+    double cores;                   /* out */
+};
+/* disp_plan_job for a running job (seen != NULL: calibrated as above). */
+int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
+                    char *const *addrs, int n_addrs, const char *auth_token, struct disp_measured *seen,
+                    struct spw_plan *plan, int *profiled, char *msg, size_t msglen);
 
 /* Re-planning with hysteresis: the cut to use now, given a fresh plan and the job's current cut - the plan's
  * choice only if it predicts at least (1 + hysteresis) times the current cut's throughput. */

@@ -439,6 +439,8 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     if (rc == 0 && r->own && r->own->elements >= 0 && r->own->bytes >= 0)
         disp_progress_report(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank), r->own->elements,
                              r->own->bytes, hb.now_ms);
+    if (rc == 0 && r->rank == 0 && !r->done)
+        disp_plan_observe(s, r->job, r->consumed_per_s * ji.world_size, r->wait_fraction);
     if (rc == 0 && r->done && !ji.finished) {
         /* A client that closes early (it took fewer batches than the job has) frees the workers now rather
          * than after its timeout. */

@@ -14,6 +14,7 @@ struct disp_service_opts {
     int64_t client_timeout_ms;      /* a client rank silent this long is expired */
     int64_t heartbeat_interval_ms;  /* what workers are told to use */
     int64_t speculate_after_ms;     /* re-lease a straggling tail split after this long; 0 = never */
+    int64_t replan_after_ms;        /* re-plan a planned job on measurements at most this often; 0 = never */
     int32_t default_split_size;
     const char *auth_token;         /* sent to workers when the dispatcher calls them (profiles); NULL = none */
 };

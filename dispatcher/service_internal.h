@@ -30,16 +30,22 @@ struct disp_service {
     pthread_cond_t cv;
     struct disp_state *st;
     struct disp_progress progress;  /* per (job, producer) deliveries, for DescribeJob */
-    struct {                        /* planned jobs: the last plan (packed Plan), the client's facts (packed), */
-        uint64_t job;               /* the alive workers it saw; re-planned when that count changes */
-        uint8_t *plan, *facts;
+    struct disp_planned {           /* planned jobs: the last plan (packed Plan), the client's facts (packed), */
+        uint64_t job;               /* the alive workers it saw; re-planned when that count changes or when */
+        uint8_t *plan, *facts;      /* the measured rate stays off the prediction (see disp_plan_observe) */
         size_t len, facts_len;
         int workers, changes;
-        int64_t planned_ms;
+        int64_t planned_ms, changed_ms;
+        int64_t measured_wait_ms;   /* re-plan on measurements no sooner than this after the last plan */
+        double predicted;           /* elements/s at the job's current cut */
+        bool rate_known;            /* the facts carry the trainer's rate */
+        double consumed_per_s;      /* the client's last report */
+        int off_beats, bound_beats; /* consecutive heartbeats below the prediction / trainer-bound */
     } plans[256];
     int n_plans;
     bool replanning, replan_started;    /* a re-plan thread runs / was started (join it) */
     uint64_t replan_job;
+    int replan_reason;
     pthread_t replan_tid;
     uint64_t next_worker, next_job;
     bool stopping;
@@ -60,7 +66,11 @@ int disp_plan_new_job(struct disp_service *s, const Spillway__V1__CreateJobReque
 /* Keep a job's plan and the client's facts (for DescribeJob and re-planning). Call without mu. */
 void disp_remember_plan(struct disp_service *s, uint64_t job, const Spillway__V1__Plan *plan,
                         const Spillway__V1__ClientFacts *facts, int alive);
-/* Start a re-plan of a planned job whose workers changed (at most one at a time). Call with mu held. */
+/* A client heartbeat's measurements of a planned job (rank 0): the trainer's elements/s and the fraction of
+ * time it waited for data. Counts heartbeats off the prediction. Call with mu held. */
+void disp_plan_observe(struct disp_service *s, uint64_t job, double consumed_per_s, double wait_fraction);
+/* Start a re-plan of a planned job whose workers changed, whose rates stayed off the prediction, or whose
+ * trainer turned out to set the pace (at most one at a time). Call with mu held. */
 void disp_maybe_replan(struct disp_service *s, int64_t now);
 /* A job's plan (unpacked; free_unpacked) or NULL. Call with mu held. */
 Spillway__V1__Plan *disp_plan_of(struct disp_service *s, uint64_t job);

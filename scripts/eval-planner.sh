@@ -15,7 +15,7 @@ OUT=$B/eval/planner
 PY=/usr/bin/python3
 REPEATS=${EVAL_REPEATS:-3}
 SECS=${EVAL_SECONDS:-5}
-DATA=$B/data/imagenet-like
+DATA=$B/data/eval-20k        # big enough that no run reaches an epoch's end (epoch tails are another matter)
 P=spwe                      # prefix of every namespace, link and cgroup this script makes
 SUBNET=10.77.0
 
@@ -29,7 +29,7 @@ if [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then CG=v1; CGROOT=/sys/fs/cgroup
 elif [ -f /sys/fs/cgroup/cgroup.controllers ]; then CG=v2; CGROOT=/sys/fs/cgroup
 else die "no cgroup cpu controller found (v1 /sys/fs/cgroup/cpu or v2 /sys/fs/cgroup)"; fi
 ip netns add ${P}-probe 2> /dev/null && ip netns del ${P}-probe || die "cannot create network namespaces"
-bash scripts/make-dataset.sh "$DATA" > /dev/null
+bash scripts/make-dataset.sh "$DATA" 20000 > /dev/null
 mkdir -p "$OUT"
 
 # ---- pipelines (3 fusion groups each: cuts 0..3) ----
@@ -48,7 +48,7 @@ pipeline() {    # pipeline NAME: $OUT/NAME.json
        {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}' ;;
   esac
   cat > "$OUT/$1.json" <<JSON
-{"source": {"format": "image_folder", "path": "$ROOT/$DATA/train", "shuffle": true, "seed": 7, "epochs": 50},
+{"source": {"format": "image_folder", "path": "$ROOT/$DATA/train", "shuffle": true, "seed": 7, "epochs": 5},
  "ops": [$ops], "batch": {"size": 32}}
 JSON
 }
@@ -152,6 +152,9 @@ measure() {
   v=$(echo "$out" | json_field "d['consumed_per_s']")
   if [ "$strat" = planner ]; then
     extra=$(echo "$out" | json_field "'%d,%d,%.3f,%.1f' % (d['plan']['offload'], d['plan']['cut'], d['plan']['local_share'], d['plan']['predicted_elements_per_s'])")
+    local job
+    job=$(echo "$out" | json_field "d['job']")
+    [ "$job" != 0 ] && $B/bin/spillctl --dispatcher $SUBNET.1:"$DPORT" explain "$job" --json > "$OUT/explain-$cond-$rep.json"
   fi
   printf '%s\t%s\t%s\t%s\t%s\n' "$cond" "$strat" "$rep" "$v" "$extra" >> "$OUT/results.tsv"
   printf '  %-16s %-14s run %s  %8.1f elements/s %s\n' "$cond" "$strat" "$rep" "$v" "$extra"

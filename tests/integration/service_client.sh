@@ -217,7 +217,7 @@ wait "$C"
 check "re-plan: the run exits 0" test $? -eq 0
 RJOB=$(field "$WORK/replan.json" "['job']")
 check "re-plan: the dispatcher re-planned the job when the second worker joined" \
-  grep -q "re-planned job=$RJOB workers=2/2" "$WORK/d.err"
+  grep -q "re-planned job=$RJOB why=\"workers changed\" workers=2/2" "$WORK/d.err"
 check "re-plan: batches identical to a local run (every key once, whatever the cuts)" same_batches replan replan-local
 check "re-plan: spillctl job shows the plan's prediction next to the measured rate" "$PY" -c "
 import json, subprocess, sys

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# tests/integration/replan_bandwidth.sh - re-planning on measured bandwidth: two workers in network
+# namespaces this test creates (veth into a bridge), a planned job (--cut auto) running through them, and a
+# `tc qdisc tbf` cap put on the workers' egress (worker -> client) mid-epoch. The dispatcher sees the rate
+# stay under its prediction, re-plans with the workers' measured bytes/s as their links, and moves the cut
+# to smaller elements for new leases; every sample key of the job still arrives exactly once.
+# Needs root (ip netns, tc): without it, it says SKIP and why. Kills and removes all it creates.
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+P=spwt$$                    # names of the namespaces and links (short: link names have 15 characters)
+NET=10.78.0
+
+if [ "$(id -u)" != 0 ] || ! command -v tc > /dev/null || ! ip netns add "${P}x" 2> /dev/null; then
+  echo "SKIP replan_bandwidth: needs root with ip netns and tc (network namespaces, a bandwidth cap)"
+  exit 0
+fi
+ip netns del "${P}x"
+net_cleanup() {
+  cleanup
+  for j in 1 2; do ip netns del "${P}w$j" 2> /dev/null; done
+  ip link del "${P}b" 2> /dev/null
+  return 0
+}
+trap net_cleanup EXIT
+
+DATA=$B/data/cli-test
+bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+# decode+crop+flip | rand_augment | normalize+erasing (3 groups); random noise erasing makes the tensor group
+# cost the client more than receiving floats, so with free bandwidth the workers take all of it (cut 3),
+# and floats are 4x the bytes of the uint8 images of cut 2.
+cat > "$WORK/p.json" <<JSON
+{"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 5, "epochs": 50},
+ "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [96, 96]}, {"op": "random_horizontal_flip"},
+         {"op": "rand_augment", "num_ops": 2, "magnitude": 9},
+         {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
+         {"op": "random_erasing", "p": 1, "scale": [0.3, 0.33], "value": "random"},
+         {"op": "random_erasing", "p": 1, "scale": [0.3, 0.33], "value": "random"}],
+ "batch": {"size": 32}}
+JSON
+"$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 2 --keys "$WORK/local-keys.txt" --quiet || exit 1
+
+ip link add "${P}b" type bridge
+ip addr add $NET.1/24 dev "${P}b"
+ip link set "${P}b" up
+"$B/bin/spillway-dispatcher" --listen $NET.1 --port 0 --heartbeat-ms 200 --replan-after-ms 3000 \
+  > "$WORK/d.out" 2> "$WORK/d.err" &
+PIDS+=($!)
+DPORT=$(wait_port "$WORK/d.out") || { bad "dispatcher starts"; finish; exit; }
+for j in 1 2; do
+  ip netns add "${P}w$j"
+  ip link add "${P}h$j" type veth peer name "${P}v$j"
+  ip link set "${P}v$j" netns "${P}w$j"
+  ip link set "${P}h$j" master "${P}b" up
+  ip netns exec "${P}w$j" ip addr add $NET.$((10 + j))/24 dev "${P}v$j"
+  ip netns exec "${P}w$j" ip link set "${P}v$j" up
+  ip netns exec "${P}w$j" "$B/bin/spillway-worker" --dispatcher $NET.1:"$DPORT" --listen $NET.$((10 + j)) \
+    --port 0 --threads 1 > "$WORK/w$j.out" 2> "$WORK/w$j.err" &
+  PIDS+=($!)
+  wait_port "$WORK/w$j.out" > /dev/null || bad "worker $j starts"
+done
+sleep 0.6
+
+"$B/bin/spillctl" run --dispatcher $NET.1:"$DPORT" --pipeline "$WORK/p.json" --cut auto --local-cores 1 \
+  --keys "$WORK/keys.txt" --json --quiet > "$WORK/run.json" 2> "$WORK/run.err" & C=$!
+for _ in $(seq 1 100); do grep -q "job created" "$WORK/d.err" && break; sleep 0.1; done
+sleep 2
+FIRST=$(sed -n 's/.*job created .* cut=\([0-9]*\)\/.*/\1/p' "$WORK/d.err" | head -1)
+echo "     planned cut $FIRST; capping both workers at 8 Mbit/s"
+for j in 1 2; do ip netns exec "${P}w$j" tc qdisc add dev "${P}v$j" root tbf rate 8mbit burst 64kb latency 100ms; done
+wait $C
+check "the run exits 0" test $? -eq 0
+grep "re-planned" "$WORK/d.err" | sed 's/^/     /'
+check "the planner offloaded everything first (cut 3: floats on the wire)" test "$FIRST" = 3
+check "every key of the job exactly once" cmp -s <(sort "$WORK/local-keys.txt") <(sort "$WORK/keys.txt")
+JOB=$("$PY" -c "import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])['job'])" "$WORK/run.json")
+"$B/bin/spillctl" --dispatcher $NET.1:"$DPORT" explain "$JOB" --json > "$WORK/explain.json" 2>&1
+check "a re-plan on the measured rate moved the cut to smaller elements" "$PY" - "$WORK/d.err" "$WORK/explain.json" <<'EOF'
+import json, re, sys
+plan = json.loads(open(sys.argv[2]).read())
+size = {c["cut"]: c["bytes"] for c in plan["candidates"]}
+moves = [(int(a), int(b)) for a, b in re.findall(r'why="measured rate off the prediction".* cut=(\d+)->(\d+)',
+                                                   open(sys.argv[1]).read())]
+assert any(b != a and size[b] < size[a] for a, b in moves), (moves, size)
+EOF
+finish
