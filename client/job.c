@@ -18,6 +18,7 @@
 #include "client/probe.h"
 #include "client/remote.h"
 #include "lib/clock.h"
+#include "lib/cpulimit.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "pipeline/element.h"
@@ -32,13 +33,14 @@
 #define DEFAULT_RESCUE_MS 3000
 #define POLL_MS 100
 #define LOCAL_NICE 19
-#define PLAN_SAMPLES 32
+#define PLAN_SAMPLES 256       /* fewer are biased: the first elements cost ~20% more here */
 /* Client CPU per received byte besides the copy, from scripts/bench-stream.sh. The probe measures its own
  * (sent along as recv_ns_per_byte) but read 1.3-2 ns/byte on a loaded 2-core VM where the bench reads 0.3:
  * not trusted for planning until the evaluation says which is right. */
 #define RECV_NS_PER_BYTE 0.3
 #define PROBE_MS 600
 #define PLAN_LOCAL_OFF 0.02    /* a planned local share below this: the client produces no splits itself */
+#define PACE_SLACK 1.2          /* under a CPU quota, own threads produce at most this x the planned local rate */
 #define IDLE_HELP_MS 100        /* an idle local thread computes head elements missing this long */
 #define OWN_RESCUE_MS 300       /* the head waits this long on a split the client's own (low-priority) threads
                                    hold: they may be starved of CPU by busier threads, so it is computed here */
@@ -61,6 +63,9 @@ struct spw_job {
     int n_local, n_held;
     pthread_mutex_t mu;
     bool stopping;
+    double planned_cores;           /* C in the facts this client sent */
+    double pace, pace_t0;           /* under mu: own threads' elements/s cap (0: none) from when, and */
+    int64_t paced;                  /* how many they produced since */
     struct {                        /* under mu: the split each local thread is producing (count 0: none) */
         uint64_t epoch;
         int64_t first, count;
@@ -129,6 +134,29 @@ static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *cou
 
 /* A client thread: lease a split of this job, produce it whole, repeat. Leases only while the prefetch
  * buffer has room for what it makes, so work goes where it is needed (work-conserving). */
+/* Under a CPU quota, niceness does not keep the client's own threads from taking CPU that the suffix of
+ * remote elements needs (both draw on one budget, and a throttled period stalls everything), so they keep
+ * to the plan's local rate. */
+static void pace(struct spw_job *j)
+{
+    pthread_mutex_lock(&j->mu);
+    if (!(j->pace > 0)) {
+        pthread_mutex_unlock(&j->mu);
+        return;
+    }
+    const double now = (double)spw_now_ns() * 1e-9;
+    double due = j->pace_t0 + (double)j->paced / j->pace;
+    if (due < now - 1) {            /* idle for a while: no burst to catch up */
+        j->pace_t0 = now;
+        j->paced = 0;
+        due = now;
+    }
+    j->paced++;
+    pthread_mutex_unlock(&j->mu);
+    if (due > now)
+        usleep((useconds_t)((due - now) * 1e6));
+}
+
 static void hold(struct spw_job *j, int me, const struct remote_lease *l)
 {
     pthread_mutex_lock(&j->mu);
@@ -181,6 +209,7 @@ static void *local_main(void *arg)
         hold(j, me, &l);
         for (int k = 0; k < l.count && !job_stopping(j); k++) {
             asm_wait_window(j->a, l.epoch, l.first_position + k, 1000);
+            pace(j);
             produce(j, l.epoch, l.first_position + k, &j->st.local_elements);
         }
         hold(j, me, NULL);
@@ -222,7 +251,9 @@ static int measure_facts(struct spw_job *j, Spillway__V1__ClientFacts *cf, doubl
         memcpy(cf->remote_ns, in->remote_ns, sizeof(double) * (size_t)in->n_cuts);
         memcpy(cf->bytes, in->bytes, sizeof(double) * (size_t)in->n_cuts);
         cf->local_ns = in->local_ns;
-        cf->cores = cores;
+        const double limit = spw_cpu_limit();
+        cf->cores = cores < limit ? cores : limit;     /* a CPU quota caps what the threads get */
+        j->planned_cores = cf->cores;
         cf->rate = j->o.trainer_rate > 0 ? j->o.trainer_rate : 0;
         cf->local_off = j->o.local_cores == 0;
         cf->nic_bytes_per_s = links->nic_bytes_per_s;
@@ -312,10 +343,19 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
         return -EAGAIN;
     }
     int n = j->o.local_cores < 0 ? 1 : j->o.local_cores;
-    if (j->rj.planned && j->rj.local_share < PLAN_LOCAL_OFF && n > 0) {
+    /* Off only when the client's CPU is all needed for remote elements (not when the trainer's rate binds:
+     * then own threads cost nothing, the prefetch buffer stops them). */
+    if (j->rj.planned && j->rj.local_share < PLAN_LOCAL_OFF && j->rj.remote_cores >= 0.95 * j->planned_cores &&
+        n > 0) {
         spw_log(SPW_LOG_INFO, "client", "planned local share %.3f: this client produces no splits itself",
                 j->rj.local_share);
         n = 0;      /* the plan gives the client's CPU to the suffix of remote elements */
+    }
+    if (j->rj.planned && n > 0 && spw_cpu_quota() > 0) {
+        j->pace = j->rj.local_rate * PACE_SLACK;
+        j->pace_t0 = (double)spw_now_ns() * 1e-9;
+        spw_log(SPW_LOG_INFO, "client", "under a CPU quota: own threads keep to %.0f elements/s (the plan's %.0f)",
+                j->pace, j->rj.local_rate);
     }
     for (; j->n_local < n && j->n_local < 256; j->n_local++)
         if (pthread_create(&j->local[j->n_local], NULL, local_main, j) != 0)

@@ -13,6 +13,7 @@
 
 #include "client/inspect.h"
 #include "client/probe.h"
+#include "lib/cpulimit.h"
 #include "lib/err.h"
 #include "lib/rpc.h"
 #include "pipeline/fusion.h"
@@ -24,7 +25,7 @@
 #include "pipeline/spec_proto.h"
 #include "proto/spillway.pb-c.h"
 
-#define DEFAULT_SAMPLES 64
+#define DEFAULT_SAMPLES 256
 #define DEFAULT_RECV_NS_PER_BYTE 0.3
 
 /* Profile every worker the probe found alive (links) into in->workers, with its measured link. Returns 0 or
@@ -56,7 +57,7 @@ static int profile_workers(const struct spw_plan_cli_opts *o, const Spillway__V1
             rc = 1;
         } else {
             struct spw_plan_worker *w = &in->workers[in->n_workers++];
-            w->cores = p->threads;
+            w->cores = p->cores > 0 ? p->cores : p->threads;
             w->efficiency = 1;          /* measured with every thread busy: contention is in the costs */
             w->link_bytes_per_s = links->bytes_per_s[i];
             for (int k = 0; k < n_cuts; k++)
@@ -154,7 +155,8 @@ int spw_plan_cli(const struct spw_plan_cli_opts *o)
     const double recv = o->recv_ns_per_byte > 0 ? o->recv_ns_per_byte : DEFAULT_RECV_NS_PER_BYTE;
     spw_plan_client_costs(me, recv, in);
     in->nic_bytes_per_s = links->nic_bytes_per_s;
-    in->client_cores = cores;
+    const double limit = spw_cpu_limit();
+    in->client_cores = cores < limit ? cores : limit;      /* a CPU quota caps what the threads get */
     in->rate = o->rate;
     in->force_cut = o->force_cut;
     in->local_off = o->local_off;
@@ -168,8 +170,8 @@ int spw_plan_cli(const struct spw_plan_cli_opts *o)
     if (!m)
         goto out;
     if (!o->json) {
-        printf("client: %d core(s), %.0f us per element alone; receiving charged %.2f ns/byte (the probe read "
-               "%.2f); links (MB/s):", cores, in->local_ns / 1e3, recv, links->recv_ns_per_byte);
+        printf("client: %.2f core(s), %.0f us per element alone; receiving charged %.2f ns/byte (the probe read "
+               "%.2f); links (MB/s):", in->client_cores, in->local_ns / 1e3, recv, links->recv_ns_per_byte);
         for (int l = 0; l < links->n; l++)
             printf(" %s %.0f", links->addr[l], links->bytes_per_s[l] / 1e6);
         printf("; all at once %.0f\n", links->nic_bytes_per_s / 1e6);

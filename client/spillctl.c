@@ -85,7 +85,7 @@ static void usage(FILE *f)
             "                bytes it delivered and its recent rates (from heartbeats: up to one interval old)\n"
             "profile         ask a worker to measure every cut of the pipeline with all its threads busy: cost\n"
             "                (read + prefix + packing) and bytes per element - the planner's input\n"
-            "  --worker HOST:PORT  the worker;  --samples N  elements to measure (default 64, at most 4096)\n"
+            "  --worker HOST:PORT  the worker;  --samples N  elements to measure (default 256, at most 4096)\n"
             "plan            measure this client's costs (on --local-cores threads) and profile every worker the\n"
             "                dispatcher lists, then print the planner's table per cut (bytes, remote capacity,\n"
             "                client cost, predicted throughput, mix, workers needed for --consume-rate) and its\n"

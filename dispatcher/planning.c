@@ -12,7 +12,7 @@
 #include "lib/log.h"
 #include "lib/rpc.h"
 
-#define PROFILE_SAMPLES 32
+#define PROFILE_SAMPLES 256    /* as the client measures itself (client/job.c) */
 #define PROFILE_TIMEOUT_MS 60000
 
 static bool finite_nonneg(double v)
@@ -71,7 +71,7 @@ static int profile_worker(const char *addr, const char *auth_token, const Spillw
                 rc = -1;
         if (rc == 0) {
             memset(w, 0, sizeof *w);
-            w->cores = p->threads;
+            w->cores = p->cores > 0 ? p->cores : p->threads;     /* its CPU limit (older workers: threads) */
             w->efficiency = 1;          /* measured with every thread busy: contention is in the costs */
             for (int k = 0; k < n_cuts; k++) {
                 w->cost_ns[k] = p->cuts[k]->ns_per_element;
@@ -134,24 +134,8 @@ int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Clie
             in->n_workers++;
         }
     *profiled = in->n_workers;
-    rc = spw_plan_decide(in, plan);
-    /* The throughput at a cut grows with the client's cores (monotone): bisect the cores at which the
-     * prediction at the running cut meets what the job delivers. */
-    if (rc == 0 && seen && seen->cut >= 0 && seen->cut < plan->n && seen->elements_per_s > 0 &&
-        plan->c[seen->cut].throughput > CALIBRATE_SLACK * seen->elements_per_s) {
-        double lo = cf->cores * CALIBRATE_MIN, hi = cf->cores;
-        for (int i = 0; i < 20; i++) {
-            in->client_cores = (lo + hi) / 2;
-            if (spw_plan_decide(in, plan) != 0)
-                break;
-            if (plan->c[seen->cut].throughput > seen->elements_per_s)
-                hi = in->client_cores;
-            else
-                lo = in->client_cores;
-        }
-        in->client_cores = hi;
-        rc = spw_plan_decide(in, plan);
-    }
+    rc = seen ? spw_plan_calibrate(in, seen->cut, seen->elements_per_s, CALIBRATE_SLACK, CALIBRATE_MIN, plan)
+              : spw_plan_decide(in, plan);
     if (seen)
         seen->cores = in->client_cores;
     if (rc)

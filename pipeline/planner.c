@@ -180,6 +180,26 @@ int spw_plan_decide(const struct spw_plan_input *in, struct spw_plan *out)
     return 0;
 }
 
+int spw_plan_calibrate(struct spw_plan_input *in, int cut, double measured, double slack, double min_share,
+                       struct spw_plan *out)
+{
+    int rc = spw_plan_decide(in, out);
+    if (rc || cut < 0 || cut >= out->n || !(measured > 0) || out->c[cut].throughput <= slack * measured)
+        return rc;
+    double lo = in->client_cores * min_share, hi = in->client_cores;
+    for (int i = 0; i < 30; i++) {
+        in->client_cores = (lo + hi) / 2;
+        if ((rc = spw_plan_decide(in, out)) != 0)
+            return rc;
+        if (out->c[cut].throughput > measured)
+            hi = in->client_cores;
+        else
+            lo = in->client_cores;
+    }
+    in->client_cores = hi;
+    return spw_plan_decide(in, out);
+}
+
 void spw_plan_client_costs(const struct spw_profile *me, double recv_ns_per_byte, struct spw_plan_input *in)
 {
     const double batch_copy = me->copy_ns[me->groups];

@@ -69,4 +69,11 @@ void spw_plan_client_costs(const struct spw_profile *me, double recv_ns_per_byte
  * the reason in out->why. */
 int spw_plan_decide(const struct spw_plan_input *in, struct spw_plan *out);
 
+/* Calibrate to a running job: when the plan predicts more than slack x measured elements/s at cut (after
+ * what the job measured of the workers is in `in`), the shortfall is the client's, so in->client_cores is
+ * scaled down (bisection, not below min_share of it; throughput grows with the cores) until the prediction
+ * at cut meets the measurement; out is the plan with those cores. Returns spw_plan_decide's status. */
+int spw_plan_calibrate(struct spw_plan_input *in, int cut, double measured, double slack, double min_share,
+                       struct spw_plan *out);
+
 #endif

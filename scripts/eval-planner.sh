@@ -6,7 +6,9 @@
 # over EVAL_REPEATS (default 3): the planner (--cut auto), every forced plan (local-only, each cut x local
 # share on/off), FastFlow's rule and offload-everything; then the best forced plan is re-measured.
 # Needs root (netns, tc, cgroups) and gnuplot. Env: EVAL_REPEATS, EVAL_SECONDS (per run, default 5),
-# EVAL_CONDITIONS (names to run, default all). Writes build/eval/planner/{results.tsv,table.md,eval.png}.
+# EVAL_CONDITIONS (names to run, default all), EVAL_STEADY_SECONDS (default 300: one planned job under a
+# 200 Mbit/s cap for that long, counting its re-plans and cut changes; 0 = skip).
+# Writes build/eval/planner/{results.tsv,status.tsv,steady.tsv,table.md,eval.png}.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -32,7 +34,7 @@ ip netns add ${P}-probe 2> /dev/null && ip netns del ${P}-probe || die "cannot c
 bash scripts/make-dataset.sh "$DATA" 20000 > /dev/null
 mkdir -p "$OUT"
 
-# ---- pipelines (3 fusion groups each: cuts 0..3) ----
+# ---- pipelines (3 fusion groups each: cuts 0..3; `big` is cheap and ships 2.4 MB float tensors at cut 3) ----
 pipeline() {    # pipeline NAME: $OUT/NAME.json
   local ops
   case $1 in
@@ -43,12 +45,11 @@ pipeline() {    # pipeline NAME: $OUT/NAME.json
        {"op": "rand_augment", "num_ops": 4, "magnitude": 15},
        {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
        {"op": "random_erasing", "p": 0.5}' ;;
-    big) ops='{"op": "decode_jpeg"}, {"op": "resize", "size": [448, 448]},
-       {"op": "random_horizontal_flip", "p": 0.5},
+    big) ops='{"op": "decode_jpeg"}, {"op": "resize", "size": [448, 448]}, {"op": "posterize", "bits": 4},
        {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}' ;;
   esac
   cat > "$OUT/$1.json" <<JSON
-{"source": {"format": "image_folder", "path": "$ROOT/$DATA/train", "shuffle": true, "seed": 7, "epochs": 5},
+{"source": {"format": "image_folder", "path": "$ROOT/$DATA/train", "shuffle": true, "seed": 7, "epochs": 20},
  "ops": [$ops], "batch": {"size": 32}}
 JSON
 }
@@ -206,4 +207,22 @@ for c in "${CONDITIONS[@]}"; do
   echo "== $name: $status"
   cleanup
 done
+STEADY=${EVAL_STEADY_SECONDS:-300}
+: > "$OUT/steady.tsv"
+if [ "$STEADY" -gt 0 ]; then
+  echo "== steady: one planned job (train, 200mbit, client 1.0 core, 2 workers x 0.45 core) for $STEADY s"
+  pipeline train
+  if setup 200mbit 1.0 2 0.45 && in_cg client 0 $B/bin/spillctl run --dispatcher $SUBNET.1:"$DPORT" \
+       --pipeline "$OUT/train.json" --cut auto --local-cores 1 --max-seconds "$STEADY" --json --quiet \
+       > "$OUT/steady.json" 2> "$OUT/steady.err"; then
+    replans=$(grep -c "re-planned" "$OUT/d.err" || true)
+    changes=$(sed -n 's/.*re-planned .* cut=\([0-9]*\)->\([0-9]*\) .*/\1 \2/p' "$OUT/d.err" | awk '$1 != $2' | wc -l)
+    printf 'RUN\t%s\t%s\t%s\n' "$STEADY" "$replans" "$changes" > "$OUT/steady.tsv"
+    grep "re-planned" "$OUT/d.err" | sed 's/^/   /' || true
+  else
+    printf 'FAIL\t%s\t-\t-\n' "$STEADY" > "$OUT/steady.tsv"
+  fi
+  echo "== steady: $(cut -f1 "$OUT/steady.tsv")"
+  cleanup
+fi
 "$PY" scripts/eval_planner.py "$OUT"

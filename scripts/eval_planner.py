@@ -6,6 +6,8 @@ FastFlow's rule and offload-everything; the table (table.md), the targets, and t
   eval_planner.py OUT_DIR                  analyse OUT_DIR/{results,status}.tsv
   eval_planner.py --best RESULTS COND      print the best forced plan of COND so far (for re-measuring)
 """
+import glob
+import json
 import math
 import statistics
 import subprocess
@@ -51,6 +53,26 @@ def fastflow_choice(med, rate, workers):
     return "cut%d-%s" % (CUTS, "on" if ratio > 0 else "off")
 
 
+def per_cut(out, name, med):
+    """The planner's prediction for every cut (from `spillctl explain`, median over repeats) next to the
+    forced plan measured at that cut with the local share on."""
+    preds = {}
+    for path in glob.glob("%s/explain-%s-*.json" % (out, name)):
+        try:
+            plan = json.load(open(path))
+        except (OSError, ValueError):
+            continue
+        for c in plan.get("candidates", []):
+            preds.setdefault(c["cut"], []).append(c["throughput"])
+    cells = []
+    for k in range(CUTS + 1):
+        m = med.get("cut%d-on" % k)
+        if k in preds and m:
+            p = statistics.median(preds[k])
+            cells.append("cut %d: %.0f / %.0f (%+.0f%%)" % (k, p, m, 100 * (p - m) / m))
+    return "; ".join(cells)
+
+
 def label(strat):
     return "local only" if strat == "local" else strat.replace("-on", " +local").replace("-off", " remote only")
 
@@ -62,6 +84,7 @@ def analyse(out):
              "predicted | error | FastFlow | offload-all | local-only |",
              "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     regrets, errors, vs_local, oracle_cuts, local_wins = [], [], [], set(), set()
+    cut_lines = ["| condition | predicted / measured elements/s per cut (local share on) |", "|---|---|"]
     dat = []
     failed = 0
     for name, st, pipe, cap, ccores, nw, wcores, rate in status:
@@ -92,6 +115,7 @@ def analyse(out):
         table.append("| %s | RUN | %s | %.0f | %s | %.0f | %.1f%% | %.0f | %+.0f%% | %.0f (%s) | %.0f | %.0f |" % (
             name, label(best), oracle, chosen, planner, 100 * regret, predicted, 100 * err, med[ff], label(ff),
             med["cut%d-off" % CUTS], med["local"]))
+        cut_lines.append("| %s | %s |" % (name, per_cut(out, name, med) or "-"))
         dat.append("%s %.1f %.1f %.1f %.1f %.1f" % (name, oracle, planner, med[ff], med["cut%d-off" % CUTS],
                                                     med["local"]))
     n = len(regrets)
@@ -109,7 +133,17 @@ def analyse(out):
         ]
         for what, got, ok in checks:
             lines.append("- %s: %s: %s" % (what.replace("%%", "%"), got, "MET" if ok else "NOT MET"))
-    text = "\n".join(table) + "\n\n" + "\n".join(lines) + "\n"
+    try:
+        steady = open(out + "/steady.tsv").read().split()
+    except OSError:
+        steady = []
+    if steady and steady[0] == "RUN":
+        ok = int(steady[3]) <= 2
+        lines.append("- a steady %s s planned run changes its cut at most twice: %s re-plans, %s cut changes: %s" % (
+            steady[1], steady[2], steady[3], "MET" if ok else "NOT MET"))
+    elif steady:
+        lines.append("- steady run: FAIL")
+    text = "\n".join(table) + "\n\n" + "\n".join(lines) + "\n\n" + "\n".join(cut_lines) + "\n"
     open(out + "/table.md", "w").write(text)
     print(text)
     open(out + "/eval.dat", "w").write("condition oracle planner FastFlow offload-all local-only\n" +

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "lib/cpulimit.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/rpc.h"
@@ -15,7 +16,7 @@
 #include "pipeline/spec_proto.h"
 #include "proto/spillway.pb-c.h"
 
-#define DEFAULT_SAMPLES 64
+#define DEFAULT_SAMPLES 256
 #define MAX_SAMPLES 4096
 
 int wrk_profile(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
@@ -70,6 +71,8 @@ int wrk_profile(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_
     out.n_cuts = (size_t)p->groups + 1;
     out.cuts = ptrs;
     out.threads = p->threads;
+    const double limit = spw_cpu_limit();    /* a container's CPU limit, the affinity mask */
+    out.cores = p->threads < limit ? p->threads : limit;
     out.samples = p->samples;
     out.skipped = p->skipped;
     size_t plen = spillway__v1__profile_response__get_packed_size(&out);

@@ -175,6 +175,26 @@ START_TEST(test_planner_ties_go_to_fewer_bytes)
 }
 END_TEST
 
+START_TEST(test_planner_calibrates_the_client_to_a_measured_rate)
+{
+    struct spw_plan_input in = base(1);
+    struct spw_plan p;
+    /* Predicted 2000/s at cut 1 (1250 remote + 750 local), measured 1500: the client has 0.5 cores, not 1
+     * (1250 remote take 0.25 s/s, 0.25 s/s left for 250 local). */
+    ck_assert_int_eq(spw_plan_calibrate(&in, 1, 1500, 1.1, 0.1, &p), 0);
+    ck_assert_double_eq_tol(in.client_cores, 0.5, 1e-6);
+    ck_assert_double_eq_tol(p.c[1].throughput, 1500, 1e-3);
+    ck_assert_int_eq(p.best, 1);                    /* cut 2 would give 1000 + 400 */
+    in = base(1);                                   /* within the slack, or above: the cores stay */
+    ck_assert_int_eq(spw_plan_calibrate(&in, 1, 1900, 1.1, 0.1, &p), 0);
+    ck_assert_double_eq_tol(in.client_cores, 1, 1e-12);
+    ck_assert_double_eq_tol(p.throughput, 2000, 1e-6);
+    in = base(1);                                   /* far below anything the cores explain: the floor */
+    ck_assert_int_eq(spw_plan_calibrate(&in, 1, 10, 1.1, 0.1, &p), 0);
+    ck_assert_double_eq_tol(in.client_cores, 0.1, 1e-6);
+}
+END_TEST
+
 START_TEST(test_planner_refuses_bad_input)
 {
     struct spw_plan_input in = base(1);
@@ -209,6 +229,7 @@ int main(void)
     tcase_add_test(tc, test_planner_overrides);
     tcase_add_test(tc, test_planner_ties_go_to_fewer_bytes);
     tcase_add_test(tc, test_planner_refuses_bad_input);
+    tcase_add_test(tc, test_planner_calibrates_the_client_to_a_measured_rate);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,97 @@
+/* tests/unit/check_cpulimit.c - lib/cpulimit.c on fake cgroup trees in a temporary folder: v1 and v2
+ * quotas, the smallest along the path winning, "max" and -1 meaning none, and the live limit being at
+ * least a fraction of a CPU and at most the online CPUs. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/cpulimit.h"
+
+static char root[64];
+
+static void put(const char *rel, const char *text)
+{
+    char path[512], dir[512];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    snprintf(dir, sizeof dir, "%s", path);
+    for (char *p = dir + strlen(root) + 1; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        mkdir(dir, 0755);
+        *p = '/';
+    }
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void setup(void)
+{
+    snprintf(root, sizeof root, "/tmp/spw-cg-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(root));
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(test_cpulimit_v1_smallest_quota_on_the_path)
+{
+    put("cpu/cpu.cfs_quota_us", "-1\n");
+    put("cpu/cpu.cfs_period_us", "100000\n");
+    put("cpu/pods/cpu.cfs_quota_us", "150000\n");      /* 1.5 CPUs for the parent */
+    put("cpu/pods/cpu.cfs_period_us", "100000\n");
+    put("cpu/pods/w1/cpu.cfs_quota_us", "45000\n");    /* 0.45 for this one */
+    put("cpu/pods/w1/cpu.cfs_period_us", "100000\n");
+    put("cpu/pods/w2/cpu.cfs_quota_us", "-1\n");
+    put("cpu/pods/w2/cpu.cfs_period_us", "100000\n");
+    ck_assert_double_eq_tol(spw_cgroup_quota("12:memory:/x\n4:cpu,cpuacct:/pods/w1\n", root), 0.45, 1e-9);
+    ck_assert_double_eq_tol(spw_cgroup_quota("4:cpuacct,cpu:/pods/w2\n", root), 1.5, 1e-9);   /* the parent's */
+    ck_assert_double_eq_tol(spw_cgroup_quota("4:cpu:/\n", root), 0, 1e-12);                       /* none */
+    ck_assert_double_eq_tol(spw_cgroup_quota("4:cpuset:/pods/w1\n", root), 0, 1e-12);   /* not the cpu controller */
+}
+END_TEST
+
+START_TEST(test_cpulimit_v2_cpu_max)
+{
+    put("cpu.max", "max 100000\n");
+    put("k8s/cpu.max", "200000 100000\n");
+    put("k8s/pod/cpu.max", "max 100000\n");
+    put("k8s/pod/ctr/cpu.max", "25000 50000\n");
+    ck_assert_double_eq_tol(spw_cgroup_quota("0::/k8s/pod/ctr\n", root), 0.5, 1e-9);
+    ck_assert_double_eq_tol(spw_cgroup_quota("0::/k8s/pod\n", root), 2.0, 1e-9);
+    ck_assert_double_eq_tol(spw_cgroup_quota("0::/\n", root), 0, 1e-12);
+    ck_assert_double_eq_tol(spw_cgroup_quota("0::/nowhere\n", root), 0, 1e-12);
+    ck_assert_double_eq_tol(spw_cgroup_quota("", root), 0, 1e-12);
+    ck_assert_double_eq_tol(spw_cgroup_quota("garbage without colons\n", root), 0, 1e-12);
+}
+END_TEST
+
+START_TEST(test_cpulimit_live)
+{
+    const double c = spw_cpu_limit();
+    ck_assert(c >= 0.01 && c <= (double)sysconf(_SC_NPROCESSORS_ONLN));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cpulimit");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_cpulimit_v1_smallest_quota_on_the_path);
+    tcase_add_test(tc, test_cpulimit_v2_cpu_max);
+    tcase_add_test(tc, test_cpulimit_live);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
