@@ -40,7 +40,7 @@
 #define RECV_NS_PER_BYTE 0.3
 #define PROBE_MS 600
 #define PLAN_LOCAL_OFF 0.02    /* a planned local share below this: the client produces no splits itself */
-#define PACE_SLACK 1.2          /* under a CPU quota, own threads produce at most this x the planned local rate */
+#define QUOTA_LOCAL_MIN 0.5     /* under a binding CPU quota, own threads run only for a planned share this big */
 #define IDLE_HELP_MS 100        /* an idle local thread computes head elements missing this long */
 #define OWN_RESCUE_MS 300       /* the head waits this long on a split the client's own (low-priority) threads
                                    hold: they may be starved of CPU by busier threads, so it is computed here */
@@ -64,8 +64,6 @@ struct spw_job {
     pthread_mutex_t mu;
     bool stopping;
     double planned_cores;           /* C in the facts this client sent */
-    double pace, pace_t0;           /* under mu: own threads' elements/s cap (0: none) from when, and */
-    int64_t paced;                  /* how many they produced since */
     struct {                        /* under mu: the split each local thread is producing (count 0: none) */
         uint64_t epoch;
         int64_t first, count;
@@ -134,29 +132,6 @@ static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *cou
 
 /* A client thread: lease a split of this job, produce it whole, repeat. Leases only while the prefetch
  * buffer has room for what it makes, so work goes where it is needed (work-conserving). */
-/* Under a CPU quota, niceness does not keep the client's own threads from taking CPU that the suffix of
- * remote elements needs (both draw on one budget, and a throttled period stalls everything), so they keep
- * to the plan's local rate. */
-static void pace(struct spw_job *j)
-{
-    pthread_mutex_lock(&j->mu);
-    if (!(j->pace > 0)) {
-        pthread_mutex_unlock(&j->mu);
-        return;
-    }
-    const double now = (double)spw_now_ns() * 1e-9;
-    double due = j->pace_t0 + (double)j->paced / j->pace;
-    if (due < now - 1) {            /* idle for a while: no burst to catch up */
-        j->pace_t0 = now;
-        j->paced = 0;
-        due = now;
-    }
-    j->paced++;
-    pthread_mutex_unlock(&j->mu);
-    if (due > now)
-        usleep((useconds_t)((due - now) * 1e6));
-}
-
 static void hold(struct spw_job *j, int me, const struct remote_lease *l)
 {
     pthread_mutex_lock(&j->mu);
@@ -209,7 +184,6 @@ static void *local_main(void *arg)
         hold(j, me, &l);
         for (int k = 0; k < l.count && !job_stopping(j); k++) {
             asm_wait_window(j->a, l.epoch, l.first_position + k, 1000);
-            pace(j);
             produce(j, l.epoch, l.first_position + k, &j->st.local_elements);
         }
         hold(j, me, NULL);
@@ -351,11 +325,13 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
                 j->rj.local_share);
         n = 0;      /* the plan gives the client's CPU to the suffix of remote elements */
     }
-    if (j->rj.planned && n > 0 && spw_cpu_quota() > 0) {
-        j->pace = j->rj.local_rate * PACE_SLACK;
-        j->pace_t0 = (double)spw_now_ns() * 1e-9;
-        spw_log(SPW_LOG_INFO, "client", "under a CPU quota: own threads keep to %.0f elements/s (the plan's %.0f)",
-                j->pace, j->rj.local_rate);
+    /* Under a binding CPU quota niceness does not protect the remote elements' suffix: own threads draw on
+     * the same budget and a throttled period stalls the stream threads too. Measured (docs/planner.md):
+     * local share on lost 5-50% against off at small planned shares. */
+    if (j->rj.planned && n > 0 && j->rj.local_share < QUOTA_LOCAL_MIN && spw_cpu_quota_binds()) {
+        spw_log(SPW_LOG_INFO, "client", "under a CPU quota with a planned local share of %.3f: this client "
+                "produces no splits itself", j->rj.local_share);
+        n = 0;
     }
     for (; j->n_local < n && j->n_local < 256; j->n_local++)
         if (pthread_create(&j->local[j->n_local], NULL, local_main, j) != 0)

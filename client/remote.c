@@ -114,7 +114,6 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
         job->local_share = cr->plan->local_share;
         for (size_t k = 0; k < cr->plan->n_candidates; k++)
             if (cr->plan->candidates[k]->cut == cr->plan->cut) {
-                job->local_rate = cr->plan->candidates[k]->local;
                 job->remote_cores = cr->plan->candidates[k]->remote * cr->plan->candidates[k]->client_ns / 1e9;
             }
         snprintf(job->why, sizeof job->why, "%s", cr->plan->why ? cr->plan->why : "");

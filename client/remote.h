@@ -32,7 +32,6 @@ struct remote_job {             /* what CreateJob answered */
     int split_size, cut, groups;
     bool planned, offload;      /* a plan came back, and whether it uses the workers */
     double predicted, local_share;     /* the plan's prediction and local share */
-    double local_rate;                 /* the plan's elements/s from the client's own threads */
     double remote_cores;               /* the client CPU the plan's remote elements need (their suffix) */
     char why[512];
 };

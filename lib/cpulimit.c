@@ -100,10 +100,21 @@ double spw_cpu_quota(void)
     return spw_cgroup_quota(text, "/sys/fs/cgroup");
 }
 
-double spw_cpu_limit(void)
+static double affinity_cpus(void)
 {
     cpu_set_t set;
-    double cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (double)sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+bool spw_cpu_quota_binds(void)
+{
+    const double q = spw_cpu_quota();
+    return q > 0 && q < affinity_cpus();
+}
+
+double spw_cpu_limit(void)
+{
+    double cpus = affinity_cpus();
     const double q = spw_cpu_quota();
     if (q > 0 && q < cpus)
         cpus = q;

@@ -70,7 +70,7 @@ PIDS=()
 cleanup() {
   local g pid
   for p in "${PIDS[@]}"; do kill -TERM "$p" 2> /dev/null || true; done
-  for g in "$CGROOT"/${P}-*; do     # `ip netns exec` forks: the daemons are its children, in our cgroups
+  for g in "$CGROOT"/${P}-*; do     # whatever runs in our cgroups
     [ -f "$g/cgroup.procs" ] && for pid in $(cat "$g/cgroup.procs"); do kill -TERM "$pid" 2> /dev/null || true; done
   done
   for p in "${PIDS[@]}"; do wait "$p" 2> /dev/null || true; done
@@ -126,7 +126,8 @@ setup() {       # setup CAP CLIENT_CORES WORKERS WORKER_CORES: bridge, namespace
       ip netns exec "$ns" tc qdisc add dev ${P}w$j root tbf rate "$cap" burst 1mb latency 100ms
     fi
     cgroup w$j "$wcores"
-    in_cg w$j 1 ip netns exec "$ns" $B/bin/spillway-worker --dispatcher $SUBNET.1:"$DPORT" \
+    # nsenter, not `ip netns exec`: that remounts /sys, and the worker would not see its cgroup's quota
+    in_cg w$j 1 nsenter --net=/var/run/netns/"$ns" $B/bin/spillway-worker --dispatcher $SUBNET.1:"$DPORT" \
       --listen $SUBNET.$((10 + j)) --port 0 --threads 1 --drain-ms 0 > "$OUT/w$j.out" 2> "$OUT/w$j.err" &
     PIDS+=($!)
     port_of "$OUT/w$j.out" > /dev/null || die "worker $j did not start: $(cat "$OUT/w$j.err")"
