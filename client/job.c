@@ -87,8 +87,8 @@ static bool job_stopping(struct spw_job *j)
     return s;
 }
 
-/* Produce (epoch, pos) with the whole pipeline if nobody has yet, straight into its batch when the window
- * reaches it. Adds to *count when this call delivered it. */
+/* Produce (epoch, pos) with the whole pipeline if nobody has yet, then place it in its batch (or park it
+ * beyond the window). Adds to *count when this call delivered it. */
 static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *count)
 {
     if (asm_claimed(j->a, epoch, pos))
@@ -130,8 +130,7 @@ static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *cou
     spw_value_free(&v);
 }
 
-/* A client thread: lease a split of this job, produce it whole, repeat. Leases only while the prefetch
- * buffer has room for what it makes, so work goes where it is needed (work-conserving). */
+/* Publish the split local thread `me` is producing (NULL: none), for the head rescue. */
 static void hold(struct spw_job *j, int me, const struct remote_lease *l)
 {
     pthread_mutex_lock(&j->mu);
@@ -156,6 +155,8 @@ static bool help_head(struct spw_job *j)
     return true;
 }
 
+/* A client thread: lease a split of this job, produce it whole, repeat. Leases only while the prefetch
+ * buffer has room for what it makes, so work goes where it is needed (work-conserving). */
 static void *local_main(void *arg)
 {
     struct spw_job *j = arg;
@@ -214,7 +215,8 @@ static int measure_facts(struct spw_job *j, Spillway__V1__ClientFacts *cf, doubl
     const int cores = j->o.local_cores > 0 ? j->o.local_cores : 1;
     int rc = me && in ? spw_profile_run(j->spec, j->src, PLAN_SAMPLES, cores, me, err, errlen) : -ENOMEM;
     struct probe_result *links = rc == 0 ? calloc(1, sizeof *links) : NULL;
-    if (rc == 0 && (!links || probe_links(j->o.dispatcher, j->o.auth_token, j->o.max_workers, PROBE_MS, links, err, errlen) != 0))
+    if (rc == 0 && (!links || probe_links(j->o.dispatcher, j->o.auth_token, j->o.max_workers, PROBE_MS, links, err,
+                                          errlen) != 0))
         rc = links ? -EIO : -ENOMEM;
     if (rc == 0) {
         spw_plan_client_costs(me, RECV_NS_PER_BYTE, in);

@@ -23,6 +23,7 @@ struct measure {
     const struct spw_element_ctx *ctx;
     const struct spw_order *order;
     int n, stride, first;
+    bool warm_up;               /* leave this thread's first element out */
     struct spw_profile sum;     /* sums over this thread's elements */
 };
 
@@ -86,8 +87,8 @@ static void *measure_main(void *arg)
             m->sum.skipped++;
             continue;
         }
-        if (i == m->first && m->n - m->first > 2 * m->stride)
-            continue;       /* warm-up: first-touch pages, cold caches */
+        if (i == m->first && m->warm_up)
+            continue;       /* first-touch pages, cold caches */
         m->sum.read_ns += one.read_ns;
         for (int g = 0; g < groups; g++)
             m->sum.group_ns[g] += one.group_ns[g];
@@ -109,7 +110,11 @@ int spw_profile_run(const struct spw_pipeline_spec *spec, const struct spw_sourc
         return -ENOMEM;
     struct spw_order order;
     spw_order_init(&order, src->n, spec->source.shuffle, spec->source.seed);
-    const int n = src->n < samples ? (int)src->n : samples;
+    if (threads > samples)
+        threads = samples > 0 ? samples : 1;
+    /* One warm-up element per thread on top, when the source has them. */
+    const bool warm_up = src->n >= (int64_t)samples + threads;
+    const int n = warm_up ? samples + threads : src->n < samples ? (int)src->n : samples;
     if (threads > n)
         threads = n > 0 ? n : 1;
     struct measure *ms = calloc((size_t)threads, sizeof *ms);
@@ -121,7 +126,7 @@ int spw_profile_run(const struct spw_pipeline_spec *spec, const struct spw_sourc
     }
     for (int t = 0; t < threads; t++) {
         ms[t] = (struct measure){.spec = spec, .src = src, .ctx = &ctx, .order = &order, .n = n, .stride = threads,
-                                 .first = t};
+                                 .first = t, .warm_up = warm_up};
         if (pthread_create(&tids[t], NULL, measure_main, &ms[t]) != 0)
             break;
         started++;
