@@ -42,29 +42,23 @@ static int profile_workers(const struct spw_plan_cli_opts *o, const Spillway__V1
         Spillway__V1__ProfileRequest pr = SPILLWAY__V1__PROFILE_REQUEST__INIT;
         pr.pipeline = (Spillway__V1__Pipeline *)pipe;
         pr.samples = o->samples > 0 ? o->samples : DEFAULT_SAMPLES;
-        uint8_t *resp = NULL;
-        size_t len = 0;
+        ProtobufCMessage *reply;
         char msg[512] = "";
-        int st = spw_rpc_call_msg(ch, "/spillway.v1.Worker/Profile", &pr.base, 120000, &resp, &len, msg,
-                                  sizeof msg);
+        spw_rpc_call_reply(ch, "/spillway.v1.Worker/Profile", &pr.base, 120000,
+                           &spillway__v1__profile_response__descriptor, &reply, msg, sizeof msg);
         spw_rpc_channel_destroy(ch);
-        Spillway__V1__ProfileResponse *p = st == SPW_RPC_OK ? spillway__v1__profile_response__unpack(NULL, len, resp)
-                                                            : NULL;
-        free(resp);
-        if (!p || (int)p->n_cuts != n_cuts) {
+        double bytes[SPW_PLAN_MAX_CUTS];
+        struct spw_plan_worker *w = &in->workers[in->n_workers];
+        if (!reply || spw_plan_worker_from_proto((Spillway__V1__ProfileResponse *)reply, n_cuts, w, bytes) != 0) {
             fprintf(stderr, "spillctl: worker %s: Profile: %s\n", links->addr[i],
-                    p ? "a different number of cuts" : msg);
+                    reply ? "other cuts or bad numbers" : msg);
             rc = 1;
         } else {
-            struct spw_plan_worker *w = &in->workers[in->n_workers++];
-            w->cores = p->cores > 0 ? p->cores : p->threads;
-            w->efficiency = 1;          /* measured with every thread busy: contention is in the costs */
             w->link_bytes_per_s = links->bytes_per_s[i];
-            for (int k = 0; k < n_cuts; k++)
-                w->cost_ns[k] = p->cuts[k]->ns_per_element;
+            in->n_workers++;
         }
-        if (p)
-            spillway__v1__profile_response__free_unpacked(p, NULL);
+        if (reply)
+            protobuf_c_message_free_unpacked(reply, NULL);
     }
     return rc;
 }
@@ -205,15 +199,12 @@ int spw_explain_cli(const char *dispatcher, const char *auth_token, const char *
     }
     Spillway__V1__DescribeJobRequest req = SPILLWAY__V1__DESCRIBE_JOB_REQUEST__INIT;
     req.job = id;
-    uint8_t *resp = NULL;
-    size_t len = 0;
+    ProtobufCMessage *reply;
     char msg[512] = "";
-    int st = spw_rpc_call_msg(ch, "/spillway.v1.Dispatcher/DescribeJob", &req.base, timeout_ms, &resp, &len, msg,
-                              sizeof msg);
+    int st = spw_rpc_call_reply(ch, "/spillway.v1.Dispatcher/DescribeJob", &req.base, timeout_ms,
+                                &spillway__v1__describe_job_response__descriptor, &reply, msg, sizeof msg);
     spw_rpc_channel_destroy(ch);
-    Spillway__V1__DescribeJobResponse *r = st == SPW_RPC_OK ? spillway__v1__describe_job_response__unpack(NULL, len, resp)
-                                                            : NULL;
-    free(resp);
+    Spillway__V1__DescribeJobResponse *r = (Spillway__V1__DescribeJobResponse *)reply;
     if (!r) {
         fprintf(stderr, "spillctl: DescribeJob at %s: %s: %s\n", dispatcher, spw_rpc_status_name(st), msg);
         return 1;

@@ -98,15 +98,12 @@ int probe_links(const char *dispatcher, const char *auth_token, int max_workers,
         return -EIO;
     }
     Spillway__V1__ListWorkersRequest lw = SPILLWAY__V1__LIST_WORKERS_REQUEST__INIT;
-    uint8_t *resp = NULL;
-    size_t len = 0;
+    ProtobufCMessage *reply;
     char msg[256] = "";
-    int st = spw_rpc_call_msg(disp, "/spillway.v1.Dispatcher/ListWorkers", &lw.base, 10000, &resp, &len, msg,
-                              sizeof msg);
+    int st = spw_rpc_call_reply(disp, "/spillway.v1.Dispatcher/ListWorkers", &lw.base, 10000,
+                                &spillway__v1__list_workers_response__descriptor, &reply, msg, sizeof msg);
     spw_rpc_channel_destroy(disp);
-    Spillway__V1__ListWorkersResponse *ws = st == SPW_RPC_OK ? spillway__v1__list_workers_response__unpack(NULL, len, resp)
-                                                             : NULL;
-    free(resp);
+    Spillway__V1__ListWorkersResponse *ws = (Spillway__V1__ListWorkersResponse *)reply;
     if (!ws) {
         snprintf(err, errlen, "ListWorkers: %s: %s", spw_rpc_status_name(st), msg);
         return -EIO;

@@ -11,6 +11,7 @@
 
 #include "lib/log.h"
 #include "lib/rpc.h"
+#include "pipeline/plan_proto.h"
 
 #define PROFILE_SAMPLES 256    /* as the client measures itself (client/job.c) */
 #define PROFILE_TIMEOUT_MS 60000
@@ -53,37 +54,18 @@ static int profile_worker(const char *addr, const char *auth_token, const Spillw
     Spillway__V1__ProfileRequest pr = SPILLWAY__V1__PROFILE_REQUEST__INIT;
     pr.pipeline = (Spillway__V1__Pipeline *)pipe;
     pr.samples = PROFILE_SAMPLES;
-    uint8_t *resp = NULL;
-    size_t len = 0;
+    ProtobufCMessage *reply;
     char msg[256] = "";
-    int st = spw_rpc_call_msg(ch, "/spillway.v1.Worker/Profile", &pr.base, PROFILE_TIMEOUT_MS, &resp, &len, msg,
-                              sizeof msg);
+    int st = spw_rpc_call_reply(ch, "/spillway.v1.Worker/Profile", &pr.base, PROFILE_TIMEOUT_MS,
+                                &spillway__v1__profile_response__descriptor, &reply, msg, sizeof msg);
     spw_rpc_channel_destroy(ch);
-    Spillway__V1__ProfileResponse *p = st == SPW_RPC_OK ? spillway__v1__profile_response__unpack(NULL, len, resp)
-                                                        : NULL;
-    free(resp);
-    int rc = -1;
-    if (p && (int)p->n_cuts == n_cuts && p->threads > 0) {
-        rc = 0;
-        for (int k = 0; k < n_cuts && rc == 0; k++)
-            if (p->cuts[k]->cut != k || !(isfinite(p->cuts[k]->ns_per_element) && p->cuts[k]->ns_per_element > 0) ||
-                !finite_nonneg(p->cuts[k]->bytes_per_element))
-                rc = -1;
-        if (rc == 0) {
-            memset(w, 0, sizeof *w);
-            w->cores = p->cores > 0 ? p->cores : p->threads;     /* its CPU limit (older workers: threads) */
-            w->efficiency = 1;          /* measured with every thread busy: contention is in the costs */
-            for (int k = 0; k < n_cuts; k++) {
-                w->cost_ns[k] = p->cuts[k]->ns_per_element;
-                bytes[k] = p->cuts[k]->bytes_per_element;
-            }
-        }
-    }
+    const int rc = reply && spw_plan_worker_from_proto((Spillway__V1__ProfileResponse *)reply, n_cuts, w, bytes) == 0
+                       ? 0 : -1;
     if (rc)
         spw_log(SPW_LOG_WARN, "dispatcher", "planning: worker=%s gave no usable profile status=%s msg=\"%s\"", addr,
-                spw_rpc_status_name(st), p ? "malformed or other cuts" : msg);
-    if (p)
-        spillway__v1__profile_response__free_unpacked(p, NULL);
+                spw_rpc_status_name(st), reply ? "other cuts or bad numbers" : msg);
+    if (reply)
+        protobuf_c_message_free_unpacked(reply, NULL);
     return rc;
 }
 

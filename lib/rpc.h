@@ -138,6 +138,12 @@ int spw_rpc_call(struct spw_rpc_channel *c, const char *method, const uint8_t *r
 struct ProtobufCMessage;
 int spw_rpc_call_msg(struct spw_rpc_channel *c, const char *method, const struct ProtobufCMessage *req,
                      int timeout_ms, uint8_t **resp, size_t *resp_len, char *msg, size_t msglen);
+/* spw_rpc_call_msg that also unpacks the reply as `reply_type` into *reply (free with
+ * protobuf_c_message_free_unpacked). A reply that does not parse is SPW_RPC_INTERNAL, saying so in msg. */
+struct ProtobufCMessageDescriptor;
+int spw_rpc_call_reply(struct spw_rpc_channel *c, const char *method, const struct ProtobufCMessage *req,
+                       int timeout_ms, const struct ProtobufCMessageDescriptor *reply_type,
+                       struct ProtobufCMessage **reply, char *msg, size_t msglen);
 
 /* Open a bidirectional stream (client). timeout_ms > 0 is the whole stream's deadline, 0 = none. Does not
  * wait for the connection: a failure shows up as a negative send/recv and as the status from

@@ -300,6 +300,22 @@ int spw_rpc_stream_finish(struct spw_rpc_stream *st, char *msg, size_t msglen)
     return ret;
 }
 
+int spw_rpc_call_reply(struct spw_rpc_channel *c, const char *method, const struct ProtobufCMessage *req,
+                       int timeout_ms, const struct ProtobufCMessageDescriptor *reply_type,
+                       struct ProtobufCMessage **reply, char *msg, size_t msglen)
+{
+    uint8_t *resp = NULL;
+    size_t len = 0;
+    *reply = NULL;
+    int st = spw_rpc_call_msg(c, method, req, timeout_ms, &resp, &len, msg, msglen);
+    if (st == SPW_RPC_OK && !(*reply = protobuf_c_message_unpack(reply_type, NULL, len, resp))) {
+        snprintf(msg, msglen, "%s: malformed %s reply (%zu bytes)", method, reply_type->name, len);
+        st = SPW_RPC_INTERNAL;
+    }
+    free(resp);
+    return st;
+}
+
 int spw_rpc_call_msg(struct spw_rpc_channel *c, const char *method, const struct ProtobufCMessage *req,
                      int timeout_ms, uint8_t **resp, size_t *resp_len, char *msg, size_t msglen)
 {

@@ -2,6 +2,7 @@
  * replies and spillctl's tables. Pure; thread-safe. */
 #include "pipeline/plan_proto.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,4 +56,25 @@ void spw_plan_proto_free(Spillway__V1__Plan *m)
     free(m->candidates);
     free(m->why);
     free(m);
+}
+
+int spw_plan_worker_from_proto(const Spillway__V1__ProfileResponse *p, int n_cuts, struct spw_plan_worker *w,
+                               double *bytes)
+{
+    if (!p || (int)p->n_cuts != n_cuts || n_cuts > SPW_PLAN_MAX_CUTS || p->threads <= 0)
+        return -EINVAL;
+    for (int k = 0; k < n_cuts; k++) {
+        const Spillway__V1__CutProfile *c = p->cuts[k];
+        if (c->cut != k || !(isfinite(c->ns_per_element) && c->ns_per_element > 0) ||
+            !(isfinite(c->bytes_per_element) && c->bytes_per_element >= 0))
+            return -EINVAL;
+    }
+    memset(w, 0, sizeof *w);
+    w->cores = p->cores > 0 && isfinite(p->cores) ? p->cores : p->threads;
+    w->efficiency = 1;          /* measured with every thread busy: contention is in the costs */
+    for (int k = 0; k < n_cuts; k++) {
+        w->cost_ns[k] = p->cuts[k]->ns_per_element;
+        bytes[k] = p->cuts[k]->bytes_per_element;
+    }
+    return 0;
 }

@@ -11,4 +11,10 @@
 Spillway__V1__Plan *spw_plan_to_proto(const struct spw_plan *p, int workers);
 void spw_plan_proto_free(Spillway__V1__Plan *m);
 
+/* A worker's Profile reply as planner input: its cores (its CPU limit; threads from older workers), its cost
+ * per cut, and the bytes per cut into bytes (n_cuts of them). Returns 0, or -EINVAL when the reply has other
+ * cuts, no threads, or a cost or size that is not a non-negative number (a positive cost). */
+int spw_plan_worker_from_proto(const Spillway__V1__ProfileResponse *p, int n_cuts, struct spw_plan_worker *w,
+                               double *bytes);
+
 #endif

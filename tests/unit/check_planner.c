@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "pipeline/plan_proto.h"
 #include "pipeline/planner.h"
 
 /* 3 cuts: k=0 ships 40 KB JPEGs (client decodes: 900 us), k=1 150 KB images (client finishes: 200 us),
@@ -195,6 +196,42 @@ START_TEST(test_planner_calibrates_the_client_to_a_measured_rate)
 }
 END_TEST
 
+START_TEST(test_planner_worker_from_a_profile_reply)
+{
+    Spillway__V1__CutProfile cuts[2], *ptrs[2];
+    for (int k = 0; k < 2; k++) {
+        spillway__v1__cut_profile__init(&cuts[k]);
+        cuts[k].cut = k;
+        cuts[k].ns_per_element = 1000.0 * (k + 1);
+        cuts[k].bytes_per_element = 40e3 * (k + 1);
+        ptrs[k] = &cuts[k];
+    }
+    Spillway__V1__ProfileResponse p = SPILLWAY__V1__PROFILE_RESPONSE__INIT;
+    p.n_cuts = 2;
+    p.cuts = ptrs;
+    p.threads = 4;
+    p.cores = 0.45;                                 /* its CPU quota */
+    struct spw_plan_worker w;
+    double bytes[2];
+    ck_assert_int_eq(spw_plan_worker_from_proto(&p, 2, &w, bytes), 0);
+    ck_assert_double_eq_tol(w.cores, 0.45, 1e-12);
+    ck_assert_double_eq_tol(w.cost_ns[1], 2000, 1e-9);
+    ck_assert_double_eq_tol(bytes[1], 80e3, 1e-9);
+    p.cores = 0;                                    /* an older worker: its threads */
+    ck_assert_int_eq(spw_plan_worker_from_proto(&p, 2, &w, bytes), 0);
+    ck_assert_double_eq_tol(w.cores, 4, 1e-12);
+    ck_assert_int_eq(spw_plan_worker_from_proto(&p, 3, &w, bytes), -EINVAL);    /* other cuts */
+    cuts[1].ns_per_element = NAN;
+    ck_assert_int_eq(spw_plan_worker_from_proto(&p, 2, &w, bytes), -EINVAL);
+    cuts[1].ns_per_element = 1;
+    cuts[0].cut = 1;
+    ck_assert_int_eq(spw_plan_worker_from_proto(&p, 2, &w, bytes), -EINVAL);
+    cuts[0].cut = 0;
+    p.threads = 0;
+    ck_assert_int_eq(spw_plan_worker_from_proto(&p, 2, &w, bytes), -EINVAL);
+}
+END_TEST
+
 START_TEST(test_planner_refuses_bad_input)
 {
     struct spw_plan_input in = base(1);
@@ -230,6 +267,7 @@ int main(void)
     tcase_add_test(tc, test_planner_ties_go_to_fewer_bytes);
     tcase_add_test(tc, test_planner_refuses_bad_input);
     tcase_add_test(tc, test_planner_calibrates_the_client_to_a_measured_rate);
+    tcase_add_test(tc, test_planner_worker_from_a_profile_reply);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
