@@ -22,6 +22,7 @@
 struct prober {
     const char *addr, *token;
     int duration_ms;
+    bool answered;                      /* the stream opened and the request went out */
     int64_t bytes, start_ns, end_ns, cpu_ns;
 };
 
@@ -30,6 +31,24 @@ static int64_t thread_cpu_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Arrivals counted from one message on: the bytes after it over the time since it arrived (a message's
+ * own bytes were on the way before anyone saw it, so the first one only starts the clock). */
+struct arrivals {
+    int n;
+    int64_t first_ns, last_ns, bytes_after_first, cpu_first;
+};
+
+static void arrived(struct arrivals *a, int64_t now, size_t len)
+{
+    if (a->n++ == 0) {
+        a->first_ns = now;
+        a->cpu_first = thread_cpu_ns();
+    } else {
+        a->bytes_after_first += (int64_t)len;
+    }
+    a->last_ns = now;
 }
 
 static void *prober_main(void *arg)
@@ -50,35 +69,42 @@ static void *prober_main(void *arg)
     struct iovec iov = {buf, spillway__v1__probe_request__pack(&req, buf)};
     const int64_t t0 = spw_now_ns();
     const int64_t mid = t0 + (int64_t)p->duration_ms * 500000, until = t0 + (int64_t)p->duration_ms * 1000000;
-    int64_t cpu_mid = 0, total = 0;
-    bool measuring = false;
+    /* The first half warms the connection up (HTTP/2 windows grow from 64 KiB): measure the second, or the
+     * whole time when too little arrived in the second half (a slow link). */
+    struct arrivals all = {0}, late = {0};
+    size_t first_len = 0;
     if (spw_rpc_stream_send(st, &iov, 1) == 0) {
+        p->answered = true;
         for (;;) {
             const int64_t now = spw_now_ns();
             if (now >= until)
                 break;
-            if (!measuring && now >= mid) {
-                /* The first half warms the connection up (HTTP/2 windows grow from 64 KiB): measure the
-                 * second. */
-                measuring = true;
-                p->start_ns = now;
-                cpu_mid = thread_cpu_ns();
-                total = 0;
-            }
             struct spw_rpc_msg *m;
             if (spw_rpc_stream_recv_parts(st, (int)((until - now) / 1000000) + 1, &m) != 1)
                 break;
             int n;
             size_t len;
             spw_rpc_msg_parts(m, &n, &len);
-            total += (int64_t)len;
             spw_rpc_msg_free(m);
+            const int64_t at = spw_now_ns();
+            if (all.n == 0)
+                first_len = len;
+            arrived(&all, at, len);
+            if (at >= mid)
+                arrived(&late, at, len);
         }
     }
-    p->end_ns = spw_now_ns();
-    if (measuring) {
-        p->bytes = total;
-        p->cpu_ns = thread_cpu_ns() - cpu_mid;
+    const struct arrivals *a = late.n >= 3 ? &late : &all;
+    if (a->n >= 2) {
+        p->bytes = a->bytes_after_first;
+        p->start_ns = a->first_ns;
+        p->end_ns = a->last_ns;
+        p->cpu_ns = thread_cpu_ns() - a->cpu_first;
+    } else if (p->answered) {
+        /* At most one message in the whole time: the link carries at most that much per that time. */
+        p->bytes = all.n ? (int64_t)first_len : 1;
+        p->start_ns = t0;
+        p->end_ns = spw_now_ns();
     }
     spw_rpc_stream_cancel(st);
     spw_rpc_stream_finish(st, NULL, 0);

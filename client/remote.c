@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/clock.h"
@@ -24,6 +25,8 @@
 #define HEARTBEAT_MS 200
 #define DISPATCHER_LOST_MS 30000
 #define MAX_ACKS_PER_HEARTBEAT 4096
+#define RATE_BEATS 10               /* the trainer's rate is reported over the last 10 heartbeats (2 s): a
+                                     * beat's 200 ms sees whole batches only, 0 or 1 or 2 of them */
 
 struct stream {
     struct remote *r;
@@ -35,6 +38,7 @@ struct stream {
     bool listed;                /* in the dispatcher's latest worker list */
     int64_t started_ms;
     struct spw_rpc_stream *st;  /* while open; guarded by r->mu for cancel */
+    int64_t rx_elements, rx_bytes;  /* received from this worker so far (r->mu), for the heartbeats */
 };
 
 struct remote {
@@ -56,7 +60,10 @@ struct remote {
     struct asm_split *acks;             /* heartbeat scratch (MAX_ACKS_PER_HEARTBEAT each) */
     Spillway__V1__SplitRef *refs;
     Spillway__V1__SplitRef **ptrs;
-    int64_t hb_ns, hb_consumed, hb_wait_ns;     /* the trainer's counters at the last heartbeat */
+    struct trainer_sample {             /* the trainer's counters at the last RATE_BEATS heartbeats */
+        int64_t ns, consumed, wait_ns, cpu_ns;
+    } hb_seen[RATE_BEATS];
+    int hb_n;
 };
 
 static int create_err(int st, char *err, size_t errlen, const char *what, const char *msg)
@@ -443,6 +450,7 @@ static void *stream_main(void *arg)
             break;
         }
         int64_t dups = 0;
+        const int64_t n_elements = (int64_t)b.n_positions;
         for (size_t i = 0; i < b.n_positions; i++)
             dups += !take_element(r, &rx, &b, i);
         for (size_t i = 0; i < b.n_tombstones; i++)
@@ -452,6 +460,8 @@ static void *stream_main(void *arg)
         pthread_mutex_lock(&r->mu);
         r->stats.duplicates += dups;
         r->stats.bytes += (int64_t)len;
+        s->rx_elements += n_elements;
+        s->rx_bytes += (int64_t)len;
         pthread_mutex_unlock(&r->mu);
         outstanding -= (int64_t)len;
         share = credit_share(r);
@@ -559,22 +569,40 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
         own.elements += r->o.own_counts[i] ? __atomic_load_n(r->o.own_counts[i], __ATOMIC_RELAXED) : 0;
     hb.own = &own;
     hb.done = done;
+    /* What arrived from each worker's stream: the dispatcher takes links' measured rates from these. */
+    Spillway__V1__ProducerProgress rx[MAX_STREAMS], *rxp[MAX_STREAMS];
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->n_streams; i++) {
+        spillway__v1__producer_progress__init(&rx[hb.n_received]);
+        rx[hb.n_received].job = r->job.job;
+        rx[hb.n_received].worker_id = r->streams[i].worker_id;
+        rx[hb.n_received].elements = r->streams[i].rx_elements;
+        rx[hb.n_received].bytes = r->streams[i].rx_bytes;
+        rxp[hb.n_received] = &rx[hb.n_received];
+        hb.n_received++;
+    }
+    pthread_mutex_unlock(&r->mu);
+    hb.received = rxp;
     /* The trainer's rate and how much of the time it waited for data (the planner trusts a measured rate
      * only while the prefetch buffer is rarely empty, i.e. the wait fraction is near 0). */
-    const int64_t now = spw_now_ns();
     if (r->o.consumed && r->o.wait_ns) {
-        const int64_t c = __atomic_load_n(r->o.consumed, __ATOMIC_RELAXED);
-        const int64_t w = __atomic_load_n(r->o.wait_ns, __ATOMIC_RELAXED);
-        const double dt = (double)(now - r->hb_ns);
-        if (r->hb_ns && dt > 0) {
-            hb.consumed_per_s = (double)(c - r->hb_consumed) * 1e9 / dt;
-            hb.wait_fraction = (double)(w - r->hb_wait_ns) / dt;
+        struct timespec cpu;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+        const struct trainer_sample now = {spw_now_ns(), __atomic_load_n(r->o.consumed, __ATOMIC_RELAXED),
+                                           __atomic_load_n(r->o.wait_ns, __ATOMIC_RELAXED),
+                                           (int64_t)cpu.tv_sec * 1000000000 + cpu.tv_nsec};
+        const struct trainer_sample *old = &r->hb_seen[r->hb_n % RATE_BEATS];  /* the oldest kept */
+        if (r->hb_n < RATE_BEATS)
+            old = &r->hb_seen[0];
+        const double dt = (double)(now.ns - old->ns);
+        if (r->hb_n && dt > 0) {
+            hb.consumed_per_s = (double)(now.consumed - old->consumed) * 1e9 / dt;
+            hb.wait_fraction = (double)(now.wait_ns - old->wait_ns) / dt;
+            hb.cpu_cores = (double)(now.cpu_ns - old->cpu_ns) / dt;
             if (hb.wait_fraction > 1)
                 hb.wait_fraction = 1;
         }
-        r->hb_ns = now;
-        r->hb_consumed = c;
-        r->hb_wait_ns = w;
+        r->hb_seen[r->hb_n++ % RATE_BEATS] = now;
     }
     uint8_t *resp = NULL;
     size_t len = 0;

@@ -117,12 +117,14 @@ static struct disp_planned *planned(struct disp_service *s, uint64_t job)
     return NULL;
 }
 
-void disp_plan_observe(struct disp_service *s, uint64_t job, double consumed_per_s, double wait_fraction)
+void disp_plan_observe(struct disp_service *s, uint64_t job, double consumed_per_s, double wait_fraction,
+                       double client_cpu)
 {
     struct disp_planned *p = planned(s, job);
     if (!p || !isfinite(consumed_per_s) || !(consumed_per_s > 0) || !isfinite(wait_fraction))
         return;
     p->consumed_per_s = consumed_per_s;
+    p->client_cpu = isfinite(client_cpu) && client_cpu > 0 ? client_cpu : 0;
     const bool off = wait_fraction >= STARVED_WAIT && consumed_per_s < (1 - MISS_FRACTION) * p->predicted;
     p->off_beats = off ? p->off_beats + 1 : 0;
     p->bound_beats = wait_fraction < BOUND_WAIT ? p->bound_beats + 1 : 0;
@@ -152,6 +154,45 @@ static int replan_reason(struct disp_service *s, const struct disp_planned *p, i
     return -1;
 }
 
+/* A worker's delivered bytes/s for a job: as the client received its stream (the receiving end sees a
+ * capped link at once), else as the worker reported sending (it lags a cap by the flow-control windows);
+ * 0 when neither has a rate yet. Call with mu held. */
+static double delivered_bytes_per_s(const struct disp_service *s, uint64_t job, uint64_t worker)
+{
+    const struct disp_progress *tables[] = {&s->received, &s->progress};
+    for (int t = 0; t < 2; t++) {
+        struct disp_progress_entry pe[64];
+        const int n = disp_progress_of_job(tables[t], job, pe, 64);
+        for (int i = 0; i < n; i++)
+            if (pe[i].producer == worker && pe[i].bytes_per_s > 0)
+                return pe[i].bytes_per_s;
+    }
+    return 0;
+}
+
+/* The facts' link entry for the worker at addr, added when the probe left it out (facts were unpacked with
+ * protobuf-c's default allocator, malloc, which frees what is added here too). NULL: out of memory. */
+static Spillway__V1__WorkerLink *link_of(Spillway__V1__ClientFacts *facts, const char *addr)
+{
+    for (size_t l = 0; l < facts->n_links; l++)
+        if (facts->links[l]->address && !strcmp(facts->links[l]->address, addr))
+            return facts->links[l];
+    Spillway__V1__WorkerLink **links = realloc(facts->links, sizeof *links * (facts->n_links + 1));
+    Spillway__V1__WorkerLink *k = malloc(sizeof *k);
+    char *a = strdup(addr);
+    if (links)
+        facts->links = links;
+    if (!links || !k || !a) {
+        free(k);
+        free(a);
+        return NULL;
+    }
+    spillway__v1__worker_link__init(k);
+    k->address = a;
+    facts->links[facts->n_links++] = k;
+    return k;
+}
+
 /* Fold what the job measured into the client's facts before a re-plan: each worker's delivered bytes/s caps
  * its link (REPLAN_MEASURED), or the trainer's rate becomes R (REPLAN_TRAINER). Call with mu held. */
 static void fold_measurements(struct disp_service *s, const struct disp_planned *p, int reason,
@@ -163,22 +204,18 @@ static void fold_measurements(struct disp_service *s, const struct disp_planned 
     }
     if (reason != REPLAN_MEASURED)
         return;
-    struct disp_progress_entry pe[64];
-    const int n = disp_progress_of_job(&s->progress, p->job, pe, 64);
-    for (int i = 0; i < n; i++) {
-        if (DISP_IS_CLIENT_PRODUCER(pe[i].producer) || !(pe[i].bytes_per_s > 0))
+    struct disp_worker_info wi;
+    for (int w = 0; w < disp_state_worker_count(s->st); w++) {
+        if (disp_state_worker_at(s->st, w, &wi) != 0)
             continue;
-        struct disp_worker_info wi;
-        for (int w = 0; w < disp_state_worker_count(s->st); w++) {
-            if (disp_state_worker_at(s->st, w, &wi) != 0 || wi.id != pe[i].producer)
-                continue;
-            for (size_t l = 0; l < facts->n_links; l++) {
-                Spillway__V1__WorkerLink *k = facts->links[l];
-                const double cap = pe[i].bytes_per_s * LINK_SLACK;
-                if (k->address && !strcmp(k->address, wi.address) && (!(k->bytes_per_s > 0) || cap < k->bytes_per_s))
-                    k->bytes_per_s = cap;
-            }
-        }
+        const double cap = delivered_bytes_per_s(s, p->job, wi.id) * LINK_SLACK;
+        if (!(cap > 0))
+            continue;
+        Spillway__V1__WorkerLink *k = link_of(facts, wi.address);
+        spw_log(SPW_LOG_DEBUG, "dispatcher", "re-plan job=%llu worker=%s delivered_bytes_per_s=%.0f link=%.0f",
+                (unsigned long long)p->job, wi.address, cap / LINK_SLACK, k ? k->bytes_per_s : 0.0);
+        if (k && (!(k->bytes_per_s > 0) || cap < k->bytes_per_s))
+            k->bytes_per_s = cap;
     }
 }
 
@@ -199,7 +236,7 @@ static void *replan_main(void *arg)
     const uint8_t *pb = disp_state_job_pipeline(s->st, job, &plen);
     struct disp_job_info ji = {0};
     disp_state_job(s->st, job, &ji);
-    const double measured = at ? at->consumed_per_s : 0;
+    const double measured = at ? at->consumed_per_s : 0, client_cpu = at ? at->client_cpu : 0;
     if (at && pb) {
         facts = spillway__v1__client_facts__unpack(NULL, at->facts_len, at->facts);
         pipe = spillway__v1__pipeline__unpack(NULL, plen, pb);
@@ -209,7 +246,7 @@ static void *replan_main(void *arg)
     size_t n = disp_alive_workers(s, ji.max_workers, &ws);
     pthread_mutex_unlock(&s->mu);
     int profiled = 0, rc = -1;
-    struct disp_measured seen = {.cut = ji.cut, .elements_per_s = measured};
+    struct disp_measured seen = {.cut = ji.cut, .elements_per_s = measured, .client_cpu = client_cpu};
     if (p && facts && pipe && (addrs = calloc(n + 1, sizeof *addrs))) {
         for (size_t i = 0; i < n; i++)
             addrs[i] = ws[i]->address;

@@ -71,6 +71,7 @@ static int profile_worker(const char *addr, const char *auth_token, const Spillw
 
 #define CALIBRATE_SLACK 1.1         /* calibrate the client when the prediction is above this x measured */
 #define CALIBRATE_MIN 0.1           /* never below this fraction of the cores the client declared */
+#define CALIBRATE_BUSY 0.8          /* only a client using at least this fraction of its cores is calibrated */
 
 int disp_plan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
                   char *const *addrs, int n_addrs, const char *auth_token, struct spw_plan *plan, int *profiled,
@@ -116,6 +117,8 @@ int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Clie
             in->n_workers++;
         }
     *profiled = in->n_workers;
+    if (seen && seen->client_cpu < CALIBRATE_BUSY * in->client_cores)
+        seen = NULL;
     rc = seen ? spw_plan_calibrate(in, seen->cut, seen->elements_per_s, CALIBRATE_SLACK, CALIBRATE_MIN, plan)
               : spw_plan_decide(in, plan);
     if (seen)

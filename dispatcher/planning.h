@@ -19,11 +19,14 @@ int disp_plan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Client
                   char *msg, size_t msglen);
 
 /* What a running job delivers at its cut. When the plan predicts more than that at the same cut (after the
- * workers' measured links are in the facts), the shortfall is the client's: its cores are scaled down until
- * the prediction meets the measurement, and cores says what the plan used. */
+ * workers' measured links are in the facts) and the client's CPU is busy (client_cpu at least 80% of the
+ * cores it declared), the shortfall is the client's: its cores are scaled down until the prediction meets
+ * the measurement, and cores says what the plan used. An idle client is not calibrated: what holds it
+ * back is elsewhere. */
 struct disp_measured {
     int cut;
     double elements_per_s;
+    double client_cpu;              /* the client process's CPU seconds per second */
     double cores;                   /* out */
 };
 /* disp_plan_job for a running job (seen != NULL: calibrated as above). */

@@ -439,8 +439,12 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     if (rc == 0 && r->own && r->own->elements >= 0 && r->own->bytes >= 0)
         disp_progress_report(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank), r->own->elements,
                              r->own->bytes, hb.now_ms);
+    for (size_t i = 0; rc == 0 && r->rank == 0 && i < r->n_received; i++)
+        if (r->received[i]->worker_id && r->received[i]->elements >= 0 && r->received[i]->bytes >= 0)
+            disp_progress_report(&s->received, r->job, r->received[i]->worker_id, r->received[i]->elements,
+                                 r->received[i]->bytes, hb.now_ms);
     if (rc == 0 && r->rank == 0 && !r->done)
-        disp_plan_observe(s, r->job, r->consumed_per_s * ji.world_size, r->wait_fraction);
+        disp_plan_observe(s, r->job, r->consumed_per_s * ji.world_size, r->wait_fraction, r->cpu_cores);
     if (rc == 0 && r->done && !ji.finished) {
         /* A client that closes early (it took fewer batches than the job has) frees the workers now rather
          * than after its timeout. */

@@ -30,6 +30,7 @@ struct disp_service {
     pthread_cond_t cv;
     struct disp_state *st;
     struct disp_progress progress;  /* per (job, producer) deliveries, for DescribeJob */
+    struct disp_progress received;  /* per (job, worker) bytes the rank-0 client received: links' rates */
     struct disp_planned {           /* planned jobs: the last plan (packed Plan), the client's facts (packed), */
         uint64_t job;               /* the alive workers it saw; re-planned when that count changes or when */
         uint8_t *plan, *facts;      /* the measured rate stays off the prediction (see disp_plan_observe) */
@@ -40,6 +41,7 @@ struct disp_service {
         double predicted;           /* elements/s at the job's current cut */
         bool rate_known;            /* the facts carry the trainer's rate */
         double consumed_per_s;      /* the client's last report */
+        double client_cpu;          /* its process's CPU seconds per second */
         int off_beats, bound_beats; /* consecutive heartbeats below the prediction / trainer-bound */
     } plans[256];
     int n_plans;
@@ -68,7 +70,8 @@ void disp_remember_plan(struct disp_service *s, uint64_t job, const Spillway__V1
                         const Spillway__V1__ClientFacts *facts, int alive);
 /* A client heartbeat's measurements of a planned job (rank 0): the trainer's elements/s and the fraction of
  * time it waited for data. Counts heartbeats off the prediction. Call with mu held. */
-void disp_plan_observe(struct disp_service *s, uint64_t job, double consumed_per_s, double wait_fraction);
+void disp_plan_observe(struct disp_service *s, uint64_t job, double consumed_per_s, double wait_fraction,
+                       double client_cpu);
 /* Start a re-plan of a planned job whose workers changed, whose rates stayed off the prediction, or whose
  * trainer turned out to set the pace (at most one at a time). Call with mu held. */
 void disp_maybe_replan(struct disp_service *s, int64_t now);

@@ -92,7 +92,7 @@ out:
 }
 
 #define PROBE_MAX_BYTES ((int64_t)1 << 30)
-#define PROBE_CHUNK (1 << 20)
+#define PROBE_CHUNK (64 << 10)      /* small enough that a slow link shows several in a probe */
 
 int wrk_probe(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen)
 {
