@@ -9,7 +9,7 @@ V        ?= 0
 Q        := $(if $(filter 1,$(V)),,@)
 WERROR   ?= 1
 OPT      ?= -O3
-PKGS     := libturbojpeg libjpeg jansson libprotobuf-c grpc
+PKGS     := libturbojpeg libjpeg jansson libprotobuf-c grpc fftw3f
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
@@ -53,7 +53,8 @@ all: $(BINS)
 
 deps:
 	@command -v protoc-c >/dev/null && pkg-config --exists $(PKGS) check && \
-	  test -x /usr/bin/python3 && /usr/bin/python3 -c 'import torchvision' 2>/dev/null || bash scripts/install-deps.sh
+	  command -v espeak-ng >/dev/null && test -x /usr/bin/python3 && \
+	  /usr/bin/python3 -c 'import torchvision, torchaudio, soundfile' 2>/dev/null || bash scripts/install-deps.sh
 
 $(BUILD)/gen/proto/spillway.pb-c.c $(BUILD)/gen/proto/spillway.pb-c.h: proto/spillway.proto
 	@mkdir -p $(BUILD)/gen
@@ -121,7 +122,8 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/equiv/%.o $(CORE_LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-# make test = lint + unit + equivalence against torchvision + corrupt-input/CLI + integration (real daemons).
+# make test = lint + unit + equivalence against torchvision and torchaudio + corrupt-input/CLI + integration
+# (real daemons).
 test: deps
 	$(MAKE) all $(TEST_BIN) $(EQUIV_BIN) $(BENCH_BIN) $(TOOL_BIN)
 	$(MAKE) lint unit equiv corrupt integration
@@ -132,8 +134,9 @@ lint:
 unit: $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
 
-equiv: all $(EQUIV_BIN)
+equiv: all $(EQUIV_BIN) $(TOOL_BIN)
 	bash tests/equiv/run.sh
+	bash tests/audio/run.sh
 
 corrupt: all
 	bash tests/cli/run.sh

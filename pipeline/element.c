@@ -15,6 +15,7 @@
 #include "lib/rng.h"
 #include "ops/jpeg.h"
 #include "ops/resample.h"
+#include "pipeline/audio.h"
 #include "pipeline/augment.h"
 #include "pipeline/geometry.h"
 
@@ -84,8 +85,11 @@ int spw_element_ctx_init(struct spw_element_ctx *ctx, const struct spw_pipeline_
         return -EINVAL;
     ctx->n_groups = spw_fusion_groups(spec, ctx->groups);
     ctx->luts = calloc(spec->n_ops ? (size_t)spec->n_ops : 1, sizeof *ctx->luts);
-    if (!ctx->luts)
+    ctx->mel_banks = calloc(spec->n_ops ? (size_t)spec->n_ops : 1, sizeof *ctx->mel_banks);
+    if (!ctx->luts || !ctx->mel_banks || spw_audio_banks_init(spec, ctx->mel_banks) != 0) {
+        spw_element_ctx_destroy(ctx);
         return -ENOMEM;
+    }
     static const double zero[3] = {0, 0, 0}, one[3] = {1, 1, 1};
     for (int i = 0; i < spec->n_ops; i++) {
         if (spec->ops[i].kind == SPW_OP_NORMALIZE)
@@ -102,6 +106,10 @@ void spw_element_ctx_destroy(struct spw_element_ctx *ctx)
         return;
     free(ctx->luts);
     ctx->luts = NULL;
+    if (ctx->mel_banks)
+        spw_audio_banks_free(ctx->spec, ctx->mel_banks);
+    free(ctx->mel_banks);
+    ctx->mel_banks = NULL;
 }
 
 static void op_rng(const struct spw_element_ctx *ctx, uint64_t epoch, int64_t sample, int op, struct spw_rng *r)
@@ -466,6 +474,8 @@ static int run_op(const struct spw_element_ctx *ctx, int i, uint64_t epoch, int6
     struct spw_rng r;
     op_rng(ctx, epoch, sample, i, &r);
     static const uint8_t zero[3] = {0, 0, 0};
+    if (spw_audio_op(op->kind))
+        return spw_audio_run_op(ctx->spec, ctx->mel_banks, i, &r, v, err, errlen);
     bool needs_image = op->kind != SPW_OP_RANDOM_ERASING;
     if (needs_image && v->is_tensor) {
         snprintf(err, errlen, "ops[%d] %s needs an image but got a tensor", i, spw_op_name(op->kind));
@@ -532,8 +542,14 @@ int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uin
         const struct spw_group *g = &ctx->groups[gi];
         if (g->kind == SPW_GROUP_DECODE) {
             int64_t t0 = stats ? spw_now_ns() : 0;
-            rc = run_decode_group(ctx, g, epoch, sample, buf, len, v, gi == ctx->n_groups - 1 ? dest : NULL, err,
-                                  errlen);
+            if (ctx->spec->ops[g->first].kind == SPW_OP_DECODE_WAV) {
+                rc = spw_audio_decode(ctx->spec, buf, len, v, err, errlen);
+                for (int i = g->first + 1; i < g->first + g->count && rc == 0; i++)
+                    rc = run_op(ctx, i, epoch, sample, v, NULL, err, errlen);
+            } else {
+                rc = run_decode_group(ctx, g, epoch, sample, buf, len, v, gi == ctx->n_groups - 1 ? dest : NULL,
+                                      err, errlen);
+            }
             if (stats && rc == 0) {
                 stats->ns[g->first] += spw_now_ns() - t0;
                 stats->out_bytes[g->first] += (int64_t)spw_value_bytes(v);

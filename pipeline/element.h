@@ -1,5 +1,6 @@
 /* pipeline/element.h - runs fusion groups of a pipeline over one element. An element's value is a uint8
- * HWC RGB image until normalize/to_tensor, then a CHW float tensor. Every random choice draws from the
+ * HWC RGB image until normalize/to_tensor, then a CHW float tensor; audio is a float32 tensor throughout
+ * (see pipeline/audio.h). Every random choice draws from the
  * counter-based RNG keyed by (seed, epoch, sample, op index), so the output is the same on any thread,
  * process or cut. A context is immutable after init and shared by all threads. */
 #ifndef SPW_PIPELINE_ELEMENT_H
@@ -20,6 +21,7 @@ struct spw_value {
     bool placed;                /* the data went to memory from spw_element_dest.place (not owned) */
     struct spw_image img;       /* owned, when !is_tensor */
     struct spw_tensor t;        /* owned, when is_tensor */
+    int sample_rate;            /* audio: Hz; 0 when unknown (a tensor that came over the wire) */
 };
 
 struct spw_element_ctx {
@@ -27,6 +29,7 @@ struct spw_element_ctx {
     struct spw_group groups[256];
     int n_groups;
     struct spw_normalize_lut *luts;     /* one per op (used by normalize / to_tensor) */
+    struct spw_mel_bank *mel_banks;     /* one per op (made for mel ops) */
 };
 
 /* Per-op timing of one element: ns[i] and out_bytes[i] for op i; a fused group reports on its first op. */

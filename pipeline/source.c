@@ -41,10 +41,23 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int is_jpeg_name(const char *name)
+/* A sample file's extension (after the dot) for this media: jpg/jpeg images, wav audio (any case). */
+static bool is_media_ext(const char *ext, enum spw_media media)
+{
+    if (media == SPW_MEDIA_AUDIO)
+        return !strcasecmp(ext, "wav");
+    return !strcasecmp(ext, "jpg") || !strcasecmp(ext, "jpeg");
+}
+
+static bool is_media_name(const char *name, enum spw_media media)
 {
     const char *dot = strrchr(name, '.');
-    return dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
+    return dot && is_media_ext(dot + 1, media);
+}
+
+static const char *media_name(enum spw_media media)
+{
+    return media == SPW_MEDIA_AUDIO ? "WAV" : "JPEG";
 }
 
 /* Sorted names of directory entries (files or dirs, per want_dir), skipping dot files. */
@@ -111,8 +124,10 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-static int open_image_folder(struct spw_source *src, const char *root, struct vec *out, char *err,
-                             size_t errlen)
+/* Class sub-folders of root (sorted names = labels 0, 1, ...), each holding sample files, as torchvision's
+ * ImageFolder. */
+static int open_class_folders(struct spw_source *src, const char *root, enum spw_media media, struct vec *out,
+                              char *err, size_t errlen)
 {
     char **classes = NULL;
     int n_classes = 0;
@@ -137,7 +152,7 @@ static int open_image_folder(struct spw_source *src, const char *root, struct ve
             break;
         }
         for (int i = 0; i < n_files && rc == 0; i++) {
-            if (!is_jpeg_name(files[i])) {
+            if (!is_media_name(files[i], media)) {
                 src->ignored++;
                 continue;
             }
@@ -174,7 +189,7 @@ static int64_t tar_octal(const char *p, int n)
     return v;
 }
 
-struct pending {      /* the last member key seen in a shard, waiting for its .jpg / .cls pair */
+struct pending {      /* the last member key seen in a shard, waiting for its .jpg (.wav) / .cls pair */
     char key[256];
     int64_t jpg_off, jpg_size;
     int64_t label;
@@ -182,7 +197,7 @@ struct pending {      /* the last member key seen in a shard, waiting for its .j
 };
 
 static int flush_pending(struct spw_source *src, struct pending *pd, const char *shard, int fd_index,
-                         struct vec *out)
+                         enum spw_media media, struct vec *out)
 {
     if (!pd->key[0])
         return 0;
@@ -195,7 +210,7 @@ static int flush_pending(struct spw_source *src, struct pending *pd, const char 
     size_t len = strlen(shard) + strlen(pd->key) + 6;
     if (!(s.path = malloc(len)))
         return -ENOMEM;
-    snprintf(s.path, len, "%s:%s.jpg", shard, pd->key);
+    snprintf(s.path, len, "%s:%s.%s", shard, pd->key, media == SPW_MEDIA_AUDIO ? "wav" : "jpg");
     memset(pd, 0, sizeof *pd);
     int rc = vec_push(out, s);
     if (rc)
@@ -203,8 +218,8 @@ static int flush_pending(struct spw_source *src, struct pending *pd, const char 
     return rc;
 }
 
-static int scan_tar(struct spw_source *src, const char *shard, int fd, int fd_index, struct vec *out,
-                    char *err, size_t errlen)
+static int scan_tar(struct spw_source *src, const char *shard, int fd, int fd_index, enum spw_media media,
+                    struct vec *out, char *err, size_t errlen)
 {
     struct pending pd = {0};
     int64_t off = 0;
@@ -250,12 +265,12 @@ static int scan_tar(struct spw_source *src, const char *shard, int fd, int fd_in
         }
         snprintf(key, sizeof key, "%.*s", (int)(dot - name), name);
         if (strcmp(key, pd.key) != 0) {
-            if ((rc = flush_pending(src, &pd, shard, fd_index, out)) != 0)
+            if ((rc = flush_pending(src, &pd, shard, fd_index, media, out)) != 0)
                 return rc;
             snprintf(pd.key, sizeof pd.key, "%s", key);
         }
         const char *ext = dot + 1;
-        if (!strcasecmp(ext, "jpg") || !strcasecmp(ext, "jpeg")) {
+        if (is_media_ext(ext, media)) {
             pd.have_jpg = 1;
             pd.jpg_off = data;
             pd.jpg_size = size;
@@ -277,11 +292,11 @@ static int scan_tar(struct spw_source *src, const char *shard, int fd, int fd_in
             pd.have_cls = 1;
         }
     }
-    return flush_pending(src, &pd, shard, fd_index, out);
+    return flush_pending(src, &pd, shard, fd_index, media, out);
 }
 
-static int open_tar_shards(struct spw_source *src, const char *pattern, struct vec *out, char *err,
-                           size_t errlen)
+static int open_tar_shards(struct spw_source *src, const char *pattern, enum spw_media media, struct vec *out,
+                           char *err, size_t errlen)
 {
     glob_t g;
     int gr = glob(pattern, 0, NULL, &g);
@@ -304,9 +319,130 @@ static int open_tar_shards(struct spw_source *src, const char *pattern, struct v
             break;
         }
         src->fds[src->n_fds++] = fd;
-        rc = scan_tar(src, g.gl_pathv[i], fd, (int)i, out, err, errlen);
+        rc = scan_tar(src, g.gl_pathv[i], fd, (int)i, media, out, err, errlen);
     }
     globfree(&g);
+    return rc;
+}
+
+/* ---- a flat folder with labels.tsv ---- */
+
+#define LABELS_FILE "labels.tsv"
+#define LABELS_MAX_BYTES (64 << 20)
+
+static bool has_labels_file(const char *root)
+{
+    char p[4200];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/" LABELS_FILE, root);
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int cmp_sample_path(const void *a, const void *b)
+{
+    return strcmp(((const struct spw_sample *)a)->path, ((const struct spw_sample *)b)->path);
+}
+
+/* The whole labels file into a NUL-terminated buffer (capped). */
+static int read_labels(const char *path, char **text, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open \"%s\": %s", path, strerror(errno));
+        return SPW_ESOURCE;
+    }
+    char *buf = malloc(LABELS_MAX_BYTES + 1);
+    size_t n = buf ? fread(buf, 1, LABELS_MAX_BYTES + 1, f) : 0;
+    const bool bad = ferror(f);
+    fclose(f);
+    if (!buf)
+        return -ENOMEM;
+    if (bad || n > LABELS_MAX_BYTES) {
+        snprintf(err, errlen, "\"%s\": %s", path, bad ? "read error" : "larger than the cap of 64 MiB");
+        free(buf);
+        return SPW_ESOURCE;
+    }
+    buf[n] = 0;
+    *text = buf;
+    return 0;
+}
+
+/* The sorted distinct class names of names[n] into src->classes (copies); 0 or -ENOMEM. */
+static int sorted_classes(struct spw_source *src, const char **names, int64_t n)
+{
+    const char **sorted = malloc(sizeof *sorted * (size_t)(n ? n : 1));
+    if (!sorted)
+        return -ENOMEM;
+    memcpy(sorted, names, sizeof *sorted * (size_t)n);
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_str);
+    int rc = 0;
+    if (!(src->classes = calloc((size_t)(n ? n : 1), sizeof *src->classes)))
+        rc = -ENOMEM;
+    for (int64_t k = 0; rc == 0 && k < n; k++)
+        if ((k == 0 || strcmp(sorted[k], sorted[k - 1]) != 0) &&
+            !(src->classes[src->n_classes++] = strdup(sorted[k])))
+            rc = -ENOMEM;
+    free(sorted);
+    return rc;
+}
+
+static int class_label(const struct spw_source *src, const char *name)
+{
+    const char *const *hit = bsearch(&name, src->classes, (size_t)src->n_classes, sizeof *src->classes, cmp_str);
+    return (int)(hit - (const char *const *)src->classes);
+}
+
+/* A flat folder whose labels.tsv lists "FILE<TAB>CLASS" per line (FILE relative to the folder). Classes are
+ * the sorted distinct names (labels 0, 1, ...), as class folders would be; samples are sorted by path. */
+static int open_labeled_folder(struct spw_source *src, const char *root, struct vec *out, char *err, size_t errlen)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" LABELS_FILE, root);
+    char *text = NULL, *save = NULL;
+    const char **names = NULL;
+    int rc = read_labels(path, &text, err, errlen), line = 0;
+    for (char *l = rc ? NULL : strtok_r(text, "\n", &save); l && rc == 0; l = strtok_r(NULL, "\n", &save)) {
+        line++;
+        l[strcspn(l, "\r")] = 0;
+        if (!*l)
+            continue;
+        char *tab = strchr(l, '\t');
+        if (!tab || tab == l || !tab[1] || strchr(tab + 1, '\t') || l[0] == '/' || strstr(l, "..")) {
+            snprintf(err, errlen, "%s:%d: expected \"FILE<TAB>CLASS\" with FILE inside the folder", path, line);
+            rc = SPW_ESOURCE;
+            break;
+        }
+        *tab = 0;
+        struct spw_sample smp = {.file = -1};
+        struct stat st;
+        size_t len = strlen(root) + strlen(l) + 2;
+        const char **grown = realloc(names, sizeof *names * (size_t)(out->n + 1));
+        if (grown)
+            names = grown;
+        if (!grown || !(smp.path = malloc(len))) {
+            rc = -ENOMEM;
+            break;
+        }
+        snprintf(smp.path, len, "%s/%s", root, l);
+        if (stat(smp.path, &st) != 0 || !S_ISREG(st.st_mode)) {
+            snprintf(err, errlen, "%s:%d: \"%s\" is not a file", path, line, l);
+            free(smp.path);
+            rc = SPW_ESOURCE;
+            break;
+        }
+        smp.size = st.st_size;
+        names[out->n] = tab + 1;
+        if ((rc = vec_push(out, smp)) != 0)
+            free(smp.path);
+    }
+    if (rc == 0)
+        rc = sorted_classes(src, names, out->n);
+    for (int64_t k = 0; rc == 0 && k < out->n; k++)
+        out->v[k].label = class_label(src, names[k]);
+    if (rc == 0)
+        qsort(out->v, (size_t)out->n, sizeof *out->v, cmp_sample_path);
+    free(names);
+    free(text);
     return rc;
 }
 
@@ -317,11 +453,16 @@ int spw_source_open(const struct spw_source_spec *spec, struct spw_source **out,
     if (!src)
         return -ENOMEM;
     src->format = spec->format;
-    int rc = spec->format == SPW_SOURCE_TAR_SHARDS ? open_tar_shards(src, spec->path, &v, err, errlen)
-                                                   : open_image_folder(src, spec->path, &v, err, errlen);
+    int rc;
+    if (spec->format == SPW_SOURCE_TAR_SHARDS)
+        rc = open_tar_shards(src, spec->path, spec->media, &v, err, errlen);
+    else if (spec->format == SPW_SOURCE_WAV_FOLDER && has_labels_file(spec->path))
+        rc = open_labeled_folder(src, spec->path, &v, err, errlen);
+    else
+        rc = open_class_folders(src, spec->path, spec->media, &v, err, errlen);
     if (rc == 0 && v.n == 0) {
-        snprintf(err, errlen, "source.path: \"%s\" holds no JPEG samples (%lld other files ignored)", spec->path,
-                 (long long)src->ignored);
+        snprintf(err, errlen, "source.path: \"%s\" holds no %s samples (%lld other files ignored)", spec->path,
+                 media_name(spec->media), (long long)src->ignored);
         rc = SPW_ESOURCE;
     }
     src->samples = v.v;

@@ -1,6 +1,7 @@
 /* pipeline/source.h - data sources: an image folder (class sub-folders -> int64 label, as torchvision's
- * ImageFolder) or WebDataset-style tar shards (KEY.jpg + KEY.cls members). Opening a source enumerates it
- * once, sorted, into a manifest with a hash; reading a sample is then thread-safe (pread). */
+ * ImageFolder), a wav folder (class sub-folders, or a flat folder with labels.tsv: FILE<TAB>CLASS lines) or
+ * WebDataset-style tar shards (KEY.jpg or KEY.wav + KEY.cls members). Opening a source enumerates it once,
+ * sorted, into a manifest with a hash; reading a sample is then thread-safe (pread). */
 #ifndef SPW_PIPELINE_SOURCE_H
 #define SPW_PIPELINE_SOURCE_H
 
@@ -20,12 +21,12 @@ struct spw_source {
     enum spw_source_format format;
     struct spw_sample *samples;
     int64_t n;
-    char **classes;         /* image_folder: class names in label order */
+    char **classes;         /* folders: class names in label order */
     int n_classes;
     int *fds;               /* tar shard descriptors */
     int n_fds;
     uint64_t manifest_hash; /* over (path, label, size) of every sample in order */
-    int64_t ignored;        /* files seen but not samples (non-JPEG, incomplete tar keys) */
+    int64_t ignored;        /* files seen but not samples (other media, incomplete tar keys) */
 };
 
 /* Enumerate the source of spec. Returns 0, SPW_ESOURCE (message in err: missing path, empty dataset,

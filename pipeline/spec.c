@@ -25,6 +25,7 @@
 #define MAX_BINS 1024           /* num_magnitude_bins */
 #define DEFAULT_MAX_PIXELS 89478485LL           /* PIL's Image.MAX_IMAGE_PIXELS */
 #define DEFAULT_MAX_FILE_BYTES (64LL << 20)
+#define DEFAULT_MAX_SAMPLES (1LL << 26)         /* decoded audio samples: 70 min at 16 kHz, 256 MiB */
 
 /* ---- names ---------------------------------------------------------------------------------------- */
 
@@ -36,9 +37,13 @@ static const char *const op_names[] = {
 static const char *const interp_names[] = {"nearest", "bilinear", "bicubic", NULL};
 static const char *const tensor_dtype_names[] = {NULL, "float32", "float16", NULL, NULL}; /* by value */
 static const char *const layout_names[] = {"HWC", "CHW", NULL};
-static const char *const format_names[] = {"image_folder", "tar_shards", NULL};
+static const char *const format_names[] = {"image_folder", "tar_shards", "wav_folder", NULL};
 static const char *const on_error_names[] = {"skip", "fail", NULL};
 static const char *const policy_names[] = {"imagenet", NULL};
+static const char *const window_names[] = {"hann", NULL};
+static const char *const mel_scale_names[] = {"htk", "slaney", NULL};
+static const char *const mel_norm_names[] = {"none", "slaney", NULL};   /* "none" is JSON null */
+static const char *const stype_names[] = {"power", "magnitude", NULL};
 
 #define NAMES_COUNT(a) (sizeof(a) / sizeof((a)[0]) - 1)
 
@@ -57,12 +62,16 @@ const char *spw_layout_name(enum spw_layout v) { return NAME_AT(layout_names, v)
 const char *spw_source_format_name(enum spw_source_format v) { return NAME_AT(format_names, v); }
 const char *spw_on_error_name(enum spw_on_error v) { return NAME_AT(on_error_names, v); }
 const char *spw_aa_policy_name(enum spw_aa_policy v) { return NAME_AT(policy_names, v); }
+const char *spw_mel_scale_name(enum spw_mel_scale v) { return NAME_AT(mel_scale_names, v); }
+const char *spw_mel_norm_name(enum spw_mel_norm v) { return NAME_AT(mel_norm_names, v); }
+const char *spw_db_stype_name(enum spw_db_stype v) { return NAME_AT(stype_names, v); }
 
 /* ---- the op tables -------------------------------------------------------------------------------- */
 
-/* Where an op may stand: decode first, image ops on uint8 HWC, then one of normalize/to_tensor (the uint8
- * -> float tensor step), then tensor ops. */
-enum op_class { CLS_DECODE, CLS_IMAGE, CLS_TO_TENSOR, CLS_TENSOR };
+/* Where an op may stand. Images: decode first, image ops on uint8 HWC, then one of normalize/to_tensor (the
+ * uint8 -> float tensor step), then tensor ops. Audio: decode_wav first, waveform ops, then stft (the
+ * waveform -> spectrogram step), then spectrogram ops. */
+enum op_class { CLS_DECODE, CLS_IMAGE, CLS_TO_TENSOR, CLS_TENSOR, CLS_DECODE_AUDIO, CLS_WAVE, CLS_STFT, CLS_SPECTRAL };
 
 enum field_kind {
     FK_SIZE,        /* int | [s] | [h, w] -> size_h, size_w (size_w 0 for the single-int form) */
@@ -81,6 +90,11 @@ enum field_kind {
     FK_JITTER,      /* ColorJitter._check_input; HUE flag selects hue's center and bound */
     FK_ERASE_VALUE, /* number | [v] | [r, g, b] | "random" */
     FK_TRIPLE,      /* exactly 3 numbers, each in lo/hi -> double[3] at off */
+    FK_OPT_NUM,     /* null | double in lo/hi at off (0 = null: lo must exclude 0) */
+    FK_WINDOW,      /* "hann" (the one window there is) */
+    FK_MEL_SCALE,   /* "htk" | "slaney" -> mel_scale */
+    FK_MEL_NORM,    /* null | "slaney" -> mel_norm */
+    FK_STYPE,       /* "power" | "magnitude" -> stype */
 };
 
 enum { REQ = 1, LO_OPEN = 2, HUE = 4 };
@@ -178,6 +192,43 @@ static const struct field normalize_fields[] = {
     {"dtype", FK_DTYPE, 0, 0, 0, 0},
     F_END};
 static const struct field to_tensor_fields[] = {{"dtype", FK_DTYPE, 0, 0, 0, 0}, F_END};
+#define MAX_RATE 1000000        /* Hz, as ops/wav.h */
+#define MAX_SAMPLES 0x7fffffff
+#define MAX_MASK 1000000
+static const struct field decode_wav_fields[] = {{"mono", FK_BOOL, OFF(mono), 0, 0, 0}, F_END};
+static const struct field resample_fields[] = {
+    {"rate", FK_INT, OFF(rate), 1, MAX_RATE, REQ},
+    {"lowpass_filter_width", FK_INT, OFF(lowpass_filter_width), 1, 64, 0},
+    {"rolloff", FK_NUM, OFF(rolloff), 0, 1, LO_OPEN},
+    F_END};
+static const struct field samples_fields[] = {{"samples", FK_INT, OFF(samples), 1, MAX_SAMPLES, REQ}, F_END};
+static const struct field stft_fields[] = {
+    {"n_fft", FK_INT, OFF(n_fft), 2, 65536, REQ},
+    {"hop_length", FK_INT, OFF(hop_length), 1, 65536, 0},
+    {"win_length", FK_INT, OFF(win_length), 1, 65536, 0},
+    {"window", FK_WINDOW, 0, 0, 0, 0},
+    {"center", FK_BOOL, OFF(center), 0, 0, 0},
+    {"power", FK_NUM, OFF(power), 1, 2, 0},
+    F_END};
+static const struct field mel_fields[] = {
+    {"sample_rate", FK_INT, OFF(sample_rate), 1, MAX_RATE, 0},
+    {"n_mels", FK_INT, OFF(n_mels), 1, 4096, 0},
+    {"f_min", FK_NUM, OFF(f_min), 0, MAX_RATE, 0},
+    {"f_max", FK_OPT_NUM, OFF(f_max), 0, MAX_RATE, LO_OPEN},
+    {"mel_scale", FK_MEL_SCALE, 0, 0, 0, 0},
+    {"norm", FK_MEL_NORM, 0, 0, 0, 0},
+    F_END};
+static const struct field log_fields[] = {{"eps", FK_NUM, OFF(eps), 0, 1, 0}, F_END};
+static const struct field db_fields[] = {
+    {"stype", FK_STYPE, 0, 0, 0, 0},
+    {"top_db", FK_OPT_NUM, OFF(top_db), 0, INF, LO_OPEN},
+    F_END};
+static const struct field spec_augment_fields[] = {
+    {"freq_mask_param", FK_INT, OFF(freq_mask_param), 0, MAX_MASK, 0},
+    {"time_mask_param", FK_INT, OFF(time_mask_param), 0, MAX_MASK, 0},
+    {"num_freq_masks", FK_INT, OFF(num_freq_masks), 0, 64, 0},
+    {"num_time_masks", FK_INT, OFF(num_time_masks), 0, 64, 0},
+    F_END};
 
 struct op_def {
     enum op_class cls;
@@ -214,6 +265,16 @@ static const struct op_def op_defs[SPW_OP_COUNT] = {
     [SPW_OP_RANDOM_ERASING] = {CLS_TENSOR, erasing_fields},
     [SPW_OP_NORMALIZE] = {CLS_TO_TENSOR, normalize_fields},
     [SPW_OP_TO_TENSOR] = {CLS_TO_TENSOR, to_tensor_fields},
+    [SPW_OP_DECODE_WAV] = {CLS_DECODE_AUDIO, decode_wav_fields},
+    [SPW_OP_RESAMPLE] = {CLS_WAVE, resample_fields},
+    [SPW_OP_RANDOM_CROP_AUDIO] = {CLS_WAVE, samples_fields},
+    [SPW_OP_PAD_AUDIO] = {CLS_WAVE, samples_fields},
+    [SPW_OP_NORMALIZE_AUDIO] = {CLS_WAVE, no_fields},
+    [SPW_OP_STFT] = {CLS_STFT, stft_fields},
+    [SPW_OP_MEL] = {CLS_SPECTRAL, mel_fields},
+    [SPW_OP_LOG] = {CLS_SPECTRAL, log_fields},
+    [SPW_OP_AMPLITUDE_TO_DB] = {CLS_SPECTRAL, db_fields},
+    [SPW_OP_SPEC_AUGMENT] = {CLS_SPECTRAL, spec_augment_fields},
 };
 
 /* torchvision 0.14 defaults for each op's own fields; every other field stays zero so that a spec has one
@@ -264,6 +325,32 @@ static void op_defaults(struct spw_op_spec *op, enum spw_op_kind kind)
     case SPW_OP_NORMALIZE:
     case SPW_OP_TO_TENSOR:
         op->dtype = SPW_DTYPE_F32;
+        break;
+    case SPW_OP_DECODE_WAV:
+        op->mono = true;
+        break;
+    case SPW_OP_RESAMPLE:
+        op->lowpass_filter_width = 6;
+        op->rolloff = 0.99;
+        break;
+    case SPW_OP_STFT:
+        op->center = true;
+        op->power = 2;
+        break;
+    case SPW_OP_MEL:
+        op->sample_rate = 16000;
+        op->n_mels = 128;
+        op->mel_scale = SPW_MEL_HTK;
+        op->mel_norm = SPW_MEL_NORM_NONE;
+        break;
+    case SPW_OP_LOG:
+        op->eps = 1e-6;
+        break;
+    case SPW_OP_AMPLITUDE_TO_DB:
+        op->stype = SPW_DB_POWER;
+        break;
+    case SPW_OP_SPEC_AUGMENT:
+        op->num_freq_masks = op->num_time_masks = 1;
         break;
     default:
         break;
@@ -665,6 +752,30 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
     case FK_TRIPLE:
         return get_numbers(c, loc, v, 3, f->lo, f->hi, f->flags, "an array of 3 numbers",
                            (double *)(void *)base);
+    case FK_OPT_NUM:
+        if (json_is_null(v)) {
+            *(double *)(void *)base = 0;
+            return 0;
+        }
+        return get_num(c, loc, v, f->lo, f->hi, f->flags, (double *)(void *)base);
+    case FK_WINDOW:
+        return get_enum(c, loc, v, window_names, NAMES_COUNT(window_names), &e);
+    case FK_MEL_SCALE:
+        if ((rc = get_enum(c, loc, v, mel_scale_names, NAMES_COUNT(mel_scale_names), &e)) == 0)
+            op->mel_scale = (enum spw_mel_scale)e;
+        return rc;
+    case FK_MEL_NORM:
+        if (json_is_null(v)) {
+            op->mel_norm = SPW_MEL_NORM_NONE;
+            return 0;
+        }
+        if ((rc = get_enum(c, loc, v, mel_norm_names, NAMES_COUNT(mel_norm_names), &e)) == 0)
+            op->mel_norm = (enum spw_mel_norm)e;
+        return rc;
+    case FK_STYPE:
+        if ((rc = get_enum(c, loc, v, stype_names, NAMES_COUNT(stype_names), &e)) == 0)
+            op->stype = (enum spw_db_stype)e;
+        return rc;
     }
     return fail(c, loc, "internal: unhandled field kind");
 }
@@ -680,7 +791,7 @@ static const struct field *find_field(const struct field *fields, const char *na
 }
 
 /* Checks that need more than one field. */
-static int op_check(struct vctx *c, const char *where, const struct spw_op_spec *op)
+static int op_check(struct vctx *c, const char *where, struct spw_op_spec *op)
 {
     char loc[96];
     if (op->kind == SPW_OP_RESIZE && op->max_size) {
@@ -691,6 +802,30 @@ static int op_check(struct vctx *c, const char *where, const struct spw_op_spec 
                         op->size_w);
         if (op->max_size <= op->size_h)
             return fail(c, loc, "%d must be greater than size %d", op->max_size, op->size_h);
+    }
+    if (op->kind == SPW_OP_STFT) {
+        /* torch.stft's defaults: hop n_fft / 4, window n_fft */
+        struct spw_op_spec *o = op;
+        if (!o->hop_length)
+            o->hop_length = o->n_fft / 4 > 0 ? o->n_fft / 4 : 1;
+        if (!o->win_length)
+            o->win_length = o->n_fft;
+        snprintf(loc, sizeof(loc), "%s.win_length", where);
+        if (o->win_length > o->n_fft)
+            return fail(c, loc, "%d is more than n_fft %d", o->win_length, o->n_fft);
+        snprintf(loc, sizeof(loc), "%s.power", where);
+        if (o->power != 1 && o->power != 2)
+            return fail(c, loc, "%g is not 1 (magnitude) or 2 (power)", o->power);
+    }
+    if (op->kind == SPW_OP_MEL) {
+        const double nyquist = op->sample_rate / 2.0, f_max = op->f_max ? op->f_max : (double)(op->sample_rate / 2);
+        snprintf(loc, sizeof(loc), "%s.f_max", where);
+        if (f_max > nyquist)
+            return fail(c, loc, "%g is above the Nyquist frequency %g of sample_rate %d", f_max, nyquist,
+                        op->sample_rate);
+        snprintf(loc, sizeof(loc), "%s.f_min", where);
+        if (op->f_min >= f_max)
+            return fail(c, loc, "%g must be below f_max %g", op->f_min, f_max);
     }
     if (op->kind == SPW_OP_ROTATE && op->expand) {
         snprintf(loc, sizeof(loc), "%s.expand", where);
@@ -710,13 +845,40 @@ static int op_check(struct vctx *c, const char *where, const struct spw_op_spec 
     return 0;
 }
 
-/* Where each op may stand (see enum op_class). tensor_at is the index of normalize/to_tensor, or -1. */
+/* Where an audio op may stand: after decode_wav, waveform ops before stft, spectrogram ops after it.
+ * stft_at is the index of stft, or -1. */
+static int check_audio_order(struct vctx *c, const char *where, int i, const struct spw_op_spec *ops, int *stft_at)
+{
+    const enum op_class cls = op_defs[ops[i].kind].cls;
+    const char *name = op_names[ops[i].kind];
+    if (cls == CLS_DECODE_AUDIO)
+        return i == 0 ? 0 : fail(c, where, "\"decode_wav\" must be the first op and appear once");
+    if (i == 0 || ops[0].kind != SPW_OP_DECODE_WAV)
+        return fail(c, where, "audio op \"%s\" needs \"decode_wav\" as the first op", name);
+    if (cls == CLS_WAVE && *stft_at >= 0)
+        return fail(c, where, "waveform op \"%s\" must come before \"stft\" (ops[%d])", name, *stft_at);
+    if (cls == CLS_STFT && *stft_at >= 0)
+        return fail(c, where, "at most one \"stft\" (ops[%d] is one)", *stft_at);
+    if (cls == CLS_SPECTRAL && *stft_at < 0)
+        return fail(c, where, "\"%s\" works on spectrograms and must come after \"stft\"", name);
+    if (cls == CLS_STFT)
+        *stft_at = i;
+    return 0;
+}
+
+/* Where each op may stand (see enum op_class). tensor_at is the index of normalize/to_tensor (images) or
+ * stft (audio), or -1. */
 static int check_order(struct vctx *c, int i, const struct spw_op_spec *ops, int *tensor_at)
 {
     char where[32];
     const char *name = op_names[ops[i].kind];
     snprintf(where, sizeof(where), "ops[%d]", i);
-    switch (op_defs[ops[i].kind].cls) {
+    const enum op_class cls = op_defs[ops[i].kind].cls;
+    if (cls >= CLS_DECODE_AUDIO)
+        return check_audio_order(c, where, i, ops, tensor_at);
+    if (i > 0 && ops[0].kind == SPW_OP_DECODE_WAV)
+        return fail(c, where, "image op \"%s\" in an audio pipeline (ops[0] is \"decode_wav\")", name);
+    switch (cls) {
     case CLS_DECODE:
         if (i != 0)
             return fail(c, where, "\"decode_jpeg\" must be the first op and appear once");
@@ -742,8 +904,9 @@ static int check_order(struct vctx *c, int i, const struct spw_op_spec *ops, int
         if (*tensor_at < 0)
             return fail(c, where, "\"%s\" works on tensors and must come after normalize or to_tensor", name);
         return 0;
+    default:
+        return 0;
     }
-    return 0;
 }
 
 /* ops[idx] from obj: which op, whether it may stand there, then its fields. */
@@ -804,7 +967,7 @@ static int parse_ops(struct vctx *c, json_t *arr, struct spw_pipeline_spec *spec
         return fail_type(c, "ops", "an array", arr);
     size_t n = json_array_size(arr);
     if (n == 0)
-        return fail(c, "ops", "must start with \"decode_jpeg\"");
+        return fail(c, "ops", "must start with \"decode_jpeg\" or \"decode_wav\"");
     if (n > SPW_SPEC_MAX_OPS)
         return fail(c, "ops", "%zu ops, more than the cap of %d", n, SPW_SPEC_MAX_OPS);
     spec->ops = calloc(n, sizeof(*spec->ops));
@@ -916,7 +1079,7 @@ static int parse_batch(struct vctx *c, json_t *obj, struct spw_batch_spec *b)
 static int parse_root(struct vctx *c, json_t *root, struct spw_pipeline_spec *spec)
 {
     static const char *const known[] = {"source", "ops", "batch", "on_error", "max_pixels", "max_file_bytes",
-                                        NULL};
+                                        "max_samples", NULL};
     json_t *v;
     int rc, e = 0;
     long long i;
@@ -932,6 +1095,12 @@ static int parse_root(struct vctx *c, json_t *root, struct spw_pipeline_spec *sp
         return fail(c, "ops", "required");
     if ((rc = parse_ops(c, v, spec)))
         return rc;
+    spec->source.media = spec->ops[0].kind == SPW_OP_DECODE_WAV ? SPW_MEDIA_AUDIO : SPW_MEDIA_IMAGE;
+    const bool audio = spec->source.media == SPW_MEDIA_AUDIO;
+    if (spec->source.format == (audio ? SPW_SOURCE_IMAGE_FOLDER : SPW_SOURCE_WAV_FOLDER))
+        return fail(c, "source.format", "\"%s\" does not hold %s (ops[0] is \"%s\"; use %s)",
+                    format_names[spec->source.format], audio ? "audio" : "images", op_names[spec->ops[0].kind],
+                    audio ? "wav_folder or tar_shards" : "image_folder or tar_shards");
     if (!(v = json_object_get(root, "batch")))
         return fail(c, "batch", "required");
     if ((rc = parse_batch(c, v, &spec->batch)))
@@ -953,6 +1122,12 @@ static int parse_root(struct vctx *c, json_t *root, struct spw_pipeline_spec *sp
         if ((rc = get_int(c, "max_file_bytes", v, 1, LLONG_MAX, &i)))
             return rc;
         spec->max_file_bytes = i;
+    }
+    spec->max_samples = DEFAULT_MAX_SAMPLES;
+    if ((v = json_object_get(root, "max_samples"))) {
+        if ((rc = get_int(c, "max_samples", v, 1, LLONG_MAX, &i)))
+            return rc;
+        spec->max_samples = i;
     }
     return 0;
 }
@@ -1130,6 +1305,18 @@ static json_t *field_to_json(struct jb *b, const struct field *f, const struct s
         return jb_numbers(b, op->erase_value, 3);
     case FK_TRIPLE:
         return jb_numbers(b, (const double *)(const void *)base, 3);
+    case FK_OPT_NUM: {
+        const double d = *(const double *)(const void *)base;
+        return d != 0 ? json_real(d) : json_null();
+    }
+    case FK_WINDOW:
+        return json_string("hann");
+    case FK_MEL_SCALE:
+        return name_json(spw_mel_scale_name(op->mel_scale));
+    case FK_MEL_NORM:
+        return op->mel_norm == SPW_MEL_NORM_NONE ? json_null() : name_json(spw_mel_norm_name(op->mel_norm));
+    case FK_STYPE:
+        return name_json(spw_db_stype_name(op->stype));
     }
     return NULL;
 }
@@ -1170,6 +1357,7 @@ json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
     jb_set(&b, root, "on_error", name_json(spw_on_error_name(spec->on_error)));
     jb_set(&b, root, "max_pixels", json_integer(spec->max_pixels));
     jb_set(&b, root, "max_file_bytes", json_integer(spec->max_file_bytes));
+    jb_set(&b, root, "max_samples", json_integer(spec->max_samples));
     if (b.oom) {
         json_decref(root);
         return NULL;

@@ -11,6 +11,7 @@
 
 #include "lib/tensor.h"   /* enum spw_dtype */
 #include "ops/image.h"    /* enum spw_interp */
+#include "ops/mel.h"      /* enum spw_mel_scale, spw_mel_norm */
 
 /* X(enum, "json name") - order is the wire order; append only. */
 #define SPW_OP_KINDS(X)                                            \
@@ -42,7 +43,17 @@
     X(SPW_OP_TRIVIAL_AUGMENT_WIDE, "trivial_augment_wide")        \
     X(SPW_OP_RANDOM_ERASING, "random_erasing")                    \
     X(SPW_OP_NORMALIZE, "normalize")                              \
-    X(SPW_OP_TO_TENSOR, "to_tensor")
+    X(SPW_OP_TO_TENSOR, "to_tensor")                              \
+    X(SPW_OP_DECODE_WAV, "decode_wav")                            \
+    X(SPW_OP_RESAMPLE, "resample")                                \
+    X(SPW_OP_RANDOM_CROP_AUDIO, "random_crop_audio")              \
+    X(SPW_OP_PAD_AUDIO, "pad_audio")                              \
+    X(SPW_OP_NORMALIZE_AUDIO, "normalize_audio")                  \
+    X(SPW_OP_STFT, "stft")                                        \
+    X(SPW_OP_MEL, "mel")                                          \
+    X(SPW_OP_LOG, "log")                                          \
+    X(SPW_OP_AMPLITUDE_TO_DB, "amplitude_to_db")                  \
+    X(SPW_OP_SPEC_AUGMENT, "spec_augment")
 
 enum spw_op_kind {
 #define SPW_OP_ENUM(e, name) e,
@@ -52,7 +63,10 @@ enum spw_op_kind {
 };
 
 enum spw_layout { SPW_LAYOUT_HWC = 0, SPW_LAYOUT_CHW = 1 };
-enum spw_source_format { SPW_SOURCE_IMAGE_FOLDER = 0, SPW_SOURCE_TAR_SHARDS = 1 };
+enum spw_source_format { SPW_SOURCE_IMAGE_FOLDER = 0, SPW_SOURCE_TAR_SHARDS = 1, SPW_SOURCE_WAV_FOLDER = 2 };
+/* What a source's samples are: set by the parser from the first op (decode_jpeg or decode_wav). */
+enum spw_media { SPW_MEDIA_IMAGE = 0, SPW_MEDIA_AUDIO = 1 };
+enum spw_db_stype { SPW_DB_POWER = 0, SPW_DB_MAGNITUDE = 1 };
 enum spw_on_error { SPW_ON_ERROR_SKIP = 0, SPW_ON_ERROR_FAIL = 1 };
 enum spw_aa_policy { SPW_AA_IMAGENET = 0 };
 
@@ -89,6 +103,25 @@ struct spw_op_spec {
     double erase_value[3];              /* random_erasing: constant value per channel (default 0) */
     double mean[3], std[3];             /* normalize */
     enum spw_dtype dtype;               /* normalize / to_tensor output: f32 (default) or f16 */
+    /* audio (torchaudio's names and defaults) */
+    bool mono;                          /* decode_wav: downmix to one channel (default true) */
+    int rate;                           /* resample: the new rate (Hz) */
+    int lowpass_filter_width;           /* resample: 6 */
+    double rolloff;                     /* resample: 0.99 */
+    int samples;                        /* random_crop_audio / pad_audio: the length (samples) */
+    int n_fft, hop_length, win_length;  /* stft: n_fft required; hop n_fft / 4, win n_fft (torch.stft) */
+    bool center;                        /* stft: true (reflect padding) */
+    double power;                       /* stft: 2 (power) or 1 (magnitude) */
+    int sample_rate;                    /* mel: 16000; the audio must have this rate */
+    int n_mels;                         /* mel: 128 */
+    double f_min, f_max;                /* mel: 0 and 0 = sample_rate / 2 (JSON null) */
+    enum spw_mel_scale mel_scale;       /* mel: htk */
+    enum spw_mel_norm mel_norm;         /* mel: none (JSON null) */
+    double eps;                         /* log: 1e-6 (log(x + eps)) */
+    enum spw_db_stype stype;            /* amplitude_to_db: power (10 log10) or magnitude (20 log10) */
+    double top_db;                      /* amplitude_to_db: 0 = none (JSON null) */
+    int freq_mask_param, time_mask_param;       /* spec_augment: widths drawn from [0, param] */
+    int num_freq_masks, num_time_masks;         /* spec_augment: 1 each */
 };
 
 struct spw_source_spec {
@@ -97,6 +130,7 @@ struct spw_source_spec {
     bool shuffle;                       /* default true */
     uint64_t seed;                      /* default 0 */
     int64_t epochs;                     /* default 1; 0 = forever */
+    enum spw_media media;               /* derived from the first op, not a JSON key */
 };
 
 struct spw_batch_spec {
@@ -113,6 +147,7 @@ struct spw_pipeline_spec {
     enum spw_on_error on_error;         /* default skip */
     int64_t max_pixels;                 /* decode cap: width*height; default 89478485 (PIL's) */
     int64_t max_file_bytes;             /* per-sample encoded size cap; default 64 MiB */
+    int64_t max_samples;                /* decode cap: audio samples (all channels); default 2^26 */
 };
 
 /* Parse and validate JSON text. On success *out owns a new spec (free with spw_spec_free) and 0 is
@@ -138,6 +173,9 @@ const char *spw_layout_name(enum spw_layout v);
 const char *spw_source_format_name(enum spw_source_format v);
 const char *spw_on_error_name(enum spw_on_error v);
 const char *spw_aa_policy_name(enum spw_aa_policy v);
+const char *spw_mel_scale_name(enum spw_mel_scale v);
+const char *spw_mel_norm_name(enum spw_mel_norm v);          /* "none" (JSON null) or "slaney" */
+const char *spw_db_stype_name(enum spw_db_stype v);
 
 /* Internal (shared with pipeline/spec_proto.c so the proto path runs the one validator): the spec as a
  * jansson value. from_json_value validates a borrowed root exactly as spw_spec_parse_json does after

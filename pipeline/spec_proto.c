@@ -20,12 +20,22 @@
 /* X(field, FIELD): Op's one-field oneofs opt_<field>, by value type. */
 #define OP_INTS(X)                                                                                         \
     X(max_size, MAX_SIZE) X(top, TOP) X(left, LEFT) X(height, HEIGHT) X(width, WIDTH) X(padding, PADDING)   \
-    X(bits, BITS) X(num_ops, NUM_OPS) X(magnitude, MAGNITUDE) X(num_magnitude_bins, NUM_MAGNITUDE_BINS)
-#define OP_DOUBLES(X) X(p, P) X(angle, ANGLE) X(factor, FACTOR) X(threshold, THRESHOLD)
-#define OP_BOOLS(X) X(antialias, ANTIALIAS) X(pad_if_needed, PAD_IF_NEEDED) X(expand, EXPAND)
-/* X(field, FIELD, name adapter) */
+    X(bits, BITS) X(num_ops, NUM_OPS) X(magnitude, MAGNITUDE) X(num_magnitude_bins, NUM_MAGNITUDE_BINS)    \
+    X(rate, RATE) X(lowpass_filter_width, LOWPASS_FILTER_WIDTH) X(samples, SAMPLES) X(n_fft, N_FFT)         \
+    X(hop_length, HOP_LENGTH) X(win_length, WIN_LENGTH) X(sample_rate, SAMPLE_RATE) X(n_mels, N_MELS)     \
+    X(freq_mask_param, FREQ_MASK_PARAM) X(time_mask_param, TIME_MASK_PARAM)                               \
+    X(num_freq_masks, NUM_FREQ_MASKS) X(num_time_masks, NUM_TIME_MASKS)
+/* JSON null (f_max, top_db) is an absent field */
+#define OP_DOUBLES(X)                                                                                      \
+    X(p, P) X(angle, ANGLE) X(factor, FACTOR) X(threshold, THRESHOLD) X(rolloff, ROLLOFF) X(power, POWER)  \
+    X(f_min, F_MIN) X(f_max, F_MAX) X(eps, EPS) X(top_db, TOP_DB)
+#define OP_BOOLS(X)                                                                                        \
+    X(antialias, ANTIALIAS) X(pad_if_needed, PAD_IF_NEEDED) X(expand, EXPAND) X(mono, MONO) X(center, CENTER)
+/* X(field, FIELD, name adapter); JSON null (norm) is an absent field */
 #define OP_ENUMS(X)                                                                                        \
-    X(interpolation, INTERPOLATION, interp_n) X(policy, POLICY, policy_n) X(dtype, DTYPE, dtype_n)
+    X(interpolation, INTERPOLATION, interp_n) X(policy, POLICY, policy_n) X(dtype, DTYPE, dtype_n)         \
+    X(window, WINDOW, window_n) X(mel_scale, MEL_SCALE, mel_scale_n) X(norm, NORM, mel_norm_n)             \
+    X(stype, STYPE, stype_n)
 /* X(field): repeated double; `value` is handled with value_random */
 #define OP_DOUBLE_LISTS(X)                                                                                 \
     X(scale) X(ratio) X(translate) X(shear) X(fill) X(brightness) X(contrast) X(saturation) X(hue) X(mean) \
@@ -39,6 +49,10 @@ static const char *op_n(int v) { return spw_op_name((enum spw_op_kind)v); }
 static const char *interp_n(int v) { return spw_interp_name((enum spw_interp)v); }
 static const char *policy_n(int v) { return spw_aa_policy_name((enum spw_aa_policy)v); }
 static const char *dtype_n(int v) { return spw_dtype_name((enum spw_dtype)v); }
+static const char *window_n(int v) { return v == 0 ? "hann" : NULL; }
+static const char *mel_scale_n(int v) { return spw_mel_scale_name((enum spw_mel_scale)v); }
+static const char *mel_norm_n(int v) { return spw_mel_norm_name((enum spw_mel_norm)v); }
+static const char *stype_n(int v) { return spw_db_stype_name((enum spw_db_stype)v); }
 static const char *format_n(int v) { return spw_source_format_name((enum spw_source_format)v); }
 static const char *layout_n(int v) { return spw_layout_name((enum spw_layout)v); }
 static const char *on_error_n(int v) { return spw_on_error_name((enum spw_on_error)v); }
@@ -243,6 +257,8 @@ static json_t *pipeline_to_json(struct jb *b, const Spillway__V1__Pipeline *msg)
         set(b, root, "max_pixels", json_integer(msg->max_pixels));
     if (msg->opt_max_file_bytes_case == SPILLWAY__V1__PIPELINE__OPT_MAX_FILE_BYTES_MAX_FILE_BYTES)
         set(b, root, "max_file_bytes", json_integer(msg->max_file_bytes));
+    if (msg->opt_max_samples_case == SPILLWAY__V1__PIPELINE__OPT_MAX_SAMPLES_MAX_SAMPLES)
+        set(b, root, "max_samples", json_integer(msg->max_samples));
     return root;
 }
 
@@ -390,7 +406,10 @@ static int op_from_json(json_t *o, Spillway__V1__Op **out)
 #define DOUBLE_FROM_JSON(f, F)                                                                             \
     if ((v = json_object_get(o, #f))) {                                                                    \
         used++;                                                                                            \
-        op->opt_##f##_case = OP_CASE(F), op->f = json_number_value(v);                                     \
+        if (json_is_number(v))                                                                             \
+            op->opt_##f##_case = OP_CASE(F), op->f = json_number_value(v);                                 \
+        else if (!json_is_null(v))                                                                         \
+            rc = SPW_EINTERNAL;                                                                            \
     }
     OP_DOUBLES(DOUBLE_FROM_JSON)
 #undef DOUBLE_FROM_JSON
@@ -406,7 +425,7 @@ static int op_from_json(json_t *o, Spillway__V1__Op **out)
         used++;                                                                                            \
         if (value_of(fn, v, &e) == 0)                                                                      \
             op->opt_##f##_case = OP_CASE(F), op->f = e;                                                    \
-        else                                                                                               \
+        else if (!json_is_null(v))                                                                         \
             rc = SPW_EINTERNAL;                                                                            \
     }
     OP_ENUMS(ENUM_FROM_JSON)
@@ -525,6 +544,8 @@ int spw_spec_to_proto(const struct spw_pipeline_spec *spec, Spillway__V1__Pipeli
     msg->max_pixels = spec->max_pixels;
     msg->opt_max_file_bytes_case = SPILLWAY__V1__PIPELINE__OPT_MAX_FILE_BYTES_MAX_FILE_BYTES;
     msg->max_file_bytes = spec->max_file_bytes;
+    msg->opt_max_samples_case = SPILLWAY__V1__PIPELINE__OPT_MAX_SAMPLES_MAX_SAMPLES;
+    msg->max_samples = spec->max_samples;
 out:
     json_decref(root);
     if (rc) {

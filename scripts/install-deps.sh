@@ -9,6 +9,7 @@ PKGS=(
   libturbojpeg0-dev libjpeg62-turbo-dev libfftw3-dev check libsubunit-dev
   libssl-dev libjansson-dev
   python3 python3-numpy python3-pil python3-torchvision python3-torch libopenblas0
+  python3-torchaudio python3-soundfile espeak-ng
   util-linux tar shellcheck python3-pyflakes
   plasma-workspace-wallpapers mate-backgrounds
 )

@@ -95,7 +95,11 @@ static bool op_equal(const struct spw_op_spec *a, const struct spw_op_spec *b)
            EQ(pad_if_needed) && EQ(angle) && EQ2(translate) && EQ(affine_scale) && EQ2(shear) && EQ(expand) &&
            EQ3(fill) && EQ(factor) && EQ(bits) && EQ(threshold) && EQ2(brightness) && EQ2(contrast) &&
            EQ2(saturation) && EQ2(hue) && EQ(num_ops) && EQ(magnitude) && EQ(num_magnitude_bins) && EQ(policy) &&
-           EQ(erase_random_value) && EQ3(erase_value) && EQ3(mean) && EQ3(std) && EQ(dtype);
+           EQ(erase_random_value) && EQ3(erase_value) && EQ3(mean) && EQ3(std) && EQ(dtype) && EQ(mono) &&
+           EQ(rate) && EQ(lowpass_filter_width) && EQ(rolloff) && EQ(samples) && EQ(n_fft) && EQ(hop_length) &&
+           EQ(win_length) && EQ(center) && EQ(power) && EQ(sample_rate) && EQ(n_mels) && EQ(f_min) && EQ(f_max) &&
+           EQ(mel_scale) && EQ(mel_norm) && EQ(eps) && EQ(stype) && EQ(top_db) && EQ(freq_mask_param) &&
+           EQ(time_mask_param) && EQ(num_freq_masks) && EQ(num_time_masks);
 #undef EQ
 #undef EQ2
 #undef EQ3
@@ -117,6 +121,8 @@ static void assert_spec_equal(const struct spw_pipeline_spec *a, const struct sp
     ck_assert_int_eq(a->on_error, b->on_error);
     ck_assert_int_eq(a->max_pixels, b->max_pixels);
     ck_assert_int_eq(a->max_file_bytes, b->max_file_bytes);
+    ck_assert_int_eq(a->max_samples, b->max_samples);
+    ck_assert_int_eq(a->source.media, b->source.media);
 }
 
 /* Parse must fail with SPW_ESPEC and exactly this message. */
@@ -324,7 +330,7 @@ START_TEST(test_spec_error_messages_from_brief)
                      "ops[2].p: expected a number, got string");
     expect_error("{\"source\": {\"format\": \"csv\", \"path\": \"x\"}, \"ops\": [{\"op\": \"decode_jpeg\"}],"
                  " \"batch\": {\"size\": 1}}",
-                 "source.format: \"csv\" is not one of image_folder, tar_shards");
+                 "source.format: \"csv\" is not one of image_folder, tar_shards, wav_folder");
     expect_ops_error("{\"op\": \"resize\", \"size\": 224}, {\"op\": \"decode_jpeg\"}",
                      "ops[0]: \"decode_jpeg\" must come before image ops");
 }
@@ -332,7 +338,7 @@ END_TEST
 
 START_TEST(test_spec_error_messages_structure)
 {
-    expect_ops_error("", "ops: must start with \"decode_jpeg\"");
+    expect_ops_error("", "ops: must start with \"decode_jpeg\" or \"decode_wav\"");
     expect_ops_error("{\"op\": \"normalize\", \"mean\": [0, 0, 0], \"std\": [1, 1, 1]}",
                      "ops[0]: \"decode_jpeg\" must come before \"normalize\"");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"invert\"}, {\"op\": \"decode_jpeg\"}",
@@ -570,6 +576,73 @@ START_TEST(test_spec_json_round_trip)
 }
 END_TEST
 
+/* Every audio op with non-default values, and one with the defaults (null f_max, top_db and norm). */
+#define AUDIO_SPEC(ops)                                                                                    \
+    "{\"source\": {\"format\": \"wav_folder\", \"path\": \"/d/speech\"}, \"ops\": [" ops                \
+    "], \"batch\": {\"size\": 8}, \"max_samples\": 1000000}"
+#define AUDIO_ALL                                                                                          \
+    "{\"op\": \"decode_wav\", \"mono\": false}, {\"op\": \"resample\", \"rate\": 8000,"                      \
+    " \"lowpass_filter_width\": 12, \"rolloff\": 0.9}, {\"op\": \"pad_audio\", \"samples\": 9000},"            \
+    " {\"op\": \"random_crop_audio\", \"samples\": 8000}, {\"op\": \"normalize_audio\"},"                     \
+    " {\"op\": \"stft\", \"n_fft\": 400, \"hop_length\": 100, \"win_length\": 300, \"center\": false,"       \
+    " \"power\": 1}, {\"op\": \"mel\", \"sample_rate\": 8000, \"n_mels\": 40, \"f_min\": 20, \"f_max\": 3800," \
+    " \"mel_scale\": \"slaney\", \"norm\": \"slaney\"}, {\"op\": \"amplitude_to_db\", \"stype\": \"magnitude\"," \
+    " \"top_db\": 80}, {\"op\": \"log\", \"eps\": 0.001}, {\"op\": \"spec_augment\", \"freq_mask_param\": 7,"  \
+    " \"time_mask_param\": 9, \"num_freq_masks\": 2, \"num_time_masks\": 3}"
+#define AUDIO_DEFAULTS                                                                                     \
+    "{\"op\": \"decode_wav\"}, {\"op\": \"stft\", \"n_fft\": 512}, {\"op\": \"mel\"},"                      \
+    " {\"op\": \"amplitude_to_db\"}, {\"op\": \"spec_augment\"}"
+
+static void check_proto_round_trip(const char *text);
+
+START_TEST(test_spec_audio_round_trips)
+{
+    check_json_round_trip(AUDIO_SPEC(AUDIO_ALL));
+    check_json_round_trip(AUDIO_SPEC(AUDIO_DEFAULTS));
+    check_proto_round_trip(AUDIO_SPEC(AUDIO_ALL));
+    check_proto_round_trip(AUDIO_SPEC(AUDIO_DEFAULTS));
+    struct spw_pipeline_spec *s = parse_ok(AUDIO_SPEC(AUDIO_DEFAULTS));
+    ck_assert_int_eq(s->source.media, SPW_MEDIA_AUDIO);
+    ck_assert_int_eq(s->ops[0].mono, true);
+    ck_assert_int_eq(s->ops[1].hop_length, 128);        /* torch.stft: n_fft / 4 */
+    ck_assert_int_eq(s->ops[1].win_length, 512);
+    ck_assert_int_eq(s->ops[1].center, true);
+    ck_assert(s->ops[1].power == 2);
+    ck_assert_int_eq(s->ops[2].sample_rate, 16000);     /* torchaudio's MelSpectrogram defaults */
+    ck_assert_int_eq(s->ops[2].n_mels, 128);
+    ck_assert(s->ops[2].f_max == 0 && s->ops[2].mel_norm == SPW_MEL_NORM_NONE);
+    ck_assert_int_eq(s->ops[4].num_freq_masks, 1);
+    ck_assert_int_eq(s->max_samples, 1000000);
+    spw_spec_free(s);
+}
+END_TEST
+
+START_TEST(test_spec_audio_error_messages)
+{
+    expect_error(AUDIO_SPEC("{\"op\": \"decode_wav\"}, {\"op\": \"mel\"}"),
+                 "ops[1]: \"mel\" works on spectrograms and must come after \"stft\"");
+    expect_error(AUDIO_SPEC("{\"op\": \"decode_wav\"}, {\"op\": \"stft\", \"n_fft\": 64}, {\"op\": \"pad_audio\","
+                            " \"samples\": 5}"),
+                 "ops[2]: waveform op \"pad_audio\" must come before \"stft\" (ops[1])");
+    expect_error(AUDIO_SPEC("{\"op\": \"decode_wav\"}, {\"op\": \"random_horizontal_flip\"}"),
+                 "ops[1]: image op \"random_horizontal_flip\" in an audio pipeline (ops[0] is \"decode_wav\")");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"stft\", \"n_fft\": 64}",
+                     "ops[1]: audio op \"stft\" needs \"decode_wav\" as the first op");
+    expect_error(AUDIO_SPEC("{\"op\": \"decode_wav\"}, {\"op\": \"stft\", \"n_fft\": 64, \"win_length\": 65}"),
+                 "ops[1].win_length: 65 is more than n_fft 64");
+    expect_error(AUDIO_SPEC("{\"op\": \"decode_wav\"}, {\"op\": \"stft\", \"n_fft\": 64, \"power\": 1.5}"),
+                 "ops[1].power: 1.5 is not 1 (magnitude) or 2 (power)");
+    expect_error(AUDIO_SPEC("{\"op\": \"decode_wav\"}, {\"op\": \"stft\", \"n_fft\": 64},"
+                            " {\"op\": \"mel\", \"sample_rate\": 8000, \"f_max\": 5000}"),
+                 "ops[2].f_max: 5000 is above the Nyquist frequency 4000 of sample_rate 8000");
+    expect_error(AUDIO_SPEC("{\"op\": \"decode_wav\"}, {\"op\": \"resample\"}"), "ops[1].rate: required");
+    expect_error("{\"source\": {\"format\": \"wav_folder\", \"path\": \"/d\"}, \"ops\": [{\"op\": "
+                 "\"decode_jpeg\"}], \"batch\": {\"size\": 8}}",
+                 "source.format: \"wav_folder\" does not hold images (ops[0] is \"decode_jpeg\"; use image_folder or "
+                 "tar_shards)");
+}
+END_TEST
+
 START_TEST(test_spec_to_json_is_canonical_text)
 {
     struct spw_pipeline_spec *s = parse_ok(EXAMPLE);
@@ -591,7 +664,8 @@ START_TEST(test_spec_to_json_is_canonical_text)
            " \"batch\": {\"size\": 64, \"drop_remainder\": false, \"layout\": \"HWC\"},\n"
            " \"on_error\": \"skip\",\n"
            " \"max_pixels\": 89478485,\n"
-           " \"max_file_bytes\": 67108864}");
+           " \"max_file_bytes\": 67108864,\n"
+           " \"max_samples\": 67108864}");
     free(j);
     spw_spec_free(s);
 }
@@ -976,6 +1050,8 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, test_spec_caps_on_text_and_ops);
     tcase_add_test(tc, test_spec_error_buffer_small_or_null);
     tcase_add_test(tc, test_spec_json_round_trip);
+    tcase_add_test(tc, test_spec_audio_round_trips);
+    tcase_add_test(tc, test_spec_audio_error_messages);
     tcase_add_test(tc, test_spec_to_json_is_canonical_text);
     tcase_add_test(tc, test_spec_proto_round_trip);
     tcase_add_test(tc, test_spec_from_proto_validates_like_json);

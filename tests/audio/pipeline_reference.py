@@ -1,0 +1,156 @@
+# tests/audio/pipeline_reference.py SPILLCTL DATA_DIR - the audio pipeline end to end against independent
+# references: each case runs `spillctl run --local --dump` over WAV files (batch 1: whole clips of any length)
+# and recomputes every element from the same file with soundfile + torch.stft + torchaudio (melscale_fbanks,
+# resample, AmplitudeToDB). Also: spec_augment masks are zero bands, the same per sample key in two runs and
+# different across keys. Prints one line per case; exits 1 on any failure.
+import glob
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import soundfile
+import torch
+import torchaudio
+
+SPILLCTL, DATA = sys.argv[1], sys.argv[2]
+failures = 0
+
+
+def report(name, ok, detail):
+    global failures
+    failures += not ok
+    print("%s %s: %s" % ("ok  " if ok else "FAIL", name, detail))
+
+
+def run(folder, ops, seed=0, epochs=1):
+    """Elements of a local run over folder (a wav_folder), in order, with their paths."""
+    spec = {"source": {"format": "wav_folder", "path": folder, "shuffle": False, "seed": seed, "epochs": epochs},
+            "ops": ops, "batch": {"size": 1}}
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "p.json")
+        json.dump(spec, open(p, "w"))
+        subprocess.run([SPILLCTL, "run", "--local", "--pipeline", p, "--threads", "2", "--dump", d + "/out",
+                        "--quiet"], check=True)
+        keys = [l.split(maxsplit=2) for l in open(d + "/out/keys.txt").read().splitlines()]
+        outs = [np.load(f)[0] for f in sorted(glob.glob(d + "/out/b*_t0.npy"))]
+    return [k[-1] for k in keys], outs
+
+
+def load(path):
+    x, rate = soundfile.read(path, dtype="float32", always_2d=True)
+    return torch.from_numpy(x.T.copy()).mean(0, keepdim=True), rate
+
+
+def spectrogram(x, n_fft, hop, win, center, power):
+    s = torch.stft(x[0].double(), n_fft, hop, win, window=torch.hann_window(win, dtype=torch.float64),
+                   center=center, pad_mode="reflect", return_complex=True).abs()
+    return s ** power
+
+
+def rel_err(a, b):
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+
+
+def check_features(folder, label, n_fft, hop, win, center, power, n_mels, scale, norm, tail):
+    ops = [{"op": "decode_wav"}, {"op": "stft", "n_fft": n_fft, "hop_length": hop, "win_length": win,
+                                  "center": center, "power": power}]
+    if n_mels:
+        ops.append({"op": "mel", "sample_rate": 16000, "n_mels": n_mels, "mel_scale": scale, "norm": norm})
+    ops += tail
+    paths, outs = run(folder, ops)
+    worst = 0.0
+    for path, got in zip(paths, outs):
+        x, rate = load(path)
+        ref = spectrogram(x, n_fft, hop, win, center, power)
+        if n_mels:
+            fb = torchaudio.functional.melscale_fbanks(n_fft // 2 + 1, 0.0, rate / 2.0, n_mels, rate, norm,
+                                                       scale).double()
+            ref = (ref.T @ fb).T
+        for t in tail:
+            if t["op"] == "log":
+                ref = torch.log(ref + t["eps"])
+            if t["op"] == "amplitude_to_db":
+                ref = torchaudio.transforms.AmplitudeToDB(t["stype"], t.get("top_db"))(ref.float()).double()
+        ref = ref.numpy()
+        if got.shape != ref.shape:
+            report(label, False, "%s: shape %s, reference %s" % (path, got.shape, ref.shape))
+            return
+        # log and dB outputs are compared absolutely (their zero is arbitrary), magnitudes relative to the max
+        err = float(np.max(np.abs(got - ref))) if tail else rel_err(got, ref)
+        worst = max(worst, err)
+    limit = 2e-3 if tail else 1e-4
+    report(label, worst <= limit, "%d clips, max %s error %.2e (limit %.0e)" %
+           (len(outs), "absolute" if tail else "relative", worst, limit))
+
+
+def check_resample(folder):
+    paths, outs = run(folder, [{"op": "decode_wav"}, {"op": "resample", "rate": 16000}])
+    worst = 0.0
+    for path, got in zip(paths, outs):
+        x, rate = load(path)
+        ref = torchaudio.functional.resample(x.double(), rate, 16000).float().numpy()
+        worst = max(worst, float(np.max(np.abs(got - ref))))
+    report("resample to 16 kHz (tones at 8/16/22.05 kHz)", worst <= 1e-5, "max abs error %.2e" % worst)
+
+
+def check_spec_augment(folder):
+    ops = [{"op": "decode_wav"}, {"op": "pad_audio", "samples": 16000}, {"op": "random_crop_audio", "samples": 16000},
+           {"op": "stft", "n_fft": 512, "hop_length": 160}, {"op": "mel", "n_mels": 80},
+           {"op": "spec_augment", "freq_mask_param": 27, "time_mask_param": 40}]
+    _, a = run(folder, ops, seed=3)
+    _, b = run(folder, ops, seed=3)
+    _, c = run(folder, ops, seed=4)
+    same = all(np.array_equal(x, y) for x, y in zip(a, b))
+    _, plain = run(folder, ops[:-1], seed=3)
+    # masked rows (columns): all zero after spec_augment but not before (empty mel filters are zero anyway)
+    # (a column whose energy lies only in masked rows is zeroed by the frequency mask: not a time mask)
+    masks = []
+    for x, o in zip(a, plain):
+        rows = ~x.any(axis=1) & o.any(axis=1)
+        masks.append((np.where(rows)[0], np.where(~x.any(axis=0) & o[~rows].any(axis=0))[0]))
+    untouched = all(np.array_equal(x[x != 0], o[x != 0]) for x, o in zip(a, plain))
+    def band(idx, already_zero):
+        """idx is one run, allowing gaps where the input was zero already (silence, empty filters)."""
+        return len(idx) == 0 or all(i in set(idx) or already_zero[i] for i in range(idx[0], idx[-1] + 1))
+    bands = all(band(f, ~o.any(axis=1)) and band(t, ~o.any(axis=0)) for (f, t), o in zip(masks, plain))
+    widths_ok = all(len(f) < 27 and len(t) < 40 for f, t in masks)
+    differ = sum(not np.array_equal(x, y) for x, y in zip(a, c))
+    keyed = len({(tuple(f), tuple(t)) for f, t in masks}) > 1
+    report("spec_augment deterministic per sample key", same and differ > 0 and keyed,
+           "same seed equal: %s; other seed differs on %d/%d; distinct masks across keys: %s" %
+           (same, differ, len(a), keyed))
+    report("spec_augment masks are zero bands under the widths", bands and widths_ok and untouched,
+           "contiguous: %s, widths within params: %s, the rest unchanged: %s" % (bands, widths_ok, untouched))
+
+
+def subset(n):
+    """A wav_folder with the first n clips of the speech set (one class folder per clip's class)."""
+    d = tempfile.mkdtemp()
+    clips = sorted(glob.glob(os.path.join(DATA, "train", "*", "*.wav")))[:n]
+    for p in clips:
+        cls = os.path.join(d, os.path.basename(os.path.dirname(p)))
+        os.makedirs(cls, exist_ok=True)
+        os.symlink(p, os.path.join(cls, os.path.basename(p)))
+    return d
+
+
+def tone_folder():
+    d = tempfile.mkdtemp()
+    os.symlink(os.path.join(DATA, "tones"), os.path.join(d, "tones"))
+    return d
+
+
+speech = subset(6)
+check_features(speech, "stft power 2, center, win 400 < n_fft 512", 512, 160, 400, True, 2, 0, None, None, [])
+check_features(speech, "stft power 1, no center, odd hop", 400, 101, 400, False, 1, 0, None, None, [])
+check_features(speech, "mel 80 htk + log", 512, 160, 400, True, 2, 80, "htk", None, [{"op": "log", "eps": 1e-6}])
+check_features(speech, "mel 40 slaney/slaney + amplitude_to_db top_db 80", 1024, 256, 1024, True, 2, 40, "slaney",
+               "slaney", [{"op": "amplitude_to_db", "stype": "power", "top_db": 80.0}])
+check_features(speech, "mel 128 htk magnitude, no center", 256, 128, 200, False, 1, 128, "htk", None, [])
+check_resample(tone_folder())
+check_spec_augment(speech)
+sys.exit(1 if failures else 0)
