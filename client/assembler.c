@@ -23,8 +23,7 @@ struct slot {
     int n_pos, assigned, finished;  /* places; handed out (unordered); done */
     int64_t *samples;           /* manifest index per position */
     bool *ok;
-    struct spw_tensor data;     /* allocated at the first placed element */
-    size_t elem_bytes;
+    struct spw_batch_fill fill; /* allocated at the first placed element */
     bool delivered, shape_error;
 };
 
@@ -120,8 +119,7 @@ void asm_destroy(struct assembler *a)
     for (int i = 0; i < RING; i++) {
         free(a->slots[i].samples);
         free(a->slots[i].ok);
-        if (a->slots[i].data.data)
-            spw_batch_buffer_put(a->slots[i].data.data, spw_batch_buffer_size(a->slots[i].data.nbytes));
+        spw_batch_fill_clear(&a->slots[i].fill);
     }
     for (int i = 0; i < a->n_ledgers; i++) {
         free(a->ledgers[i].seen);
@@ -218,6 +216,8 @@ static void slot_init(struct assembler *a, struct slot *s, int64_t gb)
     s->n_pos = (int)(left < a->B ? left : a->B);
     s->assigned = s->finished = 0;
     s->delivered = s->shape_error = false;
+    spw_batch_fill_clear(&s->fill);
+    s->fill.pad = a->o.spec->batch.pad;
     for (int p = 0; p < s->n_pos; p++) {
         s->samples[p] = a->o.ordered ? spw_order_at(&a->order, (uint64_t)epoch, first + p) : -1;
         s->ok[p] = false;
@@ -338,15 +338,16 @@ uint8_t *asm_dst(struct assembler *a, const struct asm_ticket *t, enum spw_dtype
 {
     pthread_mutex_lock(&a->mu);
     struct slot *s = slot_of(a, t->gbatch);
-    const bool first = !s->data.data;
+    const bool first = !spw_batch_fill_started(&s->fill);
     uint8_t *dst = s->shape_error ? NULL
-                                  : spw_batch_element_place(&s->data, &s->elem_bytes, s->n_pos, t->idx, dt, ndim,
-                                                            shape, buffer_take_cb, a, a->errmsg, sizeof a->errmsg);
+                                  : spw_batch_element_place(&s->fill, s->n_pos, t->idx, dt, ndim, shape, buffer_take_cb,
+                                                            a, a->errmsg, sizeof a->errmsg);
     s->shape_error = dst == NULL;
-    if (first && s->data.data) {
+    if (first && spw_batch_fill_started(&s->fill)) {
         /* Now that a batch's size is known, the window is what 3/4 of the prefetch budget holds (the rest is
          * for parked elements, see remote.c and job.c). */
-        int64_t w = a->o.prefetch_bytes / 4 * 3 / (int64_t)(s->data.nbytes ? s->data.nbytes : 1);
+        const size_t bytes = spw_batch_fill_bytes(&s->fill, s->n_pos);
+        int64_t w = a->o.prefetch_bytes / 4 * 3 / (int64_t)(bytes ? bytes : 1);
         a->window = (int)(w < MIN_WINDOW ? MIN_WINDOW : w > RING ? RING : w);
     }
     pthread_mutex_unlock(&a->mu);
@@ -526,8 +527,8 @@ int asm_next(struct assembler *a, int timeout_ms, struct spw_batch **out, char *
     pthread_mutex_unlock(&a->mu);
     /* The slot is ours: nobody claims a finished batch's positions again. */
     struct spw_batch *b;
-    rc = spw_batch_build(a->o.src, gb / a->per_epoch, gb % a->per_epoch, s->n_pos, s->samples, s->ok, &s->data,
-                         s->elem_bytes, &b);
+    rc = spw_batch_build(a->o.src, gb / a->per_epoch, gb % a->per_epoch, s->n_pos, s->samples, s->ok, &s->fill,
+                         &b);
     pthread_mutex_lock(&a->mu);
     if (rc) {
         a->fail_rc = rc;

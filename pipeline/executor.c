@@ -23,8 +23,7 @@ struct slot {
     int claimed, finished;
     int64_t *samples;           /* n_pos manifest indices */
     bool *ok;                   /* n_pos */
-    struct spw_tensor data;     /* allocated at the first finished element */
-    size_t elem_bytes;
+    struct spw_batch_fill fill; /* allocated at the first finished element */
     bool ready;
     bool shape_error;
 };
@@ -85,6 +84,8 @@ static bool claim(struct spw_executor *ex, int64_t *gbatch, int *pos)
                 s->n_pos = batch_positions(ex, idx);
                 s->claimed = s->finished = 0;
                 s->ready = s->shape_error = false;
+                spw_batch_fill_clear(&s->fill);
+                s->fill.pad = ex->spec->batch.pad;
                 for (int p = 0; p < s->n_pos; p++) {
                     s->samples[p] = spw_order_at(&ex->order, (uint64_t)epoch, idx * ex->spec->batch.size + p);
                     s->ok[p] = false;
@@ -207,8 +208,8 @@ static uint8_t *slot_memory(struct spw_executor *ex, struct slot *s, int pos, en
 {
     if (s->shape_error)
         return NULL;
-    uint8_t *p = spw_batch_element_place(&s->data, &s->elem_bytes, s->n_pos, pos, dt, ndim, shape, pool_take_cb, ex,
-                                         ex->errmsg, sizeof ex->errmsg);
+    uint8_t *p = spw_batch_element_place(&s->fill, s->n_pos, pos, dt, ndim, shape, pool_take_cb, ex, ex->errmsg,
+                                         sizeof ex->errmsg);
     s->shape_error = p == NULL;
     return p;
 }
@@ -440,7 +441,7 @@ int spw_executor_next(struct spw_executor *ex, struct spw_batch **out)
     /* The slot is ours until next_deliver moves: build the batch without the lock. */
     struct spw_batch *b;
     int rc = spw_batch_build(ex->src, s->gbatch / ex->per_epoch, s->gbatch % ex->per_epoch, s->n_pos, s->samples,
-                             s->ok, &s->data, s->elem_bytes, &b);
+                             s->ok, &s->fill, &b);
     if (rc)
         return rc;
     const int n_ok = b->n;
@@ -476,8 +477,7 @@ void spw_executor_destroy(struct spw_executor *ex)
     for (int i = 0; i < ex->window; i++) {
         free(ex->slots[i].samples);
         free(ex->slots[i].ok);
-        if (ex->slots[i].data.data)
-            cache_put(ex->slots[i].data.data, buffer_size(ex->slots[i].data.nbytes));
+        spw_batch_fill_clear(&ex->slots[i].fill);
     }
     for (int i = 0; i < ex->n_pool; i++)
         cache_put(ex->pool[i], ex->pool_cap[i]);
@@ -506,14 +506,57 @@ void spw_executor_release(struct spw_executor *ex, struct spw_batch *b)
     spw_batch_free(b);
 }
 
-uint8_t *spw_batch_element_place(struct spw_tensor *data, size_t *elem_bytes, int n, int idx, enum spw_dtype dt,
-                                 int ndim, const int64_t *shape, void *(*take)(void *ctx, size_t bytes), void *ctx,
-                                 char *err, size_t errlen)
+static size_t shape_bytes(enum spw_dtype dt, int ndim, const int64_t *shape)
 {
+    size_t bytes = spw_dtype_size(dt);
+    for (int i = 0; i < ndim; i++)
+        bytes *= (size_t)shape[i];
+    return bytes;
+}
+
+static const char shape_msg[] =
+    "batch: elements of one batch differ in shape (add a crop or a fixed-size resize, or use batch size 1)";
+
+/* A padded fill's element: its own buffer; all dimensions but the last must match the first element's. */
+static uint8_t *place_row(struct spw_batch_fill *f, int n, int idx, enum spw_dtype dt, int ndim,
+                          const int64_t *shape, char *err, size_t errlen)
+{
+    struct spw_tensor *d = &f->data;
+    if (!f->rows) {
+        f->rows = calloc((size_t)n, sizeof *f->rows);
+        f->lens = calloc((size_t)n, sizeof *f->lens);
+        f->n_rows = f->rows ? n : 0;
+        if (!f->rows || !f->lens || ndim < 1) {
+            snprintf(err, errlen, ndim < 1 ? "batch: a scalar element cannot be padded" : "out of memory for a batch");
+            return NULL;
+        }
+        d->dtype = dt;
+        d->ndim = ndim + 1;
+        d->shape[0] = n;
+        memcpy(d->shape + 1, shape, sizeof(int64_t) * (size_t)ndim);
+        f->elem_bytes = shape_bytes(dt, ndim, shape);
+    }
+    if (d->dtype != dt || d->ndim != ndim + 1 || memcmp(d->shape + 1, shape, sizeof(int64_t) * (size_t)(ndim - 1))) {
+        snprintf(err, errlen, "batch: elements of one batch differ in more than their last dimension (length)");
+        return NULL;
+    }
+    free(f->rows[idx]);
+    f->rows[idx] = malloc(shape_bytes(dt, ndim, shape) + 1);
+    f->lens[idx] = shape[ndim - 1];
+    if (!f->rows[idx])
+        snprintf(err, errlen, "out of memory for a batch");
+    return f->rows[idx];
+}
+
+uint8_t *spw_batch_element_place(struct spw_batch_fill *f, int n, int idx, enum spw_dtype dt, int ndim,
+                                 const int64_t *shape, void *(*take)(void *ctx, size_t bytes), void *ctx, char *err,
+                                 size_t errlen)
+{
+    if (f->pad)
+        return place_row(f, n, idx, dt, ndim, shape, err, errlen);
+    struct spw_tensor *data = &f->data;
     if (!data->data) {
-        size_t elem = spw_dtype_size(dt);
-        for (int i = 0; i < ndim; i++)
-            elem *= (size_t)shape[i];
+        const size_t elem = shape_bytes(dt, ndim, shape);
         if (!(data->data = take(ctx, elem * (size_t)n))) {
             snprintf(err, errlen, "out of memory for a batch");
             return NULL;
@@ -522,21 +565,79 @@ uint8_t *spw_batch_element_place(struct spw_tensor *data, size_t *elem_bytes, in
         data->ndim = ndim + 1;
         data->shape[0] = n;
         memcpy(data->shape + 1, shape, sizeof(int64_t) * (size_t)ndim);
-        *elem_bytes = elem;
+        f->elem_bytes = elem;
         data->nbytes = elem * (size_t)n;
     }
     if (data->dtype != dt || data->ndim != ndim + 1 ||
         memcmp(data->shape + 1, shape, sizeof(int64_t) * (size_t)ndim) != 0) {
-        snprintf(err, errlen,
-                 "batch: elements of one batch differ in shape (add a crop or a fixed-size resize, or use batch "
-                 "size 1)");
+        snprintf(err, errlen, "%s", shape_msg);
         return NULL;
     }
-    return (uint8_t *)data->data + *elem_bytes * (size_t)idx;
+    return (uint8_t *)data->data + f->elem_bytes * (size_t)idx;
+}
+
+bool spw_batch_fill_started(const struct spw_batch_fill *f)
+{
+    return f->data.data || f->rows;
+}
+
+size_t spw_batch_fill_bytes(const struct spw_batch_fill *f, int n)
+{
+    return f->elem_bytes * (size_t)n;
+}
+
+void spw_batch_fill_clear(struct spw_batch_fill *f)
+{
+    if (f->data.data)
+        cache_put(f->data.data, buffer_size(f->data.nbytes));
+    for (int i = 0; i < f->n_rows; i++)
+        free(f->rows[i]);
+    free(f->rows);
+    free(f->lens);
+    const bool pad = f->pad;
+    memset(f, 0, sizeof *f);
+    f->pad = pad;
+}
+
+/* A padded fill's ok rows as [n_ok, ..., longest] zero-padded into b->tensors[0] and their lengths into
+ * b->tensors[2]. Returns 0 or -ENOMEM. */
+static int build_padded(struct spw_batch_fill *f, int n_pos, const bool *ok, struct spw_batch *b)
+{
+    const struct spw_tensor *d = &f->data;
+    int64_t longest = 0;
+    for (int p = 0; p < n_pos; p++)
+        if (ok[p] && f->lens[p] > longest)
+            longest = f->lens[p];
+    int64_t shape[SPW_TENSOR_MAX_DIMS];
+    memcpy(shape, d->shape, sizeof shape);
+    shape[0] = b->n;
+    shape[d->ndim - 1] = longest;
+    int64_t lshape[1] = {b->n};
+    if (spw_tensor_alloc(&b->tensors[0], d->dtype, d->ndim, shape) != 0 ||
+        spw_tensor_alloc(&b->tensors[2], SPW_DTYPE_I64, 1, lshape) != 0)
+        return -ENOMEM;
+    b->n_tensors = 3;
+    const size_t es = spw_dtype_size(d->dtype), out_row = (size_t)longest * es;
+    size_t outer = 1;                                   /* rows of the last dimension per element */
+    for (int i = 1; i < d->ndim - 1; i++)
+        outer *= (size_t)d->shape[i];
+    uint8_t *dst = b->tensors[0].data;
+    int64_t *lengths = b->tensors[2].data;
+    for (int p = 0, k = 0; p < n_pos; p++) {
+        if (!ok[p])
+            continue;
+        const size_t in_row = (size_t)f->lens[p] * es;
+        for (size_t r = 0; r < outer; r++, dst += out_row) {
+            memcpy(dst, f->rows[p] + r * in_row, in_row);
+            memset(dst + in_row, 0, out_row - in_row);
+        }
+        lengths[k++] = f->lens[p];
+    }
+    return 0;
 }
 
 int spw_batch_build(const struct spw_source *src, int64_t epoch, int64_t index, int n_pos, const int64_t *samples,
-                    const bool *ok, struct spw_tensor *data, size_t elem_bytes, struct spw_batch **out)
+                    const bool *ok, struct spw_batch_fill *f, struct spw_batch **out)
 {
     struct spw_batch *b = calloc(1, sizeof *b);
     int n_ok = 0;
@@ -558,24 +659,34 @@ int spw_batch_build(const struct spw_source *src, int64_t epoch, int64_t index, 
     }
     int64_t *labels = b->tensors[1].data;
     int k = 0;
+    struct spw_tensor *data = &f->data;
     uint8_t *base = data->data;
+    const size_t elem_bytes = f->elem_bytes;
     for (int p = 0; p < n_pos; p++) {
         if (!ok[p])
             continue;
-        if (k != p)      /* close the gap a skipped sample left */
+        if (k != p && base)     /* close the gap a skipped sample left */
             memmove(base + elem_bytes * (size_t)k, base + elem_bytes * (size_t)p, elem_bytes);
         const struct spw_sample *sm = &src->samples[samples[p]];
         labels[k] = sm->label;
         b->keys[k] = (struct spw_sample_key){epoch, samples[p], sm->path};
         k++;
     }
-    if (data->data) {
+    if (f->rows && n_ok) {
+        int rc = build_padded(f, n_pos, ok, b);
+        spw_batch_fill_clear(f);
+        if (rc) {
+            spw_batch_free(b);
+            return rc;
+        }
+    } else if (data->data) {
         b->data_capacity = buffer_size(data->nbytes);
         b->tensors[0] = *data;
         b->tensors[0].shape[0] = n_ok;
         b->tensors[0].nbytes = elem_bytes * (size_t)n_ok;
         memset(data, 0, sizeof *data);
     } else {
+        spw_batch_fill_clear(f);
         int64_t eshape[1] = {0};
         spw_tensor_alloc(&b->tensors[0], SPW_DTYPE_U8, 1, eshape);
     }

@@ -1048,9 +1048,9 @@ static int parse_source(struct vctx *c, json_t *obj, struct spw_source_spec *src
     return 0;
 }
 
-static int parse_batch(struct vctx *c, json_t *obj, struct spw_batch_spec *b)
+static int parse_batch(struct vctx *c, json_t *obj, enum spw_media media, struct spw_batch_spec *b)
 {
-    static const char *const known[] = {"size", "drop_remainder", "layout", NULL};
+    static const char *const known[] = {"size", "drop_remainder", "layout", "pad", NULL};
     json_t *v;
     int rc, e = 0;
     long long i;
@@ -1073,6 +1073,11 @@ static int parse_batch(struct vctx *c, json_t *obj, struct spw_batch_spec *b)
             return rc;
         b->layout = (enum spw_layout)e;
     }
+    b->pad = media == SPW_MEDIA_AUDIO;     /* clips differ in length: pad to the longest (torch's pad_sequence) */
+    if ((v = json_object_get(obj, "pad")) && (rc = get_bool(c, "batch.pad", v, &b->pad)))
+        return rc;
+    if (b->pad && media != SPW_MEDIA_AUDIO)
+        return fail(c, "batch.pad", "true is for audio pipelines (images: crop or resize to one size)");
     return 0;
 }
 
@@ -1103,7 +1108,7 @@ static int parse_root(struct vctx *c, json_t *root, struct spw_pipeline_spec *sp
                     audio ? "wav_folder or tar_shards" : "image_folder or tar_shards");
     if (!(v = json_object_get(root, "batch")))
         return fail(c, "batch", "required");
-    if ((rc = parse_batch(c, v, &spec->batch)))
+    if ((rc = parse_batch(c, v, spec->source.media, &spec->batch)))
         return rc;
     spec->on_error = SPW_ON_ERROR_SKIP;
     if ((v = json_object_get(root, "on_error"))) {
@@ -1352,6 +1357,8 @@ json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
     json_t *batch = jb_new(&b, json_object());
     jb_set(&b, batch, "size", json_integer(spec->batch.size));
     jb_set(&b, batch, "drop_remainder", json_boolean(spec->batch.drop_remainder));
+    if (spec->source.media == SPW_MEDIA_AUDIO)
+        jb_set(&b, batch, "pad", json_boolean(spec->batch.pad));
     jb_set(&b, batch, "layout", name_json(spw_layout_name(spec->batch.layout)));
     jb_set(&b, root, "batch", batch);
     jb_set(&b, root, "on_error", name_json(spw_on_error_name(spec->on_error)));

@@ -137,6 +137,8 @@ struct spw_batch_spec {
     int size;                           /* >= 1 */
     bool drop_remainder;                /* default false */
     enum spw_layout layout;             /* layout of uint8 image outputs: HWC (default) or CHW */
+    bool pad;                           /* audio (default true): elements may differ in their last dimension;
+                                           a batch pads them to the longest and adds a lengths tensor */
 };
 
 struct spw_pipeline_spec {

@@ -247,6 +247,8 @@ static json_t *pipeline_to_json(struct jb *b, const Spillway__V1__Pipeline *msg)
             set(b, batch, "size", json_integer(bt->size));
         if (bt->opt_drop_remainder_case == SPILLWAY__V1__BATCH__OPT_DROP_REMAINDER_DROP_REMAINDER)
             set(b, batch, "drop_remainder", json_boolean(bt->drop_remainder));
+        if (bt->opt_pad_case == SPILLWAY__V1__BATCH__OPT_PAD_PAD)
+            set(b, batch, "pad", json_boolean(bt->pad));
         if (bt->opt_layout_case == SPILLWAY__V1__BATCH__OPT_LAYOUT_LAYOUT)
             set(b, batch, "layout", enum_json(layout_n, (int)bt->layout));
         set(b, root, "batch", batch);
@@ -532,6 +534,10 @@ int spw_spec_to_proto(const struct spw_pipeline_spec *spec, Spillway__V1__Pipeli
     batch->opt_size_case = SPILLWAY__V1__BATCH__OPT_SIZE_SIZE, batch->size = spec->batch.size;
     batch->opt_drop_remainder_case = SPILLWAY__V1__BATCH__OPT_DROP_REMAINDER_DROP_REMAINDER;
     batch->drop_remainder = spec->batch.drop_remainder;
+    if (spec->source.media == SPW_MEDIA_AUDIO) {
+        batch->opt_pad_case = SPILLWAY__V1__BATCH__OPT_PAD_PAD;
+        batch->pad = spec->batch.pad;
+    }
     if ((v = json_object_get(jbatch, "layout")) && value_of(layout_n, v, &e) == 0)
         batch->opt_layout_case = SPILLWAY__V1__BATCH__OPT_LAYOUT_LAYOUT, batch->layout = e;
     else

@@ -5,7 +5,6 @@
 # different across keys. Prints one line per case; exits 1 on any failure.
 import glob
 import json
-import math
 import os
 import subprocess
 import sys

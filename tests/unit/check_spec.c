@@ -118,6 +118,7 @@ static void assert_spec_equal(const struct spw_pipeline_spec *a, const struct sp
     ck_assert_int_eq(a->batch.size, b->batch.size);
     ck_assert_int_eq(a->batch.drop_remainder, b->batch.drop_remainder);
     ck_assert_int_eq(a->batch.layout, b->batch.layout);
+    ck_assert_int_eq(a->batch.pad, b->batch.pad);
     ck_assert_int_eq(a->on_error, b->on_error);
     ck_assert_int_eq(a->max_pixels, b->max_pixels);
     ck_assert_int_eq(a->max_file_bytes, b->max_file_bytes);
