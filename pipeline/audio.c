@@ -153,7 +153,21 @@ static int resample_plan(int from, int to, int width, double rolloff, const stru
     return rc;
 }
 
-static int resample(const struct spw_op_spec *op, int i, struct spw_value *v, char *err, size_t errlen)
+/* Waveform ops refuse, before allocating, an output over the spec's max_samples (all channels): the decode
+ * cap alone does not bound them, since a header may state any rate from 1 Hz (resample to 16 kHz then
+ * multiplies the samples by 16000) and pad_audio multiplies its length by the file's channel count. */
+static bool within_cap(const struct spw_pipeline_spec *spec, int i, const char *name, int64_t ch, int64_t m,
+                       char *err, size_t errlen)
+{
+    if (ch <= 0 || m <= spec->max_samples / ch)
+        return true;
+    snprintf(err, errlen, "ops[%d] %s: %lld samples x %lld channels exceed max_samples %lld", i, name,
+             (long long)m, (long long)ch, (long long)spec->max_samples);
+    return false;
+}
+
+static int resample(const struct spw_pipeline_spec *spec, const struct spw_op_spec *op, int i, struct spw_value *v,
+                    char *err, size_t errlen)
 {
     int64_t ch, n;
     if (!waveform(v, i, "resample", &ch, &n, err, errlen))
@@ -177,6 +191,8 @@ static int resample(const struct spw_op_spec *op, int i, struct spw_value *v, ch
                  v->sample_rate, op->rate);
         return SPW_ETOOBIG;
     }
+    if (!within_cap(spec, i, "resample", ch, m, err, errlen))
+        return SPW_ETOOBIG;
     if ((rc = new_f32(v, 2, (int64_t[]){ch, m}, &out)))
         return rc;
     for (int64_t c = 0; c < ch; c++)
@@ -203,16 +219,19 @@ static int window_samples(struct spw_value *v, int64_t ch, int64_t n, int64_t st
     return 0;
 }
 
-static int crop_or_pad(const struct spw_op_spec *op, int i, struct spw_rng *r, struct spw_value *v, char *err,
-                       size_t errlen)
+static int crop_or_pad(const struct spw_pipeline_spec *spec, const struct spw_op_spec *op, int i, struct spw_rng *r,
+                       struct spw_value *v, char *err, size_t errlen)
 {
     int64_t ch, n;
     if (!waveform(v, i, spw_op_name(op->kind), &ch, &n, err, errlen))
         return SPW_EUNSUPPORTED;
     if (op->kind == SPW_OP_RANDOM_CROP_AUDIO && n > op->samples)
         return window_samples(v, ch, n, (int64_t)(spw_rng_u64(r) % (uint64_t)(n - op->samples + 1)), op->samples);
-    if (op->kind == SPW_OP_PAD_AUDIO && n < op->samples)
+    if (op->kind == SPW_OP_PAD_AUDIO && n < op->samples) {
+        if (!within_cap(spec, i, "pad_audio", ch, op->samples, err, errlen))
+            return SPW_ETOOBIG;
         return window_samples(v, ch, n, 0, op->samples);
+    }
     return 0;
 }
 
@@ -372,10 +391,10 @@ int spw_audio_run_op(const struct spw_pipeline_spec *spec, const struct spw_mel_
     const struct spw_op_spec *op = &spec->ops[i];
     switch (op->kind) {
     case SPW_OP_RESAMPLE:
-        return resample(op, i, v, err, errlen);
+        return resample(spec, op, i, v, err, errlen);
     case SPW_OP_RANDOM_CROP_AUDIO:
     case SPW_OP_PAD_AUDIO:
-        return crop_or_pad(op, i, r, v, err, errlen);
+        return crop_or_pad(spec, op, i, r, v, err, errlen);
     case SPW_OP_NORMALIZE_AUDIO:
         return normalize_audio(i, v, err, errlen);
     case SPW_OP_STFT:

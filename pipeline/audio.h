@@ -25,7 +25,8 @@ void spw_audio_banks_free(const struct spw_pipeline_spec *spec, struct spw_mel_b
 int spw_audio_decode(const struct spw_pipeline_spec *spec, const uint8_t *buf, size_t len, struct spw_value *v,
                      char *err, size_t errlen);
 /* Audio op i (not decode_wav) on *v, replacing it. r is the op's RNG for this sample. Returns 0,
- * SPW_EUNSUPPORTED (e.g. a clip too short for stft, a mel at another rate) with a message, or -ENOMEM. */
+ * SPW_EUNSUPPORTED (e.g. a clip too short for stft, a mel at another rate) or SPW_ETOOBIG (a resample or
+ * pad_audio output over spec->max_samples) with a message, or -ENOMEM. */
 int spw_audio_run_op(const struct spw_pipeline_spec *spec, const struct spw_mel_bank *banks, int i,
                      struct spw_rng *r, struct spw_value *v, char *err, size_t errlen);
 

@@ -392,6 +392,22 @@ static int class_label(const struct spw_source *src, const char *name)
     return (int)(hit - (const char *const *)src->classes);
 }
 
+/* True when FILE (a labels.tsv path) could name something outside the folder: absolute, or with a ".."
+ * component. A ".." inside a name ("take..2.wav") or in the class is harmless. */
+static bool escapes_folder(const char *file)
+{
+    if (file[0] == '/')
+        return true;
+    for (const char *p = file;; ) {
+        const size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.')
+            return true;
+        if (!p[n])
+            return false;
+        p += n + 1;
+    }
+}
+
 /* A flat folder whose labels.tsv lists "FILE<TAB>CLASS" per line (FILE relative to the folder). Classes are
  * the sorted distinct names (labels 0, 1, ...), as class folders would be; samples are sorted by path. */
 static int open_labeled_folder(struct spw_source *src, const char *root, struct vec *out, char *err, size_t errlen)
@@ -407,12 +423,18 @@ static int open_labeled_folder(struct spw_source *src, const char *root, struct 
         if (!*l)
             continue;
         char *tab = strchr(l, '\t');
-        if (!tab || tab == l || !tab[1] || strchr(tab + 1, '\t') || l[0] == '/' || strstr(l, "..")) {
+        if (!tab || tab == l || !tab[1] || strchr(tab + 1, '\t')) {
             snprintf(err, errlen, "%s:%d: expected \"FILE<TAB>CLASS\" with FILE inside the folder", path, line);
             rc = SPW_ESOURCE;
             break;
         }
         *tab = 0;
+        if (escapes_folder(l)) {
+            snprintf(err, errlen, "%s:%d: \"%.200s\" is not inside the folder (absolute, or with a \"..\" component)",
+                     path, line, l);
+            rc = SPW_ESOURCE;
+            break;
+        }
         struct spw_sample smp = {.file = -1};
         struct stat st;
         size_t len = strlen(root) + strlen(l) + 2;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/cli/run.sh - spillctl end to end on a generated ImageNet-like dataset: --help, spec errors, dumps
 # byte-identical for --threads 1 and 2, an eval pipeline keeping its partial batch, tar shards, and corrupt
-# inputs (truncated, zero-byte, not a JPEG, absurd dimensions) under on_error skip and fail.
+# inputs (truncated, zero-byte, not a JPEG, absurd dimensions) under on_error skip and fail; then the audio
+# checks of tests/cli/audio.sh.
 # Prints one line per check and "N passed, M failed"; exits 1 on any failure.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -132,6 +133,19 @@ spec "$WORK/big.json" '{"format": "image_folder", "path": "'"$DATA"'/val"}' '[{"
 "$CTL" run --local --pipeline "$WORK/big.json" --max-batches 1 --quiet > /dev/null 2> "$WORK/big.err"
 check "oversized op output: exits 1" test $? -eq 1
 check "oversized op output: names the cap" grep -q '60000x60000 output exceeds max_pixels' "$WORK/big.err"
+
+# audio (tests/cli/audio.sh): malformed WAVs under skip and fail, decoding, resampling, caps, labels.tsv and
+# WAV tar shards; its check lines count here, and it must not exit non-zero without a FAIL line
+audio_fail=0
+while IFS= read -r line; do
+  case $line in
+    "ok   "*) ok "${line#ok   }" ;;
+    "FAIL "*) bad "${line#FAIL }"; audio_fail=1 ;;
+    "audio: exit 0" | "audio: "*" passed, "*) ;;
+    "audio: exit "*) [ "$audio_fail" -eq 1 ] || bad "tests/cli/audio.sh: ${line#audio: }" ;;
+    *) echo "$line" ;;
+  esac
+done < <(bash "$ROOT/tests/cli/audio.sh" 2>&1; echo "audio: exit $?")
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
