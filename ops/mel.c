@@ -145,6 +145,21 @@ void spw_mel_bank_dense(const struct spw_mel_bank *b, float *out)
             out[(size_t)(b->first[m] + k) * (size_t)b->n_mels + (size_t)m] = b->w[m][k];
 }
 
+void spw_mel_apply_frames(const struct spw_mel_bank *b, const float *mag, int stride, int count, int64_t t0,
+                          int64_t frames, float *mel)
+{
+    for (int m = 0; m < b->n_mels; m++) {
+        float *restrict row = mel + (int64_t)m * frames + t0;
+        memset(row, 0, sizeof(float) * (size_t)count);
+        for (int k = 0; k < b->count[m]; k++) {
+            const float *restrict src = mag + (int64_t)(b->first[m] + k) * stride;
+            const float w = b->w[m][k];
+            for (int j = 0; j < count; j++)
+                row[j] += w * src[j];
+        }
+    }
+}
+
 void spw_mel_apply(const struct spw_mel_bank *b, const float *spec, int64_t frames, float *mel)
 {
     for (int m = 0; m < b->n_mels; m++) {

@@ -27,5 +27,9 @@ void spw_mel_bank_free(struct spw_mel_bank *b);
 void spw_mel_bank_dense(const struct spw_mel_bank *b, float *out);
 /* mel[m][t] = sum_f bank[f][m] * spec[f][t] for spec [n_freqs][frames] into mel [n_mels][frames]. */
 void spw_mel_apply(const struct spw_mel_bank *b, const float *spec, int64_t frames, float *mel);
+/* The same for count frames as ops/stft.h hands them over (frame j of bin f at mag[f * stride + j]), into
+ * columns [t0, t0 + count) of mel [n_mels][frames]. Sums in the same order as spw_mel_apply: equal results. */
+void spw_mel_apply_frames(const struct spw_mel_bank *b, const float *mag, int stride, int count, int64_t t0,
+                          int64_t frames, float *mel);
 
 #endif

@@ -161,7 +161,7 @@ int64_t spw_stft_frames(const struct spw_stft_params *p, int64_t n)
     return 1 + (padded - p->n_fft) / p->hop_length;
 }
 
-/* Layout: frame input [n_fft], FFT output [n_freqs complex], magnitudes [FRAME_BATCH][n_freqs]. */
+/* Layout: frame input [n_fft], FFT output [n_freqs complex], magnitudes [n_freqs][FRAME_BATCH]. */
 int64_t spw_stft_scratch_floats(const struct spw_stft_params *p)
 {
     int64_t n_freqs = p->n_fft / 2 + 1;
@@ -196,28 +196,20 @@ static void load_frame(const struct spw_stft_plan *pl, const float *x, int64_t n
     }
 }
 
-static void magnitudes(const float *spec, int n_freqs, bool squared, float *mag)
+/* Frame b's magnitudes into column b of mag [n_freqs][FRAME_BATCH]. */
+static void magnitudes(const float *spec, int n_freqs, bool squared, float *mag, int b)
 {
     if (squared) {
         for (int f = 0; f < n_freqs; f++)
-            mag[f] = spec[2 * f] * spec[2 * f] + spec[2 * f + 1] * spec[2 * f + 1];
+            mag[f * FRAME_BATCH + b] = spec[2 * f] * spec[2 * f] + spec[2 * f + 1] * spec[2 * f + 1];
     } else {
         for (int f = 0; f < n_freqs; f++)
-            mag[f] = sqrtf(spec[2 * f] * spec[2 * f] + spec[2 * f + 1] * spec[2 * f + 1]);
+            mag[f * FRAME_BATCH + b] = sqrtf(spec[2 * f] * spec[2 * f] + spec[2 * f + 1] * spec[2 * f + 1]);
     }
 }
 
-/* Writes batch frames of [batch][n_freqs] magnitudes into columns t0.. of out [n_freqs][frames]. */
-static void store_columns(const float *mag, int batch, int n_freqs, int64_t frames, int64_t t0, float *out)
-{
-    for (int f = 0; f < n_freqs; f++) {
-        float *row = out + (int64_t)f * frames + t0;
-        for (int b = 0; b < batch; b++)
-            row[b] = mag[(int64_t)b * n_freqs + f];
-    }
-}
-
-void spw_stft_run(const struct spw_stft_plan *pl, const float *x, int64_t n, float *out, float *scratch)
+void spw_stft_run_frames(const struct spw_stft_plan *pl, const float *x, int64_t n, spw_stft_emit_fn emit,
+                         void *ctx, float *scratch)
 {
     const int64_t frames = spw_stft_frames(&pl->p, n);
     assert(frames >= 0);
@@ -232,8 +224,27 @@ void spw_stft_run(const struct spw_stft_plan *pl, const float *x, int64_t n, flo
         for (int b = 0; b < batch; b++) {
             load_frame(pl, x, n, (t0 + b) * pl->p.hop_length - pad, in);
             fftwf_execute_dft_r2c(pl->fft, in, (fftwf_complex *)spec);
-            magnitudes(spec, pl->n_freqs, pl->p.power == 2.0, mag + (int64_t)b * pl->n_freqs);
+            magnitudes(spec, pl->n_freqs, pl->p.power == 2.0, mag, b);
         }
-        store_columns(mag, batch, pl->n_freqs, frames, t0, out);
+        emit(ctx, mag, FRAME_BATCH, t0, batch);
     }
+}
+
+struct column_writer {
+    int n_freqs;
+    int64_t frames;
+    float *out;
+};
+
+static void write_columns(void *ctx, const float *mag, int stride, int64_t t0, int count)
+{
+    const struct column_writer *w = ctx;
+    for (int f = 0; f < w->n_freqs; f++)
+        memcpy(w->out + (int64_t)f * w->frames + t0, mag + (int64_t)f * stride, sizeof(float) * (size_t)count);
+}
+
+void spw_stft_run(const struct spw_stft_plan *pl, const float *x, int64_t n, float *out, float *scratch)
+{
+    struct column_writer w = {pl->n_freqs, spw_stft_frames(&pl->p, n), out};
+    spw_stft_run_frames(pl, x, n, write_columns, &w, scratch);
 }

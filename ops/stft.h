@@ -35,5 +35,11 @@ int64_t spw_stft_scratch_floats(const struct spw_stft_params *p);
 /* Magnitudes of n samples into out: [n_fft / 2 + 1][frames] row-major (frequency rows, time columns, as
  * torch). scratch holds spw_stft_scratch_floats floats, 64-byte aligned (aligned_alloc or fftwf_malloc). */
 void spw_stft_run(const struct spw_stft_plan *plan, const float *x, int64_t n, float *out, float *scratch);
+/* The same, handing the magnitudes over a few frames at a time instead of storing them: emit(ctx, mag,
+ * stride, t0, count) gets frames [t0, t0 + count) with frame t0 + j of frequency f at mag[f * stride + j]
+ * (valid during the call), so a consumer (a mel bank) never needs the whole spectrogram in memory. */
+typedef void (*spw_stft_emit_fn)(void *ctx, const float *mag, int stride, int64_t t0, int count);
+void spw_stft_run_frames(const struct spw_stft_plan *plan, const float *x, int64_t n, spw_stft_emit_fn emit,
+                         void *ctx, float *scratch);
 
 #endif

@@ -255,7 +255,39 @@ static int normalize_audio(int i, struct spw_value *v, char *err, size_t errlen)
 
 /* ---- spectrograms ---- */
 
-static int stft(const struct spw_op_spec *op, int i, struct spw_value *v, char *err, size_t errlen)
+/* Checks a mel op can take this spectrogram; 0 or SPW_EUNSUPPORTED with a message. */
+static int mel_fits(const struct spw_op_spec *op, const struct spw_mel_bank *bank, int i, int64_t rows, int rate,
+                    char *err, size_t errlen)
+{
+    if (rows != bank->n_freqs) {
+        snprintf(err, errlen, "ops[%d] mel: the spectrogram has %lld frequency bins, the bank is for %d", i,
+                 (long long)rows, bank->n_freqs);
+        return SPW_EUNSUPPORTED;
+    }
+    if (rate > 0 && rate != op->sample_rate) {
+        snprintf(err, errlen, "ops[%d] mel: sample_rate is %d but the audio is %d Hz (resample it first)", i,
+                 op->sample_rate, rate);
+        return SPW_EUNSUPPORTED;
+    }
+    return 0;
+}
+
+struct mel_sink {
+    const struct spw_mel_bank *bank;
+    int64_t frames;
+    float *out;
+};
+
+static void mel_of_frames(void *ctx, const float *mag, int stride, int64_t t0, int count)
+{
+    const struct mel_sink *m = ctx;
+    spw_mel_apply_frames(m->bank, mag, stride, count, t0, m->frames, m->out);
+}
+
+/* stft, and when the next op is mel (bank non-NULL), mel of each few frames as they come: the linear
+ * spectrogram is never stored. */
+static int stft(const struct spw_op_spec *op, const struct spw_op_spec *mel_op, const struct spw_mel_bank *bank,
+                int i, struct spw_value *v, char *err, size_t errlen)
 {
     int64_t ch, n;
     if (!waveform(v, i, "stft", &ch, &n, err, errlen))
@@ -274,11 +306,14 @@ static int stft(const struct spw_op_spec *op, int i, struct spw_value *v, char *
         return SPW_EUNSUPPORTED;
     }
     const int64_t freqs = op->n_fft / 2 + 1;
+    if (bank && (rc = mel_fits(mel_op, bank, i + 1, freqs, v->sample_rate, err, errlen)))
+        return rc;
+    const int64_t rows = bank ? bank->n_mels : freqs;
     struct spw_value out;
     if (ch == 1)
-        rc = new_f32(v, 2, (int64_t[]){freqs, frames}, &out);
+        rc = new_f32(v, 2, (int64_t[]){rows, frames}, &out);
     else
-        rc = new_f32(v, 3, (int64_t[]){ch, freqs, frames}, &out);
+        rc = new_f32(v, 3, (int64_t[]){ch, rows, frames}, &out);
     if (rc)
         return rc;
     const size_t scratch_bytes = ((size_t)spw_stft_scratch_floats(&p) * sizeof(float) + 63) / 64 * 64;
@@ -287,11 +322,19 @@ static int stft(const struct spw_op_spec *op, int i, struct spw_value *v, char *
         spw_value_free(&out);
         return -ENOMEM;
     }
-    for (int64_t c = 0; c < ch; c++)
-        spw_stft_run(plan, (const float *)v->t.data + c * n, n, (float *)out.t.data + c * freqs * frames, scratch);
+    for (int64_t c = 0; c < ch; c++) {
+        const float *x = (const float *)v->t.data + c * n;
+        float *dst = (float *)out.t.data + c * rows * frames;
+        if (bank) {
+            struct mel_sink sink = {bank, frames, dst};
+            spw_stft_run_frames(plan, x, n, mel_of_frames, &sink, scratch);
+        } else {
+            spw_stft_run(plan, x, n, dst, scratch);
+        }
+    }
     free(scratch);
     replace(v, &out);
-    return 0;
+    return bank ? SPW_AUDIO_RAN_NEXT : 0;
 }
 
 static int mel(const struct spw_op_spec *op, const struct spw_mel_bank *bank, int i, struct spw_value *v, char *err,
@@ -300,19 +343,12 @@ static int mel(const struct spw_op_spec *op, const struct spw_mel_bank *bank, in
     int64_t lead, rows, frames;
     if (!spectrogram(v, i, "mel", &lead, &rows, &frames, err, errlen))
         return SPW_EUNSUPPORTED;
-    if (rows != bank->n_freqs) {
-        snprintf(err, errlen, "ops[%d] mel: the spectrogram has %lld frequency bins, the bank is for %d", i,
-                 (long long)rows, bank->n_freqs);
-        return SPW_EUNSUPPORTED;
-    }
-    if (v->sample_rate > 0 && v->sample_rate != op->sample_rate) {
-        snprintf(err, errlen, "ops[%d] mel: sample_rate is %d but the audio is %d Hz (resample it first)", i,
-                 op->sample_rate, v->sample_rate);
-        return SPW_EUNSUPPORTED;
-    }
+    int rc = mel_fits(op, bank, i, rows, v->sample_rate, err, errlen);
+    if (rc)
+        return rc;
     struct spw_value out;
     int64_t shape[3] = {lead, bank->n_mels, frames};
-    int rc = v->t.ndim == 3 ? new_f32(v, 3, shape, &out) : new_f32(v, 2, shape + 1, &out);
+    rc = v->t.ndim == 3 ? new_f32(v, 3, shape, &out) : new_f32(v, 2, shape + 1, &out);
     if (rc)
         return rc;
     for (int64_t c = 0; c < lead; c++)
@@ -397,8 +433,10 @@ int spw_audio_run_op(const struct spw_pipeline_spec *spec, const struct spw_mel_
         return crop_or_pad(spec, op, i, r, v, err, errlen);
     case SPW_OP_NORMALIZE_AUDIO:
         return normalize_audio(i, v, err, errlen);
-    case SPW_OP_STFT:
-        return stft(op, i, v, err, errlen);
+    case SPW_OP_STFT: {
+        const bool fuse = i + 1 < spec->n_ops && spec->ops[i + 1].kind == SPW_OP_MEL;
+        return stft(op, fuse ? &spec->ops[i + 1] : NULL, fuse ? &banks[i + 1] : NULL, i, v, err, errlen);
+    }
     case SPW_OP_MEL:
         return mel(op, &banks[i], i, v, err, errlen);
     case SPW_OP_LOG:

@@ -24,9 +24,13 @@ void spw_audio_banks_free(const struct spw_pipeline_spec *spec, struct spw_mel_b
  * SPW_ETOOBIG with a message in err, or -ENOMEM. */
 int spw_audio_decode(const struct spw_pipeline_spec *spec, const uint8_t *buf, size_t len, struct spw_value *v,
                      char *err, size_t errlen);
+
+#define SPW_AUDIO_RAN_NEXT 1     /* stft ran the mel after it too (the linear spectrogram never stored) */
+
 /* Audio op i (not decode_wav) on *v, replacing it. r is the op's RNG for this sample. Returns 0,
- * SPW_EUNSUPPORTED (e.g. a clip too short for stft, a mel at another rate) or SPW_ETOOBIG (a resample or
- * pad_audio output over spec->max_samples) with a message, or -ENOMEM. */
+ * SPW_AUDIO_RAN_NEXT (op i + 1 ran as well: skip it), SPW_EUNSUPPORTED (e.g. a clip too short for stft, a
+ * mel at another rate) or SPW_ETOOBIG (a resample or pad_audio output over spec->max_samples) with a
+ * message, or -ENOMEM. */
 int spw_audio_run_op(const struct spw_pipeline_spec *spec, const struct spw_mel_bank *banks, int i,
                      struct spw_rng *r, struct spw_value *v, char *err, size_t errlen);
 

@@ -545,7 +545,8 @@ int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uin
             if (ctx->spec->ops[g->first].kind == SPW_OP_DECODE_WAV) {
                 rc = spw_audio_decode(ctx->spec, buf, len, v, err, errlen);
                 for (int i = g->first + 1; i < g->first + g->count && rc == 0; i++)
-                    rc = run_op(ctx, i, epoch, sample, v, NULL, err, errlen);
+                    if ((rc = run_op(ctx, i, epoch, sample, v, NULL, err, errlen)) == SPW_AUDIO_RAN_NEXT)
+                        rc = 0, i++;
             } else {
                 rc = run_decode_group(ctx, g, epoch, sample, buf, len, v, gi == ctx->n_groups - 1 ? dest : NULL,
                                       err, errlen);
@@ -560,11 +561,14 @@ int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uin
         for (int i = g->first; i < g->first + g->count && rc == 0; i++) {
             int64_t t0 = stats ? spw_now_ns() : 0;
             rc = run_op(ctx, i, epoch, sample, v, i == last_op ? dest : NULL, err, errlen);
+            const bool ran_next = rc == SPW_AUDIO_RAN_NEXT;   /* stft+mel as one: reported on the stft */
+            rc = ran_next ? 0 : rc;
             if (stats && rc == 0) {
                 stats->ns[i] += spw_now_ns() - t0;
                 stats->out_bytes[i] += (int64_t)spw_value_bytes(v);
                 stats->ran[i] = true;
             }
+            i += ran_next;
         }
     }
     if (rc)

@@ -380,6 +380,47 @@ START_TEST(test_mel_slaney_norm_gives_unit_area)
 }
 END_TEST
 
+struct mel_sink {
+    const struct spw_mel_bank *b;
+    int64_t frames;
+    float *mel;
+};
+
+static void mel_sink_emit(void *ctx, const float *mag, int stride, int64_t t0, int count)
+{
+    const struct mel_sink *m = ctx;
+    spw_mel_apply_frames(m->b, mag, stride, count, t0, m->frames, m->mel);
+}
+
+/* stft+mel fused (frames handed to the bank a few at a time) gives the same floats as the spectrogram
+ * stored whole and then the bank applied. */
+START_TEST(test_stft_frames_into_mel_equals_whole_spectrogram)
+{
+    const struct spw_stft_params p = {512, 160, 400, true, 2.0};
+    const int64_t n = 16000 * 3 + 77;
+    float *x = malloc(sizeof(float) * (size_t)n);
+    fill_noise(x, n, 7);
+    int64_t frames;
+    float *spec = stft(&p, x, n, &frames);
+    struct spw_mel_bank b;
+    ck_assert_int_eq(spw_mel_bank_init(&b, 257, 0, 8000, 80, 16000, SPW_MEL_SLANEY, SPW_MEL_NORM_SLANEY), 0);
+    float *whole = malloc(sizeof(float) * 80 * (size_t)frames), *fused = malloc(sizeof(float) * 80 * (size_t)frames);
+    spw_mel_apply(&b, spec, frames, whole);
+    const struct spw_stft_plan *pl;
+    ck_assert_int_eq(spw_stft_plan_get(&p, &pl), 0);
+    float *scratch = alloc_scratch(&p);
+    struct mel_sink sink = {&b, frames, fused};
+    spw_stft_run_frames(pl, x, n, mel_sink_emit, &sink, scratch);
+    ck_assert_int_eq(memcmp(whole, fused, sizeof(float) * 80 * (size_t)frames), 0);
+    free(scratch);
+    free(fused);
+    free(whole);
+    free(spec);
+    free(x);
+    spw_mel_bank_free(&b);
+}
+END_TEST
+
 START_TEST(test_mel_apply_matches_dense_and_empty_filters)
 {
     /* 5 bins 1 kHz apart under 40 mels: most filters fall between bins and are empty (count 0) */
@@ -424,6 +465,7 @@ int main(void)
     tcase_add_test(tc, test_mel_htk_rows_sum_to_one_inside);
     tcase_add_test(tc, test_mel_slaney_norm_gives_unit_area);
     tcase_add_test(tc, test_mel_apply_matches_dense_and_empty_filters);
+    tcase_add_test(tc, test_stft_frames_into_mel_equals_whole_spectrogram);
     tcase_add_test(tc, test_stft_run_from_threads_matches_serial);
     tcase_add_test(tc, test_stft_plan_table_is_capped);
     suite_add_tcase(s, tc);
