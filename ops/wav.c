@@ -251,6 +251,24 @@ static float sample_at(const struct wav_layout *lay, const uint8_t *p)
     return lay->info.is_float ? float32_at(p) : pcm16_at(p);
 }
 
+/* The common case (mono 16-bit) as one loop the compiler vectorizes; the same values as pcm16_at. */
+static bool decode_mono_pcm16(const struct wav_layout *lay, const uint8_t *data, float *out)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (lay->info.channels != 1 || lay->info.is_float || lay->block_align != 2)
+        return false;
+    for (int64_t f = 0; f < lay->info.frames; f++) {
+        int16_t v;
+        memcpy(&v, data + 2 * f, sizeof v);
+        out[f] = (float)v / 32768.0f;
+    }
+    return true;
+#else
+    (void)lay, (void)data, (void)out;
+    return false;
+#endif
+}
+
 static void decode_planar(const struct wav_layout *lay, const uint8_t *data, float *out)
 {
     const int ch = lay->info.channels, bytes = lay->info.bits / 8;
@@ -294,7 +312,9 @@ int spw_wav_decode(const uint8_t *buf, size_t len, bool downmix, int64_t max_sam
     float *pcm = malloc(samples > 0 ? (size_t)samples * sizeof(float) : 1);
     if (!pcm)
         return -ENOMEM;
-    if (downmix)
+    if (decode_mono_pcm16(&lay, buf + lay.data_off, pcm))
+        ;
+    else if (downmix)
         decode_downmix(&lay, buf + lay.data_off, pcm);
     else
         decode_planar(&lay, buf + lay.data_off, pcm);

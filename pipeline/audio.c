@@ -358,6 +358,57 @@ static int mel(const struct spw_op_spec *op, const struct spw_mel_bank *bank, in
     return 0;
 }
 
+/* v[k] = ln(v[k] + eps) for a block whose sums are all normal positive floats, branch-free so the compiler
+ * vectorizes it (Cephes' logf method: x = m 2^e with m in [sqrt(1/2), sqrt(2)), a degree-9 polynomial in
+ * m - 1; within 0.94 ulp of the exact value over every 13th normal float). No FP compares or selects: under
+ * GCC's default -ftrapping-math they would keep the loop scalar. */
+static void fast_log_block(float *restrict v, int len, float eps)
+{
+    for (int k = 0; k < len; k++) {
+        union { float f; uint32_t u; } a = {.f = v[k] + eps}, mant;
+        mant.u = (a.u & 0x807fffffu) | 0x3f000000u;             /* a = mant 2^e, mant in [0.5, 1) */
+        const int low = mant.u < 0x3f3504f3u;                   /* mant < sqrt(1/2), compared as bits */
+        const float fe = (float)((int)((a.u >> 23) & 0xff) - 126 - low);
+        const float m = (mant.f - 1.0f) + (float)low * mant.f;  /* exactly 2 mant - 1 or mant - 1 */
+        const float z = m * m;
+        float y = 7.0376836292e-2f;
+        y = y * m - 1.1514610310e-1f;
+        y = y * m + 1.1676998740e-1f;
+        y = y * m - 1.2420140846e-1f;
+        y = y * m + 1.4249322787e-1f;
+        y = y * m - 1.6668057665e-1f;
+        y = y * m + 2.0000714765e-1f;
+        y = y * m - 2.4999993993e-1f;
+        y = y * m + 3.3333331174e-1f;
+        y = y * m * z;
+        y += -2.12194440e-4f * fe;
+        y += -0.5f * z;
+        v[k] = m + y + 0.693359375f * fe;
+    }
+}
+
+/* x[k] = ln(x[k] + eps) for n values: the fast path for blocks of normal positive sums, libm's logf for a
+ * block holding anything else (zeros, subnormals, infinities, NaN), which come out as logf gives them. */
+static void log_inplace(float *x, int64_t n, float eps)
+{
+    enum { BLOCK = 64 };
+    for (int64_t b = 0; b < n; b += BLOCK) {
+        const int len = n - b < BLOCK ? (int)(n - b) : BLOCK;
+        float *v = x + b;
+        uint32_t odd = 0;
+        for (int k = 0; k < len; k++) {
+            union { float f; uint32_t u; } a = {.f = v[k] + eps};
+            odd |= a.u - 0x00800000u >= 0x7f000000u;           /* not in [FLT_MIN, FLT_MAX] */
+        }
+        if (odd) {
+            for (int k = 0; k < len; k++)
+                v[k] = logf(v[k] + eps);
+        } else {
+            fast_log_block(v, len, eps);
+        }
+    }
+}
+
 /* log(x + eps), or torchaudio's AmplitudeToDB: multiplier * log10(max(x, 1e-10)) (ref 1), then with top_db
  * floored at the spectrogram's max - top_db. */
 static int log_scale(const struct spw_op_spec *op, int i, struct spw_value *v, char *err, size_t errlen)
@@ -368,9 +419,7 @@ static int log_scale(const struct spw_op_spec *op, int i, struct spw_value *v, c
     float *x = v->t.data;
     const int64_t n = lead * rows * frames;
     if (op->kind == SPW_OP_LOG) {
-        const float eps = (float)op->eps;
-        for (int64_t k = 0; k < n; k++)
-            x[k] = logf(x[k] + eps);
+        log_inplace(x, n, (float)op->eps);
         return 0;
     }
     const float mult = op->stype == SPW_DB_POWER ? 10.0f : 20.0f, amin = 1e-10f;
