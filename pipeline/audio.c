@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "lib/err.h"
+#include "lib/simd.h"
 #include "ops/stft.h"
 #include "ops/wav.h"
 #include "ops/wave_resample.h"
@@ -362,7 +363,7 @@ static int mel(const struct spw_op_spec *op, const struct spw_mel_bank *bank, in
  * vectorizes it (Cephes' logf method: x = m 2^e with m in [sqrt(1/2), sqrt(2)), a degree-9 polynomial in
  * m - 1; within 0.94 ulp of the exact value over every 13th normal float). No FP compares or selects: under
  * GCC's default -ftrapping-math they would keep the loop scalar. */
-static void fast_log_block(float *restrict v, int len, float eps)
+SPW_VECTOR_CLONES static void fast_log_block(float *restrict v, int len, float eps)
 {
     for (int k = 0; k < len; k++) {
         union { float f; uint32_t u; } a = {.f = v[k] + eps}, mant;

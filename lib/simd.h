@@ -1,0 +1,15 @@
+/* lib/simd.h - SPW_VECTOR_CLONES marks a hot loop's function to be compiled for AVX2 as well as the
+ * baseline (x86-64-v2) and chosen when the process loads (GCC target_clones, glibc ifunc). The build keeps
+ * -ffp-contract=off and "avx2" does not enable FMA, so both clones do the same float operations per element:
+ * results are bit-identical whichever runs (a worker and a client on different CPUs agree). Empty on other
+ * compilers and architectures, and with -DSPW_NO_VECTOR_CLONES. Thread-safe (a declaration attribute). */
+#ifndef SPW_LIB_SIMD_H
+#define SPW_LIB_SIMD_H
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(SPW_NO_VECTOR_CLONES)
+#define SPW_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SPW_VECTOR_CLONES
+#endif
+
+#endif
