@@ -157,6 +157,7 @@ bench: deps
 	bash scripts/bench-ops.sh
 	bash scripts/bench-stream.sh
 	bash scripts/bench-offload.sh
+	bash scripts/bench-audio.sh
 
 clean:
 	rm -rf build build-address build-undefined build-thread $(BUILD)
