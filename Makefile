@@ -48,7 +48,7 @@ TOOL_SRC  := $(wildcard tests/tools/*.c)
 TOOL_BIN  := $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(TOOL_SRC))
 BINS      := $(BUILD)/bin/spillctl $(BUILD)/bin/spillway-dispatcher $(BUILD)/bin/spillway-worker
 
-.PHONY: all test unit lint equiv corrupt integration soak demo bench clean deps
+.PHONY: all test unit lint equiv corrupt integration soak demo bench clean deps tsan-audio
 all: $(BINS)
 
 deps:
@@ -143,6 +143,11 @@ corrupt: all
 
 integration: all $(TOOL_BIN)
 	@set -e; for t in $(filter-out %/lib.sh,$(wildcard tests/integration/*.sh)); do echo "== $$t"; bash $$t; done
+
+# The threaded audio path (FFTW and resampling plans made concurrently) under ThreadSanitizer.
+tsan-audio:
+	$(MAKE) SANITIZER=thread build-thread/tests/check_stft build-thread/bin/spillctl
+	bash tests/audio/tsan.sh
 
 # The fault runs of the service test, 20 seeded times (make test runs 2).
 soak: all

@@ -202,7 +202,7 @@ int spw_inspect_profile(const char *worker, const char *auth_token, const char *
     char err[1024];
     struct spw_pipeline_spec *spec;
     if (spw_spec_load_file(pipeline, &spec, err, sizeof err) != 0) {
-        fprintf(stderr, "spillctl: %s: %s\n", pipeline, err);
+        fprintf(stderr, "spillctl: %s\n", err);    /* err names the file */
         return 2;
     }
     Spillway__V1__Pipeline *pipe;

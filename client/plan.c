@@ -125,7 +125,7 @@ int spw_plan_cli(const struct spw_plan_cli_opts *o)
     if (!me || !in || !plan)
         goto out;
     if (spw_spec_load_file(o->pipeline, &spec, err, sizeof err) != 0) {
-        fprintf(stderr, "spillctl: %s: %s\n", o->pipeline, err);
+        fprintf(stderr, "spillctl: %s\n", err);    /* err names the file */
         status = 2;
         goto out;
     }

@@ -275,7 +275,7 @@ static int cmd_run(const char *pipeline, int threads, int64_t max_batches, doubl
     int status = 0;
     int rc = spw_spec_load_file(pipeline, &spec, err, sizeof err);
     if (rc) {
-        fprintf(stderr, "spillctl: %s: %s\n", pipeline, err);
+        fprintf(stderr, "spillctl: %s\n", err);    /* err names the file */
         return 2;
     }
     rc = spw_source_open(&spec->source, &src, err, sizeof err);
@@ -451,7 +451,7 @@ static int cmd_validate(const char *pipeline)
     char err[1024] = "";
     struct spw_pipeline_spec *spec = NULL;
     if (spw_spec_load_file(pipeline, &spec, err, sizeof err) != 0) {
-        fprintf(stderr, "spillctl: %s: %s\n", pipeline, err);
+        fprintf(stderr, "spillctl: %s\n", err);    /* err names the file */
         return 2;
     }
     char *json = spw_spec_to_json(spec);

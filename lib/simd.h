@@ -6,7 +6,9 @@
 #ifndef SPW_LIB_SIMD_H
 #define SPW_LIB_SIMD_H
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(SPW_NO_VECTOR_CLONES)
+/* Not under sanitizers: ifunc resolvers run before their runtimes start (a TSan build crashes at load). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(SPW_NO_VECTOR_CLONES) && \
+    !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
 #define SPW_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define SPW_VECTOR_CLONES

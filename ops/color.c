@@ -5,6 +5,8 @@
  * evaluated in the same precision (this file relies on -std=c11, i.e. no FMA contraction). */
 #include "ops/color.h"
 
+#include "lib/simd.h"
+
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -145,7 +147,7 @@ int spw_adjust_contrast_run(const struct spw_image *in, double factor, struct sp
 }
 
 /* The float blends vectorize; AVX2 doubles their width where the CPU has it. */
-__attribute__((target_clones("avx2", "default")))
+SPW_VECTOR_CLONES
 int spw_adjust_saturation_run(const struct spw_image *in, double factor, struct spw_image *out)
 {
     int rc = check_pair(in, out);
@@ -180,7 +182,7 @@ int spw_adjust_saturation_run(const struct spw_image *in, double factor, struct 
     return 0;
 }
 
-__attribute__((target_clones("avx2", "default")))
+SPW_VECTOR_CLONES
 int spw_adjust_sharpness_run(const struct spw_image *in, double factor, struct spw_image *out)
 {
     int rc = check_pair(in, out);

@@ -149,7 +149,8 @@ struct spw_pipeline_spec {
     enum spw_on_error on_error;         /* default skip */
     int64_t max_pixels;                 /* decode cap: width*height; default 89478485 (PIL's) */
     int64_t max_file_bytes;             /* per-sample encoded size cap; default 64 MiB */
-    int64_t max_samples;                /* decode cap: audio samples (all channels); default 2^26 */
+    int64_t max_samples;                /* audio cap: samples (all channels) a decode, resample or pad may
+                                           produce; default 2^26 */
 };
 
 /* Parse and validate JSON text. On success *out owns a new spec (free with spw_spec_free) and 0 is
