@@ -46,7 +46,8 @@ BENCH_SRC := $(wildcard tests/bench/*.c)
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/tests/%,$(BENCH_SRC))
 TOOL_SRC  := $(wildcard tests/tools/*.c)
 TOOL_BIN  := $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(TOOL_SRC))
-BINS      := $(BUILD)/bin/spillctl $(BUILD)/bin/spillway-dispatcher $(BUILD)/bin/spillway-worker
+BINS      := $(BUILD)/bin/spillctl $(BUILD)/bin/spillway-dispatcher $(BUILD)/bin/spillway-worker \
+             $(BUILD)/lib/libspillway.so
 
 .PHONY: all test unit lint equiv corrupt integration soak demo bench clean deps tsan-audio
 all: $(BINS)
@@ -95,6 +96,12 @@ $(BUILD)/bin/spillway-worker: $(BUILD)/obj/worker/main.o $(WRK_OBJ) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+# The client library as one shared object (the Python package loads it with ctypes).
+$(BUILD)/lib/libspillway.so: $(CLI_OBJ) $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) -shared $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/bin/spillctl: $(BUILD)/obj/client/spillctl.o $(BUILD)/obj/client/inspect.o $(BUILD)/obj/client/plan.o \
                       $(CLI_LIB) $(CORE_LIB)

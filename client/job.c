@@ -490,6 +490,18 @@ void spw_job_stats(struct spw_job *job, struct spw_job_stats *out)
     }
 }
 
+int spw_job_classes(const struct spw_job *job, const char *const **names)
+{
+    *names = (const char *const *)job->src->classes;
+    return job->src->n_classes;
+}
+
+int64_t spw_job_batches_per_epoch(const struct spw_job *job)
+{
+    const int64_t B = job->spec->batch.size, n = job->src->n;
+    return job->spec->batch.drop_remainder ? n / B : (n + B - 1) / B;
+}
+
 void spw_job_destroy(struct spw_job *job)
 {
     if (!job)

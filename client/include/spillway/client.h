@@ -80,4 +80,28 @@ void spw_job_stats(struct spw_job *job, struct spw_job_stats *out);
  * dispatcher's client timeout. */
 void spw_job_destroy(struct spw_job *job);
 
+/* The source's class names in label order (image or wav folders; none for tar shards): the count, with
+ * *names pointing at the job's own array (valid until destroy). */
+int spw_job_classes(const struct spw_job *job, const char *const **names);
+/* Batches one epoch delivers (the last one short unless the spec drops it). */
+int64_t spw_job_batches_per_epoch(const struct spw_job *job);
+
+/* ---- a flat face for language bindings (ctypes; client/binding.c): no struct layouts to mirror ---- */
+
+/* Options with the defaults, set by name ("dispatcher", "auth_token", "local_cores", "cut" (a number or
+ * "auto"), "max_workers", "trainer_rate", "prefetch_bytes", "credit_bytes", "ordered" (0/1), "max_batches",
+ * "split_size", "rescue_after_ms") from strings, which are copied. set returns 0, -ENOENT (unknown key) or
+ * -EINVAL (bad value). Free with spw_job_opts_free. */
+struct spw_job_opts *spw_job_opts_new(void);
+int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value);
+void spw_job_opts_free(struct spw_job_opts *o);
+/* A batch's elements, tensors (data, labels, and for padded batches lengths), tensor i (dtype as enum
+ * spw_dtype, up to SPW_TENSOR_MAX_DIMS dims into shape, data owned by the batch) and key i. -EINVAL for
+ * an index out of range. */
+int spw_batch_elements(const struct spw_batch *b);
+int spw_batch_tensor_count(const struct spw_batch *b);
+int spw_batch_tensor_at(const struct spw_batch *b, int i, int *dtype, int *ndim, int64_t *shape, void **data,
+                        size_t *nbytes);
+int spw_batch_key_at(const struct spw_batch *b, int i, int64_t *epoch, int64_t *sample, const char **path);
+
 #endif

@@ -1,0 +1,129 @@
+/* client/binding.c - a flat face of libspillway for language bindings (Python's ctypes): job options set by
+ * name from strings, and batch tensors and keys read through accessors, so a binding never mirrors a C
+ * struct layout. Not a second API: each function maps onto client.h and pipeline/executor.h.
+ * Thread model: as client.h (the options object and a batch belong to one thread at a time). */
+#include "spillway/client.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct binding_opts {           /* the options and the strings they point to, in one allocation */
+    struct spw_job_opts o;      /* first: a struct spw_job_opts * is a struct binding_opts * */
+    char dispatcher[256];
+    char auth_token[512];
+};
+
+struct spw_job_opts *spw_job_opts_new(void)
+{
+    struct binding_opts *b = calloc(1, sizeof *b);
+    if (b)
+        spw_job_opts_init(&b->o);
+    return b ? &b->o : NULL;
+}
+
+void spw_job_opts_free(struct spw_job_opts *o)
+{
+    free(o);                    /* the binding_opts that starts with it */
+}
+
+static int parse_int64(const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi)
+        return -EINVAL;
+    *out = x;
+    return 0;
+}
+
+static int copy_string(char *dst, size_t cap, const char *v, const char **field)
+{
+    if (strlen(v) >= cap)
+        return -EINVAL;
+    snprintf(dst, cap, "%s", v);
+    *field = *dst ? dst : NULL;
+    return 0;
+}
+
+int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
+{
+    struct binding_opts *b = (struct binding_opts *)o;
+    int64_t x = 0;
+    if (!o || !key || !value)
+        return -EINVAL;
+    if (!strcmp(key, "dispatcher"))
+        return copy_string(b->dispatcher, sizeof b->dispatcher, value, &o->dispatcher);
+    if (!strcmp(key, "auth_token"))
+        return copy_string(b->auth_token, sizeof b->auth_token, value, &o->auth_token);
+    if (!strcmp(key, "ordered"))
+        return !strcmp(value, "1") || !strcmp(value, "0") ? (o->ordered = value[0] == '1', 0) : -EINVAL;
+    if (!strcmp(key, "cut") && !strcmp(value, "auto"))
+        return o->cut = SPW_CUT_AUTO, 0;
+    if (!strcmp(key, "trainer_rate")) {
+        char *end;
+        double r = strtod(value, &end);
+        return end != value && !*end && r >= 0 ? (o->trainer_rate = r, 0) : -EINVAL;
+    }
+    static const struct {
+        const char *key;
+        int64_t lo, hi;
+    } ints[] = {{"local_cores", -1, 256}, {"cut", -1, 255}, {"max_workers", 0, INT_MAX},
+                {"prefetch_bytes", 0, INT64_MAX}, {"credit_bytes", 0, INT64_MAX}, {"max_batches", 0, INT64_MAX},
+                {"split_size", 0, INT_MAX}, {"rescue_after_ms", 0, INT_MAX}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        if (strcmp(key, ints[i].key) != 0)
+            continue;
+        if (parse_int64(value, ints[i].lo, ints[i].hi, &x))
+            return -EINVAL;
+        switch (i) {
+        case 0: o->local_cores = (int)x; break;
+        case 1: o->cut = (int)x; break;
+        case 2: o->max_workers = (int)x; break;
+        case 3: o->prefetch_bytes = x; break;
+        case 4: o->credit_bytes = x; break;
+        case 5: o->max_batches = x; break;
+        case 6: o->split_size = (int)x; break;
+        default: o->rescue_after_ms = (int)x; break;
+        }
+        return 0;
+    }
+    return -ENOENT;
+}
+
+int spw_batch_elements(const struct spw_batch *b)
+{
+    return b ? b->n : 0;
+}
+
+int spw_batch_tensor_count(const struct spw_batch *b)
+{
+    return b ? b->n_tensors : 0;
+}
+
+int spw_batch_tensor_at(const struct spw_batch *b, int i, int *dtype, int *ndim, int64_t *shape, void **data,
+                        size_t *nbytes)
+{
+    if (!b || i < 0 || i >= b->n_tensors)
+        return -EINVAL;
+    const struct spw_tensor *t = &b->tensors[i];
+    *dtype = (int)t->dtype;
+    *ndim = t->ndim;
+    memcpy(shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    *data = t->data;
+    *nbytes = t->nbytes;
+    return 0;
+}
+
+int spw_batch_key_at(const struct spw_batch *b, int i, int64_t *epoch, int64_t *sample, const char **path)
+{
+    if (!b || i < 0 || i >= b->n)
+        return -EINVAL;
+    *epoch = b->keys[i].epoch;
+    *sample = b->keys[i].sample;
+    *path = b->keys[i].path;
+    return 0;
+}
