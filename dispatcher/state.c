@@ -55,16 +55,6 @@ struct disp_state {
     int n_jobs;
 };
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen)
-        vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return rc;
-}
 
 int disp_state_create(const struct disp_limits *limits, struct disp_state **out)
 {
@@ -219,21 +209,21 @@ static int advance_epochs(struct job *j)
 static int apply_create_job(struct disp_state *s, const struct disp_update *u, char *err, size_t errlen)
 {
     if (find_job(s, u->job))
-        return fail(err, errlen, -EEXIST, "job %llu exists", (unsigned long long)u->job);
+        return spw_fail(err, errlen, -EEXIST, "job %llu exists", (unsigned long long)u->job);
     if (s->n_jobs >= s->lim.max_jobs)
-        return fail(err, errlen, SPW_ETOOBIG, "too many jobs (cap %d)", s->lim.max_jobs);
+        return spw_fail(err, errlen, SPW_ETOOBIG, "too many jobs (cap %d)", s->lim.max_jobs);
     if (u->n_samples <= 0 || u->split_size <= 0 || u->epochs < 0)
-        return fail(err, errlen, -EINVAL, "job needs samples > 0, split_size > 0, epochs >= 0");
+        return spw_fail(err, errlen, -EINVAL, "job needs samples > 0, split_size > 0, epochs >= 0");
     if (u->world_size <= 0 || u->world_size > s->lim.max_world_size)
-        return fail(err, errlen, -EINVAL, "world_size %d is outside [1, %d]", u->world_size, s->lim.max_world_size);
+        return spw_fail(err, errlen, -EINVAL, "world_size %d is outside [1, %d]", u->world_size, s->lim.max_world_size);
     if (u->max_workers < 0)
-        return fail(err, errlen, -EINVAL, "max_workers %d: use 0 (all) or a positive count", u->max_workers);
+        return spw_fail(err, errlen, -EINVAL, "max_workers %d: use 0 (all) or a positive count", u->max_workers);
     if (u->pipeline_len > s->lim.max_pipeline_bytes)
-        return fail(err, errlen, SPW_ETOOBIG, "pipeline of %zu bytes exceeds the cap of %zu", u->pipeline_len,
+        return spw_fail(err, errlen, SPW_ETOOBIG, "pipeline of %zu bytes exceeds the cap of %zu", u->pipeline_len,
                     s->lim.max_pipeline_bytes);
     int64_t splits = (u->n_samples + u->split_size - 1) / u->split_size;
     if (splits > s->lim.max_splits_per_epoch)
-        return fail(err, errlen, SPW_ETOOBIG, "%lld splits per epoch exceed the cap of %lld", (long long)splits,
+        return spw_fail(err, errlen, SPW_ETOOBIG, "%lld splits per epoch exceed the cap of %lld", (long long)splits,
                     (long long)s->lim.max_splits_per_epoch);
     struct job j = {0};
     j.id = u->job;
@@ -253,7 +243,7 @@ static int apply_create_job(struct disp_state *s, const struct disp_update *u, c
         rc = epoch_init(&j.ep[1], 1, splits);
     if (rc) {
         job_free(&j);
-        return fail(err, errlen, rc, "out of memory for job %llu", (unsigned long long)u->job);
+        return spw_fail(err, errlen, rc, "out of memory for job %llu", (unsigned long long)u->job);
     }
     if (u->pipeline_len)
         memcpy(j.pipeline, u->pipeline, u->pipeline_len);
@@ -268,17 +258,17 @@ static int apply_lease(struct disp_state *s, const struct disp_update *u, char *
 {
     struct job *j = find_job(s, u->job);
     if (!j)
-        return fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
+        return spw_fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
     struct epoch_splits *e = find_epoch(j, u->epoch);
     if (!e || u->split >= (uint64_t)e->n)
-        return fail(err, errlen, -EINVAL, "job %llu has no open split %llu of epoch %llu",
+        return spw_fail(err, errlen, -EINVAL, "job %llu has no open split %llu of epoch %llu",
                     (unsigned long long)u->job, (unsigned long long)u->split, (unsigned long long)u->epoch);
     int64_t i = (int64_t)u->split;
     if (e->state[i] == DISP_SPLIT_ACKED)
-        return fail(err, errlen, -EALREADY, "split %lld of epoch %llu is already acked", (long long)i,
+        return spw_fail(err, errlen, -EALREADY, "split %lld of epoch %llu is already acked", (long long)i,
                     (unsigned long long)u->epoch);
     if (u->generation != (uint64_t)e->generation[i] + 1)
-        return fail(err, errlen, -EINVAL, "lease generation %llu, expected %u", (unsigned long long)u->generation,
+        return spw_fail(err, errlen, -EINVAL, "lease generation %llu, expected %u", (unsigned long long)u->generation,
                     e->generation[i] + 1);
     if (e->state[i] == DISP_SPLIT_PENDING) {
         e->pending--;
@@ -297,12 +287,12 @@ static int apply_ack(struct disp_state *s, const struct disp_update *u, char *er
 {
     struct job *j = find_job(s, u->job);
     if (!j)
-        return fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
+        return spw_fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
     if (j->finished || (j->ep[0].epoch >= 0 && u->epoch < (uint64_t)j->ep[0].epoch))
         return 0;                                   /* an epoch already complete: a duplicate ack */
     struct epoch_splits *e = find_epoch(j, u->epoch);
     if (!e || u->split >= (uint64_t)e->n)
-        return fail(err, errlen, -EINVAL, "job %llu has no open split %llu of epoch %llu",
+        return spw_fail(err, errlen, -EINVAL, "job %llu has no open split %llu of epoch %llu",
                     (unsigned long long)u->job, (unsigned long long)u->split, (unsigned long long)u->epoch);
     int64_t i = (int64_t)u->split;
     if (e->state[i] == DISP_SPLIT_ACKED)
@@ -325,7 +315,7 @@ int disp_state_apply(struct disp_state *s, const struct disp_update *u, char *er
     case DISP_REGISTER_WORKER:
         if ((w = find_worker(s, u->worker)) == NULL) {
             if (s->n_workers >= s->lim.max_workers)
-                return fail(err, errlen, SPW_ETOOBIG, "too many workers (cap %d)", s->lim.max_workers);
+                return spw_fail(err, errlen, SPW_ETOOBIG, "too many workers (cap %d)", s->lim.max_workers);
             w = &s->workers[s->n_workers++];
             w->id = u->worker;
         }
@@ -336,12 +326,12 @@ int disp_state_apply(struct disp_state *s, const struct disp_update *u, char *er
         return 0;
     case DISP_WORKER_HEARTBEAT:
         if (!(w = find_worker(s, u->worker)) || !w->alive)
-            return fail(err, errlen, -ENOENT, "unknown or retired worker %llu", (unsigned long long)u->worker);
+            return spw_fail(err, errlen, -ENOENT, "unknown or retired worker %llu", (unsigned long long)u->worker);
         w->last_heartbeat_ms = u->now_ms;
         return 0;
     case DISP_WORKER_DEAD:
         if (!(w = find_worker(s, u->worker)))
-            return fail(err, errlen, -ENOENT, "unknown worker %llu", (unsigned long long)u->worker);
+            return spw_fail(err, errlen, -ENOENT, "unknown worker %llu", (unsigned long long)u->worker);
         w->alive = false;
         for (int i = 0; i < s->n_jobs; i++)
             release_producer(&s->jobs[i], u->worker);
@@ -350,13 +340,13 @@ int disp_state_apply(struct disp_state *s, const struct disp_update *u, char *er
         return apply_create_job(s, u, err, errlen);
     case DISP_CLIENT_HEARTBEAT:
         if (!(j = find_job(s, u->job)))
-            return fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
+            return spw_fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
         if (u->rank < 0 || u->rank >= j->world_size)
-            return fail(err, errlen, -EINVAL, "rank %d is outside the job's world of %d", u->rank, j->world_size);
+            return spw_fail(err, errlen, -EINVAL, "rank %d is outside the job's world of %d", u->rank, j->world_size);
         {
             struct client_rank *c = &j->clients[u->rank];
             if (u->incarnation < c->incarnation)
-                return fail(err, errlen, -ESTALE, "client incarnation %llu is older than %llu (a zombie)",
+                return spw_fail(err, errlen, -ESTALE, "client incarnation %llu is older than %llu (a zombie)",
                             (unsigned long long)u->incarnation, (unsigned long long)c->incarnation);
             if (u->incarnation > c->incarnation && c->incarnation)
                 release_producer(j, DISP_CLIENT_PRODUCER(j->id, u->rank));   /* fence the old one */
@@ -368,9 +358,9 @@ int disp_state_apply(struct disp_state *s, const struct disp_update *u, char *er
         return 0;
     case DISP_CLIENT_EXPIRED:
         if (!(j = find_job(s, u->job)))
-            return fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
+            return spw_fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
         if (u->rank < 0 || u->rank >= j->world_size)
-            return fail(err, errlen, -EINVAL, "rank %d is outside the job's world of %d", u->rank, j->world_size);
+            return spw_fail(err, errlen, -EINVAL, "rank %d is outside the job's world of %d", u->rank, j->world_size);
         j->clients[u->rank].alive = false;
         release_producer(j, DISP_CLIENT_PRODUCER(j->id, u->rank));
         {
@@ -389,19 +379,19 @@ int disp_state_apply(struct disp_state *s, const struct disp_update *u, char *er
         return apply_ack(s, u, err, errlen);
     case DISP_FINISH_JOB:
         if (!(j = find_job(s, u->job)))
-            return fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
+            return spw_fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
         j->finished = true;
         release_all(j);
         return 0;
     case DISP_SET_CUT:
         if (!(j = find_job(s, u->job)))
-            return fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
+            return spw_fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
         if (u->cut < 0 || u->cut > 256)
-            return fail(err, errlen, -EINVAL, "cut %d is outside [0, 256]", u->cut);
+            return spw_fail(err, errlen, -EINVAL, "cut %d is outside [0, 256]", u->cut);
         j->cut = u->cut;
         return 0;
     }
-    return fail(err, errlen, -EINVAL, "unknown update kind %d", (int)u->kind);
+    return spw_fail(err, errlen, -EINVAL, "unknown update kind %d", (int)u->kind);
 }
 
 static bool rank_ok(const struct job *j, uint64_t producer, int64_t split)

@@ -3,6 +3,8 @@
 #ifndef SPW_LIB_ERR_H
 #define SPW_LIB_ERR_H
 
+#include <stddef.h>
+
 #define SPW_ERRORS(X)                                                          \
     X(SPW_ESPEC,        -1001, "invalid pipeline spec")                       \
     X(SPW_EDECODE,      -1002, "corrupt or undecodable input")                \
@@ -22,5 +24,8 @@ enum spw_err {
 
 /* Human-readable text for a return code (a SPW_E* code or -errno). Never NULL. */
 const char *spw_strerror(int err);
+/* Write the formatted message into err (when err and errlen) and return rc: `return spw_fail(err, errlen,
+ * SPW_EDECODE, "...", ...);` in functions that report through a caller's buffer. */
+int spw_fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 #endif

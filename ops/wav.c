@@ -27,16 +27,6 @@ struct wav_layout {
     uint64_t data_size;
 };
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen)
-        vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return rc;
-}
 
 static uint32_t le16(const uint8_t *p)
 {
@@ -78,16 +68,16 @@ static const uint8_t ks_guid_suffix[14] = {0x00, 0x00, 0x00, 0x00, 0x10, 0x00, 0
 static int extensible_tag(const uint8_t *fmt, uint32_t size, uint32_t bits, uint32_t *tag, char *err, size_t errlen)
 {
     if (size < FMT_EXT_MIN_SIZE)
-        return fail(err, errlen, SPW_EDECODE, "WAV: extensible fmt chunk is %u bytes, shorter than %d",
+        return spw_fail(err, errlen, SPW_EDECODE, "WAV: extensible fmt chunk is %u bytes, shorter than %d",
                     (unsigned)size, FMT_EXT_MIN_SIZE);
     uint32_t cb_size = le16(fmt + 16);
     if (cb_size < 22)
-        return fail(err, errlen, SPW_EDECODE, "WAV: extensible fmt cbSize is %u, shorter than 22", (unsigned)cb_size);
+        return spw_fail(err, errlen, SPW_EDECODE, "WAV: extensible fmt cbSize is %u, shorter than 22", (unsigned)cb_size);
     if (memcmp(fmt + 26, ks_guid_suffix, sizeof ks_guid_suffix) != 0)
-        return fail(err, errlen, SPW_EUNSUPPORTED, "WAV: extensible SubFormat GUID is not a KSDATAFORMAT subtype");
+        return spw_fail(err, errlen, SPW_EUNSUPPORTED, "WAV: extensible SubFormat GUID is not a KSDATAFORMAT subtype");
     uint32_t valid_bits = le16(fmt + 18);
     if (valid_bits != 0 && valid_bits != bits)
-        return fail(err, errlen, SPW_EUNSUPPORTED,
+        return spw_fail(err, errlen, SPW_EUNSUPPORTED,
                     "WAV: %u valid bits in a %u-bit container is not supported (16-bit PCM or 32-bit float)",
                     (unsigned)valid_bits, (unsigned)bits);
     *tag = le16(fmt + 24);
@@ -99,18 +89,18 @@ static int check_encoding(uint32_t tag, uint32_t bits, char *err, size_t errlen)
     if (tag != TAG_PCM && tag != TAG_FLOAT) {
         const char *name = tag_name(tag);
         if (name)
-            return fail(err, errlen, SPW_EUNSUPPORTED, "WAV: %s (format tag %u) is not supported "
+            return spw_fail(err, errlen, SPW_EUNSUPPORTED, "WAV: %s (format tag %u) is not supported "
                         "(16-bit PCM or 32-bit float)", name, (unsigned)tag);
-        return fail(err, errlen, SPW_EUNSUPPORTED, "WAV: format tag 0x%04x is not supported "
+        return spw_fail(err, errlen, SPW_EUNSUPPORTED, "WAV: format tag 0x%04x is not supported "
                     "(16-bit PCM or 32-bit float)", (unsigned)tag);
     }
     if (bits == 0)
-        return fail(err, errlen, SPW_EDECODE, "WAV: bits per sample is 0");
+        return spw_fail(err, errlen, SPW_EDECODE, "WAV: bits per sample is 0");
     if (tag == TAG_PCM && bits != 16)
-        return fail(err, errlen, SPW_EUNSUPPORTED,
+        return spw_fail(err, errlen, SPW_EUNSUPPORTED,
                     "WAV: %u-bit PCM is not supported (16-bit PCM or 32-bit float)", (unsigned)bits);
     if (tag == TAG_FLOAT && bits != 32)
-        return fail(err, errlen, SPW_EUNSUPPORTED,
+        return spw_fail(err, errlen, SPW_EUNSUPPORTED,
                     "WAV: %u-bit float is not supported (16-bit PCM or 32-bit float)", (unsigned)bits);
     return 0;
 }
@@ -119,7 +109,7 @@ static int check_encoding(uint32_t tag, uint32_t bits, char *err, size_t errlen)
 static int parse_fmt(const uint8_t *fmt, uint32_t size, struct wav_layout *lay, char *err, size_t errlen)
 {
     if (size < FMT_MIN_SIZE)
-        return fail(err, errlen, SPW_EDECODE, "WAV: fmt chunk is %u bytes, shorter than %d",
+        return spw_fail(err, errlen, SPW_EDECODE, "WAV: fmt chunk is %u bytes, shorter than %d",
                     (unsigned)size, FMT_MIN_SIZE);
     uint32_t tag = le16(fmt);
     uint32_t channels = le16(fmt + 2);
@@ -132,15 +122,15 @@ static int parse_fmt(const uint8_t *fmt, uint32_t size, struct wav_layout *lay, 
     if (tag != TAG_PCM && tag != TAG_FLOAT)
         return check_encoding(tag, bits, err, errlen);
     if (channels == 0 || channels > SPW_WAV_MAX_CHANNELS)
-        return fail(err, errlen, SPW_EDECODE, "WAV: channels is %u, not in [1, %d]",
+        return spw_fail(err, errlen, SPW_EDECODE, "WAV: channels is %u, not in [1, %d]",
                     (unsigned)channels, SPW_WAV_MAX_CHANNELS);
     if (rate == 0 || rate > SPW_WAV_MAX_RATE)
-        return fail(err, errlen, SPW_EDECODE, "WAV: sample rate is %u, not in [1, %d]",
+        return spw_fail(err, errlen, SPW_EDECODE, "WAV: sample rate is %u, not in [1, %d]",
                     (unsigned)rate, SPW_WAV_MAX_RATE);
     if ((rc = check_encoding(tag, bits, err, errlen)) != 0)
         return rc;
     if (block_align != channels * bits / 8)
-        return fail(err, errlen, SPW_EDECODE, "WAV: block_align is %u, not channels %u * %u bits / 8",
+        return spw_fail(err, errlen, SPW_EDECODE, "WAV: block_align is %u, not channels %u * %u bits / 8",
                     (unsigned)block_align, (unsigned)channels, (unsigned)bits);
     lay->info.channels = (int)channels;
     lay->info.sample_rate = (int)rate;
@@ -167,16 +157,16 @@ static int take_data(uint64_t pos, uint64_t size, uint64_t end, bool have_fmt, s
                      size_t errlen)
 {
     if (!have_fmt)
-        return fail(err, errlen, SPW_EDECODE, "WAV: data chunk at offset %llu comes before any fmt chunk",
+        return spw_fail(err, errlen, SPW_EDECODE, "WAV: data chunk at offset %llu comes before any fmt chunk",
                     (unsigned long long)pos);
     uint64_t held = end - (pos + 8);
     if (size == SIZE_TO_END)
         size = held;
     else if (size > held)
-        return fail(err, errlen, SPW_EDECODE, "WAV: truncated data: data chunk says %llu bytes, the file holds %llu",
+        return spw_fail(err, errlen, SPW_EDECODE, "WAV: truncated data: data chunk says %llu bytes, the file holds %llu",
                     (unsigned long long)size, (unsigned long long)held);
     if (size % (uint64_t)lay->block_align != 0)
-        return fail(err, errlen, SPW_EDECODE, "WAV: data size %llu is not a whole number of frames (block_align %d)",
+        return spw_fail(err, errlen, SPW_EDECODE, "WAV: data size %llu is not a whole number of frames (block_align %d)",
                     (unsigned long long)size, lay->block_align);
     lay->data_off = (size_t)(pos + 8);
     lay->data_size = size;
@@ -189,9 +179,9 @@ static int take_data(uint64_t pos, uint64_t size, uint64_t end, bool have_fmt, s
 static int parse_layout(const uint8_t *buf, size_t len, struct wav_layout *lay, char *err, size_t errlen)
 {
     if (len < 12)
-        return fail(err, errlen, SPW_EDECODE, "WAV: file is %zu bytes, shorter than the 12-byte RIFF header", len);
+        return spw_fail(err, errlen, SPW_EDECODE, "WAV: file is %zu bytes, shorter than the 12-byte RIFF header", len);
     if (memcmp(buf, "RIFF", 4) != 0 || memcmp(buf + 8, "WAVE", 4) != 0)
-        return fail(err, errlen, SPW_EDECODE, "WAV: not a RIFF/WAVE file");
+        return spw_fail(err, errlen, SPW_EDECODE, "WAV: not a RIFF/WAVE file");
     const uint64_t end = riff_end(buf, len);
     bool have_fmt = false;
     uint64_t pos = 12;
@@ -203,7 +193,7 @@ static int parse_layout(const uint8_t *buf, size_t len, struct wav_layout *lay, 
         if (size > end - (pos + 8)) {
             char id[5];
             printable_id(hdr, id);
-            return fail(err, errlen, SPW_EDECODE, "WAV: '%s' chunk at offset %llu says %llu bytes, past the end "
+            return spw_fail(err, errlen, SPW_EDECODE, "WAV: '%s' chunk at offset %llu says %llu bytes, past the end "
                         "of the file (%llu bytes)", id, (unsigned long long)pos, (unsigned long long)size,
                         (unsigned long long)end);
         }
@@ -216,8 +206,8 @@ static int parse_layout(const uint8_t *buf, size_t len, struct wav_layout *lay, 
         pos += 8 + size + (size & 1);       /* chunks are padded to an even size */
     }
     if (!have_fmt)
-        return fail(err, errlen, SPW_EDECODE, "WAV: no fmt chunk");
-    return fail(err, errlen, SPW_EDECODE, "WAV: no data chunk");
+        return spw_fail(err, errlen, SPW_EDECODE, "WAV: no fmt chunk");
+    return spw_fail(err, errlen, SPW_EDECODE, "WAV: no data chunk");
 }
 
 int spw_wav_header(const uint8_t *buf, size_t len, struct spw_wav_info *info, char *err, size_t errlen)
@@ -305,10 +295,10 @@ int spw_wav_decode(const uint8_t *buf, size_t len, bool downmix, int64_t max_sam
     /* frames < 2^32 and channels <= 64, so the product fits in 64 bits. */
     const int64_t samples = out_channels * lay.info.frames;
     if (samples > max_samples)
-        return fail(err, errlen, SPW_ETOOBIG, "WAV: %lld samples (%lld frames x %lld channels) exceed the cap of %lld",
+        return spw_fail(err, errlen, SPW_ETOOBIG, "WAV: %lld samples (%lld frames x %lld channels) exceed the cap of %lld",
                     (long long)samples, (long long)lay.info.frames, (long long)out_channels, (long long)max_samples);
     if ((uint64_t)samples > SIZE_MAX / sizeof(float))
-        return fail(err, errlen, SPW_ETOOBIG, "WAV: %lld samples do not fit in memory", (long long)samples);
+        return spw_fail(err, errlen, SPW_ETOOBIG, "WAV: %lld samples do not fit in memory", (long long)samples);
     float *pcm = malloc(samples > 0 ? (size_t)samples * sizeof(float) : 1);
     if (!pcm)
         return -ENOMEM;
