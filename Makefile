@@ -130,10 +130,10 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/equiv/%.o $(CORE_LIB)
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 # make test = lint + unit + equivalence against torchvision and torchaudio + corrupt-input/CLI + integration
-# (real daemons).
+# (real daemons) + the Python package.
 test: deps
 	$(MAKE) all $(TEST_BIN) $(EQUIV_BIN) $(BENCH_BIN) $(TOOL_BIN)
-	$(MAKE) lint unit equiv corrupt integration
+	$(MAKE) lint unit equiv corrupt integration python
 
 lint:
 	bash scripts/lint.sh
@@ -150,6 +150,11 @@ corrupt: all
 
 integration: all $(TOOL_BIN)
 	@set -e; for t in $(filter-out %/lib.sh,$(wildcard tests/integration/*.sh)); do echo "== $$t"; bash $$t; done
+
+# The Python package (client/python/spillway) and its PyTorch adapter, against this build's libspillway.so.
+.PHONY: python
+python: all
+	SPW_BUILD=$(BUILD) bash tests/python/run.sh
 
 # The threaded audio path (FFTW and resampling plans made concurrently) under ThreadSanitizer.
 tsan-audio:

@@ -53,7 +53,9 @@ int spw_job_create_proto(const uint8_t *pipeline, size_t len, const struct spw_j
 /* Next batch (caller owns it until spw_job_release). Returns 0, SPW_ECLOSED after the last one, or an error
  * (on_error: fail, a lost dispatcher, use after fork) with the reason in spw_job_errmsg. */
 int spw_job_next(struct spw_job *job, struct spw_batch **out);
-/* Give a batch back (its memory is reused for later batches). Accepts NULL. */
+/* Give a batch back (its memory is reused for later batches). Accepts NULL. May be called from any thread,
+ * also while another is in spw_job_next (a binding releases a batch when its last array dies); not after
+ * spw_job_destroy: release every batch first (a batch's memory ends with its job). */
 void spw_job_release(struct spw_job *job, struct spw_batch *b);
 const char *spw_job_errmsg(const struct spw_job *job);
 

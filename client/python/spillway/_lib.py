@@ -1,0 +1,102 @@
+# spillway/_lib.py - ctypes declarations for libspillway.so (client/include/spillway/client.h, its flat face
+# for bindings): loaded once, on first use, from $SPILLWAY_LIB or <repo>/build/lib/libspillway.so.
+# Not an API of its own: loader.py is the only user. Thread model: ctypes releases the GIL in every call;
+# the C rules apply (one thread drives a job; loading is guarded by a lock).
+import ctypes
+import os
+import threading
+
+# lib/err.h
+SPW_ESPEC = -1001
+SPW_ESOURCE = -1004
+SPW_ECLOSED = -1005
+SPW_EFORKED = -1009
+ENOENT = 2
+EINVAL = 22
+
+# lib/tensor.h: enum spw_dtype -> numpy dtype string (little-endian, as the C side writes .npy files)
+DTYPES = {0: "|u1", 1: "<f4", 2: "<f2", 3: "<i8"}
+TENSOR_MAX_DIMS = 5
+
+
+class JobStats(ctypes.Structure):
+    """struct spw_job_stats (client.h), field for field: the one struct this binding mirrors."""
+    _fields_ = [
+        ("job", ctypes.c_uint64),
+        ("cut", ctypes.c_int),
+        ("groups", ctypes.c_int),
+        ("samples", ctypes.c_int64),
+        ("manifest_hash", ctypes.c_uint64),
+        ("elements", ctypes.c_int64),
+        ("batches", ctypes.c_int64),
+        ("skipped", ctypes.c_int64),
+        ("remote_elements", ctypes.c_int64),
+        ("local_elements", ctypes.c_int64),
+        ("rescued_elements", ctypes.c_int64),
+        ("duplicates_dropped", ctypes.c_int64),
+        ("bytes_received", ctypes.c_int64),
+        ("workers", ctypes.c_int),
+        ("planned", ctypes.c_bool),
+        ("offloaded", ctypes.c_bool),
+        ("predicted", ctypes.c_double),
+        ("plan_why", ctypes.c_char * 512),
+    ]
+
+
+_P = ctypes.c_void_p
+_I = ctypes.c_int
+_PROTOS = {   # name: (restype, argtypes)
+    "spw_strerror": (ctypes.c_char_p, [_I]),
+    "spw_job_opts_new": (_P, []),
+    "spw_job_opts_set": (_I, [_P, ctypes.c_char_p, ctypes.c_char_p]),
+    "spw_job_opts_free": (None, [_P]),
+    "spw_job_create_json": (_I, [ctypes.c_char_p, _P, ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_size_t]),
+    "spw_job_next": (_I, [_P, ctypes.POINTER(_P)]),
+    "spw_job_release": (None, [_P, _P]),
+    "spw_job_errmsg": (ctypes.c_char_p, [_P]),
+    "spw_job_stats": (None, [_P, ctypes.POINTER(JobStats)]),
+    "spw_job_destroy": (None, [_P]),
+    "spw_job_classes": (_I, [_P, ctypes.POINTER(ctypes.POINTER(ctypes.c_char_p))]),
+    "spw_job_batches_per_epoch": (ctypes.c_int64, [_P]),
+    "spw_batch_elements": (_I, [_P]),
+    "spw_batch_tensor_count": (_I, [_P]),
+    "spw_batch_tensor_at": (_I, [_P, _I, ctypes.POINTER(_I), ctypes.POINTER(_I), ctypes.POINTER(ctypes.c_int64),
+                                 ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_size_t)]),
+    "spw_batch_key_at": (_I, [_P, _I, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64),
+                              ctypes.POINTER(ctypes.c_char_p)]),
+}
+
+_lock = threading.Lock()
+_lib = None
+
+
+def library_path():
+    """Where the library is looked for: $SPILLWAY_LIB, else the repository's build/lib."""
+    env = os.environ.get("SPILLWAY_LIB")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))   # <repo>/client/python/spillway
+    return os.path.normpath(os.path.join(here, "..", "..", "..", "build", "lib", "libspillway.so"))
+
+
+def lib():
+    """The loaded library with every prototype declared (OSError naming the path when it cannot load)."""
+    global _lib
+    with _lock:
+        if _lib is None:
+            path = library_path()
+            try:
+                handle = ctypes.CDLL(path)
+            except OSError as e:
+                raise OSError("spillway: cannot load %s (%s); build it with `make all` or set SPILLWAY_LIB"
+                              % (path, e)) from None
+            for name, (restype, argtypes) in _PROTOS.items():
+                fn = getattr(handle, name)
+                fn.restype = restype
+                fn.argtypes = argtypes
+            _lib = handle
+        return _lib
+
+
+def strerror(rc):
+    return lib().spw_strerror(rc).decode("utf-8", "replace")

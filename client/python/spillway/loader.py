@@ -1,0 +1,399 @@
+# spillway/loader.py - Loader: runs a pipeline as a libspillway job (in this process, or through a
+# dispatcher and workers) and yields its batches as numpy arrays that view the C batch's memory (no copy);
+# a batch goes back to the library when its last array dies. A job cannot cross fork(): use in a child raises.
+# Thread model: one thread iterates a Loader (the C rule); arrays and batches may die on any thread (their
+# release is locked); the job is destroyed when it is closed and its last batch is gone.
+import atexit
+import collections
+import ctypes
+import json
+import os
+import threading
+import weakref
+
+import numpy as np
+
+from . import _lib
+from .pipeline import Pipeline
+
+# Every error about crossing processes ends with this advice (tests and users may match on it).
+FORK_MESSAGE = (
+    "Use Spillway's own loader instead of DataLoader worker processes: iterate the Loader (or "
+    "spillway.torch.SpillwayDataset) directly, or DataLoader(..., num_workers=0); it already runs the "
+    "pipeline in parallel on its own threads (local_cores) and on the service's workers.")
+
+
+class SpillwayError(RuntimeError):
+    """An error from libspillway: str() is its message, .code its return code (lib/err.h or -errno)."""
+
+    def __init__(self, message, code=None):
+        super().__init__(message)
+        self.code = code
+
+
+class SpecError(SpillwayError, ValueError):
+    """The pipeline spec was refused by the C validator (SPW_ESPEC); the message names the field."""
+
+
+class ForkedError(SpillwayError):
+    """A Loader used in a process other than the one that created it (FORK_MESSAGE)."""
+
+    def __init__(self, message, code=_lib.SPW_EFORKED):
+        super().__init__(message, code)
+
+
+def _forked(parent, detail=None):
+    return ForkedError(
+        "spillway: this Loader was created in process %d and used in process %d, a fork (such as a torch "
+        "DataLoader worker with num_workers > 0); a Spillway job cannot cross fork()%s. %s"
+        % (parent, os.getpid(), " (libspillway: %s)" % detail if detail else "", FORK_MESSAGE))
+
+
+def _error(rc, message):
+    cls = SpecError if rc == _lib.SPW_ESPEC else SpillwayError
+    return cls(message or _lib.strerror(rc), rc)
+
+
+Key = collections.namedtuple("Key", "epoch sample path")
+Key.__doc__ = "Which sample an element is: its epoch, its index in the source's manifest, and its path."
+
+
+class _Job:
+    """Owns a struct spw_job *: counts the batches out, destroys the job once closed with none out."""
+
+    def __init__(self, text, opts):
+        self.ptr = None
+        self.pid = os.getpid()
+        self.out = 0                    # batches taken and not yet released
+        self.closed = False
+        self.lock = threading.RLock()   # re-entrant: a batch's __del__ may run inside a locked section (GC)
+        L = _lib.lib()
+        o = L.spw_job_opts_new()
+        if not o:
+            raise MemoryError("spw_job_opts_new")
+        try:
+            for key, value in opts.items():
+                rc = L.spw_job_opts_set(o, key.encode(), value.encode())
+                if rc:
+                    raise ValueError("spillway: option %s=%r: %s" % (
+                        key, value, "unknown option" if rc == -_lib.ENOENT else "invalid value"))
+            err = ctypes.create_string_buffer(1024)
+            job = ctypes.c_void_p()
+            rc = L.spw_job_create_json(text.encode(), o, ctypes.byref(job), err, len(err))
+        finally:
+            L.spw_job_opts_free(o)
+        if rc:
+            raise _error(rc, err.value.decode("utf-8", "replace"))
+        self.ptr = job.value
+        _jobs.add(self)
+
+    def next(self):
+        """The next struct spw_batch * (counted out), or None after the last one."""
+        if self.ptr is None:
+            raise SpillwayError("spillway: the job is closed", _lib.SPW_ECLOSED)
+        bp = ctypes.c_void_p()
+        rc = _lib.lib().spw_job_next(self.ptr, ctypes.byref(bp))
+        if rc == _lib.SPW_ECLOSED:
+            return None
+        if rc == _lib.SPW_EFORKED:
+            raise _forked(self.pid, self.errmsg())
+        if rc:
+            raise _error(rc, self.errmsg())
+        with self.lock:
+            self.out += 1
+        return bp.value
+
+    def errmsg(self):
+        return _lib.lib().spw_job_errmsg(self.ptr).decode("utf-8", "replace")
+
+    def release(self, bp):
+        with self.lock:
+            if self.ptr is not None and os.getpid() == self.pid:
+                _lib.lib().spw_job_release(self.ptr, bp)
+            self.out -= 1
+            if self.closed and self.out == 0:
+                self.destroy()
+
+    def close(self):
+        with self.lock:
+            self.closed = True
+            if self.out == 0:
+                self.destroy()
+
+    def destroy(self):
+        """Free the job now (batches still out then leak their small struct; their data stays valid)."""
+        with self.lock:
+            if self.ptr is not None and os.getpid() == self.pid:   # a child must not touch the parent's job
+                _lib.lib().spw_job_destroy(self.ptr)
+            self.ptr = None
+
+    def __del__(self):                  # reached only with no batch out: each batch holds its job
+        try:
+            self.destroy()
+        except Exception:               # interpreter shutdown
+            pass
+
+
+_jobs = weakref.WeakSet()
+
+
+@atexit.register
+def _destroy_all():
+    """Stop every job's threads before the interpreter and the C runtime go down."""
+    for job in list(_jobs):
+        job.destroy()
+
+
+class _BatchOwner:
+    """One C batch: released when the last array viewing it (and the Batch) is gone."""
+    __slots__ = ("job", "ptr", "addresses", "__weakref__")
+
+    def __init__(self, job, ptr):
+        self.job, self.ptr, self.addresses = job, ptr, []
+
+    def __del__(self):
+        try:
+            self.job.release(self.ptr)
+        except Exception:               # interpreter shutdown
+            pass
+
+
+class _View:
+    """An __array_interface__ over C memory; numpy keeps it as the array's base, and it keeps the owner."""
+    __slots__ = ("__array_interface__", "owner")
+
+    def __init__(self, owner, address, shape, typestr):
+        self.owner = owner
+        self.__array_interface__ = {"data": (address, False), "shape": shape, "typestr": typestr, "version": 3}
+
+
+class Batch(tuple):
+    """(data, labels), or (data, labels, lengths) for a padded audio batch: arrays [n, ...], int64 [n] and
+    int64 [n] (valid samples or frames of each row). They view the library's memory: they stay valid while
+    referenced, and the batch goes back to the library when all of them (and this object) are gone.
+    .keys lists each element's Key(epoch, sample, path)."""
+
+    def __new__(cls, arrays=(), owner=None):
+        b = tuple.__new__(cls, arrays)
+        b._owner = owner
+        b._keys = None
+        return b
+
+    @property
+    def data(self):
+        return self[0]
+
+    @property
+    def labels(self):
+        return self[1]
+
+    @property
+    def lengths(self):
+        """The lengths of a padded batch, else None."""
+        return self[2] if len(self) > 2 else None
+
+    @property
+    def n(self):
+        """Elements in the batch."""
+        return len(self[1])
+
+    @property
+    def keys(self):
+        if self._keys is None:
+            self._keys = _read_keys(self._owner) if self._owner is not None else []
+        return self._keys
+
+    @property
+    def epoch(self):
+        """The epoch of the batch's elements (a batch never spans two); None for an empty batch."""
+        if self._keys is None and self._owner is not None:
+            first = _read_keys(self._owner, 1)     # one key, not all of them, per batch
+            return first[0].epoch if first else None
+        return self.keys[0].epoch if self.keys else None
+
+    def with_tensors(self, tensors):
+        """The same batch (keys, lifetime) over other tensors, e.g. torch views of these arrays."""
+        b = Batch(tensors, self._owner)
+        b._keys = self._keys
+        return b
+
+    def __reduce__(self):               # pickles (and copies) as a plain tuple of its arrays
+        return (tuple, (tuple(self),))
+
+
+def _read_keys(owner, limit=None):
+    L = _lib.lib()
+    epoch, sample, path = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_char_p()
+    keys = []
+    n = L.spw_batch_elements(owner.ptr)
+    for i in range(n if limit is None else min(n, limit)):
+        if L.spw_batch_key_at(owner.ptr, i, ctypes.byref(epoch), ctypes.byref(sample), ctypes.byref(path)):
+            raise SpillwayError("spw_batch_key_at(%d)" % i, -_lib.EINVAL)
+        keys.append(Key(epoch.value, sample.value, os.fsdecode(path.value) if path.value else ""))
+    return keys
+
+
+def _make_batch(job, bp):
+    owner = _BatchOwner(job, bp)        # from here on the owner releases it, whatever happens
+    L = _lib.lib()
+    dtype, ndim, data, nbytes = ctypes.c_int(), ctypes.c_int(), ctypes.c_void_p(), ctypes.c_size_t()
+    shape = (ctypes.c_int64 * _lib.TENSOR_MAX_DIMS)()
+    arrays = []
+    for i in range(L.spw_batch_tensor_count(bp)):
+        rc = L.spw_batch_tensor_at(bp, i, ctypes.byref(dtype), ctypes.byref(ndim), shape, ctypes.byref(data),
+                                   ctypes.byref(nbytes))
+        if rc:
+            raise SpillwayError("spw_batch_tensor_at(%d): %s" % (i, _lib.strerror(rc)), rc)
+        shp = tuple(shape[:ndim.value])
+        typestr = _lib.DTYPES[dtype.value]
+        dt = np.dtype(typestr)
+        if int(np.prod(shp, dtype=np.int64)) * dt.itemsize != nbytes.value:
+            raise SpillwayError("tensor %d: %d bytes for shape %s %s" % (i, nbytes.value, shp, dt),
+                                -_lib.EINVAL)
+        if nbytes.value == 0:
+            arrays.append(np.zeros(shp, dt))
+            owner.addresses.append(0)
+            continue
+        arrays.append(np.asarray(_View(owner, data.value, shp, typestr)))
+        owner.addresses.append(data.value)
+    return Batch(arrays, owner)
+
+
+def _spec_text(pipeline):
+    if isinstance(pipeline, Pipeline):
+        return pipeline.to_json()
+    if isinstance(pipeline, dict):
+        return json.dumps(pipeline)
+    if isinstance(pipeline, (str, bytes)):
+        return pipeline.decode() if isinstance(pipeline, bytes) else pipeline
+    raise TypeError("pipeline: a Pipeline, a spec dict or JSON text, got %s" % type(pipeline).__name__)
+
+
+class Loader:
+    """Iterate a pipeline's batches (spillway.Batch: (data, labels[, lengths]) numpy views, no copy).
+
+    The job is created here, eagerly: a bad spec, source or dispatcher raises at construction (SpecError for
+    the spec, with the C validator's message naming the field), and len() and classes work before the first
+    batch. The job runs the spec's epochs (source.epochs; 0 = forever) as one stream, shuffled anew each
+    epoch; iterating the Loader yields one epoch of it, as a torch DataLoader does (`for epoch in
+    range(E): for data, labels in loader`), and len() is batches per epoch. After a break, iterating again
+    continues the epoch; batches() is the whole stream in one loop. Unordered service jobs may complete an
+    epoch's last batches after the next epoch's first: such a batch comes in the next iteration (each sample
+    still comes once).
+
+    dispatcher: "HOST:PORT" runs the job through the service; None runs it in this process.
+    local_cores: this process's threads (in-process default: all CPUs; with a dispatcher 1).
+    cut: fusion groups run on workers (None: the dispatcher's default, all; "auto": planned).
+    ordered: with a dispatcher, deliver batches in epoch order (as in-process); else any complete one first.
+    max_workers, trainer_rate (elements/s, for planning), prefetch_bytes, credit_bytes, split_size,
+    auth_token, max_batches: as struct spw_job_opts (client.h).
+
+    A Loader (and its arrays) cannot be used in a forked child: that raises ForkedError (a RuntimeError).
+    close() (or `with`) stops the job; it is freed when the last batch still referenced is gone.
+    """
+
+    def __init__(self, pipeline, dispatcher=None, local_cores=None, cut=None, ordered=False, max_workers=None,
+                 trainer_rate=None, prefetch_bytes=None, auth_token=None, max_batches=None, credit_bytes=None,
+                 split_size=None):
+        self._pid = os.getpid()
+        self._job = None
+        self._done = False
+        self._pending = None            # the first batch of the next epoch, taken while ending this one
+        self._cur = None                # the epoch being iterated
+        self._classes = None
+        self.spec = _spec_text(pipeline)
+        opts = {"ordered": "1" if ordered else "0"}
+        for key, value in (("dispatcher", dispatcher), ("auth_token", auth_token), ("local_cores", local_cores),
+                           ("cut", cut), ("max_workers", max_workers), ("trainer_rate", trainer_rate),
+                           ("prefetch_bytes", prefetch_bytes), ("credit_bytes", credit_bytes),
+                           ("split_size", split_size), ("max_batches", max_batches)):
+            if value is not None:
+                opts[key] = value if isinstance(value, str) else repr(value)
+        self._job = _Job(self.spec, opts)
+
+    def _check(self):
+        if os.getpid() != self._pid:
+            raise _forked(self._pid)
+        if self._job is None or self._job.closed:
+            raise SpillwayError("spillway: the Loader is closed", _lib.SPW_ECLOSED)
+
+    def __iter__(self):
+        """One epoch's batches (the rest of it, after a break)."""
+        self._check()
+        return self._epoch()
+
+    def _epoch(self):
+        started = False
+        b = self._take()
+        while b is not None:
+            e = b.epoch
+            if e is not None and (self._cur is None or e > self._cur):
+                if started:             # the next epoch's first batch: it starts the next iteration
+                    self._pending = b
+                    return
+                self._cur = e
+            started = True
+            yield b
+            b = self._take()
+
+    def batches(self):
+        """Every remaining batch of every epoch, as one stream (Batch.epoch says which)."""
+        self._check()
+        while True:
+            b = self._take()
+            if b is None:
+                return
+            yield b
+
+    def _take(self):
+        self._check()
+        if self._pending is not None:
+            b, self._pending = self._pending, None
+            return b
+        if self._done:
+            return None
+        bp = self._job.next()
+        if bp is None:
+            self._done = True
+            return None
+        return _make_batch(self._job, bp)
+
+    def __len__(self):
+        """Batches per epoch (the last one short unless batch.drop_remainder)."""
+        self._check()
+        return int(_lib.lib().spw_job_batches_per_epoch(self._job.ptr))
+
+    @property
+    def classes(self):
+        """Class names in label order (image and wav folders; [] for tar shards)."""
+        self._check()
+        if self._classes is None:
+            names = ctypes.POINTER(ctypes.c_char_p)()
+            n = _lib.lib().spw_job_classes(self._job.ptr, ctypes.byref(names))
+            self._classes = [os.fsdecode(names[i]) for i in range(n)]
+        return list(self._classes)
+
+    @property
+    def class_to_idx(self):
+        return {name: i for i, name in enumerate(self.classes)}
+
+    def stats(self):
+        """The job's counters (struct spw_job_stats) as a dict."""
+        self._check()
+        st = _lib.JobStats()
+        _lib.lib().spw_job_stats(self._job.ptr, ctypes.byref(st))
+        d = {name: getattr(st, name) for name, _ in _lib.JobStats._fields_}
+        d["plan_why"] = st.plan_why.decode("utf-8", "replace")
+        return d
+
+    def close(self):
+        """Stop the job (freed when no batch of it is referenced any more). A no-op in a forked child."""
+        if self._job is not None and os.getpid() == self._pid:
+            self._pending = None
+            self._job.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,237 @@
+# tests/python/test_loader.py - spillway.Loader in process: its numpy batches equal `spillctl run --local
+# --dump` byte for byte (an image pipeline, and a padded audio one with lengths), keys included; the arrays
+# view the C batch (no copy) and stay unchanged after later batches are fetched and after close(); 1000
+# batches dropped as they come neither grow RSS nor leave a batch out; len(), classes, class_to_idx and
+# stats() match the dataset; each iteration is one epoch (batches() the whole stream); errors and options
+# come from C; use after os.fork() raises the documented RuntimeError (the Python check and the C library's
+# SPW_EFORKED message). Thread model: single-threaded.
+import gc
+import json
+import os
+import unittest
+
+import numpy as np
+
+import spwtest
+from spillway import Batch, ForkedError, Loader, Pipeline, SpecError, SpillwayError
+from spillway.loader import FORK_MESSAGE
+
+
+def image_pipeline(epochs=1):
+    return (Pipeline.image_folder(spwtest.images(), seed=7, epochs=epochs)
+            .decode_jpeg()
+            .random_resized_crop(48, scale=(0.25, 1.0))
+            .random_horizontal_flip()
+            .rand_augment(2, 9)
+            .normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+            .batch(24))
+
+
+def audio_pipeline():
+    return (Pipeline.wav_folder(spwtest.speech(), seed=11)
+            .decode_wav()
+            .stft(512, hop_length=160, win_length=400)
+            .mel(80, 16000)
+            .log(1e-6)
+            .spec_augment(freq_mask_param=27, time_mask_param=100, num_time_masks=2)
+            .batch(6))
+
+
+def rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class TestLoader(spwtest.TempDir, unittest.TestCase):
+    def assert_equals_dump(self, pipeline, **opts):
+        want, want_keys = spwtest.dump_local(pipeline.to_json(), self.tmp)
+        with Loader(pipeline, **opts) as loader:
+            got = list(loader)          # all fetched before any is compared: earlier ones must still hold
+        self.assertEqual(len(got), len(want))
+        for i, (b, w) in enumerate(zip(got, want)):
+            self.assertIsInstance(b, Batch)
+            self.assertEqual(len(b), len(w), "batch %d: tensors" % i)
+            for j, (a, ref) in enumerate(zip(b, w)):
+                self.assertTrue(spwtest.same_array(a, ref), "batch %d tensor %d differs from the dump" % (i, j))
+        self.assertEqual(spwtest.key_lines(got), want_keys)
+        return got
+
+    def test_loader_image_equals_c_dump(self):
+        got = self.assert_equals_dump(image_pipeline(), local_cores=2)
+        self.assertEqual(got[0].data.shape, (24, 3, 48, 48))
+        self.assertEqual(got[0].data.dtype, np.float32)
+        self.assertEqual(got[-1].n, 160 - 6 * 24)
+        self.assertIsNone(got[0].lengths)
+
+    def test_loader_uint8_chw_equals_c_dump(self):
+        p = (Pipeline.image_folder(spwtest.images(), seed=3).decode_jpeg().random_crop(40, pad_if_needed=True)
+             .batch(32, drop_remainder=True, layout="CHW"))
+        got = self.assert_equals_dump(p, local_cores=1)
+        self.assertEqual((got[0].data.dtype, got[0].data.shape), (np.uint8, (32, 3, 40, 40)))
+
+    def test_loader_padded_audio_equals_c_dump(self):
+        got = self.assert_equals_dump(audio_pipeline(), local_cores=2)
+        data, labels, lengths = got[0]
+        self.assertEqual((data.dtype, labels.dtype, lengths.dtype), (np.float32, np.int64, np.int64))
+        self.assertEqual(data.shape[:2], (6, 80))
+        self.assertEqual(data.shape[2], lengths.max())
+        self.assertTrue(np.all(data[np.argmin(lengths), :, lengths.min():] == 0))   # the padding
+
+    def test_loader_arrays_view_the_batch(self):
+        with Loader(image_pipeline(), local_cores=1) as loader:
+            it = iter(loader)
+            b = next(it)
+            for a, address in zip(b, b._owner.addresses):
+                self.assertEqual(a.__array_interface__["data"][0], address)      # no copy
+                self.assertTrue(a.flags.c_contiguous)
+            data = b.data
+            copy = data.copy()
+            del b, a
+            rest = list(it)             # the views' batch is still out: its memory is not reused
+            self.assertEqual(loader._job.out, 1 + len(rest))
+            self.assertTrue(spwtest.same_array(data, copy))
+            del rest
+            self.assertEqual(loader._job.out, 1)
+            del data
+            self.assertEqual(loader._job.out, 0)      # released when the last view died
+
+    def test_loader_held_references_stay_valid(self):
+        p = (Pipeline.image_folder(spwtest.images(), seed=5, epochs=5).decode_jpeg().random_resized_crop(32)
+             .batch(8))
+        held, copies = [], []
+        with Loader(p, local_cores=2) as loader:
+            for i, b in enumerate(loader.batches()):
+                if i % 7 == 0:
+                    held.append(b.labels if i % 2 else b.data)     # hold one array, drop the batch
+                    copies.append(held[-1].copy())
+            del b
+            self.assertEqual(i + 1, 100)
+            self.assertEqual(loader._job.out, len(held))
+        for h, c in zip(held, copies):      # after 100 batches (and close): unchanged
+            self.assertTrue(spwtest.same_array(h, c))
+        job = loader._job
+        self.assertIsNotNone(job.ptr)       # closed, but batches are out: not destroyed yet
+        del h, held[:-1]
+        self.assertIsNotNone(job.ptr)
+        self.assertEqual(job.out, 1)
+        del held
+        gc.collect()
+        self.assertIsNone(job.ptr)          # the last batch took the job with it
+        self.assertEqual(job.out, 0)
+
+    def test_loader_no_memory_growth_over_1000_batches(self):
+        p = (Pipeline.image_folder(spwtest.images(), seed=1, epochs=25).decode_jpeg().random_resized_crop(64)
+             .to_tensor().batch(4))            # 196 kB a batch: 900 leaked batches would be 176 MB
+        with Loader(p, local_cores=2) as loader:
+            n = 0
+            for b in loader.batches():
+                n += 1
+                float(b.data[0, 0, 0, 0]) + len(b.keys)   # touch data and keys, then drop them
+                if n == 100:
+                    gc.collect()
+                    before = rss_bytes()
+            del b
+            gc.collect()
+            growth = rss_bytes() - before
+            self.assertEqual(n, 1000)
+            self.assertEqual(loader._job.out, 0)
+            self.assertLess(growth, 16 << 20, "RSS grew %.1f MB over 900 batches" % (growth / 1e6))
+            self.assertEqual(loader.stats()["batches"], 1000)
+
+    def test_loader_len_classes_stats(self):
+        train = spwtest.images()
+        names = sorted(os.listdir(train))
+        for size, drop, want in ((48, False, 4), (48, True, 3), (32, False, 5)):
+            p = Pipeline.image_folder(train, shuffle=False).decode_jpeg().center_crop(16).batch(size, drop)
+            with Loader(p, local_cores=1) as loader:
+                self.assertEqual(len(loader), want)
+                self.assertEqual(loader.classes, names)
+                self.assertEqual(loader.class_to_idx, {c: i for i, c in enumerate(names)})
+                batches = list(loader)
+                self.assertEqual(len(batches), want)
+                for b in batches:       # unshuffled: labels are the folders' indices
+                    for k, label in zip(b.keys, b.labels):
+                        self.assertEqual(names[label], os.path.basename(os.path.dirname(k.path)))
+                st = loader.stats()
+                self.assertEqual((st["samples"], st["batches"]), (160, want))
+                self.assertEqual(st["elements"], sum(b.n for b in batches))
+                self.assertEqual((st["job"], st["skipped"], st["planned"]), (0, 0, False))
+                del batches, b
+        with Loader(audio_pipeline(), local_cores=1) as loader:
+            self.assertEqual(len(loader), 4)
+            self.assertEqual(loader.classes, sorted(os.listdir(spwtest.speech())))
+
+    def test_loader_iterates_one_epoch_at_a_time(self):
+        with Loader(image_pipeline(epochs=3), local_cores=2) as loader:
+            epochs = [[b.epoch for b in loader] for _ in range(4)]
+            self.assertEqual(epochs, [[0] * 7, [1] * 7, [2] * 7, []])
+        with Loader(image_pipeline(epochs=2).to_json(), local_cores=2, max_batches=9) as loader:
+            it = iter(loader)
+            self.assertEqual([next(it).epoch for _ in range(3)], [0] * 3)
+            del it                                      # a break: the next iteration finishes the epoch
+            self.assertEqual([b.epoch for b in loader], [0] * 4)
+            self.assertEqual([b.epoch for b in loader], [1] * 2)    # max_batches
+            self.assertEqual(list(loader), [])
+        with Loader(image_pipeline(epochs=2), local_cores=2) as loader:
+            it = iter(loader)
+            next(it)
+            self.assertEqual([b.epoch for b in loader.batches()], [0] * 6 + [1] * 7)
+
+    def test_loader_errors(self):
+        with self.assertRaises(SpillwayError) as cm:
+            Loader(Pipeline.image_folder(os.path.join(self.tmp, "none")).decode_jpeg().batch(4))
+        self.assertNotIsInstance(cm.exception, SpecError)
+        self.assertIn("none", str(cm.exception))
+        with self.assertRaises(ValueError):
+            Loader(image_pipeline(), cut="sometimes")   # refused by spw_job_opts_set
+        with self.assertRaises(SpecError):
+            Loader(json.dumps({"source": {}, "ops": [], "batch": {"size": 1}}))
+        loader = Loader(image_pipeline(), local_cores=1)
+        loader.close()
+        with self.assertRaises(SpillwayError):
+            iter(loader)
+
+    def test_loader_after_fork_raises(self):
+        loader = Loader(image_pipeline(), local_cores=2)
+        it = iter(loader)
+        first = next(it)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:                    # the child: report through the pipe, never return into unittest
+            code = 0
+            try:
+                msgs = []
+                for use in (lambda: next(it), lambda: iter(loader), lambda: len(loader), lambda: loader.classes,
+                            lambda: loader._job.next()):    # the last one skips the Python check: C's EFORKED
+                    try:
+                        use()
+                        msgs.append("no error")
+                    except RuntimeError as e:
+                        msgs.append("%s: %s" % (type(e).__name__, e))
+                loader.close()          # a no-op here
+                del first               # nor does dropping the parent's batch touch the job
+                gc.collect()
+                os.write(w, json.dumps(msgs).encode())
+            except BaseException as e:
+                os.write(w, json.dumps(["child failed: %r" % e]).encode())
+                code = 1
+            os._exit(code)
+        os.close(w)
+        with os.fdopen(r) as f:
+            msgs = json.loads(f.read())
+        _, status = os.waitpid(pid, 0)
+        self.assertEqual(os.waitstatus_to_exitcode(status), 0, msgs)
+        self.assertEqual(len(msgs), 5, msgs)
+        for m in msgs:
+            self.assertTrue(m.startswith(ForkedError.__name__ + ": "), m)
+            self.assertIn(FORK_MESSAGE, m)
+            self.assertIn("num_workers=0", m)
+        self.assertIn("libspillway: this Spillway job was created in process %d and used in a forked child"
+                      % os.getpid(), msgs[4])
+        self.assertEqual(len(list(it)), 6)              # the parent goes on
+        self.assertEqual(first.n, 24)
+        loader.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,48 @@
+# tests/python/test_service.py - spillway.Loader through a real dispatcher and worker on 127.0.0.1 (port 0,
+# killed in tearDown): with ordered=True and no local share, every batch (image; padded audio with lengths)
+# and every key equals `spillctl run --local --dump` byte for byte, the elements came from the worker, and
+# stats() reports the dispatcher's job. Thread model: single-threaded (the daemons are processes).
+import unittest
+
+import spwtest
+from spillway import Loader
+from test_loader import audio_pipeline, image_pipeline
+
+
+class TestService(spwtest.TempDir, unittest.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.service = spwtest.Service(self.tmp)
+
+    def tearDown(self):
+        self.service.stop()
+        super().tearDown()
+
+    def assert_service_equals_dump(self, pipeline):
+        want, want_keys = spwtest.dump_local(pipeline.to_json(), self.tmp)
+        with Loader(pipeline, dispatcher=self.service.address, ordered=True, local_cores=0) as loader:
+            got = list(loader)
+            st = loader.stats()
+            self.assertEqual(len(loader), len(want))
+        self.assertEqual(len(got), len(want))
+        for i, (b, w) in enumerate(zip(got, want)):
+            self.assertEqual(len(b), len(w))
+            for j, (a, ref) in enumerate(zip(b, w)):
+                self.assertTrue(spwtest.same_array(a, ref), "batch %d tensor %d differs from the dump" % (i, j))
+        self.assertEqual(spwtest.key_lines(got), want_keys)
+        self.assertGreater(st["job"], 0)
+        self.assertEqual(st["elements"], len(want_keys))
+        self.assertGreater(st["remote_elements"], 0)
+        self.assertGreaterEqual(st["workers"], 1)
+        return got
+
+    def test_service_image_ordered_equals_local_dump(self):
+        self.assert_service_equals_dump(image_pipeline())
+
+    def test_service_padded_audio_ordered_equals_local_dump(self):
+        got = self.assert_service_equals_dump(audio_pipeline())
+        self.assertEqual(len(got[0]), 3)
+
+
+if __name__ == "__main__":
+    unittest.main()
