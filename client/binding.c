@@ -61,6 +61,12 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
         return copy_string(b->auth_token, sizeof b->auth_token, value, &o->auth_token);
     if (!strcmp(key, "ordered"))
         return !strcmp(value, "1") || !strcmp(value, "0") ? (o->ordered = value[0] == '1', 0) : -EINVAL;
+    if (!strcmp(key, "resume_manifest")) {
+        char *end;
+        errno = 0;
+        unsigned long long h = strtoull(value, &end, 16);
+        return !errno && end != value && !*end ? (o->resume_manifest = h, 0) : -EINVAL;
+    }
     if (!strcmp(key, "cut") && !strcmp(value, "auto"))
         return o->cut = SPW_CUT_AUTO, 0;
     if (!strcmp(key, "trainer_rate")) {
@@ -73,7 +79,8 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
         int64_t lo, hi;
     } ints[] = {{"local_cores", -1, 256}, {"cut", -1, 255}, {"max_workers", 0, INT_MAX},
                 {"prefetch_bytes", 0, INT64_MAX}, {"credit_bytes", 0, INT64_MAX}, {"max_batches", 0, INT64_MAX},
-                {"split_size", 0, INT_MAX}, {"rescue_after_ms", 0, INT_MAX}};
+                {"split_size", 0, INT_MAX}, {"rescue_after_ms", 0, INT_MAX}, {"rank", 0, 65535},
+                {"world_size", 0, 65536}, {"resume_batches", 0, INT64_MAX}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         if (strcmp(key, ints[i].key) != 0)
             continue;
@@ -87,7 +94,10 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
         case 4: o->credit_bytes = x; break;
         case 5: o->max_batches = x; break;
         case 6: o->split_size = (int)x; break;
-        default: o->rescue_after_ms = (int)x; break;
+        case 7: o->rescue_after_ms = (int)x; break;
+        case 8: o->rank = (int)x; break;
+        case 9: o->world_size = (int)x; break;
+        default: o->resume_batches = x; break;
         }
         return 0;
     }

@@ -197,7 +197,8 @@ static int start_in_process(struct spw_job *j, char *err, size_t errlen)
 {
     struct spw_executor_opts eo = {
         .threads = j->o.local_cores > 0 ? j->o.local_cores : (int)sysconf(_SC_NPROCESSORS_ONLN),
-        .max_batches = j->o.max_batches};
+        .max_batches = j->o.max_batches, .rank = j->o.rank, .world_size = j->o.world_size,
+        .split_size = j->o.split_size, .first_batch = j->o.resume_batches};
     struct spw_group groups[256];
     j->st.groups = j->st.cut = spw_fusion_groups(j->spec, groups);
     return spw_executor_create(j->spec, j->src, &eo, &j->ex, err, errlen);
@@ -261,8 +262,23 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
         return rc;
     j->st.samples = j->src->n;
     j->st.manifest_hash = j->src->manifest_hash;
+    if (j->o.resume_manifest && j->o.resume_manifest != j->src->manifest_hash) {
+        snprintf(err, errlen, "resume: the checkpoint was taken on another dataset listing (manifest %016llx, "
+                 "this source %016llx)", (unsigned long long)j->o.resume_manifest,
+                 (unsigned long long)j->src->manifest_hash);
+        return SPW_ESOURCE;
+    }
     if (!j->o.dispatcher)
         return start_in_process(j, err, errlen);
+    if (j->o.resume_batches > 0) {
+        snprintf(err, errlen, "resume with a dispatcher: checkpoints are in-process only so far");
+        return -EINVAL;
+    }
+    if (j->o.world_size > 1) {
+        snprintf(err, errlen, "world_size %d with a dispatcher: data-parallel ranks run in-process only so far "
+                 "(each rank its own share); through the service they are not built yet", j->o.world_size);
+        return -EINVAL;
+    }
     Spillway__V1__ClientFacts facts;
     double facts_buf[2 * (SPW_PROFILE_MAX_GROUPS + 1)];
     Spillway__V1__WorkerLink link_msgs[PROBE_MAX_WORKERS], *link_ptrs[PROBE_MAX_WORKERS];
@@ -490,6 +506,15 @@ void spw_job_stats(struct spw_job *job, struct spw_job_stats *out)
     }
 }
 
+int spw_job_checkpoint(const struct spw_job *job, int64_t *batches, uint64_t *manifest)
+{
+    if (!job->ex)
+        return -ENOTSUP;
+    *batches = job->o.resume_batches + job->st.batches;
+    *manifest = job->src->manifest_hash;
+    return 0;
+}
+
 int spw_job_classes(const struct spw_job *job, const char *const **names)
 {
     *names = (const char *const *)job->src->classes;
@@ -498,7 +523,12 @@ int spw_job_classes(const struct spw_job *job, const char *const **names)
 
 int64_t spw_job_batches_per_epoch(const struct spw_job *job)
 {
-    const int64_t B = job->spec->batch.size, n = job->src->n;
+    struct spw_rank_view v;
+    const int world = job->o.world_size > 1 ? job->o.world_size : 1;
+    const int64_t B = job->spec->batch.size;
+    const int64_t n = spw_rank_view_init(&v, job->src->n, world > 1 ? job->o.rank : 0, world,
+                                         job->o.split_size > 0 ? job->o.split_size : SPW_DEFAULT_SPLIT,
+                                         !job->spec->batch.drop_remainder) == 0 ? v.len : job->src->n;
     return job->spec->batch.drop_remainder ? n / B : (n + B - 1) / B;
 }
 

@@ -33,6 +33,7 @@ struct spw_executor {
     const struct spw_source *src;
     struct spw_element_ctx ctx;
     struct spw_order order;
+    struct spw_rank_view view;  /* this rank's positions of each epoch (all of them for one rank) */
     int64_t per_epoch;          /* batches per epoch */
     int64_t total;              /* batches to produce; -1 = forever */
     int window;
@@ -63,7 +64,7 @@ static struct slot *slot_of(struct spw_executor *ex, int64_t gbatch)
 static int batch_positions(const struct spw_executor *ex, int64_t index_in_epoch)
 {
     int64_t B = ex->spec->batch.size, first = index_in_epoch * B;
-    int64_t n = ex->src->n - first;
+    int64_t n = ex->view.len - first;
     return (int)(n < B ? n : B);
 }
 
@@ -87,7 +88,8 @@ static bool claim(struct spw_executor *ex, int64_t *gbatch, int *pos)
                 spw_batch_fill_clear(&s->fill);
                 s->fill.pad = ex->spec->batch.pad;
                 for (int p = 0; p < s->n_pos; p++) {
-                    s->samples[p] = spw_order_at(&ex->order, (uint64_t)epoch, idx * ex->spec->batch.size + p);
+                    s->samples[p] = spw_order_at(&ex->order, (uint64_t)epoch,
+                                                 spw_rank_view_pos(&ex->view, idx * ex->spec->batch.size + p));
                     s->ok[p] = false;
                 }
             }
@@ -337,16 +339,34 @@ int spw_executor_create(const struct spw_pipeline_spec *spec, const struct spw_s
     ex->spec = spec;
     ex->src = src;
     int B = spec->batch.size;
-    ex->per_epoch = spec->batch.drop_remainder ? src->n / B : (src->n + B - 1) / B;
+    const int world = opts->world_size > 1 ? opts->world_size : 1;
+    if (spw_rank_view_init(&ex->view, src->n, world > 1 ? opts->rank : 0, world,
+                           opts->split_size > 0 ? opts->split_size : SPW_DEFAULT_SPLIT,
+                           !spec->batch.drop_remainder) != 0) {
+        snprintf(err, errlen, "rank %d of %d: needs 0 <= rank < world_size and at least one split of %d samples "
+                 "per rank (%lld samples)", opts->rank, world, opts->split_size > 0 ? opts->split_size :
+                 SPW_DEFAULT_SPLIT, (long long)src->n);
+        free(ex);
+        return SPW_ESPEC;
+    }
+    const int64_t n = ex->view.len;             /* this rank's positions per epoch */
+    ex->per_epoch = spec->batch.drop_remainder ? n / B : (n + B - 1) / B;
     if (ex->per_epoch == 0) {
-        snprintf(err, errlen, "batch.size: %d is larger than the dataset (%lld samples) with drop_remainder", B,
-                 (long long)src->n);
+        snprintf(err, errlen, "batch.size: %d is larger than the dataset (%lld samples%s) with drop_remainder", B,
+                 (long long)n, world > 1 ? " for this rank" : "");
         free(ex);
         return SPW_ESPEC;
     }
     ex->total = spec->source.epochs > 0 ? spec->source.epochs * ex->per_epoch : -1;
-    if (opts->max_batches > 0 && (ex->total < 0 || opts->max_batches < ex->total))
-        ex->total = opts->max_batches;
+    if (opts->first_batch < 0 || (ex->total >= 0 && opts->first_batch > ex->total)) {
+        snprintf(err, errlen, "resume at batch %lld: the run has %lld", (long long)opts->first_batch,
+                 (long long)ex->total);
+        free(ex);
+        return SPW_ESPEC;
+    }
+    ex->next_claim_batch = ex->next_deliver = opts->first_batch;
+    if (opts->max_batches > 0 && (ex->total < 0 || opts->first_batch + opts->max_batches < ex->total))
+        ex->total = opts->first_batch + opts->max_batches;
     ex->threads = opts->threads > 0 ? opts->threads : 1;
     /* Threads share each batch (they claim elements, not batches), so two batches in flight keep every
      * thread busy while the previous one is handed over; more only costs memory. */

@@ -19,6 +19,11 @@ struct spw_executor_opts {
     int threads;                /* >= 1 */
     int window_batches;         /* batches in flight; default 2 * threads + 2 */
     int64_t max_batches;        /* stop after this many; 0 = until the source's epochs end */
+    int rank, world_size;       /* data-parallel: this rank's share of every epoch (pipeline/order.h); world
+                                   0 or 1 = all of it. Pads short shares, or drops with batch.drop_remainder */
+    int split_size;             /* the shares' unit; 0 = SPW_DEFAULT_SPLIT (as the dispatcher's default) */
+    int64_t first_batch;        /* resume: start at this batch of the whole run (epoch first_batch / batches
+                                   per epoch); the ones before were delivered. max_batches counts from here */
 };
 
 struct spw_sample_key {

@@ -1,6 +1,8 @@
 /* pipeline/order.c - Feistel permutation with cycle-walking (Black & Rogaway's construction) keyed by
- * (seed, epoch). Pure; thread-safe. */
+ * (seed, epoch), and ranks' shares of it. Pure; thread-safe. */
 #include "pipeline/order.h"
+
+#include <errno.h>
 
 #include "lib/rng.h"
 
@@ -42,4 +44,46 @@ int64_t spw_order_at(const struct spw_order *o, uint64_t epoch, int64_t pos)
         x = feistel(o, key, x);
     } while (x >= (uint64_t)o->n);
     return (int64_t)x;
+}
+
+int64_t spw_rank_view_owned(const struct spw_rank_view *v, int rank)
+{
+    const int64_t splits = (v->n + v->split - 1) / v->split;
+    if (rank >= splits)
+        return 0;
+    const int64_t mine = (splits - rank + v->world - 1) / v->world;      /* splits rank, rank + world, ... */
+    const int64_t last = rank + (mine - 1) * v->world;                  /* the last one may be short */
+    const int64_t last_len = last == splits - 1 ? v->n - last * v->split : v->split;
+    return (mine - 1) * v->split + last_len;
+}
+
+int spw_rank_view_init(struct spw_rank_view *v, int64_t n, int rank, int world, int64_t split, bool pad)
+{
+    if (world < 1 || rank < 0 || rank >= world || split < 1 || n < 1)
+        return -EINVAL;
+    *v = (struct spw_rank_view){.n = n, .split = split, .rank = rank, .world = world};
+    if (world == 1) {
+        v->own = v->len = n;
+        return 0;
+    }
+    int64_t most = 0, least = INT64_MAX;
+    for (int r = 0; r < world; r++) {
+        const int64_t o = spw_rank_view_owned(v, r);
+        most = o > most ? o : most;
+        least = o < least ? o : least;
+    }
+    v->own = spw_rank_view_owned(v, rank);
+    if (least == 0)
+        return -EINVAL;
+    v->len = pad ? most : least;
+    return 0;
+}
+
+int64_t spw_rank_view_pos(const struct spw_rank_view *v, int64_t i)
+{
+    if (v->world == 1)
+        return i;
+    i %= v->own;                                /* padding repeats the rank's first positions */
+    const int64_t k = i / v->split, off = i % v->split;
+    return (v->rank + k * v->world) * v->split + off;
 }

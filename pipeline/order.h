@@ -18,4 +18,27 @@ void spw_order_init(struct spw_order *o, int64_t n, bool shuffle, uint64_t seed)
 /* The sample index at position pos (0 <= pos < n) of epoch e. Identity when shuffle is off. */
 int64_t spw_order_at(const struct spw_order *o, uint64_t epoch, int64_t pos);
 
+/* A data-parallel rank's share of every epoch (DESIGN §6): the order's positions are cut into splits of
+ * `split` positions; rank r of `world` owns splits r, r + world, r + 2 world, ... and their positions, in
+ * that order, are its epoch. Ranks own different numbers of positions when the splits do not divide evenly;
+ * so that every rank gets as many batches, each rank's epoch is `len` positions: the largest share, the
+ * short ranks repeating their first positions (pad, as DistributedSampler pads), or the smallest share,
+ * the long ranks leaving their last positions out (drop). world 1: the whole order, unchanged. */
+struct spw_rank_view {
+    int64_t n, split;
+    int rank, world;
+    int64_t own;            /* positions this rank owns */
+    int64_t len;            /* positions in this rank's epoch (with padding, or after dropping) */
+};
+
+#define SPW_DEFAULT_SPLIT 64   /* samples per split when nobody says (the dispatcher's default too) */
+
+/* Returns 0, or -EINVAL for rank outside [0, world), world < 1, split < 1 or a rank owning nothing (more
+ * ranks than splits). */
+int spw_rank_view_init(struct spw_rank_view *v, int64_t n, int rank, int world, int64_t split, bool pad);
+/* The order position of this rank's i-th position (0 <= i < len). */
+int64_t spw_rank_view_pos(const struct spw_rank_view *v, int64_t i);
+/* Positions rank r of this view's world owns. */
+int64_t spw_rank_view_owned(const struct spw_rank_view *v, int rank);
+
 #endif

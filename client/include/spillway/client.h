@@ -36,6 +36,14 @@ struct spw_job_opts {
     int split_size;             /* samples per split; 0 = the dispatcher's default */
     int rescue_after_ms;        /* the client computes the missing elements of a head batch that has gained
                                    nothing for this long (a lost or stalled producer); 0 = 3000 */
+    int rank, world_size;       /* data-parallel trainers: this rank gets its own share of every epoch,
+                                   disjoint from the others', with as many batches (pipeline/order.h: short
+                                   shares pad, or drop with batch.drop_remainder); world 0/1 = one trainer.
+                                   In-process only so far: with a dispatcher world_size > 1 is refused */
+    int64_t resume_batches;     /* resume from a checkpoint: the batches it says were delivered (the run
+                                   goes on from the next one, mid-epoch if need be); 0 = from the start */
+    uint64_t resume_manifest;   /* the checkpoint's manifest hash: a different dataset listing is refused;
+                                   0 = not checked */
 };
 
 /* Set o to the defaults. */
@@ -82,6 +90,13 @@ void spw_job_stats(struct spw_job *job, struct spw_job_stats *out);
  * dispatcher's client timeout. */
 void spw_job_destroy(struct spw_job *job);
 
+/* A checkpoint: what this job has delivered to the trainer (spw_job_next returned) since the start of the
+ * run, counting the batches a resumed job started after, and the manifest hash to resume with. Give them
+ * back as resume_batches / resume_manifest to a new job of the same spec, rank and world size: it delivers
+ * exactly the batches not yet delivered (same contents: the order is a function of seed and epoch), then
+ * continues. In-process jobs only so far: with a dispatcher, -ENOTSUP. Returns 0. */
+int spw_job_checkpoint(const struct spw_job *job, int64_t *batches, uint64_t *manifest);
+
 /* The source's class names in label order (image or wav folders; none for tar shards): the count, with
  * *names pointing at the job's own array (valid until destroy). */
 int spw_job_classes(const struct spw_job *job, const char *const **names);
@@ -92,7 +107,7 @@ int64_t spw_job_batches_per_epoch(const struct spw_job *job);
 
 /* Options with the defaults, set by name ("dispatcher", "auth_token", "local_cores", "cut" (a number or
  * "auto"), "max_workers", "trainer_rate", "prefetch_bytes", "credit_bytes", "ordered" (0/1), "max_batches",
- * "split_size", "rescue_after_ms") from strings, which are copied. set returns 0, -ENOENT (unknown key) or
+ * "split_size", "rescue_after_ms", "rank", "world_size", "resume_batches", "resume_manifest" (hex)) from strings, which are copied. set returns 0, -ENOENT (unknown key) or
  * -EINVAL (bad value). Free with spw_job_opts_free. */
 struct spw_job_opts *spw_job_opts_new(void);
 int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value);

@@ -58,6 +58,7 @@ _PROTOS = {   # name: (restype, argtypes)
     "spw_job_destroy": (None, [_P]),
     "spw_job_classes": (_I, [_P, ctypes.POINTER(ctypes.POINTER(ctypes.c_char_p))]),
     "spw_job_batches_per_epoch": (ctypes.c_int64, [_P]),
+    "spw_job_checkpoint": (_I, [_P, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_uint64)]),
     "spw_batch_elements": (_I, [_P]),
     "spw_batch_tensor_count": (_I, [_P]),
     "spw_batch_tensor_at": (_I, [_P, _I, ctypes.POINTER(_I), ctypes.POINTER(_I), ctypes.POINTER(ctypes.c_int64),

@@ -6,6 +6,7 @@
 import atexit
 import collections
 import ctypes
+import hashlib
 import json
 import os
 import threading
@@ -287,6 +288,12 @@ class Loader:
     ordered: with a dispatcher, deliver batches in epoch order (as in-process); else any complete one first.
     max_workers, trainer_rate (elements/s, for planning), prefetch_bytes, credit_bytes, split_size,
     auth_token, max_batches: as struct spw_job_opts (client.h).
+    rank, world_size: data-parallel trainers (default: the RANK and WORLD_SIZE environment variables, as
+    torch.distributed sets them; else one trainer): each rank gets its own share of every epoch, disjoint from
+    the other ranks', with as many batches (short shares pad, or drop with batch(drop_remainder=True)).
+    In-process only so far: with a dispatcher, world_size > 1 raises.
+    resume: a state_dict() taken earlier (by this or another process): the job delivers exactly the batches
+    not yet delivered when it was taken, then continues (in-process only so far).
 
     A Loader (and its arrays) cannot be used in a forked child: that raises ForkedError (a RuntimeError).
     close() (or `with`) stops the job; it is freed when the last batch still referenced is gone.
@@ -294,7 +301,7 @@ class Loader:
 
     def __init__(self, pipeline, dispatcher=None, local_cores=None, cut=None, ordered=False, max_workers=None,
                  trainer_rate=None, prefetch_bytes=None, auth_token=None, max_batches=None, credit_bytes=None,
-                 split_size=None):
+                 split_size=None, rank=None, world_size=None, resume=None):
         self._pid = os.getpid()
         self._job = None
         self._done = False
@@ -303,12 +310,59 @@ class Loader:
         self._classes = None
         self.spec = _spec_text(pipeline)
         opts = {"ordered": "1" if ordered else "0"}
+        if world_size is None and "WORLD_SIZE" in os.environ:
+            world_size, rank = int(os.environ["WORLD_SIZE"]), int(os.environ.get("RANK", "0"))
+        self.rank, self.world_size = rank or 0, world_size or 1
         for key, value in (("dispatcher", dispatcher), ("auth_token", auth_token), ("local_cores", local_cores),
                            ("cut", cut), ("max_workers", max_workers), ("trainer_rate", trainer_rate),
                            ("prefetch_bytes", prefetch_bytes), ("credit_bytes", credit_bytes),
-                           ("split_size", split_size), ("max_batches", max_batches)):
+                           ("split_size", split_size), ("max_batches", max_batches), ("rank", rank),
+                           ("world_size", world_size)):
             if value is not None:
                 opts[key] = value if isinstance(value, str) else repr(value)
+        self._opts = opts
+        self._job = _Job(self.spec, self._resume_opts(resume))
+
+    STATE_VERSION = 1
+
+    def _resume_opts(self, state):
+        opts = dict(self._opts)
+        if state is None:
+            return opts
+        if state.get("version") != self.STATE_VERSION:
+            raise ValueError("spillway: resume: not a Loader state (version %r)" % state.get("version"))
+        mine = {"spec_sha256": self._spec_digest(), "rank": self.rank, "world_size": self.world_size}
+        for key, value in mine.items():
+            if state.get(key) != value:
+                raise ValueError("spillway: resume: the state is for another %s (%r, this loader %r)" % (
+                    key.replace("_sha256", ""), state.get(key), value))
+        opts["resume_batches"] = str(int(state["batches"]))
+        opts["resume_manifest"] = state["manifest"]
+        return opts
+
+    def _spec_digest(self):
+        return hashlib.sha256(self.spec.encode()).hexdigest()
+
+    def state_dict(self):
+        """What was delivered so far, as a small dict to save with the model (torch.save takes it): a new
+        Loader(..., resume=state) or load_state_dict(state) goes on from the next batch, exactly once."""
+        self._check()
+        batches, manifest = ctypes.c_int64(), ctypes.c_uint64()
+        rc = _lib.lib().spw_job_checkpoint(self._job.ptr, ctypes.byref(batches), ctypes.byref(manifest))
+        if rc:
+            raise SpillwayError("spillway: state_dict: checkpoints are in-process only so far", rc)
+        held = 1 if self._pending is not None else 0        # taken from C, not yet given to the trainer
+        return {"version": self.STATE_VERSION, "batches": batches.value - held,
+                "manifest": "%016x" % manifest.value, "spec_sha256": self._spec_digest(), "rank": self.rank,
+                "world_size": self.world_size}
+
+    def load_state_dict(self, state):
+        """Restart the job from state (a state_dict()): the rest of the run, from the next batch."""
+        self._check()
+        opts = self._resume_opts(state)
+        self.close()
+        self._pending = self._cur = None
+        self._done = False
         self._job = _Job(self.spec, opts)
 
     def _check(self):

@@ -94,6 +94,14 @@ class SpillwayDataset(torch.utils.data.IterableDataset):
     def stats(self):
         return self._loader.stats()
 
+    def state_dict(self):
+        """What was delivered so far (spillway.Loader.state_dict): save it with the model's."""
+        return self._loader.state_dict()
+
+    def load_state_dict(self, state):
+        """Go on from a state_dict(): exactly the batches not yet delivered, then the rest of the run."""
+        self._loader.load_state_dict(state)
+
     def close(self):
         self._loader.close()
 
