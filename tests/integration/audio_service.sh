@@ -20,16 +20,7 @@ JSON
 "$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 2 --dump "$WORK/local" --quiet || exit 1
 check "local batches are padded with a lengths tensor" test -f "$WORK/local/b000000_t2.npy"
 
-"$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port 0 --heartbeat-ms 100 > "$WORK/d.out" 2> "$WORK/d.err" &
-PIDS+=($!)
-DPORT=$(wait_port "$WORK/d.out") || { bad "dispatcher starts"; finish; exit; }
-for j in 1 2; do
-  "$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 \
-    > "$WORK/w$j.out" 2> "$WORK/w$j.err" &
-  PIDS+=($!)
-  wait_port "$WORK/w$j.out" > /dev/null || bad "worker $j starts"
-done
-sleep 0.3
+start_service 2 --heartbeat-ms 100 || { finish; exit; }
 
 same_batches() {    # every .npy and keys.txt of dump $1 equals the local run's
   [ "$(ls "$WORK/$1" | wc -l)" = "$(ls "$WORK/local" | wc -l)" ] || return 1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/integration/lib.sh - shared by the integration tests (source it): result counters and check
 # helpers, waiting for a daemon's "listening on HOST:PORT" line, and a cleanup trap that kills every process
-# recorded in PIDS (continuing stopped ones first) and removes WORK (kept when KEEP is set).
+# recorded in PIDS (continuing stopped ones first) and removes WORK (kept when KEEP is set); start_service
+# for a dispatcher and N workers on loopback.
 # shellcheck disable=SC2034  # PIDS, WORK, pass and fail are used by the sourcing script
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 B=${SPW_BUILD:-$ROOT/build}   # SPW_BUILD: run against another build (e.g. a sanitizer build)
@@ -24,6 +25,22 @@ wait_port() {
     sleep 0.05
   done
   return 1
+}
+# start_service N [DISPATCHER FLAGS...]: a dispatcher on 127.0.0.1 and N one-thread workers (logs in WORK:
+# d.out/d.err, wN.out/wN.err); sets DPORT. Returns non-zero (and says which) when one does not start.
+start_service() {
+  local n=$1 j
+  shift
+  "$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port 0 "$@" > "$WORK/d.out" 2> "$WORK/d.err" &
+  PIDS+=($!)
+  DPORT=$(wait_port "$WORK/d.out") || { bad "dispatcher starts"; return 1; }
+  for j in $(seq 1 "$n"); do
+    "$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 \
+      > "$WORK/w$j.out" 2> "$WORK/w$j.err" &
+    PIDS+=($!)
+    wait_port "$WORK/w$j.out" > /dev/null || { bad "worker $j starts"; return 1; }
+  done
+  sleep 0.3
 }
 # finish: the closing line and the exit status.
 finish() {

@@ -10,16 +10,7 @@ PY=/usr/bin/python3
 
 DATA=$B/data/cli-test
 bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
-"$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port 0 > "$WORK/d.out" 2> "$WORK/d.err" &
-PIDS+=($!)
-DPORT=$(wait_port "$WORK/d.out") || { bad "dispatcher starts"; finish; exit; }
-for j in 1 2; do
-  "$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 \
-    > "$WORK/w$j.out" 2> "$WORK/w$j.err" &
-  PIDS+=($!)
-  wait_port "$WORK/w$j.out" > /dev/null || bad "worker $j starts"
-done
-sleep 0.3
+start_service 2 || { finish; exit; }
 SPILLWAY_LIB=$B/lib/libspillway.so timeout 600 "$PY" "$ROOT/examples/train_resnet.py" --data "$DATA/train" \
   --dispatcher "127.0.0.1:$DPORT" --steps 60 --json > "$WORK/train.out" 2> "$WORK/train.err"
 check "the training run exits 0" test $? -eq 0
