@@ -1,6 +1,6 @@
 /* client/assembler.c - the prefetch buffer and the exactly-once ledger (see assembler.h). Batch g of the job
- * belongs to epoch g / per_epoch and has as many places as the in-process executor's batch g. Ordered: it
- * holds positions [i*B, (i+1)*B) of its epoch's order, so batches are byte-identical to a local run
+ * belongs to epoch g / per_epoch and has as many places as the in-process executor's batch g (of this rank).
+ * Ordered: it holds places [i*B, (i+1)*B) of its epoch, so batches are byte-identical to a local run
  * whatever produced each element. Unordered: each epoch's batches fill in arrival order from a cursor.
  * One mutex guards slots, bitmaps, cursors and the parked list; element copies run outside it. */
 #include "client/assembler.h"
@@ -21,7 +21,8 @@
 struct slot {
     int64_t gbatch;             /* -1 when free */
     int n_pos, assigned, finished;  /* places; handed out (unordered); done */
-    int64_t *samples;           /* manifest index per position */
+    int64_t *samples;           /* manifest index per batch index */
+    int64_t *places;            /* the epoch's place per batch index */
     bool *ok;
     struct spw_batch_fill fill; /* allocated at the first placed element */
     bool delivered, shape_error;
@@ -29,10 +30,12 @@ struct slot {
 
 struct epoch_ledger {           /* one epoch being received */
     int64_t epoch;
-    uint8_t *seen;              /* bit per position: claimed */
-    int32_t *split_left;        /* positions not yet claimed, per split */
+    uint8_t *seen;              /* bit per place: claimed */
+    uint8_t *given;             /* bit per place: delivered to the trainer (checkpoints) */
+    int32_t *split_left;        /* places not yet claimed, per split of this rank */
     int64_t left;
     int64_t fill_batch;         /* unordered: the batch (index in the epoch) arrivals go to next */
+    int64_t given_batches;      /* batches of the epoch delivered */
 };
 
 struct parked {
@@ -44,7 +47,11 @@ struct parked {
 struct assembler {
     struct asm_opts o;
     struct spw_order order;
-    int64_t n, per_epoch, total; /* samples, batches per epoch, batches in all (-1 = forever) */
+    struct spw_rank_view view;
+    int64_t len, own, places;   /* this rank's epoch: batch places, places its splits hold, both (max) */
+    int64_t rank_splits;        /* splits this rank owns per epoch */
+    int64_t per_epoch, total;   /* batches per epoch, batches in all (-1 = forever) */
+    uint8_t *resume_places;     /* the checkpoint's epoch's delivered places (NULL: none) */
     int B;
     pthread_mutex_t mu;
     pthread_cond_t cv;          /* a batch became ready, the window moved, or a failure */
@@ -71,9 +78,39 @@ static struct slot *slot_of(struct assembler *a, int64_t gb)
     return &a->slots[gb % RING];
 }
 
-static int64_t gbatch_of(const struct assembler *a, uint64_t epoch, int64_t pos)
+static int64_t gbatch_of(const struct assembler *a, uint64_t epoch, int64_t place)
 {
-    return (int64_t)epoch * a->per_epoch + pos / a->B;
+    return (int64_t)epoch * a->per_epoch + place / a->B;
+}
+
+static bool bit(const uint8_t *m, int64_t i)
+{
+    return m[i >> 3] & (1u << (i & 7));
+}
+
+static void set_bit(uint8_t *m, int64_t i)
+{
+    m[i >> 3] |= (uint8_t)(1u << (i & 7));
+}
+
+size_t asm_place_bytes(const struct assembler *a)
+{
+    return (size_t)(a->places + 7) / 8;
+}
+
+int64_t asm_batches_per_epoch(const struct assembler *a)
+{
+    return a->per_epoch;
+}
+
+int64_t asm_place_of(const struct assembler *a, int64_t pos)
+{
+    return spw_rank_view_index(&a->view, pos);
+}
+
+int64_t asm_pos_of(const struct assembler *a, int64_t place)
+{
+    return spw_rank_view_pos(&a->view, place);
 }
 
 int asm_create(const struct asm_opts *o, struct assembler **out)
@@ -82,25 +119,67 @@ int asm_create(const struct asm_opts *o, struct assembler **out)
     if (!a)
         return -ENOMEM;
     a->o = *o;
-    a->n = o->src->n;
+    const int world = o->world_size > 1 ? o->world_size : 1;
+    if (spw_rank_view_init(&a->view, o->src->n, world > 1 ? o->rank : 0, world, o->split_size,
+                           !o->spec->batch.drop_remainder) != 0 ||
+        o->split_size < 1 || o->resume_batches < 0) {
+        free(a);
+        return -EINVAL;
+    }
+    a->len = a->view.len;
+    a->own = a->view.own;
+    a->places = a->own > a->len ? a->own : a->len;
+    a->rank_splits = (a->own + o->split_size - 1) / o->split_size;
     a->B = o->spec->batch.size;
-    a->per_epoch = o->spec->batch.drop_remainder ? a->n / a->B : (a->n + a->B - 1) / a->B;
+    a->per_epoch = o->spec->batch.drop_remainder ? a->len / a->B : (a->len + a->B - 1) / a->B;
     a->total = o->spec->source.epochs > 0 ? o->spec->source.epochs * a->per_epoch : -1;
-    if (o->max_batches > 0 && (a->total < 0 || o->max_batches < a->total))
-        a->total = o->max_batches;
+    if (a->per_epoch < 1 || (a->total >= 0 && o->resume_batches > a->total) ||
+        (o->resume_places && o->resume_places_len != asm_place_bytes(a))) {
+        free(a);
+        return -EINVAL;
+    }
+    if (o->max_batches > 0 && (a->total < 0 || o->resume_batches + o->max_batches < a->total))
+        a->total = o->resume_batches + o->max_batches;
+    a->next_deliver = o->resume_batches;
+    a->live_epoch = o->resume_batches / a->per_epoch;
     a->window = 4;
-    spw_order_init(&a->order, a->n, o->spec->source.shuffle, o->spec->source.seed);
+    spw_order_init(&a->order, o->src->n, o->spec->source.shuffle, o->spec->source.seed);
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv, NULL);
+    if (o->resume_batches % a->per_epoch) {
+        if (!(a->resume_places = calloc(asm_place_bytes(a), 1))) {
+            asm_destroy(a);
+            return -ENOMEM;
+        }
+        if (o->resume_places)
+            memcpy(a->resume_places, o->resume_places, asm_place_bytes(a));
+        else        /* a count alone (an in-process or ordered run): the epoch's first places */
+            for (int64_t p = 0; p < o->resume_batches % a->per_epoch * a->B; p++)
+                set_bit(a->resume_places, p);
+        /* Delivered batches hold B places each (only an epoch's last may hold fewer); ordered ones are the
+         * epoch's first places. Anything else is not a checkpoint of this job. */
+        const int64_t given = o->resume_batches % a->per_epoch * a->B;
+        int64_t count = 0;
+        bool prefix = true;
+        for (int64_t p = 0; p < a->places; p++) {
+            count += bit(a->resume_places, p);
+            prefix = prefix && bit(a->resume_places, p) == (p < given);
+        }
+        if (count != given || (o->ordered && !prefix)) {
+            asm_destroy(a);
+            return -EINVAL;
+        }
+    }
     for (int i = 0; i < RING; i++) {
         a->slots[i].gbatch = -1;
         a->slots[i].samples = calloc((size_t)a->B, sizeof(int64_t));
+        a->slots[i].places = calloc((size_t)a->B, sizeof(int64_t));
         a->slots[i].ok = calloc((size_t)a->B, sizeof(bool));
-        if (!a->slots[i].samples || !a->slots[i].ok) {
+        if (!a->slots[i].samples || !a->slots[i].places || !a->slots[i].ok) {
             asm_destroy(a);
             return -ENOMEM;
         }
     }
-    pthread_mutex_init(&a->mu, NULL);
-    pthread_cond_init(&a->cv, NULL);
     a->head_progress_ms = spw_now_ms();
     *out = a;
     return 0;
@@ -118,14 +197,17 @@ void asm_destroy(struct assembler *a)
         return;
     for (int i = 0; i < RING; i++) {
         free(a->slots[i].samples);
+        free(a->slots[i].places);
         free(a->slots[i].ok);
         spw_batch_fill_clear(&a->slots[i].fill);
     }
     for (int i = 0; i < a->n_ledgers; i++) {
         free(a->ledgers[i].seen);
+        free(a->ledgers[i].given);
         free(a->ledgers[i].split_left);
     }
     free(a->ledgers);
+    free(a->resume_places);
     while (a->parked) {
         struct parked *p = a->parked;
         a->parked = p->next;
@@ -139,14 +221,23 @@ void asm_destroy(struct assembler *a)
     free(a);
 }
 
-/* The ledger of an epoch, created on first use; NULL when the epoch is complete (or no memory). */
+static struct epoch_ledger *find_ledger(struct assembler *a, uint64_t epoch)
+{
+    for (int i = 0; i < a->n_ledgers; i++)
+        if (a->ledgers[i].epoch == (int64_t)epoch)
+            return &a->ledgers[i];
+    return NULL;
+}
+
+/* The ledger of an epoch, created on first use; NULL when the epoch is complete (or no memory). The
+ * checkpoint's epoch starts with its delivered places claimed and its delivered batches counted. */
 static struct epoch_ledger *ledger(struct assembler *a, uint64_t epoch)
 {
     if ((int64_t)epoch < a->live_epoch)
         return NULL;
-    for (int i = 0; i < a->n_ledgers; i++)
-        if (a->ledgers[i].epoch == (int64_t)epoch)
-            return &a->ledgers[i];
+    struct epoch_ledger *found = find_ledger(a, epoch);
+    if (found)
+        return found;
     if (a->n_ledgers == a->cap_ledgers) {
         int cap = a->cap_ledgers ? 2 * a->cap_ledgers : 4;
         struct epoch_ledger *l = realloc(a->ledgers, (size_t)cap * sizeof *l);
@@ -156,20 +247,31 @@ static struct epoch_ledger *ledger(struct assembler *a, uint64_t epoch)
         a->cap_ledgers = cap;
     }
     struct epoch_ledger *l = &a->ledgers[a->n_ledgers];
-    l->epoch = (int64_t)epoch;
-    l->seen = calloc((size_t)(a->n + 7) / 8, 1);
-    l->split_left = malloc(sizeof(int32_t) * (size_t)a->o.splits_per_epoch);
-    if (!l->seen || !l->split_left) {
+    *l = (struct epoch_ledger){.epoch = (int64_t)epoch, .left = a->places};
+    l->seen = calloc(asm_place_bytes(a), 1);
+    l->given = calloc(asm_place_bytes(a), 1);
+    l->split_left = malloc(sizeof(int32_t) * (size_t)(a->rank_splits ? a->rank_splits : 1));
+    if (!l->seen || !l->given || !l->split_left) {
         free(l->seen);
+        free(l->given);
         free(l->split_left);
         return NULL;
     }
-    for (int64_t s = 0; s < a->o.splits_per_epoch; s++) {
-        int64_t left = a->n - s * a->o.split_size;
+    for (int64_t s = 0; s < a->rank_splits; s++) {
+        int64_t left = a->own - s * a->o.split_size;
         l->split_left[s] = (int32_t)(left < a->o.split_size ? left : a->o.split_size);
     }
-    l->left = a->n;
-    l->fill_batch = 0;
+    if (a->resume_places && (int64_t)epoch == a->o.resume_batches / a->per_epoch) {
+        memcpy(l->seen, a->resume_places, asm_place_bytes(a));
+        memcpy(l->given, a->resume_places, asm_place_bytes(a));
+        l->fill_batch = l->given_batches = a->o.resume_batches % a->per_epoch;
+        for (int64_t p = 0; p < a->places; p++)
+            if (bit(l->seen, p)) {
+                l->left--;
+                if (p < a->own)
+                    l->split_left[p / a->o.split_size]--;
+            }
+    }
     a->n_ledgers++;
     return l;
 }
@@ -188,14 +290,17 @@ static void retire_ledgers(struct assembler *a)
         if (!l || l->left > 0 || !delivered)
             return;
         free(l->seen);
+        free(l->given);
         free(l->split_left);
         a->ledgers[at] = a->ledgers[--a->n_ledgers];
         a->live_epoch++;
     }
 }
 
-static void push_ack(struct assembler *a, uint64_t epoch, uint64_t split)
+/* Ack this rank's k-th split of an epoch (the dispatcher's split rank + k * world). Called with mu held. */
+static void push_ack(struct assembler *a, uint64_t epoch, uint64_t k)
 {
+    const uint64_t split = (uint64_t)a->view.rank + k * (uint64_t)a->view.world;
     if (a->n_acks == a->cap_acks) {
         int cap = a->cap_acks ? 2 * a->cap_acks : 64;
         struct asm_split *n = realloc(a->acks, (size_t)cap * sizeof *n);
@@ -211,7 +316,7 @@ static void push_ack(struct assembler *a, uint64_t epoch, uint64_t split)
 static void slot_init(struct assembler *a, struct slot *s, int64_t gb)
 {
     const int64_t epoch = gb / a->per_epoch, idx = gb % a->per_epoch;
-    const int64_t first = idx * a->B, left = a->n - first;
+    const int64_t first = idx * a->B, left = a->len - first;
     s->gbatch = gb;
     s->n_pos = (int)(left < a->B ? left : a->B);
     s->assigned = s->finished = 0;
@@ -219,7 +324,8 @@ static void slot_init(struct assembler *a, struct slot *s, int64_t gb)
     spw_batch_fill_clear(&s->fill);
     s->fill.pad = a->o.spec->batch.pad;
     for (int p = 0; p < s->n_pos; p++) {
-        s->samples[p] = a->o.ordered ? spw_order_at(&a->order, (uint64_t)epoch, first + p) : -1;
+        s->places[p] = a->o.ordered ? first + p : -1;
+        s->samples[p] = a->o.ordered ? spw_order_at(&a->order, (uint64_t)epoch, asm_pos_of(a, first + p)) : -1;
         s->ok[p] = false;
     }
 }
@@ -252,10 +358,11 @@ static void assign(struct assembler *a, struct asm_ticket *t, int64_t gb)
     struct slot *s = slot_for(a, gb);
     t->gbatch = gb;
     if (a->o.ordered) {
-        t->idx = (int)(t->pos % a->B);
+        t->idx = (int)(t->place % a->B);
     } else {
         t->idx = s->assigned++;
         s->samples[t->idx] = t->sample;
+        s->places[t->idx] = t->place;
         if (s->assigned == s->n_pos)
             ledger(a, t->epoch)->fill_batch++;
     }
@@ -263,37 +370,41 @@ static void assign(struct assembler *a, struct asm_ticket *t, int64_t gb)
         a->head_progress_ms = spw_now_ms();
 }
 
-bool asm_claimed(struct assembler *a, uint64_t epoch, int64_t pos)
+bool asm_claimed(struct assembler *a, uint64_t epoch, int64_t place)
 {
-    if (pos < 0 || pos >= a->n)
+    if (place < 0 || place >= a->places)
         return true;
     pthread_mutex_lock(&a->mu);
     struct epoch_ledger *l = ledger(a, epoch);
-    const bool r = !l || (l->seen[pos >> 3] & (1u << (pos & 7)));
+    const bool r = !l || bit(l->seen, place);
     pthread_mutex_unlock(&a->mu);
     return r;
 }
 
 enum asm_claim asm_claim(struct assembler *a, uint64_t epoch, int64_t pos, struct asm_ticket *t)
 {
-    if (pos < 0 || pos >= a->n)
+    return asm_claim_place(a, epoch, asm_place_of(a, pos), t);
+}
+
+enum asm_claim asm_claim_place(struct assembler *a, uint64_t epoch, int64_t place, struct asm_ticket *t)
+{
+    if (place < 0 || place >= a->places)
         return ASM_DUP;
     pthread_mutex_lock(&a->mu);
     enum asm_claim r = ASM_DUP;
     struct epoch_ledger *l = ledger(a, epoch);
-    if (!l || (l->seen[pos >> 3] & (1u << (pos & 7))))
+    if (!l || bit(l->seen, place))
         goto out;
-    l->seen[pos >> 3] |= (uint8_t)(1u << (pos & 7));
+    set_bit(l->seen, place);
     l->left--;
-    const int64_t split = pos / a->o.split_size;
-    if (--l->split_left[split] == 0)
-        push_ack(a, epoch, (uint64_t)split);
-    *t = (struct asm_ticket){.epoch = epoch, .pos = pos, .sample = spw_order_at(&a->order, epoch, pos),
-                             .gbatch = -1};
+    if (place < a->own && --l->split_left[place / a->o.split_size] == 0)
+        push_ack(a, epoch, (uint64_t)(place / a->o.split_size));
+    *t = (struct asm_ticket){.epoch = epoch, .place = place,
+                             .sample = spw_order_at(&a->order, epoch, asm_pos_of(a, place)), .gbatch = -1};
     int64_t gb;
     if (a->o.ordered) {
-        gb = gbatch_of(a, epoch, pos);
-        if (pos / a->B >= a->per_epoch || (a->total >= 0 && gb >= a->total))
+        gb = gbatch_of(a, epoch, place);
+        if (place >= a->len || place / a->B >= a->per_epoch || (a->total >= 0 && gb >= a->total))
             gb = -1;
     } else {
         gb = fill_target(a, l);
@@ -305,7 +416,7 @@ enum asm_claim asm_claim(struct assembler *a, uint64_t epoch, int64_t pos, struc
         r = ASM_PARK;
         if (a->o.ordered) {
             t->gbatch = gb;
-            t->idx = (int)(pos % a->B);
+            t->idx = (int)(place % a->B);
         }
     } else {
         assign(a, t, gb);
@@ -487,7 +598,9 @@ static int64_t pick(struct assembler *a)
         return a->next_deliver;
     if (a->o.ordered)
         return -1;
-    for (int64_t gb = a->next_deliver + 1; gb < a->next_deliver + a->window; gb++)
+    /* Within the head's epoch only: a checkpoint then says what was delivered with one epoch's bitmap. */
+    const int64_t end = (a->next_deliver / a->per_epoch + 1) * a->per_epoch;
+    for (int64_t gb = a->next_deliver + 1; gb < a->next_deliver + a->window && gb < end; gb++)
         if ((a->total < 0 || gb < a->total) && ready(slot_of(a, gb), gb))
             return gb;
     return -1;
@@ -524,6 +637,12 @@ int asm_next(struct assembler *a, int timeout_ms, struct spw_batch **out, char *
         goto out;
     }
     s->delivered = true;
+    struct epoch_ledger *l = find_ledger(a, (uint64_t)(gb / a->per_epoch));
+    if (l) {                    /* it exists: the batch's places were claimed in it */
+        for (int p = 0; p < s->n_pos; p++)
+            set_bit(l->given, s->places[p]);
+        l->given_batches++;
+    }
     pthread_mutex_unlock(&a->mu);
     /* The slot is ours: nobody claims a finished batch's positions again. */
     struct spw_batch *b;
@@ -575,9 +694,17 @@ void asm_fail(struct assembler *a, int rc, const char *msg)
     pthread_mutex_unlock(&a->mu);
 }
 
-int asm_head_missing(struct assembler *a, uint64_t *epoch, int64_t *pos, int cap, int64_t *stalled_ms)
+/* Whether only this client produces (epoch, place): padding, or an epoch no lease brings any more. */
+static bool self_only(const struct assembler *a, uint64_t epoch, int64_t place)
+{
+    return place >= a->own || epoch < a->o.self_below_epoch;
+}
+
+int asm_head_missing(struct assembler *a, uint64_t *epoch, int64_t *places, int cap, int64_t *stalled_ms,
+                     int *n_self)
 {
     int n = 0;
+    *n_self = 0;
     pthread_mutex_lock(&a->mu);
     const int64_t gb = a->next_deliver;
     *stalled_ms = spw_now_ms() - a->head_progress_ms;
@@ -588,20 +715,23 @@ int asm_head_missing(struct assembler *a, uint64_t *epoch, int64_t *pos, int cap
     struct epoch_ledger *l = ledger(a, *epoch);
     if (!l)
         goto out;
-    /* Ordered: the batch's own positions. Unordered: any unclaimed positions of the epoch, as many as the
-     * batch still has places for (only when arrivals fill this batch now). */
+    /* Ordered: the batch's own places. Unordered: any unclaimed places of the epoch, as many as the batch
+     * still has room for (only when arrivals fill this batch now). Self-only places first. */
     int64_t first = (gb % a->per_epoch) * a->B, end = first + s->n_pos;
     int want = s->n_pos;
     if (!a->o.ordered) {
         if (fill_target(a, l) != gb)
             goto out;
         first = 0;
-        end = a->n;
+        end = a->places;
         want = s->n_pos - s->assigned;
     }
-    for (int64_t q = first; q < end && n < cap && n < want; q++)
-        if (!(l->seen[q >> 3] & (1u << (q & 7))))
-            pos[n++] = q;
+    for (int pass = 0; pass < 2; pass++)
+        for (int64_t q = first; q < end && n < cap && n < want; q++)
+            if (!bit(l->seen, q) && self_only(a, *epoch, q) == (pass == 0)) {
+                places[n++] = q;
+                *n_self += pass == 0;
+            }
 out:
     pthread_mutex_unlock(&a->mu);
     return n;
@@ -626,13 +756,13 @@ void asm_return_acks(struct assembler *a, const struct asm_split *acks, int n)
     pthread_mutex_unlock(&a->mu);
 }
 
-bool asm_wait_window(struct assembler *a, uint64_t epoch, int64_t pos, int timeout_ms)
+bool asm_wait_window(struct assembler *a, uint64_t epoch, int64_t place, int timeout_ms)
 {
     struct timespec dl = spw_deadline_in_ms(timeout_ms);
     pthread_mutex_lock(&a->mu);
     bool ok;
     for (;;) {
-        int64_t gb = gbatch_of(a, epoch, pos);
+        int64_t gb = place < a->len ? gbatch_of(a, epoch, place) : -1;
         if (!a->o.ordered) {
             struct epoch_ledger *l = ledger(a, epoch);
             gb = l ? fill_target(a, l) : -1;
@@ -651,5 +781,18 @@ void asm_progress(struct assembler *a, int64_t *total, int64_t *delivered, int64
     *total = a->total;
     *delivered = a->next_deliver;
     *parked_bytes = a->parked_bytes;
+    pthread_mutex_unlock(&a->mu);
+}
+
+void asm_checkpoint(struct assembler *a, int64_t *batches, uint8_t *places)
+{
+    pthread_mutex_lock(&a->mu);
+    const int64_t epoch = a->next_deliver / a->per_epoch;
+    const struct epoch_ledger *l = ledger(a, (uint64_t)epoch);     /* made here if nothing came yet */
+    *batches = epoch * a->per_epoch + (l ? l->given_batches : 0);
+    if (l)
+        memcpy(places, l->given, asm_place_bytes(a));
+    else
+        memset(places, 0, asm_place_bytes(a));
     pthread_mutex_unlock(&a->mu);
 }

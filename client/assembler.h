@@ -21,9 +21,15 @@ struct asm_opts {
     const struct spw_source *src;   /* labels and paths of the keys */
     int64_t prefetch_bytes;         /* bounds the window of batches being assembled */
     bool ordered;
-    int64_t max_batches;            /* 0 = all epochs */
+    int64_t max_batches;            /* 0 = all epochs (after the resume point) */
     int split_size;
     int64_t splits_per_epoch;
+    int rank, world_size;           /* this client's share of each epoch (spw_rank_view); world 0 = 1 */
+    int64_t resume_batches;         /* batches already delivered (a checkpoint): delivery starts here */
+    const uint8_t *resume_places;   /* the checkpoint's delivered places of its epoch (NULL: its first
+                                       batches'); resume_places_len must be asm_place_bytes */
+    size_t resume_places_len;
+    uint64_t self_below_epoch;      /* epochs below this no lease brings: this client produces them */
 };
 
 enum asm_claim {
@@ -39,21 +45,31 @@ struct asm_split {
 
 struct asm_ticket {             /* a claimed element and, once placed, its batch and index in it */
     uint64_t epoch;
-    int64_t pos, sample;
+    int64_t place, sample;      /* place: this rank's index of the element in its epoch (see below) */
     int64_t gbatch;
     int idx;
 };
 
 struct assembler;
 
+/* Places: a rank's epoch is `len` places (spw_rank_view): places [0, own) are the order positions of its
+ * splits, in order; places [own, len) pad the short ranks (they repeat the first places' samples and only
+ * this client produces them). With one rank, place = position. Returns -EINVAL for a rank outside the world
+ * or a checkpoint that does not fit the job. */
 int asm_create(const struct asm_opts *o, struct assembler **out);
 void asm_destroy(struct assembler *a);
 
-/* Whether (epoch, pos) is claimed already (or its epoch is over): a producer can skip it. */
-bool asm_claimed(struct assembler *a, uint64_t epoch, int64_t pos);
-/* Claim (epoch, pos) for one producer; the first claim wins. Counts the position toward its split. Fills
- * *t for ASM_PLACE and ASM_PARK. */
+/* The place of order position pos in this rank's epoch, or -1 (another rank's); and back (the position a
+ * place's sample sits at). */
+int64_t asm_place_of(const struct assembler *a, int64_t pos);
+int64_t asm_pos_of(const struct assembler *a, int64_t place);
+/* Whether (epoch, place) is claimed already (or its epoch is over): a producer can skip it. */
+bool asm_claimed(struct assembler *a, uint64_t epoch, int64_t place);
+/* Claim (epoch, order position pos) for one producer; the first claim wins; another rank's position is a
+ * duplicate. Counts it toward its split. Fills *t for ASM_PLACE and ASM_PARK. asm_claim_place claims by
+ * place (the client's own production, padding included). */
 enum asm_claim asm_claim(struct assembler *a, uint64_t epoch, int64_t pos, struct asm_ticket *t);
+enum asm_claim asm_claim_place(struct assembler *a, uint64_t epoch, int64_t place, struct asm_ticket *t);
 /* Memory for a claimed ASM_PLACE element of that shape inside its batch, or NULL when the shape differs
  * from the batch's (the batch then fails with a message). */
 uint8_t *asm_dst(struct assembler *a, const struct asm_ticket *t, enum spw_dtype dt, int ndim, const int64_t *shape);
@@ -82,16 +98,25 @@ void asm_finish(struct assembler *a, const struct asm_ticket *t, enum asm_claim 
 /* Stop with an error: asm_next returns rc from now on. */
 void asm_fail(struct assembler *a, int rc, const char *msg);
 
-/* Positions the head batch (the oldest undelivered) still waits for that nobody has claimed, at most cap,
- * and how long the head has waited without progress (ms). Returns the count. */
-int asm_head_missing(struct assembler *a, uint64_t *epoch, int64_t *pos, int cap, int64_t *stalled_ms);
+/* Places the head batch (the oldest undelivered) still waits for that nobody has claimed, at most cap,
+ * and how long the head has waited without progress (ms). The first *n_self of them only this client
+ * produces (padding, epochs below self_below_epoch): nobody else will. Returns the count. */
+int asm_head_missing(struct assembler *a, uint64_t *epoch, int64_t *places, int cap, int64_t *stalled_ms,
+                     int *n_self);
 /* Move complete splits not yet acked into out (at most cap); returns the count. */
 int asm_take_acks(struct assembler *a, struct asm_split *out, int cap);
 /* Put acks back after a failed heartbeat. */
 void asm_return_acks(struct assembler *a, const struct asm_split *acks, int n);
-/* Wait until the window can take (epoch, pos) without parking it, or the timeout passes; true if it can. */
-bool asm_wait_window(struct assembler *a, uint64_t epoch, int64_t pos, int timeout_ms);
+/* Wait until the window can take (epoch, place) without parking it, or the timeout passes; true if it can. */
+bool asm_wait_window(struct assembler *a, uint64_t epoch, int64_t place, int timeout_ms);
 /* Total batches the job delivers (-1 = forever) and delivered so far. */
 void asm_progress(struct assembler *a, int64_t *total, int64_t *delivered, int64_t *parked_bytes);
+
+/* What the trainer has been given, for a checkpoint: batches delivered since the run began (previous runs'
+ * included) and a bitmap of the delivered places of the epoch in progress (epoch batches / batches per
+ * epoch), asm_place_bytes() long. Every earlier epoch is delivered whole. */
+size_t asm_place_bytes(const struct assembler *a);
+void asm_checkpoint(struct assembler *a, int64_t *batches, uint8_t *places);
+int64_t asm_batches_per_epoch(const struct assembler *a);
 
 #endif

@@ -10,10 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct binding_opts {           /* the options and the strings they point to, in one allocation */
+struct binding_opts {           /* the options and the strings they point to */
     struct spw_job_opts o;      /* first: a struct spw_job_opts * is a struct binding_opts * */
     char dispatcher[256];
     char auth_token[512];
+    char job_name[129];
 };
 
 struct spw_job_opts *spw_job_opts_new(void)
@@ -26,7 +27,46 @@ struct spw_job_opts *spw_job_opts_new(void)
 
 void spw_job_opts_free(struct spw_job_opts *o)
 {
+    if (o)
+        free(o->resume.places);
     free(o);                    /* the binding_opts that starts with it */
+}
+
+static int hex_value(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                                                                                    : -1;
+}
+
+/* A checkpoint's places bitmap from hex ("" = none). */
+static int set_places(struct spw_job_opts *o, const char *v)
+{
+    const size_t n = strlen(v);
+    if (n % 2)
+        return -EINVAL;
+    uint8_t *p = n ? malloc(n / 2) : NULL;
+    if (n && !p)
+        return -ENOMEM;
+    for (size_t i = 0; i < n / 2; i++) {
+        const int hi = hex_value(v[2 * i]), lo = hex_value(v[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            free(p);
+            return -EINVAL;
+        }
+        p[i] = (uint8_t)(hi << 4 | lo);
+    }
+    free(o->resume.places);
+    o->resume.places = p;
+    o->resume.places_len = n / 2;
+    return 0;
+}
+
+static int parse_hex64(const char *v, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long h = strtoull(v, &end, 16);
+    return !errno && end != v && !*end ? (*out = h, 0) : -EINVAL;
 }
 
 static int parse_int64(const char *v, int64_t lo, int64_t hi, int64_t *out)
@@ -61,12 +101,12 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
         return copy_string(b->auth_token, sizeof b->auth_token, value, &o->auth_token);
     if (!strcmp(key, "ordered"))
         return !strcmp(value, "1") || !strcmp(value, "0") ? (o->ordered = value[0] == '1', 0) : -EINVAL;
-    if (!strcmp(key, "resume_manifest")) {
-        char *end;
-        errno = 0;
-        unsigned long long h = strtoull(value, &end, 16);
-        return !errno && end != value && !*end ? (o->resume_manifest = h, 0) : -EINVAL;
-    }
+    if (!strcmp(key, "job_name"))
+        return copy_string(b->job_name, sizeof b->job_name, value, &o->job_name);
+    if (!strcmp(key, "resume_manifest"))
+        return parse_hex64(value, &o->resume.manifest);
+    if (!strcmp(key, "resume_places"))
+        return set_places(o, value);
     if (!strcmp(key, "cut") && !strcmp(value, "auto"))
         return o->cut = SPW_CUT_AUTO, 0;
     if (!strcmp(key, "trainer_rate")) {
@@ -80,7 +120,8 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
     } ints[] = {{"local_cores", -1, 256}, {"cut", -1, 255}, {"max_workers", 0, INT_MAX},
                 {"prefetch_bytes", 0, INT64_MAX}, {"credit_bytes", 0, INT64_MAX}, {"max_batches", 0, INT64_MAX},
                 {"split_size", 0, INT_MAX}, {"rescue_after_ms", 0, INT_MAX}, {"rank", 0, 65535},
-                {"world_size", 0, 65536}, {"resume_batches", 0, INT64_MAX}};
+                {"world_size", 0, 65536}, {"resume_batches", 0, INT64_MAX}, {"resume_job", 0, INT64_MAX},
+                {"resume_split_size", 0, INT_MAX}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         if (strcmp(key, ints[i].key) != 0)
             continue;
@@ -97,7 +138,9 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
         case 7: o->rescue_after_ms = (int)x; break;
         case 8: o->rank = (int)x; break;
         case 9: o->world_size = (int)x; break;
-        default: o->resume_batches = x; break;
+        case 10: o->resume.batches = x; break;
+        case 11: o->resume.job = (uint64_t)x; break;
+        default: o->resume.split_size = (int)x; break;
         }
         return 0;
     }
@@ -136,4 +179,68 @@ int spw_batch_key_at(const struct spw_batch *b, int i, int64_t *epoch, int64_t *
     *sample = b->keys[i].sample;
     *path = b->keys[i].path;
     return 0;
+}
+
+char *spw_job_checkpoint_flat(struct spw_job *job, int64_t *batches, uint64_t *manifest, uint64_t *job_id,
+                              int *split_size)
+{
+    struct spw_checkpoint c;
+    if (spw_job_checkpoint(job, &c) != 0)
+        return NULL;
+    char *hex = malloc(2 * c.places_len + 1);
+    if (hex) {
+        for (size_t i = 0; i < c.places_len; i++)
+            snprintf(hex + 2 * i, 3, "%02x", c.places[i]);
+        hex[2 * c.places_len] = 0;
+        *batches = c.batches;
+        *manifest = c.manifest;
+        *job_id = c.job;
+        *split_size = c.split_size;
+    }
+    spw_checkpoint_clear(&c);
+    return hex;
+}
+
+void spw_free(void *p)
+{
+    free(p);
+}
+
+int spw_batch_position(const struct spw_batch *b, int64_t *epoch, int64_t *index)
+{
+    if (!b)
+        return -EINVAL;
+    *epoch = b->epoch;
+    *index = b->index;
+    return 0;
+}
+
+/* JSON text of spw_job_stats into buf (cap bytes); returns the length it needs (as snprintf). */
+int spw_job_stats_json(struct spw_job *job, char *buf, size_t cap)
+{
+    struct spw_job_stats st;
+    spw_job_stats(job, &st);
+    char why[2 * sizeof st.plan_why];      /* JSON-escaped */
+    size_t w = 0;
+    for (const char *c = st.plan_why; *c && w + 7 < sizeof why; c++) {
+        if (*c == '"' || *c == '\\')
+            why[w++] = '\\';
+        if ((unsigned char)*c < 0x20) {
+            w += (size_t)snprintf(why + w, sizeof why - w, "\\u%04x", (unsigned char)*c);
+            continue;
+        }
+        why[w++] = *c;
+    }
+    why[w] = 0;
+    return snprintf(buf, cap,
+                    "{\"job\": %llu, \"cut\": %d, \"groups\": %d, \"samples\": %lld, \"manifest_hash\": \"%016llx\", "
+                    "\"elements\": %lld, \"batches\": %lld, \"skipped\": %lld, \"remote_elements\": %lld, "
+                    "\"local_elements\": %lld, \"rescued_elements\": %lld, \"duplicates_dropped\": %lld, "
+                    "\"bytes_received\": %lld, \"workers\": %d, \"planned\": %s, \"offloaded\": %s, "
+                    "\"predicted\": %.6g, \"plan_why\": \"%s\"}",
+                    (unsigned long long)st.job, st.cut, st.groups, (long long)st.samples,
+                    (unsigned long long)st.manifest_hash, (long long)st.elements, (long long)st.batches,
+                    (long long)st.skipped, (long long)st.remote_elements, (long long)st.local_elements,
+                    (long long)st.rescued_elements, (long long)st.duplicates_dropped, (long long)st.bytes_received,
+                    st.workers, st.planned ? "true" : "false", st.offloaded ? "true" : "false", st.predicted, why);
 }

@@ -44,19 +44,25 @@ static void print_job_json(const Spillway__V1__JobInfo *j)
 {
     printf("{\"job\": %llu, \"manifest_hash\": \"%016llx\", \"samples\": %lld, \"epochs\": %lld, "
            "\"splits_per_epoch\": %lld, \"split_size\": %d, \"cut\": %d, \"world_size\": %d, \"epoch\": %lld, "
-           "\"acked\": %lld, \"leased\": %lld, \"pending\": %lld, \"paused\": %s, \"finished\": %s}",
+           "\"acked\": %lld, \"leased\": %lld, \"pending\": %lld, \"paused\": %s, \"finished\": %s, \"name\": \"%s\"}",
            (unsigned long long)j->job, (unsigned long long)j->manifest_hash, (long long)j->samples,
            (long long)j->epochs, (long long)j->splits_per_epoch, j->split_size, j->cut, j->world_size,
            (long long)j->epoch, (long long)j->acked, (long long)j->leased, (long long)j->pending,
-           j->paused ? "true" : "false", j->finished ? "true" : "false");
+           j->paused ? "true" : "false", j->finished ? "true" : "false", j->name);
+}
+
+static void print_job_header(void)
+{
+    printf("%-6s %-9s %-7s %-6s %-5s %-6s %-7s %-7s %-7s %-8s %s\n", "JOB", "SAMPLES", "EPOCHS", "EPOCH", "CUT",
+           "SPLITS", "ACKED", "LEASED", "PENDING", "STATE", "NAME");
 }
 
 static void print_job_row(const Spillway__V1__JobInfo *j)
 {
-    printf("%-6llu %-9lld %-7lld %-6lld %-5d %-6lld %-7lld %-7lld %-7lld %s\n", (unsigned long long)j->job,
+    printf("%-6llu %-9lld %-7lld %-6lld %-5d %-6lld %-7lld %-7lld %-7lld %-8s %s\n", (unsigned long long)j->job,
            (long long)j->samples, (long long)j->epochs, (long long)j->epoch, j->cut, (long long)j->splits_per_epoch,
            (long long)j->acked, (long long)j->leased, (long long)j->pending,
-           j->finished ? "finished" : j->paused ? "paused" : "running");
+           j->finished ? "finished" : j->paused ? "paused" : "running", j->name);
 }
 
 int spw_inspect_run(const char *target, const char *token, const char *what, const char *job_id, int json,
@@ -116,8 +122,7 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
             }
             printf("]}\n");
         } else {
-            printf("%-6s %-9s %-7s %-6s %-5s %-6s %-7s %-7s %-7s %s\n", "JOB", "SAMPLES", "EPOCHS", "EPOCH", "CUT",
-                   "SPLITS", "ACKED", "LEASED", "PENDING", "STATE");
+            print_job_header();
             for (size_t i = 0; i < r->n_jobs; i++)
                 print_job_row(r->jobs[i]);
         }
@@ -170,8 +175,7 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
                        r->plan->throughput, measured, r->plan->cut);
             printf("}\n");
         } else {
-            printf("%-6s %-9s %-7s %-6s %-5s %-6s %-7s %-7s %-7s %s\n", "JOB", "SAMPLES", "EPOCHS", "EPOCH", "CUT",
-                   "SPLITS", "ACKED", "LEASED", "PENDING", "STATE");
+            print_job_header();
             print_job_row(r->job);
             if (r->plan)
                 printf("\nplanned: cut %d, %.0f elements/s predicted; measured %.0f elements/s (all producers, last "

@@ -87,13 +87,13 @@ static bool job_stopping(struct spw_job *j)
     return s;
 }
 
-/* Produce (epoch, pos) with the whole pipeline if nobody has yet, then place it in its batch (or park it
+/* Produce (epoch, place) with the whole pipeline if nobody has yet, then place it in its batch (or park it
  * beyond the window). Adds to *count when this call delivered it. */
-static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *count)
+static void produce(struct spw_job *j, uint64_t epoch, int64_t place, int64_t *count)
 {
-    if (asm_claimed(j->a, epoch, pos))
+    if (asm_claimed(j->a, epoch, place))
         return;
-    const int64_t sample = spw_order_at(&j->order, epoch, pos);
+    const int64_t sample = spw_order_at(&j->order, epoch, asm_pos_of(j->a, place));
     uint8_t *buf = NULL;
     size_t len = 0;
     char err[512] = "";
@@ -110,7 +110,7 @@ static void produce(struct spw_job *j, uint64_t epoch, int64_t pos, int64_t *cou
         snprintf(err, sizeof err, "read failed: %s", spw_strerror(rc));
     free(buf);
     struct asm_ticket t;
-    enum asm_claim c = asm_claim(j->a, epoch, pos, &t);
+    enum asm_claim c = asm_claim_place(j->a, epoch, place, &t);
     if (c == ASM_DUP || c == ASM_DROP) {
         spw_value_free(&v);
         return;
@@ -140,19 +140,21 @@ static void hold(struct spw_job *j, int me, const struct remote_lease *l)
     pthread_mutex_unlock(&j->mu);
 }
 
-/* With no split to lease (the epoch's rest is leased to workers, maybe slow ones: a capped link, a busy
- * machine), an idle local thread computes the head batch's missing elements rather than wait; a worker's late
- * copies are dropped as duplicates. Returns whether it found any. */
-static bool help_head(struct spw_job *j)
+/* The head batch's places only this client produces (padding, epochs no lease brings), at once; and with
+ * idle set (no split to lease: the epoch's rest is leased to workers, maybe slow ones: a capped link, a busy
+ * machine) the rest of its missing elements rather than wait; a worker's late copies are dropped as
+ * duplicates. Returns whether it found any. */
+static bool help_head(struct spw_job *j, bool idle)
 {
     uint64_t epoch;
-    int64_t pos[64], stalled;
-    const int n = asm_head_missing(j->a, &epoch, pos, 64, &stalled);
-    if (n == 0 || stalled < IDLE_HELP_MS)
-        return false;
+    int64_t places[64], stalled;
+    int n_self;
+    int n = asm_head_missing(j->a, &epoch, places, 64, &stalled, &n_self);
+    if (!idle || stalled < IDLE_HELP_MS)
+        n = n_self;
     for (int i = 0; i < n && !job_stopping(j); i++)
-        produce(j, epoch, pos[i], &j->st.local_elements);
-    return true;
+        produce(j, epoch, places[i], &j->st.local_elements);
+    return n > 0;
 }
 
 /* A client thread: lease a split of this job, produce it whole, repeat. Leases only while the prefetch
@@ -173,19 +175,24 @@ static void *local_main(void *arg)
             usleep(20 * 1000);
             continue;
         }
+        if (help_head(j, false))
+            continue;
         struct remote_lease l;
         int got = remote_lease(j->r, &l);
         if (got == 2)
             break;
         if (got != 1) {
-            if (got != 0 || !help_head(j))
+            if (got != 0 || !help_head(j, true))
                 usleep(got == 0 ? 10 * 1000 : 50 * 1000);
             continue;
         }
         hold(j, me, &l);
         for (int k = 0; k < l.count && !job_stopping(j); k++) {
-            asm_wait_window(j->a, l.epoch, l.first_position + k, 1000);
-            produce(j, l.epoch, l.first_position + k, &j->st.local_elements);
+            const int64_t place = asm_place_of(j->a, l.first_position + k);
+            if (place < 0)
+                continue;       /* not this rank's (the dispatcher leases a client only its own splits) */
+            asm_wait_window(j->a, l.epoch, place, 1000);
+            produce(j, l.epoch, place, &j->st.local_elements);
         }
         hold(j, me, NULL);
     }
@@ -198,7 +205,7 @@ static int start_in_process(struct spw_job *j, char *err, size_t errlen)
     struct spw_executor_opts eo = {
         .threads = j->o.local_cores > 0 ? j->o.local_cores : (int)sysconf(_SC_NPROCESSORS_ONLN),
         .max_batches = j->o.max_batches, .rank = j->o.rank, .world_size = j->o.world_size,
-        .split_size = j->o.split_size, .first_batch = j->o.resume_batches};
+        .split_size = j->o.split_size, .first_batch = j->o.resume.batches};
     struct spw_group groups[256];
     j->st.groups = j->st.cut = spw_fusion_groups(j->spec, groups);
     return spw_executor_create(j->spec, j->src, &eo, &j->ex, err, errlen);
@@ -255,30 +262,69 @@ static int measure_facts(struct spw_job *j, Spillway__V1__ClientFacts *cf, doubl
     return rc;
 }
 
-static int open_common(struct spw_job *j, char *err, size_t errlen)
+/* This rank's share of each epoch with splits of `split` samples (as the executor and assembler cut it),
+ * and the batches it makes. */
+static int rank_share(const struct spw_job *j, int split, struct spw_rank_view *v, int64_t *per_epoch)
 {
-    int rc = spw_source_open(&j->spec->source, &j->src, err, errlen);
-    if (rc)
-        return rc;
-    j->st.samples = j->src->n;
-    j->st.manifest_hash = j->src->manifest_hash;
-    if (j->o.resume_manifest && j->o.resume_manifest != j->src->manifest_hash) {
-        snprintf(err, errlen, "resume: the checkpoint was taken on another dataset listing (manifest %016llx, "
-                 "this source %016llx)", (unsigned long long)j->o.resume_manifest,
-                 (unsigned long long)j->src->manifest_hash);
-        return SPW_ESOURCE;
+    const int world = j->o.world_size > 1 ? j->o.world_size : 1;
+    const int64_t B = j->spec->batch.size;
+    int rc = spw_rank_view_init(v, j->src->n, world > 1 ? j->o.rank : 0, world, split,
+                                !j->spec->batch.drop_remainder);
+    *per_epoch = rc ? 0 : j->spec->batch.drop_remainder ? v->len / B : (v->len + B - 1) / B;
+    return rc;
+}
+
+static bool place_given(const struct spw_checkpoint *c, int64_t given, int64_t p)
+{
+    return c->places ? (c->places[p >> 3] >> (p & 7)) & 1 : p < given;
+}
+
+/* Check the checkpoint in o.resume against this job, and say what the dispatcher needs of it: the epoch in
+ * progress and this rank's splits of it wholly delivered (done, allocated). Sets the split size to the
+ * checkpoint's. Returns 0, or -EINVAL with the reason. */
+static int resume_point(struct spw_job *j, struct remote_resume *rr, uint64_t **done, char *err, size_t errlen)
+{
+    struct spw_checkpoint *c = &j->o.resume;
+    const int split = c->split_size > 0 ? c->split_size : SPW_DEFAULT_SPLIT;
+    if (j->o.split_size > 0 && j->o.split_size != split)
+        return spw_fail(err, errlen, -EINVAL, "resume: the checkpoint's ranks were cut in splits of %d samples, "
+                        "this job asks for %d", split, j->o.split_size);
+    j->o.split_size = split;
+    struct spw_rank_view v;
+    int64_t pe;
+    if (rank_share(j, split, &v, &pe) != 0 || pe < 1)
+        return spw_fail(err, errlen, -EINVAL, "resume: rank %d of %d has no share of %lld samples", j->o.rank,
+                        j->o.world_size, (long long)j->src->n);
+    const int64_t places = v.own > v.len ? v.own : v.len, given = c->batches % pe * j->spec->batch.size;
+    if (c->places && c->places_len != (size_t)(places + 7) / 8)
+        return spw_fail(err, errlen, -EINVAL, "resume: the checkpoint's bitmap has %zu bytes, this rank's epoch "
+                        "needs %lld: taken with another rank, world size or batch size?", c->places_len,
+                        (long long)(places + 7) / 8);
+    bool prefix = true;
+    for (int64_t p = 0; c->places && p < places; p++)
+        prefix = prefix && place_given(c, given, p) == (p < given);
+    if (!prefix && (!j->o.dispatcher || j->o.ordered))
+        return spw_fail(err, errlen, -EINVAL, "resume: the checkpoint comes from an unordered run through a "
+                        "dispatcher (batches in arrival order); resume it through a dispatcher without ordered");
+    const int64_t splits = (v.own + split - 1) / split;
+    *done = calloc((size_t)splits + 1, sizeof **done);
+    if (!*done)
+        return spw_fail(err, errlen, -ENOMEM, "out of memory");
+    *rr = (struct remote_resume){.job = c->job, .epoch = (uint64_t)(c->batches / pe), .done = *done};
+    for (int64_t k = 0; k < splits; k++) {
+        bool all = true;
+        for (int64_t p = k * split; p < (k + 1) * split && p < v.own && all; p++)
+            all = place_given(c, given, p);
+        if (all)
+            (*done)[rr->n_done++] = (uint64_t)(v.rank + k * v.world);
     }
-    if (!j->o.dispatcher)
-        return start_in_process(j, err, errlen);
-    if (j->o.resume_batches > 0) {
-        snprintf(err, errlen, "resume with a dispatcher: checkpoints are in-process only so far");
-        return -EINVAL;
-    }
-    if (j->o.world_size > 1) {
-        snprintf(err, errlen, "world_size %d with a dispatcher: data-parallel ranks run in-process only so far "
-                 "(each rank its own share); through the service they are not built yet", j->o.world_size);
-        return -EINVAL;
-    }
+    return 0;
+}
+
+/* A job on the service: plan (SPW_CUT_AUTO), create or join it, start the streams and the client's threads. */
+static int open_service(struct spw_job *j, const struct remote_resume *rr, char *err, size_t errlen)
+{
+    int rc;
     Spillway__V1__ClientFacts facts;
     double facts_buf[2 * (SPW_PROFILE_MAX_GROUPS + 1)];
     Spillway__V1__WorkerLink link_msgs[PROBE_MAX_WORKERS], *link_ptrs[PROBE_MAX_WORKERS];
@@ -298,7 +344,9 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
                              .manifest_hash = j->src->manifest_hash,
                              .own_counts = {&j->st.local_elements, &j->st.rescued_elements},
                              .consumed = &j->consumed, .wait_ns = &j->wait_ns,
-                             .facts = j->o.cut == SPW_CUT_AUTO ? &facts : NULL};
+                             .facts = j->o.cut == SPW_CUT_AUTO ? &facts : NULL,
+                             .rank = j->o.rank, .world_size = j->o.world_size, .job_name = j->o.job_name,
+                             .resume = rr};
     rc = remote_create(&ro, pipe, &j->r, &j->rj, err, errlen);
     spw_spec_proto_free(pipe);
     free(links);
@@ -321,9 +369,17 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
     spw_order_init(&j->order, j->src->n, j->spec->source.shuffle, j->spec->source.seed);
     struct asm_opts ao = {.spec = j->spec, .src = j->src, .prefetch_bytes = j->o.prefetch_bytes,
                           .ordered = j->o.ordered, .max_batches = j->o.max_batches, .split_size = j->rj.split_size,
-                          .splits_per_epoch = j->rj.splits_per_epoch};
-    if ((rc = asm_create(&ao, &j->a)) != 0 ||
-        !(j->missing = malloc(sizeof(int64_t) * (size_t)j->spec->batch.size))) {
+                          .splits_per_epoch = j->rj.splits_per_epoch, .rank = j->o.rank,
+                          .world_size = j->o.world_size, .resume_batches = j->o.resume.batches,
+                          .resume_places = j->o.resume.places, .resume_places_len = j->o.resume.places_len,
+                          .self_below_epoch = j->rj.open_epoch > 0 ? (uint64_t)j->rj.open_epoch : 0};
+    if ((rc = asm_create(&ao, &j->a)) != 0) {
+        snprintf(err, errlen, rc == -ENOMEM ? "out of memory" : "rank %d of %d with splits of %d samples: no share "
+                 "of the job's %lld samples, or a checkpoint that does not fit it", j->o.rank, j->o.world_size,
+                 j->rj.split_size, (long long)j->src->n);
+        return rc;
+    }
+    if (!(j->missing = malloc(sizeof(int64_t) * (size_t)j->spec->batch.size))) {
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
@@ -355,6 +411,40 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
         if (pthread_create(&j->local[j->n_local], NULL, local_main, j) != 0)
             break;
     return 0;
+}
+
+static int open_common(struct spw_job *j, char *err, size_t errlen)
+{
+    int rc = spw_source_open(&j->spec->source, &j->src, err, errlen);
+    if (rc)
+        return rc;
+    j->st.samples = j->src->n;
+    j->st.manifest_hash = j->src->manifest_hash;
+    if (j->o.resume.manifest && j->o.resume.manifest != j->src->manifest_hash) {
+        snprintf(err, errlen, "resume: the checkpoint was taken on another dataset listing (manifest %016llx, "
+                 "this source %016llx)", (unsigned long long)j->o.resume.manifest,
+                 (unsigned long long)j->src->manifest_hash);
+        return SPW_ESOURCE;
+    }
+    struct remote_resume rr;
+    uint64_t *done = NULL;
+    const bool resuming = j->o.resume.batches > 0;
+    if (resuming && (rc = resume_point(j, &rr, &done, err, errlen)) != 0)
+        return rc;
+    const int64_t epochs = j->spec->source.epochs;
+    if (!j->o.dispatcher || (resuming && epochs > 0 && (int64_t)rr.epoch >= epochs)) {
+        free(done);         /* in-process; or nothing left of a resumed run */
+        return start_in_process(j, err, errlen);
+    }
+    if (j->o.world_size > 1 && !j->o.job_name) {
+        free(done);
+        snprintf(err, errlen, "world_size %d with a dispatcher: give every rank the same job_name, so that they "
+                 "share one job", j->o.world_size);
+        return -EINVAL;
+    }
+    rc = open_service(j, resuming ? &rr : NULL, err, errlen);
+    free(done);
+    return rc;
 }
 
 static int create(struct spw_pipeline_spec *spec, const struct spw_job_opts *o, struct spw_job **out, char *err,
@@ -407,9 +497,10 @@ int spw_job_create_proto(const uint8_t *pipeline, size_t len, const struct spw_j
     return rc ? rc : create(spec, o, out, err, errlen);
 }
 
-/* Whether this client's own threads hold (epoch, pos). */
-static bool held_here(struct spw_job *j, uint64_t epoch, int64_t pos)
+/* Whether this client's own threads hold (epoch, place). */
+static bool held_here(struct spw_job *j, uint64_t epoch, int64_t place)
 {
+    const int64_t pos = asm_pos_of(j->a, place);
     bool r = false;
     pthread_mutex_lock(&j->mu);
     for (int i = 0; i < j->n_held && !r; i++)
@@ -426,21 +517,22 @@ static void rescue_head(struct spw_job *j)
 {
     uint64_t epoch;
     int64_t stalled;
-    int n = asm_head_missing(j->a, &epoch, j->missing, j->spec->batch.size, &stalled);
-    if (n == 0 || stalled < OWN_RESCUE_MS)
-        return;
-    if (stalled < j->o.rescue_after_ms) {       /* only what the client's own threads hold */
-        int k = 0;
-        for (int i = 0; i < n; i++)
+    int n_self;
+    int n = asm_head_missing(j->a, &epoch, j->missing, j->spec->batch.size, &stalled, &n_self);
+    if (stalled < j->o.rescue_after_ms) {       /* only what nobody else produces or own threads hold */
+        int k = n_self;
+        for (int i = n_self; i < n && stalled >= OWN_RESCUE_MS; i++)
             if (held_here(j, epoch, j->missing[i]))
                 j->missing[k++] = j->missing[i];
-        if (!(n = k))
-            return;
+        n = k;
     }
-    spw_log(SPW_LOG_WARN, "client", "head batch stalled for %lld ms: computing its %d missing elements here",
-            (long long)stalled, n);
+    if (n == 0)
+        return;
+    if (n > n_self)
+        spw_log(SPW_LOG_WARN, "client", "head batch stalled for %lld ms: computing its %d missing elements here",
+                (long long)stalled, n - n_self);
     for (int i = 0; i < n; i++)
-        produce(j, epoch, j->missing[i], &j->st.rescued_elements);
+        produce(j, epoch, j->missing[i], i < n_self ? &j->st.local_elements : &j->st.rescued_elements);
 }
 
 int spw_job_next(struct spw_job *job, struct spw_batch **out)
@@ -506,13 +598,28 @@ void spw_job_stats(struct spw_job *job, struct spw_job_stats *out)
     }
 }
 
-int spw_job_checkpoint(const struct spw_job *job, int64_t *batches, uint64_t *manifest)
+int spw_job_checkpoint(struct spw_job *job, struct spw_checkpoint *out)
 {
-    if (!job->ex)
-        return -ENOTSUP;
-    *batches = job->o.resume_batches + job->st.batches;
-    *manifest = job->src->manifest_hash;
+    memset(out, 0, sizeof *out);
+    out->manifest = job->src->manifest_hash;
+    if (job->ex) {          /* in order: the batches say it all */
+        out->batches = job->o.resume.batches + job->st.batches;
+        out->split_size = job->o.split_size > 0 ? job->o.split_size : SPW_DEFAULT_SPLIT;
+        return 0;
+    }
+    out->job = job->rj.job;
+    out->split_size = job->rj.split_size;
+    out->places_len = asm_place_bytes(job->a);
+    if (!(out->places = malloc(out->places_len ? out->places_len : 1)))
+        return -ENOMEM;
+    asm_checkpoint(job->a, &out->batches, out->places);
     return 0;
+}
+
+void spw_checkpoint_clear(struct spw_checkpoint *c)
+{
+    free(c->places);
+    memset(c, 0, sizeof *c);
 }
 
 int spw_job_classes(const struct spw_job *job, const char *const **names)
@@ -523,6 +630,8 @@ int spw_job_classes(const struct spw_job *job, const char *const **names)
 
 int64_t spw_job_batches_per_epoch(const struct spw_job *job)
 {
+    if (job->a)
+        return asm_batches_per_epoch(job->a);
     struct spw_rank_view v;
     const int world = job->o.world_size > 1 ? job->o.world_size : 1;
     const int64_t B = job->spec->batch.size;

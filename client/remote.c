@@ -83,8 +83,14 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
     r->o = *o;
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
-    if (getrandom(&r->incarnation, sizeof r->incarnation, 0) != sizeof r->incarnation || !r->incarnation)
-        r->incarnation = (uint64_t)spw_now_ns() | 1;
+    /* Incarnations only grow: a restarted rank (a later wall-clock ns) fences its predecessor, which the
+     * dispatcher refuses from then on; the random low bits tell apart two started in the same microsecond. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint16_t salt = 0;
+    if (getrandom(&salt, sizeof salt, 0) != sizeof salt)
+        salt = (uint16_t)getpid();
+    r->incarnation = ((uint64_t)now.tv_sec * 1000000 + (uint64_t)now.tv_nsec / 1000) << 10 | (salt & 1023u) | 1u;
     struct spw_rpc_channel_opts co = {.auth_token = o->auth_token};
     spw_rpc_init();
     if (spw_rpc_channel_create(o->dispatcher, &co, &r->disp) != 0) {
@@ -101,6 +107,17 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
     cj.incarnation = r->incarnation;
     cj.split_size = o->split_size;
     cj.client = (Spillway__V1__ClientFacts *)o->facts;
+    cj.rank = o->rank;
+    cj.world_size = o->world_size;
+    cj.job_name = (char *)(o->job_name ? o->job_name : "");
+    Spillway__V1__Resume resume = SPILLWAY__V1__RESUME__INIT;
+    if (o->resume) {
+        resume.job = o->resume->job;
+        resume.epoch = o->resume->epoch;
+        resume.n_done_splits = o->resume->n_done;
+        resume.done_splits = (uint64_t *)o->resume->done;
+        cj.resume = &resume;
+    }
     uint8_t *resp = NULL;
     size_t len = 0;
     char msg[512] = "";
@@ -150,6 +167,7 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
     job->split_size = cr->split_size;
     job->cut = cr->cut;
     job->groups = cr->groups;
+    job->open_epoch = cr->open_epoch;
     r->job = *job;
     for (size_t i = 0; i < cr->n_workers && r->n_streams < MAX_STREAMS; i++) {
         struct stream *s = &r->streams[r->n_streams++];
@@ -386,6 +404,7 @@ static int send_credit(struct spw_rpc_stream *st, const struct remote *r, int64_
     Spillway__V1__StreamRequest req = SPILLWAY__V1__STREAM_REQUEST__INIT;
     uint8_t buf[128];
     req.job = r->job.job;
+    req.rank = r->o.rank;
     req.incarnation = r->incarnation;
     req.credit_bytes = credit;
     struct iovec iov = {buf, spillway__v1__stream_request__pack(&req, buf)};
@@ -554,6 +573,7 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
     int n = asm_take_acks(r->a, acks, MAX_ACKS_PER_HEARTBEAT);
     Spillway__V1__ClientHeartbeatRequest hb = SPILLWAY__V1__CLIENT_HEARTBEAT_REQUEST__INIT;
     hb.job = r->job.job;
+    hb.rank = r->o.rank;
     hb.incarnation = r->incarnation;
     for (int i = 0; i < n; i++) {
         spillway__v1__split_ref__init(&refs[i]);
@@ -677,6 +697,7 @@ int remote_lease(struct remote *r, struct remote_lease *l)
 {
     Spillway__V1__LeaseSplitRequest req = SPILLWAY__V1__LEASE_SPLIT_REQUEST__INIT;
     req.job = r->job.job;
+    req.rank = r->o.rank;
     req.incarnation = r->incarnation;
     req.max_splits = 1;
     req.manifest_hash = r->o.manifest_hash;

@@ -24,12 +24,22 @@ struct remote_opts {
     const int64_t *own_counts[2];   /* elements the client's own threads delivered (read atomically, summed) */
     const int64_t *consumed, *wait_ns;  /* the trainer: elements it took, ns it waited in next() (atomics) */
     const Spillway__V1__ClientFacts *facts;     /* with cut SPW_CUT_AUTO: this client's measured costs */
+    int rank, world_size;       /* this client's rank of a data-parallel job (world 0 = 1) */
+    const char *job_name;       /* ranks share the job of this name (NULL: a job of its own) */
+    const struct remote_resume *resume;         /* going on from a checkpoint (NULL: from the start) */
+};
+
+struct remote_resume {          /* a checkpoint as the dispatcher needs it (see Resume in the proto) */
+    uint64_t job, epoch;
+    const uint64_t *done;       /* this rank's splits of epoch wholly delivered */
+    size_t n_done;
 };
 
 struct remote_job {             /* what CreateJob answered */
     uint64_t job;
     int64_t samples, splits_per_epoch;
     int split_size, cut, groups;
+    int64_t open_epoch;         /* the lowest epoch the job still produces (earlier ones: this client) */
     bool planned, offload;      /* a plan came back, and whether it uses the workers */
     double predicted, local_share;     /* the plan's prediction and local share */
     double remote_cores;               /* the client CPU the plan's remote elements need (their suffix) */

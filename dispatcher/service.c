@@ -265,6 +265,39 @@ void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n)
 }
 
 #define CUT_PLAN (-2)
+#define NAME_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-"
+
+/* A client may join job `job` only with the job's own pipeline, dataset listing and world. */
+static int check_join(struct disp_service *s, uint64_t job, const Spillway__V1__CreateJobRequest *r, int world,
+                      char *msg, size_t msglen)
+{
+    struct disp_job_info ji;
+    size_t have_len = 0;
+    pthread_mutex_lock(&s->mu);
+    int rc = disp_state_job(s->st, job, &ji);
+    const uint8_t *have = rc == 0 ? disp_state_job_pipeline(s->st, job, &have_len) : NULL;
+    const size_t want_len = spillway__v1__pipeline__get_packed_size(r->pipeline);
+    uint8_t *want = have ? malloc(want_len ? want_len : 1) : NULL;
+    bool same = want && spillway__v1__pipeline__pack(r->pipeline, want) == have_len &&
+                !memcmp(want, have, have_len);
+    pthread_mutex_unlock(&s->mu);
+    free(want);
+    if (rc != 0)
+        return snprintf(msg, msglen, "job %llu: no such job", (unsigned long long)job), ST_NOT_FOUND;
+    if (ji.finished && !r->resume)
+        return snprintf(msg, msglen, "job %llu has finished", (unsigned long long)job), ST_FAILED_PRECONDITION;
+    if (!same)
+        return snprintf(msg, msglen, "job %llu%s%s%s runs another pipeline: ranks of one job must send the same "
+                        "spec", (unsigned long long)job, ji.name[0] ? " (\"" : "", ji.name, ji.name[0] ? "\")" : ""),
+               ST_FAILED_PRECONDITION;
+    if (ji.world_size != world)
+        return snprintf(msg, msglen, "job %llu has a world of %d ranks, this client says %d",
+                        (unsigned long long)job, ji.world_size, world), ST_FAILED_PRECONDITION;
+    if (r->split_size > 0 && r->split_size != ji.split_size)
+        return snprintf(msg, msglen, "job %llu uses splits of %d samples, this client asks for %d",
+                        (unsigned long long)job, ji.split_size, r->split_size), ST_FAILED_PRECONDITION;
+    return ST_OK;
+}
 
 int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
                     size_t msglen)
@@ -278,6 +311,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     size_t n_workers = 0;
     Spillway__V1__Plan *plan = NULL;
     int status = ST_OK, rc, alive_at_plan = 0;
+    struct disp_job_info ji;
     const int world = r->world_size > 0 ? r->world_size : 1;
     if (r->rank < 0 || r->rank >= world) {
         snprintf(msg, msglen, "rank %d is outside the world of %d", r->rank, world);
@@ -299,10 +333,31 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
         status = ST_INVALID_ARGUMENT;
         goto out;
     }
+    if (strlen(r->job_name) > DISP_JOB_NAME_MAX || strspn(r->job_name, NAME_CHARS) != strlen(r->job_name)) {
+        snprintf(msg, msglen, "job_name: at most %d of A-Z a-z 0-9 . _ : - (got \"%.40s\")", DISP_JOB_NAME_MAX,
+                 r->job_name);
+        status = ST_INVALID_ARGUMENT;
+        goto out;
+    }
     struct spw_group groups[256];
     const int n_groups = spw_fusion_groups(spec, groups);
     int cut = r->cut < 0 ? n_groups : r->cut;
-    if (r->cut == CUT_PLAN && !r->job) {
+    /* The job this client joins: the one it names by id; the one its checkpoint was taken in (one rank of
+     * several rejoins it even when finished, producing its missing rest itself: the other ranks are done with
+     * it; a lone trainer gets a new job when it finished); the named one; else a new one. */
+    uint64_t job = r->job;
+    pthread_mutex_lock(&s->mu);
+    if (!job && r->resume && r->resume->job && disp_state_job(s->st, r->resume->job, &ji) == 0 &&
+        (!ji.finished || world > 1))
+        job = r->resume->job;
+    pthread_mutex_unlock(&s->mu);
+    if (job && !r->job && check_join(s, job, r, world, msg, msglen) != ST_OK)
+        job = 0;        /* not that job any more (a restarted dispatcher numbers jobs anew) */
+    pthread_mutex_lock(&s->mu);
+    if (!job && r->job_name[0])
+        job = disp_state_named_job(s->st, r->job_name);
+    pthread_mutex_unlock(&s->mu);
+    if (r->cut == CUT_PLAN && !job) {
         if (!r->client) {
             snprintf(msg, msglen, "cut -2 (plan it) needs the client's facts");
             status = ST_INVALID_ARGUMENT;
@@ -319,7 +374,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
             status = pack(&out.base, resp, resp_len, msg, msglen);
             goto out;
         }
-    } else if (r->cut < -1 || r->cut == CUT_PLAN) {
+    } else if (r->cut < -1 || (r->cut == CUT_PLAN && !r->job_name[0] && !r->resume)) {
         snprintf(msg, msglen, "cut %d: use -1 (default), -2 (plan it, new jobs only) or a group boundary", r->cut);
         status = ST_INVALID_ARGUMENT;
         goto out;
@@ -335,9 +390,10 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
         status = ST_INVALID_ARGUMENT;
         goto out;
     }
-    uint64_t job = r->job;
-    struct disp_job_info ji;
-    if (!job) {
+    if (job) {
+        if ((status = check_join(s, job, r, world, msg, msglen)) != ST_OK)
+            goto out;
+    } else {
         if ((rc = spw_source_open(&spec->source, &src, msg, msglen)) != 0) {
             status = ST_FAILED_PRECONDITION;
             goto out;
@@ -353,24 +409,41 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
         struct disp_update u = {.kind = DISP_CREATE_JOB, .job = job, .pipeline = pipe_bytes, .pipeline_len = plen,
                                 .manifest_hash = src->manifest_hash, .n_samples = src->n,
                                 .split_size = split_size, .epochs = spec->source.epochs, .cut = cut,
-                                .world_size = world, .max_workers = r->max_workers, .now_ms = spw_now_ms()};
-        rc = disp_state_apply(s->st, &u, msg, msglen);
+                                .world_size = world, .max_workers = r->max_workers, .now_ms = spw_now_ms(),
+                                .name = r->job_name, .first_epoch = r->resume ? (int64_t)r->resume->epoch : 0};
+        const uint64_t named = disp_state_named_job(s->st, r->job_name);
+        if (named) {            /* another rank created it meanwhile (planning runs outside the lock) */
+            pthread_mutex_unlock(&s->mu);
+            if ((status = check_join(s, job = named, r, world, msg, msglen)) != ST_OK)
+                goto out;
+            pthread_mutex_lock(&s->mu);
+            u.kind = 0;
+        }
+        rc = u.kind ? disp_state_apply(s->st, &u, msg, msglen) : 0;
         pthread_mutex_unlock(&s->mu);
         if (rc) {
             status = status_of(rc);
             goto out;
         }
-        if (plan)
+        if (plan && u.kind)
             disp_remember_plan(s, job, plan, r->client, alive_at_plan);
-        spw_log(SPW_LOG_INFO, "dispatcher", "job created job=%llu samples=%lld manifest=%016llx cut=%d/%d "
-                "split_size=%d epochs=%lld world=%d path=\"%s\"", (unsigned long long)job, (long long)src->n,
-                (unsigned long long)src->manifest_hash, cut, n_groups, split_size, (long long)spec->source.epochs,
-                world, spec->source.path);
+        if (u.kind)
+            spw_log(SPW_LOG_INFO, "dispatcher", "job created job=%llu samples=%lld manifest=%016llx cut=%d/%d "
+                    "split_size=%d epochs=%lld world=%d name=\"%s\" first_epoch=%lld path=\"%s\"",
+                    (unsigned long long)job, (long long)src->n, (unsigned long long)src->manifest_hash, cut,
+                    n_groups, split_size, (long long)spec->source.epochs, world, r->job_name,
+                    (long long)u.first_epoch, spec->source.path);
     }
     pthread_mutex_lock(&s->mu);
     struct disp_update hb = {.kind = DISP_CLIENT_HEARTBEAT, .job = job, .rank = r->rank,
                              .incarnation = r->incarnation ? r->incarnation : 1, .now_ms = spw_now_ms()};
     rc = disp_state_apply(s->st, &hb, msg, msglen);
+    if (rc == 0 && r->resume) {
+        struct disp_update ru = {.kind = DISP_CLIENT_RESUME, .job = job, .rank = r->rank,
+                                 .epoch = r->resume->epoch, .splits = r->resume->done_splits,
+                                 .n_splits = r->resume->n_done_splits, .now_ms = spw_now_ms()};
+        rc = disp_state_apply(s->st, &ru, msg, msglen);
+    }
     if (rc == 0)
         rc = disp_state_job(s->st, job, &ji);
     if (rc == 0)
@@ -391,6 +464,11 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     out.workers = workers;
     out.groups = n_groups;
     out.plan = plan;
+    out.open_epoch = ji.epoch;
+    if (r->resume || r->job || r->job_name[0])
+        spw_log(SPW_LOG_INFO, "dispatcher", "client joined job=%llu rank=%d resume_epoch=%lld open_epoch=%lld",
+                (unsigned long long)job, r->rank, r->resume ? (long long)r->resume->epoch : -1LL,
+                (long long)ji.epoch);
     status = pack(&out.base, resp, resp_len, msg, msglen);
 out:
     spw_plan_proto_free(plan);
@@ -601,6 +679,7 @@ static void job_info_msg(const struct disp_job_info *ji, Spillway__V1__JobInfo *
     m->pending = ji->pending;
     m->paused = ji->paused;
     m->finished = ji->finished;
+    m->name = (char *)ji->name;     /* lives as long as *ji */
 }
 
 int disp_list_jobs(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
@@ -613,12 +692,12 @@ int disp_list_jobs(void *svc, const uint8_t *req, size_t len, uint8_t **resp, si
     int nj = disp_state_job_count(s->st);
     Spillway__V1__JobInfo *infos = calloc((size_t)nj + 1, sizeof *infos);
     Spillway__V1__JobInfo **ptrs = calloc((size_t)nj + 1, sizeof *ptrs);
+    struct disp_job_info *jis = calloc((size_t)nj + 1, sizeof *jis);   /* the messages point into them */
     int status = ST_RESOURCE_EXHAUSTED;
-    if (infos && ptrs) {
+    if (infos && ptrs && jis) {
         for (int i = 0; i < nj; i++) {
-            struct disp_job_info ji;
-            disp_state_job_at(s->st, i, &ji);
-            job_info_msg(&ji, &infos[i]);
+            disp_state_job_at(s->st, i, &jis[i]);
+            job_info_msg(&jis[i], &infos[i]);
             ptrs[i] = &infos[i];
         }
         Spillway__V1__ListJobsResponse out = SPILLWAY__V1__LIST_JOBS_RESPONSE__INIT;
@@ -629,6 +708,7 @@ int disp_list_jobs(void *svc, const uint8_t *req, size_t len, uint8_t **resp, si
     pthread_mutex_unlock(&s->mu);
     free(ptrs);
     free(infos);
+    free(jis);
     return status;
 }
 

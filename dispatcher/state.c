@@ -34,6 +34,7 @@ struct job {
     size_t pipeline_len;
     int64_t n_samples, epochs, splits_per_epoch;
     int32_t split_size, cut, world_size, max_workers;
+    char name[DISP_JOB_NAME_MAX + 1];
     struct epoch_splits ep[2];  /* ep[0]: lowest unfinished epoch; ep[1]: the next, if any */
     struct client_rank *clients;
     bool paused, finished;
@@ -214,6 +215,11 @@ static int apply_create_job(struct disp_state *s, const struct disp_update *u, c
         return spw_fail(err, errlen, SPW_ETOOBIG, "too many jobs (cap %d)", s->lim.max_jobs);
     if (u->n_samples <= 0 || u->split_size <= 0 || u->epochs < 0)
         return spw_fail(err, errlen, -EINVAL, "job needs samples > 0, split_size > 0, epochs >= 0");
+    if (u->first_epoch < 0 || (u->epochs > 0 && u->first_epoch >= u->epochs))
+        return spw_fail(err, errlen, -EINVAL, "first epoch %lld is outside the job's %lld", (long long)u->first_epoch,
+                        (long long)u->epochs);
+    if (u->name && strlen(u->name) > DISP_JOB_NAME_MAX)
+        return spw_fail(err, errlen, -EINVAL, "job name longer than %d bytes", DISP_JOB_NAME_MAX);
     if (u->world_size <= 0 || u->world_size > s->lim.max_world_size)
         return spw_fail(err, errlen, -EINVAL, "world_size %d is outside [1, %d]", u->world_size, s->lim.max_world_size);
     if (u->max_workers < 0)
@@ -235,12 +241,14 @@ static int apply_create_job(struct disp_state *s, const struct disp_update *u, c
     j.cut = u->cut;
     j.world_size = u->world_size;
     j.max_workers = u->max_workers;
+    snprintf(j.name, sizeof j.name, "%s", u->name ? u->name : "");
     j.ep[0].epoch = j.ep[1].epoch = -1;
     j.pipeline = malloc(u->pipeline_len ? u->pipeline_len : 1);
     j.clients = calloc((size_t)u->world_size, sizeof *j.clients);
-    int rc = (!j.pipeline || !j.clients) ? -ENOMEM : epoch_init(&j.ep[0], 0, splits);
-    if (rc == 0 && (u->epochs == 0 || u->epochs > 1))
-        rc = epoch_init(&j.ep[1], 1, splits);
+    const int64_t e0 = u->first_epoch;
+    int rc = (!j.pipeline || !j.clients) ? -ENOMEM : epoch_init(&j.ep[0], e0, splits);
+    if (rc == 0 && (u->epochs == 0 || u->epochs > e0 + 1))
+        rc = epoch_init(&j.ep[1], e0 + 1, splits);
     if (rc) {
         job_free(&j);
         return spw_fail(err, errlen, rc, "out of memory for job %llu", (unsigned long long)u->job);
@@ -304,6 +312,56 @@ static int apply_ack(struct disp_state *s, const struct disp_update *u, char *er
     e->state[i] = DISP_SPLIT_ACKED;
     e->holder[i] = 0;
     e->acked++;
+    return advance_epochs(j);
+}
+
+/* Split i of e (this rank's) counts as delivered (acked) or goes back to pending. */
+static void resume_split(struct epoch_splits *e, int64_t i, bool done)
+{
+    const enum disp_split_state to = done ? DISP_SPLIT_ACKED : DISP_SPLIT_PENDING;
+    if (e->state[i] == to)
+        return;
+    if (e->state[i] == DISP_SPLIT_PENDING)
+        e->pending--;
+    else if (e->state[i] == DISP_SPLIT_LEASED)
+        e->leased--;
+    else
+        e->acked--;
+    e->state[i] = to;
+    e->holder[i] = 0;
+    if (done) {
+        e->acked++;
+    } else {
+        e->pending++;
+        if (i < e->cursor)
+            e->cursor = i;
+    }
+}
+
+static int apply_client_resume(struct disp_state *s, const struct disp_update *u, char *err, size_t errlen)
+{
+    struct job *j = find_job(s, u->job);
+    if (!j)
+        return spw_fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
+    if (u->rank < 0 || u->rank >= j->world_size)
+        return spw_fail(err, errlen, -EINVAL, "rank %d is outside the job's world of %d", u->rank, j->world_size);
+    for (size_t k = 0; k < u->n_splits; k++)
+        if (u->splits[k] >= (uint64_t)j->splits_per_epoch || (int64_t)(u->splits[k] % (uint64_t)j->world_size) != u->rank)
+            return spw_fail(err, errlen, -EINVAL, "resume: split %llu is not one of rank %d's %lld",
+                            (unsigned long long)u->splits[k], u->rank, (long long)j->splits_per_epoch);
+    if (j->finished)
+        return 0;
+    for (int k = 0; k < 2; k++) {
+        struct epoch_splits *e = &j->ep[k];
+        if (e->epoch < 0)
+            continue;
+        for (int64_t i = u->rank; i < e->n; i += j->world_size) {
+            bool done = (uint64_t)e->epoch < u->epoch;
+            for (size_t d = 0; !done && (uint64_t)e->epoch == u->epoch && d < u->n_splits; d++)
+                done = u->splits[d] == (uint64_t)i;
+            resume_split(e, i, done);
+        }
+    }
     return advance_epochs(j);
 }
 
@@ -383,6 +441,8 @@ int disp_state_apply(struct disp_state *s, const struct disp_update *u, char *er
         j->finished = true;
         release_all(j);
         return 0;
+    case DISP_CLIENT_RESUME:
+        return apply_client_resume(s, u, err, errlen);
     case DISP_SET_CUT:
         if (!(j = find_job(s, u->job)))
             return spw_fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
@@ -536,7 +596,8 @@ static void job_info(const struct job *j, struct disp_job_info *out)
     out->cut = j->cut;
     out->world_size = j->world_size;
     out->max_workers = j->max_workers;
-    out->epoch = j->ep[0].epoch;
+    out->epoch = j->finished ? j->epochs : j->ep[0].epoch;
+    snprintf(out->name, sizeof out->name, "%s", j->name);
     out->acked = j->ep[0].acked;
     out->leased = j->ep[0].leased;
     out->pending = j->ep[0].pending;
@@ -597,4 +658,12 @@ uint64_t disp_state_client_incarnation(const struct disp_state *s, uint64_t job,
     if (!j || rank < 0 || rank >= j->world_size)
         return 0;
     return j->clients[rank].incarnation;
+}
+
+uint64_t disp_state_named_job(const struct disp_state *s, const char *name)
+{
+    for (int i = 0; name && *name && i < s->n_jobs; i++)
+        if (!s->jobs[i].finished && !strcmp(s->jobs[i].name, name))
+            return s->jobs[i].id;
+    return 0;
 }

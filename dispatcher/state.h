@@ -28,6 +28,9 @@ enum disp_update_kind {
     DISP_ACK,                   /* job, epoch, split: the client holds the whole split */
     DISP_FINISH_JOB,            /* job */
     DISP_SET_CUT,               /* job, cut: new leases carry it; leased splits keep theirs (re-planning) */
+    DISP_CLIENT_RESUME,         /* job, rank, epoch, splits: a rank going on from a checkpoint. Its splits of
+                                   open epochs before `epoch` and the listed ones of `epoch` count as acked;
+                                   the rest of its splits (acked, or leased to anyone) are pending again */
 };
 
 struct disp_update {
@@ -36,12 +39,18 @@ struct disp_update {
     int64_t now_ms;
     uint64_t epoch, split, generation;
     int64_t n_samples, epochs;              /* epochs 0 = forever */
+    int64_t first_epoch;                    /* create: epochs before it are done (a resumed job) */
     int32_t split_size, cut, world_size, rank, threads;
     int32_t max_workers;                    /* 0 = every alive worker serves the job */
     const char *address;                    /* copied */
     const uint8_t *pipeline;                /* copied (serialized proto) */
     size_t pipeline_len;
+    const char *name;                       /* create: the job's name ("" or NULL = none; copied) */
+    const uint64_t *splits;                 /* resume: split ids */
+    size_t n_splits;
 };
+
+#define DISP_JOB_NAME_MAX 128
 
 struct disp_limits {
     int max_workers;                /* default 1024 */
@@ -73,7 +82,8 @@ struct disp_job_info {
     uint64_t id, manifest_hash;
     int64_t n_samples, epochs, splits_per_epoch;
     int32_t split_size, cut, world_size, max_workers;
-    int64_t epoch;                  /* lowest epoch not fully acked */
+    int64_t epoch;                  /* lowest epoch not fully acked (epochs when finished) */
+    char name[DISP_JOB_NAME_MAX + 1];
     int64_t acked, leased, pending; /* splits of that epoch */
     bool paused, finished;
 };
@@ -117,6 +127,8 @@ const uint8_t *disp_state_job_pipeline(const struct disp_state *s, uint64_t job,
 /* A split's state, generation and holder (0 when pending). */
 int disp_state_split(const struct disp_state *s, uint64_t job, uint64_t epoch, uint64_t split,
                      enum disp_split_state *state, uint64_t *generation, uint64_t *holder);
+/* The unfinished job of that name, or 0. */
+uint64_t disp_state_named_job(const struct disp_state *s, const char *name);
 /* The current client incarnation of (job, rank); 0 if none. */
 uint64_t disp_state_client_incarnation(const struct disp_state *s, uint64_t job, int32_t rank);
 

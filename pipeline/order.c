@@ -87,3 +87,15 @@ int64_t spw_rank_view_pos(const struct spw_rank_view *v, int64_t i)
     const int64_t k = i / v->split, off = i % v->split;
     return (v->rank + k * v->world) * v->split + off;
 }
+
+int64_t spw_rank_view_index(const struct spw_rank_view *v, int64_t pos)
+{
+    if (pos < 0 || pos >= v->n)
+        return -1;
+    if (v->world == 1)
+        return pos;
+    const int64_t split = pos / v->split;
+    if (split % v->world != v->rank)
+        return -1;
+    return split / v->world * v->split + pos % v->split;
+}

@@ -38,6 +38,8 @@ struct spw_rank_view {
 int spw_rank_view_init(struct spw_rank_view *v, int64_t n, int rank, int world, int64_t split, bool pad);
 /* The order position of this rank's i-th position (0 <= i < len). */
 int64_t spw_rank_view_pos(const struct spw_rank_view *v, int64_t i);
+/* This rank's index (0 <= i < own) of order position pos, or -1 when another rank owns it. */
+int64_t spw_rank_view_index(const struct spw_rank_view *v, int64_t pos);
 /* Positions rank r of this view's world owns. */
 int64_t spw_rank_view_owned(const struct spw_rank_view *v, int rank);
 

@@ -1,8 +1,8 @@
 # tests/python/test_ranks.py - data-parallel ranks in process: two (and three) Loaders as ranks of one job
 # take disjoint samples whose union is the epoch, with equal batch counts per rank per epoch (the short share
 # pads by repeating its first samples; with drop_remainder the long share drops its last); rank/world_size
-# default from RANK/WORLD_SIZE like torch.distributed; a dispatcher with world_size > 1 is refused (not built
-# yet). Thread model: single-threaded.
+# default from RANK/WORLD_SIZE like torch.distributed; a dispatcher with world_size > 1 and no job_name is
+# refused (test_service_ranks.py runs ranks through the service). Thread model: single-threaded.
 import os
 import unittest
 
@@ -77,7 +77,7 @@ class RanksTest(unittest.TestCase):
         self.assertIn("rank 2 of 2", str(e.exception))
         with self.assertRaises(SpillwayError) as e:
             Loader(pipeline(), dispatcher="127.0.0.1:1", world_size=2, rank=0)
-        self.assertIn("in-process only so far", str(e.exception))
+        self.assertIn("give every rank the same job_name", str(e.exception))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
-# tests/python/test_resume.py - checkpoint and resume in process: a trainer process saves the Loader's
-# state_dict() with the keys it consumed after every batch (one atomic file), kills itself with SIGKILL at a
-# random batch (several seeds), and a new process resumes from the last saved state: over the whole 2-epoch
-# run every (epoch, sample) is delivered exactly once. The same for one rank of two killed and resumed: the
-# ranks' union is each epoch exactly once. Also: a state from another spec or rank is refused, and
-# load_state_dict on a live Loader restarts it. Thread model: single-threaded (trainers are subprocesses).
+# tests/python/test_resume.py - checkpoint and resume, in process and through a real dispatcher and worker: a
+# trainer process saves the Loader's state_dict() with the keys it consumed after every batch (one atomic
+# file), kills itself with SIGKILL at a random batch (several seeds), and a new process resumes from the last
+# saved state: over the whole 2-epoch run every (epoch, sample) is delivered exactly once (through the
+# service unordered, so a checkpoint is a bitmap, not a count). The same for one rank of two killed and
+# resumed while the other rank runs: the ranks' union is each epoch exactly once. Also: a state from another
+# spec or rank is refused, and load_state_dict on a live Loader restarts it. Thread model: single-threaded
+# (trainers are subprocesses).
 import json
 import os
 import random
@@ -21,11 +23,13 @@ TRAINER = textwrap.dedent("""
     from spillway import Loader, Pipeline
     data, state_file, kill_at, rank, world = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), \\
         int(sys.argv[5])
+    dispatcher = sys.argv[6] if len(sys.argv) > 6 else None
     p = (Pipeline.image_folder(data, seed=11, epochs=2).decode_jpeg().center_crop(16)
          .random_horizontal_flip().batch(12))
     saved = json.load(open(state_file)) if os.path.exists(state_file) else {"state": None, "keys": []}
     keys = saved["keys"]
-    ld = Loader(p, resume=saved["state"], rank=rank, world_size=world, split_size=16, local_cores=2)
+    ld = Loader(p, resume=saved["state"], rank=rank, world_size=world, split_size=16, local_cores=2,
+                dispatcher=dispatcher, job_name="resume-test" if dispatcher else None)
     for n, b in enumerate(ld.batches()):
         keys += [[k.epoch, k.sample] for k in b.keys]
         tmp = state_file + ".tmp"
@@ -43,11 +47,20 @@ def pipeline():
             .random_horizontal_flip().batch(12))
 
 
+def trainer_argv(state_file, kill_at, rank, world, dispatcher):
+    return ([sys.executable, "-c", TRAINER, spwtest.images(), state_file, str(kill_at), str(rank), str(world)] +
+            ([dispatcher] if dispatcher else []))
+
+
+TRAINER_ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+
+
 class ResumeTest(unittest.TestCase):
+    dispatcher = None
+
     def run_trainer(self, state_file, kill_at, rank=0, world=1):
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-        return subprocess.run([sys.executable, "-c", TRAINER, spwtest.images(), state_file, str(kill_at), str(rank),
-                               str(world)], env=env, capture_output=True, text=True, timeout=300)
+        return subprocess.run(trainer_argv(state_file, kill_at, rank, world, self.dispatcher), env=TRAINER_ENV,
+                              capture_output=True, text=True, timeout=300)
 
     def killed_and_resumed(self, kill_at, rank=0, world=1):
         with tempfile.TemporaryDirectory() as d:
@@ -95,6 +108,41 @@ class ResumeTest(unittest.TestCase):
             again.load_state_dict(state)
             self.assertEqual([b.keys for b in again], rest)
         self.assertEqual(len(first) + len(rest), (160 + 11) // 12)
+
+
+class ServiceResumeTest(spwtest.TempDir, unittest.TestCase):
+    """The same through a dispatcher and a worker: a resumed trainer rejoins the job its state was taken in."""
+    run_trainer = ResumeTest.run_trainer
+    killed_and_resumed = ResumeTest.killed_and_resumed
+
+    def setUp(self):
+        super().setUp()
+        self.service = spwtest.Service(self.tmp)
+        self.dispatcher = self.service.address
+
+    def tearDown(self):
+        self.service.stop()
+        super().tearDown()
+
+    def test_service_killed_at_random_batches_resumes_exactly_once(self):
+        batches = 2 * ((160 + 11) // 12)
+        for seed in (4, 5, 6):
+            kill_at = random.Random(seed).randrange(1, batches)
+            keys = self.killed_and_resumed(kill_at)
+            want = sorted((e, s) for e in (0, 1) for s in range(160))
+            self.assertEqual(sorted(keys), want, "killed after batch %d" % kill_at)
+
+    def test_service_rank_killed_and_resumed_while_the_other_runs(self):
+        with tempfile.TemporaryDirectory() as d:
+            other_file = os.path.join(d, "other.json")
+            other = subprocess.Popen(trainer_argv(other_file, 0, 0, 2, self.dispatcher), env=TRAINER_ENV,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            keys = self.killed_and_resumed(5, rank=1, world=2)
+            out, err = other.communicate(timeout=300)
+            self.assertEqual(other.returncode, 0, err)
+            with open(other_file) as f:
+                keys += [tuple(k) for k in json.load(f)["keys"]]
+        self.assertEqual(sorted(keys), sorted((e, s) for e in (0, 1) for s in range(160)))
 
 
 if __name__ == "__main__":

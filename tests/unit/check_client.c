@@ -4,6 +4,7 @@
  * and are placed later, drop_remainder tails are counted but not delivered, skipped samples compact their
  * batch, the head's missing positions are listed for the rescue; and a job used after fork() refuses. */
 #include <check.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,25 +35,38 @@ static struct spw_pipeline_spec *spec_of(int batch, bool drop, bool shuffle)
     return s;
 }
 
-static struct assembler *make(const struct spw_pipeline_spec *spec, bool ordered, int64_t prefetch)
+static struct asm_opts opts_of(const struct spw_pipeline_spec *spec, bool ordered, int64_t prefetch)
 {
     for (int i = 0; i < N; i++) {
         snprintf(g_paths[i], sizeof g_paths[i], "s%d.jpg", i);
         g_samples[i] = (struct spw_sample){.path = g_paths[i], .label = 100 + i, .file = -1};
     }
     g_src = (struct spw_source){.samples = g_samples, .n = N};
-    struct asm_opts o = {.spec = spec, .src = &g_src, .prefetch_bytes = prefetch, .ordered = ordered,
-                         .split_size = 3, .splits_per_epoch = (N + 2) / 3};
+    return (struct asm_opts){.spec = spec, .src = &g_src, .prefetch_bytes = prefetch, .ordered = ordered,
+                             .split_size = 3, .splits_per_epoch = (N + 2) / 3};
+}
+
+static struct assembler *make_with(const struct asm_opts *o)
+{
     struct assembler *a = NULL;
-    ck_assert_int_eq(asm_create(&o, &a), 0);
+    ck_assert_int_eq(asm_create(o, &a), 0);
     return a;
 }
 
-/* Claim (0, pos) and, when placeable, write pos as its one float. Returns the claim result. */
+static struct assembler *make(const struct spw_pipeline_spec *spec, bool ordered, int64_t prefetch)
+{
+    struct asm_opts o = opts_of(spec, ordered, prefetch);
+    return make_with(&o);
+}
+
+/* Claim (0, pos) and, when placeable, write pos as its one float; a pos below -1 claims place -pos - 1 and
+ * writes its sample. Returns the claim result. */
 static enum asm_claim put(struct assembler *a, int64_t pos)
 {
     struct asm_ticket t;
-    enum asm_claim c = asm_claim(a, 0, pos, &t);
+    enum asm_claim c = pos < -1 ? asm_claim_place(a, 0, -pos - 1, &t) : asm_claim(a, 0, pos, &t);
+    if (pos < -1 && (c == ASM_PLACE || c == ASM_PARK))
+        pos = t.sample;
     if (c == ASM_PLACE) {
         int64_t shape[1] = {1};
         float *dst = (float *)asm_dst(a, &t, SPW_DTYPE_F32, 1, shape);
@@ -232,8 +246,10 @@ START_TEST(test_assembler_head_missing_lists_unclaimed_positions)
     put(a, 5);                                          /* batch 1: not the head */
     uint64_t epoch = 99;
     int64_t pos[8], stalled;
-    int n = asm_head_missing(a, &epoch, pos, 8, &stalled);
+    int n_self;
+    int n = asm_head_missing(a, &epoch, pos, 8, &stalled, &n_self);
     ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(n_self, 0);
     ck_assert_int_eq(epoch, 0);
     ck_assert_int_eq(pos[0], 1);
     ck_assert_int_eq(pos[1], 3);
@@ -244,10 +260,131 @@ START_TEST(test_assembler_head_missing_lists_unclaimed_positions)
     spec = spec_of(4, false, false);
     a = make(spec, false, 1 << 20);
     put(a, 7);                                          /* unordered: the head takes any 3 more */
-    n = asm_head_missing(a, &epoch, pos, 8, &stalled);
+    n = asm_head_missing(a, &epoch, pos, 8, &stalled, &n_self);
     ck_assert_int_eq(n, 3);
     for (int i = 0; i < n; i++)
         ck_assert_int_ne(pos[i], 7);
+    asm_destroy(a);
+    spw_spec_free(spec);
+}
+END_TEST
+
+/* Rank 1 of 2 (splits of 3 of 10 samples: it owns splits 1 and 3, positions 3-5 and 9): other ranks'
+ * positions are duplicates, acks name the dispatcher's split ids, and with padding its two missing places
+ * repeat its first samples and are listed as this client's own work. */
+START_TEST(test_assembler_rank_share_pads_or_drops)
+{
+    struct spw_pipeline_spec *spec = spec_of(4, false, false);
+    struct asm_opts o = opts_of(spec, true, 1 << 20);
+    o.rank = 1;
+    o.world_size = 2;
+    struct assembler *a = make_with(&o);
+    ck_assert_int_eq(asm_batches_per_epoch(a), 2);           /* 6 places: rank 0's share */
+    ck_assert_int_eq(put(a, 0), ASM_DUP);
+    ck_assert_int_eq(put(a, 6), ASM_DUP);
+    struct asm_split acks[8];
+    for (int64_t pos = 3; pos <= 5; pos++)
+        ck_assert_int_eq(put(a, pos), ASM_PLACE);
+    ck_assert_int_eq(asm_take_acks(a, acks, 8), 1);
+    ck_assert_int_eq(acks[0].split, 1);
+    ck_assert_int_eq(put(a, 9), ASM_PLACE);
+    ck_assert_int_eq(asm_take_acks(a, acks, 8), 1);
+    ck_assert_int_eq(acks[0].split, 3);
+    const int64_t first[] = {3, 4, 5, 9}, pads[] = {3, 4};
+    struct spw_batch *bt = next(a);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(bt->keys[i].sample, first[i]);
+    asm_release(a, bt);
+    uint64_t epoch;
+    int64_t places[8], stalled;
+    int n_self;
+    ck_assert_int_eq(asm_head_missing(a, &epoch, places, 8, &stalled, &n_self), 2);
+    ck_assert_int_eq(n_self, 2);                             /* nobody else makes padding */
+    ck_assert_int_eq(places[0], 4);
+    ck_assert_int_eq(put(a, -places[0] - 1), ASM_PLACE);
+    ck_assert_int_eq(put(a, -places[1] - 1), ASM_PLACE);
+    bt = next(a);
+    ck_assert_int_eq(bt->n, 2);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(bt->keys[i].sample, pads[i]);
+        ck_assert_float_eq(((float *)bt->tensors[0].data)[i], (float)pads[i]);
+    }
+    asm_release(a, bt);
+    char err[64];
+    ck_assert_int_eq(asm_next(a, 10, &bt, err, sizeof err), SPW_ECLOSED);
+    asm_destroy(a);
+    spw_spec_free(spec);
+
+    spec = spec_of(4, true, false);                          /* drop: rank 0 leaves out its last 2 */
+    o = opts_of(spec, true, 1 << 20);
+    o.world_size = 2;
+    a = make_with(&o);
+    ck_assert_int_eq(asm_batches_per_epoch(a), 1);
+    ck_assert_int_eq(put(a, 8), ASM_DROP);
+    ck_assert_int_eq(put(a, 3), ASM_DUP);
+    asm_destroy(a);
+    spw_spec_free(spec);
+}
+END_TEST
+
+/* Unordered batches delivered, a checkpoint taken, and a new assembler resumed from it: the rest of the epoch
+ * is exactly the samples not yet delivered. Checkpoints that cannot be this job's are refused. */
+START_TEST(test_assembler_checkpoint_and_resume)
+{
+    struct spw_pipeline_spec *spec = spec_of(2, false, false);
+    struct asm_opts o = opts_of(spec, false, 1 << 20);
+    struct assembler *a = make_with(&o);
+    for (int64_t pos = 9; pos >= 6; pos--)
+        ck_assert_int_eq(put(a, pos), ASM_PLACE);
+    asm_release(a, next(a));
+    asm_release(a, next(a));
+    int64_t batches;
+    uint8_t places[2];
+    ck_assert_int_eq(asm_place_bytes(a), 2);
+    asm_checkpoint(a, &batches, places);
+    ck_assert_int_eq(batches, 2);
+    ck_assert_int_eq(places[0], 0xc0);                       /* positions 6-9 */
+    ck_assert_int_eq(places[1], 0x03);
+    asm_destroy(a);
+
+    o.resume_batches = batches;
+    o.resume_places = places;
+    o.resume_places_len = sizeof places;
+    a = make_with(&o);
+    asm_checkpoint(a, &batches, places);                     /* nothing new: the same checkpoint */
+    ck_assert_int_eq(batches, 2);
+    ck_assert_int_eq(places[0], 0xc0);
+    ck_assert_int_eq(put(a, 7), ASM_DUP);
+    for (int64_t pos = 0; pos < 6; pos++)
+        ck_assert_int_eq(put(a, pos), ASM_PLACE);
+    bool seen[N] = {false};
+    for (int b = 0; b < 3; b++) {
+        struct spw_batch *bt = next(a);
+        ck_assert_int_eq(bt->index, 2 + b);
+        for (int i = 0; i < bt->n; i++) {
+            ck_assert(bt->keys[i].sample < 6 && !seen[bt->keys[i].sample]);
+            seen[bt->keys[i].sample] = true;
+        }
+        asm_release(a, bt);
+    }
+    struct spw_batch *bt;
+    char err[64];
+    ck_assert_int_eq(asm_next(a, 10, &bt, err, sizeof err), SPW_ECLOSED);
+    asm_destroy(a);
+
+    struct assembler *bad = NULL;
+    o.ordered = true;                                        /* not the epoch's first places */
+    ck_assert_int_eq(asm_create(&o, &bad), -EINVAL);
+    o.ordered = false;
+    places[0] = 0xe0;                                        /* 5 places for 2 batches of 2 */
+    ck_assert_int_eq(asm_create(&o, &bad), -EINVAL);
+    o.resume_places_len = 1;                                 /* the wrong size */
+    ck_assert_int_eq(asm_create(&o, &bad), -EINVAL);
+    o.resume_places = NULL;                                  /* a count alone: the first places */
+    o.ordered = true;
+    a = make_with(&o);
+    ck_assert_int_eq(put(a, 3), ASM_DUP);
+    ck_assert_int_eq(put(a, 4), ASM_PLACE);
     asm_destroy(a);
     spw_spec_free(spec);
 }
@@ -295,6 +432,8 @@ int main(void)
     Suite *s = suite_create("client");
     TCase *tc = tcase_create("assembler");
     tcase_add_test(tc, test_assembler_ordered_places_by_position);
+    tcase_add_test(tc, test_assembler_rank_share_pads_or_drops);
+    tcase_add_test(tc, test_assembler_checkpoint_and_resume);
     tcase_add_test(tc, test_assembler_duplicates_dropped_and_splits_acked);
     tcase_add_test(tc, test_assembler_unordered_fills_in_arrival_order);
     tcase_add_test(tc, test_assembler_parks_beyond_window_and_places_later);

@@ -36,8 +36,12 @@ START_TEST(test_ranks_partition_the_epoch)
                         const int64_t pos = spw_rank_view_pos(&pad, i);
                         ck_assert(pos >= 0 && pos < n);
                         ck_assert_int_eq(owner[pos], 0);                /* disjoint */
+                        ck_assert_int_eq(spw_rank_view_index(&pad, pos), i);    /* the inverse */
+                        ck_assert_int_eq(spw_rank_view_index(&pad, pos), spw_rank_view_index(&drop, pos));
                         owner[pos] = r + 1;
                     }
+                    for (int64_t p = 0; p < n; p++)                    /* other ranks' positions */
+                        ck_assert(owner[p] == r + 1 || spw_rank_view_index(&pad, p) == -1);
                     for (int64_t i = pad.own; i < pad.len; i++)         /* padding repeats the first ones */
                         ck_assert_int_eq(spw_rank_view_pos(&pad, i), spw_rank_view_pos(&pad, i - pad.own));
                     most = pad.own > most ? pad.own : most;

@@ -262,6 +262,74 @@ START_TEST(test_state_set_cut_applies_to_new_leases)
 }
 END_TEST
 
+/* A rank resuming from a checkpoint: its splits of open epochs before the checkpoint's epoch and the done
+ * ones of it count as acked; the rest of its splits - acked or leased to anyone - are pending again; other
+ * ranks' splits are untouched. */
+START_TEST(test_state_resume_reopens_a_ranks_undelivered_splits)
+{
+    job(6, 64 * 8, 64, 3, 2);              /* 8 splits, 2 ranks, 3 epochs */
+    struct disp_lease l;
+    for (int k = 0; k < 8; k++)             /* a worker leases all of epoch 0 */
+        ck_assert_int_eq(lease(6, 77, 0, 0, &l), 1);
+    for (uint64_t s = 0; s < 8; s++)
+        if (s != 6)
+            ack(6, 0, s);                   /* rank 0 has 0 2 4; rank 1 has 1 3 5 7; 6 is still leased */
+    struct disp_job_info ji;
+    ck_assert_int_eq(disp_state_job(S, 6, &ji), 0);
+    ck_assert_int_eq(ji.epoch, 0);
+    const uint64_t done[] = {1, 5};
+    apply_ok((struct disp_update){.kind = DISP_CLIENT_RESUME, .job = 6, .rank = 1, .epoch = 0, .splits = done,
+                                  .n_splits = 2});
+    enum disp_split_state st;
+    uint64_t gen, holder;
+    const enum disp_split_state want[8] = {DISP_SPLIT_ACKED, DISP_SPLIT_ACKED, DISP_SPLIT_ACKED, DISP_SPLIT_PENDING,
+                                           DISP_SPLIT_ACKED, DISP_SPLIT_ACKED, DISP_SPLIT_LEASED, DISP_SPLIT_PENDING};
+    for (uint64_t s = 0; s < 8; s++) {
+        ck_assert_int_eq(disp_state_split(S, 6, 0, s, &st, &gen, &holder), 0);
+        ck_assert_msg(st == want[s], "split %llu: state %d, want %d", (unsigned long long)s, (int)st, (int)want[s]);
+    }
+    ck_assert_int_eq(lease(6, DISP_CLIENT_PRODUCER(6, 1), 0, 0, &l), 1);      /* leased again */
+    ck_assert_uint_eq(l.split, 3);
+    ck_assert_uint_eq(l.generation, 2);
+
+    /* Resuming at epoch 1: rank 0's epoch-0 splits count as delivered, its epoch-1 ones as pending. */
+    apply_ok((struct disp_update){.kind = DISP_CLIENT_RESUME, .job = 6, .rank = 0, .epoch = 1});
+    ck_assert_int_eq(disp_state_split(S, 6, 0, 6, &st, &gen, &holder), 0);
+    ck_assert_int_eq(st, DISP_SPLIT_ACKED);
+    const uint64_t bad[] = {2};             /* rank 0's split, not rank 1's */
+    struct disp_update u = {.kind = DISP_CLIENT_RESUME, .job = 6, .rank = 1, .epoch = 0, .splits = bad,
+                            .n_splits = 1};
+    ck_assert_int_eq(disp_state_apply(S, &u, err, sizeof err), -EINVAL);
+}
+END_TEST
+
+/* A job made for a resumed run starts at the checkpoint's epoch; names find unfinished jobs only. */
+START_TEST(test_state_named_job_from_a_later_epoch)
+{
+    static const uint8_t pipe[] = {1};
+    apply_ok((struct disp_update){.kind = DISP_CREATE_JOB, .job = 8, .n_samples = 128, .split_size = 64,
+                                  .epochs = 3, .world_size = 1, .pipeline = pipe, .pipeline_len = 1,
+                                  .name = "run-1", .first_epoch = 2});
+    ck_assert_uint_eq(disp_state_named_job(S, "run-1"), 8);
+    ck_assert_uint_eq(disp_state_named_job(S, "run-2"), 0);
+    ck_assert_uint_eq(disp_state_named_job(S, ""), 0);
+    struct disp_lease l;
+    ck_assert_int_eq(lease(8, 77, 0, 0, &l), 1);
+    ck_assert_uint_eq(l.epoch, 2);
+    ack(8, 2, 0);
+    ack(8, 2, 1);
+    struct disp_job_info ji;
+    ck_assert_int_eq(disp_state_job(S, 8, &ji), 0);
+    ck_assert(ji.finished);
+    ck_assert_int_eq(ji.epoch, 3);
+    ck_assert_str_eq(ji.name, "run-1");
+    ck_assert_uint_eq(disp_state_named_job(S, "run-1"), 0);       /* finished: a new run may take the name */
+    struct disp_update u = {.kind = DISP_CREATE_JOB, .job = 9, .n_samples = 128, .split_size = 64, .epochs = 3,
+                            .world_size = 1, .pipeline = pipe, .pipeline_len = 1, .first_epoch = 3};
+    ck_assert_int_eq(disp_state_apply(S, &u, err, sizeof err), -EINVAL);
+}
+END_TEST
+
 START_TEST(test_state_refuses_bad_updates_and_changes_nothing)
 {
     job(8, 128, 64, 1, 1);
@@ -369,6 +437,8 @@ int main(void)
     tcase_add_test(tc, test_state_expired_clients_pause_the_job_and_free_leases);
     tcase_add_test(tc, test_state_refuses_bad_updates_and_changes_nothing);
     tcase_add_test(tc, test_state_set_cut_applies_to_new_leases);
+    tcase_add_test(tc, test_state_resume_reopens_a_ranks_undelivered_splits);
+    tcase_add_test(tc, test_state_named_job_from_a_later_epoch);
     tcase_add_test(tc, test_state_max_workers_limits_a_job_to_the_first_alive);
     tcase_add_test(tc, test_state_replay_rebuilds_the_same_state);
     suite_add_tcase(s, tc);

@@ -39,11 +39,19 @@ struct spw_job_opts {
     int rank, world_size;       /* data-parallel trainers: this rank gets its own share of every epoch,
                                    disjoint from the others', with as many batches (pipeline/order.h: short
                                    shares pad, or drop with batch.drop_remainder); world 0/1 = one trainer.
-                                   In-process only so far: with a dispatcher world_size > 1 is refused */
-    int64_t resume_batches;     /* resume from a checkpoint: the batches it says were delivered (the run
-                                   goes on from the next one, mid-epoch if need be); 0 = from the start */
-    uint64_t resume_manifest;   /* the checkpoint's manifest hash: a different dataset listing is refused;
-                                   0 = not checked */
+                                   With a dispatcher the ranks share one job (job_name) and its workers */
+    const char *job_name;       /* with a dispatcher: ranks giving the same name share one job (the first
+                                   creates it); required with world_size > 1. A-Z a-z 0-9 . _ : -, <= 128 */
+    struct spw_checkpoint {     /* resume from a checkpoint (spw_job_checkpoint); batches 0 = from the start */
+        int64_t batches;        /* delivered since the run began (the run goes on after them, mid-epoch if
+                                   need be) */
+        uint64_t manifest;      /* the dataset listing's hash: another listing is refused (0 = not checked) */
+        uint64_t job;           /* the dispatcher's job it was taken in (0 = none): rejoined while unfinished */
+        int split_size;         /* the split size the ranks' shares were cut with (0 = the default) */
+        size_t places_len;      /* bytes at places */
+        uint8_t *places;        /* bitmap of the delivered places of the epoch in progress; NULL = its first
+                                   batches (what an ordered run delivers) */
+    } resume;
 };
 
 /* Set o to the defaults. */
@@ -91,11 +99,12 @@ void spw_job_stats(struct spw_job *job, struct spw_job_stats *out);
 void spw_job_destroy(struct spw_job *job);
 
 /* A checkpoint: what this job has delivered to the trainer (spw_job_next returned) since the start of the
- * run, counting the batches a resumed job started after, and the manifest hash to resume with. Give them
- * back as resume_batches / resume_manifest to a new job of the same spec, rank and world size: it delivers
- * exactly the batches not yet delivered (same contents: the order is a function of seed and epoch), then
- * continues. In-process jobs only so far: with a dispatcher, -ENOTSUP. Returns 0. */
-int spw_job_checkpoint(const struct spw_job *job, int64_t *batches, uint64_t *manifest);
+ * run, counting the batches a resumed job started after. Give it back as opts.resume to a new job of the same
+ * spec, rank and world size (a new process; with a dispatcher, the same or another one): it delivers exactly
+ * the samples not yet delivered (ordered: the same batches; the order is a function of seed and epoch),
+ * then continues. out->places is allocated (spw_checkpoint_clear frees it). Returns 0 or -ENOMEM. */
+int spw_job_checkpoint(struct spw_job *job, struct spw_checkpoint *out);
+void spw_checkpoint_clear(struct spw_checkpoint *c);
 
 /* The source's class names in label order (image or wav folders; none for tar shards): the count, with
  * *names pointing at the job's own array (valid until destroy). */
@@ -107,7 +116,9 @@ int64_t spw_job_batches_per_epoch(const struct spw_job *job);
 
 /* Options with the defaults, set by name ("dispatcher", "auth_token", "local_cores", "cut" (a number or
  * "auto"), "max_workers", "trainer_rate", "prefetch_bytes", "credit_bytes", "ordered" (0/1), "max_batches",
- * "split_size", "rescue_after_ms", "rank", "world_size", "resume_batches", "resume_manifest" (hex)) from strings, which are copied. set returns 0, -ENOENT (unknown key) or
+ * "split_size", "rescue_after_ms", "rank", "world_size", "job_name", and a checkpoint's "resume_batches",
+ * "resume_manifest" (hex), "resume_job", "resume_split_size", "resume_places" (hex)) from strings, which are
+ * copied. set returns 0, -ENOENT (unknown key) or
  * -EINVAL (bad value). Free with spw_job_opts_free. */
 struct spw_job_opts *spw_job_opts_new(void);
 int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value);
@@ -120,5 +131,14 @@ int spw_batch_tensor_count(const struct spw_batch *b);
 int spw_batch_tensor_at(const struct spw_batch *b, int i, int *dtype, int *ndim, int64_t *shape, void **data,
                         size_t *nbytes);
 int spw_batch_key_at(const struct spw_batch *b, int i, int64_t *epoch, int64_t *sample, const char **path);
+/* The batch's epoch and its index within the epoch. */
+int spw_batch_position(const struct spw_batch *b, int64_t *epoch, int64_t *index);
+/* spw_job_stats as a JSON object into buf (cap bytes); returns the length it needs, as snprintf. */
+int spw_job_stats_json(struct spw_job *job, char *buf, size_t cap);
+/* spw_job_checkpoint with the places bitmap as hex (the value for "resume_places"): allocated, free it with
+ * spw_free; NULL when out of memory. */
+char *spw_job_checkpoint_flat(struct spw_job *job, int64_t *batches, uint64_t *manifest, uint64_t *job_id,
+                              int *split_size);
+void spw_free(void *p);
 
 #endif

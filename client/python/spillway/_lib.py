@@ -19,30 +19,6 @@ DTYPES = {0: "|u1", 1: "<f4", 2: "<f2", 3: "<i8"}
 TENSOR_MAX_DIMS = 5
 
 
-class JobStats(ctypes.Structure):
-    """struct spw_job_stats (client.h), field for field: the one struct this binding mirrors."""
-    _fields_ = [
-        ("job", ctypes.c_uint64),
-        ("cut", ctypes.c_int),
-        ("groups", ctypes.c_int),
-        ("samples", ctypes.c_int64),
-        ("manifest_hash", ctypes.c_uint64),
-        ("elements", ctypes.c_int64),
-        ("batches", ctypes.c_int64),
-        ("skipped", ctypes.c_int64),
-        ("remote_elements", ctypes.c_int64),
-        ("local_elements", ctypes.c_int64),
-        ("rescued_elements", ctypes.c_int64),
-        ("duplicates_dropped", ctypes.c_int64),
-        ("bytes_received", ctypes.c_int64),
-        ("workers", ctypes.c_int),
-        ("planned", ctypes.c_bool),
-        ("offloaded", ctypes.c_bool),
-        ("predicted", ctypes.c_double),
-        ("plan_why", ctypes.c_char * 512),
-    ]
-
-
 _P = ctypes.c_void_p
 _I = ctypes.c_int
 _PROTOS = {   # name: (restype, argtypes)
@@ -54,11 +30,14 @@ _PROTOS = {   # name: (restype, argtypes)
     "spw_job_next": (_I, [_P, ctypes.POINTER(_P)]),
     "spw_job_release": (None, [_P, _P]),
     "spw_job_errmsg": (ctypes.c_char_p, [_P]),
-    "spw_job_stats": (None, [_P, ctypes.POINTER(JobStats)]),
+    "spw_job_stats_json": (_I, [_P, ctypes.c_char_p, ctypes.c_size_t]),
     "spw_job_destroy": (None, [_P]),
     "spw_job_classes": (_I, [_P, ctypes.POINTER(ctypes.POINTER(ctypes.c_char_p))]),
     "spw_job_batches_per_epoch": (ctypes.c_int64, [_P]),
-    "spw_job_checkpoint": (_I, [_P, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_uint64)]),
+    "spw_job_checkpoint_flat": (_P, [_P, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_uint64),
+                                     ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(_I)]),
+    "spw_free": (None, [_P]),
+    "spw_batch_position": (_I, [_P, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64)]),
     "spw_batch_elements": (_I, [_P]),
     "spw_batch_tensor_count": (_I, [_P]),
     "spw_batch_tensor_at": (_I, [_P, _I, ctypes.POINTER(_I), ctypes.POINTER(_I), ctypes.POINTER(ctypes.c_int64),

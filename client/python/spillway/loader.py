@@ -206,11 +206,21 @@ class Batch(tuple):
 
     @property
     def epoch(self):
-        """The epoch of the batch's elements (a batch never spans two); None for an empty batch."""
-        if self._keys is None and self._owner is not None:
-            first = _read_keys(self._owner, 1)     # one key, not all of them, per batch
-            return first[0].epoch if first else None
-        return self.keys[0].epoch if self.keys else None
+        """The epoch the batch belongs to (a batch never spans two)."""
+        return self._position()[0]
+
+    @property
+    def index(self):
+        """The batch's index within its epoch (this rank's batches: 0 .. len(loader) - 1)."""
+        return self._position()[1]
+
+    def _position(self):
+        if self._owner is None:
+            return None, None
+        epoch, index = ctypes.c_int64(), ctypes.c_int64()
+        if _lib.lib().spw_batch_position(self._owner.ptr, ctypes.byref(epoch), ctypes.byref(index)):
+            raise SpillwayError("spw_batch_position", -_lib.EINVAL)
+        return epoch.value, index.value
 
     def with_tensors(self, tensors):
         """The same batch (keys, lifetime) over other tensors, e.g. torch views of these arrays."""
@@ -278,9 +288,7 @@ class Loader:
     batch. The job runs the spec's epochs (source.epochs; 0 = forever) as one stream, shuffled anew each
     epoch; iterating the Loader yields one epoch of it, as a torch DataLoader does (`for epoch in
     range(E): for data, labels in loader`), and len() is batches per epoch. After a break, iterating again
-    continues the epoch; batches() is the whole stream in one loop. Unordered service jobs may complete an
-    epoch's last batches after the next epoch's first: such a batch comes in the next iteration (each sample
-    still comes once).
+    continues the epoch; batches() is the whole stream in one loop.
 
     dispatcher: "HOST:PORT" runs the job through the service; None runs it in this process.
     local_cores: this process's threads (in-process default: all CPUs; with a dispatcher 1).
@@ -291,9 +299,11 @@ class Loader:
     rank, world_size: data-parallel trainers (default: the RANK and WORLD_SIZE environment variables, as
     torch.distributed sets them; else one trainer): each rank gets its own share of every epoch, disjoint from
     the other ranks', with as many batches (short shares pad, or drop with batch(drop_remainder=True)).
-    In-process only so far: with a dispatcher, world_size > 1 raises.
-    resume: a state_dict() taken earlier (by this or another process): the job delivers exactly the batches
-    not yet delivered when it was taken, then continues (in-process only so far).
+    job_name: with a dispatcher, the ranks giving the same name share one job and its workers (required with
+    world_size > 1; default $SPILLWAY_JOB_NAME).
+    resume: a state_dict() taken earlier (by this or another process): the job delivers exactly the samples
+    not yet delivered when it was taken, then continues. Through a dispatcher the resumed loader rejoins the
+    job it was taken in while that is unfinished (the other ranks keep going), else starts a new one there.
 
     A Loader (and its arrays) cannot be used in a forked child: that raises ForkedError (a RuntimeError).
     close() (or `with`) stops the job; it is freed when the last batch still referenced is gone.
@@ -301,7 +311,7 @@ class Loader:
 
     def __init__(self, pipeline, dispatcher=None, local_cores=None, cut=None, ordered=False, max_workers=None,
                  trainer_rate=None, prefetch_bytes=None, auth_token=None, max_batches=None, credit_bytes=None,
-                 split_size=None, rank=None, world_size=None, resume=None):
+                 split_size=None, rank=None, world_size=None, resume=None, job_name=None):
         self._pid = os.getpid()
         self._job = None
         self._done = False
@@ -313,7 +323,10 @@ class Loader:
         if world_size is None and "WORLD_SIZE" in os.environ:
             world_size, rank = int(os.environ["WORLD_SIZE"]), int(os.environ.get("RANK", "0"))
         self.rank, self.world_size = rank or 0, world_size or 1
-        for key, value in (("dispatcher", dispatcher), ("auth_token", auth_token), ("local_cores", local_cores),
+        if job_name is None:
+            job_name = os.environ.get("SPILLWAY_JOB_NAME")
+        for key, value in (("dispatcher", dispatcher), ("auth_token", auth_token), ("job_name", job_name),
+                           ("local_cores", local_cores),
                            ("cut", cut), ("max_workers", max_workers), ("trainer_rate", trainer_rate),
                            ("prefetch_bytes", prefetch_bytes), ("credit_bytes", credit_bytes),
                            ("split_size", split_size), ("max_batches", max_batches), ("rank", rank),
@@ -323,13 +336,13 @@ class Loader:
         self._opts = opts
         self._job = _Job(self.spec, self._resume_opts(resume))
 
-    STATE_VERSION = 1
+    STATE_VERSION = 2
 
     def _resume_opts(self, state):
         opts = dict(self._opts)
         if state is None:
             return opts
-        if state.get("version") != self.STATE_VERSION:
+        if state.get("version") not in (1, self.STATE_VERSION):     # 1: in-process states (a count)
             raise ValueError("spillway: resume: not a Loader state (version %r)" % state.get("version"))
         mine = {"spec_sha256": self._spec_digest(), "rank": self.rank, "world_size": self.world_size}
         for key, value in mine.items():
@@ -338,6 +351,9 @@ class Loader:
                     key.replace("_sha256", ""), state.get(key), value))
         opts["resume_batches"] = str(int(state["batches"]))
         opts["resume_manifest"] = state["manifest"]
+        for key in ("job", "split_size", "places"):
+            if state.get(key):
+                opts["resume_" + key] = str(state[key])
         return opts
 
     def _spec_digest(self):
@@ -347,14 +363,22 @@ class Loader:
         """What was delivered so far, as a small dict to save with the model (torch.save takes it): a new
         Loader(..., resume=state) or load_state_dict(state) goes on from the next batch, exactly once."""
         self._check()
-        batches, manifest = ctypes.c_int64(), ctypes.c_uint64()
-        rc = _lib.lib().spw_job_checkpoint(self._job.ptr, ctypes.byref(batches), ctypes.byref(manifest))
-        if rc:
-            raise SpillwayError("spillway: state_dict: checkpoints are in-process only so far", rc)
-        held = 1 if self._pending is not None else 0        # taken from C, not yet given to the trainer
-        return {"version": self.STATE_VERSION, "batches": batches.value - held,
-                "manifest": "%016x" % manifest.value, "spec_sha256": self._spec_digest(), "rank": self.rank,
-                "world_size": self.world_size}
+        L = _lib.lib()
+        batches, manifest, job, split = ctypes.c_int64(), ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_int()
+        hexp = L.spw_job_checkpoint_flat(self._job.ptr, ctypes.byref(batches), ctypes.byref(manifest),
+                                         ctypes.byref(job), ctypes.byref(split))
+        if not hexp:
+            raise MemoryError("spillway: state_dict: out of memory")
+        places = ctypes.string_at(hexp).decode()
+        L.spw_free(hexp)
+        n = batches.value
+        if self._pending is not None:
+            # Taken from the library but not given to the trainer: the next epoch's first batch (a later
+            # epoch starts only once this one is all delivered), so the state is the epoch's start.
+            n, places = n - 1, ""
+        return {"version": self.STATE_VERSION, "batches": n, "manifest": "%016x" % manifest.value,
+                "job": job.value, "split_size": split.value, "places": places, "spec_sha256": self._spec_digest(),
+                "rank": self.rank, "world_size": self.world_size}
 
     def load_state_dict(self, state):
         """Restart the job from state (a state_dict()): the rest of the run, from the next batch."""
@@ -432,13 +456,14 @@ class Loader:
         return {name: i for i, name in enumerate(self.classes)}
 
     def stats(self):
-        """The job's counters (struct spw_job_stats) as a dict."""
+        """The job's counters (struct spw_job_stats, client.h) as a dict."""
         self._check()
-        st = _lib.JobStats()
-        _lib.lib().spw_job_stats(self._job.ptr, ctypes.byref(st))
-        d = {name: getattr(st, name) for name, _ in _lib.JobStats._fields_}
-        d["plan_why"] = st.plan_why.decode("utf-8", "replace")
-        return d
+        buf = ctypes.create_string_buffer(2048)
+        n = _lib.lib().spw_job_stats_json(self._job.ptr, buf, len(buf))
+        if n >= len(buf):
+            buf = ctypes.create_string_buffer(n + 1)
+            _lib.lib().spw_job_stats_json(self._job.ptr, buf, len(buf))
+        return json.loads(buf.value.decode("utf-8", "replace"))
 
     def close(self):
         """Stop the job (freed when no batch of it is referenced any more). A no-op in a forked child."""
