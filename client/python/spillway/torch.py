@@ -80,7 +80,7 @@ class SpillwayDataset(torch.utils.data.IterableDataset):
         """Accepted for code written for DistributedSampler; it only records the epoch (self.epoch) now. The
         job's epochs, their shuffling (a new order each epoch) and the seed come from the spec (source.epochs,
         source.seed): each iteration yields the stream's next epoch whatever is set here (Batch.epoch says
-        which). Ranks and resume will build on it."""
+        which)."""
         self.epoch = int(epoch)
 
     @property
