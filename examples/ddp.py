@@ -12,7 +12,8 @@ import socket
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "client", "python"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "client", "python"), HERE]
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
@@ -22,14 +23,7 @@ from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
 import spillway.torch  # noqa: E402
 from spillway import Pipeline  # noqa: E402
-
-
-def small_cnn(classes):
-    def block(cin, cout):
-        return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(),
-                             nn.MaxPool2d(2))
-    return nn.Sequential(block(3, 32), block(32, 64), block(64, 128), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                         nn.Linear(128, classes))
+from train_resnet import small_cnn  # noqa: E402  (this folder: the same model)
 
 
 def mean_over_ranks(x):

@@ -89,6 +89,18 @@ class TempDir:
         self._tmp.cleanup()
 
 
+class ServiceCase(TempDir):
+    """A test case with a Service on self.service (and self.tmp), stopped after each test."""
+
+    def setUp(self):
+        super().setUp()
+        self.service = Service(self.tmp)
+
+    def tearDown(self):
+        self.service.stop()
+        super().tearDown()
+
+
 class Service:
     """A dispatcher and one worker (1 thread) on 127.0.0.1, on ports they choose; stop() kills both."""
 

@@ -110,19 +110,14 @@ class ResumeTest(unittest.TestCase):
         self.assertEqual(len(first) + len(rest), (160 + 11) // 12)
 
 
-class ServiceResumeTest(spwtest.TempDir, unittest.TestCase):
+class ServiceResumeTest(spwtest.ServiceCase, unittest.TestCase):
     """The same through a dispatcher and a worker: a resumed trainer rejoins the job its state was taken in."""
     run_trainer = ResumeTest.run_trainer
     killed_and_resumed = ResumeTest.killed_and_resumed
 
     def setUp(self):
         super().setUp()
-        self.service = spwtest.Service(self.tmp)
         self.dispatcher = self.service.address
-
-    def tearDown(self):
-        self.service.stop()
-        super().tearDown()
 
     def test_service_killed_at_random_batches_resumes_exactly_once(self):
         batches = 2 * ((160 + 11) // 12)

@@ -9,15 +9,7 @@ from spillway import Loader
 from test_loader import audio_pipeline, image_pipeline
 
 
-class TestService(spwtest.TempDir, unittest.TestCase):
-    def setUp(self):
-        super().setUp()
-        self.service = spwtest.Service(self.tmp)
-
-    def tearDown(self):
-        self.service.stop()
-        super().tearDown()
-
+class TestService(spwtest.ServiceCase, unittest.TestCase):
     def assert_service_equals_dump(self, pipeline):
         want, want_keys = spwtest.dump_local(pipeline.to_json(), self.tmp)
         with Loader(pipeline, dispatcher=self.service.address, ordered=True, local_cores=0) as loader:

@@ -30,15 +30,7 @@ def lockstep(loaders):
     return got
 
 
-class TestServiceRanks(spwtest.TempDir, unittest.TestCase):
-    def setUp(self):
-        super().setUp()
-        self.service = spwtest.Service(self.tmp)
-
-    def tearDown(self):
-        self.service.stop()
-        super().tearDown()
-
+class TestServiceRanks(spwtest.ServiceCase, unittest.TestCase):
     def ranks(self, name, world=2, **opts):
         return [Loader(pipeline(**opts.pop("spec", {})), dispatcher=self.service.address, job_name=name, rank=r,
                        world_size=world, local_cores=0, **opts) for r in range(world)]
