@@ -63,6 +63,7 @@ CONDITIONS=(
   "randaug-small    randaug none    0.4 3 0.3  0"
   "big-200mbit      big     200mbit 1.0 2 0.45 0"
   "train-rate       train   none    1.0 2 0.45 x1.15"
+  "train-client-bound train none    0.35 2 0.45 0"
 )
 
 # ---- cleanup ----
