@@ -36,7 +36,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: spillctl run --local --pipeline FILE.json [--threads N] [--max-batches M] [--max-seconds S]\n"
-            "                    [--dump DIR | --keys FILE] [--json] [--quiet] [--warmup-batches W]\n"
+            "                    [--dump DIR | --keys FILE] [--json] [--quiet] [--warmup-batches W] [--consume-rate R]\n"
             "       spillctl run --dispatcher HOST:PORT --pipeline FILE.json [--cut K|auto] [--local-cores N]\n"
             "                    [--local-share auto|off] [--workers N]\n"
             "                    [--consume-rate R] [--ordered] [--prefetch-mb MB] [--credit-mb MB]\n"
@@ -74,7 +74,7 @@ static void usage(FILE *f)
             "  --workers N   use at most N workers (the first N alive; a dead one's place goes to the next);\n"
             "                default: all of them\n"
             "  --consume-rate R  consume at most R elements/s, like a trainer (default: unlimited); with\n"
-            "                --cut auto, the rate the plan aims for\n"
+            "                --cut auto, the rate the plan aims for (also with --local)\n"
             "  --ordered     deliver batches in epoch order: byte-identical to run --local\n"
             "  --prefetch-mb MB  batches assembled ahead (default 256)\n"
             "  --credit-mb MB    bytes all workers together may have in flight to this client (default 64)\n"
@@ -265,7 +265,7 @@ static int warm_up(const struct spw_pipeline_spec *spec, const struct spw_source
 }
 
 static int cmd_run(const char *pipeline, int threads, int64_t max_batches, double max_seconds, int64_t warmup,
-                   const char *dump, const char *keys_path, int json, int quiet)
+                   double rate, const char *dump, const char *keys_path, int json, int quiet)
 {
     char err[1024] = "";
     struct spw_pipeline_spec *spec = NULL;
@@ -301,7 +301,7 @@ static int cmd_run(const char *pipeline, int threads, int64_t max_batches, doubl
         goto out;
     }
     struct consumer cs = {.next = executor_next, .release = executor_release, .ctx = ex, .dump = dump, .keys = keys,
-                          .quiet = quiet, .t0 = t0, .until = max_seconds > 0 ? t0 + max_seconds : 0};
+                          .quiet = quiet, .t0 = t0, .rate = rate, .until = max_seconds > 0 ? t0 + max_seconds : 0};
     rc = consume(&cs, &status);
     double secs = now_s() - t0;
     if (rc != 0 && rc != SPW_ECLOSED && !g_stop) {
@@ -663,7 +663,8 @@ int main(int argc, char **argv)
     signal(SIGTERM, on_signal);
     if (strcmp(cmd, "run") == 0) {
         if (local)
-            return cmd_run(pipeline, threads, max_batches, max_seconds, warmup, dump, keys_path, json, quiet);
+            return cmd_run(pipeline, threads, max_batches, max_seconds, warmup, sa.consume_rate, dump, keys_path, json,
+                           quiet);
         if (!dispatcher) {
             fprintf(stderr, "spillctl: run needs --local or --dispatcher HOST:PORT (or SPILLWAY_DISPATCHER)\n");
             return 2;

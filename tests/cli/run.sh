@@ -51,6 +51,11 @@ check "train run succeeds (1 and 2 threads)" test $r1 -eq 0 -a $r2 -eq 0
 check "dumps byte-identical for --threads 1 and 2" diff -r -q "$WORK/d1" "$WORK/d2"
 check "two epochs of 160 samples delivered" test "$(json_field "$WORK/t1.json" elements)" = 320
 check "10 batches (5 per epoch)" test "$(ls "$WORK"/d1/b*_t0.npy | wc -l)" = 10
+"$CTL" run --local --pipeline "$WORK/train.json" --threads 2 --consume-rate 100 --max-seconds 1.5 --json --quiet \
+  > "$WORK/paced.json"
+check "run --local --consume-rate 100 consumes at most 100 elements/s (one batch of slack)" \
+  "$PY" -c "import json, sys; d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); assert d['consumed'] <= 100 * d['seconds'] + 32, d" \
+  "$WORK/paced.json"
 check "keys.txt has one line per element" test "$(wc -l < "$WORK/d1/keys.txt")" = 320
 check "every epoch visits every sample once" bash -c "for e in 0 1; do [ \"\$(awk -v e=\$e '\$1==e {print \$2}' '$WORK/d1/keys.txt' | sort -n | uniq | wc -l)\" = 160 ] || exit 1; done"
 check "epochs are shuffled differently" bash -c "! diff -q <(awk '\$1==0 {print \$2}' '$WORK/d1/keys.txt') <(awk '\$1==1 {print \$2}' '$WORK/d1/keys.txt') >/dev/null"

@@ -13,9 +13,14 @@ DATA=$B/data/cli-test
 bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 start_service 2 || { finish; exit; }
 mkdir -p "$WORK/keys"
-SPILLWAY_LIB=$B/lib/libspillway.so timeout 600 "$PY" "$ROOT/examples/ddp.py" --data "$DATA/train" \
-  --dispatcher "127.0.0.1:$DPORT" --steps 40 --json --keys-out "$WORK/keys" > "$WORK/ddp.out" 2> "$WORK/ddp.err"
-check "the two-rank run exits 0" test $? -eq 0
+# In its own process group: the ranks it spawns go too, whatever happens to it.
+SPILLWAY_LIB=$B/lib/libspillway.so setsid timeout 600 "$PY" "$ROOT/examples/ddp.py" --data "$DATA/train" \
+  --dispatcher "127.0.0.1:$DPORT" --steps 40 --json --keys-out "$WORK/keys" > "$WORK/ddp.out" 2> "$WORK/ddp.err" &
+group=$!
+wait $group
+rc=$?
+kill -9 -- -$group 2> /dev/null
+check "the two-rank run exits 0" test $rc -eq 0
 sed -n 's/^ddp: /     /p' "$WORK/ddp.out"
 check "both ranks ran 40 steps" "$PY" -c "
 import json, sys; s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); assert s['steps'] == [40, 40], s" \
