@@ -633,12 +633,10 @@ int64_t spw_job_batches_per_epoch(const struct spw_job *job)
     if (job->a)
         return asm_batches_per_epoch(job->a);
     struct spw_rank_view v;
-    const int world = job->o.world_size > 1 ? job->o.world_size : 1;
-    const int64_t B = job->spec->batch.size;
-    const int64_t n = spw_rank_view_init(&v, job->src->n, world > 1 ? job->o.rank : 0, world,
-                                         job->o.split_size > 0 ? job->o.split_size : SPW_DEFAULT_SPLIT,
-                                         !job->spec->batch.drop_remainder) == 0 ? v.len : job->src->n;
-    return job->spec->batch.drop_remainder ? n / B : (n + B - 1) / B;
+    int64_t per_epoch;
+    return rank_share(job, job->o.split_size > 0 ? job->o.split_size : SPW_DEFAULT_SPLIT, &v, &per_epoch) == 0
+               ? per_epoch
+               : 0;
 }
 
 void spw_job_destroy(struct spw_job *job)

@@ -42,7 +42,8 @@ struct spw_job_opts {
                                    With a dispatcher the ranks share one job (job_name) and its workers */
     const char *job_name;       /* with a dispatcher: ranks giving the same name share one job (the first
                                    creates it); required with world_size > 1. A-Z a-z 0-9 . _ : -, <= 128 */
-    struct spw_checkpoint {     /* resume from a checkpoint (spw_job_checkpoint); batches 0 = from the start */
+    struct spw_checkpoint {     /* resume from a checkpoint (spw_job_checkpoint); batches 0 = from the start;
+                                   read while the job is created only */
         int64_t batches;        /* delivered since the run began (the run goes on after them, mid-epoch if
                                    need be) */
         uint64_t manifest;      /* the dataset listing's hash: another listing is refused (0 = not checked) */
