@@ -343,8 +343,53 @@ Spillway__V1__Plan *disp_plan_of(struct disp_service *s, uint64_t job)
     return NULL;
 }
 
+#define NAMED_LOCAL_MS (10 * 60 * 1000)
+
+bool disp_remember_named_local(struct disp_service *s, const char *name, const Spillway__V1__Plan *plan)
+{
+    size_t len;
+    uint8_t *packed = disp_pack_msg(&plan->base, &len);
+    pthread_mutex_lock(&s->mu);
+    const bool job_exists = disp_state_named_job(s->st, name) != 0;
+    if (packed && !job_exists) {
+        struct disp_named_local *e = &s->named_local[s->named_local_next++ % 16];
+        free(e->plan);
+        snprintf(e->name, sizeof e->name, "%s", name);
+        e->plan = packed;
+        e->len = len;
+        e->at_ms = spw_now_ms();
+        packed = NULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(packed);
+    return !job_exists;
+}
+
+const struct disp_named_local *disp_named_local_locked(const struct disp_service *s, const char *name)
+{
+    for (int i = 0; i < 16; i++) {
+        const struct disp_named_local *e = &s->named_local[i];
+        if (e->plan && !strcmp(e->name, name) && spw_now_ms() - e->at_ms < NAMED_LOCAL_MS)
+            return e;
+    }
+    return NULL;
+}
+
+Spillway__V1__Plan *disp_named_local_plan(struct disp_service *s, const char *name)
+{
+    pthread_mutex_lock(&s->mu);
+    const struct disp_named_local *e = disp_named_local_locked(s, name);
+    Spillway__V1__Plan *p = e ? spillway__v1__plan__unpack(NULL, e->len, e->plan) : NULL;
+    pthread_mutex_unlock(&s->mu);
+    return p;
+}
+
 void disp_plans_stop(struct disp_service *s)
 {
+    for (int i = 0; i < 16; i++) {
+        free(s->named_local[i].plan);
+        s->named_local[i].plan = NULL;
+    }
     if (s->replan_started)
         pthread_join(s->replan_tid, NULL);
     s->replan_started = false;

@@ -265,6 +265,24 @@ void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n)
 }
 
 #define CUT_PLAN (-2)
+
+/* Answer a rank of a named job another rank of which was told to run in its client: the same plan. Returns
+ * ST_NOT_FOUND (nothing sent) when there is no such decision. */
+static int reply_named_local(struct disp_service *s, const Spillway__V1__CreateJobRequest *r, int n_groups,
+                             uint8_t **resp, size_t *resp_len, char *msg, size_t msglen)
+{
+    Spillway__V1__Plan *same = disp_named_local_plan(s, r->job_name);
+    if (!same)
+        return ST_NOT_FOUND;
+    Spillway__V1__CreateJobResponse out = SPILLWAY__V1__CREATE_JOB_RESPONSE__INIT;
+    out.groups = n_groups;
+    out.plan = same;
+    spw_log(SPW_LOG_INFO, "dispatcher", "no offload for rank %d of job name \"%s\", as planned for another rank "
+            "why=\"%s\"", r->rank, r->job_name, same->why);
+    int status = pack(&out.base, resp, resp_len, msg, msglen);
+    spillway__v1__plan__free_unpacked(same, NULL);
+    return status;
+}
 #define NAME_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-"
 
 /* A client may join job `job` only with the job's own pipeline, dataset listing and world. */
@@ -363,9 +381,22 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
             status = ST_INVALID_ARGUMENT;
             goto out;
         }
+        /* Another rank of this named job was told to run in its client: so is this one (one rank in-process
+         * and another on the service would leave the service job's rank unserved). */
+        const bool named = r->job_name[0] && world > 1;
+        if (named && (status = reply_named_local(s, r, n_groups, resp, resp_len, msg, msglen)) != ST_NOT_FOUND)
+            goto out;
+        status = ST_OK;
         if ((status = disp_plan_new_job(s, r, n_groups, &cut, &plan, &alive_at_plan, msg, msglen)) != ST_OK)
             goto out;
-        if (!plan->offload) {
+        if (!plan->offload && named && !disp_remember_named_local(s, r->job_name, plan)) {
+            /* Another rank created the named job while this one planned: join it. */
+            spw_plan_proto_free(plan);
+            plan = NULL;
+            pthread_mutex_lock(&s->mu);
+            job = disp_state_named_job(s->st, r->job_name);
+            pthread_mutex_unlock(&s->mu);
+        } else if (!plan->offload) {
             /* Offloading does not pay: no job on the service; the client runs it alone. */
             Spillway__V1__CreateJobResponse out = SPILLWAY__V1__CREATE_JOB_RESPONSE__INIT;
             out.groups = n_groups;
@@ -374,7 +405,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
             status = pack(&out.base, resp, resp_len, msg, msglen);
             goto out;
         }
-    } else if (r->cut < -1 || (r->cut == CUT_PLAN && !r->job_name[0] && !r->resume)) {
+    } else if ((r->cut < -1 && r->cut != CUT_PLAN) || (r->cut == CUT_PLAN && !r->job_name[0] && !r->resume)) {
         snprintf(msg, msglen, "cut %d: use -1 (default), -2 (plan it, new jobs only) or a group boundary", r->cut);
         status = ST_INVALID_ARGUMENT;
         goto out;
@@ -411,6 +442,12 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
                                 .split_size = split_size, .epochs = spec->source.epochs, .cut = cut,
                                 .world_size = world, .max_workers = r->max_workers, .now_ms = spw_now_ms(),
                                 .name = r->job_name, .first_epoch = r->resume ? (int64_t)r->resume->epoch : 0};
+        if (world > 1 && r->job_name[0] && disp_named_local_locked(s, r->job_name)) {
+            /* another rank was told to run in its client meanwhile (planning runs outside the lock) */
+            pthread_mutex_unlock(&s->mu);
+            status = reply_named_local(s, r, n_groups, resp, resp_len, msg, msglen);
+            goto out;
+        }
         const uint64_t named = disp_state_named_job(s->st, r->job_name);
         if (named) {            /* another rank created it meanwhile (planning runs outside the lock) */
             pthread_mutex_unlock(&s->mu);

@@ -45,6 +45,13 @@ struct disp_service {
         int off_beats, bound_beats; /* consecutive heartbeats below the prediction / trainer-bound */
     } plans[256];
     int n_plans;
+    struct disp_named_local {       /* "run locally" decisions for named jobs: the job's other ranks get the */
+        char name[DISP_JOB_NAME_MAX + 1];   /* same answer (a rank in-process while another has a job on the */
+        uint8_t *plan;              /* service would leave that job's rank unserved); packed Plan */
+        size_t len;
+        int64_t at_ms;
+    } named_local[16];              /* a ring; entries older than NAMED_LOCAL_MS are ignored */
+    int named_local_next;
     bool replanning, replan_started;    /* a re-plan thread runs / was started (join it) */
     uint64_t replan_job;
     int replan_reason;
@@ -77,6 +84,13 @@ void disp_plan_observe(struct disp_service *s, uint64_t job, double consumed_per
 void disp_maybe_replan(struct disp_service *s, int64_t now);
 /* A job's plan (unpacked; free_unpacked) or NULL. Call with mu held. */
 Spillway__V1__Plan *disp_plan_of(struct disp_service *s, uint64_t job);
+/* Remember that the named job was planned to run in the client(s): the other ranks naming it are told the
+ * same (disp_named_local_plan: an unpacked Plan, free_unpacked; NULL when none or older than 10 minutes;
+ * disp_named_local_locked with mu held). Returns false, remembering nothing, when another rank has created a
+ * job of that name meanwhile (join it instead). Call without mu. */
+bool disp_remember_named_local(struct disp_service *s, const char *name, const Spillway__V1__Plan *plan);
+Spillway__V1__Plan *disp_named_local_plan(struct disp_service *s, const char *name);
+const struct disp_named_local *disp_named_local_locked(const struct disp_service *s, const char *name);
 /* Join the re-plan thread and free the plans (service teardown, after the timer stopped). */
 void disp_plans_stop(struct disp_service *s);
 
