@@ -393,6 +393,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
             /* Another rank created the named job while this one planned: join it. */
             spw_plan_proto_free(plan);
             plan = NULL;
+            cut = n_groups;
             pthread_mutex_lock(&s->mu);
             job = disp_state_named_job(s->st, r->job_name);
             pthread_mutex_unlock(&s->mu);
