@@ -165,11 +165,11 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
             for (size_t i = 0; i < r->n_producers; i++) {
                 const Spillway__V1__ProducerStats *p = r->producers[i];
                 printf("%s{\"producer\": \"%s\", \"elements\": %lld, \"bytes\": %lld, \"elements_per_s\": %.1f, "
-                       "\"bytes_per_s\": %.0f}",
+                       "\"bytes_per_s\": %.0f, \"cpu_ns_per_element\": %.0f}",
                        i ? ", " : "", producer_name(p->producer, name, sizeof name), (long long)p->elements,
-                       (long long)p->bytes, p->elements_per_s, p->bytes_per_s);
+                       (long long)p->bytes, p->elements_per_s, p->bytes_per_s, p->cpu_ns_per_element);
             }
-            printf("]");
+            printf("], \"client_remote_ns\": %.0f", r->client_remote_ns);
             if (r->plan)
                 printf(", \"predicted_elements_per_s\": %.1f, \"measured_elements_per_s\": %.1f, \"plan_cut\": %d",
                        r->plan->throughput, measured, r->plan->cut);
@@ -181,12 +181,16 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
                 printf("\nplanned: cut %d, %.0f elements/s predicted; measured %.0f elements/s (all producers, last "
                        "heartbeats); spillctl explain %llu for the table\n",
                        r->plan->cut, r->plan->throughput, measured, (unsigned long long)id);
-            printf("\n%-16s %10s %10s %12s %10s\n", "PRODUCER", "ELEMENTS", "MB", "ELEMENTS/S", "MB/S");
+            printf("\n%-16s %10s %10s %12s %10s %12s\n", "PRODUCER", "ELEMENTS", "MB", "ELEMENTS/S", "MB/S",
+                   "CPU US/EL");
             for (size_t i = 0; i < r->n_producers; i++) {
                 const Spillway__V1__ProducerStats *p = r->producers[i];
-                printf("%-16s %10lld %10.1f %12.1f %10.1f\n", producer_name(p->producer, name, sizeof name),
-                       (long long)p->elements, (double)p->bytes / 1e6, p->elements_per_s, p->bytes_per_s / 1e6);
+                printf("%-16s %10lld %10.1f %12.1f %10.1f %12.0f\n", producer_name(p->producer, name, sizeof name),
+                       (long long)p->elements, (double)p->bytes / 1e6, p->elements_per_s, p->bytes_per_s / 1e6,
+                       p->cpu_ns_per_element / 1e3);
             }
+            if (r->client_remote_ns > 0)
+                printf("client: %.0f us CPU per remote element (receiving threads)\n", r->client_remote_ns / 1e3);
             printf("\n%-7s %-7s %-11s %s\n", "EPOCH", "SPLIT", "GENERATION", "HELD BY");
             for (size_t i = 0; i < r->n_leased; i++)
                 printf("%-7llu %-7llu %-11llu %s\n", (unsigned long long)r->leased[i]->epoch,

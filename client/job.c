@@ -70,6 +70,7 @@ struct spw_job {
     } held[256];
     struct spw_job_stats st;
     int64_t consumed, wait_ns;      /* atomics: the trainer's elements taken and ns waited in next() */
+    int64_t own_cpu_ns;             /* atomic: CPU the client's own production took (re-planning's f) */
 };
 
 void spw_job_opts_init(struct spw_job_opts *o)
@@ -93,6 +94,7 @@ static void produce(struct spw_job *j, uint64_t epoch, int64_t place, int64_t *c
 {
     if (asm_claimed(j->a, epoch, place))
         return;
+    const int64_t cpu0 = spw_thread_cpu_ns();
     const int64_t sample = spw_order_at(&j->order, epoch, asm_pos_of(j->a, place));
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -113,6 +115,7 @@ static void produce(struct spw_job *j, uint64_t epoch, int64_t place, int64_t *c
     enum asm_claim c = asm_claim_place(j->a, epoch, place, &t);
     if (c == ASM_DUP || c == ASM_DROP) {
         spw_value_free(&v);
+        __atomic_add_fetch(&j->own_cpu_ns, spw_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
         return;
     }
     if (rc != 0) {
@@ -128,6 +131,7 @@ static void produce(struct spw_job *j, uint64_t epoch, int64_t place, int64_t *c
     }
     asm_finish(j->a, &t, c, &v, rc == 0, count);
     spw_value_free(&v);
+    __atomic_add_fetch(&j->own_cpu_ns, spw_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
 }
 
 /* Publish the split local thread `me` is producing (NULL: none), for the head rescue. */
@@ -343,6 +347,7 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
                              .credit_bytes = j->o.credit_bytes, .park_cap_bytes = j->o.prefetch_bytes / 4,
                              .manifest_hash = j->src->manifest_hash,
                              .own_counts = {&j->st.local_elements, &j->st.rescued_elements},
+                             .own_cpu_ns = &j->own_cpu_ns,
                              .consumed = &j->consumed, .wait_ns = &j->wait_ns,
                              .facts = j->o.cut == SPW_CUT_AUTO ? &facts : NULL,
                              .rank = j->o.rank, .world_size = j->o.world_size, .job_name = j->o.job_name,

@@ -26,13 +26,6 @@ struct prober {
     int64_t bytes, start_ns, end_ns, cpu_ns;
 };
 
-static int64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Arrivals counted from one message on: the bytes after it over the time since it arrived (a message's
  * own bytes were on the way before anyone saw it, so the first one only starts the clock). */
 struct arrivals {
@@ -44,7 +37,7 @@ static void arrived(struct arrivals *a, int64_t now, size_t len)
 {
     if (a->n++ == 0) {
         a->first_ns = now;
-        a->cpu_first = thread_cpu_ns();
+        a->cpu_first = spw_thread_cpu_ns();
     } else {
         a->bytes_after_first += (int64_t)len;
     }
@@ -99,7 +92,7 @@ static void *prober_main(void *arg)
         p->bytes = a->bytes_after_first;
         p->start_ns = a->first_ns;
         p->end_ns = a->last_ns;
-        p->cpu_ns = thread_cpu_ns() - a->cpu_first;
+        p->cpu_ns = spw_thread_cpu_ns() - a->cpu_first;
     } else if (p->answered) {
         /* At most one message in the whole time: the link carries at most that much per that time. */
         p->bytes = all.n ? (int64_t)first_len : 1;

@@ -39,6 +39,7 @@ struct stream {
     int64_t started_ms;
     struct spw_rpc_stream *st;  /* while open; guarded by r->mu for cancel */
     int64_t rx_elements, rx_bytes;  /* received from this worker so far (r->mu), for the heartbeats */
+    int64_t rx_cpu_ns;          /* this stream's thread's CPU so far: receiving, the suffix, the copy (r->mu) */
 };
 
 struct remote {
@@ -481,6 +482,7 @@ static void *stream_main(void *arg)
         r->stats.bytes += (int64_t)len;
         s->rx_elements += n_elements;
         s->rx_bytes += (int64_t)len;
+        s->rx_cpu_ns = spw_thread_cpu_ns();
         pthread_mutex_unlock(&r->mu);
         outstanding -= (int64_t)len;
         share = credit_share(r);
@@ -587,6 +589,7 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
     own.job = r->job.job;
     for (int i = 0; i < 2; i++)
         own.elements += r->o.own_counts[i] ? __atomic_load_n(r->o.own_counts[i], __ATOMIC_RELAXED) : 0;
+    own.cpu_ns = r->o.own_cpu_ns ? __atomic_load_n(r->o.own_cpu_ns, __ATOMIC_RELAXED) : 0;
     hb.own = &own;
     hb.done = done;
     /* What arrived from each worker's stream: the dispatcher takes links' measured rates from these. */
@@ -598,6 +601,7 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
         rx[hb.n_received].worker_id = r->streams[i].worker_id;
         rx[hb.n_received].elements = r->streams[i].rx_elements;
         rx[hb.n_received].bytes = r->streams[i].rx_bytes;
+        rx[hb.n_received].cpu_ns = r->streams[i].rx_cpu_ns;
         rxp[hb.n_received] = &rx[hb.n_received];
         hb.n_received++;
     }
@@ -606,11 +610,8 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
     /* The trainer's rate and how much of the time it waited for data (the planner trusts a measured rate
      * only while the prefetch buffer is rarely empty, i.e. the wait fraction is near 0). */
     if (r->o.consumed && r->o.wait_ns) {
-        struct timespec cpu;
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
         const struct trainer_sample now = {spw_now_ns(), __atomic_load_n(r->o.consumed, __ATOMIC_RELAXED),
-                                           __atomic_load_n(r->o.wait_ns, __ATOMIC_RELAXED),
-                                           (int64_t)cpu.tv_sec * 1000000000 + cpu.tv_nsec};
+                                           __atomic_load_n(r->o.wait_ns, __ATOMIC_RELAXED), spw_process_cpu_ns()};
         const struct trainer_sample *old = &r->hb_seen[r->hb_n % RATE_BEATS];  /* the oldest kept */
         if (r->hb_n < RATE_BEATS)
             old = &r->hb_seen[0];

@@ -1,8 +1,9 @@
 /* dispatcher/jobplans.c - planned jobs: planning one at creation (the alive workers' profiles and the
- * client's facts through planning.c), keeping each job's plan and facts, and re-planning when the alive
- * workers change, when the measured rate stays off the prediction (each worker's measured bytes/s then caps
- * its link), or when the trainer turns out to set the pace (its measured rate becomes R). A new cut applies
- * to new leases only, with hysteresis.
+ * client's facts through planning.c), keeping each job's plan and facts, and re-planning once the job has
+ * run long enough to measure its per-element costs on the real path, when the alive workers change, when
+ * the measured rate stays off the prediction (each worker's measured bytes/s then caps its link), or when
+ * the trainer turns out to set the pace (its measured rate becomes R). A new cut applies to new leases
+ * only, with hysteresis.
  * Thread model: called with or without the service lock as each function says; one re-plan thread at a
  * time, started by the timer; calls to workers are made without the lock. */
 #include "dispatcher/service_internal.h"
@@ -106,8 +107,10 @@ void disp_remember_plan(struct disp_service *s, uint64_t job, const Spillway__V1
 #define BOUND_WAIT 0.05             /* it waited less: the buffer is rarely empty, the trainer sets the pace */
 #define LINK_SLACK 1.1              /* a worker's measured bytes/s times this caps its link in a re-plan */
 #define MEASURED_WAIT_MAX_MS 600000 /* a re-plan on measurements that changed nothing doubles the wait to here */
+#define COSTS_AFTER_MS 3000         /* costs measured at a cut count from this long after it was set */
+#define OWN_MIN_PER_S 10            /* the client's own cost per element counts from this many elements/s */
 
-enum { REPLAN_MEMBERSHIP, REPLAN_MEASURED, REPLAN_TRAINER };
+enum { REPLAN_MEMBERSHIP, REPLAN_MEASURED, REPLAN_TRAINER, REPLAN_COSTS };
 
 static struct disp_planned *planned(struct disp_service *s, uint64_t job)
 {
@@ -130,6 +133,43 @@ void disp_plan_observe(struct disp_service *s, uint64_t job, double consumed_per
     p->bound_beats = wait_fraction < BOUND_WAIT ? p->bound_beats + 1 : 0;
 }
 
+double disp_client_remote_ns(const struct disp_service *s, uint64_t job)
+{
+    struct disp_progress_entry pe[64];
+    const int np = disp_progress_of_job(&s->received, job, pe, 64);
+    double cpu = 0, rate = 0;
+    for (int i = 0; i < np; i++)
+        if (pe[i].cpu_ns_per_element > 0 && pe[i].elements_per_s > 0) {
+            cpu += pe[i].cpu_ns_per_element * pe[i].elements_per_s;
+            rate += pe[i].elements_per_s;
+        }
+    return rate > 0 ? cpu / rate : 0;
+}
+
+/* Per-element CPU the running job measured at its cut (progress.c: over the producers' last rate windows):
+ * the client's receiving threads (weighted by each stream's rate) and own threads (rank 0's), and each alive
+ * worker's process, aligned with the addresses disp_alive_workers gives (worker_ns: n entries). Nothing
+ * while the cut is younger than COSTS_AFTER_MS (leases of the old cut still arrive). Returns whether the
+ * client's remote cost is known. Call with mu held. */
+static bool measured_costs(struct disp_service *s, const struct disp_planned *p, int64_t now,
+                           Spillway__V1__WorkerAddress *const *ws, size_t n, struct disp_measured *m, double *worker_ns)
+{
+    if (now - p->changed_ms < COSTS_AFTER_MS)
+        return false;
+    m->remote_ns = disp_client_remote_ns(s, p->job);
+    struct disp_progress_entry pe[64];
+    const int np = disp_progress_of_job(&s->progress, p->job, pe, 64);
+    for (int i = 0; i < np; i++) {
+        if (pe[i].producer == DISP_CLIENT_PRODUCER(p->job, 0) && pe[i].elements_per_s >= OWN_MIN_PER_S)
+            m->local_ns = pe[i].cpu_ns_per_element;
+        for (size_t w = 0; w < n; w++)
+            if (ws[w]->worker_id == pe[i].producer)
+                worker_ns[w] = pe[i].cpu_ns_per_element;
+    }
+    m->worker_ns = worker_ns;
+    return m->remote_ns > 0;
+}
+
 /* Why a planned job should be re-planned now (-1: it should not). Call with mu held. */
 static int replan_reason(struct disp_service *s, const struct disp_planned *p, int64_t now)
 {
@@ -145,7 +185,15 @@ static int replan_reason(struct disp_service *s, const struct disp_planned *p, i
         alive = ji.max_workers;
     if (p->workers != alive)
         return REPLAN_MEMBERSHIP;
-    if (s->o.replan_after_ms <= 0 || now - p->planned_ms < p->measured_wait_ms)
+    if (s->o.replan_after_ms <= 0)
+        return -1;
+    if (!p->costs_folded && now - p->changed_ms >= COSTS_AFTER_MS) {
+        struct disp_measured m = {0};
+        double none[1];
+        if (measured_costs(s, p, now, NULL, 0, &m, none))
+            return REPLAN_COSTS;
+    }
+    if (now - p->planned_ms < p->measured_wait_ms)
         return -1;
     if (p->off_beats >= MISS_BEATS)
         return REPLAN_MEASURED;
@@ -244,20 +292,30 @@ static void *replan_main(void *arg)
             fold_measurements(s, at, reason, facts);
     }
     size_t n = disp_alive_workers(s, ji.max_workers, &ws);
+    struct disp_measured seen = {.cut = ji.cut, .elements_per_s = measured, .client_cpu = client_cpu,
+                                 .calibrate = reason == REPLAN_MEASURED};
+    double *worker_ns = calloc(n + 1, sizeof *worker_ns);
+    const bool costs = at && worker_ns && measured_costs(s, at, spw_now_ms(), ws, n, &seen, worker_ns);
+    if (at && (costs || reason == REPLAN_COSTS))
+        at->costs_folded = true;
     pthread_mutex_unlock(&s->mu);
     int profiled = 0, rc = -1;
-    struct disp_measured seen = {.cut = ji.cut, .elements_per_s = measured, .client_cpu = client_cpu};
+    if (costs)
+        spw_log(SPW_LOG_INFO, "dispatcher", "re-plan job=%llu measured at cut %d: client %.0f ns per remote element, "
+                "%.0f per own; worker[0] %.0f", (unsigned long long)job, ji.cut, seen.remote_ns, seen.local_ns,
+                n ? worker_ns[0] : 0.0);
     if (p && facts && pipe && (addrs = calloc(n + 1, sizeof *addrs))) {
         for (size_t i = 0; i < n; i++)
             addrs[i] = ws[i]->address;
         rc = disp_replan_job(pipe, facts, (int)facts->n_remote_ns, addrs, (int)n, s->o.auth_token,
-                             reason == REPLAN_MEASURED ? &seen : NULL, p, &profiled, msg, sizeof msg);
+                             costs || reason == REPLAN_MEASURED ? &seen : NULL, p, &profiled, msg, sizeof msg);
     }
     Spillway__V1__Plan *m = rc == 0 ? spw_plan_to_proto(p, profiled) : NULL;
     size_t mlen = 0, flen = 0;
     uint8_t *mb = m ? disp_pack_msg(&m->base, &mlen) : NULL;
     uint8_t *fb = rc == 0 && facts ? disp_pack_msg(&facts->base, &flen) : NULL;
-    static const char *const why[] = {"workers changed", "measured rate off the prediction", "trainer-bound"};
+    static const char *const why[] = {"workers changed", "measured rate off the prediction", "trainer-bound",
+                                      "costs measured"};
     pthread_mutex_lock(&s->mu);
     if ((at = planned(s, job))) {
         at->workers = (int)n;                   /* re-planned for this membership, whatever came of it */
@@ -300,6 +358,7 @@ static void *replan_main(void *arg)
     free(fb);
     spw_plan_proto_free(m);
     free(addrs);
+    free(worker_ns);
     free(p);
     disp_free_addresses(ws, n);
     if (facts)

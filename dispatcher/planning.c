@@ -106,8 +106,15 @@ int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Clie
     in->force_cut = -1;
     in->nic_bytes_per_s = finite_nonneg(cf->nic_bytes_per_s) ? cf->nic_bytes_per_s : 0;
     double bytes[SPW_PLAN_MAX_CUTS];
+    struct spw_plan_measured *m = calloc(1, sizeof *m);
+    if (!m) {
+        free(in);
+        return -ENOMEM;
+    }
+    m->cut = seen ? seen->cut : -1;
     for (int i = 0; i < n_addrs && in->n_workers < SPW_PLAN_MAX_WORKERS; i++)
         if (profile_worker(addrs[i], auth_token, pipe, n_cuts, &in->workers[in->n_workers], bytes) == 0) {
+            m->worker_ns[in->n_workers] = seen && seen->worker_ns ? seen->worker_ns[i] : 0;
             if (in->n_workers == 0)       /* the workers' own sizes: what travels is what they produce */
                 memcpy(in->bytes, bytes, sizeof(double) * (size_t)n_cuts);
             for (size_t l = 0; l < cf->n_links; l++)     /* the client's probe of this worker's link */
@@ -117,14 +124,19 @@ int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Clie
             in->n_workers++;
         }
     *profiled = in->n_workers;
-    if (seen && seen->client_cpu < CALIBRATE_BUSY * in->client_cores)
-        seen = NULL;
-    rc = seen ? spw_plan_calibrate(in, seen->cut, seen->elements_per_s, CALIBRATE_SLACK, CALIBRATE_MIN, plan)
-              : spw_plan_decide(in, plan);
+    if (seen) {
+        m->remote_ns = seen->remote_ns;
+        m->local_ns = seen->local_ns;
+        spw_plan_use_measured(in, m);
+    }
+    const bool calibrate = seen && seen->calibrate && seen->client_cpu >= CALIBRATE_BUSY * in->client_cores;
+    rc = calibrate ? spw_plan_calibrate(in, seen->cut, seen->elements_per_s, CALIBRATE_SLACK, CALIBRATE_MIN, plan)
+                   : spw_plan_decide(in, plan);
     if (seen)
         seen->cores = in->client_cores;
     if (rc)
         snprintf(msg, msglen, "planner: %s", plan->why);
+    free(m);
     free(in);
     return rc;
 }

@@ -18,15 +18,20 @@ int disp_plan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Client
                   char *const *addrs, int n_addrs, const char *auth_token, struct spw_plan *plan, int *profiled,
                   char *msg, size_t msglen);
 
-/* What a running job delivers at its cut. When the plan predicts more than that at the same cut (after the
- * workers' measured links are in the facts) and the client's CPU is busy (client_cpu at least 80% of the
- * cores it declared), the shortfall is the client's: its cores are scaled down until the prediction meets
- * the measurement, and cores says what the plan used. An idle client is not calibrated: what holds it
- * back is elsewhere. */
+/* What a running job measured at its cut. Costs: per-element CPU measured on the real path (the client's
+ * receiving threads and own production; each worker's process, per address in addrs; 0 = not measured)
+ * are folded into the profiled ones first (spw_plan_use_measured). Then, with calibrate, when the plan
+ * predicts more than elements_per_s at the same cut (after the workers' measured links are in the facts)
+ * and the client's CPU is busy (client_cpu at least 80% of the cores it declared), the shortfall is the
+ * client's: its cores are scaled down until the prediction meets the measurement, and cores says what the
+ * plan used. An idle client is not calibrated: what holds it back is elsewhere. */
 struct disp_measured {
     int cut;
     double elements_per_s;
     double client_cpu;              /* the client process's CPU seconds per second */
+    bool calibrate;
+    double remote_ns, local_ns;     /* the client's per remote / own element */
+    const double *worker_ns;        /* per address (NULL: none measured) */
     double cores;                   /* out */
 };
 /* disp_plan_job for a running job (seen != NULL: calibrated as above). */

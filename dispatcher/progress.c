@@ -8,7 +8,7 @@
 #define RATE_WINDOW_MS 1000
 
 void disp_progress_report(struct disp_progress *p, uint64_t job, uint64_t producer, int64_t elements, int64_t bytes,
-                          int64_t now_ms)
+                          int64_t cpu_ns, int64_t now_ms)
 {
     struct disp_progress_entry *e = NULL;
     for (int i = 0; i < p->n && !e; i++)
@@ -26,22 +26,40 @@ void disp_progress_report(struct disp_progress *p, uint64_t job, uint64_t produc
         memset(e, 0, sizeof *e);
         e->job = job;
         e->producer = producer;
-        e->rate_ms = now_ms;
+        e->rate_ms = now_ms;            /* the first rate counts from this report, not from 0 */
+        e->rate_elements = elements;
+        e->rate_bytes = bytes;
+        e->rate_cpu_ns = cpu_ns;
     }
     if (elements < e->rate_elements || bytes < e->rate_bytes) {   /* a restarted producer counts from 0 */
         e->rate_elements = elements;
         e->rate_bytes = bytes;
         e->rate_ms = now_ms;
     }
+    if (cpu_ns < e->rate_cpu_ns || cpu_ns == 0) {   /* restarted, or not measured now (a worker of two jobs) */
+        e->rate_cpu_ns = cpu_ns;
+    } else if (e->rate_cpu_ns == 0) {               /* measured again: a new window for every count */
+        e->rate_elements = elements;
+        e->rate_bytes = bytes;
+        e->rate_cpu_ns = cpu_ns;
+        e->rate_ms = now_ms;
+    }
     e->elements = elements;
     e->bytes = bytes;
+    e->cpu_ns = cpu_ns;
     e->last_ms = now_ms;
     const int64_t dt = now_ms - e->rate_ms;
     if (dt >= RATE_WINDOW_MS) {
-        e->elements_per_s = (double)(elements - e->rate_elements) * 1e3 / (double)dt;
+        const int64_t de = elements - e->rate_elements;
+        e->elements_per_s = (double)de * 1e3 / (double)dt;
         e->bytes_per_s = (double)(bytes - e->rate_bytes) * 1e3 / (double)dt;
+        if (de > 0 && e->rate_cpu_ns > 0 && cpu_ns > e->rate_cpu_ns)
+            e->cpu_ns_per_element = (double)(cpu_ns - e->rate_cpu_ns) / (double)de;
+        else if (cpu_ns == 0)
+            e->cpu_ns_per_element = 0;
         e->rate_elements = elements;
         e->rate_bytes = bytes;
+        e->rate_cpu_ns = cpu_ns;
         e->rate_ms = now_ms;
     }
 }

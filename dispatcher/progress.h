@@ -11,10 +11,11 @@
 
 struct disp_progress_entry {
     uint64_t job, producer;
-    int64_t elements, bytes;        /* cumulative, as last reported */
+    int64_t elements, bytes, cpu_ns;    /* cumulative, as last reported (cpu_ns 0: not measured) */
     double elements_per_s, bytes_per_s;
+    double cpu_ns_per_element;      /* CPU per element over the last rate interval (0: unknown) */
     int64_t last_ms, rate_ms;       /* last report; start of the current rate interval */
-    int64_t rate_elements, rate_bytes;
+    int64_t rate_elements, rate_bytes, rate_cpu_ns;
 };
 
 struct disp_progress {
@@ -22,9 +23,9 @@ struct disp_progress {
     int n;
 };
 
-/* Record a producer's cumulative counts for a job at now_ms. */
+/* Record a producer's cumulative counts (and the CPU it spent; 0 = not measured) for a job at now_ms. */
 void disp_progress_report(struct disp_progress *p, uint64_t job, uint64_t producer, int64_t elements, int64_t bytes,
-                          int64_t now_ms);
+                          int64_t cpu_ns, int64_t now_ms);
 /* Entries of one job into out (at most cap); returns the count. */
 int disp_progress_of_job(const struct disp_progress *p, uint64_t job, struct disp_progress_entry *out, int cap);
 

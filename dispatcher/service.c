@@ -187,7 +187,7 @@ int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     for (size_t i = 0; i < r->n_jobs; i++)
         if (r->jobs[i]->elements >= 0 && r->jobs[i]->bytes >= 0)
             disp_progress_report(&s->progress, r->jobs[i]->job, r->worker_id, r->jobs[i]->elements,
-                                 r->jobs[i]->bytes, u.now_ms);
+                                 r->jobs[i]->bytes, r->jobs[i]->cpu_ns > 0 ? r->jobs[i]->cpu_ns : 0, u.now_ms);
     int nj = disp_state_job_count(s->st);
     tasks = calloc((size_t)nj + 1, sizeof *tasks);
     ptrs = calloc((size_t)nj + 1, sizeof *ptrs);
@@ -554,11 +554,12 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
         n_workers = disp_alive_workers(s, ji.max_workers, &workers);
     if (rc == 0 && r->own && r->own->elements >= 0 && r->own->bytes >= 0)
         disp_progress_report(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank), r->own->elements,
-                             r->own->bytes, hb.now_ms);
+                             r->own->bytes, r->own->cpu_ns > 0 ? r->own->cpu_ns : 0, hb.now_ms);
     for (size_t i = 0; rc == 0 && r->rank == 0 && i < r->n_received; i++)
         if (r->received[i]->worker_id && r->received[i]->elements >= 0 && r->received[i]->bytes >= 0)
             disp_progress_report(&s->received, r->job, r->received[i]->worker_id, r->received[i]->elements,
-                                 r->received[i]->bytes, hb.now_ms);
+                                 r->received[i]->bytes, r->received[i]->cpu_ns > 0 ? r->received[i]->cpu_ns : 0,
+                                 hb.now_ms);
     if (rc == 0 && r->rank == 0 && !r->done)
         disp_plan_observe(s, r->job, r->consumed_per_s * ji.world_size, r->wait_fraction, r->cpu_cores);
     if (rc == 0 && r->done && !ji.finished) {
@@ -804,10 +805,12 @@ int disp_describe_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
         ps[i].bytes = pe[i].bytes;
         ps[i].elements_per_s = pe[i].elements_per_s;
         ps[i].bytes_per_s = pe[i].bytes_per_s;
+        ps[i].cpu_ns_per_element = pe[i].cpu_ns_per_element;
         pp[i] = &ps[i];
     }
     out.n_producers = (size_t)np;
     out.producers = pp;
+    out.client_remote_ns = disp_client_remote_ns(s, r->job);
     Spillway__V1__Plan *plan = disp_plan_of(s, r->job);
     out.plan = plan;
     status = pack(&out.base, resp, resp_len, msg, msglen);

@@ -43,6 +43,7 @@ struct disp_service {
         double consumed_per_s;      /* the client's last report */
         double client_cpu;          /* its process's CPU seconds per second */
         int off_beats, bound_beats; /* consecutive heartbeats below the prediction / trainer-bound */
+        bool costs_folded;          /* re-planned once with the costs measured on the running job */
     } plans[256];
     int n_plans;
     struct disp_named_local {       /* "run locally" decisions for named jobs: the job's other ranks get the */
@@ -79,9 +80,13 @@ void disp_remember_plan(struct disp_service *s, uint64_t job, const Spillway__V1
  * time it waited for data. Counts heartbeats off the prediction. Call with mu held. */
 void disp_plan_observe(struct disp_service *s, uint64_t job, double consumed_per_s, double wait_fraction,
                        double client_cpu);
-/* Start a re-plan of a planned job whose workers changed, whose rates stayed off the prediction, or whose
- * trainer turned out to set the pace (at most one at a time). Call with mu held. */
+/* Start a re-plan of a planned job whose costs on the real path are measured (once), whose workers changed,
+ * whose rates stayed off the prediction, or whose trainer turned out to set the pace (at most one at a
+ * time). Call with mu held. */
 void disp_maybe_replan(struct disp_service *s, int64_t now);
+/* The client's CPU per remote element of a job (its receiving threads over their last rate windows,
+ * weighted by rate), 0 unknown. Call with mu held. */
+double disp_client_remote_ns(const struct disp_service *s, uint64_t job);
 /* A job's plan (unpacked; free_unpacked) or NULL. Call with mu held. */
 Spillway__V1__Plan *disp_plan_of(struct disp_service *s, uint64_t job);
 /* Remember that the named job was planned to run in the client(s): the other ranks naming it are told the

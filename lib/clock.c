@@ -1,11 +1,11 @@
-/* lib/clock.c - monotonic time and condition-variable deadlines (see clock.h). Thread-safe. */
+/* lib/clock.c - monotonic time and condition-variable deadlines and CPU time (see clock.h). Thread-safe. */
 #include "lib/clock.h"
+
+static int64_t ns_of(clockid_t clock);
 
 int64_t spw_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return ns_of(CLOCK_MONOTONIC);
 }
 
 int64_t spw_now_ms(void)
@@ -24,4 +24,21 @@ struct timespec spw_deadline_in_ms(int64_t ms)
         ts.tv_nsec -= 1000000000L;
     }
     return ts;
+}
+
+static int64_t ns_of(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t spw_thread_cpu_ns(void)
+{
+    return ns_of(CLOCK_THREAD_CPUTIME_ID);
+}
+
+int64_t spw_process_cpu_ns(void)
+{
+    return ns_of(CLOCK_PROCESS_CPUTIME_ID);
 }

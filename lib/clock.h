@@ -1,5 +1,6 @@
-/* lib/clock.h - the two clocks the code needs: monotonic time for measuring and timeouts, and absolute
- * CLOCK_REALTIME deadlines for pthread_cond_timedwait. Pure; thread-safe. */
+/* lib/clock.h - the clocks the code needs: monotonic time for measuring and timeouts, absolute
+ * CLOCK_REALTIME deadlines for pthread_cond_timedwait, and CPU time (a thread's, the process's) for costs
+ * measured on the running path. Pure; thread-safe. */
 #ifndef SPW_LIB_CLOCK_H
 #define SPW_LIB_CLOCK_H
 
@@ -11,5 +12,8 @@ int64_t spw_now_ms(void);
 int64_t spw_now_ns(void);
 /* The CLOCK_REALTIME instant ms milliseconds from now, for pthread_cond_timedwait. */
 struct timespec spw_deadline_in_ms(int64_t ms);
+/* CPU nanoseconds the calling thread / the whole process has used so far. */
+int64_t spw_thread_cpu_ns(void);
+int64_t spw_process_cpu_ns(void);
 
 #endif

@@ -200,6 +200,31 @@ int spw_plan_calibrate(struct spw_plan_input *in, int cut, double measured, doub
     return spw_plan_decide(in, out);
 }
 
+#define MEASURED_RATIO_MAX 4.0
+
+static double clamped_ratio(double measured, double modelled)
+{
+    if (!(measured > 0) || !isfinite(measured) || !(modelled > 0))
+        return 1;
+    return fmin(fmax(measured / modelled, 1 / MEASURED_RATIO_MAX), MEASURED_RATIO_MAX);
+}
+
+void spw_plan_use_measured(struct spw_plan_input *in, const struct spw_plan_measured *m)
+{
+    if (m->cut < 0 || m->cut >= in->n_cuts)
+        return;
+    if (m->local_ns > 0 && isfinite(m->local_ns))
+        in->local_ns = m->local_ns;
+    const double client = clamped_ratio(m->remote_ns, in->remote_ns[m->cut]);
+    for (int k = 0; k < in->n_cuts; k++)
+        in->remote_ns[k] *= client;
+    for (int j = 0; j < in->n_workers; j++) {
+        const double r = clamped_ratio(m->worker_ns[j], in->workers[j].cost_ns[m->cut]);
+        for (int k = 0; k < in->n_cuts; k++)
+            in->workers[j].cost_ns[k] *= r;
+    }
+}
+
 void spw_plan_client_costs(const struct spw_profile *me, double recv_ns_per_byte, struct spw_plan_input *in)
 {
     const double batch_copy = me->copy_ns[me->groups];

@@ -59,6 +59,20 @@ struct spw_plan {
     char why[512];                      /* one sentence: why the winner won */
 };
 
+/* Per-element CPU measured on a running job at one cut (0 = not measured there). */
+struct spw_plan_measured {
+    int cut;
+    double remote_ns;                   /* the client's receiving threads per remote element: s(cut) */
+    double local_ns;                    /* the client's own production per element: f */
+    double worker_ns[SPW_PLAN_MAX_WORKERS];     /* each worker's process per element sent: W_j(cut) */
+};
+
+/* Fold measurements of the running job into in: f is replaced; s(k) at every cut is scaled by measured /
+ * modelled s at the measured cut, and each worker's W_j(k) by its own ratio - the evaluation found the
+ * model's shortfall the same fraction at every cut (+31..+37%, bytes 1x..5x), so a ratio, not a per-byte
+ * cost; each ratio is clamped to [1/4, 4] (one window's noise does not turn a plan over). Pure. */
+void spw_plan_use_measured(struct spw_plan_input *in, const struct spw_plan_measured *m);
+
 struct spw_profile;
 /* The client's side of the input from a profile measured on the client (pipeline/profile.h): per cut k,
  * b_k and s(k) = recv_ns_per_byte * b_k + groups [k, n) + the copy into the batch; f = read + every group +

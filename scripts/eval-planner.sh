@@ -157,7 +157,10 @@ measure() {
     extra=$(echo "$out" | json_field "'%d,%d,%.3f,%.1f' % (d['plan']['offload'], d['plan']['cut'], d['plan']['local_share'], d['plan']['predicted_elements_per_s'])")
     local job
     job=$(echo "$out" | json_field "d['job']")
-    [ "$job" != 0 ] && $B/bin/spillctl --dispatcher $SUBNET.1:"$DPORT" explain "$job" --json > "$OUT/explain-$cond-$rep.json"
+    if [ "$job" != 0 ]; then    # the plan as the run ended (re-plans on measured costs may have moved it)
+      $B/bin/spillctl --dispatcher $SUBNET.1:"$DPORT" explain "$job" --json > "$OUT/explain-$cond-$rep.json"
+      extra="$extra,$(json_field "'%d,%.1f' % (d['cut'], d['throughput'])" < "$OUT/explain-$cond-$rep.json")"
+    fi
   fi
   printf '%s\t%s\t%s\t%s\t%s\n' "$cond" "$strat" "$rep" "$v" "$extra" >> "$OUT/results.tsv"
   printf '  %-16s %-14s run %s  %8.1f elements/s %s\n' "$cond" "$strat" "$rep" "$v" "$extra"

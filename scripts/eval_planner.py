@@ -102,7 +102,13 @@ def analyse(out):
         plans = [r["extra"].split(",") for r in pl]
         chosen = statistics.mode("local" if p[0] == "0" else "cut%s %s" % (p[1], "+local" if float(p[2]) >= 0.02
                                                                            else "remote only") for p in plans)
-        predicted = statistics.median(float(p[3]) for p in plans)
+        # The prediction as the run ended: a re-plan on the costs measured in the run may have moved it (and
+        # the cut: fields 5 and 6 come from `spillctl explain` after the run).
+        ended = [p for p in plans if len(p) > 5]
+        if ended and statistics.mode(p[4] for p in ended) != statistics.mode(p[1] for p in ended):
+            chosen += " -> cut%s" % statistics.mode(p[4] for p in ended)
+        first = statistics.median(float(p[3]) for p in plans)
+        predicted = statistics.median(float(p[5]) if len(p) > 5 else float(p[3]) for p in plans)
         ff = fastflow_choice(med, float(rate), int(nw))
         regret = max(0.0, (oracle - planner) / oracle)
         err = (predicted - planner) / planner
@@ -112,8 +118,9 @@ def analyse(out):
         oracle_cuts.add("local" if best == "local" else best.split("-")[0])
         if best != "local":
             local_wins.add(best.split("-")[1])
-        table.append("| %s | RUN | %s | %.0f | %s | %.0f | %.1f%% | %.0f | %+.0f%% | %.0f (%s) | %.0f | %.0f |" % (
-            name, label(best), oracle, chosen, planner, 100 * regret, predicted, 100 * err, med[ff], label(ff),
+        shown = "%.0f" % predicted if abs(first - predicted) < 0.5 else "%.0f -> %.0f" % (first, predicted)
+        table.append("| %s | RUN | %s | %.0f | %s | %.0f | %.1f%% | %s | %+.0f%% | %.0f (%s) | %.0f | %.0f |" % (
+            name, label(best), oracle, chosen, planner, 100 * regret, shown, 100 * err, med[ff], label(ff),
             med["cut%d-off" % CUTS], med["local"]))
         cut_lines.append("| %s | %s |" % (name, per_cut(out, name, med) or "-"))
         dat.append("%s %.1f %.1f %.1f %.1f %.1f" % (name, oracle, planner, med[ff], med["cut%d-off" % CUTS],

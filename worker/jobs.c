@@ -667,11 +667,14 @@ int wrk_jobs_progress(struct wrk_jobs *w, Spillway__V1__ProducerProgress *out, i
 {
     int n = 0;
     pthread_mutex_lock(&w->mu);
+    /* The whole process's CPU, sending included: a cost per element only while it serves one job. */
+    const int64_t cpu_ns = w->jobs && !w->jobs->next ? spw_process_cpu_ns() : 0;
     for (struct job *jb = w->jobs; jb && n < cap; jb = jb->next) {
         spillway__v1__producer_progress__init(&out[n]);
         out[n].job = jb->id;
         out[n].elements = __atomic_load_n(&jb->sent_elements, __ATOMIC_RELAXED);
         out[n].bytes = __atomic_load_n(&jb->sent_bytes, __ATOMIC_RELAXED);
+        out[n].cpu_ns = cpu_ns;
         n++;
     }
     for (int i = 0; i < w->n_retired && n < cap; i++) {

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # tests/integration/replan_bandwidth.sh - re-planning on measured bandwidth: two workers in network
 # namespaces this test creates (veth into a bridge), a planned job (--cut auto) running through them, and a
-# `tc qdisc tbf` cap put on the workers' egress (worker -> client) mid-epoch. The dispatcher sees the rate
-# stay under its prediction, re-plans with the bytes/s the client received from each worker as their links, and moves the cut
-# to smaller elements for new leases; every sample key of the job still arrives exactly once.
+# `tc qdisc tbf` cap put on the workers' egress (worker -> client) mid-epoch. The dispatcher re-plans once
+# with the per-element CPU measured on the running path (shown by `spillctl job`), then sees the rate stay
+# under its prediction, re-plans with the bytes/s the client received from each worker as their links, and
+# moves the cut to smaller elements for new leases; every sample key of the job still arrives exactly once.
 # Needs root (ip netns, tc): without it, it says SKIP and why. Kills and removes all it creates.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -71,12 +72,24 @@ sleep 2
 FIRST=$(sed -n 's/.*job created .* cut=\([0-9]*\)\/.*/\1/p' "$WORK/d.err" | head -1)
 echo "     planned cut $FIRST; capping both workers at 40 Mbit/s"
 for j in 1 2; do ip netns exec "${P}w$j" tc qdisc add dev "${P}v$j" root tbf rate 40mbit burst 64kb latency 100ms; done
+# Costs measured on the running path: each worker's CPU per element sent and the client's per element received.
+JOB=$(sed -n 's/.*job created job=\([0-9]*\) .*/\1/p' "$WORK/d.err" | head -1)
+sleep 2
+"$B/bin/spillctl" --dispatcher $NET.1:"$DPORT" job "$JOB" --json > "$WORK/job.json" 2>&1
 wait $C
 check "the run exits 0" test $? -eq 0
 grep "re-planned" "$WORK/d.err" | sed 's/^/     /'
 check "the planner offloaded everything first (cut 3: floats on the wire)" test "$FIRST" = 3
 check "every key of the job exactly once" cmp -s <(sort "$WORK/local-keys.txt") <(sort "$WORK/keys.txt")
-JOB=$("$PY" -c "import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])['job'])" "$WORK/run.json")
+check "spillctl job shows CPU per element measured on both workers and the client" "$PY" - "$WORK/job.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+workers = [p for p in d["producers"] if p["producer"].startswith("worker")]
+assert len(workers) == 2 and all(p["cpu_ns_per_element"] > 0 for p in workers), d["producers"]
+assert d["client_remote_ns"] > 0, d
+EOF
+check "the dispatcher re-planned once with the costs measured in the run" \
+  test "$(grep -c 'why="costs measured"' "$WORK/d.err")" = 1
 "$B/bin/spillctl" --dispatcher $NET.1:"$DPORT" explain "$JOB" --json > "$WORK/explain.json" 2>&1
 check "a re-plan on the measured rate moved the cut to smaller elements" "$PY" - "$WORK/d.err" "$WORK/explain.json" <<'EOF'
 import json, re, sys

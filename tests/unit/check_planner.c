@@ -196,6 +196,41 @@ START_TEST(test_planner_calibrates_the_client_to_a_measured_rate)
 }
 END_TEST
 
+START_TEST(test_planner_folds_costs_measured_on_the_running_job)
+{
+    struct spw_plan_input in = base(1);
+    struct spw_plan p;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert_int_eq(p.best, 1);
+    /* Running at cut 1, the client measured 600 us per remote element (3x the model), 1.2 ms per own
+     * element, the worker 1.2 ms per element sent (1.5x). Every cut scales by those ratios: s = 2700, 600,
+     * 300 us; W = 150, 1200, 1500 us. Cut 1: 833.3 remote (0.5 s/s of the client) + 416.7 local = 1250;
+     * cut 2: 666.7 remote (0.2 s/s) + 666.7 local = 1333.3 - the plan moves to cut 2. */
+    struct spw_plan_measured m = {.cut = 1, .remote_ns = 600e3, .local_ns = 1.2e6, .worker_ns = {1.2e6}};
+    spw_plan_use_measured(&in, &m);
+    ck_assert_double_eq_tol(in.remote_ns[0], 2700e3, 1e-3);
+    ck_assert_double_eq_tol(in.remote_ns[2], 300e3, 1e-3);
+    ck_assert_double_eq_tol(in.workers[0].cost_ns[0], 150e3, 1e-3);
+    ck_assert_double_eq_tol(in.workers[0].cost_ns[2], 1500e3, 1e-3);
+    ck_assert_double_eq_tol(in.local_ns, 1.2e6, 1e-3);
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert_double_eq_tol(p.c[1].throughput, 1250, 1e-6);
+    ck_assert_double_eq_tol(p.c[2].throughput, 1333.333, 1e-2);
+    ck_assert_int_eq(p.best, 2);
+    /* Not measured (0) leaves a cost alone; a wild measurement is clamped at 4x. */
+    in = base(2);
+    struct spw_plan_measured wild = {.cut = 2, .remote_ns = 100e6, .worker_ns = {0, 50e3}};
+    spw_plan_use_measured(&in, &wild);
+    ck_assert_double_eq_tol(in.remote_ns[0], 3600e3, 1e-3);
+    ck_assert_double_eq_tol(in.local_ns, 1e6, 1e-6);
+    ck_assert_double_eq_tol(in.workers[0].cost_ns[1], 800e3, 1e-6);
+    ck_assert_double_eq_tol(in.workers[1].cost_ns[1], 200e3, 1e-3);
+    struct spw_plan_measured outside = {.cut = 3, .remote_ns = 1};   /* a cut the job does not have */
+    spw_plan_use_measured(&in, &outside);
+    ck_assert_double_eq_tol(in.remote_ns[0], 3600e3, 1e-3);
+}
+END_TEST
+
 START_TEST(test_planner_worker_from_a_profile_reply)
 {
     Spillway__V1__CutProfile cuts[2], *ptrs[2];
@@ -268,6 +303,7 @@ int main(void)
     tcase_add_test(tc, test_planner_refuses_bad_input);
     tcase_add_test(tc, test_planner_calibrates_the_client_to_a_measured_rate);
     tcase_add_test(tc, test_planner_worker_from_a_profile_reply);
+    tcase_add_test(tc, test_planner_folds_costs_measured_on_the_running_job);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
