@@ -61,6 +61,7 @@ struct spw_job {
     int64_t *missing;               /* head rescue scratch: batch.size positions */
     pthread_t local[256];
     int n_local, n_held;
+    int n_planned;                  /* own threads the plan runs; the rest wait for the job to be handed back */
     pthread_mutex_t mu;
     bool stopping;
     double planned_cores;           /* C in the facts this client sent */
@@ -172,6 +173,8 @@ static void *local_main(void *arg)
     /* Work-conserving on the client's cores: finishing arrived remote elements (stream threads) and the
      * trainer come first; whole splits here take what is left. Linux nices threads one by one. */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), LOCAL_NICE);
+    while (me >= j->n_planned && !job_stopping(j) && !remote_client_only(j->r))
+        usleep(100 * 1000);     /* held in reserve: runs once re-planning hands the job back to this client */
     while (!job_stopping(j)) {
         int64_t total, delivered, parked;
         asm_progress(j->a, &total, &delivered, &parked);
@@ -395,7 +398,8 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
         snprintf(err, errlen, "cannot start the client's threads");
         return -EAGAIN;
     }
-    int n = j->o.local_cores < 0 ? 1 : j->o.local_cores;
+    const int own = j->o.local_cores < 0 ? 1 : j->o.local_cores;
+    int n = own;
     /* Off only when the client's CPU is all needed for remote elements (not when the trainer's rate binds:
      * then own threads cost nothing, the prefetch buffer stops them). */
     if (j->rj.planned && j->rj.local_share < PLAN_LOCAL_OFF && j->rj.remote_cores >= 0.95 * j->planned_cores &&
@@ -412,7 +416,10 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
                 "produces no splits itself", j->rj.local_share);
         n = 0;
     }
-    for (; j->n_local < n && j->n_local < 256; j->n_local++)
+    /* Threads the plan turned off still start, in reserve: a planned job that re-planning hands back to the
+     * client (no worker serves it any more) needs them; with --local-cores 0 there are none. */
+    j->n_planned = n;
+    for (; j->n_local < own && j->n_local < 256; j->n_local++)
         if (pthread_create(&j->local[j->n_local], NULL, local_main, j) != 0)
             break;
     return 0;

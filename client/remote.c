@@ -54,6 +54,7 @@ struct remote {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stopping, started;
+    bool client_only;                   /* the dispatcher handed the job back: no worker serves it */
     pthread_t hb_tid;
     struct stream streams[MAX_STREAMS];
     int n_streams;
@@ -670,6 +671,10 @@ static void *heartbeat_main(void *arg)
         last_ok = now;
         pthread_mutex_lock(&r->mu);
         update_workers(r, hr->workers, hr->n_workers);
+        if (hr->client_only && !r->client_only)
+            spw_log(SPW_LOG_INFO, "client", "job=%llu handed back to this client by re-planning: producing every "
+                    "split here", (unsigned long long)r->job.job);
+        r->client_only = r->client_only || hr->client_only;
         spillway__v1__client_heartbeat_response__free_unpacked(hr, NULL);
     }
     pthread_mutex_unlock(&r->mu);
@@ -732,6 +737,14 @@ void remote_stats(struct remote *r, struct remote_stats *out)
     for (int i = 0; i < r->n_streams; i++)
         out->streams += r->streams[i].started_ms > 0;
     pthread_mutex_unlock(&r->mu);
+}
+
+bool remote_client_only(struct remote *r)
+{
+    pthread_mutex_lock(&r->mu);
+    const bool only = r->client_only;
+    pthread_mutex_unlock(&r->mu);
+    return only;
 }
 
 void remote_destroy(struct remote *r)

@@ -73,6 +73,8 @@ int remote_start(struct remote *r, struct assembler *a, const struct spw_element
  * job has nothing left, negative on an RPC failure. */
 int remote_lease(struct remote *r, struct remote_lease *l);
 void remote_stats(struct remote *r, struct remote_stats *out);
+/* Whether the dispatcher handed the job back to this client (no worker serves it any more). */
+bool remote_client_only(struct remote *r);
 /* Stop every thread and stream and free r; accepts NULL. */
 void remote_destroy(struct remote *r);
 

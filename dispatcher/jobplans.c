@@ -31,7 +31,8 @@ uint8_t *disp_pack_msg(const ProtobufCMessage *m, size_t *len)
 /* Plan a new job from the client's facts and the alive workers' profiles: *cut and *plan (a message).
  * Returns ST_OK or a status with msg. Called without the lock (it calls the workers). */
 int disp_plan_new_job(struct disp_service *s, const Spillway__V1__CreateJobRequest *r, int n_groups, int *cut,
-                      Spillway__V1__Plan **plan, int *alive, char *msg, size_t msglen)
+                      Spillway__V1__Plan **plan, int *alive, struct disp_profiles **profiles, char *msg,
+                      size_t msglen)
 {
     Spillway__V1__WorkerAddress **ws = NULL;
     pthread_mutex_lock(&s->mu);
@@ -41,14 +42,15 @@ int disp_plan_new_job(struct disp_service *s, const Spillway__V1__CreateJobReque
     char **addrs = calloc(n + 1, sizeof *addrs);
     struct spw_plan *p = malloc(sizeof *p);
     int status = ST_OK, profiled = 0;
-    if (!addrs || !p) {
+    *profiles = calloc(1, sizeof **profiles);
+    if (!addrs || !p || !*profiles) {
         status = ST_RESOURCE_EXHAUSTED;
         goto out;
     }
     for (size_t i = 0; i < n; i++)
         addrs[i] = ws[i]->address;
-    int rc = disp_plan_job(r->pipeline, r->client, n_groups + 1, addrs, (int)n, s->o.auth_token, p, &profiled, msg,
-                           msglen);
+    int rc = disp_plan_job(r->pipeline, r->client, n_groups + 1, addrs, (int)n, s->o.auth_token, *profiles, p,
+                           &profiled, msg, msglen);
     if (rc) {
         status = rc == -EINVAL ? ST_INVALID_ARGUMENT : ST_RESOURCE_EXHAUSTED;
         goto out;
@@ -61,6 +63,10 @@ int disp_plan_new_job(struct disp_service *s, const Spillway__V1__CreateJobReque
     spw_log(SPW_LOG_INFO, "dispatcher", "planned offload=%d cut=%d predicted=%.0f local_only=%.0f workers=%d/%zu",
             p->offload, *cut, p->throughput, p->local_only, profiled, n);
 out:
+    if (status != ST_OK) {
+        free(*profiles);
+        *profiles = NULL;
+    }
     free(p);
     free(addrs);
     disp_free_addresses(ws, n);
@@ -69,32 +75,36 @@ out:
 
 /* Keep how a job was planned and from what (for DescribeJob and re-planning). Called without the lock. */
 void disp_remember_plan(struct disp_service *s, uint64_t job, const Spillway__V1__Plan *plan,
-                          const Spillway__V1__ClientFacts *facts, int alive)
+                          const Spillway__V1__ClientFacts *facts, int alive, struct disp_profiles *profiles)
 {
     size_t len, flen;
     uint8_t *buf = disp_pack_msg(&plan->base, &len), *fbuf = disp_pack_msg(&facts->base, &flen);
     if (!buf || !fbuf) {
         free(buf);
         free(fbuf);
+        free(profiles);
         return;
     }
     pthread_mutex_lock(&s->mu);
     if (s->n_plans == (int)(sizeof s->plans / sizeof s->plans[0]) && !s->replanning) {    /* forget the oldest */
         free(s->plans[0].plan);
         free(s->plans[0].facts);
+        free(s->plans[0].profiles);
         memmove(s->plans, s->plans + 1, sizeof s->plans[0] * (size_t)--s->n_plans);
     }
     if (s->n_plans < (int)(sizeof s->plans / sizeof s->plans[0])) {
         s->plans[s->n_plans] = (struct disp_planned){
             .job = job, .plan = buf, .len = len, .facts = fbuf, .facts_len = flen, .workers = alive,
             .planned_ms = spw_now_ms(), .changed_ms = spw_now_ms(), .predicted = plan->throughput,
-            .rate_known = facts->rate > 0, .measured_wait_ms = s->o.replan_after_ms};
+            .rate_known = facts->rate > 0, .measured_wait_ms = s->o.replan_after_ms, .profiles = profiles};
         s->n_plans++;
         buf = fbuf = NULL;
+        profiles = NULL;
     }
     pthread_mutex_unlock(&s->mu);
     free(buf);
     free(fbuf);
+    free(profiles);
 }
 
 /* ---- re-planning ---- */
@@ -175,7 +185,7 @@ static int replan_reason(struct disp_service *s, const struct disp_planned *p, i
 {
     struct disp_job_info ji;
     if (now - p->planned_ms < REPLAN_MIN_MS || disp_state_job(s->st, p->job, &ji) != 0 || ji.finished ||
-        ji.paused)
+        ji.paused || ji.client_only)
         return -1;
     int alive = 0;
     struct disp_worker_info wi;
@@ -285,6 +295,7 @@ static void *replan_main(void *arg)
     struct disp_job_info ji = {0};
     disp_state_job(s->st, job, &ji);
     const double measured = at ? at->consumed_per_s : 0, client_cpu = at ? at->client_cpu : 0;
+    struct disp_profiles *known = at ? at->profiles : NULL;  /* the entry stays while replanning is set */
     if (at && pb) {
         facts = spillway__v1__client_facts__unpack(NULL, at->facts_len, at->facts);
         pipe = spillway__v1__pipeline__unpack(NULL, plen, pb);
@@ -307,7 +318,7 @@ static void *replan_main(void *arg)
     if (p && facts && pipe && (addrs = calloc(n + 1, sizeof *addrs))) {
         for (size_t i = 0; i < n; i++)
             addrs[i] = ws[i]->address;
-        rc = disp_replan_job(pipe, facts, (int)facts->n_remote_ns, addrs, (int)n, s->o.auth_token,
+        rc = disp_replan_job(pipe, facts, (int)facts->n_remote_ns, addrs, (int)n, s->o.auth_token, known,
                              costs || reason == REPLAN_MEASURED ? &seen : NULL, p, &profiled, msg, sizeof msg);
     }
     Spillway__V1__Plan *m = rc == 0 ? spw_plan_to_proto(p, profiled) : NULL;
@@ -322,7 +333,23 @@ static void *replan_main(void *arg)
         at->planned_ms = spw_now_ms();
         at->off_beats = at->bound_beats = 0;
     }
-    if (rc == 0 && at && disp_state_job(s->st, job, &ji) == 0 && !ji.finished) {
+    struct disp_update back = {.kind = DISP_CLIENT_ONLY, .job = job};
+    const bool live = rc == 0 && at && disp_state_job(s->st, job, &ji) == 0 && !ji.finished;
+    if (live && disp_hand_back(p, REPLAN_HYSTERESIS) && disp_state_apply(s->st, &back, NULL, 0) == 0) {
+        at->changes++;
+        at->changed_ms = spw_now_ms();
+        at->predicted = p->throughput;
+        spw_log(SPW_LOG_INFO, "dispatcher", "re-planned job=%llu why=\"%s\" workers=%d/%zu cut=%d->client "
+                "predicted=%.0f->%.0f measured=%.0f: handed back to the client (%s)", (unsigned long long)job,
+                why[reason], profiled, n, ji.cut, p->c[ji.cut < p->n ? ji.cut : 0].throughput, p->local_only,
+                at->consumed_per_s, p->why);
+        if (mb) {
+            free(at->plan);
+            at->plan = mb;
+            at->len = mlen;
+            mb = NULL;
+        }
+    } else if (live) {
         const int cut = disp_replan_choice(p, ji.cut, REPLAN_HYSTERESIS);
         struct disp_update u = {.kind = DISP_SET_CUT, .job = job, .cut = cut};
         if (cut != ji.cut && disp_state_apply(s->st, &u, NULL, 0) == 0) {
@@ -455,6 +482,7 @@ void disp_plans_stop(struct disp_service *s)
     for (int i = 0; i < s->n_plans; i++) {
         free(s->plans[i].plan);
         free(s->plans[i].facts);
+        free(s->plans[i].profiles);
     }
     s->n_plans = 0;
 }

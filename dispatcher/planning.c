@@ -74,15 +74,37 @@ static int profile_worker(const char *addr, const char *auth_token, const Spillw
 #define CALIBRATE_BUSY 0.8          /* only a client using at least this fraction of its cores is calibrated */
 
 int disp_plan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
-                  char *const *addrs, int n_addrs, const char *auth_token, struct spw_plan *plan, int *profiled,
-                  char *msg, size_t msglen)
+                  char *const *addrs, int n_addrs, const char *auth_token, struct disp_profiles *known,
+                  struct spw_plan *plan, int *profiled, char *msg, size_t msglen)
 {
-    return disp_replan_job(pipe, cf, n_cuts, addrs, n_addrs, auth_token, NULL, plan, profiled, msg, msglen);
+    return disp_replan_job(pipe, cf, n_cuts, addrs, n_addrs, auth_token, known, NULL, plan, profiled, msg, msglen);
+}
+
+/* The profile of the worker at addr into *w (and the sizes into bytes): from known, or asked and kept there.
+ * Returns 0 or -1 (it gave none). */
+static int profile_of(const char *addr, const char *auth_token, const Spillway__V1__Pipeline *pipe, int n_cuts,
+                      struct disp_profiles *known, struct spw_plan_worker *w, double *bytes)
+{
+    for (int i = 0; known && i < known->n; i++)
+        if (!strcmp(known->addr[i], addr)) {
+            *w = known->w[i];
+            memcpy(bytes, known->bytes, sizeof(double) * (size_t)n_cuts);
+            return 0;
+        }
+    if (profile_worker(addr, auth_token, pipe, n_cuts, w, bytes) != 0)
+        return -1;
+    if (known && known->n < DISP_PROFILES_MAX && strlen(addr) < sizeof known->addr[0]) {
+        if (known->n == 0)
+            memcpy(known->bytes, bytes, sizeof(double) * (size_t)n_cuts);
+        snprintf(known->addr[known->n], sizeof known->addr[0], "%s", addr);
+        known->w[known->n++] = *w;
+    }
+    return 0;
 }
 
 int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
-                    char *const *addrs, int n_addrs, const char *auth_token, struct disp_measured *seen,
-                    struct spw_plan *plan, int *profiled, char *msg, size_t msglen)
+                    char *const *addrs, int n_addrs, const char *auth_token, struct disp_profiles *known,
+                    struct disp_measured *seen, struct spw_plan *plan, int *profiled, char *msg, size_t msglen)
 {
     if (n_cuts < 1 || n_cuts > SPW_PLAN_MAX_CUTS) {
         snprintf(msg, msglen, "a pipeline with %d cuts cannot be planned", n_cuts);
@@ -113,7 +135,7 @@ int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Clie
     }
     m->cut = seen ? seen->cut : -1;
     for (int i = 0; i < n_addrs && in->n_workers < SPW_PLAN_MAX_WORKERS; i++)
-        if (profile_worker(addrs[i], auth_token, pipe, n_cuts, &in->workers[in->n_workers], bytes) == 0) {
+        if (profile_of(addrs[i], auth_token, pipe, n_cuts, known, &in->workers[in->n_workers], bytes) == 0) {
             m->worker_ns[in->n_workers] = seen && seen->worker_ns ? seen->worker_ns[i] : 0;
             if (in->n_workers == 0)       /* the workers' own sizes: what travels is what they produce */
                 memcpy(in->bytes, bytes, sizeof(double) * (size_t)n_cuts);
@@ -152,4 +174,14 @@ int disp_replan_choice(const struct spw_plan *p, int current_cut, double hystere
     if (best < 0 || best == current_cut)
         return current_cut;
     return p->c[best].throughput >= (1 + hysteresis) * p->c[current_cut].throughput ? best : current_cut;
+}
+
+bool disp_hand_back(const struct spw_plan *p, double hysteresis)
+{
+    if (p->best >= 0)
+        return false;
+    double service = 0;     /* the best mix at any cut: never below local-only, the mix may use no workers */
+    for (int k = 0; k < p->n; k++)
+        service = fmax(service, p->c[k].throughput);
+    return service < (1 + hysteresis) * p->local_only;
 }

@@ -6,17 +6,29 @@
 #ifndef SPW_DISPATCHER_PLANNING_H
 #define SPW_DISPATCHER_PLANNING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "pipeline/planner.h"
 #include "proto/spillway.pb-c.h"
 
-/* Plan with n_cuts candidates from the client's facts and the workers at addrs (those that answer). Returns
- * 0 with *plan and *profiled (workers that answered), or -EINVAL with the reason in msg (facts that do not
- * fit the pipeline). */
+/* The workers' profiles of one job's pipeline by address, kept with the job so that re-plans do not profile
+ * again (a profile takes a busy worker seconds of CPU, under full load, while it serves the job): only
+ * workers not in it yet are asked, and added. */
+#define DISP_PROFILES_MAX 64
+struct disp_profiles {
+    int n;
+    char addr[DISP_PROFILES_MAX][256];
+    struct spw_plan_worker w[DISP_PROFILES_MAX];
+    double bytes[SPW_PLAN_MAX_CUTS];    /* b_k as the first profiled worker measured them */
+};
+
+/* Plan with n_cuts candidates from the client's facts and the workers at addrs (those that answer, or whose
+ * profile is in known; known may be NULL: profile all, keep nothing). Returns 0 with *plan and *profiled
+ * (workers in the plan), or -EINVAL with the reason in msg (facts that do not fit the pipeline). */
 int disp_plan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
-                  char *const *addrs, int n_addrs, const char *auth_token, struct spw_plan *plan, int *profiled,
-                  char *msg, size_t msglen);
+                  char *const *addrs, int n_addrs, const char *auth_token, struct disp_profiles *known,
+                  struct spw_plan *plan, int *profiled, char *msg, size_t msglen);
 
 /* What a running job measured at its cut. Costs: per-element CPU measured on the real path (the client's
  * receiving threads and own production; each worker's process, per address in addrs; 0 = not measured)
@@ -36,11 +48,16 @@ struct disp_measured {
 };
 /* disp_plan_job for a running job (seen != NULL: calibrated as above). */
 int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
-                    char *const *addrs, int n_addrs, const char *auth_token, struct disp_measured *seen,
-                    struct spw_plan *plan, int *profiled, char *msg, size_t msglen);
+                    char *const *addrs, int n_addrs, const char *auth_token, struct disp_profiles *known,
+                    struct disp_measured *seen, struct spw_plan *plan, int *profiled, char *msg, size_t msglen);
 
 /* Re-planning with hysteresis: the cut to use now, given a fresh plan and the job's current cut - the plan's
  * choice only if it predicts at least (1 + hysteresis) times the current cut's throughput. */
 int disp_replan_choice(const struct spw_plan *p, int current_cut, double hysteresis);
+
+/* Whether a running job should be handed back to its clients: the fresh plan offloads nothing and no cut
+ * (its best local/remote mix) predicts (1 + hysteresis) times what the client alone does - the same margin a
+ * cut change needs. */
+bool disp_hand_back(const struct spw_plan *p, double hysteresis);
 
 #endif

@@ -328,6 +328,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     Spillway__V1__WorkerAddress **workers = NULL;
     size_t n_workers = 0;
     Spillway__V1__Plan *plan = NULL;
+    struct disp_profiles *profiles = NULL;  /* the plan's workers' profiles, until disp_remember_plan takes them */
     int status = ST_OK, rc, alive_at_plan = 0;
     struct disp_job_info ji;
     const int world = r->world_size > 0 ? r->world_size : 1;
@@ -387,7 +388,8 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
         if (named && (status = reply_named_local(s, r, n_groups, resp, resp_len, msg, msglen)) != ST_NOT_FOUND)
             goto out;
         status = ST_OK;
-        if ((status = disp_plan_new_job(s, r, n_groups, &cut, &plan, &alive_at_plan, msg, msglen)) != ST_OK)
+        if ((status = disp_plan_new_job(s, r, n_groups, &cut, &plan, &alive_at_plan, &profiles, msg, msglen)) !=
+            ST_OK)
             goto out;
         if (!plan->offload && named && !disp_remember_named_local(s, r->job_name, plan)) {
             /* Another rank created the named job while this one planned: join it. */
@@ -463,8 +465,10 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
             status = status_of(rc);
             goto out;
         }
-        if (plan && u.kind)
-            disp_remember_plan(s, job, plan, r->client, alive_at_plan);
+        if (plan && u.kind) {
+            disp_remember_plan(s, job, plan, r->client, alive_at_plan, profiles);
+            profiles = NULL;
+        }
         if (u.kind)
             spw_log(SPW_LOG_INFO, "dispatcher", "job created job=%llu samples=%lld manifest=%016llx cut=%d/%d "
                     "split_size=%d epochs=%lld world=%d name=\"%s\" first_epoch=%lld path=\"%s\"",
@@ -484,7 +488,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     }
     if (rc == 0)
         rc = disp_state_job(s->st, job, &ji);
-    if (rc == 0)
+    if (rc == 0 && !ji.client_only)
         n_workers = disp_alive_workers(s, ji.max_workers, &workers);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
@@ -510,6 +514,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     status = pack(&out.base, resp, resp_len, msg, msglen);
 out:
     spw_plan_proto_free(plan);
+    free(profiles);
     disp_free_addresses(workers, n_workers);
     free(pipe_bytes);
     spw_source_close(src);
@@ -550,7 +555,7 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     struct disp_job_info ji;
     if (rc == 0)
         rc = disp_state_job(s->st, r->job, &ji);
-    if (rc == 0)
+    if (rc == 0 && !ji.client_only)
         n_workers = disp_alive_workers(s, ji.max_workers, &workers);
     if (rc == 0 && r->own && r->own->elements >= 0 && r->own->bytes >= 0)
         disp_progress_report(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank), r->own->elements,
@@ -578,6 +583,7 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
         out.n_workers = n_workers;
         out.workers = workers;
         out.finished = ji.finished;
+        out.client_only = ji.client_only;
         status = pack(&out.base, resp, resp_len, msg, msglen);
     }
     disp_free_addresses(workers, n_workers);
@@ -718,6 +724,7 @@ static void job_info_msg(const struct disp_job_info *ji, Spillway__V1__JobInfo *
     m->pending = ji->pending;
     m->paused = ji->paused;
     m->finished = ji->finished;
+    m->client_only = ji->client_only;
     m->name = (char *)ji->name;     /* lives as long as *ji */
 }
 

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dispatcher/planning.h"
 #include "dispatcher/progress.h"
 #include "dispatcher/service.h"
 #include "dispatcher/state.h"
@@ -44,6 +45,7 @@ struct disp_service {
         double client_cpu;          /* its process's CPU seconds per second */
         int off_beats, bound_beats; /* consecutive heartbeats below the prediction / trainer-bound */
         bool costs_folded;          /* re-planned once with the costs measured on the running job */
+        struct disp_profiles *profiles;     /* the workers' profiles (re-plans ask only new workers) */
     } plans[256];
     int n_plans;
     struct disp_named_local {       /* "run locally" decisions for named jobs: the job's other ranks get the */
@@ -69,13 +71,16 @@ void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n);
 /* Pack a message into a malloc'd buffer (*len bytes); NULL when out of memory. */
 uint8_t *disp_pack_msg(const ProtobufCMessage *m, size_t *len);
 
-/* Plan a new job (CreateJob with cut -2): *cut, *plan (a message; spw_plan_proto_free) and the alive workers
- * seen. Returns ST_OK or a status with msg. Call without mu (it calls the workers). */
+/* Plan a new job (CreateJob with cut -2): *cut, *plan (a message; spw_plan_proto_free), the alive workers
+ * seen and their profiles (*profiles, malloc'd: for disp_remember_plan, or free). Returns ST_OK or a status
+ * with msg. Call without mu (it calls the workers). */
 int disp_plan_new_job(struct disp_service *s, const Spillway__V1__CreateJobRequest *r, int n_groups, int *cut,
-                      Spillway__V1__Plan **plan, int *alive, char *msg, size_t msglen);
-/* Keep a job's plan and the client's facts (for DescribeJob and re-planning). Call without mu. */
+                      Spillway__V1__Plan **plan, int *alive, struct disp_profiles **profiles, char *msg,
+                      size_t msglen);
+/* Keep a job's plan, the client's facts and the workers' profiles (for DescribeJob and re-planning; takes
+ * profiles, may be NULL). Call without mu. */
 void disp_remember_plan(struct disp_service *s, uint64_t job, const Spillway__V1__Plan *plan,
-                        const Spillway__V1__ClientFacts *facts, int alive);
+                        const Spillway__V1__ClientFacts *facts, int alive, struct disp_profiles *profiles);
 /* A client heartbeat's measurements of a planned job (rank 0): the trainer's elements/s and the fraction of
  * time it waited for data. Counts heartbeats off the prediction. Call with mu held. */
 void disp_plan_observe(struct disp_service *s, uint64_t job, double consumed_per_s, double wait_fraction,

@@ -38,6 +38,7 @@ struct job {
     struct epoch_splits ep[2];  /* ep[0]: lowest unfinished epoch; ep[1]: the next, if any */
     struct client_rank *clients;
     bool paused, finished;
+    bool client_only;           /* no worker serves it (DISP_CLIENT_ONLY) */
 };
 
 struct worker {
@@ -162,17 +163,24 @@ static void release_split(struct epoch_splits *e, int64_t i)
         e->cursor = i;
 }
 
-/* Return every split `producer` holds in job j to pending (their next lease gets a new generation). */
-static void release_producer(struct job *j, uint64_t producer)
+/* Return every split `producer` holds in job j to pending (their next lease gets a new generation);
+ * workers = true: every split any worker holds. */
+static void release_held(struct job *j, uint64_t producer, bool workers)
 {
     for (int k = 0; k < 2; k++) {
         struct epoch_splits *e = &j->ep[k];
         if (e->epoch < 0 || e->leased == 0)
             continue;
         for (int64_t i = 0; i < e->n; i++)
-            if (e->state[i] == DISP_SPLIT_LEASED && e->holder[i] == producer)
+            if (e->state[i] == DISP_SPLIT_LEASED &&
+                (workers ? !DISP_IS_CLIENT_PRODUCER(e->holder[i]) : e->holder[i] == producer))
                 release_split(e, i);
     }
+}
+
+static void release_producer(struct job *j, uint64_t producer)
+{
+    release_held(j, producer, false);
 }
 
 static void release_all(struct job *j)
@@ -450,6 +458,12 @@ int disp_state_apply(struct disp_state *s, const struct disp_update *u, char *er
             return spw_fail(err, errlen, -EINVAL, "cut %d is outside [0, 256]", u->cut);
         j->cut = u->cut;
         return 0;
+    case DISP_CLIENT_ONLY:
+        if (!(j = find_job(s, u->job)))
+            return spw_fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
+        j->client_only = true;
+        release_held(j, 0, true);
+        return 0;
     }
     return spw_fail(err, errlen, -EINVAL, "unknown update kind %d", (int)u->kind);
 }
@@ -484,7 +498,8 @@ int disp_state_pick_lease(const struct disp_state *s, uint64_t job, uint64_t pro
         return -ENOENT;
     if (j->paused || j->finished)
         return 0;
-    if (j->max_workers && !DISP_IS_CLIENT_PRODUCER(producer) && !disp_state_worker_serves(s, job, producer))
+    if ((j->max_workers || j->client_only) && !DISP_IS_CLIENT_PRODUCER(producer) &&
+        !disp_state_worker_serves(s, job, producer))
         return 0;
     /* Pending splits, lowest epoch first; epoch e+1 only once e has nothing pending. */
     for (int k = 0; k < 2; k++) {
@@ -548,7 +563,7 @@ int disp_state_worker_count(const struct disp_state *s)
 bool disp_state_worker_serves(const struct disp_state *s, uint64_t job, uint64_t worker)
 {
     const struct job *j = find_job(s, job);
-    if (!j)
+    if (!j || j->client_only)
         return false;
     int before = 0;     /* alive workers registered before this one */
     for (int i = 0; i < s->n_workers; i++) {
@@ -603,6 +618,7 @@ static void job_info(const struct job *j, struct disp_job_info *out)
     out->pending = j->ep[0].pending;
     out->paused = j->paused;
     out->finished = j->finished;
+    out->client_only = j->client_only;
 }
 
 int disp_state_job_at(const struct disp_state *s, int i, struct disp_job_info *out)

@@ -31,6 +31,8 @@ enum disp_update_kind {
     DISP_CLIENT_RESUME,         /* job, rank, epoch, splits: a rank going on from a checkpoint. Its splits of
                                    open epochs before `epoch` and the listed ones of `epoch` count as acked;
                                    the rest of its splits (acked, or leased to anyone) are pending again */
+    DISP_CLIENT_ONLY,           /* job: handed back to its clients (re-planning found local-only better): no
+                                   worker serves it or leases its splits any more; theirs are pending again */
 };
 
 struct disp_update {
@@ -86,6 +88,7 @@ struct disp_job_info {
     char name[DISP_JOB_NAME_MAX + 1];
     int64_t acked, leased, pending; /* splits of that epoch */
     bool paused, finished;
+    bool client_only;               /* handed back to the clients (DISP_CLIENT_ONLY) */
 };
 
 struct disp_state;
@@ -116,7 +119,8 @@ int disp_state_expired_clients(const struct disp_state *s, int64_t now_ms, int64
 
 int disp_state_worker_count(const struct disp_state *s);
 /* Whether a worker serves a job now: every alive worker, or with max_workers N the first N alive ones in
- * registration order (a dead one's place goes to the next). */
+ * registration order (a dead one's place goes to the next); none once the job is handed back to its
+ * clients. */
 bool disp_state_worker_serves(const struct disp_state *s, uint64_t job, uint64_t worker);
 int disp_state_worker_at(const struct disp_state *s, int i, struct disp_worker_info *out);
 int disp_state_job_count(const struct disp_state *s);

@@ -106,7 +106,8 @@ def analyse(out):
         # the cut: fields 5 and 6 come from `spillctl explain` after the run).
         ended = [p for p in plans if len(p) > 5]
         if ended and statistics.mode(p[4] for p in ended) != statistics.mode(p[1] for p in ended):
-            chosen += " -> cut%s" % statistics.mode(p[4] for p in ended)
+            last = statistics.mode(p[4] for p in ended)
+            chosen += " -> handed back" if last == "-1" else " -> cut%s" % last
         first = statistics.median(float(p[3]) for p in plans)
         predicted = statistics.median(float(p[5]) if len(p) > 5 else float(p[3]) for p in plans)
         ff = fastflow_choice(med, float(rate), int(nw))

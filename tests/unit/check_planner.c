@@ -1,13 +1,16 @@
 /* tests/unit/check_planner.c - the pure planner (pipeline/planner.c) on synthetic profiles: remote capacity
  * summed over workers and capped by links and the client NIC, the best local/remote mix, the s >= f case
  * (a cut that costs the client more than local work never helps), the trainer's rate binding, NIC-bound
- * cuts moving to smaller elements, heterogeneous workers, ties, overrides, the autoscaling signal, and bad
- * input refused. Numbers are chosen so the expected values can be worked out by hand. */
+ * cuts moving to smaller elements, heterogeneous workers, ties, overrides, the autoscaling signal, bad
+ * input refused, costs measured on a running job folded in, and when re-planning hands a running job back
+ * to the client (dispatcher/planning.c). Numbers are chosen so the expected values can be worked out by
+ * hand. */
 #include <check.h>
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 
+#include "dispatcher/planning.h"
 #include "pipeline/plan_proto.h"
 #include "pipeline/planner.h"
 
@@ -231,6 +234,32 @@ START_TEST(test_planner_folds_costs_measured_on_the_running_job)
 }
 END_TEST
 
+START_TEST(test_planner_hands_a_running_job_back_only_when_no_cut_pays)
+{
+    /* One worker at 10 ms per element (100/s): cut 2 mixes 100 remote (0.01 s/s of the client) with 990 local
+     * = 1090, 9% over local-only (1000): not enough to offload a new job (10%), enough to keep a running one
+     * on the service (5%). */
+    struct spw_plan_input in = base(1);
+    for (int k = 0; k < 3; k++)
+        in.workers[0].cost_ns[k] = 10e6;
+    struct spw_plan p;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert_int_eq(p.best, -1);
+    ck_assert_double_eq_tol(p.c[2].throughput, 1090, 1e-6);
+    ck_assert(!disp_hand_back(&p, 0.05));
+    /* At 50 ms per element (20/s) the best cut gives 1018: hand it back. */
+    for (int k = 0; k < 3; k++)
+        in.workers[0].cost_ns[k] = 50e6;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert_double_eq_tol(p.c[2].throughput, 1018, 1e-6);
+    ck_assert(disp_hand_back(&p, 0.05));
+    /* A plan that offloads is never handed back. */
+    in = base(1);
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert(!disp_hand_back(&p, 0.05));
+}
+END_TEST
+
 START_TEST(test_planner_worker_from_a_profile_reply)
 {
     Spillway__V1__CutProfile cuts[2], *ptrs[2];
@@ -304,6 +333,7 @@ int main(void)
     tcase_add_test(tc, test_planner_calibrates_the_client_to_a_measured_rate);
     tcase_add_test(tc, test_planner_worker_from_a_profile_reply);
     tcase_add_test(tc, test_planner_folds_costs_measured_on_the_running_job);
+    tcase_add_test(tc, test_planner_hands_a_running_job_back_only_when_no_cut_pays);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -262,6 +262,49 @@ START_TEST(test_state_set_cut_applies_to_new_leases)
 }
 END_TEST
 
+/* Handed back to its clients: the workers' leased splits are pending again (a new generation), workers get no
+ * leases and serve the job no more, the client's own producers lease every split and the job completes. */
+START_TEST(test_state_client_only_hands_the_job_back)
+{
+    worker(1, 0);
+    worker(2, 0);
+    job(4, 256, 64, 1, 1);
+    const uint64_t me = DISP_CLIENT_PRODUCER(4, 0);
+    struct disp_lease w1, w2, c;
+    ck_assert_int_eq(lease(4, 1, 0, 0, &w1), 1);
+    ck_assert_int_eq(lease(4, me, 0, 0, &c), 1);
+    ck_assert_int_eq(lease(4, 2, 0, 0, &w2), 1);
+    ck_assert(disp_state_worker_serves(S, 4, 1));
+    apply_ok((struct disp_update){.kind = DISP_CLIENT_ONLY, .job = 4});
+    struct disp_job_info ji;
+    ck_assert_int_eq(disp_state_job(S, 4, &ji), 0);
+    ck_assert(ji.client_only);
+    ck_assert_int_eq(ji.leased, 1);                 /* only the client's own split is still leased */
+    ck_assert(!disp_state_worker_serves(S, 4, 1) && !disp_state_worker_serves(S, 4, 2));
+    struct disp_lease l;
+    ck_assert_int_eq(disp_state_pick_lease(S, 4, 1, 0, 0, &l), 0);
+    ck_assert_int_eq(disp_state_pick_lease(S, 4, 2, 100000, 1, &l), 0);     /* not even speculatively */
+    enum disp_split_state st;
+    uint64_t gen, holder;
+    ck_assert_int_eq(disp_state_split(S, 4, 0, c.split, &st, &gen, &holder), 0);
+    ck_assert_int_eq(st, DISP_SPLIT_LEASED);
+    ck_assert_uint_eq(holder, me);
+    ack(4, 0, c.split);
+    int got = 0;
+    while (lease(4, me, 0, 0, &l) == 1) {
+        if (l.split == w1.split || l.split == w2.split)
+            ck_assert_uint_eq(l.generation, 2);     /* the workers' copies are stale */
+        ack(4, l.epoch, l.split);
+        got++;
+    }
+    ck_assert_int_eq(got, 3);
+    ck_assert_int_eq(disp_state_job(S, 4, &ji), 0);
+    ck_assert(ji.finished);
+    struct disp_update bad = {.kind = DISP_CLIENT_ONLY, .job = 5};
+    ck_assert_int_eq(disp_state_apply(S, &bad, err, sizeof err), -ENOENT);
+}
+END_TEST
+
 /* A rank resuming from a checkpoint: its splits of open epochs before the checkpoint's epoch and the done
  * ones of it count as acked; the rest of its splits - acked or leased to anyone - are pending again; other
  * ranks' splits are untouched. */
@@ -437,6 +480,7 @@ int main(void)
     tcase_add_test(tc, test_state_expired_clients_pause_the_job_and_free_leases);
     tcase_add_test(tc, test_state_refuses_bad_updates_and_changes_nothing);
     tcase_add_test(tc, test_state_set_cut_applies_to_new_leases);
+    tcase_add_test(tc, test_state_client_only_hands_the_job_back);
     tcase_add_test(tc, test_state_resume_reopens_a_ranks_undelivered_splits);
     tcase_add_test(tc, test_state_named_job_from_a_later_epoch);
     tcase_add_test(tc, test_state_max_workers_limits_a_job_to_the_first_alive);
