@@ -12,7 +12,7 @@ DATA=$B/data/cli-test
 bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 # Expensive per element (rand_augment at 160 px), so one worker next to the client's core pays.
 cat > "$WORK/p.json" <<JSON
-{"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 9, "epochs": 12},
+{"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 9, "epochs": 100},
  "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [160, 160]},
          {"op": "rand_augment", "num_ops": 3, "magnitude": 12},
          {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}],
@@ -27,7 +27,7 @@ W1=${PIDS[1]}
 for _ in $(seq 1 100); do grep -q "job created" "$WORK/d.err" && break; sleep 0.1; done
 JOB=$(sed -n 's/.*job created job=\([0-9]*\) .*/\1/p' "$WORK/d.err" | head -1)
 check "the planner offloaded the job" test -n "$JOB"
-sleep 2
+sleep 1
 kill -9 "$W1"
 for _ in $(seq 1 100); do grep -q "handed back" "$WORK/d.err" && break; sleep 0.1; done
 "$B/bin/spillctl" --dispatcher 127.0.0.1:"$DPORT" jobs > "$WORK/jobs.txt" 2>&1
