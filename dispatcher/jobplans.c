@@ -321,6 +321,13 @@ static void *replan_main(void *arg)
         rc = disp_replan_job(pipe, facts, (int)facts->n_remote_ns, addrs, (int)n, s->o.auth_token, known,
                              costs || reason == REPLAN_MEASURED ? &seen : NULL, p, &profiled, msg, sizeof msg);
     }
+    /* What the job runs next: handed back to its clients (for good, so not on the costs re-plan's one window
+     * of measurements), or a cut - another only for REPLAN_HYSTERESIS more; the kept plan says which. */
+    const bool hand_back = rc == 0 && reason != REPLAN_COSTS && disp_hand_back(p, REPLAN_HYSTERESIS);
+    const int cut = rc == 0 && !hand_back ? disp_replan_choice(p, ji.cut, REPLAN_HYSTERESIS) : ji.cut;
+    const double was = rc == 0 ? p->c[ji.cut >= 0 && ji.cut < p->n ? ji.cut : 0].throughput : 0;
+    if (rc == 0 && !hand_back)
+        disp_plan_keep(p, cut, REPLAN_HYSTERESIS);
     Spillway__V1__Plan *m = rc == 0 ? spw_plan_to_proto(p, profiled) : NULL;
     size_t mlen = 0, flen = 0;
     uint8_t *mb = m ? disp_pack_msg(&m->base, &mlen) : NULL;
@@ -335,14 +342,13 @@ static void *replan_main(void *arg)
     }
     struct disp_update back = {.kind = DISP_CLIENT_ONLY, .job = job};
     const bool live = rc == 0 && at && disp_state_job(s->st, job, &ji) == 0 && !ji.finished;
-    if (live && disp_hand_back(p, REPLAN_HYSTERESIS) && disp_state_apply(s->st, &back, NULL, 0) == 0) {
+    if (live && hand_back && disp_state_apply(s->st, &back, NULL, 0) == 0) {
         at->changes++;
         at->changed_ms = spw_now_ms();
         at->predicted = p->throughput;
         spw_log(SPW_LOG_INFO, "dispatcher", "re-planned job=%llu why=\"%s\" workers=%d/%zu cut=%d->client "
                 "predicted=%.0f->%.0f measured=%.0f: handed back to the client (%s)", (unsigned long long)job,
-                why[reason], profiled, n, ji.cut, p->c[ji.cut < p->n ? ji.cut : 0].throughput, p->local_only,
-                at->consumed_per_s, p->why);
+                why[reason], profiled, n, ji.cut, was, p->local_only, at->consumed_per_s, p->why);
         if (mb) {
             free(at->plan);
             at->plan = mb;
@@ -350,7 +356,6 @@ static void *replan_main(void *arg)
             mb = NULL;
         }
     } else if (live) {
-        const int cut = disp_replan_choice(p, ji.cut, REPLAN_HYSTERESIS);
         struct disp_update u = {.kind = DISP_SET_CUT, .job = job, .cut = cut};
         if (cut != ji.cut && disp_state_apply(s->st, &u, NULL, 0) == 0) {
             at->changes++;
@@ -363,7 +368,7 @@ static void *replan_main(void *arg)
         at->rate_known = facts->rate > 0;
         spw_log(SPW_LOG_INFO, "dispatcher", "re-planned job=%llu why=\"%s\" workers=%d/%zu cut=%d->%d "
                 "predicted=%.0f->%.0f measured=%.0f", (unsigned long long)job, why[reason], profiled, n, ji.cut, cut,
-                p->c[ji.cut < p->n ? ji.cut : 0].throughput, at->predicted, at->consumed_per_s);
+                was, at->predicted, at->consumed_per_s);
         if (mb) {
             free(at->plan);
             at->plan = mb;

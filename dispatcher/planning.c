@@ -185,3 +185,20 @@ bool disp_hand_back(const struct spw_plan *p, double hysteresis)
         service = fmax(service, p->c[k].throughput);
     return service < (1 + hysteresis) * p->local_only;
 }
+
+void disp_plan_keep(struct spw_plan *p, int cut, double hysteresis)
+{
+    if (cut < 0 || cut >= p->n || p->best == cut)
+        return;
+    const struct spw_plan_candidate *c = &p->c[cut];
+    char why[sizeof p->why];
+    const int len = snprintf(why, sizeof why, "the running job keeps cut %d (%.0f elements/s predicted; a change "
+                             "needs %.0f%% more, handing it back %.0f%% over the client alone); a new job would get: %s",
+                             cut, c->throughput, hysteresis * 100, hysteresis * 100, p->why);
+    if (len > 0)                /* cut short if need be: the head says it */
+        memcpy(p->why, why, sizeof why);
+    p->best = cut;
+    p->offload = true;
+    p->throughput = c->throughput;
+    p->local_share = c->throughput > 0 ? c->local_rate / c->throughput : 0;
+}

@@ -55,6 +55,10 @@ int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Clie
  * choice only if it predicts at least (1 + hysteresis) times the current cut's throughput. */
 int disp_replan_choice(const struct spw_plan *p, int current_cut, double hysteresis);
 
+/* Make a fresh plan describe the cut a running job keeps (p->best != cut: the plan's choice was not enough
+ * better, or it would offload nothing): that cut, on the service, its prediction, and why in p->why. */
+void disp_plan_keep(struct spw_plan *p, int cut, double hysteresis);
+
 /* Whether a running job should be handed back to its clients: the fresh plan offloads nothing and no cut
  * (its best local/remote mix) predicts (1 + hysteresis) times what the client alone does - the same margin a
  * cut change needs. */

@@ -247,6 +247,14 @@ START_TEST(test_planner_hands_a_running_job_back_only_when_no_cut_pays)
     ck_assert_int_eq(p.best, -1);
     ck_assert_double_eq_tol(p.c[2].throughput, 1090, 1e-6);
     ck_assert(!disp_hand_back(&p, 0.05));
+    struct spw_plan kept = p;                       /* what `spillctl explain` then shows for the running job */
+    disp_plan_keep(&kept, 2, 0.05);
+    ck_assert(kept.offload);
+    ck_assert_int_eq(kept.best, 2);
+    ck_assert_double_eq_tol(kept.throughput, 1090, 1e-6);
+    ck_assert_double_eq_tol(kept.local_share, 990.0 / 1090, 1e-9);
+    ck_assert_ptr_nonnull(strstr(kept.why, "keeps cut 2"));
+    ck_assert_ptr_nonnull(strstr(kept.why, "no offload"));
     /* At 50 ms per element (20/s) the best cut gives 1018: hand it back. */
     for (int k = 0; k < 3; k++)
         in.workers[0].cost_ns[k] = 50e6;
