@@ -5,7 +5,7 @@
 # quotas (cgroup v1 cpu.cfs_quota_us, or v2 cpu.max) give each a fraction of a core. Per condition, interleaved
 # over EVAL_REPEATS (default 3): the planner (--cut auto), every forced plan (local-only, each cut x local
 # share on/off), FastFlow's rule and offload-everything; then the best forced plan is re-measured.
-# Needs root (netns, tc, cgroups) and gnuplot. Env: EVAL_REPEATS, EVAL_SECONDS (per run, default 5),
+# Needs root (netns, tc, cgroups) and gnuplot. Env: EVAL_REPEATS, EVAL_SECONDS (per run, default 8),
 # EVAL_CONDITIONS (names to run, default all), EVAL_STEADY_SECONDS (default 300: one planned job under a
 # 200 Mbit/s cap for that long, counting its re-plans and cut changes; 0 = skip).
 # Writes build/eval/planner/{results.tsv,status.tsv,steady.tsv,table.md,eval.png}.
@@ -16,7 +16,7 @@ B=build
 OUT=$B/eval/planner
 PY=/usr/bin/python3
 REPEATS=${EVAL_REPEATS:-3}
-SECS=${EVAL_SECONDS:-5}
+SECS=${EVAL_SECONDS:-8}   # 8 s: the re-plan on measured costs (3 s in) lands inside a planned run
 DATA=$B/data/eval-20k        # big enough that no run reaches an epoch's end (epoch tails are another matter)
 P=spwe                      # prefix of every namespace, link and cgroup this script makes
 SUBNET=10.77.0
