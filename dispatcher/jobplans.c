@@ -311,6 +311,7 @@ static void *replan_main(void *arg)
         at->costs_folded = true;
     pthread_mutex_unlock(&s->mu);
     int profiled = 0, rc = -1;
+    const bool seen_used = costs || reason == REPLAN_MEASURED;
     if (costs)
         spw_log(SPW_LOG_INFO, "dispatcher", "re-plan job=%llu measured at cut %d: client %.0f ns per remote element, "
                 "%.0f per own; worker[0] %.0f", (unsigned long long)job, ji.cut, seen.remote_ns, seen.local_ns,
@@ -319,11 +320,13 @@ static void *replan_main(void *arg)
         for (size_t i = 0; i < n; i++)
             addrs[i] = ws[i]->address;
         rc = disp_replan_job(pipe, facts, (int)facts->n_remote_ns, addrs, (int)n, s->o.auth_token, known,
-                             costs || reason == REPLAN_MEASURED ? &seen : NULL, p, &profiled, msg, sizeof msg);
+                             seen_used ? &seen : NULL, p, &profiled, msg, sizeof msg);
     }
     /* What the job runs next: handed back to its clients (for good, so not on the costs re-plan's one window
      * of measurements), or a cut - another only for REPLAN_HYSTERESIS more; the kept plan says which. */
-    const bool hand_back = rc == 0 && reason != REPLAN_COSTS && disp_hand_back(p, REPLAN_HYSTERESIS);
+    /* The client alone: never with --local-share off (the user keeps the client's CPU for the suffix). */
+    const double alone = rc != 0 || facts->local_off ? 0 : seen_used && seen.alone > 0 ? seen.alone : p->local_only;
+    const bool hand_back = rc == 0 && reason != REPLAN_COSTS && disp_hand_back(p, alone, REPLAN_HYSTERESIS);
     const int cut = rc == 0 && !hand_back ? disp_replan_choice(p, ji.cut, REPLAN_HYSTERESIS) : ji.cut;
     const double was = rc == 0 ? p->c[ji.cut >= 0 && ji.cut < p->n ? ji.cut : 0].throughput : 0;
     if (rc == 0 && !hand_back)
@@ -345,10 +348,10 @@ static void *replan_main(void *arg)
     if (live && hand_back && disp_state_apply(s->st, &back, NULL, 0) == 0) {
         at->changes++;
         at->changed_ms = spw_now_ms();
-        at->predicted = p->throughput;
+        at->predicted = alone;
         spw_log(SPW_LOG_INFO, "dispatcher", "re-planned job=%llu why=\"%s\" workers=%d/%zu cut=%d->client "
                 "predicted=%.0f->%.0f measured=%.0f: handed back to the client (%s)", (unsigned long long)job,
-                why[reason], profiled, n, ji.cut, was, p->local_only, at->consumed_per_s, p->why);
+                why[reason], profiled, n, ji.cut, was, alone, at->consumed_per_s, p->why);
         if (mb) {
             free(at->plan);
             at->plan = mb;

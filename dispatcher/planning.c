@@ -151,6 +151,8 @@ int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Clie
         m->local_ns = seen->local_ns;
         spw_plan_use_measured(in, m);
     }
+    if (seen)
+        seen->alone = fmin(in->client_cores * 1e9 / in->local_ns, in->rate > 0 ? in->rate : INFINITY);
     const bool calibrate = seen && seen->calibrate && seen->client_cpu >= CALIBRATE_BUSY * in->client_cores;
     rc = calibrate ? spw_plan_calibrate(in, seen->cut, seen->elements_per_s, CALIBRATE_SLACK, CALIBRATE_MIN, plan)
                    : spw_plan_decide(in, plan);
@@ -176,14 +178,12 @@ int disp_replan_choice(const struct spw_plan *p, int current_cut, double hystere
     return p->c[best].throughput >= (1 + hysteresis) * p->c[current_cut].throughput ? best : current_cut;
 }
 
-bool disp_hand_back(const struct spw_plan *p, double hysteresis)
+bool disp_hand_back(const struct spw_plan *p, double alone, double hysteresis)
 {
-    if (p->best >= 0)
-        return false;
-    double service = 0;     /* the best mix at any cut: never below local-only, the mix may use no workers */
+    double service = 0;     /* the best mix at any cut (at the plan's cores) */
     for (int k = 0; k < p->n; k++)
         service = fmax(service, p->c[k].throughput);
-    return service < (1 + hysteresis) * p->local_only;
+    return alone > 0 && service < (1 + hysteresis) * alone;
 }
 
 void disp_plan_keep(struct spw_plan *p, int cut, double hysteresis)

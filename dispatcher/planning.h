@@ -45,6 +45,7 @@ struct disp_measured {
     double remote_ns, local_ns;     /* the client's per remote / own element */
     const double *worker_ns;        /* per address (NULL: none measured) */
     double cores;                   /* out */
+    double alone;                   /* out: the client alone, min(C / f, R), at the cores it declared */
 };
 /* disp_plan_job for a running job (seen != NULL: calibrated as above). */
 int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
@@ -59,9 +60,11 @@ int disp_replan_choice(const struct spw_plan *p, int current_cut, double hystere
  * better, or it would offload nothing): that cut, on the service, its prediction, and why in p->why. */
 void disp_plan_keep(struct spw_plan *p, int cut, double hysteresis);
 
-/* Whether a running job should be handed back to its clients: the fresh plan offloads nothing and no cut
- * (its best local/remote mix) predicts (1 + hysteresis) times what the client alone does - the same margin a
- * cut change needs. */
-bool disp_hand_back(const struct spw_plan *p, double hysteresis);
+/* Whether a running job should be handed back to its clients: no cut (its best local/remote mix) predicts
+ * (1 + hysteresis) times `alone`, what the client does by itself - the same margin a cut change needs.
+ * alone is the local-only rate at the cores the client declared (disp_measured.alone): a calibration that
+ * scales the cores down to explain a slow remote path does not slow the client's own production; 0 = never
+ * (--local-share off: the client keeps its CPU for the suffix). */
+bool disp_hand_back(const struct spw_plan *p, double alone, double hysteresis);
 
 #endif

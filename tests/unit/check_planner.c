@@ -246,7 +246,10 @@ START_TEST(test_planner_hands_a_running_job_back_only_when_no_cut_pays)
     ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
     ck_assert_int_eq(p.best, -1);
     ck_assert_double_eq_tol(p.c[2].throughput, 1090, 1e-6);
-    ck_assert(!disp_hand_back(&p, 0.05));
+    ck_assert(!disp_hand_back(&p, p.local_only, 0.05));
+    /* The same plan made with the client's cores calibrated down (a slow remote path), against what the
+     * client alone did at the cores it declared: 1090 is not 5% over 1100 - hand it back. */
+    ck_assert(disp_hand_back(&p, 1100, 0.05));
     struct spw_plan kept = p;                       /* what `spillctl explain` then shows for the running job */
     disp_plan_keep(&kept, 2, 0.05);
     ck_assert(kept.offload);
@@ -260,11 +263,12 @@ START_TEST(test_planner_hands_a_running_job_back_only_when_no_cut_pays)
         in.workers[0].cost_ns[k] = 50e6;
     ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
     ck_assert_double_eq_tol(p.c[2].throughput, 1018, 1e-6);
-    ck_assert(disp_hand_back(&p, 0.05));
+    ck_assert(disp_hand_back(&p, p.local_only, 0.05));
     /* A plan that offloads is never handed back. */
     in = base(1);
     ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
-    ck_assert(!disp_hand_back(&p, 0.05));
+    ck_assert(!disp_hand_back(&p, p.local_only, 0.05));
+    ck_assert(!disp_hand_back(&p, 0, 0.05));       /* nothing known about the client alone: keep */
 }
 END_TEST
 
