@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/unit/check_run.h"
 #include "client/assembler.h"
 #include "lib/err.h"
 #include "pipeline/spec.h"
@@ -442,9 +443,5 @@ int main(void)
     tcase_add_test(tc, test_assembler_head_missing_lists_unclaimed_positions);
     tcase_add_test(tc, test_job_refuses_use_after_fork);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return spw_check_run(s);
 }

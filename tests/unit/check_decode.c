@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/unit/check_run.h"
 #include "lib/err.h"
 #include "ops/jpeg.h"
 #include "ops/resample.h"
@@ -198,9 +199,5 @@ int main(void)
     tcase_add_test(tc, test_resample_constant_stays_constant);
     tcase_add_test(tc, test_sink_flip_and_normalize);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return spw_check_run(s);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tests/unit/check_run.h"
 #include "lib/config.h"
 #include "lib/err.h"
 #include "lib/rng.h"
@@ -211,9 +212,5 @@ int main(void)
     tcase_add_test(tc, test_config_flag_over_env_over_default);
     tcase_add_test(tc, test_config_errors_name_the_flag);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return spw_check_run(s);
 }

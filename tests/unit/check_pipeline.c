@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tests/unit/check_run.h"
 #include "lib/err.h"
 #include "pipeline/executor.h"
 #include "pipeline/fusion.h"
@@ -400,9 +401,5 @@ int main(void)
     tcase_add_test(tc, test_executor_fail_policy_stops_with_path);
     tcase_add_test(tc, test_executor_shape_mismatch_is_clear_error);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return spw_check_run(s);
 }

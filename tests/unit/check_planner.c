@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "tests/unit/check_run.h"
 #include "dispatcher/planning.h"
 #include "pipeline/plan_proto.h"
 #include "pipeline/planner.h"
@@ -347,9 +348,5 @@ int main(void)
     tcase_add_test(tc, test_planner_folds_costs_measured_on_the_running_job);
     tcase_add_test(tc, test_planner_hands_a_running_job_back_only_when_no_cut_pays);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return spw_check_run(s);
 }

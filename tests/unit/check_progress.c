@@ -5,6 +5,7 @@
 #include <check.h>
 #include <stdlib.h>
 
+#include "tests/unit/check_run.h"
 #include "dispatcher/progress.h"
 
 static struct disp_progress_entry only(const struct disp_progress *p, uint64_t job)
@@ -78,9 +79,5 @@ int main(void)
     tcase_add_test(tc, test_progress_rates_and_cpu_per_element);
     tcase_add_test(tc, test_progress_keeps_jobs_and_producers_apart);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return spw_check_run(s);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/unit/check_run.h"
 #include "pipeline/order.h"
 
 /* Every (n, world, split) below: the ranks' owned positions are disjoint and together are [0, n); every
@@ -93,9 +94,5 @@ int main(void)
     tcase_add_test(tc, test_ranks_refuse_bad_shapes);
     tcase_add_test(tc, test_ranks_own_whole_splits_round_robin);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return spw_check_run(s);
 }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tests/unit/check_run.h"
 #include "dispatcher/service.h"
 #include "proto/spillway.pb-c.h"
 
@@ -240,9 +241,5 @@ int main(void)
     tcase_add_test(tc, test_service_job_runs_to_the_end);
     tcase_add_test(tc, test_service_bad_requests_say_what_is_wrong);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return spw_check_run(s);
 }

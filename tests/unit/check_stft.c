@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/unit/check_run.h"
 #include "ops/mel.h"
 #include "ops/stft.h"
 
@@ -469,9 +470,5 @@ int main(void)
     tcase_add_test(tc, test_stft_run_from_threads_matches_serial);
     tcase_add_test(tc, test_stft_plan_table_is_capped);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return spw_check_run(s);
 }

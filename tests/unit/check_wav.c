@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/unit/check_run.h"
 #include "lib/err.h"
 #include "ops/wav.h"
 #include "ops/wave_resample.h"
@@ -586,9 +587,5 @@ int main(void)
     tcase_add_test(tc, test_wave_resample_same_rate_copies);
     tcase_add_test(tc, test_wave_resample_refuses_bad_plans);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return spw_check_run(s);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/unit/check_run.h"
 #include "lib/err.h"
 #include "lib/rng.h"
 #include "pipeline/wire.h"
@@ -236,9 +237,5 @@ int main(void)
     tcase_add_test(tc, test_wire_refuses_bad_messages);
     tcase_add_test(tc, test_wire_decode_parts_equals_whole);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return spw_check_run(s);
 }
