@@ -167,6 +167,7 @@ static bool help_head(struct spw_job *j, bool idle)
 static void *local_main(void *arg)
 {
     struct spw_job *j = arg;
+    pthread_setname_np(pthread_self(), "spw-local");
     pthread_mutex_lock(&j->mu);
     const int me = j->n_held++;
     pthread_mutex_unlock(&j->mu);

@@ -40,7 +40,15 @@ struct stream {
     struct spw_rpc_stream *st;  /* while open; guarded by r->mu for cancel */
     int64_t rx_elements, rx_bytes;  /* received from this worker so far (r->mu), for the heartbeats */
     int64_t rx_cpu_ns;          /* this stream's thread's CPU so far: receiving, the suffix, the copy (r->mu) */
+    int64_t transport_ns;       /* its share of the transport threads' CPU so far (heartbeat thread only) */
+    int64_t transport_elements; /* rx_elements when that share was last given (heartbeat thread only) */
 };
+
+/* Threads whose CPU goes to receiving too: gRPC's own (its executor and event engine read the streams'
+ * sockets) and the heartbeat thread, whose calls poll for every call on the channel. Measured
+ * (docs/planner.md): about 30% of the client's CPU for remote elements runs there, not in spw-rx. */
+static const char *const TRANSPORT_THREADS[] = {"spw-heartbeat", "default-execut", "event_engine", "grpc_",
+                                                "resolver-execut", "timer_manager"};
 
 struct remote {
     struct remote_opts o;
@@ -66,6 +74,7 @@ struct remote {
         int64_t ns, consumed, wait_ns, cpu_ns;
     } hb_seen[RATE_BEATS];
     int hb_n;
+    int64_t transport_seen;             /* the transport threads' CPU when last shared out (heartbeat thread) */
 };
 
 static int create_err(int st, char *err, size_t errlen, const char *what, const char *msg)
@@ -425,6 +434,7 @@ static void *stream_main(void *arg)
 {
     struct stream *s = arg;
     struct remote *r = s->r;
+    pthread_setname_np(pthread_self(), "spw-rx");
     struct spw_rpc_channel_opts co = {.auth_token = r->o.auth_token};
     struct spw_rpc_channel *ch = NULL;
     struct spw_rpc_stream *st = NULL;
@@ -566,6 +576,30 @@ static void update_workers(struct remote *r, Spillway__V1__WorkerAddress **w, si
     }
 }
 
+
+static int64_t transport_cpu_ns(void)
+{
+    return spw_threads_cpu_ns(TRANSPORT_THREADS, (int)(sizeof TRANSPORT_THREADS / sizeof *TRANSPORT_THREADS));
+}
+
+/* Share the transport threads' CPU since the last heartbeat (now at `transport`) among the streams, by the
+ * elements each received meanwhile, so that each stream's reported CPU is its whole receiving cost. With
+ * nothing received it goes to no stream (heartbeats, connecting). Call with r->mu held. */
+static void share_transport(struct remote *r, int64_t transport)
+{
+    int64_t fresh = 0;
+    for (int i = 0; i < r->n_streams; i++)
+        fresh += r->streams[i].rx_elements - r->streams[i].transport_elements;
+    const int64_t spent = transport - r->transport_seen;
+    for (int i = 0; i < r->n_streams; i++) {
+        struct stream *s = &r->streams[i];
+        if (fresh > 0 && spent > 0)
+            s->transport_ns += (int64_t)((double)spent * (double)(s->rx_elements - s->transport_elements) /
+                                         (double)fresh);
+        s->transport_elements = s->rx_elements;
+    }
+    r->transport_seen = transport;
+}
 /* One ClientHeartbeat carrying the acks the assembler has ready (and, with done, that the client is
  * closing). Returns the reply (caller frees) or NULL with the status in *st and the acks put back. Scratch
  * arrays hold MAX_ACKS_PER_HEARTBEAT. */
@@ -595,14 +629,16 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
     hb.done = done;
     /* What arrived from each worker's stream: the dispatcher takes links' measured rates from these. */
     Spillway__V1__ProducerProgress rx[MAX_STREAMS], *rxp[MAX_STREAMS];
+    const int64_t transport = transport_cpu_ns();
     pthread_mutex_lock(&r->mu);
+    share_transport(r, transport);
     for (int i = 0; i < r->n_streams; i++) {
         spillway__v1__producer_progress__init(&rx[hb.n_received]);
         rx[hb.n_received].job = r->job.job;
         rx[hb.n_received].worker_id = r->streams[i].worker_id;
         rx[hb.n_received].elements = r->streams[i].rx_elements;
         rx[hb.n_received].bytes = r->streams[i].rx_bytes;
-        rx[hb.n_received].cpu_ns = r->streams[i].rx_cpu_ns;
+        rx[hb.n_received].cpu_ns = r->streams[i].rx_cpu_ns + r->streams[i].transport_ns;
         rxp[hb.n_received] = &rx[hb.n_received];
         hb.n_received++;
     }
@@ -642,6 +678,7 @@ static void *heartbeat_main(void *arg)
 {
     struct remote *r = arg;
     int64_t last_ok = spw_now_ms();
+    pthread_setname_np(pthread_self(), "spw-heartbeat");
     pthread_mutex_lock(&r->mu);
     while (!r->stopping) {
         start_streams(r);
@@ -693,6 +730,7 @@ int remote_start(struct remote *r, struct assembler *a, const struct spw_element
     r->ptrs = malloc(sizeof *r->ptrs * MAX_ACKS_PER_HEARTBEAT);
     if (!r->acks || !r->refs || !r->ptrs)
         return -ENOMEM;
+    r->transport_seen = transport_cpu_ns();
     if (pthread_create(&r->hb_tid, NULL, heartbeat_main, r) != 0)
         return -EAGAIN;
     r->started = true;

@@ -1,6 +1,6 @@
 /* lib/clock.h - the clocks the code needs: monotonic time for measuring and timeouts, absolute
  * CLOCK_REALTIME deadlines for pthread_cond_timedwait, and CPU time (a thread's, the process's) for costs
- * measured on the running path. Pure; thread-safe. */
+ * measured on the running path (whole threads or named groups of them). Thread-safe. */
 #ifndef SPW_LIB_CLOCK_H
 #define SPW_LIB_CLOCK_H
 
@@ -15,5 +15,8 @@ struct timespec spw_deadline_in_ms(int64_t ms);
 /* CPU nanoseconds the calling thread / the whole process has used so far. */
 int64_t spw_thread_cpu_ns(void);
 int64_t spw_process_cpu_ns(void);
+/* CPU nanoseconds used so far by this process's threads whose names (pthread_setname_np, /proc/self/task/
+ * TID/comm) start with one of the n prefixes - e.g. a library's own threads; 0 if /proc is not mounted. */
+int64_t spw_threads_cpu_ns(const char *const *prefixes, int n);
 
 #endif

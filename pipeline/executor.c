@@ -275,6 +275,7 @@ static void *worker(void *arg)
 {
     struct spw_executor *ex = arg;
     struct spw_element_stats *st = malloc(sizeof *st);
+    pthread_setname_np(pthread_self(), "spw-exec");
     char err[512];
     for (;;) {
         int64_t gb;

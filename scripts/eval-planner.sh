@@ -6,7 +6,8 @@
 # over EVAL_REPEATS (default 3): the planner (--cut auto), every forced plan (local-only, each cut x local
 # share on/off), FastFlow's rule and offload-everything; then the best forced plan is re-measured.
 # Needs root (netns, tc, cgroups) and gnuplot. Env: EVAL_REPEATS, EVAL_SECONDS (per run, default 8),
-# EVAL_CONDITIONS (names to run, default all), EVAL_STEADY_SECONDS (default 300: one planned job under a
+# EVAL_CONDITIONS (names to run, default all), EVAL_STRATEGIES (to run only some: local planner cutK-on
+# cutK-off; the table then lacks the others), EVAL_STEADY_SECONDS (default 300: one planned job under a
 # 200 Mbit/s cap for that long, counting its re-plans and cut changes; 0 = skip).
 # Writes build/eval/planner/{results.tsv,status.tsv,steady.tsv,table.md,eval.png}.
 set -euo pipefail
@@ -168,6 +169,7 @@ measure() {
 }
 
 strategies() {  # every plan measured per repeat (FastFlow's and offload-everything are among the forced ones)
+  if [ -n "${EVAL_STRATEGIES:-}" ]; then echo "$EVAL_STRATEGIES"; return; fi
   echo local planner
   for k in 0 1 2 3; do echo "cut$k-on cut$k-off"; done
 }

@@ -287,6 +287,7 @@ static void *producer(void *arg)
 {
     struct job *jb = arg;
     struct builder bd;
+    pthread_setname_np(pthread_self(), "spw-produce");
     memset(&bd, 0, sizeof bd);
     bd.b.positions = bd.positions;
     bd.b.samples = bd.samples;

@@ -1,12 +1,15 @@
-/* tests/unit/check_lib.c - lib/: counter-based RNG, tensors and the .npy writer, error strings. */
+/* tests/unit/check_lib.c - lib/: counter-based RNG, tensors and the .npy writer, error strings, CPU time of
+ * named threads. */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "tests/unit/check_run.h"
+#include "lib/clock.h"
 #include "lib/config.h"
 #include "lib/err.h"
 #include "lib/rng.h"
@@ -197,6 +200,39 @@ START_TEST(test_config_errors_name_the_flag)
 }
 END_TEST
 
+/* A thread named spw-test-spin that burns 60 ms of its own CPU, then waits until *arg is set. */
+static void *spin_main(void *arg)
+{
+    pthread_setname_np(pthread_self(), "spw-test-spin");
+    const int64_t t0 = spw_thread_cpu_ns();
+    volatile uint64_t x = 1;
+    while (spw_thread_cpu_ns() - t0 < 60 * 1000000LL)
+        x = x * 6364136223846793005ULL + 1;
+    while (!__atomic_load_n((int *)arg, __ATOMIC_ACQUIRE))
+        usleep(1000);
+    return NULL;
+}
+
+START_TEST(test_named_threads_cpu)
+{
+    static const char *const spin[] = {"spw-test-sp"}, *const none[] = {"no-such-thread"};
+    pthread_t t;
+    int release = 0;
+    ck_assert_int_eq(pthread_create(&t, NULL, spin_main, &release), 0);
+    int64_t seen = 0;
+    for (int i = 0; i < 10000 && seen < 60 * 1000000LL; i++) {   /* up to 10 s on a loaded machine */
+        seen = spw_threads_cpu_ns(spin, 1);
+        usleep(1000);
+    }
+    ck_assert_int_ge(seen, 60 * 1000000LL);
+    ck_assert_int_lt(seen, 1000 * 1000000LL);                   /* its own CPU only, not the process's */
+    ck_assert_int_eq(spw_threads_cpu_ns(none, 1), 0);
+    __atomic_store_n(&release, 1, __ATOMIC_RELEASE);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(spw_threads_cpu_ns(spin, 1), 0);      /* gone with the thread */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("lib");
@@ -211,6 +247,7 @@ int main(void)
     tcase_add_test(tc, test_err_strings);
     tcase_add_test(tc, test_config_flag_over_env_over_default);
     tcase_add_test(tc, test_config_errors_name_the_flag);
+    tcase_add_test(tc, test_named_threads_cpu);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }
