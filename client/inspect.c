@@ -191,7 +191,8 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
                        p->cpu_ns_per_element / 1e3);
             }
             if (r->client_remote_ns > 0)
-                printf("client: %.0f us CPU per remote element (receiving threads)\n", r->client_remote_ns / 1e3);
+                printf("client: %.0f us CPU per remote element (receiving and gRPC threads)\n",
+                       r->client_remote_ns / 1e3);
             printf("\n%-7s %-7s %-11s %s\n", "EPOCH", "SPLIT", "GENERATION", "HELD BY");
             for (size_t i = 0; i < r->n_leased; i++)
                 printf("%-7llu %-7llu %-11llu %s\n", (unsigned long long)r->leased[i]->epoch,
