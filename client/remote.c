@@ -49,6 +49,7 @@ struct stream {
  * (docs/planner.md): about 30% of the client's CPU for remote elements runs there, not in spw-rx. */
 static const char *const TRANSPORT_THREADS[] = {"spw-heartbeat", "default-execut", "event_engine", "grpc_",
                                                 "resolver-execut", "timer_manager"};
+static int live_remotes;    /* started in this process (atomic): each takes an equal part of gRPC's threads */
 
 struct remote {
     struct remote_opts o;
@@ -576,10 +577,13 @@ static void update_workers(struct remote *r, Spillway__V1__WorkerAddress **w, si
     }
 }
 
-
+/* This job's part of the transport threads' CPU so far (other jobs in the process share gRPC's threads;
+ * the heartbeat threads are one per job, so the part is approximate there). */
 static int64_t transport_cpu_ns(void)
 {
-    return spw_threads_cpu_ns(TRANSPORT_THREADS, (int)(sizeof TRANSPORT_THREADS / sizeof *TRANSPORT_THREADS));
+    const int jobs = __atomic_load_n(&live_remotes, __ATOMIC_RELAXED);
+    return spw_threads_cpu_ns(TRANSPORT_THREADS, (int)(sizeof TRANSPORT_THREADS / sizeof *TRANSPORT_THREADS)) /
+           (jobs > 1 ? jobs : 1);
 }
 
 /* Share the transport threads' CPU since the last heartbeat (now at `transport`) among the streams, by the
@@ -600,6 +604,7 @@ static void share_transport(struct remote *r, int64_t transport)
     }
     r->transport_seen = transport;
 }
+
 /* One ClientHeartbeat carrying the acks the assembler has ready (and, with done, that the client is
  * closing). Returns the reply (caller frees) or NULL with the status in *st and the acks put back. Scratch
  * arrays hold MAX_ACKS_PER_HEARTBEAT. */
@@ -730,9 +735,12 @@ int remote_start(struct remote *r, struct assembler *a, const struct spw_element
     r->ptrs = malloc(sizeof *r->ptrs * MAX_ACKS_PER_HEARTBEAT);
     if (!r->acks || !r->refs || !r->ptrs)
         return -ENOMEM;
+    __atomic_add_fetch(&live_remotes, 1, __ATOMIC_RELAXED);
     r->transport_seen = transport_cpu_ns();
-    if (pthread_create(&r->hb_tid, NULL, heartbeat_main, r) != 0)
+    if (pthread_create(&r->hb_tid, NULL, heartbeat_main, r) != 0) {
+        __atomic_sub_fetch(&live_remotes, 1, __ATOMIC_RELAXED);
         return -EAGAIN;
+    }
     r->started = true;
     return 0;
 }
@@ -796,8 +804,10 @@ void remote_destroy(struct remote *r)
         if (r->streams[i].st)
             spw_rpc_stream_cancel(r->streams[i].st);
     pthread_mutex_unlock(&r->mu);
-    if (r->started)
+    if (r->started) {
         pthread_join(r->hb_tid, NULL);
+        __atomic_sub_fetch(&live_remotes, 1, __ATOMIC_RELAXED);
+    }
     for (int i = 0; i < r->n_streams; i++)
         if (!r->streams[i].joined)
             pthread_join(r->streams[i].tid, NULL);

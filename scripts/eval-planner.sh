@@ -7,8 +7,11 @@
 # share on/off), FastFlow's rule and offload-everything; then the best forced plan is re-measured.
 # Needs root (netns, tc, cgroups) and gnuplot. Env: EVAL_REPEATS, EVAL_SECONDS (per run, default 8),
 # EVAL_CONDITIONS (names to run, default all), EVAL_STRATEGIES (to run only some: local planner cutK-on
-# cutK-off; the table then lacks the others), EVAL_STEADY_SECONDS (default 300: one planned job under a
-# 200 Mbit/s cap for that long, counting its re-plans and cut changes; 0 = skip).
+# cutK-off; the table then lacks the others), EVAL_CFS_PERIOD_US (the quotas' period, default 100000;
+# a shorter one is not enforced: the kernel hands quota out in 5 ms slices), EVAL_STEADY_SECONDS
+# (default 300: one planned job under a 200 Mbit/s cap for that long, counting its re-plans and cut changes;
+# 0 = skip). The dataset is copied to /dev/shm for the run (removed at exit): every strategy reads it from
+# memory, not from a disk whose stalls (and this VM's page-cache reclaim) made runs of one plan vary 2x.
 # Writes build/eval/planner/{results.tsv,status.tsv,steady.tsv,table.md,eval.png}.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,8 +21,10 @@ OUT=$B/eval/planner
 PY=/usr/bin/python3
 REPEATS=${EVAL_REPEATS:-3}
 SECS=${EVAL_SECONDS:-8}   # 8 s: the re-plan on measured costs (3 s in) lands inside a planned run
-DATA=$B/data/eval-20k        # big enough that no run reaches an epoch's end (epoch tails are another matter)
+SRC_DATA=$B/data/eval-20k    # big enough that no run reaches an epoch's end (epoch tails are another matter)
+DATA=/dev/shm/spwe-eval-20k   # its copy in memory
 P=spwe                      # prefix of every namespace, link and cgroup this script makes
+PERIOD=${EVAL_CFS_PERIOD_US:-100000}
 SUBNET=10.77.0
 
 die() { echo "eval-planner: $*" >&2; exit 1; }
@@ -32,7 +37,11 @@ if [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then CG=v1; CGROOT=/sys/fs/cgroup
 elif [ -f /sys/fs/cgroup/cgroup.controllers ]; then CG=v2; CGROOT=/sys/fs/cgroup
 else die "no cgroup cpu controller found (v1 /sys/fs/cgroup/cpu or v2 /sys/fs/cgroup)"; fi
 ip netns add ${P}-probe 2> /dev/null && ip netns del ${P}-probe || die "cannot create network namespaces"
-bash scripts/make-dataset.sh "$DATA" 20000 > /dev/null
+bash scripts/make-dataset.sh "$SRC_DATA" 20000 > /dev/null
+[ -d /dev/shm ] || die "needs /dev/shm (tmpfs) for the dataset's copy in memory"
+rm -rf "$DATA"
+cp -r "$SRC_DATA" "$DATA" || die "cannot copy the dataset to $DATA"
+trap 'rm -rf "$DATA"' EXIT
 mkdir -p "$OUT"
 
 # ---- pipelines (3 fusion groups each: cuts 0..3; `big` is cheap and ships 2.4 MB float tensors at cut 3) ----
@@ -50,7 +59,7 @@ pipeline() {    # pipeline NAME: $OUT/NAME.json
        {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}' ;;
   esac
   cat > "$OUT/$1.json" <<JSON
-{"source": {"format": "image_folder", "path": "$ROOT/$DATA/train", "shuffle": true, "seed": 7, "epochs": 20},
+{"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 7, "epochs": 20},
  "ops": [$ops], "batch": {"size": 32}}
 JSON
 }
@@ -83,14 +92,14 @@ cleanup() {
   for g in "$CGROOT"/${P}-*; do [ -d "$g" ] && { rmdir "$g" 2> /dev/null || true; }; done
   return 0
 }
-trap cleanup EXIT
+trap 'cleanup; rm -rf "$DATA"' EXIT
 
 cgroup() {      # cgroup NAME CORES: a group limited to CORES of one core
   local g=$CGROOT/${P}-$1 quota
-  quota=$("$PY" -c "print(int(float('$2') * 100000))")
+  quota=$("$PY" -c "print(int(float('$2') * $PERIOD))")
   mkdir -p "$g"
-  if [ $CG = v1 ]; then echo 100000 > "$g/cpu.cfs_period_us"; echo "$quota" > "$g/cpu.cfs_quota_us"
-  else echo +cpu > "$CGROOT/cgroup.subtree_control" 2> /dev/null || true; echo "$quota 100000" > "$g/cpu.max"; fi
+  if [ $CG = v1 ]; then echo "$PERIOD" > "$g/cpu.cfs_period_us"; echo "$quota" > "$g/cpu.cfs_quota_us"
+  else echo +cpu > "$CGROOT/cgroup.subtree_control" 2> /dev/null || true; echo "$quota $PERIOD" > "$g/cpu.max"; fi
 }
 in_cg() {       # in_cg NAME CPU CMD...: run CMD in cgroup NAME pinned to CPU
   local g=$CGROOT/${P}-$1 cpu=$2
@@ -185,7 +194,8 @@ run_strategy() {  # run_strategy COND STRAT REP PIPE RATE
 
 : > "$OUT/results.tsv"
 : > "$OUT/status.tsv"
-echo "eval-planner: $REPEATS repeats x $SECS s per run; cgroup $CG; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "eval-planner: $REPEATS repeats x $SECS s per run; cgroup $CG, period $PERIOD us; data in $DATA; load before:" \
+  "$(cut -d' ' -f1-3 /proc/loadavg)"
 for c in "${CONDITIONS[@]}"; do
   read -r name pipe cap ccores nw wcores rate <<< "$c"
   if [ -n "${EVAL_CONDITIONS:-}" ] && ! grep -qw "$name" <<< "$EVAL_CONDITIONS"; then continue; fi
