@@ -120,7 +120,6 @@ setup() {       # setup CAP CLIENT_CORES WORKERS WORKER_CORES: bridge, namespace
   ip addr add $SUBNET.1/24 dev ${P}br
   ip link set ${P}br up
   cgroup client "$ccores"
-  cgroup disp 0.3
   taskset -c 1 $B/bin/spillway-dispatcher --listen $SUBNET.1 --port 0 > "$OUT/d.out" 2> "$OUT/d.err" &
   PIDS+=($!)
   DPORT=$(port_of "$OUT/d.out") || die "the dispatcher did not start: $(cat "$OUT/d.err")"
