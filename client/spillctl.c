@@ -5,11 +5,11 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +17,7 @@
 #include "client/plan.h"
 #include "lib/clock.h"
 #include "lib/err.h"
+#include "lib/heap.h"
 #include "lib/rpc.h"
 #include "pipeline/executor.h"
 #include "pipeline/fusion.h"
@@ -59,7 +60,8 @@ static void usage(FILE *f)
             "                DIR/keys.txt (epoch, sample index, path per element, in delivery order)\n"
             "  --keys FILE   write only the keys (as keys.txt) to FILE, no tensors\n"
             "  --json        print one JSON object at the end: elements, batches, seconds, elements_per_s,\n"
-            "                skipped, groups (the cut points) and per-op stats\n"
+            "                skipped, groups (the cut points), per-op stats and process (this process's CPU\n"
+            "                seconds, minor page faults and involuntary context switches)\n"
             "  --quiet       no progress line on stderr\n"
             "  --warmup-batches W  first run W batches untimed and discard them (warms the page cache and\n"
             "                the allocator, as a benchmark's warm-up does), then the timed run\n"
@@ -162,6 +164,18 @@ static void print_groups(const struct spw_pipeline_spec *spec)
     }
 }
 
+/* This process's CPU time and minor page faults so far, as a JSON member (what the pipeline cost the trainer's
+ * process; a run whose CPU per element jumps usually shows the faults or the throttling behind it). */
+static void print_process_usage(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return;
+    printf(", \"process\": {\"cpu_s\": %.3f, \"minor_faults\": %ld, \"involuntary_switches\": %ld}",
+           ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6,
+           ru.ru_minflt, ru.ru_nivcsw);
+}
+
 static void print_json(const struct spw_pipeline_spec *spec, const struct spw_source *src,
                        const struct spw_exec_stats *st, double secs, int64_t consumed, int threads)
 {
@@ -181,7 +195,9 @@ static void print_json(const struct spw_pipeline_spec *spec, const struct spw_so
                o->first_op, o->n_ops, (long long)o->elements, o->elements ? (double)o->ns_total / o->elements : 0.0,
                o->elements ? (double)o->out_bytes_total / o->elements : 0.0);
     }
-    printf("], \"consumed\": %lld, \"consumed_per_s\": %.3f}\n", (long long)consumed, secs > 0 ? consumed / secs : 0.0);
+    printf("], \"consumed\": %lld, \"consumed_per_s\": %.3f", (long long)consumed, secs > 0 ? consumed / secs : 0.0);
+    print_process_usage();
+    printf("}\n");
 }
 
 /* The simulated trainer: takes batches from a source (the executor or a job), dumps them, gives them back,
@@ -373,11 +389,13 @@ static void print_service_json(const struct spw_pipeline_spec *spec, const struc
     printf("\"job\": %llu, \"cut\": %d, \"local_cores\": %d, \"ordered\": %s, "
            "\"producers\": {\"remote\": %lld, \"local\": %lld, \"rescue\": %lld}, \"duplicates_dropped\": %lld, "
            "\"bytes_received\": %lld, \"workers\": %d, \"create_seconds\": %.3f, \"consumed\": %lld, "
-           "\"consumed_per_s\": %.3f}\n",
+           "\"consumed_per_s\": %.3f",
            (unsigned long long)st->job, st->cut, sa->local_cores, sa->ordered ? "true" : "false",
            (long long)st->remote_elements, (long long)st->local_elements, (long long)st->rescued_elements,
            (long long)st->duplicates_dropped, (long long)st->bytes_received, st->workers, create_secs,
            (long long)consumed, secs - create_secs > 0 ? consumed / (secs - create_secs) : 0.0);
+    print_process_usage();
+    printf("}\n");
 }
 
 static int cmd_run_service(const char *pipeline, const struct service_args *sa, int64_t max_batches,
@@ -493,6 +511,7 @@ int main(int argc, char **argv)
     int samples = 0;
     bool local_off = false;
     int c;
+    spw_heap_keep_freed();     /* per-element buffers are 100 KB-1 MB (lib/heap.h); before any thread starts */
     while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:C:L:R:OP:c:W:S:H:N:M:K:", long_opts, NULL)) != -1) {
         char *end;
         switch (c) {
@@ -657,10 +676,6 @@ int main(int argc, char **argv)
         spw_rpc_shutdown();
         return st;
     }
-    /* Per-element buffers (decoded regions, resample scratch, images) are 100 KB-1 MB: keep them on the
-     * heap and keep freed memory, instead of an mmap, page faults and munmap for each one. */
-    mallopt(M_MMAP_THRESHOLD, 256 << 20);
-    mallopt(M_TRIM_THRESHOLD, 512 << 20);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     if (strcmp(cmd, "run") == 0) {

@@ -12,7 +12,8 @@
 # (default 300: one planned job under a 200 Mbit/s cap for that long, counting its re-plans and cut changes;
 # 0 = skip). The dataset is copied to /dev/shm for the run (removed at exit): every strategy reads it from
 # memory, not from a disk whose stalls (and this VM's page-cache reclaim) made runs of one plan vary 2x.
-# Writes build/eval/planner/{results.tsv,status.tsv,steady.tsv,table.md,eval.png}.
+# Writes build/eval/planner/{results.tsv,status.tsv,steady.tsv,table.md,eval.png} and diag.tsv (per run: the
+# client's CPU and minor faults per element, the periods its quota throttled).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -106,6 +107,13 @@ in_cg() {       # in_cg NAME CPU CMD...: run CMD in cgroup NAME pinned to CPU
   shift 2
   bash -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' _ "$g" taskset -c "$cpu" "$@"
 }
+throttled() {   # throttled [BEFORE]: the client group's "periods throttled_ms" (cpu.stat), minus BEFORE's
+  local f=$CGROOT/${P}-client/cpu.stat n t
+  [ -f "$f" ] || { echo "- -"; return; }
+  if [ $CG = v1 ]; then n=$(awk '$1 == "nr_throttled" {print $2}' "$f"); t=$(awk '$1 == "throttled_time" {print int($2 / 1e6)}' "$f")
+  else n=$(awk '$1 == "nr_throttled" {print $2}' "$f"); t=$(awk '$1 == "throttled_usec" {print int($2 / 1e3)}' "$f"); fi
+  if [ $# -gt 0 ]; then set -- $1; echo "$((n - $1))	$((t - $2))"; else echo "$n $t"; fi
+}
 port_of() {     # the port a daemon printed ("listening on ADDR:PORT")
   for _ in $(seq 1 200); do
     sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$1" | grep . && return 0
@@ -150,8 +158,9 @@ json_field() { "$PY" -c "import json,sys; d=json.loads(sys.stdin.read().strip().
 measure() {
   local cond=$1 strat=$2 rep=$3 pipe=$4 rate=$5 out
   shift 5
-  local rflag=()
+  local rflag=() thr0
   [ "$rate" != 0 ] && rflag=(--consume-rate "$rate")
+  thr0=$(throttled)
   if [ "$strat" = local ]; then
     out=$(in_cg client 0 $B/bin/spillctl run --local --threads 1 --pipeline "$OUT/$pipe.json" --json --quiet \
       --max-seconds "$SECS" "${rflag[@]}" 2> "$OUT/last.err") || { echo "FAILRUN $cond $strat: $(tail -2 "$OUT/last.err")" >&2; return 1; }
@@ -172,6 +181,10 @@ measure() {
     fi
   fi
   printf '%s\t%s\t%s\t%s\t%s\n' "$cond" "$strat" "$rep" "$v" "$extra" >> "$OUT/results.tsv"
+  # the client's CPU and faults per consumed element, and the periods its quota throttled (diag.tsv)
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$cond" "$strat" "$rep" "$v" "$(echo "$out" | json_field \
+    "'%d\t%.1f\t%.1f' % (d['consumed'], d['process']['cpu_s'] * 1e6 / max(d['consumed'], 1), d['process']['minor_faults'] / max(d['consumed'], 1))")" \
+    "$(throttled "$thr0")" >> "$OUT/diag.tsv"
   printf '  %-16s %-14s run %s  %8.1f elements/s %s\n' "$cond" "$strat" "$rep" "$v" "$extra"
   sleep 0.7     # the workers drop the closed job
 }
@@ -192,6 +205,8 @@ run_strategy() {  # run_strategy COND STRAT REP PIPE RATE
 }
 
 : > "$OUT/results.tsv"
+printf 'condition\tstrategy\trepeat\tconsumed_per_s\tconsumed\tclient_cpu_us_per_el\tfaults_per_el\tthrottled_periods\tthrottled_ms\n' \
+  > "$OUT/diag.tsv"
 : > "$OUT/status.tsv"
 echo "eval-planner: $REPEATS repeats x $SECS s per run; cgroup $CG, period $PERIOD us; data in $DATA; load before:" \
   "$(cut -d' ' -f1-3 /proc/loadavg)"

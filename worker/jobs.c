@@ -14,6 +14,7 @@
 
 #include "lib/clock.h"
 #include "lib/err.h"
+#include "lib/heap.h"
 #include "lib/log.h"
 #include "pipeline/element.h"
 #include "pipeline/order.h"
@@ -522,7 +523,7 @@ void wrk_jobs_update(struct wrk_jobs *w, const Spillway__V1__WorkerHeartbeatResp
     }
     if (stopped) {
         malloc_trim(0);             /* hand the job's buffers back to the system, not just to malloc */
-        mallopt(M_TRIM_THRESHOLD, WRK_TRIM_THRESHOLD);
+        mallopt(M_TRIM_THRESHOLD, SPW_HEAP_TRIM_THRESHOLD);   /* main() set it (lib/heap.h) */
     }
 }
 

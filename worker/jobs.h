@@ -13,12 +13,6 @@
 
 struct wrk_jobs;
 
-/* The worker keeps freed memory on its heaps while serving (messages and element buffers are 100 KB-1 MB:
- * no mmap, page faults and munmap for each); main() sets these, jobs.c lowers the trim threshold while a job
- * is being freed. */
-#define WRK_MMAP_THRESHOLD (256 << 20)
-#define WRK_TRIM_THRESHOLD (512 << 20)
-
 struct wrk_jobs_opts {
     const char *dispatcher;     /* host:port */
     const char *auth_token;     /* NULL = none */

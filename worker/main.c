@@ -3,7 +3,6 @@
  * drain on SIGTERM. No logic here: registration.c and jobs.c. Signals are blocked in all threads and taken
  * by main with sigwait. */
 #include <errno.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "lib/config.h"
+#include "lib/heap.h"
 #include "lib/log.h"
 #include "lib/rpc.h"
 #include "worker/jobs.h"
@@ -81,10 +81,9 @@ static void want_tasks(void *ctx)
 
 int main(int argc, char **argv)
 {
-    /* Messages and per-element buffers are 100 KB-1 MB: keep them on the heap and reuse freed memory
-     * instead of an mmap, page faults and munmap for each (a stopped job's memory goes back by malloc_trim). */
-    mallopt(M_MMAP_THRESHOLD, WRK_MMAP_THRESHOLD);
-    mallopt(M_TRIM_THRESHOLD, WRK_TRIM_THRESHOLD);
+    /* Messages and per-element buffers are 100 KB-1 MB: one heap that keeps freed memory (a stopped job's
+     * memory goes back by malloc_trim, jobs.c). */
+    spw_heap_keep_freed();
     char err[512];
     int rc = spw_config_parse(g_cfg, N_CFG, argc, argv,
                               "usage: spillway-worker --dispatcher HOST:PORT [--port P] [options]\n"
