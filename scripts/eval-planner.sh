@@ -4,14 +4,16 @@
 # worker->client direction); the client is pinned to CPU 0, the dispatcher and workers to CPU 1, and CPU
 # quotas (cgroup v1 cpu.cfs_quota_us, or v2 cpu.max) give each a fraction of a core. Per condition, interleaved
 # over EVAL_REPEATS (default 3): the planner (--cut auto), every forced plan (local-only, each cut x local
-# share on/off), FastFlow's rule and offload-everything; then the best forced plan is re-measured.
+# share on/off), FastFlow's rule and offload-everything; then the best forced plan is re-measured, interleaved
+# with the planner again (the regret pairs those runs).
 # Needs root (netns, tc, cgroups) and gnuplot. Env: EVAL_REPEATS, EVAL_SECONDS (per run, default 8),
 # EVAL_CONDITIONS (names to run, default all), EVAL_STRATEGIES (to run only some: local planner cutK-on
 # cutK-off; the table then lacks the others), EVAL_CFS_PERIOD_US (the quotas' period, default 100000;
 # a shorter one is not enforced: the kernel hands quota out in 5 ms slices), EVAL_STEADY_SECONDS
 # (default 300: one planned job under a 200 Mbit/s cap for that long, counting its re-plans and cut changes;
-# 0 = skip). The dataset is copied to /dev/shm for the run (removed at exit): every strategy reads it from
-# memory, not from a disk whose stalls (and this VM's page-cache reclaim) made runs of one plan vary 2x.
+# 0 = skip; steady.err has its progress every 2 s). The dataset is copied to /dev/shm for the run (removed
+# at exit): every strategy reads it from memory, not from a disk whose stalls (and this VM's page-cache
+# reclaim) made runs of one plan vary 2x.
 # Writes build/eval/planner/{results.tsv,status.tsv,steady.tsv,table.md,eval.png} and diag.tsv (per run: the
 # client's CPU and minor faults per element, the periods its quota throttled).
 set -euo pipefail
@@ -227,9 +229,12 @@ for c in "${CONDITIONS[@]}"; do
   for ((r = 1; r <= REPEATS && ok; r++)); do
     for s in $(strategies); do run_strategy "$name" "$s" "$r" "$pipe" "$rate" || { ok=0; break; }; done
   done
-  if ((ok)); then     # re-measure the best forced plan (the max of noisy medians is biased up)
-    best=$("$PY" scripts/eval_planner.py --best "$OUT/results.tsv" "$name")
-    for ((r = 1; r <= REPEATS && ok; r++)); do run_strategy "$name" "$best" "best$r" "$pipe" "$rate" || ok=0; done
+  if ((ok)); then     # re-measure the best forced plan (the max of noisy medians is biased up), paired
+    best=$("$PY" scripts/eval_planner.py --best "$OUT/results.tsv" "$name")   # with the planner's runs
+    for ((r = 1; r <= REPEATS && ok; r++)); do
+      run_strategy "$name" "$best" "best$r" "$pipe" "$rate" && run_strategy "$name" planner "pair$r" "$pipe" "$rate" ||
+        ok=0
+    done
   fi
   status=FAIL
   ((ok)) && status=RUN
@@ -244,7 +249,7 @@ if [ "$STEADY" -gt 0 ]; then
   echo "== steady: one planned job (train, 200mbit, client 1.0 core, 2 workers x 0.45 core) for $STEADY s"
   pipeline train
   if setup 200mbit 1.0 2 0.45 && in_cg client 0 $B/bin/spillctl run --dispatcher $SUBNET.1:"$DPORT" \
-       --pipeline "$OUT/train.json" --cut auto --local-cores 1 --max-seconds "$STEADY" --json --quiet \
+       --pipeline "$OUT/train.json" --cut auto --local-cores 1 --max-seconds "$STEADY" --json \
        > "$OUT/steady.json" 2> "$OUT/steady.err"; then
     replans=$(grep -c "re-planned" "$OUT/d.err" || true)
     changes=$(sed -n 's/.*re-planned .* cut=\([0-9]*\)->\([0-9]*\) .*/\1 \2/p' "$OUT/d.err" | awk '$1 != $2' | wc -l)

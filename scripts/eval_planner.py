@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """scripts/eval_planner.py - the analysis half of scripts/eval-planner.sh: per condition, medians of every
-strategy, the oracle (the best forced plan, re-measured), the planner's regret and prediction error,
+strategy, the oracle (the best forced plan, re-measured interleaved with the planner), the planner's regret
+(paired: its runs interleaved with the oracle's re-measures; "in the sweep": its runs among the forced
+plans) and prediction error (all its runs),
 FastFlow's rule and offload-everything; the table (table.md), the targets, and the plot (eval.png, gnuplot).
 
   eval_planner.py OUT_DIR                  analyse OUT_DIR/{results,status}.tsv
@@ -28,7 +30,7 @@ def rows_of(path, cond=None):
 def forced_medians(rows):
     by = {}
     for r in rows:
-        if r["strat"] not in ("planner", "warm") and not r["rep"].startswith("best"):
+        if r["strat"] not in ("planner", "warm") and not r["rep"].startswith(("best", "pair")):
             by.setdefault(r["strat"], []).append(r["v"])
     return {s: statistics.median(v) for s, v in by.items()}
 
@@ -80,9 +82,9 @@ def label(strat):
 def analyse(out):
     status = [l.rstrip("\n").split("\t") for l in open(out + "/status.tsv") if l.strip()]
     rows = rows_of(out + "/results.tsv")
-    table = ["| condition | status | oracle plan | oracle el/s | planner plan | planner el/s | regret | "
-             "predicted | error | FastFlow | offload-all | local-only |",
-             "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    table = ["| condition | status | oracle plan | oracle el/s | planner plan | planner el/s | in the sweep | "
+             "regret | predicted | error | FastFlow | offload-all | local-only |",
+             "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     regrets, errors, vs_local, oracle_cuts, local_wins = [], [], [], set(), set()
     cut_lines = ["| condition | predicted / measured elements/s per cut (local share on) |", "|---|---|"]
     dat = []
@@ -90,7 +92,7 @@ def analyse(out):
     for name, st, pipe, cap, ccores, nw, wcores, rate in status:
         if st != "RUN":
             failed += 1
-            table.append("| %s | FAIL | | | | | | | | | | |" % name)
+            table.append("| %s | FAIL | | | | | | | | | | | |" % name)
             continue
         rs = [r for r in rows if r["cond"] == name]
         med = forced_medians(rs)
@@ -98,7 +100,11 @@ def analyse(out):
         again = [r["v"] for r in rs if r["rep"].startswith("best")]
         oracle = statistics.median(again) if again else med[best]
         pl = [r for r in rs if r["strat"] == "planner"]
-        planner = statistics.median(r["v"] for r in pl)
+        # Regret pairs the planner with the oracle's plan: the runs of both interleaved after the sweep
+        # ("pair" repeats), so a drift of this machine's speed during a condition moves both alike.
+        paired = [r["v"] for r in pl if r["rep"].startswith("pair")]
+        first_runs = statistics.median(r["v"] for r in pl if not r["rep"].startswith("pair"))
+        planner = statistics.median(paired) if paired else first_runs
         plans = [r["extra"].split(",") for r in pl]
         chosen = statistics.mode("local" if p[0] == "0" else "cut%s %s" % (p[1], "+local" if float(p[2]) >= 0.02
                                                                            else "remote only") for p in plans)
@@ -112,17 +118,17 @@ def analyse(out):
         predicted = statistics.median(float(p[5]) if len(p) > 5 else float(p[3]) for p in plans)
         ff = fastflow_choice(med, float(rate), int(nw))
         regret = max(0.0, (oracle - planner) / oracle)
-        err = (predicted - planner) / planner
+        err = (predicted - statistics.median(r["v"] for r in pl)) / statistics.median(r["v"] for r in pl)
         regrets.append(regret)
         errors.append(abs(err))
-        vs_local.append((med["local"] - planner) / med["local"])
+        vs_local.append((med["local"] - first_runs) / med["local"])   # both from the sweep's interleaved runs
         oracle_cuts.add("local" if best == "local" else best.split("-")[0])
         if best != "local":
             local_wins.add(best.split("-")[1])
         shown = "%.0f" % predicted if abs(first - predicted) < 0.5 else "%.0f -> %.0f" % (first, predicted)
-        table.append("| %s | RUN | %s | %.0f | %s | %.0f | %.1f%% | %s | %+.0f%% | %.0f (%s) | %.0f | %.0f |" % (
-            name, label(best), oracle, chosen, planner, 100 * regret, shown, 100 * err, med[ff], label(ff),
-            med["cut%d-off" % CUTS], med["local"]))
+        table.append("| %s | RUN | %s | %.0f | %s | %.0f | %.0f | %.1f%% | %s | %+.0f%% | %.0f (%s) | %.0f | %.0f |" % (
+            name, label(best), oracle, chosen, planner, first_runs, 100 * regret, shown, 100 * err, med[ff],
+            label(ff), med["cut%d-off" % CUTS], med["local"]))
         cut_lines.append("| %s | %s |" % (name, per_cut(out, name, med) or "-"))
         dat.append("%s %.1f %.1f %.1f %.1f %.1f" % (name, oracle, planner, med[ff], med["cut%d-off" % CUTS],
                                                     med["local"]))

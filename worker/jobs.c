@@ -24,8 +24,14 @@
 #include "pipeline/wire.h"
 
 #define MSG_TARGET_BYTES (1u << 20)
-#define LEASE_AHEAD 2
-#define TRIM_WHILE_STOPPING (128 << 10)     /* glibc's default */                   /* splits a producer holds: the one it works on and the next */
+#define LEASE_AHEAD 2                       /* splits a producer holds: the one it works on and the next */
+#define TRIM_WHILE_STOPPING (128 << 10)     /* glibc's default */
+/* A queue holds about this long of what its stream sent lately (at least QUEUE_MIN_BYTES, at most
+ * --buffer-mb): enough to keep a stream busy, short enough that an epoch's last elements are not stuck
+ * behind seconds of the next one on a slow link while the client's own threads could make them. */
+#define QUEUE_AHEAD_NS 1000000000LL
+#define QUEUE_MIN_BYTES ((size_t)4 << 20)
+#define DRAIN_WINDOW_NS 500000000LL         /* the drain rate is measured over windows this long */
 #define MAX_THREADS 64
 
 struct msg {                    /* one encoded ElementBatch: iovecs over scratch + data + labels */
@@ -42,6 +48,9 @@ struct queue {
     struct msg *head, *tail;
     size_t bytes;
     bool attached;              /* a client stream is draining it */
+    size_t cap;                 /* producers wait above this (queue_drained sets it) */
+    size_t window_bytes;        /* sent since window_ns */
+    int64_t window_ns;
 };
 
 struct job {
@@ -103,11 +112,35 @@ struct builder {                /* elements of one split being packed into a mes
     int64_t shape[SPW_TENSOR_MAX_DIMS];
 };
 
+/* A stream sent `bytes` from q: re-measure its drain rate once a window has passed, and size the queue to
+ * QUEUE_AHEAD_NS of it. Under jb->mu. */
+static void queue_drained(struct job *jb, struct queue *q, size_t bytes)
+{
+    const int64_t now = spw_now_ns();
+    if (!q->window_ns)
+        q->window_ns = now;
+    q->window_bytes += bytes;
+    if (now - q->window_ns < DRAIN_WINDOW_NS)
+        return;
+    const double ahead = (double)q->window_bytes * QUEUE_AHEAD_NS / (double)(now - q->window_ns);
+    q->cap = ahead < (double)QUEUE_MIN_BYTES ? QUEUE_MIN_BYTES : ahead > 1e15 ? (size_t)1e15 : (size_t)ahead;
+    q->window_bytes = 0;
+    q->window_ns = now;
+}
+
+/* The bytes producers may queue for q now: cap 0 is before any stream drained it (the client is
+ * connecting); --buffer-mb bounds it in any case. Under jb->mu. */
+static size_t queue_cap(const struct job *jb, const struct queue *q)
+{
+    const size_t cap = q->cap ? q->cap : QUEUE_MIN_BYTES;
+    return cap < jb->owner->o.queue_bytes ? cap : jb->owner->o.queue_bytes;
+}
+
 static void queue_push(struct job *jb, int rank, struct msg *m)
 {
     pthread_mutex_lock(&jb->mu);
     struct queue *q = &jb->queues[rank];
-    while (!jb->stopping && q->bytes > jb->owner->o.queue_bytes)
+    while (!jb->stopping && q->bytes > queue_cap(jb, q))
         pthread_cond_wait(&jb->cv, &jb->mu);
     if (jb->stopping) {
         pthread_mutex_unlock(&jb->mu);
@@ -617,6 +650,7 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
             if (!q->head)
                 q->tail = NULL;
             q->bytes -= m->bytes;
+            queue_drained(jb, q, m->bytes);
             pthread_cond_broadcast(&jb->cv);           /* room for producers */
         }
         bool stopping = jb->stopping;

@@ -36,7 +36,8 @@ static struct spw_config_entry g_cfg[] = {
     {"drain-ms", "SPILLWAY_DRAIN_MS", SPW_CFG_INT, "5000", 0, 600000, "on SIGTERM, finish streams for this long",
      0, 0, 0, 0},
     {"buffer-mb", "SPILLWAY_BUFFER_MB", SPW_CFG_INT, "256", 1, 65536,
-     "encoded elements a job may buffer per client rank before producers wait", 0, 0, 0, 0},
+     "the most encoded elements a job buffers per client rank (a queue holds about 1 s of what its "
+     "stream sends, at least 4 MB) before producers wait", 0, 0, 0, 0},
 };
 #define N_CFG ((int)(sizeof g_cfg / sizeof g_cfg[0]))
 
