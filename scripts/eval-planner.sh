@@ -112,8 +112,9 @@ in_cg() {       # in_cg NAME CPU CMD...: run CMD in cgroup NAME pinned to CPU
 throttled() {   # throttled [BEFORE]: the client group's "periods throttled_ms" (cpu.stat), minus BEFORE's
   local f=$CGROOT/${P}-client/cpu.stat n t
   [ -f "$f" ] || { echo "- -"; return; }
-  if [ $CG = v1 ]; then n=$(awk '$1 == "nr_throttled" {print $2}' "$f"); t=$(awk '$1 == "throttled_time" {print int($2 / 1e6)}' "$f")
-  else n=$(awk '$1 == "nr_throttled" {print $2}' "$f"); t=$(awk '$1 == "throttled_usec" {print int($2 / 1e3)}' "$f"); fi
+  n=$(awk '$1 == "nr_throttled" {print $2}' "$f")
+  if [ $CG = v1 ]; then t=$(awk '$1 == "throttled_time" {print int($2 / 1e6)}' "$f")
+  else t=$(awk '$1 == "throttled_usec" {print int($2 / 1e3)}' "$f"); fi
   if [ $# -gt 0 ]; then set -- $1; echo "$((n - $1))	$((t - $2))"; else echo "$n $t"; fi
 }
 port_of() {     # the port a daemon printed ("listening on ADDR:PORT")

@@ -118,7 +118,8 @@ def analyse(out):
         predicted = statistics.median(float(p[5]) if len(p) > 5 else float(p[3]) for p in plans)
         ff = fastflow_choice(med, float(rate), int(nw))
         regret = max(0.0, (oracle - planner) / oracle)
-        err = (predicted - statistics.median(r["v"] for r in pl)) / statistics.median(r["v"] for r in pl)
+        measured = statistics.median(r["v"] for r in pl)       # all its runs, sweep and paired
+        err = (predicted - measured) / measured
         regrets.append(regret)
         errors.append(abs(err))
         vs_local.append((med["local"] - first_runs) / med["local"])   # both from the sweep's interleaved runs

@@ -123,7 +123,8 @@ static void queue_drained(struct job *jb, struct queue *q, size_t bytes)
     if (now - q->window_ns < DRAIN_WINDOW_NS)
         return;
     const double ahead = (double)q->window_bytes * QUEUE_AHEAD_NS / (double)(now - q->window_ns);
-    q->cap = ahead < (double)QUEUE_MIN_BYTES ? QUEUE_MIN_BYTES : ahead > 1e15 ? (size_t)1e15 : (size_t)ahead;
+    const double limit = (double)jb->owner->o.queue_bytes;
+    q->cap = ahead < (double)QUEUE_MIN_BYTES ? QUEUE_MIN_BYTES : ahead > limit ? (size_t)limit : (size_t)ahead;
     q->window_bytes = 0;
     q->window_ns = now;
 }
