@@ -52,6 +52,18 @@ static void print_job_json(const Spillway__V1__JobInfo *j)
            j->paused ? "true" : "false", j->finished ? "true" : "false", j->name, j->client_only ? "true" : "false");
 }
 
+static void print_refusals_json(Spillway__V1__JobRefusal *const *v, size_t n)
+{
+    printf("[");
+    for (size_t i = 0; i < n; i++) {
+        printf("%s{\"job\": %llu, \"worker_id\": %llu, \"reason\": ", i ? ", " : "", (unsigned long long)v[i]->job,
+               (unsigned long long)v[i]->worker_id);
+        spw_json_string(stdout, v[i]->reason);
+        printf("}");
+    }
+    printf("]");
+}
+
 static void print_job_header(void)
 {
     printf("%-6s %-9s %-7s %-6s %-5s %-6s %-7s %-7s %-7s %-8s %s\n", "JOB", "SAMPLES", "EPOCHS", "EPOCH", "CUT",
@@ -86,10 +98,13 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
             printf("{\"workers\": [");
             for (size_t i = 0; i < r->n_workers; i++) {
                 const Spillway__V1__WorkerInfo *w = r->workers[i];
-                printf("%s{\"worker_id\": %llu, \"address\": \"%s\", \"threads\": %d, \"alive\": %s, "
-                       "\"last_heartbeat_ms_ago\": %lld, \"leases\": %lld}", i ? ", " : "",
-                       (unsigned long long)w->worker_id, w->address, w->threads, w->alive ? "true" : "false",
+                printf("%s{\"worker_id\": %llu, \"address\": ", i ? ", " : "", (unsigned long long)w->worker_id);
+                spw_json_string(stdout, w->address);
+                printf(", \"threads\": %d, \"alive\": %s, \"last_heartbeat_ms_ago\": %lld, \"leases\": %lld, "
+                       "\"cannot_serve\": ", w->threads, w->alive ? "true" : "false",
                        (long long)w->last_heartbeat_ms_ago, (long long)w->leases);
+                print_refusals_json(w->cannot_serve, w->n_cannot_serve);
+                printf("}");
             }
             printf("]}\n");
         } else {
@@ -100,6 +115,9 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
                 snprintf(ago, sizeof ago, "%lldms ago", (long long)w->last_heartbeat_ms_ago);
                 printf("%-8llu %-24s %-8d %-6s %-12s %lld\n", (unsigned long long)w->worker_id, w->address,
                        w->threads, w->alive ? "yes" : "no", ago, (long long)w->leases);
+                for (size_t k = 0; k < w->n_cannot_serve; k++)
+                    printf("         cannot serve job %llu: %s\n", (unsigned long long)w->cannot_serve[k]->job,
+                           w->cannot_serve[k]->reason);
             }
         }
         spillway__v1__list_workers_response__free_unpacked(r, NULL);
@@ -170,7 +188,8 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
                        i ? ", " : "", producer_name(p->producer, name, sizeof name), (long long)p->elements,
                        (long long)p->bytes, p->elements_per_s, p->bytes_per_s, p->cpu_ns_per_element);
             }
-            printf("], \"client_remote_ns\": %.0f", r->client_remote_ns);
+            printf("], \"client_remote_ns\": %.0f, \"cannot_serve\": ", r->client_remote_ns);
+            print_refusals_json(r->cannot_serve, r->n_cannot_serve);
             if (r->plan)
                 printf(", \"predicted_elements_per_s\": %.1f, \"measured_elements_per_s\": %.1f, \"plan_cut\": %d",
                        r->plan->throughput, measured, r->plan->cut);
@@ -193,6 +212,9 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
             if (r->client_remote_ns > 0)
                 printf("client: %.0f us CPU per remote element (receiving and gRPC threads)\n",
                        r->client_remote_ns / 1e3);
+            for (size_t i = 0; i < r->n_cannot_serve; i++)
+                printf("worker:%llu cannot serve this job: %s\n", (unsigned long long)r->cannot_serve[i]->worker_id,
+                       r->cannot_serve[i]->reason);
             printf("\n%-7s %-7s %-11s %s\n", "EPOCH", "SPLIT", "GENERATION", "HELD BY");
             for (size_t i = 0; i < r->n_leased; i++)
                 printf("%-7llu %-7llu %-11llu %s\n", (unsigned long long)r->leased[i]->epoch,

@@ -548,6 +548,19 @@ static void rescue_head(struct spw_job *j)
         produce(j, epoch, j->missing[i], i < n_self ? &j->st.local_elements : &j->st.rescued_elements);
 }
 
+/* Every worker refused the job and this client has no threads of its own: fail the job with the workers'
+ * reason rather than computing each head batch here, slowly. */
+static bool no_producer(struct spw_job *j)
+{
+    char why[256], msg[512];
+    if (j->n_local > 0 || !remote_no_worker(j->r, why, sizeof why))
+        return false;
+    snprintf(msg, sizeof msg, "no producer can serve job %llu: %s (and this client runs no threads of its own: "
+             "local_cores 0)", (unsigned long long)j->rj.job, why);
+    asm_fail(j->a, SPW_ESOURCE, msg);
+    return true;
+}
+
 int spw_job_next(struct spw_job *job, struct spw_batch **out)
 {
     if (getpid() != job->pid) {
@@ -566,7 +579,8 @@ int spw_job_next(struct spw_job *job, struct spw_batch **out)
     } else {
         const int64_t t0 = spw_now_ns();
         while ((rc = asm_next(job->a, POLL_MS, out, job->errmsg, sizeof job->errmsg)) == -ETIMEDOUT)
-            rescue_head(job);
+            if (!no_producer(job))
+                rescue_head(job);
         __atomic_add_fetch(&job->wait_ns, spw_now_ns() - t0, __ATOMIC_RELAXED);
         if (rc == 0)
             __atomic_add_fetch(&job->consumed, (int64_t)(*out)->n, __ATOMIC_RELAXED);

@@ -64,6 +64,7 @@ struct remote {
     pthread_cond_t cv;
     bool stopping, started;
     bool client_only;                   /* the dispatcher handed the job back: no worker serves it */
+    char no_worker[256];                /* non-empty: every alive worker refused the job; the dispatcher's why */
     pthread_t hb_tid;
     struct stream streams[MAX_STREAMS];
     int n_streams;
@@ -717,6 +718,10 @@ static void *heartbeat_main(void *arg)
             spw_log(SPW_LOG_INFO, "client", "job=%llu handed back to this client by re-planning: producing every "
                     "split here", (unsigned long long)r->job.job);
         r->client_only = r->client_only || hr->client_only;
+        if (hr->no_worker[0] && strcmp(hr->no_worker, r->no_worker) != 0)
+            spw_log(SPW_LOG_ERROR, "client", "no worker can serve job=%llu: %s", (unsigned long long)r->job.job,
+                    hr->no_worker);
+        snprintf(r->no_worker, sizeof r->no_worker, "%s", hr->no_worker);
         spillway__v1__client_heartbeat_response__free_unpacked(hr, NULL);
     }
     pthread_mutex_unlock(&r->mu);
@@ -788,9 +793,19 @@ void remote_stats(struct remote *r, struct remote_stats *out)
 bool remote_client_only(struct remote *r)
 {
     pthread_mutex_lock(&r->mu);
-    const bool only = r->client_only;
+    const bool only = r->client_only || r->no_worker[0];
     pthread_mutex_unlock(&r->mu);
     return only;
+}
+
+bool remote_no_worker(struct remote *r, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&r->mu);
+    const bool none = r->no_worker[0] != '\0';
+    if (none)
+        snprintf(why, whylen, "%s", r->no_worker);
+    pthread_mutex_unlock(&r->mu);
+    return none;
 }
 
 void remote_destroy(struct remote *r)

@@ -73,8 +73,12 @@ int remote_start(struct remote *r, struct assembler *a, const struct spw_element
  * job has nothing left, negative on an RPC failure. */
 int remote_lease(struct remote *r, struct remote_lease *l);
 void remote_stats(struct remote *r, struct remote_stats *out);
-/* Whether the dispatcher handed the job back to this client (no worker serves it any more). */
+/* Whether this client's own threads should produce every split: the dispatcher handed the job back to it,
+ * or every alive worker refused the job (remote_no_worker). */
 bool remote_client_only(struct remote *r);
+/* Whether every alive worker refused the job (for now: a worker that joins may serve it), with the first
+ * one's reason in why. */
+bool remote_no_worker(struct remote *r, char *why, size_t whylen);
 /* Stop every thread and stream and free r; accepts NULL. */
 void remote_destroy(struct remote *r);
 

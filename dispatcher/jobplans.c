@@ -36,7 +36,7 @@ int disp_plan_new_job(struct disp_service *s, const Spillway__V1__CreateJobReque
 {
     Spillway__V1__WorkerAddress **ws = NULL;
     pthread_mutex_lock(&s->mu);
-    size_t n = disp_alive_workers(s, r->max_workers, &ws);
+    size_t n = disp_alive_workers(s, 0, r->max_workers, &ws);
     pthread_mutex_unlock(&s->mu);
     *alive = (int)n;
     char **addrs = calloc(n + 1, sizeof *addrs);
@@ -302,7 +302,7 @@ static void *replan_main(void *arg)
         if (facts)
             fold_measurements(s, at, reason, facts);
     }
-    size_t n = disp_alive_workers(s, ji.max_workers, &ws);
+    size_t n = disp_alive_workers(s, job, ji.max_workers, &ws);
     struct disp_measured seen = {.cut = ji.cut, .elements_per_s = measured, .client_cpu = client_cpu,
                                  .calibrate = reason == REPLAN_MEASURED};
     double *worker_ns = calloc(n + 1, sizeof *worker_ns);

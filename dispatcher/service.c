@@ -168,6 +168,27 @@ int disp_register_worker(void *svc, const uint8_t *req, size_t len, uint8_t **re
     return status;
 }
 
+#define MAX_REFUSALS_PER_BEAT 64
+
+/* A worker says it cannot serve a job: stop giving it the job (once; the worker repeats it until the job
+ * leaves its task list). Called with mu held. */
+static void note_refusal(struct disp_service *s, uint64_t worker, const Spillway__V1__JobRefusal *r)
+{
+    struct disp_job_info ji;
+    if (disp_state_job(s->st, r->job, &ji) != 0)
+        return;
+    for (int i = 0; i < ji.refusals; i++) {
+        uint64_t w;
+        const char *why;
+        if (disp_state_refusal_at(s->st, r->job, i, &w, &why) == 0 && w == worker)
+            return;
+    }
+    struct disp_update u = {.kind = DISP_WORKER_REFUSES, .job = r->job, .worker = worker, .reason = r->reason};
+    if (disp_state_apply(s->st, &u, NULL, 0) == 0)
+        spw_log(SPW_LOG_WARN, "dispatcher", "worker cannot serve worker=%llu job=%llu reason=\"%.255s\"",
+                (unsigned long long)worker, (unsigned long long)r->job, r->reason);
+}
+
 int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
                           size_t msglen)
 {
@@ -184,6 +205,8 @@ int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
         status = rc == -ENOENT ? ST_NOT_FOUND : status_of(rc);      /* NOT_FOUND: register again */
         goto out;
     }
+    for (size_t i = 0; i < r->n_cannot_serve && i < MAX_REFUSALS_PER_BEAT; i++)
+        note_refusal(s, r->worker_id, r->cannot_serve[i]);
     for (size_t i = 0; i < r->n_jobs; i++)
         if (r->jobs[i]->elements >= 0 && r->jobs[i]->bytes >= 0)
             disp_progress_report(&s->progress, r->jobs[i]->job, r->worker_id, r->jobs[i]->elements,
@@ -229,15 +252,15 @@ out:
     return status;
 }
 
-size_t disp_alive_workers(struct disp_service *s, int max, Spillway__V1__WorkerAddress ***out)
+size_t disp_alive_workers(struct disp_service *s, uint64_t job, int max, Spillway__V1__WorkerAddress ***out)
 {
     int nw = disp_state_worker_count(s->st);
     Spillway__V1__WorkerAddress **v = calloc((size_t)nw + 1, sizeof *v);
     size_t n = 0;
-    for (int i = 0; v && i < nw && (!max || n < (size_t)max); i++) {
+    for (int i = 0; v && i < nw && (job || !max || n < (size_t)max); i++) {
         struct disp_worker_info wi;
         disp_state_worker_at(s->st, i, &wi);
-        if (!wi.alive)
+        if (!wi.alive || (job && !disp_state_worker_serves(s->st, job, wi.id)))
             continue;
         Spillway__V1__WorkerAddress *a = calloc(1, sizeof *a);
         char *addr = strdup(wi.address);
@@ -489,7 +512,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     if (rc == 0)
         rc = disp_state_job(s->st, job, &ji);
     if (rc == 0 && !ji.client_only)
-        n_workers = disp_alive_workers(s, ji.max_workers, &workers);
+        n_workers = disp_alive_workers(s, ji.id, ji.max_workers, &workers);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
         status = status_of(rc);
@@ -556,7 +579,13 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     if (rc == 0)
         rc = disp_state_job(s->st, r->job, &ji);
     if (rc == 0 && !ji.client_only)
-        n_workers = disp_alive_workers(s, ji.max_workers, &workers);
+        n_workers = disp_alive_workers(s, ji.id, ji.max_workers, &workers);
+    uint64_t refuser = 0;
+    const char *no_worker = rc == 0 ? disp_state_no_worker(s->st, r->job, &refuser) : NULL;
+    char no_worker_why[DISP_REASON_MAX + 64] = "";
+    if (no_worker)
+        snprintf(no_worker_why, sizeof no_worker_why, "every worker refused it; worker %llu: %s",
+                 (unsigned long long)refuser, no_worker);
     if (rc == 0 && r->own && r->own->elements >= 0 && r->own->bytes >= 0)
         disp_progress_report(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank), r->own->elements,
                              r->own->bytes, r->own->cpu_ns > 0 ? r->own->cpu_ns : 0, hb.now_ms);
@@ -584,6 +613,7 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
         out.workers = workers;
         out.finished = ji.finished;
         out.client_only = ji.client_only;
+        out.no_worker = no_worker_why;
         status = pack(&out.base, resp, resp_len, msg, msglen);
     }
     disp_free_addresses(workers, n_workers);
@@ -678,12 +708,31 @@ int disp_list_workers(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
     (void)len;
     pthread_mutex_lock(&s->mu);
     const int64_t now = spw_now_ms();
-    int nw = disp_state_worker_count(s->st);
+    int nw = disp_state_worker_count(s->st), nj = disp_state_job_count(s->st), nref = 0;
+    for (int k = 0; k < nj; k++) {
+        struct disp_job_info ji;
+        nref += disp_state_job_at(s->st, k, &ji) == 0 ? ji.refusals : 0;
+    }
     Spillway__V1__WorkerInfo *infos = calloc((size_t)nw + 1, sizeof *infos);
     Spillway__V1__WorkerInfo **ptrs = calloc((size_t)nw + 1, sizeof *ptrs);
     struct disp_worker_info *wi = calloc((size_t)nw + 1, sizeof *wi);
+    Spillway__V1__JobRefusal *refs = calloc((size_t)nref + 1, sizeof *refs);     /* every job's refusals */
+    Spillway__V1__JobRefusal **refp = calloc((size_t)nref + 1, sizeof *refp);    /* grouped by worker */
     int status = ST_RESOURCE_EXHAUSTED;
-    if (infos && ptrs && wi) {
+    if (infos && ptrs && wi && refs && refp) {
+        int r = 0, used = 0;
+        for (int k = 0; k < nj; k++) {
+            struct disp_job_info ji;
+            disp_state_job_at(s->st, k, &ji);
+            for (int x = 0; x < ji.refusals && r < nref; x++) {
+                const char *why;
+                spillway__v1__job_refusal__init(&refs[r]);
+                refs[r].job = ji.id;
+                if (disp_state_refusal_at(s->st, ji.id, x, &refs[r].worker_id, &why) == 0)
+                    refs[r].reason = (char *)why;   /* owned by the state; packed under mu */
+                r++;
+            }
+        }
         for (int i = 0; i < nw; i++) {
             disp_state_worker_at(s->st, i, &wi[i]);
             spillway__v1__worker_info__init(&infos[i]);
@@ -693,6 +742,12 @@ int disp_list_workers(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
             infos[i].alive = wi[i].alive;
             infos[i].last_heartbeat_ms_ago = now - wi[i].last_heartbeat_ms;
             infos[i].leases = wi[i].leases;
+            infos[i].cannot_serve = refp + used;
+            for (int x = 0; x < r; x++)
+                if (refs[x].worker_id == wi[i].id) {
+                    refp[used++] = &refs[x];
+                    infos[i].n_cannot_serve++;
+                }
             ptrs[i] = &infos[i];
         }
         Spillway__V1__ListWorkersResponse out = SPILLWAY__V1__LIST_WORKERS_RESPONSE__INIT;
@@ -701,6 +756,8 @@ int disp_list_workers(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
         status = pack(&out.base, resp, resp_len, msg, msglen);
     }
     pthread_mutex_unlock(&s->mu);
+    free(refp);
+    free(refs);
     free(wi);
     free(ptrs);
     free(infos);
@@ -818,11 +875,24 @@ int disp_describe_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
     out.n_producers = (size_t)np;
     out.producers = pp;
     out.client_remote_ns = disp_client_remote_ns(s, r->job);
+    Spillway__V1__JobRefusal *refs = calloc((size_t)ji.refusals + 1, sizeof *refs);
+    Spillway__V1__JobRefusal **refp = calloc((size_t)ji.refusals + 1, sizeof *refp);
+    for (int i = 0; refs && refp && i < ji.refusals; i++) {
+        const char *why;
+        spillway__v1__job_refusal__init(&refs[i]);
+        refs[i].job = r->job;
+        if (disp_state_refusal_at(s->st, r->job, i, &refs[i].worker_id, &why) == 0)
+            refs[i].reason = (char *)why;       /* owned by the state; packed under mu */
+        refp[out.n_cannot_serve++] = &refs[i];
+    }
+    out.cannot_serve = refp;
     Spillway__V1__Plan *plan = disp_plan_of(s, r->job);
     out.plan = plan;
     status = pack(&out.base, resp, resp_len, msg, msglen);
     if (plan)
         spillway__v1__plan__free_unpacked(plan, NULL);
+    free(refp);
+    free(refs);
 out:
     pthread_mutex_unlock(&s->mu);
     free(ptrs);

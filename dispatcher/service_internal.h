@@ -64,9 +64,9 @@ struct disp_service {
     pthread_t timer;
 };
 
-/* Alive workers' addresses into a response field, all or the first max (a job's max_workers; see
- * disp_state_worker_serves); malloc'd arrays, free with disp_free_addresses. Call with mu held. */
-size_t disp_alive_workers(struct disp_service *s, int max, Spillway__V1__WorkerAddress ***out);
+/* Alive workers' addresses into a response field: those that serve `job` (disp_state_worker_serves), or
+ * with job 0 all or the first max; malloc'd arrays, free with disp_free_addresses. Call with mu held. */
+size_t disp_alive_workers(struct disp_service *s, uint64_t job, int max, Spillway__V1__WorkerAddress ***out);
 void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n);
 /* Pack a message into a malloc'd buffer (*len bytes); NULL when out of memory. */
 uint8_t *disp_pack_msg(const ProtobufCMessage *m, size_t *len);

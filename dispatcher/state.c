@@ -28,6 +28,11 @@ struct client_rank {
     bool alive;
 };
 
+struct refusal {
+    uint64_t worker;
+    char reason[DISP_REASON_MAX + 1];
+};
+
 struct job {
     uint64_t id, manifest_hash;
     uint8_t *pipeline;
@@ -39,6 +44,8 @@ struct job {
     struct client_rank *clients;
     bool paused, finished;
     bool client_only;           /* no worker serves it (DISP_CLIENT_ONLY) */
+    struct refusal *refusals;   /* workers that cannot serve it (at most one entry each) */
+    int n_refusals;
 };
 
 struct worker {
@@ -111,6 +118,7 @@ static void job_free(struct job *j)
 {
     free(j->pipeline);
     free(j->clients);
+    free(j->refusals);
     epoch_free(&j->ep[0]);
     epoch_free(&j->ep[1]);
     memset(j, 0, sizeof *j);
@@ -176,6 +184,14 @@ static void release_held(struct job *j, uint64_t producer, bool workers)
                 (workers ? !DISP_IS_CLIENT_PRODUCER(e->holder[i]) : e->holder[i] == producer))
                 release_split(e, i);
     }
+}
+
+static bool refused(const struct job *j, uint64_t worker)
+{
+    for (int i = 0; i < j->n_refusals; i++)
+        if (j->refusals[i].worker == worker)
+            return true;
+    return false;
 }
 
 static void release_producer(struct job *j, uint64_t producer)
@@ -373,6 +389,30 @@ static int apply_client_resume(struct disp_state *s, const struct disp_update *u
     return advance_epochs(j);
 }
 
+static int apply_refuses(struct disp_state *s, const struct disp_update *u, char *err, size_t errlen)
+{
+    struct job *j = find_job(s, u->job);
+    if (!j)
+        return spw_fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
+    if (!find_worker(s, u->worker))
+        return spw_fail(err, errlen, -ENOENT, "unknown worker %llu", (unsigned long long)u->worker);
+    struct refusal *r = NULL;
+    for (int i = 0; i < j->n_refusals && !r; i++)
+        if (j->refusals[i].worker == u->worker)
+            r = &j->refusals[i];
+    if (!r) {               /* one entry per registered worker: bounded by max_workers */
+        struct refusal *more = realloc(j->refusals, sizeof *more * (size_t)(j->n_refusals + 1));
+        if (!more)
+            return spw_fail(err, errlen, -ENOMEM, "out of memory");
+        j->refusals = more;
+        r = &j->refusals[j->n_refusals++];
+        r->worker = u->worker;
+    }
+    snprintf(r->reason, sizeof r->reason, "%s", u->reason && *u->reason ? u->reason : "no reason given");
+    release_producer(j, u->worker);
+    return 0;
+}
+
 int disp_state_apply(struct disp_state *s, const struct disp_update *u, char *err, size_t errlen)
 {
     struct worker *w;
@@ -464,6 +504,8 @@ int disp_state_apply(struct disp_state *s, const struct disp_update *u, char *er
         j->client_only = true;
         release_held(j, 0, true);
         return 0;
+    case DISP_WORKER_REFUSES:
+        return apply_refuses(s, u, err, errlen);
     }
     return spw_fail(err, errlen, -EINVAL, "unknown update kind %d", (int)u->kind);
 }
@@ -498,7 +540,7 @@ int disp_state_pick_lease(const struct disp_state *s, uint64_t job, uint64_t pro
         return -ENOENT;
     if (j->paused || j->finished)
         return 0;
-    if ((j->max_workers || j->client_only) && !DISP_IS_CLIENT_PRODUCER(producer) &&
+    if ((j->max_workers || j->client_only || j->n_refusals) && !DISP_IS_CLIENT_PRODUCER(producer) &&
         !disp_state_worker_serves(s, job, producer))
         return 0;
     /* Pending splits, lowest epoch first; epoch e+1 only once e has nothing pending. */
@@ -565,11 +607,12 @@ bool disp_state_worker_serves(const struct disp_state *s, uint64_t job, uint64_t
     const struct job *j = find_job(s, job);
     if (!j || j->client_only)
         return false;
-    int before = 0;     /* alive workers registered before this one */
+    int before = 0;     /* alive workers registered before this one that have not refused the job */
     for (int i = 0; i < s->n_workers; i++) {
+        const bool able = s->workers[i].alive && !refused(j, s->workers[i].id);
         if (s->workers[i].id == worker)
-            return s->workers[i].alive && (!j->max_workers || before < j->max_workers);
-        before += s->workers[i].alive;
+            return able && (!j->max_workers || before < j->max_workers);
+        before += able;
     }
     return false;
 }
@@ -619,6 +662,7 @@ static void job_info(const struct job *j, struct disp_job_info *out)
     out->paused = j->paused;
     out->finished = j->finished;
     out->client_only = j->client_only;
+    out->refusals = j->n_refusals;
 }
 
 int disp_state_job_at(const struct disp_state *s, int i, struct disp_job_info *out)
@@ -674,6 +718,38 @@ uint64_t disp_state_client_incarnation(const struct disp_state *s, uint64_t job,
     if (!j || rank < 0 || rank >= j->world_size)
         return 0;
     return j->clients[rank].incarnation;
+}
+
+int disp_state_refusal_at(const struct disp_state *s, uint64_t job, int i, uint64_t *worker,
+                          const char **reason)
+{
+    const struct job *j = find_job(s, job);
+    if (!j || i < 0 || i >= j->n_refusals)
+        return -ENOENT;
+    *worker = j->refusals[i].worker;
+    *reason = j->refusals[i].reason;
+    return 0;
+}
+
+const char *disp_state_no_worker(const struct disp_state *s, uint64_t job, uint64_t *worker)
+{
+    const struct job *j = find_job(s, job);
+    if (!j || !j->n_refusals || j->client_only)
+        return NULL;
+    const char *why = NULL;
+    for (int i = 0; i < s->n_workers; i++) {
+        const struct worker *w = &s->workers[i];
+        if (!w->alive)
+            continue;
+        if (!refused(j, w->id))
+            return NULL;        /* an alive worker that has not refused it serves it */
+        for (int k = 0; !why && k < j->n_refusals; k++)
+            if (j->refusals[k].worker == w->id) {
+                why = j->refusals[k].reason;
+                *worker = w->id;
+            }
+    }
+    return why;
 }
 
 uint64_t disp_state_named_job(const struct disp_state *s, const char *name)

@@ -33,6 +33,9 @@ enum disp_update_kind {
                                    the rest of its splits (acked, or leased to anyone) are pending again */
     DISP_CLIENT_ONLY,           /* job: handed back to its clients (re-planning found local-only better): no
                                    worker serves it or leases its splits any more; theirs are pending again */
+    DISP_WORKER_REFUSES,        /* job, worker, reason: the worker cannot serve the job (unreadable data, another
+                                   listing): it is no longer given the job, and the splits it holds go back to
+                                   pending. For the worker's lifetime (a restarted worker registers anew) */
 };
 
 struct disp_update {
@@ -50,9 +53,11 @@ struct disp_update {
     const char *name;                       /* create: the job's name ("" or NULL = none; copied) */
     const uint64_t *splits;                 /* resume: split ids */
     size_t n_splits;
+    const char *reason;                     /* refuses: why (copied, at most DISP_REASON_MAX bytes kept) */
 };
 
 #define DISP_JOB_NAME_MAX 128
+#define DISP_REASON_MAX 255
 
 struct disp_limits {
     int max_workers;                /* default 1024 */
@@ -89,6 +94,7 @@ struct disp_job_info {
     int64_t acked, leased, pending; /* splits of that epoch */
     bool paused, finished;
     bool client_only;               /* handed back to the clients (DISP_CLIENT_ONLY) */
+    int refusals;                   /* workers that refused it (disp_state_refusal_at) */
 };
 
 struct disp_state;
@@ -118,9 +124,9 @@ int disp_state_expired_clients(const struct disp_state *s, int64_t now_ms, int64
                                int32_t *ranks, int cap);
 
 int disp_state_worker_count(const struct disp_state *s);
-/* Whether a worker serves a job now: every alive worker, or with max_workers N the first N alive ones in
- * registration order (a dead one's place goes to the next); none once the job is handed back to its
- * clients. */
+/* Whether a worker serves a job now: every alive worker that has not refused it, or with max_workers N the
+ * first N such in registration order (a dead or refusing one's place goes to the next); none once the job is
+ * handed back to its clients. */
 bool disp_state_worker_serves(const struct disp_state *s, uint64_t job, uint64_t worker);
 int disp_state_worker_at(const struct disp_state *s, int i, struct disp_worker_info *out);
 int disp_state_job_count(const struct disp_state *s);
@@ -131,6 +137,13 @@ const uint8_t *disp_state_job_pipeline(const struct disp_state *s, uint64_t job,
 /* A split's state, generation and holder (0 when pending). */
 int disp_state_split(const struct disp_state *s, uint64_t job, uint64_t epoch, uint64_t split,
                      enum disp_split_state *state, uint64_t *generation, uint64_t *holder);
+/* Refusal i of a job (0 <= i < disp_job_info.refusals): the worker and its reason (owned by the state).
+ * Returns 0 or -ENOENT. */
+int disp_state_refusal_at(const struct disp_state *s, uint64_t job, int i, uint64_t *worker,
+                          const char **reason);
+/* Why no worker serves the job: the reason of its first alive refusing worker (*worker) when alive workers
+ * refused it and none serves it; NULL when some worker serves it, or none refused (maybe none is alive). */
+const char *disp_state_no_worker(const struct disp_state *s, uint64_t job, uint64_t *worker);
 /* The unfinished job of that name, or 0. */
 uint64_t disp_state_named_job(const struct disp_state *s, const char *name);
 /* The current client incarnation of (job, rank); 0 if none. */

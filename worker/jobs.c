@@ -72,6 +72,11 @@ struct job {
     int64_t sent_elements, sent_bytes;  /* delivered to clients (atomic) */
 };
 
+struct refusal {                /* a listed job this worker cannot serve, and why */
+    uint64_t job;
+    char reason[256];
+};
+
 struct wrk_jobs {
     struct wrk_jobs_opts o;
     char *dispatcher, *token;
@@ -85,6 +90,8 @@ struct wrk_jobs {
         int64_t elements, bytes;
     } retired[16];
     int n_retired;
+    struct refusal *refused;    /* changed only on the registration thread (wrk_jobs_update), under mu */
+    int n_refused;
 };
 
 static void msg_free(struct msg *m)
@@ -408,7 +415,7 @@ static void *producer(void *arg)
 
 static void job_release(struct job *jb)
 {
-    for (int r = 0; r < jb->world; r++)
+    for (int r = 0; jb->queues && r < jb->world; r++)
         while (jb->queues[r].head) {
             struct msg *m = jb->queues[r].head;
             jb->queues[r].head = m->next;
@@ -423,12 +430,15 @@ static void job_release(struct job *jb)
     free(jb);
 }
 
-static struct job *job_start(struct wrk_jobs *w, const Spillway__V1__JobTask *t)
+/* Start serving a task. NULL when this worker cannot serve it, with the reason in why. */
+static struct job *job_start(struct wrk_jobs *w, const Spillway__V1__JobTask *t, char *why, size_t whylen)
 {
     struct job *jb = calloc(1, sizeof *jb);
     char err[512];
-    if (!jb)
+    if (!jb) {
+        snprintf(why, whylen, "out of memory");
         return NULL;
+    }
     jb->id = t->job;
     jb->manifest_hash = t->manifest_hash;
     jb->cut = t->cut;
@@ -438,18 +448,20 @@ static struct job *job_start(struct wrk_jobs *w, const Spillway__V1__JobTask *t)
     pthread_cond_init(&jb->cv, NULL);
     if (spw_spec_from_proto(t->pipeline, &jb->spec, err, sizeof err) != 0 ||
         spw_source_open(&jb->spec->source, &jb->src, err, sizeof err) != 0) {
-        spw_log(SPW_LOG_ERROR, "worker", "cannot serve job=%llu: %s", (unsigned long long)t->job, err);
+        snprintf(why, whylen, "%.255s", err);
         goto fail;
     }
     if (jb->src->manifest_hash != t->manifest_hash) {
-        spw_log(SPW_LOG_ERROR, "worker", "cannot serve job=%llu: manifest %016llx here, %016llx at the dispatcher "
-                "(the data differs)", (unsigned long long)t->job, (unsigned long long)jb->src->manifest_hash,
-                (unsigned long long)t->manifest_hash);
+        snprintf(why, whylen, "the dataset listing differs from the dispatcher's (%lld samples, manifest %016llx "
+                 "here; %016llx there)", (long long)jb->src->n, (unsigned long long)jb->src->manifest_hash,
+                 (unsigned long long)t->manifest_hash);
         goto fail;
     }
     jb->queues = calloc((size_t)jb->world, sizeof *jb->queues);
-    if (!jb->queues || spw_element_ctx_init(&jb->ctx, jb->spec) != 0)
+    if (!jb->queues || spw_element_ctx_init(&jb->ctx, jb->spec) != 0) {
+        snprintf(why, whylen, "out of memory");
         goto fail;
+    }
     spw_order_init(&jb->order, jb->src->n, jb->spec->source.shuffle, jb->spec->source.seed);
     int n = w->o.threads > MAX_THREADS ? MAX_THREADS : w->o.threads;
     for (int i = 0; i < n; i++)
@@ -524,17 +536,39 @@ void wrk_jobs_update(struct wrk_jobs *w, const Spillway__V1__WorkerHeartbeatResp
             pp = &(*pp)->next;
         }
     }
+    /* Refusals of jobs no longer listed are done with: the dispatcher heard them. */
+    int kept = 0;
+    for (int r = 0; r < w->n_refused; r++)
+        for (size_t i = 0; i < tasks->n_tasks; i++)
+            if (tasks->tasks[i]->job == w->refused[r].job) {
+                w->refused[kept++] = w->refused[r];
+                break;
+            }
+    w->n_refused = kept;
     for (size_t i = 0; i < tasks->n_tasks; i++) {
+        const uint64_t id = tasks->tasks[i]->job;
         bool known = false;
         for (struct job *jb = w->jobs; jb; jb = jb->next)
-            known = known || jb->id == tasks->tasks[i]->job;
+            known = known || jb->id == id;
+        for (int r = 0; r < w->n_refused; r++)
+            known = known || w->refused[r].job == id;
         if (known)
             continue;
-        struct job *jb = job_start(w, tasks->tasks[i]);
+        char why[256];
+        struct job *jb = job_start(w, tasks->tasks[i], why, sizeof why);
         if (jb) {
             jb->next = w->jobs;
             w->jobs = jb;
             pthread_cond_broadcast(&w->cv);
+            continue;
+        }
+        /* Log once and tell the dispatcher (wrk_jobs_refusals), which stops giving this worker the job. */
+        spw_log(SPW_LOG_ERROR, "worker", "cannot serve job=%llu: %s", (unsigned long long)id, why);
+        struct refusal *more = realloc(w->refused, sizeof *more * (size_t)(w->n_refused + 1));
+        if (more) {
+            w->refused = more;
+            w->refused[w->n_refused].job = id;
+            snprintf(w->refused[w->n_refused++].reason, sizeof more->reason, "%s", why);
         }
     }
     pthread_mutex_unlock(&w->mu);
@@ -572,6 +606,7 @@ void wrk_jobs_destroy(struct wrk_jobs *w)
         job_release(jb);
     }
     spw_rpc_channel_destroy(w->ch);
+    free(w->refused);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     free(w->dispatcher);
@@ -619,6 +654,13 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
     }
     if (jb)
         jb->refs++;
+    for (int r = 0; !jb && r < w->n_refused; r++)
+        if (w->refused[r].job == job) {
+            snprintf(msg, msglen, "this worker cannot serve job %llu: %s", (unsigned long long)job,
+                     w->refused[r].reason);
+            pthread_mutex_unlock(&w->mu);
+            return SPW_RPC_FAILED_PRECONDITION;
+        }
     pthread_mutex_unlock(&w->mu);
     if (!jb) {
         snprintf(msg, msglen, "this worker does not serve job %llu", (unsigned long long)job);
@@ -721,6 +763,19 @@ int wrk_jobs_progress(struct wrk_jobs *w, Spillway__V1__ProducerProgress *out, i
         out[n++].bytes = w->retired[i].bytes;
     }
     w->n_retired = 0;
+    pthread_mutex_unlock(&w->mu);
+    return n;
+}
+
+int wrk_jobs_refusals(struct wrk_jobs *w, Spillway__V1__JobRefusal *out, int cap)
+{
+    int n = 0;
+    pthread_mutex_lock(&w->mu);
+    for (; n < w->n_refused && n < cap; n++) {
+        spillway__v1__job_refusal__init(&out[n]);
+        out[n].job = w->refused[n].job;
+        out[n].reason = w->refused[n].reason;
+    }
     pthread_mutex_unlock(&w->mu);
     return n;
 }

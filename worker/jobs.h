@@ -32,6 +32,10 @@ void wrk_jobs_update(struct wrk_jobs *j, const Spillway__V1__WorkerHeartbeatResp
 /* What this worker has delivered per job it serves (cumulative), and the final counts of jobs stopped since
  * the last call, for its heartbeat: fills out (at most cap) and returns the count. */
 int wrk_jobs_progress(struct wrk_jobs *w, Spillway__V1__ProducerProgress *out, int cap);
+/* The listed jobs this worker cannot serve (unreadable data, a listing that differs), for its heartbeat:
+ * fills out (at most cap) and returns the count. The reasons stay valid until the next wrk_jobs_update
+ * (call both from the registration thread). */
+int wrk_jobs_refusals(struct wrk_jobs *w, Spillway__V1__JobRefusal *out, int cap);
 /* The StreamElements handler (ctx = struct wrk_jobs *). */
 int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen);
 

@@ -61,6 +61,11 @@ static int progress(void *ctx, Spillway__V1__ProducerProgress *out, int cap)
     return wrk_jobs_progress(ctx, out, cap);
 }
 
+static int refusals(void *ctx, Spillway__V1__JobRefusal *out, int cap)
+{
+    return wrk_jobs_refusals(ctx, out, cap);
+}
+
 /* Registration as stream handlers see it: set once it runs, cleared (under the lock) before it stops. */
 static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct wrk_registration *g_reg;
@@ -157,7 +162,7 @@ int main(int argc, char **argv)
     struct wrk_registration_opts wo = {.dispatcher = cfg("dispatcher")->s, .advertise = advertise,
                                        .threads = threads, .auth_token = token,
                                        .on_registered = on_registered, .on_tasks = on_tasks,
-                                       .progress = progress, .ctx = jobs};
+                                       .progress = progress, .refusals = refusals, .ctx = jobs};
     if ((rc = wrk_registration_start(&wo, &reg)) != 0) {
         spw_log(SPW_LOG_ERROR, "worker", "cannot start registration: rc=%d", rc);
         goto out;

@@ -25,6 +25,7 @@ struct wrk_registration {
     void (*on_registered)(void *ctx, uint64_t worker_id);
     void (*on_tasks)(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *reply);
     int (*progress)(void *ctx, Spillway__V1__ProducerProgress *out, int cap);
+    int (*refusals)(void *ctx, Spillway__V1__JobRefusal *out, int cap);
     void *ctx;
     struct spw_rpc_channel *ch;
     pthread_t thread;
@@ -121,6 +122,12 @@ static void *thread_main(void *arg)
             progp[i] = &prog[i];
         req.n_jobs = (size_t)np;
         req.jobs = progp;
+        Spillway__V1__JobRefusal ref[MAX_PROGRESS], *refp[MAX_PROGRESS];
+        int nr = r->refusals ? r->refusals(r->ctx, ref, MAX_PROGRESS) : 0;
+        for (int i = 0; i < nr; i++)
+            refp[i] = &ref[i];
+        req.n_cannot_serve = (size_t)nr;
+        req.cannot_serve = refp;
         uint8_t *resp = NULL;
         size_t len = 0;
         char msg[256] = "";
@@ -159,6 +166,7 @@ int wrk_registration_start(const struct wrk_registration_opts *o, struct wrk_reg
     r->on_registered = o->on_registered;
     r->on_tasks = o->on_tasks;
     r->progress = o->progress;
+    r->refusals = o->refusals;
     r->ctx = o->ctx;
     r->interval_ms = 1000;
     pthread_mutex_init(&r->mu, NULL);

@@ -22,6 +22,8 @@ struct wrk_registration_opts {
     /* Called on the registration thread before each heartbeat: per-job progress into out (at most cap);
      * returns the count. NULL: none. */
     int (*progress)(void *ctx, Spillway__V1__ProducerProgress *out, int cap);
+    /* Likewise: the listed jobs the worker cannot serve (reasons valid until the next on_tasks). NULL: none. */
+    int (*refusals)(void *ctx, Spillway__V1__JobRefusal *out, int cap);
     void *ctx;
 };
 

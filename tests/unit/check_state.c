@@ -440,6 +440,64 @@ static int random_run(struct disp_state *s, struct disp_update *log, int cap, ui
     return n;
 }
 
+START_TEST(test_state_refusing_worker_loses_the_job_and_its_place)
+{
+    worker(1, 0);
+    worker(2, 0);
+    worker(3, 0);
+    job(9, 640, 64, 1, 1);
+    struct disp_update lim = {.kind = DISP_CREATE_JOB, .job = 10, .n_samples = 64, .split_size = 64, .epochs = 1,
+                              .world_size = 1, .max_workers = 1, .pipeline = (const uint8_t *)"p", .pipeline_len = 1};
+    apply_ok(lim);
+    struct disp_lease l;
+    ck_assert_int_eq(lease(9, 2, 0, 0, &l), 1);
+    ck_assert(disp_state_worker_serves(S, 10, 1));
+    ck_assert(!disp_state_worker_serves(S, 10, 2));
+    uint64_t who = 0;
+    ck_assert_ptr_null(disp_state_no_worker(S, 9, &who));
+    /* Worker 2 cannot serve job 9: its split is pending again and it gets no more. */
+    apply_ok((struct disp_update){.kind = DISP_WORKER_REFUSES, .job = 9, .worker = 2, .reason = "no mount"});
+    enum disp_split_state st;
+    uint64_t gen, holder;
+    ck_assert_int_eq(disp_state_split(S, 9, 0, l.split, &st, &gen, &holder), 0);
+    ck_assert_int_eq(st, DISP_SPLIT_PENDING);
+    ck_assert(!disp_state_worker_serves(S, 9, 2));
+    ck_assert(disp_state_worker_serves(S, 9, 1));
+    ck_assert_int_eq(disp_state_pick_lease(S, 9, 2, 0, 0, &l), 0);
+    ck_assert_int_eq(lease(9, 1, 0, 0, &l), 1);
+    /* With max_workers 1, worker 1 refusing job 10 hands its place to worker 2. */
+    apply_ok((struct disp_update){.kind = DISP_WORKER_REFUSES, .job = 10, .worker = 1, .reason = "other listing"});
+    ck_assert(!disp_state_worker_serves(S, 10, 1));
+    ck_assert(disp_state_worker_serves(S, 10, 2));
+    /* Reasons are kept per worker (once each, the latest), capped in length. */
+    char longer[600];
+    memset(longer, 'x', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    apply_ok((struct disp_update){.kind = DISP_WORKER_REFUSES, .job = 9, .worker = 2, .reason = longer});
+    struct disp_job_info ji;
+    ck_assert_int_eq(disp_state_job(S, 9, &ji), 0);
+    ck_assert_int_eq(ji.refusals, 1);
+    const char *why;
+    ck_assert_int_eq(disp_state_refusal_at(S, 9, 0, &who, &why), 0);
+    ck_assert_uint_eq(who, 2);
+    ck_assert_uint_eq(strlen(why), DISP_REASON_MAX);
+    ck_assert_int_eq(disp_state_refusal_at(S, 9, 1, &who, &why), -ENOENT);
+    /* No worker can serve job 9 once every alive one refused it; a dead one does not count. */
+    apply_ok((struct disp_update){.kind = DISP_WORKER_REFUSES, .job = 9, .worker = 1, .reason = "no mount here"});
+    ck_assert_ptr_null(disp_state_no_worker(S, 9, &who));
+    apply_ok((struct disp_update){.kind = DISP_WORKER_DEAD, .worker = 3});
+    ck_assert_ptr_nonnull(disp_state_no_worker(S, 9, &who));
+    ck_assert_uint_eq(who, 1);
+    ck_assert_str_eq(disp_state_no_worker(S, 9, &who), "no mount here");
+    /* Unknown job or worker: refused, nothing changes. */
+    struct disp_update bad = {.kind = DISP_WORKER_REFUSES, .job = 99, .worker = 1, .reason = "x"};
+    ck_assert_int_eq(disp_state_apply(S, &bad, err, sizeof err), -ENOENT);
+    bad.job = 9;
+    bad.worker = 42;
+    ck_assert_int_eq(disp_state_apply(S, &bad, err, sizeof err), -ENOENT);
+}
+END_TEST
+
 START_TEST(test_state_replay_rebuilds_the_same_state)
 {
     enum { CAP = 4000 };
@@ -485,6 +543,7 @@ int main(void)
     tcase_add_test(tc, test_state_resume_reopens_a_ranks_undelivered_splits);
     tcase_add_test(tc, test_state_named_job_from_a_later_epoch);
     tcase_add_test(tc, test_state_max_workers_limits_a_job_to_the_first_alive);
+    tcase_add_test(tc, test_state_refusing_worker_loses_the_job_and_its_place);
     tcase_add_test(tc, test_state_replay_rebuilds_the_same_state);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
