@@ -45,11 +45,12 @@ static void print_job_json(const Spillway__V1__JobInfo *j)
     printf("{\"job\": %llu, \"manifest_hash\": \"%016llx\", \"samples\": %lld, \"epochs\": %lld, "
            "\"splits_per_epoch\": %lld, \"split_size\": %d, \"cut\": %d, \"world_size\": %d, \"epoch\": %lld, "
            "\"acked\": %lld, \"leased\": %lld, \"pending\": %lld, \"paused\": %s, \"finished\": %s, \"name\": \"%s\", "
-           "\"client_only\": %s}",
+           "\"client_only\": %s, \"expired\": %s, \"ended\": %s}",
            (unsigned long long)j->job, (unsigned long long)j->manifest_hash, (long long)j->samples,
            (long long)j->epochs, (long long)j->splits_per_epoch, j->split_size, j->cut, j->world_size,
            (long long)j->epoch, (long long)j->acked, (long long)j->leased, (long long)j->pending,
-           j->paused ? "true" : "false", j->finished ? "true" : "false", j->name, j->client_only ? "true" : "false");
+           j->paused ? "true" : "false", j->finished ? "true" : "false", j->name, j->client_only ? "true" : "false",
+           j->expired ? "true" : "false", j->ended ? "true" : "false");
 }
 
 static void print_refusals_json(Spillway__V1__JobRefusal *const *v, size_t n)
@@ -75,7 +76,8 @@ static void print_job_row(const Spillway__V1__JobInfo *j)
     printf("%-6llu %-9lld %-7lld %-6lld %-5d %-6lld %-7lld %-7lld %-7lld %-8s %s\n", (unsigned long long)j->job,
            (long long)j->samples, (long long)j->epochs, (long long)j->epoch, j->cut, (long long)j->splits_per_epoch,
            (long long)j->acked, (long long)j->leased, (long long)j->pending,
-           j->finished ? "finished" : j->paused ? "paused" : j->client_only ? "client" : "running", j->name);
+           j->expired ? "expired" : j->finished ? "finished" : j->paused ? "paused" : j->client_only ? "client"
+                                                                                            : "running", j->name);
 }
 
 int spw_inspect_run(const char *target, const char *token, const char *what, const char *job_id, int json,
@@ -197,6 +199,8 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
         } else {
             print_job_header();
             print_job_row(r->job);
+            if (r->job->ended)
+                printf("\nended: the job left the dispatcher's table; this is its summary\n");
             if (r->plan)
                 printf("\nplanned: cut %d, %.0f elements/s predicted; measured %.0f elements/s (all producers, last "
                        "heartbeats); spillctl explain %llu for the table\n",

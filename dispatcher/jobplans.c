@@ -409,6 +409,19 @@ void disp_maybe_replan(struct disp_service *s, int64_t now)
 {
     if (s->replanning || !s->n_plans)
         return;
+    /* Plans of jobs that left the table go first (only here: a re-plan thread may hold its entry). */
+    int kept = 0;
+    for (int i = 0; i < s->n_plans; i++) {
+        struct disp_job_info ji;
+        if (disp_state_job(s->st, s->plans[i].job, &ji) == 0) {
+            s->plans[kept++] = s->plans[i];
+            continue;
+        }
+        free(s->plans[i].plan);
+        free(s->plans[i].facts);
+        free(s->plans[i].profiles);
+    }
+    s->n_plans = kept;
     for (int i = 0; i < s->n_plans; i++) {
         const int reason = replan_reason(s, &s->plans[i], now);
         if (reason < 0)

@@ -26,6 +26,14 @@ static struct spw_config_entry g_cfg[] = {
     {"replan-after-ms", "SPILLWAY_REPLAN_AFTER_MS", SPW_CFG_INT, "20000", 0, 86400000,
      "re-plan a planned job whose measured rate stays 20% under the prediction at most this often (0: never)",
      0, 0, 0, 0},
+    {"finished-job-ms", "SPILLWAY_FINISHED_JOB_MS", SPW_CFG_INT, "60000", 0, 86400000,
+     "a finished job leaves the table this long after it finished (late acks, spillctl job); then only its "
+     "summary stays, among the last --job-history", 0, 0, 0, 0},
+    {"paused-job-ms", "SPILLWAY_PAUSED_JOB_MS", SPW_CFG_INT, "600000", 0, 604800000,
+     "an unfinished job whose clients all expired stays resumable this long, then leaves the table", 0, 0, 0, 0},
+    {"max-jobs", "SPILLWAY_MAX_JOBS", SPW_CFG_INT, "256", 1, 65536, "unfinished jobs at once", 0, 0, 0, 0},
+    {"job-history", "SPILLWAY_JOB_HISTORY", SPW_CFG_INT, "256", 1, 65536,
+     "ended jobs whose summaries stay listable (spillctl jobs, job ID)", 0, 0, 0, 0},
     {"split-size", "SPILLWAY_SPLIT_SIZE", SPW_CFG_INT, "64", 1, 65536, "samples per split", 0, 0, 0, 0},
     {"max-message-mb", "SPILLWAY_MAX_MESSAGE_MB", SPW_CFG_INT, "64", 1, 2047, "largest RPC message", 0, 0, 0, 0},
     {"auth-token", "SPILLWAY_AUTH_TOKEN", SPW_CFG_STRING, NULL, 0, 0,
@@ -78,6 +86,10 @@ int main(int argc, char **argv)
                                    .speculate_after_ms = cfg_int("speculate-after-ms"),
                                    .replan_after_ms = cfg_int("replan-after-ms"),
                                    .default_split_size = (int32_t)cfg_int("split-size"),
+                                   .finished_job_ms = cfg_int("finished-job-ms"),
+                                   .paused_job_ms = cfg_int("paused-job-ms"),
+                                   .max_jobs = (int)cfg_int("max-jobs"),
+                                   .job_history = (int)cfg_int("job-history"),
                                    .auth_token = token && *token ? token : NULL};
     int status = 1;
     if ((rc = disp_service_create(&so, &svc)) != 0) {

@@ -72,3 +72,12 @@ int disp_progress_of_job(const struct disp_progress *p, uint64_t job, struct dis
             out[n++] = p->e[i];
     return n;
 }
+
+void disp_progress_forget(struct disp_progress *p, uint64_t job)
+{
+    int kept = 0;
+    for (int i = 0; i < p->n; i++)
+        if (p->e[i].job != job)
+            p->e[kept++] = p->e[i];
+    p->n = kept;
+}

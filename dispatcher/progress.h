@@ -26,6 +26,8 @@ struct disp_progress {
 /* Record a producer's cumulative counts (and the CPU it spent; 0 = not measured) for a job at now_ms. */
 void disp_progress_report(struct disp_progress *p, uint64_t job, uint64_t producer, int64_t elements, int64_t bytes,
                           int64_t cpu_ns, int64_t now_ms);
+/* Drop every entry of a job (it left the dispatcher's table). */
+void disp_progress_forget(struct disp_progress *p, uint64_t job);
 /* Entries of one job into out (at most cap); returns the count. */
 int disp_progress_of_job(const struct disp_progress *p, uint64_t job, struct disp_progress_entry *out, int cap);
 

@@ -26,6 +26,12 @@
 #include "pipeline/spec_proto.h"
 #include "proto/spillway.pb-c.h"
 
+void disp_forget_job(struct disp_service *s, uint64_t job)
+{
+    disp_progress_forget(&s->progress, job);
+    disp_progress_forget(&s->received, job);
+}
+
 /* Timer: retire workers and expire clients that stopped heartbeating; re-plan planned jobs when the workers
  * change. */
 static void *timer_main(void *arg)
@@ -49,10 +55,21 @@ static void *timer_main(void *arg)
         }
         n = disp_state_expired_clients(s->st, now, s->o.client_timeout_ms, ids, ranks, 64);
         for (int i = 0; i < n; i++) {
-            struct disp_update u = {.kind = DISP_CLIENT_EXPIRED, .job = ids[i], .rank = ranks[i]};
+            struct disp_update u = {.kind = DISP_CLIENT_EXPIRED, .job = ids[i], .rank = ranks[i], .now_ms = now};
             if (disp_state_apply(s->st, &u, NULL, 0) == 0)
                 spw_log(SPW_LOG_WARN, "dispatcher", "client expired job=%llu rank=%d silent_ms>%lld",
                         (unsigned long long)ids[i], ranks[i], (long long)s->o.client_timeout_ms);
+        }
+        n = disp_state_jobs_to_remove(s->st, now, s->o.finished_job_ms, s->o.paused_job_ms, ids, 64);
+        for (int i = 0; i < n; i++) {
+            struct disp_job_info ji;
+            disp_state_job(s->st, ids[i], &ji);
+            struct disp_update u = {.kind = DISP_REMOVE_JOB, .job = ids[i], .now_ms = now};
+            if (disp_state_apply(s->st, &u, NULL, 0) != 0)
+                continue;
+            disp_forget_job(s, ids[i]);
+            spw_log(SPW_LOG_INFO, "dispatcher", "job removed job=%llu state=%s ended_ms_ago=%lld",
+                    (unsigned long long)ids[i], ji.finished ? "finished" : "expired", (long long)(now - ji.ended_ms));
         }
         disp_maybe_replan(s, now);
     }
@@ -70,7 +87,8 @@ int disp_service_create(const struct disp_service_opts *o, struct disp_service *
         s->o.default_split_size = 64;
     s->next_worker = 1;
     s->next_job = 1;
-    int rc = disp_state_create(NULL, &s->st);
+    struct disp_limits lim = {.max_jobs = o->max_jobs, .history = o->job_history};
+    int rc = disp_state_create(&lim, &s->st);
     if (rc) {
         free(s);
         return rc;
@@ -207,8 +225,9 @@ int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     }
     for (size_t i = 0; i < r->n_cannot_serve && i < MAX_REFUSALS_PER_BEAT; i++)
         note_refusal(s, r->worker_id, r->cannot_serve[i]);
-    for (size_t i = 0; i < r->n_jobs; i++)
-        if (r->jobs[i]->elements >= 0 && r->jobs[i]->bytes >= 0)
+    struct disp_job_info ji;
+    for (size_t i = 0; i < r->n_jobs; i++)     /* a job that left the table keeps no progress */
+        if (r->jobs[i]->elements >= 0 && r->jobs[i]->bytes >= 0 && disp_state_job(s->st, r->jobs[i]->job, &ji) == 0)
             disp_progress_report(&s->progress, r->jobs[i]->job, r->worker_id, r->jobs[i]->elements,
                                  r->jobs[i]->bytes, r->jobs[i]->cpu_ns > 0 ? r->jobs[i]->cpu_ns : 0, u.now_ms);
     int nj = disp_state_job_count(s->st);
@@ -220,7 +239,6 @@ int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
         goto out;
     }
     for (int i = 0; i < nj; i++) {
-        struct disp_job_info ji;
         disp_state_job_at(s->st, i, &ji);
         if (ji.finished || ji.paused || !disp_state_worker_serves(s->st, ji.id, r->worker_id))
             continue;
@@ -572,7 +590,7 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     int rc = disp_state_apply(s->st, &hb, msg, msglen);
     for (size_t i = 0; rc == 0 && i < r->n_acked; i++) {
         struct disp_update a = {.kind = DISP_ACK, .job = r->job, .epoch = r->acked[i]->epoch,
-                                .split = r->acked[i]->split};
+                                .split = r->acked[i]->split, .now_ms = hb.now_ms};
         rc = disp_state_apply(s->st, &a, msg, msglen);
     }
     struct disp_job_info ji;
@@ -599,7 +617,8 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     if (rc == 0 && r->done && !ji.finished) {
         /* A client that closes early (it took fewer batches than the job has) frees the workers now rather
          * than after its timeout. */
-        struct disp_update bye = {.kind = DISP_CLIENT_EXPIRED, .job = r->job, .rank = r->rank};
+        struct disp_update bye = {.kind = DISP_CLIENT_EXPIRED, .job = r->job, .rank = r->rank,
+                                  .now_ms = hb.now_ms};
         if (disp_state_apply(s->st, &bye, NULL, 0) == 0)
             spw_log(SPW_LOG_INFO, "dispatcher", "client closed job=%llu rank=%d", (unsigned long long)r->job,
                     r->rank);
@@ -782,6 +801,7 @@ static void job_info_msg(const struct disp_job_info *ji, Spillway__V1__JobInfo *
     m->paused = ji->paused;
     m->finished = ji->finished;
     m->client_only = ji->client_only;
+    m->expired = ji->expired;
     m->name = (char *)ji->name;     /* lives as long as *ji */
 }
 
@@ -792,15 +812,20 @@ int disp_list_jobs(void *svc, const uint8_t *req, size_t len, uint8_t **resp, si
     (void)req;
     (void)len;
     pthread_mutex_lock(&s->mu);
-    int nj = disp_state_job_count(s->st);
+    /* The ended jobs' summaries (oldest first), then the jobs in the table. */
+    const int ne = disp_state_ended_count(s->st), nj = ne + disp_state_job_count(s->st);
     Spillway__V1__JobInfo *infos = calloc((size_t)nj + 1, sizeof *infos);
     Spillway__V1__JobInfo **ptrs = calloc((size_t)nj + 1, sizeof *ptrs);
     struct disp_job_info *jis = calloc((size_t)nj + 1, sizeof *jis);   /* the messages point into them */
     int status = ST_RESOURCE_EXHAUSTED;
     if (infos && ptrs && jis) {
         for (int i = 0; i < nj; i++) {
-            disp_state_job_at(s->st, i, &jis[i]);
+            if (i < ne)
+                disp_state_ended_at(s->st, i, &jis[i]);
+            else
+                disp_state_job_at(s->st, i - ne, &jis[i]);
             job_info_msg(&jis[i], &infos[i]);
+            infos[i].ended = i < ne;
             ptrs[i] = &infos[i];
         }
         Spillway__V1__ListJobsResponse out = SPILLWAY__V1__LIST_JOBS_RESPONSE__INIT;
@@ -827,7 +852,17 @@ int disp_describe_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
     pthread_mutex_lock(&s->mu);
     struct disp_job_info ji;
     if (disp_state_job(s->st, r->job, &ji) != 0) {
-        snprintf(msg, msglen, "unknown job %llu", (unsigned long long)r->job);
+        if (disp_state_ended_job(s->st, r->job, &ji) == 0) {    /* ended: its summary */
+            Spillway__V1__JobInfo info;
+            job_info_msg(&ji, &info);
+            info.ended = true;
+            Spillway__V1__DescribeJobResponse out = SPILLWAY__V1__DESCRIBE_JOB_RESPONSE__INIT;
+            out.job = &info;
+            status = pack(&out.base, resp, resp_len, msg, msglen);
+            goto out;
+        }
+        snprintf(msg, msglen, "unknown job %llu (or ended longer ago than the dispatcher's history)",
+                 (unsigned long long)r->job);
         status = ST_NOT_FOUND;
         goto out;
     }

@@ -16,6 +16,10 @@ struct disp_service_opts {
     int64_t speculate_after_ms;     /* re-lease a straggling tail split after this long; 0 = never */
     int64_t replan_after_ms;        /* re-plan a planned job on measurements at most this often; 0 = never */
     int32_t default_split_size;
+    int64_t finished_job_ms;        /* a finished job leaves the table this long after it finished */
+    int64_t paused_job_ms;          /* a job with no client left leaves the table after this long (unfinished) */
+    int max_jobs;                   /* unfinished jobs at once; 0 = 256 */
+    int job_history;                /* removed jobs kept listable (summaries); 0 = 256 */
     const char *auth_token;         /* sent to workers when the dispatcher calls them (profiles); NULL = none */
 };
 

@@ -68,6 +68,9 @@ struct disp_service {
  * with job 0 all or the first max; malloc'd arrays, free with disp_free_addresses. Call with mu held. */
 size_t disp_alive_workers(struct disp_service *s, uint64_t job, int max, Spillway__V1__WorkerAddress ***out);
 void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n);
+/* Forget what the service keeps beside the state about a job that left the table (its plan goes at the next
+ * disp_maybe_replan). Call with mu held. */
+void disp_forget_job(struct disp_service *s, uint64_t job);
 /* Pack a message into a malloc'd buffer (*len bytes); NULL when out of memory. */
 uint8_t *disp_pack_msg(const ProtobufCMessage *m, size_t *len);
 

@@ -46,6 +46,7 @@ struct job {
     bool client_only;           /* no worker serves it (DISP_CLIENT_ONLY) */
     struct refusal *refusals;   /* workers that cannot serve it (at most one entry each) */
     int n_refusals;
+    int64_t ended_ms;           /* when it finished or was paused (meaningful while finished or paused) */
 };
 
 struct worker {
@@ -60,8 +61,10 @@ struct disp_state {
     struct disp_limits lim;
     struct worker *workers;
     int n_workers;
-    struct job *jobs;
+    struct job *jobs;           /* live jobs, in creation order (capacity lim.max_jobs) */
     int n_jobs;
+    struct disp_job_info *ended;    /* a ring of the last lim.history removed jobs' summaries */
+    int n_ended, ended_next;
 };
 
 
@@ -77,9 +80,11 @@ int disp_state_create(const struct disp_limits *limits, struct disp_state **out)
     if (s->lim.max_splits_per_epoch <= 0) s->lim.max_splits_per_epoch = 4 << 20;
     if (s->lim.max_world_size <= 0) s->lim.max_world_size = 1024;
     if (s->lim.max_pipeline_bytes == 0) s->lim.max_pipeline_bytes = 1 << 20;
+    if (s->lim.history <= 0) s->lim.history = 256;
     s->workers = calloc((size_t)s->lim.max_workers, sizeof *s->workers);
     s->jobs = calloc((size_t)s->lim.max_jobs, sizeof *s->jobs);
-    if (!s->workers || !s->jobs) {
+    s->ended = calloc((size_t)s->lim.history, sizeof *s->ended);
+    if (!s->workers || !s->jobs || !s->ended) {
         disp_state_destroy(s);
         return -ENOMEM;
     }
@@ -131,6 +136,7 @@ void disp_state_destroy(struct disp_state *s)
     for (int i = 0; s->jobs && i < s->n_jobs; i++)
         job_free(&s->jobs[i]);
     free(s->jobs);
+    free(s->ended);
     free(s->workers);
     free(s);
 }
@@ -209,7 +215,7 @@ static void release_all(struct job *j)
 }
 
 /* Epoch ep[0] fully acked: shift, and open the epoch after the next one if the job has it. */
-static int advance_epochs(struct job *j)
+static int advance_epochs(struct job *j, int64_t now_ms)
 {
     while (j->ep[0].epoch >= 0 && j->ep[0].acked == j->ep[0].n) {
         int64_t done = j->ep[0].epoch;
@@ -220,6 +226,7 @@ static int advance_epochs(struct job *j)
         int64_t next = done + 2;
         if (j->ep[0].epoch < 0) {
             j->finished = true;
+            j->ended_ms = now_ms;
             return 0;
         }
         if (j->epochs == 0 || next < j->epochs) {
@@ -231,12 +238,35 @@ static int advance_epochs(struct job *j)
     return 0;
 }
 
+static void job_info(const struct job *j, struct disp_job_info *out);
+
+/* Move job i out of the table into the ring of ended jobs' summaries, freeing its memory. */
+static void remove_job(struct disp_state *s, int i)
+{
+    struct disp_job_info *e = &s->ended[s->ended_next];
+    job_info(&s->jobs[i], e);
+    e->expired = !e->finished;              /* removed unfinished: its clients never came back */
+    e->paused = false;
+    e->leased = 0;
+    e->pending = e->finished ? 0 : e->pending;
+    e->ended_ms = s->jobs[i].ended_ms;
+    s->ended_next = (s->ended_next + 1) % s->lim.history;
+    if (s->n_ended < s->lim.history)
+        s->n_ended++;
+    job_free(&s->jobs[i]);
+    memmove(&s->jobs[i], &s->jobs[i + 1], sizeof s->jobs[0] * (size_t)(s->n_jobs - i - 1));
+    s->n_jobs--;
+}
+
 static int apply_create_job(struct disp_state *s, const struct disp_update *u, char *err, size_t errlen)
 {
     if (find_job(s, u->job))
         return spw_fail(err, errlen, -EEXIST, "job %llu exists", (unsigned long long)u->job);
-    if (s->n_jobs >= s->lim.max_jobs)
-        return spw_fail(err, errlen, SPW_ETOOBIG, "too many jobs (cap %d)", s->lim.max_jobs);
+    int live = 0;
+    for (int i = 0; i < s->n_jobs; i++)
+        live += !s->jobs[i].finished;
+    if (live >= s->lim.max_jobs)
+        return spw_fail(err, errlen, SPW_ETOOBIG, "too many unfinished jobs (cap %d)", s->lim.max_jobs);
     if (u->n_samples <= 0 || u->split_size <= 0 || u->epochs < 0)
         return spw_fail(err, errlen, -EINVAL, "job needs samples > 0, split_size > 0, epochs >= 0");
     if (u->first_epoch < 0 || (u->epochs > 0 && u->first_epoch >= u->epochs))
@@ -282,6 +312,13 @@ static int apply_create_job(struct disp_state *s, const struct disp_update *u, c
     j.pipeline_len = u->pipeline_len;
     for (int r = 0; r < u->world_size; r++)
         j.clients[r].last_heartbeat_ms = u->now_ms;
+    if (s->n_jobs == s->lim.max_jobs) {     /* full of live jobs and finished ones in their grace period */
+        int oldest = -1;
+        for (int i = 0; i < s->n_jobs; i++)
+            if (s->jobs[i].finished && (oldest < 0 || s->jobs[i].ended_ms < s->jobs[oldest].ended_ms))
+                oldest = i;
+        remove_job(s, oldest);              /* there is one: fewer than max_jobs are unfinished */
+    }
     s->jobs[s->n_jobs++] = j;
     return 0;
 }
@@ -336,7 +373,7 @@ static int apply_ack(struct disp_state *s, const struct disp_update *u, char *er
     e->state[i] = DISP_SPLIT_ACKED;
     e->holder[i] = 0;
     e->acked++;
-    return advance_epochs(j);
+    return advance_epochs(j, u->now_ms);
 }
 
 /* Split i of e (this rank's) counts as delivered (acked) or goes back to pending. */
@@ -386,7 +423,7 @@ static int apply_client_resume(struct disp_state *s, const struct disp_update *u
             resume_split(e, i, done);
         }
     }
-    return advance_epochs(j);
+    return advance_epochs(j, u->now_ms);
 }
 
 static int apply_refuses(struct disp_state *s, const struct disp_update *u, char *err, size_t errlen)
@@ -473,8 +510,10 @@ int disp_state_apply(struct disp_state *s, const struct disp_update *u, char *er
             bool any = false;
             for (int r = 0; r < j->world_size; r++)
                 any = any || j->clients[r].alive;
-            if (!any) {               /* nobody consumes: stop handing out work, let producers drop it */
+            if (!any && !j->paused) {   /* nobody consumes: stop handing out work, let producers drop it */
                 j->paused = true;
+                if (!j->finished)
+                    j->ended_ms = u->now_ms;
                 release_all(j);
             }
         }
@@ -486,9 +525,18 @@ int disp_state_apply(struct disp_state *s, const struct disp_update *u, char *er
     case DISP_FINISH_JOB:
         if (!(j = find_job(s, u->job)))
             return spw_fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
+        if (!j->finished)
+            j->ended_ms = u->now_ms;
         j->finished = true;
         release_all(j);
         return 0;
+    case DISP_REMOVE_JOB:
+        for (int i = 0; i < s->n_jobs; i++)
+            if (s->jobs[i].id == u->job) {
+                remove_job(s, i);
+                return 0;
+            }
+        return spw_fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
     case DISP_CLIENT_RESUME:
         return apply_client_resume(s, u, err, errlen);
     case DISP_SET_CUT:
@@ -663,6 +711,7 @@ static void job_info(const struct job *j, struct disp_job_info *out)
     out->finished = j->finished;
     out->client_only = j->client_only;
     out->refusals = j->n_refusals;
+    out->ended_ms = j->finished || j->paused ? j->ended_ms : 0;
 }
 
 int disp_state_job_at(const struct disp_state *s, int i, struct disp_job_info *out)
@@ -718,6 +767,43 @@ uint64_t disp_state_client_incarnation(const struct disp_state *s, uint64_t job,
     if (!j || rank < 0 || rank >= j->world_size)
         return 0;
     return j->clients[rank].incarnation;
+}
+
+int disp_state_jobs_to_remove(const struct disp_state *s, int64_t now_ms, int64_t finished_ms, int64_t paused_ms,
+                              uint64_t *out, int cap)
+{
+    int n = 0;
+    for (int i = 0; i < s->n_jobs && n < cap; i++) {
+        const struct job *j = &s->jobs[i];
+        if ((j->finished && now_ms - j->ended_ms >= finished_ms) ||
+            (!j->finished && j->paused && now_ms - j->ended_ms >= paused_ms))
+            out[n++] = j->id;
+    }
+    return n;
+}
+
+int disp_state_ended_count(const struct disp_state *s)
+{
+    return s->n_ended;
+}
+
+int disp_state_ended_at(const struct disp_state *s, int i, struct disp_job_info *out)
+{
+    if (i < 0 || i >= s->n_ended)
+        return -ENOENT;
+    /* oldest first */
+    *out = s->ended[(s->ended_next - s->n_ended + i + s->lim.history) % s->lim.history];
+    return 0;
+}
+
+int disp_state_ended_job(const struct disp_state *s, uint64_t job, struct disp_job_info *out)
+{
+    for (int i = 0; i < s->n_ended; i++)
+        if (s->ended[i].id == job) {
+            *out = s->ended[i];
+            return 0;
+        }
+    return -ENOENT;
 }
 
 int disp_state_refusal_at(const struct disp_state *s, uint64_t job, int i, uint64_t *worker,

@@ -23,16 +23,19 @@ enum disp_update_kind {
     DISP_CREATE_JOB,            /* job, pipeline, manifest_hash, n_samples, split_size, epochs, cut, world_size,
                                    max_workers, now */
     DISP_CLIENT_HEARTBEAT,      /* job, rank, incarnation, now: a new incarnation fences the old one */
-    DISP_CLIENT_EXPIRED,        /* job, rank: its leases (as a producer) are released; the job pauses */
+    DISP_CLIENT_EXPIRED,        /* job, rank, now: its leases (as a producer) are released; the job pauses
+                                   when no rank is left */
     DISP_LEASE,                 /* job, producer, epoch, split, generation, now (from disp_state_pick_lease) */
-    DISP_ACK,                   /* job, epoch, split: the client holds the whole split */
-    DISP_FINISH_JOB,            /* job */
+    DISP_ACK,                   /* job, epoch, split, now: the client holds the whole split */
+    DISP_FINISH_JOB,            /* job, now */
     DISP_SET_CUT,               /* job, cut: new leases carry it; leased splits keep theirs (re-planning) */
     DISP_CLIENT_RESUME,         /* job, rank, epoch, splits: a rank going on from a checkpoint. Its splits of
                                    open epochs before `epoch` and the listed ones of `epoch` count as acked;
                                    the rest of its splits (acked, or leased to anyone) are pending again */
     DISP_CLIENT_ONLY,           /* job: handed back to its clients (re-planning found local-only better): no
                                    worker serves it or leases its splits any more; theirs are pending again */
+    DISP_REMOVE_JOB,            /* job: out of the table (a finished job after its grace period, a paused one whose
+                                   clients never came back); its summary joins the ring of ended jobs */
     DISP_WORKER_REFUSES,        /* job, worker, reason: the worker cannot serve the job (unreadable data, another
                                    listing): it is no longer given the job, and the splits it holds go back to
                                    pending. For the worker's lifetime (a restarted worker registers anew) */
@@ -61,7 +64,9 @@ struct disp_update {
 
 struct disp_limits {
     int max_workers;                /* default 1024 */
-    int max_jobs;                   /* default 256 */
+    int max_jobs;                   /* unfinished jobs; default 256 (finished ones in their grace period give
+                                       up their place to a new job, oldest first) */
+    int history;                    /* removed jobs' summaries kept listable; default 256 */
     int64_t max_splits_per_epoch;   /* default 4M */
     int max_world_size;             /* default 1024 */
     size_t max_pipeline_bytes;      /* default 1 MiB */
@@ -95,6 +100,8 @@ struct disp_job_info {
     bool paused, finished;
     bool client_only;               /* handed back to the clients (DISP_CLIENT_ONLY) */
     int refusals;                   /* workers that refused it (disp_state_refusal_at) */
+    bool expired;                   /* removed unfinished (its clients never came back): ended jobs only */
+    int64_t ended_ms;               /* when it finished, was paused or (ended jobs) was removed unfinished */
 };
 
 struct disp_state;
@@ -137,6 +144,14 @@ const uint8_t *disp_state_job_pipeline(const struct disp_state *s, uint64_t job,
 /* A split's state, generation and holder (0 when pending). */
 int disp_state_split(const struct disp_state *s, uint64_t job, uint64_t epoch, uint64_t split,
                      enum disp_split_state *state, uint64_t *generation, uint64_t *holder);
+/* Jobs that have been finished for finished_ms, or paused (no client) for paused_ms: up to cap ids in out
+ * (apply DISP_REMOVE_JOB to each). Returns the count. */
+int disp_state_jobs_to_remove(const struct disp_state *s, int64_t now_ms, int64_t finished_ms, int64_t paused_ms,
+                              uint64_t *out, int cap);
+/* Removed jobs' summaries (at most disp_limits.history, oldest first), and one of them by id (-ENOENT). */
+int disp_state_ended_count(const struct disp_state *s);
+int disp_state_ended_at(const struct disp_state *s, int i, struct disp_job_info *out);
+int disp_state_ended_job(const struct disp_state *s, uint64_t job, struct disp_job_info *out);
 /* Refusal i of a job (0 <= i < disp_job_info.refusals): the worker and its reason (owned by the state).
  * Returns 0 or -ENOENT. */
 int disp_state_refusal_at(const struct disp_state *s, uint64_t job, int i, uint64_t *worker,

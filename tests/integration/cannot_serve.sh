@@ -31,12 +31,13 @@ JSON
   > "$WORK/d.out" 2> "$WORK/d.err" &
 PIDS+=($!)
 DPORT=$(wait_port "$WORK/d.out") || exit 1
+declare -A WPID
 worker() {   # worker NAME [SHELL COMMANDS RUN FIRST IN ITS OWN MOUNT NAMESPACE]
   local name=$1 setup=${2:-true}
   unshare --mount --propagation private bash -c "$setup && exec \"\$0\" \"\$@\"" "$B/bin/spillway-worker" \
     --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 > "$WORK/$name.out" 2> "$WORK/$name.err" &
   PIDS+=($!)
-  eval "PID_$name=$!"
+  WPID[$name]=$!
   wait_port "$WORK/$name.out" > /dev/null || { bad "worker $name starts"; finish; exit 1; }
 }
 worker good
@@ -51,9 +52,8 @@ timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$W
   --local-cores 0 --dump "$WORK/j1" --quiet > /dev/null 2> "$WORK/c1.err"
 check "job 1 exits 0 with two of three workers unable to serve it" test $? -eq 0
 check "job 1: batches identical to a local run (every key once)" same_as_local "$WORK/j1"
-# shellcheck disable=SC2154  # PID_* are set by worker()
-check "the worker without the mount is alive" kill -0 "$PID_nomount"
-check "the worker with another listing is alive" kill -0 "$PID_extra"
+check "the worker without the mount is alive" kill -0 "${WPID[nomount]}"
+check "the worker with another listing is alive" kill -0 "${WPID[extra]}"
 check "the worker without the mount says why, once" \
   test "$(grep -c 'cannot serve job=1: .*train' "$WORK/nomount.err")" -eq 1
 check "the worker with another listing says why, once" \
@@ -73,7 +73,7 @@ assert all(r["job"] == 1 and r["reason"] for w in ws for r in w["cannot_serve"])
 PY
 
 # The good worker goes: nobody else can serve the next jobs.
-kill -9 "$PID_good"; wait "$PID_good" 2>/dev/null
+kill -9 "${WPID[good]}"; wait "${WPID[good]}" 2>/dev/null
 sleep 1
 timeout 60 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --local-cores 0 \
   --quiet > /dev/null 2> "$WORK/c2.err"
@@ -86,6 +86,6 @@ timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$W
 check "job 3 with its own thread finishes from the client" test $? -eq 0
 check "job 3: batches identical to a local run" same_as_local "$WORK/j3"
 check "job 3's client says no worker can serve it" grep -q 'no worker can serve job=3: ' "$WORK/c3.err"
-check "both refusing workers still alive at the end" kill -0 "$PID_nomount" "$PID_extra"
+check "both refusing workers still alive at the end" kill -0 "${WPID[nomount]}" "${WPID[extra]}"
 
 finish

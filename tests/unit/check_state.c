@@ -8,6 +8,7 @@
 
 #include "tests/unit/check_run.h"
 #include "dispatcher/state.h"
+#include "lib/err.h"
 #include "lib/rng.h"
 
 static struct disp_state *S;
@@ -498,6 +499,69 @@ START_TEST(test_state_refusing_worker_loses_the_job_and_its_place)
 }
 END_TEST
 
+START_TEST(test_state_ended_jobs_leave_the_table_into_a_bounded_history)
+{
+    disp_state_destroy(S);
+    struct disp_limits lim = {.max_jobs = 3, .history = 2};
+    ck_assert_int_eq(disp_state_create(&lim, &S), 0);
+    worker(1, 0);
+    struct disp_lease l;
+    for (uint64_t id = 1; id <= 3; id++)
+        job(id, 64, 64, 1, 1);
+    /* Three unfinished jobs fill the cap: a fourth is refused. */
+    struct disp_update more = {.kind = DISP_CREATE_JOB, .job = 4, .n_samples = 64, .split_size = 64, .epochs = 1,
+                               .world_size = 1, .pipeline = (const uint8_t *)"p", .pipeline_len = 1};
+    ck_assert_int_eq(disp_state_apply(S, &more, err, sizeof err), SPW_ETOOBIG);
+    /* Job 2 finishes at t=100, job 1 at t=200: both still listed, in their grace period. */
+    for (uint64_t id = 2; id >= 1; id--) {
+        ck_assert_int_eq(lease(id, 1, 0, 0, &l), 1);
+        apply_ok((struct disp_update){.kind = DISP_ACK, .job = id, .epoch = 0, .split = 0,
+                                      .now_ms = id == 2 ? 100 : 200});
+    }
+    uint64_t out[8];
+    ck_assert_int_eq(disp_state_jobs_to_remove(S, 165, 60, 1000, out, 8), 1);
+    ck_assert_uint_eq(out[0], 2);
+    /* A new job takes the place of the oldest finished one (job 2), which joins the history. */
+    more.now_ms = 210;
+    apply_ok(more);
+    ck_assert_int_eq(disp_state_job_count(S), 3);
+    struct disp_job_info ji;
+    ck_assert_int_eq(disp_state_job(S, 2, &ji), -ENOENT);
+    ck_assert_int_eq(disp_state_ended_count(S), 1);
+    ck_assert_int_eq(disp_state_ended_job(S, 2, &ji), 0);
+    ck_assert(ji.finished && !ji.expired);
+    ck_assert_int_eq(ji.ended_ms, 100);
+    /* Job 3's only client expires at t=300: paused, removed as expired once paused_ms has passed. */
+    apply_ok((struct disp_update){.kind = DISP_CLIENT_HEARTBEAT, .job = 3, .rank = 0, .incarnation = 1});
+    apply_ok((struct disp_update){.kind = DISP_CLIENT_EXPIRED, .job = 3, .rank = 0, .now_ms = 300});
+    ck_assert_int_eq(disp_state_jobs_to_remove(S, 1299, 5000, 1000, out, 8), 0);
+    ck_assert_int_eq(disp_state_jobs_to_remove(S, 1300, 5000, 1000, out, 8), 1);
+    ck_assert_uint_eq(out[0], 3);
+    /* A client back in time un-pauses it. */
+    apply_ok((struct disp_update){.kind = DISP_CLIENT_HEARTBEAT, .job = 3, .rank = 0, .incarnation = 1,
+                                  .now_ms = 1200});
+    ck_assert_int_eq(disp_state_jobs_to_remove(S, 5000, 1000000, 1000, out, 8), 0);
+    apply_ok((struct disp_update){.kind = DISP_CLIENT_EXPIRED, .job = 3, .rank = 0, .now_ms = 2000});
+    apply_ok((struct disp_update){.kind = DISP_REMOVE_JOB, .job = 3, .now_ms = 3000});
+    apply_ok((struct disp_update){.kind = DISP_REMOVE_JOB, .job = 1, .now_ms = 3000});
+    ck_assert_int_eq(disp_state_job_count(S), 1);
+    /* The history keeps the last two: 3 (expired) and 1 (finished); 2 is gone. */
+    ck_assert_int_eq(disp_state_ended_count(S), 2);
+    ck_assert_int_eq(disp_state_ended_at(S, 0, &ji), 0);
+    ck_assert_uint_eq(ji.id, 3);
+    ck_assert(ji.expired && !ji.finished && !ji.paused);
+    ck_assert_int_eq(ji.ended_ms, 2000);
+    ck_assert_int_eq(disp_state_ended_at(S, 1, &ji), 0);
+    ck_assert_uint_eq(ji.id, 1);
+    ck_assert_int_eq(disp_state_ended_job(S, 2, &ji), -ENOENT);
+    ck_assert_int_eq(disp_state_ended_at(S, 2, &ji), -ENOENT);
+    /* Removed jobs are unknown to every update. */
+    struct disp_update hb = {.kind = DISP_CLIENT_HEARTBEAT, .job = 1, .rank = 0, .incarnation = 1};
+    ck_assert_int_eq(disp_state_apply(S, &hb, err, sizeof err), -ENOENT);
+    ck_assert_int_eq(disp_state_pick_lease(S, 3, 1, 0, 0, &l), -ENOENT);
+}
+END_TEST
+
 START_TEST(test_state_replay_rebuilds_the_same_state)
 {
     enum { CAP = 4000 };
@@ -544,6 +608,7 @@ int main(void)
     tcase_add_test(tc, test_state_named_job_from_a_later_epoch);
     tcase_add_test(tc, test_state_max_workers_limits_a_job_to_the_first_alive);
     tcase_add_test(tc, test_state_refusing_worker_loses_the_job_and_its_place);
+    tcase_add_test(tc, test_state_ended_jobs_leave_the_table_into_a_bounded_history);
     tcase_add_test(tc, test_state_replay_rebuilds_the_same_state);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
