@@ -286,6 +286,24 @@ static bool reads_input_only(const struct spw_element_ctx *ctx, int g)
     return k == SPW_OP_NORMALIZE || k == SPW_OP_TO_TENSOR;
 }
 
+/* A sample could not be made (here, or on worker `from`): log it naming its file, and fail the job under
+ * on_error fail. */
+static void sample_failed(struct remote *r, int64_t sample, int rc, const char *err, const char *from)
+{
+    const bool fail = r->ctx->spec->on_error == SPW_ON_ERROR_FAIL;
+    const char *path = sample >= 0 && sample < r->src->n ? r->src->samples[sample].path : "?";
+    spw_log(fail ? SPW_LOG_ERROR : SPW_LOG_WARN, "client", "%s job=%llu sample=%lld path=\"%s\" err=\"%s\"%s%s",
+            fail ? "failed" : "skipped", (unsigned long long)r->job.job, (long long)sample, path, err,
+            from ? " worker=" : "", from ? from : "");
+    if (fail) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s: %s%s%s", path, err, from ? " (on worker " : "", from ? from : "");
+        if (from)
+            strncat(msg, ")", sizeof msg - strlen(msg) - 1);
+        asm_fail(r->a, rc, msg);
+    }
+}
+
 /* Finish one received element: claim it, run the suffix if any, put it in its batch (or park it).
  * Returns false for a duplicate. */
 static bool take_element(struct remote *r, struct received *rx, const struct spw_wire_batch *b, size_t i)
@@ -342,10 +360,7 @@ static bool take_element(struct remote *r, struct received *rx, const struct spw
                              sizeof err);
     }
     if (rc != 0) {
-        spw_log(SPW_LOG_WARN, "client", "skipped job=%llu sample=%lld err=\"%s\"", (unsigned long long)b->job,
-                (long long)b->samples[i], rc == -ENOMEM ? "out of memory" : err);
-        if (r->ctx->spec->on_error == SPW_ON_ERROR_FAIL)
-            asm_fail(r->a, rc, err);
+        sample_failed(r, b->samples[i], rc, rc == -ENOMEM && !err[0] ? "out of memory" : err, NULL);
         spw_value_free(&v);     /* an empty value parks as a skipped sample */
     }
     asm_finish(r->a, &t, c, &v, rc == 0, &r->stats.elements);
@@ -387,10 +402,18 @@ static const char *check_batch(const struct remote *r, const struct spw_wire_bat
     return NULL;
 }
 
-static void take_tombstone(struct remote *r, uint64_t epoch, int64_t pos)
+/* Tombstone i of a worker's message: the sample is skipped (or, under on_error fail, fails the job) unless
+ * another producer delivered it already. */
+static void take_tombstone(struct remote *r, const struct spw_wire_batch *b, size_t i, const char *from)
 {
     struct asm_ticket t;
-    enum asm_claim c = asm_claim(r->a, epoch, pos, &t);
+    const int64_t pos = b->tombstones[i];
+    enum asm_claim c = asm_claim(r->a, b->epoch, pos, &t);
+    if (c == ASM_PLACE || c == ASM_PARK) {
+        const char *why = i < b->n_tombstone_errors && b->tombstone_errors[i][0] ? b->tombstone_errors[i]
+                                                                                   : "no reason given";
+        sample_failed(r, spw_order_at(r->order, b->epoch, pos), SPW_ESOURCE, why, from);
+    }
     if (c == ASM_PLACE) {
         asm_done(r->a, &t, false);
     } else if (c == ASM_PARK) {
@@ -487,7 +510,7 @@ static void *stream_main(void *arg)
         for (size_t i = 0; i < b.n_positions; i++)
             dups += !take_element(r, &rx, &b, i);
         for (size_t i = 0; i < b.n_tombstones; i++)
-            take_tombstone(r, b.epoch, b.tombstones[i]);
+            take_tombstone(r, &b, i, s->addr);
         spw_wire_batch_free(&b);
         spw_rpc_msg_free(m);
         pthread_mutex_lock(&r->mu);

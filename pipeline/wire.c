@@ -11,7 +11,7 @@
 
 /* ElementBatch fields */
 enum { F_JOB = 1, F_EPOCH = 2, F_SPLIT = 3, F_GENERATION = 4, F_CUT = 5, F_POSITIONS = 6, F_TENSORS = 7,
-       F_END = 8, F_TOMBSTONES = 9, F_SAMPLES = 10 };
+       F_END = 8, F_TOMBSTONES = 9, F_SAMPLES = 10, F_TOMBSTONE_ERRORS = 11 };
 /* Tensor fields */
 enum { T_DTYPE = 1, T_SHAPE = 2, T_DATA = 3 };
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
@@ -51,6 +51,11 @@ static size_t packed_size(const int64_t *v, size_t n)
     return s;
 }
 
+static size_t error_len(const char *e)
+{
+    return e ? strnlen(e, SPW_WIRE_MAX_ERROR) : 0;
+}
+
 static size_t header_size(const struct spw_wire_batch *b)
 {
     size_t s = 0;
@@ -69,6 +74,10 @@ static size_t header_size(const struct spw_wire_batch *b)
             size_t ps = packed_size(arr[i], cnt[i]);
             s += 1 + varint_size(ps) + ps;
         }
+    for (size_t i = 0; i < b->n_tombstone_errors; i++) {
+        size_t len = error_len(b->tombstone_errors[i]);
+        s += 1 + varint_size(len) + len;
+    }
     return s;
 }
 
@@ -140,6 +149,13 @@ int spw_wire_encode(const struct spw_wire_batch *b, uint8_t *scratch, size_t scr
     }
     p = put_packed(p, F_TOMBSTONES, b->tombstones, b->n_tombstones);
     p = put_packed(p, F_SAMPLES, b->samples, b->n_samples);
+    for (size_t i = 0; i < b->n_tombstone_errors; i++) {
+        const size_t len = error_len(b->tombstone_errors[i]);
+        p = put_tag(p, F_TOMBSTONE_ERRORS, WT_LEN);
+        p = put_varint(p, len);
+        memcpy(p, b->tombstone_errors[i], len);
+        p += len;
+    }
     int n = 0;
     iov[n++] = (struct iovec){scratch, (size_t)(p - scratch)};
     for (int i = 0; i < b->n_tensors; i++) {
@@ -360,6 +376,36 @@ bad:
     return SPW_EFORMAT;
 }
 
+/* One tombstone error string, appended to out's (capped in count and length before allocating). */
+static int get_error(struct reader *r, struct spw_wire_batch *out, char *err, size_t errlen)
+{
+    uint64_t len;
+    if (get_varint(r, &len) || len > left(r))
+        return SPW_EFORMAT;
+    if (len > SPW_WIRE_MAX_ERROR || out->n_tombstone_errors >= SPW_WIRE_MAX_ELEMENTS) {
+        snprintf(err, errlen, "a tombstone error over %d bytes, or more than %d", SPW_WIRE_MAX_ERROR,
+                 SPW_WIRE_MAX_ELEMENTS);
+        return SPW_ETOOBIG;
+    }
+    char **a = realloc(out->tombstone_errors, (out->n_tombstone_errors + 1) * sizeof *a);
+    char *s = malloc(len + 1);
+    if (a)
+        out->tombstone_errors = a;
+    if (!a || !s) {
+        free(s);
+        return -ENOMEM;
+    }
+    struct reader sub;
+    uint8_t c;
+    sub_reader(r, len, &sub);
+    for (size_t i = 0; !get_byte(&sub, &c); i++)
+        s[i] = c ? (char)c : '?';           /* a NUL would cut the text short */
+    s[len] = '\0';
+    skip(r, len);
+    a[out->n_tombstone_errors++] = s;
+    return 0;
+}
+
 int spw_wire_decode(const uint8_t *msg, size_t len, struct spw_wire_batch *out, char *err, size_t errlen)
 {
     struct iovec one = {(void *)msg, len};
@@ -405,6 +451,8 @@ int spw_wire_decode_parts(const struct iovec *iov, int nparts, struct spw_wire_b
                 snprintf(err, errlen, "field %d: malformed or more than %d entries", field, SPW_WIRE_MAX_ELEMENTS);
                 rc = SPW_ETOOBIG;
             }
+        } else if (field == F_TOMBSTONE_ERRORS && wt == WT_LEN) {
+            rc = get_error(&r, out, err, errlen);
         } else if (field == F_TENSORS && wt == WT_LEN) {
             if (out->n_tensors >= SPW_WIRE_MAX_TENSORS) {
                 snprintf(err, errlen, "more than %d tensors", SPW_WIRE_MAX_TENSORS);
@@ -415,6 +463,10 @@ int spw_wire_decode_parts(const struct iovec *iov, int nparts, struct spw_wire_b
         } else if (skip_field(&r, wt)) {
             rc = SPW_EFORMAT;
         }
+    }
+    if (rc == 0 && out->n_tombstone_errors > out->n_tombstones) {
+        snprintf(err, errlen, "%zu tombstone errors for %zu tombstones", out->n_tombstone_errors, out->n_tombstones);
+        rc = SPW_EFORMAT;
     }
     if (rc == SPW_EFORMAT && !err[0])
         snprintf(err, errlen, "malformed ElementBatch");
@@ -445,6 +497,11 @@ void spw_wire_batch_free(struct spw_wire_batch *b)
     free(b->positions);
     free(b->tombstones);
     free(b->samples);
+    for (size_t i = 0; i < b->n_tombstone_errors; i++)
+        free(b->tombstone_errors[i]);
+    free(b->tombstone_errors);
+    b->tombstone_errors = NULL;
+    b->n_tombstone_errors = 0;
     b->positions = b->tombstones = b->samples = NULL;
     b->n_positions = b->n_tombstones = b->n_samples = 0;
 }

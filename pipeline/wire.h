@@ -17,6 +17,7 @@
 
 #define SPW_WIRE_MAX_TENSORS 8
 #define SPW_WIRE_MAX_ELEMENTS 65536     /* positions + tombstones in one message */
+#define SPW_WIRE_MAX_ERROR 512          /* bytes of one tombstone's error (longer ones are cut on encoding) */
 
 struct spw_wire_tensor {
     enum spw_dtype dtype;
@@ -34,6 +35,8 @@ struct spw_wire_batch {
     bool end_of_split;
     size_t n_positions, n_tombstones, n_samples;
     int64_t *positions, *tombstones, *samples;   /* encode: caller's arrays; decode: allocated */
+    size_t n_tombstone_errors;          /* at most n_tombstones: why each failed ("" = not said) */
+    char **tombstone_errors;            /* encode: caller's strings; decode: allocated, NUL-terminated */
     int n_tensors;
     struct spw_wire_tensor tensors[SPW_WIRE_MAX_TENSORS];
 };

@@ -110,6 +110,7 @@ struct builder {                /* elements of one split being packed into a mes
     struct spw_wire_batch b;
     int64_t positions[SPW_WIRE_MAX_ELEMENTS / 64], samples[SPW_WIRE_MAX_ELEMENTS / 64];
     int64_t tombstones[SPW_WIRE_MAX_ELEMENTS / 64];
+    char *tombstone_errors[SPW_WIRE_MAX_ELEMENTS / 64];     /* owned; freed at flush */
     uint8_t *data;              /* stacked element data (handed to the message at flush) */
     size_t data_cap;
     int64_t labels[SPW_WIRE_MAX_ELEMENTS / 64];
@@ -117,7 +118,12 @@ struct builder {                /* elements of one split being packed into a mes
     enum spw_dtype dtype;
     int ndim;
     int64_t shape[SPW_TENSOR_MAX_DIMS];
+    int slot_err;               /* why element_slot last returned NULL: -ENOMEM or SPW_ETOOBIG */
+    size_t slot_bytes;          /* the element size it was asked for */
 };
+
+/* An element must fit one message under the receiver's cap, with room for the message's own fields. */
+#define MAX_ELEMENT_BYTES ((size_t)SPW_RPC_DEFAULT_MAX_MESSAGE - ((size_t)64 << 10))
 
 /* A stream sent `bytes` from q: re-measure its drain rate once a window has passed, and size the queue to
  * QUEUE_AHEAD_NS of it. Under jb->mu. */
@@ -171,6 +177,8 @@ static int flush(struct job *jb, struct builder *bd, bool end)
 {
     struct spw_wire_batch *b = &bd->b;
     b->n_positions = b->n_samples = bd->n;
+    b->tombstone_errors = bd->tombstone_errors;
+    b->n_tombstone_errors = b->n_tombstones;
     b->end_of_split = end;
     b->n_tensors = 0;
     struct msg *m = calloc(1, sizeof *m);
@@ -205,6 +213,10 @@ static int flush(struct job *jb, struct builder *bd, bool end)
     }
     m->bytes = spw_wire_encoded_size(b);
     m->elements = bd->n;
+    for (size_t i = 0; i < b->n_tombstones; i++) {     /* encoded: the scratch holds their copies */
+        free(bd->tombstone_errors[i]);
+        bd->tombstone_errors[i] = NULL;
+    }
     queue_push(jb, (int)(b->split % (uint64_t)jb->world), m);
     bd->n = 0;
     b->n_tombstones = 0;
@@ -220,6 +232,13 @@ static uint8_t *element_slot(struct job *jb, struct builder *bd, enum spw_dtype 
     size_t eb = spw_dtype_size(dt);
     for (int i = 0; i < ndim; i++)
         eb *= (size_t)shape[i];
+    if (eb > MAX_ELEMENT_BYTES) {
+        bd->slot_err = SPW_ETOOBIG;
+        bd->slot_bytes = eb;
+        return NULL;
+    }
+    bd->slot_err = -ENOMEM;
+    bd->slot_bytes = eb;
     bool same = bd->n && bd->dtype == dt && bd->ndim == ndim && !memcmp(bd->shape, shape, sizeof shape);
     if (bd->n && (!same || (bd->n + 1) * eb > MSG_TARGET_BYTES || bd->n == bd->cap_elems) &&
         flush(jb, bd, false) != 0)
@@ -263,7 +282,7 @@ static int add_element(struct job *jb, struct builder *bd, int64_t pos, int64_t 
         spw_value_out_shape(v, SPW_LAYOUT_HWC, &dt, &ndim, shape);
         uint8_t *dst = element_slot(jb, bd, dt, ndim, shape);
         if (!dst)
-            return -ENOMEM;
+            return bd->slot_err;
         spw_value_copy_out(v, SPW_LAYOUT_HWC, dst);
     }
     element_added(jb, bd, pos, sample);
@@ -325,6 +344,38 @@ static int lease(struct job *jb, Spillway__V1__Lease *out, int want)
     return got;
 }
 
+/* Why element_slot refused the element just made at `cut`, into err. */
+static void slot_error(const struct job *jb, const struct builder *bd, int cut, char *err, size_t errlen)
+{
+    const char *what = "the encoded file";
+    if (cut > 0) {
+        const struct spw_group *g = &jb->ctx.groups[cut - 1];
+        what = spw_op_name(jb->spec->ops[g->first + g->count - 1].kind);
+    }
+    if (bd->slot_err == SPW_ETOOBIG)
+        snprintf(err, errlen, "an element of %zu bytes (after %s) exceeds the message cap of %zu bytes: a smaller "
+                 "output or a later cut", bd->slot_bytes, what, MAX_ELEMENT_BYTES);
+    else
+        snprintf(err, errlen, "out of memory on the worker for an element of %zu bytes (after %s)", bd->slot_bytes,
+                 what);
+}
+
+/* The sample at pos cannot be made: log it (with the job's on_error policy's severity) and send a tombstone
+ * with the reason, which the client logs too and, under on_error fail, fails the job with. */
+static void tombstone(struct job *jb, struct builder *bd, int64_t pos, int64_t sample, int rc, const char *err)
+{
+    const bool fail = jb->spec->on_error == SPW_ON_ERROR_FAIL;
+    spw_log(fail || rc == -ENOMEM ? SPW_LOG_ERROR : SPW_LOG_WARN, "worker",
+            "%s job=%llu sample=%lld path=\"%s\" err=\"%s\"", fail ? "failed" : "skipped",
+            (unsigned long long)jb->id, (long long)sample, jb->src->samples[sample].path, err);
+    if (bd->b.n_tombstones == sizeof bd->tombstones / sizeof bd->tombstones[0])
+        flush(jb, bd, false);                                   /* a split of thousands of broken files */
+    if (bd->b.n_tombstones == sizeof bd->tombstones / sizeof bd->tombstones[0])
+        return;                                                 /* no memory to flush: the split stays open */
+    bd->tombstone_errors[bd->b.n_tombstones] = strdup(err);    /* NULL (no memory): sent without a reason */
+    bd->tombstones[bd->b.n_tombstones++] = pos;
+}
+
 static void *producer(void *arg)
 {
     struct job *jb = arg;
@@ -374,7 +425,11 @@ static void *producer(void *arg)
             struct spw_value v = {0};
             struct place_ctx pc = {jb, &bd};
             struct spw_element_dest dest = {place_cb, &pc, SPW_LAYOUT_HWC};
-            if (rc == 0 && l.cut == 0) {
+            bool slot_failed = false;
+            if (rc == 0 && l.cut == 0 && len == 0) {
+                rc = SPW_EFORMAT;       /* nothing to decode: a tombstone, not a malformed empty element */
+                snprintf(err, sizeof err, "empty file (0 bytes)");
+            } else if (rc == 0 && l.cut == 0) {
                 /* Cut 0: the element travels encoded, as a uint8 [len] tensor. */
                 int64_t shape[1] = {(int64_t)len};
                 uint8_t *dst = element_slot(jb, &bd, SPW_DTYPE_U8, 1, shape);
@@ -382,28 +437,23 @@ static void *producer(void *arg)
                     memcpy(dst, buf, len);
                     element_added(jb, &bd, pos, sample);
                 }
-                rc = dst ? 0 : -ENOMEM;
+                rc = dst ? 0 : bd.slot_err;
+                slot_failed = !dst;
             } else if (rc == 0) {
                 /* A run of the whole pipeline writes its output straight into the message. */
                 rc = spw_element_run(&jb->ctx, 0, l.cut, l.epoch, sample, buf, len, &v, NULL,
                                      l.cut == jb->ctx.n_groups ? &dest : NULL, err, sizeof err);
                 if (rc == 0)
-                    rc = add_element(jb, &bd, pos, sample, &v);
+                    slot_failed = (rc = add_element(jb, &bd, pos, sample, &v)) != 0;
             } else {
                 snprintf(err, sizeof err, "read failed: %s", spw_strerror(rc));
             }
-            if (rc == -ENOMEM) {
-                break;
-            } else if (rc != 0) {
-                spw_log(SPW_LOG_WARN, "worker", "skipped job=%llu sample=%lld path=\"%s\" err=\"%s\"",
-                        (unsigned long long)jb->id, (long long)sample, jb->src->samples[sample].path, err);
-                bd.tombstones[bd.b.n_tombstones++] = pos;
-                rc = 0;
-            }
+            if (slot_failed)
+                slot_error(jb, &bd, l.cut, err, sizeof err);
+            if (rc != 0)
+                tombstone(jb, &bd, pos, sample, rc, err);
             spw_value_free(&v);
             free(buf);
-            if (rc)
-                break;
         }
         flush(jb, &bd, true);
     }

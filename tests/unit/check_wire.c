@@ -174,6 +174,56 @@ static int split_parts(uint8_t *msg, size_t len, struct spw_rng *r, struct iovec
     return k;
 }
 
+START_TEST(test_wire_tombstone_errors_round_trip_capped)
+{
+    uint8_t img[180];
+    float lab[3];
+    struct spw_wire_batch b = sample_batch(img, lab);
+    char longer[SPW_WIRE_MAX_ERROR + 100];
+    memset(longer, 'e', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    char *errs[1] = {longer};
+    b.tombstone_errors = errs;
+    b.n_tombstone_errors = 1;
+    uint8_t scratch[2048];
+    struct iovec iov[8];
+    int n = spw_wire_encode(&b, scratch, sizeof scratch, iov, 8);
+    ck_assert_int_gt(n, 0);
+    size_t len;
+    uint8_t *msg = flatten(iov, n, &len);
+    ck_assert_uint_eq(len, spw_wire_encoded_size(&b));
+    /* protobuf-c reads the same strings; ours decodes them cut to the cap */
+    Spillway__V1__ElementBatch *m = spillway__v1__element_batch__unpack(NULL, len, msg);
+    ck_assert(m != NULL);
+    ck_assert_uint_eq(m->n_tombstone_errors, 1);
+    ck_assert_uint_eq(strlen(m->tombstone_errors[0]), SPW_WIRE_MAX_ERROR);
+    spillway__v1__element_batch__free_unpacked(m, NULL);
+    struct spw_wire_batch d;
+    char err[256];
+    ck_assert_int_eq(spw_wire_decode(msg, len, &d, err, sizeof err), 0);
+    ck_assert_uint_eq(d.n_tombstone_errors, 1);
+    ck_assert_uint_eq(strlen(d.tombstone_errors[0]), SPW_WIRE_MAX_ERROR);
+    spw_wire_batch_free(&d);
+    free(msg);
+    /* More errors than tombstones, or one over the cap (a hand-made field), are refused. */
+    Spillway__V1__ElementBatch bad = SPILLWAY__V1__ELEMENT_BATCH__INIT;
+    int64_t tomb = 4;
+    char *two[2] = {"a", "b"};
+    bad.n_tombstones = 1;
+    bad.tombstones = &tomb;
+    bad.n_tombstone_errors = 2;
+    bad.tombstone_errors = two;
+    uint8_t buf[4096];
+    len = spillway__v1__element_batch__pack(&bad, buf);
+    ck_assert_int_eq(spw_wire_decode(buf, len, &d, err, sizeof err), SPW_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(err, "2 tombstone errors for 1 tombstones"));
+    bad.n_tombstone_errors = 1;
+    two[0] = longer;
+    len = spillway__v1__element_batch__pack(&bad, buf);
+    ck_assert_int_eq(spw_wire_decode(buf, len, &d, err, sizeof err), SPW_ETOOBIG);
+}
+END_TEST
+
 START_TEST(test_wire_decode_parts_equals_whole)
 {
     uint8_t img[180];
@@ -236,6 +286,7 @@ int main(void)
     tcase_add_test(tc, test_wire_decode_points_into_the_message);
     tcase_add_test(tc, test_wire_refuses_bad_messages);
     tcase_add_test(tc, test_wire_decode_parts_equals_whole);
+    tcase_add_test(tc, test_wire_tombstone_errors_round_trip_capped);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }
