@@ -19,11 +19,13 @@
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
+#include "pipeline/element_size.h"
 #include "pipeline/fusion.h"
 #include "pipeline/plan_proto.h"
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
 #include "pipeline/spec_proto.h"
+#include "pipeline/wire.h"
 #include "proto/spillway.pb-c.h"
 
 void disp_forget_job(struct disp_service *s, uint64_t job)
@@ -358,6 +360,21 @@ static int check_join(struct disp_service *s, uint64_t job, const Spillway__V1__
     return ST_OK;
 }
 
+/* Elements travel one per message at most: refuse a cut whose elements the spec makes too big to send. */
+static int check_element_size(const struct spw_pipeline_spec *spec, const struct spw_group *groups, int cut,
+                              char *msg, size_t msglen)
+{
+    int64_t bytes;
+    int op;
+    const int n_ops = cut > 0 ? groups[cut - 1].first + groups[cut - 1].count : 0;
+    if (!spw_element_fixed_bytes(spec, n_ops, &bytes, &op) || bytes <= (int64_t)SPW_WIRE_MAX_ELEMENT_BYTES)
+        return ST_OK;
+    snprintf(msg, msglen, "ops[%d] (%s) makes elements of %lld bytes at cut %d, over the %zu-byte message cap: "
+             "a smaller size, or an earlier cut", op, spw_op_name(spec->ops[op].kind), (long long)bytes, cut,
+             SPW_WIRE_MAX_ELEMENT_BYTES);
+    return ST_INVALID_ARGUMENT;
+}
+
 int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
                     size_t msglen)
 {
@@ -459,6 +476,8 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
         status = ST_INVALID_ARGUMENT;
         goto out;
     }
+    if ((status = check_element_size(spec, groups, cut, msg, msglen)) != ST_OK)
+        goto out;
     const int split_size = r->split_size > 0 ? r->split_size : s->o.default_split_size;
     if (split_size > 65536) {
         snprintf(msg, msglen, "split_size %d is above 65536", split_size);

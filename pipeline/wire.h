@@ -13,11 +13,15 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "lib/rpc.h"
 #include "lib/tensor.h"
 
 #define SPW_WIRE_MAX_TENSORS 8
 #define SPW_WIRE_MAX_ELEMENTS 65536     /* positions + tombstones in one message */
 #define SPW_WIRE_MAX_ERROR 512          /* bytes of one tombstone's error (longer ones are cut on encoding) */
+/* The largest element a worker sends: one message under the receiver's default cap, with room for the
+ * message's own fields. */
+#define SPW_WIRE_MAX_ELEMENT_BYTES ((size_t)SPW_RPC_DEFAULT_MAX_MESSAGE - ((size_t)64 << 10))
 
 struct spw_wire_tensor {
     enum spw_dtype dtype;

@@ -122,8 +122,6 @@ struct builder {                /* elements of one split being packed into a mes
     size_t slot_bytes;          /* the element size it was asked for */
 };
 
-/* An element must fit one message under the receiver's cap, with room for the message's own fields. */
-#define MAX_ELEMENT_BYTES ((size_t)SPW_RPC_DEFAULT_MAX_MESSAGE - ((size_t)64 << 10))
 
 /* A stream sent `bytes` from q: re-measure its drain rate once a window has passed, and size the queue to
  * QUEUE_AHEAD_NS of it. Under jb->mu. */
@@ -232,7 +230,7 @@ static uint8_t *element_slot(struct job *jb, struct builder *bd, enum spw_dtype 
     size_t eb = spw_dtype_size(dt);
     for (int i = 0; i < ndim; i++)
         eb *= (size_t)shape[i];
-    if (eb > MAX_ELEMENT_BYTES) {
+    if (eb > SPW_WIRE_MAX_ELEMENT_BYTES) {
         bd->slot_err = SPW_ETOOBIG;
         bd->slot_bytes = eb;
         return NULL;
@@ -354,7 +352,7 @@ static void slot_error(const struct job *jb, const struct builder *bd, int cut, 
     }
     if (bd->slot_err == SPW_ETOOBIG)
         snprintf(err, errlen, "an element of %zu bytes (after %s) exceeds the message cap of %zu bytes: a smaller "
-                 "output or a later cut", bd->slot_bytes, what, MAX_ELEMENT_BYTES);
+                 "output or a later cut", bd->slot_bytes, what, SPW_WIRE_MAX_ELEMENT_BYTES);
     else
         snprintf(err, errlen, "out of memory on the worker for an element of %zu bytes (after %s)", bd->slot_bytes,
                  what);

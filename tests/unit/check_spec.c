@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L /* strdup, strnlen, mkstemp: POSIX, not C11 */
 #endif
 #include "lib/err.h"
+#include "pipeline/element_size.h"
 #include "pipeline/spec.h"
 #include "pipeline/spec_proto.h"
 
@@ -987,6 +988,43 @@ START_TEST(test_spec_truncated_and_mutated_inputs_never_crash)
 }
 END_TEST
 
+/* Bytes after n ops of a spec with these ops, or -1 when the spec does not fix them. */
+static int64_t fixed_bytes(const char *ops, int n_ops, int *op)
+{
+    char json[1024];
+    snprintf(json, sizeof json, "{\"source\": {\"format\": \"image_folder\", \"path\": \"/d\"}, \"ops\": %s, "
+             "\"batch\": {\"size\": 2}}", ops);
+    struct spw_pipeline_spec *spec;
+    char err[256];
+    ck_assert_msg(spw_spec_parse_json(json, &spec, err, sizeof err) == 0, "%s", err);
+    int64_t bytes = -1;
+    if (!spw_element_fixed_bytes(spec, n_ops, &bytes, op))
+        bytes = -1;
+    spw_spec_free(spec);
+    return bytes;
+}
+
+START_TEST(test_spec_fixed_element_bytes_follow_crops_resizes_and_dtypes)
+{
+    int op = -1;
+    const char *train = "[{\"op\": \"decode_jpeg\"}, {\"op\": \"random_resized_crop\", \"size\": 224}, "
+                        "{\"op\": \"rand_augment\"}, {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5], "
+                        "\"std\": [0.5, 0.5, 0.5], \"dtype\": \"float16\"}]";
+    ck_assert_int_eq(fixed_bytes(train, 0, &op), -1);
+    ck_assert_int_eq(fixed_bytes(train, 1, &op), -1);              /* decoded: the file's size */
+    ck_assert_int_eq(fixed_bytes(train, 2, &op), 224 * 224 * 3);
+    ck_assert_int_eq(op, 1);
+    ck_assert_int_eq(fixed_bytes(train, 3, &op), 224 * 224 * 3);   /* augmentations keep the size */
+    ck_assert_int_eq(fixed_bytes(train, 4, &op), 224 * 224 * 3 * 2);
+    ck_assert_int_eq(op, 3);
+    ck_assert_int_eq(fixed_bytes("[{\"op\": \"decode_jpeg\"}, {\"op\": \"resize\", \"size\": 256}]", 2, &op), -1);
+    ck_assert_int_eq(fixed_bytes("[{\"op\": \"decode_jpeg\"}, {\"op\": \"resize\", \"size\": [30, 40]}, "
+                                 "{\"op\": \"to_tensor\"}]", 3, &op), 30 * 40 * 3 * 4);
+    ck_assert_int_eq(fixed_bytes("[{\"op\": \"decode_jpeg\"}, {\"op\": \"crop\", \"top\": 0, \"left\": 0, "
+                                 "\"height\": 5, \"width\": 7}, {\"op\": \"rotate\", \"angle\": 30}]", 3, &op), 5 * 7 * 3);
+}
+END_TEST
+
 START_TEST(test_spec_mutated_proto_never_crashes)
 {
     char *t = spec_text(ALL_OPS ", {\"op\": \"normalize\", \"mean\": [1, 2, 3], \"std\": [4, 5, 6]},"
@@ -1060,6 +1098,7 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, test_spec_names);
     tcase_add_test(tc, test_spec_truncated_and_mutated_inputs_never_crash);
     tcase_add_test(tc, test_spec_mutated_proto_never_crashes);
+    tcase_add_test(tc, test_spec_fixed_element_bytes_follow_crops_resizes_and_dtypes);
     suite_add_tcase(s, tc);
     return s;
 }
