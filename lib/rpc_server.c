@@ -1,6 +1,8 @@
 /* lib/rpc_server.c - the gRPC C-core server behind spw_rpc_server_*: registered unary and stream methods,
- * bearer-token check, UNIMPLEMENTED for the rest. Unary handlers run inline on the io thread, except methods
- * registered as slow, which get a detached thread each (bounded); not a general thread pool.
+ * bearer-token check, UNIMPLEMENTED for the rest. The token is checked from a call's metadata before any of its
+ * body is read (no method reads its payload up front), so a refused call costs no memory for its message.
+ * Unary handlers run inline on the io thread once the request has been received, except methods registered as
+ * slow, which get a detached thread each (bounded); not a general thread pool.
  * Threads: io_threads completion-queue threads (one `next` queue each, registered before start, one pending
  * request per method per queue, re-armed on every new call; each thread owns the unary calls it accepted);
  * plus one thread per open stream, whose call is bound to its own pluck queue so the handler can block. */
@@ -17,7 +19,7 @@
 
 #include <grpc/status.h>
 
-enum tag_kind { TAG_NEW_CALL, TAG_UNARY_STEP, TAG_SHUTDOWN };
+enum tag_kind { TAG_NEW_CALL, TAG_UNARY_REQUEST, TAG_UNARY_STEP, TAG_SHUTDOWN };
 
 struct tag {
     enum tag_kind kind;
@@ -50,16 +52,19 @@ struct request {
     grpc_completion_queue *call_cq;   /* stream: its own pluck queue; else NULL (bound to io->cq) */
     gpr_timespec deadline;
     grpc_metadata_array md;
-    grpc_byte_buffer *payload;        /* unary: the request message, read before the call is announced */
     grpc_call_details details;        /* catch-all only */
 };
 
-/* A unary call after its handler ran: freed when both its batches (reply, close) have come back. */
+/* A unary call from its arrival: freed when its batches (close, request, reply) have come back. The request's
+ * batch needs no reference of its own: the reply, which holds one until it is sent, comes after it. */
 struct unary_call {
-    struct tag tag_reply, tag_close;
+    struct tag tag_request, tag_reply, tag_close;
     atomic_int pending;         /* batches in flight + the reply's own reference; any thread may drop one */
     int cancelled;
     grpc_call *call;
+    struct spw_rpc_server *s;
+    struct method *m;
+    grpc_byte_buffer *request;  /* the request message once its batch came back (NULL: none was sent) */
     grpc_byte_buffer *reply;
 };
 
@@ -130,8 +135,6 @@ static void free_request(struct request *rq)
     grpc_metadata_array_destroy(&rq->md);
     if (!rq->m)
         grpc_call_details_destroy(&rq->details);
-    if (rq->payload)
-        grpc_byte_buffer_destroy(rq->payload);
     if (rq->call_cq)
         grpc_completion_queue_destroy(rq->call_cq);
     free(rq);
@@ -152,13 +155,11 @@ static int arm_request(struct io_thread *io, struct method *m)
     if (!m) {
         grpc_call_details_init(&rq->details);
         e = grpc_server_request_call(s->srv, &rq->call, &rq->details, &rq->md, io->cq, io->cq, &rq->tag);
-    } else if (m->stream) {
-        rq->call_cq = grpc_completion_queue_create_for_pluck(NULL);
-        e = grpc_server_request_registered_call(s->srv, m->handle, &rq->call, &rq->deadline, &rq->md, NULL,
-                                                rq->call_cq, io->cq, &rq->tag);
     } else {
-        e = grpc_server_request_registered_call(s->srv, m->handle, &rq->call, &rq->deadline, &rq->md,
-                                                &rq->payload, io->cq, io->cq, &rq->tag);
+        if (m->stream)
+            rq->call_cq = grpc_completion_queue_create_for_pluck(NULL);
+        e = grpc_server_request_registered_call(s->srv, m->handle, &rq->call, &rq->deadline, &rq->md, NULL,
+                                                m->stream ? rq->call_cq : io->cq, io->cq, &rq->tag);
     }
     if (e != GRPC_CALL_OK) {
         free_request(rq);
@@ -190,6 +191,7 @@ static struct unary_call *unary_begin(grpc_call *call)
         return NULL;
     }
     uc->call = call;
+    uc->tag_request = (struct tag){TAG_UNARY_REQUEST, uc};
     uc->tag_reply = (struct tag){TAG_UNARY_STEP, uc};
     uc->tag_close = (struct tag){TAG_UNARY_STEP, uc};
     grpc_op op;
@@ -276,7 +278,8 @@ static void start_slow(struct spw_rpc_server *s, struct method *m, struct unary_
 {
     struct slow_call *sc = calloc(1, sizeof *sc);
     pthread_mutex_lock(&s->mu);
-    const int busy = s->active_slow >= SPW_RPC_MAX_SLOW_CALLS;
+    /* After the shutdown tag, spw_rpc_server_shutdown no longer waits for slow calls: start none. */
+    const int busy = s->active_slow >= SPW_RPC_MAX_SLOW_CALLS || s->shutdown_done;
     if (!busy && sc)
         s->active_slow++;
     pthread_mutex_unlock(&s->mu);
@@ -304,13 +307,12 @@ static void start_slow(struct spw_rpc_server *s, struct method *m, struct unary_
     }
 }
 
+/* A new unary call: check its token from the metadata, and only then start receiving its message (a refused
+ * call's status ends the stream, so gRPC drops whatever of the body it had buffered). */
 static void handle_unary(struct spw_rpc_server *s, struct request *rq)
 {
-    struct method *m = rq->m;
     struct unary_call *uc = unary_begin(rq->call);
-    uint8_t *req = NULL;
-    size_t req_len = 0;
-    char msg[512] = "";
+    grpc_op op;
 
     rq->call = NULL;
     if (!uc)
@@ -319,19 +321,45 @@ static void handle_unary(struct spw_rpc_server *s, struct request *rq)
         unary_reply(uc, SPW_RPC_UNAUTHENTICATED, "missing or wrong authorization bearer token", NULL, 0);
         return;
     }
-    if (!rq->payload) {
+    uc->s = s;
+    uc->m = rq->m;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &uc->request;
+    if (grpc_call_start_batch(uc->call, &op, 1, &uc->tag_request, NULL) != GRPC_CALL_OK)
+        unary_reply(uc, SPW_RPC_INTERNAL, "cannot start receiving the request", NULL, 0);
+}
+
+/* The request's batch came back (io thread): run the handler. ok == 0: the call failed (cancelled, deadline,
+ * message over the cap, which gRPC answers itself), so there is no one to reply to. */
+static void on_unary_request(struct unary_call *uc, int ok)
+{
+    struct method *m = uc->m;
+    grpc_byte_buffer *bb = uc->request;
+    uint8_t *req = NULL;
+    size_t req_len = 0;
+    char msg[512];
+    int rc = 0;
+
+    uc->request = NULL;
+    if (bb) {
+        rc = spw_rpc__bb_flatten(bb, &req, &req_len);
+        grpc_byte_buffer_destroy(bb);
+    }
+    if (!ok) {
+        free(req);
+        grpc_call_cancel(uc->call, NULL);
+        unary_step(uc);  /* drop the reply's reference: no reply */
+    } else if (rc < 0) {
+        unary_reply(uc, SPW_RPC_RESOURCE_EXHAUSTED, "out of memory reading the request", NULL, 0);
+    } else if (!req) {
         snprintf(msg, sizeof msg, "%s: request message missing", m->name);
         unary_reply(uc, SPW_RPC_INVALID_ARGUMENT, msg, NULL, 0);
-        return;
-    }
-    if (spw_rpc__bb_flatten(rq->payload, &req, &req_len) < 0) {
-        unary_reply(uc, SPW_RPC_RESOURCE_EXHAUSTED, "out of memory reading the request", NULL, 0);
-        return;
-    }
-    if (m->slow)
-        start_slow(s, m, uc, req, req_len);
-    else
+    } else if (m->slow) {
+        start_slow(uc->s, m, uc, req, req_len);
+    } else {
         run_unary(m, uc, req, req_len);
+    }
 }
 
 static void handle_unknown(struct request *rq)
@@ -534,6 +562,9 @@ static void *io_main(void *arg)
         case TAG_NEW_CALL:
             on_new_call(t->obj, ev.success);
             break;
+        case TAG_UNARY_REQUEST:
+            on_unary_request(t->obj, ev.success);
+            break;
         case TAG_UNARY_STEP:
             unary_step(t->obj);
             break;
@@ -692,8 +723,8 @@ static int add_method(struct spw_rpc_server *s, const char *method, int stream, 
     struct method *m = &s->methods[s->nmethods];
     if (!(m->name = strdup(method)))
         return -ENOMEM;
-    m->handle = grpc_server_register_method(
-        s->srv, m->name, NULL, stream ? GRPC_SRM_PAYLOAD_NONE : GRPC_SRM_PAYLOAD_READ_INITIAL_BYTE_BUFFER, 0);
+    /* No payload up front, for unary methods too: gRPC would read the whole message before the token check. */
+    m->handle = grpc_server_register_method(s->srv, m->name, NULL, GRPC_SRM_PAYLOAD_NONE, 0);
     if (!m->handle) {
         free(m->name);
         m->name = NULL;

@@ -1,5 +1,6 @@
-/* tests/unit/check_rpc.c - lib/rpc: unary calls, statuses, message caps, bearer auth, dead peers, bidi streams
- * (concurrent send/recv, zero-copy gather sends, 600 KB pumping), cancel, stream cap and shutdown deadlines.
+/* tests/unit/check_rpc.c - lib/rpc: unary calls, statuses, message caps, bearer auth (checked before the message
+ * is read), a unary call without a message, dead peers, bidi streams (concurrent send/recv, zero-copy gather
+ * sends, 600 KB pumping), cancel, stream cap and shutdown deadlines.
  * Runs without forking (grpc_init before a fork hangs); each test starts its own server on 127.0.0.1:0. */
 #include <check.h>
 #include <errno.h>
@@ -348,6 +349,49 @@ START_TEST(test_rpc_auth_token_required)
     spw_rpc_channel_destroy(right);
     spw_rpc_server_shutdown(s, 1000);
     spw_rpc_server_destroy(s);
+}
+END_TEST
+
+/* An unauthenticated request over the server's message cap is refused for its token, not its size: the token
+ * is checked before any of the message is read. */
+START_TEST(test_rpc_auth_checked_before_message_read)
+{
+    int port;
+    char target[64], msg[256];
+    uint8_t *req = calloc(1, SERVER_CAP + 1), *resp = NULL;
+    size_t n = 0;
+    struct spw_rpc_server *s = start_server("s3cret", 0, &port);
+    struct spw_rpc_channel *none = NULL, *right = NULL;
+    struct spw_rpc_channel_opts no = {.max_message_bytes = 16u << 20},
+                                ro = {.max_message_bytes = 16u << 20, .auth_token = "s3cret"};
+    snprintf(target, sizeof target, "127.0.0.1:%d", port);
+    ck_assert_int_eq(spw_rpc_channel_create(target, &no, &none), 0);
+    ck_assert_int_eq(spw_rpc_channel_create(target, &ro, &right), 0);
+
+    ck_assert_int_eq(call(none, M_ECHO, req, SERVER_CAP + 1, &resp, &n, msg, sizeof msg), SPW_RPC_UNAUTHENTICATED);
+    ck_assert_int_eq(call(right, M_ECHO, req, SERVER_CAP + 1, &resp, &n, msg, sizeof msg),
+                     SPW_RPC_RESOURCE_EXHAUSTED);
+    ck_assert_int_eq(call(right, M_ECHO, req, SERVER_CAP, &resp, &n, msg, sizeof msg), SPW_RPC_OK);
+    ck_assert_uint_eq(n, SERVER_CAP);
+    free(resp);
+
+    spw_rpc_channel_destroy(none);
+    spw_rpc_channel_destroy(right);
+    spw_rpc_server_shutdown(s, 1000);
+    spw_rpc_server_destroy(s);
+    free(req);
+}
+END_TEST
+
+/* A unary call whose client half-closes without sending a message gets INVALID_ARGUMENT, not a hang. */
+START_TEST(test_rpc_unary_without_message_invalid_argument)
+{
+    struct spw_rpc_stream *st = NULL;
+    char msg[256];
+    ck_assert_int_eq(spw_rpc_stream_open(g_ch, M_ECHO, 5000, &st), 0);
+    ck_assert_int_eq(spw_rpc_stream_close_send(st), 0);
+    ck_assert_int_eq(spw_rpc_stream_finish(st, msg, sizeof msg), SPW_RPC_INVALID_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(msg, "request message missing"));
 }
 END_TEST
 
@@ -751,6 +795,8 @@ int main(void)
     tcase_add_test(tc, test_rpc_large_message_within_cap);
     tcase_add_test(tc, test_rpc_oversized_message_resource_exhausted);
     tcase_add_test(tc, test_rpc_auth_token_required);
+    tcase_add_test(tc, test_rpc_auth_checked_before_message_read);
+    tcase_add_test(tc, test_rpc_unary_without_message_invalid_argument);
     tcase_add_test(tc, test_rpc_dead_port_unavailable_within_deadline);
     tcase_add_test(tc, test_rpc_unary_concurrent_callers);
     tcase_add_test(tc, test_rpc_bind_in_use_fails);
