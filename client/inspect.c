@@ -45,12 +45,12 @@ static void print_job_json(const Spillway__V1__JobInfo *j)
     printf("{\"job\": %llu, \"manifest_hash\": \"%016llx\", \"samples\": %lld, \"epochs\": %lld, "
            "\"splits_per_epoch\": %lld, \"split_size\": %d, \"cut\": %d, \"world_size\": %d, \"epoch\": %lld, "
            "\"acked\": %lld, \"leased\": %lld, \"pending\": %lld, \"paused\": %s, \"finished\": %s, \"name\": \"%s\", "
-           "\"client_only\": %s, \"expired\": %s, \"ended\": %s}",
+           "\"client_only\": %s, \"expired\": %s, \"ended\": %s, \"client\": \"%s\"}",
            (unsigned long long)j->job, (unsigned long long)j->manifest_hash, (long long)j->samples,
            (long long)j->epochs, (long long)j->splits_per_epoch, j->split_size, j->cut, j->world_size,
            (long long)j->epoch, (long long)j->acked, (long long)j->leased, (long long)j->pending,
            j->paused ? "true" : "false", j->finished ? "true" : "false", j->name, j->client_only ? "true" : "false",
-           j->expired ? "true" : "false", j->ended ? "true" : "false");
+           j->expired ? "true" : "false", j->ended ? "true" : "false", j->client);
 }
 
 static void print_refusals_json(Spillway__V1__JobRefusal *const *v, size_t n)

@@ -32,6 +32,8 @@ static struct spw_config_entry g_cfg[] = {
     {"paused-job-ms", "SPILLWAY_PAUSED_JOB_MS", SPW_CFG_INT, "600000", 0, 604800000,
      "an unfinished job whose clients all expired stays resumable this long, then leaves the table", 0, 0, 0, 0},
     {"max-jobs", "SPILLWAY_MAX_JOBS", SPW_CFG_INT, "256", 1, 65536, "unfinished jobs at once", 0, 0, 0, 0},
+    {"max-jobs-per-client", "SPILLWAY_MAX_JOBS_PER_CLIENT", SPW_CFG_INT, "64", 1, 65536,
+     "unfinished jobs one client host may create", 0, 0, 0, 0},
     {"job-history", "SPILLWAY_JOB_HISTORY", SPW_CFG_INT, "256", 1, 65536,
      "ended jobs whose summaries stay listable (spillctl jobs, job ID)", 0, 0, 0, 0},
     {"split-size", "SPILLWAY_SPLIT_SIZE", SPW_CFG_INT, "64", 1, 65536, "samples per split", 0, 0, 0, 0},
@@ -90,6 +92,7 @@ int main(int argc, char **argv)
                                    .paused_job_ms = cfg_int("paused-job-ms"),
                                    .max_jobs = (int)cfg_int("max-jobs"),
                                    .job_history = (int)cfg_int("job-history"),
+                                   .max_jobs_per_client = (int)cfg_int("max-jobs-per-client"),
                                    .auth_token = token && *token ? token : NULL};
     int status = 1;
     if ((rc = disp_service_create(&so, &svc)) != 0) {

@@ -19,6 +19,7 @@
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
+#include "lib/rpc.h"
 #include "pipeline/element_size.h"
 #include "pipeline/fusion.h"
 #include "pipeline/plan_proto.h"
@@ -89,7 +90,8 @@ int disp_service_create(const struct disp_service_opts *o, struct disp_service *
         s->o.default_split_size = 64;
     s->next_worker = 1;
     s->next_job = 1;
-    struct disp_limits lim = {.max_jobs = o->max_jobs, .history = o->job_history};
+    struct disp_limits lim = {.max_jobs = o->max_jobs, .history = o->job_history,
+                              .max_jobs_per_client = o->max_jobs_per_client};
     int rc = disp_state_create(&lim, &s->st);
     if (rc) {
         free(s);
@@ -498,13 +500,16 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
             goto out;
         }
         spillway__v1__pipeline__pack(r->pipeline, pipe_bytes);
+        char client[DISP_CLIENT_MAX + 1];
+        spw_rpc_peer_host(spw_rpc_current_peer(), client, sizeof client);    /* "" when not an IP */
         pthread_mutex_lock(&s->mu);
         job = s->next_job++;
         struct disp_update u = {.kind = DISP_CREATE_JOB, .job = job, .pipeline = pipe_bytes, .pipeline_len = plen,
                                 .manifest_hash = src->manifest_hash, .n_samples = src->n,
                                 .split_size = split_size, .epochs = spec->source.epochs, .cut = cut,
                                 .world_size = world, .max_workers = r->max_workers, .now_ms = spw_now_ms(),
-                                .name = r->job_name, .first_epoch = r->resume ? (int64_t)r->resume->epoch : 0};
+                                .name = r->job_name, .client = client,
+                                .first_epoch = r->resume ? (int64_t)r->resume->epoch : 0};
         if (world > 1 && r->job_name[0] && disp_named_local_locked(s, r->job_name)) {
             /* another rank was told to run in its client meanwhile (planning runs outside the lock) */
             pthread_mutex_unlock(&s->mu);
@@ -821,6 +826,7 @@ static void job_info_msg(const struct disp_job_info *ji, Spillway__V1__JobInfo *
     m->finished = ji->finished;
     m->client_only = ji->client_only;
     m->expired = ji->expired;
+    m->client = (char *)ji->client;     /* lives as long as *ji */
     m->name = (char *)ji->name;     /* lives as long as *ji */
 }
 

@@ -20,6 +20,7 @@ struct disp_service_opts {
     int64_t paused_job_ms;          /* a job with no client left leaves the table after this long (unfinished) */
     int max_jobs;                   /* unfinished jobs at once; 0 = 256 */
     int job_history;                /* removed jobs kept listable (summaries); 0 = 256 */
+    int max_jobs_per_client;        /* unfinished jobs one client host may create; 0 = 64 */
     const char *auth_token;         /* sent to workers when the dispatcher calls them (profiles); NULL = none */
 };
 

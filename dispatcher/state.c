@@ -40,6 +40,7 @@ struct job {
     int64_t n_samples, epochs, splits_per_epoch;
     int32_t split_size, cut, world_size, max_workers;
     char name[DISP_JOB_NAME_MAX + 1];
+    char client[DISP_CLIENT_MAX + 1];
     struct epoch_splits ep[2];  /* ep[0]: lowest unfinished epoch; ep[1]: the next, if any */
     struct client_rank *clients;
     bool paused, finished;
@@ -81,6 +82,7 @@ int disp_state_create(const struct disp_limits *limits, struct disp_state **out)
     if (s->lim.max_world_size <= 0) s->lim.max_world_size = 1024;
     if (s->lim.max_pipeline_bytes == 0) s->lim.max_pipeline_bytes = 1 << 20;
     if (s->lim.history <= 0) s->lim.history = 256;
+    if (s->lim.max_jobs_per_client <= 0) s->lim.max_jobs_per_client = 64;
     s->workers = calloc((size_t)s->lim.max_workers, sizeof *s->workers);
     s->jobs = calloc((size_t)s->lim.max_jobs, sizeof *s->jobs);
     s->ended = calloc((size_t)s->lim.history, sizeof *s->ended);
@@ -262,11 +264,17 @@ static int apply_create_job(struct disp_state *s, const struct disp_update *u, c
 {
     if (find_job(s, u->job))
         return spw_fail(err, errlen, -EEXIST, "job %llu exists", (unsigned long long)u->job);
-    int live = 0;
-    for (int i = 0; i < s->n_jobs; i++)
+    const char *client = u->client ? u->client : "";
+    int live = 0, mine = 0;
+    for (int i = 0; i < s->n_jobs; i++) {
         live += !s->jobs[i].finished;
+        mine += !s->jobs[i].finished && *client && !strncmp(s->jobs[i].client, client, DISP_CLIENT_MAX);
+    }
     if (live >= s->lim.max_jobs)
         return spw_fail(err, errlen, SPW_ETOOBIG, "too many unfinished jobs (cap %d)", s->lim.max_jobs);
+    if (mine >= s->lim.max_jobs_per_client)
+        return spw_fail(err, errlen, SPW_ETOOBIG, "client %s has %d unfinished jobs (cap %d per client)", client,
+                        mine, s->lim.max_jobs_per_client);
     if (u->n_samples <= 0 || u->split_size <= 0 || u->epochs < 0)
         return spw_fail(err, errlen, -EINVAL, "job needs samples > 0, split_size > 0, epochs >= 0");
     if (u->first_epoch < 0 || (u->epochs > 0 && u->first_epoch >= u->epochs))
@@ -296,6 +304,7 @@ static int apply_create_job(struct disp_state *s, const struct disp_update *u, c
     j.world_size = u->world_size;
     j.max_workers = u->max_workers;
     snprintf(j.name, sizeof j.name, "%s", u->name ? u->name : "");
+    snprintf(j.client, sizeof j.client, "%s", client);
     j.ep[0].epoch = j.ep[1].epoch = -1;
     j.pipeline = malloc(u->pipeline_len ? u->pipeline_len : 1);
     j.clients = calloc((size_t)u->world_size, sizeof *j.clients);
@@ -704,6 +713,7 @@ static void job_info(const struct job *j, struct disp_job_info *out)
     out->max_workers = j->max_workers;
     out->epoch = j->finished ? j->epochs : j->ep[0].epoch;
     snprintf(out->name, sizeof out->name, "%s", j->name);
+    snprintf(out->client, sizeof out->client, "%s", j->client);
     out->acked = j->ep[0].acked;
     out->leased = j->ep[0].leased;
     out->pending = j->ep[0].pending;

@@ -54,6 +54,7 @@ struct disp_update {
     const uint8_t *pipeline;                /* copied (serialized proto) */
     size_t pipeline_len;
     const char *name;                       /* create: the job's name ("" or NULL = none; copied) */
+    const char *client;                     /* create: the creating client's host ("" = unknown; copied) */
     const uint64_t *splits;                 /* resume: split ids */
     size_t n_splits;
     const char *reason;                     /* refuses: why (copied, at most DISP_REASON_MAX bytes kept) */
@@ -61,12 +62,14 @@ struct disp_update {
 
 #define DISP_JOB_NAME_MAX 128
 #define DISP_REASON_MAX 255
+#define DISP_CLIENT_MAX 63                  /* bytes of a client host kept */
 
 struct disp_limits {
     int max_workers;                /* default 1024 */
     int max_jobs;                   /* unfinished jobs; default 256 (finished ones in their grace period give
                                        up their place to a new job, oldest first) */
     int history;                    /* removed jobs' summaries kept listable; default 256 */
+    int max_jobs_per_client;        /* unfinished jobs one client host may create; default 64 */
     int64_t max_splits_per_epoch;   /* default 4M */
     int max_world_size;             /* default 1024 */
     size_t max_pipeline_bytes;      /* default 1 MiB */
@@ -100,6 +103,7 @@ struct disp_job_info {
     bool paused, finished;
     bool client_only;               /* handed back to the clients (DISP_CLIENT_ONLY) */
     int refusals;                   /* workers that refused it (disp_state_refusal_at) */
+    char client[DISP_CLIENT_MAX + 1];   /* the host that created it ("" unknown) */
     bool expired;                   /* removed unfinished (its clients never came back): ended jobs only */
     int64_t ended_ms;               /* when it finished, was paused or (ended jobs) was removed unfinished */
 };

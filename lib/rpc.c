@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <grpc/status.h>
 #include <grpc/support/log.h>
@@ -455,4 +456,33 @@ void spw_rpc_stream_cancel(struct spw_rpc_stream *st)
         return;
     atomic_store(&st->cancelled, 1);
     grpc_call_cancel(st->call, NULL);
+}
+
+int spw_rpc_peer_host(const char *peer, char *host, size_t hostlen)
+{
+    if (hostlen)
+        host[0] = '\0';
+    const char *h, *end;
+    if (!strncmp(peer, "ipv4:", 5)) {
+        h = peer + 5;
+        end = strrchr(h, ':');
+    } else if (!strncmp(peer, "ipv6:[", 6)) {
+        h = peer + 6;
+        end = strchr(h, ']');
+    } else if (!strncasecmp(peer, "ipv6:%5B", 8)) {    /* gRPC URI-encodes the brackets */
+        h = peer + 8;
+        for (end = h; *end && strncasecmp(end, "%5D", 3); end++)
+            ;
+        if (!*end)
+            end = NULL;
+    } else {
+        return -EINVAL;
+    }
+    if (!end || end == h)
+        return -EINVAL;
+    if ((size_t)(end - h) >= hostlen)
+        return -ENOSPC;
+    memcpy(host, h, (size_t)(end - h));
+    host[end - h] = '\0';
+    return 0;
 }

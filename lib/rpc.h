@@ -86,6 +86,13 @@ typedef int (*spw_rpc_unary_fn)(void *ctx, const uint8_t *req, size_t req_len, u
  * wrapper owns st: never cancel it after returning. */
 typedef int (*spw_rpc_stream_fn)(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen);
 
+/* The peer of the call whose handler runs on this thread, as gRPC names it ("ipv4:10.0.0.7:41234",
+ * "ipv6:[::1]:5051"), or "" outside a handler. Valid until the handler returns. */
+const char *spw_rpc_current_peer(void);
+/* The host part of such a peer ("10.0.0.7", "::1") into host. Returns 0, or -EINVAL for a peer that is not
+ * an ipv4:/ipv6: address (host gets "") or -ENOSPC. */
+int spw_rpc_peer_host(const char *peer, char *host, size_t hostlen);
+
 /* Create a server bound to o->listen_addr (not yet serving; SO_REUSEPORT off, so a taken port fails). On
  * failure returns negative (-EINVAL bad opts; the bind's -errno such as -EADDRINUSE, or -EIO when gRPC gives
  * none; -ENOMEM) and writes a message naming the address and the reason to err. */

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include <grpc/status.h>
+#include <grpc/support/alloc.h>
 
 enum tag_kind { TAG_NEW_CALL, TAG_UNARY_REQUEST, TAG_UNARY_STEP, TAG_SHUTDOWN };
 
@@ -235,13 +236,30 @@ static void unary_reply(struct unary_call *uc, int status, const char *msg, uint
     unary_step(uc);             /* drop the reply's reference */
 }
 
+static _Thread_local char current_peer[128];
+
+const char *spw_rpc_current_peer(void)
+{
+    return current_peer;
+}
+
+/* The call's peer becomes spw_rpc_current_peer() on this thread (NULL: none). */
+static void set_current_peer(grpc_call *call)
+{
+    char *p = call ? grpc_call_get_peer(call) : NULL;
+    snprintf(current_peer, sizeof current_peer, "%s", p ? p : "");
+    gpr_free(p);
+}
+
 /* Run a unary handler and send its reply (any thread). Takes req. */
 static void run_unary(struct method *m, struct unary_call *uc, uint8_t *req, size_t req_len)
 {
     uint8_t *resp = NULL;
     size_t resp_len = 0;
     char msg[512] = "";
+    set_current_peer(uc->call);
     int status = m->ufn(m->ctx, req, req_len, &resp, &resp_len, msg, sizeof msg);
+    set_current_peer(NULL);
     free(req);
     if (!valid_status(status)) {
         snprintf(msg, sizeof msg, "%s: handler returned %d, not a status", m->name, status);
@@ -423,7 +441,9 @@ static void *stream_main(void *arg)
     op.data.recv_close_on_server.cancelled = &st->close_cancelled;
     close_started = grpc_call_start_batch(st->call, &op, 1, &st->tag_close, NULL) == GRPC_CALL_OK;
 
+    set_current_peer(st->call);
     status = ss->m->sfn(ss->m->ctx, st, msg, sizeof msg);
+    set_current_peer(NULL);
     if (!valid_status(status)) {
         snprintf(msg, sizeof msg, "%s: handler returned %d, not a status", ss->m->name, status);
         status = SPW_RPC_UNKNOWN;

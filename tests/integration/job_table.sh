@@ -83,4 +83,33 @@ check "after --paused-job-ms it has left the table as expired" \
   bash -c "grep -q '^$id .* expired' '$WORK/expired.txt' && grep -q 'ended: the job left' '$WORK/expired.txt'"
 check "the dispatcher logged its removal" grep -q "job removed job=$id state=expired" "$WORK/d.err"
 
+# Caps are per client host: three unfinished jobs from one host fill --max-jobs-per-client 3; a fourth from it
+# is refused naming the cap, one from another address (::1) is served.
+"$B/bin/spillway-dispatcher" --listen :: --port 0 --max-jobs-per-client 3 > "$WORK/d2.out" 2> "$WORK/d2.err" &
+PIDS+=($!)
+D2=$(wait_port "$WORK/d2.out") || exit 1
+for k in 1 2 3; do
+  "$B/bin/spillctl" run --dispatcher "127.0.0.1:$D2" --pipeline "$WORK/forever.json" --consume-rate 5 --quiet \
+    > /dev/null 2> "$WORK/hold$k.err" &
+  PIDS+=($!)
+done
+for _ in $(seq 1 100); do
+  [ "$(grep -c 'job created' "$WORK/d2.err")" -ge 3 ] && break
+  sleep 0.1
+done
+"$B/bin/spillctl" run --dispatcher "127.0.0.1:$D2" --pipeline "$WORK/forever.json" --max-batches 1 --quiet \
+  > /dev/null 2> "$WORK/fourth.err"
+check "a fourth unfinished job from one host is refused (exit 1)" test $? -eq 1
+check "... naming the host and the per-client cap" \
+  grep -q 'RESOURCE_EXHAUSTED.*client [0-9a-f:.]* has 3 unfinished jobs (cap 3 per client)' "$WORK/fourth.err"
+"$B/bin/spillctl" run --dispatcher "[::1]:$D2" --pipeline "$WORK/forever.json" --max-batches 1 --quiet \
+  > /dev/null 2> "$WORK/other.err"
+check "a job from another client address is served" test $? -eq 0
+"$B/bin/spillctl" --dispatcher "[::1]:$D2" jobs --json > "$WORK/jobs2.json"
+check "spillctl jobs names each job's client host" python3 - "$WORK/jobs2.json" <<'PY'
+import json, sys
+hosts = sorted(j["client"] for j in json.load(open(sys.argv[1]))["jobs"])
+assert hosts == ["127.0.0.1"] * 3 + ["::1"], hosts
+PY
+
 finish

@@ -783,6 +783,24 @@ START_TEST(test_rpc_server_never_started_destroys)
 }
 END_TEST
 
+START_TEST(test_rpc_peer_host_parses_grpc_peers)
+{
+    char h[64];
+    ck_assert_int_eq(spw_rpc_peer_host("ipv4:10.0.0.7:41234", h, sizeof h), 0);
+    ck_assert_str_eq(h, "10.0.0.7");
+    ck_assert_int_eq(spw_rpc_peer_host("ipv6:[::1]:5051", h, sizeof h), 0);
+    ck_assert_str_eq(h, "::1");
+    ck_assert_int_eq(spw_rpc_peer_host("ipv6:%5Bfe80::1%5D:5051", h, sizeof h), 0);
+    ck_assert_str_eq(h, "fe80::1");
+    ck_assert_int_eq(spw_rpc_peer_host("unix:/tmp/sock", h, sizeof h), -EINVAL);
+    ck_assert_str_eq(h, "");
+    ck_assert_int_eq(spw_rpc_peer_host("ipv6:%5B::1", h, sizeof h), -EINVAL);
+    ck_assert_int_eq(spw_rpc_peer_host("ipv4::5", h, sizeof h), -EINVAL);
+    ck_assert_int_eq(spw_rpc_peer_host("ipv4:10.0.0.7:1", h, 4), -ENOSPC);
+    ck_assert_str_eq(spw_rpc_current_peer(), "");        /* outside a handler */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rpc");
@@ -809,6 +827,7 @@ int main(void)
     tcase_add_test(tc, test_rpc_stream_cap_resource_exhausted);
     tcase_add_test(tc, test_rpc_shutdown_with_open_stream_within_deadline);
     tcase_add_test(tc, test_rpc_server_never_started_destroys);
+    tcase_add_test(tc, test_rpc_peer_host_parses_grpc_peers);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);  /* grpc_init before a fork hangs */

@@ -562,6 +562,41 @@ START_TEST(test_state_ended_jobs_leave_the_table_into_a_bounded_history)
 }
 END_TEST
 
+START_TEST(test_state_caps_unfinished_jobs_per_client_host)
+{
+    disp_state_destroy(S);
+    struct disp_limits lim = {.max_jobs_per_client = 2};
+    ck_assert_int_eq(disp_state_create(&lim, &S), 0);
+    struct disp_update u = {.kind = DISP_CREATE_JOB, .n_samples = 64, .split_size = 64, .epochs = 1,
+                            .world_size = 1, .pipeline = (const uint8_t *)"p", .pipeline_len = 1, .client = "10.0.0.7"};
+    for (uint64_t id = 1; id <= 2; id++) {
+        u.job = id;
+        apply_ok(u);
+    }
+    u.job = 3;
+    ck_assert_int_eq(disp_state_apply(S, &u, err, sizeof err), SPW_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(err, "client 10.0.0.7 has 2 unfinished jobs (cap 2 per client)"));
+    u.client = "10.0.0.8";                  /* another host */
+    apply_ok(u);
+    u.client = "";                          /* unknown hosts are not counted together */
+    for (uint64_t id = 4; id <= 6; id++) {
+        u.job = id;
+        apply_ok(u);
+    }
+    /* A finished job no longer counts. */
+    struct disp_lease l;
+    worker(1, 0);
+    ck_assert_int_eq(lease(1, 1, 0, 0, &l), 1);
+    ack(1, 0, 0);
+    u.job = 7;
+    u.client = "10.0.0.7";
+    apply_ok(u);
+    struct disp_job_info ji;
+    ck_assert_int_eq(disp_state_job(S, 7, &ji), 0);
+    ck_assert_str_eq(ji.client, "10.0.0.7");
+}
+END_TEST
+
 START_TEST(test_state_replay_rebuilds_the_same_state)
 {
     enum { CAP = 4000 };
@@ -609,6 +644,7 @@ int main(void)
     tcase_add_test(tc, test_state_max_workers_limits_a_job_to_the_first_alive);
     tcase_add_test(tc, test_state_refusing_worker_loses_the_job_and_its_place);
     tcase_add_test(tc, test_state_ended_jobs_leave_the_table_into_a_bounded_history);
+    tcase_add_test(tc, test_state_caps_unfinished_jobs_per_client_host);
     tcase_add_test(tc, test_state_replay_rebuilds_the_same_state);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
