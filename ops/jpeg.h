@@ -1,7 +1,8 @@
 /* ops/jpeg.h - JPEG decoding to RGB with region-of-interest and DCT scaling (libjpeg-turbo).
  * Decodes only the rows and iMCU columns a crop needs, at 1/1, 1/2, 1/4 or 1/8 scale (the scales with SIMD
- * IDCTs). Warnings other than extraneous bytes (e.g. a truncated file) are errors. Thread-safe: every call
- * has its own decompressor. */
+ * IDCTs). A file is corrupt exactly when Pillow (same libjpeg) says so on a full decode, whatever region is
+ * decoded: libjpeg's warnings are ignored, data that ends before the image does is a truncated file, a bad
+ * marker after the scan is an error. Thread-safe: every call has its own decompressor. */
 #ifndef SPW_OPS_JPEG_H
 #define SPW_OPS_JPEG_H
 
@@ -30,7 +31,9 @@ int spw_jpeg_header(const uint8_t *buf, size_t len, int64_t max_pixels, struct s
 
 /* Decode the full-resolution rectangle (x, y, w, h) at scale 1/denom (1, 2, 4 or 8) into out->img
  * (allocated here; columns may extend left/right to iMCU boundaries). w = 0 decodes the whole image.
- * Returns 0, SPW_EDECODE / SPW_ETOOBIG / SPW_EUNSUPPORTED with a message in err, or -ENOMEM. */
+ * Rows below the rectangle are decoded only when the unread data is not plain entropy data up to an EOI
+ * marker (a truncated or damaged file), to give Pillow's verdict. Returns 0, SPW_EDECODE / SPW_ETOOBIG /
+ * SPW_EUNSUPPORTED with a message in err ("truncated JPEG: ...", "corrupt JPEG: ..."), or -ENOMEM. */
 int spw_jpeg_decode_region(const uint8_t *buf, size_t len, int64_t max_pixels, int x, int y, int w, int h,
                            int denom, struct spw_jpeg_region *out, char *err, size_t errlen);
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/cli/run.sh - spillctl end to end on a generated ImageNet-like dataset: --help, spec errors, dumps
-# byte-identical for --threads 1 and 2, an eval pipeline keeping its partial batch, tar shards, and corrupt
-# inputs (truncated, zero-byte, not a JPEG, absurd dimensions) under on_error skip and fail; then the audio
-# checks of tests/cli/audio.sh.
+# byte-identical for --threads 1 and 2, an eval pipeline keeping its partial batch, tar shards, corrupt
+# inputs (truncated, zero-byte, not a JPEG, absurd dimensions) under on_error skip and fail, a half-truncated
+# JPEG skipped in every epoch whatever the crop, and damaged JPEGs judged as Pillow judges them on every decode
+# path; then the audio checks of tests/cli/audio.sh.
 # Prints one line per check and "N passed, M failed"; exits 1 on any failure.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -120,6 +121,110 @@ spec "$WORK/fail.json" '{"format": "image_folder", "path": "'"$WORK"'/bad", "shu
 "$CTL" run --local --pipeline "$WORK/fail.json" --threads 2 --quiet > /dev/null 2> "$WORK/fail.err"
 check "fail policy: exits 1" test $? -eq 1
 check "fail policy: message names the file" grep -q 'run failed:.*/bad/b/' "$WORK/fail.err"
+
+# A JPEG cut to half its bytes among good ones (issue 15): Pillow fails on it ("image file is truncated"), so
+# it is skipped in every epoch whatever region the crop decodes, and fails a run naming it. class_01_00071's
+# centre lies in its first half: the ROI decode that stopped after the crop's last row delivered it under
+# center_crop in every epoch and under random_resized_crop in some.
+TR=$WORK/trunc
+mkdir -p "$TR/bad" "$TR/good"
+find "$DATA/train/class_00" -name '*.JPEG' | LC_ALL=C sort | head -12 | while read -r f; do cp "$f" "$TR/good/"; done
+half_src=$DATA/train/class_01/class_01_00071.JPEG
+head -c $(( $(stat -c %s "$half_src") / 2 )) "$half_src" > "$TR/bad/half.jpg"
+"$PY" - "$TR/bad/half.jpg" <<'PY' && ok "Pillow fails on the half-truncated JPEG" || bad "Pillow fails on the half-truncated JPEG"
+import sys
+from PIL import Image
+try:
+    Image.open(sys.argv[1]).convert("RGB")
+except OSError as e:
+    sys.exit(0 if "truncated" in str(e) else f"unexpected Pillow error: {e}")
+sys.exit("Pillow decoded it")
+PY
+EPOCHS=5
+for geo in '{"op": "center_crop", "size": 224}' '{"op": "random_resized_crop", "size": 224}' \
+           '{"op": "resize", "size": [224, 224]}'; do
+  op=$(sed 's/.*"op": "\([a-z_]*\)".*/\1/' <<<"$geo")
+  spec "$TR/$op-skip.json" '{"format": "image_folder", "path": "'"$TR"'", "shuffle": true, "seed": 5, "epochs": '"$EPOCHS"'}' \
+    "[{\"op\": \"decode_jpeg\"}, $geo]" '{"size": 4}' ', "on_error": "skip"'
+  "$CTL" run --local --pipeline "$TR/$op-skip.json" --threads 2 --dump "$TR/$op-d" --json --quiet > "$TR/$op.out" 2> "$TR/$op.err"
+  check "half-truncated, $op, on_error skip: run succeeds" test $? -eq 0
+  check "half-truncated, $op: skipped once in each of $EPOCHS epochs" test "$(json_field "$TR/$op.out" skipped)" = "$EPOCHS"
+  check "half-truncated, $op: every epoch delivers the 12 good files and never it" bash -c \
+    "for e in \$(seq 0 $((EPOCHS - 1))); do [ \"\$(awk -v e=\$e '\$1==e {print \$3}' '$TR/$op-d/keys.txt' | grep -c '/good/')\" = 12 ] || exit 1; done; ! grep -q half.jpg '$TR/$op-d/keys.txt'"
+  check "half-truncated, $op: each skip logged with the path and 'truncated JPEG'" \
+    test "$(grep -c 'skipped sample=.*bad/half.jpg.*truncated JPEG' "$TR/$op.err")" = "$EPOCHS"
+  spec "$TR/$op-fail.json" '{"format": "image_folder", "path": "'"$TR"'", "shuffle": true, "seed": 5, "epochs": '"$EPOCHS"'}' \
+    "[{\"op\": \"decode_jpeg\"}, $geo]" '{"size": 4}' ', "on_error": "fail"'
+  "$CTL" run --local --pipeline "$TR/$op-fail.json" --threads 2 --quiet > /dev/null 2> "$TR/$op-fail.err"
+  check "half-truncated, $op, on_error fail: exits 1" test $? -eq 1
+  check "half-truncated, $op, on_error fail: names the file and the reason" \
+    grep -q 'run failed:.*bad/half.jpg.*truncated JPEG' "$TR/$op-fail.err"
+done
+
+# Each kind of damage against each decode path, judged by Pillow itself: the samples Spillway delivers are
+# exactly the ones Pillow decodes. Cuts at 50/90/99%, no EOI, garbage after EOI, scan bytes zeroed or
+# overwritten, a marker written into the scan, of a baseline photo and a progressive file, and the fixture
+# without EOI that Pillow accepts (tests/unit/check_decode.c has the same cases with fixed verdicts).
+MX=$WORK/matrix
+"$PY" - "$MX/c" "$half_src" "$ROOT/tests/data/fixtures" <<'PY' > "$MX.pillow_ok"
+import os, random, sys
+from PIL import Image
+out, photo, fix = sys.argv[1:4]
+os.makedirs(out)
+
+def scan_start(b):
+    i = 2
+    while b[i + 1] != 0xDA:
+        i += 2 + (b[i + 2] << 8 | b[i + 3])
+    return i + 2 + (b[i + 2] << 8 | b[i + 3])
+
+def cases(b):
+    mid = scan_start(b) + (len(b) - scan_start(b)) // 2
+    def put(data, at=mid):
+        v = bytearray(b)
+        v[at:at + len(data)] = data
+        return bytes(v)
+    rng = random.Random(len(b))
+    yield "intact", b
+    for pct in (50, 90, 99):
+        yield f"cut{pct}", b[:len(b) * pct // 100]
+    yield "no-eoi", b[:-2]
+    yield "garbage-after-eoi", b + b"\xff\xd8\xff\xe0" + bytes(rng.randrange(256) for _ in range(500))
+    yield "zeroed", put(bytes(64))
+    yield "overwritten", put(b"\x55" * 64)
+    yield "random-bytes", put(bytes(rng.randrange(256) for _ in range(16)))
+    for code in (0xD8, 0xD9, 0xD3, 0xC4):
+        yield f"marker-{code:02x}", put(bytes([0xFF, code]))
+
+for src, name in ((photo, "photo"), (fix + "/progressive.jpg", "progressive")):
+    for case, data in cases(open(src, "rb").read()):
+        with open(f"{out}/{name}-{case}.jpg", "wb") as f:
+            f.write(data)
+with open(f"{out}/fixture-no-eoi-pillow-ok.jpg", "wb") as f:
+    f.write(open(fix + "/no_eoi_pillow_ok.jpg", "rb").read())
+for p in sorted(os.listdir(out)):
+    try:
+        Image.open(f"{out}/{p}").convert("RGB")
+        print(f"{out}/{p}")
+    except OSError:
+        pass
+PY
+npil=$(wc -l < "$MX.pillow_ok")
+check "damage matrix: Pillow decodes some files and fails on others" \
+  test "$npil" -gt 5 -a "$npil" -lt "$(find "$MX/c" -name '*.jpg' | wc -l)"
+i=0
+for ops in '[{"op": "decode_jpeg"}]' \
+           '[{"op": "decode_jpeg"}, {"op": "center_crop", "size": 48}]' \
+           '[{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": 48}]' \
+           '[{"op": "decode_jpeg"}, {"op": "resize", "size": [40, 40]}]' \
+           '[{"op": "decode_jpeg"}, {"op": "resize", "size": 256}, {"op": "center_crop", "size": 224}]'; do
+  i=$((i + 1))
+  spec "$MX/p$i.json" '{"format": "image_folder", "path": "'"$MX"'", "shuffle": true, "seed": 3, "epochs": 3}' "$ops" \
+    '{"size": 1}' ', "on_error": "skip"'
+  "$CTL" run --local --pipeline "$MX/p$i.json" --threads 2 --dump "$MX/d$i" --quiet > /dev/null 2>&1
+  check "damage matrix, $ops: delivers exactly what Pillow decodes, in each of 3 epochs" bash -c \
+    "for e in 0 1 2; do diff <(awk -v e=\$e '\$1==e {print \$3}' '$MX/d$i/keys.txt' | LC_ALL=C sort) <(LC_ALL=C sort '$MX.pillow_ok') || exit 1; done"
+done
 
 # epochs: 0 runs forever; no batch spans two epochs (160 samples, batches of 50: 50 50 50 10 | 50 50 ...)
 spec "$WORK/forever.json" '{"format": "image_folder", "path": "'"$DATA"'/train", "epochs": 0, "seed": 3}' "$EVAL_OPS" '{"size": 50}'

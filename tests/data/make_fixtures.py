@@ -1,6 +1,7 @@
 """tests/data/make_fixtures.py - regenerates the small committed JPEG fixtures the C unit tests read
 (no Python is needed to run those tests). Crops of a Debian wallpaper photo, in the encodings datasets hold.
 usage: /usr/bin/python3 tests/data/make_fixtures.py tests/data/fixtures"""
+import io
 import os
 import sys
 
@@ -24,6 +25,27 @@ def main(out):
         f.write(Image.open(os.path.join(out, "rgb444.jpg")).convert("RGB").tobytes())
     with open(os.path.join(out, "cmyk.rgb"), "wb") as f:
         f.write(Image.open(os.path.join(out, "cmyk.jpg")).convert("RGB").tobytes())
+    with open(os.path.join(out, "no_eoi_pillow_ok.jpg"), "wb") as f:
+        f.write(no_eoi_pillow_accepts(im))
+
+
+def no_eoi_pillow_accepts(im):
+    """A baseline JPEG without its final EOI marker that Pillow still decodes: libjpeg never asks for bytes
+    after the last MCU (its bit buffer already holds them), so Pillow's suspension comes only in
+    jpeg_finish_decompress, which it accepts. About 1 file in 20 (1 in 70 at this size) is like that; the
+    first of a fixed sequence of crops is kept."""
+    for k in range(1000):
+        x, y = 300 + 37 * k, 400 + 11 * k
+        buf = io.BytesIO()
+        im.crop((x, y, x + 640, y + 480)).resize((160, 120), Image.BILINEAR).save(buf, "JPEG", quality=90)
+        b = buf.getvalue()[:-2]
+        assert b[-2:] != b"\xff\xd9"
+        try:
+            Image.open(io.BytesIO(b)).convert("RGB")
+        except OSError:
+            continue
+        return b
+    raise SystemExit("make_fixtures: no crop without EOI that Pillow accepts")
 
 
 if __name__ == "__main__":

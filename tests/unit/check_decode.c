@@ -1,6 +1,8 @@
 /* tests/unit/check_decode.c - ops/jpeg, ops/resample, ops/sink on the committed fixtures
  * (tests/data/fixtures, made by tests/data/make_fixtures.py): exact decode vs Pillow's bytes, ROI decode
- * equal to the same region of a full decode, corrupt inputs rejected with clear errors. */
+ * equal to the same region of a full decode, corrupt inputs rejected with clear errors, and damaged files
+ * (cut, no EOI, garbage after EOI, bytes overwritten in the scan) judged as Pillow 9.4 judges them, the
+ * same on every decode path (whole image, crops at the top, centre and bottom, DCT-scaled). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +120,167 @@ START_TEST(test_decode_rejects_corrupt_inputs)
 }
 END_TEST
 
+/* ---- damaged files: Pillow's verdict on every decode path ----
+ * The expected verdicts are Pillow 9.4's (Image.open + convert("RGB"), same libjpeg-turbo 2.1.5) on the
+ * same bytes; tests/cli/run.sh checks them against Pillow itself. */
+
+/* Offset of the first byte after the first SOS segment: where the entropy-coded data starts. */
+static size_t scan_start(const uint8_t *b, size_t len)
+{
+    size_t i = 2;
+    while (i + 4 <= len) {
+        ck_assert_uint_eq(b[i], 0xFF);
+        size_t n = ((size_t)b[i + 2] << 8) | b[i + 3];
+        if (b[i + 1] == 0xDA)
+            return i + 2 + n;
+        i += 2 + n;
+    }
+    ck_abort_msg("no SOS marker");
+    return 0;
+}
+
+/* The decode calls the pipeline makes: whole image (decode_jpeg alone, padding crops), a region at the top,
+ * centre and bottom (center_crop, crop, random_resized_crop), and DCT-scaled whole and region (resize,
+ * random_resized_crop with a large crop). Each must return want_rc, with want_msg in its message. */
+static void expect_every_path(const uint8_t *buf, size_t len, int want_rc, const char *want_msg, const char *what)
+{
+    struct spw_jpeg_info info;
+    char err[256];
+    ck_assert_int_eq(spw_jpeg_header(buf, len, 1 << 30, &info, err, sizeof err), 0);
+    const int W = info.w, H = info.h;
+    const struct { const char *name; int x, y, w, h, denom; } path[] = {
+        {"whole", 0, 0, 0, 0, 1},           {"top", 0, 0, W, H / 4, 1},
+        {"centre", W / 4, H / 4, W / 2, H / 2, 1}, {"bottom", 0, H - H / 4, W, H / 4, 1},
+        {"whole 1/2", 0, 0, 0, 0, 2},       {"top-left 1/4", 0, 0, W / 2, H / 3, 4},
+    };
+    for (size_t k = 0; k < sizeof path / sizeof path[0]; k++) {
+        struct spw_jpeg_region reg;
+        err[0] = '\0';
+        int rc = spw_jpeg_decode_region(buf, len, 1 << 30, path[k].x, path[k].y, path[k].w, path[k].h,
+                                        path[k].denom, &reg, err, sizeof err);
+        ck_assert_msg(rc == want_rc, "%s, %s decode: rc %d, want %d (%s)", what, path[k].name, rc, want_rc, err);
+        if (rc == 0)
+            spw_image_free(&reg.img);
+        else
+            ck_assert_msg(strstr(err, want_msg) != NULL, "%s, %s decode: message '%s' lacks '%s'", what,
+                          path[k].name, err, want_msg);
+    }
+}
+
+START_TEST(test_decode_cut_file_is_truncated_on_every_path)
+{
+    /* Pillow: "image file is truncated" for each cut, baseline 4:4:4 and 4:2:0 and progressive */
+    const char *files[] = {FIX "rgb444.jpg", FIX "rgb420.jpg", FIX "progressive.jpg"};
+    const int pct[] = {50, 90, 99};
+    for (int f = 0; f < 3; f++) {
+        size_t len;
+        uint8_t *buf = slurp(files[f], &len);
+        for (int i = 0; i < 3; i++) {
+            char what[128];
+            snprintf(what, sizeof what, "%s cut at %d%%", files[f], pct[i]);
+            expect_every_path(buf, len * (size_t)pct[i] / 100, SPW_EDECODE, "truncated JPEG", what);
+        }
+        free(buf);
+    }
+}
+END_TEST
+
+START_TEST(test_decode_missing_eoi_follows_pillow)
+{
+    /* Without its final FF D9 a file is truncated when libjpeg asks for bytes after the last MCU (Pillow:
+     * "image file is truncated"), as for rgb444.jpg and progressive.jpg (a progressive file is read to its
+     * EOI before the first row); no_eoi_pillow_ok.jpg is one whose last MCU is already in the bit buffer,
+     * which Pillow decodes, so must every path, even one that could stop at the top. */
+    size_t len;
+    uint8_t *buf = slurp(FIX "rgb444.jpg", &len);
+    ck_assert(buf[len - 2] == 0xFF && buf[len - 1] == 0xD9);
+    expect_every_path(buf, len - 2, SPW_EDECODE, "no end-of-image marker", "rgb444.jpg without EOI");
+    free(buf);
+    buf = slurp(FIX "progressive.jpg", &len);
+    expect_every_path(buf, len - 2, SPW_EDECODE, "no end-of-image marker", "progressive.jpg without EOI");
+    free(buf);
+    buf = slurp(FIX "no_eoi_pillow_ok.jpg", &len);
+    ck_assert(!(buf[len - 2] == 0xFF && buf[len - 1] == 0xD9));
+    expect_every_path(buf, len, 0, "", "no_eoi_pillow_ok.jpg");
+    free(buf);
+}
+END_TEST
+
+START_TEST(test_decode_garbage_after_eoi_is_ignored)
+{
+    /* Pillow stops at EOI: bytes after it, even another SOI and markers, change nothing */
+    size_t len, rlen;
+    uint8_t *buf = slurp(FIX "rgb444.jpg", &len), *ref = slurp(FIX "rgb444.rgb", &rlen);
+    uint8_t *b = malloc(len + 4 + 512);
+    memcpy(b, buf, len);
+    memcpy(b + len, "\xff\xd8\xff\xe0", 4);
+    for (int i = 0; i < 512; i++)
+        b[len + 4 + i] = (uint8_t)(i * 37 + 11);
+    expect_every_path(b, len + 4 + 512, 0, "", "rgb444.jpg + 516 bytes after EOI");
+    struct spw_jpeg_region reg;
+    char err[256];
+    ck_assert_int_eq(spw_jpeg_decode_region(b, len + 4 + 512, 1 << 30, 0, 0, 0, 0, 1, &reg, err, sizeof err), 0);
+    ck_assert(memcmp(reg.img.data, ref, rlen) == 0);
+    spw_image_free(&reg.img);
+    free(b);
+    free(ref);
+    free(buf);
+}
+END_TEST
+
+START_TEST(test_decode_overwritten_scan_bytes_are_not_an_error)
+{
+    /* 64 bytes in the middle of the scan zeroed, or set to 0x55: libjpeg warns ("Corrupt JPEG data: bad
+     * Huffman code", "premature end of data segment") and Pillow ignores warnings, delivering garbled
+     * blocks; so must Spillway, on the paths that decode the damage and on those that stop above it */
+    const char *files[] = {FIX "rgb444.jpg", FIX "rgb420.jpg", FIX "progressive.jpg"};
+    for (int f = 0; f < 3; f++) {
+        size_t len;
+        uint8_t *buf = slurp(files[f], &len);
+        size_t s = scan_start(buf, len), mid = s + (len - s) / 2;
+        char what[128];
+        uint8_t *b = malloc(len);
+        memcpy(b, buf, len);
+        memset(b + mid, 0, 64);
+        snprintf(what, sizeof what, "%s with 64 zeroed scan bytes", files[f]);
+        expect_every_path(b, len, 0, "", what);
+        memset(b + mid, 0x55, 64);
+        snprintf(what, sizeof what, "%s with 64 scan bytes set to 0x55", files[f]);
+        expect_every_path(b, len, 0, "", what);
+        free(b);
+        free(buf);
+    }
+}
+END_TEST
+
+START_TEST(test_decode_marker_in_scan_follows_pillow)
+{
+    /* Two scan bytes overwritten with a marker: libjpeg stops reading the scan there (a warning) and Pillow's
+     * jpeg_finish_decompress then reads that marker. An SOI is an error ("two SOI markers"), an EOI or a
+     * restart marker is not. The crop at the top stops above the damage and must still say the same. */
+    const char *files[] = {FIX "rgb444.jpg", FIX "rgb420.jpg", FIX "progressive.jpg"};
+    const struct { uint8_t code; int rc; const char *msg; } m[] = {
+        {0xD8, SPW_EDECODE, "corrupt JPEG"}, {0xD9, 0, ""}, {0xD3, 0, ""},
+    };
+    for (int f = 0; f < 3; f++) {
+        size_t len;
+        uint8_t *buf = slurp(files[f], &len);
+        size_t s = scan_start(buf, len), mid = s + (len - s) / 2;
+        for (int i = 0; i < 3; i++) {
+            uint8_t *b = malloc(len);
+            memcpy(b, buf, len);
+            b[mid] = 0xFF;
+            b[mid + 1] = m[i].code;
+            char what[128];
+            snprintf(what, sizeof what, "%s with FF %02X in the scan", files[f], m[i].code);
+            expect_every_path(b, len, m[i].rc, m[i].msg, what);
+            free(b);
+        }
+        free(buf);
+    }
+}
+END_TEST
+
 START_TEST(test_decode_pick_denom_keeps_margin)
 {
     ck_assert_int_eq(spw_jpeg_pick_denom(300, 300, 224, 224), 1);
@@ -194,6 +357,11 @@ int main(void)
     tcase_add_test(tc, test_decode_roi_equals_full_region);
     tcase_add_test(tc, test_decode_scaled_size);
     tcase_add_test(tc, test_decode_rejects_corrupt_inputs);
+    tcase_add_test(tc, test_decode_cut_file_is_truncated_on_every_path);
+    tcase_add_test(tc, test_decode_missing_eoi_follows_pillow);
+    tcase_add_test(tc, test_decode_garbage_after_eoi_is_ignored);
+    tcase_add_test(tc, test_decode_overwritten_scan_bytes_are_not_an_error);
+    tcase_add_test(tc, test_decode_marker_in_scan_follows_pillow);
     tcase_add_test(tc, test_decode_pick_denom_keeps_margin);
     tcase_add_test(tc, test_resample_identity_box_is_copy);
     tcase_add_test(tc, test_resample_constant_stays_constant);
