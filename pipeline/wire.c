@@ -380,7 +380,8 @@ bad:
 static int get_error(struct reader *r, struct spw_wire_batch *out, char *err, size_t errlen)
 {
     uint64_t len;
-    if (get_varint(r, &len) || len > left(r))
+    struct reader sub;
+    if (get_varint(r, &len) || sub_reader(r, len, &sub))
         return SPW_EFORMAT;
     if (len > SPW_WIRE_MAX_ERROR || out->n_tombstone_errors >= SPW_WIRE_MAX_ELEMENTS) {
         snprintf(err, errlen, "a tombstone error over %d bytes, or more than %d", SPW_WIRE_MAX_ERROR,
@@ -395,9 +396,7 @@ static int get_error(struct reader *r, struct spw_wire_batch *out, char *err, si
         free(s);
         return -ENOMEM;
     }
-    struct reader sub;
     uint8_t c;
-    sub_reader(r, len, &sub);
     for (size_t i = 0; !get_byte(&sub, &c); i++)
         s[i] = c ? (char)c : '?';           /* a NUL would cut the text short */
     s[len] = '\0';
