@@ -42,7 +42,13 @@ struct stream {
     int64_t rx_cpu_ns;          /* this stream's thread's CPU so far: receiving, the suffix, the copy (r->mu) */
     int64_t transport_ns;       /* its share of the transport threads' CPU so far (heartbeat thread only) */
     int64_t transport_elements; /* rx_elements when that share was last given (heartbeat thread only) */
+    int failed_opens;           /* streams in a row that ended unreachable with nothing received (r->mu) */
+    char unreachable[256];      /* non-empty: this worker cannot be reached from here, and why (r->mu) */
 };
+
+/* A listed worker whose streams fail this many times in a row (one try a second) with nothing received is
+ * unreachable from this client: logged once and reported to the dispatcher. */
+#define UNREACHABLE_AFTER 2
 
 /* Threads whose CPU goes to receiving too: gRPC's own (its executor and event engine read the streams'
  * sockets) and the heartbeat thread, whose calls poll for every call on the channel. Measured
@@ -455,6 +461,29 @@ static bool stopping(struct remote *r)
     return s;
 }
 
+/* A stream ended with status: count it towards the worker being unreachable from here (nothing received,
+ * a transport failure), logging that once. Returns whether the failure is one of those (logged here). */
+static bool note_unreachable(struct stream *s, int status, const char *msg)
+{
+    struct remote *r = s->r;
+    bool counted = false, now_unreachable = false;
+    pthread_mutex_lock(&r->mu);
+    if ((status == SPW_RPC_UNAVAILABLE || status == SPW_RPC_DEADLINE_EXCEEDED) && s->rx_elements == 0) {
+        counted = true;
+        if (++s->failed_opens >= UNREACHABLE_AFTER && !s->unreachable[0]) {
+            snprintf(s->unreachable, sizeof s->unreachable, "unreachable from client rank %d: %s: %.160s",
+                     r->o.rank, spw_rpc_status_name(status), msg);
+            now_unreachable = true;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (now_unreachable)
+        spw_log(SPW_LOG_ERROR, "client", "cannot reach worker=%llu address=%s status=%s msg=\"%s\": told the "
+                "dispatcher, which gives its part of job=%llu to the other producers", (unsigned long long)s->worker_id,
+                s->addr, spw_rpc_status_name(status), msg, (unsigned long long)r->job.job);
+    return counted;
+}
+
 static void *stream_main(void *arg)
 {
     struct stream *s = arg;
@@ -474,8 +503,10 @@ static void *stream_main(void *arg)
     /* outstanding: bytes this worker may still send. Kept at this stream's share of the client's budget,
      * so all streams together stay within it as workers come and go. */
     int64_t share = credit_share(r), outstanding = share;
-    if (send_credit(st, r, share) != 0)
+    if (send_credit(st, r, share) != 0) {
+        call_ended = true;      /* the call failed (e.g. the worker cannot be reached): its status says why */
         goto out;
+    }
     while (!stopping(r)) {
         struct spw_rpc_msg *m;
         int rc = spw_rpc_stream_recv_parts(st, 200, &m);
@@ -516,6 +547,7 @@ static void *stream_main(void *arg)
         pthread_mutex_lock(&r->mu);
         r->stats.duplicates += dups;
         r->stats.bytes += (int64_t)len;
+        s->failed_opens = 0;
         s->rx_elements += n_elements;
         s->rx_bytes += (int64_t)len;
         s->rx_cpu_ns = spw_thread_cpu_ns();
@@ -543,7 +575,7 @@ out:
         if (!call_ended)
             spw_rpc_stream_cancel(st);
         int status = spw_rpc_stream_finish(st, msg, sizeof msg);
-        if (call_ended && status != SPW_RPC_OK && !stopping(r))
+        if (call_ended && status != SPW_RPC_OK && !stopping(r) && !note_unreachable(s, status, msg))
             spw_log(SPW_LOG_WARN, "client", "stream from worker=%s ended status=%s msg=\"%s\"", s->addr,
                     spw_rpc_status_name(status), msg);
     }
@@ -671,6 +703,17 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
         rxp[hb.n_received] = &rx[hb.n_received];
         hb.n_received++;
     }
+    Spillway__V1__JobRefusal unreach[MAX_STREAMS], *unreachp[MAX_STREAMS];
+    for (int i = 0; i < r->n_streams; i++)
+        if (r->streams[i].unreachable[0]) {
+            spillway__v1__job_refusal__init(&unreach[hb.n_unreachable]);
+            unreach[hb.n_unreachable].job = r->job.job;
+            unreach[hb.n_unreachable].worker_id = r->streams[i].worker_id;
+            unreach[hb.n_unreachable].reason = r->streams[i].unreachable;  /* kept until the stream table goes */
+            unreachp[hb.n_unreachable] = &unreach[hb.n_unreachable];
+            hb.n_unreachable++;
+        }
+    hb.unreachable = unreachp;
     pthread_mutex_unlock(&r->mu);
     hb.received = rxp;
     /* The trainer's rate and how much of the time it waited for data (the planner trusts a measured rate

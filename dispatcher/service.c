@@ -157,13 +157,37 @@ static int status_of(int rc)
     }
 }
 
+/* The address clients will dial for a worker that advertised `adv` (host:port, [v6]:port): itself, or when
+ * its host is a wildcard or empty (a worker started with default flags, listening on 0.0.0.0) the host this
+ * call came from with the advertised port. Writes out; false when adv has no port. */
+static bool dialable_address(const char *adv, char *out, size_t outlen)
+{
+    const char *colon = strrchr(adv, ':');
+    if (!colon || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1))
+        return false;
+    const size_t hostlen = (size_t)(colon - adv);
+    static const char *const wildcards[] = {"", "0.0.0.0", "::", "[::]", "*"};
+    bool wild = false;
+    for (size_t i = 0; i < sizeof wildcards / sizeof wildcards[0]; i++)
+        wild = wild || (strlen(wildcards[i]) == hostlen && !strncmp(adv, wildcards[i], hostlen));
+    char peer[128];
+    if (!wild || spw_rpc_peer_host(spw_rpc_current_peer(), peer, sizeof peer) != 0) {
+        snprintf(out, outlen, "%s", adv);
+        return true;
+    }
+    snprintf(out, outlen, strchr(peer, ':') ? "[%s]%s" : "%s%s", peer, colon);
+    return true;
+}
+
 int disp_register_worker(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
                          size_t msglen)
 {
     struct disp_service *s = svc;
     UNPACK(Spillway__V1__RegisterWorkerRequest, spillway__v1__register_worker_request__unpack, r);
     int status = ST_OK;
-    if (!r->address || !*r->address || strlen(r->address) > 255 || r->threads < 0 || r->threads > 4096) {
+    char address[300];
+    if (!r->address || strlen(r->address) > 255 || !dialable_address(r->address, address, sizeof address) ||
+        strlen(address) > 255 || r->threads < 0 || r->threads > 4096) {
         snprintf(msg, msglen, "address must be host:port (at most 255 bytes) and threads in [0, 4096]");
         spillway__v1__register_worker_request__free_unpacked(r, NULL);
         return ST_INVALID_ARGUMENT;
@@ -172,17 +196,18 @@ int disp_register_worker(void *svc, const uint8_t *req, size_t len, uint8_t **re
     uint64_t id = r->worker_id ? r->worker_id : s->next_worker++;
     if (id >= s->next_worker)
         s->next_worker = id + 1;
-    struct disp_update u = {.kind = DISP_REGISTER_WORKER, .worker = id, .address = r->address,
+    struct disp_update u = {.kind = DISP_REGISTER_WORKER, .worker = id, .address = address,
                             .threads = r->threads, .now_ms = spw_now_ms()};
     int rc = disp_state_apply(s->st, &u, msg, msglen);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
         status = status_of(rc);
     } else {
-        spw_log(SPW_LOG_INFO, "dispatcher", "worker registered worker=%llu address=%s threads=%d",
-                (unsigned long long)id, r->address, r->threads);
+        spw_log(SPW_LOG_INFO, "dispatcher", "worker registered worker=%llu address=%s advertised=%s threads=%d",
+                (unsigned long long)id, address, r->address, r->threads);
         Spillway__V1__RegisterWorkerResponse out = SPILLWAY__V1__REGISTER_WORKER_RESPONSE__INIT;
         out.worker_id = id;
+        out.address = address;
         out.heartbeat_interval_ms = s->o.heartbeat_interval_ms;
         status = pack(&out.base, resp, resp_len, msg, msglen);
     }
@@ -192,8 +217,8 @@ int disp_register_worker(void *svc, const uint8_t *req, size_t len, uint8_t **re
 
 #define MAX_REFUSALS_PER_BEAT 64
 
-/* A worker says it cannot serve a job: stop giving it the job (once; the worker repeats it until the job
- * leaves its task list). Called with mu held. */
+/* A worker says it cannot serve a job, or a client of the job that it cannot reach the worker: stop giving
+ * the worker the job (once; both repeat it while it applies). Called with mu held. */
 static void note_refusal(struct disp_service *s, uint64_t worker, const Spillway__V1__JobRefusal *r)
 {
     struct disp_job_info ji;
@@ -620,6 +645,9 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     struct disp_job_info ji;
     if (rc == 0)
         rc = disp_state_job(s->st, r->job, &ji);
+    for (size_t i = 0; rc == 0 && i < r->n_unreachable && i < MAX_REFUSALS_PER_BEAT; i++)
+        if (r->unreachable[i]->job == r->job && r->unreachable[i]->worker_id)   /* its own job only */
+            note_refusal(s, r->unreachable[i]->worker_id, r->unreachable[i]);
     if (rc == 0 && !ji.client_only)
         n_workers = disp_alive_workers(s, ji.id, ji.max_workers, &workers);
     uint64_t refuser = 0;

@@ -154,7 +154,8 @@ int main(int argc, char **argv)
     if (cfg("advertise")->s && *cfg("advertise")->s)
         snprintf(advertise, sizeof advertise, "%s", cfg("advertise")->s);
     else
-        snprintf(advertise, sizeof advertise, "%s:%d", host, port);
+        snprintf(advertise, sizeof advertise, strchr(host, ':') && host[0] != '[' ? "[%s]:%d" : "%s:%d", host,
+                 port);     /* a wildcard host: the dispatcher registers the address it sees us call from */
     printf("listening on %s:%d\n", host, port);
     fflush(stdout);
     spw_log(SPW_LOG_INFO, "worker", "listening address=%s port=%d advertise=%s", host, port, advertise);

@@ -77,8 +77,9 @@ static bool register_worker(struct wrk_registration *r)
             r->id = out->worker_id;
             r->interval_ms = out->heartbeat_interval_ms > 0 ? out->heartbeat_interval_ms : 1000;
             pthread_mutex_unlock(&r->mu);
-            spw_log(SPW_LOG_INFO, "worker", "registered worker=%llu dispatcher=%s heartbeat_ms=%lld",
-                    (unsigned long long)out->worker_id, r->dispatcher, (long long)r->interval_ms);
+            spw_log(SPW_LOG_INFO, "worker", "registered worker=%llu dispatcher=%s heartbeat_ms=%lld address=%s",
+                    (unsigned long long)out->worker_id, r->dispatcher, (long long)r->interval_ms,
+                    out->address && *out->address ? out->address : r->advertise);
             spillway__v1__register_worker_response__free_unpacked(out, NULL);
             if (r->on_registered)
                 r->on_registered(r->ctx, r->id);
