@@ -61,6 +61,16 @@ $(BUILD)/gen/proto/spillway.pb-c.c $(BUILD)/gen/proto/spillway.pb-c.h: proto/spi
 	@mkdir -p $(BUILD)/gen
 	protoc-c --c_out=$(BUILD)/gen proto/spillway.proto
 
+# The build's version (git describe, or SPW_VERSION=...), rewritten only when it changes so that nothing
+# else rebuilds; lib/version.c is the one file that includes it.
+SPW_VERSION ?= $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
+.PHONY: FORCE
+$(BUILD)/gen/version_gen.h: FORCE
+	@mkdir -p $(dir $@)
+	@printf '#define SPW_BUILD_VERSION "%s"\n' '$(subst ',,$(SPW_VERSION))' > $@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+$(BUILD)/obj/lib/version.o: $(BUILD)/gen/version_gen.h
+
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"

@@ -18,6 +18,7 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/rpc.h"
+#include "lib/version.h"
 #include "pipeline/wire.h"
 
 #define MAX_STREAMS 64
@@ -120,6 +121,8 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
     }
     Spillway__V1__CreateJobRequest cj = SPILLWAY__V1__CREATE_JOB_REQUEST__INIT;
     cj.pipeline = (Spillway__V1__Pipeline *)pipe;
+    cj.protocol_version = SPW_PROTOCOL_VERSION;
+    cj.build = (char *)spw_build_version();
     cj.cut = o->cut;
     cj.local_cores = o->local_cores;
     cj.max_workers = o->max_workers;

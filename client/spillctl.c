@@ -19,6 +19,7 @@
 #include "lib/err.h"
 #include "lib/heap.h"
 #include "lib/rpc.h"
+#include "lib/version.h"
 #include "pipeline/executor.h"
 #include "pipeline/fusion.h"
 #include "pipeline/source.h"
@@ -48,7 +49,7 @@ static void usage(FILE *f)
             "       spillctl profile --worker HOST:PORT --pipeline FILE.json [--samples N] [--json]\n"
             "       spillctl plan --dispatcher HOST:PORT --pipeline FILE.json [--local-cores N] [--consume-rate R]\n"
             "                     [--cut K] [--local-share auto|off] [--workers N] [--samples N] [--json]\n"
-            "       spillctl --help\n"
+            "       spillctl --help | --version\n"
             "\n"
             "run --local     run the pipeline in this process (no dispatcher)\n"
             "  --pipeline F  pipeline spec (JSON; see docs/pipeline.md)\n"
@@ -489,6 +490,7 @@ int main(int argc, char **argv)
         {"threads", required_argument, NULL, 't'}, {"max-batches", required_argument, NULL, 'm'},
         {"dump", required_argument, NULL, 'd'}, {"json", no_argument, NULL, 'j'},
         {"quiet", no_argument, NULL, 'q'},     {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {"warmup-batches", required_argument, NULL, 'w'},
         {"dispatcher", required_argument, NULL, 'D'}, {"auth-token", required_argument, NULL, 'A'},
         {"timeout-ms", required_argument, NULL, 'T'},
@@ -617,6 +619,7 @@ int main(int argc, char **argv)
         case 'j': json = 1; break;
         case 'q': quiet = 1; break;
         case 'h': usage(stdout); return 0;
+        case 'V': printf("%s\n", spw_version()); return 0;
         default: usage(stderr); return 2;
         }
     }

@@ -20,6 +20,7 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/rpc.h"
+#include "lib/version.h"
 #include "pipeline/element_size.h"
 #include "pipeline/fusion.h"
 #include "pipeline/plan_proto.h"
@@ -179,12 +180,29 @@ static bool dialable_address(const char *adv, char *out, size_t outlen)
     return true;
 }
 
+/* A peer of another protocol version is refused, naming both (and the builds, when it sent its own). */
+static int check_protocol(const char *who, uint32_t version, const char *build, char *msg, size_t msglen)
+{
+    if (version == SPW_PROTOCOL_VERSION)
+        return ST_OK;
+    snprintf(msg, msglen, "%s speaks protocol %u%s (build %.64s), this dispatcher protocol %d (build %s): run "
+             "the same Spillway version on the dispatcher, the workers and the trainers", who, version,
+             version ? "" : ", i.e. a build from before protocol versions", build && *build ? build : "unknown",
+             SPW_PROTOCOL_VERSION, spw_build_version());
+    return ST_FAILED_PRECONDITION;
+}
+
 int disp_register_worker(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
                          size_t msglen)
 {
     struct disp_service *s = svc;
     UNPACK(Spillway__V1__RegisterWorkerRequest, spillway__v1__register_worker_request__unpack, r);
-    int status = ST_OK;
+    int status = check_protocol("this worker", r->protocol_version, r->build, msg, msglen);
+    if (status != ST_OK) {
+        spw_log(SPW_LOG_WARN, "dispatcher", "worker refused address=%s: %s", r->address, msg);
+        spillway__v1__register_worker_request__free_unpacked(r, NULL);
+        return status;
+    }
     char address[300];
     if (!r->address || strlen(r->address) > 255 || !dialable_address(r->address, address, sizeof address) ||
         strlen(address) > 255 || r->threads < 0 || r->threads > 4096) {
@@ -417,6 +435,8 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     int status = ST_OK, rc, alive_at_plan = 0;
     struct disp_job_info ji;
     const int world = r->world_size > 0 ? r->world_size : 1;
+    if ((status = check_protocol("this client", r->protocol_version, r->build, msg, msglen)) != ST_OK)
+        goto out;
     if (r->rank < 0 || r->rank >= world) {
         snprintf(msg, msglen, "rank %d is outside the world of %d", r->rank, world);
         status = ST_INVALID_ARGUMENT;

@@ -7,6 +7,7 @@
 
 #include "lib/err.h"
 #include "lib/log.h"
+#include "lib/version.h"
 
 static int set_value(struct spw_config_entry *e, const char *v, const char *origin, char *err, size_t errlen)
 {
@@ -55,6 +56,7 @@ static void print_help(const struct spw_config_entry *t, int n, const char *usag
         fprintf(out, "\n");
     }
     fprintf(out, "  %-24s print this help\n", "--help");
+    fprintf(out, "  %-24s print the build and protocol version\n", "--version");
 }
 
 int spw_config_parse(struct spw_config_entry *t, int n, int argc, char **argv, const char *usage, FILE *out,
@@ -76,6 +78,10 @@ int spw_config_parse(struct spw_config_entry *t, int n, int argc, char **argv, c
         const char *arg = argv[a];
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
             print_help(t, n, usage, out);
+            return 1;
+        }
+        if (!strcmp(arg, "--version")) {
+            fprintf(out, "%s\n", spw_version());
             return 1;
         }
         if (strncmp(arg, "--", 2) != 0) {

@@ -25,7 +25,7 @@ struct spw_config_entry {
     const char *origin;         /* "flag", "env" or "default" */
 };
 
-/* Parse argv against table (n entries). Returns 0; 1 when --help was asked (printed to out); negative
+/* Parse argv against table (n entries). Returns 0; 1 when --help or --version was asked (printed to out); negative
  * with a message in err on a bad flag or value. */
 int spw_config_parse(struct spw_config_entry *table, int n, int argc, char **argv, const char *usage, FILE *out,
                      char *err, size_t errlen);

@@ -13,6 +13,7 @@
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/rpc.h"
+#include "lib/version.h"
 #include "proto/spillway.pb-c.h"
 
 #define RPC_TIMEOUT_MS 3000
@@ -65,6 +66,8 @@ static bool register_worker(struct wrk_registration *r)
         req.address = r->advertise;
         req.threads = r->threads;
         req.worker_id = r->id;
+        req.protocol_version = SPW_PROTOCOL_VERSION;
+        req.build = (char *)spw_build_version();
         uint8_t *resp = NULL;
         size_t len = 0;
         char msg[256] = "";

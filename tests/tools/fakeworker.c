@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "lib/rpc.h"
+#include "lib/version.h"
 #include "pipeline/wire.h"
 #include "proto/spillway.pb-c.h"
 
@@ -113,6 +114,7 @@ int main(int argc, char **argv)
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
     Spillway__V1__RegisterWorkerRequest rq = SPILLWAY__V1__REGISTER_WORKER_REQUEST__INIT;
     rq.address = addr;
+    rq.protocol_version = SPW_PROTOCOL_VERSION;
     rq.threads = 1;
     uint8_t *resp = NULL;
     size_t len = 0;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "lib/rpc.h"
+#include "lib/version.h"
 #include "pipeline/spec.h"
 #include "pipeline/spec_proto.h"
 #include "pipeline/wire.h"
@@ -155,6 +156,7 @@ int main(int argc, char **argv)
     spw_rpc_channel_create(argv[1], NULL, &disp);
     Spillway__V1__CreateJobRequest cj = SPILLWAY__V1__CREATE_JOB_REQUEST__INIT;
     cj.pipeline = pipe;
+    cj.protocol_version = SPW_PROTOCOL_VERSION;
     cj.cut = -1;
     cj.incarnation = 1;
     uint8_t *resp;

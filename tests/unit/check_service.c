@@ -11,6 +11,7 @@
 
 #include "tests/unit/check_run.h"
 #include "dispatcher/service.h"
+#include "lib/version.h"
 #include "proto/spillway.pb-c.h"
 
 #define FIX "tests/data/fixtures/"
@@ -83,6 +84,7 @@ static uint64_t register_worker(void)
 {
     Spillway__V1__RegisterWorkerRequest r = SPILLWAY__V1__REGISTER_WORKER_REQUEST__INIT;
     r.address = "127.0.0.1:7000";
+    r.protocol_version = SPW_PROTOCOL_VERSION;
     r.threads = 2;
     uint8_t *resp;
     size_t len;
@@ -99,6 +101,7 @@ static Spillway__V1__CreateJobResponse *create_job(uint64_t incarnation)
 {
     Spillway__V1__CreateJobRequest r = SPILLWAY__V1__CREATE_JOB_REQUEST__INIT;
     r.pipeline = pipeline(g_root);
+    r.protocol_version = SPW_PROTOCOL_VERSION;
     r.cut = -1;
     r.incarnation = incarnation;
     uint8_t *resp;
@@ -167,6 +170,7 @@ START_TEST(test_service_bad_requests_say_what_is_wrong)
     /* a pipeline whose source does not exist */
     Spillway__V1__CreateJobRequest r = SPILLWAY__V1__CREATE_JOB_REQUEST__INIT;
     r.pipeline = pipeline("/nonexistent/spw");
+    r.protocol_version = SPW_PROTOCOL_VERSION;
     r.cut = -1;
     ck_assert_int_eq(call(disp_create_job, &r.base, &resp, &len), 9);
     ck_assert(strstr(msg, "/nonexistent/spw") != NULL);

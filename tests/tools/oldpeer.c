@@ -1,0 +1,60 @@
+/* tests/tools/oldpeer.c - a worker or client of another protocol version, as far as the dispatcher sees it:
+ * sends one RegisterWorker or CreateJob carrying VERSION (and build "oldpeer") and prints
+ * "status=NAME msg=..." so a test can check the refusal.
+ *   oldpeer HOST:PORT register|create VERSION [PIPELINE_PATH]
+ * Exit 0 when the call came back with a status, 1 on local failure, 2 on bad arguments. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/rpc.h"
+#include "proto/spillway.pb-c.h"
+
+int main(int argc, char **argv)
+{
+    if (argc < 4 || argc > 5 || (strcmp(argv[2], "register") && strcmp(argv[2], "create"))) {
+        fprintf(stderr, "usage: oldpeer HOST:PORT register|create VERSION [PIPELINE_PATH]\n");
+        return 2;
+    }
+    spw_rpc_init();
+    struct spw_rpc_channel *ch;
+    if (spw_rpc_channel_create(argv[1], NULL, &ch) != 0)
+        return 1;
+    const uint32_t version = (uint32_t)strtoul(argv[3], NULL, 10);
+    Spillway__V1__RegisterWorkerRequest reg = SPILLWAY__V1__REGISTER_WORKER_REQUEST__INIT;
+    reg.address = "127.0.0.1:1";
+    reg.threads = 1;
+    reg.protocol_version = version;
+    reg.build = "oldpeer";
+    Spillway__V1__Source src = SPILLWAY__V1__SOURCE__INIT;
+    src.opt_format_case = SPILLWAY__V1__SOURCE__OPT_FORMAT_FORMAT;
+    src.format = SPILLWAY__V1__SOURCE_FORMAT__SOURCE_FORMAT_IMAGE_FOLDER;
+    src.path = argc > 4 ? argv[4] : "/nonexistent";
+    Spillway__V1__Op decode = SPILLWAY__V1__OP__INIT, *ops[1] = {&decode};
+    decode.op = SPILLWAY__V1__OP_KIND__OP_KIND_DECODE_JPEG;
+    Spillway__V1__Batch batch = SPILLWAY__V1__BATCH__INIT;
+    batch.opt_size_case = SPILLWAY__V1__BATCH__OPT_SIZE_SIZE;
+    batch.size = 1;
+    Spillway__V1__Pipeline pipe = SPILLWAY__V1__PIPELINE__INIT;
+    pipe.source = &src;
+    pipe.n_ops = 1;
+    pipe.ops = ops;
+    pipe.batch = &batch;
+    Spillway__V1__CreateJobRequest cj = SPILLWAY__V1__CREATE_JOB_REQUEST__INIT;
+    cj.pipeline = &pipe;
+    cj.cut = -1;
+    cj.incarnation = 1;
+    cj.protocol_version = version;
+    cj.build = "oldpeer";
+    const int create = !strcmp(argv[2], "create");
+    uint8_t *resp = NULL;
+    size_t len = 0;
+    char msg[512] = "";
+    int st = spw_rpc_call_msg(ch, create ? "/spillway.v1.Dispatcher/CreateJob" : "/spillway.v1.Dispatcher/RegisterWorker",
+                              create ? &cj.base : &reg.base, 10000, &resp, &len, msg, sizeof msg);
+    printf("status=%s msg=%s\n", spw_rpc_status_name(st), msg);
+    free(resp);
+    spw_rpc_channel_destroy(ch);
+    spw_rpc_shutdown();
+    return 0;
+}
