@@ -26,7 +26,7 @@ CFLAGS  += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=$(SANITIZER)
 endif
 
-PROTO_SRC := $(BUILD)/gen/proto/spillway.pb-c.c
+PROTO_SRC := $(BUILD)/gen/proto/spillway.pb-c.c $(BUILD)/gen/proto/health.pb-c.c
 CORE_SRC  := $(wildcard lib/*.c ops/*.c pipeline/*.c) $(PROTO_SRC)
 CORE_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/gen/%,gen/%,$(CORE_SRC)))
 CORE_LIB  := $(BUILD)/lib/libspwcore.a
@@ -57,26 +57,26 @@ deps:
 	  command -v espeak-ng >/dev/null && test -x /usr/bin/python3 && \
 	  /usr/bin/python3 -c 'import torchvision, torchaudio, soundfile' 2>/dev/null || bash scripts/install-deps.sh
 
-$(BUILD)/gen/proto/spillway.pb-c.c $(BUILD)/gen/proto/spillway.pb-c.h: proto/spillway.proto
+$(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
 	@mkdir -p $(BUILD)/gen
-	protoc-c --c_out=$(BUILD)/gen proto/spillway.proto
+	protoc-c --c_out=$(BUILD)/gen $<
 
 # The build's version (git describe, or SPW_VERSION=...), rewritten only when it changes so that nothing
 # else rebuilds; lib/version.c is the one file that includes it.
 SPW_VERSION ?= $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
 .PHONY: FORCE
-$(BUILD)/gen/version_gen.h: FORCE
+$(BUILD)/gen/lib/version_gen.h: FORCE
 	@mkdir -p $(dir $@)
 	@printf '#define SPW_BUILD_VERSION "%s"\n' '$(subst ',,$(SPW_VERSION))' > $@.tmp
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
-$(BUILD)/obj/lib/version.o: $(BUILD)/gen/version_gen.h
+$(BUILD)/obj/lib/version.o: $(BUILD)/gen/lib/version_gen.h
 
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) -Wno-missing-prototypes -c $< -o $@
 
-$(BUILD)/obj/%.o: %.c | $(BUILD)/gen/proto/spillway.pb-c.h
+$(BUILD)/obj/%.o: %.c | $(BUILD)/gen/proto/spillway.pb-c.h $(BUILD)/gen/proto/health.pb-c.h
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@

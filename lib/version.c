@@ -1,8 +1,8 @@
 /* lib/version.c - the build's version string (see version.h). SPW_BUILD_VERSION comes from
- * build/gen/version_gen.h, which the Makefile rewrites only when `git describe` changes. */
+ * build/gen/lib/version_gen.h, which the Makefile rewrites only when `git describe` changes. */
 #include "lib/version.h"
 
-#include "version_gen.h"
+#include "lib/version_gen.h"
 
 #define STR2(x) #x
 #define STR(x) STR2(x)

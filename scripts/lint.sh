@@ -23,6 +23,8 @@ for f in $(git ls-files 'lib/*.[ch]' 'ops/*.[ch]' 'pipeline/*.[ch]' 'dispatcher/
   ok_rooms=$(allowed "$room")
   while IFS= read -r inc; do
     dep=${inc%%/*}
+    # lib/health.c speaks the standard health.proto: the one generated header lib may include.
+    [ "$f:$inc" = "lib/health.c:proto/health.pb-c.h" ] && continue
     if ! grep -qw "$dep" <<<"$ok_rooms"; then
       echo "lint: $f includes \"$inc\": $room/ may include only: $ok_rooms"
       fail=1
