@@ -8,6 +8,7 @@
 
 #include "dispatcher/service.h"
 #include "lib/config.h"
+#include "lib/health.h"
 #include "lib/log.h"
 #include "lib/rpc.h"
 
@@ -42,6 +43,9 @@ static struct spw_config_entry g_cfg[] = {
      "require 'authorization: Bearer TOKEN' on every call (unset: no authentication)", 1, 0, 0, 0},
     {"drain-ms", "SPILLWAY_DRAIN_MS", SPW_CFG_INT, "5000", 0, 600000, "on SIGTERM, finish calls for this long",
      0, 0, 0, 0},
+    {"health-port", "SPILLWAY_HEALTH_PORT", SPW_CFG_INT, "0", 0, 65535,
+     "also answer grpc.health.v1.Health/Check on this port, with no token (Kubernetes probes of a dispatcher "
+     "that requires one); 0: only on --port", 0, 0, 0, 0},
 };
 #define N_CFG ((int)(sizeof g_cfg / sizeof g_cfg[0]))
 
@@ -81,7 +85,9 @@ int main(int argc, char **argv)
 
     spw_rpc_init();
     struct disp_service *svc = NULL;
-    struct spw_rpc_server *srv = NULL;
+    struct spw_rpc_server *srv = NULL, *health_srv = NULL;
+    static struct spw_health health;    /* ready once the state is loaded (SERVING), not while draining */
+    spw_health_init(&health, "spillway.v1.Dispatcher");
     struct disp_service_opts so = {.worker_timeout_ms = cfg_int("worker-timeout-ms"),
                                    .client_timeout_ms = cfg_int("client-timeout-ms"),
                                    .heartbeat_interval_ms = cfg_int("heartbeat-ms"),
@@ -127,22 +133,35 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
         (methods[i].slow ? spw_rpc_server_add_unary_slow : spw_rpc_server_add_unary)(srv, methods[i].method,
                                                                                      methods[i].fn, svc);
+    spw_health_add(srv, &health);
     int port = 0;
     if ((rc = spw_rpc_server_start(srv, &port)) != 0) {
         spw_log(SPW_LOG_ERROR, "dispatcher", "cannot listen on %s", addr);
         goto out;
     }
     printf("listening on %s:%d\n", host, port);
+    if (cfg_int("health-port")) {
+        int hport = 0;
+        if (spw_health_server_start(&health, host, (int)cfg_int("health-port"), &health_srv, &hport, err,
+                                    sizeof err) != 0) {
+            spw_log(SPW_LOG_ERROR, "dispatcher", "%s", err);
+            goto out;
+        }
+        printf("health listening on %s:%d\n", host, hport);
+    }
     fflush(stdout);
+    spw_health_set(&health, true);      /* the state is in memory (no journal yet): ready */
     spw_log(SPW_LOG_INFO, "dispatcher", "listening address=%s port=%d", host, port);
 
     int sig = 0;
     sigwait(&sigs, &sig);
+    spw_health_set(&health, false);
     spw_log(SPW_LOG_INFO, "dispatcher", "draining signal=%d deadline_ms=%lld", sig, (long long)cfg_int("drain-ms"));
     spw_rpc_server_shutdown(srv, (int)cfg_int("drain-ms"));
     status = 0;
 out:
     spw_rpc_server_destroy(srv);
+    spw_rpc_server_destroy(health_srv);
     disp_service_destroy(svc);
     spw_rpc_shutdown();
     spw_log(SPW_LOG_INFO, "dispatcher", "stopped status=%d", status);

@@ -70,6 +70,7 @@ struct job {
     pthread_t tids[MAX_THREADS];
     int n_tids;
     int64_t sent_elements, sent_bytes;  /* delivered to clients (atomic) */
+    int held_splits;            /* leased by its producers and not yet queued whole (atomic) */
 };
 
 struct refusal {                /* a listed job this worker cannot serve, and why */
@@ -92,6 +93,7 @@ struct wrk_jobs {
     int n_retired;
     struct refusal *refused;    /* changed only on the registration thread (wrk_jobs_update), under mu */
     int n_refused;
+    int draining;               /* atomic: producers lease nothing new (wrk_jobs_drain) */
 };
 
 static void msg_free(struct msg *m)
@@ -392,16 +394,19 @@ static void *producer(void *arg)
         pthread_mutex_unlock(&jb->mu);
         if (stop)
             break;
-        if (n_held < LEASE_AHEAD) {
+        const bool draining = __atomic_load_n(&jb->owner->draining, __ATOMIC_ACQUIRE);
+        if (n_held < LEASE_AHEAD && !draining) {
             int got = lease(jb, held + n_held, LEASE_AHEAD - n_held);
             if (got == LEASE_FINISHED && n_held == 0)
                 break;                               /* the job has nothing left */
-            if (got > 0)
+            if (got > 0) {
                 n_held += got;
-            if (n_held == 0) {
-                usleep(50 * 1000);
-                continue;
+                __atomic_add_fetch(&jb->held_splits, got, __ATOMIC_RELEASE);
             }
+        }
+        if (n_held == 0) {
+            usleep(50 * 1000);
+            continue;
         }
         Spillway__V1__Lease l = held[0];
         memmove(held, held + 1, sizeof held[0] * (size_t)--n_held);
@@ -454,6 +459,7 @@ static void *producer(void *arg)
             free(buf);
         }
         flush(jb, &bd, true);
+        __atomic_sub_fetch(&jb->held_splits, 1, __ATOMIC_RELEASE);
     }
     free(bd.data);
     return NULL;
@@ -826,4 +832,25 @@ int wrk_jobs_refusals(struct wrk_jobs *w, Spillway__V1__JobRefusal *out, int cap
     }
     pthread_mutex_unlock(&w->mu);
     return n;
+}
+
+int wrk_jobs_drain(struct wrk_jobs *w, int64_t timeout_ms)
+{
+    __atomic_store_n(&w->draining, 1, __ATOMIC_RELEASE);
+    const int64_t deadline = spw_now_ms() + timeout_ms;
+    for (;;) {
+        int left = 0;       /* splits held, and messages queued, over every job */
+        pthread_mutex_lock(&w->mu);
+        for (struct job *jb = w->jobs; jb; jb = jb->next) {
+            left += __atomic_load_n(&jb->held_splits, __ATOMIC_ACQUIRE);
+            pthread_mutex_lock(&jb->mu);
+            for (int r = 0; r < jb->world && !jb->stopping; r++)
+                left += jb->queues[r].head != NULL;
+            pthread_mutex_unlock(&jb->mu);
+        }
+        pthread_mutex_unlock(&w->mu);
+        if (!left || spw_now_ms() >= deadline)
+            return left;
+        usleep(50 * 1000);
+    }
 }

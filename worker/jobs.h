@@ -36,6 +36,9 @@ int wrk_jobs_progress(struct wrk_jobs *w, Spillway__V1__ProducerProgress *out, i
  * fills out (at most cap) and returns the count. The reasons stay valid until the next wrk_jobs_update
  * (call both from the registration thread). */
 int wrk_jobs_refusals(struct wrk_jobs *w, Spillway__V1__JobRefusal *out, int cap);
+/* Stop leasing new splits and wait until every split this worker holds is made and sent to its client, or
+ * timeout_ms. Returns how many splits and queues were still busy (0: drained). Streams keep sending. */
+int wrk_jobs_drain(struct wrk_jobs *w, int64_t timeout_ms);
 /* The StreamElements handler (ctx = struct wrk_jobs *). */
 int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen);
 

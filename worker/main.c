@@ -12,7 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/clock.h"
 #include "lib/config.h"
+#include "lib/health.h"
 #include "lib/heap.h"
 #include "lib/log.h"
 #include "lib/rpc.h"
@@ -33,8 +35,11 @@ static struct spw_config_entry g_cfg[] = {
     {"io-threads", "SPILLWAY_IO_THREADS", SPW_CFG_INT, "2", 1, 64, "RPC I/O threads", 0, 0, 0, 0},
     {"auth-token", "SPILLWAY_AUTH_TOKEN", SPW_CFG_STRING, NULL, 0, 0,
      "bearer token: required from callers and sent to the dispatcher (unset: none)", 1, 0, 0, 0},
-    {"drain-ms", "SPILLWAY_DRAIN_MS", SPW_CFG_INT, "5000", 0, 600000, "on SIGTERM, finish streams for this long",
-     0, 0, 0, 0},
+    {"drain-ms", "SPILLWAY_DRAIN_MS", SPW_CFG_INT, "5000", 0, 600000,
+     "on SIGTERM, lease nothing new and finish the splits held (made and sent) for at most this long", 0, 0, 0, 0},
+    {"health-port", "SPILLWAY_HEALTH_PORT", SPW_CFG_INT, "0", 0, 65535,
+     "also answer grpc.health.v1.Health/Check on this port, with no token (Kubernetes probes of a worker "
+     "that requires one); 0: only on --port", 0, 0, 0, 0},
     {"buffer-mb", "SPILLWAY_BUFFER_MB", SPW_CFG_INT, "256", 1, 65536,
      "the most encoded elements a job buffers per client rank (a queue holds about 1 s of what its "
      "stream sends, at least 4 MB) before producers wait", 0, 0, 0, 0},
@@ -46,9 +51,19 @@ static const struct spw_config_entry *cfg(const char *name)
     return spw_config_get(g_cfg, N_CFG, name);
 }
 
+/* Ready (Health/Check SERVING) while registered with a dispatcher and not draining. */
+static struct spw_health g_health;
+
 static void on_registered(void *ctx, uint64_t id)
 {
     wrk_jobs_set_worker_id(ctx, id);
+    spw_health_set(&g_health, true);
+}
+
+static void on_unregistered(void *ctx)
+{
+    (void)ctx;
+    spw_health_set(&g_health, false);
 }
 
 static void on_tasks(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *reply)
@@ -118,8 +133,9 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
     spw_rpc_init();
-    struct spw_rpc_server *srv = NULL;
+    struct spw_rpc_server *srv = NULL, *health_srv = NULL;
     struct wrk_registration *reg = NULL;
+    spw_health_init(&g_health, "spillway.v1.Worker");
     struct wrk_jobs *jobs = NULL;
     int status = 1;
     const char *host = cfg("listen")->s;
@@ -146,6 +162,7 @@ int main(int argc, char **argv)
     profile_opts.threads = threads;
     spw_rpc_server_add_unary_slow(srv, "/spillway.v1.Worker/Profile", wrk_profile, &profile_opts);
     spw_rpc_server_add_stream(srv, "/spillway.v1.Worker/Probe", wrk_probe, NULL);
+    spw_health_add(srv, &g_health);
     int port = 0;
     if (spw_rpc_server_start(srv, &port) != 0) {
         spw_log(SPW_LOG_ERROR, "worker", "cannot listen on %s", addr);
@@ -157,12 +174,22 @@ int main(int argc, char **argv)
         snprintf(advertise, sizeof advertise, strchr(host, ':') && host[0] != '[' ? "[%s]:%d" : "%s:%d", host,
                  port);     /* a wildcard host: the dispatcher registers the address it sees us call from */
     printf("listening on %s:%d\n", host, port);
+    if (cfg("health-port")->i) {
+        int hport = 0;
+        if (spw_health_server_start(&g_health, host, (int)cfg("health-port")->i, &health_srv, &hport, err,
+                                    sizeof err) != 0) {
+            spw_log(SPW_LOG_ERROR, "worker", "%s", err);
+            goto out;
+        }
+        printf("health listening on %s:%d\n", host, hport);
+    }
     fflush(stdout);
     spw_log(SPW_LOG_INFO, "worker", "listening address=%s port=%d advertise=%s", host, port, advertise);
 
     struct wrk_registration_opts wo = {.dispatcher = cfg("dispatcher")->s, .advertise = advertise,
                                        .threads = threads, .auth_token = token,
-                                       .on_registered = on_registered, .on_tasks = on_tasks,
+                                       .on_registered = on_registered, .on_unregistered = on_unregistered,
+                                       .on_tasks = on_tasks,
                                        .progress = progress, .refusals = refusals, .ctx = jobs};
     if ((rc = wrk_registration_start(&wo, &reg)) != 0) {
         spw_log(SPW_LOG_ERROR, "worker", "cannot start registration: rc=%d", rc);
@@ -171,11 +198,20 @@ int main(int argc, char **argv)
     set_reg(reg);
     int sig = 0;
     sigwait(&sigs, &sig);
-    spw_log(SPW_LOG_INFO, "worker", "draining signal=%d deadline_ms=%lld", sig, (long long)cfg("drain-ms")->i);
+    /* Drain: not ready (probes see NOT_SERVING), lease nothing new, make and send the splits held; heartbeats
+     * go on meanwhile so that the dispatcher does not re-lease them. */
+    spw_health_set(&g_health, false);
+    const int64_t drain_ms = cfg("drain-ms")->i, t0 = spw_now_ms();
+    spw_log(SPW_LOG_INFO, "worker", "draining signal=%d deadline_ms=%lld", sig, (long long)drain_ms);
+    const int busy = wrk_jobs_drain(jobs, drain_ms);
+    spw_log(busy ? SPW_LOG_WARN : SPW_LOG_INFO, "worker", "%s ms=%lld", busy ? "drain deadline passed, splits and "
+            "queues still busy (the dispatcher re-leases them)" : "drained: every split held was sent",
+            (long long)(spw_now_ms() - t0));
     set_reg(NULL);
     wrk_registration_stop(reg);
     reg = NULL;
-    spw_rpc_server_shutdown(srv, (int)cfg("drain-ms")->i);
+    const int64_t left = drain_ms - (spw_now_ms() - t0);
+    spw_rpc_server_shutdown(srv, left > 0 ? (int)left : 0);
     status = 0;
 out:
     set_reg(NULL);
@@ -183,6 +219,8 @@ out:
     spw_rpc_server_shutdown(srv, 0);
     wrk_jobs_destroy(jobs);
     spw_rpc_server_destroy(srv);
+    spw_rpc_server_shutdown(health_srv, 0);
+    spw_rpc_server_destroy(health_srv);
     spw_rpc_shutdown();
     spw_log(SPW_LOG_INFO, "worker", "stopped status=%d", status);
     return status;

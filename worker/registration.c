@@ -24,6 +24,7 @@ struct wrk_registration {
     char *dispatcher, *advertise, *token;
     int threads;
     void (*on_registered)(void *ctx, uint64_t worker_id);
+    void (*on_unregistered)(void *ctx);
     void (*on_tasks)(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *reply);
     int (*progress)(void *ctx, Spillway__V1__ProducerProgress *out, int cap);
     int (*refusals)(void *ctx, Spillway__V1__JobRefusal *out, int cap);
@@ -148,6 +149,8 @@ static void *thread_main(void *arg)
             /* The dispatcher restarted or retired us after missed heartbeats: join again, same id. */
             spw_log(SPW_LOG_WARN, "worker", "dispatcher does not know worker=%llu: registering again",
                     (unsigned long long)r->id);
+            if (r->on_unregistered)
+                r->on_unregistered(r->ctx);
             if (!register_worker(r))
                 break;
         } else {
@@ -168,6 +171,7 @@ int wrk_registration_start(const struct wrk_registration_opts *o, struct wrk_reg
     r->token = o->auth_token ? strdup(o->auth_token) : NULL;
     r->threads = o->threads;
     r->on_registered = o->on_registered;
+    r->on_unregistered = o->on_unregistered;
     r->on_tasks = o->on_tasks;
     r->progress = o->progress;
     r->refusals = o->refusals;

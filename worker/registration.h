@@ -18,6 +18,9 @@ struct wrk_registration_opts {
     const char *auth_token;     /* NULL = none */
     /* Called on the registration thread: after each (re)registration, and with each heartbeat reply. */
     void (*on_registered)(void *ctx, uint64_t worker_id);
+    /* Called on the registration thread when the dispatcher no longer knows the worker (it registers again;
+     * on_registered follows when that succeeds). NULL: none. */
+    void (*on_unregistered)(void *ctx);
     void (*on_tasks)(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *reply);
     /* Called on the registration thread before each heartbeat: per-job progress into out (at most cap);
      * returns the count. NULL: none. */
