@@ -16,6 +16,7 @@
 #include "client/inspect.h"
 #include "client/plan.h"
 #include "lib/clock.h"
+#include "lib/config.h"
 #include "lib/err.h"
 #include "lib/heap.h"
 #include "lib/rpc.h"
@@ -98,6 +99,7 @@ static void usage(FILE *f)
             "explain ID      how the dispatcher planned job ID (run with --cut auto): the same table\n"
             "  --dispatcher HOST:PORT  the dispatcher (env SPILLWAY_DISPATCHER)\n"
             "  --auth-token T  bearer token for the dispatcher (env SPILLWAY_AUTH_TOKEN)\n"
+            "  --auth-token-file F  read it from a file (env SPILLWAY_AUTH_TOKEN_FILE)\n"
             "  --timeout-ms N  RPC deadline (default 5000)\n"
             "\n"
             "Exit status: 0 success, 1 runtime error (e.g. a corrupt sample under on_error: fail), 2 usage or\n"
@@ -493,6 +495,7 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {"warmup-batches", required_argument, NULL, 'w'},
         {"dispatcher", required_argument, NULL, 'D'}, {"auth-token", required_argument, NULL, 'A'},
+        {"auth-token-file", required_argument, NULL, 'F'},
         {"timeout-ms", required_argument, NULL, 'T'},
         {"cut", required_argument, NULL, 'C'}, {"local-cores", required_argument, NULL, 'L'},
         {"consume-rate", required_argument, NULL, 'R'}, {"ordered", no_argument, NULL, 'O'},
@@ -504,6 +507,7 @@ int main(int argc, char **argv)
     };
     const char *pipeline = NULL, *dump = NULL, *keys_path = NULL;
     const char *dispatcher = getenv("SPILLWAY_DISPATCHER"), *token = getenv("SPILLWAY_AUTH_TOKEN");
+    const char *token_file = getenv("SPILLWAY_AUTH_TOKEN_FILE");
     int timeout_ms = 5000;
     int local = 0, json = 0, quiet = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     int64_t max_batches = 0, warmup = 0;
@@ -608,7 +612,8 @@ int main(int argc, char **argv)
         case 'd': dump = optarg; break;
         case 'K': keys_path = optarg; break;
         case 'D': dispatcher = optarg; break;
-        case 'A': token = optarg; break;
+        case 'A': token = optarg; token_file = NULL; break;
+        case 'F': token_file = optarg; token = NULL; break;
         case 'T':
             timeout_ms = (int)strtol(optarg, &end, 10);
             if (*end || timeout_ms < 1) {
@@ -625,6 +630,12 @@ int main(int argc, char **argv)
     }
     if (optind >= argc) {
         usage(stderr);
+        return 2;
+    }
+    static char token_buf[4096];
+    char token_err[512];
+    if (spw_config_token(token, token_file, token_buf, sizeof token_buf, &token, token_err, sizeof token_err)) {
+        fprintf(stderr, "spillctl: %s\n", token_err);
         return 2;
     }
     const char *cmd = argv[optind];

@@ -39,6 +39,9 @@ static struct spw_config_entry g_cfg[] = {
      "ended jobs whose summaries stay listable (spillctl jobs, job ID)", 0, 0, 0, 0},
     {"split-size", "SPILLWAY_SPLIT_SIZE", SPW_CFG_INT, "64", 1, 65536, "samples per split", 0, 0, 0, 0},
     {"max-message-mb", "SPILLWAY_MAX_MESSAGE_MB", SPW_CFG_INT, "64", 1, 2047, "largest RPC message", 0, 0, 0, 0},
+    {"auth-token-file", "SPILLWAY_AUTH_TOKEN_FILE", SPW_CFG_STRING, NULL, 0, 0,
+     "read the token from this file (a Kubernetes Secret mounted as a file) instead of --auth-token", 0, 0, 0,
+     0},
     {"auth-token", "SPILLWAY_AUTH_TOKEN", SPW_CFG_STRING, NULL, 0, 0,
      "require 'authorization: Bearer TOKEN' on every call (unset: no authentication)", 1, 0, 0, 0},
     {"drain-ms", "SPILLWAY_DRAIN_MS", SPW_CFG_INT, "5000", 0, 600000, "on SIGTERM, finish calls for this long",
@@ -73,8 +76,14 @@ int main(int argc, char **argv)
         return 2;
     }
     spw_config_log(g_cfg, N_CFG, "dispatcher");
-    const char *token = cfg_str("auth-token");
-    if (!token || !*token)
+    static char token_buf[4096];
+    const char *token;
+    if (spw_config_token(cfg_str("auth-token"), cfg_str("auth-token-file"), token_buf, sizeof token_buf, &token,
+                         err, sizeof err) != 0) {
+        fprintf(stderr, "spillway-dispatcher: %s\n", err);
+        return 2;
+    }
+    if (!token)
         spw_log(SPW_LOG_WARN, "dispatcher", "no auth token configured: accepting unauthenticated, unencrypted calls");
 
     sigset_t sigs;

@@ -2,6 +2,7 @@
 #include "lib/config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,4 +138,30 @@ void spw_config_log(const struct spw_config_entry *t, int n, const char *compone
                                     (long long)t[i].i);
     }
     spw_log(SPW_LOG_INFO, component, "config %s", line);
+}
+
+int spw_config_token(const char *token, const char *file, char *buf, size_t buflen, const char **out, char *err,
+                     size_t errlen)
+{
+    *out = NULL;
+    if (token && *token && file && *file)
+        return spw_fail(err, errlen, SPW_ESPEC, "give the token or a token file, not both");
+    if (!file || !*file) {
+        *out = token && *token ? token : NULL;
+        return 0;
+    }
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return spw_fail(err, errlen, -errno, "token file %s: %s", file, strerror(errno));
+    size_t n = fread(buf, 1, buflen, f);
+    const int big = n == buflen;
+    fclose(f);
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+        n--;
+    if (big || !n || memchr(buf, '\0', n))
+        return spw_fail(err, errlen, SPW_ESPEC, "token file %s: %s", file,
+                        big ? "too big (a token is one line)" : !n ? "empty" : "holds a NUL byte");
+    buf[n] = '\0';
+    *out = buf;
+    return 0;
 }

@@ -31,6 +31,12 @@ int spw_config_parse(struct spw_config_entry *table, int n, int argc, char **arg
                      char *err, size_t errlen);
 /* The entry called name (NULL if none). */
 const struct spw_config_entry *spw_config_get(const struct spw_config_entry *table, int n, const char *name);
+/* The bearer token a daemon or tool should use: `token` as given (flag or env), or the contents of `file`
+ * (a Kubernetes Secret mounted as a file; at most 4 KiB, trailing whitespace dropped) into buf. Returns 0
+ * with *out NULL (none) or pointing at token or buf; negative with err filled when both are given, the file
+ * cannot be read, or it is empty or too big. */
+int spw_config_token(const char *token, const char *file, char *buf, size_t buflen, const char **out, char *err,
+                     size_t errlen);
 /* Log the effective configuration, one key=value per entry, through lib/log. */
 void spw_config_log(const struct spw_config_entry *table, int n, const char *component);
 

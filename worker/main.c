@@ -3,6 +3,7 @@
  * drain on SIGTERM. No logic here: registration.c and jobs.c. Signals are blocked in all threads and taken
  * by main with sigwait. */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -14,6 +15,7 @@
 
 #include "lib/clock.h"
 #include "lib/config.h"
+#include "lib/cpulimit.h"
 #include "lib/health.h"
 #include "lib/heap.h"
 #include "lib/log.h"
@@ -30,9 +32,13 @@ static struct spw_config_entry g_cfg[] = {
     {"listen", "SPILLWAY_LISTEN", SPW_CFG_STRING, "0.0.0.0", 0, 0, "address to listen on", 0, 0, 0, 0},
     {"advertise", "SPILLWAY_ADVERTISE", SPW_CFG_STRING, "", 0, 0,
      "HOST:PORT clients dial (e.g. the pod IP); default: the listen address and bound port", 0, 0, 0, 0},
-    {"threads", "SPILLWAY_THREADS", SPW_CFG_INT, "0", 0, 1024, "preprocessing threads (0: online CPUs)", 0, 0, 0,
-     0},
+    {"threads", "SPILLWAY_THREADS", SPW_CFG_INT, "0", 0, 1024,
+     "preprocessing threads (0: the CPUs this process may use - its affinity and its container's CPU limit, "
+     "rounded up)", 0, 0, 0, 0},
     {"io-threads", "SPILLWAY_IO_THREADS", SPW_CFG_INT, "2", 1, 64, "RPC I/O threads", 0, 0, 0, 0},
+    {"auth-token-file", "SPILLWAY_AUTH_TOKEN_FILE", SPW_CFG_STRING, NULL, 0, 0,
+     "read the token from this file (a Kubernetes Secret mounted as a file) instead of --auth-token", 0, 0, 0,
+     0},
     {"auth-token", "SPILLWAY_AUTH_TOKEN", SPW_CFG_STRING, NULL, 0, 0,
      "bearer token: required from callers and sent to the dispatcher (unset: none)", 1, 0, 0, 0},
     {"drain-ms", "SPILLWAY_DRAIN_MS", SPW_CFG_INT, "5000", 0, 600000,
@@ -122,7 +128,13 @@ int main(int argc, char **argv)
         return 2;
     }
     spw_config_log(g_cfg, N_CFG, "worker");
-    const char *token = cfg("auth-token")->s && *cfg("auth-token")->s ? cfg("auth-token")->s : NULL;
+    static char token_buf[4096];
+    const char *token;
+    if (spw_config_token(cfg("auth-token")->s, cfg("auth-token-file")->s, token_buf, sizeof token_buf, &token, err,
+                         sizeof err) != 0) {
+        fprintf(stderr, "spillway-worker: %s\n", err);
+        return 2;
+    }
     if (!token)
         spw_log(SPW_LOG_WARN, "worker", "no auth token configured: accepting unauthenticated, unencrypted calls");
 
@@ -150,7 +162,9 @@ int main(int argc, char **argv)
     }
     int threads = (int)cfg("threads")->i;
     if (threads <= 0)
-        threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+        threads = (int)ceil(spw_cpu_limit() - 0.01);      /* a limit of 2.0 CPUs: 2 threads, 1.5: 2 */
+    if (threads <= 0)
+        threads = 1;
     struct wrk_jobs_opts jo = {.dispatcher = cfg("dispatcher")->s, .auth_token = token, .threads = threads,
                                .queue_bytes = (size_t)cfg("buffer-mb")->i << 20, .want_tasks = want_tasks};
     if (wrk_jobs_create(&jo, &jobs) != 0) {

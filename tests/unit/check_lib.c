@@ -200,6 +200,33 @@ START_TEST(test_config_errors_name_the_flag)
 }
 END_TEST
 
+START_TEST(test_config_token_from_flag_or_file)
+{
+    char buf[4096], err[256], path[] = "/tmp/spw-token-XXXXXX";
+    const char *tok = "x";
+    ck_assert_int_eq(spw_config_token(NULL, NULL, buf, sizeof buf, &tok, err, sizeof err), 0);
+    ck_assert_ptr_null(tok);
+    ck_assert_int_eq(spw_config_token("abc", NULL, buf, sizeof buf, &tok, err, sizeof err), 0);
+    ck_assert_str_eq(tok, "abc");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "s3cret \n\n", 9), 9);
+    close(fd);
+    ck_assert_int_eq(spw_config_token(NULL, path, buf, sizeof buf, &tok, err, sizeof err), 0);
+    ck_assert_str_eq(tok, "s3cret");                    /* a Secret's trailing newline is not part of it */
+    ck_assert_int_lt(spw_config_token("abc", path, buf, sizeof buf, &tok, err, sizeof err), 0);
+    ck_assert_str_eq(err, "give the token or a token file, not both");
+    FILE *f = fopen(path, "w");
+    fputs("\n", f);
+    fclose(f);
+    ck_assert_int_lt(spw_config_token(NULL, path, buf, sizeof buf, &tok, err, sizeof err), 0);
+    ck_assert(strstr(err, ": empty") != NULL);
+    unlink(path);
+    ck_assert_int_lt(spw_config_token(NULL, path, buf, sizeof buf, &tok, err, sizeof err), 0);
+    ck_assert(strstr(err, "No such file") != NULL);
+}
+END_TEST
+
 /* A thread named spw-test-spin that burns 60 ms of its own CPU, then waits until *arg is set. */
 static void *spin_main(void *arg)
 {
@@ -247,6 +274,7 @@ int main(void)
     tcase_add_test(tc, test_err_strings);
     tcase_add_test(tc, test_config_flag_over_env_over_default);
     tcase_add_test(tc, test_config_errors_name_the_flag);
+    tcase_add_test(tc, test_config_token_from_flag_or_file);
     tcase_add_test(tc, test_named_threads_cpu);
     suite_add_tcase(s, tc);
     return spw_check_run(s);

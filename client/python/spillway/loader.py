@@ -280,6 +280,20 @@ def _spec_text(pipeline):
     raise TypeError("pipeline: a Pipeline, a spec dict or JSON text, got %s" % type(pipeline).__name__)
 
 
+def _env_token():
+    """The token from $SPILLWAY_AUTH_TOKEN, or the file $SPILLWAY_AUTH_TOKEN_FILE names (a mounted Secret)."""
+    if os.environ.get("SPILLWAY_AUTH_TOKEN"):
+        return os.environ["SPILLWAY_AUTH_TOKEN"]
+    path = os.environ.get("SPILLWAY_AUTH_TOKEN_FILE")
+    if not path:
+        return None
+    with open(path, encoding="utf-8") as f:
+        token = f.read(4097).rstrip()
+    if not token or len(token) > 4096:
+        raise SpillwayError("SPILLWAY_AUTH_TOKEN_FILE %s: %s" % (path, "empty" if not token else "too big"))
+    return token
+
+
 class Loader:
     """Iterate a pipeline's batches (spillway.Batch: (data, labels[, lengths]) numpy views, no copy).
 
@@ -295,7 +309,8 @@ class Loader:
     cut: fusion groups run on workers (None: the dispatcher's default, all; "auto": planned).
     ordered: with a dispatcher, deliver batches in epoch order (as in-process); else any complete one first.
     max_workers, trainer_rate (elements/s, for planning), prefetch_bytes, credit_bytes, split_size,
-    auth_token, max_batches: as struct spw_job_opts (client.h).
+    auth_token, max_batches: as struct spw_job_opts (client.h); auth_token defaults to $SPILLWAY_AUTH_TOKEN or
+    the contents of the file $SPILLWAY_AUTH_TOKEN_FILE names.
     rank, world_size: data-parallel trainers (default: the RANK and WORLD_SIZE environment variables, as
     torch.distributed sets them; else one trainer): each rank gets its own share of every epoch, disjoint from
     the other ranks', with as many batches (short shares pad, or drop with batch(drop_remainder=True)).
@@ -325,6 +340,8 @@ class Loader:
         self.rank, self.world_size = rank or 0, world_size or 1
         if job_name is None:
             job_name = os.environ.get("SPILLWAY_JOB_NAME")
+        if auth_token is None:
+            auth_token = _env_token()
         for key, value in (("dispatcher", dispatcher), ("auth_token", auth_token), ("job_name", job_name),
                            ("local_cores", local_cores),
                            ("cut", cut), ("max_workers", max_workers), ("trainer_rate", trainer_rate),
