@@ -1,5 +1,5 @@
 # Spillway - one Makefile for the whole tree. Outputs go under build/.
-# make [all] | test | soak | demo | bench | clean      SANITIZER=address|undefined|thread  WERROR=0|1  V=1
+# make [all] | test | soak | demo | bench | deploy-check | clean      SANITIZER=address|undefined|thread  WERROR=0|1  V=1
 
 CC       ?= cc
 SANITIZER ?=
@@ -49,7 +49,7 @@ TOOL_BIN  := $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(TOOL_SRC))
 BINS      := $(BUILD)/bin/spillctl $(BUILD)/bin/spillway-dispatcher $(BUILD)/bin/spillway-worker \
              $(BUILD)/lib/libspillway.so
 
-.PHONY: all test unit lint equiv corrupt integration soak demo bench clean deps tsan-audio
+.PHONY: all test unit lint equiv corrupt integration soak demo bench clean deps tsan-audio deploy-manifests deploy-check
 all: $(BINS)
 
 deps:
@@ -143,7 +143,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/equiv/%.o $(CORE_LIB)
 # (real daemons) + the Python package.
 test: deps
 	$(MAKE) all $(TEST_BIN) $(EQUIV_BIN) $(BENCH_BIN) $(TOOL_BIN)
-	$(MAKE) lint unit equiv corrupt integration python
+	$(MAKE) lint unit equiv corrupt integration python deploy-manifests
 
 lint:
 	bash scripts/lint.sh
@@ -165,6 +165,14 @@ integration: all $(TOOL_BIN)
 .PHONY: python
 python: all
 	SPW_BUILD=$(BUILD) bash tests/python/run.sh
+
+# deploy/: the Kubernetes manifests render and validate (make test); deploy-check also builds the image with
+# podman and runs it as pods in network namespaces (root; scripts/check-deploy.sh).
+deploy-manifests:
+	bash scripts/check-deploy.sh manifests
+
+deploy-check: all
+	bash scripts/check-deploy.sh all
 
 # The threaded audio path (FFTW and resampling plans made concurrently) under ThreadSanitizer.
 tsan-audio:
