@@ -49,13 +49,14 @@ TOOL_BIN  := $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(TOOL_SRC))
 BINS      := $(BUILD)/bin/spillctl $(BUILD)/bin/spillway-dispatcher $(BUILD)/bin/spillway-worker \
              $(BUILD)/lib/libspillway.so
 
-.PHONY: all test unit lint equiv corrupt integration soak demo bench clean deps tsan-audio deploy-manifests deploy-check
+.PHONY: all test unit lint equiv corrupt integration soak demo bench clean deps tsan-audio deploy-check
 all: $(BINS)
 
 deps:
 	@command -v protoc-c >/dev/null && pkg-config --exists $(PKGS) check && \
 	  command -v espeak-ng >/dev/null && test -x /usr/bin/python3 && \
-	  /usr/bin/python3 -c 'import torchvision, torchaudio, soundfile' 2>/dev/null || bash scripts/install-deps.sh
+	  /usr/bin/python3 -c 'import torchvision, torchaudio, soundfile' 2>/dev/null && \
+	  command -v podman debootstrap node npm >/dev/null || bash scripts/install-deps.sh
 
 $(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
 	@mkdir -p $(BUILD)/gen
@@ -143,7 +144,7 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/equiv/%.o $(CORE_LIB)
 # (real daemons) + the Python package.
 test: deps
 	$(MAKE) all $(TEST_BIN) $(EQUIV_BIN) $(BENCH_BIN) $(TOOL_BIN)
-	$(MAKE) lint unit equiv corrupt integration python deploy-manifests
+	$(MAKE) lint unit equiv corrupt integration python deploy-check
 
 lint:
 	bash scripts/lint.sh
@@ -166,11 +167,8 @@ integration: all $(TOOL_BIN)
 python: all
 	SPW_BUILD=$(BUILD) bash tests/python/run.sh
 
-# deploy/: the Kubernetes manifests render and validate (make test); deploy-check also builds the image with
-# podman and runs it as pods in network namespaces (root; scripts/check-deploy.sh).
-deploy-manifests:
-	bash scripts/check-deploy.sh manifests
-
+# deploy/: the Kubernetes manifests render and validate, podman builds the image, and the image runs as pods in
+# network namespaces on this machine (root; scripts/check-deploy.sh; part of make test).
 deploy-check: all
 	bash scripts/check-deploy.sh all
 
@@ -197,5 +195,5 @@ bench: deps
 clean:
 	rm -rf build build-address build-undefined build-thread $(BUILD)
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj -name '*.d' -type f 2>/dev/null)
 .SECONDARY:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/check-deploy.sh - checks deploy/: the Kubernetes manifests, the container image, and the image run
-# as pods on this machine. `make test` runs `manifests`; `make deploy-check` runs all three (root).
+# as pods on this machine. `make deploy-check` (and so `make test`) runs all three (root; the image step
+# installs podman, buildah, debootstrap and runc from Debian when they are missing).
 #   manifests  kubectl kustomize renders every overlay and the trainer Job; every object validates against the
 #              Kubernetes API schemas and unknown fields fail (deploy/check/validate.mjs); the checker itself
 #              must fail on three broken copies (an unknown field, a wrong type, a misspelt probe)

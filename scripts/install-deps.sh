@@ -12,12 +12,15 @@ PKGS=(
   python3-torchaudio python3-soundfile espeak-ng
   util-linux tar shellcheck python3-pyflakes
   plasma-workspace-wallpapers mate-backgrounds
+  podman buildah debootstrap runc uidmap
 )
 
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# The manifest checks (scripts/check-deploy.sh) run on Node.js; Debian's when the machine has none.
+command -v node > /dev/null && command -v npm > /dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PKGS[@]} packages present"
   exit 0
