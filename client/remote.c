@@ -306,9 +306,8 @@ static void sample_failed(struct remote *r, int64_t sample, int rc, const char *
             from ? " worker=" : "", from ? from : "");
     if (fail) {
         char msg[1024];
-        snprintf(msg, sizeof msg, "%s: %s%s%s", path, err, from ? " (on worker " : "", from ? from : "");
-        if (from)
-            strncat(msg, ")", sizeof msg - strlen(msg) - 1);
+        snprintf(msg, sizeof msg, "%s: %s%s%s%s", path, err, from ? " (on worker " : "", from ? from : "",
+                 from ? ")" : "");
         asm_fail(r->a, rc, msg);
     }
 }

@@ -124,7 +124,6 @@ struct builder {                /* elements of one split being packed into a mes
     size_t slot_bytes;          /* the element size it was asked for */
 };
 
-
 /* A stream sent `bytes` from q: re-measure its drain rate once a window has passed, and size the queue to
  * QUEUE_AHEAD_NS of it. Under jb->mu. */
 static void queue_drained(struct job *jb, struct queue *q, size_t bytes)
