@@ -10,7 +10,7 @@
 # everything it made at exit. Root; run after `scripts/check-deploy.sh manifests` and `image`.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cd "$ROOT"
+cd "$ROOT" || exit 1
 IMAGE=${SPW_IMAGE:-localhost/spillway:dev}
 DEP=$ROOT/build/deploy
 CHK=$ROOT/build/deploy-check

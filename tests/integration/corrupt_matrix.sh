@@ -15,21 +15,7 @@ bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 mkdir -p "$WORK/bad/a" "$WORK/bad/b"
 find "$DATA/train" -name '*.JPEG' | LC_ALL=C sort | head -20 | xargs cp -t "$WORK/bad/a"
 good=$(find "$DATA/train" -name '*.JPEG' | LC_ALL=C sort | head -1)
-head -c 3000 "$good" > "$WORK/bad/b/truncated.jpg"
-: > "$WORK/bad/b/empty.jpg"
-echo "this is not a jpeg" > "$WORK/bad/b/text.jpg"
-python3 - "$good" "$WORK/bad/b/huge.jpg" <<'PY'
-import sys
-b = bytearray(open(sys.argv[1], "rb").read())
-i = 2
-while i < len(b):                       # find SOF0/SOF2 and claim 60000 x 60000 pixels
-    m, n = b[i + 1], (b[i + 2] << 8) | b[i + 3]
-    if m in (0xC0, 0xC1, 0xC2):
-        b[i + 5:i + 9] = bytes([0xEA, 0x60, 0xEA, 0x60])
-        break
-    i += 2 + n
-open(sys.argv[2], "wb").write(b)
-PY
+python3 "$ROOT/tests/data/make_broken_jpegs.py" "$good" "$WORK/bad/b" || exit 1
 for policy in skip fail; do
   cat > "$WORK/$policy.json" <<JSON
 {"source": {"format": "image_folder", "path": "$WORK/bad", "shuffle": true, "seed": 1, "epochs": 1},
