@@ -19,17 +19,8 @@
 #include "lib/log.h"
 #include "pipeline/plan_proto.h"
 
-uint8_t *disp_pack_msg(const ProtobufCMessage *m, size_t *len)
-{
-    *len = protobuf_c_message_get_packed_size(m);
-    uint8_t *buf = malloc(*len ? *len : 1);
-    if (buf)
-        protobuf_c_message_pack(m, buf);
-    return buf;
-}
-
 /* Plan a new job from the client's facts and the alive workers' profiles: *cut and *plan (a message).
- * Returns ST_OK or a status with msg. Called without the lock (it calls the workers). */
+ * Returns SPW_RPC_OK or a status with msg. Called without the lock (it calls the workers). */
 int disp_plan_new_job(struct disp_service *s, const Spillway__V1__CreateJobRequest *r, int n_groups, int *cut,
                       Spillway__V1__Plan **plan, int *alive, struct disp_profiles **profiles, char *msg,
                       size_t msglen)
@@ -41,10 +32,10 @@ int disp_plan_new_job(struct disp_service *s, const Spillway__V1__CreateJobReque
     *alive = (int)n;
     char **addrs = calloc(n + 1, sizeof *addrs);
     struct spw_plan *p = malloc(sizeof *p);
-    int status = ST_OK, profiled = 0;
+    int status = SPW_RPC_OK, profiled = 0;
     *profiles = calloc(1, sizeof **profiles);
     if (!addrs || !p || !*profiles) {
-        status = ST_RESOURCE_EXHAUSTED;
+        status = SPW_RPC_RESOURCE_EXHAUSTED;
         goto out;
     }
     for (size_t i = 0; i < n; i++)
@@ -52,18 +43,18 @@ int disp_plan_new_job(struct disp_service *s, const Spillway__V1__CreateJobReque
     int rc = disp_plan_job(r->pipeline, r->client, n_groups + 1, addrs, (int)n, s->o.auth_token, *profiles, p,
                            &profiled, msg, msglen);
     if (rc) {
-        status = rc == -EINVAL ? ST_INVALID_ARGUMENT : ST_RESOURCE_EXHAUSTED;
+        status = rc == -EINVAL ? SPW_RPC_INVALID_ARGUMENT : SPW_RPC_RESOURCE_EXHAUSTED;
         goto out;
     }
     if (!(*plan = spw_plan_to_proto(p, profiled))) {
-        status = ST_RESOURCE_EXHAUSTED;
+        status = SPW_RPC_RESOURCE_EXHAUSTED;
         goto out;
     }
     *cut = p->offload ? p->best : n_groups;
     spw_log(SPW_LOG_INFO, "dispatcher", "planned offload=%d cut=%d predicted=%.0f local_only=%.0f workers=%d/%zu",
             p->offload, *cut, p->throughput, p->local_only, profiled, n);
 out:
-    if (status != ST_OK) {
+    if (status != SPW_RPC_OK) {
         free(*profiles);
         *profiles = NULL;
     }
@@ -78,7 +69,7 @@ void disp_remember_plan(struct disp_service *s, uint64_t job, const Spillway__V1
                           const Spillway__V1__ClientFacts *facts, int alive, struct disp_profiles *profiles)
 {
     size_t len, flen;
-    uint8_t *buf = disp_pack_msg(&plan->base, &len), *fbuf = disp_pack_msg(&facts->base, &flen);
+    uint8_t *buf = disp_pack_keep(&plan->base, &len), *fbuf = disp_pack_keep(&facts->base, &flen);
     if (!buf || !fbuf) {
         free(buf);
         free(fbuf);
@@ -333,8 +324,8 @@ static void *replan_main(void *arg)
         disp_plan_keep(p, cut, REPLAN_HYSTERESIS);
     Spillway__V1__Plan *m = rc == 0 ? spw_plan_to_proto(p, profiled) : NULL;
     size_t mlen = 0, flen = 0;
-    uint8_t *mb = m ? disp_pack_msg(&m->base, &mlen) : NULL;
-    uint8_t *fb = rc == 0 && facts ? disp_pack_msg(&facts->base, &flen) : NULL;
+    uint8_t *mb = m ? disp_pack_keep(&m->base, &mlen) : NULL;
+    uint8_t *fb = rc == 0 && facts ? disp_pack_keep(&facts->base, &flen) : NULL;
     static const char *const why[] = {"workers changed", "measured rate off the prediction", "trainer-bound",
                                       "costs measured"};
     pthread_mutex_lock(&s->mu);
@@ -455,7 +446,7 @@ Spillway__V1__Plan *disp_plan_of(struct disp_service *s, uint64_t job)
 bool disp_remember_named_local(struct disp_service *s, const char *name, const Spillway__V1__Plan *plan)
 {
     size_t len;
-    uint8_t *packed = disp_pack_msg(&plan->base, &len);
+    uint8_t *packed = disp_pack_keep(&plan->base, &len);
     pthread_mutex_lock(&s->mu);
     const bool job_exists = disp_state_named_job(s->st, name) != 0;
     if (packed && !job_exists) {

@@ -125,38 +125,12 @@ void disp_service_destroy(struct disp_service *s)
     free(s);
 }
 
-/* Pack any message into a malloc'd buffer. */
-static int pack(const ProtobufCMessage *m, uint8_t **resp, size_t *resp_len, char *msg, size_t msglen)
-{
-    size_t n = protobuf_c_message_get_packed_size(m);
-    uint8_t *buf = malloc(n ? n : 1);
-    if (!buf) {
-        snprintf(msg, msglen, "out of memory");
-        return ST_RESOURCE_EXHAUSTED;
-    }
-    protobuf_c_message_pack(m, buf);
-    *resp = buf;
-    *resp_len = n;
-    return ST_OK;
-}
-
 #define UNPACK(type, fn, var)                                                       \
     type *var = fn(NULL, len, req);                                                 \
     if (!var) {                                                                     \
         snprintf(msg, msglen, "malformed request (%zu bytes)", len);                \
-        return ST_INVALID_ARGUMENT;                                                 \
+        return SPW_RPC_INVALID_ARGUMENT;                                            \
     }
-
-static int status_of(int rc)
-{
-    switch (rc) {
-    case -ENOENT: return ST_NOT_FOUND;
-    case -ESTALE: return ST_FAILED_PRECONDITION;
-    case SPW_ETOOBIG: return ST_RESOURCE_EXHAUSTED;
-    case -ENOMEM: return ST_RESOURCE_EXHAUSTED;
-    default: return ST_INVALID_ARGUMENT;
-    }
-}
 
 /* The address clients will dial for a worker that advertised `adv` (host:port, [v6]:port): itself, or when
  * its host is a wildcard or empty (a worker started with default flags, listening on 0.0.0.0) the host this
@@ -184,12 +158,12 @@ static bool dialable_address(const char *adv, char *out, size_t outlen)
 static int check_protocol(const char *who, uint32_t version, const char *build, char *msg, size_t msglen)
 {
     if (version == SPW_PROTOCOL_VERSION)
-        return ST_OK;
+        return SPW_RPC_OK;
     snprintf(msg, msglen, "%s speaks protocol %u%s (build %.64s), this dispatcher protocol %d (build %s): run "
              "the same Spillway version on the dispatcher, the workers and the trainers", who, version,
              version ? "" : ", i.e. a build from before protocol versions", build && *build ? build : "unknown",
              SPW_PROTOCOL_VERSION, spw_build_version());
-    return ST_FAILED_PRECONDITION;
+    return SPW_RPC_FAILED_PRECONDITION;
 }
 
 int disp_register_worker(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
@@ -198,7 +172,7 @@ int disp_register_worker(void *svc, const uint8_t *req, size_t len, uint8_t **re
     struct disp_service *s = svc;
     UNPACK(Spillway__V1__RegisterWorkerRequest, spillway__v1__register_worker_request__unpack, r);
     int status = check_protocol("this worker", r->protocol_version, r->build, msg, msglen);
-    if (status != ST_OK) {
+    if (status != SPW_RPC_OK) {
         spw_log(SPW_LOG_WARN, "dispatcher", "worker refused address=%s: %s", r->address, msg);
         spillway__v1__register_worker_request__free_unpacked(r, NULL);
         return status;
@@ -208,7 +182,7 @@ int disp_register_worker(void *svc, const uint8_t *req, size_t len, uint8_t **re
         strlen(address) > 255 || r->threads < 0 || r->threads > 4096) {
         snprintf(msg, msglen, "address must be host:port (at most 255 bytes) and threads in [0, 4096]");
         spillway__v1__register_worker_request__free_unpacked(r, NULL);
-        return ST_INVALID_ARGUMENT;
+        return SPW_RPC_INVALID_ARGUMENT;
     }
     pthread_mutex_lock(&s->mu);
     uint64_t id = r->worker_id ? r->worker_id : s->next_worker++;
@@ -219,7 +193,7 @@ int disp_register_worker(void *svc, const uint8_t *req, size_t len, uint8_t **re
     int rc = disp_state_apply(s->st, &u, msg, msglen);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
-        status = status_of(rc);
+        status = disp_status_of(rc);
     } else {
         spw_log(SPW_LOG_INFO, "dispatcher", "worker registered worker=%llu address=%s advertised=%s threads=%d",
                 (unsigned long long)id, address, r->address, r->threads);
@@ -227,7 +201,7 @@ int disp_register_worker(void *svc, const uint8_t *req, size_t len, uint8_t **re
         out.worker_id = id;
         out.address = address;
         out.heartbeat_interval_ms = s->o.heartbeat_interval_ms;
-        status = pack(&out.base, resp, resp_len, msg, msglen);
+        status = disp_pack(&out.base, resp, resp_len, msg, msglen);
     }
     spillway__v1__register_worker_request__free_unpacked(r, NULL);
     return status;
@@ -262,12 +236,12 @@ int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     Spillway__V1__WorkerHeartbeatResponse out = SPILLWAY__V1__WORKER_HEARTBEAT_RESPONSE__INIT;
     Spillway__V1__JobTask *tasks = NULL, **ptrs = NULL;
     Spillway__V1__Pipeline **pipes = NULL;
-    int status = ST_OK, n = 0;
+    int status = SPW_RPC_OK, n = 0;
     pthread_mutex_lock(&s->mu);
     struct disp_update u = {.kind = DISP_WORKER_HEARTBEAT, .worker = r->worker_id, .now_ms = spw_now_ms()};
     int rc = disp_state_apply(s->st, &u, msg, msglen);
     if (rc) {
-        status = rc == -ENOENT ? ST_NOT_FOUND : status_of(rc);      /* NOT_FOUND: register again */
+        status = rc == -ENOENT ? SPW_RPC_NOT_FOUND : disp_status_of(rc);      /* NOT_FOUND: register again */
         goto out;
     }
     for (size_t i = 0; i < r->n_cannot_serve && i < MAX_REFUSALS_PER_BEAT; i++)
@@ -282,7 +256,7 @@ int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     ptrs = calloc((size_t)nj + 1, sizeof *ptrs);
     pipes = calloc((size_t)nj + 1, sizeof *pipes);
     if (!tasks || !ptrs || !pipes) {
-        status = ST_RESOURCE_EXHAUSTED;
+        status = SPW_RPC_RESOURCE_EXHAUSTED;
         goto out;
     }
     for (int i = 0; i < nj; i++) {
@@ -305,7 +279,7 @@ int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     }
     out.n_tasks = (size_t)n;
     out.tasks = ptrs;
-    status = pack(&out.base, resp, resp_len, msg, msglen);
+    status = disp_pack(&out.base, resp, resp_len, msg, msglen);
 out:
     pthread_mutex_unlock(&s->mu);
     for (int i = 0; pipes && i < n; i++)
@@ -355,19 +329,19 @@ void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n)
 #define CUT_PLAN (-2)
 
 /* Answer a rank of a named job another rank of which was told to run in its client: the same plan. Returns
- * ST_NOT_FOUND (nothing sent) when there is no such decision. */
+ * SPW_RPC_NOT_FOUND (nothing sent) when there is no such decision. */
 static int reply_named_local(struct disp_service *s, const Spillway__V1__CreateJobRequest *r, int n_groups,
                              uint8_t **resp, size_t *resp_len, char *msg, size_t msglen)
 {
     Spillway__V1__Plan *same = disp_named_local_plan(s, r->job_name);
     if (!same)
-        return ST_NOT_FOUND;
+        return SPW_RPC_NOT_FOUND;
     Spillway__V1__CreateJobResponse out = SPILLWAY__V1__CREATE_JOB_RESPONSE__INIT;
     out.groups = n_groups;
     out.plan = same;
     spw_log(SPW_LOG_INFO, "dispatcher", "no offload for rank %d of job name \"%s\", as planned for another rank "
             "why=\"%s\"", r->rank, r->job_name, same->why);
-    int status = pack(&out.base, resp, resp_len, msg, msglen);
+    int status = disp_pack(&out.base, resp, resp_len, msg, msglen);
     spillway__v1__plan__free_unpacked(same, NULL);
     return status;
 }
@@ -389,20 +363,20 @@ static int check_join(struct disp_service *s, uint64_t job, const Spillway__V1__
     pthread_mutex_unlock(&s->mu);
     free(want);
     if (rc != 0)
-        return snprintf(msg, msglen, "job %llu: no such job", (unsigned long long)job), ST_NOT_FOUND;
+        return snprintf(msg, msglen, "job %llu: no such job", (unsigned long long)job), SPW_RPC_NOT_FOUND;
     if (ji.finished && !r->resume)
-        return snprintf(msg, msglen, "job %llu has finished", (unsigned long long)job), ST_FAILED_PRECONDITION;
+        return snprintf(msg, msglen, "job %llu has finished", (unsigned long long)job), SPW_RPC_FAILED_PRECONDITION;
     if (!same)
         return snprintf(msg, msglen, "job %llu%s%s%s runs another pipeline: ranks of one job must send the same "
                         "spec", (unsigned long long)job, ji.name[0] ? " (\"" : "", ji.name, ji.name[0] ? "\")" : ""),
-               ST_FAILED_PRECONDITION;
+               SPW_RPC_FAILED_PRECONDITION;
     if (ji.world_size != world)
         return snprintf(msg, msglen, "job %llu has a world of %d ranks, this client says %d",
-                        (unsigned long long)job, ji.world_size, world), ST_FAILED_PRECONDITION;
+                        (unsigned long long)job, ji.world_size, world), SPW_RPC_FAILED_PRECONDITION;
     if (r->split_size > 0 && r->split_size != ji.split_size)
         return snprintf(msg, msglen, "job %llu uses splits of %d samples, this client asks for %d",
-                        (unsigned long long)job, ji.split_size, r->split_size), ST_FAILED_PRECONDITION;
-    return ST_OK;
+                        (unsigned long long)job, ji.split_size, r->split_size), SPW_RPC_FAILED_PRECONDITION;
+    return SPW_RPC_OK;
 }
 
 /* Elements travel one per message at most: refuse a cut whose elements the spec makes too big to send. */
@@ -413,11 +387,11 @@ static int check_element_size(const struct spw_pipeline_spec *spec, const struct
     int op;
     const int n_ops = cut > 0 ? groups[cut - 1].first + groups[cut - 1].count : 0;
     if (!spw_element_fixed_bytes(spec, n_ops, &bytes, &op) || bytes <= (int64_t)SPW_WIRE_MAX_ELEMENT_BYTES)
-        return ST_OK;
+        return SPW_RPC_OK;
     snprintf(msg, msglen, "ops[%d] (%s) makes elements of %lld bytes at cut %d, over the %zu-byte message cap: "
              "a smaller size, or an earlier cut", op, spw_op_name(spec->ops[op].kind), (long long)bytes, cut,
              SPW_WIRE_MAX_ELEMENT_BYTES);
-    return ST_INVALID_ARGUMENT;
+    return SPW_RPC_INVALID_ARGUMENT;
 }
 
 int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
@@ -432,35 +406,35 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     size_t n_workers = 0;
     Spillway__V1__Plan *plan = NULL;
     struct disp_profiles *profiles = NULL;  /* the plan's workers' profiles, until disp_remember_plan takes them */
-    int status = ST_OK, rc, alive_at_plan = 0;
+    int status = SPW_RPC_OK, rc, alive_at_plan = 0;
     struct disp_job_info ji;
     const int world = r->world_size > 0 ? r->world_size : 1;
-    if ((status = check_protocol("this client", r->protocol_version, r->build, msg, msglen)) != ST_OK)
+    if ((status = check_protocol("this client", r->protocol_version, r->build, msg, msglen)) != SPW_RPC_OK)
         goto out;
     if (r->rank < 0 || r->rank >= world) {
         snprintf(msg, msglen, "rank %d is outside the world of %d", r->rank, world);
-        status = ST_INVALID_ARGUMENT;
+        status = SPW_RPC_INVALID_ARGUMENT;
         goto out;
     }
     if (r->max_workers < 0) {
         snprintf(msg, msglen, "max_workers %d: use 0 (every worker) or a positive count", r->max_workers);
-        status = ST_INVALID_ARGUMENT;
+        status = SPW_RPC_INVALID_ARGUMENT;
         goto out;
     }
     if (!r->pipeline) {
         snprintf(msg, msglen, "pipeline: required");
-        status = ST_INVALID_ARGUMENT;
+        status = SPW_RPC_INVALID_ARGUMENT;
         goto out;
     }
     /* The spec is validated, and its source listed, outside the lock: listing a big folder takes time. */
     if ((rc = spw_spec_from_proto(r->pipeline, &spec, msg, msglen)) != 0) {
-        status = ST_INVALID_ARGUMENT;
+        status = SPW_RPC_INVALID_ARGUMENT;
         goto out;
     }
     if (strlen(r->job_name) > DISP_JOB_NAME_MAX || strspn(r->job_name, NAME_CHARS) != strlen(r->job_name)) {
         snprintf(msg, msglen, "job_name: at most %d of A-Z a-z 0-9 . _ : - (got \"%.40s\")", DISP_JOB_NAME_MAX,
                  r->job_name);
-        status = ST_INVALID_ARGUMENT;
+        status = SPW_RPC_INVALID_ARGUMENT;
         goto out;
     }
     struct spw_group groups[256];
@@ -475,7 +449,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
         (!ji.finished || world > 1))
         job = r->resume->job;
     pthread_mutex_unlock(&s->mu);
-    if (job && !r->job && check_join(s, job, r, world, msg, msglen) != ST_OK)
+    if (job && !r->job && check_join(s, job, r, world, msg, msglen) != SPW_RPC_OK)
         job = 0;        /* not that job any more (a restarted dispatcher numbers jobs anew) */
     pthread_mutex_lock(&s->mu);
     if (!job && r->job_name[0])
@@ -484,17 +458,17 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     if (r->cut == CUT_PLAN && !job) {
         if (!r->client) {
             snprintf(msg, msglen, "cut -2 (plan it) needs the client's facts");
-            status = ST_INVALID_ARGUMENT;
+            status = SPW_RPC_INVALID_ARGUMENT;
             goto out;
         }
         /* Another rank of this named job was told to run in its client: so is this one (one rank in-process
          * and another on the service would leave the service job's rank unserved). */
         const bool named = r->job_name[0] && world > 1;
-        if (named && (status = reply_named_local(s, r, n_groups, resp, resp_len, msg, msglen)) != ST_NOT_FOUND)
+        if (named && (status = reply_named_local(s, r, n_groups, resp, resp_len, msg, msglen)) != SPW_RPC_NOT_FOUND)
             goto out;
-        status = ST_OK;
+        status = SPW_RPC_OK;
         if ((status = disp_plan_new_job(s, r, n_groups, &cut, &plan, &alive_at_plan, &profiles, msg, msglen)) !=
-            ST_OK)
+            SPW_RPC_OK)
             goto out;
         if (!plan->offload && named && !disp_remember_named_local(s, r->job_name, plan)) {
             /* Another rank created the named job while this one planned: join it. */
@@ -510,38 +484,38 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
             out.groups = n_groups;
             out.plan = plan;
             spw_log(SPW_LOG_INFO, "dispatcher", "planned: no offload why=\"%s\"", plan->why);
-            status = pack(&out.base, resp, resp_len, msg, msglen);
+            status = disp_pack(&out.base, resp, resp_len, msg, msglen);
             goto out;
         }
     } else if ((r->cut < -1 && r->cut != CUT_PLAN) || (r->cut == CUT_PLAN && !r->job_name[0] && !r->resume)) {
         snprintf(msg, msglen, "cut %d: use -1 (default), -2 (plan it, new jobs only) or a group boundary", r->cut);
-        status = ST_INVALID_ARGUMENT;
+        status = SPW_RPC_INVALID_ARGUMENT;
         goto out;
     }
     if (cut > n_groups) {
         snprintf(msg, msglen, "cut %d is past the pipeline's %d fusion groups", cut, n_groups);
-        status = ST_INVALID_ARGUMENT;
+        status = SPW_RPC_INVALID_ARGUMENT;
         goto out;
     }
-    if ((status = check_element_size(spec, groups, cut, msg, msglen)) != ST_OK)
+    if ((status = check_element_size(spec, groups, cut, msg, msglen)) != SPW_RPC_OK)
         goto out;
     const int split_size = r->split_size > 0 ? r->split_size : s->o.default_split_size;
     if (split_size > 65536) {
         snprintf(msg, msglen, "split_size %d is above 65536", split_size);
-        status = ST_INVALID_ARGUMENT;
+        status = SPW_RPC_INVALID_ARGUMENT;
         goto out;
     }
     if (job) {
-        if ((status = check_join(s, job, r, world, msg, msglen)) != ST_OK)
+        if ((status = check_join(s, job, r, world, msg, msglen)) != SPW_RPC_OK)
             goto out;
     } else {
         if ((rc = spw_source_open(&spec->source, &src, msg, msglen)) != 0) {
-            status = ST_FAILED_PRECONDITION;
+            status = SPW_RPC_FAILED_PRECONDITION;
             goto out;
         }
         size_t plen = spillway__v1__pipeline__get_packed_size(r->pipeline);
         if (!(pipe_bytes = malloc(plen ? plen : 1))) {
-            status = ST_RESOURCE_EXHAUSTED;
+            status = SPW_RPC_RESOURCE_EXHAUSTED;
             goto out;
         }
         spillway__v1__pipeline__pack(r->pipeline, pipe_bytes);
@@ -564,7 +538,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
         const uint64_t named = disp_state_named_job(s->st, r->job_name);
         if (named) {            /* another rank created it meanwhile (planning runs outside the lock) */
             pthread_mutex_unlock(&s->mu);
-            if ((status = check_join(s, job = named, r, world, msg, msglen)) != ST_OK)
+            if ((status = check_join(s, job = named, r, world, msg, msglen)) != SPW_RPC_OK)
                 goto out;
             pthread_mutex_lock(&s->mu);
             u.kind = 0;
@@ -572,7 +546,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
         rc = u.kind ? disp_state_apply(s->st, &u, msg, msglen) : 0;
         pthread_mutex_unlock(&s->mu);
         if (rc) {
-            status = status_of(rc);
+            status = disp_status_of(rc);
             goto out;
         }
         if (plan && u.kind) {
@@ -602,7 +576,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
         n_workers = disp_alive_workers(s, ji.id, ji.max_workers, &workers);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
-        status = status_of(rc);
+        status = disp_status_of(rc);
         goto out;
     }
     Spillway__V1__CreateJobResponse out = SPILLWAY__V1__CREATE_JOB_RESPONSE__INIT;
@@ -621,7 +595,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
         spw_log(SPW_LOG_INFO, "dispatcher", "client joined job=%llu rank=%d resume_epoch=%lld open_epoch=%lld",
                 (unsigned long long)job, r->rank, r->resume ? (long long)r->resume->epoch : -1LL,
                 (long long)ji.epoch);
-    status = pack(&out.base, resp, resp_len, msg, msglen);
+    status = disp_pack(&out.base, resp, resp_len, msg, msglen);
 out:
     spw_plan_proto_free(plan);
     free(profiles);
@@ -640,9 +614,9 @@ static int check_client(struct disp_service *s, uint64_t job, int32_t rank, uint
     if (cur != inc) {
         snprintf(msg, msglen, "client incarnation %llu of job %llu rank %d is not the current one (%llu)",
                  (unsigned long long)inc, (unsigned long long)job, rank, (unsigned long long)cur);
-        return ST_FAILED_PRECONDITION;
+        return SPW_RPC_FAILED_PRECONDITION;
     }
-    return ST_OK;
+    return SPW_RPC_OK;
 }
 
 int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
@@ -652,7 +626,7 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     UNPACK(Spillway__V1__ClientHeartbeatRequest, spillway__v1__client_heartbeat_request__unpack, r);
     Spillway__V1__WorkerAddress **workers = NULL;
     size_t n_workers = 0;
-    int status = ST_OK;
+    int status = SPW_RPC_OK;
     pthread_mutex_lock(&s->mu);
     struct disp_update hb = {.kind = DISP_CLIENT_HEARTBEAT, .job = r->job, .rank = r->rank,
                              .incarnation = r->incarnation, .now_ms = spw_now_ms()};
@@ -697,7 +671,7 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     }
     pthread_mutex_unlock(&s->mu);
     if (rc) {
-        status = status_of(rc);
+        status = disp_status_of(rc);
     } else {
         Spillway__V1__ClientHeartbeatResponse out = SPILLWAY__V1__CLIENT_HEARTBEAT_RESPONSE__INIT;
         out.n_workers = n_workers;
@@ -705,7 +679,7 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
         out.finished = ji.finished;
         out.client_only = ji.client_only;
         out.no_worker = no_worker_why;
-        status = pack(&out.base, resp, resp_len, msg, msglen);
+        status = disp_pack(&out.base, resp, resp_len, msg, msglen);
     }
     disp_free_addresses(workers, n_workers);
     spillway__v1__client_heartbeat_request__free_unpacked(r, NULL);
@@ -719,20 +693,20 @@ int disp_lease_split(void *svc, const uint8_t *req, size_t len, uint8_t **resp, 
     UNPACK(Spillway__V1__LeaseSplitRequest, spillway__v1__lease_split_request__unpack, r);
     enum { MAX_LEASES = 64 };
     Spillway__V1__Lease leases[MAX_LEASES], *ptrs[MAX_LEASES];
-    int n = 0, status = ST_OK;
+    int n = 0, status = SPW_RPC_OK;
     const int want = r->max_splits <= 0 ? 1 : r->max_splits > MAX_LEASES ? MAX_LEASES : r->max_splits;
     pthread_mutex_lock(&s->mu);
     struct disp_job_info ji;
     if (disp_state_job(s->st, r->job, &ji) != 0) {
         snprintf(msg, msglen, "unknown job %llu", (unsigned long long)r->job);
-        status = ST_NOT_FOUND;
+        status = SPW_RPC_NOT_FOUND;
         goto out;
     }
     if (r->manifest_hash != ji.manifest_hash) {
         snprintf(msg, msglen, "manifest hash %016llx does not match job %llu's %016llx (the data changed?)",
                  (unsigned long long)r->manifest_hash, (unsigned long long)r->job,
                  (unsigned long long)ji.manifest_hash);
-        status = ST_FAILED_PRECONDITION;
+        status = SPW_RPC_FAILED_PRECONDITION;
         goto out;
     }
     uint64_t producer;
@@ -745,12 +719,12 @@ int disp_lease_split(void *svc, const uint8_t *req, size_t len, uint8_t **resp, 
         if (!alive) {
             snprintf(msg, msglen, "worker %llu is not registered (or was retired): register again",
                      (unsigned long long)r->worker_id);
-            status = ST_NOT_FOUND;
+            status = SPW_RPC_NOT_FOUND;
             goto out;
         }
         producer = r->worker_id;
     } else {
-        if ((status = check_client(s, r->job, r->rank, r->incarnation, msg, msglen)) != ST_OK)
+        if ((status = check_client(s, r->job, r->rank, r->incarnation, msg, msglen)) != SPW_RPC_OK)
             goto out;
         producer = DISP_CLIENT_PRODUCER(r->job, r->rank);
     }
@@ -762,7 +736,7 @@ int disp_lease_split(void *svc, const uint8_t *req, size_t len, uint8_t **resp, 
         struct disp_update u = {.kind = DISP_LEASE, .job = r->job, .producer = producer, .epoch = l.epoch,
                                 .split = l.split, .generation = l.generation, .now_ms = now};
         if (disp_state_apply(s->st, &u, msg, msglen) != 0) {
-            status = ST_INTERNAL;
+            status = SPW_RPC_INTERNAL;
             goto out;
         }
         spillway__v1__lease__init(&leases[n]);
@@ -780,12 +754,12 @@ int disp_lease_split(void *svc, const uint8_t *req, size_t len, uint8_t **resp, 
     disp_state_job(s->st, r->job, &ji);
 out:
     pthread_mutex_unlock(&s->mu);
-    if (status == ST_OK) {
+    if (status == SPW_RPC_OK) {
         Spillway__V1__LeaseSplitResponse out = SPILLWAY__V1__LEASE_SPLIT_RESPONSE__INIT;
         out.n_leases = (size_t)n;
         out.leases = ptrs;
         out.finished = ji.finished;
-        status = pack(&out.base, resp, resp_len, msg, msglen);
+        status = disp_pack(&out.base, resp, resp_len, msg, msglen);
     }
     spillway__v1__lease_split_request__free_unpacked(r, NULL);
     return status;
@@ -809,7 +783,7 @@ int disp_list_workers(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
     struct disp_worker_info *wi = calloc((size_t)nw + 1, sizeof *wi);
     Spillway__V1__JobRefusal *refs = calloc((size_t)nref + 1, sizeof *refs);     /* every job's refusals */
     Spillway__V1__JobRefusal **refp = calloc((size_t)nref + 1, sizeof *refp);    /* grouped by worker */
-    int status = ST_RESOURCE_EXHAUSTED;
+    int status = SPW_RPC_RESOURCE_EXHAUSTED;
     if (infos && ptrs && wi && refs && refp) {
         int r = 0, used = 0;
         for (int k = 0; k < nj; k++) {
@@ -844,7 +818,7 @@ int disp_list_workers(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
         Spillway__V1__ListWorkersResponse out = SPILLWAY__V1__LIST_WORKERS_RESPONSE__INIT;
         out.n_workers = (size_t)nw;
         out.workers = ptrs;
-        status = pack(&out.base, resp, resp_len, msg, msglen);
+        status = disp_pack(&out.base, resp, resp_len, msg, msglen);
     }
     pthread_mutex_unlock(&s->mu);
     free(refp);
@@ -890,7 +864,7 @@ int disp_list_jobs(void *svc, const uint8_t *req, size_t len, uint8_t **resp, si
     Spillway__V1__JobInfo *infos = calloc((size_t)nj + 1, sizeof *infos);
     Spillway__V1__JobInfo **ptrs = calloc((size_t)nj + 1, sizeof *ptrs);
     struct disp_job_info *jis = calloc((size_t)nj + 1, sizeof *jis);   /* the messages point into them */
-    int status = ST_RESOURCE_EXHAUSTED;
+    int status = SPW_RPC_RESOURCE_EXHAUSTED;
     if (infos && ptrs && jis) {
         for (int i = 0; i < nj; i++) {
             if (i < ne)
@@ -904,7 +878,7 @@ int disp_list_jobs(void *svc, const uint8_t *req, size_t len, uint8_t **resp, si
         Spillway__V1__ListJobsResponse out = SPILLWAY__V1__LIST_JOBS_RESPONSE__INIT;
         out.n_jobs = (size_t)nj;
         out.jobs = ptrs;
-        status = pack(&out.base, resp, resp_len, msg, msglen);
+        status = disp_pack(&out.base, resp, resp_len, msg, msglen);
     }
     pthread_mutex_unlock(&s->mu);
     free(ptrs);
@@ -919,7 +893,7 @@ int disp_describe_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
     struct disp_service *s = svc;
     UNPACK(Spillway__V1__DescribeJobRequest, spillway__v1__describe_job_request__unpack, r);
     enum { MAX_HOLDERS = 4096 };
-    int status = ST_OK;
+    int status = SPW_RPC_OK;
     Spillway__V1__SplitHolder *holders = NULL, **ptrs = NULL;
     size_t n = 0;
     pthread_mutex_lock(&s->mu);
@@ -931,18 +905,18 @@ int disp_describe_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
             info.ended = true;
             Spillway__V1__DescribeJobResponse out = SPILLWAY__V1__DESCRIBE_JOB_RESPONSE__INIT;
             out.job = &info;
-            status = pack(&out.base, resp, resp_len, msg, msglen);
+            status = disp_pack(&out.base, resp, resp_len, msg, msglen);
             goto out;
         }
         snprintf(msg, msglen, "unknown job %llu (or ended longer ago than the dispatcher's history)",
                  (unsigned long long)r->job);
-        status = ST_NOT_FOUND;
+        status = SPW_RPC_NOT_FOUND;
         goto out;
     }
     holders = calloc(MAX_HOLDERS, sizeof *holders);
     ptrs = calloc(MAX_HOLDERS, sizeof *ptrs);
     if (!holders || !ptrs) {
-        status = ST_RESOURCE_EXHAUSTED;
+        status = SPW_RPC_RESOURCE_EXHAUSTED;
         goto out;
     }
     for (int64_t e = ji.epoch; !ji.finished && e >= 0 && e < ji.epoch + 2; e++)
@@ -996,7 +970,7 @@ int disp_describe_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
     out.cannot_serve = refp;
     Spillway__V1__Plan *plan = disp_plan_of(s, r->job);
     out.plan = plan;
-    status = pack(&out.base, resp, resp_len, msg, msglen);
+    status = disp_pack(&out.base, resp, resp_len, msg, msglen);
     if (plan)
         spillway__v1__plan__free_unpacked(plan, NULL);
     free(refp);

@@ -12,18 +12,10 @@
 #include "dispatcher/planning.h"
 #include "dispatcher/progress.h"
 #include "dispatcher/service.h"
+#include "dispatcher/codec.h"
 #include "dispatcher/state.h"
+#include "lib/rpc.h"
 #include "proto/spillway.pb-c.h"
-
-/* gRPC status codes (grpc/status.h), the only part of gRPC this file needs. */
-enum {
-    ST_OK = 0,
-    ST_INVALID_ARGUMENT = 3,
-    ST_NOT_FOUND = 5,
-    ST_RESOURCE_EXHAUSTED = 8,
-    ST_FAILED_PRECONDITION = 9,
-    ST_INTERNAL = 13,
-};
 
 struct disp_service {
     struct disp_service_opts o;
@@ -71,11 +63,9 @@ void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n);
 /* Forget what the service keeps beside the state about a job that left the table (its plan goes at the next
  * disp_maybe_replan). Call with mu held. */
 void disp_forget_job(struct disp_service *s, uint64_t job);
-/* Pack a message into a malloc'd buffer (*len bytes); NULL when out of memory. */
-uint8_t *disp_pack_msg(const ProtobufCMessage *m, size_t *len);
 
 /* Plan a new job (CreateJob with cut -2): *cut, *plan (a message; spw_plan_proto_free), the alive workers
- * seen and their profiles (*profiles, malloc'd: for disp_remember_plan, or free). Returns ST_OK or a status
+ * seen and their profiles (*profiles, malloc'd: for disp_remember_plan, or free). Returns SPW_RPC_OK or a status
  * with msg. Call without mu (it calls the workers). */
 int disp_plan_new_job(struct disp_service *s, const Spillway__V1__CreateJobRequest *r, int n_groups, int *cut,
                       Spillway__V1__Plan **plan, int *alive, struct disp_profiles **profiles, char *msg,
