@@ -336,7 +336,7 @@ static void *replan_main(void *arg)
     }
     struct disp_update back = {.kind = DISP_CLIENT_ONLY, .job = job};
     const bool live = rc == 0 && at && disp_state_job(s->st, job, &ji) == 0 && !ji.finished;
-    if (live && hand_back && disp_state_apply(s->st, &back, NULL, 0) == 0) {
+    if (live && hand_back && disp_commit(s, &back, NULL, 0) == 0) {
         at->changes++;
         at->changed_ms = spw_now_ms();
         at->predicted = alone;
@@ -351,7 +351,7 @@ static void *replan_main(void *arg)
         }
     } else if (live) {
         struct disp_update u = {.kind = DISP_SET_CUT, .job = job, .cut = cut};
-        if (cut != ji.cut && disp_state_apply(s->st, &u, NULL, 0) == 0) {
+        if (cut != ji.cut && disp_commit(s, &u, NULL, 0) == 0) {
             at->changes++;
             at->changed_ms = spw_now_ms();
             at->measured_wait_ms = s->o.replan_after_ms;

@@ -1,6 +1,6 @@
 /* dispatcher/service.c - Dispatcher RPC handlers (see service.h). Handlers validate requests at the
  * boundary (sizes, ids, incarnations, manifest hashes) and answer with a status that says what is wrong;
- * state changes go through disp_state_apply only. A timer thread applies worker deaths and client expiries
+ * state changes go through disp_commit only. A timer thread applies worker deaths and client expiries
  * and starts re-plans of planned jobs when the workers change (planning itself: planning.c).
  * Thread model: RPC threads, the timer and one re-plan thread share the state under one mutex; calls to
  * workers (profiles) are made without it. */
@@ -30,6 +30,12 @@
 #include "pipeline/wire.h"
 #include "proto/spillway.pb-c.h"
 
+int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t errlen)
+{
+    (void)disp_update_durable;      /* the journal (issue 17) appends durable updates here, before applying */
+    return disp_state_apply(s->st, u, err, errlen);
+}
+
 void disp_forget_job(struct disp_service *s, uint64_t job)
 {
     disp_progress_forget(&s->progress, job);
@@ -53,14 +59,14 @@ static void *timer_main(void *arg)
         int n = disp_state_dead_workers(s->st, now, s->o.worker_timeout_ms, ids, 64);
         for (int i = 0; i < n; i++) {
             struct disp_update u = {.kind = DISP_WORKER_DEAD, .worker = ids[i]};
-            if (disp_state_apply(s->st, &u, NULL, 0) == 0)
+            if (disp_commit(s, &u, NULL, 0) == 0)
                 spw_log(SPW_LOG_WARN, "dispatcher", "worker dead worker=%llu silent_ms>%lld leases_released=yes",
                         (unsigned long long)ids[i], (long long)s->o.worker_timeout_ms);
         }
         n = disp_state_expired_clients(s->st, now, s->o.client_timeout_ms, ids, ranks, 64);
         for (int i = 0; i < n; i++) {
             struct disp_update u = {.kind = DISP_CLIENT_EXPIRED, .job = ids[i], .rank = ranks[i], .now_ms = now};
-            if (disp_state_apply(s->st, &u, NULL, 0) == 0)
+            if (disp_commit(s, &u, NULL, 0) == 0)
                 spw_log(SPW_LOG_WARN, "dispatcher", "client expired job=%llu rank=%d silent_ms>%lld",
                         (unsigned long long)ids[i], ranks[i], (long long)s->o.client_timeout_ms);
         }
@@ -69,7 +75,7 @@ static void *timer_main(void *arg)
             struct disp_job_info ji;
             disp_state_job(s->st, ids[i], &ji);
             struct disp_update u = {.kind = DISP_REMOVE_JOB, .job = ids[i], .now_ms = now};
-            if (disp_state_apply(s->st, &u, NULL, 0) != 0)
+            if (disp_commit(s, &u, NULL, 0) != 0)
                 continue;
             disp_forget_job(s, ids[i]);
             spw_log(SPW_LOG_INFO, "dispatcher", "job removed job=%llu state=%s ended_ms_ago=%lld",
@@ -89,8 +95,6 @@ int disp_service_create(const struct disp_service_opts *o, struct disp_service *
     s->o = *o;
     if (s->o.default_split_size <= 0)
         s->o.default_split_size = 64;
-    s->next_worker = 1;
-    s->next_job = 1;
     struct disp_limits lim = {.max_jobs = o->max_jobs, .history = o->job_history,
                               .max_jobs_per_client = o->max_jobs_per_client};
     int rc = disp_state_create(&lim, &s->st);
@@ -185,20 +189,17 @@ int disp_register_worker(void *svc, const uint8_t *req, size_t len, uint8_t **re
         return SPW_RPC_INVALID_ARGUMENT;
     }
     pthread_mutex_lock(&s->mu);
-    uint64_t id = r->worker_id ? r->worker_id : s->next_worker++;
-    if (id >= s->next_worker)
-        s->next_worker = id + 1;
-    struct disp_update u = {.kind = DISP_REGISTER_WORKER, .worker = id, .address = address,
+    struct disp_update u = {.kind = DISP_REGISTER_WORKER, .worker = r->worker_id, .address = address,
                             .threads = r->threads, .now_ms = spw_now_ms()};
-    int rc = disp_state_apply(s->st, &u, msg, msglen);
+    int rc = disp_commit(s, &u, msg, msglen);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
         status = disp_status_of(rc);
     } else {
         spw_log(SPW_LOG_INFO, "dispatcher", "worker registered worker=%llu address=%s advertised=%s threads=%d",
-                (unsigned long long)id, address, r->address, r->threads);
+                (unsigned long long)u.worker, address, r->address, r->threads);
         Spillway__V1__RegisterWorkerResponse out = SPILLWAY__V1__REGISTER_WORKER_RESPONSE__INIT;
-        out.worker_id = id;
+        out.worker_id = u.worker;
         out.address = address;
         out.heartbeat_interval_ms = s->o.heartbeat_interval_ms;
         status = disp_pack(&out.base, resp, resp_len, msg, msglen);
@@ -223,7 +224,7 @@ static void note_refusal(struct disp_service *s, uint64_t worker, const Spillway
             return;
     }
     struct disp_update u = {.kind = DISP_WORKER_REFUSES, .job = r->job, .worker = worker, .reason = r->reason};
-    if (disp_state_apply(s->st, &u, NULL, 0) == 0)
+    if (disp_commit(s, &u, NULL, 0) == 0)
         spw_log(SPW_LOG_WARN, "dispatcher", "worker cannot serve worker=%llu job=%llu reason=\"%.255s\"",
                 (unsigned long long)worker, (unsigned long long)r->job, r->reason);
 }
@@ -239,7 +240,7 @@ int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     int status = SPW_RPC_OK, n = 0;
     pthread_mutex_lock(&s->mu);
     struct disp_update u = {.kind = DISP_WORKER_HEARTBEAT, .worker = r->worker_id, .now_ms = spw_now_ms()};
-    int rc = disp_state_apply(s->st, &u, msg, msglen);
+    int rc = disp_commit(s, &u, msg, msglen);
     if (rc) {
         status = rc == -ENOENT ? SPW_RPC_NOT_FOUND : disp_status_of(rc);      /* NOT_FOUND: register again */
         goto out;
@@ -522,8 +523,7 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
         char client[DISP_CLIENT_MAX + 1];
         spw_rpc_peer_host(spw_rpc_current_peer(), client, sizeof client);    /* "" when not an IP */
         pthread_mutex_lock(&s->mu);
-        job = s->next_job++;
-        struct disp_update u = {.kind = DISP_CREATE_JOB, .job = job, .pipeline = pipe_bytes, .pipeline_len = plen,
+        struct disp_update u = {.kind = DISP_CREATE_JOB, .pipeline = pipe_bytes, .pipeline_len = plen,
                                 .manifest_hash = src->manifest_hash, .n_samples = src->n,
                                 .split_size = split_size, .epochs = spec->source.epochs, .cut = cut,
                                 .world_size = world, .max_workers = r->max_workers, .now_ms = spw_now_ms(),
@@ -543,7 +543,8 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
             pthread_mutex_lock(&s->mu);
             u.kind = 0;
         }
-        rc = u.kind ? disp_state_apply(s->st, &u, msg, msglen) : 0;
+        rc = u.kind ? disp_commit(s, &u, msg, msglen) : 0;
+        job = u.kind ? u.job : job;
         pthread_mutex_unlock(&s->mu);
         if (rc) {
             status = disp_status_of(rc);
@@ -563,12 +564,12 @@ int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, s
     pthread_mutex_lock(&s->mu);
     struct disp_update hb = {.kind = DISP_CLIENT_HEARTBEAT, .job = job, .rank = r->rank,
                              .incarnation = r->incarnation ? r->incarnation : 1, .now_ms = spw_now_ms()};
-    rc = disp_state_apply(s->st, &hb, msg, msglen);
+    rc = disp_commit(s, &hb, msg, msglen);
     if (rc == 0 && r->resume) {
         struct disp_update ru = {.kind = DISP_CLIENT_RESUME, .job = job, .rank = r->rank,
                                  .epoch = r->resume->epoch, .splits = r->resume->done_splits,
                                  .n_splits = r->resume->n_done_splits, .now_ms = spw_now_ms()};
-        rc = disp_state_apply(s->st, &ru, msg, msglen);
+        rc = disp_commit(s, &ru, msg, msglen);
     }
     if (rc == 0)
         rc = disp_state_job(s->st, job, &ji);
@@ -630,11 +631,11 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
     pthread_mutex_lock(&s->mu);
     struct disp_update hb = {.kind = DISP_CLIENT_HEARTBEAT, .job = r->job, .rank = r->rank,
                              .incarnation = r->incarnation, .now_ms = spw_now_ms()};
-    int rc = disp_state_apply(s->st, &hb, msg, msglen);
+    int rc = disp_commit(s, &hb, msg, msglen);
     for (size_t i = 0; rc == 0 && i < r->n_acked; i++) {
         struct disp_update a = {.kind = DISP_ACK, .job = r->job, .epoch = r->acked[i]->epoch,
                                 .split = r->acked[i]->split, .now_ms = hb.now_ms};
-        rc = disp_state_apply(s->st, &a, msg, msglen);
+        rc = disp_commit(s, &a, msg, msglen);
     }
     struct disp_job_info ji;
     if (rc == 0)
@@ -665,7 +666,7 @@ int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **r
          * than after its timeout. */
         struct disp_update bye = {.kind = DISP_CLIENT_EXPIRED, .job = r->job, .rank = r->rank,
                                   .now_ms = hb.now_ms};
-        if (disp_state_apply(s->st, &bye, NULL, 0) == 0)
+        if (disp_commit(s, &bye, NULL, 0) == 0)
             spw_log(SPW_LOG_INFO, "dispatcher", "client closed job=%llu rank=%d", (unsigned long long)r->job,
                     r->rank);
     }
@@ -735,7 +736,7 @@ int disp_lease_split(void *svc, const uint8_t *req, size_t len, uint8_t **resp, 
             break;
         struct disp_update u = {.kind = DISP_LEASE, .job = r->job, .producer = producer, .epoch = l.epoch,
                                 .split = l.split, .generation = l.generation, .now_ms = now};
-        if (disp_state_apply(s->st, &u, msg, msglen) != 0) {
+        if (disp_commit(s, &u, msg, msglen) != 0) {
             status = SPW_RPC_INTERNAL;
             goto out;
         }

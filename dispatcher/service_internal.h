@@ -51,7 +51,6 @@ struct disp_service {
     uint64_t replan_job;
     int replan_reason;
     pthread_t replan_tid;
-    uint64_t next_worker, next_job;
     bool stopping;
     pthread_t timer;
 };
@@ -60,6 +59,10 @@ struct disp_service {
  * with job 0 all or the first max; malloc'd arrays, free with disp_free_addresses. Call with mu held. */
 size_t disp_alive_workers(struct disp_service *s, uint64_t job, int max, Spillway__V1__WorkerAddress ***out);
 void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n);
+/* The only way the service changes its state: a durable update (disp_update_durable) goes to the journal
+ * first (there is none yet: issue 17 adds it here), then every update is applied; ids the state allocates
+ * are written back into *u. Returns disp_state_apply's code. Call with mu held. */
+int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t errlen);
 /* Forget what the service keeps beside the state about a job that left the table (its plan goes at the next
  * disp_maybe_replan). Call with mu held. */
 void disp_forget_job(struct disp_service *s, uint64_t job);

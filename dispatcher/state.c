@@ -66,6 +66,7 @@ struct disp_state {
     int n_jobs;
     struct disp_job_info *ended;    /* a ring of the last lim.history removed jobs' summaries */
     int n_ended, ended_next;
+    uint64_t next_worker, next_job; /* the next ids to give (never reused) */
 };
 
 
@@ -83,6 +84,7 @@ int disp_state_create(const struct disp_limits *limits, struct disp_state **out)
     if (s->lim.max_pipeline_bytes == 0) s->lim.max_pipeline_bytes = 1 << 20;
     if (s->lim.history <= 0) s->lim.history = 256;
     if (s->lim.max_jobs_per_client <= 0) s->lim.max_jobs_per_client = 64;
+    s->next_worker = s->next_job = 1;
     s->workers = calloc((size_t)s->lim.max_workers, sizeof *s->workers);
     s->jobs = calloc((size_t)s->lim.max_jobs, sizeof *s->jobs);
     s->ended = calloc((size_t)s->lim.history, sizeof *s->ended);
@@ -260,9 +262,9 @@ static void remove_job(struct disp_state *s, int i)
     s->n_jobs--;
 }
 
-static int apply_create_job(struct disp_state *s, const struct disp_update *u, char *err, size_t errlen)
+static int apply_create_job(struct disp_state *s, struct disp_update *u, char *err, size_t errlen)
 {
-    if (find_job(s, u->job))
+    if (u->job && find_job(s, u->job))
         return spw_fail(err, errlen, -EEXIST, "job %llu exists", (unsigned long long)u->job);
     const char *client = u->client ? u->client : "";
     int live = 0, mine = 0;
@@ -294,7 +296,7 @@ static int apply_create_job(struct disp_state *s, const struct disp_update *u, c
         return spw_fail(err, errlen, SPW_ETOOBIG, "%lld splits per epoch exceed the cap of %lld", (long long)splits,
                     (long long)s->lim.max_splits_per_epoch);
     struct job j = {0};
-    j.id = u->job;
+    j.id = u->job ? u->job : s->next_job;
     j.manifest_hash = u->manifest_hash;
     j.n_samples = u->n_samples;
     j.epochs = u->epochs;
@@ -329,6 +331,9 @@ static int apply_create_job(struct disp_state *s, const struct disp_update *u, c
         remove_job(s, oldest);              /* there is one: fewer than max_jobs are unfinished */
     }
     s->jobs[s->n_jobs++] = j;
+    u->job = j.id;
+    if (j.id >= s->next_job)
+        s->next_job = j.id + 1;
     return 0;
 }
 
@@ -459,17 +464,35 @@ static int apply_refuses(struct disp_state *s, const struct disp_update *u, char
     return 0;
 }
 
-int disp_state_apply(struct disp_state *s, const struct disp_update *u, char *err, size_t errlen)
+bool disp_update_durable(const struct disp_state *s, const struct disp_update *u)
+{
+    switch (u->kind) {
+    case DISP_WORKER_HEARTBEAT:
+    case DISP_WORKER_DEAD:
+    case DISP_CLIENT_EXPIRED:
+    case DISP_LEASE:
+        return false;
+    case DISP_CLIENT_HEARTBEAT:
+        return u->incarnation != disp_state_client_incarnation(s, u->job, u->rank);
+    default:
+        return true;
+    }
+}
+
+int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, size_t errlen)
 {
     struct worker *w;
     struct job *j;
     switch (u->kind) {
     case DISP_REGISTER_WORKER:
-        if ((w = find_worker(s, u->worker)) == NULL) {
+        if ((w = u->worker ? find_worker(s, u->worker) : NULL) == NULL) {
             if (s->n_workers >= s->lim.max_workers)
                 return spw_fail(err, errlen, SPW_ETOOBIG, "too many workers (cap %d)", s->lim.max_workers);
             w = &s->workers[s->n_workers++];
-            w->id = u->worker;
+            w->id = u->worker ? u->worker : s->next_worker;
+            u->worker = w->id;
+            if (w->id >= s->next_worker)
+                s->next_worker = w->id + 1;
         }
         snprintf(w->address, sizeof w->address, "%s", u->address ? u->address : "");
         w->threads = u->threads;

@@ -16,12 +16,15 @@
 
 enum disp_split_state { DISP_SPLIT_PENDING = 0, DISP_SPLIT_LEASED = 1, DISP_SPLIT_ACKED = 2 };
 
+/* Durable updates change what a trainer sees or an id a peer holds and go to the journal before they are
+ * applied; soft ones are rebuilt after a restart by the peers themselves (heartbeats, timeouts, re-leasing:
+ * generations and the client's dedupe make a split leased twice safe). disp_update_durable says which. */
 enum disp_update_kind {
-    DISP_REGISTER_WORKER = 1,   /* worker, address, threads, now */
-    DISP_WORKER_HEARTBEAT,      /* worker, now */
-    DISP_WORKER_DEAD,           /* worker: its leases go back to pending with a new generation */
-    DISP_CREATE_JOB,            /* job, pipeline, manifest_hash, n_samples, split_size, epochs, cut, world_size,
-                                   max_workers, now */
+    DISP_REGISTER_WORKER = 1,   /* worker (0: a new id, written back), address, threads, now. Durable */
+    DISP_WORKER_HEARTBEAT,      /* worker, now. Soft */
+    DISP_WORKER_DEAD,           /* worker: its leases go back to pending with a new generation. Soft */
+    DISP_CREATE_JOB,            /* job (0: a new id, written back), pipeline, manifest_hash, n_samples, split_size,
+                                   epochs, cut, world_size, max_workers, name, client, now. Durable */
     DISP_CLIENT_HEARTBEAT,      /* job, rank, incarnation, now: a new incarnation fences the old one */
     DISP_CLIENT_EXPIRED,        /* job, rank, now: its leases (as a producer) are released; the job pauses
                                    when no rank is left */
@@ -114,8 +117,13 @@ int disp_state_create(const struct disp_limits *limits, struct disp_state **out)
 void disp_state_destroy(struct disp_state *s);
 
 /* Apply one update. Returns 0, or a negative code with the reason in err (unknown worker or job, a lease that
- * does not match the split's state, a cap exceeded); a refused update changes nothing. */
-int disp_state_apply(struct disp_state *s, const struct disp_update *u, char *err, size_t errlen);
+ * does not match the split's state, a cap exceeded); a refused update changes nothing. Ids are allocated
+ * here, in order, so that replaying the same updates rebuilds them: a worker or job id of 0 gets the next
+ * one, written back into *u; an explicit id moves the next ones past it. */
+int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, size_t errlen);
+/* Whether u must reach the journal before it is applied (see enum disp_update_kind): every kind marked
+ * durable, and a client heartbeat that brings a new incarnation (it fences the old one). */
+bool disp_update_durable(const struct disp_state *s, const struct disp_update *u);
 
 /* Which split `producer` should lease next in `job` (the update to apply is built from *out). Returns 1 with
  * a lease, 0 when nothing is available now (all leased or acked, or the job paused), -ENOENT for an unknown

@@ -597,6 +597,62 @@ START_TEST(test_state_caps_unfinished_jobs_per_client_host)
 }
 END_TEST
 
+START_TEST(test_state_allocates_ids_so_that_replay_rebuilds_them)
+{
+    struct disp_update reg = {.kind = DISP_REGISTER_WORKER, .address = "127.0.0.1:1", .threads = 1};
+    apply_ok(reg);                          /* apply_ok applies a copy: ids below come from the state */
+    ck_assert_int_eq(disp_state_worker_count(S), 1);
+    struct disp_update log[4] = {
+        {.kind = DISP_REGISTER_WORKER, .address = "127.0.0.1:2", .threads = 1},
+        {.kind = DISP_REGISTER_WORKER, .worker = 7, .address = "127.0.0.1:3", .threads = 1},  /* an old id back */
+        {.kind = DISP_CREATE_JOB, .n_samples = 10, .split_size = 5, .epochs = 1, .world_size = 1,
+         .pipeline = (const uint8_t *)"p", .pipeline_len = 1},
+        {.kind = DISP_REGISTER_WORKER, .address = "127.0.0.1:4", .threads = 1},
+    };
+    struct disp_update replayed[4];
+    memcpy(replayed, log, sizeof log);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(disp_state_apply(S, &log[i], err, sizeof err), 0);
+    ck_assert_uint_eq(log[0].worker, 2);
+    ck_assert_uint_eq(log[1].worker, 7);
+    ck_assert_uint_eq(log[2].job, 1);
+    ck_assert_uint_eq(log[3].worker, 8);    /* never an id given before, nor one below a known one */
+    /* Replaying the updates as journaled (ids 0 where they were asked for) gives the same ids. */
+    struct disp_state *r;
+    ck_assert_int_eq(disp_state_create(NULL, &r), 0);
+    struct disp_update first = {.kind = DISP_REGISTER_WORKER, .address = "127.0.0.1:1", .threads = 1};
+    ck_assert_int_eq(disp_state_apply(r, &first, err, sizeof err), 0);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(disp_state_apply(r, &replayed[i], err, sizeof err), 0);
+        ck_assert_uint_eq(replayed[i].worker, log[i].worker);
+        ck_assert_uint_eq(replayed[i].job, log[i].job);
+    }
+    disp_state_destroy(r);
+}
+END_TEST
+
+START_TEST(test_state_marks_updates_durable_or_soft)
+{
+    worker(1, 0);
+    job(9, 64, 64, 1, 1);
+    struct disp_update u = {.kind = DISP_WORKER_HEARTBEAT, .worker = 1};
+    ck_assert(!disp_update_durable(S, &u));
+    u.kind = DISP_LEASE;
+    ck_assert(!disp_update_durable(S, &u));
+    u.kind = DISP_ACK;
+    ck_assert(disp_update_durable(S, &u));
+    u.kind = DISP_CREATE_JOB;
+    ck_assert(disp_update_durable(S, &u));
+    /* A client heartbeat is durable only when it brings a new incarnation (it fences the old client). */
+    struct disp_update hb = {.kind = DISP_CLIENT_HEARTBEAT, .job = 9, .rank = 0, .incarnation = 5};
+    ck_assert(disp_update_durable(S, &hb));
+    apply_ok(hb);
+    ck_assert(!disp_update_durable(S, &hb));
+    hb.incarnation = 6;
+    ck_assert(disp_update_durable(S, &hb));
+}
+END_TEST
+
 START_TEST(test_state_replay_rebuilds_the_same_state)
 {
     enum { CAP = 4000 };
@@ -645,6 +701,8 @@ int main(void)
     tcase_add_test(tc, test_state_refusing_worker_loses_the_job_and_its_place);
     tcase_add_test(tc, test_state_ended_jobs_leave_the_table_into_a_bounded_history);
     tcase_add_test(tc, test_state_caps_unfinished_jobs_per_client_host);
+    tcase_add_test(tc, test_state_allocates_ids_so_that_replay_rebuilds_them);
+    tcase_add_test(tc, test_state_marks_updates_durable_or_soft);
     tcase_add_test(tc, test_state_replay_rebuilds_the_same_state);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
