@@ -63,6 +63,9 @@ void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n);
  * first (there is none yet: issue 17 adds it here), then every update is applied; ids the state allocates
  * are written back into *u. Returns disp_state_apply's code. Call with mu held. */
 int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t errlen);
+/* SPW_RPC_OK when a peer (who: "this worker", "this client") speaks this dispatcher's protocol version,
+ * else FAILED_PRECONDITION with a message naming both versions and builds. */
+int disp_check_protocol(const char *who, uint32_t version, const char *build, char *msg, size_t msglen);
 /* Forget what the service keeps beside the state about a job that left the table (its plan goes at the next
  * disp_maybe_replan). Call with mu held. */
 void disp_forget_job(struct disp_service *s, uint64_t job);

@@ -1,0 +1,340 @@
+/* dispatcher/create_job.c - the CreateJob handler, in the steps a call goes through: validate the request
+ * (protocol, rank, spec, name), find the job it joins (by id, by its checkpoint's job, by name), plan a new
+ * one (cut -2: the workers are profiled, or the client is told to run alone), create it or check the join,
+ * then attach the client (its incarnation, its resume point) and reply. Each step either passes or answers
+ * the call with a status. Thread model: runs on its own thread per call (a slow method); takes the service
+ * lock only around state access, never while listing a source or calling workers. */
+#include "dispatcher/service_internal.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "lib/rpc.h"
+#include "pipeline/element_size.h"
+#include "pipeline/fusion.h"
+#include "pipeline/plan_proto.h"
+#include "pipeline/source.h"
+#include "pipeline/spec.h"
+#include "pipeline/spec_proto.h"
+#include "pipeline/wire.h"
+
+#define CUT_PLAN (-2)
+#define NAME_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-"
+
+struct call {                       /* one CreateJob call's working state */
+    const Spillway__V1__CreateJobRequest *r;
+    int world;
+    struct spw_pipeline_spec *spec;
+    struct spw_group groups[256];
+    int n_groups, cut;
+    uint64_t job;                   /* the job joined or created (0 until known) */
+    Spillway__V1__Plan *plan;       /* when planned here */
+    struct disp_profiles *profiles; /* the plan's workers' profiles, until disp_remember_plan takes them */
+    int alive_at_plan;
+    bool answered;                  /* a step sent the reply itself (the client runs the job alone) */
+};
+
+/* Answer a rank of a named job another rank of which was told to run in its client: the same plan. Returns
+ * SPW_RPC_NOT_FOUND (nothing sent) when there is no such decision. */
+static int reply_named_local(struct disp_service *s, const Spillway__V1__CreateJobRequest *r, int n_groups,
+                             uint8_t **resp, size_t *resp_len, char *msg, size_t msglen)
+{
+    Spillway__V1__Plan *same = disp_named_local_plan(s, r->job_name);
+    if (!same)
+        return SPW_RPC_NOT_FOUND;
+    Spillway__V1__CreateJobResponse out = SPILLWAY__V1__CREATE_JOB_RESPONSE__INIT;
+    out.groups = n_groups;
+    out.plan = same;
+    spw_log(SPW_LOG_INFO, "dispatcher", "no offload for rank %d of job name \"%s\", as planned for another rank "
+            "why=\"%s\"", r->rank, r->job_name, same->why);
+    int status = disp_pack(&out.base, resp, resp_len, msg, msglen);
+    spillway__v1__plan__free_unpacked(same, NULL);
+    return status;
+}
+
+/* A client may join job `job` only with the job's own pipeline, dataset listing and world. */
+static int check_join(struct disp_service *s, uint64_t job, const Spillway__V1__CreateJobRequest *r, int world,
+                      char *msg, size_t msglen)
+{
+    struct disp_job_info ji;
+    size_t have_len = 0;
+    pthread_mutex_lock(&s->mu);
+    int rc = disp_state_job(s->st, job, &ji);
+    const uint8_t *have = rc == 0 ? disp_state_job_pipeline(s->st, job, &have_len) : NULL;
+    const size_t want_len = spillway__v1__pipeline__get_packed_size(r->pipeline);
+    uint8_t *want = have ? malloc(want_len ? want_len : 1) : NULL;
+    bool same = want && spillway__v1__pipeline__pack(r->pipeline, want) == have_len &&
+                !memcmp(want, have, have_len);
+    pthread_mutex_unlock(&s->mu);
+    free(want);
+    if (rc != 0)
+        return snprintf(msg, msglen, "job %llu: no such job", (unsigned long long)job), SPW_RPC_NOT_FOUND;
+    if (ji.finished && !r->resume)
+        return snprintf(msg, msglen, "job %llu has finished", (unsigned long long)job), SPW_RPC_FAILED_PRECONDITION;
+    if (!same)
+        return snprintf(msg, msglen, "job %llu%s%s%s runs another pipeline: ranks of one job must send the same "
+                        "spec", (unsigned long long)job, ji.name[0] ? " (\"" : "", ji.name, ji.name[0] ? "\")" : ""),
+               SPW_RPC_FAILED_PRECONDITION;
+    if (ji.world_size != world)
+        return snprintf(msg, msglen, "job %llu has a world of %d ranks, this client says %d",
+                        (unsigned long long)job, ji.world_size, world), SPW_RPC_FAILED_PRECONDITION;
+    if (r->split_size > 0 && r->split_size != ji.split_size)
+        return snprintf(msg, msglen, "job %llu uses splits of %d samples, this client asks for %d",
+                        (unsigned long long)job, ji.split_size, r->split_size), SPW_RPC_FAILED_PRECONDITION;
+    return SPW_RPC_OK;
+}
+
+/* Elements travel one per message at most: refuse a cut whose elements the spec makes too big to send. */
+static int check_element_size(const struct spw_pipeline_spec *spec, const struct spw_group *groups, int cut,
+                              char *msg, size_t msglen)
+{
+    int64_t bytes;
+    int op;
+    const int n_ops = cut > 0 ? groups[cut - 1].first + groups[cut - 1].count : 0;
+    if (!spw_element_fixed_bytes(spec, n_ops, &bytes, &op) || bytes <= (int64_t)SPW_WIRE_MAX_ELEMENT_BYTES)
+        return SPW_RPC_OK;
+    snprintf(msg, msglen, "ops[%d] (%s) makes elements of %lld bytes at cut %d, over the %zu-byte message cap: "
+             "a smaller size, or an earlier cut", op, spw_op_name(spec->ops[op].kind), (long long)bytes, cut,
+             SPW_WIRE_MAX_ELEMENT_BYTES);
+    return SPW_RPC_INVALID_ARGUMENT;
+}
+
+
+/* Step 1: what the request says must make sense on its own. */
+static int validate(struct call *c, char *msg, size_t msglen)
+{
+    const Spillway__V1__CreateJobRequest *r = c->r;
+    int status = disp_check_protocol("this client", r->protocol_version, r->build, msg, msglen);
+    if (status != SPW_RPC_OK)
+        return status;
+    if (r->rank < 0 || r->rank >= c->world)
+        return snprintf(msg, msglen, "rank %d is outside the world of %d", r->rank, c->world), SPW_RPC_INVALID_ARGUMENT;
+    if (r->max_workers < 0)
+        return snprintf(msg, msglen, "max_workers %d: use 0 (every worker) or a positive count", r->max_workers),
+               SPW_RPC_INVALID_ARGUMENT;
+    if (!r->pipeline)
+        return snprintf(msg, msglen, "pipeline: required"), SPW_RPC_INVALID_ARGUMENT;
+    if (spw_spec_from_proto(r->pipeline, &c->spec, msg, msglen) != 0)
+        return SPW_RPC_INVALID_ARGUMENT;
+    if (strlen(r->job_name) > DISP_JOB_NAME_MAX || strspn(r->job_name, NAME_CHARS) != strlen(r->job_name))
+        return snprintf(msg, msglen, "job_name: at most %d of A-Z a-z 0-9 . _ : - (got \"%.40s\")",
+                        DISP_JOB_NAME_MAX, r->job_name), SPW_RPC_INVALID_ARGUMENT;
+    if ((r->cut < -1 && r->cut != CUT_PLAN) || (r->cut == CUT_PLAN && !r->job_name[0] && !r->resume && r->job))
+        return snprintf(msg, msglen, "cut %d: use -1 (default), -2 (plan it, new jobs only) or a group boundary",
+                        r->cut), SPW_RPC_INVALID_ARGUMENT;
+    c->n_groups = spw_fusion_groups(c->spec, c->groups);
+    c->cut = r->cut < 0 ? c->n_groups : r->cut;
+    return SPW_RPC_OK;
+}
+
+/* Step 2: the job this client joins: the one it names by id; the one its checkpoint was taken in (one rank
+ * of several rejoins it even when finished, producing its missing rest itself: the other ranks are done
+ * with it; a lone trainer gets a new job when it finished); the named one; else none (a new one). */
+static void find_job(struct disp_service *s, struct call *c)
+{
+    const Spillway__V1__CreateJobRequest *r = c->r;
+    struct disp_job_info ji;
+    char ignored[256];
+    c->job = r->job;
+    pthread_mutex_lock(&s->mu);
+    if (!c->job && r->resume && r->resume->job && disp_state_job(s->st, r->resume->job, &ji) == 0 &&
+        (!ji.finished || c->world > 1))
+        c->job = r->resume->job;
+    pthread_mutex_unlock(&s->mu);
+    if (c->job && !r->job && check_join(s, c->job, r, c->world, ignored, sizeof ignored) != SPW_RPC_OK)
+        c->job = 0;     /* not that job any more (a restarted dispatcher numbers jobs anew) */
+    pthread_mutex_lock(&s->mu);
+    if (!c->job && r->job_name[0])
+        c->job = disp_state_named_job(s->st, r->job_name);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Step 3: a new job with cut -2 is planned: its cut, or no job at all when offloading does not pay (answered
+ * here: the client runs it alone). */
+static int plan(struct disp_service *s, struct call *c, uint8_t **resp, size_t *resp_len, char *msg, size_t msglen)
+{
+    const Spillway__V1__CreateJobRequest *r = c->r;
+    if (r->cut != CUT_PLAN || c->job)
+        return SPW_RPC_OK;
+    if (!r->client)
+        return snprintf(msg, msglen, "cut -2 (plan it) needs the client's facts"), SPW_RPC_INVALID_ARGUMENT;
+    /* Another rank of this named job was told to run in its client: so is this one (one rank in-process and
+     * another on the service would leave the service job's rank unserved). */
+    const bool named = r->job_name[0] && c->world > 1;
+    int status;
+    if (named && (status = reply_named_local(s, r, c->n_groups, resp, resp_len, msg, msglen)) != SPW_RPC_NOT_FOUND) {
+        c->answered = true;
+        return status;
+    }
+    if ((status = disp_plan_new_job(s, r, c->n_groups, &c->cut, &c->plan, &c->alive_at_plan, &c->profiles, msg,
+                                    msglen)) != SPW_RPC_OK)
+        return status;
+    if (c->plan->offload)
+        return SPW_RPC_OK;
+    if (named && !disp_remember_named_local(s, r->job_name, c->plan)) {
+        /* Another rank created the named job while this one planned: join it. */
+        spw_plan_proto_free(c->plan);
+        c->plan = NULL;
+        c->cut = c->n_groups;
+        pthread_mutex_lock(&s->mu);
+        c->job = disp_state_named_job(s->st, r->job_name);
+        pthread_mutex_unlock(&s->mu);
+        return SPW_RPC_OK;
+    }
+    /* Offloading does not pay: no job on the service; the client runs it alone. */
+    Spillway__V1__CreateJobResponse out = SPILLWAY__V1__CREATE_JOB_RESPONSE__INIT;
+    out.groups = c->n_groups;
+    out.plan = c->plan;
+    spw_log(SPW_LOG_INFO, "dispatcher", "planned: no offload why=\"%s\"", c->plan->why);
+    c->answered = true;
+    return disp_pack(&out.base, resp, resp_len, msg, msglen);
+}
+
+/* Step 4: the job joined must take this client; a new one is created (its source listed outside the lock:
+ * a big folder takes time). */
+static int create(struct disp_service *s, struct call *c, uint8_t **resp, size_t *resp_len, char *msg,
+                  size_t msglen)
+{
+    const Spillway__V1__CreateJobRequest *r = c->r;
+    if (c->cut > c->n_groups)
+        return snprintf(msg, msglen, "cut %d is past the pipeline's %d fusion groups", c->cut, c->n_groups),
+               SPW_RPC_INVALID_ARGUMENT;
+    int status = check_element_size(c->spec, c->groups, c->cut, msg, msglen);
+    if (status != SPW_RPC_OK)
+        return status;
+    const int split_size = r->split_size > 0 ? r->split_size : s->o.default_split_size;
+    if (split_size > 65536)
+        return snprintf(msg, msglen, "split_size %d is above 65536", split_size), SPW_RPC_INVALID_ARGUMENT;
+    if (c->job)
+        return check_join(s, c->job, r, c->world, msg, msglen);
+    struct spw_source *src = NULL;
+    if (spw_source_open(&c->spec->source, &src, msg, msglen) != 0)
+        return SPW_RPC_FAILED_PRECONDITION;
+    size_t plen;
+    uint8_t *pipe_bytes = disp_pack_keep(&r->pipeline->base, &plen);
+    char client[DISP_CLIENT_MAX + 1];
+    spw_rpc_peer_host(spw_rpc_current_peer(), client, sizeof client);    /* "" when not an IP */
+    struct disp_update u = {.kind = DISP_CREATE_JOB, .pipeline = pipe_bytes, .pipeline_len = plen,
+                            .manifest_hash = src->manifest_hash, .n_samples = src->n, .split_size = split_size,
+                            .epochs = c->spec->source.epochs, .cut = c->cut, .world_size = c->world,
+                            .max_workers = r->max_workers, .now_ms = spw_now_ms(), .name = r->job_name,
+                            .client = client, .first_epoch = r->resume ? (int64_t)r->resume->epoch : 0};
+    int rc = 0;
+    uint64_t named = 0;
+    bool told_local = false;
+    pthread_mutex_lock(&s->mu);
+    if (!pipe_bytes) {
+        snprintf(msg, msglen, "out of memory");
+        status = SPW_RPC_RESOURCE_EXHAUSTED;
+    } else if (c->world > 1 && r->job_name[0] && disp_named_local_locked(s, r->job_name)) {
+        told_local = true;              /* another rank was told to run in its client meanwhile */
+    } else if ((named = disp_state_named_job(s->st, r->job_name)) == 0) {
+        rc = disp_commit(s, &u, msg, msglen);
+        c->job = u.job;
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(pipe_bytes);
+    if (told_local) {
+        spw_source_close(src);
+        c->answered = true;
+        return reply_named_local(s, r, c->n_groups, resp, resp_len, msg, msglen);
+    }
+    if (status == SPW_RPC_OK && named) {    /* another rank created it meanwhile (planning runs unlocked) */
+        spw_source_close(src);
+        return check_join(s, c->job = named, r, c->world, msg, msglen);
+    }
+    if (status == SPW_RPC_OK && rc)
+        status = disp_status_of(rc);
+    if (status == SPW_RPC_OK) {
+        if (c->plan) {
+            disp_remember_plan(s, c->job, c->plan, r->client, c->alive_at_plan, c->profiles);
+            c->profiles = NULL;
+        }
+        spw_log(SPW_LOG_INFO, "dispatcher", "job created job=%llu samples=%lld manifest=%016llx cut=%d/%d "
+                "split_size=%d epochs=%lld world=%d name=\"%s\" first_epoch=%lld path=\"%s\"",
+                (unsigned long long)c->job, (long long)src->n, (unsigned long long)src->manifest_hash, c->cut,
+                c->n_groups, split_size, (long long)c->spec->source.epochs, c->world, r->job_name,
+                (long long)u.first_epoch, c->spec->source.path);
+    }
+    spw_source_close(src);
+    return status;
+}
+
+/* Step 5: the client is attached to the job (its incarnation fences an older one; a resumed rank's
+ * delivered splits count as acked) and told the job, its cut and the workers to stream from. */
+static int attach_and_reply(struct disp_service *s, struct call *c, uint8_t **resp, size_t *resp_len, char *msg,
+                            size_t msglen)
+{
+    const Spillway__V1__CreateJobRequest *r = c->r;
+    Spillway__V1__WorkerAddress **workers = NULL;
+    size_t n_workers = 0;
+    struct disp_job_info ji;
+    pthread_mutex_lock(&s->mu);
+    struct disp_update hb = {.kind = DISP_CLIENT_HEARTBEAT, .job = c->job, .rank = r->rank,
+                             .incarnation = r->incarnation ? r->incarnation : 1, .now_ms = spw_now_ms()};
+    int rc = disp_commit(s, &hb, msg, msglen);
+    if (rc == 0 && r->resume) {
+        struct disp_update ru = {.kind = DISP_CLIENT_RESUME, .job = c->job, .rank = r->rank,
+                                 .epoch = r->resume->epoch, .splits = r->resume->done_splits,
+                                 .n_splits = r->resume->n_done_splits, .now_ms = spw_now_ms()};
+        rc = disp_commit(s, &ru, msg, msglen);
+    }
+    if (rc == 0)
+        rc = disp_state_job(s->st, c->job, &ji);
+    if (rc == 0 && !ji.client_only)
+        n_workers = disp_alive_workers(s, ji.id, ji.max_workers, &workers);
+    pthread_mutex_unlock(&s->mu);
+    if (rc)
+        return disp_status_of(rc);
+    Spillway__V1__CreateJobResponse out = SPILLWAY__V1__CREATE_JOB_RESPONSE__INIT;
+    out.job = c->job;
+    out.manifest_hash = ji.manifest_hash;
+    out.samples = ji.n_samples;
+    out.cut = ji.cut;
+    out.split_size = ji.split_size;
+    out.splits_per_epoch = ji.splits_per_epoch;
+    out.n_workers = n_workers;
+    out.workers = workers;
+    out.groups = c->n_groups;
+    out.plan = c->plan;
+    out.open_epoch = ji.epoch;
+    if (r->resume || r->job || r->job_name[0])
+        spw_log(SPW_LOG_INFO, "dispatcher", "client joined job=%llu rank=%d resume_epoch=%lld open_epoch=%lld",
+                (unsigned long long)c->job, r->rank, r->resume ? (long long)r->resume->epoch : -1LL,
+                (long long)ji.epoch);
+    const int status = disp_pack(&out.base, resp, resp_len, msg, msglen);
+    disp_free_addresses(workers, n_workers);
+    return status;
+}
+
+static int create_job(void *svc, const ProtobufCMessage *req, uint8_t **resp, size_t *resp_len, char *msg,
+                      size_t msglen)
+{
+    struct disp_service *s = svc;
+    const Spillway__V1__CreateJobRequest *r = (const Spillway__V1__CreateJobRequest *)req;
+    struct call c = {.r = r, .world = r->world_size > 0 ? r->world_size : 1};
+    int status = validate(&c, msg, msglen);
+    if (status == SPW_RPC_OK)
+        find_job(s, &c);
+    if (status == SPW_RPC_OK)
+        status = plan(s, &c, resp, resp_len, msg, msglen);
+    if (status == SPW_RPC_OK && !c.answered)
+        status = create(s, &c, resp, resp_len, msg, msglen);
+    if (status == SPW_RPC_OK && !c.answered)
+        status = attach_and_reply(s, &c, resp, resp_len, msg, msglen);
+    spw_plan_proto_free(c.plan);
+    free(c.profiles);
+    spw_spec_free(c.spec);
+    return status;
+}
+
+int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                    size_t msglen)
+{
+    return disp_unary(svc, &spillway__v1__create_job_request__descriptor, create_job, req, len, resp, resp_len, msg,
+                      msglen);
+}
