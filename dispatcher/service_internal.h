@@ -66,6 +66,10 @@ int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t
 /* SPW_RPC_OK when a peer (who: "this worker", "this client") speaks this dispatcher's protocol version,
  * else FAILED_PRECONDITION with a message naming both versions and builds. */
 int disp_check_protocol(const char *who, uint32_t version, const char *build, char *msg, size_t msglen);
+#define DISP_MAX_REFUSALS_PER_BEAT 64     /* cannot-serve and unreachable reports read from one heartbeat */
+/* A worker says it cannot serve a job, or a client of the job that it cannot reach the worker: stop giving
+ * the worker the job (once; both repeat it while it applies). Call with mu held. */
+void disp_note_refusal(struct disp_service *s, uint64_t worker, const Spillway__V1__JobRefusal *r);
 /* Forget what the service keeps beside the state about a job that left the table (its plan goes at the next
  * disp_maybe_replan). Call with mu held. */
 void disp_forget_job(struct disp_service *s, uint64_t job);

@@ -1,0 +1,343 @@
+/* dispatcher/jobs.c - the client-facing handlers besides CreateJob: ClientHeartbeat (acks, measurements,
+ * unreachable workers; the worker list and the job's state in reply), LeaseSplit (for workers and the
+ * clients' own threads), ListJobs and DescribeJob. Thread model: run on the RPC threads; state access under
+ * the service lock. */
+#include "dispatcher/service_internal.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dispatcher/progress.h"
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "lib/rpc.h"
+
+/* The client's incarnation must be the current one (a zombie client is refused). Called with mu held. */
+static int check_client(struct disp_service *s, uint64_t job, int32_t rank, uint64_t inc, char *msg, size_t msglen)
+{
+    uint64_t cur = disp_state_client_incarnation(s->st, job, rank);
+    if (cur != inc) {
+        snprintf(msg, msglen, "client incarnation %llu of job %llu rank %d is not the current one (%llu)",
+                 (unsigned long long)inc, (unsigned long long)job, rank, (unsigned long long)cur);
+        return SPW_RPC_FAILED_PRECONDITION;
+    }
+    return SPW_RPC_OK;
+}
+
+static int client_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **resp, size_t *resp_len, char *msg,
+                            size_t msglen)
+{
+    struct disp_service *s = svc;
+    const Spillway__V1__ClientHeartbeatRequest *r = (const Spillway__V1__ClientHeartbeatRequest *)req;
+    Spillway__V1__WorkerAddress **workers = NULL;
+    size_t n_workers = 0;
+    int status = SPW_RPC_OK;
+    pthread_mutex_lock(&s->mu);
+    struct disp_update hb = {.kind = DISP_CLIENT_HEARTBEAT, .job = r->job, .rank = r->rank,
+                             .incarnation = r->incarnation, .now_ms = spw_now_ms()};
+    int rc = disp_commit(s, &hb, msg, msglen);
+    for (size_t i = 0; rc == 0 && i < r->n_acked; i++) {
+        struct disp_update a = {.kind = DISP_ACK, .job = r->job, .epoch = r->acked[i]->epoch,
+                                .split = r->acked[i]->split, .now_ms = hb.now_ms};
+        rc = disp_commit(s, &a, msg, msglen);
+    }
+    struct disp_job_info ji;
+    if (rc == 0)
+        rc = disp_state_job(s->st, r->job, &ji);
+    for (size_t i = 0; rc == 0 && i < r->n_unreachable && i < DISP_MAX_REFUSALS_PER_BEAT; i++)
+        if (r->unreachable[i]->job == r->job && r->unreachable[i]->worker_id)   /* its own job only */
+            disp_note_refusal(s, r->unreachable[i]->worker_id, r->unreachable[i]);
+    if (rc == 0 && !ji.client_only)
+        n_workers = disp_alive_workers(s, ji.id, ji.max_workers, &workers);
+    uint64_t refuser = 0;
+    const char *no_worker = rc == 0 ? disp_state_no_worker(s->st, r->job, &refuser) : NULL;
+    char no_worker_why[DISP_REASON_MAX + 64] = "";
+    if (no_worker)
+        snprintf(no_worker_why, sizeof no_worker_why, "every worker refused it; worker %llu: %s",
+                 (unsigned long long)refuser, no_worker);
+    if (rc == 0 && r->own && r->own->elements >= 0 && r->own->bytes >= 0)
+        disp_progress_report(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank), r->own->elements,
+                             r->own->bytes, r->own->cpu_ns > 0 ? r->own->cpu_ns : 0, hb.now_ms);
+    for (size_t i = 0; rc == 0 && r->rank == 0 && i < r->n_received; i++)
+        if (r->received[i]->worker_id && r->received[i]->elements >= 0 && r->received[i]->bytes >= 0)
+            disp_progress_report(&s->received, r->job, r->received[i]->worker_id, r->received[i]->elements,
+                                 r->received[i]->bytes, r->received[i]->cpu_ns > 0 ? r->received[i]->cpu_ns : 0,
+                                 hb.now_ms);
+    if (rc == 0 && r->rank == 0 && !r->done)
+        disp_plan_observe(s, r->job, r->consumed_per_s * ji.world_size, r->wait_fraction, r->cpu_cores);
+    if (rc == 0 && r->done && !ji.finished) {
+        /* A client that closes early (it took fewer batches than the job has) frees the workers now rather
+         * than after its timeout. */
+        struct disp_update bye = {.kind = DISP_CLIENT_EXPIRED, .job = r->job, .rank = r->rank,
+                                  .now_ms = hb.now_ms};
+        if (disp_commit(s, &bye, NULL, 0) == 0)
+            spw_log(SPW_LOG_INFO, "dispatcher", "client closed job=%llu rank=%d", (unsigned long long)r->job,
+                    r->rank);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (rc) {
+        status = disp_status_of(rc);
+    } else {
+        Spillway__V1__ClientHeartbeatResponse out = SPILLWAY__V1__CLIENT_HEARTBEAT_RESPONSE__INIT;
+        out.n_workers = n_workers;
+        out.workers = workers;
+        out.finished = ji.finished;
+        out.client_only = ji.client_only;
+        out.no_worker = no_worker_why;
+        status = disp_pack(&out.base, resp, resp_len, msg, msglen);
+    }
+    disp_free_addresses(workers, n_workers);
+    return status;
+}
+
+static int lease_split(void *svc, const ProtobufCMessage *req, uint8_t **resp, size_t *resp_len, char *msg,
+                       size_t msglen)
+{
+    struct disp_service *s = svc;
+    const Spillway__V1__LeaseSplitRequest *r = (const Spillway__V1__LeaseSplitRequest *)req;
+    enum { MAX_LEASES = 64 };
+    Spillway__V1__Lease leases[MAX_LEASES], *ptrs[MAX_LEASES];
+    int n = 0, status = SPW_RPC_OK;
+    const int want = r->max_splits <= 0 ? 1 : r->max_splits > MAX_LEASES ? MAX_LEASES : r->max_splits;
+    pthread_mutex_lock(&s->mu);
+    struct disp_job_info ji;
+    if (disp_state_job(s->st, r->job, &ji) != 0) {
+        snprintf(msg, msglen, "unknown job %llu", (unsigned long long)r->job);
+        status = SPW_RPC_NOT_FOUND;
+        goto out;
+    }
+    if (r->manifest_hash != ji.manifest_hash) {
+        snprintf(msg, msglen, "manifest hash %016llx does not match job %llu's %016llx (the data changed?)",
+                 (unsigned long long)r->manifest_hash, (unsigned long long)r->job,
+                 (unsigned long long)ji.manifest_hash);
+        status = SPW_RPC_FAILED_PRECONDITION;
+        goto out;
+    }
+    uint64_t producer;
+    if (r->worker_id) {
+        struct disp_worker_info wi = {0};
+        bool alive = false;
+        for (int i = 0; i < disp_state_worker_count(s->st); i++)
+            if (disp_state_worker_at(s->st, i, &wi) == 0 && wi.id == r->worker_id)
+                alive = wi.alive;
+        if (!alive) {
+            snprintf(msg, msglen, "worker %llu is not registered (or was retired): register again",
+                     (unsigned long long)r->worker_id);
+            status = SPW_RPC_NOT_FOUND;
+            goto out;
+        }
+        producer = r->worker_id;
+    } else {
+        if ((status = check_client(s, r->job, r->rank, r->incarnation, msg, msglen)) != SPW_RPC_OK)
+            goto out;
+        producer = DISP_CLIENT_PRODUCER(r->job, r->rank);
+    }
+    const int64_t now = spw_now_ms();
+    while (n < want) {
+        struct disp_lease l;
+        if (disp_state_pick_lease(s->st, r->job, producer, now, s->o.speculate_after_ms, &l) != 1)
+            break;
+        struct disp_update u = {.kind = DISP_LEASE, .job = r->job, .producer = producer, .epoch = l.epoch,
+                                .split = l.split, .generation = l.generation, .now_ms = now};
+        if (disp_commit(s, &u, msg, msglen) != 0) {
+            status = SPW_RPC_INTERNAL;
+            goto out;
+        }
+        spillway__v1__lease__init(&leases[n]);
+        leases[n].job = l.job;
+        leases[n].epoch = l.epoch;
+        leases[n].split = l.split;
+        leases[n].generation = l.generation;
+        leases[n].cut = l.cut;
+        leases[n].first_position = l.first_position;
+        leases[n].count = l.count;
+        leases[n].speculative = l.speculative;
+        ptrs[n] = &leases[n];
+        n++;
+    }
+    disp_state_job(s->st, r->job, &ji);
+out:
+    pthread_mutex_unlock(&s->mu);
+    if (status == SPW_RPC_OK) {
+        Spillway__V1__LeaseSplitResponse out = SPILLWAY__V1__LEASE_SPLIT_RESPONSE__INIT;
+        out.n_leases = (size_t)n;
+        out.leases = ptrs;
+        out.finished = ji.finished;
+        status = disp_pack(&out.base, resp, resp_len, msg, msglen);
+    }
+    return status;
+}
+
+static void job_info_msg(const struct disp_job_info *ji, Spillway__V1__JobInfo *m)
+{
+    spillway__v1__job_info__init(m);
+    m->job = ji->id;
+    m->manifest_hash = ji->manifest_hash;
+    m->samples = ji->n_samples;
+    m->epochs = ji->epochs;
+    m->splits_per_epoch = ji->splits_per_epoch;
+    m->split_size = ji->split_size;
+    m->cut = ji->cut;
+    m->world_size = ji->world_size;
+    m->epoch = ji->epoch;
+    m->acked = ji->acked;
+    m->leased = ji->leased;
+    m->pending = ji->pending;
+    m->paused = ji->paused;
+    m->finished = ji->finished;
+    m->client_only = ji->client_only;
+    m->expired = ji->expired;
+    m->client = (char *)ji->client;     /* lives as long as *ji */
+    m->name = (char *)ji->name;     /* lives as long as *ji */
+}
+
+int disp_list_jobs(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                   size_t msglen)
+{
+    struct disp_service *s = svc;
+    (void)req;
+    (void)len;
+    pthread_mutex_lock(&s->mu);
+    /* The ended jobs' summaries (oldest first), then the jobs in the table. */
+    const int ne = disp_state_ended_count(s->st), nj = ne + disp_state_job_count(s->st);
+    Spillway__V1__JobInfo *infos = calloc((size_t)nj + 1, sizeof *infos);
+    Spillway__V1__JobInfo **ptrs = calloc((size_t)nj + 1, sizeof *ptrs);
+    struct disp_job_info *jis = calloc((size_t)nj + 1, sizeof *jis);   /* the messages point into them */
+    int status = SPW_RPC_RESOURCE_EXHAUSTED;
+    if (infos && ptrs && jis) {
+        for (int i = 0; i < nj; i++) {
+            if (i < ne)
+                disp_state_ended_at(s->st, i, &jis[i]);
+            else
+                disp_state_job_at(s->st, i - ne, &jis[i]);
+            job_info_msg(&jis[i], &infos[i]);
+            infos[i].ended = i < ne;
+            ptrs[i] = &infos[i];
+        }
+        Spillway__V1__ListJobsResponse out = SPILLWAY__V1__LIST_JOBS_RESPONSE__INIT;
+        out.n_jobs = (size_t)nj;
+        out.jobs = ptrs;
+        status = disp_pack(&out.base, resp, resp_len, msg, msglen);
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(ptrs);
+    free(infos);
+    free(jis);
+    return status;
+}
+
+static int describe_job(void *svc, const ProtobufCMessage *req, uint8_t **resp, size_t *resp_len, char *msg,
+                        size_t msglen)
+{
+    struct disp_service *s = svc;
+    const Spillway__V1__DescribeJobRequest *r = (const Spillway__V1__DescribeJobRequest *)req;
+    enum { MAX_HOLDERS = 4096 };
+    int status = SPW_RPC_OK;
+    Spillway__V1__SplitHolder *holders = NULL, **ptrs = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&s->mu);
+    struct disp_job_info ji;
+    if (disp_state_job(s->st, r->job, &ji) != 0) {
+        if (disp_state_ended_job(s->st, r->job, &ji) == 0) {    /* ended: its summary */
+            Spillway__V1__JobInfo info;
+            job_info_msg(&ji, &info);
+            info.ended = true;
+            Spillway__V1__DescribeJobResponse out = SPILLWAY__V1__DESCRIBE_JOB_RESPONSE__INIT;
+            out.job = &info;
+            status = disp_pack(&out.base, resp, resp_len, msg, msglen);
+            goto out;
+        }
+        snprintf(msg, msglen, "unknown job %llu (or ended longer ago than the dispatcher's history)",
+                 (unsigned long long)r->job);
+        status = SPW_RPC_NOT_FOUND;
+        goto out;
+    }
+    holders = calloc(MAX_HOLDERS, sizeof *holders);
+    ptrs = calloc(MAX_HOLDERS, sizeof *ptrs);
+    if (!holders || !ptrs) {
+        status = SPW_RPC_RESOURCE_EXHAUSTED;
+        goto out;
+    }
+    for (int64_t e = ji.epoch; !ji.finished && e >= 0 && e < ji.epoch + 2; e++)
+        for (int64_t sp = 0; sp < ji.splits_per_epoch && n < MAX_HOLDERS; sp++) {
+            enum disp_split_state st;
+            uint64_t gen, holder;
+            if (disp_state_split(s->st, r->job, (uint64_t)e, (uint64_t)sp, &st, &gen, &holder) != 0 ||
+                st != DISP_SPLIT_LEASED)
+                continue;
+            spillway__v1__split_holder__init(&holders[n]);
+            holders[n].epoch = (uint64_t)e;
+            holders[n].split = (uint64_t)sp;
+            holders[n].generation = gen;
+            holders[n].holder = holder;
+            ptrs[n] = &holders[n];
+            n++;
+        }
+    Spillway__V1__JobInfo info;
+    job_info_msg(&ji, &info);
+    Spillway__V1__DescribeJobResponse out = SPILLWAY__V1__DESCRIBE_JOB_RESPONSE__INIT;
+    out.job = &info;
+    out.n_leased = n;
+    out.leased = ptrs;
+    enum { MAX_PRODUCERS = 128 };
+    struct disp_progress_entry pe[MAX_PRODUCERS];
+    Spillway__V1__ProducerStats ps[MAX_PRODUCERS], *pp[MAX_PRODUCERS];
+    int np = disp_progress_of_job(&s->progress, r->job, pe, MAX_PRODUCERS);
+    for (int i = 0; i < np; i++) {
+        spillway__v1__producer_stats__init(&ps[i]);
+        ps[i].producer = pe[i].producer;
+        ps[i].elements = pe[i].elements;
+        ps[i].bytes = pe[i].bytes;
+        ps[i].elements_per_s = pe[i].elements_per_s;
+        ps[i].bytes_per_s = pe[i].bytes_per_s;
+        ps[i].cpu_ns_per_element = pe[i].cpu_ns_per_element;
+        pp[i] = &ps[i];
+    }
+    out.n_producers = (size_t)np;
+    out.producers = pp;
+    out.client_remote_ns = disp_client_remote_ns(s, r->job);
+    Spillway__V1__JobRefusal *refs = calloc((size_t)ji.refusals + 1, sizeof *refs);
+    Spillway__V1__JobRefusal **refp = calloc((size_t)ji.refusals + 1, sizeof *refp);
+    for (int i = 0; refs && refp && i < ji.refusals; i++) {
+        const char *why;
+        spillway__v1__job_refusal__init(&refs[i]);
+        refs[i].job = r->job;
+        if (disp_state_refusal_at(s->st, r->job, i, &refs[i].worker_id, &why) == 0)
+            refs[i].reason = (char *)why;       /* owned by the state; packed under mu */
+        refp[out.n_cannot_serve++] = &refs[i];
+    }
+    out.cannot_serve = refp;
+    Spillway__V1__Plan *plan = disp_plan_of(s, r->job);
+    out.plan = plan;
+    status = disp_pack(&out.base, resp, resp_len, msg, msglen);
+    if (plan)
+        spillway__v1__plan__free_unpacked(plan, NULL);
+    free(refp);
+    free(refs);
+out:
+    pthread_mutex_unlock(&s->mu);
+    free(ptrs);
+    free(holders);
+    return status;
+}
+
+int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                          size_t msglen)
+{
+    return disp_unary(svc, &spillway__v1__client_heartbeat_request__descriptor, client_heartbeat, req, len, resp, resp_len, msg, msglen);
+}
+
+int disp_lease_split(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                     size_t msglen)
+{
+    return disp_unary(svc, &spillway__v1__lease_split_request__descriptor, lease_split, req, len, resp, resp_len, msg, msglen);
+}
+
+int disp_describe_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                      size_t msglen)
+{
+    return disp_unary(svc, &spillway__v1__describe_job_request__descriptor, describe_job, req, len, resp, resp_len, msg, msglen);
+}

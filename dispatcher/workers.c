@@ -1,0 +1,210 @@
+/* dispatcher/workers.c - the worker-facing handlers: RegisterWorker (the address clients will dial, the
+ * protocol version), WorkerHeartbeat (progress, refusals, and the task list in reply) and ListWorkers.
+ * Thread model: run on the RPC threads; state access under the service lock. */
+#include "dispatcher/service_internal.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "lib/rpc.h"
+
+/* The address clients will dial for a worker that advertised `adv` (host:port, [v6]:port): itself, or when
+ * its host is a wildcard or empty (a worker started with default flags, listening on 0.0.0.0) the host this
+ * call came from with the advertised port. Writes out; false when adv has no port. */
+static bool dialable_address(const char *adv, char *out, size_t outlen)
+{
+    const char *colon = strrchr(adv, ':');
+    if (!colon || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1))
+        return false;
+    const size_t hostlen = (size_t)(colon - adv);
+    static const char *const wildcards[] = {"", "0.0.0.0", "::", "[::]", "*"};
+    bool wild = false;
+    for (size_t i = 0; i < sizeof wildcards / sizeof wildcards[0]; i++)
+        wild = wild || (strlen(wildcards[i]) == hostlen && !strncmp(adv, wildcards[i], hostlen));
+    char peer[128];
+    if (!wild || spw_rpc_peer_host(spw_rpc_current_peer(), peer, sizeof peer) != 0) {
+        snprintf(out, outlen, "%s", adv);
+        return true;
+    }
+    snprintf(out, outlen, strchr(peer, ':') ? "[%s]%s" : "%s%s", peer, colon);
+    return true;
+}
+
+static int register_worker(void *svc, const ProtobufCMessage *req, uint8_t **resp, size_t *resp_len, char *msg,
+                           size_t msglen)
+{
+    struct disp_service *s = svc;
+    const Spillway__V1__RegisterWorkerRequest *r = (const Spillway__V1__RegisterWorkerRequest *)req;
+    int status = disp_check_protocol("this worker", r->protocol_version, r->build, msg, msglen);
+    if (status != SPW_RPC_OK) {
+        spw_log(SPW_LOG_WARN, "dispatcher", "worker refused address=%s: %s", r->address, msg);
+        return status;
+    }
+    char address[300];
+    if (!r->address || strlen(r->address) > 255 || !dialable_address(r->address, address, sizeof address) ||
+        strlen(address) > 255 || r->threads < 0 || r->threads > 4096) {
+        snprintf(msg, msglen, "address must be host:port (at most 255 bytes) and threads in [0, 4096]");
+        return SPW_RPC_INVALID_ARGUMENT;
+    }
+    pthread_mutex_lock(&s->mu);
+    struct disp_update u = {.kind = DISP_REGISTER_WORKER, .worker = r->worker_id, .address = address,
+                            .threads = r->threads, .now_ms = spw_now_ms()};
+    int rc = disp_commit(s, &u, msg, msglen);
+    pthread_mutex_unlock(&s->mu);
+    if (rc) {
+        status = disp_status_of(rc);
+    } else {
+        spw_log(SPW_LOG_INFO, "dispatcher", "worker registered worker=%llu address=%s advertised=%s threads=%d",
+                (unsigned long long)u.worker, address, r->address, r->threads);
+        Spillway__V1__RegisterWorkerResponse out = SPILLWAY__V1__REGISTER_WORKER_RESPONSE__INIT;
+        out.worker_id = u.worker;
+        out.address = address;
+        out.heartbeat_interval_ms = s->o.heartbeat_interval_ms;
+        status = disp_pack(&out.base, resp, resp_len, msg, msglen);
+    }
+    return status;
+}
+
+static int worker_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **resp, size_t *resp_len, char *msg,
+                            size_t msglen)
+{
+    struct disp_service *s = svc;
+    const Spillway__V1__WorkerHeartbeatRequest *r = (const Spillway__V1__WorkerHeartbeatRequest *)req;
+    Spillway__V1__WorkerHeartbeatResponse out = SPILLWAY__V1__WORKER_HEARTBEAT_RESPONSE__INIT;
+    Spillway__V1__JobTask *tasks = NULL, **ptrs = NULL;
+    Spillway__V1__Pipeline **pipes = NULL;
+    int status = SPW_RPC_OK, n = 0;
+    pthread_mutex_lock(&s->mu);
+    struct disp_update u = {.kind = DISP_WORKER_HEARTBEAT, .worker = r->worker_id, .now_ms = spw_now_ms()};
+    int rc = disp_commit(s, &u, msg, msglen);
+    if (rc) {
+        status = rc == -ENOENT ? SPW_RPC_NOT_FOUND : disp_status_of(rc);      /* NOT_FOUND: register again */
+        goto out;
+    }
+    for (size_t i = 0; i < r->n_cannot_serve && i < DISP_MAX_REFUSALS_PER_BEAT; i++)
+        disp_note_refusal(s, r->worker_id, r->cannot_serve[i]);
+    struct disp_job_info ji;
+    for (size_t i = 0; i < r->n_jobs; i++)     /* a job that left the table keeps no progress */
+        if (r->jobs[i]->elements >= 0 && r->jobs[i]->bytes >= 0 && disp_state_job(s->st, r->jobs[i]->job, &ji) == 0)
+            disp_progress_report(&s->progress, r->jobs[i]->job, r->worker_id, r->jobs[i]->elements,
+                                 r->jobs[i]->bytes, r->jobs[i]->cpu_ns > 0 ? r->jobs[i]->cpu_ns : 0, u.now_ms);
+    int nj = disp_state_job_count(s->st);
+    tasks = calloc((size_t)nj + 1, sizeof *tasks);
+    ptrs = calloc((size_t)nj + 1, sizeof *ptrs);
+    pipes = calloc((size_t)nj + 1, sizeof *pipes);
+    if (!tasks || !ptrs || !pipes) {
+        status = SPW_RPC_RESOURCE_EXHAUSTED;
+        goto out;
+    }
+    for (int i = 0; i < nj; i++) {
+        disp_state_job_at(s->st, i, &ji);
+        if (ji.finished || ji.paused || !disp_state_worker_serves(s->st, ji.id, r->worker_id))
+            continue;
+        size_t plen;
+        const uint8_t *p = disp_state_job_pipeline(s->st, ji.id, &plen);
+        pipes[n] = spillway__v1__pipeline__unpack(NULL, plen, p);
+        if (!pipes[n])
+            continue;
+        spillway__v1__job_task__init(&tasks[n]);
+        tasks[n].job = ji.id;
+        tasks[n].pipeline = pipes[n];
+        tasks[n].manifest_hash = ji.manifest_hash;
+        tasks[n].cut = ji.cut;
+        tasks[n].world_size = ji.world_size;
+        ptrs[n] = &tasks[n];
+        n++;
+    }
+    out.n_tasks = (size_t)n;
+    out.tasks = ptrs;
+    status = disp_pack(&out.base, resp, resp_len, msg, msglen);
+out:
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; pipes && i < n; i++)
+        spillway__v1__pipeline__free_unpacked(pipes[i], NULL);
+    free(pipes);
+    free(ptrs);
+    free(tasks);
+    return status;
+}
+
+int disp_list_workers(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                      size_t msglen)
+{
+    struct disp_service *s = svc;
+    (void)req;
+    (void)len;
+    pthread_mutex_lock(&s->mu);
+    const int64_t now = spw_now_ms();
+    int nw = disp_state_worker_count(s->st), nj = disp_state_job_count(s->st), nref = 0;
+    for (int k = 0; k < nj; k++) {
+        struct disp_job_info ji;
+        nref += disp_state_job_at(s->st, k, &ji) == 0 ? ji.refusals : 0;
+    }
+    Spillway__V1__WorkerInfo *infos = calloc((size_t)nw + 1, sizeof *infos);
+    Spillway__V1__WorkerInfo **ptrs = calloc((size_t)nw + 1, sizeof *ptrs);
+    struct disp_worker_info *wi = calloc((size_t)nw + 1, sizeof *wi);
+    Spillway__V1__JobRefusal *refs = calloc((size_t)nref + 1, sizeof *refs);     /* every job's refusals */
+    Spillway__V1__JobRefusal **refp = calloc((size_t)nref + 1, sizeof *refp);    /* grouped by worker */
+    int status = SPW_RPC_RESOURCE_EXHAUSTED;
+    if (infos && ptrs && wi && refs && refp) {
+        int r = 0, used = 0;
+        for (int k = 0; k < nj; k++) {
+            struct disp_job_info ji;
+            disp_state_job_at(s->st, k, &ji);
+            for (int x = 0; x < ji.refusals && r < nref; x++) {
+                const char *why;
+                spillway__v1__job_refusal__init(&refs[r]);
+                refs[r].job = ji.id;
+                if (disp_state_refusal_at(s->st, ji.id, x, &refs[r].worker_id, &why) == 0)
+                    refs[r].reason = (char *)why;   /* owned by the state; packed under mu */
+                r++;
+            }
+        }
+        for (int i = 0; i < nw; i++) {
+            disp_state_worker_at(s->st, i, &wi[i]);
+            spillway__v1__worker_info__init(&infos[i]);
+            infos[i].worker_id = wi[i].id;
+            infos[i].address = wi[i].address;
+            infos[i].threads = wi[i].threads;
+            infos[i].alive = wi[i].alive;
+            infos[i].last_heartbeat_ms_ago = now - wi[i].last_heartbeat_ms;
+            infos[i].leases = wi[i].leases;
+            infos[i].cannot_serve = refp + used;
+            for (int x = 0; x < r; x++)
+                if (refs[x].worker_id == wi[i].id) {
+                    refp[used++] = &refs[x];
+                    infos[i].n_cannot_serve++;
+                }
+            ptrs[i] = &infos[i];
+        }
+        Spillway__V1__ListWorkersResponse out = SPILLWAY__V1__LIST_WORKERS_RESPONSE__INIT;
+        out.n_workers = (size_t)nw;
+        out.workers = ptrs;
+        status = disp_pack(&out.base, resp, resp_len, msg, msglen);
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(refp);
+    free(refs);
+    free(wi);
+    free(ptrs);
+    free(infos);
+    return status;
+}
+
+
+int disp_register_worker(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                         size_t msglen)
+{
+    return disp_unary(svc, &spillway__v1__register_worker_request__descriptor, register_worker, req, len, resp, resp_len, msg, msglen);
+}
+
+int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                          size_t msglen)
+{
+    return disp_unary(svc, &spillway__v1__worker_heartbeat_request__descriptor, worker_heartbeat, req, len, resp, resp_len, msg, msglen);
+}
