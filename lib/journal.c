@@ -1,0 +1,311 @@
+/* lib/journal.c - the append-only journal (see journal.h): framing, replay with tail repair, fsync'd appends,
+ * atomic compaction, the directory lock. CRC32C with the SSE4.2 instruction (the build's x86-64-v2 baseline
+ * has it). Not thread-safe. */
+#include "lib/journal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <nmmintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "lib/err.h"
+#include "lib/log.h"
+
+#define HEADER 8
+
+struct spw_journal {
+    char *dir, *path;
+    int fd, lock_fd;
+    int64_t size;
+};
+
+uint32_t spw_crc32c(uint32_t crc, const uint8_t *p, size_t len)
+{
+    uint64_t c = ~crc;
+    for (; len >= 8; p += 8, len -= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c = _mm_crc32_u64(c, w);
+    }
+    uint32_t c32 = (uint32_t)c;
+    for (; len; p++, len--)
+        c32 = _mm_crc32_u8(c32, *p);
+    return ~c32;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Read exactly n bytes at the current offset: 1, 0 at a clean end of file, -1 at a short read (a torn
+ * record) or an error (errno set, else 0). */
+static int read_full(int fd, uint8_t *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0) {
+            errno = 0;
+            return got ? -1 : 0;
+        }
+        got += (size_t)r;
+    }
+    return 1;
+}
+
+static int write_full(int fd, const struct iovec *iov, int n)
+{
+    struct iovec v[2];
+    memcpy(v, iov, sizeof *iov * (size_t)n);
+    size_t left = 0;
+    for (int i = 0; i < n; i++)
+        left += v[i].iov_len;
+    while (left) {
+        ssize_t w = writev(fd, v, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -errno;
+        left -= (size_t)w;
+        for (int i = 0; i < n && w; i++) {     /* advance past what was written */
+            size_t k = (size_t)w < v[i].iov_len ? (size_t)w : v[i].iov_len;
+            v[i].iov_base = (uint8_t *)v[i].iov_base + k;
+            v[i].iov_len -= k;
+            w -= (ssize_t)k;
+        }
+    }
+    return 0;
+}
+
+static int write_record(int fd, const uint8_t *rec, size_t len)
+{
+    uint8_t h[HEADER];
+    put32(h, (uint32_t)len);
+    put32(h + 4, spw_crc32c(0, rec, len));
+    struct iovec iov[2] = {{h, HEADER}, {(void *)rec, len}};
+    return write_full(fd, iov, 2);
+}
+
+/* Replay j's file from the start; cut a bad tail off. Returns 0 or a negative code with err. */
+static int replay(struct spw_journal *j, spw_journal_record_fn fn, void *ctx, struct spw_journal_opened *info,
+                  char *err, size_t errlen)
+{
+    int64_t good = 0;
+    uint8_t h[HEADER], *buf = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    const char *why = NULL;
+    for (;;) {
+        int r = read_full(j->fd, h, HEADER);
+        if (r == 0)
+            break;
+        if (r < 0) {
+            if (errno) {
+                rc = spw_fail(err, errlen, -errno, "journal %s: read: %s", j->path, strerror(errno));
+                break;
+            }
+            why = "a torn record header";
+            break;
+        }
+        const size_t len = get32(h);
+        if (len > SPW_JOURNAL_MAX_RECORD) {
+            why = "a record length over the cap";
+            break;
+        }
+        if (len + 1 > cap) {
+            uint8_t *more = realloc(buf, len + 1);
+            if (!more) {
+                rc = spw_fail(err, errlen, -ENOMEM, "journal %s: out of memory for a %zu-byte record", j->path, len);
+                break;
+            }
+            buf = more;
+            cap = len + 1;
+        }
+        r = read_full(j->fd, buf, len);
+        if (r <= 0 && len) {
+            if (r < 0 && errno) {
+                rc = spw_fail(err, errlen, -errno, "journal %s: read: %s", j->path, strerror(errno));
+                break;
+            }
+            why = "a torn record";
+            break;
+        }
+        if (spw_crc32c(0, buf, len) != get32(h + 4)) {
+            why = "a record whose CRC32C does not match";
+            break;
+        }
+        if (fn && (rc = fn(ctx, buf, len)) != 0) {
+            if (err && errlen && !err[0])
+                snprintf(err, errlen, "journal %s: record %lld refused", j->path, (long long)info->records);
+            break;
+        }
+        info->records++;
+        good += HEADER + (int64_t)len;
+    }
+    free(buf);
+    if (rc)
+        return rc;
+    const off_t end = lseek(j->fd, 0, SEEK_END);
+    if (why) {
+        info->dropped_bytes = end - good;
+        spw_log(SPW_LOG_WARN, "journal", "cut a bad tail off path=%s at=%lld dropped_bytes=%lld why=\"%s\"", j->path,
+                (long long)good, (long long)info->dropped_bytes, why);
+        if (ftruncate(j->fd, good) != 0 || fsync(j->fd) != 0)
+            return spw_fail(err, errlen, -errno, "journal %s: cannot cut its bad tail: %s", j->path, strerror(errno));
+    }
+    j->size = info->bytes = good;
+    lseek(j->fd, good, SEEK_SET);
+    return 0;
+}
+
+static int fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) == 0 ? 0 : -errno;
+    close(fd);
+    return rc;
+}
+
+int spw_journal_open(const char *dir, spw_journal_record_fn fn, void *ctx, struct spw_journal **out,
+                     struct spw_journal_opened *info, char *err, size_t errlen)
+{
+    struct spw_journal_opened none;
+    if (!info)
+        info = &none;
+    memset(info, 0, sizeof *info);
+    if (err && errlen)
+        err[0] = '\0';
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return spw_fail(err, errlen, -errno, "journal directory %s: %s", dir, strerror(errno));
+    struct spw_journal *j = calloc(1, sizeof *j);
+    if (!j)
+        return spw_fail(err, errlen, -ENOMEM, "out of memory");
+    j->fd = j->lock_fd = -1;
+    char lock[4096];
+    int rc = 0;
+    j->dir = strdup(dir);
+    if (asprintf(&j->path, "%s/journal", dir) < 0)
+        j->path = NULL;
+    if (!j->dir || !j->path) {
+        rc = spw_fail(err, errlen, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    snprintf(lock, sizeof lock, "%s/LOCK", dir);
+    if ((j->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
+        rc = spw_fail(err, errlen, -errno, "journal lock %s: %s", lock, strerror(errno));
+        goto fail;
+    }
+    if (flock(j->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        const int e = errno;
+        char pid[32] = "";
+        ssize_t n = pread(j->lock_fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        rc = spw_fail(err, errlen, e == EWOULDBLOCK ? -EBUSY : -e, "%s is in use by another process%s%s%s", dir,
+                      *pid ? " (pid " : "", pid, *pid ? ")" : "");
+        goto fail;
+    }
+    char pid[32];
+    int plen = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(j->lock_fd, 0) != 0 || pwrite(j->lock_fd, pid, (size_t)plen, 0) != plen) {
+        rc = spw_fail(err, errlen, -errno, "journal lock %s: %s", lock, strerror(errno));
+        goto fail;
+    }
+    if ((j->fd = open(j->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
+        rc = spw_fail(err, errlen, -errno, "journal %s: %s", j->path, strerror(errno));
+        goto fail;
+    }
+    if ((rc = replay(j, fn, ctx, info, err, errlen)) != 0)
+        goto fail;
+    *out = j;
+    return 0;
+fail:
+    spw_journal_close(j);
+    return rc;
+}
+
+int spw_journal_append(struct spw_journal *j, const uint8_t *rec, size_t len)
+{
+    if (len > SPW_JOURNAL_MAX_RECORD)
+        return -EMSGSIZE;
+    int rc = write_record(j->fd, rec, len);
+    if (rc == 0 && fdatasync(j->fd) != 0)
+        rc = -errno;
+    if (rc) {               /* keep the journal a whole number of records */
+        if (ftruncate(j->fd, j->size) == 0)
+            lseek(j->fd, j->size, SEEK_SET);
+        return rc;
+    }
+    j->size += HEADER + (int64_t)len;
+    return 0;
+}
+
+int spw_journal_compact(struct spw_journal *j, const uint8_t *const *recs, const size_t *lens, size_t n)
+{
+    char *tmp = NULL;
+    if (asprintf(&tmp, "%s.new", j->path) < 0)
+        return -ENOMEM;
+    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600), rc = fd < 0 ? -errno : 0;
+    int64_t size = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        rc = lens[i] > SPW_JOURNAL_MAX_RECORD ? -EMSGSIZE : write_record(fd, recs[i], lens[i]);
+        size += HEADER + (int64_t)lens[i];
+    }
+    if (rc == 0 && fsync(fd) != 0)
+        rc = -errno;
+    if (rc == 0 && rename(tmp, j->path) != 0)
+        rc = -errno;
+    if (rc == 0)
+        rc = fsync_dir(j->dir);
+    if (rc) {
+        if (fd >= 0)
+            close(fd);
+        unlink(tmp);
+    } else {
+        close(j->fd);
+        j->fd = fd;
+        j->size = size;
+        lseek(j->fd, 0, SEEK_END);
+    }
+    free(tmp);
+    return rc;
+}
+
+int64_t spw_journal_size(const struct spw_journal *j)
+{
+    return j->size;
+}
+
+void spw_journal_close(struct spw_journal *j)
+{
+    if (!j)
+        return;
+    if (j->fd >= 0)
+        close(j->fd);
+    if (j->lock_fd >= 0)
+        close(j->lock_fd);      /* releases the flock */
+    free(j->dir);
+    free(j->path);
+    free(j);
+}

@@ -1,0 +1,44 @@
+/* lib/journal.h - an append-only journal of records in a directory: each record is its length and CRC32C
+ * (4 bytes each, little-endian) and its bytes; an append is on disk when spw_journal_append returns (fsync).
+ * Opening replays the records in order and cuts a torn or corrupt tail off (a crash mid-append), saying how
+ * many bytes it dropped; a second process cannot open the same directory (an flock'd LOCK file).
+ * spw_journal_compact swaps the whole journal for a shorter one (a snapshot of the state as records)
+ * atomically. What the records mean is the caller's. Not thread-safe: the caller serialises. */
+#ifndef SPW_LIB_JOURNAL_H
+#define SPW_LIB_JOURNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SPW_JOURNAL_MAX_RECORD ((size_t)64 << 20)   /* a length over this is a corrupt header */
+
+struct spw_journal;
+
+/* Called for each record in order while opening; a non-zero return stops the replay and fails the open. */
+typedef int (*spw_journal_record_fn)(void *ctx, const uint8_t *rec, size_t len);
+
+struct spw_journal_opened {
+    int64_t records;        /* replayed */
+    int64_t bytes;          /* of the journal kept */
+    int64_t dropped_bytes;  /* of a torn or corrupt tail, cut off */
+};
+
+/* Open (creating dir and the journal when missing) and replay every record through fn (may be NULL). Returns
+ * 0, or a negative code with err: -EBUSY when another process holds the directory, -errno for I/O, or fn's
+ * code. */
+int spw_journal_open(const char *dir, spw_journal_record_fn fn, void *ctx, struct spw_journal **out,
+                     struct spw_journal_opened *info, char *err, size_t errlen);
+/* Append one record and fsync it. Returns 0 or a negative code (-EMSGSIZE over the cap, -errno). On failure
+ * nothing of the record is kept (the file is cut back to where it was). */
+int spw_journal_append(struct spw_journal *j, const uint8_t *rec, size_t len);
+/* Replace the journal with these records (a snapshot): written to a new file, fsynced, renamed over the old
+ * one, the directory fsynced; on failure the old journal stays. Returns 0 or a negative code. */
+int spw_journal_compact(struct spw_journal *j, const uint8_t *const *recs, const size_t *lens, size_t n);
+/* Bytes in the journal now. */
+int64_t spw_journal_size(const struct spw_journal *j);
+/* Close and release the directory; accepts NULL. */
+void spw_journal_close(struct spw_journal *j);
+/* CRC32C (Castagnoli) of len bytes, continuing from crc (0 to start). */
+uint32_t spw_crc32c(uint32_t crc, const uint8_t *p, size_t len);
+
+#endif
