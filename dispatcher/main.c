@@ -37,6 +37,9 @@ static struct spw_config_entry g_cfg[] = {
      "unfinished jobs one client host may create", 0, 0, 0, 0},
     {"job-history", "SPILLWAY_JOB_HISTORY", SPW_CFG_INT, "256", 1, 65536,
      "ended jobs whose summaries stay listable (spillctl jobs, job ID)", 0, 0, 0, 0},
+    {"work-dir", "SPILLWAY_WORK_DIR", SPW_CFG_STRING, "", 0, 0,
+     "a directory for the journal of jobs, acks and ids: a restart replays it and running jobs go on (one "
+     "dispatcher per directory); empty: state in memory only, a restart ends the jobs", 0, 0, 0, 0},
     {"split-size", "SPILLWAY_SPLIT_SIZE", SPW_CFG_INT, "64", 1, 65536, "samples per split", 0, 0, 0, 0},
     {"max-message-mb", "SPILLWAY_MAX_MESSAGE_MB", SPW_CFG_INT, "64", 1, 2047, "largest RPC message", 0, 0, 0, 0},
     {"auth-token-file", "SPILLWAY_AUTH_TOKEN_FILE", SPW_CFG_STRING, NULL, 0, 0,
@@ -108,10 +111,12 @@ int main(int argc, char **argv)
                                    .max_jobs = (int)cfg_int("max-jobs"),
                                    .job_history = (int)cfg_int("job-history"),
                                    .max_jobs_per_client = (int)cfg_int("max-jobs-per-client"),
-                                   .auth_token = token && *token ? token : NULL};
+                                   .auth_token = token && *token ? token : NULL,
+                                   .work_dir = cfg_str("work-dir")};
     int status = 1;
-    if ((rc = disp_service_create(&so, &svc)) != 0) {
-        spw_log(SPW_LOG_ERROR, "dispatcher", "cannot create the service: rc=%d", rc);
+    if ((rc = disp_service_create(&so, &svc, err, sizeof err)) != 0) {
+        spw_log(SPW_LOG_ERROR, "dispatcher", "cannot start: %s", err);
+        fprintf(stderr, "spillway-dispatcher: %s\n", err);
         goto out;
     }
     char addr[300];

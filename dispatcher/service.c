@@ -32,8 +32,34 @@
 
 int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t errlen)
 {
-    (void)disp_update_durable;      /* the journal (issue 17) appends durable updates here, before applying */
+    if (s->journal && disp_update_durable(s->st, u)) {
+        uint8_t *rec = NULL;
+        size_t len = 0;
+        int rc = disp_update_encode(u, &rec, &len);
+        if (rc == 0)
+            rc = spw_journal_append(s->journal, rec, len);
+        free(rec);
+        if (rc) {
+            spw_log(SPW_LOG_ERROR, "dispatcher", "journal append failed kind=%d err=\"%s\"", (int)u->kind,
+                    spw_strerror(rc));
+            return spw_fail(err, errlen, rc == -ENOMEM ? -ENOMEM : -EIO, "the journal cannot be written: %s",
+                            spw_strerror(rc));
+        }
+    }
     return disp_state_apply(s->st, u, err, errlen);
+}
+
+/* spw_journal_open's replay: each durable update, applied as when it was first committed. */
+static int replay_one(void *ctx, const uint8_t *rec, size_t len)
+{
+    struct disp_service *s = ctx;
+    struct disp_update u;
+    ProtobufCMessage *m;
+    if (disp_update_decode(rec, len, &u, &m) != 0)
+        return -EINVAL;
+    disp_state_apply(s->st, &u, NULL, 0);  /* refused the first time too: the same outcome now */
+    protobuf_c_message_free_unpacked(m, NULL);
+    return 0;
 }
 
 void disp_forget_job(struct disp_service *s, uint64_t job)
@@ -87,7 +113,7 @@ static void *timer_main(void *arg)
     return NULL;
 }
 
-int disp_service_create(const struct disp_service_opts *o, struct disp_service **out)
+int disp_service_create(const struct disp_service_opts *o, struct disp_service **out, char *err, size_t errlen)
 {
     struct disp_service *s = calloc(1, sizeof *s);
     if (!s)
@@ -100,14 +126,26 @@ int disp_service_create(const struct disp_service_opts *o, struct disp_service *
     int rc = disp_state_create(&lim, &s->st);
     if (rc) {
         free(s);
-        return rc;
+        return spw_fail(err, errlen, rc, "out of memory");
+    }
+    if (o->work_dir && *o->work_dir) {
+        struct spw_journal_opened info;
+        if ((rc = spw_journal_open(o->work_dir, replay_one, s, &s->journal, &info, err, errlen)) != 0) {
+            disp_state_destroy(s->st);
+            free(s);
+            return rc;
+        }
+        spw_log(SPW_LOG_INFO, "dispatcher", "journal replayed dir=%s records=%lld bytes=%lld dropped_bytes=%lld "
+                "jobs=%d workers=%d", o->work_dir, (long long)info.records, (long long)info.bytes,
+                (long long)info.dropped_bytes, disp_state_job_count(s->st), disp_state_worker_count(s->st));
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     if (pthread_create(&s->timer, NULL, timer_main, s) != 0) {
+        spw_journal_close(s->journal);
         disp_state_destroy(s->st);
         free(s);
-        return -EAGAIN;
+        return spw_fail(err, errlen, -EAGAIN, "cannot start the timer thread");
     }
     *out = s;
     return 0;
@@ -124,6 +162,7 @@ void disp_service_destroy(struct disp_service *s)
     pthread_join(s->timer, NULL);
     disp_plans_stop(s);
     disp_state_destroy(s->st);
+    spw_journal_close(s->journal);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);

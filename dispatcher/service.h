@@ -22,9 +22,12 @@ struct disp_service_opts {
     int job_history;                /* removed jobs kept listable (summaries); 0 = 256 */
     int max_jobs_per_client;        /* unfinished jobs one client host may create; 0 = 64 */
     const char *auth_token;         /* sent to workers when the dispatcher calls them (profiles); NULL = none */
+    const char *work_dir;           /* the journal's directory (replayed at start); NULL = state in memory only */
 };
 
-int disp_service_create(const struct disp_service_opts *o, struct disp_service **out);
+/* Create the service; with a work_dir, replay its journal first (err says why it cannot: another dispatcher
+ * holds the directory, an I/O error). Returns 0 or a negative code. */
+int disp_service_create(const struct disp_service_opts *o, struct disp_service **out, char *err, size_t errlen);
 /* Stop the timer thread and free. */
 void disp_service_destroy(struct disp_service *s);
 

@@ -14,6 +14,7 @@
 #include "dispatcher/service.h"
 #include "dispatcher/codec.h"
 #include "dispatcher/state.h"
+#include "lib/journal.h"
 #include "lib/rpc.h"
 #include "proto/spillway.pb-c.h"
 
@@ -22,6 +23,7 @@ struct disp_service {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct disp_state *st;
+    struct spw_journal *journal;    /* --work-dir: durable updates go here before they apply (NULL: none) */
     struct disp_progress progress;  /* per (job, producer) deliveries, for DescribeJob */
     struct disp_progress received;  /* per (job, worker) bytes the rank-0 client received: links' rates */
     struct disp_planned {           /* planned jobs: the last plan (packed Plan), the client's facts (packed), */

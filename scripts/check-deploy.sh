@@ -20,7 +20,7 @@ manifests() {
   command -v kubectl > /dev/null || die "kubectl (with kustomize) is needed to render deploy/k8s and is not installed"
   command -v node > /dev/null && command -v npm > /dev/null || die "node and npm are needed (apt-get install nodejs npm)"
   mkdir -p "$OUT"
-  cp deploy/check/package.json deploy/check/package-lock.json deploy/check/validate.mjs "$OUT/"
+  cp deploy/check/package.json deploy/check/package-lock.json deploy/check/*.mjs "$OUT/"
   if ! (cd "$OUT" && npm ls --silent > /dev/null 2>&1); then
     (cd "$OUT" && npm ci --no-audit --no-fund --silent) || die "npm ci of deploy/check failed"
   fi

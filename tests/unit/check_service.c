@@ -24,7 +24,8 @@ static void setup(void)
 {
     struct disp_service_opts o = {.worker_timeout_ms = 60000, .client_timeout_ms = 60000,
                                   .heartbeat_interval_ms = 500, .speculate_after_ms = 0, .default_split_size = 2};
-    ck_assert_int_eq(disp_service_create(&o, &S), 0);
+    char err[256];
+    ck_assert_int_eq(disp_service_create(&o, &S, err, sizeof err), 0);
     snprintf(g_root, sizeof g_root, "/tmp/spw-svc-XXXXXX");
     ck_assert(mkdtemp(g_root) != NULL);
     char cmd[1024];

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# tests/integration/restart.sh - a dispatcher with --work-dir survives kill -9: its journal of durable updates
+# (jobs, acks, incarnations, ids) is replayed at start, the workers register again under their ids and the
+# running trainer's heartbeats find its job, so the job completes with every key exactly once and the trainer
+# never sees an error. Three restarts at different points of the job; then a torn record at the journal's end
+# (cut off and logged), ids that are never reused, and a second dispatcher refused on the same directory.
+# Real processes on loopback; kills all it starts.
+set -uo pipefail
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+DATA=$B/data/cli-test
+bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+cat > "$WORK/p.json" <<JSON
+{"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 2, "epochs": 5},
+ "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [32, 32]}], "batch": {"size": 16}}
+JSON
+"$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 2 --keys "$WORK/local.keys" --quiet || exit 1
+
+WD=$WORK/wd
+dispatcher() {   # dispatcher PORT NAME: on the journal in $WD; sets D
+  "$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port "$1" --work-dir "$WD" --heartbeat-ms 200 \
+    --worker-timeout-ms 2000 > "$WORK/$2.out" 2> "$WORK/$2.err" &
+  D=$!
+  PIDS+=("$D")
+}
+dispatcher 0 d0
+DPORT=$(wait_port "$WORK/d0.out") || exit 1
+for w in 1 2; do
+  "$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 \
+    > "$WORK/w$w.out" 2> "$WORK/w$w.err" &
+  PIDS+=($!)
+  wait_port "$WORK/w$w.out" > /dev/null || exit 1
+done
+sleep 0.5
+
+n=0
+for at in 1.0 2.5 4.0; do     # seconds into the job (800 elements at 150/s: about 5.3 s)
+  n=$((n + 1))
+  "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --local-cores 0 --consume-rate 150 \
+    --keys "$WORK/svc$n.keys" --json --quiet > "$WORK/c$n.json" 2> "$WORK/c$n.err" &
+  C=$!
+  PIDS+=("$C")
+  sleep "$at"
+  kill -9 "$D"; wait "$D" 2>/dev/null
+  sleep 0.5
+  dispatcher "$DPORT" "d$n"
+  wait_port "$WORK/d$n.out" > /dev/null || { bad "restart $n: the dispatcher comes back on its port"; continue; }
+  wait "$C"
+  check "restart at ${at}s: the trainer exits 0" test $? -eq 0
+  check "restart at ${at}s: every key exactly once" \
+    bash -c "diff <(sort '$WORK/local.keys') <(sort '$WORK/svc$n.keys') > /dev/null"
+  check "restart at ${at}s: the journal was replayed with the job in it" \
+    grep -q "journal replayed dir=.* records=[1-9][0-9]* .* jobs=[1-9]" "$WORK/d$n.err"
+  check "restart at ${at}s: the trainer logged no failure" bash -c "! grep -q 'error\\|ended this client' '$WORK/c$n.err'"
+done
+jobs_before=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job"])' "$WORK/c3.json")
+
+# A torn record at the end (a crash mid-append): cut off and logged; the journal goes on.
+kill -9 "$D"; wait "$D" 2>/dev/null
+printf '\x40\x00\x00\x00\x12\x34' >> "$WD/journal"
+dispatcher "$DPORT" d4
+wait_port "$WORK/d4.out" > /dev/null || exit 1
+check "a torn tail is cut off and logged" grep -q 'cut a bad tail off .*dropped_bytes=6 why="a torn record' "$WORK/d4.err"
+"$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --local-cores 1 --max-batches 2 \
+  --json --quiet > "$WORK/c5.json" 2> "$WORK/c5.err"
+check "a job after the restarts gets a new id (never reused)" \
+  python3 -c "import json,sys; sys.exit(json.load(open('$WORK/c5.json'))['job'] <= $jobs_before)"
+"$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" workers --json > "$WORK/workers.json"
+check "the workers are known under their first ids, alive" \
+  python3 -c "import json,sys; w=json.load(open('$WORK/workers.json'))['workers']; sys.exit(sorted((x['worker_id'], x['alive']) for x in w) != [(1, True), (2, True)])"
+"$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port 0 --work-dir "$WD" > /dev/null 2> "$WORK/second.err"
+check "a second dispatcher on the same directory is refused, naming the holder" \
+  bash -c "test $? -ne 0 && grep -q 'is in use by another process (pid $D)' '$WORK/second.err'"
+
+finish
