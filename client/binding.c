@@ -121,7 +121,7 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
                 {"prefetch_bytes", 0, INT64_MAX}, {"credit_bytes", 0, INT64_MAX}, {"max_batches", 0, INT64_MAX},
                 {"split_size", 0, INT_MAX}, {"rescue_after_ms", 0, INT_MAX}, {"rank", 0, 65535},
                 {"world_size", 0, 65536}, {"resume_batches", 0, INT64_MAX}, {"resume_job", 0, INT64_MAX},
-                {"resume_split_size", 0, INT_MAX}};
+                {"resume_split_size", 0, INT_MAX}, {"dispatcher_wait_ms", 0, INT_MAX}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         if (strcmp(key, ints[i].key) != 0)
             continue;
@@ -140,7 +140,8 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
         case 9: o->world_size = (int)x; break;
         case 10: o->resume.batches = x; break;
         case 11: o->resume.job = (uint64_t)x; break;
-        default: o->resume.split_size = (int)x; break;
+        case 12: o->resume.split_size = (int)x; break;
+        default: o->dispatcher_wait_ms = (int)x; break;
         }
         return 0;
     }

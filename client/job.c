@@ -355,7 +355,8 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
                              .consumed = &j->consumed, .wait_ns = &j->wait_ns,
                              .facts = j->o.cut == SPW_CUT_AUTO ? &facts : NULL,
                              .rank = j->o.rank, .world_size = j->o.world_size, .job_name = j->o.job_name,
-                             .resume = rr};
+                             .resume = rr,
+                             .dispatcher_wait_ms = j->o.dispatcher_wait_ms};
     rc = remote_create(&ro, pipe, &j->r, &j->rj, err, errlen);
     spw_spec_proto_free(pipe);
     free(links);

@@ -24,7 +24,7 @@
 #define MAX_STREAMS 64
 #define MIN_STREAM_CREDIT ((int64_t)4 << 20)    /* a worker sends a message only when it fits its credit */
 #define HEARTBEAT_MS 200
-#define DISPATCHER_LOST_MS 30000
+#define DISPATCHER_WAIT_MS 300000      /* remote_opts.dispatcher_wait_ms 0 */
 #define MAX_ACKS_PER_HEARTBEAT 4096
 #define RATE_BEATS 10               /* the trainer's rate is reported over the last 10 heartbeats (2 s): a
                                      * beat's 200 ms sees whole batches only, 0 or 1 or 2 of them */
@@ -751,7 +751,8 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
 static void *heartbeat_main(void *arg)
 {
     struct remote *r = arg;
-    int64_t last_ok = spw_now_ms();
+    int64_t last_ok = spw_now_ms(), lost_since = 0;
+    const int wait_ms = r->o.dispatcher_wait_ms > 0 ? r->o.dispatcher_wait_ms : DISPATCHER_WAIT_MS;
     pthread_setname_np(pthread_self(), "spw-heartbeat");
     pthread_mutex_lock(&r->mu);
     while (!r->stopping) {
@@ -773,13 +774,25 @@ static void *heartbeat_main(void *arg)
                 snprintf(why, sizeof why, "the dispatcher ended this client's job: %s: %s", spw_rpc_status_name(st),
                          msg);
                 asm_fail(r->a, -ECONNABORTED, why);
-            } else if (now - last_ok > DISPATCHER_LOST_MS) {
-                asm_fail(r->a, -EIO, "lost the dispatcher: no heartbeat answered for 30 s");
+            } else if (now - last_ok > wait_ms) {
+                char why[400];
+                snprintf(why, sizeof why, "lost the dispatcher at %s: no heartbeat answered for %d s (last: %s: %s)",
+                         r->o.dispatcher, wait_ms / 1000, spw_rpc_status_name(st), msg);
+                asm_fail(r->a, -EIO, why);
+            } else if (!lost_since) {
+                lost_since = now;
+                spw_log(SPW_LOG_WARN, "client", "the dispatcher at %s does not answer (%s: %s): retrying for up to "
+                        "%d s; prefetched batches, streams and own threads go on", r->o.dispatcher,
+                        spw_rpc_status_name(st), msg, wait_ms / 1000);
             }
             pthread_mutex_lock(&r->mu);
             continue;
         }
         last_ok = now;
+        if (lost_since) {
+            spw_log(SPW_LOG_INFO, "client", "the dispatcher answers again after %.1f s", (now - lost_since) / 1e3);
+            lost_since = 0;
+        }
         pthread_mutex_lock(&r->mu);
         update_workers(r, hr->workers, hr->n_workers);
         if (hr->client_only && !r->client_only)

@@ -28,6 +28,7 @@ struct remote_opts {
     int rank, world_size;       /* this client's rank of a data-parallel job (world 0 = 1) */
     const char *job_name;       /* ranks share the job of this name (NULL: a job of its own) */
     const struct remote_resume *resume;         /* going on from a checkpoint (NULL: from the start) */
+    int dispatcher_wait_ms;     /* retry a dispatcher that stopped answering this long before failing */
 };
 
 struct remote_resume {          /* a checkpoint as the dispatcher needs it (see Resume in the proto) */

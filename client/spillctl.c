@@ -77,6 +77,8 @@ static void usage(FILE *f)
             "  --local-share auto|off  off: the client produces nothing itself (= --local-cores 0)\n"
             "  --workers N   use at most N workers (the first N alive; a dead one's place goes to the next);\n"
             "                default: all of them\n"
+            "  --dispatcher-wait-ms N  retry a dispatcher that stops answering this long before failing\n"
+            "                (default 300000: a restarted dispatcher with --work-dir is back well within it)\n"
             "  --consume-rate R  consume at most R elements/s, like a trainer (default: unlimited); with\n"
             "                --cut auto, the rate the plan aims for (also with --local)\n"
             "  --ordered     deliver batches in epoch order: byte-identical to run --local\n"
@@ -348,7 +350,7 @@ out:
 
 struct service_args {
     const char *dispatcher, *token;
-    int cut, local_cores, max_workers;
+    int cut, local_cores, max_workers, dispatcher_wait_ms;
     double consume_rate;
     bool ordered;
     int64_t prefetch_mb, credit_mb;
@@ -432,6 +434,7 @@ static int cmd_run_service(const char *pipeline, const struct service_args *sa, 
     o.credit_bytes = sa->credit_mb << 20;
     o.max_batches = max_batches;
     o.max_workers = sa->max_workers;
+    o.dispatcher_wait_ms = sa->dispatcher_wait_ms;
     double t0 = now_s();
     int rc = spw_job_create_json(text, &o, &job, err, sizeof err);
     free(text);
@@ -503,6 +506,7 @@ int main(int argc, char **argv)
         {"worker", required_argument, NULL, 'W'}, {"samples", required_argument, NULL, 'S'},
         {"local-share", required_argument, NULL, 'H'}, {"workers", required_argument, NULL, 'N'},
         {"max-seconds", required_argument, NULL, 'M'}, {"keys", required_argument, NULL, 'K'},
+        {"dispatcher-wait-ms", required_argument, NULL, 'X'},
         {NULL, 0, NULL, 0},
     };
     const char *pipeline = NULL, *dump = NULL, *keys_path = NULL;
@@ -518,7 +522,7 @@ int main(int argc, char **argv)
     bool local_off = false;
     int c;
     spw_heap_keep_freed();     /* per-element buffers are 100 KB-1 MB (lib/heap.h); before any thread starts */
-    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:C:L:R:OP:c:W:S:H:N:M:K:", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:C:L:R:OP:c:W:S:H:N:M:K:F:X:", long_opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'C':
@@ -546,6 +550,13 @@ int main(int argc, char **argv)
             sa.max_workers = (int)strtol(optarg, &end, 10);
             if (*end || sa.max_workers < 1 || sa.max_workers > 4096) {
                 fprintf(stderr, "spillctl: --workers: \"%s\" is not in [1, 4096]\n", optarg);
+                return 2;
+            }
+            break;
+        case 'X':
+            sa.dispatcher_wait_ms = (int)strtol(optarg, &end, 10);
+            if (*end || sa.dispatcher_wait_ms < 1) {
+                fprintf(stderr, "spillctl: --dispatcher-wait-ms: \"%s\" is not a positive integer\n", optarg);
                 return 2;
             }
             break;

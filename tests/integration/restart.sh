@@ -52,7 +52,9 @@ for at in 1.0 2.5 4.0; do     # seconds into the job (800 elements at 150/s: abo
     bash -c "diff <(sort '$WORK/local.keys') <(sort '$WORK/svc$n.keys') > /dev/null"
   check "restart at ${at}s: the journal was replayed with the job in it" \
     grep -q "journal replayed dir=.* records=[1-9][0-9]* .* jobs=[1-9]" "$WORK/d$n.err"
-  check "restart at ${at}s: the trainer logged no failure" bash -c "! grep -q 'error\\|ended this client' '$WORK/c$n.err'"
+  check "restart at ${at}s: the trainer logged no failure" bash -c "! grep -q ' error \\|run failed' '$WORK/c$n.err'"
+  check "restart at ${at}s: the trainer said it waits for the dispatcher, then that it is back" \
+    bash -c "grep -q 'does not answer .*retrying for up to 300 s' '$WORK/c$n.err' && grep -q 'the dispatcher answers again after' '$WORK/c$n.err'"
 done
 jobs_before=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job"])' "$WORK/c3.json")
 

@@ -36,6 +36,9 @@ struct spw_job_opts {
     int split_size;             /* samples per split; 0 = the dispatcher's default */
     int rescue_after_ms;        /* the client computes the missing elements of a head batch that has gained
                                    nothing for this long (a lost or stalled producer); 0 = 3000 */
+    int dispatcher_wait_ms;     /* a dispatcher that stops answering (restarting, rescheduled) is retried this
+                                   long, streams and own threads going on meanwhile, before the job fails;
+                                   0 = 300000 (5 minutes) */
     int rank, world_size;       /* data-parallel trainers: this rank gets its own share of every epoch,
                                    disjoint from the others', with as many batches (pipeline/order.h: short
                                    shares pad, or drop with batch.drop_remainder); world 0/1 = one trainer.
