@@ -309,8 +309,8 @@ class Loader:
     cut: fusion groups run on workers (None: the dispatcher's default, all; "auto": planned).
     ordered: with a dispatcher, deliver batches in epoch order (as in-process); else any complete one first.
     max_workers, trainer_rate (elements/s, for planning), prefetch_bytes, credit_bytes, split_size,
-    auth_token, max_batches: as struct spw_job_opts (client.h); auth_token defaults to $SPILLWAY_AUTH_TOKEN or
-    the contents of the file $SPILLWAY_AUTH_TOKEN_FILE names.
+    auth_token, max_batches, dispatcher_wait_ms: as struct spw_job_opts (client.h); auth_token defaults to
+    $SPILLWAY_AUTH_TOKEN or the contents of the file $SPILLWAY_AUTH_TOKEN_FILE names.
     rank, world_size: data-parallel trainers (default: the RANK and WORLD_SIZE environment variables, as
     torch.distributed sets them; else one trainer): each rank gets its own share of every epoch, disjoint from
     the other ranks', with as many batches (short shares pad, or drop with batch(drop_remainder=True)).
@@ -326,7 +326,8 @@ class Loader:
 
     def __init__(self, pipeline, dispatcher=None, local_cores=None, cut=None, ordered=False, max_workers=None,
                  trainer_rate=None, prefetch_bytes=None, auth_token=None, max_batches=None, credit_bytes=None,
-                 split_size=None, rank=None, world_size=None, resume=None, job_name=None):
+                 split_size=None, rank=None, world_size=None, resume=None, job_name=None,
+                 dispatcher_wait_ms=None):
         self._pid = os.getpid()
         self._job = None
         self._done = False
@@ -347,7 +348,7 @@ class Loader:
                            ("cut", cut), ("max_workers", max_workers), ("trainer_rate", trainer_rate),
                            ("prefetch_bytes", prefetch_bytes), ("credit_bytes", credit_bytes),
                            ("split_size", split_size), ("max_batches", max_batches), ("rank", rank),
-                           ("world_size", world_size)):
+                           ("world_size", world_size), ("dispatcher_wait_ms", dispatcher_wait_ms)):
             if value is not None:
                 opts[key] = value if isinstance(value, str) else repr(value)
         self._opts = opts
