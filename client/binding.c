@@ -15,6 +15,7 @@ struct binding_opts {           /* the options and the strings they point to */
     char dispatcher[256];
     char auth_token[512];
     char job_name[129];
+    char tls_ca[4096], tls_cert[4096], tls_key[4096];
 };
 
 struct spw_job_opts *spw_job_opts_new(void)
@@ -103,6 +104,12 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
         return !strcmp(value, "1") || !strcmp(value, "0") ? (o->ordered = value[0] == '1', 0) : -EINVAL;
     if (!strcmp(key, "job_name"))
         return copy_string(b->job_name, sizeof b->job_name, value, &o->job_name);
+    if (!strcmp(key, "tls_ca"))
+        return copy_string(b->tls_ca, sizeof b->tls_ca, value, &o->tls_ca);
+    if (!strcmp(key, "tls_cert"))
+        return copy_string(b->tls_cert, sizeof b->tls_cert, value, &o->tls_cert);
+    if (!strcmp(key, "tls_key"))
+        return copy_string(b->tls_key, sizeof b->tls_key, value, &o->tls_key);
     if (!strcmp(key, "resume_manifest"))
         return parse_hex64(value, &o->resume.manifest);
     if (!strcmp(key, "resume_places"))

@@ -23,9 +23,11 @@ static int call(const char *target, const char *token, const char *method, const
     }
     char msg[512] = "";
     int st = spw_rpc_call_msg(ch, method, req, timeout_ms, resp, len, msg, sizeof msg);
+    const bool tls = spw_rpc_channel_tls(ch);
     spw_rpc_channel_destroy(ch);
     if (st != SPW_RPC_OK) {
-        fprintf(stderr, "spillctl: %s at %s failed: status %d: %s\n", method, target, st, msg);
+        fprintf(stderr, "spillctl: %s at %s failed: status %d: %s%s\n", method, target, st, msg,
+                spw_rpc_tls_hint(st, msg, tls));
         return 1;
     }
     return 0;

@@ -72,6 +72,8 @@ struct spw_job {
     struct spw_job_stats st;
     int64_t consumed, wait_ns;      /* atomics: the trainer's elements taken and ns waited in next() */
     int64_t own_cpu_ns;             /* atomic: CPU the client's own production took (re-planning's f) */
+    struct spw_rpc_tls *tls;        /* loaded from o.tls_* (NULL: plaintext, or the process's default) */
+    struct spw_rpc_channel_opts peer;   /* how to call the dispatcher and workers: token, TLS */
 };
 
 void spw_job_opts_init(struct spw_job_opts *o)
@@ -231,7 +233,7 @@ static int measure_facts(struct spw_job *j, Spillway__V1__ClientFacts *cf, doubl
     const int cores = j->o.local_cores > 0 ? j->o.local_cores : 1;
     int rc = me && in ? spw_profile_run(j->spec, j->src, PLAN_SAMPLES, cores, me, err, errlen) : -ENOMEM;
     struct probe_result *links = rc == 0 ? calloc(1, sizeof *links) : NULL;
-    if (rc == 0 && (!links || probe_links(j->o.dispatcher, j->o.auth_token, j->o.max_workers, PROBE_MS, links, err,
+    if (rc == 0 && (!links || probe_links(j->o.dispatcher, &j->peer, j->o.max_workers, PROBE_MS, links, err,
                                           errlen) != 0))
         rc = links ? -EIO : -ENOMEM;
     if (rc == 0) {
@@ -337,6 +339,13 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
     double facts_buf[2 * (SPW_PROFILE_MAX_GROUPS + 1)];
     Spillway__V1__WorkerLink link_msgs[PROBE_MAX_WORKERS], *link_ptrs[PROBE_MAX_WORKERS];
     struct probe_result *links = NULL;
+    if ((rc = spw_rpc_tls_load(j->o.tls_cert, j->o.tls_key, j->o.tls_ca, false, &j->tls, err, errlen)) != 0)
+        return rc;
+    if (j->tls && !j->tls->ca_pem && j->tls->cert_pem) {
+        snprintf(err, errlen, "tls_cert is for mutual TLS: give tls_ca too");
+        return -EINVAL;
+    }
+    j->peer = (struct spw_rpc_channel_opts){.auth_token = j->o.auth_token, .tls = j->tls};
     if (j->o.cut == SPW_CUT_AUTO &&
         (rc = measure_facts(j, &facts, facts_buf, link_msgs, link_ptrs, &links, err, errlen)) != 0)
         return rc;
@@ -356,7 +365,8 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
                              .facts = j->o.cut == SPW_CUT_AUTO ? &facts : NULL,
                              .rank = j->o.rank, .world_size = j->o.world_size, .job_name = j->o.job_name,
                              .resume = rr,
-                             .dispatcher_wait_ms = j->o.dispatcher_wait_ms};
+                             .dispatcher_wait_ms = j->o.dispatcher_wait_ms,
+                             .tls = j->tls};
     rc = remote_create(&ro, pipe, &j->r, &j->rj, err, errlen);
     spw_spec_proto_free(pipe);
     free(links);
@@ -679,6 +689,7 @@ void spw_job_destroy(struct spw_job *job)
     for (int i = 0; i < job->n_local; i++)
         pthread_join(job->local[i], NULL);
     remote_destroy(job->r);
+    spw_rpc_tls_free(job->tls);
     asm_destroy(job->a);
     spw_executor_destroy(job->ex);
     if (job->ctx_ok)

@@ -141,7 +141,8 @@ int spw_plan_cli(const struct spw_plan_cli_opts *o)
     }
     const int n_cuts = me->groups + 1;
     if (!(links = calloc(1, sizeof *links)) ||
-        probe_links(o->dispatcher, o->auth_token, o->max_workers, 600, links, err, sizeof err) != 0) {
+        probe_links(o->dispatcher, &(struct spw_rpc_channel_opts){.auth_token = o->auth_token}, o->max_workers, 600,
+                    links, err, sizeof err) != 0) {
         fprintf(stderr, "spillctl: probing the links: %s\n", links ? err : "out of memory");
         goto out;
     }

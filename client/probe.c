@@ -20,7 +20,8 @@
 #define PROBE_ASK_BYTES ((int64_t)1 << 30)
 
 struct prober {
-    const char *addr, *token;
+    const char *addr;
+    const struct spw_rpc_channel_opts *peer;
     int duration_ms;
     bool answered;                      /* the stream opened and the request went out */
     int64_t bytes, start_ns, end_ns, cpu_ns;
@@ -47,7 +48,7 @@ static void arrived(struct arrivals *a, int64_t now, size_t len)
 static void *prober_main(void *arg)
 {
     struct prober *p = arg;
-    struct spw_rpc_channel_opts co = {.auth_token = p->token};
+    const struct spw_rpc_channel_opts co = *p->peer;
     struct spw_rpc_channel *ch;
     struct spw_rpc_stream *st;
     if (spw_rpc_channel_create(p->addr, &co, &ch) != 0)
@@ -105,14 +106,13 @@ static void *prober_main(void *arg)
     return NULL;
 }
 
-int probe_links(const char *dispatcher, const char *auth_token, int max_workers, int duration_ms,
+int probe_links(const char *dispatcher, const struct spw_rpc_channel_opts *peer, int max_workers, int duration_ms,
                 struct probe_result *out,
                 char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    struct spw_rpc_channel_opts co = {.auth_token = auth_token};
     struct spw_rpc_channel *disp;
-    if (spw_rpc_channel_create(dispatcher, &co, &disp) != 0) {
+    if (spw_rpc_channel_create(dispatcher, peer, &disp) != 0) {
         snprintf(err, errlen, "bad dispatcher address \"%s\"", dispatcher);
         return -EIO;
     }
@@ -136,7 +136,7 @@ int probe_links(const char *dispatcher, const char *auth_token, int max_workers,
             continue;
         const int k = out->n++;
         snprintf(out->addr[k], sizeof out->addr[k], "%s", ws->workers[i]->address);
-        pr[k] = (struct prober){.addr = out->addr[k], .token = auth_token, .duration_ms = duration_ms};
+        pr[k] = (struct prober){.addr = out->addr[k], .peer = peer, .duration_ms = duration_ms};
         started[k] = pthread_create(&tids[k], NULL, prober_main, &pr[k]) == 0;
     }
     int64_t bytes = 0, cpu = 0, first = INT64_MAX, last = 0;

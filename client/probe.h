@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/rpc.h"
+
 #define PROBE_MAX_WORKERS 64
 
 struct probe_result {
@@ -20,7 +22,7 @@ struct probe_result {
 
 /* Probe the workers the dispatcher lists as alive (the first max_workers of them; 0 = all), for about
  * duration_ms. Returns 0 (n may be 0) or -EIO when the dispatcher does not answer, with the reason in err. */
-int probe_links(const char *dispatcher, const char *auth_token, int max_workers, int duration_ms,
+int probe_links(const char *dispatcher, const struct spw_rpc_channel_opts *peer, int max_workers, int duration_ms,
                 struct probe_result *out, char *err, size_t errlen);
 
 #endif

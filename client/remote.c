@@ -111,7 +111,7 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
     if (getrandom(&salt, sizeof salt, 0) != sizeof salt)
         salt = (uint16_t)getpid();
     r->incarnation = ((uint64_t)now.tv_sec * 1000000 + (uint64_t)now.tv_nsec / 1000) << 10 | (salt & 1023u) | 1u;
-    struct spw_rpc_channel_opts co = {.auth_token = o->auth_token};
+    struct spw_rpc_channel_opts co = {.auth_token = o->auth_token, .tls = o->tls};
     spw_rpc_init();
     if (spw_rpc_channel_create(o->dispatcher, &co, &r->disp) != 0) {
         snprintf(err, errlen, "bad dispatcher address \"%s\"", o->dispatcher);
@@ -150,7 +150,9 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
     free(resp);
     int rc = 0;
     if (st != SPW_RPC_OK) {
-        rc = create_err(st, err, errlen, "CreateJob", msg);
+        char hinted[600];
+        snprintf(hinted, sizeof hinted, "%s%s", msg, spw_rpc_tls_hint(st, msg, spw_rpc_channel_tls(r->disp)));
+        rc = create_err(st, err, errlen, "CreateJob", hinted);
         goto fail;
     }
     if (cr && cr->plan) {
@@ -491,7 +493,7 @@ static void *stream_main(void *arg)
     struct stream *s = arg;
     struct remote *r = s->r;
     pthread_setname_np(pthread_self(), "spw-rx");
-    struct spw_rpc_channel_opts co = {.auth_token = r->o.auth_token};
+    struct spw_rpc_channel_opts co = {.auth_token = r->o.auth_token, .tls = r->o.tls};
     struct spw_rpc_channel *ch = NULL;
     struct spw_rpc_stream *st = NULL;
     bool call_ended = false;

@@ -13,6 +13,7 @@
 #include "pipeline/element.h"
 #include "pipeline/order.h"
 #include "pipeline/source.h"
+#include "lib/rpc.h"
 #include "proto/spillway.pb-c.h"
 
 struct remote_opts {
@@ -29,6 +30,7 @@ struct remote_opts {
     const char *job_name;       /* ranks share the job of this name (NULL: a job of its own) */
     const struct remote_resume *resume;         /* going on from a checkpoint (NULL: from the start) */
     int dispatcher_wait_ms;     /* retry a dispatcher that stopped answering this long before failing */
+    const struct spw_rpc_tls *tls;  /* for the dispatcher and the workers; NULL = the process's default */
 };
 
 struct remote_resume {          /* a checkpoint as the dispatcher needs it (see Resume in the proto) */

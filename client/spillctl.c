@@ -102,6 +102,8 @@ static void usage(FILE *f)
             "  --dispatcher HOST:PORT  the dispatcher (env SPILLWAY_DISPATCHER)\n"
             "  --auth-token T  bearer token for the dispatcher (env SPILLWAY_AUTH_TOKEN)\n"
             "  --auth-token-file F  read it from a file (env SPILLWAY_AUTH_TOKEN_FILE)\n"
+            "  --tls-ca F    TLS: the PEM CA the dispatcher's and workers' certificates are signed by (env\n"
+            "                SPILLWAY_TLS_CA); --tls-cert F --tls-key F: this client's, for mutual TLS\n"
             "  --timeout-ms N  RPC deadline (default 5000)\n"
             "\n"
             "Exit status: 0 success, 1 runtime error (e.g. a corrupt sample under on_error: fail), 2 usage or\n"
@@ -507,11 +509,15 @@ int main(int argc, char **argv)
         {"local-share", required_argument, NULL, 'H'}, {"workers", required_argument, NULL, 'N'},
         {"max-seconds", required_argument, NULL, 'M'}, {"keys", required_argument, NULL, 'K'},
         {"dispatcher-wait-ms", required_argument, NULL, 'X'},
+        {"tls-ca", required_argument, NULL, 'a'}, {"tls-cert", required_argument, NULL, 'e'},
+        {"tls-key", required_argument, NULL, 'k'},
         {NULL, 0, NULL, 0},
     };
     const char *pipeline = NULL, *dump = NULL, *keys_path = NULL;
     const char *dispatcher = getenv("SPILLWAY_DISPATCHER"), *token = getenv("SPILLWAY_AUTH_TOKEN");
     const char *token_file = getenv("SPILLWAY_AUTH_TOKEN_FILE");
+    const char *tls_ca = getenv("SPILLWAY_TLS_CA"), *tls_cert = getenv("SPILLWAY_TLS_CERT");
+    const char *tls_key = getenv("SPILLWAY_TLS_KEY");
     int timeout_ms = 5000;
     int local = 0, json = 0, quiet = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     int64_t max_batches = 0, warmup = 0;
@@ -522,7 +528,7 @@ int main(int argc, char **argv)
     bool local_off = false;
     int c;
     spw_heap_keep_freed();     /* per-element buffers are 100 KB-1 MB (lib/heap.h); before any thread starts */
-    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:C:L:R:OP:c:W:S:H:N:M:K:F:X:", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hp:t:m:d:jqw:D:A:T:C:L:R:OP:c:W:S:H:N:M:K:F:X:a:e:k:", long_opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'C':
@@ -625,6 +631,9 @@ int main(int argc, char **argv)
         case 'D': dispatcher = optarg; break;
         case 'A': token = optarg; token_file = NULL; break;
         case 'F': token_file = optarg; token = NULL; break;
+        case 'a': tls_ca = optarg; break;
+        case 'e': tls_cert = optarg; break;
+        case 'k': tls_key = optarg; break;
         case 'T':
             timeout_ms = (int)strtol(optarg, &end, 10);
             if (*end || timeout_ms < 1) {
@@ -649,6 +658,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "spillctl: %s\n", token_err);
         return 2;
     }
+    /* Every channel this process makes (the dispatcher, workers, the job's streams) speaks TLS with these. */
+    struct spw_rpc_tls *tls = NULL;
+    if ((tls_cert && *tls_cert && !(tls_ca && *tls_ca)) ||
+        spw_rpc_tls_load(tls_cert, tls_key, tls_ca, false, &tls, token_err, sizeof token_err) != 0) {
+        fprintf(stderr, "spillctl: %s\n", tls_cert && *tls_cert && !(tls_ca && *tls_ca) ?
+                "--tls-cert is for mutual TLS: give --tls-ca too" : token_err);
+        return 2;
+    }
+    spw_rpc_set_channel_tls(tls);
     const char *cmd = argv[optind];
     if (!strcmp(cmd, "explain")) {
         if (!dispatcher) {

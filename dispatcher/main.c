@@ -42,6 +42,14 @@ static struct spw_config_entry g_cfg[] = {
      "dispatcher per directory); empty: state in memory only, a restart ends the jobs", 0, 0, 0, 0},
     {"split-size", "SPILLWAY_SPLIT_SIZE", SPW_CFG_INT, "64", 1, 65536, "samples per split", 0, 0, 0, 0},
     {"max-message-mb", "SPILLWAY_MAX_MESSAGE_MB", SPW_CFG_INT, "64", 1, 2047, "largest RPC message", 0, 0, 0, 0},
+    {"tls-cert", "SPILLWAY_TLS_CERT", SPW_CFG_STRING, "", 0, 0,
+     "PEM certificate (chain) this daemon serves with, and presents when it calls others; TLS on its port", 0, 0, 0,
+     0},
+    {"tls-key", "SPILLWAY_TLS_KEY", SPW_CFG_STRING, "", 0, 0, "PEM private key of --tls-cert", 0, 0, 0, 0},
+    {"tls-ca", "SPILLWAY_TLS_CA", SPW_CFG_STRING, "", 0, 0,
+     "PEM CA the daemons it calls must be signed by (TLS on its own calls)", 0, 0, 0, 0},
+    {"tls-client-ca", "SPILLWAY_TLS_CLIENT_CA", SPW_CFG_STRING, "", 0, 0,
+     "mutual TLS: callers must present a certificate signed by this PEM CA", 0, 0, 0, 0},
     {"auth-token-file", "SPILLWAY_AUTH_TOKEN_FILE", SPW_CFG_STRING, NULL, 0, 0,
      "read the token from this file (a Kubernetes Secret mounted as a file) instead of --auth-token", 0, 0, 0,
      0},
@@ -86,8 +94,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "spillway-dispatcher: %s\n", err);
         return 2;
     }
+    struct spw_rpc_tls *tls_server = NULL, *tls_channel = NULL;
+    if (spw_rpc_tls_from_flags(cfg_str("tls-cert"), cfg_str("tls-key"), cfg_str("tls-ca"), cfg_str("tls-client-ca"),
+                               &tls_server, &tls_channel, err, sizeof err) != 0) {
+        fprintf(stderr, "spillway-dispatcher: %s\n", err);
+        return 2;
+    }
     if (!token)
-        spw_log(SPW_LOG_WARN, "dispatcher", "no auth token configured: accepting unauthenticated, unencrypted calls");
+        spw_log(SPW_LOG_WARN, "dispatcher", "no auth token configured: accepting unauthenticated calls");
+    if (!tls_server)
+        spw_log(SPW_LOG_WARN, "dispatcher", "no TLS certificate configured: calls are unencrypted");
 
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -96,6 +112,7 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);          /* inherited by every thread started below */
 
     spw_rpc_init();
+    spw_rpc_set_channel_tls(tls_channel);   /* its calls to workers (profiles) */
     struct disp_service *svc = NULL;
     struct spw_rpc_server *srv = NULL, *health_srv = NULL;
     static struct spw_health health;    /* ready once the state is loaded (SERVING), not while draining */
@@ -125,7 +142,7 @@ int main(int argc, char **argv)
              (long long)cfg_int("port"));
     struct spw_rpc_server_opts ro = {.listen_addr = addr, .io_threads = (int)cfg_int("io-threads"),
                                      .max_message_bytes = (size_t)cfg_int("max-message-mb") << 20,
-                                     .auth_token = token && *token ? token : NULL};
+                                     .auth_token = token && *token ? token : NULL, .tls = tls_server};
     if ((rc = spw_rpc_server_create(&ro, &srv, err, sizeof err)) != 0) {
         spw_log(SPW_LOG_ERROR, "dispatcher", "cannot create the server: %s", err);
         goto out;
@@ -178,6 +195,8 @@ out:
     spw_rpc_server_destroy(health_srv);
     disp_service_destroy(svc);
     spw_rpc_shutdown();
+    spw_rpc_tls_free(tls_server);
+    spw_rpc_tls_free(tls_channel);
     spw_log(SPW_LOG_INFO, "dispatcher", "stopped status=%d", status);
     return status;
 }

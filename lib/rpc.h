@@ -7,6 +7,7 @@
 #ifndef SPW_LIB_RPC_H
 #define SPW_LIB_RPC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -62,6 +63,34 @@ void spw_rpc_shutdown(void);
 typedef void (*spw_rpc_log_fn)(void *ctx, int severity, const char *file, int line, const char *msg);
 void spw_rpc_set_log_fn(spw_rpc_log_fn fn, void *ctx);
 
+/* ---- TLS ------------------------------------------------------------------------------------------- */
+
+/* Certificates for gRPC's own TLS (OpenSSL underneath), read once from PEM files. A server needs cert and
+ * key, and ca to verify clients when require_client_cert (mutual TLS); a channel needs ca (the roots its
+ * server's certificate must chain to), and cert and key to present one of its own. */
+struct spw_rpc_tls {
+    char *cert_pem, *key_pem, *ca_pem;  /* NUL-terminated PEM, or NULL */
+    bool require_client_cert;
+};
+/* Read the files given (NULL or "" = none; at most 1 MiB each). Returns 0 with *out NULL when none is given
+ * (plaintext), 0 with *out set, or a negative code with err naming the file. */
+int spw_rpc_tls_load(const char *cert_file, const char *key_file, const char *ca_file, bool require_client_cert,
+                     struct spw_rpc_tls **out, char *err, size_t errlen);
+void spw_rpc_tls_free(struct spw_rpc_tls *t);
+/* The TLS settings of channels created without their own (o->tls NULL): a daemon's or a tool's, set once in
+ * main before any channel (NULL: plaintext). t must outlive every channel. */
+void spw_rpc_set_channel_tls(const struct spw_rpc_tls *t);
+/* A daemon's TLS flags as its two sides: *server (cert and key; client_ca: require clients' certificates
+ * signed by it) and *channel (ca: verify the daemons it calls; with cert and key, present them too). NULL
+ * where a side stays plaintext. Returns 0 or a negative code with err naming the file or the missing flag. */
+int spw_rpc_tls_from_flags(const char *cert, const char *key, const char *ca, const char *client_ca,
+                           struct spw_rpc_tls **server, struct spw_rpc_tls **channel, char *err, size_t errlen);
+
+/* What a failed call's status and message may mean for TLS, as a hint to append to it ("" when none): a
+ * server that closes the socket on a plaintext caller (it wants TLS) or on a caller without a certificate
+ * (mutual TLS), a server certificate the caller's CA does not vouch for. tls: the caller used TLS. */
+const char *spw_rpc_tls_hint(int status, const char *msg, bool tls);
+
 /* ---- Server ---------------------------------------------------------------------------------------- */
 
 struct spw_rpc_server_opts {
@@ -70,6 +99,7 @@ struct spw_rpc_server_opts {
     size_t max_message_bytes;  /* 0 = SPW_RPC_DEFAULT_MAX_MESSAGE; both directions; bigger -> RESOURCE_EXHAUSTED */
     const char *auth_token;    /* NULL or "" = accept all; else require "authorization: Bearer <token>" */
     int max_streams;           /* 0 = SPW_RPC_DEFAULT_MAX_STREAMS; more concurrent streams -> RESOURCE_EXHAUSTED */
+    const struct spw_rpc_tls *tls;  /* NULL = plaintext; else cert and key required (must outlive the call) */
 };
 
 /* Unary handler. Runs on a server I/O thread, so it must be quick (no blocking I/O). req is valid only during
@@ -124,12 +154,15 @@ void spw_rpc_server_destroy(struct spw_rpc_server *s);
 struct spw_rpc_channel_opts {
     size_t max_message_bytes;  /* 0 = SPW_RPC_DEFAULT_MAX_MESSAGE; both directions */
     const char *auth_token;    /* NULL = send no authorization metadata; copied */
+    const struct spw_rpc_tls *tls;  /* NULL = plaintext; else ca required (must outlive the call) */
 };
 
 /* A channel to "host:port" (connects lazily, reconnects by itself). o may be NULL. Returns 0, -EINVAL,
  * -ENOMEM. Thread-safe; must outlive every call and stream made on it. */
 int spw_rpc_channel_create(const char *target, const struct spw_rpc_channel_opts *o, struct spw_rpc_channel **out);
 void spw_rpc_channel_destroy(struct spw_rpc_channel *c);
+/* Whether the channel speaks TLS (its own settings or the process's default). */
+bool spw_rpc_channel_tls(const struct spw_rpc_channel *c);
 
 /* Blocking unary call. timeout_ms > 0 is the call's deadline (0 = none; don't). Returns the gRPC status:
  * SPW_RPC_OK with *resp malloc'd (caller frees; empty reply = non-NULL, *resp_len 0); transport failures

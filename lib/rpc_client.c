@@ -28,7 +28,15 @@ struct spw_rpc_channel {
     pthread_mutex_t mu;  /* guards reg */
     struct reg_method reg[SPW_RPC_MAX_METHODS];
     int nreg;
+    bool tls;                   /* speaks TLS */
 };
+
+static const struct spw_rpc_tls *default_tls;
+
+void spw_rpc_set_channel_tls(const struct spw_rpc_tls *t)
+{
+    default_tls = t;
+}
 
 int spw_rpc_channel_create(const char *target, const struct spw_rpc_channel_opts *o, struct spw_rpc_channel **out)
 {
@@ -65,11 +73,24 @@ int spw_rpc_channel_create(const char *target, const struct spw_rpc_channel_opts
     args[3].key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
     args[3].value.integer = 5000;
     grpc_channel_args chargs = {4, args};
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    grpc_channel_credentials *creds;
+    const struct spw_rpc_tls *tls = o && o->tls ? o->tls : default_tls;
+    c->tls = tls != NULL;
+    if (tls) {
+        grpc_ssl_pem_key_cert_pair pair = {tls->key_pem, tls->cert_pem};
+        creds = grpc_ssl_credentials_create(tls->ca_pem, tls->cert_pem ? &pair : NULL, NULL, NULL);
+    } else {
+        creds = grpc_insecure_credentials_create();
+    }
     c->ch = grpc_channel_create(target, creds, &chargs);
     grpc_channel_credentials_release(creds);
     *out = c;
     return 0;
+}
+
+bool spw_rpc_channel_tls(const struct spw_rpc_channel *c)
+{
+    return c->tls;
 }
 
 void spw_rpc_channel_destroy(struct spw_rpc_channel *c)

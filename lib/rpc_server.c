@@ -660,6 +660,12 @@ int spw_rpc_server_create(const struct spw_rpc_server_opts *o, struct spw_rpc_se
                                   "max_message_bytes <= %d, max_streams >= 0)", INT_MAX);
         return -EINVAL;
     }
+    if (o->tls && (!o->tls->cert_pem || !o->tls->key_pem || (o->tls->require_client_cert && !o->tls->ca_pem))) {
+        if (err)
+            snprintf(err, errlen, "rpc server: TLS needs a certificate and its key%s",
+                     o->tls->require_client_cert ? ", and a CA to verify clients' certificates" : "");
+        return -EINVAL;
+    }
     if (!(s = calloc(1, sizeof *s)))
         return -ENOMEM;
     s->nio = o->io_threads ? o->io_threads : SPW_RPC_DEFAULT_IO_THREADS;
@@ -702,7 +708,15 @@ int spw_rpc_server_create(const struct spw_rpc_server_opts *o, struct spw_rpc_se
         s->io[i].cq = grpc_completion_queue_create_for_next(NULL);
         grpc_server_register_completion_queue(s->srv, s->io[i].cq, NULL);
     }
-    creds = grpc_insecure_server_credentials_create();
+    if (o->tls) {
+        grpc_ssl_pem_key_cert_pair pair = {o->tls->key_pem, o->tls->cert_pem};
+        creds = grpc_ssl_server_credentials_create_ex(
+            o->tls->ca_pem, &pair, 1,
+            o->tls->require_client_cert ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                        : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE, NULL);
+    } else {
+        creds = grpc_insecure_server_credentials_create();
+    }
     spw_rpc__clear_last_log();
     s->port = grpc_server_add_http2_port(s->srv, o->listen_addr, creds);
     grpc_server_credentials_release(creds);

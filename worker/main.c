@@ -36,6 +36,14 @@ static struct spw_config_entry g_cfg[] = {
      "preprocessing threads (0: the CPUs this process may use - its affinity and its container's CPU limit, "
      "rounded up)", 0, 0, 0, 0},
     {"io-threads", "SPILLWAY_IO_THREADS", SPW_CFG_INT, "2", 1, 64, "RPC I/O threads", 0, 0, 0, 0},
+    {"tls-cert", "SPILLWAY_TLS_CERT", SPW_CFG_STRING, "", 0, 0,
+     "PEM certificate (chain) this daemon serves with, and presents when it calls others; TLS on its port", 0, 0, 0,
+     0},
+    {"tls-key", "SPILLWAY_TLS_KEY", SPW_CFG_STRING, "", 0, 0, "PEM private key of --tls-cert", 0, 0, 0, 0},
+    {"tls-ca", "SPILLWAY_TLS_CA", SPW_CFG_STRING, "", 0, 0,
+     "PEM CA the daemons it calls must be signed by (TLS on its own calls)", 0, 0, 0, 0},
+    {"tls-client-ca", "SPILLWAY_TLS_CLIENT_CA", SPW_CFG_STRING, "", 0, 0,
+     "mutual TLS: callers must present a certificate signed by this PEM CA", 0, 0, 0, 0},
     {"auth-token-file", "SPILLWAY_AUTH_TOKEN_FILE", SPW_CFG_STRING, NULL, 0, 0,
      "read the token from this file (a Kubernetes Secret mounted as a file) instead of --auth-token", 0, 0, 0,
      0},
@@ -135,8 +143,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "spillway-worker: %s\n", err);
         return 2;
     }
+    struct spw_rpc_tls *tls_server = NULL, *tls_channel = NULL;
+    if (spw_rpc_tls_from_flags(cfg("tls-cert")->s, cfg("tls-key")->s, cfg("tls-ca")->s, cfg("tls-client-ca")->s,
+                               &tls_server, &tls_channel, err, sizeof err) != 0) {
+        fprintf(stderr, "spillway-worker: %s\n", err);
+        return 2;
+    }
     if (!token)
-        spw_log(SPW_LOG_WARN, "worker", "no auth token configured: accepting unauthenticated, unencrypted calls");
+        spw_log(SPW_LOG_WARN, "worker", "no auth token configured: accepting unauthenticated calls");
+    if (!tls_server)
+        spw_log(SPW_LOG_WARN, "worker", "no TLS certificate configured: calls and streams are unencrypted");
 
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -145,6 +161,7 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
     spw_rpc_init();
+    spw_rpc_set_channel_tls(tls_channel);   /* its calls to the dispatcher */
     struct spw_rpc_server *srv = NULL, *health_srv = NULL;
     struct wrk_registration *reg = NULL;
     spw_health_init(&g_health, "spillway.v1.Worker");
@@ -155,7 +172,7 @@ int main(int argc, char **argv)
     snprintf(addr, sizeof addr, strchr(host, ':') && host[0] != '[' ? "[%s]:%lld" : "%s:%lld", host,
              (long long)cfg("port")->i);
     struct spw_rpc_server_opts ro = {.listen_addr = addr, .io_threads = (int)cfg("io-threads")->i,
-                                     .auth_token = token};
+                                     .auth_token = token, .tls = tls_server};
     if (spw_rpc_server_create(&ro, &srv, err, sizeof err) != 0) {
         spw_log(SPW_LOG_ERROR, "worker", "cannot create the server: %s", err);
         goto out;
@@ -236,6 +253,8 @@ out:
     spw_rpc_server_shutdown(health_srv, 0);
     spw_rpc_server_destroy(health_srv);
     spw_rpc_shutdown();
+    spw_rpc_tls_free(tls_server);
+    spw_rpc_tls_free(tls_channel);
     spw_log(SPW_LOG_INFO, "worker", "stopped status=%d", status);
     return status;
 }

@@ -89,8 +89,9 @@ static bool register_worker(struct wrk_registration *r)
                 r->on_registered(r->ctx, r->id);
             return true;
         }
-        spw_log(SPW_LOG_WARN, "worker", "register failed dispatcher=%s status=%s msg=\"%s\" retry_ms=%lld",
-                r->dispatcher, spw_rpc_status_name(st), msg, (long long)backoff);
+        spw_log(SPW_LOG_WARN, "worker", "register failed dispatcher=%s status=%s msg=\"%s%s\" retry_ms=%lld",
+                r->dispatcher, spw_rpc_status_name(st), msg, spw_rpc_tls_hint(st, msg, spw_rpc_channel_tls(r->ch)),
+                (long long)backoff);
         if (!nap(r, backoff))
             return false;
         backoff = backoff * 2 > MAX_BACKOFF_MS ? MAX_BACKOFF_MS : backoff * 2;

@@ -20,6 +20,10 @@ struct spw_job;
 struct spw_job_opts {
     const char *dispatcher;     /* "HOST:PORT"; NULL = run in-process (no service) */
     const char *auth_token;     /* bearer token for the dispatcher and workers; NULL = none */
+    const char *tls_ca;         /* TLS: PEM CA the dispatcher's and workers' certificates are signed by; NULL =
+                                   plaintext (or the process's own TLS settings, as spillctl sets them) */
+    const char *tls_cert, *tls_key;     /* PEM certificate and key this client presents (mutual TLS); NULL =
+                                   none */
     int local_cores;            /* client threads producing whole splits (and finishing remote elements);
                                    -1 = default: in-process all online CPUs, with a dispatcher 1 */
     int cut;                    /* groups [0, cut) run on workers; -1 = the dispatcher's default (all);

@@ -311,6 +311,8 @@ class Loader:
     max_workers, trainer_rate (elements/s, for planning), prefetch_bytes, credit_bytes, split_size,
     auth_token, max_batches, dispatcher_wait_ms: as struct spw_job_opts (client.h); auth_token defaults to
     $SPILLWAY_AUTH_TOKEN or the contents of the file $SPILLWAY_AUTH_TOKEN_FILE names.
+    tls_ca, tls_cert, tls_key: PEM files for TLS to the dispatcher and workers (the CA their certificates are
+    signed by; this client's certificate and key under mutual TLS); default $SPILLWAY_TLS_CA, _CERT, _KEY.
     rank, world_size: data-parallel trainers (default: the RANK and WORLD_SIZE environment variables, as
     torch.distributed sets them; else one trainer): each rank gets its own share of every epoch, disjoint from
     the other ranks', with as many batches (short shares pad, or drop with batch(drop_remainder=True)).
@@ -327,7 +329,7 @@ class Loader:
     def __init__(self, pipeline, dispatcher=None, local_cores=None, cut=None, ordered=False, max_workers=None,
                  trainer_rate=None, prefetch_bytes=None, auth_token=None, max_batches=None, credit_bytes=None,
                  split_size=None, rank=None, world_size=None, resume=None, job_name=None,
-                 dispatcher_wait_ms=None):
+                 dispatcher_wait_ms=None, tls_ca=None, tls_cert=None, tls_key=None):
         self._pid = os.getpid()
         self._job = None
         self._done = False
@@ -348,7 +350,10 @@ class Loader:
                            ("cut", cut), ("max_workers", max_workers), ("trainer_rate", trainer_rate),
                            ("prefetch_bytes", prefetch_bytes), ("credit_bytes", credit_bytes),
                            ("split_size", split_size), ("max_batches", max_batches), ("rank", rank),
-                           ("world_size", world_size), ("dispatcher_wait_ms", dispatcher_wait_ms)):
+                           ("world_size", world_size), ("dispatcher_wait_ms", dispatcher_wait_ms),
+                           ("tls_ca", tls_ca or os.environ.get("SPILLWAY_TLS_CA")),
+                           ("tls_cert", tls_cert or os.environ.get("SPILLWAY_TLS_CERT")),
+                           ("tls_key", tls_key or os.environ.get("SPILLWAY_TLS_KEY"))):
             if value is not None:
                 opts[key] = value if isinstance(value, str) else repr(value)
         self._opts = opts
