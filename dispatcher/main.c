@@ -102,6 +102,9 @@ int main(int argc, char **argv)
     }
     if (!token)
         spw_log(SPW_LOG_WARN, "dispatcher", "no auth token configured: accepting unauthenticated calls");
+    else if (!strcmp(spw_config_get(g_cfg, N_CFG, "auth-token")->origin, "flag"))
+        spw_log(SPW_LOG_WARN, "dispatcher", "the token was given on the command line, where ps shows it to every "
+                "user: use --auth-token-file or SPILLWAY_AUTH_TOKEN");
     if (!tls_server)
         spw_log(SPW_LOG_WARN, "dispatcher", "no TLS certificate configured: calls are unencrypted");
 

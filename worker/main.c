@@ -151,6 +151,9 @@ int main(int argc, char **argv)
     }
     if (!token)
         spw_log(SPW_LOG_WARN, "worker", "no auth token configured: accepting unauthenticated calls");
+    else if (!strcmp(cfg("auth-token")->origin, "flag"))
+        spw_log(SPW_LOG_WARN, "worker", "the token was given on the command line, where ps shows it to every user: "
+                "use --auth-token-file or SPILLWAY_AUTH_TOKEN");
     if (!tls_server)
         spw_log(SPW_LOG_WARN, "worker", "no TLS certificate configured: calls and streams are unencrypted");
 

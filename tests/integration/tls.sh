@@ -67,5 +67,14 @@ refused untrusted-server "certificate verify failed (the server's certificate is
 refused wrong-token 'status 16: missing or wrong authorization bearer token' \
   --tls-ca "$C/ca.pem" --tls-cert "$C/client.pem" --tls-key "$C/client.key" --auth-token wrong
 check "no log line of any process shows the token" bash -c "! grep -rq '$TOKEN' '$WORK'/*.err '$WORK'/*.out"
+check "a token from a file draws no warning" bash -c "! grep -q 'token was given on the command line' '$WORK/d.err'"
+"$B/bin/spillway-worker" --dispatcher 127.0.0.1:1 --listen 127.0.0.1 --port 0 --auth-token "$TOKEN" \
+  > "$WORK/w2.out" 2> "$WORK/w2.err" &
+W2=$!
+PIDS+=("$W2")
+wait_port "$WORK/w2.out" > /dev/null
+kill "$W2"
+check "a token on the command line is warned about (ps shows it)" \
+  grep -q 'the token was given on the command line, where ps shows it' "$WORK/w2.err"
 
 finish
