@@ -49,7 +49,7 @@ TOOL_BIN  := $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(TOOL_SRC))
 BINS      := $(BUILD)/bin/spillctl $(BUILD)/bin/spillway-dispatcher $(BUILD)/bin/spillway-worker \
              $(BUILD)/lib/libspillway.so
 
-.PHONY: all test unit lint equiv corrupt integration soak demo bench clean deps tsan-audio deploy-check
+.PHONY: all test unit lint equiv corrupt integration soak demo bench clean deps tsan-audio deploy-check fuzz fuzz-bins
 all: $(BINS)
 
 deps:
@@ -167,6 +167,21 @@ integration: all $(TOOL_BIN)
 python: all
 	SPW_BUILD=$(BUILD) bash tests/python/run.sh
 
+# libFuzzer targets (tests/fuzz/fuzz_*.c) with clang, ASan and UBSan, in build-fuzz/; make fuzz runs each for
+# FUZZ_SECONDS (10) from its seed corpus (tests/fuzz/run.sh).
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+$(BUILD)/tests/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(DISP_LIB) $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) -fsanitize=fuzzer $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+fuzz-bins: $(patsubst tests/fuzz/%.c,$(BUILD)/tests/%,$(FUZZ_SRC))
+
+fuzz:
+	$(MAKE) CC=clang BUILD=build-fuzz SANITIZER=address,undefined WERROR=0 \
+	  EXTRA_CFLAGS='-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined' fuzz-bins
+	FUZZ_BUILD=build-fuzz bash tests/fuzz/run.sh
+
 # deploy/: the Kubernetes manifests render and validate, podman builds the image, and the image runs as pods in
 # network namespaces on this machine (root; scripts/check-deploy.sh; part of make test).
 deploy-check: all
@@ -193,7 +208,7 @@ bench: deps
 	bash scripts/bench-audio.sh
 
 clean:
-	rm -rf build build-address build-undefined build-thread $(BUILD)
+	rm -rf build build-address build-undefined build-thread build-fuzz $(BUILD)
 
 -include $(shell find $(BUILD)/obj -name '*.d' -type f 2>/dev/null)
 .SECONDARY:

@@ -37,7 +37,7 @@ SAME_STATUS(UNAUTHENTICATED)
 const char *spw_rpc_status_name(int status)
 {
     switch (status) {
-#define SPW_RPC_STATUS_NAME(name, code) case code: return #name + 8;  /* skip "SPW_RPC_" */
+#define SPW_RPC_STATUS_NAME(name, code) case code: return &#name[8];  /* skip "SPW_RPC_" */
     SPW_RPC_STATUSES(SPW_RPC_STATUS_NAME)
 #undef SPW_RPC_STATUS_NAME
     default: return "?";

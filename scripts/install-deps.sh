@@ -13,6 +13,7 @@ PKGS=(
   util-linux tar shellcheck python3-pyflakes
   plasma-workspace-wallpapers mate-backgrounds
   podman buildah debootstrap runc uidmap
+  clang libclang-rt-14-dev
 )
 
 missing=()
