@@ -31,6 +31,24 @@ int spw_config_parse(struct spw_config_entry *table, int n, int argc, char **arg
                      char *err, size_t errlen);
 /* The entry called name (NULL if none). */
 const struct spw_config_entry *spw_config_get(const struct spw_config_entry *table, int n, const char *name);
+/* The security flags every daemon's config table has: the token (as a file or a value) and TLS (see
+ * spw_config_token, spw_rpc_tls_from_flags). */
+#define SPW_CFG_SECURITY_ENTRIES                                                                               \
+    {"tls-cert", "SPILLWAY_TLS_CERT", SPW_CFG_STRING, "", 0, 0,                                               \
+     "PEM certificate (chain) this daemon serves with, and presents when it calls others; TLS on its port", 0, \
+     0, 0, 0},                                                                                                 \
+    {"tls-key", "SPILLWAY_TLS_KEY", SPW_CFG_STRING, "", 0, 0, "PEM private key of --tls-cert", 0, 0, 0, 0},   \
+    {"tls-ca", "SPILLWAY_TLS_CA", SPW_CFG_STRING, "", 0, 0,                                                   \
+     "PEM CA the daemons it calls must be signed by (TLS on its own calls)", 0, 0, 0, 0},                      \
+    {"tls-client-ca", "SPILLWAY_TLS_CLIENT_CA", SPW_CFG_STRING, "", 0, 0,                                     \
+     "mutual TLS: callers must present a certificate signed by this PEM CA", 0, 0, 0, 0},                      \
+    {"auth-token-file", "SPILLWAY_AUTH_TOKEN_FILE", SPW_CFG_STRING, NULL, 0, 0,                               \
+     "read the token from this file (a Kubernetes Secret mounted as a file) instead of --auth-token", 0, 0,    \
+     0, 0},                                                                                                    \
+    {"auth-token", "SPILLWAY_AUTH_TOKEN", SPW_CFG_STRING, NULL, 0, 0,                                         \
+     "require 'authorization: Bearer TOKEN' on every call and send it on this daemon's own (unset: none)", 1,  \
+     0, 0, 0}
+
 /* The bearer token a daemon or tool should use: `token` as given (flag or env), or the contents of `file`
  * (a Kubernetes Secret mounted as a file; at most 4 KiB, trailing whitespace dropped) into buf. Returns 0
  * with *out NULL (none) or pointing at token or buf; negative with err filled when both are given, the file
