@@ -85,6 +85,7 @@ int disp_update_encode(const struct disp_update *u, uint8_t **out, size_t *len)
     m.splits = (uint64_t *)u->splits;
     m.reason = (char *)(u->reason ? u->reason : "");
     m.client = (char *)(u->client ? u->client : "");
+    m.secret = u->secret;
     return (*out = disp_pack_keep(&m.base, len)) ? 0 : -ENOMEM;
 }
 
@@ -101,7 +102,8 @@ int disp_update_decode(const uint8_t *rec, size_t len, struct disp_update *u, Pr
                               .cut = m->cut, .world_size = m->world_size, .rank = m->rank, .threads = m->threads,
                               .max_workers = m->max_workers, .address = m->address, .pipeline = m->pipeline.data,
                               .pipeline_len = m->pipeline.len, .name = m->name, .splits = m->splits,
-                              .n_splits = m->n_splits, .reason = m->reason, .client = m->client};
+                              .n_splits = m->n_splits, .reason = m->reason, .client = m->client,
+                              .secret = m->secret};
     *msg = &m->base;
     return 0;
 }

@@ -119,14 +119,16 @@ static int lease_split(void *svc, const ProtobufCMessage *req, uint8_t **resp, s
     uint64_t producer;
     if (r->worker_id) {
         struct disp_worker_info wi = {0};
-        bool alive = false;
-        for (int i = 0; i < disp_state_worker_count(s->st); i++)
-            if (disp_state_worker_at(s->st, i, &wi) == 0 && wi.id == r->worker_id)
-                alive = wi.alive;
-        if (!alive) {
+        if (disp_state_worker_by_id(s->st, r->worker_id, &wi) != 0 || !wi.alive) {
             snprintf(msg, msglen, "worker %llu is not registered (or was retired): register again",
                      (unsigned long long)r->worker_id);
             status = SPW_RPC_NOT_FOUND;
+            goto out;
+        }
+        if (!disp_state_worker_secret_ok(s->st, r->worker_id, r->worker_secret)) {
+            snprintf(msg, msglen, "worker %llu: wrong secret (an id alone grants nothing)",
+                     (unsigned long long)r->worker_id);
+            status = SPW_RPC_PERMISSION_DENIED;
             goto out;
         }
         producer = r->worker_id;

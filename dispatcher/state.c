@@ -51,7 +51,7 @@ struct job {
 };
 
 struct worker {
-    uint64_t id;
+    uint64_t id, secret;
     char address[256];
     int32_t threads;
     bool alive;
@@ -495,6 +495,7 @@ int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, siz
                 s->next_worker = w->id + 1;
         }
         snprintf(w->address, sizeof w->address, "%s", u->address ? u->address : "");
+        w->secret = u->secret;
         w->threads = u->threads;
         w->alive = true;
         w->last_heartbeat_ms = u->now_ms;
@@ -869,6 +870,25 @@ const char *disp_state_no_worker(const struct disp_state *s, uint64_t job, uint6
             }
     }
     return why;
+}
+
+bool disp_state_worker_known(const struct disp_state *s, uint64_t worker)
+{
+    return find_worker(s, worker) != NULL;
+}
+
+int disp_state_worker_by_id(const struct disp_state *s, uint64_t worker, struct disp_worker_info *out)
+{
+    for (int i = 0; i < s->n_workers; i++)
+        if (s->workers[i].id == worker)
+            return disp_state_worker_at(s, i, out);
+    return -ENOENT;
+}
+
+bool disp_state_worker_secret_ok(const struct disp_state *s, uint64_t worker, uint64_t secret)
+{
+    const struct worker *w = find_worker(s, worker);
+    return w && (w->secret ^ secret) == 0;
 }
 
 uint64_t disp_state_named_job(const struct disp_state *s, const char *name)

@@ -61,6 +61,7 @@ struct disp_update {
     const uint64_t *splits;                 /* resume: split ids */
     size_t n_splits;
     const char *reason;                     /* refuses: why (copied, at most DISP_REASON_MAX bytes kept) */
+    uint64_t secret;                        /* register: the worker's secret (its later calls must carry it) */
 };
 
 #define DISP_JOB_NAME_MAX 128
@@ -171,6 +172,12 @@ int disp_state_refusal_at(const struct disp_state *s, uint64_t job, int i, uint6
 /* Why no worker serves the job: the reason of its first alive refusing worker (*worker) when alive workers
  * refused it and none serves it; NULL when some worker serves it, or none refused (maybe none is alive). */
 const char *disp_state_no_worker(const struct disp_state *s, uint64_t job, uint64_t *worker);
+/* Whether a worker of that id is registered (alive or not). */
+bool disp_state_worker_known(const struct disp_state *s, uint64_t worker);
+/* The worker of that id (-ENOENT if none). */
+int disp_state_worker_by_id(const struct disp_state *s, uint64_t worker, struct disp_worker_info *out);
+/* Whether secret is the registered worker's (false for an unknown worker). */
+bool disp_state_worker_secret_ok(const struct disp_state *s, uint64_t worker, uint64_t secret);
 /* The unfinished job of that name, or 0. */
 uint64_t disp_state_named_job(const struct disp_state *s, const char *name);
 /* The current client incarnation of (job, rank); 0 if none. */

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/random.h>
 #include <string.h>
 
 #include "lib/clock.h"
@@ -51,10 +52,28 @@ static int register_worker(void *svc, const ProtobufCMessage *req, uint8_t **res
         snprintf(msg, msglen, "address must be host:port (at most 255 bytes) and threads in [0, 4096]");
         return SPW_RPC_INVALID_ARGUMENT;
     }
+    uint64_t secret = 0;
+    while (!secret && getrandom(&secret, sizeof secret, 0) != (ssize_t)sizeof secret)
+        ;                                                   /* 0 means none: draw again */
     pthread_mutex_lock(&s->mu);
+    int rc = 0;
+    if (r->worker_id && disp_state_worker_known(s->st, r->worker_id)) {
+        /* Its id again (a re-registration): only with the secret that id was given. */
+        if (!disp_state_worker_secret_ok(s->st, r->worker_id, r->secret)) {
+            pthread_mutex_unlock(&s->mu);
+            spw_log(SPW_LOG_WARN, "dispatcher", "refused a registration as worker=%llu from address=%s: wrong secret",
+                    (unsigned long long)r->worker_id, address);
+            snprintf(msg, msglen, "worker id %llu belongs to another registration: register without an id",
+                     (unsigned long long)r->worker_id);
+            return SPW_RPC_PERMISSION_DENIED;
+        }
+        secret = r->secret;
+    } else if (r->worker_id && r->secret) {
+        secret = r->secret;     /* an id this dispatcher does not know (restarted without a journal): keep both */
+    }
     struct disp_update u = {.kind = DISP_REGISTER_WORKER, .worker = r->worker_id, .address = address,
-                            .threads = r->threads, .now_ms = spw_now_ms()};
-    int rc = disp_commit(s, &u, msg, msglen);
+                            .threads = r->threads, .now_ms = spw_now_ms(), .secret = secret};
+    rc = disp_commit(s, &u, msg, msglen);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
         status = disp_status_of(rc);
@@ -63,6 +82,7 @@ static int register_worker(void *svc, const ProtobufCMessage *req, uint8_t **res
                 (unsigned long long)u.worker, address, r->address, r->threads);
         Spillway__V1__RegisterWorkerResponse out = SPILLWAY__V1__REGISTER_WORKER_RESPONSE__INIT;
         out.worker_id = u.worker;
+        out.secret = secret;
         out.address = address;
         out.heartbeat_interval_ms = s->o.heartbeat_interval_ms;
         status = disp_pack(&out.base, resp, resp_len, msg, msglen);
@@ -80,6 +100,12 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
     Spillway__V1__Pipeline **pipes = NULL;
     int status = SPW_RPC_OK, n = 0;
     pthread_mutex_lock(&s->mu);
+    if (disp_state_worker_known(s->st, r->worker_id) && !disp_state_worker_secret_ok(s->st, r->worker_id, r->secret)) {
+        snprintf(msg, msglen, "worker %llu: wrong secret (an id alone grants nothing)",
+                 (unsigned long long)r->worker_id);
+        status = SPW_RPC_PERMISSION_DENIED;
+        goto out;
+    }
     struct disp_update u = {.kind = DISP_WORKER_HEARTBEAT, .worker = r->worker_id, .now_ms = spw_now_ms()};
     int rc = disp_commit(s, &u, msg, msglen);
     if (rc) {

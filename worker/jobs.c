@@ -85,7 +85,7 @@ struct wrk_jobs {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct job *jobs;
-    uint64_t worker_id;
+    uint64_t worker_id, worker_secret;
     struct {                    /* final counts of stopped jobs, reported in the next heartbeat once */
         uint64_t job;
         int64_t elements, bytes;
@@ -308,6 +308,7 @@ static int lease(struct job *jb, Spillway__V1__Lease *out, int want)
     Spillway__V1__LeaseSplitRequest req = SPILLWAY__V1__LEASE_SPLIT_REQUEST__INIT;
     pthread_mutex_lock(&jb->owner->mu);
     req.worker_id = jb->owner->worker_id;
+    req.worker_secret = jb->owner->worker_secret;
     pthread_mutex_unlock(&jb->owner->mu);
     req.job = jb->id;
     req.max_splits = want;
@@ -564,10 +565,11 @@ int wrk_jobs_create(const struct wrk_jobs_opts *o, struct wrk_jobs **out)
     return 0;
 }
 
-void wrk_jobs_set_worker_id(struct wrk_jobs *w, uint64_t id)
+void wrk_jobs_set_worker_id(struct wrk_jobs *w, uint64_t id, uint64_t secret)
 {
     pthread_mutex_lock(&w->mu);
     w->worker_id = id;
+    w->worker_secret = secret;
     pthread_mutex_unlock(&w->mu);
 }
 

@@ -25,8 +25,8 @@ struct wrk_jobs_opts {
 int wrk_jobs_create(const struct wrk_jobs_opts *o, struct wrk_jobs **out);
 /* Stop every job's producers and free; accepts NULL. */
 void wrk_jobs_destroy(struct wrk_jobs *j);
-/* The worker's id from registration (producers lease under it). */
-void wrk_jobs_set_worker_id(struct wrk_jobs *j, uint64_t id);
+/* The worker's id and secret from registration (producers lease under them). */
+void wrk_jobs_set_worker_id(struct wrk_jobs *j, uint64_t id, uint64_t secret);
 /* Start jobs that appear in the task list and stop those that left it. */
 void wrk_jobs_update(struct wrk_jobs *j, const Spillway__V1__WorkerHeartbeatResponse *tasks);
 /* What this worker has delivered per job it serves (cumulative), and the final counts of jobs stopped since

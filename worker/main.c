@@ -56,9 +56,9 @@ static const struct spw_config_entry *cfg(const char *name)
 /* Ready (Health/Check SERVING) while registered with a dispatcher and not draining. */
 static struct spw_health g_health;
 
-static void on_registered(void *ctx, uint64_t id)
+static void on_registered(void *ctx, uint64_t id, uint64_t secret)
 {
-    wrk_jobs_set_worker_id(ctx, id);
+    wrk_jobs_set_worker_id(ctx, id, secret);
     spw_health_set(&g_health, true);
 }
 

@@ -23,7 +23,7 @@
 struct wrk_registration {
     char *dispatcher, *advertise, *token;
     int threads;
-    void (*on_registered)(void *ctx, uint64_t worker_id);
+    void (*on_registered)(void *ctx, uint64_t worker_id, uint64_t secret);
     void (*on_unregistered)(void *ctx);
     void (*on_tasks)(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *reply);
     int (*progress)(void *ctx, Spillway__V1__ProducerProgress *out, int cap);
@@ -34,7 +34,7 @@ struct wrk_registration {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool stopping, poked;
-    uint64_t id;
+    uint64_t id, secret;        /* as the dispatcher gave them; the secret goes with every later call */
     int64_t interval_ms;
     uint64_t tasks_hash;        /* to log task-list changes once */
 };
@@ -67,6 +67,7 @@ static bool register_worker(struct wrk_registration *r)
         req.address = r->advertise;
         req.threads = r->threads;
         req.worker_id = r->id;
+        req.secret = r->secret;
         req.protocol_version = SPW_PROTOCOL_VERSION;
         req.build = (char *)spw_build_version();
         uint8_t *resp = NULL;
@@ -79,6 +80,7 @@ static bool register_worker(struct wrk_registration *r)
         if (out) {
             pthread_mutex_lock(&r->mu);
             r->id = out->worker_id;
+            r->secret = out->secret;
             r->interval_ms = out->heartbeat_interval_ms > 0 ? out->heartbeat_interval_ms : 1000;
             pthread_mutex_unlock(&r->mu);
             spw_log(SPW_LOG_INFO, "worker", "registered worker=%llu dispatcher=%s heartbeat_ms=%lld address=%s",
@@ -86,8 +88,17 @@ static bool register_worker(struct wrk_registration *r)
                     out->address && *out->address ? out->address : r->advertise);
             spillway__v1__register_worker_response__free_unpacked(out, NULL);
             if (r->on_registered)
-                r->on_registered(r->ctx, r->id);
+                r->on_registered(r->ctx, r->id, r->secret);
             return true;
+        }
+        if (st == SPW_RPC_PERMISSION_DENIED && r->id) {
+            /* Our id is another registration's now (its secret is not ours): join as a new worker. */
+            spw_log(SPW_LOG_WARN, "worker", "the dispatcher refused worker=%llu again (%s): registering anew",
+                    (unsigned long long)r->id, msg);
+            pthread_mutex_lock(&r->mu);
+            r->id = r->secret = 0;
+            pthread_mutex_unlock(&r->mu);
+            continue;
         }
         spw_log(SPW_LOG_WARN, "worker", "register failed dispatcher=%s status=%s msg=\"%s%s\" retry_ms=%lld",
                 r->dispatcher, spw_rpc_status_name(st), msg, spw_rpc_tls_hint(st, msg, spw_rpc_channel_tls(r->ch)),
@@ -122,6 +133,7 @@ static void *thread_main(void *arg)
     while (nap(r, r->interval_ms)) {
         Spillway__V1__WorkerHeartbeatRequest req = SPILLWAY__V1__WORKER_HEARTBEAT_REQUEST__INIT;
         req.worker_id = r->id;
+        req.secret = r->secret;
         Spillway__V1__ProducerProgress prog[MAX_PROGRESS], *progp[MAX_PROGRESS];
         int np = r->progress ? r->progress(r->ctx, prog, MAX_PROGRESS) : 0;
         for (int i = 0; i < np; i++)
@@ -146,8 +158,9 @@ static void *thread_main(void *arg)
                     r->on_tasks(r->ctx, out);
                 spillway__v1__worker_heartbeat_response__free_unpacked(out, NULL);
             }
-        } else if (st == SPW_RPC_NOT_FOUND) {
-            /* The dispatcher restarted or retired us after missed heartbeats: join again, same id. */
+        } else if (st == SPW_RPC_NOT_FOUND || st == SPW_RPC_PERMISSION_DENIED) {
+            /* The dispatcher restarted or retired us after missed heartbeats: join again, same id (a new one when
+             * it says the id is not ours). */
             spw_log(SPW_LOG_WARN, "worker", "dispatcher does not know worker=%llu: registering again",
                     (unsigned long long)r->id);
             if (r->on_unregistered)

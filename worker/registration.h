@@ -17,7 +17,7 @@ struct wrk_registration_opts {
     int threads;
     const char *auth_token;     /* NULL = none */
     /* Called on the registration thread: after each (re)registration, and with each heartbeat reply. */
-    void (*on_registered)(void *ctx, uint64_t worker_id);
+    void (*on_registered)(void *ctx, uint64_t worker_id, uint64_t secret);
     /* Called on the registration thread when the dispatcher no longer knows the worker (it registers again;
      * on_registered follows when that succeeds). NULL: none. */
     void (*on_unregistered)(void *ctx);

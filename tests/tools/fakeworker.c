@@ -118,11 +118,12 @@ int main(int argc, char **argv)
     rq.threads = 1;
     uint8_t *resp = NULL;
     size_t len = 0;
-    uint64_t id = 0;
+    uint64_t id = 0, secret = 0;
     if (spw_rpc_call_msg(disp, "/spillway.v1.Dispatcher/RegisterWorker", &rq.base, 5000, &resp, &len, err,
                          sizeof err) == SPW_RPC_OK) {
         Spillway__V1__RegisterWorkerResponse *r = spillway__v1__register_worker_response__unpack(NULL, len, resp);
         id = r ? r->worker_id : 0;
+        secret = r ? r->secret : 0;
         if (r)
             spillway__v1__register_worker_response__free_unpacked(r, NULL);
     }
@@ -134,6 +135,7 @@ int main(int argc, char **argv)
     while (!g_stop) {
         Spillway__V1__WorkerHeartbeatRequest hb = SPILLWAY__V1__WORKER_HEARTBEAT_REQUEST__INIT;
         hb.worker_id = id;
+        hb.secret = secret;
         resp = NULL;
         spw_rpc_call_msg(disp, "/spillway.v1.Dispatcher/WorkerHeartbeat", &hb.base, 5000, &resp, &len, NULL, 0);
         free(resp);

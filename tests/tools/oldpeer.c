@@ -1,19 +1,23 @@
-/* tests/tools/oldpeer.c - a worker or client of another protocol version, as far as the dispatcher sees it:
- * sends one RegisterWorker or CreateJob carrying VERSION (and build "oldpeer") and prints
- * "status=NAME msg=..." so a test can check the refusal.
+/* tests/tools/oldpeer.c - a worker or client the dispatcher should refuse, speaking the raw RPC: one
+ * RegisterWorker or CreateJob carrying protocol VERSION (and build "oldpeer"), or (register-as) a
+ * RegisterWorker of this protocol claiming worker id ID with no secret (taking another worker's place).
+ * Prints "status=NAME msg=..." so a test can check the refusal.
  *   oldpeer HOST:PORT register|create VERSION [PIPELINE_PATH]
+ *   oldpeer HOST:PORT register-as ID
  * Exit 0 when the call came back with a status, 1 on local failure, 2 on bad arguments. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/rpc.h"
+#include "lib/version.h"
 #include "proto/spillway.pb-c.h"
 
 int main(int argc, char **argv)
 {
-    if (argc < 4 || argc > 5 || (strcmp(argv[2], "register") && strcmp(argv[2], "create"))) {
-        fprintf(stderr, "usage: oldpeer HOST:PORT register|create VERSION [PIPELINE_PATH]\n");
+    const int as = argc == 4 && !strcmp(argv[2], "register-as");
+    if (argc < 4 || argc > 5 || (strcmp(argv[2], "register") && strcmp(argv[2], "create") && !as)) {
+        fprintf(stderr, "usage: oldpeer HOST:PORT register|create VERSION [PIPELINE_PATH] | register-as ID\n");
         return 2;
     }
     spw_rpc_init();
@@ -24,7 +28,8 @@ int main(int argc, char **argv)
     Spillway__V1__RegisterWorkerRequest reg = SPILLWAY__V1__REGISTER_WORKER_REQUEST__INIT;
     reg.address = "127.0.0.1:1";
     reg.threads = 1;
-    reg.protocol_version = version;
+    reg.protocol_version = as ? SPW_PROTOCOL_VERSION : version;
+    reg.worker_id = as ? version : 0;
     reg.build = "oldpeer";
     Spillway__V1__Source src = SPILLWAY__V1__SOURCE__INIT;
     src.opt_format_case = SPILLWAY__V1__SOURCE__OPT_FORMAT_FORMAT;

@@ -81,6 +81,8 @@ static Spillway__V1__Pipeline *pipeline(const char *path)
     return &p;
 }
 
+static uint64_t g_secret;    /* the last registered worker's secret */
+
 static uint64_t register_worker(void)
 {
     Spillway__V1__RegisterWorkerRequest r = SPILLWAY__V1__REGISTER_WORKER_REQUEST__INIT;
@@ -92,6 +94,8 @@ static uint64_t register_worker(void)
     ck_assert_int_eq(call(disp_register_worker, &r.base, &resp, &len), 0);
     Spillway__V1__RegisterWorkerResponse *o = spillway__v1__register_worker_response__unpack(NULL, len, resp);
     uint64_t id = o->worker_id;
+    g_secret = o->secret;
+    ck_assert_uint_ne(g_secret, 0);
     ck_assert_int_eq(o->heartbeat_interval_ms, 500);
     spillway__v1__register_worker_response__free_unpacked(o, NULL);
     free(resp);
@@ -125,10 +129,13 @@ START_TEST(test_service_job_runs_to_the_end)
     Spillway__V1__LeaseSplitRequest lr = SPILLWAY__V1__LEASE_SPLIT_REQUEST__INIT;
     lr.job = job->job;
     lr.worker_id = w;
+    lr.worker_secret = 0;
     lr.max_splits = 8;
-    lr.manifest_hash = job->manifest_hash;
     uint8_t *resp;
     size_t len;
+    lr.manifest_hash = job->manifest_hash;
+    ck_assert_int_eq(call(disp_lease_split, &lr.base, &resp, &len), 7);     /* a worker's id without its secret */
+    lr.worker_secret = g_secret;
     ck_assert_int_eq(call(disp_lease_split, &lr.base, &resp, &len), 0);
     Spillway__V1__LeaseSplitResponse *ls = spillway__v1__lease_split_response__unpack(NULL, len, resp);
     free(resp);
@@ -211,6 +218,7 @@ START_TEST(test_service_bad_requests_say_what_is_wrong)
     Spillway__V1__LeaseSplitRequest lr = SPILLWAY__V1__LEASE_SPLIT_REQUEST__INIT;
     lr.job = job->job;
     lr.worker_id = w;
+    lr.worker_secret = g_secret;
     lr.manifest_hash = job->manifest_hash ^ 1;
     ck_assert_int_eq(call(disp_lease_split, &lr.base, &resp, &len), 9);
     ck_assert(strstr(msg, "manifest") != NULL);
@@ -226,8 +234,12 @@ START_TEST(test_service_bad_requests_say_what_is_wrong)
     Spillway__V1__WorkerHeartbeatRequest wh = SPILLWAY__V1__WORKER_HEARTBEAT_REQUEST__INIT;
     wh.worker_id = 4242;
     ck_assert_int_eq(call(disp_worker_heartbeat, &wh.base, &resp, &len), 5);
-    /* a known worker's heartbeat lists the job as a task, with its pipeline */
+    /* a known worker's id without its secret grants nothing */
     wh.worker_id = w;
+    wh.secret = g_secret + 1;
+    ck_assert_int_eq(call(disp_worker_heartbeat, &wh.base, &resp, &len), 7);
+    /* a known worker's heartbeat lists the job as a task, with its pipeline */
+    wh.secret = g_secret;
     ck_assert_int_eq(call(disp_worker_heartbeat, &wh.base, &resp, &len), 0);
     Spillway__V1__WorkerHeartbeatResponse *t = spillway__v1__worker_heartbeat_response__unpack(NULL, len, resp);
     free(resp);

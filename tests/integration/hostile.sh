@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# tests/integration/hostile.sh - peers that lie, speaking the raw RPCs (tests/tools/oldpeer): a process that
+# registers as worker 1 without worker 1's secret (to redirect its clients to itself) is refused, worker 1
+# keeps its address and its job finishes exactly once; the real worker, restarted, is a new registration.
+# (More hostile cases - forged client heartbeats, stream hijacks - come with job secrets, issue 17.) Real
+# processes on loopback; kills all it starts.
+set -uo pipefail
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+DATA=$B/data/cli-test
+bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+cat > "$WORK/p.json" <<JSON
+{"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 6, "epochs": 3},
+ "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [32, 32]}], "batch": {"size": 16}}
+JSON
+"$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 2 --keys "$WORK/local.keys" --quiet || exit 1
+start_service 1 --heartbeat-ms 100 || exit 1
+addr1=$("$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" workers --json | python3 -c \
+  'import json,sys; print(json.load(sys.stdin)["workers"][0]["address"])')
+"$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --local-cores 0 --consume-rate 150 \
+  --keys "$WORK/svc.keys" --json --quiet > "$WORK/run.json" 2> "$WORK/run.err" &
+C=$!
+PIDS+=("$C")
+sleep 1
+"$B/tests/oldpeer" "127.0.0.1:$DPORT" register-as 1 > "$WORK/hijack.out"
+check "registering as worker 1 without its secret is refused" \
+  grep -q '^status=PERMISSION_DENIED msg=worker id 1 belongs to another registration' "$WORK/hijack.out"
+check "the dispatcher logs the attempt" grep -q 'refused a registration as worker=1 from address=127.0.0.1:1: wrong secret' \
+  "$WORK/d.err"
+check "worker 1 keeps its address" bash -c "'$B/bin/spillctl' --dispatcher 127.0.0.1:$DPORT workers --json | grep -q '\"$addr1\"'"
+wait "$C"
+check "the victim job exits 0" test $? -eq 0
+check "every key exactly once, all from the real worker" \
+  bash -c "diff <(sort '$WORK/local.keys') <(sort '$WORK/svc.keys') > /dev/null && python3 -c \"import json,sys; sys.exit(json.load(open('$WORK/run.json'))['producers']['remote'] != 480)\""
+
+finish
