@@ -17,10 +17,15 @@
 /* The address clients will dial for a worker that advertised `adv` (host:port, [v6]:port): itself, or when
  * its host is a wildcard or empty (a worker started with default flags, listening on 0.0.0.0) the host this
  * call came from with the advertised port. Writes out; false when adv has no port. */
+#define HOST_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-:[]*_%"
+
 static bool dialable_address(const char *adv, char *out, size_t outlen)
 {
     const char *colon = strrchr(adv, ':');
-    if (!colon || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1))
+    /* a host name, an IPv4 or a bracketed IPv6 address, and a port: nothing a log line or JSON would need to
+     * escape, nothing a client would misread */
+    if (!colon || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1) || strlen(colon + 1) > 5 ||
+        strspn(adv, HOST_CHARS) != strlen(adv))
         return false;
     const size_t hostlen = (size_t)(colon - adv);
     static const char *const wildcards[] = {"", "0.0.0.0", "::", "[::]", "*"};
@@ -49,7 +54,8 @@ static int register_worker(void *svc, const ProtobufCMessage *req, uint8_t **res
     char address[300];
     if (!r->address || strlen(r->address) > 255 || !dialable_address(r->address, address, sizeof address) ||
         strlen(address) > 255 || r->threads < 0 || r->threads > 4096) {
-        snprintf(msg, msglen, "address must be host:port (at most 255 bytes) and threads in [0, 4096]");
+        snprintf(msg, msglen, "address must be host:port (a host name, an IPv4 or [IPv6] address; at most 255 "
+                 "bytes) and threads in [0, 4096]");
         return SPW_RPC_INVALID_ARGUMENT;
     }
     uint64_t secret = 0;

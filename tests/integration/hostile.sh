@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # tests/integration/hostile.sh - peers that lie, speaking the raw RPCs (tests/tools/oldpeer): a process that
 # registers as worker 1 without worker 1's secret (to redirect its clients to itself) is refused, worker 1
-# keeps its address and its job finishes exactly once; the real worker, restarted, is a new registration.
-# (More hostile cases - forged client heartbeats, stream hijacks - come with job secrets, issue 17.) Real
-# processes on loopback; kills all it starts.
+# keeps its address and its job finishes exactly once; addresses with a quote, a newline, a space or a bad
+# port are refused at registration (they would break logs, JSON or a client's dial). (More hostile cases -
+# forged client heartbeats, stream hijacks - come with job secrets, issue 17.) Real processes on loopback;
+# kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -29,6 +30,13 @@ check "registering as worker 1 without its secret is refused" \
 check "the dispatcher logs the attempt" grep -q 'refused a registration as worker=1 from address=127.0.0.1:1: wrong secret' \
   "$WORK/d.err"
 check "worker 1 keeps its address" bash -c "'$B/bin/spillctl' --dispatcher 127.0.0.1:$DPORT workers --json | grep -q '\"$addr1\"'"
+for addr in '10.0.0.1":1' $'10.0.0.1\n:1' 'evil host:1' '10.0.0.1:99999999'; do
+  "$B/tests/oldpeer" "127.0.0.1:$DPORT" register-as 0 "$addr" > "$WORK/addr.out"
+  check "an address with a quote, newline, space or bad port is refused: $(printf '%q' "$addr")" \
+    grep -q '^status=INVALID_ARGUMENT msg=address must be host:port' "$WORK/addr.out"
+done
+check "spillctl workers --json still parses, one worker" \
+  bash -c "'$B/bin/spillctl' --dispatcher 127.0.0.1:$DPORT workers --json | python3 -c 'import json,sys; sys.exit(len(json.load(sys.stdin)[\"workers\"]) != 1)'"
 wait "$C"
 check "the victim job exits 0" test $? -eq 0
 check "every key exactly once, all from the real worker" \

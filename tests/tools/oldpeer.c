@@ -1,9 +1,10 @@
 /* tests/tools/oldpeer.c - a worker or client the dispatcher should refuse, speaking the raw RPC: one
  * RegisterWorker or CreateJob carrying protocol VERSION (and build "oldpeer"), or (register-as) a
- * RegisterWorker of this protocol claiming worker id ID with no secret (taking another worker's place).
+ * RegisterWorker of this protocol claiming worker id ID (0: a new one) with no secret (taking another
+ * worker's place), from ADDRESS (default 127.0.0.1:1: a quote or newline in it is a lie too).
  * Prints "status=NAME msg=..." so a test can check the refusal.
  *   oldpeer HOST:PORT register|create VERSION [PIPELINE_PATH]
- *   oldpeer HOST:PORT register-as ID
+ *   oldpeer HOST:PORT register-as ID [ADDRESS]
  * Exit 0 when the call came back with a status, 1 on local failure, 2 on bad arguments. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +16,9 @@
 
 int main(int argc, char **argv)
 {
-    const int as = argc == 4 && !strcmp(argv[2], "register-as");
+    const int as = argc >= 4 && !strcmp(argv[2], "register-as");
     if (argc < 4 || argc > 5 || (strcmp(argv[2], "register") && strcmp(argv[2], "create") && !as)) {
-        fprintf(stderr, "usage: oldpeer HOST:PORT register|create VERSION [PIPELINE_PATH] | register-as ID\n");
+        fprintf(stderr, "usage: oldpeer HOST:PORT register|create VERSION [PIPELINE_PATH] | register-as ID [ADDRESS]\n");
         return 2;
     }
     spw_rpc_init();
@@ -26,7 +27,7 @@ int main(int argc, char **argv)
         return 1;
     const uint32_t version = (uint32_t)strtoul(argv[3], NULL, 10);
     Spillway__V1__RegisterWorkerRequest reg = SPILLWAY__V1__REGISTER_WORKER_REQUEST__INIT;
-    reg.address = "127.0.0.1:1";
+    reg.address = as && argc > 4 ? argv[4] : "127.0.0.1:1";
     reg.threads = 1;
     reg.protocol_version = as ? SPW_PROTOCOL_VERSION : version;
     reg.worker_id = as ? version : 0;
