@@ -38,6 +38,7 @@ int disp_status_of(int rc)
     case -ESTALE: return SPW_RPC_FAILED_PRECONDITION;
     case SPW_ETOOBIG: return SPW_RPC_RESOURCE_EXHAUSTED;
     case -ENOMEM: return SPW_RPC_RESOURCE_EXHAUSTED;
+    case -EIO: return SPW_RPC_UNAVAILABLE;          /* the journal cannot be written: retry later */
     default: return SPW_RPC_INVALID_ARGUMENT;
     }
 }

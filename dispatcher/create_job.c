@@ -103,7 +103,6 @@ static int check_element_size(const struct spw_pipeline_spec *spec, const struct
     return SPW_RPC_INVALID_ARGUMENT;
 }
 
-
 /* Step 1: what the request says must make sense on its own. */
 static int validate(struct call *c, char *msg, size_t msglen)
 {
@@ -332,9 +331,4 @@ static int create_job(void *svc, const ProtobufCMessage *req, uint8_t **resp, si
     return status;
 }
 
-int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                    size_t msglen)
-{
-    return disp_unary(svc, &spillway__v1__create_job_request__descriptor, create_job, req, len, resp, resp_len, msg,
-                      msglen);
-}
+DISP_UNARY(disp_create_job, spillway__v1__create_job_request__descriptor, create_job)

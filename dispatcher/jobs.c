@@ -38,12 +38,15 @@ static int client_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
     pthread_mutex_lock(&s->mu);
     struct disp_update hb = {.kind = DISP_CLIENT_HEARTBEAT, .job = r->job, .rank = r->rank,
                              .incarnation = r->incarnation, .now_ms = spw_now_ms()};
+    disp_batch_begin(s);        /* the acks reach the disk with one fsync, before the reply */
     int rc = disp_commit(s, &hb, msg, msglen);
     for (size_t i = 0; rc == 0 && i < r->n_acked; i++) {
         struct disp_update a = {.kind = DISP_ACK, .job = r->job, .epoch = r->acked[i]->epoch,
                                 .split = r->acked[i]->split, .now_ms = hb.now_ms};
         rc = disp_commit(s, &a, msg, msglen);
     }
+    const int synced = disp_batch_end(s, rc ? NULL : msg, msglen);
+    rc = rc ? rc : synced;
     struct disp_job_info ji;
     if (rc == 0)
         rc = disp_state_job(s->st, r->job, &ji);
@@ -118,8 +121,7 @@ static int lease_split(void *svc, const ProtobufCMessage *req, uint8_t **resp, s
     }
     uint64_t producer;
     if (r->worker_id) {
-        struct disp_worker_info wi = {0};
-        if (disp_state_worker_by_id(s->st, r->worker_id, &wi) != 0 || !wi.alive) {
+        if (!disp_state_worker_alive(s->st, r->worker_id)) {
             snprintf(msg, msglen, "worker %llu is not registered (or was retired): register again",
                      (unsigned long long)r->worker_id);
             status = SPW_RPC_NOT_FOUND;
@@ -326,20 +328,8 @@ out:
     return status;
 }
 
-int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                          size_t msglen)
-{
-    return disp_unary(svc, &spillway__v1__client_heartbeat_request__descriptor, client_heartbeat, req, len, resp, resp_len, msg, msglen);
-}
+DISP_UNARY(disp_client_heartbeat, spillway__v1__client_heartbeat_request__descriptor, client_heartbeat)
 
-int disp_lease_split(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                     size_t msglen)
-{
-    return disp_unary(svc, &spillway__v1__lease_split_request__descriptor, lease_split, req, len, resp, resp_len, msg, msglen);
-}
+DISP_UNARY(disp_lease_split, spillway__v1__lease_split_request__descriptor, lease_split)
 
-int disp_describe_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                      size_t msglen)
-{
-    return disp_unary(svc, &spillway__v1__describe_job_request__descriptor, describe_job, req, len, resp, resp_len, msg, msglen);
-}
+DISP_UNARY(disp_describe_job, spillway__v1__describe_job_request__descriptor, describe_job)

@@ -37,7 +37,7 @@ int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t
         size_t len = 0;
         int rc = disp_update_encode(u, &rec, &len);
         if (rc == 0)
-            rc = spw_journal_append(s->journal, rec, len);
+            rc = s->batch ? spw_journal_write(s->journal, rec, len) : spw_journal_append(s->journal, rec, len);
         free(rec);
         if (rc) {
             spw_log(SPW_LOG_ERROR, "dispatcher", "journal append failed kind=%d err=\"%s\"", (int)u->kind,
@@ -47,6 +47,23 @@ int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t
         }
     }
     return disp_state_apply(s->st, u, err, errlen);
+}
+
+void disp_batch_begin(struct disp_service *s)
+{
+    s->batch++;
+}
+
+int disp_batch_end(struct disp_service *s, char *err, size_t errlen)
+{
+    if (--s->batch > 0 || !s->journal)
+        return 0;
+    const int rc = spw_journal_sync(s->journal);
+    if (rc) {
+        spw_log(SPW_LOG_ERROR, "dispatcher", "journal sync failed err=\"%s\"", spw_strerror(rc));
+        return spw_fail(err, errlen, -EIO, "the journal cannot be written: %s", spw_strerror(rc));
+    }
+    return 0;
 }
 
 /* spw_journal_open's replay: each durable update, applied as when it was first committed. */

@@ -24,6 +24,7 @@ struct disp_service {
     pthread_cond_t cv;
     struct disp_state *st;
     struct spw_journal *journal;    /* --work-dir: durable updates go here before they apply (NULL: none) */
+    int batch;                      /* > 0: disp_commit writes without fsync; disp_batch_end syncs them */
     struct disp_progress progress;  /* per (job, producer) deliveries, for DescribeJob */
     struct disp_progress received;  /* per (job, worker) bytes the rank-0 client received: links' rates */
     struct disp_planned {           /* planned jobs: the last plan (packed Plan), the client's facts (packed), */
@@ -72,6 +73,12 @@ int disp_check_protocol(const char *who, uint32_t version, const char *build, ch
 /* A worker says it cannot serve a job, or a client of the job that it cannot reach the worker: stop giving
  * the worker the job (once; both repeat it while it applies). Call with mu held. */
 void disp_note_refusal(struct disp_service *s, uint64_t worker, const Spillway__V1__JobRefusal *r);
+/* Group commit: between these, durable updates are written but fsynced once, at the end, before the reply
+ * that depends on them (a heartbeat's acks). disp_batch_end returns 0, or -EIO with err when the fsync
+ * failed (those records are cut off the journal; the caller fails its reply and its peer retries). Call with
+ * mu held. */
+void disp_batch_begin(struct disp_service *s);
+int disp_batch_end(struct disp_service *s, char *err, size_t errlen);
 /* Forget what the service keeps beside the state about a job that left the table (its plan goes at the next
  * disp_maybe_replan). Call with mu held. */
 void disp_forget_job(struct disp_service *s, uint64_t job);

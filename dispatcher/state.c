@@ -877,12 +877,10 @@ bool disp_state_worker_known(const struct disp_state *s, uint64_t worker)
     return find_worker(s, worker) != NULL;
 }
 
-int disp_state_worker_by_id(const struct disp_state *s, uint64_t worker, struct disp_worker_info *out)
+bool disp_state_worker_alive(const struct disp_state *s, uint64_t worker)
 {
-    for (int i = 0; i < s->n_workers; i++)
-        if (s->workers[i].id == worker)
-            return disp_state_worker_at(s, i, out);
-    return -ENOENT;
+    const struct worker *w = find_worker(s, worker);
+    return w && w->alive;
 }
 
 bool disp_state_worker_secret_ok(const struct disp_state *s, uint64_t worker, uint64_t secret)

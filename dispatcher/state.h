@@ -174,8 +174,8 @@ int disp_state_refusal_at(const struct disp_state *s, uint64_t job, int i, uint6
 const char *disp_state_no_worker(const struct disp_state *s, uint64_t job, uint64_t *worker);
 /* Whether a worker of that id is registered (alive or not). */
 bool disp_state_worker_known(const struct disp_state *s, uint64_t worker);
-/* The worker of that id (-ENOENT if none). */
-int disp_state_worker_by_id(const struct disp_state *s, uint64_t worker, struct disp_worker_info *out);
+/* Whether a worker of that id is registered and alive (O(workers); no lease count, unlike worker_at). */
+bool disp_state_worker_alive(const struct disp_state *s, uint64_t worker);
 /* Whether secret is the registered worker's (false for an unknown worker). */
 bool disp_state_worker_secret_ok(const struct disp_state *s, uint64_t worker, uint64_t secret);
 /* The unfinished job of that name, or 0. */

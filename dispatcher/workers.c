@@ -228,15 +228,6 @@ int disp_list_workers(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
     return status;
 }
 
+DISP_UNARY(disp_register_worker, spillway__v1__register_worker_request__descriptor, register_worker)
 
-int disp_register_worker(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                         size_t msglen)
-{
-    return disp_unary(svc, &spillway__v1__register_worker_request__descriptor, register_worker, req, len, resp, resp_len, msg, msglen);
-}
-
-int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                          size_t msglen)
-{
-    return disp_unary(svc, &spillway__v1__worker_heartbeat_request__descriptor, worker_heartbeat, req, len, resp, resp_len, msg, msglen);
-}
+DISP_UNARY(disp_worker_heartbeat, spillway__v1__worker_heartbeat_request__descriptor, worker_heartbeat)

@@ -22,7 +22,8 @@
 struct spw_journal {
     char *dir, *path;
     int fd, lock_fd;
-    int64_t size;
+    int64_t size;           /* written */
+    int64_t synced;         /* on disk: the journal after a crash */
 };
 
 uint32_t spw_crc32c(uint32_t crc, const uint8_t *p, size_t len)
@@ -172,7 +173,7 @@ static int replay(struct spw_journal *j, spw_journal_record_fn fn, void *ctx, st
         if (ftruncate(j->fd, good) != 0 || fsync(j->fd) != 0)
             return spw_fail(err, errlen, -errno, "journal %s: cannot cut its bad tail: %s", j->path, strerror(errno));
     }
-    j->size = info->bytes = good;
+    j->size = j->synced = info->bytes = good;
     lseek(j->fd, good, SEEK_SET);
     return 0;
 }
@@ -245,20 +246,44 @@ fail:
     return rc;
 }
 
-int spw_journal_append(struct spw_journal *j, const uint8_t *rec, size_t len)
+/* Cut the file back to `to` bytes (a failed write or sync): it stays a whole number of records. */
+static void cut_back(struct spw_journal *j, int64_t to)
+{
+    if (ftruncate(j->fd, to) == 0)
+        lseek(j->fd, to, SEEK_SET);
+    j->size = to;
+}
+
+int spw_journal_write(struct spw_journal *j, const uint8_t *rec, size_t len)
 {
     if (len > SPW_JOURNAL_MAX_RECORD)
         return -EMSGSIZE;
     int rc = write_record(j->fd, rec, len);
-    if (rc == 0 && fdatasync(j->fd) != 0)
-        rc = -errno;
-    if (rc) {               /* keep the journal a whole number of records */
-        if (ftruncate(j->fd, j->size) == 0)
-            lseek(j->fd, j->size, SEEK_SET);
+    if (rc) {
+        cut_back(j, j->size);
         return rc;
     }
     j->size += HEADER + (int64_t)len;
     return 0;
+}
+
+int spw_journal_sync(struct spw_journal *j)
+{
+    if (j->synced == j->size)
+        return 0;
+    if (fdatasync(j->fd) != 0) {
+        const int rc = -errno;
+        cut_back(j, j->synced);
+        return rc;
+    }
+    j->synced = j->size;
+    return 0;
+}
+
+int spw_journal_append(struct spw_journal *j, const uint8_t *rec, size_t len)
+{
+    const int rc = spw_journal_write(j, rec, len);
+    return rc ? rc : spw_journal_sync(j);
 }
 
 int spw_journal_compact(struct spw_journal *j, const uint8_t *const *recs, const size_t *lens, size_t n)
@@ -285,7 +310,7 @@ int spw_journal_compact(struct spw_journal *j, const uint8_t *const *recs, const
     } else {
         close(j->fd);
         j->fd = fd;
-        j->size = size;
+        j->size = j->synced = size;
         lseek(j->fd, 0, SEEK_END);
     }
     free(tmp);

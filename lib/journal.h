@@ -31,6 +31,11 @@ int spw_journal_open(const char *dir, spw_journal_record_fn fn, void *ctx, struc
 /* Append one record and fsync it. Returns 0 or a negative code (-EMSGSIZE over the cap, -errno). On failure
  * nothing of the record is kept (the file is cut back to where it was). */
 int spw_journal_append(struct spw_journal *j, const uint8_t *rec, size_t len);
+/* The same without the fsync: several records, then one spw_journal_sync (group commit). */
+int spw_journal_write(struct spw_journal *j, const uint8_t *rec, size_t len);
+/* fsync what was written since the last sync; on failure those records are cut off (the file is back to the
+ * last sync). Returns 0 or -errno. */
+int spw_journal_sync(struct spw_journal *j);
 /* Replace the journal with these records (a snapshot): written to a new file, fsynced, renamed over the old
  * one, the directory fsynced; on failure the old journal stays. Returns 0 or a negative code. */
 int spw_journal_compact(struct spw_journal *j, const uint8_t *const *recs, const size_t *lens, size_t n);

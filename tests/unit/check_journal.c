@@ -80,10 +80,16 @@ START_TEST(test_journal_records_come_back_in_order)
     ck_assert_str_eq(got[1], "");
     ck_assert_str_eq(got[2], "ack 1 0 0");
     append(j, "more");                      /* appends go after the replayed records */
+    /* Group commit: written records, one sync, all of them kept. */
+    ck_assert_int_eq(spw_journal_write(j, (const uint8_t *)"g1", 2), 0);
+    ck_assert_int_eq(spw_journal_write(j, (const uint8_t *)"g2", 2), 0);
+    ck_assert_int_eq(spw_journal_sync(j), 0);
+    ck_assert_int_eq(spw_journal_sync(j), 0);           /* nothing new: nothing to do */
     spw_journal_close(j);
     j = reopen(&info);
-    ck_assert_int_eq(info.records, 4);
+    ck_assert_int_eq(info.records, 6);
     ck_assert_str_eq(got[3], "more");
+    ck_assert_str_eq(got[5], "g2");
     spw_journal_close(j);
 }
 END_TEST
