@@ -75,4 +75,19 @@ check "the workers are known under their first ids, alive" \
 check "a second dispatcher on the same directory is refused, naming the holder" \
   bash -c "test $? -ne 0 && grep -q 'is in use by another process (pid $D)' '$WORK/second.err'"
 
+# A dispatcher gone for good: the trainer waits --dispatcher-wait-ms, then fails naming it.
+"$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --local-cores 1 --consume-rate 50 \
+  --dispatcher-wait-ms 1500 --quiet > /dev/null 2> "$WORK/gone.err" &
+C=$!
+PIDS+=("$C")
+sleep 1
+kill -9 "$D"; wait "$D" 2>/dev/null
+t0=$(date +%s)
+wait "$C"
+rc=$?
+check "a dispatcher gone for good fails the trainer (exit 1) within seconds" \
+  test "$rc" -eq 1 -a $(( $(date +%s) - t0 )) -le 10
+check "... naming the dispatcher and how long it waited" \
+  grep -q "run failed: .*lost the dispatcher at 127.0.0.1:$DPORT: no heartbeat answered for 1 s" "$WORK/gone.err"
+
 finish
