@@ -112,6 +112,8 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
         return copy_string(b->tls_key, sizeof b->tls_key, value, &o->tls_key);
     if (!strcmp(key, "resume_manifest"))
         return parse_hex64(value, &o->resume.manifest);
+    if (!strcmp(key, "resume_job_secret"))
+        return parse_hex64(value, &o->resume.job_secret);
     if (!strcmp(key, "resume_places"))
         return set_places(o, value);
     if (!strcmp(key, "cut") && !strcmp(value, "auto"))
@@ -190,7 +192,7 @@ int spw_batch_key_at(const struct spw_batch *b, int i, int64_t *epoch, int64_t *
 }
 
 char *spw_job_checkpoint_flat(struct spw_job *job, int64_t *batches, uint64_t *manifest, uint64_t *job_id,
-                              int *split_size)
+                              uint64_t *job_secret, int *split_size)
 {
     struct spw_checkpoint c;
     if (spw_job_checkpoint(job, &c) != 0)
@@ -203,6 +205,7 @@ char *spw_job_checkpoint_flat(struct spw_job *job, int64_t *batches, uint64_t *m
         *batches = c.batches;
         *manifest = c.manifest;
         *job_id = c.job;
+        *job_secret = c.job_secret;
         *split_size = c.split_size;
     }
     spw_checkpoint_clear(&c);

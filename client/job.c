@@ -320,7 +320,7 @@ static int resume_point(struct spw_job *j, struct remote_resume *rr, uint64_t **
     *done = calloc((size_t)splits + 1, sizeof **done);
     if (!*done)
         return spw_fail(err, errlen, -ENOMEM, "out of memory");
-    *rr = (struct remote_resume){.job = c->job, .epoch = (uint64_t)(c->batches / pe), .done = *done};
+    *rr = (struct remote_resume){.job = c->job, .job_secret = c->job_secret, .epoch = (uint64_t)(c->batches / pe), .done = *done};
     for (int64_t k = 0; k < splits; k++) {
         bool all = true;
         for (int64_t p = k * split; p < (k + 1) * split && p < v.own && all; p++)
@@ -646,6 +646,7 @@ int spw_job_checkpoint(struct spw_job *job, struct spw_checkpoint *out)
         return 0;
     }
     out->job = job->rj.job;
+    out->job_secret = job->rj.secret;
     out->split_size = job->rj.split_size;
     out->places_len = asm_place_bytes(job->a);
     if (!(out->places = malloc(out->places_len ? out->places_len : 1)))

@@ -135,6 +135,7 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
     Spillway__V1__Resume resume = SPILLWAY__V1__RESUME__INIT;
     if (o->resume) {
         resume.job = o->resume->job;
+        resume.job_secret = o->resume->job_secret;
         resume.epoch = o->resume->epoch;
         resume.n_done_splits = o->resume->n_done;
         resume.done_splits = (uint64_t *)o->resume->done;
@@ -186,6 +187,7 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
         goto fail;
     }
     job->job = cr->job;
+    job->secret = cr->job_secret;
     job->samples = cr->samples;
     job->splits_per_epoch = cr->splits_per_epoch;
     job->split_size = cr->split_size;
@@ -450,6 +452,7 @@ static int send_credit(struct spw_rpc_stream *st, const struct remote *r, int64_
     Spillway__V1__StreamRequest req = SPILLWAY__V1__STREAM_REQUEST__INIT;
     uint8_t buf[128];
     req.job = r->job.job;
+    req.job_secret = r->job.secret;
     req.rank = r->o.rank;
     req.incarnation = r->incarnation;
     req.credit_bytes = credit;
@@ -675,6 +678,7 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
     int n = asm_take_acks(r->a, acks, MAX_ACKS_PER_HEARTBEAT);
     Spillway__V1__ClientHeartbeatRequest hb = SPILLWAY__V1__CLIENT_HEARTBEAT_REQUEST__INIT;
     hb.job = r->job.job;
+    hb.job_secret = r->job.secret;
     hb.rank = r->o.rank;
     hb.incarnation = r->incarnation;
     for (int i = 0; i < n; i++) {
@@ -837,6 +841,7 @@ int remote_lease(struct remote *r, struct remote_lease *l)
 {
     Spillway__V1__LeaseSplitRequest req = SPILLWAY__V1__LEASE_SPLIT_REQUEST__INIT;
     req.job = r->job.job;
+    req.job_secret = r->job.secret;
     req.rank = r->o.rank;
     req.incarnation = r->incarnation;
     req.max_splits = 1;

@@ -35,12 +35,14 @@ struct remote_opts {
 
 struct remote_resume {          /* a checkpoint as the dispatcher needs it (see Resume in the proto) */
     uint64_t job, epoch;
+    uint64_t job_secret;        /* the job's (CreateJobResponse.job_secret): without it, not rejoined */
     const uint64_t *done;       /* this rank's splits of epoch wholly delivered */
     size_t n_done;
 };
 
 struct remote_job {             /* what CreateJob answered */
     uint64_t job;
+    uint64_t secret;            /* the job's secret: on every heartbeat, lease and stream of the job */
     int64_t samples, splits_per_epoch;
     int split_size, cut, groups;
     int64_t open_epoch;         /* the lowest epoch the job still produces (earlier ones: this client) */

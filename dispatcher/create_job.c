@@ -130,26 +130,39 @@ static int validate(struct call *c, char *msg, size_t msglen)
     return SPW_RPC_OK;
 }
 
-/* Step 2: the job this client joins: the one it names by id; the one its checkpoint was taken in (one rank
- * of several rejoins it even when finished, producing its missing rest itself: the other ranks are done
- * with it; a lone trainer gets a new job when it finished); the named one; else none (a new one). */
-static void find_job(struct disp_service *s, struct call *c)
+/* Step 2: the job this client joins: the one it names by id (with its secret); the one its checkpoint was
+ * taken in, when the checkpoint has the job's secret (one rank of several rejoins it even when finished,
+ * producing its missing rest itself: the other ranks are done with it; a lone trainer gets a new job when it
+ * finished); the named one (a job's name is its ranks' rendezvous: knowing it is enough to join); else none
+ * (a new one). */
+static int find_job(struct disp_service *s, struct call *c, char *msg, size_t msglen)
 {
     const Spillway__V1__CreateJobRequest *r = c->r;
     struct disp_job_info ji;
     char ignored[256];
+    int status = SPW_RPC_OK;
     c->job = r->job;
     pthread_mutex_lock(&s->mu);
+    if (r->job && !disp_state_job_secret_ok(s->st, r->job, r->job_secret))
+        status = disp_wrong_job_secret(s, r->job, msg, msglen);
     if (!c->job && r->resume && r->resume->job && disp_state_job(s->st, r->resume->job, &ji) == 0 &&
-        (!ji.finished || c->world > 1))
-        c->job = r->resume->job;
+        (!ji.finished || c->world > 1)) {
+        if (disp_state_job_secret_ok(s->st, r->resume->job, r->resume->job_secret))
+            c->job = r->resume->job;
+        else
+            spw_log(SPW_LOG_WARN, "dispatcher", "a checkpoint of job=%llu without that job's secret: not rejoined "
+                    "(peer=%s)", (unsigned long long)r->resume->job, spw_rpc_current_peer());
+    }
     pthread_mutex_unlock(&s->mu);
+    if (status != SPW_RPC_OK)
+        return status;
     if (c->job && !r->job && check_join(s, c->job, r, c->world, ignored, sizeof ignored) != SPW_RPC_OK)
         c->job = 0;     /* not that job any more (a restarted dispatcher numbers jobs anew) */
     pthread_mutex_lock(&s->mu);
     if (!c->job && r->job_name[0])
         c->job = disp_state_named_job(s->st, r->job_name);
     pthread_mutex_unlock(&s->mu);
+    return SPW_RPC_OK;
 }
 
 /* Step 3: a new job with cut -2 is planned: its cut, or no job at all when offloading does not pay (answered
@@ -221,7 +234,8 @@ static int create(struct disp_service *s, struct call *c, uint8_t **resp, size_t
                             .manifest_hash = src->manifest_hash, .n_samples = src->n, .split_size = split_size,
                             .epochs = c->spec->source.epochs, .cut = c->cut, .world_size = c->world,
                             .max_workers = r->max_workers, .now_ms = spw_now_ms(), .name = r->job_name,
-                            .client = client, .first_epoch = r->resume ? (int64_t)r->resume->epoch : 0};
+                            .client = client, .first_epoch = r->resume ? (int64_t)r->resume->epoch : 0,
+                            .secret = disp_new_secret()};
     int rc = 0;
     uint64_t named = 0;
     bool told_local = false;
@@ -286,6 +300,7 @@ static int attach_and_reply(struct disp_service *s, struct call *c, uint8_t **re
         rc = disp_state_job(s->st, c->job, &ji);
     if (rc == 0 && !ji.client_only)
         n_workers = disp_alive_workers(s, ji.id, ji.max_workers, &workers);
+    const uint64_t secret = disp_state_job_secret(s->st, c->job);
     pthread_mutex_unlock(&s->mu);
     if (rc)
         return disp_status_of(rc);
@@ -301,6 +316,7 @@ static int attach_and_reply(struct disp_service *s, struct call *c, uint8_t **re
     out.groups = c->n_groups;
     out.plan = c->plan;
     out.open_epoch = ji.epoch;
+    out.job_secret = secret;
     if (r->resume || r->job || r->job_name[0])
         spw_log(SPW_LOG_INFO, "dispatcher", "client joined job=%llu rank=%d resume_epoch=%lld open_epoch=%lld",
                 (unsigned long long)c->job, r->rank, r->resume ? (long long)r->resume->epoch : -1LL,
@@ -318,7 +334,7 @@ static int create_job(void *svc, const ProtobufCMessage *req, uint8_t **resp, si
     struct call c = {.r = r, .world = r->world_size > 0 ? r->world_size : 1};
     int status = validate(&c, msg, msglen);
     if (status == SPW_RPC_OK)
-        find_job(s, &c);
+        status = find_job(s, &c, msg, msglen);
     if (status == SPW_RPC_OK)
         status = plan(s, &c, resp, resp_len, msg, msglen);
     if (status == SPW_RPC_OK && !c.answered)

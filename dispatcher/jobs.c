@@ -15,9 +15,13 @@
 #include "lib/log.h"
 #include "lib/rpc.h"
 
-/* The client's incarnation must be the current one (a zombie client is refused). Called with mu held. */
-static int check_client(struct disp_service *s, uint64_t job, int32_t rank, uint64_t inc, char *msg, size_t msglen)
+/* The caller must show the job's secret (an id alone grants nothing), and its incarnation must be the current
+ * one (a zombie client is refused). Called with mu held. */
+static int check_client(struct disp_service *s, uint64_t job, uint64_t secret, int32_t rank, uint64_t inc,
+                        char *msg, size_t msglen)
 {
+    if (!disp_state_job_secret_ok(s->st, job, secret))
+        return disp_wrong_job_secret(s, job, msg, msglen);
     uint64_t cur = disp_state_client_incarnation(s->st, job, rank);
     if (cur != inc) {
         snprintf(msg, msglen, "client incarnation %llu of job %llu rank %d is not the current one (%llu)",
@@ -36,6 +40,11 @@ static int client_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
     size_t n_workers = 0;
     int status = SPW_RPC_OK;
     pthread_mutex_lock(&s->mu);
+    if (!disp_state_job_secret_ok(s->st, r->job, r->job_secret)) {
+        status = disp_wrong_job_secret(s, r->job, msg, msglen);
+        pthread_mutex_unlock(&s->mu);
+        return status;
+    }
     struct disp_update hb = {.kind = DISP_CLIENT_HEARTBEAT, .job = r->job, .rank = r->rank,
                              .incarnation = r->incarnation, .now_ms = spw_now_ms()};
     disp_batch_begin(s);        /* the acks reach the disk with one fsync, before the reply */
@@ -135,7 +144,7 @@ static int lease_split(void *svc, const ProtobufCMessage *req, uint8_t **resp, s
         }
         producer = r->worker_id;
     } else {
-        if ((status = check_client(s, r->job, r->rank, r->incarnation, msg, msglen)) != SPW_RPC_OK)
+        if ((status = check_client(s, r->job, r->job_secret, r->rank, r->incarnation, msg, msglen)) != SPW_RPC_OK)
             goto out;
         producer = DISP_CLIENT_PRODUCER(r->job, r->rank);
     }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "dispatcher/progress.h"
 #include "dispatcher/service_internal.h"
@@ -183,6 +184,26 @@ void disp_service_destroy(struct disp_service *s)
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
+}
+
+uint64_t disp_new_secret(void)
+{
+    uint64_t secret = 0;
+    while (!secret && getrandom(&secret, sizeof secret, 0) != (ssize_t)sizeof secret)
+        ;                                                   /* 0 means none: draw again */
+    return secret;
+}
+
+int disp_wrong_job_secret(struct disp_service *s, uint64_t job, char *msg, size_t msglen)
+{
+    if (!disp_state_job_secret(s->st, job)) {
+        snprintf(msg, msglen, "unknown job %llu", (unsigned long long)job);
+        return SPW_RPC_NOT_FOUND;
+    }
+    spw_log(SPW_LOG_WARN, "dispatcher", "refused a call for job=%llu from peer=%s: wrong job secret",
+            (unsigned long long)job, spw_rpc_current_peer());
+    snprintf(msg, msglen, "job %llu: wrong job secret (an id alone grants nothing)", (unsigned long long)job);
+    return SPW_RPC_PERMISSION_DENIED;
 }
 
 int disp_check_protocol(const char *who, uint32_t version, const char *build, char *msg, size_t msglen)

@@ -66,6 +66,11 @@ void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n);
  * first (there is none yet: issue 17 adds it here), then every update is applied; ids the state allocates
  * are written back into *u. Returns disp_state_apply's code. Call with mu held. */
 int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t errlen);
+/* A fresh random secret (never 0) for a worker or a job. */
+uint64_t disp_new_secret(void);
+/* A call that did not show job's secret: NOT_FOUND for a job not in the table, else PERMISSION_DENIED
+ * (logged with the peer). Call with mu held. */
+int disp_wrong_job_secret(struct disp_service *s, uint64_t job, char *msg, size_t msglen);
 /* SPW_RPC_OK when a peer (who: "this worker", "this client") speaks this dispatcher's protocol version,
  * else FAILED_PRECONDITION with a message naming both versions and builds. */
 int disp_check_protocol(const char *who, uint32_t version, const char *build, char *msg, size_t msglen);

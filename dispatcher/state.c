@@ -35,6 +35,7 @@ struct refusal {
 
 struct job {
     uint64_t id, manifest_hash;
+    uint64_t secret;            /* its clients' heartbeats, leases and streams must carry it */
     uint8_t *pipeline;
     size_t pipeline_len;
     int64_t n_samples, epochs, splits_per_epoch;
@@ -298,6 +299,7 @@ static int apply_create_job(struct disp_state *s, struct disp_update *u, char *e
     struct job j = {0};
     j.id = u->job ? u->job : s->next_job;
     j.manifest_hash = u->manifest_hash;
+    j.secret = u->secret;
     j.n_samples = u->n_samples;
     j.epochs = u->epochs;
     j.splits_per_epoch = splits;
@@ -887,6 +889,18 @@ bool disp_state_worker_secret_ok(const struct disp_state *s, uint64_t worker, ui
 {
     const struct worker *w = find_worker(s, worker);
     return w && (w->secret ^ secret) == 0;
+}
+
+bool disp_state_job_secret_ok(const struct disp_state *s, uint64_t job, uint64_t secret)
+{
+    const struct job *j = find_job(s, job);
+    return j && (j->secret ^ secret) == 0;
+}
+
+uint64_t disp_state_job_secret(const struct disp_state *s, uint64_t job)
+{
+    const struct job *j = find_job(s, job);
+    return j ? j->secret : 0;
 }
 
 uint64_t disp_state_named_job(const struct disp_state *s, const char *name)

@@ -61,7 +61,8 @@ struct disp_update {
     const uint64_t *splits;                 /* resume: split ids */
     size_t n_splits;
     const char *reason;                     /* refuses: why (copied, at most DISP_REASON_MAX bytes kept) */
-    uint64_t secret;                        /* register: the worker's secret (its later calls must carry it) */
+    uint64_t secret;                        /* register: the worker's secret (its later calls must carry it);
+                                               create: the job's (its clients' calls must carry it) */
 };
 
 #define DISP_JOB_NAME_MAX 128
@@ -178,6 +179,9 @@ bool disp_state_worker_known(const struct disp_state *s, uint64_t worker);
 bool disp_state_worker_alive(const struct disp_state *s, uint64_t worker);
 /* Whether secret is the registered worker's (false for an unknown worker). */
 bool disp_state_worker_secret_ok(const struct disp_state *s, uint64_t worker, uint64_t secret);
+/* Whether secret is the job's (false for an unknown job), and the job's secret (0 for an unknown job). */
+bool disp_state_job_secret_ok(const struct disp_state *s, uint64_t job, uint64_t secret);
+uint64_t disp_state_job_secret(const struct disp_state *s, uint64_t job);
 /* The unfinished job of that name, or 0. */
 uint64_t disp_state_named_job(const struct disp_state *s, const char *name);
 /* The current client incarnation of (job, rank); 0 if none. */

@@ -7,7 +7,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/random.h>
 #include <string.h>
 
 #include "lib/clock.h"
@@ -58,9 +57,7 @@ static int register_worker(void *svc, const ProtobufCMessage *req, uint8_t **res
                  "bytes) and threads in [0, 4096]");
         return SPW_RPC_INVALID_ARGUMENT;
     }
-    uint64_t secret = 0;
-    while (!secret && getrandom(&secret, sizeof secret, 0) != (ssize_t)sizeof secret)
-        ;                                                   /* 0 means none: draw again */
+    uint64_t secret = disp_new_secret();
     pthread_mutex_lock(&s->mu);
     int rc = 0;
     if (r->worker_id && disp_state_worker_known(s->st, r->worker_id)) {
@@ -148,6 +145,7 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
         tasks[n].manifest_hash = ji.manifest_hash;
         tasks[n].cut = ji.cut;
         tasks[n].world_size = ji.world_size;
+        tasks[n].job_secret = disp_state_job_secret(s->st, ji.id);
         ptrs[n] = &tasks[n];
         n++;
     }

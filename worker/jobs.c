@@ -56,6 +56,7 @@ struct queue {
 struct job {
     struct job *next;
     uint64_t id, manifest_hash;
+    uint64_t secret;            /* a client's StreamRequest must carry it (JobTask.job_secret) */
     int cut, world;
     struct wrk_jobs *owner;
     struct spw_pipeline_spec *spec;
@@ -495,6 +496,7 @@ static struct job *job_start(struct wrk_jobs *w, const Spillway__V1__JobTask *t,
     }
     jb->id = t->job;
     jb->manifest_hash = t->manifest_hash;
+    jb->secret = t->job_secret;
     jb->cut = t->cut;
     jb->world = t->world_size > 0 ? t->world_size : 1;
     jb->owner = w;
@@ -686,7 +688,7 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
         snprintf(msg, msglen, "malformed StreamRequest");
         return SPW_RPC_INVALID_ARGUMENT;
     }
-    uint64_t job = req->job;
+    uint64_t job = req->job, secret = req->job_secret;
     int rank = req->rank;
     int64_t credit = req->credit_bytes;
     spillway__v1__stream_request__free_unpacked(req, NULL);
@@ -706,6 +708,13 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
             ;
         if (jb || pthread_cond_timedwait(&w->cv, &w->mu, &dl) == ETIMEDOUT)
             break;
+    }
+    if (jb && (jb->secret ^ secret) != 0) {
+        pthread_mutex_unlock(&w->mu);
+        spw_log(SPW_LOG_WARN, "worker", "refused a stream for job=%llu rank=%d from peer=%s: wrong job secret",
+                (unsigned long long)job, rank, spw_rpc_current_peer());
+        snprintf(msg, msglen, "job %llu: wrong job secret (an id alone grants nothing)", (unsigned long long)job);
+        return SPW_RPC_PERMISSION_DENIED;
     }
     if (jb)
         jb->refs++;

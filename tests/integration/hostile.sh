@@ -2,9 +2,10 @@
 # tests/integration/hostile.sh - peers that lie, speaking the raw RPCs (tests/tools/oldpeer): a process that
 # registers as worker 1 without worker 1's secret (to redirect its clients to itself) is refused, worker 1
 # keeps its address and its job finishes exactly once; addresses with a quote, a newline, a space or a bad
-# port are refused at registration (they would break logs, JSON or a client's dial). (More hostile cases -
-# forged client heartbeats, stream hijacks - come with job secrets, issue 17.) Real processes on loopback;
-# kills all it starts.
+# port are refused at registration (they would break logs, JSON or a client's dial); a peer that knows the
+# victim job's id but not its secret (tests/tools/hostilepeer) cannot fence its client with a forged
+# heartbeat, lease its splits, join it by id or open its stream on the worker: each is refused, and the job
+# finishes with every key exactly once. Real processes on loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -35,6 +36,23 @@ for addr in '10.0.0.1":1' $'10.0.0.1\n:1' 'evil host:1' '10.0.0.1:99999999'; do
   check "an address with a quote, newline, space or bad port is refused: $(printf '%q' "$addr")" \
     grep -q '^status=INVALID_ARGUMENT msg=address must be host:port' "$WORK/addr.out"
 done
+read -r job manifest < <("$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" jobs --json | python3 -c \
+  'import json,sys; j=json.load(sys.stdin)["jobs"][-1]; print(j["job"], j["manifest_hash"])')
+"$B/tests/hostilepeer" "127.0.0.1:$DPORT" heartbeat "$job" > "$WORK/forge.out"
+check "a forged heartbeat (huge incarnation, an ack, no job secret) is refused" \
+  grep -q "^status=PERMISSION_DENIED msg=job $job: wrong job secret" "$WORK/forge.out"
+"$B/tests/hostilepeer" "127.0.0.1:$DPORT" lease "$job" "$manifest" > "$WORK/lease.out"
+check "leasing the job's splits without its secret is refused" \
+  grep -q "^status=PERMISSION_DENIED msg=job $job: wrong job secret" "$WORK/lease.out"
+"$B/tests/hostilepeer" "127.0.0.1:$DPORT" join "$job" "$WORK/p.json" > "$WORK/join.out"
+check "joining the job by id without its secret is refused" \
+  grep -q "^status=PERMISSION_DENIED msg=job $job: wrong job secret" "$WORK/join.out"
+"$B/tests/hostilepeer" "$addr1" stream "$job" > "$WORK/stream.out"
+check "opening the job's stream on the worker without its secret is refused, nothing sent" \
+  grep -q "^status=PERMISSION_DENIED msg=job $job: wrong job secret .* messages=0$" "$WORK/stream.out"
+check "the dispatcher and the worker log the refusals with the peer" \
+  bash -c "grep -q 'refused a call for job=$job from peer=ipv4:127.0.0.1:[0-9]*: wrong job secret' '$WORK/d.err' &&
+           grep -q 'refused a stream for job=$job rank=0 from peer=ipv4:127.0.0.1:[0-9]*: wrong job secret' '$WORK'/w*.err"
 check "spillctl workers --json still parses, one worker" \
   bash -c "'$B/bin/spillctl' --dispatcher 127.0.0.1:$DPORT workers --json | python3 -c 'import json,sys; sys.exit(len(json.load(sys.stdin)[\"workers\"]) != 1)'"
 wait "$C"

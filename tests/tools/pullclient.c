@@ -24,7 +24,7 @@
 #define CREDIT (32 << 20)
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t g_job;
+static uint64_t g_job, g_secret;
 static int64_t g_samples, g_epochs, g_split_size, g_splits;
 static uint8_t *g_seen;                  /* [epoch][position]: 0 none, 1 element, 2 tombstone */
 static int64_t *g_split_left;            /* [epoch][split]: positions still missing */
@@ -83,6 +83,7 @@ static void *receiver(void *arg)
     Spillway__V1__StreamRequest req = SPILLWAY__V1__STREAM_REQUEST__INIT;
     uint8_t buf[64];
     req.job = g_job;
+    req.job_secret = g_secret;
     req.incarnation = 1;
     req.credit_bytes = CREDIT;
     struct iovec iov = {buf, spillway__v1__stream_request__pack(&req, buf)};
@@ -170,6 +171,7 @@ int main(int argc, char **argv)
     Spillway__V1__CreateJobResponse *job = spillway__v1__create_job_response__unpack(NULL, len, resp);
     free(resp);
     g_job = job->job;
+    g_secret = job->job_secret;
     g_samples = job->samples;
     g_epochs = spec->source.epochs > 0 ? spec->source.epochs : 1;
     g_split_size = job->split_size;
@@ -194,6 +196,7 @@ int main(int argc, char **argv)
         usleep(100 * 1000);
         Spillway__V1__ClientHeartbeatRequest hb = SPILLWAY__V1__CLIENT_HEARTBEAT_REQUEST__INIT;
         hb.job = g_job;
+        hb.job_secret = g_secret;
         hb.incarnation = 1;
         pthread_mutex_lock(&g_mu);            /* the ack list is read while packing */
         hb.n_acked = g_n_acks;

@@ -156,9 +156,14 @@ START_TEST(test_service_job_runs_to_the_end)
     Spillway__V1__SplitRef *acks[2] = {&a0, &a1};
     Spillway__V1__ClientHeartbeatRequest hb = SPILLWAY__V1__CLIENT_HEARTBEAT_REQUEST__INIT;
     hb.job = job->job;
-    hb.incarnation = 1;
+    hb.incarnation = UINT64_MAX;                /* a forged heartbeat: a huge incarnation, no job secret */
     hb.n_acked = 2;
     hb.acked = acks;
+    ck_assert(job->job_secret != 0);
+    ck_assert_int_eq(call(disp_client_heartbeat, &hb.base, &resp, &len), 7);
+    ck_assert(strstr(msg, "wrong job secret") != NULL);
+    hb.incarnation = 1;                         /* nothing of it was applied: the real client goes on */
+    hb.job_secret = job->job_secret;
     ck_assert_int_eq(call(disp_client_heartbeat, &hb.base, &resp, &len), 0);
     Spillway__V1__ClientHeartbeatResponse *h = spillway__v1__client_heartbeat_response__unpack(NULL, len, resp);
     free(resp);
@@ -226,6 +231,10 @@ START_TEST(test_service_bad_requests_say_what_is_wrong)
     lr.worker_id = 999;
     ck_assert_int_eq(call(disp_lease_split, &lr.base, &resp, &len), 5);
     lr.worker_id = 0;
+    lr.incarnation = 5;                          /* the client's own incarnation, without the job's secret */
+    ck_assert_int_eq(call(disp_lease_split, &lr.base, &resp, &len), 7);
+    ck_assert(strstr(msg, "wrong job secret") != NULL);
+    lr.job_secret = job->job_secret;
     lr.incarnation = 4;                          /* older than the creating client's 5 */
     ck_assert_int_eq(call(disp_lease_split, &lr.base, &resp, &len), 9);
     ck_assert(strstr(msg, "incarnation") != NULL);
@@ -245,6 +254,7 @@ START_TEST(test_service_bad_requests_say_what_is_wrong)
     free(resp);
     ck_assert_uint_eq(t->n_tasks, 1);
     ck_assert_str_eq(t->tasks[0]->pipeline->source->path, g_root);
+    ck_assert_uint_eq(t->tasks[0]->job_secret, job->job_secret);   /* the worker checks streams against it */
     spillway__v1__worker_heartbeat_response__free_unpacked(t, NULL);
     spillway__v1__create_job_response__free_unpacked(job, NULL);
 }

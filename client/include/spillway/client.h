@@ -55,6 +55,7 @@ struct spw_job_opts {
                                    need be) */
         uint64_t manifest;      /* the dataset listing's hash: another listing is refused (0 = not checked) */
         uint64_t job;           /* the dispatcher's job it was taken in (0 = none): rejoined while unfinished */
+        uint64_t job_secret;    /* that job's secret: without it the job is not rejoined (a new one is made) */
         int split_size;         /* the split size the ranks' shares were cut with (0 = the default) */
         size_t places_len;      /* bytes at places */
         uint8_t *places;        /* bitmap of the delivered places of the epoch in progress; NULL = its first
@@ -125,7 +126,7 @@ int64_t spw_job_batches_per_epoch(const struct spw_job *job);
 /* Options with the defaults, set by name ("dispatcher", "auth_token", "local_cores", "cut" (a number or
  * "auto"), "max_workers", "trainer_rate", "prefetch_bytes", "credit_bytes", "ordered" (0/1), "max_batches",
  * "split_size", "rescue_after_ms", "rank", "world_size", "job_name", and a checkpoint's "resume_batches",
- * "resume_manifest" (hex), "resume_job", "resume_split_size", "resume_places" (hex)) from strings, which are
+ * "resume_manifest" (hex), "resume_job", "resume_job_secret" (hex), "resume_split_size", "resume_places" (hex)) from strings, which are
  * copied. set returns 0, -ENOENT (unknown key) or
  * -EINVAL (bad value). Free with spw_job_opts_free. */
 struct spw_job_opts *spw_job_opts_new(void);
@@ -146,7 +147,7 @@ int spw_job_stats_json(struct spw_job *job, char *buf, size_t cap);
 /* spw_job_checkpoint with the places bitmap as hex (the value for "resume_places"): allocated, free it with
  * spw_free; NULL when out of memory. */
 char *spw_job_checkpoint_flat(struct spw_job *job, int64_t *batches, uint64_t *manifest, uint64_t *job_id,
-                              int *split_size);
+                              uint64_t *job_secret, int *split_size);
 void spw_free(void *p);
 
 #endif

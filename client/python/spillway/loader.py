@@ -374,7 +374,7 @@ class Loader:
                     key.replace("_sha256", ""), state.get(key), value))
         opts["resume_batches"] = str(int(state["batches"]))
         opts["resume_manifest"] = state["manifest"]
-        for key in ("job", "split_size", "places"):
+        for key in ("job", "job_secret", "split_size", "places"):
             if state.get(key):
                 opts["resume_" + key] = str(state[key])
         return opts
@@ -388,8 +388,9 @@ class Loader:
         self._check()
         L = _lib.lib()
         batches, manifest, job, split = ctypes.c_int64(), ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_int()
+        secret = ctypes.c_uint64()
         hexp = L.spw_job_checkpoint_flat(self._job.ptr, ctypes.byref(batches), ctypes.byref(manifest),
-                                         ctypes.byref(job), ctypes.byref(split))
+                                         ctypes.byref(job), ctypes.byref(secret), ctypes.byref(split))
         if not hexp:
             raise MemoryError("spillway: state_dict: out of memory")
         places = ctypes.string_at(hexp).decode()
@@ -400,7 +401,8 @@ class Loader:
             # epoch starts only once this one is all delivered), so the state is the epoch's start.
             n, places = n - 1, ""
         return {"version": self.STATE_VERSION, "batches": n, "manifest": "%016x" % manifest.value,
-                "job": job.value, "split_size": split.value, "places": places, "spec_sha256": self._spec_digest(),
+                "job": job.value, "job_secret": "%016x" % secret.value if job.value else "",
+                "split_size": split.value, "places": places, "spec_sha256": self._spec_digest(),
                 "rank": self.rank, "world_size": self.world_size}
 
     def load_state_dict(self, state):

@@ -1,0 +1,114 @@
+/* tests/tools/hostilepeer.c - a peer that knows a job's id but not its secret, speaking the raw RPCs as an
+ * attacker would (integration tests check that each is refused and that the victim job is unharmed):
+ *   hostilepeer DISPATCHER heartbeat JOB          ClientHeartbeat of rank 0 with a huge incarnation (it would
+ *                                                 fence the real client) acking split 0 of epoch 0
+ *   hostilepeer DISPATCHER lease JOB MANIFEST     LeaseSplit as rank 0's own threads (MANIFEST in hex)
+ *   hostilepeer DISPATCHER join JOB PIPELINE.json CreateJob joining JOB by id, as rank 0
+ *   hostilepeer WORKER stream JOB                 StreamElements for JOB's rank 0: prints how many messages
+ *                                                 came before the stream ended
+ * Prints "status=NAME msg=..." (stream: "status=NAME msg=... messages=N"). Exit 0 when a status came back,
+ * 1 on local failure, 2 on bad arguments. One thread. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/rpc.h"
+#include "lib/version.h"
+#include "pipeline/spec.h"
+#include "pipeline/spec_proto.h"
+#include "proto/spillway.pb-c.h"
+
+static int stream(struct spw_rpc_channel *ch, uint64_t job)
+{
+    struct spw_rpc_stream *st;
+    if (spw_rpc_stream_open(ch, "/spillway.v1.Worker/StreamElements", 20000, &st) != 0)
+        return 1;
+    Spillway__V1__StreamRequest req = SPILLWAY__V1__STREAM_REQUEST__INIT;
+    uint8_t buf[64];
+    req.job = job;
+    req.incarnation = UINT64_MAX;
+    req.credit_bytes = 64 << 20;
+    struct iovec iov = {buf, spillway__v1__stream_request__pack(&req, buf)};
+    spw_rpc_stream_send(st, &iov, 1);
+    int messages = 0, r;
+    for (;;) {
+        uint8_t *m;
+        size_t len;
+        if ((r = spw_rpc_stream_recv(st, 15000, &m, &len)) != 1)
+            break;
+        free(m);
+        messages++;
+    }
+    if (r == -ETIMEDOUT)
+        spw_rpc_stream_cancel(st);      /* the worker kept it open: the status says CANCELLED */
+    char msg[512] = "";
+    int status = spw_rpc_stream_finish(st, msg, sizeof msg);
+    printf("status=%s msg=%s messages=%d\n", spw_rpc_status_name(status), msg, messages);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4 || (strcmp(argv[2], "heartbeat") && strcmp(argv[2], "lease") && strcmp(argv[2], "join") &&
+                     strcmp(argv[2], "stream")) || (!strcmp(argv[2], "lease") && argc != 5) ||
+        (!strcmp(argv[2], "join") && argc != 5)) {
+        fprintf(stderr, "usage: hostilepeer HOST:PORT heartbeat|lease|join|stream JOB [MANIFEST_HEX|PIPELINE]\n");
+        return 2;
+    }
+    const uint64_t job = strtoull(argv[3], NULL, 10);
+    spw_rpc_init();
+    struct spw_rpc_channel *ch;
+    if (spw_rpc_channel_create(argv[1], NULL, &ch) != 0)
+        return 1;
+    if (!strcmp(argv[2], "stream")) {
+        int rc = stream(ch, job);
+        spw_rpc_channel_destroy(ch);
+        spw_rpc_shutdown();
+        return rc;
+    }
+    Spillway__V1__SplitRef ack = SPILLWAY__V1__SPLIT_REF__INIT, *acks[1] = {&ack};
+    Spillway__V1__ClientHeartbeatRequest hb = SPILLWAY__V1__CLIENT_HEARTBEAT_REQUEST__INIT;
+    hb.job = job;
+    hb.incarnation = UINT64_MAX;
+    hb.n_acked = 1;
+    hb.acked = acks;
+    Spillway__V1__LeaseSplitRequest lr = SPILLWAY__V1__LEASE_SPLIT_REQUEST__INIT;
+    lr.job = job;
+    lr.incarnation = UINT64_MAX;
+    lr.max_splits = 64;
+    lr.manifest_hash = argc > 4 ? strtoull(argv[4], NULL, 16) : 0;
+    Spillway__V1__CreateJobRequest cj = SPILLWAY__V1__CREATE_JOB_REQUEST__INIT;
+    struct spw_pipeline_spec *spec = NULL;
+    Spillway__V1__Pipeline *pipe = NULL;
+    char msg[512] = "";
+    if (!strcmp(argv[2], "join")) {
+        if (spw_spec_load_file(argv[4], &spec, msg, sizeof msg) != 0 || spw_spec_to_proto(spec, &pipe) != 0) {
+            fprintf(stderr, "hostilepeer: %s\n", msg);
+            return 2;
+        }
+        cj.pipeline = pipe;
+        cj.job = job;
+        cj.cut = -1;
+        cj.incarnation = UINT64_MAX;
+        cj.protocol_version = SPW_PROTOCOL_VERSION;
+        cj.build = "hostilepeer";
+    }
+    const char *method = !strcmp(argv[2], "heartbeat") ? "/spillway.v1.Dispatcher/ClientHeartbeat"
+                         : !strcmp(argv[2], "lease")   ? "/spillway.v1.Dispatcher/LeaseSplit"
+                                                       : "/spillway.v1.Dispatcher/CreateJob";
+    const ProtobufCMessage *req = !strcmp(argv[2], "heartbeat") ? &hb.base
+                                  : !strcmp(argv[2], "lease")   ? &lr.base
+                                                                : &cj.base;
+    uint8_t *resp = NULL;
+    size_t len = 0;
+    int st = spw_rpc_call_msg(ch, method, req, 10000, &resp, &len, msg, sizeof msg);
+    printf("status=%s msg=%s\n", spw_rpc_status_name(st), msg);
+    free(resp);
+    spw_spec_proto_free(pipe);
+    spw_spec_free(spec);
+    spw_rpc_channel_destroy(ch);
+    spw_rpc_shutdown();
+    return 0;
+}
