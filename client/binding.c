@@ -102,6 +102,8 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
         return copy_string(b->auth_token, sizeof b->auth_token, value, &o->auth_token);
     if (!strcmp(key, "ordered"))
         return !strcmp(value, "1") || !strcmp(value, "0") ? (o->ordered = value[0] == '1', 0) : -EINVAL;
+    if (!strcmp(key, "insecure"))
+        return !strcmp(value, "1") || !strcmp(value, "0") ? (o->insecure = value[0] == '1', 0) : -EINVAL;
     if (!strcmp(key, "job_name"))
         return copy_string(b->job_name, sizeof b->job_name, value, &o->job_name);
     if (!strcmp(key, "tls_ca"))

@@ -345,6 +345,11 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
         snprintf(err, errlen, "tls_cert is for mutual TLS: give tls_ca too");
         return -EINVAL;
     }
+    if (j->o.auth_token && *j->o.auth_token && !j->tls && !spw_rpc_channel_tls_default() && !j->o.insecure) {
+        snprintf(err, errlen, "a token would travel in the clear: give tls_ca (SPILLWAY_TLS_CA), or insecure "
+                 "(SPILLWAY_INSECURE=1) on a network you trust");
+        return -EPERM;
+    }
     j->peer = (struct spw_rpc_channel_opts){.auth_token = j->o.auth_token, .tls = j->tls};
     if (j->o.cut == SPW_CUT_AUTO &&
         (rc = measure_facts(j, &facts, facts_buf, link_msgs, link_ptrs, &links, err, errlen)) != 0)

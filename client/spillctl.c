@@ -104,6 +104,7 @@ static void usage(FILE *f)
             "  --auth-token-file F  read it from a file (env SPILLWAY_AUTH_TOKEN_FILE)\n"
             "  --tls-ca F    TLS: the PEM CA the dispatcher's and workers' certificates are signed by (env\n"
             "                SPILLWAY_TLS_CA); --tls-cert F --tls-key F: this client's, for mutual TLS\n"
+            "  --insecure    send the token without TLS (env SPILLWAY_INSECURE=1); refused otherwise\n"
             "  --timeout-ms N  RPC deadline (default 5000)\n"
             "\n"
             "Exit status: 0 success, 1 runtime error (e.g. a corrupt sample under on_error: fail), 2 usage or\n"
@@ -428,6 +429,7 @@ static int cmd_run_service(const char *pipeline, const struct service_args *sa, 
     spw_job_opts_init(&o);
     o.dispatcher = sa->dispatcher;
     o.auth_token = sa->token;
+    o.insecure = true;          /* main refused a token in the clear unless --insecure */
     o.cut = sa->cut;
     o.trainer_rate = sa->consume_rate;
     o.local_cores = sa->local_cores;
@@ -510,14 +512,16 @@ int main(int argc, char **argv)
         {"max-seconds", required_argument, NULL, 'M'}, {"keys", required_argument, NULL, 'K'},
         {"dispatcher-wait-ms", required_argument, NULL, 'X'},
         {"tls-ca", required_argument, NULL, 'a'}, {"tls-cert", required_argument, NULL, 'e'},
-        {"tls-key", required_argument, NULL, 'k'},
+        {"tls-key", required_argument, NULL, 'k'}, {"insecure", no_argument, NULL, 'I'},
         {NULL, 0, NULL, 0},
     };
     const char *pipeline = NULL, *dump = NULL, *keys_path = NULL;
     const char *dispatcher = getenv("SPILLWAY_DISPATCHER"), *token = getenv("SPILLWAY_AUTH_TOKEN");
     const char *token_file = getenv("SPILLWAY_AUTH_TOKEN_FILE");
     const char *tls_ca = getenv("SPILLWAY_TLS_CA"), *tls_cert = getenv("SPILLWAY_TLS_CERT");
-    const char *tls_key = getenv("SPILLWAY_TLS_KEY");
+    const char *tls_key = getenv("SPILLWAY_TLS_KEY"), *insecure_env = getenv("SPILLWAY_INSECURE");
+    bool insecure = insecure_env && (!strcmp(insecure_env, "1") || !strcmp(insecure_env, "true") ||
+                                     !strcmp(insecure_env, "yes"));
     int timeout_ms = 5000;
     int local = 0, json = 0, quiet = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     int64_t max_batches = 0, warmup = 0;
@@ -634,6 +638,7 @@ int main(int argc, char **argv)
         case 'a': tls_ca = optarg; break;
         case 'e': tls_cert = optarg; break;
         case 'k': tls_key = optarg; break;
+        case 'I': insecure = true; break;
         case 'T':
             timeout_ms = (int)strtol(optarg, &end, 10);
             if (*end || timeout_ms < 1) {
@@ -664,6 +669,12 @@ int main(int argc, char **argv)
         spw_rpc_tls_load(tls_cert, tls_key, tls_ca, false, &tls, token_err, sizeof token_err) != 0) {
         fprintf(stderr, "spillctl: %s\n", tls_cert && *tls_cert && !(tls_ca && *tls_ca) ?
                 "--tls-cert is for mutual TLS: give --tls-ca too" : token_err);
+        return 2;
+    }
+    if (token && !tls && !insecure && !local) {
+        fprintf(stderr, "spillctl: a token would travel in the clear: give --tls-ca (SPILLWAY_TLS_CA), or "
+                "--insecure (SPILLWAY_INSECURE=1) on a network you trust\n");
+        spw_rpc_tls_free(tls);
         return 2;
     }
     spw_rpc_set_channel_tls(tls);

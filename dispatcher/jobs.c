@@ -129,6 +129,15 @@ static int lease_split(void *svc, const ProtobufCMessage *req, uint8_t **resp, s
         goto out;
     }
     uint64_t producer;
+    /* With tokens of their own, a worker's lease needs the workers' token and a client's the clients'. (0:
+     * outside a server, as in unit tests.) */
+    const unsigned caller = spw_rpc_current_caller();
+    if (caller && !(caller & (r->worker_id ? SPW_RPC_CALLER_WORKER : SPW_RPC_CALLER_CLIENT))) {
+        snprintf(msg, msglen, "a %s lease needs the %s token", r->worker_id ? "worker's" : "client's",
+                 r->worker_id ? "workers'" : "clients'");
+        status = SPW_RPC_PERMISSION_DENIED;
+        goto out;
+    }
     if (r->worker_id) {
         if (!disp_state_worker_alive(s->st, r->worker_id)) {
             snprintf(msg, msglen, "worker %llu is not registered (or was retired): register again",

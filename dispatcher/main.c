@@ -11,6 +11,7 @@
 #include "lib/health.h"
 #include "lib/log.h"
 #include "lib/rpc.h"
+#include "lib/security.h"
 
 static struct spw_config_entry g_cfg[] = {
     {"port", "SPILLWAY_PORT", SPW_CFG_INT, "5050", 0, 65535, "port to listen on (0: any free port)", 0, 0, 0, 0},
@@ -75,26 +76,11 @@ int main(int argc, char **argv)
         return 2;
     }
     spw_config_log(g_cfg, N_CFG, "dispatcher");
-    static char token_buf[4096];
-    const char *token;
-    if (spw_config_token(cfg_str("auth-token"), cfg_str("auth-token-file"), token_buf, sizeof token_buf, &token,
-                         err, sizeof err) != 0) {
+    static struct spw_security sec;
+    if (spw_security_from_config(g_cfg, N_CFG, "dispatcher", &sec, err, sizeof err) != 0) {
         fprintf(stderr, "spillway-dispatcher: %s\n", err);
         return 2;
     }
-    struct spw_rpc_tls *tls_server = NULL, *tls_channel = NULL;
-    if (spw_rpc_tls_from_flags(cfg_str("tls-cert"), cfg_str("tls-key"), cfg_str("tls-ca"), cfg_str("tls-client-ca"),
-                               &tls_server, &tls_channel, err, sizeof err) != 0) {
-        fprintf(stderr, "spillway-dispatcher: %s\n", err);
-        return 2;
-    }
-    if (!token)
-        spw_log(SPW_LOG_WARN, "dispatcher", "no auth token configured: accepting unauthenticated calls");
-    else if (!strcmp(spw_config_get(g_cfg, N_CFG, "auth-token")->origin, "flag"))
-        spw_log(SPW_LOG_WARN, "dispatcher", "the token was given on the command line, where ps shows it to every "
-                "user: use --auth-token-file or SPILLWAY_AUTH_TOKEN");
-    if (!tls_server)
-        spw_log(SPW_LOG_WARN, "dispatcher", "no TLS certificate configured: calls are unencrypted");
 
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -103,7 +89,7 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);          /* inherited by every thread started below */
 
     spw_rpc_init();
-    spw_rpc_set_channel_tls(tls_channel);   /* its calls to workers (profiles) */
+    spw_rpc_set_channel_tls(sec.tls_channel);   /* its calls to workers (profiles) */
     struct disp_service *svc = NULL;
     struct spw_rpc_server *srv = NULL, *health_srv = NULL;
     static struct spw_health health;    /* ready once the state is loaded (SERVING), not while draining */
@@ -119,7 +105,7 @@ int main(int argc, char **argv)
                                    .max_jobs = (int)cfg_int("max-jobs"),
                                    .job_history = (int)cfg_int("job-history"),
                                    .max_jobs_per_client = (int)cfg_int("max-jobs-per-client"),
-                                   .auth_token = token && *token ? token : NULL,
+                                   .auth_token = spw_security_worker_token(&sec),
                                    .work_dir = cfg_str("work-dir")};
     int status = 1;
     if ((rc = disp_service_create(&so, &svc, err, sizeof err)) != 0) {
@@ -133,7 +119,8 @@ int main(int argc, char **argv)
              (long long)cfg_int("port"));
     struct spw_rpc_server_opts ro = {.listen_addr = addr, .io_threads = (int)cfg_int("io-threads"),
                                      .max_message_bytes = (size_t)cfg_int("max-message-mb") << 20,
-                                     .auth_token = token && *token ? token : NULL, .tls = tls_server};
+                                     .auth_token = sec.token, .worker_token = sec.worker_token,
+                                     .tls = sec.tls_server};
     if ((rc = spw_rpc_server_create(&ro, &srv, err, sizeof err)) != 0) {
         spw_log(SPW_LOG_ERROR, "dispatcher", "cannot create the server: %s", err);
         goto out;
@@ -142,19 +129,22 @@ int main(int argc, char **argv)
         const char *method;
         spw_rpc_unary_fn fn;
         int slow;                   /* may block: CreateJob lists the job's source */
+        unsigned callers;           /* whose token it takes (with --worker-token-file) */
     } methods[] = {
-        {"/spillway.v1.Dispatcher/RegisterWorker", disp_register_worker, 0},
-        {"/spillway.v1.Dispatcher/WorkerHeartbeat", disp_worker_heartbeat, 0},
-        {"/spillway.v1.Dispatcher/CreateJob", disp_create_job, 1},
-        {"/spillway.v1.Dispatcher/ClientHeartbeat", disp_client_heartbeat, 0},
-        {"/spillway.v1.Dispatcher/LeaseSplit", disp_lease_split, 0},
-        {"/spillway.v1.Dispatcher/ListWorkers", disp_list_workers, 0},
-        {"/spillway.v1.Dispatcher/ListJobs", disp_list_jobs, 0},
-        {"/spillway.v1.Dispatcher/DescribeJob", disp_describe_job, 0},
+        {"/spillway.v1.Dispatcher/RegisterWorker", disp_register_worker, 0, SPW_RPC_CALLER_WORKER},
+        {"/spillway.v1.Dispatcher/WorkerHeartbeat", disp_worker_heartbeat, 0, SPW_RPC_CALLER_WORKER},
+        {"/spillway.v1.Dispatcher/CreateJob", disp_create_job, 1, SPW_RPC_CALLER_CLIENT},
+        {"/spillway.v1.Dispatcher/ClientHeartbeat", disp_client_heartbeat, 0, SPW_RPC_CALLER_CLIENT},
+        {"/spillway.v1.Dispatcher/LeaseSplit", disp_lease_split, 0, SPW_RPC_CALLER_CLIENT | SPW_RPC_CALLER_WORKER},
+        {"/spillway.v1.Dispatcher/ListWorkers", disp_list_workers, 0, SPW_RPC_CALLER_CLIENT},
+        {"/spillway.v1.Dispatcher/ListJobs", disp_list_jobs, 0, SPW_RPC_CALLER_CLIENT},
+        {"/spillway.v1.Dispatcher/DescribeJob", disp_describe_job, 0, SPW_RPC_CALLER_CLIENT},
     };
-    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
         (methods[i].slow ? spw_rpc_server_add_unary_slow : spw_rpc_server_add_unary)(srv, methods[i].method,
                                                                                      methods[i].fn, svc);
+        spw_rpc_server_set_callers(srv, methods[i].method, methods[i].callers);
+    }
     spw_health_add(srv, &health);
     int port = 0;
     if ((rc = spw_rpc_server_start(srv, &port)) != 0) {
@@ -186,8 +176,8 @@ out:
     spw_rpc_server_destroy(health_srv);
     disp_service_destroy(svc);
     spw_rpc_shutdown();
-    spw_rpc_tls_free(tls_server);
-    spw_rpc_tls_free(tls_channel);
+    spw_rpc_tls_free(sec.tls_server);
+    spw_rpc_tls_free(sec.tls_channel);
     spw_log(SPW_LOG_INFO, "dispatcher", "stopped status=%d", status);
     return status;
 }

@@ -31,8 +31,8 @@ int spw_config_parse(struct spw_config_entry *table, int n, int argc, char **arg
                      char *err, size_t errlen);
 /* The entry called name (NULL if none). */
 const struct spw_config_entry *spw_config_get(const struct spw_config_entry *table, int n, const char *name);
-/* The security flags every daemon's config table has: the token (as a file or a value) and TLS (see
- * spw_config_token, spw_rpc_tls_from_flags). */
+/* The security flags every daemon's config table has: the tokens (as a file or a value), TLS and --insecure
+ * (read them with spw_security_from_config, lib/security.h). */
 #define SPW_CFG_SECURITY_ENTRIES                                                                               \
     {"tls-cert", "SPILLWAY_TLS_CERT", SPW_CFG_STRING, "", 0, 0,                                               \
      "PEM certificate (chain) this daemon serves with, and presents when it calls others; TLS on its port", 0, \
@@ -47,7 +47,13 @@ const struct spw_config_entry *spw_config_get(const struct spw_config_entry *tab
      0, 0},                                                                                                    \
     {"auth-token", "SPILLWAY_AUTH_TOKEN", SPW_CFG_STRING, NULL, 0, 0,                                         \
      "require 'authorization: Bearer TOKEN' on every call and send it on this daemon's own (unset: none)", 1,  \
-     0, 0, 0}
+     0, 0, 0},                                                                                                 \
+    {"worker-token-file", "SPILLWAY_WORKER_TOKEN_FILE", SPW_CFG_STRING, NULL, 0, 0,                           \
+     "the workers' own token, from a file: workers' calls to the dispatcher (and its calls to them) need it, " \
+     "and the --auth-token-file token becomes the clients' only (unset: one token for both)", 0, 0, 0, 0},     \
+    {"insecure", "SPILLWAY_INSECURE", SPW_CFG_BOOL, "false", 0, 0,                                            \
+     "allow a token without TLS (it travels in the clear; without this flag such a daemon refuses to start)",  \
+     0, 0, 0, 0}
 
 /* The bearer token a daemon or tool should use: `token` as given (flag or env), or the contents of `file`
  * (a Kubernetes Secret mounted as a file; at most 4 KiB, trailing whitespace dropped) into buf. Returns 0

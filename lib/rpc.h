@@ -80,6 +80,7 @@ void spw_rpc_tls_free(struct spw_rpc_tls *t);
 /* The TLS settings of channels created without their own (o->tls NULL): a daemon's or a tool's, set once in
  * main before any channel (NULL: plaintext). t must outlive every channel. */
 void spw_rpc_set_channel_tls(const struct spw_rpc_tls *t);
+const struct spw_rpc_tls *spw_rpc_channel_tls_default(void);
 /* A daemon's TLS flags as its two sides: *server (cert and key; client_ca: require clients' certificates
  * signed by it) and *channel (ca: verify the daemons it calls; with cert and key, present them too). NULL
  * where a side stays plaintext. Returns 0 or a negative code with err naming the file or the missing flag. */
@@ -98,6 +99,8 @@ struct spw_rpc_server_opts {
     int io_threads;            /* 0 = SPW_RPC_DEFAULT_IO_THREADS; completion-queue threads running unary handlers */
     size_t max_message_bytes;  /* 0 = SPW_RPC_DEFAULT_MAX_MESSAGE; both directions; bigger -> RESOURCE_EXHAUSTED */
     const char *auth_token;    /* NULL or "" = accept all; else require "authorization: Bearer <token>" */
+    const char *worker_token;  /* with auth_token: the workers' own token (methods marked SPW_RPC_CALLER_WORKER
+                                  accept it), auth_token then the clients' only; NULL = auth_token is both */
     int max_streams;           /* 0 = SPW_RPC_DEFAULT_MAX_STREAMS; more concurrent streams -> RESOURCE_EXHAUSTED */
     const struct spw_rpc_tls *tls;  /* NULL = plaintext; else cert and key required (must outlive the call) */
 };
@@ -119,6 +122,11 @@ typedef int (*spw_rpc_stream_fn)(void *ctx, struct spw_rpc_stream *st, char *msg
 /* The peer of the call whose handler runs on this thread, as gRPC names it ("ipv4:10.0.0.7:41234",
  * "ipv6:[::1]:5051"), or "" outside a handler. Valid until the handler returns. */
 const char *spw_rpc_current_peer(void);
+/* Who the call's token proved its caller to be (SPW_RPC_CALLER_* bits, of those its method accepts), or 0
+ * outside a handler. Both bits where one token serves both, or where the server has no token. */
+#define SPW_RPC_CALLER_CLIENT 1u
+#define SPW_RPC_CALLER_WORKER 2u
+unsigned spw_rpc_current_caller(void);
 /* The host part of such a peer ("10.0.0.7", "::1") into host. Returns 0, or -EINVAL for a peer that is not
  * an ipv4:/ipv6: address (host gets "") or -ENOSPC. */
 int spw_rpc_peer_host(const char *peer, char *host, size_t hostlen);
@@ -138,6 +146,10 @@ int spw_rpc_server_add_stream(struct spw_rpc_server *s, const char *method, spw_
  * SPW_RPC_MAX_SLOW_CALLS at once (more get RESOURCE_EXHAUSTED), so io threads keep serving quick calls.
  * Shutdown waits for running handlers. Same return values as spw_rpc_server_add_unary. */
 int spw_rpc_server_add_unary_slow(struct spw_rpc_server *s, const char *method, spw_rpc_unary_fn fn, void *ctx);
+
+/* Which callers' tokens a registered method accepts (SPW_RPC_CALLER_* bits; the default is clients only):
+ * meaningful with a worker_token. Before start. Returns 0, -EINVAL, -ENOENT (not registered), -EBUSY. */
+int spw_rpc_server_set_callers(struct spw_rpc_server *s, const char *method, unsigned callers);
 
 /* Start serving; writes the bound port (useful with port 0) to *bound_port if not NULL. 0 or -EBUSY/-errno. */
 int spw_rpc_server_start(struct spw_rpc_server *s, int *bound_port);

@@ -38,6 +38,11 @@ void spw_rpc_set_channel_tls(const struct spw_rpc_tls *t)
     default_tls = t;
 }
 
+const struct spw_rpc_tls *spw_rpc_channel_tls_default(void)
+{
+    return default_tls;
+}
+
 int spw_rpc_channel_create(const char *target, const struct spw_rpc_channel_opts *o, struct spw_rpc_channel **out)
 {
     struct spw_rpc_channel *c;

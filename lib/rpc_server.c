@@ -31,6 +31,7 @@ struct method {
     char *name;
     int stream;
     int slow;      /* unary handler may block: run on its own thread */
+    unsigned callers;   /* SPW_RPC_CALLER_* whose token it accepts (default: clients) */
     spw_rpc_unary_fn ufn;
     spw_rpc_stream_fn sfn;
     void *ctx;
@@ -65,6 +66,7 @@ struct unary_call {
     grpc_call *call;
     struct spw_rpc_server *s;
     struct method *m;
+    unsigned caller;            /* SPW_RPC_CALLER_* its token proved */
     grpc_byte_buffer *request;  /* the request message once its batch came back (NULL: none was sent) */
     grpc_byte_buffer *reply;
 };
@@ -73,6 +75,7 @@ struct server_stream {
     struct spw_rpc_stream st;
     struct spw_rpc_server *s;
     struct method *m;
+    unsigned caller;            /* SPW_RPC_CALLER_* its token proved */
     pthread_t tid;
     int done;
     struct server_stream *next;
@@ -86,7 +89,8 @@ struct spw_rpc_server {
     int nmethods;
     size_t max_msg;
     int max_streams;
-    char *auth;  /* "Bearer <token>" or NULL */
+    char *auth;         /* "Bearer <token>" or NULL: the clients' (and the workers' without worker_auth) */
+    char *worker_auth;  /* "Bearer <token>" or NULL: the workers' when they have their own */
     int port;
     int started, shut;
     atomic_int stopping;
@@ -106,12 +110,11 @@ static int slice_eq(grpc_slice s, const char *str, size_t n)
     return GRPC_SLICE_LENGTH(s) == n && memcmp(GRPC_SLICE_START_PTR(s), str, n) == 0;
 }
 
-/* The token comparison does not stop at the first differing byte. */
-static int authorized(const struct spw_rpc_server *s, const grpc_metadata_array *md)
+/* Whether the call's metadata carries `want` as its authorization; the comparison does not stop at the first
+ * differing byte. */
+static bool token_matches(const grpc_metadata_array *md, const char *want)
 {
-    if (!s->auth)
-        return 1;
-    size_t n = strlen(s->auth);
+    const size_t n = strlen(want);
     for (size_t i = 0; i < md->count; i++) {
         const grpc_metadata *m = &md->metadata[i];
         if (!slice_eq(m->key, "authorization", 13) || GRPC_SLICE_LENGTH(m->value) != n)
@@ -119,11 +122,25 @@ static int authorized(const struct spw_rpc_server *s, const grpc_metadata_array 
         const uint8_t *v = GRPC_SLICE_START_PTR(m->value);
         unsigned diff = 0;
         for (size_t k = 0; k < n; k++)
-            diff |= (unsigned)(v[k] ^ (uint8_t)s->auth[k]);
+            diff |= (unsigned)(v[k] ^ (uint8_t)want[k]);
         if (diff == 0)
-            return 1;
+            return true;
     }
-    return 0;
+    return false;
+}
+
+/* Which callers the call's token proves it is (SPW_RPC_CALLER_*), of those method m accepts; 0 = refuse.
+ * A server without tokens takes every call as any caller. */
+static unsigned authorized(const struct spw_rpc_server *s, const struct method *m, const grpc_metadata_array *md)
+{
+    if (!s->auth)
+        return m->callers;
+    unsigned caller = 0;
+    if (token_matches(md, s->auth))
+        caller |= s->worker_auth ? SPW_RPC_CALLER_CLIENT : SPW_RPC_CALLER_CLIENT | SPW_RPC_CALLER_WORKER;
+    if (s->worker_auth && token_matches(md, s->worker_auth))
+        caller |= SPW_RPC_CALLER_WORKER;
+    return caller & m->callers;
 }
 
 static int valid_status(int st)
@@ -237,17 +254,24 @@ static void unary_reply(struct unary_call *uc, int status, const char *msg, uint
 }
 
 static _Thread_local char current_peer[128];
+static _Thread_local unsigned current_caller;
 
 const char *spw_rpc_current_peer(void)
 {
     return current_peer;
 }
 
-/* The call's peer becomes spw_rpc_current_peer() on this thread (NULL: none). */
-static void set_current_peer(grpc_call *call)
+unsigned spw_rpc_current_caller(void)
+{
+    return current_caller;
+}
+
+/* The call's peer and caller become spw_rpc_current_peer() and _caller() on this thread (NULL: none). */
+static void set_current_peer(grpc_call *call, unsigned caller)
 {
     char *p = call ? grpc_call_get_peer(call) : NULL;
     snprintf(current_peer, sizeof current_peer, "%s", p ? p : "");
+    current_caller = caller;
     gpr_free(p);
 }
 
@@ -257,9 +281,9 @@ static void run_unary(struct method *m, struct unary_call *uc, uint8_t *req, siz
     uint8_t *resp = NULL;
     size_t resp_len = 0;
     char msg[512] = "";
-    set_current_peer(uc->call);
+    set_current_peer(uc->call, uc->caller);
     int status = m->ufn(m->ctx, req, req_len, &resp, &resp_len, msg, sizeof msg);
-    set_current_peer(NULL);
+    set_current_peer(NULL, 0);
     free(req);
     if (!valid_status(status)) {
         snprintf(msg, sizeof msg, "%s: handler returned %d, not a status", m->name, status);
@@ -335,7 +359,7 @@ static void handle_unary(struct spw_rpc_server *s, struct request *rq)
     rq->call = NULL;
     if (!uc)
         return;
-    if (!authorized(s, &rq->md)) {
+    if (!(uc->caller = authorized(s, rq->m, &rq->md))) {
         unary_reply(uc, SPW_RPC_UNAUTHENTICATED, "missing or wrong authorization bearer token", NULL, 0);
         return;
     }
@@ -441,9 +465,9 @@ static void *stream_main(void *arg)
     op.data.recv_close_on_server.cancelled = &st->close_cancelled;
     close_started = grpc_call_start_batch(st->call, &op, 1, &st->tag_close, NULL) == GRPC_CALL_OK;
 
-    set_current_peer(st->call);
+    set_current_peer(st->call, ss->caller);
     status = ss->m->sfn(ss->m->ctx, st, msg, sizeof msg);
-    set_current_peer(NULL);
+    set_current_peer(NULL, 0);
     if (!valid_status(status)) {
         snprintf(msg, sizeof msg, "%s: handler returned %d, not a status", ss->m->name, status);
         status = SPW_RPC_UNKNOWN;
@@ -506,7 +530,8 @@ static void handle_stream(struct spw_rpc_server *s, struct request *rq)
 
     rq->call = NULL;
     rq->call_cq = NULL;
-    if (!authorized(s, &rq->md)) {
+    const unsigned caller = authorized(s, rq->m, &rq->md);
+    if (!caller) {
         stream_reject(call, cq, SPW_RPC_UNAUTHENTICATED, "missing or wrong authorization bearer token");
         return;
     }
@@ -527,6 +552,7 @@ static void handle_stream(struct spw_rpc_server *s, struct request *rq)
         spw_rpc__stream_init(&ss->st, 0, s->max_msg);
         ss->s = s;
         ss->m = rq->m;
+        ss->caller = caller;
         pthread_mutex_lock(&s->mu);
         if (pthread_create(&ss->tid, NULL, stream_main, ss) == 0) {
             ss->next = s->streams;
@@ -686,6 +712,14 @@ int spw_rpc_server_create(const struct spw_rpc_server_opts *o, struct spw_rpc_se
         }
         snprintf(s->auth, n, "Bearer %s", o->auth_token);
     }
+    if (s->auth && o->worker_token && *o->worker_token) {
+        size_t n = strlen(o->worker_token) + 8;
+        if (!(s->worker_auth = malloc(n))) {
+            ret = -ENOMEM;
+            goto fail_nogrpc;
+        }
+        snprintf(s->worker_auth, n, "Bearer %s", o->worker_token);
+    }
     if (!(s->io = calloc((size_t)s->nio, sizeof *s->io))) {
         ret = -ENOMEM;
         goto fail_nogrpc;
@@ -738,6 +772,7 @@ fail_nogrpc:
     pthread_mutex_destroy(&s->mu);
     free(s->io);
     free(s->auth);
+    free(s->worker_auth);
     free(s);
     return ret;
 }
@@ -766,6 +801,7 @@ static int add_method(struct spw_rpc_server *s, const char *method, int stream, 
     }
     m->stream = stream;
     m->slow = slow;
+    m->callers = SPW_RPC_CALLER_CLIENT;
     m->ufn = ufn;
     m->sfn = sfn;
     m->ctx = ctx;
@@ -786,6 +822,18 @@ int spw_rpc_server_add_unary_slow(struct spw_rpc_server *s, const char *method, 
 int spw_rpc_server_add_stream(struct spw_rpc_server *s, const char *method, spw_rpc_stream_fn fn, void *ctx)
 {
     return add_method(s, method, 1, 0, NULL, fn, ctx);
+}
+
+int spw_rpc_server_set_callers(struct spw_rpc_server *s, const char *method, unsigned callers)
+{
+    if (!s || !method || !callers || (callers & ~(unsigned)(SPW_RPC_CALLER_CLIENT | SPW_RPC_CALLER_WORKER)))
+        return -EINVAL;
+    if (s->started || s->shut)
+        return -EBUSY;
+    for (int i = 0; i < s->nmethods; i++)
+        if (strcmp(s->methods[i].name, method) == 0)
+            return s->methods[i].callers = callers, 0;
+    return -ENOENT;
 }
 
 int spw_rpc_server_start(struct spw_rpc_server *s, int *bound_port)
@@ -877,5 +925,6 @@ void spw_rpc_server_destroy(struct spw_rpc_server *s)
     pthread_mutex_destroy(&s->mu);
     free(s->io);
     free(s->auth);
+    free(s->worker_auth);
     free(s);
 }

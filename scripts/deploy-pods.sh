@@ -84,7 +84,7 @@ run_pod() {
 in_trainer() {   # in_trainer ARGS...: spillctl from the image, in the trainer's namespace
   P run --rm --network ns:/run/netns/spw-train --add-host "spillway-dispatcher:${IP[disp]}" --read-only \
     -v "$DATA:/data:ro" -v "$WORK/secret:/var/run/spillway:ro" -v "$WORK/trainer:/trainer" \
-    -e SPILLWAY_AUTH_TOKEN_FILE=/var/run/spillway/token "$IMAGE" spillctl "$@"
+    -e SPILLWAY_AUTH_TOKEN_FILE=/var/run/spillway/token -e SPILLWAY_INSECURE=1 "$IMAGE" spillctl "$@"
 }
 logs_have() { P logs "spw-$1" 2>&1 | grep -q "$2"; }
 wait_log() {     # wait_log POD PATTERN [SECONDS]

@@ -20,6 +20,7 @@
 #include "lib/heap.h"
 #include "lib/log.h"
 #include "lib/rpc.h"
+#include "lib/security.h"
 #include "worker/jobs.h"
 #include "worker/profile.h"
 #include "worker/registration.h"
@@ -124,26 +125,12 @@ int main(int argc, char **argv)
         return 2;
     }
     spw_config_log(g_cfg, N_CFG, "worker");
-    static char token_buf[4096];
-    const char *token;
-    if (spw_config_token(cfg("auth-token")->s, cfg("auth-token-file")->s, token_buf, sizeof token_buf, &token, err,
-                         sizeof err) != 0) {
+    static struct spw_security sec;
+    if (spw_security_from_config(g_cfg, N_CFG, "worker", &sec, err, sizeof err) != 0) {
         fprintf(stderr, "spillway-worker: %s\n", err);
         return 2;
     }
-    struct spw_rpc_tls *tls_server = NULL, *tls_channel = NULL;
-    if (spw_rpc_tls_from_flags(cfg("tls-cert")->s, cfg("tls-key")->s, cfg("tls-ca")->s, cfg("tls-client-ca")->s,
-                               &tls_server, &tls_channel, err, sizeof err) != 0) {
-        fprintf(stderr, "spillway-worker: %s\n", err);
-        return 2;
-    }
-    if (!token)
-        spw_log(SPW_LOG_WARN, "worker", "no auth token configured: accepting unauthenticated calls");
-    else if (!strcmp(cfg("auth-token")->origin, "flag"))
-        spw_log(SPW_LOG_WARN, "worker", "the token was given on the command line, where ps shows it to every user: "
-                "use --auth-token-file or SPILLWAY_AUTH_TOKEN");
-    if (!tls_server)
-        spw_log(SPW_LOG_WARN, "worker", "no TLS certificate configured: calls and streams are unencrypted");
+    const char *token = spw_security_worker_token(&sec);      /* what it shows the dispatcher */
 
     sigset_t sigs;
     sigemptyset(&sigs);
@@ -152,7 +139,7 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
     spw_rpc_init();
-    spw_rpc_set_channel_tls(tls_channel);   /* its calls to the dispatcher */
+    spw_rpc_set_channel_tls(sec.tls_channel);   /* its calls to the dispatcher */
     struct spw_rpc_server *srv = NULL, *health_srv = NULL;
     struct wrk_registration *reg = NULL;
     spw_health_init(&g_health, "spillway.v1.Worker");
@@ -163,7 +150,8 @@ int main(int argc, char **argv)
     snprintf(addr, sizeof addr, strchr(host, ':') && host[0] != '[' ? "[%s]:%lld" : "%s:%lld", host,
              (long long)cfg("port")->i);
     struct spw_rpc_server_opts ro = {.listen_addr = addr, .io_threads = (int)cfg("io-threads")->i,
-                                     .auth_token = token, .tls = tls_server};
+                                     .auth_token = sec.token, .worker_token = sec.worker_token,
+                                     .tls = sec.tls_server};
     if (spw_rpc_server_create(&ro, &srv, err, sizeof err) != 0) {
         spw_log(SPW_LOG_ERROR, "worker", "cannot create the server: %s", err);
         goto out;
@@ -183,6 +171,8 @@ int main(int argc, char **argv)
     static struct wrk_profile_opts profile_opts;
     profile_opts.threads = threads;
     spw_rpc_server_add_unary_slow(srv, "/spillway.v1.Worker/Profile", wrk_profile, &profile_opts);
+    /* Clients profile workers while they plan, and so does the dispatcher when it re-plans. */
+    spw_rpc_server_set_callers(srv, "/spillway.v1.Worker/Profile", SPW_RPC_CALLER_CLIENT | SPW_RPC_CALLER_WORKER);
     spw_rpc_server_add_stream(srv, "/spillway.v1.Worker/Probe", wrk_probe, NULL);
     spw_health_add(srv, &g_health);
     int port = 0;
@@ -244,8 +234,8 @@ out:
     spw_rpc_server_shutdown(health_srv, 0);
     spw_rpc_server_destroy(health_srv);
     spw_rpc_shutdown();
-    spw_rpc_tls_free(tls_server);
-    spw_rpc_tls_free(tls_channel);
+    spw_rpc_tls_free(sec.tls_server);
+    spw_rpc_tls_free(sec.tls_channel);
     spw_log(SPW_LOG_INFO, "worker", "stopped status=%d", status);
     return status;
 }

@@ -12,7 +12,7 @@ kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
 TOKEN=s3cret-auth-memory
 METHOD=/spillway.v1.Dispatcher/ListWorkers   # ignores its request body: an authorized call answers OK
 
-"$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port 0 --auth-token "$TOKEN" > "$WORK/d.out" 2> "$WORK/d.err" &
+"$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port 0 --auth-token "$TOKEN" --insecure > "$WORK/d.out" 2> "$WORK/d.err" &
 D=$!
 PIDS+=("$D")
 DPORT=$(wait_port "$WORK/d.out") || { bad "dispatcher starts"; finish; exit 1; }

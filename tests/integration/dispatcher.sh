@@ -49,11 +49,11 @@ wait "$PID"
 check "SIGTERM: exit status 0" test $? -eq 0
 check "SIGTERM: logs the drain" grep -q 'draining' "$WORK/d1.err"
 
-start_dispatcher d2 --auth-token s3cret || exit 1
+start_dispatcher d2 --auth-token s3cret --insecure || exit 1
 "$CTL" --dispatcher "127.0.0.1:$PORT" workers > /dev/null 2> "$WORK/noauth.err"
 check "no token: refused" test $? -eq 1
 check "no token: UNAUTHENTICATED" grep -q 'status 16' "$WORK/noauth.err"
-check "right token: served" bash -c "'$CTL' --dispatcher 127.0.0.1:$PORT --auth-token s3cret workers > /dev/null"
+check "right token: served" bash -c "'$CTL' --dispatcher 127.0.0.1:$PORT --auth-token s3cret --insecure workers > /dev/null"
 check "the token is not logged" bash -c "! grep -q s3cret '$WORK/d2.err'"
 kill -TERM "$PID"; wait "$PID"
 

@@ -31,7 +31,7 @@ bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 
 DPORT=$(free_port) || exit 1
 HPORT=$(free_port) || exit 1
-"$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 --auth-token s3cret \
+"$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 --auth-token s3cret --insecure \
   --health-port "$HPORT" --drain-ms 20000 > "$WORK/w.out" 2> "$WORK/w.err" &
 W=$!
 PIDS+=("$W")
@@ -43,7 +43,7 @@ check "worker main port without the token: UNAUTHENTICATED" \
   bash -c "'$HC' 127.0.0.1:$WPORT | grep -q 'status=UNAUTHENTICATED'"
 check "the health port prints its own line" grep -q "^health listening on 127.0.0.1:$HPORT$" "$WORK/w.out"
 
-"$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port "$DPORT" --auth-token s3cret --heartbeat-ms 100 \
+"$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port "$DPORT" --auth-token s3cret --insecure --heartbeat-ms 100 \
   > "$WORK/d.out" 2> "$WORK/d.err" &
 PIDS+=($!)
 wait_port "$WORK/d.out" > /dev/null || exit 1
@@ -57,7 +57,7 @@ cat > "$WORK/p.json" <<JSON
  "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [32, 32]}], "batch": {"size": 16}}
 JSON
 "$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 2 --keys "$WORK/local.keys" --quiet || exit 1
-"$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --auth-token s3cret --pipeline "$WORK/p.json" --local-cores 1 \
+"$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --auth-token s3cret --insecure --pipeline "$WORK/p.json" --local-cores 1 \
   --consume-rate 100 --keys "$WORK/svc.keys" --quiet > /dev/null 2> "$WORK/c.err" &
 C=$!
 PIDS+=("$C")

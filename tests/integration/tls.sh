@@ -4,7 +4,8 @@
 # and a token. Proves: a job through them delivers every key once from the worker (spillctl and the Python
 # Loader); a plaintext caller, a caller without a certificate, one with a certificate of another CA, one that
 # does not trust the server's CA, and one with a wrong token are each refused with a message that says which;
-# no log line of any process shows the token. Real processes on loopback; kills all it starts.
+# a token without TLS is refused by spillctl, the Python Loader and the daemons unless --insecure; no log line
+# of any process shows the token. Real processes on loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -58,7 +59,7 @@ refused() {   # refused NAME PATTERN ARGS...: spillctl workers with ARGS fails, 
   check "$name: refused (exit 1)" test $? -eq 1
   check "$name: the message says why" grep -q "$pat" "$WORK/$name.err"
 }
-refused plaintext 'if the server speaks TLS: give the CA' --auth-token-file "$WORK/token"
+refused plaintext 'if the server speaks TLS: give the CA' --insecure --auth-token-file "$WORK/token"
 refused no-client-cert 'if the server requires client certificates' --tls-ca "$C/ca.pem" --auth-token-file "$WORK/token"
 refused other-ca-cert 'if the server requires client certificates' --tls-ca "$C/ca.pem" \
   --tls-cert "$C/other-client.pem" --tls-key "$C/other-client.key" --auth-token-file "$WORK/token"
@@ -66,10 +67,34 @@ refused untrusted-server "certificate verify failed (the server's certificate is
   --tls-ca "$C/other-ca.pem" --tls-cert "$C/client.pem" --tls-key "$C/client.key" --auth-token-file "$WORK/token"
 refused wrong-token 'status 16: missing or wrong authorization bearer token' \
   --tls-ca "$C/ca.pem" --tls-cert "$C/client.pem" --tls-key "$C/client.key" --auth-token wrong
+timeout 20 "$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" --auth-token-file "$WORK/token" workers \
+  > /dev/null 2> "$WORK/clear.err"
+check "a token without TLS or --insecure: spillctl refuses to send it (exit 2)" test $? -eq 2
+check "... saying so" grep -q 'a token would travel in the clear: give --tls-ca' "$WORK/clear.err"
+timeout 20 "$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port 0 --auth-token-file "$WORK/token" \
+  > /dev/null 2> "$WORK/dclear.err"
+check "a daemon with a token and no TLS (or --insecure) refuses to start (exit 2)" test $? -eq 2
+check "... saying so" grep -q 'a token would travel in the clear (no TLS on this daemon' "$WORK/dclear.err"
+timeout 20 "$B/bin/spillway-worker" --dispatcher 127.0.0.1:1 --listen 127.0.0.1 --port 0 --auth-token-file \
+  "$WORK/token" --tls-cert "$C/server.pem" --tls-key "$C/server.key" > /dev/null 2> "$WORK/wclear.err"
+check "... as does one whose own calls would be plaintext (no --tls-ca)" \
+  grep -q 'a token would travel in the clear (no TLS on its calls)' "$WORK/wclear.err"
+SPW_BUILD=$B PYTHONPATH=$ROOT/client/python SPILLWAY_LIB=$B/lib/libspillway.so SPILLWAY_AUTH_TOKEN_FILE=$WORK/token \
+  /usr/bin/python3 - "$DATA/train" "127.0.0.1:$DPORT" > "$WORK/pyclear.out" 2>&1 <<'PY'
+import sys
+from spillway import Loader, Pipeline
+p = Pipeline.image_folder(sys.argv[1], epochs=1).decode_jpeg().center_crop(32).batch(16)
+try:
+    Loader(p, dispatcher=sys.argv[2], local_cores=0)
+except Exception as e:
+    print(e)
+PY
+check "the Python Loader with a token and no tls_ca refuses, naming insecure" \
+  grep -q 'a token would travel in the clear: give tls_ca (SPILLWAY_TLS_CA), or insecure' "$WORK/pyclear.out"
 check "no log line of any process shows the token" bash -c "! grep -rq '$TOKEN' '$WORK'/*.err '$WORK'/*.out"
 check "a token from a file draws no warning" bash -c "! grep -q 'token was given on the command line' '$WORK/d.err'"
 "$B/bin/spillway-worker" --dispatcher 127.0.0.1:1 --listen 127.0.0.1 --port 0 --auth-token "$TOKEN" \
-  > "$WORK/w2.out" 2> "$WORK/w2.err" &
+  --insecure > "$WORK/w2.out" 2> "$WORK/w2.err" &
 W2=$!
 PIDS+=("$W2")
 wait_port "$WORK/w2.out" > /dev/null

@@ -6,6 +6,7 @@
  *   hostilepeer DISPATCHER join JOB PIPELINE.json CreateJob joining JOB by id, as rank 0
  *   hostilepeer WORKER stream JOB                 StreamElements for JOB's rank 0: prints how many messages
  *                                                 came before the stream ended
+ * Env HOSTILEPEER_TOKEN: a bearer token to send (a holder of one token trying another's calls).
  * Prints "status=NAME msg=..." (stream: "status=NAME msg=... messages=N"). Exit 0 when a status came back,
  * 1 on local failure, 2 on bad arguments. One thread. */
 #include <errno.h>
@@ -60,7 +61,8 @@ int main(int argc, char **argv)
     const uint64_t job = strtoull(argv[3], NULL, 10);
     spw_rpc_init();
     struct spw_rpc_channel *ch;
-    if (spw_rpc_channel_create(argv[1], NULL, &ch) != 0)
+    struct spw_rpc_channel_opts co = {.auth_token = getenv("HOSTILEPEER_TOKEN")};
+    if (spw_rpc_channel_create(argv[1], &co, &ch) != 0)
         return 1;
     if (!strcmp(argv[2], "stream")) {
         int rc = stream(ch, job);

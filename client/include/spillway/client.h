@@ -24,6 +24,8 @@ struct spw_job_opts {
                                    plaintext (or the process's own TLS settings, as spillctl sets them) */
     const char *tls_cert, *tls_key;     /* PEM certificate and key this client presents (mutual TLS); NULL =
                                    none */
+    bool insecure;              /* send auth_token without TLS (in the clear); without it such a job is
+                                   refused */
     int local_cores;            /* client threads producing whole splits (and finishing remote elements);
                                    -1 = default: in-process all online CPUs, with a dispatcher 1 */
     int cut;                    /* groups [0, cut) run on workers; -1 = the dispatcher's default (all);
@@ -124,7 +126,7 @@ int64_t spw_job_batches_per_epoch(const struct spw_job *job);
 /* ---- a flat face for language bindings (ctypes; client/binding.c): no struct layouts to mirror ---- */
 
 /* Options with the defaults, set by name ("dispatcher", "auth_token", "local_cores", "cut" (a number or
- * "auto"), "max_workers", "trainer_rate", "prefetch_bytes", "credit_bytes", "ordered" (0/1), "max_batches",
+ * "auto"), "max_workers", "trainer_rate", "prefetch_bytes", "credit_bytes", "ordered" (0/1), "insecure" (0/1), "max_batches",
  * "split_size", "rescue_after_ms", "rank", "world_size", "job_name", and a checkpoint's "resume_batches",
  * "resume_manifest" (hex), "resume_job", "resume_job_secret" (hex), "resume_split_size", "resume_places" (hex)) from strings, which are
  * copied. set returns 0, -ENOENT (unknown key) or

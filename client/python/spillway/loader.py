@@ -313,6 +313,8 @@ class Loader:
     $SPILLWAY_AUTH_TOKEN or the contents of the file $SPILLWAY_AUTH_TOKEN_FILE names.
     tls_ca, tls_cert, tls_key: PEM files for TLS to the dispatcher and workers (the CA their certificates are
     signed by; this client's certificate and key under mutual TLS); default $SPILLWAY_TLS_CA, _CERT, _KEY.
+    insecure: send auth_token without TLS, in the clear (default: $SPILLWAY_INSECURE is 1, true or yes);
+    without it a token with no tls_ca is refused.
     rank, world_size: data-parallel trainers (default: the RANK and WORLD_SIZE environment variables, as
     torch.distributed sets them; else one trainer): each rank gets its own share of every epoch, disjoint from
     the other ranks', with as many batches (short shares pad, or drop with batch(drop_remainder=True)).
@@ -329,7 +331,7 @@ class Loader:
     def __init__(self, pipeline, dispatcher=None, local_cores=None, cut=None, ordered=False, max_workers=None,
                  trainer_rate=None, prefetch_bytes=None, auth_token=None, max_batches=None, credit_bytes=None,
                  split_size=None, rank=None, world_size=None, resume=None, job_name=None,
-                 dispatcher_wait_ms=None, tls_ca=None, tls_cert=None, tls_key=None):
+                 dispatcher_wait_ms=None, tls_ca=None, tls_cert=None, tls_key=None, insecure=None):
         self._pid = os.getpid()
         self._job = None
         self._done = False
@@ -337,7 +339,9 @@ class Loader:
         self._cur = None                # the epoch being iterated
         self._classes = None
         self.spec = _spec_text(pipeline)
-        opts = {"ordered": "1" if ordered else "0"}
+        if insecure is None:
+            insecure = os.environ.get("SPILLWAY_INSECURE", "").lower() in ("1", "true", "yes")
+        opts = {"ordered": "1" if ordered else "0", "insecure": "1" if insecure else "0"}
         if world_size is None and "WORLD_SIZE" in os.environ:
             world_size, rank = int(os.environ["WORLD_SIZE"]), int(os.environ.get("RANK", "0"))
         self.rank, self.world_size = rank or 0, world_size or 1
