@@ -144,8 +144,24 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
     uint8_t *resp = NULL;
     size_t len = 0;
     char msg[512] = "";
-    int st = spw_rpc_call_msg(r->disp, "/spillway.v1.Dispatcher/CreateJob", &cj.base, 30000, &resp, &len, msg,
+    /* A dispatcher not up yet (a trainer pod that starts first), restarting, or busy ("retry later") is
+     * retried for dispatcher_wait_ms, logged once. */
+    const int64_t wait_ms = o->dispatcher_wait_ms > 0 ? o->dispatcher_wait_ms : DISPATCHER_WAIT_MS;
+    const int64_t t0 = spw_now_ms();
+    int st, backoff_ms = 100;
+    for (;;) {
+        st = spw_rpc_call_msg(r->disp, "/spillway.v1.Dispatcher/CreateJob", &cj.base, 30000, &resp, &len, msg,
                               sizeof msg);
+        const bool transient = st == SPW_RPC_UNAVAILABLE || st == SPW_RPC_DEADLINE_EXCEEDED ||
+                               (st == SPW_RPC_RESOURCE_EXHAUSTED && strstr(msg, "retry later"));
+        if (!transient || spw_now_ms() - t0 + backoff_ms > wait_ms)
+            break;
+        if (backoff_ms == 100)
+            spw_log(SPW_LOG_WARN, "client", "dispatcher %s does not take the job yet (%s: %s): retrying for up to "
+                    "%lld s", o->dispatcher, spw_rpc_status_name(st), msg, (long long)wait_ms / 1000);
+        usleep((useconds_t)backoff_ms * 1000);
+        backoff_ms = backoff_ms < 2000 ? 2 * backoff_ms : 2000;
+    }
     Spillway__V1__CreateJobResponse *cr = st == SPW_RPC_OK ? spillway__v1__create_job_response__unpack(NULL, len, resp)
                                                            : NULL;
     free(resp);

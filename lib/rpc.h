@@ -43,6 +43,7 @@ enum spw_rpc_status {
 #define SPW_RPC_DEFAULT_MAX_STREAMS 64
 #define SPW_RPC_MAX_METHODS         32
 #define SPW_RPC_MAX_SLOW_CALLS      16
+#define SPW_RPC_IDLE_CONNECTION_MS  (5 * 60 * 1000)     /* a server closes a connection idle this long */
 
 struct spw_rpc_server;
 struct spw_rpc_channel;
@@ -102,6 +103,8 @@ struct spw_rpc_server_opts {
     const char *worker_token;  /* with auth_token: the workers' own token (methods marked SPW_RPC_CALLER_WORKER
                                   accept it), auth_token then the clients' only; NULL = auth_token is both */
     int max_streams;           /* 0 = SPW_RPC_DEFAULT_MAX_STREAMS; more concurrent streams -> RESOURCE_EXHAUSTED */
+    int max_streams_per_peer;  /* 0 = half of max_streams: one peer host's streams beyond it -> RESOURCE_EXHAUSTED
+                                  (so one peer cannot lock the others out; likewise half the slow calls) */
     const struct spw_rpc_tls *tls;  /* NULL = plaintext; else cert and key required (must outlive the call) */
 };
 

@@ -71,9 +71,16 @@ struct unary_call {
     grpc_byte_buffer *reply;
 };
 
+/* What one peer host holds of the server's bounded resources (an entry exists while it holds any). */
+struct peer_use {
+    char host[64];
+    int streams, slow;
+};
+
 struct server_stream {
     struct spw_rpc_stream st;
     struct spw_rpc_server *s;
+    char host[64];              /* its peer host (struct peer_use) */
     struct method *m;
     unsigned caller;            /* SPW_RPC_CALLER_* its token proved */
     pthread_t tid;
@@ -100,6 +107,9 @@ struct spw_rpc_server {
     int shutdown_done;
     int active_streams;
     int active_slow;                /* slow unary handlers still running */
+    int max_streams_per_peer, max_slow_per_peer;
+    struct peer_use *peers;         /* max_streams + SPW_RPC_MAX_SLOW_CALLS entries; n_peers in use */
+    int n_peers;
     struct server_stream *streams;  /* live and finished-but-unjoined */
 };
 
@@ -295,22 +305,66 @@ static void run_unary(struct method *m, struct unary_call *uc, uint8_t *req, siz
 
 struct slow_call {
     struct spw_rpc_server *s;
+    char host[64];
     struct method *m;
     struct unary_call *uc;
     uint8_t *req;
     size_t req_len;
 };
 
+/* ---- per-peer bounds: one peer host may hold at most part of the streams and slow calls, so that it cannot
+ * lock the others out ---- */
+
+static void peer_host_of(grpc_call *call, char host[64])
+{
+    char *p = grpc_call_get_peer(call);
+    if (spw_rpc_peer_host(p ? p : "", host, 64) != 0)
+        snprintf(host, 64, "%.63s", p ? p : "");       /* not an IP peer (a unix socket): the whole name */
+    gpr_free(p);
+}
+
+/* Count one more stream (or slow call) for host, unless it holds its share already. Call with mu held. */
+static bool peer_take(struct spw_rpc_server *s, const char *host, bool stream)
+{
+    struct peer_use *u = NULL;
+    for (int i = 0; i < s->n_peers && !u; i++)
+        if (!strcmp(s->peers[i].host, host))
+            u = &s->peers[i];
+    if (u && (stream ? u->streams >= s->max_streams_per_peer : u->slow >= s->max_slow_per_peer))
+        return false;
+    if (!u) {       /* room is certain: each entry holds at least one of the bounded total */
+        u = &s->peers[s->n_peers++];
+        memset(u, 0, sizeof *u);
+        snprintf(u->host, sizeof u->host, "%s", host);
+    }
+    stream ? u->streams++ : u->slow++;
+    return true;
+}
+
+static void peer_give(struct spw_rpc_server *s, const char *host, bool stream)
+{
+    for (int i = 0; i < s->n_peers; i++) {
+        struct peer_use *u = &s->peers[i];
+        if (strcmp(u->host, host) != 0)
+            continue;
+        stream ? u->streams-- : u->slow--;
+        if (u->streams <= 0 && u->slow <= 0)
+            *u = s->peers[--s->n_peers];
+        return;
+    }
+}
+
 static void *slow_main(void *arg)
 {
     struct slow_call *sc = arg;
     struct spw_rpc_server *s = sc->s;
     run_unary(sc->m, sc->uc, sc->req, sc->req_len);
-    free(sc);
     pthread_mutex_lock(&s->mu);
+    peer_give(s, sc->host, false);
     s->active_slow--;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
+    free(sc);
     return NULL;
 }
 
@@ -319,20 +373,26 @@ static void start_slow(struct spw_rpc_server *s, struct method *m, struct unary_
                        size_t req_len)
 {
     struct slow_call *sc = calloc(1, sizeof *sc);
+    char host[64];
+    peer_host_of(uc->call, host);
     pthread_mutex_lock(&s->mu);
     /* After the shutdown tag, spw_rpc_server_shutdown no longer waits for slow calls: start none. */
     const int busy = s->active_slow >= SPW_RPC_MAX_SLOW_CALLS || s->shutdown_done;
-    if (!busy && sc)
+    const bool mine = !busy && sc && peer_take(s, host, false);
+    if (mine)
         s->active_slow++;
     pthread_mutex_unlock(&s->mu);
-    if (busy || !sc) {
+    if (!mine) {
         free(sc);
         free(req);
         unary_reply(uc, SPW_RPC_RESOURCE_EXHAUSTED,
-                    busy ? "too many slow calls in progress; retry later" : "out of memory", NULL, 0);
+                    busy ? "too many slow calls in progress; retry later"
+                         : sc ? "too many slow calls in progress from this peer; retry later" : "out of memory",
+                    NULL, 0);
         return;
     }
-    *sc = (struct slow_call){s, m, uc, req, req_len};
+    *sc = (struct slow_call){.s = s, .m = m, .uc = uc, .req = req, .req_len = req_len};
+    snprintf(sc->host, sizeof sc->host, "%s", host);
     pthread_attr_t attr;
     pthread_t tid;
     pthread_attr_init(&attr);
@@ -342,6 +402,7 @@ static void start_slow(struct spw_rpc_server *s, struct method *m, struct unary_
     if (rc != 0) {
         pthread_mutex_lock(&s->mu);
         s->active_slow--;
+        peer_give(s, host, false);
         pthread_mutex_unlock(&s->mu);
         free(sc);
         free(req);
@@ -499,6 +560,7 @@ static void *stream_main(void *arg)
 
     pthread_mutex_lock(&s->mu);
     s->active_streams--;
+    peer_give(s, ss->host, true);
     ss->done = 1;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
@@ -535,18 +597,26 @@ static void handle_stream(struct spw_rpc_server *s, struct request *rq)
         stream_reject(call, cq, SPW_RPC_UNAUTHENTICATED, "missing or wrong authorization bearer token");
         return;
     }
+    char host[64];
+    peer_host_of(call, host);
     pthread_mutex_lock(&s->mu);
     reap_streams(s);
-    int full = s->active_streams >= s->max_streams;
-    if (!full)
+    const int full = s->active_streams >= s->max_streams;
+    const int mine = !full && peer_take(s, host, true);
+    if (mine)
         s->active_streams++;
     pthread_mutex_unlock(&s->mu);
-    if (full) {
-        snprintf(msg, sizeof msg, "%s: too many open streams (max %d)", rq->m->name, s->max_streams);
+    if (!mine) {
+        if (full)
+            snprintf(msg, sizeof msg, "%s: too many open streams (max %d)", rq->m->name, s->max_streams);
+        else
+            snprintf(msg, sizeof msg, "%s: too many open streams from this peer (max %d per peer host)",
+                     rq->m->name, s->max_streams_per_peer);
         stream_reject(call, cq, SPW_RPC_RESOURCE_EXHAUSTED, msg);
         return;
     }
     if ((ss = calloc(1, sizeof *ss))) {
+        snprintf(ss->host, sizeof ss->host, "%s", host);
         ss->st.call = call;
         ss->st.cq = cq;
         spw_rpc__stream_init(&ss->st, 0, s->max_msg);
@@ -568,6 +638,7 @@ static void handle_stream(struct spw_rpc_server *s, struct request *rq)
         free(ss);
         pthread_mutex_lock(&s->mu);
         s->active_streams--;
+        peer_give(s, host, true);
         pthread_mutex_unlock(&s->mu);
         stream_reject(call, cq, SPW_RPC_RESOURCE_EXHAUSTED, "cannot start a stream thread");
     }
@@ -680,10 +751,10 @@ int spw_rpc_server_create(const struct spw_rpc_server_opts *o, struct spw_rpc_se
     if (err && errlen)
         err[0] = '\0';
     if (!o || !out || !o->listen_addr || !*o->listen_addr || o->io_threads < 0 || o->io_threads > 64 ||
-        o->max_streams < 0 || o->max_message_bytes > INT_MAX) {
+        o->max_streams < 0 || o->max_streams_per_peer < 0 || o->max_message_bytes > INT_MAX) {
         if (err)
             snprintf(err, errlen, "rpc server: bad options (listen_addr required, io_threads 0..64, "
-                                  "max_message_bytes <= %d, max_streams >= 0)", INT_MAX);
+                                  "max_message_bytes <= %d, max_streams and max_streams_per_peer >= 0)", INT_MAX);
         return -EINVAL;
     }
     if (o->tls && (!o->tls->cert_pem || !o->tls->key_pem || (o->tls->require_client_cert && !o->tls->ca_pem))) {
@@ -697,6 +768,9 @@ int spw_rpc_server_create(const struct spw_rpc_server_opts *o, struct spw_rpc_se
     s->nio = o->io_threads ? o->io_threads : SPW_RPC_DEFAULT_IO_THREADS;
     s->max_msg = o->max_message_bytes ? o->max_message_bytes : SPW_RPC_DEFAULT_MAX_MESSAGE;
     s->max_streams = o->max_streams ? o->max_streams : SPW_RPC_DEFAULT_MAX_STREAMS;
+    s->max_streams_per_peer = o->max_streams_per_peer ? o->max_streams_per_peer
+                                                      : (s->max_streams + 1) / 2;
+    s->max_slow_per_peer = SPW_RPC_MAX_SLOW_CALLS / 2;
     s->tag_shutdown = (struct tag){TAG_SHUTDOWN, s};
     atomic_init(&s->stopping, 0);
     pthread_mutex_init(&s->mu, NULL);
@@ -720,22 +794,35 @@ int spw_rpc_server_create(const struct spw_rpc_server_opts *o, struct spw_rpc_se
         }
         snprintf(s->worker_auth, n, "Bearer %s", o->worker_token);
     }
+    if (!(s->peers = calloc((size_t)s->max_streams + SPW_RPC_MAX_SLOW_CALLS, sizeof *s->peers))) {
+        ret = -ENOMEM;
+        goto fail_nogrpc;
+    }
     if (!(s->io = calloc((size_t)s->nio, sizeof *s->io))) {
         ret = -ENOMEM;
         goto fail_nogrpc;
     }
 
     spw_rpc__ref();
-    grpc_arg args[3];
+    grpc_arg args[6];
     memset(args, 0, sizeof args);
-    args[0].type = args[1].type = args[2].type = GRPC_ARG_INTEGER;
+    for (int i = 0; i < 6; i++)
+        args[i].type = GRPC_ARG_INTEGER;
     args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
     args[0].value.integer = (int)s->max_msg;
     args[1].key = GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
     args[1].value.integer = (int)s->max_msg;
     args[2].key = GRPC_ARG_ALLOW_REUSEPORT;  /* a second daemon on the same port must fail, not share it */
     args[2].value.integer = 0;
-    grpc_channel_args chargs = {3, args};
+    /* Connections that hold nothing are closed (peers reconnect by themselves), a handshake that does not
+     * finish is dropped, and one connection carries a bounded number of calls at once. */
+    args[3].key = GRPC_ARG_MAX_CONNECTION_IDLE_MS;
+    args[3].value.integer = SPW_RPC_IDLE_CONNECTION_MS;
+    args[4].key = GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS;
+    args[4].value.integer = 20000;
+    args[5].key = GRPC_ARG_MAX_CONCURRENT_STREAMS;
+    args[5].value.integer = 1024;
+    grpc_channel_args chargs = {6, args};
     s->srv = grpc_server_create(&chargs, NULL);
     for (int i = 0; i < s->nio; i++) {
         s->io[i].s = s;
@@ -773,6 +860,7 @@ fail_nogrpc:
     free(s->io);
     free(s->auth);
     free(s->worker_auth);
+    free(s->peers);
     free(s);
     return ret;
 }
@@ -926,5 +1014,6 @@ void spw_rpc_server_destroy(struct spw_rpc_server *s)
     free(s->io);
     free(s->auth);
     free(s->worker_auth);
+    free(s->peers);
     free(s);
 }

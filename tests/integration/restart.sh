@@ -3,7 +3,8 @@
 # (jobs, acks, incarnations, ids) is replayed at start, the workers register again under their ids and the
 # running trainer's heartbeats find its job, so the job completes with every key exactly once and the trainer
 # never sees an error. Three restarts at different points of the job; then a torn record at the journal's end
-# (cut off and logged), ids that are never reused, and a second dispatcher refused on the same directory.
+# (cut off and logged), ids that are never reused, and a second dispatcher refused on the same directory; a
+# dispatcher gone for good fails the trainer after --dispatcher-wait-ms; one not up yet is waited for.
 # Real processes on loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -89,5 +90,19 @@ check "a dispatcher gone for good fails the trainer (exit 1) within seconds" \
   test "$rc" -eq 1 -a $(( $(date +%s) - t0 )) -le 10
 check "... naming the dispatcher and how long it waited" \
   grep -q "run failed: .*lost the dispatcher at 127.0.0.1:$DPORT: no heartbeat answered for 1 s" "$WORK/gone.err"
+
+# A trainer that starts before its dispatcher (pods start in any order) waits for it, then runs.
+"$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --local-cores 1 \
+  --keys "$WORK/early.keys" --quiet > /dev/null 2> "$WORK/early.err" &
+C=$!
+PIDS+=("$C")
+sleep 2
+dispatcher "$DPORT" d5
+wait_port "$WORK/d5.out" > /dev/null
+wait "$C"
+check "a trainer started before the dispatcher waits for it, and the job completes (exit 0)" test $? -eq 0
+check "... every key exactly once" bash -c "diff <(sort '$WORK/local.keys') <(sort '$WORK/early.keys') > /dev/null"
+check "... having said once that it waits" \
+  test "$(grep -c 'does not take the job yet (UNAVAILABLE' "$WORK/early.err")" -eq 1
 
 finish

@@ -740,6 +740,56 @@ START_TEST(test_rpc_stream_cap_resource_exhausted)
 }
 END_TEST
 
+/* An open, echoing HOLD stream on c, or NULL when the server refused it (its status in *status). */
+static struct spw_rpc_stream *hold_open(struct spw_rpc_channel *c, int *status, char *msg, size_t msglen)
+{
+    struct spw_rpc_stream *st = NULL;
+    struct iovec iov = {"ping", 4};
+    uint8_t *m;
+    size_t n;
+    ck_assert_int_eq(spw_rpc_stream_open(c, M_HOLD, 30000, &st), 0);
+    if (spw_rpc_stream_send(st, &iov, 1) == 0 && spw_rpc_stream_recv(st, 0, &m, &n) == 1) {
+        free(m);
+        return st;
+    }
+    *status = spw_rpc_stream_finish(st, msg, msglen);
+    return NULL;
+}
+
+START_TEST(test_rpc_stream_cap_per_peer_host)
+{
+    /* max 4 streams: one peer host (127.0.0.1) gets 2; another (::1) still gets one. */
+    struct hold_ctx hold = {0};
+    struct spw_rpc_server_opts o = {.listen_addr = "[::]:0", .max_streams = 4};
+    struct spw_rpc_server *s = NULL;
+    char err[256], msg[256], target[64];
+    int port, status = 0;
+    ck_assert_int_eq(spw_rpc_server_create(&o, &s, err, sizeof err), 0);
+    ck_assert_int_eq(spw_rpc_server_add_stream(s, M_HOLD, h_hold, &hold), 0);
+    ck_assert_int_eq(spw_rpc_server_start(s, &port), 0);
+    struct spw_rpc_channel *v4 = NULL, *v6 = NULL;
+    snprintf(target, sizeof target, "127.0.0.1:%d", port);
+    ck_assert_int_eq(spw_rpc_channel_create(target, NULL, &v4), 0);
+    snprintf(target, sizeof target, "[::1]:%d", port);
+    ck_assert_int_eq(spw_rpc_channel_create(target, NULL, &v6), 0);
+    struct spw_rpc_stream *a = hold_open(v4, &status, msg, sizeof msg), *b = hold_open(v4, &status, msg, sizeof msg);
+    ck_assert(a && b);
+    ck_assert_ptr_null(hold_open(v4, &status, msg, sizeof msg));
+    ck_assert_int_eq(status, SPW_RPC_RESOURCE_EXHAUSTED);
+    ck_assert_msg(strstr(msg, "too many open streams from this peer (max 2 per peer host)"), "%s", msg);
+    struct spw_rpc_stream *c = hold_open(v6, &status, msg, sizeof msg);
+    ck_assert_msg(c != NULL, "another peer host is refused: %s", msg);
+    struct spw_rpc_stream *all[3] = {a, b, c};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(spw_rpc_stream_close_send(all[i]), 0);
+        ck_assert_int_eq(spw_rpc_stream_finish(all[i], msg, sizeof msg), SPW_RPC_OK);
+    }
+    spw_rpc_channel_destroy(v4);
+    spw_rpc_channel_destroy(v6);
+    spw_rpc_server_destroy(s);
+}
+END_TEST
+
 START_TEST(test_rpc_shutdown_with_open_stream_within_deadline)
 {
     int port;
@@ -825,6 +875,7 @@ int main(void)
     tcase_add_test(tc, test_rpc_stream_recv_timeout_resumes);
     tcase_add_test(tc, test_rpc_stream_send_over_cap_is_local_error);
     tcase_add_test(tc, test_rpc_stream_cap_resource_exhausted);
+    tcase_add_test(tc, test_rpc_stream_cap_per_peer_host);
     tcase_add_test(tc, test_rpc_shutdown_with_open_stream_within_deadline);
     tcase_add_test(tc, test_rpc_server_never_started_destroys);
     tcase_add_test(tc, test_rpc_peer_host_parses_grpc_peers);
