@@ -87,6 +87,10 @@ int disp_update_encode(const struct disp_update *u, uint8_t **out, size_t *len)
     m.reason = (char *)(u->reason ? u->reason : "");
     m.client = (char *)(u->client ? u->client : "");
     m.secret = u->secret;
+    m.acked = u->acked;
+    m.pending = u->pending;
+    m.refusals = u->refusals;
+    m.flags = u->flags;
     return (*out = disp_pack_keep(&m.base, len)) ? 0 : -ENOMEM;
 }
 
@@ -104,7 +108,8 @@ int disp_update_decode(const uint8_t *rec, size_t len, struct disp_update *u, Pr
                               .max_workers = m->max_workers, .address = m->address, .pipeline = m->pipeline.data,
                               .pipeline_len = m->pipeline.len, .name = m->name, .splits = m->splits,
                               .n_splits = m->n_splits, .reason = m->reason, .client = m->client,
-                              .secret = m->secret};
+                              .secret = m->secret, .acked = m->acked, .pending = m->pending,
+                              .refusals = m->refusals, .flags = m->flags};
     *msg = &m->base;
     return 0;
 }

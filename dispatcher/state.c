@@ -221,7 +221,7 @@ static int apply_create_job(struct disp_state *s, struct disp_update *u, char *e
                         mine, s->lim.max_jobs_per_client);
     if (u->n_samples <= 0 || u->split_size <= 0 || u->epochs < 0)
         return spw_fail(err, errlen, -EINVAL, "job needs samples > 0, split_size > 0, epochs >= 0");
-    if (u->first_epoch < 0 || (u->epochs > 0 && u->first_epoch >= u->epochs))
+    if (u->first_epoch < 0 || (u->epochs > 0 && u->first_epoch > u->epochs))
         return spw_fail(err, errlen, -EINVAL, "first epoch %lld is outside the job's %lld", (long long)u->first_epoch,
                         (long long)u->epochs);
     if (u->name && strlen(u->name) > DISP_JOB_NAME_MAX)
@@ -251,12 +251,18 @@ static int apply_create_job(struct disp_state *s, struct disp_update *u, char *e
     snprintf(j.name, sizeof j.name, "%s", u->name ? u->name : "");
     snprintf(j.client, sizeof j.client, "%s", client);
     j.ep[0].epoch = j.ep[1].epoch = -1;
+    j.created_ms = u->now_ms;
     j.pipeline = malloc(u->pipeline_len ? u->pipeline_len : 1);
     j.clients = calloc((size_t)u->world_size, sizeof *j.clients);
     const int64_t e0 = u->first_epoch;
-    int rc = (!j.pipeline || !j.clients) ? -ENOMEM : epoch_init(&j.ep[0], e0, splits);
-    if (rc == 0 && (u->epochs == 0 || u->epochs > e0 + 1))
+    const bool done = u->epochs > 0 && e0 == u->epochs;    /* every epoch delivered: created finished */
+    int rc = (!j.pipeline || !j.clients) ? -ENOMEM : done ? 0 : epoch_init(&j.ep[0], e0, splits);
+    if (rc == 0 && !done && (u->epochs == 0 || u->epochs > e0 + 1))
         rc = epoch_init(&j.ep[1], e0 + 1, splits);
+    if (done) {
+        j.finished = true;
+        j.ended_ms = u->now_ms;
+    }
     if (rc) {
         job_free(&j);
         return spw_fail(err, errlen, rc, "out of memory for job %llu", (unsigned long long)u->job);
@@ -407,6 +413,38 @@ static int apply_refuses(struct disp_state *s, const struct disp_update *u, char
     return 0;
 }
 
+static int apply_restore_ended(struct disp_state *s, const struct disp_update *u, char *err, size_t errlen)
+{
+    if (u->split_size <= 0 || u->n_samples < 0)
+        return spw_fail(err, errlen, -EINVAL, "ended job %llu: split_size > 0 and samples >= 0",
+                        (unsigned long long)u->job);
+    struct disp_job_info *e = &s->ended[s->ended_next];
+    memset(e, 0, sizeof *e);
+    e->id = u->job;
+    e->manifest_hash = u->manifest_hash;
+    e->n_samples = u->n_samples;
+    e->epochs = u->epochs;
+    e->splits_per_epoch = (u->n_samples + u->split_size - 1) / u->split_size;
+    e->split_size = u->split_size;
+    e->cut = u->cut;
+    e->world_size = u->world_size;
+    e->max_workers = u->max_workers;
+    e->epoch = (int64_t)u->epoch;
+    snprintf(e->name, sizeof e->name, "%s", u->name ? u->name : "");
+    snprintf(e->client, sizeof e->client, "%s", u->client ? u->client : "");
+    e->acked = u->acked;
+    e->pending = u->pending;
+    e->refusals = u->refusals;
+    e->finished = u->flags & DISP_ENDED_FINISHED;
+    e->expired = u->flags & DISP_ENDED_EXPIRED;
+    e->client_only = u->flags & DISP_ENDED_CLIENT_ONLY;
+    e->ended_ms = u->now_ms;
+    s->ended_next = (s->ended_next + 1) % s->lim.history;
+    if (s->n_ended < s->lim.history)
+        s->n_ended++;
+    return 0;
+}
+
 bool disp_update_durable(const struct disp_state *s, const struct disp_update *u)
 {
     switch (u->kind) {
@@ -530,6 +568,12 @@ int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, siz
         return 0;
     case DISP_WORKER_REFUSES:
         return apply_refuses(s, u, err, errlen);
+    case DISP_ID_FLOOR:
+        s->next_worker = u->worker > s->next_worker ? u->worker : s->next_worker;
+        s->next_job = u->job > s->next_job ? u->job : s->next_job;
+        return 0;
+    case DISP_RESTORE_ENDED:
+        return apply_restore_ended(s, u, err, errlen);
     }
     return spw_fail(err, errlen, -EINVAL, "unknown update kind %d", (int)u->kind);
 }

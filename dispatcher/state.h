@@ -24,7 +24,8 @@ enum disp_update_kind {
     DISP_WORKER_HEARTBEAT,      /* worker, now. Soft */
     DISP_WORKER_DEAD,           /* worker: its leases go back to pending with a new generation. Soft */
     DISP_CREATE_JOB,            /* job (0: a new id, written back), pipeline, manifest_hash, n_samples, split_size,
-                                   epochs, cut, world_size, max_workers, name, client, now. Durable */
+                                   epochs, cut, world_size, max_workers, name, client, secret, first_epoch, now.
+                                   first_epoch = epochs creates it finished (a snapshot's). Durable */
     DISP_CLIENT_HEARTBEAT,      /* job, rank, incarnation, now: a new incarnation fences the old one */
     DISP_CLIENT_EXPIRED,        /* job, rank, now: its leases (as a producer) are released; the job pauses
                                    when no rank is left */
@@ -42,7 +43,14 @@ enum disp_update_kind {
     DISP_WORKER_REFUSES,        /* job, worker, reason: the worker cannot serve the job (unreadable data, another
                                    listing): it is no longer given the job, and the splits it holds go back to
                                    pending. For the worker's lifetime (a restarted worker registers anew) */
+    DISP_ID_FLOOR,              /* worker, job: the next ids given are at least these (a snapshot's counters) */
+    DISP_RESTORE_ENDED,         /* a removed job's summary back into the ring of ended jobs (a snapshot's): job,
+                                   manifest_hash, n_samples, epochs, split_size, cut, world_size, max_workers,
+                                   name, client, epoch, acked, pending, refusals, flags, now (when it ended) */
 };
+#define DISP_ENDED_FINISHED 1u          /* disp_update.flags of DISP_RESTORE_ENDED */
+#define DISP_ENDED_EXPIRED 2u
+#define DISP_ENDED_CLIENT_ONLY 4u
 
 struct disp_update {
     enum disp_update_kind kind;
@@ -63,6 +71,9 @@ struct disp_update {
     const char *reason;                     /* refuses: why (copied, at most DISP_REASON_MAX bytes kept) */
     uint64_t secret;                        /* register: the worker's secret (its later calls must carry it);
                                                create: the job's (its clients' calls must carry it) */
+    int64_t acked, pending;                 /* restore-ended: the summary's counts */
+    int32_t refusals;
+    uint32_t flags;                         /* restore-ended: DISP_ENDED_* */
 };
 
 #define DISP_JOB_NAME_MAX 128
@@ -123,6 +134,12 @@ void disp_state_destroy(struct disp_state *s);
  * here, in order, so that replaying the same updates rebuilds them: a worker or job id of 0 gets the next
  * one, written back into *u; an explicit id moves the next ones past it. */
 int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, size_t errlen);
+/* The state as durable updates, in an order that rebuilds it (DISP_ID_FLOOR, workers, ended jobs, jobs with
+ * their acks, incarnations, refusals, cut, hand-back and end): what a compacted journal holds. Leases are
+ * left out (soft: after a restart splits are leased again), so are lease generations. emit is called once per
+ * update (pointers in it are valid during the call only); a non-zero return stops and is returned. Returns 0
+ * when all were emitted. */
+int disp_state_snapshot(const struct disp_state *s, int (*emit)(void *ctx, struct disp_update *u), void *ctx);
 /* Whether u must reach the journal before it is applied (see enum disp_update_kind): every kind marked
  * durable, and a client heartbeat that brings a new incarnation (it fences the old one). */
 bool disp_update_durable(const struct disp_state *s, const struct disp_update *u);

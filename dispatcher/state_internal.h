@@ -47,6 +47,7 @@ struct job {
     struct refusal *refusals;   /* workers that cannot serve it (at most one entry each) */
     int n_refusals;
     int64_t ended_ms;           /* when it finished or was paused (meaningful while finished or paused) */
+    int64_t created_ms;
 };
 
 struct worker {

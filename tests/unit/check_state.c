@@ -371,8 +371,12 @@ START_TEST(test_state_named_job_from_a_later_epoch)
     ck_assert_str_eq(ji.name, "run-1");
     ck_assert_uint_eq(disp_state_named_job(S, "run-1"), 0);       /* finished: a new run may take the name */
     struct disp_update u = {.kind = DISP_CREATE_JOB, .job = 9, .n_samples = 128, .split_size = 64, .epochs = 3,
-                            .world_size = 1, .pipeline = pipe, .pipeline_len = 1, .first_epoch = 3};
+                            .world_size = 1, .pipeline = pipe, .pipeline_len = 1, .first_epoch = 4};
     ck_assert_int_eq(disp_state_apply(S, &u, err, sizeof err), -EINVAL);
+    u.first_epoch = 3;                          /* every epoch already delivered: created finished */
+    ck_assert_int_eq(disp_state_apply(S, &u, err, sizeof err), 0);
+    ck_assert_int_eq(disp_state_job(S, 9, &ji), 0);
+    ck_assert(ji.finished && ji.epoch == 3);
 }
 END_TEST
 
@@ -731,6 +735,151 @@ START_TEST(test_state_replay_rebuilds_the_same_state)
 }
 END_TEST
 
+/* Every observable part of two states: workers, jobs (info, secrets, pipelines, incarnations, refusals, open
+ * splits), ended jobs, and the ids each gives next. Changes both (allocates an id in each). */
+static void same_state(struct disp_state *a, struct disp_state *b)
+{
+    ck_assert_int_eq(disp_state_worker_count(a), disp_state_worker_count(b));
+    for (int i = 0; i < disp_state_worker_count(a); i++) {
+        struct disp_worker_info x, y;
+        disp_state_worker_at(a, i, &x);
+        disp_state_worker_at(b, i, &y);
+        ck_assert(memcmp(&x, &y, sizeof x) == 0);
+    }
+    ck_assert_int_eq(disp_state_job_count(a), disp_state_job_count(b));
+    for (int i = 0; i < disp_state_job_count(a); i++) {
+        struct disp_job_info x, y;
+        disp_state_job_at(a, i, &x);
+        disp_state_job_at(b, i, &y);
+        ck_assert_msg(memcmp(&x, &y, sizeof x) == 0, "job %llu differs", (unsigned long long)x.id);
+        ck_assert_uint_eq(disp_state_job_secret(a, x.id), disp_state_job_secret(b, x.id));
+        size_t la, lb;
+        const uint8_t *pa = disp_state_job_pipeline(a, x.id, &la), *pb = disp_state_job_pipeline(b, x.id, &lb);
+        ck_assert(la == lb && (!la || memcmp(pa, pb, la) == 0));
+        for (int r = 0; r < x.world_size; r++)
+            ck_assert_uint_eq(disp_state_client_incarnation(a, x.id, r), disp_state_client_incarnation(b, x.id, r));
+        for (int k = 0; k < x.refusals; k++) {
+            uint64_t wa, wb;
+            const char *ra, *rb;
+            disp_state_refusal_at(a, x.id, k, &wa, &ra);
+            disp_state_refusal_at(b, x.id, k, &wb, &rb);
+            ck_assert(wa == wb && !strcmp(ra, rb));
+        }
+        for (uint64_t e = (uint64_t)x.epoch; !x.finished && e < (uint64_t)x.epoch + 2; e++)
+            for (uint64_t sp = 0; sp < (uint64_t)x.splits_per_epoch; sp++) {
+                enum disp_split_state s1, s2;
+                uint64_t g1, g2, h1, h2;
+                int r1 = disp_state_split(a, x.id, e, sp, &s1, &g1, &h1);
+                int r2 = disp_state_split(b, x.id, e, sp, &s2, &g2, &h2);
+                ck_assert_int_eq(r1, r2);
+                if (r1 == 0)
+                    ck_assert(s1 == s2 && g1 == g2 && h1 == h2);
+            }
+    }
+    ck_assert_int_eq(disp_state_ended_count(a), disp_state_ended_count(b));
+    for (int i = 0; i < disp_state_ended_count(a); i++) {
+        struct disp_job_info x, y;
+        disp_state_ended_at(a, i, &x);
+        disp_state_ended_at(b, i, &y);
+        ck_assert_msg(memcmp(&x, &y, sizeof x) == 0, "ended job %llu differs", (unsigned long long)x.id);
+    }
+    struct disp_update wa = {.kind = DISP_REGISTER_WORKER, .address = "x"}, wb = wa;
+    struct disp_update ja = {.kind = DISP_CREATE_JOB, .n_samples = 1, .split_size = 1, .epochs = 1, .world_size = 1},
+                       jb = ja;
+    ck_assert_int_eq(disp_state_apply(a, &wa, NULL, 0), 0);
+    ck_assert_int_eq(disp_state_apply(b, &wb, NULL, 0), 0);
+    ck_assert_int_eq(disp_state_apply(a, &ja, NULL, 0), 0);
+    ck_assert_int_eq(disp_state_apply(b, &jb, NULL, 0), 0);
+    ck_assert_uint_eq(wa.worker, wb.worker);
+    ck_assert_uint_eq(ja.job, jb.job);
+}
+
+/* disp_state_snapshot's emit: each update through the journal's codec, applied to the state in ctx. */
+static int replay_into(void *ctx, struct disp_update *u)
+{
+    uint8_t *rec;
+    size_t len;
+    struct disp_update v;
+    ProtobufCMessage *m;
+    ck_assert_int_eq(disp_update_encode(u, &rec, &len), 0);
+    ck_assert_int_eq(disp_update_decode(rec, len, &v, &m), 0);
+    int rc = disp_state_apply(ctx, &v, err, sizeof err);
+    ck_assert_msg(rc == 0, "snapshot update %d refused: %s", (int)v.kind, err);
+    protobuf_c_message_free_unpacked(m, NULL);
+    free(rec);
+    return 0;
+}
+
+START_TEST(test_state_snapshot_rebuilds_the_journaled_state)
+{
+    /* A live state S through a random workload with every kind of update; J holds only what the journal
+     * keeps (its durable updates); the snapshot of J, through the codec, rebuilds J exactly. */
+    enum { CAP = 3000 };
+    struct disp_update *log = calloc(CAP, sizeof *log);
+    int n = random_run(S, log, CAP - 40, 11);
+    static const uint8_t pipe[] = {9, 8, 7};
+    struct disp_update more[] = {
+        {.kind = DISP_CLIENT_HEARTBEAT, .job = 1, .rank = 0, .incarnation = 7, .now_ms = 5},
+        {.kind = DISP_CLIENT_HEARTBEAT, .job = 1, .rank = 1, .incarnation = 9, .now_ms = 6},
+        {.kind = DISP_WORKER_REFUSES, .job = 1, .worker = 2, .reason = "no mount"},
+        {.kind = DISP_SET_CUT, .job = 1, .cut = 0},
+        {.kind = DISP_CREATE_JOB, .job = 0, .n_samples = 100, .split_size = 10, .epochs = 2, .world_size = 1,
+         .name = "two", .client = "10.0.0.2", .secret = 0xabc, .pipeline = pipe, .pipeline_len = 3, .now_ms = 7},
+        {.kind = DISP_CLIENT_HEARTBEAT, .job = 2, .rank = 0, .incarnation = 3, .now_ms = 8},
+        {.kind = DISP_ACK, .job = 2, .epoch = 0, .split = 4, .now_ms = 9},
+        {.kind = DISP_CLIENT_EXPIRED, .job = 2, .rank = 0, .now_ms = 10},
+        {.kind = DISP_CREATE_JOB, .job = 0, .n_samples = 30, .split_size = 10, .epochs = 1, .world_size = 1,
+         .first_epoch = 1, .now_ms = 11},                                 /* created finished */
+        {.kind = DISP_CREATE_JOB, .job = 40, .n_samples = 20, .split_size = 10, .epochs = 0, .world_size = 2,
+         .now_ms = 12},                                                   /* forever, explicit id */
+        {.kind = DISP_CLIENT_ONLY, .job = 40},
+        {.kind = DISP_FINISH_JOB, .job = 40, .now_ms = 13},
+        {.kind = DISP_CREATE_JOB, .job = 0, .n_samples = 10, .split_size = 10, .epochs = 1, .world_size = 1,
+         .now_ms = 14},
+        {.kind = DISP_REMOVE_JOB, .job = 41, .now_ms = 15},               /* ended unfinished */
+        {.kind = DISP_REMOVE_JOB, .job = 3, .now_ms = 16},                /* ended finished */
+        {.kind = DISP_REGISTER_WORKER, .worker = 0, .address = "10.0.0.9:1", .threads = 3, .secret = 5},
+    };
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
+        struct disp_update u = more[i];
+        int rc = disp_state_apply(S, &u, err, sizeof err);
+        ck_assert_msg(rc == 0, "more[%zu] refused: %s", i, err);
+        log[n++] = u;
+    }
+    for (uint64_t sp = 0; sp <= 10; sp++) {     /* job 2 into its second epoch, split 2 of it acked */
+        struct disp_update a = {.kind = DISP_ACK, .job = 2, .epoch = sp / 10, .split = sp < 10 ? sp : 2};
+        ck_assert_int_eq(disp_state_apply(S, &a, err, sizeof err), 0);
+        log[n++] = a;
+    }
+    struct disp_job_info two;
+    ck_assert_int_eq(disp_state_job(S, 2, &two), 0);
+    ck_assert_int_eq(two.epoch, 1);
+    struct disp_state *J, *K;
+    ck_assert_int_eq(disp_state_create(NULL, &J), 0);
+    ck_assert_int_eq(disp_state_create(NULL, &K), 0);
+    for (int i = 0; i < n; i++) {
+        struct disp_update u = log[i];
+        if (disp_update_durable(J, &u))
+            disp_state_apply(J, &u, NULL, 0);
+    }
+    ck_assert_int_eq(disp_state_ended_count(J), 2);
+    ck_assert_int_eq(disp_state_snapshot(J, replay_into, K), 0);
+    same_state(J, K);
+    /* The live state's own snapshot (soft parts too: dead workers, a gone client) replays as cleanly. */
+    struct disp_state *L;
+    ck_assert_int_eq(disp_state_create(NULL, &L), 0);
+    ck_assert_int_eq(disp_state_snapshot(S, replay_into, L), 0);
+    struct disp_job_info a, b;
+    ck_assert_int_eq(disp_state_job(S, 2, &a), 0);
+    ck_assert_int_eq(disp_state_job(L, 2, &b), 0);
+    ck_assert(a.paused && b.paused && a.ended_ms == b.ended_ms && a.acked == b.acked);
+    disp_state_destroy(J);
+    disp_state_destroy(K);
+    disp_state_destroy(L);
+    free(log);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("state");
@@ -756,6 +905,7 @@ int main(void)
     tcase_add_test(tc, test_state_marks_updates_durable_or_soft);
     tcase_add_test(tc, test_state_replay_rebuilds_the_same_state);
     tcase_add_test(tc, test_state_replay_of_journal_records_rebuilds_every_prefix);
+    tcase_add_test(tc, test_state_snapshot_rebuilds_the_journaled_state);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }
