@@ -46,7 +46,8 @@
                                    hold: they may be starved of CPU by busier threads, so it is computed here */
 
 struct spw_job {
-    struct spw_job_opts o;
+    struct spw_job_opts o;          /* its strings are the job's own copies (o_strings) */
+    char *o_strings[6];
     pid_t pid;                      /* the process that created the job (fork detection) */
     struct spw_pipeline_spec *spec;
     struct spw_source *src;
@@ -486,6 +487,16 @@ static int create(struct spw_pipeline_spec *spec, const struct spw_job_opts *o, 
         return -ENOMEM;
     }
     j->o = *o;
+    /* The caller's strings may go once this returns (the Python binding frees its options): keep copies. */
+    const char **keep[] = {&j->o.dispatcher, &j->o.auth_token, &j->o.tls_ca, &j->o.tls_cert, &j->o.tls_key,
+                           &j->o.job_name};
+    for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+        if (*keep[i] && !(*keep[i] = j->o_strings[i] = strdup(*keep[i]))) {
+            spw_job_destroy(j);
+            spw_spec_free(spec);
+            snprintf(err, errlen, "out of memory");
+            return -ENOMEM;
+        }
     if (j->o.prefetch_bytes <= 0)
         j->o.prefetch_bytes = DEFAULT_PREFETCH;
     if (j->o.credit_bytes <= 0)
@@ -704,5 +715,7 @@ void spw_job_destroy(struct spw_job *job)
     spw_source_close(job->src);
     spw_spec_free(job->spec);
     pthread_mutex_destroy(&job->mu);
+    for (size_t i = 0; i < sizeof job->o_strings / sizeof job->o_strings[0]; i++)
+        free(job->o_strings[i]);
     free(job);
 }
