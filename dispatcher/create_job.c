@@ -139,7 +139,7 @@ static int find_job(struct disp_service *s, struct call *c, char *msg, size_t ms
 {
     const Spillway__V1__CreateJobRequest *r = c->r;
     struct disp_job_info ji;
-    char ignored[256];
+    char why[256];
     int status = SPW_RPC_OK;
     c->job = r->job;
     pthread_mutex_lock(&s->mu);
@@ -156,8 +156,11 @@ static int find_job(struct disp_service *s, struct call *c, char *msg, size_t ms
     pthread_mutex_unlock(&s->mu);
     if (status != SPW_RPC_OK)
         return status;
-    if (c->job && !r->job && check_join(s, c->job, r, c->world, ignored, sizeof ignored) != SPW_RPC_OK)
-        c->job = 0;     /* not that job any more (a restarted dispatcher numbers jobs anew) */
+    if (c->job && !r->job && check_join(s, c->job, r, c->world, why, sizeof why) != SPW_RPC_OK) {
+        spw_log(SPW_LOG_INFO, "dispatcher", "a checkpoint of job=%llu: not rejoined, a new job instead: %s",
+                (unsigned long long)c->job, why);
+        c->job = 0;
+    }
     pthread_mutex_lock(&s->mu);
     if (!c->job && r->job_name[0])
         c->job = disp_state_named_job(s->st, r->job_name);

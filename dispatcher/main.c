@@ -41,6 +41,9 @@ static struct spw_config_entry g_cfg[] = {
     {"work-dir", "SPILLWAY_WORK_DIR", SPW_CFG_STRING, "", 0, 0,
      "a directory for the journal of jobs, acks and ids: a restart replays it and running jobs go on (one "
      "dispatcher per directory); empty: state in memory only, a restart ends the jobs", 0, 0, 0, 0},
+    {"journal-compact-kb", "SPILLWAY_JOURNAL_COMPACT_KB", SPW_CFG_INT, "65536", 0, INT64_C(1) << 30,
+     "with --work-dir: rewrite the journal as a snapshot of the state once it is this big and twice its size "
+     "after the last rewrite (0: never)", 0, 0, 0, 0},
     {"split-size", "SPILLWAY_SPLIT_SIZE", SPW_CFG_INT, "64", 1, 65536, "samples per split", 0, 0, 0, 0},
     {"max-message-mb", "SPILLWAY_MAX_MESSAGE_MB", SPW_CFG_INT, "64", 1, 2047, "largest RPC message", 0, 0, 0, 0},
     SPW_CFG_SECURITY_ENTRIES,
@@ -106,7 +109,8 @@ int main(int argc, char **argv)
                                    .job_history = (int)cfg_int("job-history"),
                                    .max_jobs_per_client = (int)cfg_int("max-jobs-per-client"),
                                    .auth_token = spw_security_worker_token(&sec),
-                                   .work_dir = cfg_str("work-dir")};
+                                   .work_dir = cfg_str("work-dir"),
+                                   .journal_compact_bytes = cfg_int("journal-compact-kb") << 10};
     int status = 1;
     if ((rc = disp_service_create(&so, &svc, err, sizeof err)) != 0) {
         spw_log(SPW_LOG_ERROR, "dispatcher", "cannot start: %s", err);

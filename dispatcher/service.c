@@ -31,6 +31,58 @@
 #include "pipeline/wire.h"
 #include "proto/spillway.pb-c.h"
 
+struct records {                    /* a snapshot's updates, encoded */
+    uint8_t **recs;
+    size_t *lens, n, cap;
+};
+
+static int collect(void *ctx, struct disp_update *u)
+{
+    struct records *r = ctx;
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? 2 * r->cap : 1024;
+        uint8_t **recs = realloc(r->recs, cap * sizeof *recs);
+        if (recs)
+            r->recs = recs;
+        size_t *lens = realloc(r->lens, cap * sizeof *lens);
+        if (lens)
+            r->lens = lens;
+        if (!recs || !lens)
+            return -ENOMEM;
+        r->cap = cap;
+    }
+    int rc = disp_update_encode(u, &r->recs[r->n], &r->lens[r->n]);
+    r->n += rc == 0;
+    return rc;
+}
+
+/* Swap a journal grown past journal_compact_bytes (and twice its last compacted size) for a snapshot of the
+ * state. Between batches only. A failure leaves the old journal, and the next try waits for it to double. */
+static void maybe_compact(struct disp_service *s)
+{
+    if (!s->journal || s->batch || s->o.journal_compact_bytes <= 0)
+        return;
+    const int64_t size = spw_journal_size(s->journal);
+    if (size < s->o.journal_compact_bytes || size < 2 * s->compacted_bytes)
+        return;
+    const int64_t t0 = spw_now_ms();
+    struct records r = {0};
+    int rc = disp_state_snapshot(s->st, collect, &r);
+    if (rc == 0)
+        rc = spw_journal_compact(s->journal, (const uint8_t *const *)r.recs, r.lens, r.n);
+    s->compacted_bytes = rc == 0 ? spw_journal_size(s->journal) : size;
+    if (rc == 0)
+        spw_log(SPW_LOG_INFO, "dispatcher", "journal compacted records=%zu bytes_before=%lld bytes_after=%lld "
+                "ms=%lld", r.n, (long long)size, (long long)s->compacted_bytes, (long long)(spw_now_ms() - t0));
+    else
+        spw_log(SPW_LOG_WARN, "dispatcher", "journal compaction failed (the journal stays as it was) err=\"%s\"",
+                spw_strerror(rc));
+    for (size_t i = 0; i < r.n; i++)
+        free(r.recs[i]);
+    free(r.recs);
+    free(r.lens);
+}
+
 int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t errlen)
 {
     if (s->journal && disp_update_durable(s->st, u)) {
@@ -47,7 +99,9 @@ int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t
                             spw_strerror(rc));
         }
     }
-    return disp_state_apply(s->st, u, err, errlen);
+    const int rc = disp_state_apply(s->st, u, err, errlen);
+    maybe_compact(s);
+    return rc;
 }
 
 void disp_batch_begin(struct disp_service *s)
@@ -64,6 +118,7 @@ int disp_batch_end(struct disp_service *s, char *err, size_t errlen)
         spw_log(SPW_LOG_ERROR, "dispatcher", "journal sync failed err=\"%s\"", spw_strerror(rc));
         return spw_fail(err, errlen, -EIO, "the journal cannot be written: %s", spw_strerror(rc));
     }
+    maybe_compact(s);
     return 0;
 }
 
@@ -156,6 +211,7 @@ int disp_service_create(const struct disp_service_opts *o, struct disp_service *
         spw_log(SPW_LOG_INFO, "dispatcher", "journal replayed dir=%s records=%lld bytes=%lld dropped_bytes=%lld "
                 "jobs=%d workers=%d", o->work_dir, (long long)info.records, (long long)info.bytes,
                 (long long)info.dropped_bytes, disp_state_job_count(s->st), disp_state_worker_count(s->st));
+        maybe_compact(s);
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);

@@ -23,6 +23,8 @@ struct disp_service_opts {
     int max_jobs_per_client;        /* unfinished jobs one client host may create; 0 = 64 */
     const char *auth_token;         /* sent to workers when the dispatcher calls them (profiles); NULL = none */
     const char *work_dir;           /* the journal's directory (replayed at start); NULL = state in memory only */
+    int64_t journal_compact_bytes;  /* compact the journal (a snapshot of the state) once it is this big and twice
+                                       its size after the last compaction; 0 = never */
 };
 
 /* Create the service; with a work_dir, replay its journal first (err says why it cannot: another dispatcher

@@ -25,6 +25,7 @@ struct disp_service {
     struct disp_state *st;
     struct spw_journal *journal;    /* --work-dir: durable updates go here before they apply (NULL: none) */
     int batch;                      /* > 0: disp_commit writes without fsync; disp_batch_end syncs them */
+    int64_t compacted_bytes;        /* the journal's size after its last compaction (or at start) */
     struct disp_progress progress;  /* per (job, producer) deliveries, for DescribeJob */
     struct disp_progress received;  /* per (job, worker) bytes the rank-0 client received: links' rates */
     struct disp_planned {           /* planned jobs: the last plan (packed Plan), the client's facts (packed), */

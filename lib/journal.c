@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <nmmintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -267,12 +269,41 @@ int spw_journal_write(struct spw_journal *j, const uint8_t *rec, size_t len)
     return 0;
 }
 
+/* Test-only failpoint (tests/integration/restart_matrix.sh): SPILLWAY_FAILPOINT=journal-sync:N:crash kills
+ * the process at the Nth sync that has records to sync, before its fdatasync (the records stay in the page
+ * cache, as after a process crash); journal-sync:N:lose first cuts them off (as a power loss would);
+ * journal-sync:N:eio makes that sync fail with EIO (a full or failing disk). Returns 0 or -EIO. */
+static int failpoint_sync(struct spw_journal *j)
+{
+    static int armed = -1, left;
+    static char mode[16];
+    if (armed < 0) {
+        const char *f = getenv("SPILLWAY_FAILPOINT");
+        armed = f && sscanf(f, "journal-sync:%d:%15s", &left, mode) == 2 && left > 0;
+    }
+    if (!armed || --left > 0)
+        return 0;
+    armed = 0;                  /* once */
+    if (!strcmp(mode, "eio")) {
+        spw_log(SPW_LOG_WARN, "journal", "failpoint journal-sync: this fsync fails with EIO");
+        return -EIO;
+    }
+    const bool lose = !strcmp(mode, "lose");
+    spw_log(SPW_LOG_WARN, "journal", "failpoint journal-sync: killing this process before an fsync%s",
+            lose ? ", its unsynced records cut off" : "");
+    if (lose && ftruncate(j->fd, j->synced) != 0)
+        spw_log(SPW_LOG_WARN, "journal", "failpoint: cannot cut the journal back");
+    raise(SIGKILL);
+    return 0;
+}
+
 int spw_journal_sync(struct spw_journal *j)
 {
     if (j->synced == j->size)
         return 0;
-    if (fdatasync(j->fd) != 0) {
-        const int rc = -errno;
+    const int failed = failpoint_sync(j);
+    if (failed || fdatasync(j->fd) != 0) {
+        const int rc = failed ? failed : -errno;
         cut_back(j, j->synced);
         return rc;
     }
@@ -301,20 +332,21 @@ int spw_journal_compact(struct spw_journal *j, const uint8_t *const *recs, const
         rc = -errno;
     if (rc == 0 && rename(tmp, j->path) != 0)
         rc = -errno;
-    if (rc == 0)
-        rc = fsync_dir(j->dir);
     if (rc) {
         if (fd >= 0)
             close(fd);
         unlink(tmp);
-    } else {
-        close(j->fd);
-        j->fd = fd;
-        j->size = j->synced = size;
-        lseek(j->fd, 0, SEEK_END);
+        free(tmp);
+        return rc;
     }
+    /* Renamed: the new file is the journal now, whether or not the directory's fsync below succeeds (if it
+     * fails, a crash may bring back the old journal, which holds the same state). */
+    close(j->fd);
+    j->fd = fd;
+    j->size = j->synced = size;
+    lseek(j->fd, 0, SEEK_END);
     free(tmp);
-    return rc;
+    return fsync_dir(j->dir);
 }
 
 int64_t spw_journal_size(const struct spw_journal *j)
