@@ -297,10 +297,9 @@ static void retire_ledgers(struct assembler *a)
     }
 }
 
-/* Ack this rank's k-th split of an epoch (the dispatcher's split rank + k * world). Called with mu held. */
-static void push_ack(struct assembler *a, uint64_t epoch, uint64_t k)
+/* Queue an ack of the dispatcher's split `split` of an epoch. Called with mu held. */
+static void queue_ack(struct assembler *a, uint64_t epoch, uint64_t split)
 {
-    const uint64_t split = (uint64_t)a->view.rank + k * (uint64_t)a->view.world;
     if (a->n_acks == a->cap_acks) {
         int cap = a->cap_acks ? 2 * a->cap_acks : 64;
         struct asm_split *n = realloc(a->acks, (size_t)cap * sizeof *n);
@@ -310,6 +309,12 @@ static void push_ack(struct assembler *a, uint64_t epoch, uint64_t k)
         a->cap_acks = cap;
     }
     a->acks[a->n_acks++] = (struct asm_split){epoch, split};
+}
+
+/* Ack this rank's k-th split of an epoch (the dispatcher's split rank + k * world). Called with mu held. */
+static void push_ack(struct assembler *a, uint64_t epoch, uint64_t k)
+{
+    queue_ack(a, epoch, (uint64_t)a->view.rank + k * (uint64_t)a->view.world);
 }
 
 /* Set up slot s for batch gb. Called with mu held. */
@@ -751,8 +756,20 @@ int asm_take_acks(struct assembler *a, struct asm_split *out, int cap)
 void asm_return_acks(struct assembler *a, const struct asm_split *acks, int n)
 {
     pthread_mutex_lock(&a->mu);
-    for (int i = 0; i < n; i++)
-        push_ack(a, acks[i].epoch, acks[i].split);
+    for (int i = 0; i < n; i++)         /* already the dispatcher's split ids */
+        queue_ack(a, acks[i].epoch, acks[i].split);
+    pthread_mutex_unlock(&a->mu);
+}
+
+void asm_reack(struct assembler *a, uint64_t from_epoch)
+{
+    pthread_mutex_lock(&a->mu);
+    for (int i = 0; i < a->n_ledgers; i++) {
+        const struct epoch_ledger *l = &a->ledgers[i];
+        for (int64_t k = 0; l->epoch >= (int64_t)from_epoch && k < a->rank_splits; k++)
+            if (l->split_left[k] == 0)
+                push_ack(a, (uint64_t)l->epoch, (uint64_t)k);
+    }
     pthread_mutex_unlock(&a->mu);
 }
 

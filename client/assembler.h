@@ -107,6 +107,9 @@ int asm_head_missing(struct assembler *a, uint64_t *epoch, int64_t *places, int 
 int asm_take_acks(struct assembler *a, struct asm_split *out, int cap);
 /* Put acks back after a failed heartbeat. */
 void asm_return_acks(struct assembler *a, const struct asm_split *acks, int n);
+/* Ack again every split of epochs from_epoch on that this client holds whole (a job made anew: its dispatcher
+ * must hear what this client already has). */
+void asm_reack(struct assembler *a, uint64_t from_epoch);
 /* Wait until the window can take (epoch, place) without parking it, or the timeout passes; true if it can. */
 bool asm_wait_window(struct assembler *a, uint64_t epoch, int64_t place, int timeout_ms);
 /* Total batches the job delivers (-1 = forever) and delivered so far. */

@@ -290,17 +290,15 @@ static bool place_given(const struct spw_checkpoint *c, int64_t given, int64_t p
     return c->places ? (c->places[p >> 3] >> (p & 7)) & 1 : p < given;
 }
 
-/* Check the checkpoint in o.resume against this job, and say what the dispatcher needs of it: the epoch in
- * progress and this rank's splits of it wholly delivered (done, allocated). Sets the split size to the
- * checkpoint's. Returns 0, or -EINVAL with the reason. */
-static int resume_point(struct spw_job *j, struct remote_resume *rr, uint64_t **done, char *err, size_t errlen)
+/* Check checkpoint c against this job, and say what the dispatcher needs of it: the epoch in progress and
+ * this rank's splits of it wholly delivered (done, allocated). Returns 0, or -EINVAL with the reason. */
+static int resume_point(struct spw_job *j, const struct spw_checkpoint *c, struct remote_resume *rr,
+                        uint64_t **done, char *err, size_t errlen)
 {
-    struct spw_checkpoint *c = &j->o.resume;
     const int split = c->split_size > 0 ? c->split_size : SPW_DEFAULT_SPLIT;
     if (j->o.split_size > 0 && j->o.split_size != split)
         return spw_fail(err, errlen, -EINVAL, "resume: the checkpoint's ranks were cut in splits of %d samples, "
                         "this job asks for %d", split, j->o.split_size);
-    j->o.split_size = split;
     struct spw_rank_view v;
     int64_t pe;
     if (rank_share(j, split, &v, &pe) != 0 || pe < 1)
@@ -321,7 +319,8 @@ static int resume_point(struct spw_job *j, struct remote_resume *rr, uint64_t **
     *done = calloc((size_t)splits + 1, sizeof **done);
     if (!*done)
         return spw_fail(err, errlen, -ENOMEM, "out of memory");
-    *rr = (struct remote_resume){.job = c->job, .job_secret = c->job_secret, .epoch = (uint64_t)(c->batches / pe), .done = *done};
+    *rr = (struct remote_resume){.job = c->job, .job_secret = c->job_secret, .epoch = (uint64_t)(c->batches / pe),
+                                 .done = *done};
     for (int64_t k = 0; k < splits; k++) {
         bool all = true;
         for (int64_t p = k * split; p < (k + 1) * split && p < v.own && all; p++)
@@ -330,6 +329,23 @@ static int resume_point(struct spw_job *j, struct remote_resume *rr, uint64_t **
             (*done)[rr->n_done++] = (uint64_t)(v.rank + k * v.world);
     }
     return 0;
+}
+
+/* remote_opts.delivered: what the trainer has been given so far as a resume point, for re-attaching to a
+ * dispatcher that lost the job. Heartbeat thread. */
+static int delivered_point(void *ctx, struct remote_resume *rr, uint64_t **done)
+{
+    struct spw_job *j = ctx;
+    struct spw_checkpoint c = {.split_size = j->rj.split_size, .places_len = asm_place_bytes(j->a)};
+    if (!(c.places = malloc(c.places_len ? c.places_len : 1)))
+        return -ENOMEM;
+    asm_checkpoint(j->a, &c.batches, c.places);
+    char err[256];
+    const int rc = resume_point(j, &c, rr, done, err, sizeof err);
+    if (rc)
+        spw_log(SPW_LOG_ERROR, "client", "cannot re-attach job=%llu: %s", (unsigned long long)j->rj.job, err);
+    free(c.places);
+    return rc;
 }
 
 /* A job on the service: plan (SPW_CUT_AUTO), create or join it, start the streams and the client's threads. */
@@ -370,7 +386,7 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
                              .consumed = &j->consumed, .wait_ns = &j->wait_ns,
                              .facts = j->o.cut == SPW_CUT_AUTO ? &facts : NULL,
                              .rank = j->o.rank, .world_size = j->o.world_size, .job_name = j->o.job_name,
-                             .resume = rr,
+                             .resume = rr, .delivered = delivered_point, .delivered_ctx = j,
                              .dispatcher_wait_ms = j->o.dispatcher_wait_ms,
                              .tls = j->tls};
     rc = remote_create(&ro, pipe, &j->r, &j->rj, err, errlen);
@@ -459,8 +475,10 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
     struct remote_resume rr;
     uint64_t *done = NULL;
     const bool resuming = j->o.resume.batches > 0;
-    if (resuming && (rc = resume_point(j, &rr, &done, err, errlen)) != 0)
+    if (resuming && (rc = resume_point(j, &j->o.resume, &rr, &done, err, errlen)) != 0)
         return rc;
+    if (resuming)       /* the checkpoint's split size */
+        j->o.split_size = j->o.resume.split_size > 0 ? j->o.resume.split_size : SPW_DEFAULT_SPLIT;
     const int64_t epochs = j->spec->source.epochs;
     if (!j->o.dispatcher || (resuming && epochs > 0 && (int64_t)rr.epoch >= epochs)) {
         free(done);         /* in-process; or nothing left of a resumed run */

@@ -32,6 +32,7 @@
 struct stream {
     struct remote *r;
     uint64_t worker_id;
+    uint64_t job, secret;       /* the job the stream was opened for (a re-attached job has another id) */
     char addr[256];
     pthread_t tid;
     bool running;               /* the thread is live */
@@ -71,6 +72,10 @@ struct remote {
     pthread_cond_t cv;
     bool stopping, started;
     bool client_only;                   /* the dispatcher handed the job back: no worker serves it */
+    bool finished_seen;                 /* a heartbeat said the job is finished at the dispatcher */
+    bool hb_over;                       /* the dispatcher removed the finished job: no more heartbeats */
+    uint8_t *pipeline;                  /* the job's Pipeline, packed: re-attaching creates it again */
+    size_t pipeline_len;
     char no_worker[256];                /* non-empty: every alive worker refused the job; the dispatcher's why */
     pthread_t hb_tid;
     struct stream streams[MAX_STREAMS];
@@ -202,6 +207,13 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
         rc = -ECONNREFUSED;
         goto fail;
     }
+    r->pipeline_len = spillway__v1__pipeline__get_packed_size(pipe);
+    if (!(r->pipeline = malloc(r->pipeline_len ? r->pipeline_len : 1))) {
+        snprintf(err, errlen, "out of memory");
+        rc = -ENOMEM;
+        goto fail;
+    }
+    spillway__v1__pipeline__pack(pipe, r->pipeline);
     job->job = cr->job;
     job->secret = cr->job_secret;
     job->samples = cr->samples;
@@ -228,6 +240,7 @@ fail:
         spillway__v1__create_job_response__free_unpacked(cr, NULL);
     spw_rpc_channel_destroy(r->disp);
     spw_rpc_shutdown();
+    free(r->pipeline);
     free(r);
     return rc;
 }
@@ -398,9 +411,9 @@ static bool take_element(struct remote *r, struct received *rx, const struct spw
 
 /* Check what a worker controls before trusting it: the job, the cut, the counts and sizes, and that each
  * position's sample is the one the epoch order puts there. Returns NULL or the reason. */
-static const char *check_batch(const struct remote *r, const struct spw_wire_batch *b)
+static const char *check_batch(const struct remote *r, uint64_t job, const struct spw_wire_batch *b)
 {
-    if (b->job != r->job.job)
+    if (b->job != job)
         return "message for another job";
     if (b->cut < 0 || b->cut > r->job.groups)
         return "cut outside the pipeline's groups";
@@ -463,12 +476,13 @@ static int64_t credit_share(struct remote *r)
     return share < MIN_STREAM_CREDIT ? MIN_STREAM_CREDIT : share;
 }
 
-static int send_credit(struct spw_rpc_stream *st, const struct remote *r, int64_t credit)
+static int send_credit(struct spw_rpc_stream *st, const struct stream *s, int64_t credit)
 {
+    const struct remote *r = s->r;
     Spillway__V1__StreamRequest req = SPILLWAY__V1__STREAM_REQUEST__INIT;
     uint8_t buf[128];
-    req.job = r->job.job;
-    req.job_secret = r->job.secret;
+    req.job = s->job;
+    req.job_secret = s->secret;
     req.rank = r->o.rank;
     req.incarnation = r->incarnation;
     req.credit_bytes = credit;
@@ -482,6 +496,16 @@ static bool stopping(struct remote *r)
     bool s = r->stopping;
     pthread_mutex_unlock(&r->mu);
     return s;
+}
+
+/* Whether stream s should end: the remote stops, or the job was re-attached under another id or secret. */
+static bool stream_done(const struct stream *s)
+{
+    struct remote *r = s->r;
+    pthread_mutex_lock(&r->mu);
+    bool done = r->stopping || s->job != r->job.job || s->secret != r->job.secret;
+    pthread_mutex_unlock(&r->mu);
+    return done;
 }
 
 /* A stream ended with status: count it towards the worker being unreachable from here (nothing received,
@@ -522,15 +546,17 @@ static void *stream_main(void *arg)
         goto out;
     pthread_mutex_lock(&r->mu);
     s->st = st;
+    s->job = r->job.job;
+    s->secret = r->job.secret;
     pthread_mutex_unlock(&r->mu);
     /* outstanding: bytes this worker may still send. Kept at this stream's share of the client's budget,
      * so all streams together stay within it as workers come and go. */
     int64_t share = credit_share(r), outstanding = share;
-    if (send_credit(st, r, share) != 0) {
+    if (send_credit(st, s, share) != 0) {
         call_ended = true;      /* the call failed (e.g. the worker cannot be reached): its status says why */
         goto out;
     }
-    while (!stopping(r)) {
+    while (!stream_done(s)) {
         struct spw_rpc_msg *m;
         int rc = spw_rpc_stream_recv_parts(st, 200, &m);
         if (rc == -ETIMEDOUT)
@@ -546,7 +572,7 @@ static void *stream_main(void *arg)
         const char *bad = NULL;
         if (spw_wire_decode_parts(rx.parts, rx.n, &b, err, sizeof err) != 0)
             bad = err;
-        else if ((bad = check_batch(r, &b)) != NULL)
+        else if ((bad = check_batch(r, s->job, &b)) != NULL)
             spw_wire_batch_free(&b);
         if (bad) {
             /* A worker that sends garbage is not trusted further: close its stream. Its splits complete
@@ -580,10 +606,10 @@ static void *stream_main(void *arg)
         if (outstanding <= share / 2) {
             /* Parked elements are memory too: hold the worker back while too many wait for the window. */
             int64_t total, delivered, parked;
-            for (asm_progress(r->a, &total, &delivered, &parked); parked > r->o.park_cap_bytes && !stopping(r);
+            for (asm_progress(r->a, &total, &delivered, &parked); parked > r->o.park_cap_bytes && !stream_done(s);
                  asm_progress(r->a, &total, &delivered, &parked))
                 usleep(20 * 1000);
-            if (send_credit(st, r, share - outstanding) != 0)
+            if (send_credit(st, s, share - outstanding) != 0)
                 break;
             outstanding = share;
         }
@@ -770,6 +796,83 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
     return hr;
 }
 
+/* The dispatcher no longer knows the job (it restarted without a journal, or gave its id to another job):
+ * create it again from what the trainer has been given (a resume point, as a restarted trainer would), take
+ * its new id and secret, and reopen the streams for it. Elements already held are deduplicated by the
+ * assembler. Returns 0; -EAGAIN when the dispatcher could not be asked (try again later); another negative
+ * code with why when it refused. Heartbeat thread only. */
+static int reattach(struct remote *r, char *why, size_t whylen)
+{
+    struct remote_resume rr = {0};
+    uint64_t *done = NULL;
+    int rc = r->o.delivered ? r->o.delivered(r->o.delivered_ctx, &rr, &done) : -ENOTSUP;
+    if (rc) {
+        snprintf(why, whylen, "cannot tell what was delivered (%s)", spw_strerror(rc));
+        return rc;
+    }
+    const uint64_t old = r->job.job;
+    rr.job = old;
+    rr.job_secret = r->job.secret;
+    Spillway__V1__Pipeline *pipe = spillway__v1__pipeline__unpack(NULL, r->pipeline_len, r->pipeline);
+    Spillway__V1__CreateJobRequest cj = SPILLWAY__V1__CREATE_JOB_REQUEST__INIT;
+    cj.pipeline = pipe;
+    cj.protocol_version = SPW_PROTOCOL_VERSION;
+    cj.build = (char *)spw_build_version();
+    cj.cut = r->job.cut;                    /* as it ran: no new plan */
+    cj.local_cores = r->o.local_cores;
+    cj.max_workers = r->o.max_workers;
+    cj.incarnation = r->incarnation;
+    cj.split_size = r->job.split_size;
+    cj.rank = r->o.rank;
+    cj.world_size = r->o.world_size;
+    cj.job_name = (char *)(r->o.job_name ? r->o.job_name : "");
+    Spillway__V1__Resume resume = SPILLWAY__V1__RESUME__INIT;
+    resume.job = rr.job;
+    resume.job_secret = rr.job_secret;
+    resume.epoch = rr.epoch;
+    resume.n_done_splits = rr.n_done;
+    resume.done_splits = done;
+    cj.resume = &resume;
+    uint8_t *resp = NULL;
+    size_t len = 0;
+    char msg[512] = "";
+    const int st = pipe ? spw_rpc_call_msg(r->disp, "/spillway.v1.Dispatcher/CreateJob", &cj.base, 30000, &resp,
+                                           &len, msg, sizeof msg) : SPW_RPC_INTERNAL;
+    spillway__v1__pipeline__free_unpacked(pipe, NULL);
+    free(done);
+    Spillway__V1__CreateJobResponse *cr = st == SPW_RPC_OK ? spillway__v1__create_job_response__unpack(NULL, len, resp)
+                                                           : NULL;
+    free(resp);
+    if (st == SPW_RPC_UNAVAILABLE || st == SPW_RPC_DEADLINE_EXCEEDED || st == SPW_RPC_RESOURCE_EXHAUSTED)
+        return -EAGAIN;
+    if (!cr || !cr->job || cr->manifest_hash != r->o.manifest_hash || cr->samples != r->job.samples ||
+        cr->split_size != r->job.split_size || cr->splits_per_epoch != r->job.splits_per_epoch) {
+        snprintf(why, whylen, "the dispatcher lost job %llu and did not take it back: %s",
+                 (unsigned long long)old, st != SPW_RPC_OK ? msg : cr && !cr->job ? "it planned no offload"
+                                                                            : "another job came back");
+        if (cr)
+            spillway__v1__create_job_response__free_unpacked(cr, NULL);
+        return -ECONNABORTED;
+    }
+    asm_reack(r->a, rr.epoch);          /* the new job must hear what this client already holds */
+    pthread_mutex_lock(&r->mu);
+    r->job.job = cr->job;
+    r->job.secret = cr->job_secret;
+    r->job.open_epoch = cr->open_epoch;
+    r->finished_seen = false;
+    update_workers(r, cr->workers, cr->n_workers);
+    for (int i = 0; i < r->n_streams; i++)      /* opened for the old job: reopened for the new one */
+        if (r->streams[i].st)
+            spw_rpc_stream_cancel(r->streams[i].st);
+    pthread_mutex_unlock(&r->mu);
+    spw_log(SPW_LOG_WARN, "client", "the dispatcher no longer knew job=%llu (restarted without --work-dir?): "
+            "re-attached as job=%llu from epoch %llu with %zu splits of it delivered; what this client already "
+            "holds is kept", (unsigned long long)old, (unsigned long long)cr->job, (unsigned long long)rr.epoch,
+            rr.n_done);
+    spillway__v1__create_job_response__free_unpacked(cr, NULL);
+    return 0;
+}
+
 static void *heartbeat_main(void *arg)
 {
     struct remote *r = arg;
@@ -783,15 +886,38 @@ static void *heartbeat_main(void *arg)
         pthread_cond_timedwait(&r->cv, &r->mu, &dl);
         if (r->stopping)
             break;
+        if (r->hb_over)
+            continue;
         pthread_mutex_unlock(&r->mu);
         char msg[256] = "";
         int st;
         Spillway__V1__ClientHeartbeatResponse *hr =
             heartbeat(r, r->acks, r->refs, r->ptrs, false, &st, msg, sizeof msg);
         const int64_t now = spw_now_ms();
+        if (!hr && (st == SPW_RPC_NOT_FOUND || st == SPW_RPC_PERMISSION_DENIED)) {
+            char why[600];
+            pthread_mutex_lock(&r->mu);
+            const bool over = r->finished_seen;
+            r->hb_over = over;
+            pthread_mutex_unlock(&r->mu);
+            if (over) {         /* removed after it finished: this client holds the rest, nothing to tell */
+                spw_log(SPW_LOG_INFO, "client", "job=%llu left the dispatcher's table after it finished; no more "
+                        "heartbeats", (unsigned long long)r->job.job);
+            } else {
+                const int rc = reattach(r, why, sizeof why);
+                if (rc == 0)
+                    last_ok = now;
+                else if (rc != -EAGAIN) {
+                    asm_fail(r->a, -ECONNABORTED, why);
+                    r->hb_over = true;      /* read under mu below */
+                }
+            }
+            pthread_mutex_lock(&r->mu);
+            continue;
+        }
         if (!hr) {
-            if (st == SPW_RPC_NOT_FOUND || st == SPW_RPC_FAILED_PRECONDITION) {
-                /* Fenced (another incarnation took over) or the job is gone: nothing more will come. */
+            if (st == SPW_RPC_FAILED_PRECONDITION) {
+                /* Fenced (another incarnation took over): nothing more will come. */
                 char why[400];
                 snprintf(why, sizeof why, "the dispatcher ended this client's job: %s: %s", spw_rpc_status_name(st),
                          msg);
@@ -821,6 +947,7 @@ static void *heartbeat_main(void *arg)
             spw_log(SPW_LOG_INFO, "client", "job=%llu handed back to this client by re-planning: producing every "
                     "split here", (unsigned long long)r->job.job);
         r->client_only = r->client_only || hr->client_only;
+        r->finished_seen = r->finished_seen || hr->finished;
         if (hr->no_worker[0] && strcmp(hr->no_worker, r->no_worker) != 0)
             spw_log(SPW_LOG_ERROR, "client", "no worker can serve job=%llu: %s", (unsigned long long)r->job.job,
                     hr->no_worker);
@@ -856,8 +983,10 @@ int remote_start(struct remote *r, struct assembler *a, const struct spw_element
 int remote_lease(struct remote *r, struct remote_lease *l)
 {
     Spillway__V1__LeaseSplitRequest req = SPILLWAY__V1__LEASE_SPLIT_REQUEST__INIT;
+    pthread_mutex_lock(&r->mu);         /* re-attaching changes them */
     req.job = r->job.job;
     req.job_secret = r->job.secret;
+    pthread_mutex_unlock(&r->mu);
     req.rank = r->o.rank;
     req.incarnation = r->incarnation;
     req.max_splits = 1;
@@ -941,6 +1070,7 @@ void remote_destroy(struct remote *r)
     free(r->acks);
     free(r->refs);
     free(r->ptrs);
+    free(r->pipeline);
     spw_rpc_channel_destroy(r->disp);
     spw_rpc_shutdown();
     pthread_mutex_destroy(&r->mu);

@@ -29,6 +29,11 @@ struct remote_opts {
     int rank, world_size;       /* this client's rank of a data-parallel job (world 0 = 1) */
     const char *job_name;       /* ranks share the job of this name (NULL: a job of its own) */
     const struct remote_resume *resume;         /* going on from a checkpoint (NULL: from the start) */
+    /* What the trainer has been given so far, as a resume point (done: allocated, the caller frees): used to
+     * re-attach when the dispatcher no longer knows the job (restarted without a journal). Returns 0 or a
+     * negative code. NULL: such a loss fails the job. */
+    int (*delivered)(void *ctx, struct remote_resume *rr, uint64_t **done);
+    void *delivered_ctx;
     int dispatcher_wait_ms;     /* retry a dispatcher that stopped answering this long before failing */
     const struct spw_rpc_tls *tls;  /* for the dispatcher and the workers; NULL = the process's default */
 };

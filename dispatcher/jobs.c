@@ -15,13 +15,9 @@
 #include "lib/log.h"
 #include "lib/rpc.h"
 
-/* The caller must show the job's secret (an id alone grants nothing), and its incarnation must be the current
- * one (a zombie client is refused). Called with mu held. */
-static int check_client(struct disp_service *s, uint64_t job, uint64_t secret, int32_t rank, uint64_t inc,
-                        char *msg, size_t msglen)
+/* The client's incarnation must be the current one (a zombie client is refused). Called with mu held. */
+static int check_client(struct disp_service *s, uint64_t job, int32_t rank, uint64_t inc, char *msg, size_t msglen)
 {
-    if (!disp_state_job_secret_ok(s->st, job, secret))
-        return disp_wrong_job_secret(s, job, msg, msglen);
     uint64_t cur = disp_state_client_incarnation(s->st, job, rank);
     if (cur != inc) {
         snprintf(msg, msglen, "client incarnation %llu of job %llu rank %d is not the current one (%llu)",
@@ -138,6 +134,10 @@ static int lease_split(void *svc, const ProtobufCMessage *req, uint8_t **resp, s
         status = SPW_RPC_PERMISSION_DENIED;
         goto out;
     }
+    if (!disp_state_job_secret_ok(s->st, r->job, r->job_secret)) {   /* workers know it from their tasks */
+        status = disp_wrong_job_secret(s, r->job, msg, msglen);
+        goto out;
+    }
     if (r->worker_id) {
         if (!disp_state_worker_alive(s->st, r->worker_id)) {
             snprintf(msg, msglen, "worker %llu is not registered (or was retired): register again",
@@ -153,7 +153,7 @@ static int lease_split(void *svc, const ProtobufCMessage *req, uint8_t **resp, s
         }
         producer = r->worker_id;
     } else {
-        if ((status = check_client(s, r->job, r->job_secret, r->rank, r->incarnation, msg, msglen)) != SPW_RPC_OK)
+        if ((status = check_client(s, r->job, r->rank, r->incarnation, msg, msglen)) != SPW_RPC_OK)
             goto out;
         producer = DISP_CLIENT_PRODUCER(r->job, r->rank);
     }

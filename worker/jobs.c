@@ -312,6 +312,8 @@ static int lease(struct job *jb, Spillway__V1__Lease *out, int want)
     req.worker_secret = jb->owner->worker_secret;
     pthread_mutex_unlock(&jb->owner->mu);
     req.job = jb->id;
+    req.job_secret = jb->secret;    /* a job of this id with another secret (a dispatcher restarted without a
+                                       journal numbers jobs anew) is not this one: its leases are refused */
     req.max_splits = want;
     req.manifest_hash = jb->manifest_hash;
     uint8_t *resp = NULL;
@@ -579,11 +581,12 @@ void wrk_jobs_update(struct wrk_jobs *w, const Spillway__V1__WorkerHeartbeatResp
 {
     struct job *stop = NULL;
     pthread_mutex_lock(&w->mu);
-    /* Jobs no longer listed: unlink; stopped below (outside the lock) once no stream uses them. */
+    /* Jobs no longer listed: unlink; stopped below (outside the lock) once no stream uses them. A job is its
+     * id and its secret: a dispatcher restarted without a journal may give the id to another job. */
     for (struct job **pp = &w->jobs; *pp;) {
         bool listed = false;
         for (size_t i = 0; i < tasks->n_tasks; i++)
-            listed = listed || tasks->tasks[i]->job == (*pp)->id;
+            listed = listed || (tasks->tasks[i]->job == (*pp)->id && tasks->tasks[i]->job_secret == (*pp)->secret);
         if (!listed && (*pp)->refs == 0) {
             struct job *jb = *pp;
             *pp = jb->next;
@@ -606,7 +609,7 @@ void wrk_jobs_update(struct wrk_jobs *w, const Spillway__V1__WorkerHeartbeatResp
         const uint64_t id = tasks->tasks[i]->job;
         bool known = false;
         for (struct job *jb = w->jobs; jb; jb = jb->next)
-            known = known || jb->id == id;
+            known = known || (jb->id == id && jb->secret == tasks->tasks[i]->job_secret);
         for (int r = 0; r < w->n_refused; r++)
             known = known || w->refused[r].job == id;
         if (known)
@@ -692,11 +695,13 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
     int rank = req->rank;
     int64_t credit = req->credit_bytes;
     spillway__v1__stream_request__free_unpacked(req, NULL);
-    /* The job may reach this worker's task list a heartbeat after the client connects: wait a little. */
+    /* The job may reach this worker's task list a heartbeat after the client connects: wait a little (10 s;
+     * 1 s when a job of that id with another secret is here: a re-made job's, or a caller without the
+     * secret, refused then). */
     struct job *jb = NULL;
-    struct timespec dl = spw_deadline_in_ms(10000);
+    const int64_t t0 = spw_now_ms();
     pthread_mutex_lock(&w->mu);
-    for (jb = w->jobs; jb && jb->id != job; jb = jb->next)
+    for (jb = w->jobs; jb && !(jb->id == job && jb->secret == secret); jb = jb->next)
         ;
     if (!jb && w->o.want_tasks) {
         pthread_mutex_unlock(&w->mu);
@@ -704,9 +709,18 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
         pthread_mutex_lock(&w->mu);
     }
     for (;;) {
-        for (jb = w->jobs; jb && jb->id != job; jb = jb->next)
-            ;
-        if (jb || pthread_cond_timedwait(&w->cv, &w->mu, &dl) == ETIMEDOUT)
+        struct job *same_id = NULL;
+        for (jb = w->jobs; jb && !(jb->id == job && jb->secret == secret); jb = jb->next)
+            if (jb->id == job)
+                same_id = jb;
+        const int64_t left = (same_id ? 1000 : 10000) - (spw_now_ms() - t0);
+        if (!jb && left <= 0)
+            jb = same_id;       /* the caller does not know this job's secret */
+        if (jb)
+            break;
+        struct timespec dl = spw_deadline_in_ms(left < 100 ? left : 100);
+        pthread_cond_timedwait(&w->cv, &w->mu, &dl);
+        if (!same_id && spw_now_ms() - t0 >= 10000)
             break;
     }
     if (jb && (jb->secret ^ secret) != 0) {

@@ -20,7 +20,7 @@ JSON
 start_service 1 --heartbeat-ms 100 || exit 1
 addr1=$("$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" workers --json | python3 -c \
   'import json,sys; print(json.load(sys.stdin)["workers"][0]["address"])')
-"$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --local-cores 0 --consume-rate 150 \
+"$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --local-cores 0 --consume-rate 100 \
   --keys "$WORK/svc.keys" --json --quiet > "$WORK/run.json" 2> "$WORK/run.err" &
 C=$!
 PIDS+=("$C")

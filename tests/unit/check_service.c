@@ -129,11 +129,15 @@ START_TEST(test_service_job_runs_to_the_end)
     Spillway__V1__LeaseSplitRequest lr = SPILLWAY__V1__LEASE_SPLIT_REQUEST__INIT;
     lr.job = job->job;
     lr.worker_id = w;
-    lr.worker_secret = 0;
+    lr.worker_secret = g_secret;
     lr.max_splits = 8;
     uint8_t *resp;
     size_t len;
     lr.manifest_hash = job->manifest_hash;
+    ck_assert_int_eq(call(disp_lease_split, &lr.base, &resp, &len), 7);     /* without the job's secret */
+    ck_assert(strstr(msg, "wrong job secret") != NULL);
+    lr.job_secret = job->job_secret;
+    lr.worker_secret = 0;
     ck_assert_int_eq(call(disp_lease_split, &lr.base, &resp, &len), 7);     /* a worker's id without its secret */
     lr.worker_secret = g_secret;
     ck_assert_int_eq(call(disp_lease_split, &lr.base, &resp, &len), 0);
@@ -222,6 +226,7 @@ START_TEST(test_service_bad_requests_say_what_is_wrong)
     Spillway__V1__CreateJobResponse *job = create_job(5);
     Spillway__V1__LeaseSplitRequest lr = SPILLWAY__V1__LEASE_SPLIT_REQUEST__INIT;
     lr.job = job->job;
+    lr.job_secret = job->job_secret;
     lr.worker_id = w;
     lr.worker_secret = g_secret;
     lr.manifest_hash = job->manifest_hash ^ 1;
@@ -232,6 +237,7 @@ START_TEST(test_service_bad_requests_say_what_is_wrong)
     ck_assert_int_eq(call(disp_lease_split, &lr.base, &resp, &len), 5);
     lr.worker_id = 0;
     lr.incarnation = 5;                          /* the client's own incarnation, without the job's secret */
+    lr.job_secret = 0;
     ck_assert_int_eq(call(disp_lease_split, &lr.base, &resp, &len), 7);
     ck_assert(strstr(msg, "wrong job secret") != NULL);
     lr.job_secret = job->job_secret;
