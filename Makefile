@@ -49,7 +49,7 @@ TOOL_BIN  := $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(TOOL_SRC))
 BINS      := $(BUILD)/bin/spillctl $(BUILD)/bin/spillway-dispatcher $(BUILD)/bin/spillway-worker \
              $(BUILD)/lib/libspillway.so
 
-.PHONY: all test unit lint equiv corrupt integration soak demo bench clean deps tsan-audio deploy-check fuzz fuzz-bins
+.PHONY: all test unit lint equiv corrupt integration soak soak-long demo bench clean deps tsan-audio deploy-check fuzz fuzz-bins
 all: $(BINS)
 
 deps:
@@ -195,6 +195,10 @@ tsan-audio:
 # The fault runs of the service test, 20 seeded times (make test runs 2).
 soak: all
 	SOAK_RUNS=20 bash tests/integration/service_client.sh
+
+# Four job lanes for SOAK_MINUTES (30) under worker and dispatcher faults, RSS sampled (by hand; docs).
+soak-long: all
+	bash scripts/soak-long.sh
 
 demo: deps
 	$(MAKE) all
