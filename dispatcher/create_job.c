@@ -43,7 +43,7 @@ struct call {                       /* one CreateJob call's working state */
 static int reply_named_local(struct disp_service *s, const Spillway__V1__CreateJobRequest *r, int n_groups,
                              uint8_t **resp, size_t *resp_len, char *msg, size_t msglen)
 {
-    Spillway__V1__Plan *same = disp_named_local_plan(s, r->job_name);
+    Spillway__V1__Plan *same = disp_replanner_named_local(s->replanner, r->job_name);
     if (!same)
         return SPW_RPC_NOT_FOUND;
     Spillway__V1__CreateJobResponse out = SPILLWAY__V1__CREATE_JOB_RESPONSE__INIT;
@@ -54,6 +54,18 @@ static int reply_named_local(struct disp_service *s, const Spillway__V1__CreateJ
     int status = disp_pack(&out.base, resp, resp_len, msg, msglen);
     spillway__v1__plan__free_unpacked(same, NULL);
     return status;
+}
+
+/* Remember that the named job runs in its clients (for its other ranks), unless another rank has created a job
+ * of that name meanwhile: false then (join it instead). */
+static bool remember_named_local(struct disp_service *s, const char *name, const Spillway__V1__Plan *plan)
+{
+    pthread_mutex_lock(&s->mu);
+    const bool job_exists = disp_state_named_job(s->st, name) != 0;
+    if (!job_exists)
+        disp_replanner_remember_named_local(s->replanner, name, plan);
+    pthread_mutex_unlock(&s->mu);
+    return !job_exists;
 }
 
 /* A client may join job `job` only with the job's own pipeline, dataset listing and world. */
@@ -190,7 +202,7 @@ static int plan(struct disp_service *s, struct call *c, uint8_t **resp, size_t *
         return status;
     if (c->plan->offload)
         return SPW_RPC_OK;
-    if (named && !disp_remember_named_local(s, r->job_name, c->plan)) {
+    if (named && !remember_named_local(s, r->job_name, c->plan)) {
         /* Another rank created the named job while this one planned: join it. */
         spw_plan_proto_free(c->plan);
         c->plan = NULL;
@@ -246,7 +258,7 @@ static int create(struct disp_service *s, struct call *c, uint8_t **resp, size_t
     if (!pipe_bytes) {
         snprintf(msg, msglen, "out of memory");
         status = SPW_RPC_RESOURCE_EXHAUSTED;
-    } else if (c->world > 1 && r->job_name[0] && disp_named_local_locked(s, r->job_name)) {
+    } else if (c->world > 1 && r->job_name[0] && disp_replanner_named_local_exists(s->replanner, r->job_name)) {
         told_local = true;              /* another rank was told to run in its client meanwhile */
     } else if ((named = disp_state_named_job(s->st, r->job_name)) == 0) {
         rc = disp_commit(s, &u, msg, msglen);
@@ -267,7 +279,7 @@ static int create(struct disp_service *s, struct call *c, uint8_t **resp, size_t
         status = disp_status_of(rc);
     if (status == SPW_RPC_OK) {
         if (c->plan) {
-            disp_remember_plan(s, c->job, c->plan, r->client, c->alive_at_plan, c->profiles);
+            disp_replanner_remember(s->replanner, c->job, c->plan, r->client, c->alive_at_plan, c->profiles);
             c->profiles = NULL;
         }
         spw_log(SPW_LOG_INFO, "dispatcher", "job created job=%llu samples=%lld manifest=%016llx cut=%d/%d "

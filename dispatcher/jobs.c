@@ -75,7 +75,8 @@ static int client_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
                                  r->received[i]->bytes, r->received[i]->cpu_ns > 0 ? r->received[i]->cpu_ns : 0,
                                  hb.now_ms);
     if (rc == 0 && r->rank == 0 && !r->done)
-        disp_plan_observe(s, r->job, r->consumed_per_s * ji.world_size, r->wait_fraction, r->cpu_cores);
+        disp_replanner_observe(s->replanner, r->job, r->consumed_per_s * ji.world_size, r->wait_fraction,
+                               r->cpu_cores);
     if (rc == 0 && r->done && !ji.finished) {
         /* A client that closes early (it took fewer batches than the job has) frees the workers now rather
          * than after its timeout. */
@@ -332,7 +333,7 @@ static int describe_job(void *svc, const ProtobufCMessage *req, uint8_t **resp, 
         refp[out.n_cannot_serve++] = &refs[i];
     }
     out.cannot_serve = refp;
-    Spillway__V1__Plan *plan = disp_plan_of(s, r->job);
+    Spillway__V1__Plan *plan = disp_replanner_plan_of(s->replanner, r->job);
     out.plan = plan;
     status = disp_pack(&out.base, resp, resp_len, msg, msglen);
     if (plan)

@@ -1,7 +1,7 @@
 /* dispatcher/service.c - the dispatcher service's core (see service.h): its lifecycle, disp_commit (the one
  * way state changes), the timer that retires silent workers, expires silent clients, removes ended jobs and
  * starts re-plans, and what the handlers share. The handlers: workers.c, create_job.c, jobs.c; messages and
- * statuses: codec.c; planning: jobplans.c, planning.c.
+ * statuses: codec.c; planning: plan_view.c, planning.c, and the re-planner (replanner.c, its own lock).
  * Thread model: RPC threads, the timer and one re-plan thread share the state under one mutex; calls to
  * workers (profiles) are made without it. */
 #include "dispatcher/service.h"
@@ -180,7 +180,9 @@ static void *timer_main(void *arg)
             spw_log(SPW_LOG_INFO, "dispatcher", "job removed job=%llu state=%s ended_ms_ago=%lld",
                     (unsigned long long)ids[i], ji.finished ? "finished" : "expired", (long long)(now - ji.ended_ms));
         }
-        disp_maybe_replan(s, now);
+        pthread_mutex_unlock(&s->mu);
+        disp_replanner_tick(s->replanner, now);     /* it takes this lock itself, when it needs to */
+        pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -215,7 +217,10 @@ int disp_service_create(const struct disp_service_opts *o, struct disp_service *
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    if (pthread_create(&s->timer, NULL, timer_main, s) != 0) {
+    const struct disp_replan_env env = {.ctx = s, .gather = disp_replan_gather, .apply = disp_replan_apply,
+                                        .auth_token = o->auth_token, .replan_after_ms = o->replan_after_ms};
+    if (disp_replanner_create(&env, &s->replanner) != 0 || pthread_create(&s->timer, NULL, timer_main, s) != 0) {
+        disp_replanner_destroy(s->replanner);
         spw_journal_close(s->journal);
         disp_state_destroy(s->st);
         free(s);
@@ -234,7 +239,7 @@ void disp_service_destroy(struct disp_service *s)
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->timer, NULL);
-    disp_plans_stop(s);
+    disp_replanner_destroy(s->replanner);
     disp_state_destroy(s->st);
     spw_journal_close(s->journal);
     pthread_mutex_destroy(&s->mu);

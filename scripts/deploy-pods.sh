@@ -6,7 +6,8 @@
 # except that the workers get no SPILLWAY_ADVERTISE: started with default listen flags, they must be reached
 # at the address the dispatcher saw them call from. A trainer (spillctl run, from the image) in the fourth
 # namespace reaches the dispatcher by its Service name. Proves: every key exactly once, both workers produce
-# elements, a worker killed and restarted in its namespace rejoins and the next job uses it. Removes
+# elements, a worker killed and restarted in its namespace rejoins and the next job uses it, and a trainer
+# runs through the dispatcher pod killed and started again on its volume (its journal). Removes
 # everything it made at exit. Root; run after `scripts/check-deploy.sh manifests` and `image`.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -131,6 +132,22 @@ in_trainer run --dispatcher spillway-dispatcher:5050 --pipeline /trainer/p.json 
 check "a job after the restart: every key exactly once" \
   bash -c "diff <(sort '$WORK/trainer/local.keys') <(sort '$WORK/trainer/svc2.keys') > /dev/null"
 check "the restarted worker served it" logs_have w1 "serving job="
+
+# The dispatcher pod killed mid-job and started again (a rescheduled StatefulSet pod on its volume): it
+# replays its journal and the running trainer goes on, never seeing an error.
+in_trainer run --dispatcher spillway-dispatcher:5050 --pipeline /trainer/p.json --local-cores 0 --consume-rate 100 \
+  --keys /trainer/svc3.keys --json --quiet > "$WORK/run3.json" 2> "$WORK/run3.err" &
+T=$!
+sleep 2
+P rm -f -t 0 spw-disp > /dev/null
+run_pod disp StatefulSet spillway-dispatcher
+check "the restarted dispatcher replays its journal" wait_log disp "journal replayed .* jobs=[1-9]"
+wait "$T"
+check "the trainer across the dispatcher's restart exits 0" test $? -eq 0
+check "... every key exactly once" \
+  bash -c "diff <(sort '$WORK/trainer/local.keys') <(sort '$WORK/trainer/svc3.keys') > /dev/null"
+check "... having waited for the dispatcher and found it again" \
+  bash -c "grep -q 'does not answer' '$WORK/run3.err' && grep -q 'the dispatcher answers again' '$WORK/run3.err'"
 
 echo "deploy-pods: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

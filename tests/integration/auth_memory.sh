@@ -10,6 +10,7 @@ set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 kb() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
 TOKEN=s3cret-auth-memory
+TEST_TOKENS=("$TOKEN")
 METHOD=/spillway.v1.Dispatcher/ListWorkers   # ignores its request body: an authorized call answers OK
 
 "$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port 0 --auth-token "$TOKEN" --insecure > "$WORK/d.out" 2> "$WORK/d.err" &

@@ -6,6 +6,7 @@
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
+TEST_TOKENS=(s3cret)
 DISP=$ROOT/build/bin/spillway-dispatcher
 CTL=$ROOT/build/bin/spillctl
 

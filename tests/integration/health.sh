@@ -9,6 +9,7 @@
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
+TEST_TOKENS=(s3cret)
 
 HC=$B/tests/healthcheck
 free_port() {   # a port nobody listens on now (a dispatcher binds port 0 and goes)

@@ -8,6 +8,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 B=${SPW_BUILD:-$ROOT/build}   # SPW_BUILD: run against another build (e.g. a sanitizer build)
 WORK=$(mktemp -d /tmp/spw-int-XXXXXX)
 PIDS=()
+TEST_TOKENS=()
 pass=0
 fail=0
 cleanup() {
@@ -42,8 +43,13 @@ start_service() {
   done
   sleep 0.3
 }
-# finish: the closing line and the exit status.
+# finish: the closing line and the exit status; first, no file the test's processes wrote may hold one of the
+# tokens it used (TEST_TOKENS: tokens appear in no log line, anywhere in the suite).
 finish() {
+  local t
+  for t in "${TEST_TOKENS[@]}"; do
+    check "no log line shows a token" bash -c "! grep -rqF --include='*.err' --include='*.out' -- '$t' '$WORK'"
+  done
   echo "$pass passed, $fail failed"
   [ "$fail" -eq 0 ]
 }

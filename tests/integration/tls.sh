@@ -13,6 +13,7 @@ source "$(dirname "$0")/lib.sh"
 C=$WORK/certs
 bash "$ROOT/scripts/make-certs.sh" "$C" > /dev/null || exit 1
 TOKEN=tls-test-token-7f3a9c
+TEST_TOKENS=("$TOKEN")
 printf '%s\n' "$TOKEN" > "$WORK/token"
 DATA=$B/data/cli-test
 bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
@@ -91,7 +92,6 @@ except Exception as e:
 PY
 check "the Python Loader with a token and no tls_ca refuses, naming insecure" \
   grep -q 'a token would travel in the clear: give tls_ca (SPILLWAY_TLS_CA), or insecure' "$WORK/pyclear.out"
-check "no log line of any process shows the token" bash -c "! grep -rq '$TOKEN' '$WORK'/*.err '$WORK'/*.out"
 check "a token from a file draws no warning" bash -c "! grep -q 'token was given on the command line' '$WORK/d.err'"
 "$B/bin/spillway-worker" --dispatcher 127.0.0.1:1 --listen 127.0.0.1 --port 0 --auth-token "$TOKEN" \
   --insecure > "$WORK/w2.out" 2> "$WORK/w2.err" &
