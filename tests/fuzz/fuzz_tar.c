@@ -1,6 +1,6 @@
 /* tests/fuzz/fuzz_tar.c - libFuzzer target: the tar shard index (a WebDataset source's listing), on the
  * input written as a shard file and opened as a source, then every sample read back. Single-threaded; the
- * shard lives in a private temporary directory. */
+ * shard lives in a private temporary directory under $TMPDIR (default /tmp). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!dir[0]) {
         spw_log_set_level(SPW_LOG_ERROR);
-        snprintf(dir, sizeof dir, "/tmp/spw-fuzz-tar-XXXXXX");
+        const char *tmp = getenv("TMPDIR");    /* a long run: TMPDIR=/dev/shm */
+        snprintf(dir, sizeof dir, "%s/spw-fuzz-tar-XXXXXX", tmp && *tmp && strlen(tmp) < 32 ? tmp : "/tmp");
         if (!mkdtemp(dir))
             abort();
         snprintf(shard, sizeof shard, "%s/s.tar", dir);
