@@ -4,7 +4,8 @@
 #ifndef SPW_LIB_VERSION_H
 #define SPW_LIB_VERSION_H
 
-#define SPW_PROTOCOL_VERSION 2   /* 2: job secrets on heartbeats, leases and streams */
+/* 2: job secrets on heartbeats, leases and streams (scripts read the number: keep the line bare) */
+#define SPW_PROTOCOL_VERSION 2
 
 /* "spillway 0a1b2c3 (protocol 1)": the build's git describe (or SPW_VERSION given to make), baked in at
  * build time. Never NULL. */
