@@ -860,10 +860,7 @@ static int reattach(struct remote *r, char *why, size_t whylen)
     r->job.secret = cr->job_secret;
     r->job.open_epoch = cr->open_epoch;
     r->finished_seen = false;
-    update_workers(r, cr->workers, cr->n_workers);
-    for (int i = 0; i < r->n_streams; i++)      /* opened for the old job: reopened for the new one */
-        if (r->streams[i].st)
-            spw_rpc_stream_cancel(r->streams[i].st);
+    update_workers(r, cr->workers, cr->n_workers);   /* streams of the old job end by themselves (stream_done) */
     pthread_mutex_unlock(&r->mu);
     spw_log(SPW_LOG_WARN, "client", "the dispatcher no longer knew job=%llu (restarted without --work-dir?): "
             "re-attached as job=%llu from epoch %llu with %zu splits of it delivered; what this client already "
