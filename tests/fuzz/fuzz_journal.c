@@ -40,8 +40,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!f || fwrite(data, 1, size, f) != size)
         abort();
     fclose(f);
+    /* Small caps: each execution allocates less, and records reach the caps' refusals. */
+    const struct disp_limits lim = {.max_workers = 16, .max_jobs = 8, .history = 8, .max_jobs_per_client = 4,
+                                    .max_splits_per_epoch = 4096, .max_world_size = 16};
     struct disp_state *s;
-    if (disp_state_create(NULL, &s) != 0)
+    if (disp_state_create(&lim, &s) != 0)
         return 0;
     struct spw_journal *j;
     char err[256];
