@@ -77,6 +77,13 @@ void spw_rpc_set_log_fn(spw_rpc_log_fn fn, void *ctx)
     atomic_store(&log_fn, fn);
 }
 
+char *spw_rpc__bearer(const char *token, bool *oom)
+{
+    char *s = NULL;
+    *oom = token && *token && asprintf(&s, "Bearer %s", token) < 0;
+    return *oom ? NULL : s;
+}
+
 const char *spw_rpc__last_log(void)
 {
     return last_log;

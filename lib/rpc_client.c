@@ -51,13 +51,11 @@ int spw_rpc_channel_create(const char *target, const struct spw_rpc_channel_opts
     if (!(c = calloc(1, sizeof *c)))
         return -ENOMEM;
     c->max_msg = o && o->max_message_bytes ? o->max_message_bytes : SPW_RPC_DEFAULT_MAX_MESSAGE;
-    if (o && o->auth_token && *o->auth_token) {
-        size_t n = strlen(o->auth_token) + 8;
-        if (!(c->auth = malloc(n))) {
-            free(c);
-            return -ENOMEM;
-        }
-        snprintf(c->auth, n, "Bearer %s", o->auth_token);
+    bool oom;
+    c->auth = spw_rpc__bearer(o ? o->auth_token : NULL, &oom);
+    if (oom) {
+        free(c);
+        return -ENOMEM;
     }
     pthread_mutex_init(&c->mu, NULL);
     spw_rpc__ref();

@@ -11,6 +11,7 @@
 #include <grpc/slice.h>
 #include <grpc/support/time.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "lib/rpc.h"
 
@@ -57,6 +58,8 @@ void spw_rpc__stream_init(struct spw_rpc_stream *st, int client, size_t max_msg)
 grpc_event spw_rpc__pluck(grpc_completion_queue *cq, void *tag);
 
 /* Take / drop the library's gRPC reference (installs the log hook first). */
+/* "Bearer <token>" (malloc'd) for a token, or NULL for none; *oom set when allocation failed. */
+char *spw_rpc__bearer(const char *token, bool *oom);
 void spw_rpc__ref(void);
 void spw_rpc__unref(void);
 

@@ -778,21 +778,13 @@ int spw_rpc_server_create(const struct spw_rpc_server_opts *o, struct spw_rpc_se
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cv, &ca);
     pthread_condattr_destroy(&ca);
-    if (o->auth_token && *o->auth_token) {
-        size_t n = strlen(o->auth_token) + 8;
-        if (!(s->auth = malloc(n))) {
-            ret = -ENOMEM;
-            goto fail_nogrpc;
-        }
-        snprintf(s->auth, n, "Bearer %s", o->auth_token);
-    }
-    if (s->auth && o->worker_token && *o->worker_token) {
-        size_t n = strlen(o->worker_token) + 8;
-        if (!(s->worker_auth = malloc(n))) {
-            ret = -ENOMEM;
-            goto fail_nogrpc;
-        }
-        snprintf(s->worker_auth, n, "Bearer %s", o->worker_token);
+    bool oom, oom2 = false;
+    s->auth = spw_rpc__bearer(o->auth_token, &oom);
+    if (s->auth)                /* a workers' token only beside a clients' one */
+        s->worker_auth = spw_rpc__bearer(o->worker_token, &oom2);
+    if (oom || oom2) {
+        ret = -ENOMEM;
+        goto fail_nogrpc;
     }
     if (!(s->peers = calloc((size_t)s->max_streams + SPW_RPC_MAX_SLOW_CALLS, sizeof *s->peers))) {
         ret = -ENOMEM;
