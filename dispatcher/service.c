@@ -85,7 +85,8 @@ static void maybe_compact(struct disp_service *s)
 
 int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t errlen)
 {
-    if (s->journal && disp_update_durable(s->st, u)) {
+    const bool journaled = s->journal && disp_update_durable(s->st, u);
+    if (journaled) {
         uint8_t *rec = NULL;
         size_t len = 0;
         int rc = disp_update_encode(u, &rec, &len);
@@ -100,7 +101,8 @@ int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t
         }
     }
     const int rc = disp_state_apply(s->st, u, err, errlen);
-    maybe_compact(s);
+    if (journaled)              /* only a record makes the journal grow (a batch's, at its end) */
+        maybe_compact(s);
     return rc;
 }
 
@@ -257,7 +259,8 @@ uint64_t disp_new_secret(void)
 
 int disp_wrong_job_secret(struct disp_service *s, uint64_t job, char *msg, size_t msglen)
 {
-    if (!disp_state_job_secret(s->st, job)) {
+    struct disp_job_info ji;
+    if (disp_state_job(s->st, job, &ji) != 0) {
         snprintf(msg, msglen, "unknown job %llu", (unsigned long long)job);
         return SPW_RPC_NOT_FOUND;
     }
