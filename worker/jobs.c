@@ -577,16 +577,34 @@ void wrk_jobs_set_worker_id(struct wrk_jobs *w, uint64_t id, uint64_t secret)
     pthread_mutex_unlock(&w->mu);
 }
 
+/* A job is its id and its secret: a dispatcher restarted without a journal may give the id to another job. */
+static bool is_job(const struct job *jb, uint64_t id, uint64_t secret)
+{
+    return jb->id == id && jb->secret == secret;
+}
+
+/* The job (id, secret), or NULL with *same_id a job of that id and another secret (or NULL). Call with mu held. */
+static struct job *find_job(struct wrk_jobs *w, uint64_t id, uint64_t secret, struct job **same_id)
+{
+    *same_id = NULL;
+    for (struct job *jb = w->jobs; jb; jb = jb->next) {
+        if (is_job(jb, id, secret))
+            return jb;
+        if (jb->id == id)
+            *same_id = jb;
+    }
+    return NULL;
+}
+
 void wrk_jobs_update(struct wrk_jobs *w, const Spillway__V1__WorkerHeartbeatResponse *tasks)
 {
     struct job *stop = NULL;
     pthread_mutex_lock(&w->mu);
-    /* Jobs no longer listed: unlink; stopped below (outside the lock) once no stream uses them. A job is its
-     * id and its secret: a dispatcher restarted without a journal may give the id to another job. */
+    /* Jobs no longer listed: unlink; stopped below (outside the lock) once no stream uses them. */
     for (struct job **pp = &w->jobs; *pp;) {
         bool listed = false;
         for (size_t i = 0; i < tasks->n_tasks; i++)
-            listed = listed || (tasks->tasks[i]->job == (*pp)->id && tasks->tasks[i]->job_secret == (*pp)->secret);
+            listed = listed || is_job(*pp, tasks->tasks[i]->job, tasks->tasks[i]->job_secret);
         if (!listed && (*pp)->refs == 0) {
             struct job *jb = *pp;
             *pp = jb->next;
@@ -609,7 +627,7 @@ void wrk_jobs_update(struct wrk_jobs *w, const Spillway__V1__WorkerHeartbeatResp
         const uint64_t id = tasks->tasks[i]->job;
         bool known = false;
         for (struct job *jb = w->jobs; jb; jb = jb->next)
-            known = known || (jb->id == id && jb->secret == tasks->tasks[i]->job_secret);
+            known = known || is_job(jb, id, tasks->tasks[i]->job_secret);
         for (int r = 0; r < w->n_refused; r++)
             known = known || w->refused[r].job == id;
         if (known)
@@ -698,30 +716,24 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
     /* The job may reach this worker's task list a heartbeat after the client connects: wait a little (10 s;
      * 1 s when a job of that id with another secret is here: a re-made job's, or a caller without the
      * secret, refused then). */
-    struct job *jb = NULL;
     const int64_t t0 = spw_now_ms();
+    struct job *same_id;
     pthread_mutex_lock(&w->mu);
-    for (jb = w->jobs; jb && !(jb->id == job && jb->secret == secret); jb = jb->next)
-        ;
+    struct job *jb = find_job(w, job, secret, &same_id);
     if (!jb && w->o.want_tasks) {
         pthread_mutex_unlock(&w->mu);
         w->o.want_tasks(w->o.want_tasks_ctx);
         pthread_mutex_lock(&w->mu);
     }
     for (;;) {
-        struct job *same_id = NULL;
-        for (jb = w->jobs; jb && !(jb->id == job && jb->secret == secret); jb = jb->next)
-            if (jb->id == job)
-                same_id = jb;
+        jb = find_job(w, job, secret, &same_id);
         const int64_t left = (same_id ? 1000 : 10000) - (spw_now_ms() - t0);
-        if (!jb && left <= 0)
-            jb = same_id;       /* the caller does not know this job's secret */
-        if (jb)
+        if (jb || left <= 0) {
+            jb = jb ? jb : same_id;     /* same_id: the caller does not know this job's secret */
             break;
+        }
         struct timespec dl = spw_deadline_in_ms(left < 100 ? left : 100);
         pthread_cond_timedwait(&w->cv, &w->mu, &dl);
-        if (!same_id && spw_now_ms() - t0 >= 10000)
-            break;
     }
     if (jb && (jb->secret ^ secret) != 0) {
         pthread_mutex_unlock(&w->mu);
