@@ -27,20 +27,46 @@ wait_port() {
   done
   return 1
 }
-# start_service N [DISPATCHER FLAGS...]: a dispatcher on 127.0.0.1 and N one-thread workers (logs in WORK:
-# d.out/d.err, wN.out/wN.err); sets DPORT. Returns non-zero (and says which) when one does not start.
-start_service() {
-  local n=$1 j
+# image_job JSON SEED EPOCHS KEYS: a pipeline over the 160-image test set (made once) - decode, a 32x32 centre
+# crop, batches of 16, shuffled with SEED - written to JSON, and its keys from a local run written to KEYS.
+image_job() {
+  bash "$ROOT/scripts/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || return 1
+  cat > "$1" <<JSON
+{"source": {"format": "image_folder", "path": "$B/data/cli-test/train", "shuffle": true, "seed": $2, "epochs": $3},
+ "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [32, 32]}], "batch": {"size": 16}}
+JSON
+  "$B/bin/spillctl" run --local --pipeline "$1" --threads 2 --keys "$4" --quiet
+}
+# dispatcher_on NAME [FLAGS...]: a dispatcher on 127.0.0.1:$DPORT (a free port when DPORT is unset or 0), so
+# that a restart can take the same port; logs in WORK/NAME.out and .err; run with the VAR=value words in
+# DISPATCHER_ENV. Sets D (its pid) and DPORT.
+DISPATCHER_ENV=()
+dispatcher_on() {
+  local name=$1
   shift
-  "$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port 0 "$@" > "$WORK/d.out" 2> "$WORK/d.err" &
-  PIDS+=($!)
-  DPORT=$(wait_port "$WORK/d.out") || { bad "dispatcher starts"; return 1; }
-  for j in $(seq 1 "$n"); do
+  env "${DISPATCHER_ENV[@]}" "$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port "${DPORT:-0}" "$@" \
+    > "$WORK/$name.out" 2> "$WORK/$name.err" &
+  D=$!
+  PIDS+=("$D")
+  DPORT=$(wait_port "$WORK/$name.out") || { bad "dispatcher $name starts"; return 1; }
+}
+# add_workers N: N one-thread workers of the dispatcher at $DPORT on 127.0.0.1 (logs WORK/wI.out and .err).
+add_workers() {
+  local j
+  for j in $(seq 1 "$1"); do
     "$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 \
       > "$WORK/w$j.out" 2> "$WORK/w$j.err" &
     PIDS+=($!)
     wait_port "$WORK/w$j.out" > /dev/null || { bad "worker $j starts"; return 1; }
   done
+}
+# start_service N [DISPATCHER FLAGS...]: a dispatcher on 127.0.0.1 and N one-thread workers (logs in WORK:
+# d.out/d.err, wN.out/wN.err); sets DPORT. Returns non-zero (and says which) when one does not start.
+start_service() {
+  local n=$1
+  shift
+  DPORT=0
+  dispatcher_on d "$@" && add_workers "$n" || return 1
   sleep 0.3
 }
 # finish: the closing line and the exit status; first, no file the test's processes wrote may hold one of the

@@ -10,29 +10,14 @@ set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
-cat > "$WORK/p.json" <<JSON
-{"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 2, "epochs": 5},
- "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [32, 32]}], "batch": {"size": 16}}
-JSON
-"$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 2 --keys "$WORK/local.keys" --quiet || exit 1
+image_job "$WORK/p.json" 2 5 "$WORK/local.keys" || exit 1
 
 WD=$WORK/wd
-dispatcher() {   # dispatcher PORT NAME: on the journal in $WD; sets D
-  "$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port "$1" --work-dir "$WD" --heartbeat-ms 200 \
-    --worker-timeout-ms 2000 > "$WORK/$2.out" 2> "$WORK/$2.err" &
-  D=$!
-  PIDS+=("$D")
+dispatcher() {   # dispatcher NAME: on the journal in $WD, on the same port each time; sets D, DPORT
+  dispatcher_on "$1" --work-dir "$WD" --heartbeat-ms 200 --worker-timeout-ms 2000
 }
-dispatcher 0 d0
-DPORT=$(wait_port "$WORK/d0.out") || exit 1
-for w in 1 2; do
-  "$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 \
-    > "$WORK/w$w.out" 2> "$WORK/w$w.err" &
-  PIDS+=($!)
-  wait_port "$WORK/w$w.out" > /dev/null || exit 1
-done
+dispatcher d0 || exit 1
+add_workers 2 || exit 1
 sleep 0.5
 
 n=0
@@ -45,8 +30,7 @@ for at in 1.0 2.5 4.0; do     # seconds into the job (800 elements at 150/s: abo
   sleep "$at"
   kill -9 "$D"; wait "$D" 2>/dev/null
   sleep 0.5
-  dispatcher "$DPORT" "d$n"
-  wait_port "$WORK/d$n.out" > /dev/null || { bad "restart $n: the dispatcher comes back on its port"; continue; }
+  dispatcher "d$n" || continue
   wait "$C"
   check "restart at ${at}s: the trainer exits 0" test $? -eq 0
   check "restart at ${at}s: every key exactly once" \
@@ -62,8 +46,7 @@ jobs_before=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["j
 # A torn record at the end (a crash mid-append): cut off and logged; the journal goes on.
 kill -9 "$D"; wait "$D" 2>/dev/null
 printf '\x40\x00\x00\x00\x12\x34' >> "$WD/journal"
-dispatcher "$DPORT" d4
-wait_port "$WORK/d4.out" > /dev/null || exit 1
+dispatcher d4 || exit 1
 check "a torn tail is cut off and logged" grep -q 'cut a bad tail off .*dropped_bytes=6 why="a torn record' "$WORK/d4.err"
 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --local-cores 1 --max-batches 2 \
   --json --quiet > "$WORK/c5.json" 2> "$WORK/c5.err"
@@ -97,8 +80,7 @@ check "... naming the dispatcher and how long it waited" \
 C=$!
 PIDS+=("$C")
 sleep 2
-dispatcher "$DPORT" d5
-wait_port "$WORK/d5.out" > /dev/null
+dispatcher d5
 wait "$C"
 check "a trainer started before the dispatcher waits for it, and the job completes (exit 0)" test $? -eq 0
 check "... every key exactly once" bash -c "diff <(sort '$WORK/local.keys') <(sort '$WORK/early.keys') > /dev/null"

@@ -9,24 +9,16 @@ set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
-cat > "$WORK/p.json" <<JSON
-{"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 9, "epochs": 3},
- "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [32, 32]}], "batch": {"size": 16}}
-JSON
-"$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 2 --keys "$WORK/local.keys" --quiet || exit 1
+image_job "$WORK/p.json" 9 3 "$WORK/local.keys" || exit 1
 python3 -c 'print("\n".join("%d %d" % (e, s) for e in range(3) for s in range(160)))' | sort > "$WORK/all.keys"
 export PYTHONPATH=$ROOT/client/python SPILLWAY_LIB=$B/lib/libspillway.so
 
 WD=$WORK/wd
-dispatcher() {   # dispatcher NAME [ENV...]: on the journal in $WD, port $DPORT (0 the first time); sets D
+dispatcher() {   # dispatcher NAME [ENV...]: on the journal in $WD, compacted every 2 KiB; sets D, DPORT
   local name=$1
   shift
-  env "$@" "$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port "${DPORT:-0}" --work-dir "$WD" \
-    --heartbeat-ms 200 --worker-timeout-ms 2000 --journal-compact-kb 2 > "$WORK/$name.out" 2> "$WORK/$name.err" &
-  D=$!
-  PIDS+=("$D")
-  DPORT=$(wait_port "$WORK/$name.out") || { bad "dispatcher $name starts"; return 1; }
+  DISPATCHER_ENV=("$@")
+  dispatcher_on "$name" --work-dir "$WD" --heartbeat-ms 200 --worker-timeout-ms 2000 --journal-compact-kb 2
 }
 restart() {      # restart NAME [ENV...]: kill -9 the dispatcher and start it again on the same journal and port
   kill -9 "$D" 2>/dev/null; wait "$D" 2>/dev/null
@@ -34,12 +26,7 @@ restart() {      # restart NAME [ENV...]: kill -9 the dispatcher and start it ag
   dispatcher "$@"
 }
 dispatcher d0 || exit 1
-for w in 1 2; do
-  "$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 \
-    > "$WORK/w$w.out" 2> "$WORK/w$w.err" &
-  PIDS+=($!)
-  wait_port "$WORK/w$w.out" > /dev/null || exit 1
-done
+add_workers 2 || exit 1
 sleep 0.5
 run() {          # run N: a trainer (480 elements at 150/s) in the background; sets C
   "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --local-cores 0 --consume-rate 150 \

@@ -8,32 +8,17 @@ set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
-cat > "$WORK/p.json" <<JSON
-{"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 12, "epochs": 3},
- "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [32, 32]}], "batch": {"size": 16}}
-JSON
+image_job "$WORK/p.json" 12 3 "$WORK/local.keys" || exit 1
 sed 's/"epochs": 3/"epochs": 30/' "$WORK/p.json" > "$WORK/p30.json"     # more than the trainer's credit holds
-"$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 2 --keys "$WORK/local.keys" --quiet || exit 1
 "$B/bin/spillctl" run --local --pipeline "$WORK/p30.json" --threads 2 --keys "$WORK/local30.keys" --quiet || exit 1
 
-dispatcher() {   # dispatcher NAME [FLAGS...]: in memory, port $DPORT (0 the first time); sets D
+dispatcher() {   # dispatcher NAME [FLAGS...]: in memory, on the same port each time; sets D, DPORT
   local name=$1
   shift
-  "$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port "${DPORT:-0}" --heartbeat-ms 200 \
-    --worker-timeout-ms 2000 "$@" > "$WORK/$name.out" 2> "$WORK/$name.err" &
-  D=$!
-  PIDS+=("$D")
-  DPORT=$(wait_port "$WORK/$name.out") || { bad "dispatcher $name starts"; return 1; }
+  dispatcher_on "$name" --heartbeat-ms 200 --worker-timeout-ms 2000 "$@"
 }
 dispatcher d0 || exit 1
-for w in 1 2; do
-  "$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 \
-    > "$WORK/w$w.out" 2> "$WORK/w$w.err" &
-  PIDS+=($!)
-  wait_port "$WORK/w$w.out" > /dev/null || exit 1
-done
+add_workers 2 || exit 1
 sleep 0.5
 
 n=0
