@@ -518,6 +518,47 @@ START_TEST(test_rpc_slow_unary_does_not_block_quick_calls)
 }
 END_TEST
 
+/* One peer host holds at most half of the slow-call slots (8 of 16): its ninth call is refused while another
+ * host (::1) is still served. */
+START_TEST(test_rpc_slow_calls_per_peer_host)
+{
+    struct spw_rpc_server_opts o = {.listen_addr = "[::]:0"};
+    struct spw_rpc_server *s = NULL;
+    char err[256], target[64], msg[256] = "";
+    ck_assert_int_eq(spw_rpc_server_create(&o, &s, err, sizeof err), 0);
+    ck_assert_int_eq(spw_rpc_server_add_unary_slow(s, "/test.Slow/Call", h_slow, NULL), 0);
+    int port = 0;
+    ck_assert_int_eq(spw_rpc_server_start(s, &port), 0);
+    struct spw_rpc_channel *v4, *v6;
+    snprintf(target, sizeof target, "127.0.0.1:%d", port);
+    ck_assert_int_eq(spw_rpc_channel_create(target, NULL, &v4), 0);
+    snprintf(target, sizeof target, "[::1]:%d", port);
+    ck_assert_int_eq(spw_rpc_channel_create(target, NULL, &v6), 0);
+    pthread_t t[SPW_RPC_MAX_SLOW_CALLS / 2];
+    for (int i = 0; i < SPW_RPC_MAX_SLOW_CALLS / 2; i++)
+        pthread_create(&t[i], NULL, slow_caller, v4);
+    usleep(200 * 1000);
+    uint8_t *resp = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(spw_rpc_call(v4, "/test.Slow/Call", (const uint8_t *)"zz", 2, 10000, &resp, &n, msg,
+                                  sizeof msg), SPW_RPC_RESOURCE_EXHAUSTED);
+    ck_assert_msg(strstr(msg, "from this peer") != NULL, "%s", msg);
+    free(resp);
+    resp = NULL;
+    ck_assert_int_eq(spw_rpc_call(v6, "/test.Slow/Call", (const uint8_t *)"zz", 2, 10000, &resp, &n, msg,
+                                  sizeof msg), SPW_RPC_OK);
+    free(resp);
+    for (int i = 0; i < SPW_RPC_MAX_SLOW_CALLS / 2; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        ck_assert_ptr_null(r);
+    }
+    spw_rpc_channel_destroy(v4);
+    spw_rpc_channel_destroy(v6);
+    spw_rpc_server_destroy(s);
+}
+END_TEST
+
 START_TEST(test_rpc_bind_in_use_fails)
 {
     char addr[64], err[256];
@@ -869,6 +910,7 @@ int main(void)
     tcase_add_test(tc, test_rpc_unary_concurrent_callers);
     tcase_add_test(tc, test_rpc_bind_in_use_fails);
     tcase_add_test(tc, test_rpc_slow_unary_does_not_block_quick_calls);
+    tcase_add_test(tc, test_rpc_slow_calls_per_peer_host);
     tcase_add_test(tc, test_rpc_stream_bidi_concurrent_send_recv);
     tcase_add_test(tc, test_rpc_stream_server_pumps_600k_messages);
     tcase_add_test(tc, test_rpc_stream_client_cancel_reaches_handler);
