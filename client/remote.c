@@ -19,6 +19,7 @@
 #include "lib/log.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
+#include "pipeline/op_registry.h"
 #include "pipeline/wire.h"
 
 #define MAX_STREAMS 64
@@ -324,8 +325,7 @@ static int own(const struct spw_value *view, struct spw_value *out)
  * on bytes it does not own. Image ops may work in place or free their input. */
 static bool reads_input_only(const struct spw_element_ctx *ctx, int g)
 {
-    const enum spw_op_kind k = ctx->spec->ops[ctx->groups[g].first].kind;
-    return k == SPW_OP_NORMALIZE || k == SPW_OP_TO_TENSOR;
+    return spw_op_def(ctx->spec->ops[ctx->groups[g].first].kind)->cls == SPW_OPC_TO_TENSOR;
 }
 
 /* A sample could not be made (here, or on worker `from`): log it naming its file, and fail the job under

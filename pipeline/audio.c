@@ -17,11 +17,6 @@
 #include "ops/wav.h"
 #include "ops/wave_resample.h"
 
-bool spw_audio_op(enum spw_op_kind kind)
-{
-    return kind >= SPW_OP_DECODE_WAV && kind < SPW_OP_COUNT;
-}
-
 /* ---- setup: mel banks ---- */
 
 int spw_audio_banks_init(const struct spw_pipeline_spec *spec, struct spw_mel_bank *banks)
@@ -94,10 +89,14 @@ static bool spectrogram(const struct spw_value *v, int i, const char *name, int6
     return true;
 }
 
-int spw_audio_decode(const struct spw_pipeline_spec *spec, const uint8_t *buf, size_t len, struct spw_value *v,
-                     char *err, size_t errlen)
+int spw_audio_op_decode(struct spw_op_call *c, const struct spw_group *g, const uint8_t *buf, size_t len,
+                        struct spw_value *v, int *consumed)
 {
+    const struct spw_pipeline_spec *spec = c->ctx->spec;
+    char *err = c->err;
+    const size_t errlen = c->errlen;
     struct spw_wav_info info;
+    *consumed = 1;
     float *data = NULL;
     int rc = spw_wav_decode(buf, len, spec->ops[0].mono, spec->max_samples, &info, &data, err, errlen);
     if (rc)
@@ -335,7 +334,7 @@ static int stft(const struct spw_op_spec *op, const struct spw_op_spec *mel_op, 
     }
     free(scratch);
     replace(v, &out);
-    return bank ? SPW_AUDIO_RAN_NEXT : 0;
+    return bank ? SPW_OP_RAN_NEXT : 0;
 }
 
 static int mel(const struct spw_op_spec *op, const struct spw_mel_bank *bank, int i, struct spw_value *v, char *err,
@@ -471,31 +470,43 @@ static int spec_augment(const struct spw_op_spec *op, int i, struct spw_rng *r, 
     return 0;
 }
 
-int spw_audio_run_op(const struct spw_pipeline_spec *spec, const struct spw_mel_bank *banks, int i,
-                     struct spw_rng *r, struct spw_value *v, char *err, size_t errlen)
+/* ---- the registry's runs ---- */
+
+int spw_audio_op_resample(struct spw_op_call *c, struct spw_value *v)
 {
-    const struct spw_op_spec *op = &spec->ops[i];
-    switch (op->kind) {
-    case SPW_OP_RESAMPLE:
-        return resample(spec, op, i, v, err, errlen);
-    case SPW_OP_RANDOM_CROP_AUDIO:
-    case SPW_OP_PAD_AUDIO:
-        return crop_or_pad(spec, op, i, r, v, err, errlen);
-    case SPW_OP_NORMALIZE_AUDIO:
-        return normalize_audio(i, v, err, errlen);
-    case SPW_OP_STFT: {
-        const bool fuse = i + 1 < spec->n_ops && spec->ops[i + 1].kind == SPW_OP_MEL;
-        return stft(op, fuse ? &spec->ops[i + 1] : NULL, fuse ? &banks[i + 1] : NULL, i, v, err, errlen);
-    }
-    case SPW_OP_MEL:
-        return mel(op, &banks[i], i, v, err, errlen);
-    case SPW_OP_LOG:
-    case SPW_OP_AMPLITUDE_TO_DB:
-        return log_scale(op, i, v, err, errlen);
-    case SPW_OP_SPEC_AUGMENT:
-        return spec_augment(op, i, r, v, err, errlen);
-    default:
-        snprintf(err, errlen, "ops[%d] %s is not an audio op", i, spw_op_name(op->kind));
-        return SPW_EUNSUPPORTED;
-    }
+    return resample(c->ctx->spec, c->op, c->index, v, c->err, c->errlen);
+}
+
+int spw_audio_op_crop_or_pad(struct spw_op_call *c, struct spw_value *v)
+{
+    return crop_or_pad(c->ctx->spec, c->op, c->index, &c->rng, v, c->err, c->errlen);
+}
+
+int spw_audio_op_normalize(struct spw_op_call *c, struct spw_value *v)
+{
+    return normalize_audio(c->index, v, c->err, c->errlen);
+}
+
+int spw_audio_op_stft(struct spw_op_call *c, struct spw_value *v)
+{
+    const struct spw_pipeline_spec *spec = c->ctx->spec;
+    const int i = c->index;
+    const bool fuse = i + 1 < spec->n_ops && spec->ops[i + 1].kind == SPW_OP_MEL;
+    return stft(c->op, fuse ? &spec->ops[i + 1] : NULL, fuse ? &c->ctx->mel_banks[i + 1] : NULL, i, v, c->err,
+                c->errlen);
+}
+
+int spw_audio_op_mel(struct spw_op_call *c, struct spw_value *v)
+{
+    return mel(c->op, &c->ctx->mel_banks[c->index], c->index, v, c->err, c->errlen);
+}
+
+int spw_audio_op_log_scale(struct spw_op_call *c, struct spw_value *v)
+{
+    return log_scale(c->op, c->index, v, c->err, c->errlen);
+}
+
+int spw_audio_op_spec_augment(struct spw_op_call *c, struct spw_value *v)
+{
+    return spec_augment(c->op, c->index, &c->rng, v, c->err, c->errlen);
 }

@@ -13,25 +13,26 @@
 #include "lib/rng.h"
 #include "ops/mel.h"
 #include "pipeline/element.h"
+#include "pipeline/op_registry.h"
 #include "pipeline/spec.h"
 
-/* True for the ops of audio pipelines (decode_wav and after). */
-bool spw_audio_op(enum spw_op_kind kind);
 /* Make the mel banks of spec's mel ops into banks[n_ops] (zeroed by the caller). Returns 0 or -ENOMEM. */
 int spw_audio_banks_init(const struct spw_pipeline_spec *spec, struct spw_mel_bank *banks);
 void spw_audio_banks_free(const struct spw_pipeline_spec *spec, struct spw_mel_bank *banks);
-/* ops[0] (decode_wav) on the file's bytes into *v (empty). Returns 0, SPW_EDECODE / SPW_EUNSUPPORTED /
- * SPW_ETOOBIG with a message in err, or -ENOMEM. */
-int spw_audio_decode(const struct spw_pipeline_spec *spec, const uint8_t *buf, size_t len, struct spw_value *v,
-                     char *err, size_t errlen);
 
-#define SPW_AUDIO_RAN_NEXT 1     /* stft ran the mel after it too (the linear spectrogram never stored) */
-
-/* Audio op i (not decode_wav) on *v, replacing it. r is the op's RNG for this sample. Returns 0,
- * SPW_AUDIO_RAN_NEXT (op i + 1 ran as well: skip it), SPW_EUNSUPPORTED (e.g. a clip too short for stft, a
- * mel at another rate) or SPW_ETOOBIG (a resample or pad_audio output over spec->max_samples) with a
- * message, or -ENOMEM. */
-int spw_audio_run_op(const struct spw_pipeline_spec *spec, const struct spw_mel_bank *banks, int i,
-                     struct spw_rng *r, struct spw_value *v, char *err, size_t errlen);
+/* The registry's runs (see spw_op_run_fn / spw_op_decode_fn). decode_wav decodes the file's bytes into a
+ * [channels, samples] waveform (SPW_EDECODE / SPW_EUNSUPPORTED / SPW_ETOOBIG on a bad or huge file). The
+ * others may fail with SPW_EUNSUPPORTED (e.g. a clip too short for stft, a mel at another rate) or
+ * SPW_ETOOBIG (a resample or pad_audio output over spec->max_samples); stft returns SPW_OP_RAN_NEXT when it
+ * ran the mel after it too (the linear spectrogram is never stored). */
+int spw_audio_op_decode(struct spw_op_call *c, const struct spw_group *g, const uint8_t *buf, size_t len,
+                        struct spw_value *v, int *consumed);
+int spw_audio_op_resample(struct spw_op_call *c, struct spw_value *v);
+int spw_audio_op_crop_or_pad(struct spw_op_call *c, struct spw_value *v);
+int spw_audio_op_normalize(struct spw_op_call *c, struct spw_value *v);
+int spw_audio_op_stft(struct spw_op_call *c, struct spw_value *v);
+int spw_audio_op_mel(struct spw_op_call *c, struct spw_value *v);
+int spw_audio_op_log_scale(struct spw_op_call *c, struct spw_value *v);
+int spw_audio_op_spec_augment(struct spw_op_call *c, struct spw_value *v);
 
 #endif

@@ -1,17 +1,28 @@
-/* pipeline/augment.h - adapter from an op spec to the image kernels of ops/color, ops/geometry and
- * ops/policy (everything between the decode group and normalize). Thread-safe: state is per call. */
+/* pipeline/augment.h - the registry's CPU runs for the ops between the decode group and normalize: the
+ * colour ops, the warps and the policies, each an adapter from the op's fields to a kernel of ops/color,
+ * ops/geometry or ops/policy. Thread-safe: state is per call. */
 #ifndef SPW_PIPELINE_AUGMENT_H
 #define SPW_PIPELINE_AUGMENT_H
 
-#include <stddef.h>
+#include "pipeline/op_registry.h"
+#include "pipeline/value.h"
 
-#include "lib/rng.h"
-#include "ops/image.h"
-#include "pipeline/spec.h"
-
-/* Apply op (index op_index) to *img in place (the pixels may be replaced by a new allocation).
- * Returns 0, or a negative code with a message in err. */
-int spw_augment_run(const struct spw_op_spec *op, int op_index, struct spw_rng *rng, struct spw_image *img,
-                    char *err, size_t errlen);
+/* Each replaces v's image (in place, or by a new allocation); see spw_op_run_fn. */
+int spw_augment_brightness(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_contrast(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_saturation(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_hue(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_sharpness(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_posterize(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_solarize(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_equalize(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_autocontrast(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_invert(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_color_jitter(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_rotate(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_affine(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_rand(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_auto(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_trivial(struct spw_op_call *c, struct spw_value *v);
 
 #endif

@@ -10,19 +10,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/rng.h"
 #include "lib/tensor.h"
 #include "ops/image.h"
 #include "ops/sink.h"
 #include "pipeline/fusion.h"
 #include "pipeline/spec.h"
-
-struct spw_value {
-    bool is_tensor;
-    bool placed;                /* the data went to memory from spw_element_dest.place (not owned) */
-    struct spw_image img;       /* owned, when !is_tensor */
-    struct spw_tensor t;        /* owned, when is_tensor */
-    int sample_rate;            /* audio: Hz; 0 when unknown (a tensor that came over the wire) */
-};
+#include "pipeline/value.h"
 
 struct spw_element_ctx {
     const struct spw_pipeline_spec *spec;
@@ -48,6 +42,9 @@ struct spw_element_dest {
     enum spw_layout layout;
 };
 
+/* The RNG of op `op` for a sample: every random choice of that op draws from it. */
+void spw_element_rng(const struct spw_element_ctx *ctx, uint64_t epoch, int64_t sample, int op, struct spw_rng *r);
+
 int spw_element_ctx_init(struct spw_element_ctx *ctx, const struct spw_pipeline_spec *spec);
 void spw_element_ctx_destroy(struct spw_element_ctx *ctx);
 
@@ -59,13 +56,5 @@ void spw_element_ctx_destroy(struct spw_element_ctx *ctx);
 int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uint64_t epoch, int64_t sample,
                     const uint8_t *buf, size_t len, struct spw_value *v, struct spw_element_stats *stats,
                     const struct spw_element_dest *dest, char *err, size_t errlen);
-void spw_value_free(struct spw_value *v);
-/* The value's shape as one element of a batch with that layout (uint8 images: HWC, or CHW planes). */
-void spw_value_out_shape(const struct spw_value *v, enum spw_layout layout, enum spw_dtype *dt, int *ndim,
-                         int64_t *shape);
-/* Copy the value into dst (spw_value_bytes of room) in that layout. */
-void spw_value_copy_out(const struct spw_value *v, enum spw_layout layout, uint8_t *dst);
-/* Bytes of the value's pixels or tensor data. */
-size_t spw_value_bytes(const struct spw_value *v);
 
 #endif

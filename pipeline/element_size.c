@@ -1,10 +1,12 @@
-/* pipeline/element_size.c - static element sizes (see element_size.h): walks the ops, tracking whether the
- * spec fixes the image's height and width and what dtype the last op writes. Pure. */
+/* pipeline/element_size.c - static element sizes (see element_size.h): walks the ops' size effects (op
+ * registry), tracking whether the spec fixes the image's height and width and what dtype the last op
+ * writes. Pure. */
 #include "pipeline/element_size.h"
 
 #include <stdbool.h>
 
 #include "lib/tensor.h"
+#include "pipeline/op_registry.h"
 
 int spw_element_fixed_bytes(const struct spw_pipeline_spec *spec, int n_ops, int64_t *bytes, int *op)
 {
@@ -14,49 +16,37 @@ int spw_element_fixed_bytes(const struct spw_pipeline_spec *spec, int n_ops, int
     enum spw_dtype dt = SPW_DTYPE_U8;
     for (int i = 0; i < n_ops && i < spec->n_ops; i++) {
         const struct spw_op_spec *o = &spec->ops[i];
-        switch (o->kind) {
-        case SPW_OP_DECODE_JPEG:
+        switch (spw_op_def(o->kind)->size) {
+        case SPW_SIZE_DECODED:
             fixed = false;
             dt = SPW_DTYPE_U8;
             break;
-        case SPW_OP_RESIZE:         /* one size: the smaller edge, the other follows the image */
+        case SPW_SIZE_RESIZE:       /* one size: the smaller edge, the other follows the image */
             fixed = o->size_w > 0;
             h = o->size_h;
             w = o->size_w;
             at = i;
             break;
-        case SPW_OP_CENTER_CROP:
-        case SPW_OP_RANDOM_CROP:
-        case SPW_OP_RANDOM_RESIZED_CROP:
+        case SPW_SIZE_SIZE_FIELD:
             fixed = true;
             h = o->size_h;
             w = o->size_w > 0 ? o->size_w : o->size_h;
             at = i;
             break;
-        case SPW_OP_CROP:
+        case SPW_SIZE_BOX:
             fixed = true;
             h = o->height;
             w = o->width;
             at = i;
             break;
-        case SPW_OP_NORMALIZE:
-        case SPW_OP_TO_TENSOR:
+        case SPW_SIZE_TO_TENSOR:
             dt = o->dtype == SPW_DTYPE_F16 ? SPW_DTYPE_F16 : SPW_DTYPE_F32;
             at = fixed ? i : at;
             break;
-        case SPW_OP_DECODE_WAV:
-        case SPW_OP_RESAMPLE:
-        case SPW_OP_RANDOM_CROP_AUDIO:
-        case SPW_OP_PAD_AUDIO:
-        case SPW_OP_NORMALIZE_AUDIO:
-        case SPW_OP_STFT:
-        case SPW_OP_MEL:
-        case SPW_OP_LOG:
-        case SPW_OP_AMPLITUDE_TO_DB:
-        case SPW_OP_SPEC_AUGMENT:
+        case SPW_SIZE_VARIES:
             fixed = false;          /* clip lengths vary */
             break;
-        default:                    /* flips, colour ops, policies, rotate, affine, erasing: the size stays */
+        case SPW_SIZE_KEEPS:        /* flips, colour ops, policies, rotate, affine, erasing */
             break;
         }
     }

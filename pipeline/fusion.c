@@ -1,25 +1,8 @@
-/* pipeline/fusion.c - computes fusion groups from the op list (see fusion.h). Audio: decode_wav and the
- * waveform ops after it, then the spectrogram features (stft, mel, log), then spec_augment. Pure. */
+/* pipeline/fusion.c - computes fusion groups from the op list (see fusion.h), by the ops' fusion roles and
+ * groups in the op registry. Images: decode_jpeg, a crop or a resize (with a center_crop window), flips, then
+ * normalize/to_tensor. Audio: decode_wav and the waveform ops after it. Then runs of augment ops and of
+ * tensor ops (stft, mel and the log scales are tensor ops; spec_augment augments). Pure. */
 #include "pipeline/fusion.h"
-
-static int is_flip(enum spw_op_kind k)
-{
-    return k == SPW_OP_HORIZONTAL_FLIP || k == SPW_OP_VERTICAL_FLIP || k == SPW_OP_RANDOM_HORIZONTAL_FLIP ||
-           k == SPW_OP_RANDOM_VERTICAL_FLIP;
-}
-
-/* Tensor groups: images' float ops, audio's spectrogram features (stft, mel and the log scales). */
-static int is_tensor_op(enum spw_op_kind k)
-{
-    return k == SPW_OP_NORMALIZE || k == SPW_OP_TO_TENSOR || k == SPW_OP_RANDOM_ERASING || k == SPW_OP_STFT ||
-           k == SPW_OP_MEL || k == SPW_OP_LOG || k == SPW_OP_AMPLITUDE_TO_DB;
-}
-
-static int is_waveform_op(enum spw_op_kind k)
-{
-    return k == SPW_OP_RESAMPLE || k == SPW_OP_RANDOM_CROP_AUDIO || k == SPW_OP_PAD_AUDIO ||
-           k == SPW_OP_NORMALIZE_AUDIO;
-}
 
 const char *spw_group_kind_name(enum spw_group_kind kind)
 {
@@ -31,38 +14,46 @@ const char *spw_group_kind_name(enum spw_group_kind kind)
     return "?";
 }
 
+/* Whether op j exists and may join a decode group in that role. */
+static int joins(const struct spw_pipeline_spec *spec, int j, unsigned role)
+{
+    return j < spec->n_ops && (spw_op_def(spec->ops[j].kind)->fuse & role);
+}
+
+/* How many ops the decode group headed by ops[0] holds. */
+static int decode_group_len(const struct spw_pipeline_spec *spec)
+{
+    int j = 1;
+    if (spw_op_def(spec->ops[0].kind)->cls == SPW_OPC_DECODE_AUDIO) {
+        while (joins(spec, j, SPW_FUSE_WAVE))
+            j++;
+        return j;
+    }
+    if (joins(spec, j, SPW_FUSE_CROP)) {
+        j++;
+    } else if (joins(spec, j, SPW_FUSE_RESIZE)) {
+        j++;
+        j += joins(spec, j, SPW_FUSE_WINDOW);
+    }
+    while (joins(spec, j, SPW_FUSE_FLIP))
+        j++;
+    if (joins(spec, j, SPW_FUSE_TENSOR_STEP))
+        j++;
+    return j;
+}
+
 int spw_fusion_groups(const struct spw_pipeline_spec *spec, struct spw_group *groups)
 {
-    const struct spw_op_spec *ops = spec->ops;
     const int n = spec->n_ops;
     int ng = 0, i = 0;
-    if (n > 0 && ops[0].kind == SPW_OP_DECODE_JPEG) {
-        int j = 1;
-        if (j < n && (ops[j].kind == SPW_OP_RANDOM_RESIZED_CROP || ops[j].kind == SPW_OP_CENTER_CROP ||
-                      ops[j].kind == SPW_OP_CROP)) {
-            j++;
-        } else if (j < n && ops[j].kind == SPW_OP_RESIZE) {
-            j++;
-            if (j < n && ops[j].kind == SPW_OP_CENTER_CROP)
-                j++;
-        }
-        while (j < n && is_flip(ops[j].kind))
-            j++;
-        if (j < n && (ops[j].kind == SPW_OP_NORMALIZE || ops[j].kind == SPW_OP_TO_TENSOR))
-            j++;
-        groups[ng++] = (struct spw_group){SPW_GROUP_DECODE, 0, j};
-        i = j;
-    } else if (n > 0 && ops[0].kind == SPW_OP_DECODE_WAV) {
-        int j = 1;
-        while (j < n && is_waveform_op(ops[j].kind))
-            j++;
-        groups[ng++] = (struct spw_group){SPW_GROUP_DECODE, 0, j};
-        i = j;
+    if (n > 0 && spw_op_def(spec->ops[0].kind)->group == SPW_GROUP_DECODE) {
+        i = decode_group_len(spec);
+        groups[ng++] = (struct spw_group){SPW_GROUP_DECODE, 0, i};
     }
     while (i < n) {
-        enum spw_group_kind kind = is_tensor_op(ops[i].kind) ? SPW_GROUP_TENSOR : SPW_GROUP_AUGMENT;
+        const enum spw_group_kind kind = spw_op_def(spec->ops[i].kind)->group;
         int j = i;
-        while (j < n && (is_tensor_op(ops[j].kind) ? SPW_GROUP_TENSOR : SPW_GROUP_AUGMENT) == kind)
+        while (j < n && spw_op_def(spec->ops[j].kind)->group == kind)
             j++;
         groups[ng++] = (struct spw_group){kind, i, j - i};
         i = j;

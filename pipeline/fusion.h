@@ -5,9 +5,8 @@
 #ifndef SPW_PIPELINE_FUSION_H
 #define SPW_PIPELINE_FUSION_H
 
+#include "pipeline/op_registry.h"   /* enum spw_group_kind, the ops' fusion roles */
 #include "pipeline/spec.h"
-
-enum spw_group_kind { SPW_GROUP_DECODE = 0, SPW_GROUP_AUGMENT = 1, SPW_GROUP_TENSOR = 2 };
 
 struct spw_group {
     enum spw_group_kind kind;

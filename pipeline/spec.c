@@ -8,6 +8,7 @@
 #include "pipeline/spec.h"
 
 #include "lib/err.h"
+#include "pipeline/op_registry.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -21,19 +22,13 @@
 #define MAX_EDGE 65535          /* JPEG's own limit on a side; larger outputs cannot come from a decode */
 #define MAX_PATH_BYTES 4096     /* PATH_MAX */
 #define MAX_BATCH 65536
-#define MAX_NUM_OPS 32          /* rand_augment num_ops */
-#define MAX_BINS 1024           /* num_magnitude_bins */
+#define INF HUGE_VAL
 #define DEFAULT_MAX_PIXELS 89478485LL           /* PIL's Image.MAX_IMAGE_PIXELS */
 #define DEFAULT_MAX_FILE_BYTES (64LL << 20)
 #define DEFAULT_MAX_SAMPLES (1LL << 26)         /* decoded audio samples: 70 min at 16 kHz, 256 MiB */
 
 /* ---- names ---------------------------------------------------------------------------------------- */
 
-static const char *const op_names[] = {
-#define SPW_OP_NAME(e, name) name,
-    SPW_OP_KINDS(SPW_OP_NAME)
-#undef SPW_OP_NAME
-};
 static const char *const interp_names[] = {"nearest", "bilinear", "bicubic", NULL};
 static const char *const tensor_dtype_names[] = {NULL, "float32", "float16", NULL, NULL}; /* by value */
 static const char *const layout_names[] = {"HWC", "CHW", NULL};
@@ -52,10 +47,6 @@ static const char *name_at(const char *const *names, size_t n, int v)
     return v >= 0 && (size_t)v < n ? names[v] : NULL;
 }
 
-const char *spw_op_name(enum spw_op_kind kind)
-{
-    return (int)kind >= 0 && kind < SPW_OP_COUNT ? op_names[kind] : NULL;
-}
 #define NAME_AT(names, v) name_at(names, NAMES_COUNT(names), (int)(v))
 const char *spw_interp_name(enum spw_interp v) { return NAME_AT(interp_names, v); }
 const char *spw_layout_name(enum spw_layout v) { return NAME_AT(layout_names, v); }
@@ -66,295 +57,14 @@ const char *spw_mel_scale_name(enum spw_mel_scale v) { return NAME_AT(mel_scale_
 const char *spw_mel_norm_name(enum spw_mel_norm v) { return NAME_AT(mel_norm_names, v); }
 const char *spw_db_stype_name(enum spw_db_stype v) { return NAME_AT(stype_names, v); }
 
-/* ---- the op tables -------------------------------------------------------------------------------- */
+/* ---- ops' defaults ------------------------------------------------------------------------------- */
 
-/* Where an op may stand. Images: decode first, image ops on uint8 HWC, then one of normalize/to_tensor (the
- * uint8 -> float tensor step), then tensor ops. Audio: decode_wav first, waveform ops, then stft (the
- * waveform -> spectrogram step), then spectrogram ops. */
-enum op_class { CLS_DECODE, CLS_IMAGE, CLS_TO_TENSOR, CLS_TENSOR, CLS_DECODE_AUDIO, CLS_WAVE, CLS_STFT, CLS_SPECTRAL };
-
-enum field_kind {
-    FK_SIZE,        /* int | [s] | [h, w] -> size_h, size_w (size_w 0 for the single-int form) */
-    FK_MAX_SIZE,    /* null | int -> max_size (0 = none) */
-    FK_INT,         /* int at off, [lo, hi] */
-    FK_MAGNITUDE,   /* int, [0, num_magnitude_bins - 1]; listed after num_magnitude_bins */
-    FK_NUM,         /* double at off, range lo/hi (LO_OPEN: lo excluded) */
-    FK_BOOL,        /* bool at off */
-    FK_INTERP,      /* "nearest" | "bilinear" | "bicubic" -> interpolation */
-    FK_DTYPE,       /* "float32" | "float16" -> dtype */
-    FK_POLICY,      /* "imagenet" -> policy */
-    FK_RANGE,       /* [min, max], each in lo/hi, min <= max -> double[2] at off */
-    FK_PAIR,        /* [x, y] -> double[2] at off */
-    FK_SHEAR,       /* number s -> (s, 0); [s] -> (s, s); [x, y] (torchvision F.affine) */
-    FK_FILL,        /* number | [v] | [r, g, b], each in [0, 255] -> fill */
-    FK_JITTER,      /* ColorJitter._check_input; HUE flag selects hue's center and bound */
-    FK_ERASE_VALUE, /* number | [v] | [r, g, b] | "random" */
-    FK_TRIPLE,      /* exactly 3 numbers, each in lo/hi -> double[3] at off */
-    FK_OPT_NUM,     /* null | double in lo/hi at off (0 = null: lo must exclude 0) */
-    FK_WINDOW,      /* "hann" (the one window there is) */
-    FK_MEL_SCALE,   /* "htk" | "slaney" -> mel_scale */
-    FK_MEL_NORM,    /* null | "slaney" -> mel_norm */
-    FK_STYPE,       /* "power" | "magnitude" -> stype */
-};
-
-enum { REQ = 1, LO_OPEN = 2, HUE = 4 };
-
-struct field {
-    const char *name;
-    enum field_kind kind;
-    size_t off;
-    double lo, hi;
-    unsigned flags;
-};
-
-#define OFF(f) offsetof(struct spw_op_spec, f)
-#define INF HUGE_VAL
-#define F_END {NULL, FK_INT, 0, 0, 0, 0}
-
-static const struct field no_fields[] = {F_END};
-static const struct field resize_fields[] = {
-    {"size", FK_SIZE, 0, 0, 0, REQ},
-    {"interpolation", FK_INTERP, 0, 0, 0, 0},
-    {"max_size", FK_MAX_SIZE, 0, 1, MAX_EDGE, 0},
-    {"antialias", FK_BOOL, OFF(antialias), 0, 0, 0},
-    F_END};
-static const struct field center_crop_fields[] = {{"size", FK_SIZE, 0, 0, 0, REQ}, F_END};
-static const struct field crop_fields[] = {
-    {"top", FK_INT, OFF(top), -MAX_EDGE, MAX_EDGE, REQ},
-    {"left", FK_INT, OFF(left), -MAX_EDGE, MAX_EDGE, REQ},
-    {"height", FK_INT, OFF(height), 1, MAX_EDGE, REQ},
-    {"width", FK_INT, OFF(width), 1, MAX_EDGE, REQ},
-    F_END};
-static const struct field random_crop_fields[] = {
-    {"size", FK_SIZE, 0, 0, 0, REQ},
-    {"padding", FK_INT, OFF(padding), 0, MAX_EDGE, 0},
-    {"pad_if_needed", FK_BOOL, OFF(pad_if_needed), 0, 0, 0},
-    {"fill", FK_FILL, 0, 0, 255, 0},
-    F_END};
-static const struct field rrc_fields[] = {
-    {"size", FK_SIZE, 0, 0, 0, REQ},
-    {"scale", FK_RANGE, OFF(scale), 0, 1, 0},
-    {"ratio", FK_RANGE, OFF(ratio), 0, INF, LO_OPEN},
-    {"interpolation", FK_INTERP, 0, 0, 0, 0},
-    {"antialias", FK_BOOL, OFF(antialias), 0, 0, 0},
-    F_END};
-static const struct field p_fields[] = {{"p", FK_NUM, OFF(p), 0, 1, 0}, F_END};
-static const struct field rotate_fields[] = {
-    {"angle", FK_NUM, OFF(angle), -INF, INF, REQ},
-    {"interpolation", FK_INTERP, 0, 0, 0, 0},
-    {"expand", FK_BOOL, OFF(expand), 0, 0, 0},
-    {"fill", FK_FILL, 0, 0, 255, 0},
-    F_END};
-static const struct field affine_fields[] = {
-    {"angle", FK_NUM, OFF(angle), -INF, INF, 0},
-    {"translate", FK_PAIR, OFF(translate), -INF, INF, 0},
-    {"scale", FK_NUM, OFF(affine_scale), 0, INF, LO_OPEN},
-    {"shear", FK_SHEAR, 0, -INF, INF, 0},
-    {"interpolation", FK_INTERP, 0, 0, 0, 0},
-    {"fill", FK_FILL, 0, 0, 255, 0},
-    F_END};
-static const struct field factor_fields[] = {{"factor", FK_NUM, OFF(factor), 0, INF, REQ}, F_END};
-static const struct field hue_fields[] = {{"factor", FK_NUM, OFF(factor), -0.5, 0.5, REQ}, F_END};
-static const struct field posterize_fields[] = {{"bits", FK_INT, OFF(bits), 0, 8, REQ}, F_END};
-static const struct field solarize_fields[] = {{"threshold", FK_NUM, OFF(threshold), 0, 255, REQ}, F_END};
-static const struct field jitter_fields[] = {
-    {"brightness", FK_JITTER, OFF(brightness), 0, INF, 0},
-    {"contrast", FK_JITTER, OFF(contrast), 0, INF, 0},
-    {"saturation", FK_JITTER, OFF(saturation), 0, INF, 0},
-    {"hue", FK_JITTER, OFF(hue), -0.5, 0.5, HUE},
-    F_END};
-static const struct field rand_augment_fields[] = {
-    {"num_ops", FK_INT, OFF(num_ops), 0, MAX_NUM_OPS, 0},
-    {"num_magnitude_bins", FK_INT, OFF(num_magnitude_bins), 2, MAX_BINS, 0},
-    {"magnitude", FK_MAGNITUDE, 0, 0, 0, 0},
-    {"interpolation", FK_INTERP, 0, 0, 0, 0},
-    {"fill", FK_FILL, 0, 0, 255, 0},
-    F_END};
-static const struct field auto_augment_fields[] = {
-    {"policy", FK_POLICY, 0, 0, 0, 0},
-    {"interpolation", FK_INTERP, 0, 0, 0, 0},
-    {"fill", FK_FILL, 0, 0, 255, 0},
-    F_END};
-static const struct field trivial_fields[] = {
-    {"num_magnitude_bins", FK_INT, OFF(num_magnitude_bins), 2, MAX_BINS, 0},
-    {"interpolation", FK_INTERP, 0, 0, 0, 0},
-    {"fill", FK_FILL, 0, 0, 255, 0},
-    F_END};
-static const struct field erasing_fields[] = {
-    {"p", FK_NUM, OFF(p), 0, 1, 0},
-    {"scale", FK_RANGE, OFF(scale), 0, 1, 0},
-    {"ratio", FK_RANGE, OFF(ratio), 0, INF, LO_OPEN},
-    {"value", FK_ERASE_VALUE, 0, -INF, INF, 0},
-    F_END};
-static const struct field normalize_fields[] = {
-    {"mean", FK_TRIPLE, OFF(mean), -INF, INF, REQ},
-    {"std", FK_TRIPLE, OFF(std), 0, INF, REQ | LO_OPEN},
-    {"dtype", FK_DTYPE, 0, 0, 0, 0},
-    F_END};
-static const struct field to_tensor_fields[] = {{"dtype", FK_DTYPE, 0, 0, 0, 0}, F_END};
-#define MAX_RATE 1000000        /* Hz, as ops/wav.h */
-#define MAX_SAMPLES 0x7fffffff
-#define MAX_MASK 1000000
-static const struct field decode_wav_fields[] = {{"mono", FK_BOOL, OFF(mono), 0, 0, 0}, F_END};
-static const struct field resample_fields[] = {
-    {"rate", FK_INT, OFF(rate), 1, MAX_RATE, REQ},
-    {"lowpass_filter_width", FK_INT, OFF(lowpass_filter_width), 1, 64, 0},
-    {"rolloff", FK_NUM, OFF(rolloff), 0, 1, LO_OPEN},
-    F_END};
-static const struct field samples_fields[] = {{"samples", FK_INT, OFF(samples), 1, MAX_SAMPLES, REQ}, F_END};
-static const struct field stft_fields[] = {
-    {"n_fft", FK_INT, OFF(n_fft), 2, 65536, REQ},
-    {"hop_length", FK_INT, OFF(hop_length), 1, 65536, 0},
-    {"win_length", FK_INT, OFF(win_length), 1, 65536, 0},
-    {"window", FK_WINDOW, 0, 0, 0, 0},
-    {"center", FK_BOOL, OFF(center), 0, 0, 0},
-    {"power", FK_NUM, OFF(power), 1, 2, 0},
-    F_END};
-static const struct field mel_fields[] = {
-    {"sample_rate", FK_INT, OFF(sample_rate), 1, MAX_RATE, 0},
-    {"n_mels", FK_INT, OFF(n_mels), 1, 4096, 0},
-    {"f_min", FK_NUM, OFF(f_min), 0, MAX_RATE, 0},
-    {"f_max", FK_OPT_NUM, OFF(f_max), 0, MAX_RATE, LO_OPEN},
-    {"mel_scale", FK_MEL_SCALE, 0, 0, 0, 0},
-    {"norm", FK_MEL_NORM, 0, 0, 0, 0},
-    F_END};
-static const struct field log_fields[] = {{"eps", FK_NUM, OFF(eps), 0, 1, 0}, F_END};
-static const struct field db_fields[] = {
-    {"stype", FK_STYPE, 0, 0, 0, 0},
-    {"top_db", FK_OPT_NUM, OFF(top_db), 0, INF, LO_OPEN},
-    F_END};
-static const struct field spec_augment_fields[] = {
-    {"freq_mask_param", FK_INT, OFF(freq_mask_param), 0, MAX_MASK, 0},
-    {"time_mask_param", FK_INT, OFF(time_mask_param), 0, MAX_MASK, 0},
-    {"num_freq_masks", FK_INT, OFF(num_freq_masks), 0, 64, 0},
-    {"num_time_masks", FK_INT, OFF(num_time_masks), 0, 64, 0},
-    F_END};
-
-struct op_def {
-    enum op_class cls;
-    const struct field *fields;
-};
-
-static const struct op_def op_defs[SPW_OP_COUNT] = {
-    [SPW_OP_DECODE_JPEG] = {CLS_DECODE, no_fields},
-    [SPW_OP_RESIZE] = {CLS_IMAGE, resize_fields},
-    [SPW_OP_CENTER_CROP] = {CLS_IMAGE, center_crop_fields},
-    [SPW_OP_CROP] = {CLS_IMAGE, crop_fields},
-    [SPW_OP_RANDOM_CROP] = {CLS_IMAGE, random_crop_fields},
-    [SPW_OP_RANDOM_RESIZED_CROP] = {CLS_IMAGE, rrc_fields},
-    [SPW_OP_HORIZONTAL_FLIP] = {CLS_IMAGE, no_fields},
-    [SPW_OP_VERTICAL_FLIP] = {CLS_IMAGE, no_fields},
-    [SPW_OP_RANDOM_HORIZONTAL_FLIP] = {CLS_IMAGE, p_fields},
-    [SPW_OP_RANDOM_VERTICAL_FLIP] = {CLS_IMAGE, p_fields},
-    [SPW_OP_ROTATE] = {CLS_IMAGE, rotate_fields},
-    [SPW_OP_AFFINE] = {CLS_IMAGE, affine_fields},
-    [SPW_OP_ADJUST_BRIGHTNESS] = {CLS_IMAGE, factor_fields},
-    [SPW_OP_ADJUST_CONTRAST] = {CLS_IMAGE, factor_fields},
-    [SPW_OP_ADJUST_SATURATION] = {CLS_IMAGE, factor_fields},
-    [SPW_OP_ADJUST_HUE] = {CLS_IMAGE, hue_fields},
-    [SPW_OP_ADJUST_SHARPNESS] = {CLS_IMAGE, factor_fields},
-    [SPW_OP_POSTERIZE] = {CLS_IMAGE, posterize_fields},
-    [SPW_OP_SOLARIZE] = {CLS_IMAGE, solarize_fields},
-    [SPW_OP_EQUALIZE] = {CLS_IMAGE, no_fields},
-    [SPW_OP_AUTOCONTRAST] = {CLS_IMAGE, no_fields},
-    [SPW_OP_INVERT] = {CLS_IMAGE, no_fields},
-    [SPW_OP_COLOR_JITTER] = {CLS_IMAGE, jitter_fields},
-    [SPW_OP_RAND_AUGMENT] = {CLS_IMAGE, rand_augment_fields},
-    [SPW_OP_AUTO_AUGMENT] = {CLS_IMAGE, auto_augment_fields},
-    [SPW_OP_TRIVIAL_AUGMENT_WIDE] = {CLS_IMAGE, trivial_fields},
-    [SPW_OP_RANDOM_ERASING] = {CLS_TENSOR, erasing_fields},
-    [SPW_OP_NORMALIZE] = {CLS_TO_TENSOR, normalize_fields},
-    [SPW_OP_TO_TENSOR] = {CLS_TO_TENSOR, to_tensor_fields},
-    [SPW_OP_DECODE_WAV] = {CLS_DECODE_AUDIO, decode_wav_fields},
-    [SPW_OP_RESAMPLE] = {CLS_WAVE, resample_fields},
-    [SPW_OP_RANDOM_CROP_AUDIO] = {CLS_WAVE, samples_fields},
-    [SPW_OP_PAD_AUDIO] = {CLS_WAVE, samples_fields},
-    [SPW_OP_NORMALIZE_AUDIO] = {CLS_WAVE, no_fields},
-    [SPW_OP_STFT] = {CLS_STFT, stft_fields},
-    [SPW_OP_MEL] = {CLS_SPECTRAL, mel_fields},
-    [SPW_OP_LOG] = {CLS_SPECTRAL, log_fields},
-    [SPW_OP_AMPLITUDE_TO_DB] = {CLS_SPECTRAL, db_fields},
-    [SPW_OP_SPEC_AUGMENT] = {CLS_SPECTRAL, spec_augment_fields},
-};
-
-/* torchvision 0.14 defaults for each op's own fields; every other field stays zero so that a spec has one
+/* The op's defaults from its row; every field it does not have stays zero, so that a spec has one
  * representation (parse(to_json(x)) == x field for field). */
 static void op_defaults(struct spw_op_spec *op, enum spw_op_kind kind)
 {
-    memset(op, 0, sizeof(*op));
+    *op = spw_op_def(kind)->defaults;
     op->kind = kind;
-    switch (kind) {
-    case SPW_OP_RESIZE:
-        op->interpolation = SPW_INTERP_BILINEAR;
-        op->antialias = true;
-        break;
-    case SPW_OP_RANDOM_RESIZED_CROP:
-        op->scale[0] = 0.08, op->scale[1] = 1.0;
-        op->ratio[0] = 3.0 / 4.0, op->ratio[1] = 4.0 / 3.0;
-        op->interpolation = SPW_INTERP_BILINEAR;
-        op->antialias = true;
-        break;
-    case SPW_OP_RANDOM_HORIZONTAL_FLIP:
-    case SPW_OP_RANDOM_VERTICAL_FLIP:
-        op->p = 0.5;
-        break;
-    case SPW_OP_ROTATE:
-        op->interpolation = SPW_INTERP_NEAREST;
-        break;
-    case SPW_OP_AFFINE:
-        op->interpolation = SPW_INTERP_NEAREST;
-        op->affine_scale = 1.0;
-        break;
-    case SPW_OP_RAND_AUGMENT:
-        op->num_ops = 2, op->magnitude = 9, op->num_magnitude_bins = 31;
-        op->interpolation = SPW_INTERP_NEAREST;
-        break;
-    case SPW_OP_AUTO_AUGMENT:
-        op->policy = SPW_AA_IMAGENET;
-        op->interpolation = SPW_INTERP_NEAREST;
-        break;
-    case SPW_OP_TRIVIAL_AUGMENT_WIDE:
-        op->num_magnitude_bins = 31;
-        op->interpolation = SPW_INTERP_NEAREST;
-        break;
-    case SPW_OP_RANDOM_ERASING:
-        op->p = 0.5;
-        op->scale[0] = 0.02, op->scale[1] = 0.33;
-        op->ratio[0] = 0.3, op->ratio[1] = 3.3;
-        break;
-    case SPW_OP_NORMALIZE:
-    case SPW_OP_TO_TENSOR:
-        op->dtype = SPW_DTYPE_F32;
-        break;
-    case SPW_OP_DECODE_WAV:
-        op->mono = true;
-        break;
-    case SPW_OP_RESAMPLE:
-        op->lowpass_filter_width = 6;
-        op->rolloff = 0.99;
-        break;
-    case SPW_OP_STFT:
-        op->center = true;
-        op->power = 2;
-        break;
-    case SPW_OP_MEL:
-        op->sample_rate = 16000;
-        op->n_mels = 128;
-        op->mel_scale = SPW_MEL_HTK;
-        op->mel_norm = SPW_MEL_NORM_NONE;
-        break;
-    case SPW_OP_LOG:
-        op->eps = 1e-6;
-        break;
-    case SPW_OP_AMPLITUDE_TO_DB:
-        op->stype = SPW_DB_POWER;
-        break;
-    case SPW_OP_SPEC_AUGMENT:
-        op->num_freq_masks = op->num_time_masks = 1;
-        break;
-    default:
-        break;
-    }
 }
 
 /* ---- error reporting ------------------------------------------------------------------------------ */
@@ -452,7 +162,7 @@ static int fail_type(struct vctx *c, const char *loc, const char *expected, cons
 static int check_num(struct vctx *c, const char *loc, double v, double lo, double hi, unsigned flags)
 {
     char a[32], l[32], h[32];
-    bool lo_open = flags & LO_OPEN;
+    bool lo_open = flags & SPW_F_LO_OPEN;
     bool ok = (lo_open ? v > lo : v >= lo) && v <= hi;
     if (ok)
         return 0;
@@ -598,9 +308,9 @@ static int get_size(struct vctx *c, const char *loc, const json_t *v, struct spw
  * for hue), a pair must satisfy bound[0] <= min <= max <= bound[1], and [center, center] turns the
  * factor off - stored as (0, 0). Brightness/contrast/saturation [0, 0] is valid in torchvision (factor 0
  * every time) but collides with that "off" encoding, so it is refused with the equivalent op named. */
-static int get_jitter(struct vctx *c, const char *loc, const json_t *v, const struct field *f, double *out)
+static int get_jitter(struct vctx *c, const char *loc, const json_t *v, const struct spw_op_field *f, double *out)
 {
-    const bool hue = f->flags & HUE;
+    const bool hue = f->flags & SPW_F_HUE;
     const double center = hue ? 0.0 : 1.0;
     double r[2];
     int rc;
@@ -640,7 +350,7 @@ static int get_jitter(struct vctx *c, const char *loc, const json_t *v, const st
     return 0;
 }
 
-static int get_range(struct vctx *c, const char *loc, const json_t *v, const struct field *f, double *out)
+static int get_range(struct vctx *c, const char *loc, const json_t *v, const struct spw_op_field *f, double *out)
 {
     double r[2];
     int rc = get_numbers(c, loc, v, 2, f->lo, f->hi, f->flags, "[min, max]", r);
@@ -696,16 +406,16 @@ static int get_erase_value(struct vctx *c, const char *loc, const json_t *v, str
     return get_fill3(c, loc, v, -INF, INF, op->erase_value);
 }
 
-static int parse_field(struct vctx *c, const char *loc, const json_t *v, const struct field *f,
+static int parse_field(struct vctx *c, const char *loc, const json_t *v, const struct spw_op_field *f,
                        struct spw_op_spec *op)
 {
     char *base = (char *)op + f->off;
     long long i;
     int e = 0, rc = 0;
     switch (f->kind) {
-    case FK_SIZE:
+    case SPW_FK_SIZE:
         return get_size(c, loc, v, op);
-    case FK_MAX_SIZE:
+    case SPW_FK_MAX_SIZE:
         if (json_is_null(v)) {
             op->max_size = 0;
             return 0;
@@ -713,58 +423,58 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
         if ((rc = get_int(c, loc, v, (long long)f->lo, (long long)f->hi, &i)) == 0)
             op->max_size = (int)i;
         return rc;
-    case FK_INT:
+    case SPW_FK_INT:
         if ((rc = get_int(c, loc, v, (long long)f->lo, (long long)f->hi, &i)) == 0)
             *(int *)(void *)base = (int)i;
         return rc;
-    case FK_MAGNITUDE:
+    case SPW_FK_MAGNITUDE:
         if ((rc = get_int(c, loc, v, 0, op->num_magnitude_bins - 1, &i)) == 0)
             op->magnitude = (int)i;
         return rc;
-    case FK_NUM:
+    case SPW_FK_NUM:
         return get_num(c, loc, v, f->lo, f->hi, f->flags, (double *)(void *)base);
-    case FK_BOOL:
+    case SPW_FK_BOOL:
         return get_bool(c, loc, v, (bool *)(void *)base);
-    case FK_INTERP:
+    case SPW_FK_INTERP:
         if ((rc = get_enum(c, loc, v, interp_names, NAMES_COUNT(interp_names), &e)) == 0)
             op->interpolation = (enum spw_interp)e;
         return rc;
-    case FK_DTYPE:
+    case SPW_FK_DTYPE:
         if ((rc = get_enum(c, loc, v, tensor_dtype_names, NAMES_COUNT(tensor_dtype_names), &e)) == 0)
             op->dtype = (enum spw_dtype)e;
         return rc;
-    case FK_POLICY:
+    case SPW_FK_POLICY:
         if ((rc = get_enum(c, loc, v, policy_names, NAMES_COUNT(policy_names), &e)) == 0)
             op->policy = (enum spw_aa_policy)e;
         return rc;
-    case FK_RANGE:
+    case SPW_FK_RANGE:
         return get_range(c, loc, v, f, (double *)(void *)base);
-    case FK_PAIR:
+    case SPW_FK_PAIR:
         return get_numbers(c, loc, v, 2, f->lo, f->hi, f->flags, "[x, y]", (double *)(void *)base);
-    case FK_SHEAR:
+    case SPW_FK_SHEAR:
         return get_shear(c, loc, v, op->shear);
-    case FK_FILL:
+    case SPW_FK_FILL:
         return get_fill3(c, loc, v, f->lo, f->hi, op->fill);
-    case FK_JITTER:
+    case SPW_FK_JITTER:
         return get_jitter(c, loc, v, f, (double *)(void *)base);
-    case FK_ERASE_VALUE:
+    case SPW_FK_ERASE_VALUE:
         return get_erase_value(c, loc, v, op);
-    case FK_TRIPLE:
+    case SPW_FK_TRIPLE:
         return get_numbers(c, loc, v, 3, f->lo, f->hi, f->flags, "an array of 3 numbers",
                            (double *)(void *)base);
-    case FK_OPT_NUM:
+    case SPW_FK_OPT_NUM:
         if (json_is_null(v)) {
             *(double *)(void *)base = 0;
             return 0;
         }
         return get_num(c, loc, v, f->lo, f->hi, f->flags, (double *)(void *)base);
-    case FK_WINDOW:
+    case SPW_FK_WINDOW:
         return get_enum(c, loc, v, window_names, NAMES_COUNT(window_names), &e);
-    case FK_MEL_SCALE:
+    case SPW_FK_MEL_SCALE:
         if ((rc = get_enum(c, loc, v, mel_scale_names, NAMES_COUNT(mel_scale_names), &e)) == 0)
             op->mel_scale = (enum spw_mel_scale)e;
         return rc;
-    case FK_MEL_NORM:
+    case SPW_FK_MEL_NORM:
         if (json_is_null(v)) {
             op->mel_norm = SPW_MEL_NORM_NONE;
             return 0;
@@ -772,7 +482,7 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
         if ((rc = get_enum(c, loc, v, mel_norm_names, NAMES_COUNT(mel_norm_names), &e)) == 0)
             op->mel_norm = (enum spw_mel_norm)e;
         return rc;
-    case FK_STYPE:
+    case SPW_FK_STYPE:
         if ((rc = get_enum(c, loc, v, stype_names, NAMES_COUNT(stype_names), &e)) == 0)
             op->stype = (enum spw_db_stype)e;
         return rc;
@@ -782,123 +492,81 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
 
 /* ---- ops ------------------------------------------------------------------------------------------ */
 
-static const struct field *find_field(const struct field *fields, const char *name)
+static const struct spw_op_field *find_field(const struct spw_op_field *fields, const char *name)
 {
-    for (const struct field *f = fields; f->name; f++)
+    for (const struct spw_op_field *f = fields; f->name; f++)
         if (strcmp(f->name, name) == 0)
             return f;
     return NULL;
 }
 
 /* Checks that need more than one field. */
+/* The op's own checks that need more than one field (its row's check). */
 static int op_check(struct vctx *c, const char *where, struct spw_op_spec *op)
 {
-    char loc[96];
-    if (op->kind == SPW_OP_RESIZE && op->max_size) {
-        snprintf(loc, sizeof(loc), "%s.max_size", where);
-        /* torchvision F.resize: max_size only with a single-int size, and strictly greater than it */
-        if (op->size_w)
-            return fail(c, loc, "only allowed when size is a single integer, not [%d, %d]", op->size_h,
-                        op->size_w);
-        if (op->max_size <= op->size_h)
-            return fail(c, loc, "%d must be greater than size %d", op->max_size, op->size_h);
-    }
-    if (op->kind == SPW_OP_STFT) {
-        /* torch.stft's defaults: hop n_fft / 4, window n_fft */
-        struct spw_op_spec *o = op;
-        if (!o->hop_length)
-            o->hop_length = o->n_fft / 4 > 0 ? o->n_fft / 4 : 1;
-        if (!o->win_length)
-            o->win_length = o->n_fft;
-        snprintf(loc, sizeof(loc), "%s.win_length", where);
-        if (o->win_length > o->n_fft)
-            return fail(c, loc, "%d is more than n_fft %d", o->win_length, o->n_fft);
-        snprintf(loc, sizeof(loc), "%s.power", where);
-        if (o->power != 1 && o->power != 2)
-            return fail(c, loc, "%g is not 1 (magnitude) or 2 (power)", o->power);
-    }
-    if (op->kind == SPW_OP_MEL) {
-        const double nyquist = op->sample_rate / 2.0, f_max = op->f_max ? op->f_max : (double)(op->sample_rate / 2);
-        snprintf(loc, sizeof(loc), "%s.f_max", where);
-        if (f_max > nyquist)
-            return fail(c, loc, "%g is above the Nyquist frequency %g of sample_rate %d", f_max, nyquist,
-                        op->sample_rate);
-        snprintf(loc, sizeof(loc), "%s.f_min", where);
-        if (op->f_min >= f_max)
-            return fail(c, loc, "%g must be below f_max %g", op->f_min, f_max);
-    }
-    if (op->kind == SPW_OP_ROTATE && op->expand) {
-        snprintf(loc, sizeof(loc), "%s.expand", where);
-        return fail(c, loc, "true is not supported (the output keeps the input's size)");
-    }
-    /* What the kernels implement: the policies sample nearest only (torchvision's default), the affine
-     * warps nearest or bilinear. */
-    bool policy = op->kind == SPW_OP_RAND_AUGMENT || op->kind == SPW_OP_AUTO_AUGMENT ||
-                  op->kind == SPW_OP_TRIVIAL_AUGMENT_WIDE;
-    bool warp = op->kind == SPW_OP_ROTATE || op->kind == SPW_OP_AFFINE;
-    if ((policy && op->interpolation != SPW_INTERP_NEAREST) ||
-        (warp && op->interpolation == SPW_INTERP_BICUBIC)) {
-        snprintf(loc, sizeof(loc), "%s.interpolation", where);
-        return fail(c, loc, "\"%s\" is not supported for \"%s\" (use %s)", spw_interp_name(op->interpolation),
-                    op_names[op->kind], policy ? "nearest" : "nearest or bilinear");
-    }
-    return 0;
+    const struct spw_op_def *def = spw_op_def(op->kind);
+    const char *field = NULL;
+    char msg[160], loc[96];
+    if (!def->check || def->check(op, &field, msg, sizeof msg) == 0)
+        return 0;
+    snprintf(loc, sizeof(loc), "%s.%s", where, field);
+    return fail(c, loc, "%s", msg);
 }
 
 /* Where an audio op may stand: after decode_wav, waveform ops before stft, spectrogram ops after it.
  * stft_at is the index of stft, or -1. */
 static int check_audio_order(struct vctx *c, const char *where, int i, const struct spw_op_spec *ops, int *stft_at)
 {
-    const enum op_class cls = op_defs[ops[i].kind].cls;
-    const char *name = op_names[ops[i].kind];
-    if (cls == CLS_DECODE_AUDIO)
+    const enum spw_op_class cls = spw_op_def(ops[i].kind)->cls;
+    const char *name = spw_op_name(ops[i].kind);
+    if (cls == SPW_OPC_DECODE_AUDIO)
         return i == 0 ? 0 : fail(c, where, "\"decode_wav\" must be the first op and appear once");
     if (i == 0 || ops[0].kind != SPW_OP_DECODE_WAV)
         return fail(c, where, "audio op \"%s\" needs \"decode_wav\" as the first op", name);
-    if (cls == CLS_WAVE && *stft_at >= 0)
+    if (cls == SPW_OPC_WAVE && *stft_at >= 0)
         return fail(c, where, "waveform op \"%s\" must come before \"stft\" (ops[%d])", name, *stft_at);
-    if (cls == CLS_STFT && *stft_at >= 0)
+    if (cls == SPW_OPC_STFT && *stft_at >= 0)
         return fail(c, where, "at most one \"stft\" (ops[%d] is one)", *stft_at);
-    if (cls == CLS_SPECTRAL && *stft_at < 0)
+    if (cls == SPW_OPC_SPECTRAL && *stft_at < 0)
         return fail(c, where, "\"%s\" works on spectrograms and must come after \"stft\"", name);
-    if (cls == CLS_STFT)
+    if (cls == SPW_OPC_STFT)
         *stft_at = i;
     return 0;
 }
 
-/* Where each op may stand (see enum op_class). tensor_at is the index of normalize/to_tensor (images) or
+/* Where each op may stand (see enum spw_op_class). tensor_at is the index of normalize/to_tensor (images) or
  * stft (audio), or -1. */
 static int check_order(struct vctx *c, int i, const struct spw_op_spec *ops, int *tensor_at)
 {
     char where[32];
-    const char *name = op_names[ops[i].kind];
+    const char *name = spw_op_name(ops[i].kind);
     snprintf(where, sizeof(where), "ops[%d]", i);
-    const enum op_class cls = op_defs[ops[i].kind].cls;
-    if (cls >= CLS_DECODE_AUDIO)
+    const enum spw_op_class cls = spw_op_def(ops[i].kind)->cls;
+    if (spw_op_class_audio(cls))
         return check_audio_order(c, where, i, ops, tensor_at);
     if (i > 0 && ops[0].kind == SPW_OP_DECODE_WAV)
         return fail(c, where, "image op \"%s\" in an audio pipeline (ops[0] is \"decode_wav\")", name);
     switch (cls) {
-    case CLS_DECODE:
+    case SPW_OPC_DECODE_IMAGE:
         if (i != 0)
             return fail(c, where, "\"decode_jpeg\" must be the first op and appear once");
         return 0;
-    case CLS_IMAGE:
+    case SPW_OPC_IMAGE:
         if (i == 0)
             return fail(c, where, "\"decode_jpeg\" must come before image ops");
         if (*tensor_at >= 0)
             return fail(c, where, "image op \"%s\" must come before \"%s\" (ops[%d])", name,
-                        op_names[ops[*tensor_at].kind], *tensor_at);
+                        spw_op_name(ops[*tensor_at].kind), *tensor_at);
         return 0;
-    case CLS_TO_TENSOR:
+    case SPW_OPC_TO_TENSOR:
         if (i == 0)
             return fail(c, where, "\"decode_jpeg\" must come before \"%s\"", name);
         if (*tensor_at >= 0)
             return fail(c, where, "at most one of normalize/to_tensor (ops[%d] is \"%s\")", *tensor_at,
-                        op_names[ops[*tensor_at].kind]);
+                        spw_op_name(ops[*tensor_at].kind));
         *tensor_at = i;
         return 0;
-    case CLS_TENSOR:
+    case SPW_OPC_TENSOR:
         if (i == 0)
             return fail(c, where, "\"decode_jpeg\" must come before \"%s\"", name);
         if (*tensor_at < 0)
@@ -924,10 +592,7 @@ static int parse_op(struct vctx *c, int idx, json_t *obj, struct spw_op_spec *op
         snprintf(loc, sizeof(loc), "%s.op", where);
         return fail_type(c, loc, "a string", name);
     }
-    int kind = -1;
-    for (int k = 0; k < SPW_OP_COUNT; k++)
-        if (strcmp(op_names[k], json_string_value(name)) == 0)
-            kind = k;
+    int kind = spw_op_find(json_string_value(name));
     if (kind < 0) {
         char q[80];
         fmt_str(q, sizeof(q), json_string_value(name));
@@ -937,21 +602,21 @@ static int parse_op(struct vctx *c, int idx, json_t *obj, struct spw_op_spec *op
     int rc = check_order(c, idx, ops, tensor_at);
     if (rc)
         return rc;
-    const struct op_def *def = &op_defs[kind];
+    const struct spw_op_def *def = spw_op_def((enum spw_op_kind)kind);
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
         if (strcmp(key, "op") != 0 && !find_field(def->fields, key)) {
             char q[80];
             fmt_str(q, sizeof(q), key);
-            return fail(c, where, "unknown field %s for \"%s\"", q, op_names[kind]);
+            return fail(c, where, "unknown field %s for \"%s\"", q, def->name);
         }
     }
-    for (const struct field *f = def->fields; f->name; f++) {
+    for (const struct spw_op_field *f = def->fields; f->name; f++) {
         snprintf(loc, sizeof(loc), "%s.%s", where, f->name);
         v = json_object_get(obj, f->name);
         if (!v) {
-            if (f->flags & REQ)
+            if (f->flags & SPW_F_REQ)
                 return fail(c, loc, "required");
             continue;
         }
@@ -1104,7 +769,7 @@ static int parse_root(struct vctx *c, json_t *root, struct spw_pipeline_spec *sp
     const bool audio = spec->source.media == SPW_MEDIA_AUDIO;
     if (spec->source.format == (audio ? SPW_SOURCE_IMAGE_FOLDER : SPW_SOURCE_WAV_FOLDER))
         return fail(c, "source.format", "\"%s\" does not hold %s (ops[0] is \"%s\"; use %s)",
-                    format_names[spec->source.format], audio ? "audio" : "images", op_names[spec->ops[0].kind],
+                    format_names[spec->source.format], audio ? "audio" : "images", spw_op_name(spec->ops[0].kind),
                     audio ? "wav_folder or tar_shards" : "image_folder or tar_shards");
     if (!(v = json_object_get(root, "batch")))
         return fail(c, "batch", "required");
@@ -1267,60 +932,60 @@ static json_t *name_json(const char *name)
     return name ? json_string(name) : NULL;
 }
 
-static json_t *field_to_json(struct jb *b, const struct field *f, const struct spw_op_spec *op)
+static json_t *field_to_json(struct jb *b, const struct spw_op_field *f, const struct spw_op_spec *op)
 {
     const char *base = (const char *)op + f->off;
     switch (f->kind) {
-    case FK_SIZE:
+    case SPW_FK_SIZE:
         if (op->size_w == 0)
             return json_integer(op->size_h);
         return json_pack("[ii]", op->size_h, op->size_w);
-    case FK_MAX_SIZE:
+    case SPW_FK_MAX_SIZE:
         return op->max_size ? json_integer(op->max_size) : json_null();
-    case FK_INT:
+    case SPW_FK_INT:
         return json_integer(*(const int *)(const void *)base);
-    case FK_MAGNITUDE:
+    case SPW_FK_MAGNITUDE:
         return json_integer(op->magnitude);
-    case FK_NUM:
+    case SPW_FK_NUM:
         return json_real(*(const double *)(const void *)base);
-    case FK_BOOL:
+    case SPW_FK_BOOL:
         return json_boolean(*(const bool *)(const void *)base);
-    case FK_INTERP:
+    case SPW_FK_INTERP:
         return name_json(spw_interp_name(op->interpolation));
-    case FK_DTYPE:
+    case SPW_FK_DTYPE:
         return name_json(spw_dtype_name(op->dtype));
-    case FK_POLICY:
+    case SPW_FK_POLICY:
         return name_json(spw_aa_policy_name(op->policy));
-    case FK_RANGE:
-    case FK_PAIR:
+    case SPW_FK_RANGE:
+    case SPW_FK_PAIR:
         return jb_numbers(b, (const double *)(const void *)base, 2);
-    case FK_SHEAR:
+    case SPW_FK_SHEAR:
         return jb_numbers(b, op->shear, 2);
-    case FK_FILL:
+    case SPW_FK_FILL:
         return jb_numbers(b, op->fill, 3);
-    case FK_JITTER: {
+    case SPW_FK_JITTER: {
         const double *r = (const double *)(const void *)base;
         if (r[0] == 0 && r[1] == 0)
             return json_integer(0); /* off: torchvision's default argument */
         return jb_numbers(b, r, 2);
     }
-    case FK_ERASE_VALUE:
+    case SPW_FK_ERASE_VALUE:
         if (op->erase_random_value)
             return json_string("random");
         return jb_numbers(b, op->erase_value, 3);
-    case FK_TRIPLE:
+    case SPW_FK_TRIPLE:
         return jb_numbers(b, (const double *)(const void *)base, 3);
-    case FK_OPT_NUM: {
+    case SPW_FK_OPT_NUM: {
         const double d = *(const double *)(const void *)base;
         return d != 0 ? json_real(d) : json_null();
     }
-    case FK_WINDOW:
+    case SPW_FK_WINDOW:
         return json_string("hann");
-    case FK_MEL_SCALE:
+    case SPW_FK_MEL_SCALE:
         return name_json(spw_mel_scale_name(op->mel_scale));
-    case FK_MEL_NORM:
+    case SPW_FK_MEL_NORM:
         return op->mel_norm == SPW_MEL_NORM_NONE ? json_null() : name_json(spw_mel_norm_name(op->mel_norm));
-    case FK_STYPE:
+    case SPW_FK_STYPE:
         return name_json(spw_db_stype_name(op->stype));
     }
     return NULL;
@@ -1347,7 +1012,7 @@ json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
         const char *name = spw_op_name(op->kind);
         jb_set(&b, o, "op", name_json(name));
         if (name)
-            for (const struct field *f = op_defs[op->kind].fields; f->name; f++)
+            for (const struct spw_op_field *f = spw_op_def(op->kind)->fields; f->name; f++)
                 jb_set(&b, o, f->name, field_to_json(&b, f, op));
         if (json_array_append_new(ops, o))
             b.oom = true;

@@ -13,52 +13,48 @@
 #include "ops/image.h"    /* enum spw_interp */
 #include "ops/mel.h"      /* enum spw_mel_scale, spw_mel_norm */
 
-/* X(enum, "json name") - order is the wire order; append only. */
-#define SPW_OP_KINDS(X)                                            \
-    X(SPW_OP_DECODE_JPEG, "decode_jpeg")                          \
-    X(SPW_OP_RESIZE, "resize")                                    \
-    X(SPW_OP_CENTER_CROP, "center_crop")                          \
-    X(SPW_OP_CROP, "crop")                                        \
-    X(SPW_OP_RANDOM_CROP, "random_crop")                          \
-    X(SPW_OP_RANDOM_RESIZED_CROP, "random_resized_crop")          \
-    X(SPW_OP_HORIZONTAL_FLIP, "horizontal_flip")                  \
-    X(SPW_OP_VERTICAL_FLIP, "vertical_flip")                      \
-    X(SPW_OP_RANDOM_HORIZONTAL_FLIP, "random_horizontal_flip")    \
-    X(SPW_OP_RANDOM_VERTICAL_FLIP, "random_vertical_flip")        \
-    X(SPW_OP_ROTATE, "rotate")                                    \
-    X(SPW_OP_AFFINE, "affine")                                    \
-    X(SPW_OP_ADJUST_BRIGHTNESS, "adjust_brightness")              \
-    X(SPW_OP_ADJUST_CONTRAST, "adjust_contrast")                  \
-    X(SPW_OP_ADJUST_SATURATION, "adjust_saturation")              \
-    X(SPW_OP_ADJUST_HUE, "adjust_hue")                            \
-    X(SPW_OP_ADJUST_SHARPNESS, "adjust_sharpness")                \
-    X(SPW_OP_POSTERIZE, "posterize")                              \
-    X(SPW_OP_SOLARIZE, "solarize")                                \
-    X(SPW_OP_EQUALIZE, "equalize")                                \
-    X(SPW_OP_AUTOCONTRAST, "autocontrast")                        \
-    X(SPW_OP_INVERT, "invert")                                    \
-    X(SPW_OP_COLOR_JITTER, "color_jitter")                        \
-    X(SPW_OP_RAND_AUGMENT, "rand_augment")                        \
-    X(SPW_OP_AUTO_AUGMENT, "auto_augment")                        \
-    X(SPW_OP_TRIVIAL_AUGMENT_WIDE, "trivial_augment_wide")        \
-    X(SPW_OP_RANDOM_ERASING, "random_erasing")                    \
-    X(SPW_OP_NORMALIZE, "normalize")                              \
-    X(SPW_OP_TO_TENSOR, "to_tensor")                              \
-    X(SPW_OP_DECODE_WAV, "decode_wav")                            \
-    X(SPW_OP_RESAMPLE, "resample")                                \
-    X(SPW_OP_RANDOM_CROP_AUDIO, "random_crop_audio")              \
-    X(SPW_OP_PAD_AUDIO, "pad_audio")                              \
-    X(SPW_OP_NORMALIZE_AUDIO, "normalize_audio")                  \
-    X(SPW_OP_STFT, "stft")                                        \
-    X(SPW_OP_MEL, "mel")                                          \
-    X(SPW_OP_LOG, "log")                                          \
-    X(SPW_OP_AMPLITUDE_TO_DB, "amplitude_to_db")                  \
-    X(SPW_OP_SPEC_AUGMENT, "spec_augment")
-
+/* The ops, in wire order (append only); each one's name, fields and behaviour are its row in
+ * pipeline/op_registry.c. */
 enum spw_op_kind {
-#define SPW_OP_ENUM(e, name) e,
-    SPW_OP_KINDS(SPW_OP_ENUM)
-#undef SPW_OP_ENUM
+    SPW_OP_DECODE_JPEG,
+    SPW_OP_RESIZE,
+    SPW_OP_CENTER_CROP,
+    SPW_OP_CROP,
+    SPW_OP_RANDOM_CROP,
+    SPW_OP_RANDOM_RESIZED_CROP,
+    SPW_OP_HORIZONTAL_FLIP,
+    SPW_OP_VERTICAL_FLIP,
+    SPW_OP_RANDOM_HORIZONTAL_FLIP,
+    SPW_OP_RANDOM_VERTICAL_FLIP,
+    SPW_OP_ROTATE,
+    SPW_OP_AFFINE,
+    SPW_OP_ADJUST_BRIGHTNESS,
+    SPW_OP_ADJUST_CONTRAST,
+    SPW_OP_ADJUST_SATURATION,
+    SPW_OP_ADJUST_HUE,
+    SPW_OP_ADJUST_SHARPNESS,
+    SPW_OP_POSTERIZE,
+    SPW_OP_SOLARIZE,
+    SPW_OP_EQUALIZE,
+    SPW_OP_AUTOCONTRAST,
+    SPW_OP_INVERT,
+    SPW_OP_COLOR_JITTER,
+    SPW_OP_RAND_AUGMENT,
+    SPW_OP_AUTO_AUGMENT,
+    SPW_OP_TRIVIAL_AUGMENT_WIDE,
+    SPW_OP_RANDOM_ERASING,
+    SPW_OP_NORMALIZE,
+    SPW_OP_TO_TENSOR,
+    SPW_OP_DECODE_WAV,
+    SPW_OP_RESAMPLE,
+    SPW_OP_RANDOM_CROP_AUDIO,
+    SPW_OP_PAD_AUDIO,
+    SPW_OP_NORMALIZE_AUDIO,
+    SPW_OP_STFT,
+    SPW_OP_MEL,
+    SPW_OP_LOG,
+    SPW_OP_AMPLITUDE_TO_DB,
+    SPW_OP_SPEC_AUGMENT,
     SPW_OP_COUNT
 };
 
@@ -162,7 +158,7 @@ int spw_spec_load_file(const char *path, struct spw_pipeline_spec **out, char *e
 /* Serialize to canonical JSON (all fields, defaults filled). Caller frees with free(). NULL on ENOMEM. */
 char *spw_spec_to_json(const struct spw_pipeline_spec *spec);
 void spw_spec_free(struct spw_pipeline_spec *spec);
-/* "decode_jpeg", ... ; NULL if out of range. */
+/* "decode_jpeg", ... ; NULL if out of range (pipeline/op_registry.c). */
 const char *spw_op_name(enum spw_op_kind kind);
 
 /* Caps on what a peer controls: spec text size and op count (checked by the parser). */

@@ -1,0 +1,248 @@
+/* pipeline/image_ops.c - the image geometry ops, normalize / to_tensor and random_erasing on element values
+ * (see image_ops.h), and the sinks every image output goes through. Thread-safe: all state is per call. */
+#include "pipeline/image_ops.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/err.h"
+#include "ops/resample.h"
+
+/* ---- outputs ---- */
+
+static int make_sink_inner(const struct spw_element_ctx *ctx, int norm_op, int w, int h, bool hflip, bool vflip,
+                           const struct spw_element_dest *dest, struct spw_value *out, struct spw_sink *s)
+{
+    memset(out, 0, sizeof *out);
+    memset(s, 0, sizeof *s);
+    if ((int64_t)w * h > ctx->spec->max_pixels)
+        return SPW_ETOOBIG;             /* an op's output obeys the same pixel cap as a decode */
+    s->w = w;
+    s->h = h;
+    s->hflip = hflip;
+    s->vflip = vflip;
+    if (norm_op >= 0) {
+        const struct spw_op_spec *op = &ctx->spec->ops[norm_op];
+        int64_t shape[3] = {3, h, w};
+        enum spw_dtype dt = op->dtype == SPW_DTYPE_F16 ? SPW_DTYPE_F16 : SPW_DTYPE_F32;
+        void *mem = dest && dest->place ? dest->place(dest->opaque, dt, 3, shape) : NULL;
+        if (mem) {
+            out->placed = true;
+            out->t.dtype = dt;
+            out->t.ndim = 3;
+            memcpy(out->t.shape, shape, sizeof shape);
+            out->t.nbytes = (size_t)3 * w * h * spw_dtype_size(dt);
+        } else {
+            int rc = spw_tensor_alloc(&out->t, dt, 3, shape);
+            if (rc)
+                return rc;
+            mem = out->t.data;
+        }
+        out->is_tensor = true;
+        s->kind = dt == SPW_DTYPE_F16 ? SPW_SINK_F16_CHW : SPW_SINK_F32_CHW;
+        s->data = mem;
+        s->lut = &ctx->luts[norm_op];
+        return 0;
+    }
+    if (dest && dest->place) {
+        bool chw = dest->layout == SPW_LAYOUT_CHW;
+        int64_t shape[3] = {chw ? 3 : h, chw ? h : w, chw ? w : 3};
+        void *mem = dest->place(dest->opaque, SPW_DTYPE_U8, 3, shape);
+        if (mem) {
+            out->placed = true;
+            out->img = (struct spw_image){.w = w, .h = h, .c = 3, .stride = (size_t)w * 3};
+            s->kind = chw ? SPW_SINK_U8_CHW : SPW_SINK_U8_HWC;
+            s->data = mem;
+            s->stride = (size_t)w * 3;
+            return 0;
+        }
+    }
+    int rc = spw_image_alloc(&out->img, w, h, 3);
+    if (rc)
+        return rc;
+    s->kind = SPW_SINK_U8_HWC;
+    s->data = out->img.data;
+    s->stride = out->img.stride;
+    return 0;
+}
+
+int spw_image_sink(const struct spw_element_ctx *ctx, int norm_op, int w, int h, bool hflip, bool vflip,
+                     const struct spw_element_dest *dest, struct spw_value *out, struct spw_sink *s, char *err,
+                     size_t errlen)
+{
+    int rc = make_sink_inner(ctx, norm_op, w, h, hflip, vflip, dest, out, s);
+    if (rc == SPW_ETOOBIG)
+        snprintf(err, errlen, "a %dx%d output exceeds max_pixels %lld", w, h, (long long)ctx->spec->max_pixels);
+    else if (rc)
+        snprintf(err, errlen, "no memory for a %dx%d output: %s", w, h, spw_strerror(rc));
+    return rc;
+}
+
+void spw_image_crop_rows(const struct spw_image *img, int in_x0, int in_y0, struct spw_rect c, const uint8_t fill[3],
+                      uint8_t *row, const struct spw_sink *s)
+{
+    for (int y = 0; y < c.h; y++) {
+        int sy = c.y + y - in_y0;
+        for (int x = 0; x < c.w; x++) {
+            int sx = c.x + x - in_x0;
+            if (sy >= 0 && sy < img->h && sx >= 0 && sx < img->w)
+                memcpy(row + 3 * x, spw_image_at(img, sx, sy), 3);
+            else
+                memcpy(row + 3 * x, fill, 3);
+        }
+        spw_sink_put_row(s, y, row);
+    }
+}
+
+static int crop_value(const struct spw_element_ctx *ctx, struct spw_value *v, struct spw_rect c, const uint8_t fill[3],
+                      const struct spw_element_dest *dest, char *err, size_t errlen)
+{
+    struct spw_value out;
+    struct spw_sink s;
+    int rc = spw_image_sink(ctx, -1, c.w, c.h, false, false, dest, &out, &s, err, errlen);
+    if (rc)
+        return rc;
+    uint8_t *row = malloc((size_t)c.w * 3);
+    if (!row) {
+        spw_value_free(&out);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    spw_image_crop_rows(&v->img, 0, 0, c, fill, row, &s);
+    free(row);
+    spw_value_free(v);
+    *v = out;
+    return 0;
+}
+
+static int resample_value(const struct spw_element_ctx *ctx, struct spw_value *v, struct spw_rect c, int ow, int oh,
+                          int interp, bool antialias, const struct spw_element_dest *dest, char *err, size_t errlen)
+{
+    struct spw_resample_plan plan;
+    float box[4] = {(float)c.x, (float)c.y, (float)(c.x + c.w), (float)(c.y + c.h)};
+    int clip[4] = {c.x, c.y, c.x + c.w, c.y + c.h};
+    int rc = spw_resample_plan_init(&plan, box, clip, ow, oh, NULL, interp, antialias);
+    if (rc) {
+        snprintf(err, errlen, "resample %dx%d -> %dx%d: %s", c.w, c.h, ow, oh, spw_strerror(rc));
+        return rc;
+    }
+    struct spw_value out;
+    struct spw_sink s;
+    rc = spw_image_sink(ctx, -1, plan.out_w, plan.out_h, false, false, dest, &out, &s, err, errlen);
+    if (rc == 0) {
+        spw_resample_run(&plan, &v->img, 0, 0, &s);
+        spw_value_free(v);
+        *v = out;
+    }
+    spw_resample_plan_free(&plan);
+    return rc;
+}
+
+/* Pass the image's rows through a sink: mirrored (flips) and/or into a normalized tensor (norm_op >= 0). */
+static int rewrite_value(const struct spw_element_ctx *ctx, struct spw_value *v, int norm_op, bool h, bool vert,
+                         const struct spw_element_dest *dest, char *err, size_t errlen)
+{
+    struct spw_value out;
+    struct spw_sink s;
+    int rc = spw_image_sink(ctx, norm_op, v->img.w, v->img.h, h, vert, dest, &out, &s, err, errlen);
+    if (rc)
+        return rc;
+    for (int y = 0; y < v->img.h; y++)
+        spw_sink_put_row(&s, y, v->img.data + (size_t)y * v->img.stride);
+    spw_value_free(v);
+    *v = out;
+    return 0;
+}
+
+/* torchvision RandomErasing on a CHW tensor: area/aspect trials; value constant or normal noise. */
+static void random_erasing(const struct spw_op_spec *op, struct spw_rng *r, struct spw_tensor *t)
+{
+    if (!(spw_rng_uniform(r) < op->p))
+        return;
+    const int C = (int)t->shape[0], H = (int)t->shape[1], W = (int)t->shape[2];
+    const double area = (double)H * W, lr0 = log(op->ratio[0]), lr1 = log(op->ratio[1]);
+    for (int attempt = 0; attempt < 10; attempt++) {
+        double ea = area * spw_rng_range(r, op->scale[0], op->scale[1]);
+        double ar = exp(spw_rng_range(r, lr0, lr1));
+        int h = (int)nearbyint(sqrt(ea * ar)), w = (int)nearbyint(sqrt(ea / ar));
+        if (!(h < H && w < W))
+            continue;
+        int i = (int)spw_rng_below(r, (uint32_t)(H - h + 1));
+        int j = (int)spw_rng_below(r, (uint32_t)(W - w + 1));
+        for (int c = 0; c < C; c++)
+            for (int y = i; y < i + h; y++)
+                for (int x = j; x < j + w; x++) {
+                    float val = op->erase_random_value ? (float)spw_rng_normal(r) : (float)op->erase_value[c];
+                    size_t idx = ((size_t)c * H + y) * W + x;
+                    if (t->dtype == SPW_DTYPE_F16)
+                        ((uint16_t *)t->data)[idx] = spw_f32_to_f16(val);
+                    else
+                        ((float *)t->data)[idx] = val;
+                }
+        return;
+    }
+}
+
+/* ---- the registry's runs ---- */
+
+static const uint8_t zero_fill[3] = {0, 0, 0};
+
+int spw_image_op_random_resized_crop(struct spw_op_call *c, struct spw_value *v)
+{
+    const struct spw_op_spec *op = c->op;
+    struct spw_rect r = spw_rrc_params(op, &c->rng, v->img.w, v->img.h);
+    return resample_value(c->ctx, v, r, spw_crop_w(op), spw_crop_h(op), (int)op->interpolation, op->antialias,
+                          c->dest, c->err, c->errlen);
+}
+
+int spw_image_op_resize(struct spw_op_call *c, struct spw_value *v)
+{
+    int ow, oh;
+    spw_resize_size(c->op, v->img.w, v->img.h, &ow, &oh);
+    struct spw_rect r = {0, 0, v->img.w, v->img.h};
+    return resample_value(c->ctx, v, r, ow, oh, (int)c->op->interpolation, c->op->antialias, c->dest, c->err,
+                          c->errlen);
+}
+
+int spw_image_op_center_crop(struct spw_op_call *c, struct spw_value *v)
+{
+    return crop_value(c->ctx, v, spw_center_crop_rect(c->op, v->img.w, v->img.h), zero_fill, c->dest, c->err,
+                      c->errlen);
+}
+
+int spw_image_op_crop(struct spw_op_call *c, struct spw_value *v)
+{
+    const struct spw_op_spec *op = c->op;
+    return crop_value(c->ctx, v, (struct spw_rect){op->left, op->top, op->width, op->height}, zero_fill, c->dest,
+                      c->err, c->errlen);
+}
+
+int spw_image_op_random_crop(struct spw_op_call *c, struct spw_value *v)
+{
+    uint8_t fill[3];
+    for (int k = 0; k < 3; k++)
+        fill[k] = (uint8_t)(c->op->fill[k] < 0 ? 0 : c->op->fill[k] > 255 ? 255 : c->op->fill[k]);
+    return crop_value(c->ctx, v, spw_random_crop_rect(c->op, &c->rng, v->img.w, v->img.h), fill, c->dest, c->err,
+                      c->errlen);
+}
+
+int spw_image_op_flip(struct spw_op_call *c, struct spw_value *v)
+{
+    bool h = false, vert = false;
+    spw_flip_decision(c->op, &c->rng, &h, &vert);
+    return (h || vert) ? rewrite_value(c->ctx, v, -1, h, vert, c->dest, c->err, c->errlen) : 0;
+}
+
+int spw_image_op_to_tensor(struct spw_op_call *c, struct spw_value *v)
+{
+    return rewrite_value(c->ctx, v, c->index, false, false, c->dest, c->err, c->errlen);
+}
+
+int spw_image_op_random_erasing(struct spw_op_call *c, struct spw_value *v)
+{
+    random_erasing(c->op, &c->rng, &v->t);
+    return 0;
+}

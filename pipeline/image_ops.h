@@ -1,0 +1,42 @@
+/* pipeline/image_ops.h - the image geometry ops (crops, resizes, flips), the uint8 -> float tensor step
+ * (normalize / to_tensor) and random_erasing on element values, as the op registry's CPU runs; and the
+ * output sinks they write through, shared with the fused JPEG decode group (jpeg_group.c). The same
+ * geometry functions (pipeline/geometry.h) and sinks serve both paths, so fused and op-by-op runs give
+ * identical bytes. Thread-safe: all state is per call. */
+#ifndef SPW_PIPELINE_IMAGE_OPS_H
+#define SPW_PIPELINE_IMAGE_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops/sink.h"
+#include "pipeline/element.h"
+#include "pipeline/geometry.h"
+#include "pipeline/op_registry.h"
+
+/* The registry's runs (see spw_op_run_fn). */
+int spw_image_op_resize(struct spw_op_call *c, struct spw_value *v);
+int spw_image_op_center_crop(struct spw_op_call *c, struct spw_value *v);
+int spw_image_op_crop(struct spw_op_call *c, struct spw_value *v);
+int spw_image_op_random_crop(struct spw_op_call *c, struct spw_value *v);
+int spw_image_op_random_resized_crop(struct spw_op_call *c, struct spw_value *v);
+int spw_image_op_flip(struct spw_op_call *c, struct spw_value *v);
+int spw_image_op_to_tensor(struct spw_op_call *c, struct spw_value *v);
+int spw_image_op_random_erasing(struct spw_op_call *c, struct spw_value *v);
+/* decode_jpeg's run: its whole fusion group at once (jpeg_group.c). */
+int spw_jpeg_group_decode(struct spw_op_call *c, const struct spw_group *g, const uint8_t *buf, size_t len,
+                          struct spw_value *v, int *consumed);
+
+/* A w x h output: a new image, or with norm_op >= 0 a float tensor through that op's table, or (dest set:
+ * the run's final write) memory from dest; rows written through *s are mirrored as hflip/vflip say.
+ * Returns 0, SPW_ETOOBIG (over max_pixels) or -ENOMEM, explained in err. */
+int spw_image_sink(const struct spw_element_ctx *ctx, int norm_op, int w, int h, bool hflip, bool vflip,
+                   const struct spw_element_dest *dest, struct spw_value *out, struct spw_sink *s, char *err,
+                   size_t errlen);
+/* Copy rect c of img, whose pixel (0, 0) is at (in_x0, in_y0) of the full image, through the sink; fill
+ * where c lies outside img. row has room for c.w pixels. */
+void spw_image_crop_rows(const struct spw_image *img, int in_x0, int in_y0, struct spw_rect c,
+                         const uint8_t fill[3], uint8_t *row, const struct spw_sink *s);
+
+#endif

@@ -1,0 +1,178 @@
+/* pipeline/jpeg_group.c - decode_jpeg's run: its whole fusion group at once. The header gives the size, the
+ * crop or resize after it gives the rectangle the output needs; only that region is decoded (at a DCT
+ * scale when it will be shrunk), resampled in one pass, and its rows go through one sink that applies
+ * the flips and normalize. A crop that pads decodes everything and leaves the rest of the group to the
+ * op-by-op path. Thread-safe: all state is per call. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/err.h"
+#include "ops/jpeg.h"
+#include "ops/resample.h"
+#include "pipeline/image_ops.h"
+
+/* Rows and columns decoded around a region, so libjpeg's edge handling (fancy upsampling at a cropped
+ * edge) falls outside what the resampler reads. */
+#define ROI_MARGIN 2
+
+static unsigned fuse(const struct spw_op_spec *ops, int k)
+{
+    return spw_op_def(ops[k].kind)->fuse;
+}
+
+/* decode_jpeg [+ crop/resize] [+ flips] [+ normalize]: decode only what the output needs. */
+int spw_jpeg_group_decode(struct spw_op_call *call, const struct spw_group *g, const uint8_t *buf, size_t len,
+                          struct spw_value *v, int *consumed)
+{
+    const struct spw_element_ctx *ctx = call->ctx;
+    const struct spw_element_dest *dest = call->dest;
+    char *err = call->err;
+    const size_t errlen = call->errlen;
+    const struct spw_pipeline_spec *spec = ctx->spec;
+    const struct spw_op_spec *ops = spec->ops;
+    const int end = g->first + g->count;
+    int k = g->first + 1, geo = -1, geo2 = -1, norm = -1;
+    *consumed = g->count;
+    if (k < end && (fuse(ops, k) & (SPW_FUSE_CROP | SPW_FUSE_RESIZE))) {
+        geo = k++;
+        if ((fuse(ops, geo) & SPW_FUSE_RESIZE) && k < end && (fuse(ops, k) & SPW_FUSE_WINDOW))
+            geo2 = k++;
+    }
+    bool hflip = false, vflip = false;
+    struct spw_rng r;
+    for (; k < end && (fuse(ops, k) & SPW_FUSE_FLIP); k++) {
+        spw_element_rng(ctx, call->epoch, call->sample, k, &r);
+        spw_flip_decision(&ops[k], &r, &hflip, &vflip);
+    }
+    if (k < end)
+        norm = k;
+
+    struct spw_jpeg_info info;
+    int rc = spw_jpeg_header(buf, len, spec->max_pixels, &info, err, errlen);
+    if (rc)
+        return rc;
+    const int W = info.w, H = info.h;
+
+    /* The geometry: a crop rectangle c of the full image, then either a plain copy or a resample. */
+    struct spw_rect c = {0, 0, W, H};
+    int ow = W, oh = H, interp = 1, denom = 1;
+    bool resample = false, antialias = true;
+    int win[4], *winp = NULL;
+    if (geo >= 0) {
+        const struct spw_op_spec *op = &ops[geo];
+        switch (op->kind) {
+        case SPW_OP_RANDOM_RESIZED_CROP:
+            spw_element_rng(ctx, call->epoch, call->sample, geo, &r);
+            c = spw_rrc_params(op, &r, W, H);
+            ow = spw_crop_w(op);
+            oh = spw_crop_h(op);
+            resample = true;
+            denom = spw_jpeg_pick_denom(c.w, c.h, ow, oh);
+            break;
+        case SPW_OP_RESIZE:
+            spw_resize_size(op, W, H, &ow, &oh);
+            resample = true;
+            denom = spw_jpeg_pick_denom(W, H, ow, oh);
+            if (geo2 >= 0) {
+                struct spw_rect cc = spw_center_crop_rect(&ops[geo2], ow, oh);
+                if (!spw_rect_inside(cc, ow, oh))
+                    goto separate;
+                win[0] = cc.x; win[1] = cc.y; win[2] = cc.w; win[3] = cc.h;
+                winp = win;
+            }
+            break;
+        case SPW_OP_CENTER_CROP:
+            c = spw_center_crop_rect(op, W, H);
+            if (!spw_rect_inside(c, W, H))
+                goto separate;
+            ow = c.w;
+            oh = c.h;
+            break;
+        case SPW_OP_CROP:
+            c = (struct spw_rect){op->left, op->top, op->width, op->height};
+            if (!spw_rect_inside(c, W, H))
+                goto separate;
+            ow = c.w;
+            oh = c.h;
+            break;
+        default:
+            goto separate;
+        }
+        if (resample) {
+            interp = (int)op->interpolation;
+            antialias = op->antialias;
+        }
+    }
+
+    struct spw_jpeg_region reg = {0};
+    struct spw_sink s;
+    if (!resample) {
+        int mx0 = c.x - ROI_MARGIN < 0 ? 0 : c.x - ROI_MARGIN, my0 = c.y - ROI_MARGIN < 0 ? 0 : c.y - ROI_MARGIN;
+        int mx1 = c.x + c.w + ROI_MARGIN > W ? W : c.x + c.w + ROI_MARGIN;
+        int my1 = c.y + c.h + ROI_MARGIN > H ? H : c.y + c.h + ROI_MARGIN;
+        bool whole = c.x == 0 && c.y == 0 && c.w == W && c.h == H;
+        rc = spw_jpeg_decode_region(buf, len, spec->max_pixels, whole ? 0 : mx0, whole ? 0 : my0,
+                                    whole ? 0 : mx1 - mx0, whole ? 0 : my1 - my0, 1, &reg, err, errlen);
+        if (rc)
+            return rc;
+        if (whole && !hflip && !vflip && norm < 0 && !dest) {
+            memset(v, 0, sizeof *v);            /* the decoded image is the output: no copy */
+            v->img = reg.img;
+            return 0;
+        }
+        rc = spw_image_sink(ctx, norm, c.w, c.h, hflip, vflip, dest, v, &s, err, errlen);
+        if (rc == 0) {
+            static const uint8_t zero[3] = {0, 0, 0};
+            uint8_t *row = malloc((size_t)c.w * 3);
+            if (!row)
+                rc = -ENOMEM;
+            else
+                spw_image_crop_rows(&reg.img, reg.x0, reg.y0, c, zero, row, &s);
+            free(row);
+        }
+        spw_image_free(&reg.img);
+        return rc;
+    }
+
+    /* Resample path: plan in the coordinates of the 1/denom-scaled image, decode the rectangle it reads. */
+    const int sw = (W + denom - 1) / denom, sh = (H + denom - 1) / denom;
+    float box[4] = {(float)c.x / denom, (float)c.y / denom, (float)(c.x + c.w) / denom,
+                    (float)(c.y + c.h) / denom};
+    int clip[4] = {c.x / denom, c.y / denom, (c.x + c.w + denom - 1) / denom, (c.y + c.h + denom - 1) / denom};
+    if (clip[2] > sw) clip[2] = sw;
+    if (clip[3] > sh) clip[3] = sh;
+    struct spw_resample_plan plan;
+    rc = spw_resample_plan_init(&plan, box, clip, ow, oh, winp, interp, antialias);
+    if (rc) {
+        snprintf(err, errlen, "resample %dx%d -> %dx%d: %s", c.w, c.h, ow, oh, spw_strerror(rc));
+        return rc;
+    }
+    int rx0 = plan.src_x0 - ROI_MARGIN, ry0 = plan.src_y0 - ROI_MARGIN;
+    int rx1 = plan.src_x1 + ROI_MARGIN, ry1 = plan.src_y1 + ROI_MARGIN;
+    if (rx0 < 0) rx0 = 0;
+    if (ry0 < 0) ry0 = 0;
+    if (rx1 > sw) rx1 = sw;
+    if (ry1 > sh) ry1 = sh;
+    rc = spw_jpeg_decode_region(buf, len, spec->max_pixels, rx0 * denom, ry0 * denom, (rx1 - rx0) * denom,
+                                (ry1 - ry0) * denom, denom, &reg, err, errlen);
+    if (rc == 0) {
+        rc = spw_image_sink(ctx, norm, plan.out_w, plan.out_h, hflip, vflip, dest, v, &s, err, errlen);
+        if (rc == 0)
+            spw_resample_run(&plan, &reg.img, reg.x0, reg.y0, &s);
+    }
+    spw_image_free(&reg.img);
+    spw_resample_plan_free(&plan);
+    return rc;
+
+separate:
+    /* A crop that pads: decode everything; the group's other ops run one by one (same op definitions). */
+    rc = spw_jpeg_decode_region(buf, len, spec->max_pixels, 0, 0, 0, 0, 1, &reg, err, errlen);
+    if (rc)
+        return rc;
+    *consumed = 1;
+    v->is_tensor = false;
+    v->img = reg.img;
+    return 0;
+}

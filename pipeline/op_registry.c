@@ -1,0 +1,328 @@
+/* pipeline/op_registry.c - the table of ops (see op_registry.h): each op's fields with their ranges,
+ * torchvision's (and torchaudio's) defaults, cross-field checks, class, fusion role, size effect and CPU run.
+ * Everything here is constant; the runs live beside their kernels' adapters (image_ops.c, jpeg_group.c,
+ * augment.c, audio.c). Thread-safe. */
+#include "pipeline/op_registry.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "pipeline/audio.h"
+#include "pipeline/augment.h"
+#include "pipeline/image_ops.h"
+
+#define MAX_EDGE 65535          /* JPEG's own limit on a side; larger outputs cannot come from a decode */
+#define MAX_NUM_OPS 32          /* rand_augment num_ops */
+#define MAX_BINS 1024           /* num_magnitude_bins */
+
+/* ---- fields --------------------------------------------------------------------------------------- */
+
+#define OFF(f) offsetof(struct spw_op_spec, f)
+#define INF HUGE_VAL
+#define F_END {NULL, SPW_FK_INT, 0, 0, 0, 0}
+
+static const struct spw_op_field no_fields[] = {F_END};
+static const struct spw_op_field resize_fields[] = {
+    {"size", SPW_FK_SIZE, 0, 0, 0, SPW_F_REQ},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0},
+    {"max_size", SPW_FK_MAX_SIZE, 0, 1, MAX_EDGE, 0},
+    {"antialias", SPW_FK_BOOL, OFF(antialias), 0, 0, 0},
+    F_END};
+static const struct spw_op_field center_crop_fields[] = {{"size", SPW_FK_SIZE, 0, 0, 0, SPW_F_REQ}, F_END};
+static const struct spw_op_field crop_fields[] = {
+    {"top", SPW_FK_INT, OFF(top), -MAX_EDGE, MAX_EDGE, SPW_F_REQ},
+    {"left", SPW_FK_INT, OFF(left), -MAX_EDGE, MAX_EDGE, SPW_F_REQ},
+    {"height", SPW_FK_INT, OFF(height), 1, MAX_EDGE, SPW_F_REQ},
+    {"width", SPW_FK_INT, OFF(width), 1, MAX_EDGE, SPW_F_REQ},
+    F_END};
+static const struct spw_op_field random_crop_fields[] = {
+    {"size", SPW_FK_SIZE, 0, 0, 0, SPW_F_REQ},
+    {"padding", SPW_FK_INT, OFF(padding), 0, MAX_EDGE, 0},
+    {"pad_if_needed", SPW_FK_BOOL, OFF(pad_if_needed), 0, 0, 0},
+    {"fill", SPW_FK_FILL, 0, 0, 255, 0},
+    F_END};
+static const struct spw_op_field rrc_fields[] = {
+    {"size", SPW_FK_SIZE, 0, 0, 0, SPW_F_REQ},
+    {"scale", SPW_FK_RANGE, OFF(scale), 0, 1, 0},
+    {"ratio", SPW_FK_RANGE, OFF(ratio), 0, INF, SPW_F_LO_OPEN},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0},
+    {"antialias", SPW_FK_BOOL, OFF(antialias), 0, 0, 0},
+    F_END};
+static const struct spw_op_field p_fields[] = {{"p", SPW_FK_NUM, OFF(p), 0, 1, 0}, F_END};
+static const struct spw_op_field rotate_fields[] = {
+    {"angle", SPW_FK_NUM, OFF(angle), -INF, INF, SPW_F_REQ},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0},
+    {"expand", SPW_FK_BOOL, OFF(expand), 0, 0, 0},
+    {"fill", SPW_FK_FILL, 0, 0, 255, 0},
+    F_END};
+static const struct spw_op_field affine_fields[] = {
+    {"angle", SPW_FK_NUM, OFF(angle), -INF, INF, 0},
+    {"translate", SPW_FK_PAIR, OFF(translate), -INF, INF, 0},
+    {"scale", SPW_FK_NUM, OFF(affine_scale), 0, INF, SPW_F_LO_OPEN},
+    {"shear", SPW_FK_SHEAR, 0, -INF, INF, 0},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0},
+    {"fill", SPW_FK_FILL, 0, 0, 255, 0},
+    F_END};
+static const struct spw_op_field factor_fields[] = {{"factor", SPW_FK_NUM, OFF(factor), 0, INF, SPW_F_REQ}, F_END};
+static const struct spw_op_field hue_fields[] = {{"factor", SPW_FK_NUM, OFF(factor), -0.5, 0.5, SPW_F_REQ}, F_END};
+static const struct spw_op_field posterize_fields[] = {{"bits", SPW_FK_INT, OFF(bits), 0, 8, SPW_F_REQ}, F_END};
+static const struct spw_op_field solarize_fields[] = {{"threshold", SPW_FK_NUM, OFF(threshold), 0, 255, SPW_F_REQ}, F_END};
+static const struct spw_op_field jitter_fields[] = {
+    {"brightness", SPW_FK_JITTER, OFF(brightness), 0, INF, 0},
+    {"contrast", SPW_FK_JITTER, OFF(contrast), 0, INF, 0},
+    {"saturation", SPW_FK_JITTER, OFF(saturation), 0, INF, 0},
+    {"hue", SPW_FK_JITTER, OFF(hue), -0.5, 0.5, SPW_F_HUE},
+    F_END};
+static const struct spw_op_field rand_augment_fields[] = {
+    {"num_ops", SPW_FK_INT, OFF(num_ops), 0, MAX_NUM_OPS, 0},
+    {"num_magnitude_bins", SPW_FK_INT, OFF(num_magnitude_bins), 2, MAX_BINS, 0},
+    {"magnitude", SPW_FK_MAGNITUDE, 0, 0, 0, 0},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0},
+    {"fill", SPW_FK_FILL, 0, 0, 255, 0},
+    F_END};
+static const struct spw_op_field auto_augment_fields[] = {
+    {"policy", SPW_FK_POLICY, 0, 0, 0, 0},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0},
+    {"fill", SPW_FK_FILL, 0, 0, 255, 0},
+    F_END};
+static const struct spw_op_field trivial_fields[] = {
+    {"num_magnitude_bins", SPW_FK_INT, OFF(num_magnitude_bins), 2, MAX_BINS, 0},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0},
+    {"fill", SPW_FK_FILL, 0, 0, 255, 0},
+    F_END};
+static const struct spw_op_field erasing_fields[] = {
+    {"p", SPW_FK_NUM, OFF(p), 0, 1, 0},
+    {"scale", SPW_FK_RANGE, OFF(scale), 0, 1, 0},
+    {"ratio", SPW_FK_RANGE, OFF(ratio), 0, INF, SPW_F_LO_OPEN},
+    {"value", SPW_FK_ERASE_VALUE, 0, -INF, INF, 0},
+    F_END};
+static const struct spw_op_field normalize_fields[] = {
+    {"mean", SPW_FK_TRIPLE, OFF(mean), -INF, INF, SPW_F_REQ},
+    {"std", SPW_FK_TRIPLE, OFF(std), 0, INF, SPW_F_REQ | SPW_F_LO_OPEN},
+    {"dtype", SPW_FK_DTYPE, 0, 0, 0, 0},
+    F_END};
+static const struct spw_op_field to_tensor_fields[] = {{"dtype", SPW_FK_DTYPE, 0, 0, 0, 0}, F_END};
+#define MAX_RATE 1000000        /* Hz, as ops/wav.h */
+#define MAX_SAMPLES 0x7fffffff
+#define MAX_MASK 1000000
+static const struct spw_op_field decode_wav_fields[] = {{"mono", SPW_FK_BOOL, OFF(mono), 0, 0, 0}, F_END};
+static const struct spw_op_field resample_fields[] = {
+    {"rate", SPW_FK_INT, OFF(rate), 1, MAX_RATE, SPW_F_REQ},
+    {"lowpass_filter_width", SPW_FK_INT, OFF(lowpass_filter_width), 1, 64, 0},
+    {"rolloff", SPW_FK_NUM, OFF(rolloff), 0, 1, SPW_F_LO_OPEN},
+    F_END};
+static const struct spw_op_field samples_fields[] = {{"samples", SPW_FK_INT, OFF(samples), 1, MAX_SAMPLES, SPW_F_REQ}, F_END};
+static const struct spw_op_field stft_fields[] = {
+    {"n_fft", SPW_FK_INT, OFF(n_fft), 2, 65536, SPW_F_REQ},
+    {"hop_length", SPW_FK_INT, OFF(hop_length), 1, 65536, 0},
+    {"win_length", SPW_FK_INT, OFF(win_length), 1, 65536, 0},
+    {"window", SPW_FK_WINDOW, 0, 0, 0, 0},
+    {"center", SPW_FK_BOOL, OFF(center), 0, 0, 0},
+    {"power", SPW_FK_NUM, OFF(power), 1, 2, 0},
+    F_END};
+static const struct spw_op_field mel_fields[] = {
+    {"sample_rate", SPW_FK_INT, OFF(sample_rate), 1, MAX_RATE, 0},
+    {"n_mels", SPW_FK_INT, OFF(n_mels), 1, 4096, 0},
+    {"f_min", SPW_FK_NUM, OFF(f_min), 0, MAX_RATE, 0},
+    {"f_max", SPW_FK_OPT_NUM, OFF(f_max), 0, MAX_RATE, SPW_F_LO_OPEN},
+    {"mel_scale", SPW_FK_MEL_SCALE, 0, 0, 0, 0},
+    {"norm", SPW_FK_MEL_NORM, 0, 0, 0, 0},
+    F_END};
+static const struct spw_op_field log_fields[] = {{"eps", SPW_FK_NUM, OFF(eps), 0, 1, 0}, F_END};
+static const struct spw_op_field db_fields[] = {
+    {"stype", SPW_FK_STYPE, 0, 0, 0, 0},
+    {"top_db", SPW_FK_OPT_NUM, OFF(top_db), 0, INF, SPW_F_LO_OPEN},
+    F_END};
+static const struct spw_op_field spec_augment_fields[] = {
+    {"freq_mask_param", SPW_FK_INT, OFF(freq_mask_param), 0, MAX_MASK, 0},
+    {"time_mask_param", SPW_FK_INT, OFF(time_mask_param), 0, MAX_MASK, 0},
+    {"num_freq_masks", SPW_FK_INT, OFF(num_freq_masks), 0, 64, 0},
+    {"num_time_masks", SPW_FK_INT, OFF(num_time_masks), 0, 64, 0},
+    F_END};
+
+/* ---- checks that need more than one field --------------------------------------------------------- */
+
+/* torchvision F.resize: max_size only with a single-int size, and strictly greater than it. */
+static int resize_check(struct spw_op_spec *op, const char **field, char *msg, size_t msglen)
+{
+    *field = "max_size";
+    if (op->max_size && op->size_w)
+        return snprintf(msg, msglen, "only allowed when size is a single integer, not [%d, %d]", op->size_h,
+                        op->size_w), 1;
+    if (op->max_size && op->max_size <= op->size_h)
+        return snprintf(msg, msglen, "%d must be greater than size %d", op->max_size, op->size_h), 1;
+    return 0;
+}
+
+/* What the kernels implement: the warps sample nearest or bilinear, the policies nearest only
+ * (torchvision's default). */
+static int interp_check(const struct spw_op_spec *op, bool policy, const char **field, char *msg, size_t msglen)
+{
+    if (policy ? op->interpolation == SPW_INTERP_NEAREST : op->interpolation != SPW_INTERP_BICUBIC)
+        return 0;
+    *field = "interpolation";
+    return snprintf(msg, msglen, "\"%s\" is not supported for \"%s\" (use %s)", spw_interp_name(op->interpolation),
+                    spw_op_name(op->kind), policy ? "nearest" : "nearest or bilinear"), 1;
+}
+
+static int warp_check(struct spw_op_spec *op, const char **field, char *msg, size_t msglen)
+{
+    if (op->kind == SPW_OP_ROTATE && op->expand) {
+        *field = "expand";
+        return snprintf(msg, msglen, "true is not supported (the output keeps the input's size)"), 1;
+    }
+    return interp_check(op, false, field, msg, msglen);
+}
+
+static int policy_check(struct spw_op_spec *op, const char **field, char *msg, size_t msglen)
+{
+    return interp_check(op, true, field, msg, msglen);
+}
+
+/* torch.stft's defaults: hop n_fft / 4, window n_fft. */
+static int stft_check(struct spw_op_spec *op, const char **field, char *msg, size_t msglen)
+{
+    if (!op->hop_length)
+        op->hop_length = op->n_fft / 4 > 0 ? op->n_fft / 4 : 1;
+    if (!op->win_length)
+        op->win_length = op->n_fft;
+    if (op->win_length > op->n_fft) {
+        *field = "win_length";
+        return snprintf(msg, msglen, "%d is more than n_fft %d", op->win_length, op->n_fft), 1;
+    }
+    if (op->power != 1 && op->power != 2) {
+        *field = "power";
+        return snprintf(msg, msglen, "%g is not 1 (magnitude) or 2 (power)", op->power), 1;
+    }
+    return 0;
+}
+
+static int mel_check(struct spw_op_spec *op, const char **field, char *msg, size_t msglen)
+{
+    const double nyquist = op->sample_rate / 2.0, f_max = op->f_max ? op->f_max : (double)(op->sample_rate / 2);
+    if (f_max > nyquist) {
+        *field = "f_max";
+        return snprintf(msg, msglen, "%g is above the Nyquist frequency %g of sample_rate %d", f_max, nyquist,
+                        op->sample_rate), 1;
+    }
+    if (op->f_min >= f_max) {
+        *field = "f_min";
+        return snprintf(msg, msglen, "%g must be below f_max %g", op->f_min, f_max), 1;
+    }
+    return 0;
+}
+
+/* ---- the table ------------------------------------------------------------------------------------ */
+
+#define IMAGE_OP(nm, flds, run, ...) \
+    {.name = nm, .cls = SPW_OPC_IMAGE, .group = SPW_GROUP_AUGMENT, .fields = flds, .cpu = run, __VA_ARGS__}
+#define SPECTRAL(nm, flds, grp, run, ...) \
+    {.name = nm, .cls = SPW_OPC_SPECTRAL, .group = grp, .size = SPW_SIZE_VARIES, .fields = flds, .cpu = run, \
+     __VA_ARGS__}
+#define BILINEAR_AA .interpolation = SPW_INTERP_BILINEAR, .antialias = true
+
+static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
+    [SPW_OP_DECODE_JPEG] = {.name = "decode_jpeg", .cls = SPW_OPC_DECODE_IMAGE, .group = SPW_GROUP_DECODE,
+                            .size = SPW_SIZE_DECODED, .fields = no_fields, .decode = spw_jpeg_group_decode},
+    [SPW_OP_RESIZE] = IMAGE_OP("resize", resize_fields, spw_image_op_resize, .fuse = SPW_FUSE_RESIZE,
+                               .size = SPW_SIZE_RESIZE, .defaults = {BILINEAR_AA}, .check = resize_check),
+    [SPW_OP_CENTER_CROP] = IMAGE_OP("center_crop", center_crop_fields, spw_image_op_center_crop,
+                                    .fuse = SPW_FUSE_CROP | SPW_FUSE_WINDOW, .size = SPW_SIZE_SIZE_FIELD),
+    [SPW_OP_CROP] = IMAGE_OP("crop", crop_fields, spw_image_op_crop, .fuse = SPW_FUSE_CROP, .size = SPW_SIZE_BOX),
+    [SPW_OP_RANDOM_CROP] = IMAGE_OP("random_crop", random_crop_fields, spw_image_op_random_crop,
+                                    .size = SPW_SIZE_SIZE_FIELD),
+    [SPW_OP_RANDOM_RESIZED_CROP] = IMAGE_OP("random_resized_crop", rrc_fields, spw_image_op_random_resized_crop,
+                                            .fuse = SPW_FUSE_CROP, .size = SPW_SIZE_SIZE_FIELD,
+                                            .defaults = {.scale = {0.08, 1.0}, .ratio = {3.0 / 4.0, 4.0 / 3.0},
+                                                         BILINEAR_AA}),
+    [SPW_OP_HORIZONTAL_FLIP] = IMAGE_OP("horizontal_flip", no_fields, spw_image_op_flip, .fuse = SPW_FUSE_FLIP),
+    [SPW_OP_VERTICAL_FLIP] = IMAGE_OP("vertical_flip", no_fields, spw_image_op_flip, .fuse = SPW_FUSE_FLIP),
+    [SPW_OP_RANDOM_HORIZONTAL_FLIP] = IMAGE_OP("random_horizontal_flip", p_fields, spw_image_op_flip,
+                                               .fuse = SPW_FUSE_FLIP, .defaults = {.p = 0.5}),
+    [SPW_OP_RANDOM_VERTICAL_FLIP] = IMAGE_OP("random_vertical_flip", p_fields, spw_image_op_flip,
+                                             .fuse = SPW_FUSE_FLIP, .defaults = {.p = 0.5}),
+    [SPW_OP_ROTATE] = IMAGE_OP("rotate", rotate_fields, spw_augment_rotate,
+                               .defaults = {.interpolation = SPW_INTERP_NEAREST}, .check = warp_check),
+    [SPW_OP_AFFINE] = IMAGE_OP("affine", affine_fields, spw_augment_affine,
+                               .defaults = {.interpolation = SPW_INTERP_NEAREST, .affine_scale = 1.0},
+                               .check = warp_check),
+    [SPW_OP_ADJUST_BRIGHTNESS] = IMAGE_OP("adjust_brightness", factor_fields, spw_augment_brightness),
+    [SPW_OP_ADJUST_CONTRAST] = IMAGE_OP("adjust_contrast", factor_fields, spw_augment_contrast),
+    [SPW_OP_ADJUST_SATURATION] = IMAGE_OP("adjust_saturation", factor_fields, spw_augment_saturation),
+    [SPW_OP_ADJUST_HUE] = IMAGE_OP("adjust_hue", hue_fields, spw_augment_hue),
+    [SPW_OP_ADJUST_SHARPNESS] = IMAGE_OP("adjust_sharpness", factor_fields, spw_augment_sharpness),
+    [SPW_OP_POSTERIZE] = IMAGE_OP("posterize", posterize_fields, spw_augment_posterize),
+    [SPW_OP_SOLARIZE] = IMAGE_OP("solarize", solarize_fields, spw_augment_solarize),
+    [SPW_OP_EQUALIZE] = IMAGE_OP("equalize", no_fields, spw_augment_equalize),
+    [SPW_OP_AUTOCONTRAST] = IMAGE_OP("autocontrast", no_fields, spw_augment_autocontrast),
+    [SPW_OP_INVERT] = IMAGE_OP("invert", no_fields, spw_augment_invert),
+    [SPW_OP_COLOR_JITTER] = IMAGE_OP("color_jitter", jitter_fields, spw_augment_color_jitter),
+    [SPW_OP_RAND_AUGMENT] = IMAGE_OP("rand_augment", rand_augment_fields, spw_augment_rand,
+                                     .defaults = {.num_ops = 2, .magnitude = 9, .num_magnitude_bins = 31,
+                                                  .interpolation = SPW_INTERP_NEAREST},
+                                     .check = policy_check),
+    [SPW_OP_AUTO_AUGMENT] = IMAGE_OP("auto_augment", auto_augment_fields, spw_augment_auto,
+                                     .defaults = {.policy = SPW_AA_IMAGENET, .interpolation = SPW_INTERP_NEAREST},
+                                     .check = policy_check),
+    [SPW_OP_TRIVIAL_AUGMENT_WIDE] = IMAGE_OP("trivial_augment_wide", trivial_fields, spw_augment_trivial,
+                                             .defaults = {.num_magnitude_bins = 31,
+                                                          .interpolation = SPW_INTERP_NEAREST},
+                                             .check = policy_check),
+    [SPW_OP_RANDOM_ERASING] = {.name = "random_erasing", .cls = SPW_OPC_TENSOR, .group = SPW_GROUP_TENSOR,
+                               .fields = erasing_fields, .cpu = spw_image_op_random_erasing,
+                               .defaults = {.p = 0.5, .scale = {0.02, 0.33}, .ratio = {0.3, 3.3}}},
+    [SPW_OP_NORMALIZE] = {.name = "normalize", .cls = SPW_OPC_TO_TENSOR, .group = SPW_GROUP_TENSOR,
+                          .fuse = SPW_FUSE_TENSOR_STEP, .size = SPW_SIZE_TO_TENSOR, .fields = normalize_fields,
+                          .cpu = spw_image_op_to_tensor, .defaults = {.dtype = SPW_DTYPE_F32}},
+    [SPW_OP_TO_TENSOR] = {.name = "to_tensor", .cls = SPW_OPC_TO_TENSOR, .group = SPW_GROUP_TENSOR,
+                          .fuse = SPW_FUSE_TENSOR_STEP, .size = SPW_SIZE_TO_TENSOR, .fields = to_tensor_fields,
+                          .cpu = spw_image_op_to_tensor,
+                          .defaults = {.dtype = SPW_DTYPE_F32, .mean = {0, 0, 0}, .std = {1, 1, 1}}},
+    [SPW_OP_DECODE_WAV] = {.name = "decode_wav", .cls = SPW_OPC_DECODE_AUDIO, .group = SPW_GROUP_DECODE,
+                           .size = SPW_SIZE_VARIES, .fields = decode_wav_fields, .decode = spw_audio_op_decode,
+                           .defaults = {.mono = true}},
+    [SPW_OP_RESAMPLE] = {.name = "resample", .cls = SPW_OPC_WAVE, .group = SPW_GROUP_AUGMENT,
+                         .fuse = SPW_FUSE_WAVE, .size = SPW_SIZE_VARIES, .fields = resample_fields,
+                         .cpu = spw_audio_op_resample, .defaults = {.lowpass_filter_width = 6, .rolloff = 0.99}},
+    [SPW_OP_RANDOM_CROP_AUDIO] = {.name = "random_crop_audio", .cls = SPW_OPC_WAVE, .group = SPW_GROUP_AUGMENT,
+                                  .fuse = SPW_FUSE_WAVE, .size = SPW_SIZE_VARIES, .fields = samples_fields,
+                                  .cpu = spw_audio_op_crop_or_pad},
+    [SPW_OP_PAD_AUDIO] = {.name = "pad_audio", .cls = SPW_OPC_WAVE, .group = SPW_GROUP_AUGMENT,
+                          .fuse = SPW_FUSE_WAVE, .size = SPW_SIZE_VARIES, .fields = samples_fields,
+                          .cpu = spw_audio_op_crop_or_pad},
+    [SPW_OP_NORMALIZE_AUDIO] = {.name = "normalize_audio", .cls = SPW_OPC_WAVE, .group = SPW_GROUP_AUGMENT,
+                                .fuse = SPW_FUSE_WAVE, .size = SPW_SIZE_VARIES, .fields = no_fields,
+                                .cpu = spw_audio_op_normalize},
+    [SPW_OP_STFT] = {.name = "stft", .cls = SPW_OPC_STFT, .group = SPW_GROUP_TENSOR, .size = SPW_SIZE_VARIES,
+                     .fields = stft_fields, .cpu = spw_audio_op_stft, .defaults = {.center = true, .power = 2},
+                     .check = stft_check},
+    [SPW_OP_MEL] = SPECTRAL("mel", mel_fields, SPW_GROUP_TENSOR, spw_audio_op_mel,
+                            .defaults = {.sample_rate = 16000, .n_mels = 128, .mel_scale = SPW_MEL_HTK,
+                                         .mel_norm = SPW_MEL_NORM_NONE},
+                            .check = mel_check),
+    [SPW_OP_LOG] = SPECTRAL("log", log_fields, SPW_GROUP_TENSOR, spw_audio_op_log_scale, .defaults = {.eps = 1e-6}),
+    [SPW_OP_AMPLITUDE_TO_DB] = SPECTRAL("amplitude_to_db", db_fields, SPW_GROUP_TENSOR, spw_audio_op_log_scale,
+                                        .defaults = {.stype = SPW_DB_POWER}),
+    [SPW_OP_SPEC_AUGMENT] = SPECTRAL("spec_augment", spec_augment_fields, SPW_GROUP_AUGMENT,
+                                     spw_audio_op_spec_augment,
+                                     .defaults = {.num_freq_masks = 1, .num_time_masks = 1}),
+};
+
+const struct spw_op_def *spw_op_def(enum spw_op_kind kind)
+{
+    return (unsigned)kind < SPW_OP_COUNT ? &op_defs[kind] : NULL;
+}
+
+const char *spw_op_name(enum spw_op_kind kind)
+{
+    return (unsigned)kind < SPW_OP_COUNT ? op_defs[kind].name : NULL;
+}
+
+int spw_op_find(const char *name)
+{
+    for (int k = 0; k < SPW_OP_COUNT; k++)
+        if (strcmp(op_defs[k].name, name) == 0)
+            return k;
+    return -1;
+}

@@ -1,0 +1,139 @@
+/* pipeline/op_registry.h - the one table of ops. Each op is defined once, in op_registry.c: its JSON name,
+ * its class (where it may stand), its fusion role, its fields with their ranges and torchvision's defaults,
+ * its cross-field checks, what it does to an element's static size, and how it runs on the CPU. The spec
+ * parser, fusion, the element runner and the size estimate ask the table instead of keeping lists, so a new
+ * op is its enum value (spec.h), its row here and its kernel. The table is constant: thread-safe. */
+#ifndef SPW_PIPELINE_OP_REGISTRY_H
+#define SPW_PIPELINE_OP_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/rng.h"
+#include "pipeline/spec.h"
+
+/* Where an op may stand. Images: decode first, image ops on uint8 HWC, then one of normalize/to_tensor (the
+ * uint8 -> float tensor step), then tensor ops. Audio: decode_wav first, waveform ops, then stft (the
+ * waveform -> spectrogram step), then spectrogram ops. */
+enum spw_op_class {
+    SPW_OPC_DECODE_IMAGE,
+    SPW_OPC_IMAGE,
+    SPW_OPC_TO_TENSOR,
+    SPW_OPC_TENSOR,
+    SPW_OPC_DECODE_AUDIO,       /* this and the classes after it are audio */
+    SPW_OPC_WAVE,
+    SPW_OPC_STFT,
+    SPW_OPC_SPECTRAL,
+};
+
+/* The groups ops run in (fusion.h): a decode op heads a decode group; any other op outside a decode group
+ * runs in an augment or a tensor group. */
+enum spw_group_kind { SPW_GROUP_DECODE = 0, SPW_GROUP_AUGMENT = 1, SPW_GROUP_TENSOR = 2 };
+
+/* How an op may join the decode group before it (flags). */
+enum {
+    SPW_FUSE_CROP = 1,          /* right after decode_jpeg: the decoder reads only the crop */
+    SPW_FUSE_RESIZE = 2,        /* right after decode_jpeg: decoded at a DCT scale, resampled in one pass */
+    SPW_FUSE_WINDOW = 4,        /* right after a fused resize: the resample writes only this window */
+    SPW_FUSE_FLIP = 8,          /* after the geometry: the output rows are mirrored as they are written */
+    SPW_FUSE_TENSOR_STEP = 16,  /* after the flips: rows go straight into the float tensor; ends the group */
+    SPW_FUSE_WAVE = 32,         /* after decode_wav: any number of waveform ops */
+};
+
+/* What an op does to the element's size when the spec alone decides it (element_size.h). */
+enum spw_size_effect {
+    SPW_SIZE_KEEPS = 0,         /* flips, colour ops, policies, warps, erasing */
+    SPW_SIZE_DECODED,           /* the image's own size: unknown */
+    SPW_SIZE_SIZE_FIELD,        /* size_h x (size_w or size_h) */
+    SPW_SIZE_RESIZE,            /* known only for a [h, w] size */
+    SPW_SIZE_BOX,               /* height x width */
+    SPW_SIZE_TO_TENSOR,         /* the size stays; the dtype becomes the op's */
+    SPW_SIZE_VARIES,            /* audio: clip lengths vary */
+};
+
+/* A JSON field of an op: how to read it and where it goes in struct spw_op_spec. */
+enum spw_field_kind {
+    SPW_FK_SIZE,        /* int | [s] | [h, w] -> size_h, size_w (size_w 0 for the single-int form) */
+    SPW_FK_MAX_SIZE,    /* null | int -> max_size (0 = none) */
+    SPW_FK_INT,         /* int at off, [lo, hi] */
+    SPW_FK_MAGNITUDE,   /* int, [0, num_magnitude_bins - 1]; listed after num_magnitude_bins */
+    SPW_FK_NUM,         /* double at off, range lo/hi (SPW_F_LO_OPEN: lo excluded) */
+    SPW_FK_BOOL,        /* bool at off */
+    SPW_FK_INTERP,      /* "nearest" | "bilinear" | "bicubic" -> interpolation */
+    SPW_FK_DTYPE,       /* "float32" | "float16" -> dtype */
+    SPW_FK_POLICY,      /* "imagenet" -> policy */
+    SPW_FK_RANGE,       /* [min, max], each in lo/hi, min <= max -> double[2] at off */
+    SPW_FK_PAIR,        /* [x, y] -> double[2] at off */
+    SPW_FK_SHEAR,       /* number s -> (s, 0); [s] -> (s, s); [x, y] (torchvision F.affine) */
+    SPW_FK_FILL,        /* number | [v] | [r, g, b], each in [0, 255] -> fill */
+    SPW_FK_JITTER,      /* ColorJitter._check_input; SPW_F_HUE selects hue's center and bound */
+    SPW_FK_ERASE_VALUE, /* number | [v] | [r, g, b] | "random" */
+    SPW_FK_TRIPLE,      /* exactly 3 numbers, each in lo/hi -> double[3] at off */
+    SPW_FK_OPT_NUM,     /* null | double in lo/hi at off (0 = null: lo must exclude 0) */
+    SPW_FK_WINDOW,      /* "hann" (the one window there is) */
+    SPW_FK_MEL_SCALE,   /* "htk" | "slaney" -> mel_scale */
+    SPW_FK_MEL_NORM,    /* null | "slaney" -> mel_norm */
+    SPW_FK_STYPE,       /* "power" | "magnitude" -> stype */
+};
+
+enum { SPW_F_REQ = 1, SPW_F_LO_OPEN = 2, SPW_F_HUE = 4 };
+
+struct spw_op_field {
+    const char *name;           /* NULL ends a list */
+    enum spw_field_kind kind;
+    size_t off;                 /* offsetof(struct spw_op_spec, ...) for the kinds that store at off */
+    double lo, hi;
+    unsigned flags;
+};
+
+struct spw_element_ctx;
+struct spw_element_dest;
+struct spw_group;
+struct spw_value;
+
+/* One op on one element: what its CPU run gets. */
+struct spw_op_call {
+    const struct spw_element_ctx *ctx;
+    const struct spw_op_spec *op;       /* &ctx->spec->ops[index] */
+    int index;
+    uint64_t epoch;
+    int64_t sample;
+    struct spw_rng rng;                 /* keyed by (seed, epoch, sample, index): the op's random draws */
+    const struct spw_element_dest *dest; /* the pipeline's last write may go there; NULL otherwise */
+    char *err;
+    size_t errlen;
+};
+
+/* A run returns 0, SPW_OP_RAN_NEXT (it ran op index + 1 as well, e.g. stft with the mel after it), or an
+ * error (SPW_EDECODE, SPW_ETOOBIG, SPW_EUNSUPPORTED, -ENOMEM) with a message in call->err. It replaces *v;
+ * a decode starts from an empty *v and reports in *consumed how many ops of the group g it ran (the rest
+ * run one by one). */
+#define SPW_OP_RAN_NEXT 1
+typedef int (*spw_op_run_fn)(struct spw_op_call *call, struct spw_value *v);
+typedef int (*spw_op_decode_fn)(struct spw_op_call *call, const struct spw_group *g, const uint8_t *buf,
+                                size_t len, struct spw_value *v, int *consumed);
+
+struct spw_op_def {
+    const char *name;                   /* the JSON name */
+    enum spw_op_class cls;
+    unsigned fuse;                      /* SPW_FUSE_* */
+    enum spw_group_kind group;          /* decode ops: SPW_GROUP_DECODE */
+    enum spw_size_effect size;
+    const struct spw_op_field *fields;  /* ends with a NULL name */
+    struct spw_op_spec defaults;        /* torchvision's defaults of its fields; all else zero */
+    /* Checks that need more than one field, and defaults derived from others; NULL if none. On failure
+     * returns nonzero with the field's name in *field and the reason in msg. */
+    int (*check)(struct spw_op_spec *op, const char **field, char *msg, size_t msglen);
+    spw_op_decode_fn decode;            /* decode ops */
+    spw_op_run_fn cpu;                  /* every other op */
+};
+
+/* The op's row; NULL when kind is out of range. */
+const struct spw_op_def *spw_op_def(enum spw_op_kind kind);
+/* The kind with that JSON name, or -1. */
+int spw_op_find(const char *name);
+/* True for the classes of audio pipelines. */
+static inline bool spw_op_class_audio(enum spw_op_class cls) { return cls >= SPW_OPC_DECODE_AUDIO; }
+
+#endif

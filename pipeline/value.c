@@ -1,0 +1,59 @@
+/* pipeline/value.c - element values (see value.h): freeing, their shape and bytes as a batch element,
+ * and the copy into a batch slot in HWC or CHW. Thread-safe: no shared state. */
+#include "pipeline/value.h"
+
+#include <string.h>
+
+void spw_value_free(struct spw_value *v)
+{
+    if (!v)
+        return;
+    if (!v->placed) {
+        spw_image_free(&v->img);
+        spw_tensor_free(&v->t);
+    }
+    memset(v, 0, sizeof *v);
+}
+
+size_t spw_value_bytes(const struct spw_value *v)
+{
+    return v->is_tensor ? v->t.nbytes : (size_t)v->img.w * (size_t)v->img.h * (size_t)v->img.c;
+}
+
+void spw_value_out_shape(const struct spw_value *v, enum spw_layout layout, enum spw_dtype *dt, int *ndim,
+                         int64_t *shape)
+{
+    if (v->is_tensor) {
+        *dt = v->t.dtype;
+        *ndim = v->t.ndim;
+        memcpy(shape, v->t.shape, sizeof(int64_t) * (size_t)v->t.ndim);
+        return;
+    }
+    *dt = SPW_DTYPE_U8;
+    *ndim = 3;
+    if (layout == SPW_LAYOUT_CHW) {
+        shape[0] = v->img.c; shape[1] = v->img.h; shape[2] = v->img.w;
+    } else {
+        shape[0] = v->img.h; shape[1] = v->img.w; shape[2] = v->img.c;
+    }
+}
+
+void spw_value_copy_out(const struct spw_value *v, enum spw_layout layout, uint8_t *dst)
+{
+    if (v->is_tensor) {
+        memcpy(dst, v->t.data, v->t.nbytes);
+        return;
+    }
+    const struct spw_image *im = &v->img;
+    const size_t row = (size_t)im->w * (size_t)im->c;
+    if (layout == SPW_LAYOUT_CHW) {
+        const size_t plane = (size_t)im->w * im->h;
+        for (int y = 0; y < im->h; y++)
+            for (int x = 0; x < im->w; x++)
+                for (int c = 0; c < im->c; c++)
+                    dst[c * plane + (size_t)y * im->w + x] = im->data[(size_t)y * im->stride + (size_t)x * im->c + c];
+        return;
+    }
+    for (int y = 0; y < im->h; y++)
+        memcpy(dst + (size_t)y * row, im->data + (size_t)y * im->stride, row);
+}

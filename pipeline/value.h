@@ -1,0 +1,32 @@
+/* pipeline/value.h - one element's value between ops: a uint8 HWC RGB image until normalize/to_tensor,
+ * then a tensor (CHW float for images, float32 waveforms and spectrograms for audio), and how a value is
+ * laid out as one element of a batch. A value is owned by one thread at a time. */
+#ifndef SPW_PIPELINE_VALUE_H
+#define SPW_PIPELINE_VALUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/tensor.h"
+#include "ops/image.h"
+#include "pipeline/spec.h"  /* enum spw_layout */
+
+struct spw_value {
+    bool is_tensor;
+    bool placed;                /* the data went to memory from spw_element_dest.place (not owned) */
+    struct spw_image img;       /* owned, when !is_tensor */
+    struct spw_tensor t;        /* owned, when is_tensor */
+    int sample_rate;            /* audio: Hz; 0 when unknown (a tensor that came over the wire) */
+};
+
+void spw_value_free(struct spw_value *v);
+/* The value's shape as one element of a batch with that layout (uint8 images: HWC, or CHW planes). */
+void spw_value_out_shape(const struct spw_value *v, enum spw_layout layout, enum spw_dtype *dt, int *ndim,
+                         int64_t *shape);
+/* Copy the value into dst (spw_value_bytes of room) in that layout. */
+void spw_value_copy_out(const struct spw_value *v, enum spw_layout layout, uint8_t *dst);
+/* Bytes of the value's pixels or tensor data. */
+size_t spw_value_bytes(const struct spw_value *v);
+
+#endif
