@@ -22,6 +22,8 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "pipeline/element.h"
+#include "pipeline/backend.h"
+#include "pipeline/produce.h"
 #include "pipeline/fusion.h"
 #include "pipeline/order.h"
 #include "pipeline/planner.h"
@@ -33,6 +35,7 @@
 #define DEFAULT_RESCUE_MS 3000
 #define POLL_MS 100
 #define LOCAL_NICE 19
+#define MICROBATCH 16          /* places a backend makes at a time */
 #define PLAN_SAMPLES 256       /* fewer are biased: the first elements cost ~20% more here */
 /* Client CPU per received byte besides the copy, from scripts/bench-stream.sh. The probe measures its own
  * (sent along as recv_ns_per_byte) but read 1.3-2 ns/byte on a loaded 2-core VM where the bench reads 0.3:
@@ -58,6 +61,9 @@ struct spw_job {
     struct assembler *a;
     struct spw_element_ctx ctx;
     bool ctx_ok;
+    struct spw_producer prod;       /* this client's own threads make elements through it */
+    const struct spw_backend *backends[2];  /* ... on these: the CPU, then the GPU when loaded */
+    int n_backends;
     struct spw_order order;
     int64_t *missing;               /* head rescue scratch: batch.size positions */
     pthread_t local[256];
@@ -92,49 +98,60 @@ static bool job_stopping(struct spw_job *j)
     return s;
 }
 
-/* Produce (epoch, place) with the whole pipeline if nobody has yet, then place it in its batch (or park it
- * beyond the window). Adds to *count when this call delivered it. */
-static void produce(struct spw_job *j, uint64_t epoch, int64_t place, int64_t *count)
+/* Places of one epoch this client's threads make, a micro-batch at a time through the backends: each place
+ * nobody has claimed yet is made, then claimed and put in its batch (or parked beyond the window).
+ * Elements are computed into this thread's own memory before the claim: a claimed place holds its batch
+ * back, and these threads run at low priority (they may wait long for the CPU while busier threads run). */
+struct local_mb {
+    struct spw_job *j;
+    uint64_t epoch;
+    bool wait;                  /* wait for each place's prefetch window (leased splits) */
+    const int64_t *places;
+    int64_t samples[MICROBATCH];
+    int64_t *count[MICROBATCH]; /* what each delivered element adds to */
+};
+
+static bool local_want(void *opaque, int k)
 {
-    if (asm_claimed(j->a, epoch, place))
-        return;
-    const int64_t cpu0 = spw_thread_cpu_ns();
-    const int64_t sample = spw_order_at(&j->order, epoch, asm_pos_of(j->a, place));
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    char err[512] = "";
-    int rc = -EIO;
-    for (int attempt = 0; attempt < 3 && rc < 0 && rc != SPW_ETOOBIG; attempt++)
-        rc = spw_source_read(j->src, sample, j->spec->max_file_bytes, &buf, &len);    /* I/O: retry */
-    /* Computed into this thread's own memory, then claimed and copied: a claimed place holds its batch back,
-     * and this thread runs at low priority (it may wait long for the CPU while busier threads run). */
-    struct spw_value v = {0};
-    if (rc == 0)
-        rc = spw_element_run(&j->ctx, 0, j->ctx.n_groups, epoch, sample, buf, len, &v, NULL, NULL, err,
-                             sizeof err);
-    else
-        snprintf(err, sizeof err, "read failed: %s", spw_strerror(rc));
-    free(buf);
+    struct local_mb *m = opaque;
+    if (job_stopping(m->j))
+        return false;
+    if (m->wait)
+        asm_wait_window(m->j->a, m->epoch, m->places[k], 1000);
+    return !asm_claimed(m->j->a, m->epoch, m->places[k]);
+}
+
+static void local_done(void *opaque, int k, int rc, struct spw_value *v, const char *err)
+{
+    struct local_mb *m = opaque;
+    struct spw_job *j = m->j;
     struct asm_ticket t;
-    enum asm_claim c = asm_claim_place(j->a, epoch, place, &t);
-    if (c == ASM_DUP || c == ASM_DROP) {
-        spw_value_free(&v);
-        __atomic_add_fetch(&j->own_cpu_ns, spw_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
-        return;
-    }
-    if (rc != 0) {
-        const bool fail = j->spec->on_error == SPW_ON_ERROR_FAIL;
-        spw_log(fail ? SPW_LOG_ERROR : SPW_LOG_WARN, "client", "%s sample=%lld path=\"%s\" err=\"%s\"",
-                fail ? "failed" : "skipped", (long long)sample, j->src->samples[sample].path, err);
-        if (fail) {
-            char msg[1024];
-            snprintf(msg, sizeof msg, "%s: %s", j->src->samples[sample].path, err);
+    enum asm_claim c = asm_claim_place(j->a, m->epoch, m->places[k], &t);
+    if (c != ASM_DUP && c != ASM_DROP) {
+        char msg[1024];
+        if (rc != 0 && spw_produce_failed(&j->prod, m->samples[k], rc, err, NULL, msg, sizeof msg))
             asm_fail(j->a, rc, msg);
-        }
-        spw_value_free(&v);
+        asm_finish(j->a, &t, c, v, rc == 0, m->count[k]);
     }
-    asm_finish(j->a, &t, c, &v, rc == 0, count);
-    spw_value_free(&v);
+    spw_value_free(v);
+}
+
+/* Make places[0..n) of epoch; the first n_first delivered add to *first, the others to *rest. */
+static void make_places(struct spw_job *j, uint64_t epoch, const int64_t *places, int n, bool wait, int n_first,
+                        int64_t *first, int64_t *rest)
+{
+    const int64_t cpu0 = spw_thread_cpu_ns();
+    for (int i0 = 0; i0 < n && !job_stopping(j); i0 += MICROBATCH) {
+        struct local_mb m = {.j = j, .epoch = epoch, .wait = wait, .places = places + i0};
+        const int mb_n = n - i0 < MICROBATCH ? n - i0 : MICROBATCH;
+        for (int k = 0; k < mb_n; k++) {
+            m.samples[k] = spw_order_at(&j->order, epoch, asm_pos_of(j->a, m.places[k]));
+            m.count[k] = i0 + k < n_first ? first : rest;
+        }
+        const struct spw_microbatch mb = {.epoch = epoch, .cut = j->ctx.n_groups, .n = mb_n, .samples = m.samples,
+                                          .opaque = &m, .want = local_want, .done = local_done};
+        spw_backend_run(j->backends, j->n_backends, &j->prod, &mb);
+    }
     __atomic_add_fetch(&j->own_cpu_ns, spw_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
 }
 
@@ -160,8 +177,7 @@ static bool help_head(struct spw_job *j, bool idle)
     int n = asm_head_missing(j->a, &epoch, places, 64, &stalled, &n_self);
     if (!idle || stalled < IDLE_HELP_MS)
         n = n_self;
-    for (int i = 0; i < n && !job_stopping(j); i++)
-        produce(j, epoch, places[i], &j->st.local_elements);
+    make_places(j, epoch, places, n, false, n, &j->st.local_elements, NULL);
     return n > 0;
 }
 
@@ -198,12 +214,13 @@ static void *local_main(void *arg)
             continue;
         }
         hold(j, me, &l);
-        for (int k = 0; k < l.count && !job_stopping(j); k++) {
-            const int64_t place = asm_place_of(j->a, l.first_position + k);
-            if (place < 0)
-                continue;       /* not this rank's (the dispatcher leases a client only its own splits) */
-            asm_wait_window(j->a, l.epoch, place, 1000);
-            produce(j, l.epoch, place, &j->st.local_elements);
+        for (int k0 = 0; k0 < l.count && !job_stopping(j); k0 += MICROBATCH) {
+            int64_t places[MICROBATCH];
+            int n = 0;
+            for (int k = k0; k < l.count && k < k0 + MICROBATCH; k++)
+                if ((places[n] = asm_place_of(j->a, l.first_position + k)) >= 0)
+                    n++;        /* not this rank's (the dispatcher leases a client only its own splits) */
+            make_places(j, l.epoch, places, n, true, n, &j->st.local_elements, NULL);
         }
         hold(j, me, NULL);
     }
@@ -408,6 +425,9 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
     if (spw_element_ctx_init(&j->ctx, j->spec) != 0)
         return -ENOMEM;
     j->ctx_ok = true;
+    j->prod = (struct spw_producer){.spec = j->spec, .src = j->src, .ctx = &j->ctx, .component = "client"};
+    j->backends[0] = &spw_backend_cpu;
+    j->n_backends = 1;
     spw_order_init(&j->order, j->src->n, j->spec->source.shuffle, j->spec->source.seed);
     struct asm_opts ao = {.spec = j->spec, .src = j->src, .prefetch_bytes = j->o.prefetch_bytes,
                           .ordered = j->o.ordered, .max_batches = j->o.max_batches, .split_size = j->rj.split_size,
@@ -425,7 +445,7 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    j->st.job = j->rj.job;
+    j->st.job = j->prod.job = j->rj.job;
     j->st.cut = j->rj.cut;
     j->st.groups = j->rj.groups;
     if (remote_start(j->r, j->a, &j->ctx, j->src, &j->order) != 0) {
@@ -589,8 +609,7 @@ static void rescue_head(struct spw_job *j)
     if (n > n_self)
         spw_log(SPW_LOG_WARN, "client", "head batch stalled for %lld ms: computing its %d missing elements here",
                 (long long)stalled, n - n_self);
-    for (int i = 0; i < n; i++)
-        produce(j, epoch, j->missing[i], i < n_self ? &j->st.local_elements : &j->st.rescued_elements);
+    make_places(j, epoch, j->missing, n, false, n_self, &j->st.local_elements, &j->st.rescued_elements);
 }
 
 /* Every worker refused the job and this client has no threads of its own: fail the job with the workers'

@@ -20,6 +20,7 @@
 #include "lib/rpc.h"
 #include "lib/version.h"
 #include "pipeline/op_registry.h"
+#include "pipeline/produce.h"
 #include "pipeline/wire.h"
 
 #define MAX_STREAMS 64
@@ -332,17 +333,11 @@ static bool reads_input_only(const struct spw_element_ctx *ctx, int g)
  * on_error fail. */
 static void sample_failed(struct remote *r, int64_t sample, int rc, const char *err, const char *from)
 {
-    const bool fail = r->ctx->spec->on_error == SPW_ON_ERROR_FAIL;
-    const char *path = sample >= 0 && sample < r->src->n ? r->src->samples[sample].path : "?";
-    spw_log(fail ? SPW_LOG_ERROR : SPW_LOG_WARN, "client", "%s job=%llu sample=%lld path=\"%s\" err=\"%s\"%s%s",
-            fail ? "failed" : "skipped", (unsigned long long)r->job.job, (long long)sample, path, err,
-            from ? " worker=" : "", from ? from : "");
-    if (fail) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s: %s%s%s%s", path, err, from ? " (on worker " : "", from ? from : "",
-                 from ? ")" : "");
+    const struct spw_producer p = {.spec = r->ctx->spec, .src = r->src, .ctx = r->ctx, .component = "client",
+                                   .job = r->job.job};
+    char msg[1024];
+    if (spw_produce_failed(&p, sample, rc, err, from, msg, sizeof msg))
         asm_fail(r->a, rc, msg);
-    }
 }
 
 /* Finish one received element: claim it, run the suffix if any, put it in its batch (or park it).

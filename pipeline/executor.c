@@ -14,6 +14,7 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "pipeline/element.h"
+#include "pipeline/produce.h"
 #include "pipeline/fusion.h"
 #include "pipeline/order.h"
 
@@ -32,6 +33,7 @@ struct spw_executor {
     const struct spw_pipeline_spec *spec;
     const struct spw_source *src;
     struct spw_element_ctx ctx;
+    struct spw_producer prod;
     struct spw_order order;
     struct spw_rank_view view;  /* this rank's positions of each epoch (all of them for one rank) */
     int64_t per_epoch;          /* batches per epoch */
@@ -288,36 +290,23 @@ static void *worker(void *arg)
         if (!got)
             break;
         const int64_t epoch = gb / ex->per_epoch;
-        uint8_t *buf = NULL;
-        size_t len = 0;
-        struct spw_value v = {0};
+        struct spw_value v;
         memset(st->ran, 0, sizeof st->ran);
         memset(st->ns, 0, sizeof(int64_t) * (size_t)ex->spec->n_ops);
         memset(st->out_bytes, 0, sizeof(int64_t) * (size_t)ex->spec->n_ops);
-        err[0] = 0;
-        int rc = spw_source_read(ex->src, sample, ex->spec->max_file_bytes, &buf, &len);
-        if (rc)
-            snprintf(err, sizeof err, "read failed: %s", spw_strerror(rc));
-        else
-        {
-            struct place_req rq = {ex, s, pos};
-            struct spw_element_dest dest = {place_cb, &rq, ex->spec->batch.layout};
-            rc = spw_element_run(&ex->ctx, 0, ex->ctx.n_groups, (uint64_t)epoch, sample, buf, len, &v, st, &dest,
-                                 err, sizeof err);
-        }
-        free(buf);
+        struct place_req rq = {ex, s, pos};
+        struct spw_element_dest dest = {place_cb, &rq, ex->spec->batch.layout};
+        int rc = spw_produce(&ex->prod, (uint64_t)epoch, sample, ex->ctx.n_groups, &v, st, &dest, err, sizeof err);
         if (rc == 0) {
             add_stats(ex, st);
         } else {
-            const char *path = ex->src->samples[sample].path;
-            const bool fail_run = ex->spec->on_error == SPW_ON_ERROR_FAIL;
-            spw_log(fail_run ? SPW_LOG_ERROR : SPW_LOG_WARN, "executor", "%s sample=%lld path=\"%s\" err=\"%s\"",
-                    fail_run ? "failed" : "skipped", (long long)sample, path, err);
+            char msg[sizeof ex->errmsg];
+            const bool fail_run = spw_produce_failed(&ex->prod, sample, rc, err, NULL, msg, sizeof msg);
             pthread_mutex_lock(&ex->mu);
             ex->stats.skipped++;
-            if (ex->spec->on_error == SPW_ON_ERROR_FAIL && !ex->fail_rc) {
-                ex->fail_rc = rc < 0 ? rc : rc;
-                snprintf(ex->errmsg, sizeof ex->errmsg, "%s: %s", path, err);
+            if (fail_run && !ex->fail_rc) {
+                ex->fail_rc = rc;
+                snprintf(ex->errmsg, sizeof ex->errmsg, "%s", msg);
                 ex->stopping = true;
                 pthread_cond_broadcast(&ex->cv_work);
                 pthread_cond_broadcast(&ex->cv_ready);
@@ -374,6 +363,7 @@ int spw_executor_create(const struct spw_pipeline_spec *spec, const struct spw_s
     ex->window = opts->window_batches > 0 ? opts->window_batches : 2;
     spw_order_init(&ex->order, src->n, spec->source.shuffle, spec->source.seed);
     int rc = spw_element_ctx_init(&ex->ctx, spec);
+    ex->prod = (struct spw_producer){.spec = spec, .src = src, .ctx = &ex->ctx, .component = "executor"};
     ex->slots = calloc((size_t)ex->window, sizeof *ex->slots);
     ex->tids = calloc((size_t)ex->threads, sizeof *ex->tids);
     ex->pool_max = ex->window + 1;

@@ -17,6 +17,8 @@
 #include "lib/heap.h"
 #include "lib/log.h"
 #include "pipeline/element.h"
+#include "pipeline/backend.h"
+#include "pipeline/produce.h"
 #include "pipeline/order.h"
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
@@ -24,6 +26,7 @@
 #include "pipeline/wire.h"
 
 #define MSG_TARGET_BYTES (1u << 20)
+#define MICROBATCH 16                       /* samples a backend makes at a time */
 #define LEASE_AHEAD 2                       /* splits a producer holds: the one it works on and the next */
 #define TRIM_WHILE_STOPPING (128 << 10)     /* glibc's default */
 /* A queue holds about this long of what its stream sent lately (at least QUEUE_MIN_BYTES, at most
@@ -62,6 +65,7 @@ struct job {
     struct spw_pipeline_spec *spec;
     struct spw_source *src;
     struct spw_element_ctx ctx;
+    struct spw_producer prod;   /* reads, runs and logs failures the way every producer does */
     struct spw_order order;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -95,6 +99,8 @@ struct wrk_jobs {
     struct refusal *refused;    /* changed only on the registration thread (wrk_jobs_update), under mu */
     int n_refused;
     int draining;               /* atomic: producers lease nothing new (wrk_jobs_drain) */
+    const struct spw_backend *backends[2];      /* who makes micro-batches: CPU, then the GPU when loaded */
+    int n_backends;
 };
 
 static void msg_free(struct msg *m)
@@ -367,16 +373,42 @@ static void slot_error(const struct job *jb, const struct builder *bd, int cut, 
  * with the reason, which the client logs too and, under on_error fail, fails the job with. */
 static void tombstone(struct job *jb, struct builder *bd, int64_t pos, int64_t sample, int rc, const char *err)
 {
-    const bool fail = jb->spec->on_error == SPW_ON_ERROR_FAIL;
-    spw_log(fail || rc == -ENOMEM ? SPW_LOG_ERROR : SPW_LOG_WARN, "worker",
-            "%s job=%llu sample=%lld path=\"%s\" err=\"%s\"", fail ? "failed" : "skipped",
-            (unsigned long long)jb->id, (long long)sample, jb->src->samples[sample].path, err);
+    spw_produce_failed(&jb->prod, sample, rc, err, NULL, NULL, 0);
     if (bd->b.n_tombstones == sizeof bd->tombstones / sizeof bd->tombstones[0])
         flush(jb, bd, false);                                   /* a split of thousands of broken files */
     if (bd->b.n_tombstones == sizeof bd->tombstones / sizeof bd->tombstones[0])
         return;                                                 /* no memory to flush: the split stays open */
     bd->tombstone_errors[bd->b.n_tombstones] = strdup(err);    /* NULL (no memory): sent without a reason */
     bd->tombstones[bd->b.n_tombstones++] = pos;
+}
+
+/* A micro-batch of a split: where its elements go. */
+struct split_mb {
+    struct job *jb;
+    struct builder *bd;
+    int cut;
+    struct spw_element_dest dest;
+    struct place_ctx pc;
+    int64_t pos[MICROBATCH], samples[MICROBATCH];
+};
+
+/* A run of the whole pipeline writes its output straight into the message. */
+static const struct spw_element_dest *mb_dest(void *opaque, int k)
+{
+    struct split_mb *m = opaque;
+    return m->cut == m->jb->ctx.n_groups ? &m->dest : NULL;
+}
+
+static void mb_done(void *opaque, int k, int rc, struct spw_value *v, const char *why)
+{
+    struct split_mb *m = opaque;
+    char err[512];
+    snprintf(err, sizeof err, "%s", rc ? why : "");
+    if (rc == 0 && (rc = add_element(m->jb, m->bd, m->pos[k], m->samples[k], v)) != 0)
+        slot_error(m->jb, m->bd, m->cut, err, sizeof err);
+    if (rc != 0)
+        tombstone(m->jb, m->bd, m->pos[k], m->samples[k], rc, err);
+    spw_value_free(v);
 }
 
 static void *producer(void *arg)
@@ -388,7 +420,6 @@ static void *producer(void *arg)
     bd.b.positions = bd.positions;
     bd.b.samples = bd.samples;
     bd.b.tombstones = bd.tombstones;
-    char err[512];
     Spillway__V1__Lease held[LEASE_AHEAD];     /* leased, not started: the next split is at hand */
     int n_held = 0;
     for (;;) {
@@ -420,46 +451,17 @@ static void *producer(void *arg)
         bd.b.cut = l.cut;
         bd.n = 0;
         bd.b.n_tombstones = 0;
-        for (int32_t k = 0; k < l.count; k++) {
-            int64_t pos = l.first_position + k;
-            int64_t sample = spw_order_at(&jb->order, l.epoch, pos);
-            uint8_t *buf = NULL;
-            size_t len = 0;
-            int rc = -EIO;
-            for (int attempt = 0; attempt < 3 && rc < 0 && rc != SPW_ETOOBIG; attempt++)
-                rc = spw_source_read(jb->src, sample, jb->spec->max_file_bytes, &buf, &len);   /* I/O: retry */
-            struct spw_value v = {0};
-            struct place_ctx pc = {jb, &bd};
-            struct spw_element_dest dest = {place_cb, &pc, SPW_LAYOUT_HWC};
-            bool slot_failed = false;
-            if (rc == 0 && l.cut == 0 && len == 0) {
-                rc = SPW_EFORMAT;       /* nothing to decode: a tombstone, not a malformed empty element */
-                snprintf(err, sizeof err, "empty file (0 bytes)");
-            } else if (rc == 0 && l.cut == 0) {
-                /* Cut 0: the element travels encoded, as a uint8 [len] tensor. */
-                int64_t shape[1] = {(int64_t)len};
-                uint8_t *dst = element_slot(jb, &bd, SPW_DTYPE_U8, 1, shape);
-                if (dst) {
-                    memcpy(dst, buf, len);
-                    element_added(jb, &bd, pos, sample);
-                }
-                rc = dst ? 0 : bd.slot_err;
-                slot_failed = !dst;
-            } else if (rc == 0) {
-                /* A run of the whole pipeline writes its output straight into the message. */
-                rc = spw_element_run(&jb->ctx, 0, l.cut, l.epoch, sample, buf, len, &v, NULL,
-                                     l.cut == jb->ctx.n_groups ? &dest : NULL, err, sizeof err);
-                if (rc == 0)
-                    slot_failed = (rc = add_element(jb, &bd, pos, sample, &v)) != 0;
-            } else {
-                snprintf(err, sizeof err, "read failed: %s", spw_strerror(rc));
+        /* The split in micro-batches, each made by the first backend that takes it. */
+        struct split_mb m = {jb, &bd, l.cut, {place_cb, &m.pc, SPW_LAYOUT_HWC}, {jb, &bd}, {0}, {0}};
+        for (int32_t k0 = 0; k0 < l.count; k0 += MICROBATCH) {
+            const int n = l.count - k0 < MICROBATCH ? l.count - k0 : MICROBATCH;
+            for (int k = 0; k < n; k++) {
+                m.pos[k] = l.first_position + k0 + k;
+                m.samples[k] = spw_order_at(&jb->order, l.epoch, m.pos[k]);
             }
-            if (slot_failed)
-                slot_error(jb, &bd, l.cut, err, sizeof err);
-            if (rc != 0)
-                tombstone(jb, &bd, pos, sample, rc, err);
-            spw_value_free(&v);
-            free(buf);
+            const struct spw_microbatch mb = {.epoch = l.epoch, .cut = l.cut, .n = n, .samples = m.samples,
+                                              .opaque = &m, .dest = mb_dest, .done = mb_done};
+            spw_backend_run(jb->owner->backends, jb->owner->n_backends, &jb->prod, &mb);
         }
         flush(jb, &bd, true);
         __atomic_sub_fetch(&jb->held_splits, 1, __ATOMIC_RELEASE);
@@ -520,6 +522,8 @@ static struct job *job_start(struct wrk_jobs *w, const Spillway__V1__JobTask *t,
         snprintf(why, whylen, "out of memory");
         goto fail;
     }
+    jb->prod = (struct spw_producer){.spec = jb->spec, .src = jb->src, .ctx = &jb->ctx, .component = "worker",
+                                     .job = jb->id};
     spw_order_init(&jb->order, jb->src->n, jb->spec->source.shuffle, jb->spec->source.seed);
     int n = w->o.threads > MAX_THREADS ? MAX_THREADS : w->o.threads;
     for (int i = 0; i < n; i++)
@@ -550,6 +554,7 @@ int wrk_jobs_create(const struct wrk_jobs_opts *o, struct wrk_jobs **out)
     if (!w)
         return -ENOMEM;
     w->o = *o;
+    w->backends[w->n_backends++] = &spw_backend_cpu;
     if (!w->o.queue_bytes)
         w->o.queue_bytes = (size_t)256 << 20;
     if (w->o.threads <= 0)

@@ -1,8 +1,12 @@
 /* tests/unit/check_pipeline.c - pipeline/: epoch order (a bijection per epoch), sources (image folder labels,
  * WebDataset tar shards), fusion groups, and the executor (same bytes for any thread count, skip and fail
- * policies for corrupt samples, epochs and partial batches). Datasets are built in a temp dir from the
+ * policies for corrupt samples, epochs and partial batches), one element through spw_produce and a
+ * micro-batch through the CPU backend, and the size-sorted micro-batch queue. Datasets are built in a temp dir from the
  * committed fixtures. */
 #include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +16,10 @@
 
 #include "tests/unit/check_run.h"
 #include "lib/err.h"
+#include "lib/rng.h"
+#include "pipeline/backend.h"
 #include "pipeline/executor.h"
+#include "pipeline/mb_queue.h"
 #include "pipeline/fusion.h"
 #include "pipeline/order.h"
 #include "pipeline/source.h"
@@ -383,6 +390,193 @@ START_TEST(test_executor_shape_mismatch_is_clear_error)
 }
 END_TEST
 
+/* spw_produce: cut 0 is the file's bytes (an empty file refused), a full cut the element, a vanished file a
+ * read failure; spw_produce_failed says whether on_error fails the job and names the file. */
+START_TEST(test_produce_cuts_and_failures)
+{
+    make_folder(g_root);
+    char empty[512];
+    snprintf(empty, sizeof empty, "%s/dog/e.jpg", g_root);
+    write_bytes(empty, "", 0);
+    struct spw_pipeline_spec *s = spec_of(
+        "{\"source\":{\"format\":\"image_folder\",\"path\":\"%s\",\"shuffle\":false},\"ops\":[{\"op\":\"decode_jpeg\"},"
+        "{\"op\":\"resize\",\"size\":[20,24]}],\"batch\":{\"size\":5},\"on_error\":\"fail\"}", g_root);
+    struct spw_source *src;
+    char err[512], msg[1024];
+    ck_assert_int_eq(spw_source_open(&s->source, &src, err, sizeof err), 0);
+    struct spw_element_ctx ctx;
+    ck_assert_int_eq(spw_element_ctx_init(&ctx, s), 0);
+    const struct spw_producer p = {.spec = s, .src = src, .ctx = &ctx, .component = "test", .job = 7};
+    struct spw_value v;
+    ck_assert_int_eq(spw_produce(&p, 0, 0, 0, &v, NULL, NULL, err, sizeof err), 0);
+    ck_assert(v.is_tensor && v.t.dtype == SPW_DTYPE_U8 && v.t.shape[0] == src->samples[0].size);
+    ck_assert_int_eq(memcmp(v.t.data, "\xff\xd8", 2), 0);
+    spw_value_free(&v);
+    ck_assert_int_eq(spw_produce(&p, 0, 0, ctx.n_groups, &v, NULL, NULL, err, sizeof err), 0);
+    ck_assert(!v.is_tensor && v.img.w == 24 && v.img.h == 20);
+    spw_value_free(&v);
+    int64_t e = -1;
+    for (int64_t i = 0; i < src->n; i++)
+        if (strstr(src->samples[i].path, "/e.jpg"))
+            e = i;
+    ck_assert_int_ge(e, 0);
+    ck_assert_int_eq(spw_produce(&p, 0, e, 0, &v, NULL, NULL, err, sizeof err), SPW_EFORMAT);
+    ck_assert_str_eq(err, "empty file (0 bytes)");
+    ck_assert(!v.is_tensor && !v.t.data && !v.img.data);
+    ck_assert(spw_produce_failed(&p, e, SPW_EFORMAT, err, "w1", msg, sizeof msg));
+    ck_assert_msg(strstr(msg, "/dog/e.jpg: empty file (0 bytes) (on worker w1)") != NULL, "%s", msg);
+    ck_assert_int_eq(unlink(empty), 0);
+    ck_assert_int_lt(spw_produce(&p, 0, e, ctx.n_groups, &v, NULL, NULL, err, sizeof err), 0);
+    ck_assert_msg(strncmp(err, "read failed: ", 13) == 0, "%s", err);
+    s->on_error = SPW_ON_ERROR_SKIP;
+    ck_assert(!spw_produce_failed(&p, e, -ENOENT, err, NULL, msg, sizeof msg));
+    spw_element_ctx_destroy(&ctx);
+    spw_source_close(src);
+    spw_spec_free(s);
+}
+END_TEST
+
+struct mb_probe {
+    int done[16], rc[16];
+    int64_t bytes[16];
+    uint8_t slot[20 * 24 * 3];
+    struct spw_element_dest dest;
+};
+
+static void *probe_place(void *opaque, enum spw_dtype dt, int ndim, const int64_t *shape)
+{
+    return ((struct mb_probe *)opaque)->slot;
+}
+
+static bool probe_want(void *opaque, int k) { return k != 1; }
+
+static const struct spw_element_dest *probe_dest(void *opaque, int k)
+{
+    return k == 2 ? &((struct mb_probe *)opaque)->dest : NULL;
+}
+
+static void probe_done(void *opaque, int k, int rc, struct spw_value *v, const char *err)
+{
+    struct mb_probe *m = opaque;
+    m->done[k]++;
+    m->rc[k] = rc;
+    m->bytes[k] = rc == 0 ? (int64_t)spw_value_bytes(v) + (v->placed ? 1000000 : 0) : -1;
+    spw_value_free(v);
+}
+
+/* The CPU backend: every wanted element reaches done once, in order, placed where dest says. */
+START_TEST(test_backend_cpu_microbatch)
+{
+    make_folder(g_root);
+    add_corrupt(g_root);
+    struct spw_pipeline_spec *s = spec_of(
+        "{\"source\":{\"format\":\"image_folder\",\"path\":\"%s\",\"shuffle\":false},\"ops\":[{\"op\":\"decode_jpeg\"},"
+        "{\"op\":\"resize\",\"size\":[20,24]}],\"batch\":{\"size\":5}}", g_root);
+    struct spw_source *src;
+    char err[512];
+    ck_assert_int_eq(spw_source_open(&s->source, &src, err, sizeof err), 0);
+    struct spw_element_ctx ctx;
+    ck_assert_int_eq(spw_element_ctx_init(&ctx, s), 0);
+    const struct spw_producer p = {.spec = s, .src = src, .ctx = &ctx, .component = "test"};
+    int64_t samples[4] = {0, 1, 2, src->n - 1};        /* the last one is a corrupt file (z_...) */
+    struct mb_probe m = {.dest = {probe_place, NULL, SPW_LAYOUT_HWC}};
+    m.dest.opaque = &m;
+    const struct spw_microbatch mb = {.epoch = 0, .cut = ctx.n_groups, .n = 4, .samples = samples, .opaque = &m,
+                                      .want = probe_want, .dest = probe_dest, .done = probe_done};
+    const struct spw_backend *const table[] = {&spw_backend_cpu};
+    ck_assert_int_eq(spw_backend_run(table, 1, &p, &mb), 0);
+    ck_assert(m.done[0] == 1 && m.done[1] == 0 && m.done[2] == 1 && m.done[3] == 1);
+    ck_assert(m.rc[0] == 0 && m.bytes[0] == 20 * 24 * 3);
+    ck_assert(m.rc[2] == 0 && m.bytes[2] == 1000000 + 20 * 24 * 3);    /* written into the slot */
+    ck_assert_msg(m.rc[3] != 0, "%s", src->samples[src->n - 1].path);
+    ck_assert_int_eq(spw_backend_run(table, 0, &p, &mb), -ENODEV);
+    spw_element_ctx_destroy(&ctx);
+    spw_source_close(src);
+    spw_spec_free(s);
+}
+END_TEST
+
+/* The micro-batch queue: the largest end and the smallest end come out in size order; a full queue refuses
+ * more; two consumers pulling from both ends while a producer fills take every entry exactly once. */
+START_TEST(test_mb_queue_two_ends)
+{
+    struct spw_mb_queue *q;
+    ck_assert_int_eq(spw_mb_queue_create(0, &q), -EINVAL);
+    ck_assert_int_eq(spw_mb_queue_create(8, &q), 0);
+    const int64_t sizes[8] = {50, 10, 80, 10, 30, 99, 1, 60};
+    for (int i = 0; i < 8; i++) {
+        struct spw_mb_entry e = {.first = i * 4, .n = 4, .bytes = sizes[i]};
+        ck_assert_int_eq(spw_mb_queue_put(q, &e), 0);
+    }
+    struct spw_mb_entry e = {.bytes = 5};
+    ck_assert_int_eq(spw_mb_queue_put(q, &e), -ENOSPC);
+    const int64_t big[3] = {99, 80, 60}, small[3] = {1, 10, 10};
+    for (int i = 0; i < 3; i++) {
+        ck_assert(spw_mb_queue_take(q, SPW_MB_LARGEST, &e) && e.bytes == big[i]);
+        ck_assert(spw_mb_queue_take(q, SPW_MB_SMALLEST, &e) && e.bytes == small[i]);
+    }
+    ck_assert(spw_mb_queue_take(q, SPW_MB_SMALLEST, &e) && e.first == 16);     /* 30 */
+    ck_assert_int_eq(spw_mb_queue_len(q), 1);
+    ck_assert(spw_mb_queue_take(q, SPW_MB_LARGEST, &e) && e.first == 0);       /* 50 */
+    ck_assert(!spw_mb_queue_take(q, SPW_MB_LARGEST, &e));
+    spw_mb_queue_destroy(q);
+}
+END_TEST
+
+struct mbq_shared {
+    struct spw_mb_queue *q;
+    int taken[4000];
+    int done;                   /* atomic: the producer finished */
+};
+
+struct mbq_consumer {
+    struct mbq_shared *sh;
+    enum spw_mb_end end;
+    int64_t count;
+};
+
+static void *mbq_consume(void *arg)
+{
+    struct mbq_consumer *c = arg;
+    struct spw_mb_entry e;
+    for (;;) {
+        if (spw_mb_queue_take(c->sh->q, c->end, &e)) {
+            __atomic_add_fetch(&c->sh->taken[e.first], 1, __ATOMIC_RELAXED);
+            c->count++;
+        } else if (__atomic_load_n(&c->sh->done, __ATOMIC_ACQUIRE) && spw_mb_queue_len(c->sh->q) == 0) {
+            return NULL;
+        } else {
+            sched_yield();
+        }
+    }
+}
+
+START_TEST(test_mb_queue_concurrent_ends)
+{
+    static struct mbq_shared sh;
+    memset(&sh, 0, sizeof sh);
+    ck_assert_int_eq(spw_mb_queue_create(16, &sh.q), 0);
+    struct mbq_consumer c[2] = {{&sh, SPW_MB_SMALLEST, 0}, {&sh, SPW_MB_LARGEST, 0}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, mbq_consume, &c[i]), 0);
+    struct spw_rng g;
+    spw_rng_init(&g, 3, 0, 0, 0);
+    for (int i = 0; i < 4000; i++) {
+        struct spw_mb_entry e = {.first = i, .n = 1, .bytes = (int64_t)spw_rng_below(&g, 1000)};
+        while (spw_mb_queue_put(sh.q, &e) != 0)
+            sched_yield();
+    }
+    __atomic_store_n(&sh.done, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < 4000; i++)
+        ck_assert_int_eq(sh.taken[i], 1);
+    ck_assert_int_eq(c[0].count + c[1].count, 4000);
+    spw_mb_queue_destroy(sh.q);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pipeline");
@@ -400,6 +594,10 @@ int main(void)
     tcase_add_test(tc, test_executor_skip_policy_counts_and_continues);
     tcase_add_test(tc, test_executor_fail_policy_stops_with_path);
     tcase_add_test(tc, test_executor_shape_mismatch_is_clear_error);
+    tcase_add_test(tc, test_produce_cuts_and_failures);
+    tcase_add_test(tc, test_backend_cpu_microbatch);
+    tcase_add_test(tc, test_mb_queue_two_ends);
+    tcase_add_test(tc, test_mb_queue_concurrent_ends);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }

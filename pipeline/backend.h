@@ -1,0 +1,44 @@
+/* pipeline/backend.h - who makes a micro-batch of elements: a table of backends, CPU first, GPU second
+ * (the GPU backend comes from the CUDA plugin, when one is loaded). A micro-batch is a few samples of one
+ * epoch with callbacks: want(k) before element k (false: skip it; it may wait, e.g. for the prefetch
+ * window), dest(k) for where its final write may go, done(k) with the element or its error. The CPU backend
+ * makes elements one by one through spw_produce, calling done right after each, so an element placed
+ * through dest is complete when done sees it. Thread-safe: a backend may serve many threads at once. */
+#ifndef SPW_PIPELINE_BACKEND_H
+#define SPW_PIPELINE_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipeline/produce.h"
+
+struct spw_microbatch {
+    uint64_t epoch;
+    int cut;                    /* run groups [0, cut) */
+    int n;
+    const int64_t *samples;     /* n sample numbers */
+    void *opaque;               /* the callbacks' first argument */
+    bool (*want)(void *opaque, int k);                                  /* NULL: every element */
+    const struct spw_element_dest *(*dest)(void *opaque, int k);        /* NULL: the backend's own memory */
+    /* Element k: rc 0 and *v (the callee frees it), or rc and err. */
+    void (*done)(void *opaque, int k, int rc, struct spw_value *v, const char *err);
+};
+
+struct spw_backend {
+    const char *name;           /* "cpu", "gpu" */
+    /* Make the micro-batch's elements; each one reaches done exactly once unless want skipped it. Returns
+     * 0, or an error when the backend could not take the micro-batch at all (nothing reached done: give it
+     * to the next backend). */
+    int (*run)(const struct spw_backend *b, const struct spw_producer *p, const struct spw_microbatch *mb);
+    void *impl;
+};
+
+/* Makes elements on the calling thread. */
+extern const struct spw_backend spw_backend_cpu;
+
+/* Run mb on the first backend of table[0..n) that takes it (the CPU backend always does). */
+int spw_backend_run(const struct spw_backend *const *table, int n, const struct spw_producer *p,
+                    const struct spw_microbatch *mb);
+
+#endif

@@ -1,0 +1,62 @@
+/* pipeline/produce.c - read, run, and the on_error decision for one element (see produce.h). Thread-safe:
+ * all state is per call. */
+#include "pipeline/produce.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/err.h"
+#include "lib/log.h"
+
+int spw_produce(const struct spw_producer *p, uint64_t epoch, int64_t sample, int cut, struct spw_value *v,
+                struct spw_element_stats *stats, const struct spw_element_dest *dest, char *err, size_t errlen)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = -EIO;
+    memset(v, 0, sizeof *v);
+    err[0] = 0;
+    for (int attempt = 0; attempt < SPW_PRODUCE_READ_TRIES && rc < 0 && rc != SPW_ETOOBIG; attempt++)
+        rc = spw_source_read(p->src, sample, p->spec->max_file_bytes, &buf, &len);    /* I/O: retry */
+    if (rc) {
+        snprintf(err, errlen, "read failed: %s", spw_strerror(rc));
+        return rc;
+    }
+    if (cut == 0 && len == 0) {
+        free(buf);
+        snprintf(err, errlen, "empty file (0 bytes)");
+        return SPW_EFORMAT;     /* nothing to decode: a failed sample, not a malformed empty element */
+    }
+    if (cut == 0) {
+        /* The element travels encoded: the bytes become a uint8 [len] tensor without a copy. */
+        v->is_tensor = true;
+        v->t.dtype = SPW_DTYPE_U8;
+        v->t.ndim = 1;
+        v->t.shape[0] = (int64_t)len;
+        v->t.nbytes = len;
+        v->t.data = buf;
+        return 0;
+    }
+    rc = spw_element_run(p->ctx, 0, cut, epoch, sample, buf, len, v, stats, dest, err, errlen);
+    free(buf);
+    return rc;
+}
+
+bool spw_produce_failed(const struct spw_producer *p, int64_t sample, int rc, const char *err, const char *from,
+                        char *msg, size_t msglen)
+{
+    const bool fail = p->spec->on_error == SPW_ON_ERROR_FAIL;
+    const char *path = sample >= 0 && sample < p->src->n ? p->src->samples[sample].path : "?";
+    char job[32] = "";
+    if (p->job)
+        snprintf(job, sizeof job, "job=%llu ", (unsigned long long)p->job);
+    spw_log(fail || rc == -ENOMEM ? SPW_LOG_ERROR : SPW_LOG_WARN, p->component,
+            "%s %ssample=%lld path=\"%s\" err=\"%s\"%s%s", fail ? "failed" : "skipped", job, (long long)sample,
+            path, err, from ? " worker=" : "", from ? from : "");
+    if (fail && msg)
+        snprintf(msg, msglen, "%s: %s%s%s%s", path, err, from ? " (on worker " : "", from ? from : "",
+                 from ? ")" : "");
+    return fail;
+}

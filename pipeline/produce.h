@@ -1,0 +1,39 @@
+/* pipeline/produce.h - one element from its sample number, made the same way wherever it is made (the
+ * in-process executor, a worker, the client's own threads): read the file (I/O errors retried, the size
+ * capped before allocating), run groups [0, cut), and after a failure the one decision on_error makes,
+ * with the one log line naming the file. Thread-safe: a producer is read-only once set up. */
+#ifndef SPW_PIPELINE_PRODUCE_H
+#define SPW_PIPELINE_PRODUCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipeline/element.h"
+#include "pipeline/source.h"
+#include "pipeline/spec.h"
+
+struct spw_producer {
+    const struct spw_pipeline_spec *spec;
+    const struct spw_source *src;
+    const struct spw_element_ctx *ctx;
+    const char *component;      /* the log lines' component: "executor", "worker", "client" */
+    uint64_t job;               /* logged as job=N; 0: none */
+};
+
+/* Reads of a sample before an I/O error (negative errno) counts as the sample's failure. */
+#define SPW_PRODUCE_READ_TRIES 3
+
+/* Read sample and run groups [0, cut) into *v (empty). With cut 0, *v is the encoded bytes as a uint8
+ * [len] tensor, and an empty file is refused (nothing to decode). stats and dest as spw_element_run.
+ * Returns 0, or an error with the reason in err ("read failed: ..." for I/O); *v is then empty. */
+int spw_produce(const struct spw_producer *p, uint64_t epoch, int64_t sample, int cut, struct spw_value *v,
+                struct spw_element_stats *stats, const struct spw_element_dest *dest, char *err, size_t errlen);
+
+/* Sample could not be made (here, or on worker `from`, NULL for here): log "skipped" or "failed" with its
+ * path and err, and return true when on_error says the job fails; then msg (when not NULL) gets the job's
+ * error, "PATH: ERR[ (on worker FROM)]". */
+bool spw_produce_failed(const struct spw_producer *p, int64_t sample, int rc, const char *err, const char *from,
+                        char *msg, size_t msglen);
+
+#endif
