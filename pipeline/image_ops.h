@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/jpeg.h"
+#include "ops/resample.h"
 #include "ops/sink.h"
 #include "pipeline/element.h"
 #include "pipeline/geometry.h"
@@ -27,6 +29,31 @@ int spw_image_op_random_erasing(struct spw_op_call *c, struct spw_value *v);
 /* decode_jpeg's run: its whole fusion group at once (jpeg_group.c). */
 int spw_jpeg_group_decode(struct spw_op_call *c, const struct spw_group *g, const uint8_t *buf, size_t len,
                           struct spw_value *v, int *consumed);
+
+/* The same in two steps, so that another device can do the second: prepare reads the header, works out the
+ * geometry and flips and decodes the region the output needs (at a DCT scale when it shrinks); finish makes
+ * the output on the CPU. Free the work in any case. */
+enum spw_jpeg_how {
+    SPW_JPEG_CROP,              /* the output is rectangle crop of the region (inside the image) */
+    SPW_JPEG_RESAMPLE,          /* the output is the plan run over the region */
+    SPW_JPEG_SEPARATE,          /* a crop that pads: the whole image; the group's other ops run one by one */
+};
+
+struct spw_jpeg_work {
+    enum spw_jpeg_how how;
+    struct spw_jpeg_region reg;         /* the decoded region: its pixel (0, 0) is image pixel (x0, y0) */
+    struct spw_resample_plan plan;      /* SPW_JPEG_RESAMPLE */
+    struct spw_rect crop;               /* SPW_JPEG_CROP, in image pixels */
+    int out_w, out_h;
+    int norm;                           /* the op index of normalize / to_tensor ending the group, or -1 */
+    bool hflip, vflip;
+};
+
+int spw_jpeg_group_prepare(struct spw_op_call *c, const struct spw_group *g, const uint8_t *buf, size_t len,
+                           struct spw_jpeg_work *w);
+int spw_jpeg_group_finish(struct spw_op_call *c, const struct spw_group *g, struct spw_jpeg_work *w,
+                          struct spw_value *v, int *consumed);
+void spw_jpeg_work_free(struct spw_jpeg_work *w);
 
 /* A w x h output: a new image, or with norm_op >= 0 a float tensor through that op's table, or (dest set:
  * the run's final write) memory from dest; rows written through *s are mirrored as hflip/vflip say.

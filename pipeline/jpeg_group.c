@@ -23,31 +23,30 @@ static unsigned fuse(const struct spw_op_spec *ops, int k)
 }
 
 /* decode_jpeg [+ crop/resize] [+ flips] [+ normalize]: decode only what the output needs. */
-int spw_jpeg_group_decode(struct spw_op_call *call, const struct spw_group *g, const uint8_t *buf, size_t len,
-                          struct spw_value *v, int *consumed)
+int spw_jpeg_group_prepare(struct spw_op_call *call, const struct spw_group *g, const uint8_t *buf, size_t len,
+                           struct spw_jpeg_work *w)
 {
     const struct spw_element_ctx *ctx = call->ctx;
-    const struct spw_element_dest *dest = call->dest;
     char *err = call->err;
     const size_t errlen = call->errlen;
     const struct spw_pipeline_spec *spec = ctx->spec;
     const struct spw_op_spec *ops = spec->ops;
     const int end = g->first + g->count;
-    int k = g->first + 1, geo = -1, geo2 = -1, norm = -1;
-    *consumed = g->count;
+    int k = g->first + 1, geo = -1, geo2 = -1;
+    memset(w, 0, sizeof *w);
+    w->norm = -1;
     if (k < end && (fuse(ops, k) & (SPW_FUSE_CROP | SPW_FUSE_RESIZE))) {
         geo = k++;
         if ((fuse(ops, geo) & SPW_FUSE_RESIZE) && k < end && (fuse(ops, k) & SPW_FUSE_WINDOW))
             geo2 = k++;
     }
-    bool hflip = false, vflip = false;
     struct spw_rng r;
     for (; k < end && (fuse(ops, k) & SPW_FUSE_FLIP); k++) {
         spw_element_rng(ctx, call->epoch, call->sample, k, &r);
-        spw_flip_decision(&ops[k], &r, &hflip, &vflip);
+        spw_flip_decision(&ops[k], &r, &w->hflip, &w->vflip);
     }
     if (k < end)
-        norm = k;
+        w->norm = k;
 
     struct spw_jpeg_info info;
     int rc = spw_jpeg_header(buf, len, spec->max_pixels, &info, err, errlen);
@@ -106,34 +105,17 @@ int spw_jpeg_group_decode(struct spw_op_call *call, const struct spw_group *g, c
         }
     }
 
-    struct spw_jpeg_region reg = {0};
-    struct spw_sink s;
     if (!resample) {
         int mx0 = c.x - ROI_MARGIN < 0 ? 0 : c.x - ROI_MARGIN, my0 = c.y - ROI_MARGIN < 0 ? 0 : c.y - ROI_MARGIN;
         int mx1 = c.x + c.w + ROI_MARGIN > W ? W : c.x + c.w + ROI_MARGIN;
         int my1 = c.y + c.h + ROI_MARGIN > H ? H : c.y + c.h + ROI_MARGIN;
         bool whole = c.x == 0 && c.y == 0 && c.w == W && c.h == H;
-        rc = spw_jpeg_decode_region(buf, len, spec->max_pixels, whole ? 0 : mx0, whole ? 0 : my0,
-                                    whole ? 0 : mx1 - mx0, whole ? 0 : my1 - my0, 1, &reg, err, errlen);
-        if (rc)
-            return rc;
-        if (whole && !hflip && !vflip && norm < 0 && !dest) {
-            memset(v, 0, sizeof *v);            /* the decoded image is the output: no copy */
-            v->img = reg.img;
-            return 0;
-        }
-        rc = spw_image_sink(ctx, norm, c.w, c.h, hflip, vflip, dest, v, &s, err, errlen);
-        if (rc == 0) {
-            static const uint8_t zero[3] = {0, 0, 0};
-            uint8_t *row = malloc((size_t)c.w * 3);
-            if (!row)
-                rc = -ENOMEM;
-            else
-                spw_image_crop_rows(&reg.img, reg.x0, reg.y0, c, zero, row, &s);
-            free(row);
-        }
-        spw_image_free(&reg.img);
-        return rc;
+        w->how = SPW_JPEG_CROP;
+        w->crop = c;
+        w->out_w = c.w;
+        w->out_h = c.h;
+        return spw_jpeg_decode_region(buf, len, spec->max_pixels, whole ? 0 : mx0, whole ? 0 : my0,
+                                      whole ? 0 : mx1 - mx0, whole ? 0 : my1 - my0, 1, &w->reg, err, errlen);
     }
 
     /* Resample path: plan in the coordinates of the 1/denom-scaled image, decode the rectangle it reads. */
@@ -143,36 +125,89 @@ int spw_jpeg_group_decode(struct spw_op_call *call, const struct spw_group *g, c
     int clip[4] = {c.x / denom, c.y / denom, (c.x + c.w + denom - 1) / denom, (c.y + c.h + denom - 1) / denom};
     if (clip[2] > sw) clip[2] = sw;
     if (clip[3] > sh) clip[3] = sh;
-    struct spw_resample_plan plan;
-    rc = spw_resample_plan_init(&plan, box, clip, ow, oh, winp, interp, antialias);
+    rc = spw_resample_plan_init(&w->plan, box, clip, ow, oh, winp, interp, antialias);
     if (rc) {
         snprintf(err, errlen, "resample %dx%d -> %dx%d: %s", c.w, c.h, ow, oh, spw_strerror(rc));
         return rc;
     }
-    int rx0 = plan.src_x0 - ROI_MARGIN, ry0 = plan.src_y0 - ROI_MARGIN;
-    int rx1 = plan.src_x1 + ROI_MARGIN, ry1 = plan.src_y1 + ROI_MARGIN;
+    w->how = SPW_JPEG_RESAMPLE;
+    w->out_w = w->plan.out_w;
+    w->out_h = w->plan.out_h;
+    int rx0 = w->plan.src_x0 - ROI_MARGIN, ry0 = w->plan.src_y0 - ROI_MARGIN;
+    int rx1 = w->plan.src_x1 + ROI_MARGIN, ry1 = w->plan.src_y1 + ROI_MARGIN;
     if (rx0 < 0) rx0 = 0;
     if (ry0 < 0) ry0 = 0;
     if (rx1 > sw) rx1 = sw;
     if (ry1 > sh) ry1 = sh;
-    rc = spw_jpeg_decode_region(buf, len, spec->max_pixels, rx0 * denom, ry0 * denom, (rx1 - rx0) * denom,
-                                (ry1 - ry0) * denom, denom, &reg, err, errlen);
-    if (rc == 0) {
-        rc = spw_image_sink(ctx, norm, plan.out_w, plan.out_h, hflip, vflip, dest, v, &s, err, errlen);
-        if (rc == 0)
-            spw_resample_run(&plan, &reg.img, reg.x0, reg.y0, &s);
-    }
-    spw_image_free(&reg.img);
-    spw_resample_plan_free(&plan);
-    return rc;
+    return spw_jpeg_decode_region(buf, len, spec->max_pixels, rx0 * denom, ry0 * denom, (rx1 - rx0) * denom,
+                                  (ry1 - ry0) * denom, denom, &w->reg, err, errlen);
 
 separate:
     /* A crop that pads: decode everything; the group's other ops run one by one (same op definitions). */
-    rc = spw_jpeg_decode_region(buf, len, spec->max_pixels, 0, 0, 0, 0, 1, &reg, err, errlen);
-    if (rc)
+    w->how = SPW_JPEG_SEPARATE;
+    return spw_jpeg_decode_region(buf, len, spec->max_pixels, 0, 0, 0, 0, 1, &w->reg, err, errlen);
+}
+
+int spw_jpeg_group_finish(struct spw_op_call *call, const struct spw_group *g, struct spw_jpeg_work *w,
+                          struct spw_value *v, int *consumed)
+{
+    const struct spw_element_ctx *ctx = call->ctx;
+    const struct spw_element_dest *dest = call->dest;
+    struct spw_sink s;
+    int rc = 0;
+    *consumed = g->count;
+    memset(v, 0, sizeof *v);
+    switch (w->how) {
+    case SPW_JPEG_SEPARATE:
+        *consumed = 1;
+        v->img = w->reg.img;                    /* the image moves into the value */
+        w->reg.img = (struct spw_image){0};
+        return 0;
+    case SPW_JPEG_CROP: {
+        const struct spw_rect c = w->crop;
+        const bool whole = c.x == 0 && c.y == 0 && c.w == w->reg.img.w && c.h == w->reg.img.h;
+        if (whole && !w->hflip && !w->vflip && w->norm < 0 && !dest) {
+            v->img = w->reg.img;                /* the decoded image is the output: no copy */
+            w->reg.img = (struct spw_image){0};
+            return 0;
+        }
+        rc = spw_image_sink(ctx, w->norm, c.w, c.h, w->hflip, w->vflip, dest, v, &s, call->err, call->errlen);
+        if (rc == 0) {
+            static const uint8_t zero[3] = {0, 0, 0};
+            uint8_t *row = malloc((size_t)c.w * 3);
+            if (!row)
+                rc = -ENOMEM;
+            else
+                spw_image_crop_rows(&w->reg.img, w->reg.x0, w->reg.y0, c, zero, row, &s);
+            free(row);
+        }
         return rc;
-    *consumed = 1;
-    v->is_tensor = false;
-    v->img = reg.img;
-    return 0;
+    }
+    case SPW_JPEG_RESAMPLE:
+        rc = spw_image_sink(ctx, w->norm, w->plan.out_w, w->plan.out_h, w->hflip, w->vflip, dest, v, &s, call->err,
+                            call->errlen);
+        if (rc == 0)
+            spw_resample_run(&w->plan, &w->reg.img, w->reg.x0, w->reg.y0, &s);
+        return rc;
+    }
+    return SPW_EINTERNAL;
+}
+
+void spw_jpeg_work_free(struct spw_jpeg_work *w)
+{
+    spw_image_free(&w->reg.img);
+    if (w->how == SPW_JPEG_RESAMPLE)
+        spw_resample_plan_free(&w->plan);
+    memset(w, 0, sizeof *w);
+}
+
+int spw_jpeg_group_decode(struct spw_op_call *call, const struct spw_group *g, const uint8_t *buf, size_t len,
+                          struct spw_value *v, int *consumed)
+{
+    struct spw_jpeg_work w;
+    int rc = spw_jpeg_group_prepare(call, g, buf, len, &w);
+    if (rc == 0)
+        rc = spw_jpeg_group_finish(call, g, &w, v, consumed);
+    spw_jpeg_work_free(&w);
+    return rc;
 }
