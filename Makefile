@@ -49,6 +49,17 @@ TOOL_BIN  := $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(TOOL_SRC))
 BINS      := $(BUILD)/bin/spillctl $(BUILD)/bin/spillway-dispatcher $(BUILD)/bin/spillway-worker \
              $(BUILD)/lib/libspillway.so
 
+# The CUDA plugin (ops/cuda/), built where nvcc is (/usr/local/cuda, or NVCC=...); nothing else links CUDA, and
+# everything builds and runs without it. The host emulation of the plugin (tests/gpuemu/) serves the tests.
+NVCC      ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+GPU_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+GPU_PLUGIN := $(BUILD)/lib/libspillway-gpu.so
+GPU_EMU    := $(BUILD)/lib/libspillway-gpuemu.so
+ifneq ($(NVCC),)
+BINS      += $(GPU_PLUGIN)
+endif
+
 .PHONY: all test unit lint equiv corrupt integration soak soak-long demo bench clean deps tsan-audio deploy-check fuzz fuzz-bins
 all: $(BINS)
 
@@ -120,10 +131,20 @@ $(BUILD)/bin/spillctl: $(BUILD)/obj/client/spillctl.o $(BUILD)/obj/client/inspec
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/check_%: $(BUILD)/obj/tests/unit/check_%.o $(CLI_LIB) $(DISP_LIB) $(CORE_LIB)
+$(BUILD)/tests/check_%: $(BUILD)/obj/tests/unit/check_%.o $(CLI_LIB) $(DISP_LIB) $(CORE_LIB) | $(GPU_EMU)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
+
+$(GPU_PLUGIN): ops/cuda/plugin.cu ops/cuda/gpu_plugin.h ops/cuda/pixel.h
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $@"
+	$(Q)$(NVCC) -O3 -std=c++17 -I. -Xcompiler -fPIC,-fvisibility=hidden -cudart static $(GPU_ARCH) -shared $< -o $@
+
+$(GPU_EMU): tests/gpuemu/gpuemu.c ops/cuda/gpu_plugin.h ops/cuda/pixel.h
+	@mkdir -p $(dir $@)
+	@echo "  CC      $@"
+	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -shared $(LDFLAGS) $< -o $@
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/tools/%.o $(CORE_LIB)
 	@mkdir -p $(dir $@)

@@ -10,20 +10,29 @@
 #include "lib/err.h"
 #include "lib/log.h"
 
+int spw_produce_read(const struct spw_producer *p, int64_t sample, uint8_t **buf, size_t *len, char *err,
+                     size_t errlen)
+{
+    int rc = -EIO;
+    *buf = NULL;
+    *len = 0;
+    err[0] = 0;
+    for (int attempt = 0; attempt < SPW_PRODUCE_READ_TRIES && rc < 0 && rc != SPW_ETOOBIG; attempt++)
+        rc = spw_source_read(p->src, sample, p->spec->max_file_bytes, buf, len);      /* I/O: retry */
+    if (rc)
+        snprintf(err, errlen, "read failed: %s", spw_strerror(rc));
+    return rc;
+}
+
 int spw_produce(const struct spw_producer *p, uint64_t epoch, int64_t sample, int cut, struct spw_value *v,
                 struct spw_element_stats *stats, const struct spw_element_dest *dest, char *err, size_t errlen)
 {
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    int rc = -EIO;
+    uint8_t *buf;
+    size_t len;
     memset(v, 0, sizeof *v);
-    err[0] = 0;
-    for (int attempt = 0; attempt < SPW_PRODUCE_READ_TRIES && rc < 0 && rc != SPW_ETOOBIG; attempt++)
-        rc = spw_source_read(p->src, sample, p->spec->max_file_bytes, &buf, &len);    /* I/O: retry */
-    if (rc) {
-        snprintf(err, errlen, "read failed: %s", spw_strerror(rc));
+    int rc = spw_produce_read(p, sample, &buf, &len, err, errlen);
+    if (rc)
         return rc;
-    }
     if (cut == 0 && len == 0) {
         free(buf);
         snprintf(err, errlen, "empty file (0 bytes)");

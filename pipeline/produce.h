@@ -24,6 +24,10 @@ struct spw_producer {
 /* Reads of a sample before an I/O error (negative errno) counts as the sample's failure. */
 #define SPW_PRODUCE_READ_TRIES 3
 
+/* Read sample's encoded bytes into *buf (the caller frees it), retrying I/O errors. Returns 0, or the error
+ * with "read failed: ..." in err. */
+int spw_produce_read(const struct spw_producer *p, int64_t sample, uint8_t **buf, size_t *len, char *err,
+                     size_t errlen);
 /* Read sample and run groups [0, cut) into *v (empty). With cut 0, *v is the encoded bytes as a uint8
  * [len] tensor, and an empty file is refused (nothing to decode). stats and dest as spw_element_run.
  * Returns 0, or an error with the reason in err ("read failed: ..." for I/O); *v is then empty. */

@@ -1,0 +1,81 @@
+/* ops/cuda/gpu_plugin.h - the C ABI between Spillway and its CUDA plugin, libspillway-gpu.so (built by nvcc
+ * with a static cudart and loaded with dlopen; nothing else links CUDA). The plugin is thin: one device,
+ * one low-priority stream, one memory reservation, copies, and kernels over device addresses. All policy
+ * (the arena's accounting, what runs where, random parameters) stays in C on the host, so it is tested
+ * without a device. Every call returns 0 or a negative code with a message in the context's last error.
+ * A context is used by one thread at a time. */
+#ifndef SPW_OPS_CUDA_GPU_PLUGIN_H
+#define SPW_OPS_CUDA_GPU_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SPW_GPU_ABI 1
+#define SPW_GPU_ENTRY "spw_gpu_plugin_v1"  /* const struct spw_gpu_plugin *spw_gpu_plugin_v1(void) */
+
+typedef uint64_t spw_dptr;      /* a device address */
+
+/* Separable resampling of one uint8 HWC image (the coefficients of ops/resample.c's plan: per output
+ * column / row its first source index and tap count, then ksize 22-bit fixed-point weights). Pass 1 reads
+ * rows [row_first, row_first + row_count) of src and writes tmp (row_count x out_w x 3); pass 2 writes
+ * dst (out_h x out_w x 3). need_h / need_v false: that pass is a copy. */
+struct spw_gpu_resample {
+    spw_dptr src;               /* the source region's pixel (src_x0, src_y0) of the plan */
+    size_t src_stride;
+    int src_x0, src_y0;         /* source coordinates of the region's first pixel */
+    int row_first, row_count;   /* source rows pass 1 produces */
+    int out_w, out_h;
+    int need_h, need_v;
+    int ksize_h, ksize_v;
+    spw_dptr bounds_h, kk_h;    /* int32 (first, count) x out_w; int32 weights x out_w * ksize_h */
+    spw_dptr bounds_v, kk_v;    /* the same per output row */
+    int src_x_first;            /* the plan's src_x0: bounds_h are in source columns from here */
+    spw_dptr tmp;               /* row_count x out_w x 3 */
+    spw_dptr dst;               /* out_h x out_w x 3, HWC */
+};
+
+/* The output step: a uint8 HWC image through flips into uint8 HWC / CHW, or float32 / float16 CHW through
+ * a per-channel 256-entry table (normalize / to_tensor), as ops/sink.c writes rows. */
+enum spw_gpu_out { SPW_GPU_OUT_U8_HWC = 0, SPW_GPU_OUT_F32_CHW = 1, SPW_GPU_OUT_F16_CHW = 2, SPW_GPU_OUT_U8_CHW = 3 };
+
+struct spw_gpu_sink {
+    spw_dptr src;               /* w x h x 3 uint8, rows of src_stride bytes */
+    size_t src_stride;
+    int w, h;
+    int hflip, vflip;
+    enum spw_gpu_out kind;
+    spw_dptr lut;               /* float kinds: float[3][256] (f32) or uint16[3][256] (f16) */
+    spw_dptr dst;
+};
+
+struct spw_gpu_plugin {
+    int abi;                                    /* SPW_GPU_ABI */
+    const char *(*version)(void);               /* "cuda RUNTIME_VERSION, built ..." */
+    /* The device: checks the driver, makes a low-priority stream. Returns -ENODEV (no device or driver)
+     * or -EIO, with the reason in err. */
+    int (*open)(int device, void **ctx, char *err, size_t errlen);
+    void (*close)(void *ctx);
+    const char *(*last_error)(void *ctx);
+    int (*mem_info)(void *ctx, size_t *free_bytes, size_t *total_bytes);
+    /* The arena: one allocation of bytes, made once (-ENOMEM when the device cannot give it). */
+    int (*reserve)(void *ctx, size_t bytes, spw_dptr *base);
+    /* Copies on the context's stream; host memory is the caller's until sync returns. */
+    int (*upload)(void *ctx, spw_dptr dst, const void *src, size_t n);
+    int (*download)(void *ctx, void *dst, spw_dptr src, size_t n);
+    int (*sync)(void *ctx);
+    /* Kernels, queued on the stream. */
+    int (*resample)(void *ctx, const struct spw_gpu_resample *a);
+    int (*sink)(void *ctx, const struct spw_gpu_sink *a);
+};
+
+typedef const struct spw_gpu_plugin *(*spw_gpu_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

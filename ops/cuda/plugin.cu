@@ -1,0 +1,202 @@
+/* ops/cuda/plugin.cu - libspillway-gpu.so: the CUDA side of ops/cuda/gpu_plugin.h. One context per device
+ * user: a non-blocking stream at the lowest priority the device offers (the trainer's kernels come first),
+ * one reservation for the arena, async copies and the kernels, whose per-pixel arithmetic is
+ * ops/cuda/pixel.h. Built by nvcc with a static cudart; loaded with dlopen. A context is used by one
+ * thread at a time. */
+#include <cuda_runtime.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/cuda/gpu_plugin.h"
+#include "ops/cuda/pixel.h"
+
+struct gpu_ctx {
+    int device;
+    cudaStream_t stream;
+    void *reserved;
+    char err[256];
+};
+
+#define THREADS 256
+
+static int fail(struct gpu_ctx *g, cudaError_t e, const char *what)
+{
+    snprintf(g->err, sizeof g->err, "%s: %s", what, cudaGetErrorString(e));
+    return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
+}
+
+#define CK(g, call, what)                         \
+    do {                                          \
+        cudaError_t e_ = (call);                  \
+        if (e_ != cudaSuccess)                    \
+            return fail((g), e_, (what));         \
+    } while (0)
+
+static const char *plugin_version(void)
+{
+    static char v[64];
+    int rt = 0;
+    cudaRuntimeGetVersion(&rt);
+    snprintf(v, sizeof v, "cuda runtime %d.%d", rt / 1000, rt % 1000 / 10);
+    return v;
+}
+
+static int plugin_open(int device, void **out, char *err, size_t errlen)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        snprintf(err, errlen, "no CUDA device: %s", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+        return -ENODEV;
+    }
+    if (device < 0 || device >= n) {
+        snprintf(err, errlen, "no CUDA device %d (this machine has %d)", device, n);
+        return -ENODEV;
+    }
+    struct gpu_ctx *g = (struct gpu_ctx *)calloc(1, sizeof *g);
+    if (!g) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    g->device = device;
+    int least = 0, greatest = 0;
+    if ((e = cudaSetDevice(device)) != cudaSuccess || (e = cudaDeviceGetStreamPriorityRange(&least, &greatest)) !=
+        cudaSuccess || (e = cudaStreamCreateWithPriority(&g->stream, cudaStreamNonBlocking, least)) != cudaSuccess) {
+        snprintf(err, errlen, "CUDA device %d: %s", device, cudaGetErrorString(e));
+        free(g);
+        return -EIO;
+    }
+    *out = g;
+    return 0;
+}
+
+static void plugin_close(void *ctx)
+{
+    struct gpu_ctx *g = (struct gpu_ctx *)ctx;
+    if (!g)
+        return;
+    cudaSetDevice(g->device);
+    cudaStreamSynchronize(g->stream);
+    if (g->reserved)
+        cudaFree(g->reserved);
+    cudaStreamDestroy(g->stream);
+    free(g);
+}
+
+static const char *plugin_last_error(void *ctx)
+{
+    return ((struct gpu_ctx *)ctx)->err;
+}
+
+static int plugin_mem_info(void *ctx, size_t *free_bytes, size_t *total_bytes)
+{
+    struct gpu_ctx *g = (struct gpu_ctx *)ctx;
+    CK(g, cudaSetDevice(g->device), "cudaSetDevice");
+    CK(g, cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo");
+    return 0;
+}
+
+static int plugin_reserve(void *ctx, size_t bytes, spw_dptr *base)
+{
+    struct gpu_ctx *g = (struct gpu_ctx *)ctx;
+    if (g->reserved) {
+        snprintf(g->err, sizeof g->err, "the arena is reserved already");
+        return -EINVAL;
+    }
+    CK(g, cudaSetDevice(g->device), "cudaSetDevice");
+    CK(g, cudaMalloc(&g->reserved, bytes), "cudaMalloc of the arena");
+    *base = (spw_dptr)(uintptr_t)g->reserved;
+    return 0;
+}
+
+static int plugin_upload(void *ctx, spw_dptr dst, const void *src, size_t n)
+{
+    struct gpu_ctx *g = (struct gpu_ctx *)ctx;
+    CK(g, cudaMemcpyAsync((void *)(uintptr_t)dst, src, n, cudaMemcpyHostToDevice, g->stream), "upload");
+    return 0;
+}
+
+static int plugin_download(void *ctx, void *dst, spw_dptr src, size_t n)
+{
+    struct gpu_ctx *g = (struct gpu_ctx *)ctx;
+    CK(g, cudaMemcpyAsync(dst, (const void *)(uintptr_t)src, n, cudaMemcpyDeviceToHost, g->stream), "download");
+    return 0;
+}
+
+static int plugin_sync(void *ctx)
+{
+    struct gpu_ctx *g = (struct gpu_ctx *)ctx;
+    CK(g, cudaStreamSynchronize(g->stream), "a kernel or copy");
+    return 0;
+}
+
+/* ---- kernels: one thread per output byte ---- */
+
+__global__ void k_resample_h(struct spw_gpu_resample a)
+{
+    const int r = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x, w3 = a.out_w * 3;
+    if (i >= w3)
+        return;
+    const uint8_t *row = (const uint8_t *)(uintptr_t)a.src + (size_t)(a.row_first + r - a.src_y0) * a.src_stride +
+                         3 * (size_t)(a.src_x_first - a.src_x0);
+    uint8_t *out = (uint8_t *)(uintptr_t)a.tmp + (size_t)r * w3;
+    out[i] = a.need_h ? spw_px_resample_h(&a, row, (const int32_t *)(uintptr_t)a.bounds_h,
+                                          (const int32_t *)(uintptr_t)a.kk_h, i / 3, i % 3)
+                      : row[i];
+}
+
+__global__ void k_resample_v(struct spw_gpu_resample a)
+{
+    const int yy = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x, w3 = a.out_w * 3;
+    if (i >= w3)
+        return;
+    const uint8_t *rows = (const uint8_t *)(uintptr_t)a.tmp;
+    uint8_t *out = (uint8_t *)(uintptr_t)a.dst + (size_t)yy * w3;
+    out[i] = a.need_v ? spw_px_resample_v(&a, rows, (size_t)w3, (const int32_t *)(uintptr_t)a.bounds_v,
+                                          (const int32_t *)(uintptr_t)a.kk_v, yy, i)
+                      : rows[(size_t)yy * w3 + i];
+}
+
+__global__ void k_sink(struct spw_gpu_sink a)
+{
+    const int y = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= a.w * 3)
+        return;
+    spw_px_sink(&a, (const uint8_t *)(uintptr_t)a.src, (void *)(uintptr_t)a.dst, (const void *)(uintptr_t)a.lut,
+                i / 3, y, i % 3);
+}
+
+static int plugin_resample(void *ctx, const struct spw_gpu_resample *a)
+{
+    struct gpu_ctx *g = (struct gpu_ctx *)ctx;
+    const unsigned bx = (unsigned)((a->out_w * 3 + THREADS - 1) / THREADS);
+    if (a->row_count > 0)
+        k_resample_h<<<dim3(bx, (unsigned)a->row_count), THREADS, 0, g->stream>>>(*a);
+    if (a->out_h > 0)
+        k_resample_v<<<dim3(bx, (unsigned)a->out_h), THREADS, 0, g->stream>>>(*a);
+    CK(g, cudaGetLastError(), "resample kernels");
+    return 0;
+}
+
+static int plugin_sink(void *ctx, const struct spw_gpu_sink *a)
+{
+    struct gpu_ctx *g = (struct gpu_ctx *)ctx;
+    const unsigned bx = (unsigned)((a->w * 3 + THREADS - 1) / THREADS);
+    if (a->h > 0)
+        k_sink<<<dim3(bx, (unsigned)a->h), THREADS, 0, g->stream>>>(*a);
+    CK(g, cudaGetLastError(), "sink kernel");
+    return 0;
+}
+
+static const struct spw_gpu_plugin plugin = {
+    SPW_GPU_ABI,     plugin_version, plugin_open,     plugin_close, plugin_last_error, plugin_mem_info,
+    plugin_reserve,  plugin_upload,  plugin_download, plugin_sync,  plugin_resample,   plugin_sink,
+};
+
+extern "C" __attribute__((visibility("default"))) const struct spw_gpu_plugin *spw_gpu_plugin_v1(void)
+{
+    return &plugin;
+}

@@ -1,0 +1,321 @@
+/* pipeline/gpu_backend.c - the GPU backend (see gpu_backend.h): per micro-batch, prepare every element on
+ * the CPU, queue its uploads, kernels and download on the device, wait once, then hand the elements over in
+ * order. Arena blocks live from the queueing to the hand-over. Thread-safe: the mutex covers the device,
+ * the arena and the counters. */
+#include "pipeline/gpu_backend.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/arena.h"
+#include "lib/err.h"
+#include "lib/log.h"
+#include "ops/gpu_load.h"
+#include "pipeline/image_ops.h"
+#include "pipeline/op_registry.h"
+
+enum { BLK_REGION, BLK_BOUNDS_H, BLK_KK_H, BLK_BOUNDS_V, BLK_KK_V, BLK_TMP, BLK_MID, BLK_LUT, BLK_OUT, N_BLK };
+
+struct gpu {
+    struct spw_backend b;
+    const struct spw_gpu_plugin *p;
+    void *dev;
+    spw_dptr base;
+    struct spw_arena *arena;
+    pthread_mutex_t mu;
+    struct spw_gpu_stats st;
+    char describe[768];
+};
+
+/* One element of a micro-batch on its way through the device. */
+struct item {
+    bool skip, cpu, queued;
+    int rc;
+    struct spw_op_call call;
+    struct spw_jpeg_work work;
+    bool have_work;
+    struct spw_value v;         /* the output, in host memory */
+    size_t off[N_BLK];
+    bool held[N_BLK];
+    char err[512];
+};
+
+bool spw_gpu_can_make(const struct spw_element_ctx *ctx, int cut, char *why, size_t whylen)
+{
+    const struct spw_pipeline_spec *spec = ctx->spec;
+    const char *no = NULL;
+    if (spec->n_ops == 0 || spec->ops[0].kind != SPW_OP_DECODE_JPEG)
+        no = "it makes JPEG pipelines only";
+    else if (ctx->n_groups != 1 || cut != 1)
+        no = "it makes only pipelines whose ops all fuse with decode_jpeg (a crop or resize, flips, normalize)";
+    if (no && why)
+        snprintf(why, whylen, "%s", no);
+    return !no;
+}
+
+static int blk(struct gpu *g, struct item *it, int which, size_t bytes)
+{
+    if (spw_arena_alloc(g->arena, bytes, &it->off[which]) != 0)
+        return -ENOSPC;
+    it->held[which] = true;
+    return 0;
+}
+
+static spw_dptr at(const struct gpu *g, const struct item *it, int which)
+{
+    return g->base + it->off[which];
+}
+
+static void release(struct gpu *g, struct item *it)
+{
+    for (int i = 0; i < N_BLK; i++)
+        if (it->held[i])
+            spw_arena_free(g->arena, it->off[i]);
+    memset(it->held, 0, sizeof it->held);
+}
+
+static enum spw_gpu_out out_kind(enum spw_sink_kind k)
+{
+    switch (k) {
+    case SPW_SINK_F32_CHW: return SPW_GPU_OUT_F32_CHW;
+    case SPW_SINK_F16_CHW: return SPW_GPU_OUT_F16_CHW;
+    case SPW_SINK_U8_CHW: return SPW_GPU_OUT_U8_CHW;
+    default: return SPW_GPU_OUT_U8_HWC;
+    }
+}
+
+/* Arena blocks, uploads, kernels and the download for a prepared element. -ENOSPC when it does not fit
+ * (nothing queued), another error for the device. */
+static int queue_item(struct gpu *g, struct item *it)
+{
+    const struct spw_jpeg_work *w = &it->work;
+    const struct spw_resample_plan *pl = &w->plan;
+    const bool resample = w->how == SPW_JPEG_RESAMPLE;
+    struct spw_sink s;
+    int rc = spw_image_sink(it->call.ctx, w->norm, w->out_w, w->out_h, w->hflip, w->vflip, NULL, &it->v, &s,
+                            it->err, sizeof it->err);
+    if (rc)
+        return rc;
+    const size_t region = w->reg.img.stride * (size_t)w->reg.img.h, out = spw_value_bytes(&it->v);
+    const size_t w3 = (size_t)w->out_w * 3, lut = s.kind == SPW_SINK_F16_CHW ? 3 * 256 * 2 : 3 * 256 * 4;
+    if (blk(g, it, BLK_REGION, region) || blk(g, it, BLK_OUT, out) ||
+        (s.lut && blk(g, it, BLK_LUT, lut)) ||
+        (resample && (blk(g, it, BLK_TMP, (size_t)pl->row_count * w3) ||
+                      blk(g, it, BLK_MID, (size_t)pl->out_h * w3))) ||
+        (resample && pl->need_h && (blk(g, it, BLK_BOUNDS_H, sizeof(int32_t) * 2 * (size_t)pl->out_w) ||
+                                    blk(g, it, BLK_KK_H, sizeof(int32_t) * (size_t)pl->out_w * pl->ksize_h))) ||
+        (resample && pl->need_v && (blk(g, it, BLK_BOUNDS_V, sizeof(int32_t) * 2 * (size_t)pl->out_h) ||
+                                    blk(g, it, BLK_KK_V, sizeof(int32_t) * (size_t)pl->out_h * pl->ksize_v)))) {
+        release(g, it);
+        spw_value_free(&it->v);
+        return -ENOSPC;
+    }
+    const struct spw_gpu_plugin *p = g->p;
+    rc = p->upload(g->dev, at(g, it, BLK_REGION), w->reg.img.data, region);
+    if (rc == 0 && s.lut)
+        rc = p->upload(g->dev, at(g, it, BLK_LUT), s.kind == SPW_SINK_F16_CHW ? (const void *)s.lut->h
+                                                                              : (const void *)s.lut->v, lut);
+    struct spw_gpu_sink sk = {.w = w->out_w, .h = w->out_h, .hflip = w->hflip, .vflip = w->vflip,
+                              .kind = out_kind(s.kind), .lut = s.lut ? at(g, it, BLK_LUT) : 0,
+                              .dst = at(g, it, BLK_OUT)};
+    if (rc == 0 && resample) {
+        struct spw_gpu_resample a = {
+            .src = at(g, it, BLK_REGION), .src_stride = w->reg.img.stride, .src_x0 = w->reg.x0,
+            .src_y0 = w->reg.y0, .row_first = pl->row_first, .row_count = pl->row_count, .out_w = pl->out_w,
+            .out_h = pl->out_h, .need_h = pl->need_h, .need_v = pl->need_v, .ksize_h = pl->ksize_h,
+            .ksize_v = pl->ksize_v, .src_x_first = pl->src_x0, .tmp = at(g, it, BLK_TMP), .dst = at(g, it, BLK_MID)};
+        if (pl->need_h) {
+            a.bounds_h = at(g, it, BLK_BOUNDS_H);
+            a.kk_h = at(g, it, BLK_KK_H);
+            rc = p->upload(g->dev, a.bounds_h, pl->bounds_h, sizeof(int32_t) * 2 * (size_t)pl->out_w);
+            if (rc == 0)
+                rc = p->upload(g->dev, a.kk_h, pl->kk_h, sizeof(int32_t) * (size_t)pl->out_w * pl->ksize_h);
+        }
+        if (rc == 0 && pl->need_v) {
+            a.bounds_v = at(g, it, BLK_BOUNDS_V);
+            a.kk_v = at(g, it, BLK_KK_V);
+            rc = p->upload(g->dev, a.bounds_v, pl->bounds_v, sizeof(int32_t) * 2 * (size_t)pl->out_h);
+            if (rc == 0)
+                rc = p->upload(g->dev, a.kk_v, pl->kk_v, sizeof(int32_t) * (size_t)pl->out_h * pl->ksize_v);
+        }
+        if (rc == 0)
+            rc = p->resample(g->dev, &a);
+        sk.src = at(g, it, BLK_MID);
+        sk.src_stride = w3;
+    } else if (rc == 0) {
+        sk.src = at(g, it, BLK_REGION) + (size_t)(w->crop.y - w->reg.y0) * w->reg.img.stride +
+                 3 * (size_t)(w->crop.x - w->reg.x0);
+        sk.src_stride = w->reg.img.stride;
+    }
+    if (rc == 0)
+        rc = p->sink(g->dev, &sk);
+    if (rc == 0)
+        rc = p->download(g->dev, s.data, at(g, it, BLK_OUT), out);
+    it->queued = true;          /* the blocks stay held until the stream is synced */
+    return rc;
+}
+
+/* Prepare element k on the CPU and queue it on the device, or mark it for the CPU. */
+static void start_item(struct gpu *g, const struct spw_producer *p, const struct spw_microbatch *mb, int k,
+                       struct item *it)
+{
+    const struct spw_element_ctx *ctx = p->ctx;
+    it->call = (struct spw_op_call){.ctx = ctx, .op = &ctx->spec->ops[0], .index = 0, .epoch = mb->epoch,
+                                    .sample = mb->samples[k], .err = it->err, .errlen = sizeof it->err};
+    spw_element_rng(ctx, mb->epoch, mb->samples[k], 0, &it->call.rng);
+    uint8_t *buf;
+    size_t len;
+    if ((it->rc = spw_produce_read(p, mb->samples[k], &buf, &len, it->err, sizeof it->err)) != 0)
+        return;
+    it->rc = spw_jpeg_group_prepare(&it->call, &ctx->groups[0], buf, len, &it->work);
+    it->have_work = true;
+    free(buf);
+    if (it->rc)
+        return;
+    const bool nearest = it->work.how == SPW_JPEG_RESAMPLE && it->work.plan.nearest;
+    if (it->work.how == SPW_JPEG_SEPARATE || nearest) {
+        it->cpu = true;         /* a crop that pads runs op by op; nearest sampling has no kernel yet */
+        return;
+    }
+    int rc = queue_item(g, it);
+    if (rc == -ENOSPC) {
+        it->cpu = true;         /* does not fit in the arena now */
+    } else if (rc && !it->queued) {
+        it->rc = rc;            /* the element itself: an output over max_pixels, no host memory */
+    } else if (rc) {
+        it->cpu = true;
+        g->st.device_errors++;
+        spw_log(SPW_LOG_WARN, "gpu", "queueing sample=%lld failed (%s): making it on the CPU",
+                (long long)mb->samples[k], g->p->last_error(g->dev));
+    }
+}
+
+/* Hand element k over: from the device, or made on the CPU from its prepared region. */
+static void finish_item(struct gpu *g, const struct spw_producer *p, const struct spw_microbatch *mb, int k,
+                        struct item *it)
+{
+    if (it->rc == 0 && it->cpu) {
+        g->st.cpu_elements++;
+        spw_value_free(&it->v);
+        if (it->work.how == SPW_JPEG_SEPARATE) {
+            it->rc = spw_produce(p, mb->epoch, mb->samples[k], mb->cut, &it->v, NULL, NULL, it->err,
+                                 sizeof it->err);
+        } else {
+            int consumed;
+            it->rc = spw_jpeg_group_finish(&it->call, &p->ctx->groups[0], &it->work, &it->v, &consumed);
+        }
+    } else if (it->rc == 0) {
+        g->st.elements++;
+    }
+    if (it->have_work)
+        spw_jpeg_work_free(&it->work);
+    mb->done(mb->opaque, k, it->rc, &it->v, it->err);
+}
+
+static int gpu_run(const struct spw_backend *b, const struct spw_producer *p, const struct spw_microbatch *mb)
+{
+    struct gpu *g = b->impl;
+    if (!spw_gpu_can_make(p->ctx, mb->cut, NULL, 0)) {
+        pthread_mutex_lock(&g->mu);
+        g->st.declined++;
+        pthread_mutex_unlock(&g->mu);
+        return -ENOTSUP;
+    }
+    struct item *items = calloc((size_t)(mb->n > 0 ? mb->n : 1), sizeof *items);
+    if (!items)
+        return -ENOMEM;
+    pthread_mutex_lock(&g->mu);
+    bool queued = false;
+    for (int k = 0; k < mb->n; k++) {
+        items[k].skip = mb->want && !mb->want(mb->opaque, k);
+        if (!items[k].skip)
+            start_item(g, p, mb, k, &items[k]);
+        queued |= items[k].queued;
+    }
+    if (queued && g->p->sync(g->dev) != 0) {
+        g->st.device_errors++;
+        spw_log(SPW_LOG_WARN, "gpu", "the device failed a micro-batch (%s): making its elements on the CPU",
+                g->p->last_error(g->dev));
+        for (int k = 0; k < mb->n; k++)
+            items[k].cpu |= items[k].queued;
+    }
+    for (int k = 0; k < mb->n; k++) {
+        release(g, &items[k]);
+        if (!items[k].skip)
+            finish_item(g, p, mb, k, &items[k]);
+    }
+    g->st.microbatches++;
+    pthread_mutex_unlock(&g->mu);
+    free(items);
+    return 0;
+}
+
+int spw_gpu_backend_open(const struct spw_gpu_opts *o, struct spw_backend **out, char *err, size_t errlen)
+{
+    const struct spw_gpu_plugin *p;
+    char path[512];
+    int rc = spw_gpu_load(&p, path, sizeof path, err, errlen);
+    if (rc)
+        return rc;
+    struct gpu *g = calloc(1, sizeof *g);
+    if (!g)
+        return spw_fail(err, errlen, -ENOMEM, "out of memory");
+    g->p = p;
+    if ((rc = p->open(o->device, &g->dev, err, errlen)) != 0) {
+        free(g);
+        return rc;
+    }
+    size_t free_bytes = 0, total = 0, budget = 0;
+    if ((rc = p->mem_info(g->dev, &free_bytes, &total)) != 0) {
+        rc = spw_fail(err, errlen, rc, "device %d: %s", o->device, p->last_error(g->dev));
+    } else if ((rc = spw_arena_budget(o->mem_budget ? o->mem_budget : SPW_GPU_DEFAULT_BUDGET, free_bytes, &budget,
+                                      err, errlen)) == 0 &&
+               (rc = spw_arena_create(budget, &g->arena)) != 0) {
+        rc = spw_fail(err, errlen, rc, "gpu_mem_budget gives %zu bytes, less than the arena's unit", budget);
+    } else if (rc == 0 && (rc = p->reserve(g->dev, budget, &g->base)) != 0) {
+        rc = spw_fail(err, errlen, rc, "device %d: %s", o->device, p->last_error(g->dev));
+    }
+    if (rc) {
+        spw_arena_destroy(g->arena);
+        p->close(g->dev);
+        free(g);
+        return rc;
+    }
+    pthread_mutex_init(&g->mu, NULL);
+    g->st.arena_bytes = budget;
+    snprintf(g->describe, sizeof g->describe, "device %d (%s, %s), arena %zu MiB of %zu MiB free", o->device,
+             p->version(), path, budget >> 20, free_bytes >> 20);
+    g->b = (struct spw_backend){.name = "gpu", .run = gpu_run, .impl = g};
+    *out = &g->b;
+    return 0;
+}
+
+void spw_gpu_backend_close(struct spw_backend *b)
+{
+    if (!b)
+        return;
+    struct gpu *g = b->impl;
+    g->p->close(g->dev);
+    spw_arena_destroy(g->arena);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
+void spw_gpu_backend_stats(const struct spw_backend *b, struct spw_gpu_stats *st)
+{
+    struct gpu *g = b->impl;
+    pthread_mutex_lock(&g->mu);
+    *st = g->st;
+    struct spw_arena_stats as;
+    spw_arena_stats(g->arena, &as);
+    st->arena_peak = as.peak;
+    pthread_mutex_unlock(&g->mu);
+}
+
+const char *spw_gpu_backend_describe(const struct spw_backend *b)
+{
+    return ((const struct gpu *)b->impl)->describe;
+}

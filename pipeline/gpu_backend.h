@@ -1,0 +1,45 @@
+/* pipeline/gpu_backend.h - the GPU row of the backend table. The CPU decodes (only the region the output
+ * needs, as jpeg_group.c prepares it); the device does the rest through the CUDA plugin: the resample with
+ * the plan's own fixed-point taps, the flips and normalize, so an element equals the CPU path's byte for
+ * byte. All device memory comes from one arena reserved at open (gpu_mem_budget, never more than is free,
+ * never grown); an element that does not fit, a crop that pads, or a device error sends that element to
+ * the CPU, so nothing is lost. For now it makes pipelines whose ops all belong to the decode group
+ * (decode_jpeg, a crop or resize, flips, normalize/to_tensor) and declines others (the next backend makes
+ * them). Outputs go to the backend's own memory (micro-batch dest is not used). Thread-safe: one lock
+ * around the device. */
+#ifndef SPW_PIPELINE_GPU_BACKEND_H
+#define SPW_PIPELINE_GPU_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipeline/backend.h"
+
+#define SPW_GPU_DEFAULT_BUDGET "0.25"   /* of the memory free on the device when the backend opens */
+
+struct spw_gpu_opts {
+    int device;
+    const char *mem_budget;     /* gpu_mem_budget (lib/arena.h's forms); NULL: SPW_GPU_DEFAULT_BUDGET */
+};
+
+struct spw_gpu_stats {
+    size_t arena_bytes, arena_peak;     /* the reservation, and the most of it ever in use */
+    int64_t microbatches, elements;     /* made on the device */
+    int64_t cpu_elements;               /* handed to the CPU: did not fit, a crop that pads, a device error */
+    int64_t declined;                   /* micro-batches of pipelines it cannot make */
+    int64_t device_errors;
+};
+
+/* Load the plugin, open the device and reserve the arena. Returns 0 with a backend for the table, or an
+ * error with a one-line reason (no plugin, no device or driver, a bad budget, no memory for the arena):
+ * the caller logs it and keeps the CPU. */
+int spw_gpu_backend_open(const struct spw_gpu_opts *o, struct spw_backend **out, char *err, size_t errlen);
+void spw_gpu_backend_close(struct spw_backend *b);
+void spw_gpu_backend_stats(const struct spw_backend *b, struct spw_gpu_stats *st);
+/* "device 0 (cuda runtime 13.0), arena 2048 MiB of 8192 MiB free" */
+const char *spw_gpu_backend_describe(const struct spw_backend *b);
+/* Whether the GPU backend makes groups [0, cut) of this pipeline; why not in why (may be NULL). */
+bool spw_gpu_can_make(const struct spw_element_ctx *ctx, int cut, char *why, size_t whylen);
+
+#endif
