@@ -18,6 +18,7 @@
 #include "lib/log.h"
 #include "pipeline/element.h"
 #include "pipeline/backend.h"
+#include "pipeline/gpu_backend.h"
 #include "pipeline/produce.h"
 #include "pipeline/order.h"
 #include "pipeline/source.h"
@@ -99,8 +100,7 @@ struct wrk_jobs {
     struct refusal *refused;    /* changed only on the registration thread (wrk_jobs_update), under mu */
     int n_refused;
     int draining;               /* atomic: producers lease nothing new (wrk_jobs_drain) */
-    const struct spw_backend *backends[2];      /* who makes micro-batches: CPU, then the GPU when loaded */
-    int n_backends;
+    struct spw_backend *gpu;    /* --gpu: one more producer per job makes micro-batches on it (NULL: none) */
 };
 
 static void msg_free(struct msg *m)
@@ -411,11 +411,10 @@ static void mb_done(void *opaque, int k, int rc, struct spw_value *v, const char
     spw_value_free(v);
 }
 
-static void *producer(void *arg)
+/* Lease splits and make them, a micro-batch at a time, on the first backend of table that takes each. */
+static void produce_splits(struct job *jb, const struct spw_backend *const *table, int n_table)
 {
-    struct job *jb = arg;
     struct builder bd;
-    pthread_setname_np(pthread_self(), "spw-produce");
     memset(&bd, 0, sizeof bd);
     bd.b.positions = bd.positions;
     bd.b.samples = bd.samples;
@@ -461,12 +460,30 @@ static void *producer(void *arg)
             }
             const struct spw_microbatch mb = {.epoch = l.epoch, .cut = l.cut, .n = n, .samples = m.samples,
                                               .opaque = &m, .dest = mb_dest, .done = mb_done};
-            spw_backend_run(jb->owner->backends, jb->owner->n_backends, &jb->prod, &mb);
+            spw_backend_run(table, n_table, &jb->prod, &mb);
         }
         flush(jb, &bd, true);
         __atomic_sub_fetch(&jb->held_splits, 1, __ATOMIC_RELEASE);
     }
     free(bd.data);
+}
+
+static void *producer(void *arg)
+{
+    static const struct spw_backend *const cpu[] = {&spw_backend_cpu};
+    pthread_setname_np(pthread_self(), "spw-produce");
+    produce_splits(arg, cpu, 1);
+    return NULL;
+}
+
+/* The GPU's producer pulls splits like the CPU's do, so each side takes work at the pace it drains it; what
+ * the device declines or cannot fit is made by this thread on the CPU. */
+static void *gpu_producer(void *arg)
+{
+    struct job *jb = arg;
+    const struct spw_backend *const table[] = {jb->owner->gpu, &spw_backend_cpu};
+    pthread_setname_np(pthread_self(), "spw-produce-gpu");
+    produce_splits(jb, table, 2);
     return NULL;
 }
 
@@ -529,8 +546,18 @@ static struct job *job_start(struct wrk_jobs *w, const Spillway__V1__JobTask *t,
     for (int i = 0; i < n; i++)
         if (pthread_create(&jb->tids[jb->n_tids], NULL, producer, jb) == 0)
             jb->n_tids++;
-    spw_log(SPW_LOG_INFO, "worker", "serving job=%llu samples=%lld cut=%d threads=%d", (unsigned long long)jb->id,
-            (long long)jb->src->n, jb->cut, jb->n_tids);
+    char no_gpu[256] = "";
+    bool on_gpu = w->gpu && spw_gpu_can_make(&jb->ctx, jb->cut, no_gpu, sizeof no_gpu);
+    if (on_gpu && !(jb->n_tids < MAX_THREADS && pthread_create(&jb->tids[jb->n_tids], NULL, gpu_producer, jb) == 0)) {
+        on_gpu = false;
+        snprintf(no_gpu, sizeof no_gpu, "no thread for the GPU");
+    }
+    if (on_gpu)
+        jb->n_tids++;
+    else if (w->gpu)
+        spw_log(SPW_LOG_INFO, "worker", "job=%llu is made on the CPU only: %s", (unsigned long long)jb->id, no_gpu);
+    spw_log(SPW_LOG_INFO, "worker", "serving job=%llu samples=%lld cut=%d threads=%d%s", (unsigned long long)jb->id,
+            (long long)jb->src->n, jb->cut, jb->n_tids, on_gpu ? " (one on the GPU)" : "");
     return jb;
 fail:
     job_release(jb);
@@ -554,7 +581,7 @@ int wrk_jobs_create(const struct wrk_jobs_opts *o, struct wrk_jobs **out)
     if (!w)
         return -ENOMEM;
     w->o = *o;
-    w->backends[w->n_backends++] = &spw_backend_cpu;
+    w->gpu = o->gpu;
     if (!w->o.queue_bytes)
         w->o.queue_bytes = (size_t)256 << 20;
     if (w->o.threads <= 0)

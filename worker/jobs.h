@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "lib/rpc.h"
+#include "pipeline/backend.h"
 #include "proto/spillway.pb-c.h"
 
 struct wrk_jobs;
@@ -20,6 +21,7 @@ struct wrk_jobs_opts {
     size_t queue_bytes;         /* per (job, rank) queue cap; 0 = 256 MiB */
     void (*want_tasks)(void *ctx);  /* a client streams a job not in the task list: fetch it now (or NULL) */
     void *want_tasks_ctx;
+    struct spw_backend *gpu;    /* a GPU backend (--gpu) for one more producer per job; NULL: CPU only */
 };
 
 int wrk_jobs_create(const struct wrk_jobs_opts *o, struct wrk_jobs **out);

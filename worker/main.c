@@ -22,6 +22,7 @@
 #include "lib/rpc.h"
 #include "lib/security.h"
 #include "worker/jobs.h"
+#include "pipeline/gpu_backend.h"
 #include "worker/profile.h"
 #include "worker/registration.h"
 
@@ -43,6 +44,12 @@ static struct spw_config_entry g_cfg[] = {
     {"health-port", "SPILLWAY_HEALTH_PORT", SPW_CFG_INT, "0", 0, 65535,
      "also answer grpc.health.v1.Health/Check on this port, with no token (Kubernetes probes of a worker "
      "that requires one); 0: only on --port", 0, 0, 0, 0},
+    {"gpu", "SPILLWAY_GPU", SPW_CFG_INT, "-1", -1, 1023,
+     "also make elements on this CUDA device (a GPU-side worker; -1: none). Without the plugin "
+     "(libspillway-gpu.so), a driver or the device it says so and serves as a CPU worker", 0, 0, 0, 0},
+    {"gpu-mem-budget", "SPILLWAY_GPU_MEM_BUDGET", SPW_CFG_STRING, SPW_GPU_DEFAULT_BUDGET, 0, 0,
+     "device memory reserved once at start: bytes (K/M/G/Ki/Mi/Gi) or a fraction of what is free then; "
+     "never more than is free", 0, 0, 0, 0},
     {"buffer-mb", "SPILLWAY_BUFFER_MB", SPW_CFG_INT, "256", 1, 65536,
      "the most encoded elements a job buffers per client rank (a queue holds about 1 s of what its "
      "stream sends, at least 4 MB) before producers wait", 0, 0, 0, 0},
@@ -144,6 +151,7 @@ int main(int argc, char **argv)
     struct wrk_registration *reg = NULL;
     spw_health_init(&g_health, "spillway.v1.Worker");
     struct wrk_jobs *jobs = NULL;
+    struct spw_backend *gpu = NULL;
     int status = 1;
     const char *host = cfg("listen")->s;
     char addr[300], advertise[300];
@@ -161,8 +169,17 @@ int main(int argc, char **argv)
         threads = (int)ceil(spw_cpu_limit() - 0.01);      /* a limit of 2.0 CPUs: 2 threads, 1.5: 2 */
     if (threads <= 0)
         threads = 1;
+    if (cfg("gpu")->i >= 0) {
+        struct spw_gpu_opts go = {.device = (int)cfg("gpu")->i, .mem_budget = cfg("gpu-mem-budget")->s};
+        if (spw_gpu_backend_open(&go, &gpu, err, sizeof err) == 0)
+            spw_log(SPW_LOG_INFO, "worker", "gpu: making elements on %s", spw_gpu_backend_describe(gpu));
+        else
+            spw_log(SPW_LOG_WARN, "worker", "gpu: device %lld not used, serving as a CPU worker: %s",
+                    (long long)cfg("gpu")->i, err);
+    }
     struct wrk_jobs_opts jo = {.dispatcher = cfg("dispatcher")->s, .auth_token = token, .threads = threads,
-                               .queue_bytes = (size_t)cfg("buffer-mb")->i << 20, .want_tasks = want_tasks};
+                               .queue_bytes = (size_t)cfg("buffer-mb")->i << 20, .want_tasks = want_tasks,
+                               .gpu = gpu};
     if (wrk_jobs_create(&jo, &jobs) != 0) {
         spw_log(SPW_LOG_ERROR, "worker", "cannot set up job serving");
         goto out;
@@ -230,6 +247,15 @@ out:
     wrk_registration_stop(reg);
     spw_rpc_server_shutdown(srv, 0);
     wrk_jobs_destroy(jobs);
+    if (gpu) {
+        struct spw_gpu_stats gs;
+        spw_gpu_backend_stats(gpu, &gs);
+        spw_log(SPW_LOG_INFO, "worker", "gpu: %lld elements made on the device, %lld handed to the CPU (did not "
+                "fit, a padding crop, a device error: %lld errors); arena peak %zu of %zu bytes",
+                (long long)gs.elements, (long long)gs.cpu_elements, (long long)gs.device_errors, gs.arena_peak,
+                gs.arena_bytes);
+        spw_gpu_backend_close(gpu);
+    }
     spw_rpc_server_destroy(srv);
     spw_rpc_server_shutdown(health_srv, 0);
     spw_rpc_server_destroy(health_srv);

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# tests/integration/gpu_worker.sh - GPU-side workers, on a machine without a device. Proves: a worker started
+# with --gpu 0 whose plugin or device is missing says so once and serves as a CPU worker (the job's batches equal
+# a local run's); one whose plugin is the host emulation (tests/gpuemu: the CUDA kernels' own per-pixel code)
+# makes elements on it, still byte for byte a local run's batches in an ordered job, and reports at exit how many
+# it made there and its arena's peak within the budget; a pipeline the GPU cannot make is logged and made on the
+# CPU; a budget over the free memory is refused with the reason and the worker serves as a CPU worker. Real
+# processes on loopback; kills all it starts.
+set -uo pipefail
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+EMU=$B/lib/libspillway-gpuemu.so
+[ -f "$EMU" ] || make -s -C "$ROOT" "$EMU" > /dev/null || exit 1
+bash "$ROOT/scripts/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || exit 1
+pipeline() {   # pipeline FILE OPS
+  cat > "$1" <<JSON
+{"source": {"format": "image_folder", "path": "$B/data/cli-test/train", "shuffle": true, "seed": 3, "epochs": 2},
+ "ops": [{"op": "decode_jpeg"}, $2], "batch": {"size": 32}}
+JSON
+}
+pipeline "$WORK/p.json" '{"op": "random_resized_crop", "size": [48, 48]}, {"op": "random_horizontal_flip"},
+  {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}'
+pipeline "$WORK/ra.json" '{"op": "random_resized_crop", "size": [48, 48]}, {"op": "rand_augment"}'
+for p in p ra; do
+  "$B/bin/spillctl" run --local --pipeline "$WORK/$p.json" --threads 2 --dump "$WORK/local-$p" --quiet || exit 1
+done
+same_as_local() {   # same_as_local P DIR: every batch and key identical to the local run of P
+  for f in "$WORK/local-$1"/*; do cmp -s "$f" "$2/$(basename "$f")" || return 1; done
+}
+dispatcher_on d --heartbeat-ms 100 --worker-timeout-ms 600 || { finish; exit 1; }
+worker() {   # worker NAME [ENV...] -- FLAGS...: a one-thread worker with a GPU flag
+  local name=$1
+  shift
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  env "${envs[@]}" "$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 \
+    --threads 1 "$@" > "$WORK/$name.out" 2> "$WORK/$name.err" &
+  W=$!
+  PIDS+=("$W")
+  wait_port "$WORK/$name.out" > /dev/null || { bad "worker $name starts"; return 1; }
+}
+job() {   # job P NAME: an ordered run of pipeline P with no threads of its own; exit status
+  timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/$1.json" --ordered \
+    --local-cores 0 --dump "$WORK/$2" --quiet > /dev/null 2> "$WORK/$2-client.err"
+}
+stop() { kill -TERM "$W"; wait "$W" 2>/dev/null; }
+
+# The plugin this build has (libspillway-gpu.so where nvcc built it, none otherwise), and no device.
+worker plain -- --gpu 0
+check "--gpu 0 without a device (or plugin): says so once" \
+  test "$(grep -c 'gpu: device 0 not used, serving as a CPU worker: no \(CUDA device\|GPU plugin\)' "$WORK/plain.err")" -eq 1
+job p plain
+check "... and serves the job as a CPU worker: batches identical to a local run" same_as_local p "$WORK/plain"
+stop
+
+worker emu SPILLWAY_GPU_PLUGIN="$EMU" -- --gpu 0 --gpu-mem-budget 256Mi
+check "--gpu 0 with the emulated plugin: says where it makes elements" \
+  grep -q 'gpu: making elements on device 0 (host emulation.*arena 256 MiB of 1024 MiB free' "$WORK/emu.err"
+job p emu
+check "... an ordered job's batches are identical to a local run's" same_as_local p "$WORK/emu"
+job ra emu-ra
+check "... a pipeline past the decode group: identical to a local run" same_as_local ra "$WORK/emu-ra"
+check "... and the worker says it makes that one on the CPU only" \
+  grep -q 'job=3 is made on the CPU only: it makes only pipelines whose ops all fuse' "$WORK/emu.err"
+stop
+made=$(sed -n 's/.*gpu: \([0-9]*\) elements made on the device.*/\1/p' "$WORK/emu.err")
+check "... at exit it reports elements made on the device ($made)" test "${made:-0}" -gt 0
+check "... and an arena peak within its budget" \
+  grep -q "arena peak [1-9][0-9]* of $((256 << 20)) bytes" "$WORK/emu.err"
+
+worker budget SPILLWAY_GPU_PLUGIN="$EMU" SPW_GPUEMU_FREE_MB=64 -- --gpu 0 --gpu-mem-budget 1Gi
+check "a budget over the free memory is refused with the reason" \
+  grep -q 'gpu: device 0 not used, serving as a CPU worker: gpu_mem_budget 1Gi is more than the 64 MiB free' \
+  "$WORK/budget.err"
+job p budget
+check "... and the worker serves as a CPU worker" same_as_local p "$WORK/budget"
+stop
+finish
