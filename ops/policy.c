@@ -182,28 +182,57 @@ static double maybe_negate(struct spw_rng *rng, double magnitude)
     return spw_rng_below(rng, 2) ? -magnitude : magnitude;
 }
 
+int spw_rand_augment_plan(struct spw_rng *rng, int num_ops, int magnitude, int num_bins, int w, int h,
+                          struct spw_aug_step *steps)
+{
+    if (!rng || num_ops < 0 || num_bins < 2 || magnitude < 0 || magnitude >= num_bins)
+        return -EINVAL;
+    for (int i = 0; i < num_ops; i++) {
+        const int op = (int)spw_rng_below(rng, SPW_RAND_AUGMENT_OPS);
+        double m = spw_augment_magnitude(op, num_bins, magnitude, 0, w, h);
+        steps[i].op = op;
+        steps[i].magnitude = op_signed(op) ? maybe_negate(rng, m) : m;
+    }
+    return num_ops;
+}
+
+int spw_trivial_augment_plan(struct spw_rng *rng, int num_bins, int w, int h, struct spw_aug_step *step)
+{
+    if (!rng || num_bins < 2)
+        return -EINVAL;
+    const int op = (int)spw_rng_below(rng, SPW_RAND_AUGMENT_OPS);
+    double m = 0.0;
+    if (op_has_table(op))
+        m = spw_augment_magnitude(op, num_bins, (int)spw_rng_below(rng, (uint32_t)num_bins), 1, w, h);
+    step->op = op;
+    step->magnitude = op_signed(op) ? maybe_negate(rng, m) : m;
+    return 1;
+}
+
+/* Apply n planned steps (op -1: skipped). */
+static int apply_steps(struct spw_image *img, struct spw_image *tmp, const struct spw_aug_step *steps, int n,
+                       const double fill[3])
+{
+    for (int i = 0; i < n; i++) {
+        int rc = steps[i].op < 0 ? 0 : spw_augment_op_run(img, tmp, steps[i].op, steps[i].magnitude, fill);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 int spw_rand_augment_run(struct spw_image *img, struct spw_image *tmp, struct spw_rng *rng, int num_ops,
                          int magnitude, int num_bins, const double fill[3], struct spw_aug_step *steps_out)
 {
     int rc = check_pair(img, tmp);
     if (rc)
         return rc;
-    if (!rng || num_ops < 0 || num_bins < 2 || magnitude < 0 || magnitude >= num_bins)
+    struct spw_aug_step local[SPW_AUG_MAX_STEPS];
+    struct spw_aug_step *steps = steps_out ? steps_out : local;
+    if (!steps_out && num_ops > SPW_AUG_MAX_STEPS)
         return -EINVAL;
-    for (int i = 0; i < num_ops; i++) {
-        const int op = (int)spw_rng_below(rng, SPW_RAND_AUGMENT_OPS);
-        double m = spw_augment_magnitude(op, num_bins, magnitude, 0, img->w, img->h);
-        if (op_signed(op))
-            m = maybe_negate(rng, m);
-        if (steps_out) {
-            steps_out[i].op = op;
-            steps_out[i].magnitude = m;
-        }
-        rc = spw_augment_op_run(img, tmp, op, m, fill);
-        if (rc)
-            return rc;
-    }
-    return 0;
+    const int n = spw_rand_augment_plan(rng, num_ops, magnitude, num_bins, img->w, img->h, steps);
+    return n < 0 ? n : apply_steps(img, tmp, steps, n, fill);
 }
 
 int spw_trivial_augment_run(struct spw_image *img, struct spw_image *tmp, struct spw_rng *rng, int num_bins,
@@ -212,20 +241,12 @@ int spw_trivial_augment_run(struct spw_image *img, struct spw_image *tmp, struct
     int rc = check_pair(img, tmp);
     if (rc)
         return rc;
-    if (!rng || num_bins < 2)
-        return -EINVAL;
-    const int op = (int)spw_rng_below(rng, SPW_RAND_AUGMENT_OPS);
-    double m = 0.0;
-    if (op_has_table(op))
-        m = spw_augment_magnitude(op, num_bins, (int)spw_rng_below(rng, (uint32_t)num_bins), 1, img->w,
-                                  img->h);
-    if (op_signed(op))
-        m = maybe_negate(rng, m);
-    rc = spw_augment_op_run(img, tmp, op, m, fill);
-    if (rc == 0 && step_out) {
-        step_out->op = op;
-        step_out->magnitude = m;
-    }
+    struct spw_aug_step step;
+    if ((rc = spw_trivial_augment_plan(rng, num_bins, img->w, img->h, &step)) < 0)
+        return rc;
+    rc = apply_steps(img, tmp, &step, 1, fill);
+    if (rc == 0 && step_out)
+        *step_out = step;
     return rc;
 }
 
@@ -320,32 +341,42 @@ static const struct sub_op policies[3][SPW_AUTO_AUGMENT_SUBPOLICIES][2] = {
     },
 };
 
-int spw_auto_augment_run(struct spw_image *img, struct spw_image *tmp, struct spw_rng *rng, int policy,
-                         const double fill[3], int *subpolicy_out, struct spw_aug_step *steps_out)
+int spw_auto_augment_plan(struct spw_rng *rng, int policy, int w, int h, struct spw_aug_step steps[2],
+                          int *subpolicy)
 {
-    int rc = check_pair(img, tmp);
-    if (rc)
-        return rc;
     if (!rng || policy < SPW_AUTO_AUGMENT_IMAGENET || policy > SPW_AUTO_AUGMENT_SVHN)
         return -EINVAL;
     /* get_params draws everything up front: sub-policy, two probabilities, two signs. */
     const int id = (int)spw_rng_below(rng, SPW_AUTO_AUGMENT_SUBPOLICIES);
     const double prob[2] = {spw_rng_uniform(rng), spw_rng_uniform(rng)};
     const uint32_t sign[2] = {spw_rng_below(rng, 2), spw_rng_below(rng, 2)};
-    struct spw_aug_step steps[2] = {{-1, 0.0}, {-1, 0.0}};
     for (int i = 0; i < 2; i++) {
         const struct sub_op *s = &policies[policy][id][i];
+        steps[i].op = -1;
+        steps[i].magnitude = 0.0;
         if (!(prob[i] <= s->p))
             continue;
-        double m = s->bin >= 0 ? spw_augment_magnitude(s->op, 10, s->bin, 0, img->w, img->h) : 0.0;
-        if (op_signed(s->op) && sign[i] == 0)
-            m = -m;
-        rc = spw_augment_op_run(img, tmp, s->op, m, fill);
-        if (rc)
-            return rc;
+        double m = s->bin >= 0 ? spw_augment_magnitude(s->op, 10, s->bin, 0, w, h) : 0.0;
         steps[i].op = s->op;
-        steps[i].magnitude = m;
+        steps[i].magnitude = op_signed(s->op) && sign[i] == 0 ? -m : m;
     }
+    if (subpolicy)
+        *subpolicy = id;
+    return 2;
+}
+
+int spw_auto_augment_run(struct spw_image *img, struct spw_image *tmp, struct spw_rng *rng, int policy,
+                         const double fill[3], int *subpolicy_out, struct spw_aug_step *steps_out)
+{
+    int rc = check_pair(img, tmp);
+    if (rc)
+        return rc;
+    struct spw_aug_step steps[2];
+    int id;
+    if ((rc = spw_auto_augment_plan(rng, policy, img->w, img->h, steps, &id)) < 0)
+        return rc;
+    if ((rc = apply_steps(img, tmp, steps, 2, fill)) != 0)
+        return rc;
     if (subpolicy_out)
         *subpolicy_out = id;
     if (steps_out) {

@@ -50,6 +50,9 @@ struct spw_aug_step {
     double magnitude;
 };
 
+/* The most steps a plan holds where the caller gives no array (rand_augment's num_ops cap). */
+#define SPW_AUG_MAX_STEPS 32
+
 /* torchvision's name for an op ("ShearX", "Color", ...); NULL when out of range. Static storage. */
 const char *spw_augment_op_name(int op);
 
@@ -73,6 +76,16 @@ int spw_rand_augment_run(struct spw_image *img, struct spw_image *tmp, struct sp
  * with its probability. subpolicy_out and steps_out (2 entries) may be NULL. Returns 0 or -EINVAL. */
 int spw_auto_augment_run(struct spw_image *img, struct spw_image *tmp, struct spw_rng *rng, int policy,
                          const double fill[3], int *subpolicy_out, struct spw_aug_step *steps_out);
+
+/* The steps a policy applies to a w x h image, drawn from rng exactly as its _run draws them (the draws never
+ * depend on pixels), so that another device can apply them: _run is plan, then spw_augment_op_run per step.
+ * Return the number of steps written (RandAugment num_ops, TrivialAugmentWide 1, AutoAugment 2, where op -1
+ * is a step its probability skipped) or -EINVAL. */
+int spw_rand_augment_plan(struct spw_rng *rng, int num_ops, int magnitude, int num_bins, int w, int h,
+                          struct spw_aug_step *steps);
+int spw_trivial_augment_plan(struct spw_rng *rng, int num_bins, int w, int h, struct spw_aug_step *step);
+int spw_auto_augment_plan(struct spw_rng *rng, int policy, int w, int h, struct spw_aug_step steps[2],
+                          int *subpolicy);
 
 /* TrivialAugmentWide(num_magnitude_bins, NEAREST, fill): one op uniformly, a uniform magnitude bin,
  * signed ops negated with probability 1/2. step_out may be NULL. Returns 0 or -EINVAL. */
