@@ -6,6 +6,7 @@
 #include "ops/color.h"
 
 #include "lib/simd.h"
+#include "ops/color_px.h"
 
 #include <errno.h>
 #include <math.h>
@@ -80,27 +81,10 @@ static void histogram3(const struct spw_image *in, uint64_t hist[3][256])
     }
 }
 
-/* Pillow ImagingBlend (Blend.c): out = in1 + alpha * (in2 - in1) in float with alpha = (float)factor,
- * clipped to [0, 255] and truncated. For 0 <= alpha <= 1 Pillow skips the clip, but the value is then
- * already in range, so one expression covers both branches. */
-static inline uint8_t blend_px(float alpha, int in1, int in2)
-{
-    float t = (float)in1 + alpha * (float)(in2 - in1);
-    t = t > 0.0f ? t : 0.0f;                            /* branch-free (maxps / minps), so loops vectorize */
-    t = t < 255.0f ? t : 255.0f;
-    return (uint8_t)(int)t;
-}
-
 static void blend_lut(float alpha, int degenerate, uint8_t lut[256])
 {
     for (int v = 0; v < 256; v++)
-        lut[v] = blend_px(alpha, degenerate, v);
-}
-
-/* Pillow rgb2l (Convert.c): ITU-R 601-2 luma in 16.16 fixed point, rounded. */
-static inline int luma(int r, int g, int b)
-{
-    return (r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16;
+        lut[v] = spw_px_blend(alpha, degenerate, v);
 }
 
 static int bad_factor(double f)
@@ -128,18 +112,16 @@ int spw_adjust_contrast_run(const struct spw_image *in, double factor, struct sp
         return rc;
     if (bad_factor(factor))
         return -EINVAL;
-    /* ImageStat mean of convert('L') as int(mean + 0.5). The mean is a ratio with denominator n, so it is
-     * never within 1/(2n) of a .5 tie and the integer form floor((2 sum + n) / 2n) is exact. */
+    /* ImageStat mean of convert('L') as int(mean + 0.5). */
     uint64_t sum = 0;
     for (int y = 0; y < in->h; y++) {
         const uint8_t *s = row_in(in, y);
         uint32_t row_sum = 0;
         for (int x = 0; x < in->w; x++, s += 3)
-            row_sum += (uint32_t)luma(s[0], s[1], s[2]);
+            row_sum += (uint32_t)spw_px_luma(s[0], s[1], s[2]);
         sum += row_sum;
     }
-    const uint64_t n = (uint64_t)in->w * (uint64_t)in->h;
-    const int mean = (int)((2 * sum + n) / (2 * n));
+    const int mean = spw_px_mean_luma(sum, (uint64_t)in->w * (uint64_t)in->h);
     uint8_t lut[256];
     blend_lut((float)factor, mean, lut);
     apply_lut(in, lut, out);
@@ -172,11 +154,11 @@ int spw_adjust_saturation_run(const struct spw_image *in, double factor, struct 
             const uint8_t *sp = s + 3 * (size_t)x0;
             uint8_t *dp = d + 3 * (size_t)x0;
             for (int x = 0; x < nx; x++) {
-                const uint8_t l = (uint8_t)luma(sp[3 * x], sp[3 * x + 1], sp[3 * x + 2]);
+                const uint8_t l = (uint8_t)spw_px_luma(sp[3 * x], sp[3 * x + 1], sp[3 * x + 2]);
                 lum[3 * x] = lum[3 * x + 1] = lum[3 * x + 2] = l;
             }
             for (int i = 0; i < 3 * nx; i++)
-                dp[i] = blend_px(alpha, lum[i], sp[i]);
+                dp[i] = spw_px_blend(alpha, lum[i], sp[i]);
         }
     }
     return 0;
@@ -202,11 +184,9 @@ int spw_adjust_sharpness_run(const struct spw_image *in, double factor, struct s
         const uint8_t *restrict dn = row_in(in, y + 1);
         uint8_t *restrict d = row_out(out, y);
         for (int i = 3; i < n; i++) {
-            /* SMOOTH: Pillow sums kernel/13 floats plus 0.5 and truncates; the exact value (S + 6.5) / 13
-             * is never within 0.5/13 of an integer, far beyond float error, so (S + 6) / 13 is exact. */
             const int sum = up[i - 3] + up[i] + up[i + 3] + mid[i - 3] + 5 * mid[i] + mid[i + 3] +
                             dn[i - 3] + dn[i] + dn[i + 3];
-            d[i] = blend_px(alpha, (int)(((unsigned)sum + 6u) * 80660u >> 20), mid[i]); /* /13, exact to 3330 */
+            d[i] = spw_px_blend(alpha, spw_px_smooth(sum), mid[i]);
         }
     }
     return 0;
@@ -346,60 +326,6 @@ int spw_invert_run(const struct spw_image *in, struct spw_image *out)
     return 0;
 }
 
-/* The identity table (the ops' answer for a flat channel). */
-static void identity_lut(uint8_t lut[256])
-{
-    for (int v = 0; v < 256; v++)
-        lut[v] = (uint8_t)v;
-}
-
-/* ImageOps.equalize for one channel: step = (total - count of the last used level) // 255; identity when
- * fewer than two levels are used or step is 0. Entries above 255 are clipped by Image.point. */
-static void equalize_lut(const uint64_t hist[256], uint8_t lut[256])
-{
-    uint64_t total = 0, last = 0;
-    int used = 0;
-    for (int v = 0; v < 256; v++) {
-        if (hist[v]) {
-            total += hist[v];
-            last = hist[v];
-            used++;
-        }
-    }
-    const uint64_t step = used > 1 ? (total - last) / 255 : 0;
-    if (!step) {
-        identity_lut(lut);
-        return;
-    }
-    uint64_t acc = step / 2;
-    for (int v = 0; v < 256; v++) {
-        const uint64_t q = acc / step;
-        lut[v] = q > 255 ? 255 : (uint8_t)q;
-        acc += hist[v];
-    }
-}
-
-/* ImageOps.autocontrast (cutoff 0) for one channel: int(v * scale + offset) in double, truncated toward
- * zero, clipped; identity when the channel has one level. */
-static void autocontrast_lut(const uint64_t hist[256], uint8_t lut[256])
-{
-    int lo = 0, hi = 255;
-    while (lo < 255 && !hist[lo])
-        lo++;
-    while (hi > 0 && !hist[hi])
-        hi--;
-    if (hi <= lo) {
-        identity_lut(lut);
-        return;
-    }
-    const double scale = 255.0 / (hi - lo);
-    const double offset = (double)(-lo) * scale;
-    for (int v = 0; v < 256; v++) {
-        const double t = (double)v * scale + offset;
-        lut[v] = t <= 0.0 ? 0 : t >= 255.0 ? 255 : (uint8_t)(int)t;
-    }
-}
-
 /* Histogram each channel, build its table with make, apply the three tables. */
 static int histogram_lut_run(const struct spw_image *in, struct spw_image *out,
                              void (*make)(const uint64_t hist[256], uint8_t lut[256]))
@@ -418,10 +344,10 @@ static int histogram_lut_run(const struct spw_image *in, struct spw_image *out,
 
 int spw_equalize_run(const struct spw_image *in, struct spw_image *out)
 {
-    return histogram_lut_run(in, out, equalize_lut);
+    return histogram_lut_run(in, out, spw_px_equalize_lut);
 }
 
 int spw_autocontrast_run(const struct spw_image *in, struct spw_image *out)
 {
-    return histogram_lut_run(in, out, autocontrast_lut);
+    return histogram_lut_run(in, out, spw_px_autocontrast_lut);
 }

@@ -10,12 +10,7 @@
 #include <stdint.h>
 
 #include "ops/cuda/gpu_plugin.h"
-
-#ifdef __CUDACC__
-#define SPW_PX static __host__ __device__ __forceinline__
-#else
-#define SPW_PX static inline
-#endif
+#include "ops/px.h"
 
 #define SPW_PX_PRECISION 22     /* ops/resample.c's PRECISION_BITS */
 

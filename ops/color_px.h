@@ -1,0 +1,82 @@
+/* ops/color_px.h - the colour ops' scalar arithmetic (Pillow 9.4's, as ops/color.c applies it), shared with
+ * the CUDA kernels: the blend, ITU-R 601-2 luma, the smoothing filter of sharpness, and the tables of
+ * equalize and autocontrast built from a channel's histogram. Pure functions. */
+#ifndef SPW_OPS_COLOR_PX_H
+#define SPW_OPS_COLOR_PX_H
+
+#include <stdint.h>
+
+#include "ops/px.h"
+
+/* Pillow ImagingBlend (Blend.c): out = in1 + alpha * (in2 - in1) in float with alpha = (float)factor,
+ * clipped to [0, 255] and truncated. For 0 <= alpha <= 1 Pillow skips the clip, but the value is then
+ * already in range, so one expression covers both branches. */
+SPW_PX uint8_t spw_px_blend(float alpha, int in1, int in2)
+{
+    float t = (float)in1 + alpha * (float)(in2 - in1);
+    t = t > 0.0f ? t : 0.0f;                            /* branch-free (maxps / minps), so loops vectorize */
+    t = t < 255.0f ? t : 255.0f;
+    return (uint8_t)(int)t;
+}
+
+/* Pillow rgb2l (Convert.c): ITU-R 601-2 luma in 16.16 fixed point, rounded. */
+SPW_PX int spw_px_luma(int r, int g, int b)
+{
+    return (r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16;
+}
+
+/* Pillow's SMOOTH filter of a 3x3 neighbourhood (sum of the 9 values, the centre weighted 5): Pillow sums
+ * kernel/13 floats plus 0.5 and truncates; the exact value (S + 6.5) / 13 is never within 0.5/13 of an
+ * integer, far beyond float error, so (S + 6) / 13 is exact (the multiply-shift is exact to 3330). */
+SPW_PX int spw_px_smooth(int sum)
+{
+    return (int)(((unsigned)sum + 6u) * 80660u >> 20);
+}
+
+/* The mean luma as ImageStat reports it, int(mean + 0.5): the mean is a ratio with denominator n, never
+ * within 1/(2n) of a .5 tie, so floor((2 sum + n) / 2n) is exact. */
+SPW_PX int spw_px_mean_luma(uint64_t sum, uint64_t n)
+{
+    return (int)((2 * sum + n) / (2 * n));
+}
+
+/* ImageOps.equalize for one channel: step = (total - count of the last used level) // 255; identity when
+ * fewer than two levels are used or step is 0. Entries above 255 are clipped by Image.point. */
+SPW_PX void spw_px_equalize_lut(const uint64_t hist[256], uint8_t lut[256])
+{
+    uint64_t total = 0, last = 0;
+    int used = 0;
+    for (int v = 0; v < 256; v++) {
+        if (hist[v]) {
+            total += hist[v];
+            last = hist[v];
+            used++;
+        }
+    }
+    const uint64_t step = used > 1 ? (total - last) / 255 : 0;
+    uint64_t acc = step / 2;
+    for (int v = 0; v < 256; v++) {
+        const uint64_t q = step ? acc / step : (uint64_t)v;
+        lut[v] = q > 255 ? 255 : (uint8_t)q;
+        acc += hist[v];
+    }
+}
+
+/* ImageOps.autocontrast (cutoff 0) for one channel: int(v * scale + offset) in double, truncated toward
+ * zero, clipped; identity when the channel has one level. */
+SPW_PX void spw_px_autocontrast_lut(const uint64_t hist[256], uint8_t lut[256])
+{
+    int lo = 0, hi = 255;
+    while (lo < 255 && !hist[lo])
+        lo++;
+    while (hi > 0 && !hist[hi])
+        hi--;
+    const double scale = hi > lo ? 255.0 / (hi - lo) : 1.0;
+    const double offset = hi > lo ? (double)(-lo) * scale : 0.0;
+    for (int v = 0; v < 256; v++) {
+        const double t = hi > lo ? (double)v * scale + offset : (double)v;
+        lut[v] = t <= 0.0 ? 0 : t >= 255.0 ? 255 : (uint8_t)(int)t;
+    }
+}
+
+#endif
