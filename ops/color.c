@@ -81,12 +81,6 @@ static void histogram3(const struct spw_image *in, uint64_t hist[3][256])
     }
 }
 
-static void blend_lut(float alpha, int degenerate, uint8_t lut[256])
-{
-    for (int v = 0; v < 256; v++)
-        lut[v] = spw_px_blend(alpha, degenerate, v);
-}
-
 static int bad_factor(double f)
 {
     return !(f >= 0.0) || isinf(f);
@@ -100,7 +94,7 @@ int spw_adjust_brightness_run(const struct spw_image *in, double factor, struct 
     if (bad_factor(factor))
         return -EINVAL;
     uint8_t lut[256];
-    blend_lut((float)factor, 0, lut);
+    spw_px_blend_lut((float)factor, 0, lut);
     apply_lut(in, lut, out);
     return 0;
 }
@@ -123,7 +117,7 @@ int spw_adjust_contrast_run(const struct spw_image *in, double factor, struct sp
     }
     const int mean = spw_px_mean_luma(sum, (uint64_t)in->w * (uint64_t)in->h);
     uint8_t lut[256];
-    blend_lut((float)factor, mean, lut);
+    spw_px_blend_lut((float)factor, mean, lut);
     apply_lut(in, lut, out);
     return 0;
 }
@@ -281,15 +275,16 @@ int spw_posterize_run(const struct spw_image *in, int bits, struct spw_image *ou
         return rc;
     if (bits < 0 || bits > 8)
         return -EINVAL;
-    const uint8_t mask = (uint8_t)~((1 << (8 - bits)) - 1);
-    const size_t n = (size_t)in->w * 3;
-    for (int y = 0; y < in->h; y++) {
-        const uint8_t *s = row_in(in, y);
-        uint8_t *d = row_out(out, y);
-        for (size_t i = 0; i < n; i++)
-            d[i] = s[i] & mask;
-    }
+    uint8_t lut[256];
+    spw_px_posterize_lut(bits, lut);
+    apply_lut(in, lut, out);
     return 0;
+}
+
+int spw_solarize_first(double threshold)
+{
+    /* v < threshold keeps v: the first inverted value is the smallest integer >= threshold. */
+    return threshold <= 0.0 ? 0 : threshold > 255.0 ? 256 : (int)ceil(threshold);
 }
 
 int spw_solarize_run(const struct spw_image *in, double threshold, struct spw_image *out)
@@ -299,15 +294,9 @@ int spw_solarize_run(const struct spw_image *in, double threshold, struct spw_im
         return rc;
     if (isnan(threshold))
         return -EINVAL;
-    /* v < threshold keeps v: the first inverted value is the smallest integer >= threshold. */
-    const int first = threshold <= 0.0 ? 0 : threshold > 255.0 ? 256 : (int)ceil(threshold);
-    const size_t n = (size_t)in->w * 3;
-    for (int y = 0; y < in->h; y++) {
-        const uint8_t *s = row_in(in, y);
-        uint8_t *d = row_out(out, y);
-        for (size_t i = 0; i < n; i++)
-            d[i] = s[i] >= first ? (uint8_t)(255 - s[i]) : s[i];
-    }
+    uint8_t lut[256];
+    spw_px_solarize_lut(spw_solarize_first(threshold), lut);
+    apply_lut(in, lut, out);
     return 0;
 }
 

@@ -34,6 +34,8 @@ int spw_adjust_hue_run(const struct spw_image *in, double hue_factor, struct spw
 int spw_posterize_run(const struct spw_image *in, int bits, struct spw_image *out);
 
 /* ImageOps.solarize: v >= threshold becomes 255 - v. In place allowed. */
+/* The first value solarize inverts for that threshold (256: none). */
+int spw_solarize_first(double threshold);
 int spw_solarize_run(const struct spw_image *in, double threshold, struct spw_image *out);
 
 /* ImageOps.equalize (no mask): per-channel histogram equalisation, PIL's step/rounding. In place allowed. */

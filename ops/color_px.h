@@ -79,4 +79,25 @@ SPW_PX void spw_px_autocontrast_lut(const uint64_t hist[256], uint8_t lut[256])
     }
 }
 
+/* The tables of the ops that are a function of one byte: blend with a constant (brightness: 0; contrast: the
+ * mean luma), posterize (keep the top bits), solarize (invert from the first value >= threshold), invert. */
+SPW_PX void spw_px_blend_lut(float alpha, int degenerate, uint8_t lut[256])
+{
+    for (int v = 0; v < 256; v++)
+        lut[v] = spw_px_blend(alpha, degenerate, v);
+}
+
+SPW_PX void spw_px_posterize_lut(int bits, uint8_t lut[256])
+{
+    const int mask = ~((1 << (8 - bits)) - 1) & 255;
+    for (int v = 0; v < 256; v++)
+        lut[v] = (uint8_t)(v & mask);
+}
+
+SPW_PX void spw_px_solarize_lut(int first, uint8_t lut[256])
+{
+    for (int v = 0; v < 256; v++)
+        lut[v] = v >= first ? (uint8_t)(255 - v) : (uint8_t)v;
+}
+
 #endif

@@ -118,6 +118,17 @@ static void nearest_fixed(const struct spw_image *in, const double a[6], const u
     }
 }
 
+/* Which of Pillow's nearest paths an out_w x out_h output of matrix m takes. */
+static enum spw_warp_kind nearest_kind(const double m[6], int out_w, int out_h)
+{
+    if (m[1] == 0 && m[3] == 0)
+        return SPW_WARP_SCALE;
+    if (check_fixed(m, 0, 0) && check_fixed(m, out_w, out_h) && check_fixed(m, 0, out_h) &&
+        check_fixed(m, out_w, 0))
+        return SPW_WARP_FIXED;
+    return SPW_WARP_FLOAT;
+}
+
 /* Pillow's floating-point fallback for maps beyond the 16.16 range. */
 static void nearest_float(const struct spw_image *in, const double a[6], const uint8_t fill[3],
                           struct spw_image *out)
@@ -196,10 +207,9 @@ int spw_transform_affine_run(const struct spw_image *in, const double m[6], int 
 
     if (interpolation == SPW_INTERP_BILINEAR)
         bilinear(in, m, ink, out);
-    else if (m[1] == 0 && m[3] == 0)
+    else if (nearest_kind(m, out->w, out->h) == SPW_WARP_SCALE)
         nearest_scale(in, m, ink, out);
-    else if (check_fixed(m, 0, 0) && check_fixed(m, out->w, out->h) && check_fixed(m, 0, out->h) &&
-             check_fixed(m, out->w, 0))
+    else if (nearest_kind(m, out->w, out->h) == SPW_WARP_FIXED)
         nearest_fixed(in, m, ink, out);
     else
         nearest_float(in, m, ink, out);
@@ -269,6 +279,23 @@ static double py_fmod(double x, double y)
     return r;
 }
 
+/* Image.rotate's inverse matrix about (w / 2, h / 2), entries rounded to 15 decimals as PIL does. */
+static void rotate_matrix(int w, int h, double angle, double m[6])
+{
+    const double r = -(angle * DEG2RAD);
+    m[0] = round15(cos(r));
+    m[1] = round15(sin(r));
+    m[2] = 0.0;
+    m[3] = round15(-sin(r));
+    m[4] = round15(cos(r));
+    m[5] = 0.0;
+    const double cx = w / 2.0, cy = h / 2.0;
+    const double m2 = m[0] * -cx + m[1] * -cy + m[2];
+    const double m5 = m[3] * -cx + m[4] * -cy + m[5];
+    m[2] = m2 + cx;
+    m[5] = m5 + cy;
+}
+
 int spw_rotate_run(const struct spw_image *in, double angle, int interpolation, const double fill[3],
                    struct spw_image *out)
 {
@@ -307,13 +334,72 @@ int spw_rotate_run(const struct spw_image *in, double angle, int interpolation, 
         return 0;
     }
 
-    /* Image.rotate's inverse matrix about (w / 2, h / 2), entries rounded to 15 decimals as PIL does. */
-    const double r = -(angle * DEG2RAD);
-    double m[6] = {round15(cos(r)), round15(sin(r)), 0.0, round15(-sin(r)), round15(cos(r)), 0.0};
-    const double cx = w / 2.0, cy = h / 2.0;
-    const double m2 = m[0] * -cx + m[1] * -cy + m[2];
-    const double m5 = m[3] * -cx + m[4] * -cy + m[5];
-    m[2] = m2 + cx;
-    m[5] = m5 + cy;
+    double m[6];
+    rotate_matrix(w, h, angle, m);
     return spw_transform_affine_run(in, m, interpolation, fill, out);
+}
+
+/* ---- plans for another device ---- */
+
+static void plan_matrix(const double m[6], int w, int h, struct spw_warp_plan *p)
+{
+    memcpy(p->m, m, sizeof p->m);
+    p->kind = nearest_kind(m, w, h);
+    if (p->kind != SPW_WARP_FIXED)
+        return;
+    p->fx[0] = fix16(m[0]);
+    p->fx[1] = fix16(m[1]);
+    p->fx[3] = fix16(m[3]);
+    p->fx[4] = fix16(m[4]);
+    p->fx[2] = fix16(m[2] + m[0] * 0.5 + m[1] * 0.5);
+    p->fx[5] = fix16(m[5] + m[3] * 0.5 + m[4] * 0.5);
+}
+
+int spw_rotate_warp_plan(int w, int h, double angle, const double fill[3], struct spw_warp_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (w <= 0 || h <= 0 || !isfinite(angle) || fill_color(fill, p->ink) != 0)
+        return -EINVAL;
+    angle = py_fmod(angle, 360.0);
+    if (angle == 0.0 || angle == 180.0 || ((angle == 90.0 || angle == 270.0) && w == h)) {
+        p->kind = SPW_WARP_TRANSPOSE;
+        p->transpose = (int)angle;
+        return 0;
+    }
+    double m[6];
+    rotate_matrix(w, h, angle, m);
+    plan_matrix(m, w, h, p);
+    return 0;
+}
+
+int spw_affine_warp_plan(int w, int h, double angle, const double translate[2], double scale,
+                         const double shear[2], const double center[2], const double fill[3],
+                         struct spw_warp_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (w <= 0 || h <= 0 || !(scale > 0.0) || !isfinite(angle) || fill_color(fill, p->ink) != 0)
+        return -EINVAL;
+    double m[6];
+    spw_affine_inverse_matrix(w, h, angle, translate, scale, shear, center, m);
+    for (int i = 0; i < 6; i++)
+        if (!isfinite(m[i]))
+            return -EINVAL;
+    plan_matrix(m, w, h, p);
+    return 0;
+}
+
+void spw_warp_scale_tables(const struct spw_warp_plan *p, int in_w, int in_h, int out_w, int out_h, int32_t *xi,
+                           int32_t *yi)
+{
+    const double *a = p->m;
+    double yo = a[5] + a[4] * 0.5;                      /* nearest_scale's accumulation, step for step */
+    for (int y = 0; y < out_h; y++, yo += a[4]) {
+        const int v = coord(yo);
+        yi[y] = v >= 0 && v < in_h ? v : -1;
+    }
+    double xo = a[2] + a[0] * 0.5;
+    for (int x = 0; x < out_w; x++, xo += a[0]) {
+        const int v = coord(xo);
+        xi[x] = v >= 0 && v < in_w ? v : -1;
+    }
 }

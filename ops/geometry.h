@@ -6,8 +6,9 @@
 #ifndef SPW_OPS_GEOMETRY_H
 #define SPW_OPS_GEOMETRY_H
 
-#include "ops/image.h"
+#include <stdint.h>
 
+#include "ops/image.h"
 
 /* PIL Image.transform(out size, AFFINE, m, interp): out(x, y) samples in at (m0 x' + m1 y' + m2,
  * m3 x' + m4 y' + m5) with x' = x + 0.5, y' = y + 0.5. out may differ in size from in (both c == 3).
@@ -31,5 +32,30 @@ int spw_rotate_run(const struct spw_image *in, double angle, int interpolation, 
  * with the same floating-point operations, for a w x h image. center NULL = (w / 2, h / 2). */
 void spw_affine_inverse_matrix(int w, int h, double angle, const double translate[2], double scale,
                                const double shear[2], const double center[2], double m[6]);
+
+/* A nearest warp worked out once, so that another device picks the same source pixels: Image.rotate's exact
+ * transposes, an axis-aligned map (per-column and per-row source indices as Pillow's ImagingScaleAffine
+ * accumulates them), 16.16 fixed-point stepping (Pillow's affine_fixed: exact integers, so a closed form
+ * per pixel), or Pillow's float fallback for maps beyond 16.16 (accumulated doubles: not planned). */
+enum spw_warp_kind { SPW_WARP_TRANSPOSE, SPW_WARP_SCALE, SPW_WARP_FIXED, SPW_WARP_FLOAT };
+
+struct spw_warp_plan {
+    enum spw_warp_kind kind;
+    int transpose;              /* SPW_WARP_TRANSPOSE: 0, 90, 180 or 270 degrees counter-clockwise */
+    double m[6];                /* the inverse matrix */
+    int64_t fx[6];              /* SPW_WARP_FIXED: 16.16 steps a0, a1, a3, a4 and a2, a5 at pixel (0, 0) */
+    uint8_t ink[3];             /* the fill, as PIL takes it */
+};
+
+/* The plans of spw_rotate_run (nearest) and of spw_affine_run (nearest) on a w x h image. Return 0 or
+ * -EINVAL as those functions would. */
+int spw_rotate_warp_plan(int w, int h, double angle, const double fill[3], struct spw_warp_plan *p);
+int spw_affine_warp_plan(int w, int h, double angle, const double translate[2], double scale,
+                         const double shear[2], const double center[2], const double fill[3],
+                         struct spw_warp_plan *p);
+/* SPW_WARP_SCALE: the source column of each of the out_w output columns and the source row of each of the
+ * out_h rows, -1 where it falls outside the in_w x in_h input. */
+void spw_warp_scale_tables(const struct spw_warp_plan *p, int in_w, int in_h, int out_w, int out_h, int32_t *xi,
+                           int32_t *yi);
 
 #endif

@@ -105,7 +105,7 @@ static int check_pair(const struct spw_image *img, const struct spw_image *tmp)
 }
 
 /* Degrees of the shear whose tangent is `magnitude`: math.degrees(math.atan(m)), CPython's constant. */
-static double shear_degrees(double magnitude)
+double spw_augment_shear_degrees(double magnitude)
 {
     return atan(magnitude) * (180.0 / M_PI);
 }
@@ -128,7 +128,7 @@ int spw_augment_op_run(struct spw_image *img, struct spw_image *tmp, int op, dou
     case SPW_AUG_SHEAR_X:
     case SPW_AUG_SHEAR_Y:
         /* torchvision shears about the top-left corner (center=[0, 0]). */
-        shear[op == SPW_AUG_SHEAR_Y] = shear_degrees(magnitude);
+        shear[op == SPW_AUG_SHEAR_Y] = spw_augment_shear_degrees(magnitude);
         rc = spw_affine_run(img, 0.0, translate, 1.0, shear, SPW_INTERP_NEAREST, fill, origin, tmp);
         break;
     case SPW_AUG_TRANSLATE_X:

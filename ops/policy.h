@@ -56,6 +56,9 @@ struct spw_aug_step {
 /* torchvision's name for an op ("ShearX", "Color", ...); NULL when out of range. Static storage. */
 const char *spw_augment_op_name(int op);
 
+/* Degrees of the shear whose tangent is magnitude (ShearX/ShearY), as torchvision computes them. */
+double spw_augment_shear_degrees(double magnitude);
+
 /* torchvision autoaugment._apply_op(img, op, magnitude, NEAREST, fill): fill NULL = black.
  * Returns 0 or -EINVAL (bad op, views or magnitude). */
 int spw_augment_op_run(struct spw_image *img, struct spw_image *tmp, int op, double magnitude,

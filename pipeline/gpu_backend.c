@@ -14,10 +14,14 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "ops/gpu_load.h"
+#include "pipeline/gpu_ops.h"
 #include "pipeline/image_ops.h"
 #include "pipeline/op_registry.h"
 
-enum { BLK_REGION, BLK_BOUNDS_H, BLK_KK_H, BLK_BOUNDS_V, BLK_KK_V, BLK_TMP, BLK_MID, BLK_LUT, BLK_OUT, N_BLK };
+enum {
+    BLK_REGION, BLK_BOUNDS_H, BLK_KK_H, BLK_BOUNDS_V, BLK_KK_V, BLK_TMP, BLK_MID, BLK_LUT, BLK_OUT,
+    BLK_IMG_A, BLK_IMG_B, BLK_SCRATCH, N_BLK   /* the last three: pipelines with ops after the decode group */
+};
 
 struct gpu {
     struct spw_backend b;
@@ -46,14 +50,24 @@ struct item {
 bool spw_gpu_can_make(const struct spw_element_ctx *ctx, int cut, char *why, size_t whylen)
 {
     const struct spw_pipeline_spec *spec = ctx->spec;
-    const char *no = NULL;
+    char no[160] = "";
     if (spec->n_ops == 0 || spec->ops[0].kind != SPW_OP_DECODE_JPEG)
-        no = "it makes JPEG pipelines only";
-    else if (ctx->n_groups != 1 || cut != 1)
-        no = "it makes only pipelines whose ops all fuse with decode_jpeg (a crop or resize, flips, normalize)";
-    if (no && why)
+        snprintf(no, sizeof no, "it makes JPEG pipelines only");
+    else if (cut != ctx->n_groups)
+        snprintf(no, sizeof no, "it makes whole pipelines only (cut %d of %d groups)", cut, ctx->n_groups);
+    for (int gi = 1; gi < ctx->n_groups && !no[0]; gi++) {
+        const struct spw_group *g = &ctx->groups[gi];
+        for (int i = g->first; i < g->first + g->count && !no[0]; i++) {
+            const struct spw_op_def *d = spw_op_def(spec->ops[i].kind);
+            const bool last_step = gi == ctx->n_groups - 1 && g->count == 1 && d->cls == SPW_OPC_TO_TENSOR;
+            if (g->kind == SPW_GROUP_TENSOR ? !last_step : !d->gpu)
+                snprintf(no, sizeof no, "ops[%d] %s has no GPU kernel%s", i, d->name,
+                         g->kind == SPW_GROUP_TENSOR ? " (after normalize/to_tensor, nothing runs there)" : "");
+        }
+    }
+    if (no[0] && why)
         snprintf(why, whylen, "%s", no);
-    return !no;
+    return !no[0];
 }
 
 static int blk(struct gpu *g, struct item *it, int which, size_t bytes)
@@ -87,15 +101,47 @@ static enum spw_gpu_out out_kind(enum spw_sink_kind k)
     }
 }
 
+/* The ops after the decode group, on the device image held in blocks A/B. */
+static int queue_ops(struct gpu *g, struct item *it, struct spw_gpu_image *img, struct spw_gpu_image *tmp)
+{
+    const struct spw_element_ctx *ctx = it->call.ctx;
+    const spw_dptr scratch = at(g, it, BLK_SCRATCH);
+    int rc = 0;
+    for (int gi = 1; gi < ctx->n_groups && rc == 0; gi++) {
+        const struct spw_group *grp = &ctx->groups[gi];
+        for (int i = grp->first; i < grp->first + grp->count && rc == 0; i++) {
+            const struct spw_op_def *d = spw_op_def(ctx->spec->ops[i].kind);
+            if (!d->gpu)
+                continue;       /* the closing normalize/to_tensor: the output step */
+            struct spw_op_call oc = {.ctx = ctx, .op = &ctx->spec->ops[i], .index = i, .epoch = it->call.epoch,
+                                     .sample = it->call.sample, .err = it->err, .errlen = sizeof it->err};
+            spw_element_rng(ctx, oc.epoch, oc.sample, i, &oc.rng);
+            struct spw_gpu_call gc = {.p = g->p, .dev = g->dev, .op = &oc, .img = *img, .tmp = *tmp};
+            spw_gpu_call_scratch(&gc, scratch);
+            rc = d->gpu(&gc);
+            *img = gc.img;
+            *tmp = gc.tmp;
+        }
+    }
+    return rc;
+}
+
 /* Arena blocks, uploads, kernels and the download for a prepared element. -ENOSPC when it does not fit
- * (nothing queued), another error for the device. */
+ * (nothing queued), -ENOTSUP / -EINVAL when an op has no kernel for this instance (the CPU makes it), another
+ * error for the device. */
 static int queue_item(struct gpu *g, struct item *it)
 {
+    const struct spw_element_ctx *ctx = it->call.ctx;
     const struct spw_jpeg_work *w = &it->work;
     const struct spw_resample_plan *pl = &w->plan;
-    const bool resample = w->how == SPW_JPEG_RESAMPLE;
+    const bool resample = w->how == SPW_JPEG_RESAMPLE, more = ctx->n_groups > 1;
+    /* The output: the decode group's (with its flips and normalize), or after the other groups (their last
+     * op may be normalize/to_tensor). */
+    const struct spw_group *last = &ctx->groups[ctx->n_groups - 1];
+    const int last_op = last->first + last->count - 1;
+    const int norm = !more ? w->norm : spw_op_def(ctx->spec->ops[last_op].kind)->gpu ? -1 : last_op;
     struct spw_sink s;
-    int rc = spw_image_sink(it->call.ctx, w->norm, w->out_w, w->out_h, w->hflip, w->vflip, NULL, &it->v, &s,
+    int rc = spw_image_sink(ctx, norm, w->out_w, w->out_h, !more && w->hflip, !more && w->vflip, NULL, &it->v, &s,
                             it->err, sizeof it->err);
     if (rc)
         return rc;
@@ -108,19 +154,21 @@ static int queue_item(struct gpu *g, struct item *it)
         (resample && pl->need_h && (blk(g, it, BLK_BOUNDS_H, sizeof(int32_t) * 2 * (size_t)pl->out_w) ||
                                     blk(g, it, BLK_KK_H, sizeof(int32_t) * (size_t)pl->out_w * pl->ksize_h))) ||
         (resample && pl->need_v && (blk(g, it, BLK_BOUNDS_V, sizeof(int32_t) * 2 * (size_t)pl->out_h) ||
-                                    blk(g, it, BLK_KK_V, sizeof(int32_t) * (size_t)pl->out_h * pl->ksize_v)))) {
+                                    blk(g, it, BLK_KK_V, sizeof(int32_t) * (size_t)pl->out_h * pl->ksize_v))) ||
+        (more && (blk(g, it, BLK_IMG_A, w3 * (size_t)w->out_h) || blk(g, it, BLK_IMG_B, w3 * (size_t)w->out_h) ||
+                  blk(g, it, BLK_SCRATCH, spw_gpu_call_scratch_bytes(w->out_w, w->out_h))))) {
         release(g, it);
         spw_value_free(&it->v);
         return -ENOSPC;
     }
     const struct spw_gpu_plugin *p = g->p;
+    it->queued = true;          /* from here the blocks stay held until the stream is synced */
     rc = p->upload(g->dev, at(g, it, BLK_REGION), w->reg.img.data, region);
     if (rc == 0 && s.lut)
         rc = p->upload(g->dev, at(g, it, BLK_LUT), s.kind == SPW_SINK_F16_CHW ? (const void *)s.lut->h
                                                                               : (const void *)s.lut->v, lut);
-    struct spw_gpu_sink sk = {.w = w->out_w, .h = w->out_h, .hflip = w->hflip, .vflip = w->vflip,
-                              .kind = out_kind(s.kind), .lut = s.lut ? at(g, it, BLK_LUT) : 0,
-                              .dst = at(g, it, BLK_OUT)};
+    /* The decode group's image on the device: the resample's output, or the crop of the region. */
+    struct spw_gpu_image img = {.w = w->out_w, .h = w->out_h};
     if (rc == 0 && resample) {
         struct spw_gpu_resample a = {
             .src = at(g, it, BLK_REGION), .src_stride = w->reg.img.stride, .src_x0 = w->reg.x0,
@@ -143,18 +191,31 @@ static int queue_item(struct gpu *g, struct item *it)
         }
         if (rc == 0)
             rc = p->resample(g->dev, &a);
-        sk.src = at(g, it, BLK_MID);
-        sk.src_stride = w3;
+        img.data = at(g, it, BLK_MID);
+        img.stride = w3;
     } else if (rc == 0) {
-        sk.src = at(g, it, BLK_REGION) + (size_t)(w->crop.y - w->reg.y0) * w->reg.img.stride +
-                 3 * (size_t)(w->crop.x - w->reg.x0);
-        sk.src_stride = w->reg.img.stride;
+        img.data = at(g, it, BLK_REGION) + (size_t)(w->crop.y - w->reg.y0) * w->reg.img.stride +
+                   3 * (size_t)(w->crop.x - w->reg.x0);
+        img.stride = w->reg.img.stride;
     }
+    if (rc == 0 && more) {
+        /* The decode group's flips first (into a tight image A), then the other groups' ops. */
+        const struct spw_gpu_sink flip = {.src = img.data, .src_stride = img.stride, .w = img.w, .h = img.h,
+                                          .hflip = w->hflip, .vflip = w->vflip, .kind = SPW_GPU_OUT_U8_HWC,
+                                          .dst = at(g, it, BLK_IMG_A)};
+        struct spw_gpu_image tmp = {.data = at(g, it, BLK_IMG_B), .stride = w3, .w = img.w, .h = img.h};
+        rc = p->sink(g->dev, &flip);
+        img = (struct spw_gpu_image){.data = at(g, it, BLK_IMG_A), .stride = w3, .w = img.w, .h = img.h};
+        if (rc == 0)
+            rc = queue_ops(g, it, &img, &tmp);
+    }
+    struct spw_gpu_sink sk = {.src = img.data, .src_stride = img.stride, .w = img.w, .h = img.h,
+                              .hflip = !more && w->hflip, .vflip = !more && w->vflip, .kind = out_kind(s.kind),
+                              .lut = s.lut ? at(g, it, BLK_LUT) : 0, .dst = at(g, it, BLK_OUT)};
     if (rc == 0)
         rc = p->sink(g->dev, &sk);
     if (rc == 0)
         rc = p->download(g->dev, s.data, at(g, it, BLK_OUT), out);
-    it->queued = true;          /* the blocks stay held until the stream is synced */
     return rc;
 }
 
@@ -181,8 +242,8 @@ static void start_item(struct gpu *g, const struct spw_producer *p, const struct
         return;
     }
     int rc = queue_item(g, it);
-    if (rc == -ENOSPC) {
-        it->cpu = true;         /* does not fit in the arena now */
+    if (rc == -ENOSPC || rc == -ENOTSUP || (rc == -EINVAL && it->queued)) {
+        it->cpu = true;         /* does not fit in the arena now, or an op without a kernel for it */
     } else if (rc && !it->queued) {
         it->rc = rc;            /* the element itself: an output over max_pixels, no host memory */
     } else if (rc) {
@@ -200,7 +261,7 @@ static void finish_item(struct gpu *g, const struct spw_producer *p, const struc
     if (it->rc == 0 && it->cpu) {
         g->st.cpu_elements++;
         spw_value_free(&it->v);
-        if (it->work.how == SPW_JPEG_SEPARATE) {
+        if (it->work.how == SPW_JPEG_SEPARATE || p->ctx->n_groups > 1) {
             it->rc = spw_produce(p, mb->epoch, mb->samples[k], mb->cut, &it->v, NULL, NULL, it->err,
                                  sizeof it->err);
         } else {

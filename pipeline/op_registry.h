@@ -1,8 +1,9 @@
 /* pipeline/op_registry.h - the one table of ops. Each op is defined once, in op_registry.c: its JSON name,
  * its class (where it may stand), its fusion role, its fields with their ranges and torchvision's defaults,
- * its cross-field checks, what it does to an element's static size, and how it runs on the CPU. The spec
- * parser, fusion, the element runner and the size estimate ask the table instead of keeping lists, so a new
- * op is its enum value (spec.h), its row here and its kernel. The table is constant: thread-safe. */
+ * its cross-field checks, what it does to an element's static size, and how it runs on the CPU and (where
+ * it has kernels) the GPU. The spec parser, fusion, the element runner, the size estimate and the GPU
+ * backend ask the table instead of keeping lists, so a new op is its enum value (spec.h), its row here and
+ * its kernel. The table is constant: thread-safe. */
 #ifndef SPW_PIPELINE_OP_REGISTRY_H
 #define SPW_PIPELINE_OP_REGISTRY_H
 
@@ -89,6 +90,7 @@ struct spw_op_field {
 
 struct spw_element_ctx;
 struct spw_element_dest;
+struct spw_gpu_call;
 struct spw_group;
 struct spw_value;
 
@@ -113,6 +115,8 @@ struct spw_op_call {
 typedef int (*spw_op_run_fn)(struct spw_op_call *call, struct spw_value *v);
 typedef int (*spw_op_decode_fn)(struct spw_op_call *call, const struct spw_group *g, const uint8_t *buf,
                                 size_t len, struct spw_value *v, int *consumed);
+/* The GPU run (pipeline/gpu_ops.h): queues on the device what the CPU run does to the element's image. */
+typedef int (*spw_op_gpu_fn)(struct spw_gpu_call *call);
 
 struct spw_op_def {
     const char *name;                   /* the JSON name */
@@ -127,6 +131,7 @@ struct spw_op_def {
     int (*check)(struct spw_op_spec *op, const char **field, char *msg, size_t msglen);
     spw_op_decode_fn decode;            /* decode ops */
     spw_op_run_fn cpu;                  /* every other op */
+    spw_op_gpu_fn gpu;                  /* image ops with a GPU kernel; NULL: CPU only */
 };
 
 /* The op's row; NULL when kind is out of range. */

@@ -52,6 +52,56 @@ struct spw_gpu_sink {
     spw_dptr dst;
 };
 
+/* A uint8 HWC RGB image in device memory. */
+struct spw_gpu_image {
+    spw_dptr data;
+    size_t stride;
+    int w, h;
+};
+
+/* Colour ops of one image, src to dst (the same image for LUT3; distinct for SHARPNESS). */
+enum spw_gpu_color_op {
+    SPW_GPU_LUT3 = 0,           /* dst = lut[c][src]: lut is uint8[3][256] in device memory */
+    SPW_GPU_SATURATION = 1,     /* the blend of each pixel with its luma (alpha) */
+    SPW_GPU_SHARPNESS = 2,      /* the blend with the 3x3 smoothed image inside a 1-pixel border (alpha) */
+};
+
+struct spw_gpu_color {
+    struct spw_gpu_image src, dst;
+    enum spw_gpu_color_op op;
+    float alpha;
+    spw_dptr lut;
+};
+
+/* Statistics of one image: per-channel histograms (uint64[3][256]) and the sum of its luma (uint64), both
+ * zeroed first; then a table (uint8[3][256]) made from them on the device. */
+struct spw_gpu_image_stats {
+    struct spw_gpu_image src;
+    spw_dptr hist, luma_sum;
+};
+
+enum spw_gpu_lut_kind { SPW_GPU_LUT_CONTRAST = 0, SPW_GPU_LUT_EQUALIZE = 1, SPW_GPU_LUT_AUTOCONTRAST = 2 };
+
+struct spw_gpu_make_lut {
+    enum spw_gpu_lut_kind kind;
+    float alpha;                /* contrast: the blend with the mean luma */
+    spw_dptr hist, luma_sum;
+    uint64_t n;                 /* pixels */
+    spw_dptr lut;
+};
+
+/* A nearest warp of src into dst (the same size), as ops/geometry.h's struct spw_warp_plan says. */
+enum spw_gpu_warp_kind { SPW_GPU_WARP_TRANSPOSE = 0, SPW_GPU_WARP_SCALE = 1, SPW_GPU_WARP_FIXED = 2 };
+
+struct spw_gpu_warp {
+    struct spw_gpu_image src, dst;
+    enum spw_gpu_warp_kind kind;
+    int transpose;              /* 0, 90, 180, 270 */
+    int64_t fx[6];              /* FIXED: a0, a1, a2 (at pixel 0, 0), a3, a4, a5 in 16.16 */
+    spw_dptr xi, yi;            /* SCALE: int32 source column per output column, row per output row; -1 out */
+    uint8_t ink[3];
+};
+
 struct spw_gpu_plugin {
     int abi;                                    /* SPW_GPU_ABI */
     const char *(*version)(void);               /* "cuda RUNTIME_VERSION, built ..." */
@@ -70,6 +120,10 @@ struct spw_gpu_plugin {
     /* Kernels, queued on the stream. */
     int (*resample)(void *ctx, const struct spw_gpu_resample *a);
     int (*sink)(void *ctx, const struct spw_gpu_sink *a);
+    int (*color)(void *ctx, const struct spw_gpu_color *a);
+    int (*stats)(void *ctx, const struct spw_gpu_image_stats *a);
+    int (*make_lut)(void *ctx, const struct spw_gpu_make_lut *a);
+    int (*warp)(void *ctx, const struct spw_gpu_warp *a);
 };
 
 typedef const struct spw_gpu_plugin *(*spw_gpu_entry_fn)(void);

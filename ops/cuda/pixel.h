@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/color_px.h"
 #include "ops/cuda/gpu_plugin.h"
 #include "ops/px.h"
 
@@ -65,6 +66,68 @@ SPW_PX void spw_px_sink(const struct spw_gpu_sink *a, const uint8_t *src, void *
         ((uint16_t *)dst)[chw] = ((const uint16_t *)lut)[c * 256 + v];
         break;
     }
+}
+
+/* Channel c of pixel (x, y) after a colour op (not LUT3 with its own index, see below). */
+SPW_PX uint8_t spw_px_color(const struct spw_gpu_color *a, const uint8_t *src, const uint8_t *lut, int x, int y,
+                            int c)
+{
+    const uint8_t *p = src + (size_t)y * a->src.stride + 3 * (size_t)x;
+    switch (a->op) {
+    case SPW_GPU_LUT3:
+        return lut[c * 256 + p[c]];
+    case SPW_GPU_SATURATION:
+        return spw_px_blend(a->alpha, spw_px_luma(p[0], p[1], p[2]), p[c]);
+    case SPW_GPU_SHARPNESS: {
+        if (x == 0 || y == 0 || x == a->src.w - 1 || y == a->src.h - 1)
+            return p[c];        /* Pillow's filter leaves the border as is */
+        const size_t s = a->src.stride;
+        const uint8_t *up = p - s, *dn = p + s;
+        const int sum = up[c - 3] + up[c] + up[c + 3] + p[c - 3] + 5 * p[c] + p[c + 3] + dn[c - 3] + dn[c] +
+                        dn[c + 3];
+        return spw_px_blend(a->alpha, spw_px_smooth(sum), p[c]);
+    }
+    }
+    return p[c];
+}
+
+/* Floor division by 65536 of a 16.16 value (Pillow's `>> 16`). */
+SPW_PX int64_t spw_px_fix_int(int64_t v)
+{
+    return v >= 0 ? v >> 16 : -((-v + 65535) >> 16);
+}
+
+/* The source pixel of output pixel (x, y) of a warp into *sx, *sy; 0 when it falls outside (the ink). */
+SPW_PX int spw_px_warp_src(const struct spw_gpu_warp *a, const int32_t *xi, const int32_t *yi, int x, int y,
+                           int *sx, int *sy)
+{
+    const int w = a->src.w, h = a->src.h;
+    int64_t X = x, Y = y;
+    switch (a->kind) {
+    case SPW_GPU_WARP_TRANSPOSE:        /* Image.rotate's exact paths, read backwards */
+        if (a->transpose == 180) {
+            X = w - 1 - x;
+            Y = h - 1 - y;
+        } else if (a->transpose == 90) {
+            X = w - 1 - y;
+            Y = x;
+        } else if (a->transpose == 270) {
+            X = y;
+            Y = h - 1 - x;
+        }
+        break;
+    case SPW_GPU_WARP_SCALE:
+        X = xi[x];
+        Y = yi[y];
+        break;
+    case SPW_GPU_WARP_FIXED:
+        X = spw_px_fix_int(a->fx[2] + (int64_t)y * a->fx[1] + (int64_t)x * a->fx[0]);
+        Y = spw_px_fix_int(a->fx[5] + (int64_t)y * a->fx[4] + (int64_t)x * a->fx[3]);
+        break;
+    }
+    *sx = (int)X;
+    *sy = (int)Y;
+    return X >= 0 && X < w && Y >= 0 && Y < h;
 }
 
 #endif

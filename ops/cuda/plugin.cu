@@ -191,9 +191,128 @@ static int plugin_sink(void *ctx, const struct spw_gpu_sink *a)
     return 0;
 }
 
+__global__ void k_color(struct spw_gpu_color a)
+{
+    const int y = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= a.src.w * 3)
+        return;
+    const uint8_t v = spw_px_color(&a, (const uint8_t *)(uintptr_t)a.src.data, (const uint8_t *)(uintptr_t)a.lut,
+                                   i / 3, y, i % 3);
+    ((uint8_t *)(uintptr_t)a.dst.data)[(size_t)y * a.dst.stride + i] = v;
+}
+
+/* Per block: histograms in shared memory and a partial luma sum, then added to the global ones. */
+__global__ void k_stats(struct spw_gpu_image_stats a)
+{
+    __shared__ unsigned int hist[3 * 256];
+    __shared__ unsigned long long sum;
+    for (int k = threadIdx.x; k < 3 * 256; k += blockDim.x)
+        hist[k] = 0;
+    if (threadIdx.x == 0)
+        sum = 0;
+    __syncthreads();
+    const int y = blockIdx.y;
+    unsigned long long mine = 0;
+    for (int x = blockIdx.x * blockDim.x + threadIdx.x; x < a.src.w; x += gridDim.x * blockDim.x) {
+        const uint8_t *p = (const uint8_t *)(uintptr_t)a.src.data + (size_t)y * a.src.stride + 3 * (size_t)x;
+        atomicAdd(&hist[p[0]], 1u);
+        atomicAdd(&hist[256 + p[1]], 1u);
+        atomicAdd(&hist[512 + p[2]], 1u);
+        mine += (unsigned long long)spw_px_luma(p[0], p[1], p[2]);
+    }
+    atomicAdd(&sum, mine);
+    __syncthreads();
+    unsigned long long *gh = (unsigned long long *)(uintptr_t)a.hist;
+    for (int k = threadIdx.x; k < 3 * 256; k += blockDim.x)
+        if (hist[k])
+            atomicAdd(&gh[k], (unsigned long long)hist[k]);
+    if (threadIdx.x == 0)
+        atomicAdd((unsigned long long *)(uintptr_t)a.luma_sum, sum);
+}
+
+/* One thread per channel: the table is a short sequential scan. */
+__global__ void k_make_lut(struct spw_gpu_make_lut a)
+{
+    const int c = threadIdx.x;
+    if (c >= 3)
+        return;
+    const uint64_t *hist = (const uint64_t *)(uintptr_t)a.hist + c * 256;
+    uint8_t *lut = (uint8_t *)(uintptr_t)a.lut + c * 256;
+    if (a.kind == SPW_GPU_LUT_EQUALIZE) {
+        spw_px_equalize_lut(hist, lut);
+    } else if (a.kind == SPW_GPU_LUT_AUTOCONTRAST) {
+        spw_px_autocontrast_lut(hist, lut);
+    } else {
+        const int mean = spw_px_mean_luma(*(const uint64_t *)(uintptr_t)a.luma_sum, a.n);
+        for (int v = 0; v < 256; v++)
+            lut[v] = spw_px_blend(a.alpha, mean, v);
+    }
+}
+
+__global__ void k_warp(struct spw_gpu_warp a)
+{
+    const int y = blockIdx.y, x = blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= a.src.w)
+        return;
+    int sx, sy;
+    const int in = spw_px_warp_src(&a, (const int32_t *)(uintptr_t)a.xi, (const int32_t *)(uintptr_t)a.yi, x, y,
+                                   &sx, &sy);
+    const uint8_t *p = in ? (const uint8_t *)(uintptr_t)a.src.data + (size_t)sy * a.src.stride + 3 * (size_t)sx
+                          : a.ink;
+    uint8_t *d = (uint8_t *)(uintptr_t)a.dst.data + (size_t)y * a.dst.stride + 3 * (size_t)x;
+    d[0] = p[0];
+    d[1] = p[1];
+    d[2] = p[2];
+}
+
+static int plugin_color(void *ctx, const struct spw_gpu_color *a)
+{
+    struct gpu_ctx *g = (struct gpu_ctx *)ctx;
+    if (a->op != SPW_GPU_LUT3 && a->src.data == a->dst.data) {
+        snprintf(g->err, sizeof g->err, "colour op %d cannot run in place", (int)a->op);
+        return -EINVAL;
+    }
+    const unsigned bx = (unsigned)((a->src.w * 3 + THREADS - 1) / THREADS);
+    if (a->src.h > 0)
+        k_color<<<dim3(bx, (unsigned)a->src.h), THREADS, 0, g->stream>>>(*a);
+    CK(g, cudaGetLastError(), "colour kernel");
+    return 0;
+}
+
+static int plugin_stats(void *ctx, const struct spw_gpu_image_stats *a)
+{
+    struct gpu_ctx *g = (struct gpu_ctx *)ctx;
+    CK(g, cudaMemsetAsync((void *)(uintptr_t)a->hist, 0, sizeof(uint64_t) * 3 * 256, g->stream), "stats");
+    CK(g, cudaMemsetAsync((void *)(uintptr_t)a->luma_sum, 0, sizeof(uint64_t), g->stream), "stats");
+    const unsigned bx = (unsigned)((a->src.w + THREADS - 1) / THREADS);
+    if (a->src.h > 0)
+        k_stats<<<dim3(bx < 4 ? bx : 4, (unsigned)a->src.h), THREADS, 0, g->stream>>>(*a);
+    CK(g, cudaGetLastError(), "stats kernel");
+    return 0;
+}
+
+static int plugin_make_lut(void *ctx, const struct spw_gpu_make_lut *a)
+{
+    struct gpu_ctx *g = (struct gpu_ctx *)ctx;
+    k_make_lut<<<1, 32, 0, g->stream>>>(*a);
+    CK(g, cudaGetLastError(), "table kernel");
+    return 0;
+}
+
+static int plugin_warp(void *ctx, const struct spw_gpu_warp *a)
+{
+    struct gpu_ctx *g = (struct gpu_ctx *)ctx;
+    const unsigned bx = (unsigned)((a->src.w + THREADS - 1) / THREADS);
+    if (a->src.h > 0)
+        k_warp<<<dim3(bx, (unsigned)a->src.h), THREADS, 0, g->stream>>>(*a);
+    CK(g, cudaGetLastError(), "warp kernel");
+    return 0;
+}
+
 static const struct spw_gpu_plugin plugin = {
     SPW_GPU_ABI,     plugin_version, plugin_open,     plugin_close, plugin_last_error, plugin_mem_info,
     plugin_reserve,  plugin_upload,  plugin_download, plugin_sync,  plugin_resample,   plugin_sink,
+    plugin_color,    plugin_stats,   plugin_make_lut, plugin_warp,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct spw_gpu_plugin *spw_gpu_plugin_v1(void)

@@ -128,10 +128,71 @@ static int emu_sink(void *ctx, const struct spw_gpu_sink *a)
     return 0;
 }
 
+static int emu_color(void *ctx, const struct spw_gpu_color *a)
+{
+    const uint8_t *src = (const uint8_t *)(uintptr_t)a->src.data, *lut = (const uint8_t *)(uintptr_t)a->lut;
+    uint8_t *dst = (uint8_t *)(uintptr_t)a->dst.data;
+    if (a->op != SPW_GPU_LUT3 && src == dst)
+        return -EINVAL;         /* as the device: those read neighbours (or other channels) of what they write */
+    for (int y = 0; y < a->src.h; y++)
+        for (int x = 0; x < a->src.w; x++)
+            for (int c = 0; c < 3; c++)
+                dst[(size_t)y * a->dst.stride + 3 * (size_t)x + c] = spw_px_color(a, src, lut, x, y, c);
+    return 0;
+}
+
+static int emu_stats(void *ctx, const struct spw_gpu_image_stats *a)
+{
+    uint64_t *hist = (uint64_t *)(uintptr_t)a->hist, *sum = (uint64_t *)(uintptr_t)a->luma_sum;
+    memset(hist, 0, sizeof(uint64_t) * 3 * 256);
+    *sum = 0;
+    for (int y = 0; y < a->src.h; y++) {
+        const uint8_t *p = (const uint8_t *)(uintptr_t)a->src.data + (size_t)y * a->src.stride;
+        for (int x = 0; x < a->src.w; x++, p += 3) {
+            for (int c = 0; c < 3; c++)
+                hist[c * 256 + p[c]]++;
+            *sum += (uint64_t)spw_px_luma(p[0], p[1], p[2]);
+        }
+    }
+    return 0;
+}
+
+static int emu_make_lut(void *ctx, const struct spw_gpu_make_lut *a)
+{
+    const uint64_t *hist = (const uint64_t *)(uintptr_t)a->hist, *sum = (const uint64_t *)(uintptr_t)a->luma_sum;
+    uint8_t *lut = (uint8_t *)(uintptr_t)a->lut;
+    for (int c = 0; c < 3; c++) {
+        if (a->kind == SPW_GPU_LUT_EQUALIZE)
+            spw_px_equalize_lut(hist + c * 256, lut + c * 256);
+        else if (a->kind == SPW_GPU_LUT_AUTOCONTRAST)
+            spw_px_autocontrast_lut(hist + c * 256, lut + c * 256);
+        else
+            for (int v = 0; v < 256; v++)
+                lut[c * 256 + v] = spw_px_blend(a->alpha, spw_px_mean_luma(*sum, a->n), v);
+    }
+    return 0;
+}
+
+static int emu_warp(void *ctx, const struct spw_gpu_warp *a)
+{
+    const uint8_t *src = (const uint8_t *)(uintptr_t)a->src.data;
+    uint8_t *dst = (uint8_t *)(uintptr_t)a->dst.data;
+    for (int y = 0; y < a->src.h; y++)
+        for (int x = 0; x < a->src.w; x++) {
+            int sx, sy;
+            const int in = spw_px_warp_src(a, (const int32_t *)(uintptr_t)a->xi, (const int32_t *)(uintptr_t)a->yi,
+                                           x, y, &sx, &sy);
+            const uint8_t *p = in ? src + (size_t)sy * a->src.stride + 3 * (size_t)sx : a->ink;
+            memcpy(dst + (size_t)y * a->dst.stride + 3 * (size_t)x, p, 3);
+        }
+    return 0;
+}
+
 static const struct spw_gpu_plugin plugin = {
     .abi = SPW_GPU_ABI, .version = emu_version, .open = emu_open, .close = emu_close,
     .last_error = emu_last_error, .mem_info = emu_mem_info, .reserve = emu_reserve, .upload = emu_upload,
-    .download = emu_download, .sync = emu_sync, .resample = emu_resample, .sink = emu_sink,
+    .download = emu_download, .sync = emu_sync, .resample = emu_resample, .sink = emu_sink, .color = emu_color,
+    .stats = emu_stats, .make_lut = emu_make_lut, .warp = emu_warp,
 };
 
 const struct spw_gpu_plugin *spw_gpu_plugin_v1(void)

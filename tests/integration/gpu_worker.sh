@@ -3,8 +3,8 @@
 # with --gpu 0 whose plugin or device is missing says so once and serves as a CPU worker (the job's batches equal
 # a local run's); one whose plugin is the host emulation (tests/gpuemu: the CUDA kernels' own per-pixel code)
 # makes elements on it, still byte for byte a local run's batches in an ordered job, and reports at exit how many
-# it made there and its arena's peak within the budget; a pipeline the GPU cannot make is logged and made on the
-# CPU; a budget over the free memory is refused with the reason and the worker serves as a CPU worker. Real
+# it made there and its arena's peak within the budget (a RandAugment pipeline too); a pipeline the GPU cannot
+# make is logged and made on the CPU; a budget over the free memory is refused with the reason and the worker serves as a CPU worker. Real
 # processes on loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -21,8 +21,10 @@ JSON
 }
 pipeline "$WORK/p.json" '{"op": "random_resized_crop", "size": [48, 48]}, {"op": "random_horizontal_flip"},
   {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}'
-pipeline "$WORK/ra.json" '{"op": "random_resized_crop", "size": [48, 48]}, {"op": "rand_augment"}'
-for p in p ra; do
+pipeline "$WORK/ra.json" '{"op": "random_resized_crop", "size": [48, 48]}, {"op": "random_horizontal_flip"},
+  {"op": "rand_augment", "num_ops": 2, "magnitude": 9}, {"op": "to_tensor"}'
+pipeline "$WORK/cj.json" '{"op": "random_resized_crop", "size": [48, 48]}, {"op": "color_jitter", "hue": 0.1}'
+for p in p ra cj; do
   "$B/bin/spillctl" run --local --pipeline "$WORK/$p.json" --threads 2 --dump "$WORK/local-$p" --quiet || exit 1
 done
 same_as_local() {   # same_as_local P DIR: every batch and key identical to the local run of P
@@ -61,9 +63,11 @@ check "--gpu 0 with the emulated plugin: says where it makes elements" \
 job p emu
 check "... an ordered job's batches are identical to a local run's" same_as_local p "$WORK/emu"
 job ra emu-ra
-check "... a pipeline past the decode group: identical to a local run" same_as_local ra "$WORK/emu-ra"
+check "... RandAugment: identical to a local run" same_as_local ra "$WORK/emu-ra"
+job cj emu-cj
+check "... color_jitter (no GPU kernel for hue): identical to a local run" same_as_local cj "$WORK/emu-cj"
 check "... and the worker says it makes that one on the CPU only" \
-  grep -q 'job=3 is made on the CPU only: it makes only pipelines whose ops all fuse' "$WORK/emu.err"
+  grep -q 'job=4 is made on the CPU only: ops\[2\] color_jitter has no GPU kernel' "$WORK/emu.err"
 stop
 made=$(sed -n 's/.*gpu: \([0-9]*\) elements made on the device.*/\1/p' "$WORK/emu.err")
 check "... at exit it reports elements made on the device ($made)" test "${made:-0}" -gt 0

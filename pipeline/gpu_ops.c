@@ -1,0 +1,297 @@
+/* pipeline/gpu_ops.c - the registry's GPU runs (see gpu_ops.h). Host-side work is small: tables of 256
+ * bytes, warp plans and per-axis source tables; everything per pixel is a kernel on the call's stream, in
+ * order, so scratch is reused from one op to the next. Thread-safe: a call is one element's. */
+#include "pipeline/gpu_ops.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/color.h"
+#include "ops/color_px.h"
+#include "ops/geometry.h"
+#include "ops/policy.h"
+#include "pipeline/geometry.h"
+
+#define ALIGN_UP(n) (((n) + 255) / 256 * 256)
+
+#define LUT_BYTES ALIGN_UP(3 * 256)
+#define STATS_BYTES ALIGN_UP(sizeof(uint64_t) * (3 * 256 + 1))
+
+size_t spw_gpu_call_scratch_bytes(int w, int h)
+{
+    return LUT_BYTES + STATS_BYTES + ALIGN_UP(sizeof(int32_t) * ((size_t)w + (size_t)h));
+}
+
+void spw_gpu_call_scratch(struct spw_gpu_call *c, spw_dptr base)
+{
+    c->lut = base;
+    c->stats = base + LUT_BYTES;
+    c->tables = base + LUT_BYTES + STATS_BYTES;
+}
+
+static void swap(struct spw_gpu_call *c)
+{
+    const struct spw_gpu_image t = c->img;
+    c->img = c->tmp;
+    c->tmp = t;
+}
+
+/* ---- tables and blends ---- */
+
+static int lut3(struct spw_gpu_call *c)
+{
+    const struct spw_gpu_color a = {.src = c->img, .dst = c->img, .op = SPW_GPU_LUT3, .lut = c->lut};
+    return c->p->color(c->dev, &a);
+}
+
+/* The same table for every channel, made here. */
+static int host_lut(struct spw_gpu_call *c, const uint8_t lut[256])
+{
+    uint8_t three[3 * 256];
+    for (int k = 0; k < 3; k++)
+        memcpy(three + 256 * k, lut, 256);
+    int rc = c->p->upload(c->dev, c->lut, three, sizeof three);
+    return rc ? rc : lut3(c);
+}
+
+/* A table made on the device from the image's histograms and mean luma. */
+static int device_lut(struct spw_gpu_call *c, enum spw_gpu_lut_kind kind, float alpha)
+{
+    const spw_dptr hist = c->stats, sum = c->stats + sizeof(uint64_t) * 3 * 256;
+    const struct spw_gpu_image_stats st = {.src = c->img, .hist = hist, .luma_sum = sum};
+    const struct spw_gpu_make_lut ml = {.kind = kind, .alpha = alpha, .hist = hist, .luma_sum = sum,
+                                        .n = (uint64_t)c->img.w * (uint64_t)c->img.h, .lut = c->lut};
+    int rc = c->p->stats(c->dev, &st);
+    if (rc == 0)
+        rc = c->p->make_lut(c->dev, &ml);
+    return rc ? rc : lut3(c);
+}
+
+/* A blend into the scratch, which becomes the image. */
+static int blend(struct spw_gpu_call *c, enum spw_gpu_color_op op, float alpha)
+{
+    const struct spw_gpu_color a = {.src = c->img, .dst = c->tmp, .op = op, .alpha = alpha};
+    int rc = c->p->color(c->dev, &a);
+    if (rc == 0)
+        swap(c);
+    return rc;
+}
+
+static int bad_factor(double f)
+{
+    return !(f >= 0.0) || isinf(f);
+}
+
+static int brightness(struct spw_gpu_call *c, double factor)
+{
+    uint8_t lut[256];
+    if (bad_factor(factor))
+        return -EINVAL;
+    spw_px_blend_lut((float)factor, 0, lut);
+    return host_lut(c, lut);
+}
+
+static int contrast(struct spw_gpu_call *c, double factor)
+{
+    return bad_factor(factor) ? -EINVAL : device_lut(c, SPW_GPU_LUT_CONTRAST, (float)factor);
+}
+
+static int saturation(struct spw_gpu_call *c, double factor)
+{
+    return bad_factor(factor) ? -EINVAL : blend(c, SPW_GPU_SATURATION, (float)factor);
+}
+
+static int sharpness(struct spw_gpu_call *c, double factor)
+{
+    return bad_factor(factor) ? -EINVAL : blend(c, SPW_GPU_SHARPNESS, (float)factor);
+}
+
+static int posterize(struct spw_gpu_call *c, int bits)
+{
+    uint8_t lut[256];
+    if (bits < 0 || bits > 8)
+        return -EINVAL;
+    spw_px_posterize_lut(bits, lut);
+    return host_lut(c, lut);
+}
+
+static int solarize(struct spw_gpu_call *c, double threshold)
+{
+    uint8_t lut[256];
+    if (isnan(threshold))
+        return -EINVAL;
+    spw_px_solarize_lut(spw_solarize_first(threshold), lut);
+    return host_lut(c, lut);
+}
+
+static int invert(struct spw_gpu_call *c)
+{
+    uint8_t lut[256];
+    spw_px_solarize_lut(0, lut);
+    return host_lut(c, lut);
+}
+
+/* ---- warps ---- */
+
+static int warp(struct spw_gpu_call *c, const struct spw_warp_plan *plan)
+{
+    struct spw_gpu_warp a = {.src = c->img, .dst = c->tmp, .transpose = plan->transpose};
+    memcpy(a.ink, plan->ink, 3);
+    const int w = c->img.w, h = c->img.h;
+    switch (plan->kind) {
+    case SPW_WARP_TRANSPOSE:
+        if (plan->transpose == 0)
+            return 0;
+        a.kind = SPW_GPU_WARP_TRANSPOSE;
+        break;
+    case SPW_WARP_FIXED:
+        a.kind = SPW_GPU_WARP_FIXED;
+        memcpy(a.fx, plan->fx, sizeof a.fx);
+        break;
+    case SPW_WARP_SCALE: {
+        int32_t *t = malloc(sizeof(int32_t) * ((size_t)w + h));
+        if (!t)
+            return -ENOMEM;
+        spw_warp_scale_tables(plan, w, h, w, h, t, t + w);
+        a.kind = SPW_GPU_WARP_SCALE;
+        a.xi = c->tables;
+        a.yi = c->tables + sizeof(int32_t) * (size_t)w;
+        int rc = c->p->upload(c->dev, c->tables, t, sizeof(int32_t) * ((size_t)w + h));
+        free(t);
+        if (rc)
+            return rc;
+        break;
+    }
+    case SPW_WARP_FLOAT:
+        return -ENOTSUP;        /* Pillow's accumulated-double fallback: the CPU makes this element */
+    }
+    int rc = c->p->warp(c->dev, &a);
+    if (rc == 0)
+        swap(c);
+    return rc;
+}
+
+/* ---- the registry's runs ---- */
+
+int spw_gpu_op_flip(struct spw_gpu_call *c)
+{
+    bool hf = false, vf = false;
+    spw_flip_decision(c->op->op, &c->op->rng, &hf, &vf);
+    if (!hf && !vf)
+        return 0;
+    /* a flip is an axis-aligned warp: source column w - 1 - x, row h - 1 - y */
+    const int w = c->img.w, h = c->img.h;
+    struct spw_warp_plan plan = {.kind = SPW_WARP_SCALE};
+    plan.m[0] = hf ? -1.0 : 1.0;
+    plan.m[2] = hf ? (double)w : 0.0;
+    plan.m[4] = vf ? -1.0 : 1.0;
+    plan.m[5] = vf ? (double)h : 0.0;
+    return warp(c, &plan);
+}
+
+int spw_gpu_op_rotate(struct spw_gpu_call *c)
+{
+    const struct spw_op_spec *op = c->op->op;
+    struct spw_warp_plan plan;
+    if (op->interpolation != SPW_INTERP_NEAREST)
+        return -ENOTSUP;
+    int rc = spw_rotate_warp_plan(c->img.w, c->img.h, op->angle, op->fill, &plan);
+    return rc ? rc : warp(c, &plan);
+}
+
+int spw_gpu_op_affine(struct spw_gpu_call *c)
+{
+    const struct spw_op_spec *op = c->op->op;
+    struct spw_warp_plan plan;
+    if (op->interpolation != SPW_INTERP_NEAREST)
+        return -ENOTSUP;
+    int rc = spw_affine_warp_plan(c->img.w, c->img.h, op->angle, op->translate, op->affine_scale, op->shear, NULL,
+                                  op->fill, &plan);
+    return rc ? rc : warp(c, &plan);
+}
+
+int spw_gpu_op_brightness(struct spw_gpu_call *c) { return brightness(c, c->op->op->factor); }
+int spw_gpu_op_contrast(struct spw_gpu_call *c) { return contrast(c, c->op->op->factor); }
+int spw_gpu_op_saturation(struct spw_gpu_call *c) { return saturation(c, c->op->op->factor); }
+int spw_gpu_op_sharpness(struct spw_gpu_call *c) { return sharpness(c, c->op->op->factor); }
+int spw_gpu_op_posterize(struct spw_gpu_call *c) { return posterize(c, c->op->op->bits); }
+int spw_gpu_op_solarize(struct spw_gpu_call *c) { return solarize(c, c->op->op->threshold); }
+int spw_gpu_op_equalize(struct spw_gpu_call *c) { return device_lut(c, SPW_GPU_LUT_EQUALIZE, 0); }
+int spw_gpu_op_autocontrast(struct spw_gpu_call *c) { return device_lut(c, SPW_GPU_LUT_AUTOCONTRAST, 0); }
+int spw_gpu_op_invert(struct spw_gpu_call *c) { return invert(c); }
+
+/* One policy step, as spw_augment_op_run applies it. */
+static int aug_step(struct spw_gpu_call *c, int op, double m, const double fill[3])
+{
+    static const double origin[2] = {0.0, 0.0};
+    double shear[2] = {0.0, 0.0}, translate[2] = {0.0, 0.0};
+    struct spw_warp_plan plan;
+    const int w = c->img.w, h = c->img.h;
+    int rc;
+    if (!isfinite(m))
+        return -EINVAL;
+    switch (op) {
+    case -1:
+    case SPW_AUG_IDENTITY:
+        return 0;
+    case SPW_AUG_SHEAR_X:
+    case SPW_AUG_SHEAR_Y:
+        shear[op == SPW_AUG_SHEAR_Y] = spw_augment_shear_degrees(m);
+        rc = spw_affine_warp_plan(w, h, 0.0, translate, 1.0, shear, origin, fill, &plan);
+        return rc ? rc : warp(c, &plan);
+    case SPW_AUG_TRANSLATE_X:
+    case SPW_AUG_TRANSLATE_Y:
+        if (fabs(m) > 1e9)
+            return -EINVAL;
+        translate[op == SPW_AUG_TRANSLATE_Y] = (double)(long)m;
+        rc = spw_affine_warp_plan(w, h, 0.0, translate, 1.0, shear, NULL, fill, &plan);
+        return rc ? rc : warp(c, &plan);
+    case SPW_AUG_ROTATE:
+        rc = spw_rotate_warp_plan(w, h, m, fill, &plan);
+        return rc ? rc : warp(c, &plan);
+    case SPW_AUG_BRIGHTNESS: return brightness(c, 1.0 + m);
+    case SPW_AUG_COLOR: return saturation(c, 1.0 + m);
+    case SPW_AUG_CONTRAST: return contrast(c, 1.0 + m);
+    case SPW_AUG_SHARPNESS: return sharpness(c, 1.0 + m);
+    case SPW_AUG_POSTERIZE: return m >= 0.0 && m < 9.0 ? posterize(c, (int)m) : -EINVAL;
+    case SPW_AUG_SOLARIZE: return solarize(c, m);
+    case SPW_AUG_AUTOCONTRAST: return device_lut(c, SPW_GPU_LUT_AUTOCONTRAST, 0);
+    case SPW_AUG_EQUALIZE: return device_lut(c, SPW_GPU_LUT_EQUALIZE, 0);
+    case SPW_AUG_INVERT: return invert(c);
+    }
+    return -EINVAL;
+}
+
+static int aug_steps(struct spw_gpu_call *c, const struct spw_aug_step *steps, int n)
+{
+    int rc = n < 0 ? n : 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = aug_step(c, steps[i].op, steps[i].magnitude, c->op->op->fill);
+    return rc;
+}
+
+int spw_gpu_op_rand_augment(struct spw_gpu_call *c)
+{
+    const struct spw_op_spec *op = c->op->op;
+    struct spw_aug_step steps[SPW_AUG_MAX_STEPS];
+    if (op->num_ops > SPW_AUG_MAX_STEPS)
+        return -EINVAL;
+    return aug_steps(c, steps, spw_rand_augment_plan(&c->op->rng, op->num_ops, op->magnitude,
+                                                     op->num_magnitude_bins, c->img.w, c->img.h, steps));
+}
+
+int spw_gpu_op_auto_augment(struct spw_gpu_call *c)
+{
+    struct spw_aug_step steps[2];
+    return aug_steps(c, steps, spw_auto_augment_plan(&c->op->rng, SPW_AUTO_AUGMENT_IMAGENET, c->img.w, c->img.h,
+                                                     steps, NULL));
+}
+
+int spw_gpu_op_trivial_augment(struct spw_gpu_call *c)
+{
+    struct spw_aug_step step;
+    return aug_steps(c, &step, spw_trivial_augment_plan(&c->op->rng, c->op->op->num_magnitude_bins, c->img.w,
+                                                        c->img.h, &step));
+}

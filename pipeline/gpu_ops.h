@@ -1,0 +1,46 @@
+/* pipeline/gpu_ops.h - the op registry's GPU runs: each queues on the device what the op's CPU run does to
+ * an element's uint8 HWC image: the flips and warps (rotate, affine, the policies' shears, translations and
+ * rotations) as nearest warps planned on the host by ops/geometry.c, the colour ops as tables (made on the
+ * host, or on the device from the image's histogram or mean luma) and per-pixel blends, and the policies as
+ * their planned steps. Random parameters come from the op's own RNG, as on the CPU, and the arithmetic is
+ * the CPU's (ops/color_px.h, ops/cuda/pixel.h), so the image equals the CPU's byte for byte. Thread-safe:
+ * a call is one element's. */
+#ifndef SPW_PIPELINE_GPU_OPS_H
+#define SPW_PIPELINE_GPU_OPS_H
+
+#include <stddef.h>
+
+#include "ops/cuda/gpu_plugin.h"
+#include "pipeline/op_registry.h"
+
+struct spw_gpu_call {
+    const struct spw_gpu_plugin *p;
+    void *dev;
+    struct spw_op_call *op;             /* the op, its index and its RNG */
+    struct spw_gpu_image img, tmp;      /* the image and a scratch of its size; a run may swap them */
+    spw_dptr lut, stats, tables;        /* scratch: uint8[3][256]; uint64[3 * 256 + 1]; int32[w + h] */
+};
+
+/* Bytes of the scratch a w x h image's calls need, and c's lut, stats and tables laid out from base. */
+size_t spw_gpu_call_scratch_bytes(int w, int h);
+void spw_gpu_call_scratch(struct spw_gpu_call *c, spw_dptr base);
+
+/* A run returns 0, -ENOTSUP (this instance has no kernel, e.g. a bilinear warp or Pillow's float warp:
+ * the element is made on the CPU), -EINVAL (as the CPU op would refuse) or a device error. */
+int spw_gpu_op_flip(struct spw_gpu_call *c);
+int spw_gpu_op_rotate(struct spw_gpu_call *c);
+int spw_gpu_op_affine(struct spw_gpu_call *c);
+int spw_gpu_op_brightness(struct spw_gpu_call *c);
+int spw_gpu_op_contrast(struct spw_gpu_call *c);
+int spw_gpu_op_saturation(struct spw_gpu_call *c);
+int spw_gpu_op_sharpness(struct spw_gpu_call *c);
+int spw_gpu_op_posterize(struct spw_gpu_call *c);
+int spw_gpu_op_solarize(struct spw_gpu_call *c);
+int spw_gpu_op_equalize(struct spw_gpu_call *c);
+int spw_gpu_op_autocontrast(struct spw_gpu_call *c);
+int spw_gpu_op_invert(struct spw_gpu_call *c);
+int spw_gpu_op_rand_augment(struct spw_gpu_call *c);
+int spw_gpu_op_auto_augment(struct spw_gpu_call *c);
+int spw_gpu_op_trivial_augment(struct spw_gpu_call *c);
+
+#endif
