@@ -376,6 +376,15 @@ void spw_gpu_backend_stats(const struct spw_backend *b, struct spw_gpu_stats *st
     pthread_mutex_unlock(&g->mu);
 }
 
+int spw_gpu_backend_mem_info(const struct spw_backend *b, size_t *free_bytes, size_t *total_bytes)
+{
+    struct gpu *g = b->impl;
+    pthread_mutex_lock(&g->mu);
+    int rc = g->p->mem_info(g->dev, free_bytes, total_bytes);
+    pthread_mutex_unlock(&g->mu);
+    return rc;
+}
+
 const char *spw_gpu_backend_describe(const struct spw_backend *b)
 {
     return ((const struct gpu *)b->impl)->describe;
