@@ -38,6 +38,7 @@ struct gpu {
 struct item {
     bool skip, cpu, queued;
     int rc;
+    size_t encoded;
     struct spw_op_call call;
     struct spw_jpeg_work work;
     bool have_work;
@@ -231,6 +232,7 @@ static void start_item(struct gpu *g, const struct spw_producer *p, const struct
     size_t len;
     if ((it->rc = spw_produce_read(p, mb->samples[k], &buf, &len, it->err, sizeof it->err)) != 0)
         return;
+    it->encoded = len;
     it->rc = spw_jpeg_group_prepare(&it->call, &ctx->groups[0], buf, len, &it->work);
     it->have_work = true;
     free(buf);
@@ -270,6 +272,7 @@ static void finish_item(struct gpu *g, const struct spw_producer *p, const struc
         }
     } else if (it->rc == 0) {
         g->st.elements++;
+        g->st.encoded_bytes += (int64_t)it->encoded;
     }
     if (it->have_work)
         spw_jpeg_work_free(&it->work);

@@ -30,6 +30,7 @@ struct spw_gpu_stats {
     int64_t cpu_elements;               /* handed to the CPU: did not fit, a crop that pads, a device error */
     int64_t declined;                   /* micro-batches of pipelines it cannot make */
     int64_t device_errors;
+    int64_t encoded_bytes;              /* of the elements made on the device (their files' sizes) */
 };
 
 /* Load the plugin, open the device and reserve the arena. Returns 0 with a backend for the table, or an

@@ -19,6 +19,7 @@
 #include "pipeline/element.h"
 #include "pipeline/backend.h"
 #include "pipeline/gpu_backend.h"
+#include "pipeline/mb_queue.h"
 #include "pipeline/produce.h"
 #include "pipeline/order.h"
 #include "pipeline/source.h"
@@ -28,6 +29,9 @@
 
 #define MSG_TARGET_BYTES (1u << 20)
 #define MICROBATCH 16                       /* samples a backend makes at a time */
+#define GPU_MB 4                            /* ... when a GPU shares the job (FusionFlow's micro-batch) */
+#define MBQ_LOW 8                           /* fewer micro-batches queued than this: lease another split */
+#define MBQ_CAP 16384
 #define LEASE_AHEAD 2                       /* splits a producer holds: the one it works on and the next */
 #define TRIM_WHILE_STOPPING (128 << 10)     /* glibc's default */
 /* A queue holds about this long of what its stream sent lately (at least QUEUE_MIN_BYTES, at most
@@ -77,6 +81,7 @@ struct job {
     int n_tids;
     int64_t sent_elements, sent_bytes;  /* delivered to clients (atomic) */
     int held_splits;            /* leased by its producers and not yet queued whole (atomic) */
+    struct spw_mb_queue *mbq;   /* with a GPU producer: the micro-batches of leased splits, by encoded size */
 };
 
 struct refusal {                /* a listed job this worker cannot serve, and why */
@@ -468,22 +473,135 @@ static void produce_splits(struct job *jb, const struct spw_backend *const *tabl
     free(bd.data);
 }
 
+/* ---- a job shared with a GPU: micro-batches by size ---- */
+
+/* A leased split whose micro-batches wait in the job's queue; the thread making its last one ends it. */
+struct split_work {
+    Spillway__V1__Lease lease;
+    int left;                   /* micro-batches not made yet, under jb->mu */
+};
+
+/* Lease a split and queue its micro-batches with their encoded bytes (FusionFlow's cost proxy). Returns 1,
+ * 0 (nothing now), LEASE_FINISHED or -1. */
+static int lease_into_queue(struct job *jb)
+{
+    Spillway__V1__Lease l;
+    int got = lease(jb, &l, 1);
+    if (got <= 0)
+        return got;
+    struct split_work *sw = malloc(sizeof *sw);
+    if (!sw)
+        return 0;               /* its lease expires and the dispatcher gives the split to another producer */
+    __atomic_add_fetch(&jb->held_splits, 1, __ATOMIC_RELEASE);
+    sw->lease = l;
+    sw->left = (l.count + GPU_MB - 1) / GPU_MB;
+    for (int32_t k0 = 0; k0 < l.count; k0 += GPU_MB) {
+        struct spw_mb_entry e = {.epoch = l.epoch, .first = l.first_position + k0, .tag = sw,
+                                 .n = l.count - k0 < GPU_MB ? l.count - k0 : GPU_MB};
+        for (int k = 0; k < e.n; k++)
+            e.bytes += jb->src->samples[spw_order_at(&jb->order, l.epoch, e.first + k)].size;
+        while (spw_mb_queue_put(jb->mbq, &e) != 0)
+            usleep(1000);       /* MBQ_CAP queued: the others are draining it */
+    }
+    return 1;
+}
+
+/* Make one queued micro-batch into the builder's messages; the last of its split ends the split. */
+static void make_entry(struct job *jb, struct builder *bd, const struct spw_backend *const *table, int n_table,
+                       const struct spw_mb_entry *e)
+{
+    struct split_work *sw = e->tag;
+    const Spillway__V1__Lease *l = &sw->lease;
+    bd->b.job = jb->id;
+    bd->b.epoch = l->epoch;
+    bd->b.split = l->split;
+    bd->b.generation = l->generation;
+    bd->b.cut = l->cut;
+    bd->n = 0;
+    bd->b.n_tombstones = 0;
+    struct split_mb m = {jb, bd, l->cut, {place_cb, &m.pc, SPW_LAYOUT_HWC}, {jb, bd}, {0}, {0}};
+    for (int k = 0; k < e->n; k++) {
+        m.pos[k] = e->first + k;
+        m.samples[k] = spw_order_at(&jb->order, l->epoch, m.pos[k]);
+    }
+    const struct spw_microbatch mb = {.epoch = l->epoch, .cut = l->cut, .n = e->n, .samples = m.samples,
+                                      .opaque = &m, .dest = mb_dest, .done = mb_done};
+    spw_backend_run(table, n_table, &jb->prod, &mb);
+    pthread_mutex_lock(&jb->mu);
+    const bool last = --sw->left == 0;
+    pthread_mutex_unlock(&jb->mu);
+    flush(jb, bd, last);
+    if (last) {
+        __atomic_sub_fetch(&jb->held_splits, 1, __ATOMIC_RELEASE);
+        free(sw);
+    }
+}
+
+/* A producer of a job shared with a GPU: the GPU's takes the largest queued micro-batch, the CPU's the
+ * smallest, each leasing another split when the queue runs low, so heavy images go to the GPU and both
+ * sides drain at their own pace. */
+static void produce_shared(struct job *jb, const struct spw_backend *const *table, int n_table,
+                           enum spw_mb_end end)
+{
+    struct builder bd;
+    memset(&bd, 0, sizeof bd);
+    bd.b.positions = bd.positions;
+    bd.b.samples = bd.samples;
+    bd.b.tombstones = bd.tombstones;
+    bool finished = false;
+    for (;;) {
+        pthread_mutex_lock(&jb->mu);
+        const bool stop = jb->stopping;
+        pthread_mutex_unlock(&jb->mu);
+        if (stop)
+            break;
+        const bool draining = __atomic_load_n(&jb->owner->draining, __ATOMIC_ACQUIRE);
+        if (!finished && !draining && spw_mb_queue_len(jb->mbq) < MBQ_LOW)
+            finished = lease_into_queue(jb) == LEASE_FINISHED;
+        struct spw_mb_entry e;
+        if (spw_mb_queue_take(jb->mbq, end, &e))
+            make_entry(jb, &bd, table, n_table, &e);
+        else if (finished || draining)
+            break;              /* nothing left to lease, and nothing queued */
+        else
+            usleep(20 * 1000);
+    }
+    free(bd.data);
+}
+
+/* The micro-batches a stopped job's producers left in its queue. */
+static void drop_queued(struct job *jb)
+{
+    struct spw_mb_entry e;
+    while (jb->mbq && spw_mb_queue_take(jb->mbq, SPW_MB_SMALLEST, &e)) {
+        struct split_work *sw = e.tag;
+        if (--sw->left == 0)
+            free(sw);
+    }
+    spw_mb_queue_destroy(jb->mbq);
+    jb->mbq = NULL;
+}
+
 static void *producer(void *arg)
 {
     static const struct spw_backend *const cpu[] = {&spw_backend_cpu};
+    struct job *jb = arg;
     pthread_setname_np(pthread_self(), "spw-produce");
-    produce_splits(arg, cpu, 1);
+    if (jb->mbq)
+        produce_shared(jb, cpu, 1, SPW_MB_SMALLEST);
+    else
+        produce_splits(jb, cpu, 1);
     return NULL;
 }
 
-/* The GPU's producer pulls splits like the CPU's do, so each side takes work at the pace it drains it; what
- * the device declines or cannot fit is made by this thread on the CPU. */
+/* The GPU's producer: the largest micro-batches of the job's queue; what the device declines or cannot
+ * fit is made by this thread on the CPU. */
 static void *gpu_producer(void *arg)
 {
     struct job *jb = arg;
     const struct spw_backend *const table[] = {jb->owner->gpu, &spw_backend_cpu};
     pthread_setname_np(pthread_self(), "spw-produce-gpu");
-    produce_splits(jb, table, 2);
+    produce_shared(jb, table, 2, SPW_MB_LARGEST);
     return NULL;
 }
 
@@ -491,6 +609,7 @@ static void *gpu_producer(void *arg)
 
 static void job_release(struct job *jb)
 {
+    drop_queued(jb);
     for (int r = 0; jb->queues && r < jb->world; r++)
         while (jb->queues[r].head) {
             struct msg *m = jb->queues[r].head;
@@ -542,14 +661,18 @@ static struct job *job_start(struct wrk_jobs *w, const Spillway__V1__JobTask *t,
     jb->prod = (struct spw_producer){.spec = jb->spec, .src = jb->src, .ctx = &jb->ctx, .component = "worker",
                                      .job = jb->id};
     spw_order_init(&jb->order, jb->src->n, jb->spec->source.shuffle, jb->spec->source.seed);
-    int n = w->o.threads > MAX_THREADS ? MAX_THREADS : w->o.threads;
+    int n = w->o.threads > MAX_THREADS - 1 ? MAX_THREADS - 1 : w->o.threads;
+    char no_gpu[256] = "";
+    bool on_gpu = w->gpu && spw_gpu_can_make(&jb->ctx, jb->cut, no_gpu, sizeof no_gpu);
+    if (on_gpu && spw_mb_queue_create(MBQ_CAP, &jb->mbq) != 0) {
+        on_gpu = false;
+        snprintf(no_gpu, sizeof no_gpu, "no memory for its queue");
+    }
     for (int i = 0; i < n; i++)
         if (pthread_create(&jb->tids[jb->n_tids], NULL, producer, jb) == 0)
             jb->n_tids++;
-    char no_gpu[256] = "";
-    bool on_gpu = w->gpu && spw_gpu_can_make(&jb->ctx, jb->cut, no_gpu, sizeof no_gpu);
-    if (on_gpu && !(jb->n_tids < MAX_THREADS && pthread_create(&jb->tids[jb->n_tids], NULL, gpu_producer, jb) == 0)) {
-        on_gpu = false;
+    if (on_gpu && pthread_create(&jb->tids[jb->n_tids], NULL, gpu_producer, jb) != 0) {
+        on_gpu = false;         /* the CPU producers still drain the queue */
         snprintf(no_gpu, sizeof no_gpu, "no thread for the GPU");
     }
     if (on_gpu)

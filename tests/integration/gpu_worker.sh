@@ -2,8 +2,8 @@
 # tests/integration/gpu_worker.sh - GPU-side workers, on a machine without a device. Proves: a worker started
 # with --gpu 0 whose plugin or device is missing says so once and serves as a CPU worker (the job's batches equal
 # a local run's); one whose plugin is the host emulation (tests/gpuemu: the CUDA kernels' own per-pixel code)
-# makes elements on it, still byte for byte a local run's batches in an ordered job, and reports at exit how many
-# it made there and its arena's peak within the budget (a RandAugment pipeline too); a pipeline the GPU cannot
+# makes elements on it, still byte for byte a local run's batches in an ordered job, takes the job's largest
+# micro-batches (by encoded size; the CPU thread the smallest), and reports at exit how many it made there and its arena's peak within the budget (a RandAugment pipeline too); a pipeline the GPU cannot
 # make is logged and made on the CPU; a budget over the free memory is refused with the reason and the worker serves as a CPU worker. Real
 # processes on loopback; kills all it starts.
 set -uo pipefail
@@ -71,6 +71,10 @@ check "... and the worker says it makes that one on the CPU only" \
 stop
 made=$(sed -n 's/.*gpu: \([0-9]*\) elements made on the device.*/\1/p' "$WORK/emu.err")
 check "... at exit it reports elements made on the device ($made)" test "${made:-0}" -gt 0
+gpu_mean=$(sed -n 's/.*gpu: [0-9]* elements made on the device (\([0-9]*\) encoded bytes each.*/\1/p' "$WORK/emu.err")
+all_mean=$(find "$B/data/cli-test/train" -name '*.JPEG' -printf '%s\n' | awk '{s += $1; n++} END {print int(s / n)}')
+check "... the largest micro-batches went to it: $gpu_mean encoded bytes per element, $all_mean on average" \
+  test "${gpu_mean:-0}" -gt "$all_mean"
 check "... and an arena peak within its budget" \
   grep -q "arena peak [1-9][0-9]* of $((256 << 20)) bytes" "$WORK/emu.err"
 
