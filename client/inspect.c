@@ -33,12 +33,19 @@ static int call(const char *target, const char *token, const char *method, const
     return 0;
 }
 
+/* Workers that make elements on a GPU as well (from ListWorkers), so that producers show as worker:N:gpu. */
+static uint64_t g_gpu_workers[256];
+static size_t g_n_gpu_workers;
+
 static const char *producer_name(uint64_t holder, char *buf, size_t n)
 {
+    bool gpu = false;
+    for (size_t i = 0; i < g_n_gpu_workers && !(holder >> 63); i++)
+        gpu |= g_gpu_workers[i] == holder;
     if (holder >> 63)
         snprintf(buf, n, "client:rank%llu", (unsigned long long)(holder & 0xFFFFF));
     else
-        snprintf(buf, n, "worker:%llu", (unsigned long long)holder);
+        snprintf(buf, n, "worker:%llu%s", (unsigned long long)holder, gpu ? ":gpu" : "");
     return buf;
 }
 
@@ -104,21 +111,24 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
                 const Spillway__V1__WorkerInfo *w = r->workers[i];
                 printf("%s{\"worker_id\": %llu, \"address\": ", i ? ", " : "", (unsigned long long)w->worker_id);
                 spw_json_string(stdout, w->address);
-                printf(", \"threads\": %d, \"alive\": %s, \"last_heartbeat_ms_ago\": %lld, \"leases\": %lld, "
-                       "\"cannot_serve\": ", w->threads, w->alive ? "true" : "false",
-                       (long long)w->last_heartbeat_ms_ago, (long long)w->leases);
+                printf(", \"threads\": %d, \"gpu\": ", w->threads);
+                spw_json_string(stdout, w->gpu ? w->gpu : "");
+                printf(", \"alive\": %s, \"last_heartbeat_ms_ago\": %lld, \"leases\": %lld, \"cannot_serve\": ",
+                       w->alive ? "true" : "false", (long long)w->last_heartbeat_ms_ago, (long long)w->leases);
                 print_refusals_json(w->cannot_serve, w->n_cannot_serve);
                 printf("}");
             }
             printf("]}\n");
         } else {
-            printf("%-8s %-24s %-8s %-6s %-12s %s\n", "WORKER", "ADDRESS", "THREADS", "ALIVE", "HEARTBEAT", "LEASES");
+            printf("%-8s %-24s %-8s %-6s %-12s %-7s %s\n", "WORKER", "ADDRESS", "THREADS", "ALIVE", "HEARTBEAT",
+                   "LEASES", "GPU");
             for (size_t i = 0; i < r->n_workers; i++) {
                 const Spillway__V1__WorkerInfo *w = r->workers[i];
                 char ago[32];
                 snprintf(ago, sizeof ago, "%lldms ago", (long long)w->last_heartbeat_ms_ago);
-                printf("%-8llu %-24s %-8d %-6s %-12s %lld\n", (unsigned long long)w->worker_id, w->address,
-                       w->threads, w->alive ? "yes" : "no", ago, (long long)w->leases);
+                printf("%-8llu %-24s %-8d %-6s %-12s %-7lld %s\n", (unsigned long long)w->worker_id, w->address,
+                       w->threads, w->alive ? "yes" : "no", ago, (long long)w->leases,
+                       w->gpu && *w->gpu ? w->gpu : "-");
                 for (size_t k = 0; k < w->n_cannot_serve; k++)
                     printf("         cannot serve job %llu: %s\n", (unsigned long long)w->cannot_serve[k]->job,
                            w->cannot_serve[k]->reason);
@@ -158,6 +168,16 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
         if (!job_id || *end || !id) {
             fprintf(stderr, "spillctl: job needs a job id (a positive integer)\n");
             return 2;
+        }
+        Spillway__V1__ListWorkersRequest wreq = SPILLWAY__V1__LIST_WORKERS_REQUEST__INIT;
+        if (call(target, token, "/spillway.v1.Dispatcher/ListWorkers", &wreq.base, timeout_ms, &resp, &len) == 0) {
+            Spillway__V1__ListWorkersResponse *wr = spillway__v1__list_workers_response__unpack(NULL, len, resp);
+            for (size_t i = 0; wr && i < wr->n_workers && g_n_gpu_workers < 256; i++)
+                if (wr->workers[i]->gpu && *wr->workers[i]->gpu)
+                    g_gpu_workers[g_n_gpu_workers++] = wr->workers[i]->worker_id;
+            if (wr)
+                spillway__v1__list_workers_response__free_unpacked(wr, NULL);
+            free(resp);
         }
         Spillway__V1__DescribeJobRequest req = SPILLWAY__V1__DESCRIBE_JOB_REQUEST__INIT;
         req.job = id;

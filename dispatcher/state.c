@@ -476,6 +476,7 @@ int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, siz
                 s->next_worker = w->id + 1;
         }
         snprintf(w->address, sizeof w->address, "%s", u->address ? u->address : "");
+        snprintf(w->gpu, sizeof w->gpu, "%s", u->name ? u->name : "");
         w->secret = u->secret;
         w->threads = u->threads;
         w->alive = true;
@@ -693,6 +694,7 @@ int disp_state_worker_at(const struct disp_state *s, int i, struct disp_worker_i
     memset(out, 0, sizeof *out);
     out->id = w->id;
     snprintf(out->address, sizeof out->address, "%s", w->address);
+    snprintf(out->gpu, sizeof out->gpu, "%s", w->gpu);
     out->threads = w->threads;
     out->alive = w->alive;
     out->last_heartbeat_ms = w->last_heartbeat_ms;

@@ -20,7 +20,8 @@ enum disp_split_state { DISP_SPLIT_PENDING = 0, DISP_SPLIT_LEASED = 1, DISP_SPLI
  * applied; soft ones are rebuilt after a restart by the peers themselves (heartbeats, timeouts, re-leasing:
  * generations and the client's dedupe make a split leased twice safe). disp_update_durable says which. */
 enum disp_update_kind {
-    DISP_REGISTER_WORKER = 1,   /* worker (0: a new id, written back), address, threads, now. Durable */
+    DISP_REGISTER_WORKER = 1,   /* worker (0: a new id, written back), address, threads, name (its GPU, empty:
+                                   none), now. Durable */
     DISP_WORKER_HEARTBEAT,      /* worker, now. Soft */
     DISP_WORKER_DEAD,           /* worker: its leases go back to pending with a new generation. Soft */
     DISP_CREATE_JOB,            /* job (0: a new id, written back), pipeline, manifest_hash, n_samples, split_size,
@@ -103,6 +104,7 @@ struct disp_lease {
 struct disp_worker_info {
     uint64_t id;
     char address[256];
+    char gpu[128];                  /* the GPU it also makes elements on; empty: none */
     int32_t threads;
     bool alive;
     int64_t last_heartbeat_ms;

@@ -53,6 +53,7 @@ struct job {
 struct worker {
     uint64_t id, secret;
     char address[256];
+    char gpu[128];                  /* the GPU it also makes elements on; empty: none */
     int32_t threads;
     bool alive;
     int64_t last_heartbeat_ms;

@@ -74,7 +74,8 @@ int disp_state_snapshot(const struct disp_state *s, int (*emit)(void *ctx, struc
     for (int i = 0; i < s->n_workers; i++) {
         const struct worker *w = &s->workers[i];
         EMIT(((struct disp_update){.kind = DISP_REGISTER_WORKER, .worker = w->id, .address = w->address,
-                                   .threads = w->threads, .secret = w->secret, .now_ms = w->last_heartbeat_ms}));
+                                   .name = w->gpu, .threads = w->threads, .secret = w->secret,
+                                   .now_ms = w->last_heartbeat_ms}));
         if (!w->alive)
             EMIT(((struct disp_update){.kind = DISP_WORKER_DEAD, .worker = w->id}));
     }

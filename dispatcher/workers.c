@@ -52,9 +52,9 @@ static int register_worker(void *svc, const ProtobufCMessage *req, uint8_t **res
     }
     char address[300];
     if (!r->address || strlen(r->address) > 255 || !dialable_address(r->address, address, sizeof address) ||
-        strlen(address) > 255 || r->threads < 0 || r->threads > 4096) {
+        strlen(address) > 255 || r->threads < 0 || r->threads > 4096 || (r->gpu && strlen(r->gpu) > 127)) {
         snprintf(msg, msglen, "address must be host:port (a host name, an IPv4 or [IPv6] address; at most 255 "
-                 "bytes) and threads in [0, 4096]");
+                 "bytes), threads in [0, 4096] and gpu at most 127 bytes");
         return SPW_RPC_INVALID_ARGUMENT;
     }
     uint64_t secret = disp_new_secret();
@@ -75,14 +75,16 @@ static int register_worker(void *svc, const ProtobufCMessage *req, uint8_t **res
         secret = r->secret;     /* an id this dispatcher does not know (restarted without a journal): keep both */
     }
     struct disp_update u = {.kind = DISP_REGISTER_WORKER, .worker = r->worker_id, .address = address,
-                            .threads = r->threads, .now_ms = spw_now_ms(), .secret = secret};
+                            .name = r->gpu ? r->gpu : "", .threads = r->threads, .now_ms = spw_now_ms(),
+                            .secret = secret};
     rc = disp_commit(s, &u, msg, msglen);
     pthread_mutex_unlock(&s->mu);
     if (rc) {
         status = disp_status_of(rc);
     } else {
-        spw_log(SPW_LOG_INFO, "dispatcher", "worker registered worker=%llu address=%s advertised=%s threads=%d",
-                (unsigned long long)u.worker, address, r->address, r->threads);
+        spw_log(SPW_LOG_INFO, "dispatcher", "worker registered worker=%llu address=%s advertised=%s threads=%d%s%s",
+                (unsigned long long)u.worker, address, r->address, r->threads, r->gpu && *r->gpu ? " gpu=" : "",
+                r->gpu && *r->gpu ? "yes" : "");
         Spillway__V1__RegisterWorkerResponse out = SPILLWAY__V1__REGISTER_WORKER_RESPONSE__INIT;
         out.worker_id = u.worker;
         out.secret = secret;
@@ -201,6 +203,7 @@ int disp_list_workers(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
             infos[i].worker_id = wi[i].id;
             infos[i].address = wi[i].address;
             infos[i].threads = wi[i].threads;
+            infos[i].gpu = wi[i].gpu;
             infos[i].alive = wi[i].alive;
             infos[i].last_heartbeat_ms_ago = now - wi[i].last_heartbeat_ms;
             infos[i].leases = wi[i].leases;

@@ -31,7 +31,7 @@ struct gpu {
     struct spw_arena *arena;
     pthread_mutex_t mu;
     struct spw_gpu_stats st;
-    char describe[768];
+    char describe[768], brief[64];
 };
 
 /* One element of a micro-batch on its way through the device. */
@@ -352,6 +352,7 @@ int spw_gpu_backend_open(const struct spw_gpu_opts *o, struct spw_backend **out,
     g->st.arena_bytes = budget;
     snprintf(g->describe, sizeof g->describe, "device %d (%s, %s), arena %zu MiB of %zu MiB free", o->device,
              p->version(), path, budget >> 20, free_bytes >> 20);
+    snprintf(g->brief, sizeof g->brief, "device %d, arena %zu MiB", o->device, budget >> 20);
     g->b = (struct spw_backend){.name = "gpu", .run = gpu_run, .impl = g};
     *out = &g->b;
     return 0;
@@ -386,6 +387,11 @@ int spw_gpu_backend_mem_info(const struct spw_backend *b, size_t *free_bytes, si
     int rc = g->p->mem_info(g->dev, free_bytes, total_bytes);
     pthread_mutex_unlock(&g->mu);
     return rc;
+}
+
+const char *spw_gpu_backend_brief(const struct spw_backend *b)
+{
+    return ((const struct gpu *)b->impl)->brief;
 }
 
 const char *spw_gpu_backend_describe(const struct spw_backend *b)

@@ -41,8 +41,10 @@ void spw_gpu_backend_close(struct spw_backend *b);
 void spw_gpu_backend_stats(const struct spw_backend *b, struct spw_gpu_stats *st);
 /* The device's free and total memory now (cudaMemGetInfo). Returns 0 or the device's error. */
 int spw_gpu_backend_mem_info(const struct spw_backend *b, size_t *free_bytes, size_t *total_bytes);
-/* "device 0 (cuda runtime 13.0), arena 2048 MiB of 8192 MiB free" */
+/* "device 0 (cuda runtime 13.0, PLUGIN PATH), arena 2048 MiB of 8192 MiB free" */
 const char *spw_gpu_backend_describe(const struct spw_backend *b);
+/* "device 0, arena 2048 MiB" (under 64 bytes: what a worker registers) */
+const char *spw_gpu_backend_brief(const struct spw_backend *b);
 /* Whether the GPU backend makes groups [0, cut) of this pipeline; why not in why (may be NULL). */
 bool spw_gpu_can_make(const struct spw_element_ctx *ctx, int cut, char *why, size_t whylen);
 

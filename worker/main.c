@@ -217,6 +217,7 @@ int main(int argc, char **argv)
 
     struct wrk_registration_opts wo = {.dispatcher = cfg("dispatcher")->s, .advertise = advertise,
                                        .threads = threads, .auth_token = token,
+                                       .gpu = gpu ? spw_gpu_backend_brief(gpu) : NULL,
                                        .on_registered = on_registered, .on_unregistered = on_unregistered,
                                        .on_tasks = on_tasks,
                                        .progress = progress, .refusals = refusals, .ctx = jobs};

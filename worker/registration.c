@@ -21,7 +21,7 @@
 #define MAX_PROGRESS 64             /* jobs reported per heartbeat */
 
 struct wrk_registration {
-    char *dispatcher, *advertise, *token;
+    char *dispatcher, *advertise, *token, *gpu;
     int threads;
     void (*on_registered)(void *ctx, uint64_t worker_id, uint64_t secret);
     void (*on_unregistered)(void *ctx);
@@ -66,6 +66,7 @@ static bool register_worker(struct wrk_registration *r)
         Spillway__V1__RegisterWorkerRequest req = SPILLWAY__V1__REGISTER_WORKER_REQUEST__INIT;
         req.address = r->advertise;
         req.threads = r->threads;
+        req.gpu = r->gpu;
         req.worker_id = r->id;
         req.secret = r->secret;
         req.protocol_version = SPW_PROTOCOL_VERSION;
@@ -184,6 +185,7 @@ int wrk_registration_start(const struct wrk_registration_opts *o, struct wrk_reg
     r->advertise = strdup(o->advertise);
     r->token = o->auth_token ? strdup(o->auth_token) : NULL;
     r->threads = o->threads;
+    r->gpu = strdup(o->gpu ? o->gpu : "");
     r->on_registered = o->on_registered;
     r->on_unregistered = o->on_unregistered;
     r->on_tasks = o->on_tasks;
@@ -194,7 +196,7 @@ int wrk_registration_start(const struct wrk_registration_opts *o, struct wrk_reg
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     struct spw_rpc_channel_opts co = {.auth_token = r->token};
-    int rc = (!r->dispatcher || !r->advertise) ? -ENOMEM : spw_rpc_channel_create(r->dispatcher, &co, &r->ch);
+    int rc = (!r->dispatcher || !r->advertise || !r->gpu) ? -ENOMEM : spw_rpc_channel_create(r->dispatcher, &co, &r->ch);
     if (rc == 0 && pthread_create(&r->thread, NULL, thread_main, r) != 0)
         rc = -EAGAIN;
     if (rc) {
@@ -202,6 +204,7 @@ int wrk_registration_start(const struct wrk_registration_opts *o, struct wrk_reg
         free(r->dispatcher);
         free(r->advertise);
         free(r->token);
+        free(r->gpu);
         free(r);
         return rc;
     }
@@ -224,6 +227,7 @@ void wrk_registration_stop(struct wrk_registration *r)
     free(r->dispatcher);
     free(r->advertise);
     free(r->token);
+    free(r->gpu);
     free(r);
 }
 

@@ -15,6 +15,7 @@ struct wrk_registration_opts {
     const char *dispatcher;     /* host:port */
     const char *advertise;      /* host:port clients dial */
     int threads;
+    const char *gpu;            /* the GPU it also makes elements on (NULL or empty: none) */
     const char *auth_token;     /* NULL = none */
     /* Called on the registration thread: after each (re)registration, and with each heartbeat reply. */
     void (*on_registered)(void *ctx, uint64_t worker_id, uint64_t secret);

@@ -62,6 +62,10 @@ check "--gpu 0 with the emulated plugin: says where it makes elements" \
   grep -q 'gpu: making elements on device 0 (host emulation.*arena 256 MiB of 1024 MiB free' "$WORK/emu.err"
 job p emu
 check "... an ordered job's batches are identical to a local run's" same_as_local p "$WORK/emu"
+check "... spillctl workers shows its GPU" bash -c "'$B/bin/spillctl' --dispatcher 127.0.0.1:$DPORT workers --json |
+  grep -q '\"gpu\": \"device 0, arena 256 MiB\"'"
+check "... and spillctl job its class worker:N:gpu" bash -c "'$B/bin/spillctl' --dispatcher 127.0.0.1:$DPORT job 2 \
+  --json | grep -q '\"producer\": \"worker:[0-9]*:gpu\"'"
 job ra emu-ra
 check "... RandAugment: identical to a local run" same_as_local ra "$WORK/emu-ra"
 job cj emu-cj
