@@ -30,6 +30,7 @@ struct gpu {
     spw_dptr base;
     struct spw_arena *arena;
     pthread_mutex_t mu;
+    bool broken;                /* the device failed once: CUDA errors stick to a context, so no more */
     struct spw_gpu_stats st;
     char describe[768], brief[64];
 };
@@ -251,8 +252,9 @@ static void start_item(struct gpu *g, const struct spw_producer *p, const struct
     } else if (rc) {
         it->cpu = true;
         g->st.device_errors++;
-        spw_log(SPW_LOG_WARN, "gpu", "queueing sample=%lld failed (%s): making it on the CPU",
-                (long long)mb->samples[k], g->p->last_error(g->dev));
+        g->broken = true;
+        spw_log(SPW_LOG_ERROR, "gpu", "queueing sample=%lld failed (%s): making it, and every element from now "
+                "on, on the CPU", (long long)mb->samples[k], g->p->last_error(g->dev));
     }
 }
 
@@ -282,11 +284,14 @@ static void finish_item(struct gpu *g, const struct spw_producer *p, const struc
 static int gpu_run(const struct spw_backend *b, const struct spw_producer *p, const struct spw_microbatch *mb)
 {
     struct gpu *g = b->impl;
-    if (!spw_gpu_can_make(p->ctx, mb->cut, NULL, 0)) {
+    pthread_mutex_lock(&g->mu);
+    const bool broken = g->broken;
+    pthread_mutex_unlock(&g->mu);
+    if (broken || !spw_gpu_can_make(p->ctx, mb->cut, NULL, 0)) {
         pthread_mutex_lock(&g->mu);
         g->st.declined++;
         pthread_mutex_unlock(&g->mu);
-        return -ENOTSUP;
+        return broken ? -ENODEV : -ENOTSUP;
     }
     struct item *items = calloc((size_t)(mb->n > 0 ? mb->n : 1), sizeof *items);
     if (!items)
@@ -301,8 +306,9 @@ static int gpu_run(const struct spw_backend *b, const struct spw_producer *p, co
     }
     if (queued && g->p->sync(g->dev) != 0) {
         g->st.device_errors++;
-        spw_log(SPW_LOG_WARN, "gpu", "the device failed a micro-batch (%s): making its elements on the CPU",
-                g->p->last_error(g->dev));
+        g->broken = true;
+        spw_log(SPW_LOG_ERROR, "gpu", "the device failed a micro-batch (%s): making its elements, and every "
+                "element from now on, on the CPU", g->p->last_error(g->dev));
         for (int k = 0; k < mb->n; k++)
             items[k].cpu |= items[k].queued;
     }

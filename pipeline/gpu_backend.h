@@ -5,9 +5,10 @@
  * normalize/to_tensor, so an element equals the CPU path's byte for byte. All device memory comes from one
  * arena reserved at open (gpu_mem_budget, never more than is free, never grown); an element that does not
  * fit, a crop that pads, an op instance without a kernel (a bilinear warp) or a device error sends that
- * element to the CPU, so nothing is lost. Pipelines with an op that has no GPU run (color_jitter, hue,
- * random_erasing, random_crop, audio) are declined: the next backend makes them. Outputs go to the
- * backend's own memory (micro-batch dest is not used). Thread-safe: one lock around the device. */
+ * element to the CPU, so nothing is lost; after a device error (CUDA errors stick to a context) it declines
+ * every micro-batch. Pipelines with an op that has no GPU run (color_jitter, hue, random_erasing,
+ * random_crop, audio) are declined: the next backend makes them. Outputs go to the backend's own memory
+ * (micro-batch dest is not used). Thread-safe: one lock around the device. */
 #ifndef SPW_PIPELINE_GPU_BACKEND_H
 #define SPW_PIPELINE_GPU_BACKEND_H
 
