@@ -296,10 +296,11 @@ static int gpu_run(const struct spw_backend *b, const struct spw_producer *p, co
     struct item *items = calloc((size_t)(mb->n > 0 ? mb->n : 1), sizeof *items);
     if (!items)
         return -ENOMEM;
+    for (int k = 0; k < mb->n; k++)      /* want may wait (a client's prefetch window): not under the lock */
+        items[k].skip = mb->want && !mb->want(mb->opaque, k);
     pthread_mutex_lock(&g->mu);
     bool queued = false;
     for (int k = 0; k < mb->n; k++) {
-        items[k].skip = mb->want && !mb->want(mb->opaque, k);
         if (!items[k].skip)
             start_item(g, p, mb, k, &items[k]);
         queued |= items[k].queued;
