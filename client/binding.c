@@ -16,6 +16,7 @@ struct binding_opts {           /* the options and the strings they point to */
     char auth_token[512];
     char job_name[129];
     char tls_ca[4096], tls_cert[4096], tls_key[4096];
+    char gpu_mem_budget[64];
 };
 
 struct spw_job_opts *spw_job_opts_new(void)
@@ -112,6 +113,15 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
         return copy_string(b->tls_cert, sizeof b->tls_cert, value, &o->tls_cert);
     if (!strcmp(key, "tls_key"))
         return copy_string(b->tls_key, sizeof b->tls_key, value, &o->tls_key);
+    if (!strcmp(key, "gpu_mem_budget"))
+        return copy_string(b->gpu_mem_budget, sizeof b->gpu_mem_budget, value, &o->gpu_mem_budget);
+    if (!strcmp(key, "gpu")) {          /* a device index, or -1: none */
+        if (parse_int64(value, -1, 1023, &x))
+            return -EINVAL;
+        o->gpu = x >= 0;
+        o->gpu_device = x >= 0 ? (int)x : 0;
+        return 0;
+    }
     if (!strcmp(key, "resume_manifest"))
         return parse_hex64(value, &o->resume.manifest);
     if (!strcmp(key, "resume_job_secret"))

@@ -23,6 +23,7 @@
 #include "lib/log.h"
 #include "pipeline/element.h"
 #include "pipeline/backend.h"
+#include "pipeline/gpu_backend.h"
 #include "pipeline/produce.h"
 #include "pipeline/fusion.h"
 #include "pipeline/order.h"
@@ -50,12 +51,13 @@
 
 struct spw_job {
     struct spw_job_opts o;          /* its strings are the job's own copies (o_strings) */
-    char *o_strings[6];
+    char *o_strings[7];
     pid_t pid;                      /* the process that created the job (fork detection) */
     struct spw_pipeline_spec *spec;
     struct spw_source *src;
     char errmsg[512];
     struct spw_executor *ex;        /* in-process */
+    struct spw_backend *gpu;        /* in-process with opts.gpu: the executor's GPU thread makes elements on it */
     struct remote *r;               /* service */
     struct remote_job rj;
     struct assembler *a;
@@ -230,10 +232,19 @@ static void *local_main(void *arg)
 /* Run the job in this process on the executor (no dispatcher, or the planner said offloading does not pay). */
 static int start_in_process(struct spw_job *j, char *err, size_t errlen)
 {
+    char why[512];
+    if (j->o.gpu) {
+        struct spw_gpu_opts go = {.device = j->o.gpu_device, .mem_budget = j->o.gpu_mem_budget};
+        if (spw_gpu_backend_open(&go, &j->gpu, why, sizeof why) == 0)
+            spw_log(SPW_LOG_INFO, "client", "gpu: making elements on %s", spw_gpu_backend_describe(j->gpu));
+        else
+            spw_log(SPW_LOG_WARN, "client", "gpu: device %d not used, the CPU makes every element: %s",
+                    j->o.gpu_device, why);
+    }
     struct spw_executor_opts eo = {
         .threads = j->o.local_cores > 0 ? j->o.local_cores : (int)sysconf(_SC_NPROCESSORS_ONLN),
         .max_batches = j->o.max_batches, .rank = j->o.rank, .world_size = j->o.world_size,
-        .split_size = j->o.split_size, .first_batch = j->o.resume.batches};
+        .split_size = j->o.split_size, .first_batch = j->o.resume.batches, .gpu = j->gpu};
     struct spw_group groups[256];
     j->st.groups = j->st.cut = spw_fusion_groups(j->spec, groups);
     return spw_executor_create(j->spec, j->src, &eo, &j->ex, err, errlen);
@@ -527,7 +538,7 @@ static int create(struct spw_pipeline_spec *spec, const struct spw_job_opts *o, 
     j->o = *o;
     /* The caller's strings may go once this returns (the Python binding frees its options): keep copies. */
     const char **keep[] = {&j->o.dispatcher, &j->o.auth_token, &j->o.tls_ca, &j->o.tls_cert, &j->o.tls_key,
-                           &j->o.job_name};
+                           &j->o.job_name, &j->o.gpu_mem_budget};
     for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
         if (*keep[i] && !(*keep[i] = j->o_strings[i] = strdup(*keep[i]))) {
             spw_job_destroy(j);
@@ -746,6 +757,14 @@ void spw_job_destroy(struct spw_job *job)
     spw_rpc_tls_free(job->tls);
     asm_destroy(job->a);
     spw_executor_destroy(job->ex);
+    if (job->gpu) {
+        struct spw_gpu_stats gs;
+        spw_gpu_backend_stats(job->gpu, &gs);
+        spw_log(SPW_LOG_INFO, "client", "gpu: %lld elements made on the device, %lld handed to the CPU; arena "
+                "peak %zu of %zu bytes", (long long)gs.elements, (long long)gs.cpu_elements, gs.arena_peak,
+                gs.arena_bytes);
+        spw_gpu_backend_close(job->gpu);
+    }
     if (job->ctx_ok)
         spw_element_ctx_destroy(&job->ctx);
     free(job->missing);

@@ -14,6 +14,7 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "pipeline/element.h"
+#include "pipeline/gpu_backend.h"
 #include "pipeline/produce.h"
 #include "pipeline/fusion.h"
 #include "pipeline/order.h"
@@ -34,6 +35,7 @@ struct spw_executor {
     const struct spw_source *src;
     struct spw_element_ctx ctx;
     struct spw_producer prod;
+    const struct spw_backend *gpu;  /* NULL: no GPU thread */
     struct spw_order order;
     struct spw_rank_view view;  /* this rank's positions of each epoch (all of them for one rank) */
     int64_t per_epoch;          /* batches per epoch */
@@ -273,6 +275,23 @@ static void add_stats(struct spw_executor *ex, const struct spw_element_stats *s
     pthread_mutex_unlock(&ex->mu);
 }
 
+/* A sample could not be made: count it, log it, and under on_error fail stop the run with its reason. */
+static void element_failed(struct spw_executor *ex, int64_t sample, int rc, const char *err)
+{
+    char msg[sizeof ex->errmsg];
+    const bool fail_run = spw_produce_failed(&ex->prod, sample, rc, err, NULL, msg, sizeof msg);
+    pthread_mutex_lock(&ex->mu);
+    ex->stats.skipped++;
+    if (fail_run && !ex->fail_rc) {
+        ex->fail_rc = rc;
+        snprintf(ex->errmsg, sizeof ex->errmsg, "%s", msg);
+        ex->stopping = true;
+        pthread_cond_broadcast(&ex->cv_work);
+        pthread_cond_broadcast(&ex->cv_ready);
+    }
+    pthread_mutex_unlock(&ex->mu);
+}
+
 static void *worker(void *arg)
 {
     struct spw_executor *ex = arg;
@@ -297,26 +316,69 @@ static void *worker(void *arg)
         struct place_req rq = {ex, s, pos};
         struct spw_element_dest dest = {place_cb, &rq, ex->spec->batch.layout};
         int rc = spw_produce(&ex->prod, (uint64_t)epoch, sample, ex->ctx.n_groups, &v, st, &dest, err, sizeof err);
-        if (rc == 0) {
+        if (rc == 0)
             add_stats(ex, st);
-        } else {
-            char msg[sizeof ex->errmsg];
-            const bool fail_run = spw_produce_failed(&ex->prod, sample, rc, err, NULL, msg, sizeof msg);
-            pthread_mutex_lock(&ex->mu);
-            ex->stats.skipped++;
-            if (fail_run && !ex->fail_rc) {
-                ex->fail_rc = rc;
-                snprintf(ex->errmsg, sizeof ex->errmsg, "%s", msg);
-                ex->stopping = true;
-                pthread_cond_broadcast(&ex->cv_work);
-                pthread_cond_broadcast(&ex->cv_ready);
-            }
-            pthread_mutex_unlock(&ex->mu);
-        }
+        else
+            element_failed(ex, sample, rc, err);
         finish_element(ex, s, pos, &v, rc == 0);
         spw_value_free(&v);
     }
     free(st);
+    return NULL;
+}
+
+/* ---- the GPU's thread: micro-batches ---- */
+
+#define GPU_MB 4
+
+struct gpu_mb {
+    struct spw_executor *ex;
+    struct slot *s[GPU_MB];
+    int pos[GPU_MB];
+    int64_t samples[GPU_MB];
+};
+
+static void gpu_done(void *opaque, int k, int rc, struct spw_value *v, const char *err)
+{
+    struct gpu_mb *m = opaque;
+    if (rc)
+        element_failed(m->ex, m->samples[k], rc, err);
+    finish_element(m->ex, m->s[k], m->pos[k], v, rc == 0);
+    spw_value_free(v);
+}
+
+/* Whether claim() would hand out an element of epoch now, without waiting. Under mu. */
+static bool can_claim_now(const struct spw_executor *ex, int64_t epoch)
+{
+    const int64_t gb = ex->next_claim_batch;
+    return !ex->stopping && (ex->total < 0 || gb < ex->total) && gb < ex->next_deliver + ex->window &&
+           gb / ex->per_epoch == epoch;
+}
+
+/* Claims up to GPU_MB elements of one epoch (waiting for the first only) and makes them on [GPU, CPU]. */
+static void *gpu_worker(void *arg)
+{
+    struct spw_executor *ex = arg;
+    const struct spw_backend *const table[] = {ex->gpu, &spw_backend_cpu};
+    pthread_setname_np(pthread_self(), "spw-exec-gpu");
+    for (;;) {
+        struct gpu_mb m = {.ex = ex};
+        int n = 0;
+        int64_t gb, epoch = -1;
+        pthread_mutex_lock(&ex->mu);
+        while (n < GPU_MB && (n == 0 || can_claim_now(ex, epoch)) && claim(ex, &gb, &m.pos[n])) {
+            epoch = gb / ex->per_epoch;
+            m.s[n] = slot_of(ex, gb);
+            m.samples[n] = m.s[n]->samples[m.pos[n]];
+            n++;
+        }
+        pthread_mutex_unlock(&ex->mu);
+        if (n == 0)
+            break;
+        const struct spw_microbatch mb = {.epoch = (uint64_t)epoch, .cut = ex->ctx.n_groups, .n = n,
+                                          .samples = m.samples, .opaque = &m, .done = gpu_done};
+        spw_backend_run(table, 2, &ex->prod, &mb);
+    }
     return NULL;
 }
 
@@ -365,7 +427,13 @@ int spw_executor_create(const struct spw_pipeline_spec *spec, const struct spw_s
     int rc = spw_element_ctx_init(&ex->ctx, spec);
     ex->prod = (struct spw_producer){.spec = spec, .src = src, .ctx = &ex->ctx, .component = "executor"};
     ex->slots = calloc((size_t)ex->window, sizeof *ex->slots);
-    ex->tids = calloc((size_t)ex->threads, sizeof *ex->tids);
+    ex->gpu = opts->gpu;
+    char why[256];
+    if (rc == 0 && ex->gpu && !spw_gpu_can_make(&ex->ctx, ex->ctx.n_groups, why, sizeof why)) {
+        spw_log(SPW_LOG_INFO, "executor", "the job is made on the CPU only: %s", why);
+        ex->gpu = NULL;
+    }
+    ex->tids = calloc((size_t)ex->threads + 1, sizeof *ex->tids);
     ex->pool_max = ex->window + 1;
     ex->pool = calloc((size_t)ex->pool_max, sizeof *ex->pool);
     ex->pool_cap = calloc((size_t)ex->pool_max, sizeof *ex->pool_cap);
@@ -395,8 +463,9 @@ int spw_executor_create(const struct spw_pipeline_spec *spec, const struct spw_s
     pthread_mutex_init(&ex->mu, NULL);
     pthread_cond_init(&ex->cv_work, NULL);
     pthread_cond_init(&ex->cv_ready, NULL);
-    for (int i = 0; i < ex->threads; i++) {
-        if (pthread_create(&ex->tids[i], NULL, worker, ex) != 0) {
+    for (int i = 0; i < ex->threads + (ex->gpu != NULL); i++) {
+        if (pthread_create(&ex->tids[i], NULL, i < ex->threads ? worker : gpu_worker, ex) != 0) {
+            ex->gpu = NULL;
             ex->threads = i;
             spw_executor_destroy(ex);
             snprintf(err, errlen, "cannot start worker threads");
@@ -483,7 +552,7 @@ void spw_executor_destroy(struct spw_executor *ex)
     pthread_cond_broadcast(&ex->cv_work);
     pthread_cond_broadcast(&ex->cv_ready);
     pthread_mutex_unlock(&ex->mu);
-    for (int i = 0; i < ex->threads; i++)
+    for (int i = 0; i < ex->threads + (ex->gpu != NULL); i++)
         pthread_join(ex->tids[i], NULL);
     for (int i = 0; i < ex->window; i++) {
         free(ex->slots[i].samples);

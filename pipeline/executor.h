@@ -11,6 +11,7 @@
 
 #include "lib/tensor.h"
 #include "pipeline/source.h"
+#include "pipeline/backend.h"
 #include "pipeline/spec.h"
 
 struct spw_executor;
@@ -24,6 +25,8 @@ struct spw_executor_opts {
     int split_size;             /* the shares' unit; 0 = SPW_DEFAULT_SPLIT (as the dispatcher's default) */
     int64_t first_batch;        /* resume: start at this batch of the whole run (epoch first_batch / batches
                                    per epoch); the ones before were delivered. max_batches counts from here */
+    const struct spw_backend *gpu;  /* a GPU backend (pipeline/gpu_backend.h): one more thread makes
+                                   micro-batches of 4 on it beside the threads; NULL = none */
 };
 
 struct spw_sample_key {

@@ -4,7 +4,8 @@
 # batches dropped as they come neither grow RSS nor leave a batch out; len(), classes, class_to_idx and
 # stats() match the dataset; each iteration is one epoch (batches() the whole stream); errors and options
 # come from C; use after os.fork() raises the documented RuntimeError (the Python check and the C library's
-# SPW_EFORKED message). Thread model: single-threaded.
+# SPW_EFORKED message); gpu=0 with the emulated CUDA plugin gives the same batches. Thread model:
+# single-threaded.
 import gc
 import json
 import os
@@ -62,6 +63,26 @@ class TestLoader(spwtest.TempDir, unittest.TestCase):
         self.assertEqual(got[0].data.dtype, np.float32)
         self.assertEqual(got[-1].n, 160 - 6 * 24)
         self.assertIsNone(got[0].lengths)
+
+    def test_loader_gpu_equals_c_dump(self):
+        """gpu=0 with the host emulation of the CUDA plugin (the kernels' own per-pixel code): one more thread
+        makes micro-batches on it, and the RandAugment batches still equal the CPU's dump byte for byte."""
+        os.environ["SPILLWAY_GPU_PLUGIN"] = os.path.join(os.environ["SPW_BUILD"], "lib", "libspillway-gpuemu.so")
+        log = os.path.join(self.tmp, "stderr")
+        saved = os.dup(2)
+        with open(log, "w") as f:
+            os.dup2(f.fileno(), 2)
+            try:
+                self.assert_equals_dump(image_pipeline(), gpu=0, gpu_mem_budget="64Mi", local_cores=1)
+                gc.collect()
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+        with open(log) as f:
+            text = f.read()
+        self.assertIn("gpu: making elements on device 0 (host emulation", text)
+        made = [int(line.split("gpu: ")[1].split()[0]) for line in text.splitlines() if "elements made on" in line]
+        self.assertTrue(made and made[0] > 0, text)
 
     def test_loader_uint8_chw_equals_c_dump(self):
         p = (Pipeline.image_folder(spwtest.images(), seed=3).decode_jpeg().random_crop(40, pad_if_needed=True)

@@ -63,6 +63,12 @@ struct spw_job_opts {
         uint8_t *places;        /* bitmap of the delivered places of the epoch in progress; NULL = its first
                                    batches (what an ordered run delivers) */
     } resume;
+    bool gpu;                   /* in-process: one more thread makes micro-batches on CUDA device gpu_device
+                                   (FusionFlow's CPU+GPU split, host batches); without the plugin, a driver or
+                                   the device the job logs why once and runs on the CPU */
+    int gpu_device;
+    const char *gpu_mem_budget; /* device memory reserved at start: bytes (K/M/G/Ki/Mi/Gi) or a fraction of
+                                   what is free (NULL = 0.25); never more than is free, never grown */
 };
 
 /* Set o to the defaults. */

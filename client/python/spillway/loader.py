@@ -320,6 +320,11 @@ class Loader:
     the other ranks', with as many batches (short shares pad, or drop with batch(drop_remainder=True)).
     job_name: with a dispatcher, the ranks giving the same name share one job and its workers (required with
     world_size > 1; default $SPILLWAY_JOB_NAME).
+    gpu, gpu_mem_budget: in-process, one more thread makes micro-batches of 4 on this CUDA device (the
+    trainer's own GPU: FusionFlow's CPU+GPU split; batches still come back in host memory), within a memory
+    budget reserved once (bytes such as "2Gi", or a fraction of the memory free then; default "0.25"). GPU-made
+    elements equal the CPU's byte for byte. Without the CUDA plugin, a driver or the device the job says why
+    on stderr and runs on the CPU.
     resume: a state_dict() taken earlier (by this or another process): the job delivers exactly the samples
     not yet delivered when it was taken, then continues. Through a dispatcher the resumed loader rejoins the
     job it was taken in while that is unfinished (the other ranks keep going), else starts a new one there.
@@ -331,7 +336,8 @@ class Loader:
     def __init__(self, pipeline, dispatcher=None, local_cores=None, cut=None, ordered=False, max_workers=None,
                  trainer_rate=None, prefetch_bytes=None, auth_token=None, max_batches=None, credit_bytes=None,
                  split_size=None, rank=None, world_size=None, resume=None, job_name=None,
-                 dispatcher_wait_ms=None, tls_ca=None, tls_cert=None, tls_key=None, insecure=None):
+                 dispatcher_wait_ms=None, tls_ca=None, tls_cert=None, tls_key=None, insecure=None, gpu=None,
+                 gpu_mem_budget=None):
         self._pid = os.getpid()
         self._job = None
         self._done = False
@@ -355,6 +361,7 @@ class Loader:
                            ("prefetch_bytes", prefetch_bytes), ("credit_bytes", credit_bytes),
                            ("split_size", split_size), ("max_batches", max_batches), ("rank", rank),
                            ("world_size", world_size), ("dispatcher_wait_ms", dispatcher_wait_ms),
+                           ("gpu", gpu), ("gpu_mem_budget", gpu_mem_budget),
                            ("tls_ca", tls_ca or os.environ.get("SPILLWAY_TLS_CA")),
                            ("tls_cert", tls_cert or os.environ.get("SPILLWAY_TLS_CERT")),
                            ("tls_key", tls_key or os.environ.get("SPILLWAY_TLS_KEY"))):
