@@ -23,6 +23,7 @@
 #include "lib/version.h"
 #include "pipeline/executor.h"
 #include "pipeline/fusion.h"
+#include "pipeline/gpu_backend.h"
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
 #include "spillway/client.h"
@@ -40,6 +41,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: spillctl run --local --pipeline FILE.json [--threads N] [--max-batches M] [--max-seconds S]\n"
             "                    [--dump DIR | --keys FILE] [--json] [--quiet] [--warmup-batches W] [--consume-rate R]\n"
+            "                    [--gpu N [--gpu-mem-budget B]]\n"
             "       spillctl run --dispatcher HOST:PORT --pipeline FILE.json [--cut K|auto] [--local-cores N]\n"
             "                    [--local-share auto|off] [--workers N]\n"
             "                    [--consume-rate R] [--ordered] [--prefetch-mb MB] [--credit-mb MB]\n"
@@ -78,6 +80,10 @@ static void usage(FILE *f)
             "  --workers N   use at most N workers (the first N alive; a dead one's place goes to the next);\n"
             "                default: all of them\n"
             "  --dispatcher-wait-ms N  retry a dispatcher that stops answering this long before failing\n"
+            "  --gpu N          (--local) one more thread makes micro-batches on CUDA device N (no plugin, driver\n"
+            "                   or device: said once, the CPU makes everything)\n"
+            "  --gpu-mem-budget B  device memory reserved once: bytes (K/M/G/Ki/Mi/Gi) or a fraction of what is\n"
+            "                   free (default 0.25)\n"
             "                (default 300000: a restarted dispatcher with --work-dir is back well within it)\n"
             "  --consume-rate R  consume at most R elements/s, like a trainer (default: unlimited); with\n"
             "                --cut auto, the rate the plan aims for (also with --local)\n"
@@ -291,7 +297,8 @@ static int warm_up(const struct spw_pipeline_spec *spec, const struct spw_source
 }
 
 static int cmd_run(const char *pipeline, int threads, int64_t max_batches, double max_seconds, int64_t warmup,
-                   double rate, const char *dump, const char *keys_path, int json, int quiet)
+                   double rate, const char *dump, const char *keys_path, int json, int quiet,
+                   const struct spw_backend *gpu)
 {
     char err[1024] = "";
     struct spw_pipeline_spec *spec = NULL;
@@ -318,7 +325,7 @@ static int cmd_run(const char *pipeline, int threads, int64_t max_batches, doubl
         status = 1;
         goto out;
     }
-    struct spw_executor_opts opts = {.threads = threads, .max_batches = max_batches};
+    struct spw_executor_opts opts = {.threads = threads, .max_batches = max_batches, .gpu = gpu};
     double t0 = now_s();
     rc = spw_executor_create(spec, src, &opts, &ex, err, sizeof err);
     if (rc) {
@@ -513,6 +520,7 @@ int main(int argc, char **argv)
         {"dispatcher-wait-ms", required_argument, NULL, 'X'},
         {"tls-ca", required_argument, NULL, 'a'}, {"tls-cert", required_argument, NULL, 'e'},
         {"tls-key", required_argument, NULL, 'k'}, {"insecure", no_argument, NULL, 'I'},
+        {"gpu", required_argument, NULL, 'G'}, {"gpu-mem-budget", required_argument, NULL, 'B'},
         {NULL, 0, NULL, 0},
     };
     const char *pipeline = NULL, *dump = NULL, *keys_path = NULL;
@@ -523,7 +531,8 @@ int main(int argc, char **argv)
     bool insecure = insecure_env && (!strcmp(insecure_env, "1") || !strcmp(insecure_env, "true") ||
                                      !strcmp(insecure_env, "yes"));
     int timeout_ms = 5000;
-    int local = 0, json = 0, quiet = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int local = 0, json = 0, quiet = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN), gpu_device = -1;
+    const char *gpu_budget = NULL;
     int64_t max_batches = 0, warmup = 0;
     double max_seconds = 0;
     struct service_args sa = {.cut = -1, .local_cores = 1, .prefetch_mb = 256, .credit_mb = 64};
@@ -639,6 +648,14 @@ int main(int argc, char **argv)
         case 'e': tls_cert = optarg; break;
         case 'k': tls_key = optarg; break;
         case 'I': insecure = true; break;
+        case 'G':
+            gpu_device = (int)strtol(optarg, &end, 10);
+            if (*end || gpu_device < 0 || gpu_device > 1023) {
+                fprintf(stderr, "spillctl: --gpu: \"%s\" is not a device index in [0, 1023]\n", optarg);
+                return 2;
+            }
+            break;
+        case 'B': gpu_budget = optarg; break;
         case 'T':
             timeout_ms = (int)strtol(optarg, &end, 10);
             if (*end || timeout_ms < 1) {
@@ -733,9 +750,25 @@ int main(int argc, char **argv)
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     if (strcmp(cmd, "run") == 0) {
-        if (local)
-            return cmd_run(pipeline, threads, max_batches, max_seconds, warmup, sa.consume_rate, dump, keys_path, json,
-                           quiet);
+        if (local) {
+            struct spw_backend *gpu = NULL;
+            char why[512];
+            struct spw_gpu_opts go = {.device = gpu_device, .mem_budget = gpu_budget};
+            if (gpu_device >= 0 && spw_gpu_backend_open(&go, &gpu, why, sizeof why) != 0)
+                fprintf(stderr, "spillctl: gpu: device %d not used, the CPU makes every element: %s\n", gpu_device,
+                        why);
+            int st = cmd_run(pipeline, threads, max_batches, max_seconds, warmup, sa.consume_rate, dump, keys_path,
+                             json, quiet, gpu);
+            if (gpu && !quiet) {
+                struct spw_gpu_stats gs;
+                spw_gpu_backend_stats(gpu, &gs);
+                fprintf(stderr, "spillctl: gpu: %lld elements made on the device, %lld handed to the CPU; arena "
+                        "peak %zu of %zu bytes\n", (long long)gs.elements, (long long)gs.cpu_elements,
+                        gs.arena_peak, gs.arena_bytes);
+            }
+            spw_gpu_backend_close(gpu);
+            return st;
+        }
         if (!dispatcher) {
             fprintf(stderr, "spillctl: run needs --local or --dispatcher HOST:PORT (or SPILLWAY_DISPATCHER)\n");
             return 2;

@@ -14,10 +14,10 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "pipeline/element.h"
-#include "pipeline/gpu_backend.h"
-#include "pipeline/produce.h"
 #include "pipeline/fusion.h"
+#include "pipeline/gpu_backend.h"
 #include "pipeline/order.h"
+#include "pipeline/produce.h"
 
 struct slot {
     int64_t gbatch;             /* global batch number, -1 when free */

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# tests/integration/gpu_worker.sh - GPU-side workers, on a machine without a device. Proves: a worker started
-# with --gpu 0 whose plugin or device is missing says so once and serves as a CPU worker (the job's batches equal
-# a local run's); one whose plugin is the host emulation (tests/gpuemu: the CUDA kernels' own per-pixel code)
-# makes elements on it, still byte for byte a local run's batches in an ordered job, takes the job's largest
-# micro-batches (by encoded size; the CPU thread the smallest), and reports at exit how many it made there and its arena's peak within the budget (a RandAugment pipeline too); a pipeline the GPU cannot
-# make is logged and made on the CPU; a budget over the free memory is refused with the reason and the worker serves as a CPU worker. Real
-# processes on loopback; kills all it starts.
+# tests/integration/gpu_worker.sh - GPU use on a machine without a device. Proves: spillctl run --local --gpu 0
+# (the executor's GPU thread, on the host emulation of the CUDA plugin: tests/gpuemu, the kernels' own
+# per-pixel code) gives a local run's batches, and without a plugin says so and runs on the CPU; a worker with
+# --gpu 0 whose plugin or device is missing says so once and serves as a CPU worker; one with the emulated
+# plugin makes elements on it (ordered jobs still byte for byte a local run's, RandAugment included), takes
+# the job's largest micro-batches by encoded size, shows its GPU in spillctl workers and job, and reports at
+# exit what it made there and an arena peak within its budget; a pipeline the GPU cannot make is logged and
+# made on the CPU; a budget over the free memory is refused with the reason. Real processes on loopback;
+# kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -30,6 +32,17 @@ done
 same_as_local() {   # same_as_local P DIR: every batch and key identical to the local run of P
   for f in "$WORK/local-$1"/*; do cmp -s "$f" "$2/$(basename "$f")" || return 1; done
 }
+# In one process: spillctl run --local --gpu 0 (the executor's GPU thread) gives the same batches.
+SPILLWAY_GPU_PLUGIN="$EMU" "$B/bin/spillctl" run --local --pipeline "$WORK/ra.json" --threads 1 --gpu 0 \
+  --gpu-mem-budget 64Mi --dump "$WORK/inproc-ra" > /dev/null 2> "$WORK/inproc.err"
+check "spillctl run --local --gpu 0: RandAugment batches identical to the CPU's" same_as_local ra "$WORK/inproc-ra"
+check "... and the device made some of them" grep -q 'gpu: [1-9][0-9]* elements made on the device' "$WORK/inproc.err"
+SPILLWAY_GPU_PLUGIN=/nonexistent.so "$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 1 --gpu 0 \
+  --dump "$WORK/inproc-p" > /dev/null 2> "$WORK/inproc2.err"
+check "... without a plugin it says so and the CPU makes the same batches" bash -c \
+  "grep -q 'gpu: device 0 not used, the CPU makes every element: no GPU plugin' '$WORK/inproc2.err'"
+check "... identical to a local run" same_as_local p "$WORK/inproc-p"
+
 dispatcher_on d --heartbeat-ms 100 --worker-timeout-ms 600 || { finish; exit 1; }
 worker() {   # worker NAME [ENV...] -- FLAGS...: a one-thread worker with a GPU flag
   local name=$1
