@@ -186,67 +186,6 @@ int spw_adjust_sharpness_run(const struct spw_image *in, double factor, struct s
     return 0;
 }
 
-static inline uint8_t clip8(int v)
-{
-    return v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)v;
-}
-
-/* Pillow rgb2hsv_row (Convert.c, after colorsys), same float/double mix so results agree bit for bit. */
-static inline void rgb_to_hsv(int r, int g, int b, int *hue, int *sat, int *val)
-{
-    const int maxc = r > g ? (r > b ? r : b) : (g > b ? g : b);
-    const int minc = r < g ? (r < b ? r : b) : (g < b ? g : b);
-    *val = maxc;
-    if (minc == maxc) {
-        *hue = 0;
-        *sat = 0;
-        return;
-    }
-    const float cr = (float)(maxc - minc);
-    const float s = cr / (float)maxc;
-    const float rc = (float)(maxc - r) / cr;
-    const float gc = (float)(maxc - g) / cr;
-    const float bc = (float)(maxc - b) / cr;
-    float h;
-    if (r == maxc)
-        h = bc - gc;
-    else if (g == maxc)
-        h = (float)(2.0 + rc - bc);
-    else
-        h = (float)(4.0 + gc - rc);
-    /* fmod(h / 6 + 1, 1): the argument lies in (0.8, 1.9), where subtracting 1 is exact. */
-    double hd = h / 6.0 + 1.0;
-    if (hd >= 1.0)
-        hd -= 1.0;
-    h = (float)hd;
-    *hue = clip8((int)(h * 255.0));
-    *sat = clip8((int)(s * 255.0));
-}
-
-/* Pillow hsv2rgb (Convert.c). Note `fs * f` is a float product, the rest double. */
-static inline void hsv_to_rgb(int h, int s, int v, uint8_t *o)
-{
-    if (s == 0) {
-        o[0] = o[1] = o[2] = (uint8_t)v;
-        return;
-    }
-    const int i = (int)floor((float)h * 6.0 / 255.0);
-    const float f = (float)((float)h * 6.0 / 255.0 - (float)i);
-    const float fs = (float)((float)s / 255.0);
-    const uint8_t p = clip8((int)round((float)v * (1.0 - fs)));
-    const uint8_t q = clip8((int)round((float)v * (1.0 - fs * f)));
-    const uint8_t t = clip8((int)round((float)v * (1.0 - fs * (1.0 - f))));
-    const uint8_t vv = (uint8_t)v;
-    switch (i % 6) {
-    case 0: o[0] = vv; o[1] = t; o[2] = p; break;
-    case 1: o[0] = q; o[1] = vv; o[2] = p; break;
-    case 2: o[0] = p; o[1] = vv; o[2] = t; break;
-    case 3: o[0] = p; o[1] = q; o[2] = vv; break;
-    case 4: o[0] = t; o[1] = p; o[2] = vv; break;
-    default: o[0] = vv; o[1] = p; o[2] = q; break;
-    }
-}
-
 int spw_adjust_hue_run(const struct spw_image *in, double hue_factor, struct spw_image *out)
 {
     int rc = check_pair(in, out);
@@ -254,15 +193,12 @@ int spw_adjust_hue_run(const struct spw_image *in, double hue_factor, struct spw
         return rc;
     if (!(hue_factor >= -0.5 && hue_factor <= 0.5))
         return -EINVAL;
-    /* torchvision: np_h += np.uint8(hue_factor * 255): truncate toward zero, then wrap modulo 256. */
-    const int shift = (int)(hue_factor * 255.0) & 255;
+    const int shift = spw_px_hue_shift(hue_factor);
     for (int y = 0; y < in->h; y++) {
         const uint8_t *s = row_in(in, y);
         uint8_t *d = row_out(out, y);
         for (int x = 0; x < in->w; x++, s += 3, d += 3) {
-            int h, sat, v;
-            rgb_to_hsv(s[0], s[1], s[2], &h, &sat, &v);
-            hsv_to_rgb((h + shift) & 255, sat, v, d);
+            spw_px_hue(s, shift, d);
         }
     }
     return 0;

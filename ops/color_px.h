@@ -1,9 +1,11 @@
 /* ops/color_px.h - the colour ops' scalar arithmetic (Pillow 9.4's, as ops/color.c applies it), shared with
- * the CUDA kernels: the blend, ITU-R 601-2 luma, the smoothing filter of sharpness, and the tables of
- * equalize and autocontrast built from a channel's histogram. Pure functions. */
+ * the CUDA kernels: the blend, ITU-R 601-2 luma, the smoothing filter of sharpness, the tables of
+ * equalize and autocontrast built from a channel's histogram, and Pillow's RGB <-> HSV for adjust_hue.
+ * Pure functions. */
 #ifndef SPW_OPS_COLOR_PX_H
 #define SPW_OPS_COLOR_PX_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "ops/px.h"
@@ -98,6 +100,81 @@ SPW_PX void spw_px_solarize_lut(int first, uint8_t lut[256])
 {
     for (int v = 0; v < 256; v++)
         lut[v] = v >= first ? (uint8_t)(255 - v) : (uint8_t)v;
+}
+
+SPW_PX uint8_t spw_px_clip_int(int v)
+{
+    return v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)v;
+}
+
+/* Pillow rgb2hsv_row (Convert.c, after colorsys), same float/double mix so results agree bit for bit. */
+SPW_PX void spw_px_rgb_to_hsv(int r, int g, int b, int *hue, int *sat, int *val)
+{
+    const int maxc = r > g ? (r > b ? r : b) : (g > b ? g : b);
+    const int minc = r < g ? (r < b ? r : b) : (g < b ? g : b);
+    *val = maxc;
+    if (minc == maxc) {
+        *hue = 0;
+        *sat = 0;
+        return;
+    }
+    const float cr = (float)(maxc - minc);
+    const float s = cr / (float)maxc;
+    const float rc = (float)(maxc - r) / cr;
+    const float gc = (float)(maxc - g) / cr;
+    const float bc = (float)(maxc - b) / cr;
+    float h;
+    if (r == maxc)
+        h = bc - gc;
+    else if (g == maxc)
+        h = (float)(2.0 + rc - bc);
+    else
+        h = (float)(4.0 + gc - rc);
+    /* fmod(h / 6 + 1, 1): the argument lies in (0.8, 1.9), where subtracting 1 is exact. */
+    double hd = h / 6.0 + 1.0;
+    if (hd >= 1.0)
+        hd -= 1.0;
+    h = (float)hd;
+    *hue = spw_px_clip_int((int)(h * 255.0));
+    *sat = spw_px_clip_int((int)(s * 255.0));
+}
+
+/* Pillow hsv2rgb (Convert.c). Note `fs * f` is a float product, the rest double. */
+SPW_PX void spw_px_hsv_to_rgb(int h, int s, int v, uint8_t *o)
+{
+    if (s == 0) {
+        o[0] = o[1] = o[2] = (uint8_t)v;
+        return;
+    }
+    const int i = (int)floor((float)h * 6.0 / 255.0);
+    const float f = (float)((float)h * 6.0 / 255.0 - (float)i);
+    const float fs = (float)((float)s / 255.0);
+    const uint8_t p = spw_px_clip_int((int)round((float)v * (1.0 - fs)));
+    const uint8_t q = spw_px_clip_int((int)round((float)v * (1.0 - fs * f)));
+    const uint8_t t = spw_px_clip_int((int)round((float)v * (1.0 - fs * (1.0 - f))));
+    const uint8_t vv = (uint8_t)v;
+    switch (i % 6) {
+    case 0: o[0] = vv; o[1] = t; o[2] = p; break;
+    case 1: o[0] = q; o[1] = vv; o[2] = p; break;
+    case 2: o[0] = p; o[1] = vv; o[2] = t; break;
+    case 3: o[0] = p; o[1] = q; o[2] = vv; break;
+    case 4: o[0] = t; o[1] = p; o[2] = vv; break;
+    default: o[0] = vv; o[1] = p; o[2] = q; break;
+    }
+}
+
+/* torchvision adjust_hue: np_h += np.uint8(hue_factor * 255): truncate toward zero, then wrap modulo 256. */
+SPW_PX int spw_px_hue_shift(double hue_factor)
+{
+    return (int)(hue_factor * 255.0) & 255;
+}
+
+/* One pixel through HSV with its hue moved by shift, as adjust_hue does. */
+SPW_PX void spw_px_hue(const uint8_t *in, int shift, uint8_t *out)
+{
+    int h, sat, v;
+    spw_px_rgb_to_hsv(in[0], in[1], in[2], &h, &sat, &v);
+    spw_px_hsv_to_rgb((h + shift) & 255, sat, v, out);
 }
 
 #endif

@@ -397,13 +397,12 @@ void spw_color_jitter_range(double v, int is_hue, double range[2])
     }
 }
 
-int spw_color_jitter_run(struct spw_image *img, struct spw_rng *rng, const double brightness[2],
-                         const double contrast[2], const double saturation[2], const double hue[2],
-                         struct spw_color_jitter_draw *draw_out)
+int spw_color_jitter_plan(struct spw_rng *rng, const double brightness[2], const double contrast[2],
+                          const double saturation[2], const double hue[2], struct spw_color_jitter_draw *out)
 {
     const double *range[4] = {brightness, contrast, saturation, hue};
     struct spw_color_jitter_draw draw = {{0, 1, 2, 3}, {0, 0, 0, 0}, {0.0, 0.0, 0.0, 0.0}};
-    if (!img || !img->data || img->c != 3 || img->w <= 0 || img->h <= 0 || !rng)
+    if (!rng)
         return -EINVAL;
     for (int k = 0; k < 4; k++) {
         const double *r = range[k];
@@ -426,9 +425,22 @@ int spw_color_jitter_run(struct spw_image *img, struct spw_rng *rng, const doubl
     for (int k = 0; k < 4; k++)
         if (draw.enabled[k])
             draw.factor[k] = spw_rng_range(rng, range[k][0], range[k][1]);
+    *out = draw;
+    return 0;
+}
+
+int spw_color_jitter_run(struct spw_image *img, struct spw_rng *rng, const double brightness[2],
+                         const double contrast[2], const double saturation[2], const double hue[2],
+                         struct spw_color_jitter_draw *draw_out)
+{
+    struct spw_color_jitter_draw draw;
+    if (!img || !img->data || img->c != 3 || img->w <= 0 || img->h <= 0)
+        return -EINVAL;
+    int rc = spw_color_jitter_plan(rng, brightness, contrast, saturation, hue, &draw);
+    if (rc)
+        return rc;
     for (int i = 0; i < 4; i++) {
         const int k = draw.order[i];
-        int rc = 0;
         if (!draw.enabled[k])
             continue;
         switch (k) {

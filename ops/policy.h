@@ -105,6 +105,10 @@ struct spw_color_jitter_draw {
 
 /* torchvision ColorJitter's scalar argument as a range: {max(0, 1 - v), 1 + v}, or {-v, v} for hue. */
 void spw_color_jitter_range(double v, int is_hue, double range[2]);
+/* ColorJitter's draws alone (the order and the factors; they never depend on pixels), as _run draws them.
+ * Returns 0 or -EINVAL (a bad range). */
+int spw_color_jitter_plan(struct spw_rng *rng, const double brightness[2], const double contrast[2],
+                          const double saturation[2], const double hue[2], struct spw_color_jitter_draw *out);
 
 /* ColorJitter with [lo, hi] ranges (NULL, or lo == hi == 1 (0 for hue), disables one): a random
  * permutation of the four, then each enabled factor uniform in its range, applied in permuted order.

@@ -1,14 +1,14 @@
 /* pipeline/gpu_backend.h - the GPU row of the backend table. The CPU decodes (only the region the output
  * needs, as jpeg_group.c prepares it); the device does the rest through the CUDA plugin: the resample with
  * the plan's own fixed-point taps, the flips, the augment ops through their registry GPU runs
- * (pipeline/gpu_ops.h: colour ops, warps, RandAugment, AutoAugment, TrivialAugmentWide) and the closing
- * normalize/to_tensor, so an element equals the CPU path's byte for byte. All device memory comes from one
- * arena reserved at open (gpu_mem_budget, never more than is free, never grown); an element that does not
- * fit, a crop that pads, an op instance without a kernel (a bilinear warp) or a device error sends that
- * element to the CPU, so nothing is lost; after a device error (CUDA errors stick to a context) it declines
- * every micro-batch. Pipelines with an op that has no GPU run (color_jitter, hue, random_erasing,
- * random_crop, audio) are declined: the next backend makes them. Outputs go to the backend's own memory
- * (micro-batch dest is not used). Thread-safe: one lock around the device. */
+ * (pipeline/gpu_ops.h: colour ops, warps, ColorJitter, RandAugment, AutoAugment, TrivialAugmentWide) and
+ * the closing normalize/to_tensor, so an element equals the CPU path's byte for byte. All device memory
+ * comes from one arena reserved at open (gpu_mem_budget, never more than is free, never grown); an element
+ * that does not fit, a crop that pads, an op instance without a kernel (a bilinear warp) or a device error
+ * sends that element to the CPU, so nothing is lost; after a device error (CUDA errors stick to a context)
+ * it declines every micro-batch. Pipelines with an op that has no GPU run (random_erasing, random_crop,
+ * audio) are declined: the next backend makes them. Outputs go to the backend's own memory (micro-batch dest
+ * is not used). Thread-safe: one lock around the device. */
 #ifndef SPW_PIPELINE_GPU_BACKEND_H
 #define SPW_PIPELINE_GPU_BACKEND_H
 

@@ -108,6 +108,18 @@ static int sharpness(struct spw_gpu_call *c, double factor)
     return bad_factor(factor) ? -EINVAL : blend(c, SPW_GPU_SHARPNESS, (float)factor);
 }
 
+static int hue(struct spw_gpu_call *c, double factor)
+{
+    if (!(factor >= -0.5 && factor <= 0.5))
+        return -EINVAL;
+    const struct spw_gpu_color a = {.src = c->img, .dst = c->tmp, .op = SPW_GPU_HUE,
+                                    .hue_shift = spw_px_hue_shift(factor)};
+    int rc = c->p->color(c->dev, &a);
+    if (rc == 0)
+        swap(c);
+    return rc;
+}
+
 static int posterize(struct spw_gpu_call *c, int bits)
 {
     uint8_t lut[256];
@@ -216,11 +228,34 @@ int spw_gpu_op_brightness(struct spw_gpu_call *c) { return brightness(c, c->op->
 int spw_gpu_op_contrast(struct spw_gpu_call *c) { return contrast(c, c->op->op->factor); }
 int spw_gpu_op_saturation(struct spw_gpu_call *c) { return saturation(c, c->op->op->factor); }
 int spw_gpu_op_sharpness(struct spw_gpu_call *c) { return sharpness(c, c->op->op->factor); }
+int spw_gpu_op_hue(struct spw_gpu_call *c) { return hue(c, c->op->op->factor); }
 int spw_gpu_op_posterize(struct spw_gpu_call *c) { return posterize(c, c->op->op->bits); }
 int spw_gpu_op_solarize(struct spw_gpu_call *c) { return solarize(c, c->op->op->threshold); }
 int spw_gpu_op_equalize(struct spw_gpu_call *c) { return device_lut(c, SPW_GPU_LUT_EQUALIZE, 0); }
 int spw_gpu_op_autocontrast(struct spw_gpu_call *c) { return device_lut(c, SPW_GPU_LUT_AUTOCONTRAST, 0); }
 int spw_gpu_op_invert(struct spw_gpu_call *c) { return invert(c); }
+
+/* A [lo, hi] range the spec stores as {0, 0} when the jitter is off. */
+static const double *jitter_range(const double r[2])
+{
+    return (r[0] == 0.0 && r[1] == 0.0) ? NULL : r;
+}
+
+int spw_gpu_op_color_jitter(struct spw_gpu_call *c)
+{
+    const struct spw_op_spec *op = c->op->op;
+    struct spw_color_jitter_draw d;
+    int rc = spw_color_jitter_plan(&c->op->rng, jitter_range(op->brightness), jitter_range(op->contrast),
+                                   jitter_range(op->saturation), jitter_range(op->hue), &d);
+    for (int i = 0; i < 4 && rc == 0; i++) {
+        const int k = d.order[i];
+        if (!d.enabled[k])
+            continue;
+        rc = k == 0 ? brightness(c, d.factor[0]) : k == 1 ? contrast(c, d.factor[1])
+           : k == 2 ? saturation(c, d.factor[2]) : hue(c, d.factor[3]);
+    }
+    return rc;
+}
 
 /* One policy step, as spw_augment_op_run applies it. */
 static int aug_step(struct spw_gpu_call *c, int op, double m, const double fill[3])

@@ -34,6 +34,8 @@ int spw_gpu_op_brightness(struct spw_gpu_call *c);
 int spw_gpu_op_contrast(struct spw_gpu_call *c);
 int spw_gpu_op_saturation(struct spw_gpu_call *c);
 int spw_gpu_op_sharpness(struct spw_gpu_call *c);
+int spw_gpu_op_hue(struct spw_gpu_call *c);
+int spw_gpu_op_color_jitter(struct spw_gpu_call *c);
 int spw_gpu_op_posterize(struct spw_gpu_call *c);
 int spw_gpu_op_solarize(struct spw_gpu_call *c);
 int spw_gpu_op_equalize(struct spw_gpu_call *c);

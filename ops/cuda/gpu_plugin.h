@@ -64,12 +64,14 @@ enum spw_gpu_color_op {
     SPW_GPU_LUT3 = 0,           /* dst = lut[c][src]: lut is uint8[3][256] in device memory */
     SPW_GPU_SATURATION = 1,     /* the blend of each pixel with its luma (alpha) */
     SPW_GPU_SHARPNESS = 2,      /* the blend with the 3x3 smoothed image inside a 1-pixel border (alpha) */
+    SPW_GPU_HUE = 3,            /* through HSV with the hue moved by hue_shift (adjust_hue) */
 };
 
 struct spw_gpu_color {
     struct spw_gpu_image src, dst;
     enum spw_gpu_color_op op;
     float alpha;
+    int hue_shift;
     spw_dptr lut;
 };
 

@@ -87,6 +87,11 @@ SPW_PX uint8_t spw_px_color(const struct spw_gpu_color *a, const uint8_t *src, c
                         dn[c + 3];
         return spw_px_blend(a->alpha, spw_px_smooth(sum), p[c]);
     }
+    case SPW_GPU_HUE: {
+        uint8_t o[3];
+        spw_px_hue(p, a->hue_shift, o);
+        return o[c];
+    }
     }
     return p[c];
 }

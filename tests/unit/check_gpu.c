@@ -179,6 +179,8 @@ static const char *const PIPELINES[][2] = {
      "{\"op\":\"vertical_flip\"},{\"op\":\"random_vertical_flip\"},{\"op\":\"rotate\",\"angle\":180}", "HWC"},
     {"{\"op\":\"center_crop\",\"size\":32},{\"op\":\"rotate\",\"angle\":90},{\"op\":\"rotate\",\"angle\":-90},"
      "{\"op\":\"affine\",\"scale\":0.7}", "HWC"},
+    {"{\"op\":\"random_resized_crop\",\"size\":40},{\"op\":\"color_jitter\",\"brightness\":0.4,\"contrast\":0.4,"
+     "\"saturation\":0.4,\"hue\":0.1},{\"op\":\"adjust_hue\",\"factor\":-0.3},{\"op\":\"to_tensor\"}", "HWC"},
 };
 #define N_PIPELINES ((int)(sizeof PIPELINES / sizeof PIPELINES[0]))
 
@@ -269,10 +271,10 @@ START_TEST(test_gpu_declines_what_it_cannot_make)
 {
     struct spw_backend *gpu = open_gpu(NULL);
     struct job j;
-    job_open(&j, "{\"op\":\"random_resized_crop\",\"size\":32},{\"op\":\"color_jitter\",\"hue\":0.2}", "HWC");
+    job_open(&j, "{\"op\":\"random_resized_crop\",\"size\":32},{\"op\":\"random_crop\",\"size\":24}", "HWC");
     char why[256];
     ck_assert(!spw_gpu_can_make(&j.ctx, j.ctx.n_groups, why, sizeof why));
-    ck_assert_msg(strstr(why, "ops[2] color_jitter has no GPU kernel") != NULL, "%s", why);
+    ck_assert_msg(strstr(why, "ops[2] random_crop has no GPU kernel") != NULL, "%s", why);
     struct got g;
     const struct spw_backend *const only_gpu[] = {gpu};
     ck_assert_int_eq(run_on(only_gpu, 1, &j, 4, &g), -ENOTSUP);
