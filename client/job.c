@@ -64,7 +64,7 @@ struct spw_job {
     struct spw_element_ctx ctx;
     bool ctx_ok;
     struct spw_producer prod;       /* this client's own threads make elements through it */
-    const struct spw_backend *backends[2];  /* ... on these: the CPU, then the GPU when loaded */
+    const struct spw_backend *backends[2];  /* ... on these: the CPU (no GPU row yet with a dispatcher) */
     int n_backends;
     struct spw_order order;
     int64_t *missing;               /* head rescue scratch: batch.size positions */

@@ -1,5 +1,6 @@
-/* pipeline/backend.h - who makes a micro-batch of elements: a table of backends, CPU first, GPU second
- * (the GPU backend comes from the CUDA plugin, when one is loaded). A micro-batch is a few samples of one
+/* pipeline/backend.h - who makes a micro-batch of elements: a table of backends in the order they are tried
+ * (CPU producers use [CPU]; a GPU producer [GPU, CPU], so what the GPU declines falls to the CPU; the GPU
+ * backend comes from the CUDA plugin, pipeline/gpu_backend.h). A micro-batch is a few samples of one
  * epoch with callbacks: want(k) before element k (false: skip it; it may wait, e.g. for the prefetch
  * window), dest(k) for where its final write may go, done(k) with the element or its error. The CPU backend
  * makes elements one by one through spw_produce, calling done right after each, so an element placed
