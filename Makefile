@@ -139,7 +139,8 @@ $(BUILD)/tests/check_%: $(BUILD)/obj/tests/unit/check_%.o $(CLI_LIB) $(DISP_LIB)
 $(GPU_PLUGIN): ops/cuda/plugin.cu ops/cuda/gpu_plugin.h ops/cuda/pixel.h
 	@mkdir -p $(dir $@)
 	@echo "  NVCC    $@"
-	$(Q)$(NVCC) -O3 -std=c++17 -fmad=false -I. -Xcompiler -fPIC,-fvisibility=hidden -cudart static $(GPU_ARCH) -shared $< -o $@
+	$(Q)$(NVCC) -O3 -std=c++17 -fmad=false -I. -Xcompiler -fPIC,-fvisibility=hidden -cudart static \
+	  $(GPU_ARCH) -shared $< -o $@
 
 $(GPU_EMU): tests/gpuemu/gpuemu.c ops/cuda/gpu_plugin.h ops/cuda/pixel.h
 	@mkdir -p $(dir $@)

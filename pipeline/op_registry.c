@@ -68,7 +68,8 @@ static const struct spw_op_field affine_fields[] = {
 static const struct spw_op_field factor_fields[] = {{"factor", SPW_FK_NUM, OFF(factor), 0, INF, SPW_F_REQ}, F_END};
 static const struct spw_op_field hue_fields[] = {{"factor", SPW_FK_NUM, OFF(factor), -0.5, 0.5, SPW_F_REQ}, F_END};
 static const struct spw_op_field posterize_fields[] = {{"bits", SPW_FK_INT, OFF(bits), 0, 8, SPW_F_REQ}, F_END};
-static const struct spw_op_field solarize_fields[] = {{"threshold", SPW_FK_NUM, OFF(threshold), 0, 255, SPW_F_REQ}, F_END};
+static const struct spw_op_field solarize_fields[] = {
+    {"threshold", SPW_FK_NUM, OFF(threshold), 0, 255, SPW_F_REQ}, F_END};
 static const struct spw_op_field jitter_fields[] = {
     {"brightness", SPW_FK_JITTER, OFF(brightness), 0, INF, 0},
     {"contrast", SPW_FK_JITTER, OFF(contrast), 0, INF, 0},
@@ -113,7 +114,8 @@ static const struct spw_op_field resample_fields[] = {
     {"lowpass_filter_width", SPW_FK_INT, OFF(lowpass_filter_width), 1, 64, 0},
     {"rolloff", SPW_FK_NUM, OFF(rolloff), 0, 1, SPW_F_LO_OPEN},
     F_END};
-static const struct spw_op_field samples_fields[] = {{"samples", SPW_FK_INT, OFF(samples), 1, MAX_SAMPLES, SPW_F_REQ}, F_END};
+static const struct spw_op_field samples_fields[] = {
+    {"samples", SPW_FK_INT, OFF(samples), 1, MAX_SAMPLES, SPW_F_REQ}, F_END};
 static const struct spw_op_field stft_fields[] = {
     {"n_fft", SPW_FK_INT, OFF(n_fft), 2, 65536, SPW_F_REQ},
     {"hop_length", SPW_FK_INT, OFF(hop_length), 1, 65536, 0},
@@ -216,8 +218,9 @@ static int mel_check(struct spw_op_spec *op, const char **field, char *msg, size
 
 /* ---- the table ------------------------------------------------------------------------------------ */
 
-#define IMAGE_OP(nm, flds, run, ...) \
-    {.name = nm, .cls = SPW_OPC_IMAGE, .group = SPW_GROUP_AUGMENT, .fields = flds, .cpu = run, __VA_ARGS__}
+#define IMAGE_OP(nm, flds, run, gpu_run, ...) \
+    {.name = nm, .cls = SPW_OPC_IMAGE, .group = SPW_GROUP_AUGMENT, .fields = flds, .cpu = run, .gpu = gpu_run, \
+     __VA_ARGS__}
 #define SPECTRAL(nm, flds, grp, run, ...) \
     {.name = nm, .cls = SPW_OPC_SPECTRAL, .group = grp, .size = SPW_SIZE_VARIES, .fields = flds, .cpu = run, \
      __VA_ARGS__}
@@ -226,50 +229,55 @@ static int mel_check(struct spw_op_spec *op, const char **field, char *msg, size
 static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
     [SPW_OP_DECODE_JPEG] = {.name = "decode_jpeg", .cls = SPW_OPC_DECODE_IMAGE, .group = SPW_GROUP_DECODE,
                             .size = SPW_SIZE_DECODED, .fields = no_fields, .decode = spw_jpeg_group_decode},
-    [SPW_OP_RESIZE] = IMAGE_OP("resize", resize_fields, spw_image_op_resize, .fuse = SPW_FUSE_RESIZE,
+    [SPW_OP_RESIZE] = IMAGE_OP("resize", resize_fields, spw_image_op_resize, NULL, .fuse = SPW_FUSE_RESIZE,
                                .size = SPW_SIZE_RESIZE, .defaults = {BILINEAR_AA}, .check = resize_check),
-    [SPW_OP_CENTER_CROP] = IMAGE_OP("center_crop", center_crop_fields, spw_image_op_center_crop,
+    [SPW_OP_CENTER_CROP] = IMAGE_OP("center_crop", center_crop_fields, spw_image_op_center_crop, NULL,
                                     .fuse = SPW_FUSE_CROP | SPW_FUSE_WINDOW, .size = SPW_SIZE_SIZE_FIELD),
-    [SPW_OP_CROP] = IMAGE_OP("crop", crop_fields, spw_image_op_crop, .fuse = SPW_FUSE_CROP, .size = SPW_SIZE_BOX),
-    [SPW_OP_RANDOM_CROP] = IMAGE_OP("random_crop", random_crop_fields, spw_image_op_random_crop,
+    [SPW_OP_CROP] = IMAGE_OP("crop", crop_fields, spw_image_op_crop, NULL, .fuse = SPW_FUSE_CROP,
+                             .size = SPW_SIZE_BOX),
+    [SPW_OP_RANDOM_CROP] = IMAGE_OP("random_crop", random_crop_fields, spw_image_op_random_crop, NULL,
                                     .size = SPW_SIZE_SIZE_FIELD),
     [SPW_OP_RANDOM_RESIZED_CROP] = IMAGE_OP("random_resized_crop", rrc_fields, spw_image_op_random_resized_crop,
-                                            .fuse = SPW_FUSE_CROP, .size = SPW_SIZE_SIZE_FIELD,
+                                            NULL, .fuse = SPW_FUSE_CROP, .size = SPW_SIZE_SIZE_FIELD,
                                             .defaults = {.scale = {0.08, 1.0}, .ratio = {3.0 / 4.0, 4.0 / 3.0},
                                                          BILINEAR_AA}),
-    [SPW_OP_HORIZONTAL_FLIP] = IMAGE_OP("horizontal_flip", no_fields, spw_image_op_flip, .gpu = spw_gpu_op_flip,
+    [SPW_OP_HORIZONTAL_FLIP] = IMAGE_OP("horizontal_flip", no_fields, spw_image_op_flip, spw_gpu_op_flip,
                                         .fuse = SPW_FUSE_FLIP),
-    [SPW_OP_VERTICAL_FLIP] = IMAGE_OP("vertical_flip", no_fields, spw_image_op_flip, .gpu = spw_gpu_op_flip,
+    [SPW_OP_VERTICAL_FLIP] = IMAGE_OP("vertical_flip", no_fields, spw_image_op_flip, spw_gpu_op_flip,
                                       .fuse = SPW_FUSE_FLIP),
-    [SPW_OP_RANDOM_HORIZONTAL_FLIP] = IMAGE_OP("random_horizontal_flip", p_fields, spw_image_op_flip, .gpu = spw_gpu_op_flip,
+    [SPW_OP_RANDOM_HORIZONTAL_FLIP] = IMAGE_OP("random_horizontal_flip", p_fields, spw_image_op_flip, spw_gpu_op_flip,
                                                .fuse = SPW_FUSE_FLIP, .defaults = {.p = 0.5}),
-    [SPW_OP_RANDOM_VERTICAL_FLIP] = IMAGE_OP("random_vertical_flip", p_fields, spw_image_op_flip, .gpu = spw_gpu_op_flip,
+    [SPW_OP_RANDOM_VERTICAL_FLIP] = IMAGE_OP("random_vertical_flip", p_fields, spw_image_op_flip, spw_gpu_op_flip,
                                              .fuse = SPW_FUSE_FLIP, .defaults = {.p = 0.5}),
-    [SPW_OP_ROTATE] = IMAGE_OP("rotate", rotate_fields, spw_augment_rotate, .gpu = spw_gpu_op_rotate,
+    [SPW_OP_ROTATE] = IMAGE_OP("rotate", rotate_fields, spw_augment_rotate, spw_gpu_op_rotate,
                                .defaults = {.interpolation = SPW_INTERP_NEAREST}, .check = warp_check),
-    [SPW_OP_AFFINE] = IMAGE_OP("affine", affine_fields, spw_augment_affine, .gpu = spw_gpu_op_affine,
+    [SPW_OP_AFFINE] = IMAGE_OP("affine", affine_fields, spw_augment_affine, spw_gpu_op_affine,
                                .defaults = {.interpolation = SPW_INTERP_NEAREST, .affine_scale = 1.0},
                                .check = warp_check),
-    [SPW_OP_ADJUST_BRIGHTNESS] = IMAGE_OP("adjust_brightness", factor_fields, spw_augment_brightness, .gpu = spw_gpu_op_brightness),
-    [SPW_OP_ADJUST_CONTRAST] = IMAGE_OP("adjust_contrast", factor_fields, spw_augment_contrast, .gpu = spw_gpu_op_contrast),
-    [SPW_OP_ADJUST_SATURATION] = IMAGE_OP("adjust_saturation", factor_fields, spw_augment_saturation, .gpu = spw_gpu_op_saturation),
-    [SPW_OP_ADJUST_HUE] = IMAGE_OP("adjust_hue", hue_fields, spw_augment_hue, .gpu = spw_gpu_op_hue),
-    [SPW_OP_ADJUST_SHARPNESS] = IMAGE_OP("adjust_sharpness", factor_fields, spw_augment_sharpness, .gpu = spw_gpu_op_sharpness),
-    [SPW_OP_POSTERIZE] = IMAGE_OP("posterize", posterize_fields, spw_augment_posterize, .gpu = spw_gpu_op_posterize),
-    [SPW_OP_SOLARIZE] = IMAGE_OP("solarize", solarize_fields, spw_augment_solarize, .gpu = spw_gpu_op_solarize),
-    [SPW_OP_EQUALIZE] = IMAGE_OP("equalize", no_fields, spw_augment_equalize, .gpu = spw_gpu_op_equalize),
-    [SPW_OP_AUTOCONTRAST] = IMAGE_OP("autocontrast", no_fields, spw_augment_autocontrast, .gpu = spw_gpu_op_autocontrast),
-    [SPW_OP_INVERT] = IMAGE_OP("invert", no_fields, spw_augment_invert, .gpu = spw_gpu_op_invert),
+    [SPW_OP_ADJUST_BRIGHTNESS] = IMAGE_OP("adjust_brightness", factor_fields, spw_augment_brightness,
+                                          spw_gpu_op_brightness),
+    [SPW_OP_ADJUST_CONTRAST] = IMAGE_OP("adjust_contrast", factor_fields, spw_augment_contrast, spw_gpu_op_contrast),
+    [SPW_OP_ADJUST_SATURATION] = IMAGE_OP("adjust_saturation", factor_fields, spw_augment_saturation,
+                                          spw_gpu_op_saturation),
+    [SPW_OP_ADJUST_HUE] = IMAGE_OP("adjust_hue", hue_fields, spw_augment_hue, spw_gpu_op_hue),
+    [SPW_OP_ADJUST_SHARPNESS] = IMAGE_OP("adjust_sharpness", factor_fields, spw_augment_sharpness,
+                                         spw_gpu_op_sharpness),
+    [SPW_OP_POSTERIZE] = IMAGE_OP("posterize", posterize_fields, spw_augment_posterize, spw_gpu_op_posterize),
+    [SPW_OP_SOLARIZE] = IMAGE_OP("solarize", solarize_fields, spw_augment_solarize, spw_gpu_op_solarize),
+    [SPW_OP_EQUALIZE] = IMAGE_OP("equalize", no_fields, spw_augment_equalize, spw_gpu_op_equalize),
+    [SPW_OP_AUTOCONTRAST] = IMAGE_OP("autocontrast", no_fields, spw_augment_autocontrast, spw_gpu_op_autocontrast),
+    [SPW_OP_INVERT] = IMAGE_OP("invert", no_fields, spw_augment_invert, spw_gpu_op_invert),
     [SPW_OP_COLOR_JITTER] = IMAGE_OP("color_jitter", jitter_fields, spw_augment_color_jitter,
-                                     .gpu = spw_gpu_op_color_jitter),
-    [SPW_OP_RAND_AUGMENT] = IMAGE_OP("rand_augment", rand_augment_fields, spw_augment_rand, .gpu = spw_gpu_op_rand_augment,
+                                     spw_gpu_op_color_jitter),
+    [SPW_OP_RAND_AUGMENT] = IMAGE_OP("rand_augment", rand_augment_fields, spw_augment_rand, spw_gpu_op_rand_augment,
                                      .defaults = {.num_ops = 2, .magnitude = 9, .num_magnitude_bins = 31,
                                                   .interpolation = SPW_INTERP_NEAREST},
                                      .check = policy_check),
-    [SPW_OP_AUTO_AUGMENT] = IMAGE_OP("auto_augment", auto_augment_fields, spw_augment_auto, .gpu = spw_gpu_op_auto_augment,
+    [SPW_OP_AUTO_AUGMENT] = IMAGE_OP("auto_augment", auto_augment_fields, spw_augment_auto, spw_gpu_op_auto_augment,
                                      .defaults = {.policy = SPW_AA_IMAGENET, .interpolation = SPW_INTERP_NEAREST},
                                      .check = policy_check),
-    [SPW_OP_TRIVIAL_AUGMENT_WIDE] = IMAGE_OP("trivial_augment_wide", trivial_fields, spw_augment_trivial, .gpu = spw_gpu_op_trivial_augment,
+    [SPW_OP_TRIVIAL_AUGMENT_WIDE] = IMAGE_OP("trivial_augment_wide", trivial_fields, spw_augment_trivial,
+                                             spw_gpu_op_trivial_augment,
                                              .defaults = {.num_magnitude_bins = 31,
                                                           .interpolation = SPW_INTERP_NEAREST},
                                              .check = policy_check),

@@ -60,7 +60,8 @@ def peer(args, dev):
             torch.cuda.synchronize()
     dt = time.perf_counter() - t0
     print(json.dumps({"check": "peer_torchvision_gpu", "pipeline": "randaugment", "images_per_s": round(n / dt, 1),
-                      "images": len(raw), "device": dev.type, "torch": torch.__version__, "torchvision": torchvision.__version__}))
+                      "images": len(raw), "device": dev.type, "torch": torch.__version__,
+                      "torchvision": torchvision.__version__}))
 
 
 def step_times(model, opt, x, y, steps, dev):

@@ -196,7 +196,8 @@ int wrk_registration_start(const struct wrk_registration_opts *o, struct wrk_reg
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     struct spw_rpc_channel_opts co = {.auth_token = r->token};
-    int rc = (!r->dispatcher || !r->advertise || !r->gpu) ? -ENOMEM : spw_rpc_channel_create(r->dispatcher, &co, &r->ch);
+    int rc = (!r->dispatcher || !r->advertise || !r->gpu) ? -ENOMEM
+                                                           : spw_rpc_channel_create(r->dispatcher, &co, &r->ch);
     if (rc == 0 && pthread_create(&r->thread, NULL, thread_main, r) != 0)
         rc = -EAGAIN;
     if (rc) {

@@ -65,7 +65,8 @@ stop() { kill -TERM "$W"; wait "$W" 2>/dev/null; }
 # The plugin this build has (libspillway-gpu.so where nvcc built it, none otherwise), and no device.
 worker plain -- --gpu 0
 check "--gpu 0 without a device (or plugin): says so once" \
-  test "$(grep -c 'gpu: device 0 not used, serving as a CPU worker: no \(CUDA device\|GPU plugin\)' "$WORK/plain.err")" -eq 1
+  test "$(grep -c 'gpu: device 0 not used, serving as a CPU worker: no \(CUDA device\|GPU plugin\)' \
+    "$WORK/plain.err")" -eq 1
 job p plain
 check "... and serves the job as a CPU worker: batches identical to a local run" same_as_local p "$WORK/plain"
 stop
