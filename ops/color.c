@@ -81,17 +81,12 @@ static void histogram3(const struct spw_image *in, uint64_t hist[3][256])
     }
 }
 
-static int bad_factor(double f)
-{
-    return !(f >= 0.0) || isinf(f);
-}
-
 int spw_adjust_brightness_run(const struct spw_image *in, double factor, struct spw_image *out)
 {
     int rc = check_pair(in, out);
     if (rc)
         return rc;
-    if (bad_factor(factor))
+    if (spw_px_bad_factor(factor))
         return -EINVAL;
     uint8_t lut[256];
     spw_px_blend_lut((float)factor, 0, lut);
@@ -104,7 +99,7 @@ int spw_adjust_contrast_run(const struct spw_image *in, double factor, struct sp
     int rc = check_pair(in, out);
     if (rc)
         return rc;
-    if (bad_factor(factor))
+    if (spw_px_bad_factor(factor))
         return -EINVAL;
     /* ImageStat mean of convert('L') as int(mean + 0.5). */
     uint64_t sum = 0;
@@ -129,7 +124,7 @@ int spw_adjust_saturation_run(const struct spw_image *in, double factor, struct 
     int rc = check_pair(in, out);
     if (rc)
         return rc;
-    if (bad_factor(factor))
+    if (spw_px_bad_factor(factor))
         return -EINVAL;
     const float alpha = (float)factor;
     if (alpha == 1.0f) {
@@ -164,7 +159,7 @@ int spw_adjust_sharpness_run(const struct spw_image *in, double factor, struct s
     int rc = check_pair(in, out);
     if (rc)
         return rc;
-    if (bad_factor(factor) || in->data == out->data)
+    if (spw_px_bad_factor(factor) || in->data == out->data)
         return -EINVAL;
     const float alpha = (float)factor;
     /* Pillow's filter leaves the image border as is (and images under 3x3 untouched); blending a pixel

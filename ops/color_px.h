@@ -21,6 +21,12 @@ SPW_PX uint8_t spw_px_blend(float alpha, int in1, int in2)
     return (uint8_t)(int)t;
 }
 
+/* A blend factor the colour ops refuse: negative, NaN or infinite. */
+SPW_PX int spw_px_bad_factor(double f)
+{
+    return !(f >= 0.0) || isinf(f);
+}
+
 /* Pillow rgb2l (Convert.c): ITU-R 601-2 luma in 16.16 fixed point, rounded. */
 SPW_PX int spw_px_luma(int r, int g, int b)
 {

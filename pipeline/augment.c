@@ -64,8 +64,7 @@ int spw_augment_invert(struct spw_op_call *c, struct spw_value *v)
     return done(c, &v->img, spw_invert_run(&v->img, &v->img));
 }
 
-/* A [lo, hi] range the spec stores as {0, 0} when the jitter is off. */
-static const double *jitter_range(const double r[2])
+const double *spw_augment_jitter_range(const double r[2])
 {
     return (r[0] == 0.0 && r[1] == 0.0) ? NULL : r;
 }
@@ -73,9 +72,9 @@ static const double *jitter_range(const double r[2])
 int spw_augment_color_jitter(struct spw_op_call *c, struct spw_value *v)
 {
     const struct spw_op_spec *op = c->op;
-    return done(c, &v->img, spw_color_jitter_run(&v->img, &c->rng, jitter_range(op->brightness),
-                                                 jitter_range(op->contrast), jitter_range(op->saturation),
-                                                 jitter_range(op->hue), NULL));
+    const double *b = spw_augment_jitter_range(op->brightness), *k = spw_augment_jitter_range(op->contrast);
+    const double *s = spw_augment_jitter_range(op->saturation), *h = spw_augment_jitter_range(op->hue);
+    return done(c, &v->img, spw_color_jitter_run(&v->img, &c->rng, b, k, s, h, NULL));
 }
 
 /* Kernels that read the image and write a second one, which becomes the result. */

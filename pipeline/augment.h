@@ -8,6 +8,9 @@
 #include "pipeline/value.h"
 
 /* Each replaces v's image (in place, or by a new allocation); see spw_op_run_fn. */
+/* A color_jitter range as ops/policy.h takes it: NULL for the {0, 0} the spec stores when it is off. */
+const double *spw_augment_jitter_range(const double r[2]);
+
 int spw_augment_brightness(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_contrast(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_saturation(struct spw_op_call *c, struct spw_value *v);

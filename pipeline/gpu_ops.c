@@ -12,6 +12,7 @@
 #include "ops/color_px.h"
 #include "ops/geometry.h"
 #include "ops/policy.h"
+#include "pipeline/augment.h"
 #include "pipeline/geometry.h"
 
 #define ALIGN_UP(n) (((n) + 255) / 256 * 256)
@@ -79,15 +80,10 @@ static int blend(struct spw_gpu_call *c, enum spw_gpu_color_op op, float alpha)
     return rc;
 }
 
-static int bad_factor(double f)
-{
-    return !(f >= 0.0) || isinf(f);
-}
-
 static int brightness(struct spw_gpu_call *c, double factor)
 {
     uint8_t lut[256];
-    if (bad_factor(factor))
+    if (spw_px_bad_factor(factor))
         return -EINVAL;
     spw_px_blend_lut((float)factor, 0, lut);
     return host_lut(c, lut);
@@ -95,17 +91,17 @@ static int brightness(struct spw_gpu_call *c, double factor)
 
 static int contrast(struct spw_gpu_call *c, double factor)
 {
-    return bad_factor(factor) ? -EINVAL : device_lut(c, SPW_GPU_LUT_CONTRAST, (float)factor);
+    return spw_px_bad_factor(factor) ? -EINVAL : device_lut(c, SPW_GPU_LUT_CONTRAST, (float)factor);
 }
 
 static int saturation(struct spw_gpu_call *c, double factor)
 {
-    return bad_factor(factor) ? -EINVAL : blend(c, SPW_GPU_SATURATION, (float)factor);
+    return spw_px_bad_factor(factor) ? -EINVAL : blend(c, SPW_GPU_SATURATION, (float)factor);
 }
 
 static int sharpness(struct spw_gpu_call *c, double factor)
 {
-    return bad_factor(factor) ? -EINVAL : blend(c, SPW_GPU_SHARPNESS, (float)factor);
+    return spw_px_bad_factor(factor) ? -EINVAL : blend(c, SPW_GPU_SHARPNESS, (float)factor);
 }
 
 static int hue(struct spw_gpu_call *c, double factor)
@@ -235,18 +231,13 @@ int spw_gpu_op_equalize(struct spw_gpu_call *c) { return device_lut(c, SPW_GPU_L
 int spw_gpu_op_autocontrast(struct spw_gpu_call *c) { return device_lut(c, SPW_GPU_LUT_AUTOCONTRAST, 0); }
 int spw_gpu_op_invert(struct spw_gpu_call *c) { return invert(c); }
 
-/* A [lo, hi] range the spec stores as {0, 0} when the jitter is off. */
-static const double *jitter_range(const double r[2])
-{
-    return (r[0] == 0.0 && r[1] == 0.0) ? NULL : r;
-}
-
 int spw_gpu_op_color_jitter(struct spw_gpu_call *c)
 {
     const struct spw_op_spec *op = c->op->op;
     struct spw_color_jitter_draw d;
-    int rc = spw_color_jitter_plan(&c->op->rng, jitter_range(op->brightness), jitter_range(op->contrast),
-                                   jitter_range(op->saturation), jitter_range(op->hue), &d);
+    int rc = spw_color_jitter_plan(&c->op->rng, spw_augment_jitter_range(op->brightness),
+                                   spw_augment_jitter_range(op->contrast), spw_augment_jitter_range(op->saturation),
+                                   spw_augment_jitter_range(op->hue), &d);
     for (int i = 0; i < 4 && rc == 0; i++) {
         const int k = d.order[i];
         if (!d.enabled[k])
