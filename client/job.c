@@ -758,11 +758,9 @@ void spw_job_destroy(struct spw_job *job)
     asm_destroy(job->a);
     spw_executor_destroy(job->ex);
     if (job->gpu) {
-        struct spw_gpu_stats gs;
-        spw_gpu_backend_stats(job->gpu, &gs);
-        spw_log(SPW_LOG_INFO, "client", "gpu: %lld elements made on the device, %lld handed to the CPU; arena "
-                "peak %zu of %zu bytes", (long long)gs.elements, (long long)gs.cpu_elements, gs.arena_peak,
-                gs.arena_bytes);
+        char summary[320];
+        spw_gpu_backend_summary(job->gpu, summary, sizeof summary);
+        spw_log(SPW_LOG_INFO, "client", "gpu: %s", summary);
         spw_gpu_backend_close(job->gpu);
     }
     if (job->ctx_ok)

@@ -760,11 +760,9 @@ int main(int argc, char **argv)
             int st = cmd_run(pipeline, threads, max_batches, max_seconds, warmup, sa.consume_rate, dump, keys_path,
                              json, quiet, gpu);
             if (gpu && !quiet) {
-                struct spw_gpu_stats gs;
-                spw_gpu_backend_stats(gpu, &gs);
-                fprintf(stderr, "spillctl: gpu: %lld elements made on the device, %lld handed to the CPU; arena "
-                        "peak %zu of %zu bytes\n", (long long)gs.elements, (long long)gs.cpu_elements,
-                        gs.arena_peak, gs.arena_bytes);
+                char summary[320];
+                spw_gpu_backend_summary(gpu, summary, sizeof summary);
+                fprintf(stderr, "spillctl: gpu: %s\n", summary);
             }
             spw_gpu_backend_close(gpu);
             return st;

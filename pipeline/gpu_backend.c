@@ -387,6 +387,16 @@ void spw_gpu_backend_stats(const struct spw_backend *b, struct spw_gpu_stats *st
     pthread_mutex_unlock(&g->mu);
 }
 
+void spw_gpu_backend_summary(const struct spw_backend *b, char *buf, size_t n)
+{
+    struct spw_gpu_stats st;
+    spw_gpu_backend_stats(b, &st);
+    snprintf(buf, n, "%lld elements made on the device (%lld encoded bytes each on average), %lld handed to the "
+             "CPU (did not fit, a padding crop, a device error: %lld errors); arena peak %zu of %zu bytes",
+             (long long)st.elements, st.elements ? (long long)(st.encoded_bytes / st.elements) : 0LL,
+             (long long)st.cpu_elements, (long long)st.device_errors, st.arena_peak, st.arena_bytes);
+}
+
 int spw_gpu_backend_mem_info(const struct spw_backend *b, size_t *free_bytes, size_t *total_bytes)
 {
     struct gpu *g = b->impl;

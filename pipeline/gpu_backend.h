@@ -40,6 +40,9 @@ struct spw_gpu_stats {
 int spw_gpu_backend_open(const struct spw_gpu_opts *o, struct spw_backend **out, char *err, size_t errlen);
 void spw_gpu_backend_close(struct spw_backend *b);
 void spw_gpu_backend_stats(const struct spw_backend *b, struct spw_gpu_stats *st);
+/* What it has done, for a log line: "N elements made on the device (B encoded bytes each on average), M
+ * handed to the CPU (...); arena peak P of A bytes". */
+void spw_gpu_backend_summary(const struct spw_backend *b, char *buf, size_t n);
 /* The device's free and total memory now (cudaMemGetInfo). Returns 0 or the device's error. */
 int spw_gpu_backend_mem_info(const struct spw_backend *b, size_t *free_bytes, size_t *total_bytes);
 /* "device 0 (cuda runtime 13.0, PLUGIN PATH), arena 2048 MiB of 8192 MiB free" */

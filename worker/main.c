@@ -249,13 +249,9 @@ out:
     spw_rpc_server_shutdown(srv, 0);
     wrk_jobs_destroy(jobs);
     if (gpu) {
-        struct spw_gpu_stats gs;
-        spw_gpu_backend_stats(gpu, &gs);
-        spw_log(SPW_LOG_INFO, "worker", "gpu: %lld elements made on the device (%lld encoded bytes each on "
-                "average), %lld handed to the CPU (did not fit, a padding crop, a device error: %lld errors); arena "
-                "peak %zu of %zu bytes", (long long)gs.elements,
-                gs.elements ? (long long)(gs.encoded_bytes / gs.elements) : 0LL, (long long)gs.cpu_elements,
-                (long long)gs.device_errors, gs.arena_peak, gs.arena_bytes);
+        char summary[320];
+        spw_gpu_backend_summary(gpu, summary, sizeof summary);
+        spw_log(SPW_LOG_INFO, "worker", "gpu: %s", summary);
         spw_gpu_backend_close(gpu);
     }
     spw_rpc_server_destroy(srv);

@@ -6,8 +6,9 @@
 # plugin makes elements on it (ordered jobs still byte for byte a local run's, RandAugment included), takes
 # the job's largest micro-batches by encoded size, shows its GPU in spillctl workers and job, and reports at
 # exit what it made there and an arena peak within its budget; a pipeline the GPU cannot make is logged and
-# made on the CPU; a budget over the free memory is refused with the reason. Real processes on loopback;
-# kills all it starts.
+# made on the CPU; a budget over the free memory is refused with the reason; a device that fails is logged
+# once and the jobs stay identical; a GPU-side worker killed mid-job loses nothing. Real processes on
+# loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -103,4 +104,33 @@ check "a budget over the free memory is refused with the reason" \
 job p budget
 check "... and the worker serves as a CPU worker" same_as_local p "$WORK/budget"
 stop
+
+# The device fails a micro-batch (CUDA errors stick to a context): one error line, the rest on the CPU.
+worker broken SPILLWAY_GPU_PLUGIN="$EMU" SPW_GPUEMU_FAIL=sync -- --gpu 0
+job ra broken
+check "a device that fails: the job's batches are still identical to a local run" same_as_local ra "$WORK/broken"
+check "... the worker says so once, as an error, and goes on without the device" \
+  test "$(grep -c 'error gpu the device failed a micro-batch' "$WORK/broken.err")" -eq 1
+stop
+
+# A GPU-side worker dies mid-job beside a CPU worker: its splits are leased again, nothing lost or doubled.
+pipeline "$WORK/long.json" '{"op": "random_resized_crop", "size": [48, 48]}, {"op": "rand_augment"},
+  {"op": "to_tensor"}'
+sed -i 's/"epochs": 2/"epochs": 6/' "$WORK/long.json"
+"$B/bin/spillctl" run --local --pipeline "$WORK/long.json" --threads 2 --dump "$WORK/local-long" --quiet || exit 1
+worker cpu -- --gpu -1
+worker dying SPILLWAY_GPU_PLUGIN="$EMU" -- --gpu 0
+DYING=$W
+job long killed &
+JOB=$!
+for _ in $(seq 1 100); do      # until the GPU-side worker has sent a few messages (its log says it serves)
+  grep -q 'serving job=' "$WORK/dying.err" && break
+  sleep 0.05
+done
+sleep 0.5
+kill -9 "$DYING"
+wait "$DYING" 2> /dev/null
+wait "$JOB"
+check "a GPU-side worker killed mid-job (after it took the job): the job ends (exit 0)" test $? -eq 0
+check "... with every batch identical to a local run" same_as_local long "$WORK/killed"
 finish
