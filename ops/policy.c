@@ -110,6 +110,31 @@ double spw_augment_shear_degrees(double magnitude)
     return atan(magnitude) * (180.0 / M_PI);
 }
 
+int spw_augment_warp(int op, double magnitude, struct spw_aug_warp *w)
+{
+    *w = (struct spw_aug_warp){0};
+    switch (op) {
+    case SPW_AUG_SHEAR_X:
+    case SPW_AUG_SHEAR_Y:
+        /* torchvision shears about the top-left corner (center=[0, 0]). */
+        w->shear[op == SPW_AUG_SHEAR_Y] = spw_augment_shear_degrees(magnitude);
+        w->origin = 1;
+        return 1;
+    case SPW_AUG_TRANSLATE_X:
+    case SPW_AUG_TRANSLATE_Y:
+        if (fabs(magnitude) > 1e9)
+            return -EINVAL;
+        w->translate[op == SPW_AUG_TRANSLATE_Y] = (double)(long)magnitude;   /* int(magnitude) */
+        return 1;
+    case SPW_AUG_ROTATE:
+        w->rotate = 1;
+        w->angle = magnitude;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 int spw_augment_op_run(struct spw_image *img, struct spw_image *tmp, int op, double magnitude,
                        const double fill[3])
 {
@@ -119,27 +144,20 @@ int spw_augment_op_run(struct spw_image *img, struct spw_image *tmp, int op, dou
     if (!isfinite(magnitude))
         return -EINVAL;
     static const double origin[2] = {0.0, 0.0};
-    double shear[2] = {0.0, 0.0}, translate[2] = {0.0, 0.0};
-    const int warp = op == SPW_AUG_SHEAR_X || op == SPW_AUG_SHEAR_Y || op == SPW_AUG_TRANSLATE_X ||
-                     op == SPW_AUG_TRANSLATE_Y || op == SPW_AUG_ROTATE || op == SPW_AUG_SHARPNESS;
+    struct spw_aug_warp w;
+    const int warp = spw_augment_warp(op, magnitude, &w);
+    if (warp < 0)
+        return warp;
+    if (warp) {
+        rc = w.rotate ? spw_rotate_run(img, w.angle, SPW_INTERP_NEAREST, fill, tmp)
+                      : spw_affine_run(img, 0.0, w.translate, 1.0, w.shear, SPW_INTERP_NEAREST, fill,
+                                       w.origin ? origin : NULL, tmp);
+        if (rc == 0)
+            swap_images(img, tmp);
+        return rc;
+    }
     switch (op) {
     case SPW_AUG_IDENTITY:
-        break;
-    case SPW_AUG_SHEAR_X:
-    case SPW_AUG_SHEAR_Y:
-        /* torchvision shears about the top-left corner (center=[0, 0]). */
-        shear[op == SPW_AUG_SHEAR_Y] = spw_augment_shear_degrees(magnitude);
-        rc = spw_affine_run(img, 0.0, translate, 1.0, shear, SPW_INTERP_NEAREST, fill, origin, tmp);
-        break;
-    case SPW_AUG_TRANSLATE_X:
-    case SPW_AUG_TRANSLATE_Y:
-        if (fabs(magnitude) > 1e9)
-            return -EINVAL;
-        translate[op == SPW_AUG_TRANSLATE_Y] = (double)(long)magnitude;   /* int(magnitude) */
-        rc = spw_affine_run(img, 0.0, translate, 1.0, shear, SPW_INTERP_NEAREST, fill, NULL, tmp);
-        break;
-    case SPW_AUG_ROTATE:
-        rc = spw_rotate_run(img, magnitude, SPW_INTERP_NEAREST, fill, tmp);
         break;
     case SPW_AUG_BRIGHTNESS:
         rc = spw_adjust_brightness_run(img, 1.0 + magnitude, img);
@@ -171,7 +189,7 @@ int spw_augment_op_run(struct spw_image *img, struct spw_image *tmp, int op, dou
     default:
         return -EINVAL;
     }
-    if (rc == 0 && warp)
+    if (rc == 0 && op == SPW_AUG_SHARPNESS)
         swap_images(img, tmp);
     return rc;
 }

@@ -56,6 +56,17 @@ struct spw_aug_step {
 /* torchvision's name for an op ("ShearX", "Color", ...); NULL when out of range. Static storage. */
 const char *spw_augment_op_name(int op);
 
+/* A warp step's parameters, as _apply_op hands them to F.affine / F.rotate (nearest, the step's fill). */
+struct spw_aug_warp {
+    int rotate;                 /* F.rotate(angle); else F.affine(0, translate, 1, shear) */
+    double angle;
+    double translate[2], shear[2];
+    int origin;                 /* about the top-left corner (the shears), else the centre */
+};
+/* 1 with *w filled when op is a warp (shears, translations, rotate), 0 when it is not, -EINVAL for a
+ * translation beyond 1e9 pixels. One definition for the CPU's _run and the GPU's steps. */
+int spw_augment_warp(int op, double magnitude, struct spw_aug_warp *w);
+
 /* Degrees of the shear whose tangent is magnitude (ShearX/ShearY), as torchvision computes them. */
 double spw_augment_shear_degrees(double magnitude);
 

@@ -252,31 +252,23 @@ int spw_gpu_op_color_jitter(struct spw_gpu_call *c)
 static int aug_step(struct spw_gpu_call *c, int op, double m, const double fill[3])
 {
     static const double origin[2] = {0.0, 0.0};
-    double shear[2] = {0.0, 0.0}, translate[2] = {0.0, 0.0};
     struct spw_warp_plan plan;
-    const int w = c->img.w, h = c->img.h;
-    int rc;
+    struct spw_aug_warp w;
     if (!isfinite(m))
         return -EINVAL;
+    int rc = spw_augment_warp(op, m, &w);
+    if (rc > 0) {
+        rc = w.rotate ? spw_rotate_warp_plan(c->img.w, c->img.h, w.angle, fill, &plan)
+                      : spw_affine_warp_plan(c->img.w, c->img.h, 0.0, w.translate, 1.0, w.shear,
+                                             w.origin ? origin : NULL, fill, &plan);
+        return rc ? rc : warp(c, &plan);
+    }
+    if (rc < 0)
+        return rc;
     switch (op) {
     case -1:
     case SPW_AUG_IDENTITY:
         return 0;
-    case SPW_AUG_SHEAR_X:
-    case SPW_AUG_SHEAR_Y:
-        shear[op == SPW_AUG_SHEAR_Y] = spw_augment_shear_degrees(m);
-        rc = spw_affine_warp_plan(w, h, 0.0, translate, 1.0, shear, origin, fill, &plan);
-        return rc ? rc : warp(c, &plan);
-    case SPW_AUG_TRANSLATE_X:
-    case SPW_AUG_TRANSLATE_Y:
-        if (fabs(m) > 1e9)
-            return -EINVAL;
-        translate[op == SPW_AUG_TRANSLATE_Y] = (double)(long)m;
-        rc = spw_affine_warp_plan(w, h, 0.0, translate, 1.0, shear, NULL, fill, &plan);
-        return rc ? rc : warp(c, &plan);
-    case SPW_AUG_ROTATE:
-        rc = spw_rotate_warp_plan(w, h, m, fill, &plan);
-        return rc ? rc : warp(c, &plan);
     case SPW_AUG_BRIGHTNESS: return brightness(c, 1.0 + m);
     case SPW_AUG_COLOR: return saturation(c, 1.0 + m);
     case SPW_AUG_CONTRAST: return contrast(c, 1.0 + m);
