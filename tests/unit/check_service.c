@@ -221,6 +221,17 @@ START_TEST(test_service_bad_requests_say_what_is_wrong)
     ck_assert(local->plan && !local->plan->offload && local->plan->workers == 0);
     spillway__v1__create_job_response__free_unpacked(local, NULL);
     r.client = NULL;
+    /* a worker that names a GPU of over 127 bytes is refused before anything is stored */
+    Spillway__V1__RegisterWorkerRequest reg = SPILLWAY__V1__REGISTER_WORKER_REQUEST__INIT;
+    char big_gpu[200];
+    memset(big_gpu, 'g', sizeof big_gpu - 1);
+    big_gpu[sizeof big_gpu - 1] = 0;
+    reg.address = "127.0.0.1:7000";
+    reg.protocol_version = SPW_PROTOCOL_VERSION;
+    reg.gpu = big_gpu;
+    ck_assert_int_eq(call(disp_register_worker, &reg.base, &resp, &len), 3);
+    ck_assert_msg(strstr(msg, "gpu at most 127 bytes") != NULL, "%s", msg);
+    free(resp);
     /* wrong manifest hash, unknown worker, zombie client */
     uint64_t w = register_worker();
     Spillway__V1__CreateJobResponse *job = create_job(5);
