@@ -4,6 +4,7 @@
  * Thread model: as client.h (the options object and a batch belong to one thread at a time). */
 #include "spillway/client.h"
 
+#include <dlpack/dlpack.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -103,6 +104,8 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
         return copy_string(b->auth_token, sizeof b->auth_token, value, &o->auth_token);
     if (!strcmp(key, "ordered"))
         return !strcmp(value, "1") || !strcmp(value, "0") ? (o->ordered = value[0] == '1', 0) : -EINVAL;
+    if (!strcmp(key, "device_batches"))
+        return !strcmp(value, "1") || !strcmp(value, "0") ? (o->device_batches = value[0] == '1', 0) : -EINVAL;
     if (!strcmp(key, "insecure"))
         return !strcmp(value, "1") || !strcmp(value, "0") ? (o->insecure = value[0] == '1', 0) : -EINVAL;
     if (!strcmp(key, "job_name"))
@@ -191,6 +194,52 @@ int spw_batch_tensor_at(const struct spw_batch *b, int i, int *dtype, int *ndim,
     *data = t->data;
     *nbytes = t->nbytes;
     return 0;
+}
+
+int spw_batch_device(const struct spw_batch *b, int i, int *type, int *id)
+{
+    if (!b || i < 0 || i >= b->n_tensors)
+        return -EINVAL;
+    *type = i == 0 ? b->device_type : kDLCPU;
+    *id = i == 0 && b->device_type != kDLCPU ? b->device_id : 0;
+    return 0;
+}
+
+/* A DLManagedTensor with room for its shape, and who to tell when its consumer is done with it. */
+struct managed {
+    DLManagedTensor t;
+    int64_t shape[SPW_TENSOR_MAX_DIMS];
+    void (*on_free)(void *ctx);
+    void *ctx;
+};
+
+static void managed_delete(DLManagedTensor *t)
+{
+    struct managed *m = t->manager_ctx;
+    if (m->on_free)
+        m->on_free(m->ctx);
+    free(m);
+}
+
+struct DLManagedTensor *spw_batch_dlpack(const struct spw_batch *b, int i, void (*on_free)(void *ctx), void *ctx)
+{
+    int type, id;
+    if (spw_batch_device(b, i, &type, &id) != 0)
+        return NULL;
+    const struct spw_tensor *t = &b->tensors[i];
+    static const DLDataType dl[] = {[SPW_DTYPE_U8] = {kDLUInt, 8, 1}, [SPW_DTYPE_F32] = {kDLFloat, 32, 1},
+                                    [SPW_DTYPE_F16] = {kDLFloat, 16, 1}, [SPW_DTYPE_I64] = {kDLInt, 64, 1}};
+    struct managed *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    memcpy(m->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    m->t.dl_tensor = (DLTensor){.data = t->data, .device = {(DLDeviceType)type, id}, .ndim = t->ndim,
+                                .dtype = dl[t->dtype], .shape = m->shape, .strides = NULL, .byte_offset = 0};
+    m->t.manager_ctx = m;
+    m->t.deleter = managed_delete;
+    m->on_free = on_free;
+    m->ctx = ctx;
+    return &m->t;
 }
 
 int spw_batch_key_at(const struct spw_batch *b, int i, int64_t *epoch, int64_t *sample, const char **path)

@@ -244,7 +244,8 @@ static int start_in_process(struct spw_job *j, char *err, size_t errlen)
     struct spw_executor_opts eo = {
         .threads = j->o.local_cores > 0 ? j->o.local_cores : (int)sysconf(_SC_NPROCESSORS_ONLN),
         .max_batches = j->o.max_batches, .rank = j->o.rank, .world_size = j->o.world_size,
-        .split_size = j->o.split_size, .first_batch = j->o.resume.batches, .gpu = j->gpu};
+        .split_size = j->o.split_size, .first_batch = j->o.resume.batches, .gpu = j->gpu,
+        .device_batches = j->o.device_batches};
     struct spw_group groups[256];
     j->st.groups = j->st.cut = spw_fusion_groups(j->spec, groups);
     return spw_executor_create(j->spec, j->src, &eo, &j->ex, err, errlen);

@@ -22,6 +22,10 @@ struct spw_microbatch {
     void *opaque;               /* the callbacks' first argument */
     bool (*want)(void *opaque, int k);                                  /* NULL: every element */
     const struct spw_element_dest *(*dest)(void *opaque, int k);        /* NULL: the backend's own memory */
+    /* A GPU backend's final write: a device address for element k's output of this dtype and shape (in the
+     * spec's batch layout), or 0 for host memory. An element written there reaches done with v->placed and
+     * is complete once the backend's run returns. NULL: host memory. */
+    uint64_t (*device_place)(void *opaque, int k, enum spw_dtype dt, int ndim, const int64_t *shape);
     /* Element k: rc 0 and *v (the callee frees it), or rc and err. */
     void (*done)(void *opaque, int k, int rc, struct spw_value *v, const char *err);
 };

@@ -26,6 +26,8 @@ struct slot {
     int64_t *samples;           /* n_pos manifest indices */
     bool *ok;                   /* n_pos */
     struct spw_batch_fill fill; /* allocated at the first finished element */
+    uint64_t dev;               /* device batches: the batch's block on the device (0: none yet) */
+    bool *on_dev;               /* n_pos: made on the device, straight into dev */
     bool ready;
     bool shape_error;
 };
@@ -36,6 +38,8 @@ struct spw_executor {
     struct spw_element_ctx ctx;
     struct spw_producer prod;
     const struct spw_backend *gpu;  /* NULL: no GPU thread */
+    const struct spw_backend *dev;  /* device batches are handed over on this backend's device; NULL: host */
+    bool dev_failed;                /* ... until it failed once */
     struct spw_order order;
     struct spw_rank_view view;  /* this rank's positions of each epoch (all of them for one rank) */
     int64_t per_epoch;          /* batches per epoch */
@@ -94,7 +98,7 @@ static bool claim(struct spw_executor *ex, int64_t *gbatch, int *pos)
                 for (int p = 0; p < s->n_pos; p++) {
                     s->samples[p] = spw_order_at(&ex->order, (uint64_t)epoch,
                                                  spw_rank_view_pos(&ex->view, idx * ex->spec->batch.size + p));
-                    s->ok[p] = false;
+                    s->ok[p] = s->on_dev[p] = false;
                 }
             }
             *gbatch = gb;
@@ -343,8 +347,25 @@ static void gpu_done(void *opaque, int k, int rc, struct spw_value *v, const cha
     struct gpu_mb *m = opaque;
     if (rc)
         element_failed(m->ex, m->samples[k], rc, err);
+    else if (v->placed)
+        m->s[k]->on_dev[m->pos[k]] = true;     /* read by next() once the slot is ready */
     finish_element(m->ex, m->s[k], m->pos[k], v, rc == 0);
     spw_value_free(v);
+}
+
+/* microbatch.device_place: element k's row of its batch's device block (allocated at the slot's first). */
+static uint64_t gpu_device_place(void *opaque, int k, enum spw_dtype dt, int ndim, const int64_t *shape)
+{
+    struct gpu_mb *m = opaque;
+    struct spw_executor *ex = m->ex;
+    struct slot *s = m->s[k];
+    pthread_mutex_lock(&ex->mu);
+    const bool placed = !s->fill.pad && slot_memory(ex, s, m->pos[k], dt, ndim, shape) != NULL;
+    const size_t row = s->fill.elem_bytes;
+    pthread_mutex_unlock(&ex->mu);
+    if (!placed || (!s->dev && spw_gpu_backend_block_alloc(ex->dev, row * (size_t)s->n_pos, &s->dev) != 0))
+        return 0;               /* host memory: the arena is full (of the trainer's batches, say) */
+    return s->dev + row * (size_t)m->pos[k];
 }
 
 /* Whether claim() would hand out an element of epoch now, without waiting. Under mu. */
@@ -376,7 +397,8 @@ static void *gpu_worker(void *arg)
         if (n == 0)
             break;
         const struct spw_microbatch mb = {.epoch = (uint64_t)epoch, .cut = ex->ctx.n_groups, .n = n,
-                                          .samples = m.samples, .opaque = &m, .done = gpu_done};
+                                          .samples = m.samples, .opaque = &m, .done = gpu_done,
+                                          .device_place = ex->dev && !ex->dev_failed ? gpu_device_place : NULL};
         spw_backend_run(table, 2, &ex->prod, &mb);
     }
     return NULL;
@@ -428,6 +450,7 @@ int spw_executor_create(const struct spw_pipeline_spec *spec, const struct spw_s
     ex->prod = (struct spw_producer){.spec = spec, .src = src, .ctx = &ex->ctx, .component = "executor"};
     ex->slots = calloc((size_t)ex->window, sizeof *ex->slots);
     ex->gpu = opts->gpu;
+    ex->dev = opts->device_batches ? opts->gpu : NULL;
     char why[256];
     if (rc == 0 && ex->gpu && !spw_gpu_can_make(&ex->ctx, ex->ctx.n_groups, why, sizeof why)) {
         spw_log(SPW_LOG_INFO, "executor", "the job is made on the CPU only: %s", why);
@@ -443,7 +466,8 @@ int spw_executor_create(const struct spw_pipeline_spec *spec, const struct spw_s
         ex->slots[i].gbatch = -1;
         ex->slots[i].samples = calloc((size_t)B, sizeof(int64_t));
         ex->slots[i].ok = calloc((size_t)B, sizeof(bool));
-        if (!ex->slots[i].samples || !ex->slots[i].ok)
+        ex->slots[i].on_dev = calloc((size_t)B, sizeof(bool));
+        if (!ex->slots[i].samples || !ex->slots[i].ok || !ex->slots[i].on_dev)
             goto nomem;
     }
     /* One stats row per step: a fused decode group, or a single op. */
@@ -479,6 +503,7 @@ nomem:
     for (int i = 0; ex->slots && i < ex->window; i++) {
         free(ex->slots[i].samples);
         free(ex->slots[i].ok);
+        free(ex->slots[i].on_dev);
     }
     free(ex->slots);
     free(ex->tids);
@@ -492,6 +517,54 @@ nomem:
 const char *spw_executor_errmsg(const struct spw_executor *ex)
 {
     return ex->errmsg;
+}
+
+/* Keep b's data buffer for the next batches (when there is room). Under mu. */
+static void give_back_buffer(struct spw_executor *ex, struct spw_batch *b)
+{
+    if (b->data_capacity && ex->n_pool < ex->pool_max) {
+        ex->pool[ex->n_pool] = b->tensors[0].data;
+        ex->pool_cap[ex->n_pool++] = b->data_capacity;
+        b->tensors[0].data = NULL;
+        b->data_capacity = 0;
+    }
+}
+
+/* A ready slot's batch on the device: its block with the host-made rows uploaded and the gaps closed.
+ * Returns the block (the slot's no more), or 0 for a host batch: the arena has no room now, or the device
+ * failed (then the rows it made are made again on the CPU, and every later batch is a host one). */
+static uint64_t device_batch(struct spw_executor *ex, struct slot *s)
+{
+    const size_t row = s->fill.elem_bytes;
+    if (!s->dev && (ex->dev_failed || spw_gpu_backend_block_alloc(ex->dev, row * (size_t)s->n_pos, &s->dev)))
+        return 0;
+    char err[512];
+    uint64_t dev = s->dev;
+    s->dev = 0;
+    if (spw_gpu_backend_batch_finish(ex->dev, dev, s->fill.data.data, row, s->n_pos, s->ok, s->on_dev, err,
+                                     sizeof err) == 0)
+        return dev;
+    spw_gpu_backend_block_free(ex->dev, dev);
+    if (!ex->dev_failed)
+        spw_log(SPW_LOG_ERROR, "executor", "%s; batches are handed over in host memory from now on, and the "
+                "elements the device made for this one are made again on the CPU", err);
+    ex->dev_failed = true;
+    const int64_t epoch = s->gbatch / ex->per_epoch;
+    for (int p = 0; p < s->n_pos; p++) {
+        if (!s->ok[p] || !s->on_dev[p])
+            continue;
+        struct spw_value v;
+        const int rc = spw_produce(&ex->prod, (uint64_t)epoch, s->samples[p], ex->ctx.n_groups, &v, NULL, NULL,
+                                   err, sizeof err);
+        if (rc == 0)
+            spw_value_copy_out(&v, ex->spec->batch.layout, (uint8_t *)s->fill.data.data + row * (size_t)p);
+        else
+            element_failed(ex, s->samples[p], rc, err);
+        s->ok[p] = rc == 0;
+        s->on_dev[p] = false;
+        spw_value_free(&v);
+    }
+    return 0;
 }
 
 int spw_executor_next(struct spw_executor *ex, struct spw_batch **out)
@@ -519,11 +592,26 @@ int spw_executor_next(struct spw_executor *ex, struct spw_batch **out)
     pthread_mutex_unlock(&ex->mu);
 
     /* The slot is ours until next_deliver moves: build the batch without the lock. */
+    const uint64_t dev = ex->dev && spw_batch_fill_started(&s->fill) && !s->fill.pad ? device_batch(ex, s) : 0;
     struct spw_batch *b;
     int rc = spw_batch_build(ex->src, s->gbatch / ex->per_epoch, s->gbatch % ex->per_epoch, s->n_pos, s->samples,
                              s->ok, &s->fill, &b);
-    if (rc)
+    if (rc) {
+        if (dev)
+            spw_gpu_backend_block_free(ex->dev, dev);
         return rc;
+    }
+    if (dev) {                  /* the host rows were staging: the batch's data is the device block */
+        pthread_mutex_lock(&ex->mu);
+        give_back_buffer(ex, b);
+        pthread_mutex_unlock(&ex->mu);
+        if (b->data_capacity)
+            spw_batch_buffer_put(b->tensors[0].data, b->data_capacity);
+        b->data_capacity = 0;
+        b->tensors[0].data = (void *)(uintptr_t)dev;
+        b->device_block = dev;
+        spw_gpu_backend_dlpack_device(ex->dev, &b->device_type, &b->device_id);
+    }
     const int n_ok = b->n;
     pthread_mutex_lock(&ex->mu);
     s->gbatch = -1;
@@ -557,6 +645,9 @@ void spw_executor_destroy(struct spw_executor *ex)
     for (int i = 0; i < ex->window; i++) {
         free(ex->slots[i].samples);
         free(ex->slots[i].ok);
+        free(ex->slots[i].on_dev);
+        if (ex->slots[i].dev)
+            spw_gpu_backend_block_free(ex->dev, ex->slots[i].dev);
         spw_batch_fill_clear(&ex->slots[i].fill);
     }
     for (int i = 0; i < ex->n_pool; i++)
@@ -576,12 +667,13 @@ void spw_executor_release(struct spw_executor *ex, struct spw_batch *b)
 {
     if (!b)
         return;
-    pthread_mutex_lock(&ex->mu);
-    if (b->data_capacity && ex->n_pool < ex->pool_max) {
-        ex->pool[ex->n_pool] = b->tensors[0].data;
-        ex->pool_cap[ex->n_pool++] = b->data_capacity;
+    if (b->device_block) {
+        spw_gpu_backend_block_free(ex->dev, b->device_block);
         b->tensors[0].data = NULL;
+        b->device_block = 0;
     }
+    pthread_mutex_lock(&ex->mu);
+    give_back_buffer(ex, b);
     pthread_mutex_unlock(&ex->mu);
     spw_batch_free(b);
 }
@@ -720,6 +812,8 @@ int spw_batch_build(const struct spw_source *src, int64_t epoch, int64_t index, 
                     const bool *ok, struct spw_batch_fill *f, struct spw_batch **out)
 {
     struct spw_batch *b = calloc(1, sizeof *b);
+    if (b)
+        b->device_type = 1;     /* kDLCPU */
     int n_ok = 0;
     for (int p = 0; p < n_pos; p++)
         n_ok += ok[p];
@@ -778,7 +872,7 @@ void spw_batch_free(struct spw_batch *b)
 {
     if (!b)
         return;
-    for (int i = 0; i < b->n_tensors; i++)
+    for (int i = b->device_block ? 1 : 0; i < b->n_tensors; i++)
         spw_tensor_free(&b->tensors[i]);
     free(b->keys);
     free(b);

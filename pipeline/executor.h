@@ -27,6 +27,8 @@ struct spw_executor_opts {
                                    per epoch); the ones before were delivered. max_batches counts from here */
     const struct spw_backend *gpu;  /* a GPU backend (pipeline/gpu_backend.h): one more thread makes
                                    micro-batches of 4 on it beside the threads; NULL = none */
+    bool device_batches;        /* with gpu: each batch's data is handed over in a block of its arena (made
+                                   there, host-made rows uploaded), as long as one fits; else in host memory */
 };
 
 struct spw_sample_key {
@@ -42,6 +44,9 @@ struct spw_batch {
     struct spw_tensor tensors[3];   /* [n, ...] data, [n] int64 labels; padded batches: [n] int64 lengths */
     struct spw_sample_key *keys;    /* n, in delivery order */
     size_t data_capacity;           /* bytes allocated for tensors[0] (for recycling) */
+    int device_type, device_id;     /* where tensors[0].data is, as a DLPack DLDevice: 1 (kDLCPU), host memory,
+                                       or a device batch's (spw_executor_opts.device_batches) */
+    uint64_t device_block;          /* a device batch's block (0: host memory); freed by the release */
 };
 
 struct spw_op_stat {
@@ -105,7 +110,7 @@ void spw_batch_fill_clear(struct spw_batch_fill *f);
 void *spw_batch_buffer_take(size_t bytes);
 void spw_batch_buffer_put(void *p, size_t cap);
 size_t spw_batch_buffer_size(size_t bytes);
-/* Free a batch. */
+/* Free a batch (a device batch's block only through its executor's release). */
 void spw_batch_free(struct spw_batch *b);
 /* Free a batch from ex, keeping its buffer for the next batches (no page faults on fresh memory). */
 void spw_executor_release(struct spw_executor *ex, struct spw_batch *b);

@@ -1,7 +1,8 @@
 /* pipeline/gpu_backend.c - the GPU backend (see gpu_backend.h): per micro-batch, prepare every element on
- * the CPU, queue its uploads, kernels and download on the device, wait once, then hand the elements over in
- * order. Arena blocks live from the queueing to the hand-over. Thread-safe: the mutex covers the device,
- * the arena and the counters. */
+ * the CPU, queue its uploads, kernels and download (or final write into a device batch) on the device, wait
+ * once, then hand the elements over in order. Arena blocks live from the queueing to the hand-over; device
+ * batches' blocks until the batch is released. Thread-safe: mu covers the device and the counters; the
+ * arena has its own lock, taken last (a micro-batch's device_place allocates while mu is held). */
 #include "pipeline/gpu_backend.h"
 
 #include <errno.h>
@@ -27,9 +28,10 @@ struct gpu {
     struct spw_backend b;
     const struct spw_gpu_plugin *p;
     void *dev;
+    int device;
     spw_dptr base;
     struct spw_arena *arena;
-    pthread_mutex_t mu;
+    pthread_mutex_t mu, arena_mu;
     bool broken;                /* the device failed once: CUDA errors stick to a context, so no more */
     struct spw_gpu_stats st;
     char describe[768], brief[64];
@@ -37,6 +39,8 @@ struct gpu {
 
 /* One element of a micro-batch on its way through the device. */
 struct item {
+    const struct spw_microbatch *mb;
+    int k;
     bool skip, cpu, queued;
     int rc;
     size_t encoded;
@@ -72,9 +76,24 @@ bool spw_gpu_can_make(const struct spw_element_ctx *ctx, int cut, char *why, siz
     return !no[0];
 }
 
+static int arena_alloc(struct gpu *g, size_t bytes, size_t *off)
+{
+    pthread_mutex_lock(&g->arena_mu);
+    int rc = spw_arena_alloc(g->arena, bytes, off);
+    pthread_mutex_unlock(&g->arena_mu);
+    return rc ? -ENOSPC : 0;
+}
+
+static void arena_free(struct gpu *g, size_t off)
+{
+    pthread_mutex_lock(&g->arena_mu);
+    spw_arena_free(g->arena, off);
+    pthread_mutex_unlock(&g->arena_mu);
+}
+
 static int blk(struct gpu *g, struct item *it, int which, size_t bytes)
 {
-    if (spw_arena_alloc(g->arena, bytes, &it->off[which]) != 0)
+    if (arena_alloc(g, bytes, &it->off[which]) != 0)
         return -ENOSPC;
     it->held[which] = true;
     return 0;
@@ -89,7 +108,7 @@ static void release(struct gpu *g, struct item *it)
 {
     for (int i = 0; i < N_BLK; i++)
         if (it->held[i])
-            spw_arena_free(g->arena, it->off[i]);
+            arena_free(g, it->off[i]);
     memset(it->held, 0, sizeof it->held);
 }
 
@@ -128,6 +147,13 @@ static int queue_ops(struct gpu *g, struct item *it, struct spw_gpu_image *img, 
     return rc;
 }
 
+/* spw_element_dest.place for the output step: the micro-batch's device address as a pointer. */
+static void *device_place(void *opaque, enum spw_dtype dt, int ndim, const int64_t *shape)
+{
+    const struct item *it = opaque;
+    return (void *)(uintptr_t)it->mb->device_place(it->mb->opaque, it->k, dt, ndim, shape);
+}
+
 /* Arena blocks, uploads, kernels and the download for a prepared element. -ENOSPC when it does not fit
  * (nothing queued), -ENOTSUP / -EINVAL when an op has no kernel for this instance (the CPU makes it), another
  * error for the device. */
@@ -143,13 +169,15 @@ static int queue_item(struct gpu *g, struct item *it)
     const int last_op = last->first + last->count - 1;
     const int norm = !more ? w->norm : spw_op_def(ctx->spec->ops[last_op].kind)->gpu ? -1 : last_op;
     struct spw_sink s;
-    int rc = spw_image_sink(ctx, norm, w->out_w, w->out_h, !more && w->hflip, !more && w->vflip, NULL, &it->v, &s,
-                            it->err, sizeof it->err);
+    const struct spw_element_dest dest = {device_place, it, ctx->spec->batch.layout};
+    int rc = spw_image_sink(ctx, norm, w->out_w, w->out_h, !more && w->hflip, !more && w->vflip,
+                            it->mb->device_place ? &dest : NULL, &it->v, &s, it->err, sizeof it->err);
     if (rc)
         return rc;
+    const bool placed = it->v.placed;   /* the final write goes into a device batch: no download */
     const size_t region = w->reg.img.stride * (size_t)w->reg.img.h, out = spw_value_bytes(&it->v);
     const size_t w3 = (size_t)w->out_w * 3, lut = s.kind == SPW_SINK_F16_CHW ? 3 * 256 * 2 : 3 * 256 * 4;
-    if (blk(g, it, BLK_REGION, region) || blk(g, it, BLK_OUT, out) ||
+    if (blk(g, it, BLK_REGION, region) || (!placed && blk(g, it, BLK_OUT, out)) ||
         (s.lut && blk(g, it, BLK_LUT, lut)) ||
         (resample && (blk(g, it, BLK_TMP, (size_t)pl->row_count * w3) ||
                       blk(g, it, BLK_MID, (size_t)pl->out_h * w3))) ||
@@ -213,10 +241,11 @@ static int queue_item(struct gpu *g, struct item *it)
     }
     struct spw_gpu_sink sk = {.src = img.data, .src_stride = img.stride, .w = img.w, .h = img.h,
                               .hflip = !more && w->hflip, .vflip = !more && w->vflip, .kind = out_kind(s.kind),
-                              .lut = s.lut ? at(g, it, BLK_LUT) : 0, .dst = at(g, it, BLK_OUT)};
+                              .lut = s.lut ? at(g, it, BLK_LUT) : 0,
+                              .dst = placed ? (spw_dptr)(uintptr_t)s.data : at(g, it, BLK_OUT)};
     if (rc == 0)
         rc = p->sink(g->dev, &sk);
-    if (rc == 0)
+    if (rc == 0 && !placed)
         rc = p->download(g->dev, s.data, at(g, it, BLK_OUT), out);
     return rc;
 }
@@ -226,6 +255,8 @@ static void start_item(struct gpu *g, const struct spw_producer *p, const struct
                        struct item *it)
 {
     const struct spw_element_ctx *ctx = p->ctx;
+    it->mb = mb;
+    it->k = k;
     it->call = (struct spw_op_call){.ctx = ctx, .op = &ctx->spec->ops[0], .index = 0, .epoch = mb->epoch,
                                     .sample = mb->samples[k], .err = it->err, .errlen = sizeof it->err};
     spw_element_rng(ctx, mb->epoch, mb->samples[k], 0, &it->call.rng);
@@ -335,6 +366,7 @@ int spw_gpu_backend_open(const struct spw_gpu_opts *o, struct spw_backend **out,
     if (!g)
         return spw_fail(err, errlen, -ENOMEM, "out of memory");
     g->p = p;
+    g->device = o->device;
     if ((rc = p->open(o->device, &g->dev, err, errlen)) != 0) {
         free(g);
         return rc;
@@ -356,6 +388,7 @@ int spw_gpu_backend_open(const struct spw_gpu_opts *o, struct spw_backend **out,
         return rc;
     }
     pthread_mutex_init(&g->mu, NULL);
+    pthread_mutex_init(&g->arena_mu, NULL);
     g->st.arena_bytes = budget;
     snprintf(g->describe, sizeof g->describe, "device %d (%s, %s), arena %zu MiB of %zu MiB free", o->device,
              p->version(), path, budget >> 20, free_bytes >> 20);
@@ -373,6 +406,7 @@ void spw_gpu_backend_close(struct spw_backend *b)
     g->p->close(g->dev);
     spw_arena_destroy(g->arena);
     pthread_mutex_destroy(&g->mu);
+    pthread_mutex_destroy(&g->arena_mu);
     free(g);
 }
 
@@ -382,8 +416,11 @@ void spw_gpu_backend_stats(const struct spw_backend *b, struct spw_gpu_stats *st
     pthread_mutex_lock(&g->mu);
     *st = g->st;
     struct spw_arena_stats as;
+    pthread_mutex_lock(&g->arena_mu);
     spw_arena_stats(g->arena, &as);
+    pthread_mutex_unlock(&g->arena_mu);
     st->arena_peak = as.peak;
+    st->arena_used = as.used;
     pthread_mutex_unlock(&g->mu);
 }
 
@@ -414,4 +451,56 @@ const char *spw_gpu_backend_brief(const struct spw_backend *b)
 const char *spw_gpu_backend_describe(const struct spw_backend *b)
 {
     return ((const struct gpu *)b->impl)->describe;
+}
+
+int spw_gpu_backend_block_alloc(const struct spw_backend *b, size_t bytes, uint64_t *addr)
+{
+    struct gpu *g = b->impl;
+    size_t off;
+    if (arena_alloc(g, bytes, &off) != 0)
+        return -ENOSPC;
+    *addr = g->base + off;
+    return 0;
+}
+
+void spw_gpu_backend_block_free(const struct spw_backend *b, uint64_t addr)
+{
+    struct gpu *g = b->impl;
+    arena_free(g, (size_t)(addr - g->base));
+}
+
+int spw_gpu_backend_batch_finish(const struct spw_backend *b, uint64_t dev, const uint8_t *host, size_t row,
+                                 int n_pos, const bool *ok, const bool *on_dev, char *err, size_t errlen)
+{
+    struct gpu *g = b->impl;
+    pthread_mutex_lock(&g->mu);
+    int rc = g->broken ? -ENODEV : 0;
+    for (int p = 0, j = 0; p < n_pos && rc == 0; p++) {
+        if (!ok[p])
+            continue;
+        const spw_dptr to = dev + (size_t)j * row;
+        if (!on_dev[p])
+            rc = g->p->upload(g->dev, to, host + (size_t)p * row, row);
+        else if (j != p)
+            rc = g->p->copy(g->dev, to, dev + (size_t)p * row, row);
+        j++;
+    }
+    if (rc == 0)
+        rc = g->p->sync(g->dev);
+    if (rc) {
+        if (!g->broken)
+            g->st.device_errors++;
+        g->broken = true;
+        spw_fail(err, errlen, -EIO, "gpu: handing a device batch over failed: %s", g->p->last_error(g->dev));
+        rc = -EIO;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return rc;
+}
+
+void spw_gpu_backend_dlpack_device(const struct spw_backend *b, int *type, int *id)
+{
+    const struct gpu *g = b->impl;
+    *type = g->p->dlpack_device_type;
+    *id = g->device;
 }

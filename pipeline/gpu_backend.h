@@ -7,8 +7,9 @@
  * that does not fit, a crop that pads, an op instance without a kernel (a bilinear warp) or a device error
  * sends that element to the CPU, so nothing is lost; after a device error (CUDA errors stick to a context)
  * it declines every micro-batch. Pipelines with an op that has no GPU run (random_erasing, random_crop,
- * audio) are declined: the next backend makes them. Outputs go to the backend's own memory (micro-batch dest
- * is not used). Thread-safe: one lock around the device. */
+ * audio) are declined: the next backend makes them. Outputs go to the backend's own memory and are
+ * downloaded (micro-batch dest is not used), or with device_place straight into a device batch's block.
+ * Thread-safe: one lock around the device, one around the arena. */
 #ifndef SPW_PIPELINE_GPU_BACKEND_H
 #define SPW_PIPELINE_GPU_BACKEND_H
 
@@ -27,6 +28,7 @@ struct spw_gpu_opts {
 
 struct spw_gpu_stats {
     size_t arena_bytes, arena_peak;     /* the reservation, and the most of it ever in use */
+    size_t arena_used;                  /* in use now (device batches out included) */
     int64_t microbatches, elements;     /* made on the device */
     int64_t cpu_elements;               /* handed to the CPU: did not fit, a crop that pads, a device error */
     int64_t declined;                   /* micro-batches of pipelines it cannot make */
@@ -49,6 +51,19 @@ int spw_gpu_backend_mem_info(const struct spw_backend *b, size_t *free_bytes, si
 const char *spw_gpu_backend_describe(const struct spw_backend *b);
 /* "device 0, arena 2048 MiB" (under 64 bytes: what a worker registers) */
 const char *spw_gpu_backend_brief(const struct spw_backend *b);
+/* Device batches (an in-process trainer's batches handed over on the device, DLPack): a block of the arena
+ * for one batch, or -ENOSPC when it does not fit now; free it when the batch is released (any thread). */
+int spw_gpu_backend_block_alloc(const struct spw_backend *b, size_t bytes, uint64_t *addr);
+void spw_gpu_backend_block_free(const struct spw_backend *b, uint64_t addr);
+/* Finish the device batch at dev (n_pos rows of row bytes): rows made on the host (ok[p] and !on_dev[p])
+ * are uploaded from host + p * row, rows made on the device stay, skipped positions' gaps are closed
+ * (ok rows first, in order); waits for the device. Returns 0, or -EIO / -ENODEV with a message when the
+ * device failed (now or before): then the rows made on the device are lost and must be made again. */
+int spw_gpu_backend_batch_finish(const struct spw_backend *b, uint64_t dev, const uint8_t *host, size_t row,
+                                 int n_pos, const bool *ok, const bool *on_dev, char *err, size_t errlen);
+/* The device's addresses as DLPack sees them: DLDeviceType (2, kDLCUDA; 1, kDLCPU for the host emulation)
+ * and device id. */
+void spw_gpu_backend_dlpack_device(const struct spw_backend *b, int *type, int *id);
 /* Whether the GPU backend makes groups [0, cut) of this pipeline; why not in why (may be NULL). */
 bool spw_gpu_can_make(const struct spw_element_ctx *ctx, int cut, char *why, size_t whylen);
 

@@ -14,7 +14,7 @@
 extern "C" {
 #endif
 
-#define SPW_GPU_ABI 1
+#define SPW_GPU_ABI 2
 #define SPW_GPU_ENTRY "spw_gpu_plugin_v1"  /* const struct spw_gpu_plugin *spw_gpu_plugin_v1(void) */
 
 typedef uint64_t spw_dptr;      /* a device address */
@@ -106,6 +106,8 @@ struct spw_gpu_warp {
 
 struct spw_gpu_plugin {
     int abi;                                    /* SPW_GPU_ABI */
+    int dlpack_device_type;                     /* what its addresses are to other libraries, as DLPack's
+                                                   DLDeviceType: 2 (kDLCUDA); a host emulation says 1 (kDLCPU) */
     const char *(*version)(void);               /* "cuda RUNTIME_VERSION, built ..." */
     /* The device: checks the driver, makes a low-priority stream. Returns -ENODEV (no device or driver)
      * or -EIO, with the reason in err. */
@@ -118,6 +120,7 @@ struct spw_gpu_plugin {
     /* Copies on the context's stream; host memory is the caller's until sync returns. */
     int (*upload)(void *ctx, spw_dptr dst, const void *src, size_t n);
     int (*download)(void *ctx, void *dst, spw_dptr src, size_t n);
+    int (*copy)(void *ctx, spw_dptr dst, spw_dptr src, size_t n);    /* device to device */
     int (*sync)(void *ctx);
     /* Kernels, queued on the stream. */
     int (*resample)(void *ctx, const struct spw_gpu_resample *a);

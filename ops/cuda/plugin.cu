@@ -126,6 +126,14 @@ static int plugin_download(void *ctx, void *dst, spw_dptr src, size_t n)
     return 0;
 }
 
+static int plugin_copy(void *ctx, spw_dptr dst, spw_dptr src, size_t n)
+{
+    struct gpu_ctx *g = (struct gpu_ctx *)ctx;
+    CK(g, cudaMemcpyAsync((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n, cudaMemcpyDeviceToDevice,
+                          g->stream), "device copy");
+    return 0;
+}
+
 static int plugin_sync(void *ctx)
 {
     struct gpu_ctx *g = (struct gpu_ctx *)ctx;
@@ -310,9 +318,9 @@ static int plugin_warp(void *ctx, const struct spw_gpu_warp *a)
 }
 
 static const struct spw_gpu_plugin plugin = {
-    SPW_GPU_ABI,     plugin_version, plugin_open,     plugin_close, plugin_last_error, plugin_mem_info,
-    plugin_reserve,  plugin_upload,  plugin_download, plugin_sync,  plugin_resample,   plugin_sink,
-    plugin_color,    plugin_stats,   plugin_make_lut, plugin_warp,
+    SPW_GPU_ABI,     2 /* kDLCUDA */, plugin_version,  plugin_open,  plugin_close,    plugin_last_error,
+    plugin_mem_info, plugin_reserve, plugin_upload,   plugin_download, plugin_copy, plugin_sync,
+    plugin_resample, plugin_sink,    plugin_color,    plugin_stats,    plugin_make_lut, plugin_warp,
 };
 
 extern "C" __attribute__((visibility("default"))) const struct spw_gpu_plugin *spw_gpu_plugin_v1(void)

@@ -2,7 +2,7 @@
  * ABI (ops/cuda/gpu_plugin.h), "device" addresses that are host pointers, and the kernels as loops over the
  * very per-pixel functions the CUDA kernels run (ops/cuda/pixel.h). Knobs from the environment:
  * SPW_GPUEMU_FREE_MB (free memory it reports, default 1024), SPW_GPUEMU_DEVICES (default 1), and
- * SPW_GPUEMU_FAIL=open|reserve|sync to make that call fail. Built as build/lib/libspillway-gpuemu.so and
+ * SPW_GPUEMU_FAIL=open|reserve|sync to make that call fail (sync@N: every sync after the first N). Built as build/lib/libspillway-gpuemu.so and
  * loaded through SPILLWAY_GPU_PLUGIN. A context is used by one thread at a time. */
 #include <errno.h>
 #include <stdio.h>
@@ -14,6 +14,7 @@
 
 struct emu {
     void *reserved;
+    long syncs;
     char err[256];
 };
 
@@ -87,10 +88,17 @@ static int emu_download(void *ctx, void *dst, spw_dptr src, size_t n)
     return 0;
 }
 
+static int emu_copy(void *ctx, spw_dptr dst, spw_dptr src, size_t n)
+{
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return 0;
+}
+
 static int emu_sync(void *ctx)
 {
     struct emu *e = ctx;
-    if (failing("sync")) {
+    const char *v = getenv("SPW_GPUEMU_FAIL");
+    if (failing("sync") || (v && strncmp(v, "sync@", 5) == 0 && ++e->syncs > atol(v + 5))) {
         snprintf(e->err, sizeof e->err, "a kernel or copy: unspecified launch failure (emulated)");
         return -EIO;
     }
@@ -189,9 +197,10 @@ static int emu_warp(void *ctx, const struct spw_gpu_warp *a)
 }
 
 static const struct spw_gpu_plugin plugin = {
-    .abi = SPW_GPU_ABI, .version = emu_version, .open = emu_open, .close = emu_close,
-    .last_error = emu_last_error, .mem_info = emu_mem_info, .reserve = emu_reserve, .upload = emu_upload,
-    .download = emu_download, .sync = emu_sync, .resample = emu_resample, .sink = emu_sink, .color = emu_color,
+    .abi = SPW_GPU_ABI, .dlpack_device_type = 1 /* kDLCPU: its "device" memory is host memory */,
+    .version = emu_version, .open = emu_open, .close = emu_close, .last_error = emu_last_error,
+    .mem_info = emu_mem_info, .reserve = emu_reserve, .upload = emu_upload, .download = emu_download,
+    .copy = emu_copy, .sync = emu_sync, .resample = emu_resample, .sink = emu_sink, .color = emu_color,
     .stats = emu_stats, .make_lut = emu_make_lut, .warp = emu_warp,
 };
 

@@ -3,7 +3,9 @@
  * crop, flips, normalize to f32 and f16, uint8 CHW); an arena too small, a device that fails a micro-batch
  * and a crop that pads all end on the CPU with the same bytes; the arena never exceeds its budget; a
  * pipeline it cannot make is declined to the next backend; a missing plugin, a missing device and a budget
- * over the free memory are refused with their reasons. Each test runs in its own process (the plugin is
+ * over the free memory are refused with their reasons. Device batches through the executor: the same batches
+ * as host ones, skipped samples' gaps closed, no room or a failing device giving host batches with nothing
+ * lost, every block back when the batches are released. Each test runs in its own process (the plugin is
  * loaded once per process). */
 #include <check.h>
 #include <errno.h>
@@ -19,6 +21,7 @@
 #include "tests/unit/check_run.h"
 #include "lib/err.h"
 #include "pipeline/backend.h"
+#include "pipeline/executor.h"
 #include "pipeline/gpu_backend.h"
 #include "pipeline/source.h"
 
@@ -328,6 +331,162 @@ START_TEST(test_gpu_no_device)
 }
 END_TEST
 
+/* ---- device batches, through the executor ---- */
+
+#define MAXB 64
+
+/* Every batch of a run: its data (read in place: the emulation's device addresses are host memory), labels. */
+struct run {
+    int batches, on_device;
+    int n[MAXB];
+    bool dev[MAXB];
+    size_t len[MAXB];
+    uint8_t *data[MAXB];
+    int64_t labels[MAXB][4];
+};
+
+static void run_executor(struct job *j, const struct spw_backend *gpu, bool device_batches, struct run *r)
+{
+    memset(r, 0, sizeof *r);
+    const struct spw_executor_opts o = {.threads = 1, .gpu = gpu, .device_batches = device_batches};
+    struct spw_executor *ex;
+    char err[512];
+    ck_assert_msg(spw_executor_create(j->spec, j->src, &o, &ex, err, sizeof err) == 0, "%s", err);
+    struct spw_batch *b;
+    int rc;
+    while ((rc = spw_executor_next(ex, &b)) == 0) {
+        ck_assert_int_lt(r->batches, MAXB);
+        const int i = r->batches++;
+        ck_assert_int_eq(b->device_type, 1);            /* kDLCPU: the emulation */
+        r->dev[i] = b->device_block != 0;
+        r->on_device += r->dev[i];
+        r->n[i] = b->n;
+        r->len[i] = b->tensors[0].nbytes;
+        r->data[i] = malloc(r->len[i]);
+        memcpy(r->data[i], b->tensors[0].data, r->len[i]);
+        memcpy(r->labels[i], b->tensors[1].data, sizeof(int64_t) * (size_t)b->n);
+        spw_executor_release(ex, b);
+    }
+    ck_assert_int_eq(rc, SPW_ECLOSED);
+    spw_executor_destroy(ex);
+}
+
+static void expect_same_run(const struct run *want, const struct run *got)
+{
+    ck_assert_int_eq(got->batches, want->batches);
+    for (int i = 0; i < want->batches; i++) {
+        ck_assert_int_eq(got->n[i], want->n[i]);
+        ck_assert_uint_eq(got->len[i], want->len[i]);
+        ck_assert_msg(memcmp(got->data[i], want->data[i], want->len[i]) == 0, "batch %d differs", i);
+        ck_assert(memcmp(got->labels[i], want->labels[i], sizeof(int64_t) * (size_t)want->n[i]) == 0);
+    }
+}
+
+static void run_free(struct run *r)
+{
+    for (int i = 0; i < r->batches; i++)
+        free(r->data[i]);
+}
+
+/* 3 epochs of 10 photos (and a file that is not one: on_error skip) in batches of 4. */
+static void batches_job(struct job *j, const char *ops, bool with_bad)
+{
+    char path[512], json[2048], err[512];
+    if (with_bad) {
+        snprintf(path, sizeof path, "%s/a/zz-not-a-photo.jpg", g_root);
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs("\xff\xd8 this is not a JPEG", f);
+        fclose(f);
+    }
+    snprintf(json, sizeof json, "{\"source\":{\"format\":\"image_folder\",\"path\":\"%s\",\"seed\":5,\"epochs\":3,"
+             "\"shuffle\":true},\"ops\":[{\"op\":\"decode_jpeg\"},%s],\"batch\":{\"size\":4},"
+             "\"on_error\":\"skip\"}", g_root, ops);
+    ck_assert_msg(spw_spec_parse_json(json, &j->spec, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(spw_source_open(&j->spec->source, &j->src, err, sizeof err), 0);
+    ck_assert_int_eq(spw_element_ctx_init(&j->ctx, j->spec), 0);
+}
+
+/* Device batches hold what host batches hold, gaps of skipped samples closed; every block comes back. */
+START_TEST(test_gpu_device_batches_equal_host_ones)
+{
+    struct spw_backend *gpu = open_gpu(NULL);
+    for (int i = 0; i < 3; i++) {
+        static const int pick[] = {0, 5, 4};
+        struct job j;
+        batches_job(&j, PIPELINES[pick[i]][0], i == 1);
+        struct run want, got;
+        run_executor(&j, NULL, false, &want);
+        run_executor(&j, gpu, true, &got);
+        expect_same_run(&want, &got);
+        ck_assert_int_eq(got.on_device, got.batches);
+        if (i == 1) {                       /* the file that is not a photo left a gap in 3 batches */
+            int short_ones = 0;
+            for (int b = 0; b < want.batches; b++)
+                short_ones += want.n[b] < 4 && b % 3 != 2;
+            ck_assert_int_eq(short_ones, 3);
+        }
+        run_free(&want);
+        run_free(&got);
+        job_close(&j);
+    }
+    struct spw_gpu_stats st;
+    spw_gpu_backend_stats(gpu, &st);
+    ck_assert_int_gt(st.elements, 0);
+    ck_assert_uint_eq(st.arena_used, 0);
+    spw_gpu_backend_close(gpu);
+}
+END_TEST
+
+/* An arena with room for elements but not for a batch of 4 x 19200 bytes: host batches, the same ones
+ * (an epoch's last batch, of 2, may fit). */
+START_TEST(test_gpu_device_batches_without_room_are_host_ones)
+{
+    struct spw_backend *gpu = open_gpu("64Ki");
+    struct job j;
+    batches_job(&j, "{\"op\":\"center_crop\",\"size\":40},{\"op\":\"to_tensor\"}", false);
+    struct run want, got;
+    run_executor(&j, NULL, false, &want);
+    run_executor(&j, gpu, true, &got);
+    expect_same_run(&want, &got);
+    for (int i = 0; i < got.batches; i++)
+        ck_assert_msg(!got.dev[i] || got.n[i] < 4, "batch %d of %d elements is on the device", i, got.n[i]);
+    struct spw_gpu_stats st;
+    spw_gpu_backend_stats(gpu, &st);
+    ck_assert_int_gt(st.elements, 0);
+    ck_assert_uint_le(st.arena_peak, (size_t)64 << 10);
+    ck_assert_uint_eq(st.arena_used, 0);
+    run_free(&want);
+    run_free(&got);
+    job_close(&j);
+    spw_gpu_backend_close(gpu);
+}
+END_TEST
+
+/* The device fails after a few micro-batches: the batches it had rows of come in host memory with those
+ * rows made again on the CPU, and so does every later one; nothing lost, nothing different. */
+START_TEST(test_gpu_device_batches_survive_a_failing_device)
+{
+    struct job j;
+    batches_job(&j, PIPELINES[0][0], true);
+    struct run want, got;
+    run_executor(&j, NULL, false, &want);
+    setenv("SPW_GPUEMU_FAIL", "sync@3", 1);
+    struct spw_backend *gpu = open_gpu(NULL);
+    run_executor(&j, gpu, true, &got);
+    expect_same_run(&want, &got);
+    ck_assert_int_lt(got.on_device, got.batches);
+    struct spw_gpu_stats st;
+    spw_gpu_backend_stats(gpu, &st);
+    ck_assert_int_ge(st.device_errors, 1);
+    ck_assert_uint_eq(st.arena_used, 0);
+    run_free(&want);
+    run_free(&got);
+    job_close(&j);
+    spw_gpu_backend_close(gpu);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gpu");
@@ -342,6 +501,9 @@ int main(void)
     tcase_add_test(tc, test_gpu_open_refusals);
     tcase_add_test(tc, test_gpu_missing_plugin);
     tcase_add_test(tc, test_gpu_no_device);
+    tcase_add_test(tc, test_gpu_device_batches_equal_host_ones);
+    tcase_add_test(tc, test_gpu_device_batches_without_room_are_host_ones);
+    tcase_add_test(tc, test_gpu_device_batches_survive_a_failing_device);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }

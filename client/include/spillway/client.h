@@ -69,6 +69,10 @@ struct spw_job_opts {
     int gpu_device;
     const char *gpu_mem_budget; /* device memory reserved at start: bytes (K/M/G/Ki/Mi/Gi) or a fraction of
                                    what is free (NULL = 0.25); never more than is free, never grown */
+    bool device_batches;        /* with gpu in-process: batches' data stay on the device (FusionFlow's hand-over
+                                   without a copy; spw_batch_device, spw_batch_dlpack): made there, the rows made
+                                   on the CPU uploaded into them; a batch that finds no room in the arena, and
+                                   every batch after a device error, comes in host memory */
 };
 
 /* Set o to the defaults. */
@@ -132,11 +136,11 @@ int64_t spw_job_batches_per_epoch(const struct spw_job *job);
 /* ---- a flat face for language bindings (ctypes; client/binding.c): no struct layouts to mirror ---- */
 
 /* Options with the defaults, set by name ("dispatcher", "auth_token", "local_cores", "cut" (a number or
- * "auto"), "max_workers", "trainer_rate", "prefetch_bytes", "credit_bytes", "ordered" (0/1), "insecure" (0/1), "max_batches",
- * "split_size", "rescue_after_ms", "rank", "world_size", "job_name", and a checkpoint's "resume_batches",
- * "resume_manifest" (hex), "resume_job", "resume_job_secret" (hex), "resume_split_size", "resume_places" (hex)) from strings, which are
- * copied. set returns 0, -ENOENT (unknown key) or
- * -EINVAL (bad value). Free with spw_job_opts_free. */
+ * "auto"), "max_workers", "trainer_rate", "prefetch_bytes", "credit_bytes", "ordered" (0/1), "insecure" (0/1),
+ * "max_batches", "split_size", "rescue_after_ms", "rank", "world_size", "job_name", "gpu" (a device, or -1),
+ * "gpu_mem_budget", "device_batches" (0/1), and a checkpoint's "resume_batches", "resume_manifest" (hex),
+ * "resume_job", "resume_job_secret" (hex), "resume_split_size", "resume_places" (hex)) from strings, which are
+ * copied. set returns 0, -ENOENT (unknown key) or -EINVAL (bad value). Free with spw_job_opts_free. */
 struct spw_job_opts *spw_job_opts_new(void);
 int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value);
 void spw_job_opts_free(struct spw_job_opts *o);
@@ -148,6 +152,14 @@ int spw_batch_tensor_count(const struct spw_batch *b);
 int spw_batch_tensor_at(const struct spw_batch *b, int i, int *dtype, int *ndim, int64_t *shape, void **data,
                         size_t *nbytes);
 int spw_batch_key_at(const struct spw_batch *b, int i, int64_t *epoch, int64_t *sample, const char **path);
+/* Where tensor i's data is, as a DLPack DLDevice: type 1 (kDLCPU, host memory) or, for a device batch's
+ * data (opts.device_batches), 2 (kDLCUDA) and the device. -EINVAL for an index out of range. */
+int spw_batch_device(const struct spw_batch *b, int i, int *type, int *id);
+/* Tensor i as a DLPack (v0.6+, dlpack/dlpack.h) managed tensor, sharing the batch's memory: its deleter
+ * calls on_free(ctx) (may be NULL), where the caller releases the batch once it has no other use for it.
+ * NULL for an index out of range or no memory. */
+struct DLManagedTensor;
+struct DLManagedTensor *spw_batch_dlpack(const struct spw_batch *b, int i, void (*on_free)(void *ctx), void *ctx);
 /* The batch's epoch and its index within the epoch. */
 int spw_batch_position(const struct spw_batch *b, int64_t *epoch, int64_t *index);
 /* spw_job_stats as a JSON object into buf (cap bytes); returns the length it needs, as snprintf. */
