@@ -309,10 +309,13 @@ int spw_job_stats_json(struct spw_job *job, char *buf, size_t cap)
                     "\"elements\": %lld, \"batches\": %lld, \"skipped\": %lld, \"remote_elements\": %lld, "
                     "\"local_elements\": %lld, \"rescued_elements\": %lld, \"duplicates_dropped\": %lld, "
                     "\"bytes_received\": %lld, \"workers\": %d, \"planned\": %s, \"offloaded\": %s, "
-                    "\"predicted\": %.6g, \"plan_why\": \"%s\"}",
+                    "\"predicted\": %.6g, \"plan_why\": \"%s\", \"gpu_elements\": %lld, \"device_batches\": %lld, "
+                    "\"gpu_arena_bytes\": %lld, \"gpu_arena_used\": %lld, \"gpu_arena_peak\": %lld}",
                     (unsigned long long)st.job, st.cut, st.groups, (long long)st.samples,
                     (unsigned long long)st.manifest_hash, (long long)st.elements, (long long)st.batches,
                     (long long)st.skipped, (long long)st.remote_elements, (long long)st.local_elements,
                     (long long)st.rescued_elements, (long long)st.duplicates_dropped, (long long)st.bytes_received,
-                    st.workers, st.planned ? "true" : "false", st.offloaded ? "true" : "false", st.predicted, why);
+                    st.workers, st.planned ? "true" : "false", st.offloaded ? "true" : "false", st.predicted, why,
+                    (long long)st.gpu_elements, (long long)st.device_batches, (long long)st.gpu_arena_bytes,
+                    (long long)st.gpu_arena_used, (long long)st.gpu_arena_peak);
 }

@@ -699,6 +699,19 @@ void spw_job_stats(struct spw_job *job, struct spw_job_stats *out)
     } else {
         out->local_elements = out->elements;
     }
+    if (job->ex) {
+        struct spw_exec_stats es;
+        spw_executor_stats(job->ex, &es);
+        out->device_batches = es.device_batches;
+    }
+    if (job->gpu) {
+        struct spw_gpu_stats gs;
+        spw_gpu_backend_stats(job->gpu, &gs);
+        out->gpu_elements = gs.elements;
+        out->gpu_arena_bytes = (int64_t)gs.arena_bytes;
+        out->gpu_arena_used = (int64_t)gs.arena_used;
+        out->gpu_arena_peak = (int64_t)gs.arena_peak;
+    }
 }
 
 int spw_job_checkpoint(struct spw_job *job, struct spw_checkpoint *out)

@@ -617,6 +617,7 @@ int spw_executor_next(struct spw_executor *ex, struct spw_batch **out)
     s->gbatch = -1;
     ex->next_deliver++;
     ex->stats.batches++;
+    ex->stats.device_batches += dev != 0;
     ex->stats.elements += n_ok;
     pthread_cond_broadcast(&ex->cv_work);
     pthread_mutex_unlock(&ex->mu);

@@ -59,6 +59,7 @@ struct spw_op_stat {
 
 struct spw_exec_stats {
     int64_t elements, batches, skipped;
+    int64_t device_batches;     /* of the batches, handed over on the device */
     int n_steps;
     struct spw_op_stat steps[256];
 };

@@ -4,8 +4,8 @@
 # batches dropped as they come neither grow RSS nor leave a batch out; len(), classes, class_to_idx and
 # stats() match the dataset; each iteration is one epoch (batches() the whole stream); errors and options
 # come from C; use after os.fork() raises the documented RuntimeError (the Python check and the C library's
-# SPW_EFORKED message); gpu=0 with the emulated CUDA plugin gives the same batches. Thread model:
-# single-threaded.
+# SPW_EFORKED message); gpu=0 with the emulated CUDA plugin gives the same batches, and device_batches
+# DLPack views of them that give every batch back. Thread model: single-threaded.
 import gc
 import json
 import os
@@ -15,6 +15,7 @@ import numpy as np
 
 import spwtest
 from spillway import Batch, ForkedError, Loader, Pipeline, SpecError, SpillwayError
+from spillway.dlpack import DeviceTensor
 from spillway.loader import FORK_MESSAGE
 
 
@@ -83,6 +84,38 @@ class TestLoader(spwtest.TempDir, unittest.TestCase):
         self.assertIn("gpu: making elements on device 0 (host emulation", text)
         made = [int(line.split("gpu: ")[1].split()[0]) for line in text.splitlines() if "elements made on" in line]
         self.assertTrue(made and made[0] > 0, text)
+
+    def test_loader_device_batches_are_dlpack_views(self):
+        """device_batches with the emulated plugin (whose device memory is host memory, DLPack kDLCPU): the
+        data is a DeviceTensor that numpy.from_dlpack views in place, equal to the dump; a capsule nobody
+        consumes gives its batch back; once every view is gone no batch is out and the arena is empty."""
+        os.environ["SPILLWAY_GPU_PLUGIN"] = os.path.join(os.environ["SPW_BUILD"], "lib", "libspillway-gpuemu.so")
+        want, _ = spwtest.dump_local(image_pipeline().to_json(), self.tmp)
+        with self.assertRaises(ValueError):
+            Loader(image_pipeline(), device_batches=True)
+        loader = Loader(image_pipeline(), gpu=0, gpu_mem_budget="64Mi", device_batches=True, local_cores=1)
+        views = []
+        for b, w in zip(loader, want):
+            self.assertIsInstance(b.data, DeviceTensor)
+            self.assertEqual((b.data.device, b.data.shape, b.data.dtype), ((1, 0), w[0].shape, "float32"))
+            cap = b.data.__dlpack__()           # never consumed: its destructor deletes the tensor
+            del cap
+            a = np.from_dlpack(b.data)
+            self.assertEqual(a.__array_interface__["data"][0], b._owner.addresses[0])     # no copy
+            views.append((a, b.labels))
+            del b
+        for (a, labels), w in zip(views, want):  # all held at once: none was reused
+            self.assertTrue(spwtest.same_array(a, w[0]) and spwtest.same_array(labels, w[1]))
+        st = loader.stats()
+        self.assertEqual(st["device_batches"], len(want))
+        self.assertGreater(st["gpu_elements"], 0)
+        self.assertGreater(st["gpu_arena_used"], 0)
+        self.assertEqual(loader._job.out, len(want))
+        del views, a, labels
+        gc.collect()
+        self.assertEqual(loader._job.out, 0)
+        self.assertEqual(loader.stats()["gpu_arena_used"], 0)
+        loader.close()
 
     def test_loader_uint8_chw_equals_c_dump(self):
         p = (Pipeline.image_folder(spwtest.images(), seed=3).decode_jpeg().random_crop(40, pad_if_needed=True)

@@ -42,6 +42,29 @@ class TestTorch(spwtest.TempDir, unittest.TestCase):
             del data, labels, rest, b, t
             self.assertEqual(ds._loader._job.out, 0)
 
+    def test_torch_device_batches_through_dlpack(self):
+        """gpu=0, device_batches with the emulated plugin (its device memory is host memory): the data tensor
+        is torch.from_dlpack over the library's block (data_ptr is the batch's address), equal to the dump
+        and unchanged while later batches come; the tensor's deleter gives the batch back."""
+        os.environ["SPILLWAY_GPU_PLUGIN"] = os.path.join(os.environ["SPW_BUILD"], "lib", "libspillway-gpuemu.so")
+        want, _ = spwtest.dump_local(image_pipeline().to_json(), self.tmp)
+        with SpillwayDataset(image_pipeline(), gpu=0, device_batches=True, gpu_mem_budget="64Mi",
+                             local_cores=1) as ds:
+            got = []
+            for b in ds:
+                data, labels = b
+                self.assertEqual(data.data_ptr(), b._owner.addresses[0])    # the library's block: no copy
+                got.append((data, labels))
+                del b
+            for (data, labels), w in zip(got, want):
+                self.assertEqual(data.numpy().tobytes(), w[0].tobytes())
+                self.assertEqual(labels.numpy().tobytes(), w[1].tobytes())
+            self.assertEqual(ds.stats()["device_batches"], len(want))
+            self.assertEqual(ds._loader._job.out, len(want))
+            del got, data, labels
+            self.assertEqual(ds._loader._job.out, 0)
+            self.assertEqual(ds.stats()["gpu_arena_used"], 0)
+
     def test_torch_loader_helper_passes_batches_through(self):
         dl = loader(audio_pipeline(), local_cores=2)
         self.assertIsInstance(dl, torch.utils.data.DataLoader)

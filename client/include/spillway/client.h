@@ -111,6 +111,9 @@ struct spw_job_stats {
     bool planned;               /* the job was planned (SPW_CUT_AUTO) */
     bool offloaded;             /* ... and the plan used the workers */
     double predicted;           /* the plan's predicted elements/s */
+    int64_t gpu_elements;       /* in-process with gpu: made on the device */
+    int64_t device_batches;     /* ... batches handed over on the device (opts.device_batches) */
+    int64_t gpu_arena_bytes, gpu_arena_used, gpu_arena_peak;   /* the arena: reserved, in use now, at most */
     char plan_why[512];         /* the planner's reason */
 };
 void spw_job_stats(struct spw_job *job, struct spw_job_stats *out);

@@ -45,6 +45,8 @@ _PROTOS = {   # name: (restype, argtypes)
                                  ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_size_t)]),
     "spw_batch_key_at": (_I, [_P, _I, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64),
                               ctypes.POINTER(ctypes.c_char_p)]),
+    "spw_batch_device": (_I, [_P, _I, ctypes.POINTER(_I), ctypes.POINTER(_I)]),
+    "spw_batch_dlpack": (_P, [_P, _I, _P, _P]),
 }
 
 _lock = threading.Lock()

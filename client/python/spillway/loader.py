@@ -15,6 +15,7 @@ import weakref
 import numpy as np
 
 from . import _lib
+from .dlpack import DeviceTensor
 from .pipeline import Pipeline
 
 # Every error about crossing processes ends with this advice (tests and users may match on it).
@@ -244,10 +245,12 @@ def _read_keys(owner, limit=None):
     return keys
 
 
-def _make_batch(job, bp):
+def _make_batch(job, bp, device_batches=False):
+    """A Batch of numpy views; with device_batches its data is a DeviceTensor (DLPack) wherever it is."""
     owner = _BatchOwner(job, bp)        # from here on the owner releases it, whatever happens
     L = _lib.lib()
     dtype, ndim, data, nbytes = ctypes.c_int(), ctypes.c_int(), ctypes.c_void_p(), ctypes.c_size_t()
+    dev_type, dev_id = ctypes.c_int(), ctypes.c_int()
     shape = (ctypes.c_int64 * _lib.TENSOR_MAX_DIMS)()
     arrays = []
     for i in range(L.spw_batch_tensor_count(bp)):
@@ -261,6 +264,12 @@ def _make_batch(job, bp):
         if int(np.prod(shp, dtype=np.int64)) * dt.itemsize != nbytes.value:
             raise SpillwayError("tensor %d: %d bytes for shape %s %s" % (i, nbytes.value, shp, dt),
                                 -_lib.EINVAL)
+        if i == 0 and device_batches:
+            if L.spw_batch_device(bp, i, ctypes.byref(dev_type), ctypes.byref(dev_id)):
+                raise SpillwayError("spw_batch_device(%d)" % i, -_lib.EINVAL)
+            arrays.append(DeviceTensor(owner, i, shp, dt.name, (dev_type.value, dev_id.value)))
+            owner.addresses.append(data.value)
+            continue
         if nbytes.value == 0:
             arrays.append(np.zeros(shp, dt))
             owner.addresses.append(0)
@@ -321,10 +330,12 @@ class Loader:
     job_name: with a dispatcher, the ranks giving the same name share one job and its workers (required with
     world_size > 1; default $SPILLWAY_JOB_NAME).
     gpu, gpu_mem_budget: in-process, one more thread makes micro-batches of 4 on this CUDA device (the
-    trainer's own GPU: FusionFlow's CPU+GPU split; batches still come back in host memory), within a memory
-    budget reserved once (bytes such as "2Gi", or a fraction of the memory free then; default "0.25"). GPU-made
-    elements equal the CPU's byte for byte. Without the CUDA plugin, a driver or the device the job says why
-    on stderr and runs on the CPU.
+    trainer's own GPU: FusionFlow's CPU+GPU split), within a memory budget reserved once (bytes such as "2Gi",
+    or a fraction of the memory free then; default "0.25"). GPU-made elements equal the CPU's byte for byte.
+    Without the CUDA plugin, a driver or the device the job says why on stderr and runs on the CPU.
+    device_batches: with gpu, each batch's data stays on the device: Batch.data is a DeviceTensor for
+    torch.from_dlpack (no copy; spillway.torch does it); the rows the CPU made are uploaded into it. A batch
+    that finds no room in the budget, and every batch after a device error, is a DeviceTensor in host memory.
     resume: a state_dict() taken earlier (by this or another process): the job delivers exactly the samples
     not yet delivered when it was taken, then continues. Through a dispatcher the resumed loader rejoins the
     job it was taken in while that is unfinished (the other ranks keep going), else starts a new one there.
@@ -337,7 +348,7 @@ class Loader:
                  trainer_rate=None, prefetch_bytes=None, auth_token=None, max_batches=None, credit_bytes=None,
                  split_size=None, rank=None, world_size=None, resume=None, job_name=None,
                  dispatcher_wait_ms=None, tls_ca=None, tls_cert=None, tls_key=None, insecure=None, gpu=None,
-                 gpu_mem_budget=None):
+                 gpu_mem_budget=None, device_batches=False):
         self._pid = os.getpid()
         self._job = None
         self._done = False
@@ -347,7 +358,11 @@ class Loader:
         self.spec = _spec_text(pipeline)
         if insecure is None:
             insecure = os.environ.get("SPILLWAY_INSECURE", "").lower() in ("1", "true", "yes")
-        opts = {"ordered": "1" if ordered else "0", "insecure": "1" if insecure else "0"}
+        if device_batches and gpu is None:
+            raise ValueError("spillway: device_batches needs gpu (the device to hand batches over on)")
+        self._device_batches = bool(device_batches)
+        opts = {"ordered": "1" if ordered else "0", "insecure": "1" if insecure else "0",
+                "device_batches": "1" if device_batches else "0"}
         if world_size is None and "WORLD_SIZE" in os.environ:
             world_size, rank = int(os.environ["WORLD_SIZE"]), int(os.environ.get("RANK", "0"))
         self.rank, self.world_size = rank or 0, world_size or 1
@@ -470,7 +485,7 @@ class Loader:
         if bp is None:
             self._done = True
             return None
-        return _make_batch(self._job, bp)
+        return _make_batch(self._job, bp, self._device_batches)
 
     def __len__(self):
         """Batches per epoch (the last one short unless batch.drop_remainder)."""

@@ -1,5 +1,6 @@
 # spillway/torch.py - PyTorch adapter: SpillwayDataset, an IterableDataset of whole batches whose tensors
-# share the C batch's memory (torch.from_numpy over the Loader's views: no copy), and loader(), the same
+# share the C batch's memory (torch.from_numpy over the Loader's views, torch.from_dlpack over its device
+# batches: no copy), and loader(), the same
 # wrapped in a DataLoader with num_workers=0. Spillway parallelises by itself: in a DataLoader worker
 # process (num_workers > 0) the dataset raises at once. Thread model: as spillway.Loader (one iterating
 # thread; tensors may die anywhere).
@@ -9,6 +10,7 @@ import warnings
 import torch
 import torch.utils.data
 
+from .dlpack import DeviceTensor
 from .loader import FORK_MESSAGE, ForkedError, Loader, _forked
 
 __all__ = ["SpillwayDataset", "loader", "FORK_MESSAGE"]
@@ -35,6 +37,10 @@ class SpillwayDataset(torch.utils.data.IterableDataset):
       to_tensor in the pipeline for scaled floats (in C, and without the copy).
     pin_memory: copy each tensor into page-locked memory (tensor.pin_memory()) when CUDA is available, for
       non_blocking transfers; without CUDA a no-op (with a warning once, at construction).
+    gpu=N, device_batches=True (FusionFlow's hand-over): the data tensor is the library's device memory on
+      cuda:N (torch.from_dlpack, no copy), the labels are moved there too; a batch the library could only
+      hand over in host memory is copied there. Without CUDA in torch, tensors stay where the library put
+      them.
     Use it directly or in DataLoader(ds, batch_size=None, num_workers=0): Spillway runs the pipeline on its
     own threads and workers. In a DataLoader worker process it raises RuntimeError(FORK_MESSAGE).
     """
@@ -48,6 +54,9 @@ class SpillwayDataset(torch.utils.data.IterableDataset):
                           stacklevel=2)
         self.epoch = 0
         self._loader = Loader(pipeline, **loader_options)
+        gpu = loader_options.get("gpu")
+        self.device = (torch.device("cuda", int(gpu)) if loader_options.get("device_batches") and
+                       torch.cuda.is_available() else None)
 
     def _check_process(self):
         if torch.utils.data.get_worker_info() is not None or os.getpid() != self._loader._pid:
@@ -58,10 +67,13 @@ class SpillwayDataset(torch.utils.data.IterableDataset):
         return (self._tensors(batch) for batch in self._loader)
 
     def _tensors(self, batch):
-        ts = [torch.from_numpy(a) for a in batch]      # shares memory; the array keeps the C batch alive
+        # Both share memory; the array, or the tensor's DLPack deleter, keeps the C batch alive.
+        ts = [torch.from_dlpack(a) if isinstance(a, DeviceTensor) else torch.from_numpy(a) for a in batch]
+        if self.device is not None:
+            ts = [t.to(self.device) for t in ts]        # no-op for the data already there
         if self.dtype is not None and ts[0].dtype != self.dtype:
             ts[0] = ts[0].to(self.dtype)
-        if self.pin_memory:
+        if self.pin_memory and self.device is None:
             ts = [t.pin_memory() for t in ts]
         return batch.with_tensors(ts)
 
