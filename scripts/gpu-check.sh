@@ -5,7 +5,8 @@
 #       needs besides glibc go to build/gpu-carry (under the device tool's 64 MiB carry limit).
 #   bash scripts/gpu-check.sh             on the device machine (device tool, carry build/gpu-carry): nvidia-smi,
 #       gpucheck (every pipeline's GPU elements against the CPU's, throughput of GPU / CPU / both, memory
-#       against the budget), torchvision on the GPU over the same photos (scripts/gpu_torch_bench.py peer) and
+#       against the budget, the executor's batches handed over on the device vs on the host), torchvision on
+#       the GPU over the same photos (scripts/gpu_torch_bench.py peer) and
 #       a ResNet-50 training loop alone and beside Spillway's GPU augmentation (train). Results in $OUT
 #       (default build/gpu-out): gpucheck.jsonl, torch.jsonl, nvidia-smi.txt, and a summary on stdout.
 #       A dry run without a device: GPU_CHECK_PLUGIN=build/lib/libspillway-gpuemu.so GPU_CHECK_TORCH_DEVICE=cpu.
@@ -53,6 +54,9 @@ for r in [r for r in rows if r["check"] == "exact"]:
 for r in [r for r in rows if r["check"] == "throughput"]:
     print(f'speed   {r["pipeline"]:15s} gpu {r["gpu_1"]}/s, cpu x1 {r["cpu_1"]}/s, gpu/cpu1 {r["gpu_vs_cpu_1"]}, '
           f'cpu+gpu vs cpu {[v for k, v in r.items() if k.startswith("coop")][0]}')
+for r in [r for r in rows if r["check"] == "handover"]:
+    print(f'handover {r["pipeline"]:14s} device batches {r["device_batches"]}/s vs host {r["host_batches"]}/s: '
+          f'{r["device_vs_host"]}x ({r["batches_on_device"]} on the device)')
 for r in [r for r in rows if r["check"] == "memory"]:
     print(f'memory  {r["pipeline"]:15s} arena peak {r["arena_peak"]} of {r["arena_bytes"]}, beyond: '
           f'{r["device_used_beyond_open"]}, on cpu {r["cpu_elements"]}, errors {r["device_errors"]}')

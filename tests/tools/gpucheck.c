@@ -2,7 +2,8 @@
  * elements against the CPU backend's (bytes equal, largest and mean difference), then throughput over the
  * same images (elements/s of the GPU backend on one host thread, the CPU backend on 1 and on N threads, and
  * N CPU threads beside one GPU thread), and the device memory it used against its budget (cudaMemGetInfo
- * sampled before each micro-batch). One JSON object per line on stdout. Runs without a device too (the
+ * sampled before each micro-batch), and the in-process executor's batches handed over on the device (DLPack
+ * device batches) vs in host memory. One JSON object per line on stdout. Runs without a device too (the
  * emulated plugin), which is how it is tested here. With GPUCHECK_STRESS=1 it only runs the RandAugment
  * pipeline on the GPU backend for SECONDS (the load beside a training loop in the slowdown measurement).
  *   gpucheck DATA_DIR [SECONDS_PER_RUN [THREADS [BUDGET]]] */
@@ -14,7 +15,9 @@
 #include <string.h>
 
 #include "lib/clock.h"
+#include "lib/err.h"
 #include "pipeline/backend.h"
+#include "pipeline/executor.h"
 #include "pipeline/gpu_backend.h"
 #include "pipeline/source.h"
 
@@ -43,7 +46,7 @@ struct job {
 static int job_open(struct job *j, const char *dir, const char *ops)
 {
     char json[2048], err[512];
-    snprintf(json, sizeof json, "{\"source\":{\"format\":\"image_folder\",\"path\":\"%s\",\"seed\":7},"
+    snprintf(json, sizeof json, "{\"source\":{\"format\":\"image_folder\",\"path\":\"%s\",\"seed\":7,\"epochs\":0},"
              "\"ops\":[{\"op\":\"decode_jpeg\"},%s],\"batch\":{\"size\":32}}", dir, ops);
     if (spw_spec_parse_json(json, &j->spec, err, sizeof err) || spw_source_open(&j->spec->source, &j->src, err,
                                                                                   sizeof err)) {
@@ -213,6 +216,32 @@ static double throughput(struct job *j, const struct spw_backend *gpu, int cpu_t
     return (double)elements / ((double)(spw_now_ns() - t0) / 1e9);
 }
 
+/* The in-process executor (threads CPU threads and the GPU thread) for seconds: elements/s of its batches,
+ * handed over on the device or in host memory; *on_device counts the device ones. */
+static double executor_rate(struct job *j, const struct spw_backend *gpu, int threads, bool device_batches,
+                            double seconds, int64_t *on_device)
+{
+    const struct spw_executor_opts o = {.threads = threads, .gpu = gpu, .device_batches = device_batches};
+    struct spw_executor *ex;
+    char err[512];
+    if (spw_executor_create(j->spec, j->src, &o, &ex, err, sizeof err) != 0) {
+        fprintf(stderr, "gpucheck: %s\n", err);
+        return 0;
+    }
+    const int64_t t0 = spw_now_ns(), end = t0 + (int64_t)(seconds * 1e9);
+    int64_t elements = 0;
+    struct spw_batch *b;
+    *on_device = 0;
+    while (spw_now_ns() < end && spw_executor_next(ex, &b) == 0) {
+        elements += b->n;
+        *on_device += b->device_block != 0;
+        spw_executor_release(ex, b);
+    }
+    const double rate = (double)elements / ((double)(spw_now_ns() - t0) / 1e9);
+    spw_executor_destroy(ex);
+    return rate;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "--help") == 0) {
@@ -264,6 +293,15 @@ int main(int argc, char **argv)
                st.arena_bytes, st.arena_peak, min_free == (size_t)-1 ? 0LL : (long long)free1 - (long long)min_free,
                (long long)st.cpu_elements, (long long)st.device_errors);
         fflush(stdout);
+        if (i == 1) {           /* train: the trainer's own process, batches on the device or on the host */
+            int64_t dev_host, dev_dev;
+            const double host = executor_rate(&j, gpu, threads, false, seconds, &dev_host);
+            const double dev = executor_rate(&j, gpu, threads, true, seconds, &dev_dev);
+            printf("{\"check\":\"handover\",\"pipeline\":\"%s\",\"host_batches\":%.1f,\"device_batches\":%.1f,"
+                   "\"device_vs_host\":%.2f,\"batches_on_device\":%lld}\n", PIPELINES[i][0], host, dev,
+                   host > 0 ? dev / host : 0, (long long)dev_dev);
+            fflush(stdout);
+        }
         job_close(&j);
     }
     spw_gpu_backend_close(gpu);
