@@ -57,15 +57,16 @@ struct spw_job {
     struct spw_source *src;
     char errmsg[512];
     struct spw_executor *ex;        /* in-process */
-    struct spw_backend *gpu;        /* in-process with opts.gpu: the executor's GPU thread makes elements on it */
+    struct spw_backend *gpu;        /* opts.gpu: the executor's GPU thread, or own thread 0, makes elements on it */
     struct remote *r;               /* service */
     struct remote_job rj;
     struct assembler *a;
     struct spw_element_ctx ctx;
     bool ctx_ok;
     struct spw_producer prod;       /* this client's own threads make elements through it */
-    const struct spw_backend *backends[2];  /* ... on these: the CPU (no GPU row yet with a dispatcher) */
-    int n_backends;
+    const struct spw_backend *backends[2];  /* ... on these: [GPU, CPU] for own thread 0 with a GPU, the rest
+                                               [CPU] (backends + gpu_rows - 1) */
+    int gpu_rows;                   /* 1: own thread 0 makes micro-batches on the GPU first */
     struct spw_order order;
     int64_t *missing;               /* head rescue scratch: batch.size positions */
     pthread_t local[256];
@@ -138,10 +139,12 @@ static void local_done(void *opaque, int k, int rc, struct spw_value *v, const c
     spw_value_free(v);
 }
 
-/* Make places[0..n) of epoch; the first n_first delivered add to *first, the others to *rest. */
-static void make_places(struct spw_job *j, uint64_t epoch, const int64_t *places, int n, bool wait, int n_first,
-                        int64_t *first, int64_t *rest)
+/* Make places[0..n) of epoch (gpu: on the GPU first); the first n_first delivered add to *first, the others
+ * to *rest. */
+static void make_places(struct spw_job *j, bool gpu, uint64_t epoch, const int64_t *places, int n, bool wait,
+                        int n_first, int64_t *first, int64_t *rest)
 {
+    const struct spw_backend *const *table = gpu ? j->backends : j->backends + j->gpu_rows;
     const int64_t cpu0 = spw_thread_cpu_ns();
     for (int i0 = 0; i0 < n && !job_stopping(j); i0 += MICROBATCH) {
         struct local_mb m = {.j = j, .epoch = epoch, .wait = wait, .places = places + i0};
@@ -152,7 +155,7 @@ static void make_places(struct spw_job *j, uint64_t epoch, const int64_t *places
         }
         const struct spw_microbatch mb = {.epoch = epoch, .cut = j->ctx.n_groups, .n = mb_n, .samples = m.samples,
                                           .opaque = &m, .want = local_want, .done = local_done};
-        spw_backend_run(j->backends, j->n_backends, &j->prod, &mb);
+        spw_backend_run(table, gpu ? 2 : 1, &j->prod, &mb);
     }
     __atomic_add_fetch(&j->own_cpu_ns, spw_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
 }
@@ -171,7 +174,7 @@ static void hold(struct spw_job *j, int me, const struct remote_lease *l)
  * idle set (no split to lease: the epoch's rest is leased to workers, maybe slow ones: a capped link, a busy
  * machine) the rest of its missing elements rather than wait; a worker's late copies are dropped as
  * duplicates. Returns whether it found any. */
-static bool help_head(struct spw_job *j, bool idle)
+static bool help_head(struct spw_job *j, bool gpu, bool idle)
 {
     uint64_t epoch;
     int64_t places[64], stalled;
@@ -179,12 +182,13 @@ static bool help_head(struct spw_job *j, bool idle)
     int n = asm_head_missing(j->a, &epoch, places, 64, &stalled, &n_self);
     if (!idle || stalled < IDLE_HELP_MS)
         n = n_self;
-    make_places(j, epoch, places, n, false, n, &j->st.local_elements, NULL);
+    make_places(j, gpu, epoch, places, n, false, n, &j->st.local_elements, NULL);
     return n > 0;
 }
 
 /* A client thread: lease a split of this job, produce it whole, repeat. Leases only while the prefetch
- * buffer has room for what it makes, so work goes where it is needed (work-conserving). */
+ * buffer has room for what it makes, so work goes where it is needed (work-conserving). With a GPU, thread 0
+ * makes its micro-batches there first (FusionFlow's GPU producer, decoding on this CPU). */
 static void *local_main(void *arg)
 {
     struct spw_job *j = arg;
@@ -192,6 +196,7 @@ static void *local_main(void *arg)
     pthread_mutex_lock(&j->mu);
     const int me = j->n_held++;
     pthread_mutex_unlock(&j->mu);
+    const bool gpu = me == 0 && j->gpu_rows;
     /* Work-conserving on the client's cores: finishing arrived remote elements (stream threads) and the
      * trainer come first; whole splits here take what is left. Linux nices threads one by one. */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), LOCAL_NICE);
@@ -204,14 +209,14 @@ static void *local_main(void *arg)
             usleep(20 * 1000);
             continue;
         }
-        if (help_head(j, false))
+        if (help_head(j, gpu, false))
             continue;
         struct remote_lease l;
         int got = remote_lease(j->r, &l);
         if (got == 2)
             break;
         if (got != 1) {
-            if (got != 0 || !help_head(j, true))
+            if (got != 0 || !help_head(j, gpu, true))
                 usleep(got == 0 ? 10 * 1000 : 50 * 1000);
             continue;
         }
@@ -222,25 +227,31 @@ static void *local_main(void *arg)
             for (int k = k0; k < l.count && k < k0 + MICROBATCH; k++)
                 if ((places[n] = asm_place_of(j->a, l.first_position + k)) >= 0)
                     n++;        /* not this rank's (the dispatcher leases a client only its own splits) */
-            make_places(j, l.epoch, places, n, true, n, &j->st.local_elements, NULL);
+            make_places(j, gpu, l.epoch, places, n, true, n, &j->st.local_elements, NULL);
         }
         hold(j, me, NULL);
     }
     return NULL;
 }
 
+/* opts.gpu: the GPU backend, or one line saying why the CPU makes everything. */
+static void open_gpu(struct spw_job *j)
+{
+    char why[512];
+    if (!j->o.gpu || j->gpu)
+        return;
+    struct spw_gpu_opts go = {.device = j->o.gpu_device, .mem_budget = j->o.gpu_mem_budget};
+    if (spw_gpu_backend_open(&go, &j->gpu, why, sizeof why) == 0)
+        spw_log(SPW_LOG_INFO, "client", "gpu: making elements on %s", spw_gpu_backend_describe(j->gpu));
+    else
+        spw_log(SPW_LOG_WARN, "client", "gpu: device %d not used, the CPU makes every element: %s",
+                j->o.gpu_device, why);
+}
+
 /* Run the job in this process on the executor (no dispatcher, or the planner said offloading does not pay). */
 static int start_in_process(struct spw_job *j, char *err, size_t errlen)
 {
-    char why[512];
-    if (j->o.gpu) {
-        struct spw_gpu_opts go = {.device = j->o.gpu_device, .mem_budget = j->o.gpu_mem_budget};
-        if (spw_gpu_backend_open(&go, &j->gpu, why, sizeof why) == 0)
-            spw_log(SPW_LOG_INFO, "client", "gpu: making elements on %s", spw_gpu_backend_describe(j->gpu));
-        else
-            spw_log(SPW_LOG_WARN, "client", "gpu: device %d not used, the CPU makes every element: %s",
-                    j->o.gpu_device, why);
-    }
+    open_gpu(j);
     struct spw_executor_opts eo = {
         .threads = j->o.local_cores > 0 ? j->o.local_cores : (int)sysconf(_SC_NPROCESSORS_ONLN),
         .max_batches = j->o.max_batches, .rank = j->o.rank, .world_size = j->o.world_size,
@@ -438,8 +449,16 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
         return -ENOMEM;
     j->ctx_ok = true;
     j->prod = (struct spw_producer){.spec = j->spec, .src = j->src, .ctx = &j->ctx, .component = "client"};
-    j->backends[0] = &spw_backend_cpu;
-    j->n_backends = 1;
+    open_gpu(j);
+    char why[256];
+    if (j->gpu && !spw_gpu_can_make(&j->ctx, j->ctx.n_groups, why, sizeof why))
+        spw_log(SPW_LOG_INFO, "client", "gpu: this client's own threads make the job on the CPU only: %s", why);
+    else if (j->gpu && j->o.local_cores == 0)
+        spw_log(SPW_LOG_INFO, "client", "gpu: not used: local_cores 0 (this client makes no splits itself)");
+    else if (j->gpu)
+        j->gpu_rows = 1;
+    j->backends[0] = j->gpu_rows ? j->gpu : &spw_backend_cpu;
+    j->backends[1] = &spw_backend_cpu;
     spw_order_init(&j->order, j->src->n, j->spec->source.shuffle, j->spec->source.seed);
     struct asm_opts ao = {.spec = j->spec, .src = j->src, .prefetch_bytes = j->o.prefetch_bytes,
                           .ordered = j->o.ordered, .max_batches = j->o.max_batches, .split_size = j->rj.split_size,
@@ -464,7 +483,7 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
         snprintf(err, errlen, "cannot start the client's threads");
         return -EAGAIN;
     }
-    const int own = j->o.local_cores < 0 ? 1 : j->o.local_cores;
+    const int own = (j->o.local_cores < 0 ? 1 : j->o.local_cores) + j->gpu_rows;     /* the GPU's thread: one more */
     int n = own;
     /* Off only when the client's CPU is all needed for remote elements (not when the trainer's rate binds:
      * then own threads cost nothing, the prefetch buffer stops them). */
@@ -621,7 +640,7 @@ static void rescue_head(struct spw_job *j)
     if (n > n_self)
         spw_log(SPW_LOG_WARN, "client", "head batch stalled for %lld ms: computing its %d missing elements here",
                 (long long)stalled, n - n_self);
-    make_places(j, epoch, j->missing, n, false, n_self, &j->st.local_elements, &j->st.rescued_elements);
+    make_places(j, false, epoch, j->missing, n, false, n_self, &j->st.local_elements, &j->st.rescued_elements);
 }
 
 /* Every worker refused the job and this client has no threads of its own: fail the job with the workers'

@@ -80,11 +80,12 @@ static void usage(FILE *f)
             "  --workers N   use at most N workers (the first N alive; a dead one's place goes to the next);\n"
             "                default: all of them\n"
             "  --dispatcher-wait-ms N  retry a dispatcher that stops answering this long before failing\n"
-            "  --gpu N          (--local) one more thread makes micro-batches on CUDA device N (no plugin, driver\n"
-            "                   or device: said once, the CPU makes everything)\n"
-            "  --gpu-mem-budget B  device memory reserved once: bytes (K/M/G/Ki/Mi/Gi) or a fraction of what is\n"
-            "                   free (default 0.25)\n"
             "                (default 300000: a restarted dispatcher with --work-dir is back well within it)\n"
+            "  --gpu N       one more producer thread makes micro-batches on CUDA device N (--local: beside the\n"
+            "                threads; with a dispatcher: beside --local-cores, on this client's own splits); no\n"
+            "                plugin, driver or device: said once, the CPU makes everything\n"
+            "  --gpu-mem-budget B  device memory reserved once: bytes (K/M/G/Ki/Mi/Gi) or a fraction of what is\n"
+            "                free (default 0.25)\n"
             "  --consume-rate R  consume at most R elements/s, like a trainer (default: unlimited); with\n"
             "                --cut auto, the rate the plan aims for (also with --local)\n"
             "  --ordered     deliver batches in epoch order: byte-identical to run --local\n"
@@ -364,6 +365,8 @@ struct service_args {
     double consume_rate;
     bool ordered;
     int64_t prefetch_mb, credit_mb;
+    int gpu_device;             /* -1: none */
+    const char *gpu_budget;
 };
 
 static char *read_text(const char *path, char *err, size_t errlen)
@@ -402,11 +405,13 @@ static void print_service_json(const struct spw_pipeline_spec *spec, const struc
     spw_json_string(stdout, st->plan_why);
     printf("}, ");
     printf("\"job\": %llu, \"cut\": %d, \"local_cores\": %d, \"ordered\": %s, "
-           "\"producers\": {\"remote\": %lld, \"local\": %lld, \"rescue\": %lld}, \"duplicates_dropped\": %lld, "
+           "\"producers\": {\"remote\": %lld, \"local\": %lld, \"local_gpu\": %lld, \"rescue\": %lld}, "
+           "\"duplicates_dropped\": %lld, "
            "\"bytes_received\": %lld, \"workers\": %d, \"create_seconds\": %.3f, \"consumed\": %lld, "
            "\"consumed_per_s\": %.3f",
            (unsigned long long)st->job, st->cut, sa->local_cores, sa->ordered ? "true" : "false",
-           (long long)st->remote_elements, (long long)st->local_elements, (long long)st->rescued_elements,
+           (long long)st->remote_elements, (long long)st->local_elements, (long long)st->gpu_elements,
+           (long long)st->rescued_elements,
            (long long)st->duplicates_dropped, (long long)st->bytes_received, st->workers, create_secs,
            (long long)consumed, secs - create_secs > 0 ? consumed / (secs - create_secs) : 0.0);
     print_process_usage();
@@ -446,6 +451,9 @@ static int cmd_run_service(const char *pipeline, const struct service_args *sa, 
     o.max_batches = max_batches;
     o.max_workers = sa->max_workers;
     o.dispatcher_wait_ms = sa->dispatcher_wait_ms;
+    o.gpu = sa->gpu_device >= 0;
+    o.gpu_device = o.gpu ? sa->gpu_device : 0;
+    o.gpu_mem_budget = sa->gpu_budget;
     double t0 = now_s();
     int rc = spw_job_create_json(text, &o, &job, err, sizeof err);
     free(text);
@@ -773,6 +781,8 @@ int main(int argc, char **argv)
         }
         sa.dispatcher = dispatcher;
         sa.token = token;
+        sa.gpu_device = gpu_device;
+        sa.gpu_budget = gpu_budget;
         spw_rpc_init();
         int st = cmd_run_service(pipeline, &sa, max_batches, max_seconds, dump, keys_path, json, quiet);
         spw_rpc_shutdown();

@@ -7,8 +7,9 @@
 # the job's largest micro-batches by encoded size, shows its GPU in spillctl workers and job, and reports at
 # exit what it made there and an arena peak within its budget; a pipeline the GPU cannot make is logged and
 # made on the CPU; a budget over the free memory is refused with the reason; a device that fails is logged
-# once and the jobs stay identical; a GPU-side worker killed mid-job loses nothing. Real processes on
-# loopback; kills all it starts.
+# once and the jobs stay identical; a GPU-side worker killed mid-job loses nothing; a client with --gpu and
+# a dispatcher makes part of its own splits on the device, identical again. Real processes on loopback;
+# kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -133,4 +134,12 @@ wait "$DYING" 2> /dev/null
 wait "$JOB"
 check "a GPU-side worker killed mid-job (after it took the job): the job ends (exit 0)" test $? -eq 0
 check "... with every batch identical to a local run" same_as_local long "$WORK/killed"
+
+# The trainer's own GPU with a dispatcher: one more client thread makes the client's own splits on it first.
+SPILLWAY_GPU_PLUGIN="$EMU" timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline \
+  "$WORK/ra.json" --ordered --local-cores 1 --gpu 0 --gpu-mem-budget 64Mi --dump "$WORK/client-gpu" --json \
+  > "$WORK/client-gpu.json" 2> "$WORK/client-gpu.err"
+check "a client with --gpu 0 and a dispatcher: RandAugment batches identical to a local run" \
+  same_as_local ra "$WORK/client-gpu"
+check "... beside the worker, its GPU thread made some of them" grep -q '"local_gpu": [1-9]' "$WORK/client-gpu.json"
 finish
