@@ -42,8 +42,9 @@ static const char *producer_name(uint64_t holder, char *buf, size_t n)
     bool gpu = false;
     for (size_t i = 0; i < g_n_gpu_workers && !(holder >> 63); i++)
         gpu |= g_gpu_workers[i] == holder;
-    if (holder >> 63)
-        snprintf(buf, n, "client:rank%llu", (unsigned long long)(holder & 0xFFFFF));
+    if (holder >> 63)       /* dispatcher/state.h: the rank, and bit 19 for the client's GPU thread */
+        snprintf(buf, n, "client:rank%llu%s", (unsigned long long)(holder & 0x7FFFF),
+                 holder & (UINT64_C(1) << 19) ? ":gpu" : "");
     else
         snprintf(buf, n, "worker:%llu%s", (unsigned long long)holder, gpu ? ":gpu" : "");
     return buf;

@@ -416,13 +416,14 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
         snprintf(err, errlen, "cannot serialize the pipeline");
         return -ENOMEM;
     }
+    open_gpu(j);                /* before the job exists: its heartbeats report what the GPU made */
     struct remote_opts ro = {.dispatcher = j->o.dispatcher, .auth_token = j->o.auth_token, .cut = j->o.cut,
                              .local_cores = j->o.local_cores, .split_size = j->o.split_size,
                              .max_workers = j->o.max_workers,
                              .credit_bytes = j->o.credit_bytes, .park_cap_bytes = j->o.prefetch_bytes / 4,
                              .manifest_hash = j->src->manifest_hash,
                              .own_counts = {&j->st.local_elements, &j->st.rescued_elements},
-                             .own_cpu_ns = &j->own_cpu_ns,
+                             .own_cpu_ns = &j->own_cpu_ns, .own_gpu = j->gpu,
                              .consumed = &j->consumed, .wait_ns = &j->wait_ns,
                              .facts = j->o.cut == SPW_CUT_AUTO ? &facts : NULL,
                              .rank = j->o.rank, .world_size = j->o.world_size, .job_name = j->o.job_name,
@@ -449,7 +450,6 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
         return -ENOMEM;
     j->ctx_ok = true;
     j->prod = (struct spw_producer){.spec = j->spec, .src = j->src, .ctx = &j->ctx, .component = "client"};
-    open_gpu(j);
     char why[256];
     if (j->gpu && !spw_gpu_can_make(&j->ctx, j->ctx.n_groups, why, sizeof why))
         spw_log(SPW_LOG_INFO, "client", "gpu: this client's own threads make the job on the CPU only: %s", why);

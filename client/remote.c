@@ -19,6 +19,7 @@
 #include "lib/log.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
+#include "pipeline/gpu_backend.h"
 #include "pipeline/op_registry.h"
 #include "pipeline/produce.h"
 #include "pipeline/wire.h"
@@ -732,6 +733,14 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
         own.elements += r->o.own_counts[i] ? __atomic_load_n(r->o.own_counts[i], __ATOMIC_RELAXED) : 0;
     own.cpu_ns = r->o.own_cpu_ns ? __atomic_load_n(r->o.own_cpu_ns, __ATOMIC_RELAXED) : 0;
     hb.own = &own;
+    Spillway__V1__ProducerProgress own_gpu = SPILLWAY__V1__PRODUCER_PROGRESS__INIT;
+    if (r->o.own_gpu) {
+        struct spw_gpu_stats gs;
+        spw_gpu_backend_stats(r->o.own_gpu, &gs);
+        own_gpu.job = r->job.job;
+        own_gpu.elements = gs.elements;
+        hb.own_gpu = &own_gpu;
+    }
     hb.done = done;
     /* What arrived from each worker's stream: the dispatcher takes links' measured rates from these. */
     Spillway__V1__ProducerProgress rx[MAX_STREAMS], *rxp[MAX_STREAMS];

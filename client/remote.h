@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "client/assembler.h"
+#include "pipeline/backend.h"
 #include "pipeline/element.h"
 #include "pipeline/order.h"
 #include "pipeline/source.h"
@@ -24,6 +25,7 @@ struct remote_opts {
     uint64_t manifest_hash;     /* the client's own listing, checked against the job's */
     const int64_t *own_counts[2];   /* elements the client's own threads delivered (read atomically, summed) */
     const int64_t *own_cpu_ns;      /* the CPU they spent producing (atomic) */
+    const struct spw_backend *own_gpu;  /* their GPU backend (NULL: none): its elements are reported apart */
     const int64_t *consumed, *wait_ns;  /* the trainer: elements it took, ns it waited in next() (atomics) */
     const Spillway__V1__ClientFacts *facts;     /* with cut SPW_CUT_AUTO: this client's measured costs */
     int rank, world_size;       /* this client's rank of a data-parallel job (world 0 = 1) */

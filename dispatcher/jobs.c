@@ -69,6 +69,9 @@ static int client_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
     if (rc == 0 && r->own && r->own->elements >= 0 && r->own->bytes >= 0)
         disp_progress_report(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank), r->own->elements,
                              r->own->bytes, r->own->cpu_ns > 0 ? r->own->cpu_ns : 0, hb.now_ms);
+    if (rc == 0 && r->own_gpu && r->own_gpu->elements > 0 && r->own_gpu->bytes >= 0)
+        disp_progress_report(&s->progress, r->job, DISP_CLIENT_GPU_PRODUCER(r->job, r->rank), r->own_gpu->elements,
+                             r->own_gpu->bytes, 0, hb.now_ms);
     for (size_t i = 0; rc == 0 && r->rank == 0 && i < r->n_received; i++)
         if (r->received[i]->worker_id && r->received[i]->elements >= 0 && r->received[i]->bytes >= 0)
             disp_progress_report(&s->received, r->job, r->received[i]->worker_id, r->received[i]->elements,

@@ -23,6 +23,7 @@ int disp_state_create(const struct disp_limits *limits, struct disp_state **out)
     if (s->lim.max_jobs <= 0) s->lim.max_jobs = 256;
     if (s->lim.max_splits_per_epoch <= 0) s->lim.max_splits_per_epoch = 4 << 20;
     if (s->lim.max_world_size <= 0) s->lim.max_world_size = 1024;
+    if (s->lim.max_world_size > DISP_MAX_WORLD) s->lim.max_world_size = DISP_MAX_WORLD;
     if (s->lim.max_pipeline_bytes == 0) s->lim.max_pipeline_bytes = 1 << 20;
     if (s->lim.history <= 0) s->lim.history = 256;
     if (s->lim.max_jobs_per_client <= 0) s->lim.max_jobs_per_client = 64;

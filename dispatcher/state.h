@@ -10,9 +10,12 @@
 #include <stdint.h>
 
 /* Producers are workers (ids from RegisterWorker) or a client's local executor; client producer ids have
- * the top bit set: DISP_CLIENT_PRODUCER(job, rank). */
+ * the top bit set: DISP_CLIENT_PRODUCER(job, rank). A client's GPU thread has bit 19 set as well (ranks are
+ * below DISP_MAX_WORLD): it only names a row of progress (the part of its client's made on the GPU). */
 #define DISP_CLIENT_PRODUCER(job, rank) ((UINT64_C(1) << 63) | ((uint64_t)(job) << 20) | (uint64_t)(rank))
+#define DISP_CLIENT_GPU_PRODUCER(job, rank) (DISP_CLIENT_PRODUCER(job, rank) | (UINT64_C(1) << 19))
 #define DISP_IS_CLIENT_PRODUCER(p) (((p) >> 63) != 0)
+#define DISP_MAX_WORLD (1 << 19)
 
 enum disp_split_state { DISP_SPLIT_PENDING = 0, DISP_SPLIT_LEASED = 1, DISP_SPLIT_ACKED = 2 };
 
@@ -88,7 +91,7 @@ struct disp_limits {
     int history;                    /* removed jobs' summaries kept listable; default 256 */
     int max_jobs_per_client;        /* unfinished jobs one client host may create; default 64 */
     int64_t max_splits_per_epoch;   /* default 4M */
-    int max_world_size;             /* default 1024 */
+    int max_world_size;             /* default 1024, at most DISP_MAX_WORLD */
     size_t max_pipeline_bytes;      /* default 1 MiB */
 };
 

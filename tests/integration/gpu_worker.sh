@@ -142,4 +142,7 @@ SPILLWAY_GPU_PLUGIN="$EMU" timeout 120 "$B/bin/spillctl" run --dispatcher "127.0
 check "a client with --gpu 0 and a dispatcher: RandAugment batches identical to a local run" \
   same_as_local ra "$WORK/client-gpu"
 check "... beside the worker, its GPU thread made some of them" grep -q '"local_gpu": [1-9]' "$WORK/client-gpu.json"
+CJOB=$(sed -n 's/.*"job": \([0-9]*\), "cut".*/\1/p' "$WORK/client-gpu.json")
+check "... and spillctl job $CJOB shows the class client:rank0:gpu" bash -c "'$B/bin/spillctl' --dispatcher \
+  127.0.0.1:$DPORT job '$CJOB' --json | grep -q '\"producer\": \"client:rank0:gpu\"'"
 finish
