@@ -17,11 +17,13 @@ static double or_inf(double v)
     return v > 0 ? v : INFINITY;
 }
 
-/* What worker j delivers at cut k: its cores over its cost, capped by its link. */
-static double worker_capacity(const struct spw_plan_worker *w, int k, double bytes)
+/* What worker j delivers at cut k of n: its cores over its cost (at the last cut, plus its GPU's elements,
+ * whose host CPU its cores pay first), capped by its link. */
+static double worker_capacity(const struct spw_plan_worker *w, int k, int n, double bytes)
 {
-    const double eff = w->efficiency > 0 ? w->efficiency : 1.0;
-    const double compute = eff * w->cores * NS_PER_S / w->cost_ns[k];
+    const double eff = w->efficiency > 0 ? w->efficiency : 1.0, cpu = eff * w->cores * NS_PER_S;
+    const double xg = k == n - 1 && w->gpu.rate > 0 ? fmin(w->gpu.rate, cpu / fmax(w->gpu.cpu_ns, 1)) : 0;
+    const double compute = xg + (cpu - xg * w->gpu.cpu_ns) / w->cost_ns[k];
     const double link = bytes > 0 ? or_inf(w->link_bytes_per_s) / bytes : INFINITY;
     return compute < link ? compute : link;
 }
@@ -47,42 +49,83 @@ static int check_input(const struct spw_plan_input *in, struct spw_plan *out)
             return invalid(out, "bytes and client costs per element must be non-negative");
         for (int j = 0; j < in->n_workers; j++)
             if (!(in->workers[j].cost_ns[k] > 0) || !(in->workers[j].cores >= 0) ||
-                in->workers[j].efficiency < 0 || in->workers[j].link_bytes_per_s < 0)
-                return invalid(out, "worker costs must be positive, cores and links non-negative");
+                in->workers[j].efficiency < 0 || in->workers[j].link_bytes_per_s < 0 ||
+                !(in->workers[j].gpu.rate >= 0) || !(in->workers[j].gpu.cpu_ns >= 0))
+                return invalid(out, "worker costs must be positive, cores, links and GPUs non-negative");
     }
+    if (!(in->gpu.rate >= 0) || !(in->gpu.cpu_ns >= 0) || !isfinite(in->gpu.rate))
+        return invalid(out, "the client's GPU rate and cost must be finite and non-negative");
     return 0;
 }
 
-/* The best mix at cut k: maximise x_r + x_l with x_r <= T_r, x_r s + x_l f <= C, x_r + x_l <= R. While a
- * remote element costs the client less than a local one (s < f) every remote element is worth taking, so
- * x_r first, then the client's leftover CPU on local elements. */
-static void mix(const struct spw_plan_input *in, struct spw_plan_candidate *c, double budget_ns, double rate)
+/* One way the client gets elements: what each costs its CPU, and at most how many per second. */
+struct source_of {
+    double cost_ns, cap;
+    double *x;                  /* what the mix takes */
+};
+
+/* Maximise the elements taken within the CPU budget and the rate: every element counts the same, so the
+ * cheapest first (a fractional knapsack: the LP's optimum). Sources are tried in the given order on ties. */
+static void fill(struct source_of *src, int n, double budget_ns, double rate)
 {
-    const double f = in->local_ns, s = c->remote_ns;
-    double xr = 0, xl;
-    if (c->helps || in->local_off) {
-        const double by_cpu = s > 0 ? budget_ns / s : INFINITY;
-        xr = fmin(fmin(c->remote_capacity, rate), by_cpu);
+    for (int i = 1; i < n; i++)                 /* stable insertion sort by cost */
+        for (int k = i; k > 0 && src[k].cost_ns < src[k - 1].cost_ns; k--) {
+            const struct source_of t = src[k];
+            src[k] = src[k - 1];
+            src[k - 1] = t;
+        }
+    for (int i = 0; i < n; i++) {
+        const double by_cpu = src[i].cost_ns > 0 ? fmax(0, budget_ns) / src[i].cost_ns : INFINITY;
+        *src[i].x = fmax(0, fmin(fmin(src[i].cap, rate), by_cpu));
+        budget_ns -= *src[i].x * src[i].cost_ns;
+        rate -= *src[i].x;
     }
-    xl = in->local_off ? 0 : fmax(0, fmin((budget_ns - xr * s) / f, rate - xr));
-    c->remote_rate = xr;
-    c->local_rate = xl;
-    c->throughput = xr + xl;
-    c->client_cpu = (xr * s + xl * f) / NS_PER_S;
 }
 
-/* Workers needed to reach R at cut k (planned at `headroom` of their measured capacity), or -1. */
+/* The best mix at cut k: maximise x_r + x_g + x_c with x_r <= T_r, x_g <= G, x_r s + x_g g + x_c f <= C and
+ * x_r + x_g + x_c <= R. A remote element is worth taking while it costs the client less than a local one
+ * (s < f); the client's GPU elements (host CPU g each) the same way. */
+static void mix(const struct spw_plan_input *in, struct spw_plan_candidate *c, double budget_ns, double rate)
+{
+    double xr = 0, xg = 0, xc = 0;
+    struct source_of src[3] = {
+        {in->gpu.cpu_ns, in->local_off ? 0 : in->gpu.rate, &xg},
+        {in->local_ns, in->local_off ? 0 : INFINITY, &xc},      /* before remote on a tie: s = f never helps */
+        {c->remote_ns, c->remote_capacity, &xr},
+    };
+    fill(src, 3, budget_ns, rate);
+    c->remote_rate = xr;
+    c->gpu_rate = xg;
+    c->local_rate = xg + xc;
+    c->throughput = xr + xg + xc;
+    c->client_cpu = (xr * c->remote_ns + xg * in->gpu.cpu_ns + xc * in->local_ns) / NS_PER_S;
+}
+
+/* What the client makes alone: its GPU's elements first, then its CPU's. */
+static double local_only(const struct spw_plan_input *in, double budget_ns, double rate, double *xg)
+{
+    double xc = 0;
+    *xg = 0;
+    struct source_of src[2] = {{in->gpu.cpu_ns, in->gpu.rate, xg}, {in->local_ns, INFINITY, &xc}};
+    fill(src, 2, budget_ns, rate);
+    return *xg + xc;
+}
+
+/* Workers needed to reach R at cut k (planned at `headroom` of their measured capacity), or -1. The client's
+ * GPU elements count first. */
 static int workers_needed(const struct spw_plan_input *in, const struct spw_plan_candidate *c, double budget_ns,
                           double rate, double headroom)
 {
     const double f = in->local_ns, s = c->remote_ns;
     if (isinf(rate) || in->n_workers == 0)
         return -1;
-    double need;                                /* x_r*: the remote rate that, with the client's, makes R */
+    double need, xg = 0;                        /* x_r*: the remote rate that, with the client's, makes R */
+    if (!in->local_off && local_only(in, budget_ns, rate, &xg) >= rate * (1 - 1e-9))
+        return 0;                               /* the client alone reaches R */
+    budget_ns -= xg * in->gpu.cpu_ns;
+    rate -= xg;
     if (in->local_off)
         need = rate;
-    else if (rate * f <= budget_ns)
-        return 0;                               /* the client alone reaches R */
     else if (!c->helps)
         return -1;
     else
@@ -91,7 +134,7 @@ static int workers_needed(const struct spw_plan_input *in, const struct spw_plan
         return -1;                              /* the client's CPU or NIC cannot take that much */
     double mean = 0;
     for (int j = 0; j < in->n_workers; j++)
-        mean += worker_capacity(&in->workers[j], c->k, c->bytes);
+        mean += worker_capacity(&in->workers[j], c->k, in->n_cuts, c->bytes);
     mean /= in->n_workers;
     if (!(mean > 0))
         return -1;
@@ -122,7 +165,8 @@ int spw_plan_decide(const struct spw_plan_input *in, struct spw_plan *out)
     const double theta = in->theta > 0 ? in->theta : 0.1, tie = in->tie > 0 ? in->tie : 0.02;
     const double headroom = in->headroom > 0 ? in->headroom : 0.9;
     const double budget_ns = in->client_cores * NS_PER_S, rate = or_inf(in->rate);
-    out->local_only = fmin(budget_ns / in->local_ns, rate);
+    double local_gpu;
+    out->local_only = local_only(in, budget_ns, rate, &local_gpu);
     out->n = in->n_cuts;
     double best_t = -1;
     for (int k = 0; k < in->n_cuts; k++) {
@@ -133,7 +177,7 @@ int spw_plan_decide(const struct spw_plan_input *in, struct spw_plan *out)
         c->helps = c->remote_ns < in->local_ns;
         double tr = 0;
         for (int j = 0; j < in->n_workers; j++)
-            tr += worker_capacity(&in->workers[j], k, c->bytes);
+            tr += worker_capacity(&in->workers[j], k, in->n_cuts, c->bytes);
         if (c->bytes > 0)
             tr = fmin(tr, or_inf(in->nic_bytes_per_s) / c->bytes);
         c->remote_capacity = tr;
@@ -166,6 +210,10 @@ int spw_plan_decide(const struct spw_plan_input *in, struct spw_plan *out)
                      "cut %d: %.0f elements/s predicted vs %.0f local-only (%.2fx); among cuts within %.0f%% of the "
                      "best it needs the fewest workers, then the least client CPU, then the fewest bytes",
                      c->k, c->throughput, out->local_only, c->throughput / out->local_only, tie * 100);
+            if (c->gpu_rate > 0) {
+                const size_t n = strlen(out->why);
+                snprintf(out->why + n, sizeof out->why - n, " (the client's GPU makes %.0f of them)", c->gpu_rate);
+            }
         }
     }
     if (out->best < 0) {

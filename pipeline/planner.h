@@ -11,11 +11,18 @@
 #define SPW_PLAN_MAX_CUTS 64
 #define SPW_PLAN_MAX_WORKERS 256
 
+/* A GPU producer beside the CPU threads (FusionFlow's): it makes whole elements (the last cut only). */
+struct spw_plan_gpu {
+    double rate;                        /* elements/s the device makes at most, measured; 0 = no GPU */
+    double cpu_ns;                      /* host CPU per element it makes (the decode, preparing, copies) */
+};
+
 struct spw_plan_worker {
     double cores;                       /* P_j: cores it gives the job */
     double efficiency;                  /* eta_j in (0, 1]: what P_j cores deliver under full load; 0 = 1 */
     double link_bytes_per_s;            /* B_j, worker -> client; 0 = unlimited */
     double cost_ns[SPW_PLAN_MAX_CUTS];  /* W_j(k): read + prefix + serialize + per-message, per element */
+    struct spw_plan_gpu gpu;            /* its GPU: at the last cut it makes gpu.rate more, its CPU the rest */
 };
 
 struct spw_plan_input {
@@ -24,6 +31,7 @@ struct spw_plan_input {
     double remote_ns[SPW_PLAN_MAX_CUTS];/* s(k): client cost per remote element (receive + suffix + batch) */
     double local_ns;                    /* f: client cost per element produced locally (read + all + batch) */
     double client_cores;                /* C: cores the client may use, net of the trainer */
+    struct spw_plan_gpu gpu;            /* the client's GPU producer (G, g): its elements cost g of C each */
     double nic_bytes_per_s;             /* B_nic at the client; 0 = unlimited */
     double rate;                        /* R: the trainer's elements/s; 0 = unlimited */
     int n_workers;
@@ -41,6 +49,7 @@ struct spw_plan_candidate {
     double remote_capacity;             /* T_r(k), elements/s */
     double remote_ns;                   /* s(k) */
     double remote_rate, local_rate;     /* x_r, x_l of the best mix */
+    double gpu_rate;                    /* x_g: of x_l, made on the client's GPU */
     double throughput;                  /* T(k) = x_r + x_l */
     double client_cpu;                  /* cores the client spends at that mix */
     int workers_needed;                 /* N_k to reach R at cut k; -1: R unlimited or out of reach */
@@ -50,7 +59,7 @@ struct spw_plan_candidate {
 struct spw_plan {
     int n;
     struct spw_plan_candidate c[SPW_PLAN_MAX_CUTS];
-    double local_only;                  /* min(C / f, R): what the client does alone */
+    double local_only;                  /* what the client does alone: min(C / f, R), with its GPU first */
     int best;                           /* index of the chosen candidate */
     bool offload;                       /* the plan uses workers at all */
     double local_share;                 /* x_l / T at the chosen candidate (1 when not offloading) */

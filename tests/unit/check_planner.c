@@ -2,7 +2,8 @@
  * summed over workers and capped by links and the client NIC, the best local/remote mix, the s >= f case
  * (a cut that costs the client more than local work never helps), the trainer's rate binding, NIC-bound
  * cuts moving to smaller elements, heterogeneous workers, ties, overrides, the autoscaling signal, bad
- * input refused, costs measured on a running job folded in, and when re-planning hands a running job back
+ * input refused, GPU producers (the client's, cheapest elements first; a worker's, at the last cut), costs
+ * measured on a running job folded in, and when re-planning hands a running job back
  * to the client (dispatcher/planning.c). Numbers are chosen so the expected values can be worked out by
  * hand. */
 #include <check.h>
@@ -60,6 +61,51 @@ START_TEST(test_planner_best_mix_and_cut)
     ck_assert_double_eq_tol(p.local_share, 750.0 / 2000, 1e-9);
     ck_assert_int_eq(p.workers_needed, -1);        /* R unlimited: no target to size for */
     ck_assert_ptr_nonnull(strstr(p.why, "cut 1"));
+}
+END_TEST
+
+/* The client's GPU: 3000/s at 200 us of host CPU each. Alone: 3000 on the GPU (0.6 s/s) and 400 on the CPU.
+ * At cut 1 the GPU's elements and the remote ones cost the same: GPU 3000, remote 1250 (0.25 s/s), 150 on the
+ * CPU: 4400, over 1.1 x 3400. A GPU that takes the whole budget by itself leaves nothing to offload. */
+START_TEST(test_planner_client_gpu_elements_go_first)
+{
+    struct spw_plan_input in = base(1);
+    in.gpu = (struct spw_plan_gpu){.rate = 3000, .cpu_ns = 200e3};
+    struct spw_plan p;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert_double_eq_tol(p.local_only, 3400, 1e-6);
+    ck_assert_int_eq(p.best, 1);
+    ck_assert_double_eq_tol(p.c[1].gpu_rate, 3000, 1e-6);
+    ck_assert_double_eq_tol(p.c[1].remote_rate, 1250, 1e-6);
+    ck_assert_double_eq_tol(p.c[1].local_rate, 3150, 1e-6);
+    ck_assert_double_eq_tol(p.throughput, 4400, 1e-6);
+    ck_assert_double_eq_tol(p.c[2].throughput, 4300, 1e-6);
+    ck_assert_ptr_nonnull(strstr(p.why, "the client's GPU makes 3000 of them"));
+    in.rate = 3200;                     /* the client alone reaches it: no worker needed */
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert_int_eq(p.workers_needed, 0);
+    in.rate = 0;
+    in.gpu = (struct spw_plan_gpu){.rate = 10000, .cpu_ns = 100e3};
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert(!p.offload);
+    ck_assert_double_eq_tol(p.throughput, 10000, 1e-6);
+    ck_assert_ptr_nonnull(strstr(p.why, "no offload"));
+    in.gpu.rate = -1;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), -EINVAL);
+}
+END_TEST
+
+/* A worker's GPU (2000/s at 200 us of its CPU each) adds to it at the last cut only: 2000 + 0.6 s/s / 1 ms. */
+START_TEST(test_planner_worker_gpu_counts_at_the_last_cut)
+{
+    struct spw_plan_input in = base(1);
+    in.workers[0].gpu = (struct spw_plan_gpu){.rate = 2000, .cpu_ns = 200e3};
+    struct spw_plan p;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert_double_eq_tol(p.c[1].remote_capacity, 1250, 1e-6);
+    ck_assert_double_eq_tol(p.c[2].remote_capacity, 2600, 1e-6);
+    ck_assert_int_eq(p.best, 2);
+    ck_assert_double_eq_tol(p.throughput, 2600 + 740, 1e-6);
 }
 END_TEST
 
@@ -336,6 +382,8 @@ int main(void)
     Suite *s = suite_create("planner");
     TCase *tc = tcase_create("planner");
     tcase_add_test(tc, test_planner_best_mix_and_cut);
+    tcase_add_test(tc, test_planner_client_gpu_elements_go_first);
+    tcase_add_test(tc, test_planner_worker_gpu_counts_at_the_last_cut);
     tcase_add_test(tc, test_planner_s_not_below_f_never_helps);
     tcase_add_test(tc, test_planner_rate_binds);
     tcase_add_test(tc, test_planner_nic_bound_moves_to_smaller_elements);
