@@ -287,8 +287,9 @@ int spw_inspect_profile(const char *worker, const char *auth_token, const char *
     struct spw_group groups[256];
     const int ng = spw_fusion_groups(spec, groups);
     if (json) {
-        printf("{\"threads\": %d, \"samples\": %d, \"skipped\": %lld, \"cuts\": [", r->threads, r->samples,
-               (long long)r->skipped);
+        printf("{\"threads\": %d, \"samples\": %d, \"skipped\": %lld, \"gpu_elements_per_s\": %.1f, "
+               "\"gpu_cpu_ns\": %.0f, \"cuts\": [", r->threads, r->samples, (long long)r->skipped,
+               r->gpu_elements_per_s, r->gpu_cpu_ns);
         for (size_t i = 0; i < r->n_cuts; i++)
             printf("%s{\"cut\": %d, \"ns_per_element\": %.0f, \"bytes_per_element\": %.0f}", i ? ", " : "",
                    r->cuts[i]->cut, r->cuts[i]->ns_per_element, r->cuts[i]->bytes_per_element);
@@ -306,6 +307,9 @@ int spw_inspect_profile(const char *worker, const char *auth_token, const char *
             printf("%-4d %-52s %12.1f %12.1f\n", k, what, r->cuts[i]->ns_per_element / 1e3,
                    r->cuts[i]->bytes_per_element / 1e3);
         }
+        if (r->gpu_elements_per_s > 0)
+            printf("its GPU makes the whole pipeline at %.1f elements/s, %.1f us of CPU each\n",
+                   r->gpu_elements_per_s, r->gpu_cpu_ns / 1e3);
     }
     spillway__v1__profile_response__free_unpacked(r, NULL);
     spw_spec_free(spec);

@@ -38,6 +38,7 @@
 #define LOCAL_NICE 19
 #define MICROBATCH 16          /* places a backend makes at a time */
 #define PLAN_SAMPLES 256       /* fewer are biased: the first elements cost ~20% more here */
+#define GPU_PLAN_SAMPLES 64    /* the GPU producer's: 15 micro-batches after a warm-up */
 /* Client CPU per received byte besides the copy, from scripts/bench-stream.sh. The probe measures its own
  * (sent along as recv_ns_per_byte) but read 1.3-2 ns/byte on a loaded 2-core VM where the bench reads 0.3:
  * not trusted for planning until the evaluation says which is right. */
@@ -262,6 +263,23 @@ static int start_in_process(struct spw_job *j, char *err, size_t errlen)
     return spw_executor_create(j->spec, j->src, &eo, &j->ex, err, errlen);
 }
 
+/* The client's GPU producer for the planner (0, 0: none, or a pipeline it cannot make). */
+static void measure_gpu(struct spw_job *j, double *rate, double *cpu_ns)
+{
+    struct spw_element_ctx ctx;
+    char err[256];
+    *rate = *cpu_ns = 0;
+    if (!j->gpu || j->o.local_cores == 0 || spw_element_ctx_init(&ctx, j->spec) != 0)
+        return;
+    const struct spw_producer p = {.spec = j->spec, .src = j->src, .ctx = &ctx, .component = "client"};
+    if (spw_gpu_backend_measure(j->gpu, &p, GPU_PLAN_SAMPLES, rate, cpu_ns, err, sizeof err) == 0)
+        spw_log(SPW_LOG_INFO, "client", "gpu: %.0f elements/s at %.0f us of CPU each, for the planner", *rate,
+                *cpu_ns / 1e3);
+    else
+        spw_log(SPW_LOG_INFO, "client", "gpu: not in the plan: %s", err);
+    spw_element_ctx_destroy(&ctx);
+}
+
 /* This client's costs for the planner, measured now on a few elements (DESIGN §7: f and s(k)), and its
  * links from the workers (a short probe). The facts point into buf, link_msgs/ptrs and *kept_links (the
  * caller frees it). */
@@ -293,6 +311,7 @@ static int measure_facts(struct spw_job *j, Spillway__V1__ClientFacts *cf, doubl
         cf->local_off = j->o.local_cores == 0;
         cf->nic_bytes_per_s = links->nic_bytes_per_s;
         cf->recv_ns_per_byte = links->recv_ns_per_byte;
+        measure_gpu(j, &cf->gpu_elements_per_s, &cf->gpu_cpu_ns);
         cf->n_links = 0;
         for (int i = 0; i < links->n && i < PROBE_MAX_WORKERS; i++) {
             if (links->bytes_per_s[i] <= 0)
@@ -408,6 +427,7 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
         return -EPERM;
     }
     j->peer = (struct spw_rpc_channel_opts){.auth_token = j->o.auth_token, .tls = j->tls};
+    open_gpu(j);                /* before the job exists: it is planned with it, and heartbeats report it */
     if (j->o.cut == SPW_CUT_AUTO &&
         (rc = measure_facts(j, &facts, facts_buf, link_msgs, link_ptrs, &links, err, errlen)) != 0)
         return rc;
@@ -416,7 +436,6 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
         snprintf(err, errlen, "cannot serialize the pipeline");
         return -ENOMEM;
     }
-    open_gpu(j);                /* before the job exists: its heartbeats report what the GPU made */
     struct remote_opts ro = {.dispatcher = j->o.dispatcher, .auth_token = j->o.auth_token, .cut = j->o.cut,
                              .local_cores = j->o.local_cores, .split_size = j->o.split_size,
                              .max_workers = j->o.max_workers,

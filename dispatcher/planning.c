@@ -40,6 +40,12 @@ static int check_facts(const Spillway__V1__ClientFacts *cf, int n_cuts, char *ms
                  cf->cores, cf->rate);
         return -EINVAL;
     }
+    if (!finite_nonneg(cf->gpu_elements_per_s) || cf->gpu_elements_per_s > SPW_PLAN_GPU_MAX ||
+        !finite_nonneg(cf->gpu_cpu_ns)) {
+        snprintf(msg, msglen, "client facts: GPU rate %g or cost %g out of range", cf->gpu_elements_per_s,
+                 cf->gpu_cpu_ns);
+        return -EINVAL;
+    }
     return 0;
 }
 
@@ -125,6 +131,7 @@ int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Clie
     in->client_cores = cf->cores;
     in->rate = cf->rate;
     in->local_off = cf->local_off;
+    in->gpu = (struct spw_plan_gpu){.rate = cf->gpu_elements_per_s, .cpu_ns = cf->gpu_cpu_ns};
     in->force_cut = -1;
     in->nic_bytes_per_s = finite_nonneg(cf->nic_bytes_per_s) ? cf->nic_bytes_per_s : 0;
     double bytes[SPW_PLAN_MAX_CUTS];

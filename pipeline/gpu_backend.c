@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "lib/arena.h"
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "ops/gpu_load.h"
@@ -503,4 +504,41 @@ void spw_gpu_backend_dlpack_device(const struct spw_backend *b, int *type, int *
     const struct gpu *g = b->impl;
     *type = g->p->dlpack_device_type;
     *id = g->device;
+}
+
+static void count_made(void *opaque, int k, int rc, struct spw_value *v, const char *err)
+{
+    *(int64_t *)opaque += rc == 0;
+    spw_value_free(v);
+}
+
+int spw_gpu_backend_measure(const struct spw_backend *b, const struct spw_producer *p, int samples, double *rate,
+                            double *cpu_ns, char *err, size_t errlen)
+{
+    char why[160];
+    if (!spw_gpu_can_make(p->ctx, p->ctx->n_groups, why, sizeof why))
+        return spw_fail(err, errlen, -ENOTSUP, "%s", why);
+    const struct spw_backend *const table[] = {b, &spw_backend_cpu};
+    const int n = (int)(samples < p->src->n ? samples : p->src->n);
+    int64_t made = 0, t0 = 0, cpu0 = 0;
+    for (int first = 0; first < n; first += 4) {
+        if (first == 4 || (first == 0 && n <= 4)) {     /* after the warm-up (or with nothing else) */
+            made = 0;
+            t0 = spw_now_ns();
+            cpu0 = spw_thread_cpu_ns();
+        }
+        int64_t s[4];
+        const int m = n - first < 4 ? n - first : 4;
+        for (int k = 0; k < m; k++)
+            s[k] = first + k;
+        const struct spw_microbatch mb = {.epoch = 0, .cut = p->ctx->n_groups, .n = m, .samples = s,
+                                          .opaque = &made, .done = count_made};
+        spw_backend_run(table, 2, p, &mb);
+    }
+    const double secs = (double)(spw_now_ns() - t0) / 1e9;
+    if (made == 0 || !(secs > 0))
+        return spw_fail(err, errlen, -EIO, "the GPU made no element of the %d it was given", n);
+    *rate = (double)made / secs;
+    *cpu_ns = (double)(spw_thread_cpu_ns() - cpu0) / (double)made;
+    return 0;
 }

@@ -64,6 +64,12 @@ int spw_gpu_backend_batch_finish(const struct spw_backend *b, uint64_t dev, cons
 /* The device's addresses as DLPack sees them: DLDeviceType (2, kDLCUDA; 1, kDLCPU for the host emulation)
  * and device id. */
 void spw_gpu_backend_dlpack_device(const struct spw_backend *b, int *type, int *id);
+/* The planner's facts of the GPU as a producer (planner.h's struct spw_plan_gpu): the whole pipeline on
+ * samples [0, samples) of epoch 0 in micro-batches of 4 on this thread ([GPU, CPU]: what a GPU producer
+ * makes), the first one a warm-up: elements/s, and this thread's CPU per element. Returns 0, -ENOTSUP (a
+ * pipeline it cannot make) or -EIO (nothing made). */
+int spw_gpu_backend_measure(const struct spw_backend *b, const struct spw_producer *p, int samples, double *rate,
+                            double *cpu_ns, char *err, size_t errlen);
 /* Whether the GPU backend makes groups [0, cut) of this pipeline; why not in why (may be NULL). */
 bool spw_gpu_can_make(const struct spw_element_ctx *ctx, int cut, char *why, size_t whylen);
 

@@ -69,7 +69,11 @@ int spw_plan_worker_from_proto(const Spillway__V1__ProfileResponse *p, int n_cut
             !(isfinite(c->bytes_per_element) && c->bytes_per_element >= 0))
             return -EINVAL;
     }
+    if (!(isfinite(p->gpu_elements_per_s) && p->gpu_elements_per_s >= 0 && p->gpu_elements_per_s <= SPW_PLAN_GPU_MAX) ||
+        !(isfinite(p->gpu_cpu_ns) && p->gpu_cpu_ns >= 0))
+        return -EINVAL;
     memset(w, 0, sizeof *w);
+    w->gpu = (struct spw_plan_gpu){.rate = p->gpu_elements_per_s, .cpu_ns = p->gpu_cpu_ns};
     w->cores = p->cores > 0 && isfinite(p->cores) ? p->cores : p->threads;
     w->efficiency = 1;          /* measured with every thread busy: contention is in the costs */
     for (int k = 0; k < n_cuts; k++) {

@@ -12,6 +12,8 @@
 #define SPW_PLAN_MAX_WORKERS 256
 
 /* A GPU producer beside the CPU threads (FusionFlow's): it makes whole elements (the last cut only). */
+#define SPW_PLAN_GPU_MAX 1e7                /* elements/s: a peer claiming more is not believed */
+
 struct spw_plan_gpu {
     double rate;                        /* elements/s the device makes at most, measured; 0 = no GPU */
     double cpu_ns;                      /* host CPU per element it makes (the decode, preparing, copies) */

@@ -187,6 +187,7 @@ int main(int argc, char **argv)
     spw_rpc_server_add_stream(srv, "/spillway.v1.Worker/StreamElements", wrk_jobs_stream, jobs);
     static struct wrk_profile_opts profile_opts;
     profile_opts.threads = threads;
+    profile_opts.gpu = gpu;
     spw_rpc_server_add_unary_slow(srv, "/spillway.v1.Worker/Profile", wrk_profile, &profile_opts);
     /* Clients profile workers while they plan, and so does the dispatcher when it re-plans. */
     spw_rpc_server_set_callers(srv, "/spillway.v1.Worker/Profile", SPW_RPC_CALLER_CLIENT | SPW_RPC_CALLER_WORKER);

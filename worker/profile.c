@@ -10,6 +10,7 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/rpc.h"
+#include "pipeline/gpu_backend.h"
 #include "pipeline/profile.h"
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
@@ -17,6 +18,7 @@
 #include "proto/spillway.pb-c.h"
 
 #define DEFAULT_SAMPLES 256
+#define GPU_SAMPLES 64         /* the GPU producer's: 15 micro-batches after a warm-up */
 #define MAX_SAMPLES 4096
 
 int wrk_profile(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
@@ -75,14 +77,24 @@ int wrk_profile(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_
     out.cores = p->threads < limit ? p->threads : limit;
     out.samples = p->samples;
     out.skipped = p->skipped;
+    if (o->gpu) {
+        struct spw_element_ctx ectx;
+        if (spw_element_ctx_init(&ectx, spec) == 0) {
+            const struct spw_producer pr = {.spec = spec, .src = src, .ctx = &ectx, .component = "worker"};
+            if (spw_gpu_backend_measure(o->gpu, &pr, GPU_SAMPLES, &out.gpu_elements_per_s, &out.gpu_cpu_ns, err,
+                                        sizeof err) != 0)
+                spw_log(SPW_LOG_INFO, "worker", "profile: the GPU is not in it: %s", err);
+            spw_element_ctx_destroy(&ectx);
+        }
+    }
     size_t plen = spillway__v1__profile_response__get_packed_size(&out);
     if (!(*resp = malloc(plen ? plen : 1))) {
         status = SPW_RPC_RESOURCE_EXHAUSTED;
         goto out;
     }
     *resp_len = spillway__v1__profile_response__pack(&out, *resp);
-    spw_log(SPW_LOG_INFO, "worker", "profiled cuts=%d samples=%d threads=%d skipped=%d", p->groups + 1, p->samples,
-            p->threads, p->skipped);
+    spw_log(SPW_LOG_INFO, "worker", "profiled cuts=%d samples=%d threads=%d skipped=%d gpu_per_s=%.0f", p->groups + 1,
+            p->samples, p->threads, p->skipped, out.gpu_elements_per_s);
 out:
     free(p);
     spw_source_close(src);

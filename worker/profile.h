@@ -1,6 +1,7 @@
 /* worker/profile.h - Worker.Profile: measure a pipeline's candidate prefixes on this worker under full load
  * (all its threads busy on the first elements of epoch 0) and report, for every cut k, the cost per element
- * W(k) (read + groups [0, k) + packing b_k bytes) and the bytes per element b_k. Input for the planner; not
+ * W(k) (read + groups [0, k) + packing b_k bytes) and the bytes per element b_k; with a GPU, what its GPU
+ * producer makes of the whole pipeline (elements/s, CPU per element). Input for the planner; not
  * the planner; and Worker.Probe, bytes to time the link with. Profile runs on its own thread (a slow unary
  * method) and starts the measuring threads; Probe runs on its stream's thread. */
 #ifndef SPW_WORKER_PROFILE_H
@@ -11,8 +12,11 @@
 
 #include "lib/rpc.h"
 
+struct spw_backend;
+
 struct wrk_profile_opts {
     int threads;                /* measuring threads: the worker's --threads */
+    const struct spw_backend *gpu;  /* its GPU backend (--gpu): measured as a producer too; NULL = none */
 };
 
 /* The Profile handler (ctx = struct wrk_profile_opts *, which must outlive the server). */

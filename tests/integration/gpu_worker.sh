@@ -8,7 +8,8 @@
 # exit what it made there and an arena peak within its budget; a pipeline the GPU cannot make is logged and
 # made on the CPU; a budget over the free memory is refused with the reason; a device that fails is logged
 # once and the jobs stay identical; a GPU-side worker killed mid-job loses nothing; a client with --gpu and
-# a dispatcher makes part of its own splits on the device, identical again. Real processes on loopback;
+# a dispatcher makes part of its own splits on the device, identical again, and is planned with its GPU's
+# measured rate (as a GPU-side worker's profile reports its own). Real processes on loopback;
 # kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -84,6 +85,10 @@ check "... and spillctl job its class worker:N:gpu" bash -c "'$B/bin/spillctl' -
   --json | grep -q '\"producer\": \"worker:[0-9]*:gpu\"'"
 job ra emu-ra
 check "... RandAugment: identical to a local run" same_as_local ra "$WORK/emu-ra"
+EPORT=$(wait_port "$WORK/emu.out")
+"$B/bin/spillctl" profile --worker "127.0.0.1:$EPORT" --pipeline "$WORK/ra.json" --json > "$WORK/emu-profile.json"
+check "... spillctl profile measures its GPU as a producer for the planner" \
+  grep -q '"gpu_elements_per_s": [1-9][0-9.]*, "gpu_cpu_ns": [1-9]' "$WORK/emu-profile.json"
 job rc emu-rc
 check "... random_crop (no GPU kernel): identical to a local run" same_as_local rc "$WORK/emu-rc"
 check "... and the worker says it makes that one on the CPU only" \
@@ -142,6 +147,11 @@ SPILLWAY_GPU_PLUGIN="$EMU" timeout 120 "$B/bin/spillctl" run --dispatcher "127.0
 check "a client with --gpu 0 and a dispatcher: RandAugment batches identical to a local run" \
   same_as_local ra "$WORK/client-gpu"
 check "... beside the worker, its GPU thread made some of them" grep -q '"local_gpu": [1-9]' "$WORK/client-gpu.json"
+SPILLWAY_GPU_PLUGIN="$EMU" timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline \
+  "$WORK/ra.json" --ordered --cut auto --gpu 0 --dump "$WORK/client-plan" --quiet 2> "$WORK/client-plan.err"
+check "... planned (--cut auto) with its GPU measured: identical to a local run" same_as_local ra "$WORK/client-plan"
+check "... and the plan had the GPU's rate" \
+  grep -q 'gpu: [1-9][0-9]* elements/s at [0-9]* us of CPU each, for the planner' "$WORK/client-plan.err"
 CJOB=$(sed -n 's/.*"job": \([0-9]*\), "cut".*/\1/p' "$WORK/client-gpu.json")
 check "... and spillctl job $CJOB shows the class client:rank0:gpu" bash -c "'$B/bin/spillctl' --dispatcher \
   127.0.0.1:$DPORT job '$CJOB' --json | grep -q '\"producer\": \"client:rank0:gpu\"'"

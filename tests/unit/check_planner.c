@@ -350,8 +350,46 @@ START_TEST(test_planner_worker_from_a_profile_reply)
     cuts[0].cut = 1;
     ck_assert_int_eq(spw_plan_worker_from_proto(&p, 2, &w, bytes), -EINVAL);
     cuts[0].cut = 0;
+    p.gpu_elements_per_s = 900;                     /* its GPU producer */
+    p.gpu_cpu_ns = 300e3;
+    ck_assert_int_eq(spw_plan_worker_from_proto(&p, 2, &w, bytes), 0);
+    ck_assert(w.gpu.rate == 900 && w.gpu.cpu_ns == 300e3);
+    p.gpu_elements_per_s = 1e12;                    /* a GPU no device is: not believed */
+    ck_assert_int_eq(spw_plan_worker_from_proto(&p, 2, &w, bytes), -EINVAL);
+    p.gpu_elements_per_s = 900;
+    p.gpu_cpu_ns = -1;
+    ck_assert_int_eq(spw_plan_worker_from_proto(&p, 2, &w, bytes), -EINVAL);
+    p.gpu_cpu_ns = 0;
     p.threads = 0;
     ck_assert_int_eq(spw_plan_worker_from_proto(&p, 2, &w, bytes), -EINVAL);
+}
+END_TEST
+
+/* A client's facts with a GPU that cannot be: refused with the numbers, before any worker is asked. */
+START_TEST(test_planner_refuses_a_client_lying_about_its_gpu)
+{
+    double remote[2] = {1e5, 2e5}, bytes[2] = {1e4, 2e4};
+    Spillway__V1__ClientFacts cf = SPILLWAY__V1__CLIENT_FACTS__INIT;
+    cf.n_remote_ns = cf.n_bytes = 2;
+    cf.remote_ns = remote;
+    cf.bytes = bytes;
+    cf.local_ns = 1e6;
+    cf.cores = 1;
+    struct spw_plan plan;
+    int profiled;
+    char msg[256];
+    const double bad[][2] = {{NAN, 1e5}, {-1, 1e5}, {1e9, 1e5}, {100, INFINITY}, {100, -5}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cf.gpu_elements_per_s = bad[i][0];
+        cf.gpu_cpu_ns = bad[i][1];
+        ck_assert_int_eq(disp_plan_job(NULL, &cf, 2, NULL, 0, NULL, NULL, &plan, &profiled, msg, sizeof msg),
+                         -EINVAL);
+        ck_assert_msg(strstr(msg, "client facts: GPU rate") != NULL, "%s", msg);
+    }
+    cf.gpu_elements_per_s = 500;                    /* a believable one is planned with */
+    cf.gpu_cpu_ns = 1e5;
+    ck_assert_int_eq(disp_plan_job(NULL, &cf, 2, NULL, 0, NULL, NULL, &plan, &profiled, msg, sizeof msg), 0);
+    ck_assert_double_eq_tol(plan.local_only, 500 + 0.95e9 / 1e6, 1e-6);
 }
 END_TEST
 
@@ -384,6 +422,7 @@ int main(void)
     tcase_add_test(tc, test_planner_best_mix_and_cut);
     tcase_add_test(tc, test_planner_client_gpu_elements_go_first);
     tcase_add_test(tc, test_planner_worker_gpu_counts_at_the_last_cut);
+    tcase_add_test(tc, test_planner_refuses_a_client_lying_about_its_gpu);
     tcase_add_test(tc, test_planner_s_not_below_f_never_helps);
     tcase_add_test(tc, test_planner_rate_binds);
     tcase_add_test(tc, test_planner_nic_bound_moves_to_smaller_elements);
