@@ -169,9 +169,20 @@ static int queue_item(struct gpu *g, struct item *it)
     const struct spw_group *last = &ctx->groups[ctx->n_groups - 1];
     const int last_op = last->first + last->count - 1;
     const int norm = !more ? w->norm : spw_op_def(ctx->spec->ops[last_op].kind)->gpu ? -1 : last_op;
+    /* The image's sizes through the other groups' ops (crops change it): the output's, and the largest. */
+    int fw = w->out_w, fh = w->out_h, mw = fw, mh = fh;
+    size_t max_px = (size_t)fw * (size_t)fh;
+    for (int i = ctx->groups[0].first + ctx->groups[0].count; i < ctx->spec->n_ops && more; i++) {
+        spw_gpu_op_size(&ctx->spec->ops[i], &fw, &fh);
+        if ((int64_t)fw * fh > ctx->spec->max_pixels)
+            return -ENOTSUP;    /* the CPU refuses it as its op would */
+        mw = fw > mw ? fw : mw;
+        mh = fh > mh ? fh : mh;
+        max_px = (size_t)fw * (size_t)fh > max_px ? (size_t)fw * (size_t)fh : max_px;
+    }
     struct spw_sink s;
     const struct spw_element_dest dest = {device_place, it, ctx->spec->batch.layout};
-    int rc = spw_image_sink(ctx, norm, w->out_w, w->out_h, !more && w->hflip, !more && w->vflip,
+    int rc = spw_image_sink(ctx, norm, fw, fh, !more && w->hflip, !more && w->vflip,
                             it->mb->device_place ? &dest : NULL, &it->v, &s, it->err, sizeof it->err);
     if (rc)
         return rc;
@@ -186,8 +197,8 @@ static int queue_item(struct gpu *g, struct item *it)
                                     blk(g, it, BLK_KK_H, sizeof(int32_t) * (size_t)pl->out_w * pl->ksize_h))) ||
         (resample && pl->need_v && (blk(g, it, BLK_BOUNDS_V, sizeof(int32_t) * 2 * (size_t)pl->out_h) ||
                                     blk(g, it, BLK_KK_V, sizeof(int32_t) * (size_t)pl->out_h * pl->ksize_v))) ||
-        (more && (blk(g, it, BLK_IMG_A, w3 * (size_t)w->out_h) || blk(g, it, BLK_IMG_B, w3 * (size_t)w->out_h) ||
-                  blk(g, it, BLK_SCRATCH, spw_gpu_call_scratch_bytes(w->out_w, w->out_h))))) {
+        (more && (blk(g, it, BLK_IMG_A, 3 * max_px) || blk(g, it, BLK_IMG_B, 3 * max_px) ||
+                  blk(g, it, BLK_SCRATCH, spw_gpu_call_scratch_bytes(mw, mh))))) {
         release(g, it);
         spw_value_free(&it->v);
         return -ENOSPC;

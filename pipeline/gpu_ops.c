@@ -181,7 +181,58 @@ static int warp(struct spw_gpu_call *c, const struct spw_warp_plan *plan)
     return rc;
 }
 
+/* A crop of the image to rect r (fill outside it), as the CPU's crop_value: a warp by whole pixels into an
+ * image of r's size. */
+static int crop(struct spw_gpu_call *c, struct spw_rect r, const uint8_t fill[3])
+{
+    const struct spw_gpu_image out = {.data = c->tmp.data, .stride = 3 * (size_t)r.w, .w = r.w, .h = r.h};
+    struct spw_gpu_warp a = {.src = c->img, .dst = out, .kind = SPW_GPU_WARP_FIXED};
+    a.fx[0] = a.fx[4] = INT64_C(1) << 16;       /* X = r.x + x, Y = r.y + y */
+    a.fx[2] = (int64_t)r.x * 65536;
+    a.fx[5] = (int64_t)r.y * 65536;
+    memcpy(a.ink, fill, 3);
+    int rc = c->p->warp(c->dev, &a);
+    if (rc == 0) {
+        c->tmp = (struct spw_gpu_image){.data = c->img.data, .stride = out.stride, .w = r.w, .h = r.h};
+        c->img = out;
+    }
+    return rc;
+}
+
+void spw_gpu_op_size(const struct spw_op_spec *op, int *w, int *h)
+{
+    if (spw_op_def(op->kind)->size == SPW_SIZE_SIZE_FIELD) {
+        *w = spw_crop_w(op);
+        *h = spw_crop_h(op);
+    } else if (spw_op_def(op->kind)->size == SPW_SIZE_BOX) {
+        *w = op->width;
+        *h = op->height;
+    }
+}
+
 /* ---- the registry's runs ---- */
+
+static const uint8_t zero_fill[3];
+
+int spw_gpu_op_crop(struct spw_gpu_call *c)
+{
+    const struct spw_op_spec *op = c->op->op;
+    return crop(c, (struct spw_rect){op->left, op->top, op->width, op->height}, zero_fill);
+}
+
+int spw_gpu_op_center_crop(struct spw_gpu_call *c)
+{
+    return crop(c, spw_center_crop_rect(c->op->op, c->img.w, c->img.h), zero_fill);
+}
+
+int spw_gpu_op_random_crop(struct spw_gpu_call *c)
+{
+    const struct spw_op_spec *op = c->op->op;
+    uint8_t fill[3];
+    for (int k = 0; k < 3; k++)
+        fill[k] = (uint8_t)(op->fill[k] < 0 ? 0 : op->fill[k] > 255 ? 255 : op->fill[k]);
+    return crop(c, spw_random_crop_rect(op, &c->op->rng, c->img.w, c->img.h), fill);
+}
 
 int spw_gpu_op_flip(struct spw_gpu_call *c)
 {

@@ -1,10 +1,11 @@
 /* pipeline/gpu_ops.h - the op registry's GPU runs: each queues on the device what the op's CPU run does to
- * an element's uint8 HWC image: the flips and warps (rotate, affine, the policies' shears, translations and
+ * an element's uint8 HWC image: the crops (whole-pixel warps into the op's size, fill outside), the flips and
+ * warps (rotate, affine, the policies' shears, translations and
  * rotations) as nearest warps planned on the host by ops/geometry.c, the colour ops as tables (made on the
  * host, or on the device from the image's histogram or mean luma) and per-pixel blends, and the policies as
  * their planned steps. Random parameters come from the op's own RNG, as on the CPU, and the arithmetic is
  * the CPU's (ops/color_px.h, ops/cuda/pixel.h), so the image equals the CPU's byte for byte. Thread-safe:
- * a call is one element's. */
+ * a call is one element's; img and tmp hold the largest image of the pipeline (spw_gpu_op_size). */
 #ifndef SPW_PIPELINE_GPU_OPS_H
 #define SPW_PIPELINE_GPU_OPS_H
 
@@ -21,12 +22,18 @@ struct spw_gpu_call {
     spw_dptr lut, stats, tables;        /* scratch: uint8[3][256]; uint64[3 * 256 + 1]; int32[w + h] */
 };
 
+/* The image size after op (a crop's own size; the rest keep it): the scratch and images are sized for the
+ * largest of a pipeline. */
+void spw_gpu_op_size(const struct spw_op_spec *op, int *w, int *h);
 /* Bytes of the scratch a w x h image's calls need, and c's lut, stats and tables laid out from base. */
 size_t spw_gpu_call_scratch_bytes(int w, int h);
 void spw_gpu_call_scratch(struct spw_gpu_call *c, spw_dptr base);
 
 /* A run returns 0, -ENOTSUP (this instance has no kernel, e.g. a bilinear warp or Pillow's float warp:
  * the element is made on the CPU), -EINVAL (as the CPU op would refuse) or a device error. */
+int spw_gpu_op_crop(struct spw_gpu_call *c);
+int spw_gpu_op_center_crop(struct spw_gpu_call *c);
+int spw_gpu_op_random_crop(struct spw_gpu_call *c);
 int spw_gpu_op_flip(struct spw_gpu_call *c);
 int spw_gpu_op_rotate(struct spw_gpu_call *c);
 int spw_gpu_op_affine(struct spw_gpu_call *c);

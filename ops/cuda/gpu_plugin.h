@@ -92,7 +92,8 @@ struct spw_gpu_make_lut {
     spw_dptr lut;
 };
 
-/* A nearest warp of src into dst (the same size), as ops/geometry.h's struct spw_warp_plan says. */
+/* A nearest warp of src into dst, as ops/geometry.h's struct spw_warp_plan says; dst's size is the output's
+ * (a crop: a FIXED warp by whole pixels into a smaller or larger image, ink outside the source). */
 enum spw_gpu_warp_kind { SPW_GPU_WARP_TRANSPOSE = 0, SPW_GPU_WARP_SCALE = 1, SPW_GPU_WARP_FIXED = 2 };
 
 struct spw_gpu_warp {

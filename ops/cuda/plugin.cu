@@ -260,7 +260,7 @@ __global__ void k_make_lut(struct spw_gpu_make_lut a)
 __global__ void k_warp(struct spw_gpu_warp a)
 {
     const int y = blockIdx.y, x = blockIdx.x * blockDim.x + threadIdx.x;
-    if (x >= a.src.w)
+    if (x >= a.dst.w)
         return;
     int sx, sy;
     const int in = spw_px_warp_src(&a, (const int32_t *)(uintptr_t)a.xi, (const int32_t *)(uintptr_t)a.yi, x, y,
@@ -310,9 +310,9 @@ static int plugin_make_lut(void *ctx, const struct spw_gpu_make_lut *a)
 static int plugin_warp(void *ctx, const struct spw_gpu_warp *a)
 {
     struct gpu_ctx *g = (struct gpu_ctx *)ctx;
-    const unsigned bx = (unsigned)((a->src.w + THREADS - 1) / THREADS);
-    if (a->src.h > 0)
-        k_warp<<<dim3(bx, (unsigned)a->src.h), THREADS, 0, g->stream>>>(*a);
+    const unsigned bx = (unsigned)((a->dst.w + THREADS - 1) / THREADS);
+    if (a->dst.h > 0 && a->dst.w > 0)
+        k_warp<<<dim3(bx, (unsigned)a->dst.h), THREADS, 0, g->stream>>>(*a);
     CK(g, cudaGetLastError(), "warp kernel");
     return 0;
 }

@@ -185,8 +185,8 @@ static int emu_warp(void *ctx, const struct spw_gpu_warp *a)
 {
     const uint8_t *src = (const uint8_t *)(uintptr_t)a->src.data;
     uint8_t *dst = (uint8_t *)(uintptr_t)a->dst.data;
-    for (int y = 0; y < a->src.h; y++)
-        for (int x = 0; x < a->src.w; x++) {
+    for (int y = 0; y < a->dst.h; y++)
+        for (int x = 0; x < a->dst.w; x++) {
             int sx, sy;
             const int in = spw_px_warp_src(a, (const int32_t *)(uintptr_t)a->xi, (const int32_t *)(uintptr_t)a->yi,
                                            x, y, &sx, &sy);

@@ -28,7 +28,7 @@ pipeline "$WORK/p.json" '{"op": "random_resized_crop", "size": [48, 48]}, {"op":
   {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}'
 pipeline "$WORK/ra.json" '{"op": "random_resized_crop", "size": [48, 48]}, {"op": "random_horizontal_flip"},
   {"op": "rand_augment", "num_ops": 2, "magnitude": 9}, {"op": "to_tensor"}'
-pipeline "$WORK/rc.json" '{"op": "resize", "size": 40}, {"op": "random_crop", "size": 32, "padding": 4}'
+pipeline "$WORK/rc.json" '{"op": "resize", "size": 40}, {"op": "invert"}, {"op": "resize", "size": [32, 32]}'
 for p in p ra rc; do
   "$B/bin/spillctl" run --local --pipeline "$WORK/$p.json" --threads 2 --dump "$WORK/local-$p" --quiet || exit 1
 done
@@ -90,9 +90,9 @@ EPORT=$(wait_port "$WORK/emu.out")
 check "... spillctl profile measures its GPU as a producer for the planner" \
   grep -q '"gpu_elements_per_s": [1-9][0-9.]*, "gpu_cpu_ns": [1-9]' "$WORK/emu-profile.json"
 job rc emu-rc
-check "... random_crop (no GPU kernel): identical to a local run" same_as_local rc "$WORK/emu-rc"
+check "... a resize after an augment op (no GPU kernel): identical to a local run" same_as_local rc "$WORK/emu-rc"
 check "... and the worker says it makes that one on the CPU only" \
-  grep -q 'job=4 is made on the CPU only: ops\[2\] random_crop has no GPU kernel' "$WORK/emu.err"
+  grep -q 'job=4 is made on the CPU only: ops\[3\] resize has no GPU kernel' "$WORK/emu.err"
 stop
 made=$(sed -n 's/.*gpu: \([0-9]*\) elements made on the device.*/\1/p' "$WORK/emu.err")
 check "... at exit it reports elements made on the device ($made)" test "${made:-0}" -gt 0

@@ -184,6 +184,13 @@ static const char *const PIPELINES[][2] = {
      "{\"op\":\"affine\",\"scale\":0.7}", "HWC"},
     {"{\"op\":\"random_resized_crop\",\"size\":40},{\"op\":\"color_jitter\",\"brightness\":0.4,\"contrast\":0.4,"
      "\"saturation\":0.4,\"hue\":0.1},{\"op\":\"adjust_hue\",\"factor\":-0.3},{\"op\":\"to_tensor\"}", "HWC"},
+    /* crops after the decode group: padding with a fill, pad_if_needed growing the image, then others */
+    {"{\"op\":\"resize\",\"size\":[36,40]},{\"op\":\"random_crop\",\"size\":32,\"padding\":4,"
+     "\"fill\":[7,8,9]},{\"op\":\"random_horizontal_flip\"},{\"op\":\"normalize\",\"mean\":[0.5,0.4,0.3],"
+     "\"std\":[0.2,0.3,0.25]}", "HWC"},
+    {"{\"op\":\"resize\",\"size\":[20,24]},{\"op\":\"invert\"},{\"op\":\"random_crop\",\"size\":[30,26],"
+     "\"pad_if_needed\":true},{\"op\":\"center_crop\",\"size\":[22,34]},{\"op\":\"crop\",\"top\":-2,"
+     "\"left\":3,\"height\":15,\"width\":40},{\"op\":\"rotate\",\"angle\":90}", "CHW"},
 };
 #define N_PIPELINES ((int)(sizeof PIPELINES / sizeof PIPELINES[0]))
 
@@ -274,10 +281,11 @@ START_TEST(test_gpu_declines_what_it_cannot_make)
 {
     struct spw_backend *gpu = open_gpu(NULL);
     struct job j;
-    job_open(&j, "{\"op\":\"random_resized_crop\",\"size\":32},{\"op\":\"random_crop\",\"size\":24}", "HWC");
+    job_open(&j, "{\"op\":\"random_resized_crop\",\"size\":32},{\"op\":\"invert\"},{\"op\":\"resize\",\"size\":24}",
+             "HWC");
     char why[256];
     ck_assert(!spw_gpu_can_make(&j.ctx, j.ctx.n_groups, why, sizeof why));
-    ck_assert_msg(strstr(why, "ops[2] random_crop has no GPU kernel") != NULL, "%s", why);
+    ck_assert_msg(strstr(why, "ops[3] resize has no GPU kernel") != NULL, "%s", why);
     struct got g;
     const struct spw_backend *const only_gpu[] = {gpu};
     ck_assert_int_eq(run_on(only_gpu, 1, &j, 4, &g), -ENOTSUP);
