@@ -51,6 +51,7 @@ struct item {
     struct spw_value v;         /* the output, in host memory */
     size_t off[N_BLK];
     bool held[N_BLK];
+    void *hold;                 /* host memory a copy was queued from: freed once the stream is synced */
     char err[512];
 };
 
@@ -66,10 +67,13 @@ bool spw_gpu_can_make(const struct spw_element_ctx *ctx, int cut, char *why, siz
         const struct spw_group *g = &ctx->groups[gi];
         for (int i = g->first; i < g->first + g->count && !no[0]; i++) {
             const struct spw_op_def *d = spw_op_def(spec->ops[i].kind);
-            const bool last_step = gi == ctx->n_groups - 1 && g->count == 1 && d->cls == SPW_OPC_TO_TENSOR;
-            if (g->kind == SPW_GROUP_TENSOR ? !last_step : !d->gpu)
+            /* the last group's tensor steps: its normalize / to_tensor first (the output step), then tensor
+             * ops with kernels (random_erasing) on the output */
+            const bool tensor_ok = gi == ctx->n_groups - 1 &&
+                                   (d->cls == SPW_OPC_TO_TENSOR ? i == g->first : d->gpu && d->cls == SPW_OPC_TENSOR);
+            if (g->kind == SPW_GROUP_TENSOR ? !tensor_ok : !d->gpu)
                 snprintf(no, sizeof no, "ops[%d] %s has no GPU kernel%s", i, d->name,
-                         g->kind == SPW_GROUP_TENSOR ? " (after normalize/to_tensor, nothing runs there)" : "");
+                         g->kind == SPW_GROUP_TENSOR ? " here (after normalize / to_tensor)" : "");
         }
     }
     if (no[0] && why)
@@ -111,6 +115,8 @@ static void release(struct gpu *g, struct item *it)
         if (it->held[i])
             arena_free(g, it->off[i]);
     memset(it->held, 0, sizeof it->held);
+    free(it->hold);
+    it->hold = NULL;
 }
 
 static enum spw_gpu_out out_kind(enum spw_sink_kind k)
@@ -131,10 +137,10 @@ static int queue_ops(struct gpu *g, struct item *it, struct spw_gpu_image *img, 
     int rc = 0;
     for (int gi = 1; gi < ctx->n_groups && rc == 0; gi++) {
         const struct spw_group *grp = &ctx->groups[gi];
+        if (grp->kind == SPW_GROUP_TENSOR)
+            break;              /* the output step and the ops on its tensor: queue_tensor_ops */
         for (int i = grp->first; i < grp->first + grp->count && rc == 0; i++) {
             const struct spw_op_def *d = spw_op_def(ctx->spec->ops[i].kind);
-            if (!d->gpu)
-                continue;       /* the closing normalize/to_tensor: the output step */
             struct spw_op_call oc = {.ctx = ctx, .op = &ctx->spec->ops[i], .index = i, .epoch = it->call.epoch,
                                      .sample = it->call.sample, .err = it->err, .errlen = sizeof it->err};
             spw_element_rng(ctx, oc.epoch, oc.sample, i, &oc.rng);
@@ -144,6 +150,31 @@ static int queue_ops(struct gpu *g, struct item *it, struct spw_gpu_image *img, 
             *img = gc.img;
             *tmp = gc.tmp;
         }
+    }
+    return rc;
+}
+
+/* The last group's ops on the output tensor (3 x h x w at out), after its normalize / to_tensor. */
+static int queue_tensor_ops(struct gpu *g, struct item *it, spw_dptr out, int w, int h)
+{
+    const struct spw_element_ctx *ctx = it->call.ctx;
+    const struct spw_group *grp = &ctx->groups[ctx->n_groups - 1];
+    int rc = 0;
+    for (int i = grp->first; i < grp->first + grp->count && rc == 0; i++) {
+        const struct spw_op_def *d = spw_op_def(ctx->spec->ops[i].kind);
+        if (d->cls == SPW_OPC_TO_TENSOR)
+            continue;           /* the output step itself */
+        struct spw_op_call oc = {.ctx = ctx, .op = &ctx->spec->ops[i], .index = i, .epoch = it->call.epoch,
+                                 .sample = it->call.sample, .err = it->err, .errlen = sizeof it->err};
+        spw_element_rng(ctx, oc.epoch, oc.sample, i, &oc.rng);
+        struct spw_gpu_call gc = {.p = g->p, .dev = g->dev, .op = &oc, .hold = it->hold};
+        gc.out.data = out;
+        gc.out.dtype = it->v.t.dtype;
+        gc.out.c = 3;
+        gc.out.h = h;
+        gc.out.w = w;
+        rc = d->gpu(&gc);
+        it->hold = gc.hold;
     }
     return rc;
 }
@@ -164,11 +195,11 @@ static int queue_item(struct gpu *g, struct item *it)
     const struct spw_jpeg_work *w = &it->work;
     const struct spw_resample_plan *pl = &w->plan;
     const bool resample = w->how == SPW_JPEG_RESAMPLE, more = ctx->n_groups > 1;
-    /* The output: the decode group's (with its flips and normalize), or after the other groups (their last
-     * op may be normalize/to_tensor). */
     const struct spw_group *last = &ctx->groups[ctx->n_groups - 1];
-    const int last_op = last->first + last->count - 1;
-    const int norm = !more ? w->norm : spw_op_def(ctx->spec->ops[last_op].kind)->gpu ? -1 : last_op;
+    /* The output step: the decode group's normalize, or the last group's when it is a tensor group. */
+    const bool tensor_last = more && last->kind == SPW_GROUP_TENSOR;
+    const int norm = tensor_last && spw_op_def(ctx->spec->ops[last->first].kind)->cls == SPW_OPC_TO_TENSOR
+                         ? last->first : w->norm;
     /* The image's sizes through the other groups' ops (crops change it): the output's, and the largest. */
     int fw = w->out_w, fh = w->out_h, mw = fw, mh = fh;
     size_t max_px = (size_t)fw * (size_t)fh;
@@ -257,6 +288,8 @@ static int queue_item(struct gpu *g, struct item *it)
                               .dst = placed ? (spw_dptr)(uintptr_t)s.data : at(g, it, BLK_OUT)};
     if (rc == 0)
         rc = p->sink(g->dev, &sk);
+    if (rc == 0 && tensor_last)
+        rc = queue_tensor_ops(g, it, sk.dst, fw, fh);
     if (rc == 0 && !placed)
         rc = p->download(g->dev, s.data, at(g, it, BLK_OUT), out);
     return rc;

@@ -14,6 +14,7 @@
 #include "ops/policy.h"
 #include "pipeline/augment.h"
 #include "pipeline/geometry.h"
+#include "pipeline/image_ops.h"
 
 #define ALIGN_UP(n) (((n) + 255) / 256 * 256)
 
@@ -363,4 +364,30 @@ int spw_gpu_op_trivial_augment(struct spw_gpu_call *c)
     struct spw_aug_step step;
     return aug_steps(c, &step, spw_trivial_augment_plan(&c->op->rng, c->op->op->num_magnitude_bins, c->img.w,
                                                         c->img.h, &step));
+}
+
+int spw_gpu_op_random_erasing(struct spw_gpu_call *c)
+{
+    const int C = c->out.c, H = c->out.h, W = c->out.w;
+    struct spw_rect e;
+    if (!spw_erasing_rect(c->op->op, &c->op->rng, H, W, &e))
+        return 0;
+    if (c->hold) {              /* an earlier erasing's values: wait until the device has them */
+        int rc = c->p->sync(c->dev);
+        if (rc)
+            return rc;
+        free(c->hold);
+        c->hold = NULL;
+    }
+    const size_t es = spw_dtype_size(c->out.dtype), row = (size_t)e.w * es, plane = row * (size_t)e.h;
+    uint8_t *v = malloc(plane * (size_t)C);
+    if (!v)
+        return -ENOMEM;
+    spw_erasing_values(c->op->op, &c->op->rng, C, e, c->out.dtype, v, row, plane);
+    c->hold = v;
+    int rc = 0;
+    for (int ch = 0; ch < C && rc == 0; ch++)
+        rc = c->p->upload2d(c->dev, c->out.data + (((size_t)ch * H + (size_t)e.y) * W + (size_t)e.x) * es,
+                            (size_t)W * es, v + (size_t)ch * plane, row, row, (size_t)e.h);
+    return rc;
 }

@@ -3,7 +3,7 @@
  * warps (rotate, affine, the policies' shears, translations and
  * rotations) as nearest warps planned on the host by ops/geometry.c, the colour ops as tables (made on the
  * host, or on the device from the image's histogram or mean luma) and per-pixel blends, and the policies as
- * their planned steps. Random parameters come from the op's own RNG, as on the CPU, and the arithmetic is
+ * their planned steps; random_erasing writes the values the CPU draws into the output tensor. Random parameters come from the op's own RNG, as on the CPU, and the arithmetic is
  * the CPU's (ops/color_px.h, ops/cuda/pixel.h), so the image equals the CPU's byte for byte. Thread-safe:
  * a call is one element's; img and tmp hold the largest image of the pipeline (spw_gpu_op_size). */
 #ifndef SPW_PIPELINE_GPU_OPS_H
@@ -20,6 +20,13 @@ struct spw_gpu_call {
     struct spw_op_call *op;             /* the op, its index and its RNG */
     struct spw_gpu_image img, tmp;      /* the image and a scratch of its size; a run may swap them */
     spw_dptr lut, stats, tables;        /* scratch: uint8[3][256]; uint64[3 * 256 + 1]; int32[w + h] */
+    struct {                            /* tensor ops (after normalize / to_tensor): the output, C x H x W */
+        spw_dptr data;
+        enum spw_dtype dtype;
+        int c, h, w;
+    } out;
+    void *hold;                         /* host memory a run queued a copy from: the caller frees it once
+                                           the stream is synced */
 };
 
 /* The image size after op (a crop's own size; the rest keep it): the scratch and images are sized for the
@@ -51,5 +58,6 @@ int spw_gpu_op_invert(struct spw_gpu_call *c);
 int spw_gpu_op_rand_augment(struct spw_gpu_call *c);
 int spw_gpu_op_auto_augment(struct spw_gpu_call *c);
 int spw_gpu_op_trivial_augment(struct spw_gpu_call *c);
+int spw_gpu_op_random_erasing(struct spw_gpu_call *c);
 
 #endif

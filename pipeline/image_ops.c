@@ -157,12 +157,10 @@ static int rewrite_value(const struct spw_element_ctx *ctx, struct spw_value *v,
     return 0;
 }
 
-/* torchvision RandomErasing on a CHW tensor: area/aspect trials; value constant or normal noise. */
-static void random_erasing(const struct spw_op_spec *op, struct spw_rng *r, struct spw_tensor *t)
+bool spw_erasing_rect(const struct spw_op_spec *op, struct spw_rng *r, int H, int W, struct spw_rect *rect)
 {
     if (!(spw_rng_uniform(r) < op->p))
-        return;
-    const int C = (int)t->shape[0], H = (int)t->shape[1], W = (int)t->shape[2];
+        return false;
     const double area = (double)H * W, lr0 = log(op->ratio[0]), lr1 = log(op->ratio[1]);
     for (int attempt = 0; attempt < 10; attempt++) {
         double ea = area * spw_rng_range(r, op->scale[0], op->scale[1]);
@@ -170,20 +168,41 @@ static void random_erasing(const struct spw_op_spec *op, struct spw_rng *r, stru
         int h = (int)nearbyint(sqrt(ea * ar)), w = (int)nearbyint(sqrt(ea / ar));
         if (!(h < H && w < W))
             continue;
-        int i = (int)spw_rng_below(r, (uint32_t)(H - h + 1));
-        int j = (int)spw_rng_below(r, (uint32_t)(W - w + 1));
-        for (int c = 0; c < C; c++)
-            for (int y = i; y < i + h; y++)
-                for (int x = j; x < j + w; x++) {
-                    float val = op->erase_random_value ? (float)spw_rng_normal(r) : (float)op->erase_value[c];
-                    size_t idx = ((size_t)c * H + y) * W + x;
-                    if (t->dtype == SPW_DTYPE_F16)
-                        ((uint16_t *)t->data)[idx] = spw_f32_to_f16(val);
-                    else
-                        ((float *)t->data)[idx] = val;
-                }
-        return;
+        rect->y = (int)spw_rng_below(r, (uint32_t)(H - h + 1));
+        rect->x = (int)spw_rng_below(r, (uint32_t)(W - w + 1));
+        rect->w = w;
+        rect->h = h;
+        return true;
     }
+    return false;
+}
+
+void spw_erasing_values(const struct spw_op_spec *op, struct spw_rng *r, int C, struct spw_rect rect,
+                        enum spw_dtype dt, uint8_t *dst, size_t row_pitch, size_t plane_pitch)
+{
+    for (int c = 0; c < C; c++)
+        for (int y = 0; y < rect.h; y++) {
+            uint8_t *row = dst + (size_t)c * plane_pitch + (size_t)y * row_pitch;
+            for (int x = 0; x < rect.w; x++) {
+                float val = op->erase_random_value ? (float)spw_rng_normal(r) : (float)op->erase_value[c];
+                if (dt == SPW_DTYPE_F16)
+                    ((uint16_t *)(void *)row)[x] = spw_f32_to_f16(val);
+                else
+                    ((float *)(void *)row)[x] = val;
+            }
+        }
+}
+
+/* torchvision RandomErasing on a CHW tensor: area/aspect trials; value constant or normal noise. */
+static void random_erasing(const struct spw_op_spec *op, struct spw_rng *r, struct spw_tensor *t)
+{
+    const int C = (int)t->shape[0], H = (int)t->shape[1], W = (int)t->shape[2];
+    struct spw_rect e;
+    if (!spw_erasing_rect(op, r, H, W, &e))
+        return;
+    const size_t es = spw_dtype_size(t->dtype);
+    spw_erasing_values(op, r, C, e, t->dtype, (uint8_t *)t->data + ((size_t)e.y * W + e.x) * es, (size_t)W * es,
+                       (size_t)H * W * es);
 }
 
 /* ---- the registry's runs ---- */

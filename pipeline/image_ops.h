@@ -26,6 +26,12 @@ int spw_image_op_random_resized_crop(struct spw_op_call *c, struct spw_value *v)
 int spw_image_op_flip(struct spw_op_call *c, struct spw_value *v);
 int spw_image_op_to_tensor(struct spw_op_call *c, struct spw_value *v);
 int spw_image_op_random_erasing(struct spw_op_call *c, struct spw_value *v);
+/* RandomErasing's draws for an H x W tensor, split so the GPU run draws what the CPU's does: whether and
+ * where (true with *rect), then the values in c, y, x order (the constant or normal noise, in dtype) into
+ * dst, row y of channel c at dst + c * plane_pitch + y * row_pitch. */
+bool spw_erasing_rect(const struct spw_op_spec *op, struct spw_rng *r, int H, int W, struct spw_rect *rect);
+void spw_erasing_values(const struct spw_op_spec *op, struct spw_rng *r, int C, struct spw_rect rect,
+                        enum spw_dtype dt, uint8_t *dst, size_t row_pitch, size_t plane_pitch);
 /* decode_jpeg's run: its whole fusion group at once (jpeg_group.c). */
 int spw_jpeg_group_decode(struct spw_op_call *c, const struct spw_group *g, const uint8_t *buf, size_t len,
                           struct spw_value *v, int *consumed);

@@ -285,7 +285,7 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
                                              .check = policy_check),
     [SPW_OP_RANDOM_ERASING] = {.name = "random_erasing", .cls = SPW_OPC_TENSOR, .group = SPW_GROUP_TENSOR,
                                .fields = erasing_fields, .cpu = spw_image_op_random_erasing,
-                               .defaults = {.p = 0.5, .scale = {0.02, 0.33}, .ratio = {0.3, 3.3}}},
+                               .gpu = spw_gpu_op_random_erasing, .defaults = {.p = 0.5, .scale = {0.02, 0.33}, .ratio = {0.3, 3.3}}},
     [SPW_OP_NORMALIZE] = {.name = "normalize", .cls = SPW_OPC_TO_TENSOR, .group = SPW_GROUP_TENSOR,
                           .fuse = SPW_FUSE_TENSOR_STEP, .size = SPW_SIZE_TO_TENSOR, .fields = normalize_fields,
                           .cpu = spw_image_op_to_tensor, .defaults = {.dtype = SPW_DTYPE_F32}},

@@ -122,6 +122,9 @@ struct spw_gpu_plugin {
     int (*upload)(void *ctx, spw_dptr dst, const void *src, size_t n);
     int (*download)(void *ctx, void *dst, spw_dptr src, size_t n);
     int (*copy)(void *ctx, spw_dptr dst, spw_dptr src, size_t n);    /* device to device */
+    /* rows of width bytes from host src (spitch apart) to dst (dpitch apart) */
+    int (*upload2d)(void *ctx, spw_dptr dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                    size_t rows);
     int (*sync)(void *ctx);
     /* Kernels, queued on the stream. */
     int (*resample)(void *ctx, const struct spw_gpu_resample *a);

@@ -134,6 +134,15 @@ static int plugin_copy(void *ctx, spw_dptr dst, spw_dptr src, size_t n)
     return 0;
 }
 
+static int plugin_upload2d(void *ctx, spw_dptr dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                           size_t rows)
+{
+    struct gpu_ctx *g = (struct gpu_ctx *)ctx;
+    CK(g, cudaMemcpy2DAsync((void *)(uintptr_t)dst, dpitch, src, spitch, width, rows, cudaMemcpyHostToDevice,
+                            g->stream), "2-d upload");
+    return 0;
+}
+
 static int plugin_sync(void *ctx)
 {
     struct gpu_ctx *g = (struct gpu_ctx *)ctx;
@@ -319,7 +328,7 @@ static int plugin_warp(void *ctx, const struct spw_gpu_warp *a)
 
 static const struct spw_gpu_plugin plugin = {
     SPW_GPU_ABI,     2 /* kDLCUDA */, plugin_version,  plugin_open,  plugin_close,    plugin_last_error,
-    plugin_mem_info, plugin_reserve, plugin_upload,   plugin_download, plugin_copy, plugin_sync,
+    plugin_mem_info, plugin_reserve, plugin_upload,   plugin_download, plugin_copy, plugin_upload2d, plugin_sync,
     plugin_resample, plugin_sink,    plugin_color,    plugin_stats,    plugin_make_lut, plugin_warp,
 };
 

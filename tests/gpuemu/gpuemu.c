@@ -94,6 +94,14 @@ static int emu_copy(void *ctx, spw_dptr dst, spw_dptr src, size_t n)
     return 0;
 }
 
+static int emu_upload2d(void *ctx, spw_dptr dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                        size_t rows)
+{
+    for (size_t y = 0; y < rows; y++)
+        memcpy((uint8_t *)(uintptr_t)dst + y * dpitch, (const uint8_t *)src + y * spitch, width);
+    return 0;
+}
+
 static int emu_sync(void *ctx)
 {
     struct emu *e = ctx;
@@ -200,7 +208,7 @@ static const struct spw_gpu_plugin plugin = {
     .abi = SPW_GPU_ABI, .dlpack_device_type = 1 /* kDLCPU: its "device" memory is host memory */,
     .version = emu_version, .open = emu_open, .close = emu_close, .last_error = emu_last_error,
     .mem_info = emu_mem_info, .reserve = emu_reserve, .upload = emu_upload, .download = emu_download,
-    .copy = emu_copy, .sync = emu_sync, .resample = emu_resample, .sink = emu_sink, .color = emu_color,
+    .copy = emu_copy, .upload2d = emu_upload2d, .sync = emu_sync, .resample = emu_resample, .sink = emu_sink, .color = emu_color,
     .stats = emu_stats, .make_lut = emu_make_lut, .warp = emu_warp,
 };
 

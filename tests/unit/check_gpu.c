@@ -1,6 +1,7 @@
 /* tests/unit/check_gpu.c - pipeline/gpu_backend.c through the host emulation of the CUDA plugin
  * (tests/gpuemu/, the kernels' own per-pixel code): elements equal the CPU backend's byte for byte (resample,
- * crop, flips, normalize to f32 and f16, uint8 CHW); an arena too small, a device that fails a micro-batch
+ * crop, flips, normalize to f32 and f16, uint8 CHW, the policies, crops after the decode, random_erasing on
+ * the output); an arena too small, a device that fails a micro-batch
  * and a crop that pads all end on the CPU with the same bytes; the arena never exceeds its budget; a
  * pipeline it cannot make is declined to the next backend; a missing plugin, a missing device and a budget
  * over the free memory are refused with their reasons. Device batches through the executor: the same batches
@@ -191,6 +192,12 @@ static const char *const PIPELINES[][2] = {
     {"{\"op\":\"resize\",\"size\":[20,24]},{\"op\":\"invert\"},{\"op\":\"random_crop\",\"size\":[30,26],"
      "\"pad_if_needed\":true},{\"op\":\"center_crop\",\"size\":[22,34]},{\"op\":\"crop\",\"top\":-2,"
      "\"left\":3,\"height\":15,\"width\":40},{\"op\":\"rotate\",\"angle\":90}", "CHW"},
+    /* random_erasing on the output tensor: after a fused normalize, and after an augment group's */
+    {"{\"op\":\"random_resized_crop\",\"size\":40},{\"op\":\"normalize\",\"mean\":[0.5,0.4,0.3],"
+     "\"std\":[0.2,0.3,0.25]},{\"op\":\"random_erasing\",\"p\":0.8,\"value\":[0.1,0.2,0.3]}", "HWC"},
+    {"{\"op\":\"random_resized_crop\",\"size\":[36,28]},{\"op\":\"rand_augment\"},{\"op\":\"to_tensor\","
+     "\"dtype\":\"float16\"},{\"op\":\"random_erasing\",\"p\":0.9,\"value\":\"random\"},"
+     "{\"op\":\"random_erasing\",\"p\":0.7,\"scale\":[0.1,0.2]}", "HWC"},
 };
 #define N_PIPELINES ((int)(sizeof PIPELINES / sizeof PIPELINES[0]))
 
