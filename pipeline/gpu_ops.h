@@ -1,11 +1,12 @@
 /* pipeline/gpu_ops.h - the op registry's GPU runs: each queues on the device what the op's CPU run does to
  * an element's uint8 HWC image: the crops (whole-pixel warps into the op's size, fill outside), the flips and
- * warps (rotate, affine, the policies' shears, translations and
- * rotations) as nearest warps planned on the host by ops/geometry.c, the colour ops as tables (made on the
- * host, or on the device from the image's histogram or mean luma) and per-pixel blends, and the policies as
- * their planned steps; random_erasing writes the values the CPU draws into the output tensor. Random parameters come from the op's own RNG, as on the CPU, and the arithmetic is
- * the CPU's (ops/color_px.h, ops/cuda/pixel.h), so the image equals the CPU's byte for byte. Thread-safe:
- * a call is one element's; img and tmp hold the largest image of the pipeline (spw_gpu_op_size). */
+ * warps (rotate, affine, the policies' shears, translations and rotations) as nearest warps planned on the
+ * host by ops/geometry.c, the colour ops as tables (made on the host, or on the device from the image's
+ * histogram or mean luma) and per-pixel blends, and the policies as their planned steps; random_erasing
+ * writes the values the CPU draws into the output tensor. Random parameters come from the op's own RNG, as on
+ * the CPU, and the arithmetic is the CPU's (ops/color_px.h, ops/cuda/pixel.h), so the image equals the
+ * CPU's byte for byte. Thread-safe: a call is one element's; img and tmp hold the largest image of the
+ * pipeline (spw_gpu_op_size). */
 #ifndef SPW_PIPELINE_GPU_OPS_H
 #define SPW_PIPELINE_GPU_OPS_H
 
