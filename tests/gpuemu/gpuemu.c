@@ -2,8 +2,8 @@
  * ABI (ops/cuda/gpu_plugin.h), "device" addresses that are host pointers, and the kernels as loops over the
  * very per-pixel functions the CUDA kernels run (ops/cuda/pixel.h). Knobs from the environment:
  * SPW_GPUEMU_FREE_MB (free memory it reports, default 1024), SPW_GPUEMU_DEVICES (default 1), and
- * SPW_GPUEMU_FAIL=open|reserve|sync to make that call fail (sync@N: every sync after the first N). Built as build/lib/libspillway-gpuemu.so and
- * loaded through SPILLWAY_GPU_PLUGIN. A context is used by one thread at a time. */
+ * SPW_GPUEMU_FAIL=open|reserve|sync to make that call fail (sync@N: every sync after the first N). Built
+ * as build/lib/libspillway-gpuemu.so and loaded through SPILLWAY_GPU_PLUGIN. A context is used by one thread at a time. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,8 +208,8 @@ static const struct spw_gpu_plugin plugin = {
     .abi = SPW_GPU_ABI, .dlpack_device_type = 1 /* kDLCPU: its "device" memory is host memory */,
     .version = emu_version, .open = emu_open, .close = emu_close, .last_error = emu_last_error,
     .mem_info = emu_mem_info, .reserve = emu_reserve, .upload = emu_upload, .download = emu_download,
-    .copy = emu_copy, .upload2d = emu_upload2d, .sync = emu_sync, .resample = emu_resample, .sink = emu_sink, .color = emu_color,
-    .stats = emu_stats, .make_lut = emu_make_lut, .warp = emu_warp,
+    .copy = emu_copy, .upload2d = emu_upload2d, .sync = emu_sync, .resample = emu_resample, .sink = emu_sink,
+    .color = emu_color, .stats = emu_stats, .make_lut = emu_make_lut, .warp = emu_warp,
 };
 
 const struct spw_gpu_plugin *spw_gpu_plugin_v1(void)
