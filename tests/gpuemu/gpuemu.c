@@ -3,7 +3,8 @@
  * very per-pixel functions the CUDA kernels run (ops/cuda/pixel.h). Knobs from the environment:
  * SPW_GPUEMU_FREE_MB (free memory it reports, default 1024), SPW_GPUEMU_DEVICES (default 1), and
  * SPW_GPUEMU_FAIL=open|reserve|sync to make that call fail (sync@N: every sync after the first N). Built
- * as build/lib/libspillway-gpuemu.so and loaded through SPILLWAY_GPU_PLUGIN. A context is used by one thread at a time. */
+ * as build/lib/libspillway-gpuemu.so and loaded through SPILLWAY_GPU_PLUGIN. A context is used by one
+ * thread at a time. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
