@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/warp_px.h"
+
 /* CPython's math.radians multiplies by this constant (pi / 180 rounded once). */
 #define DEG2RAD (M_PI / 180.0)
 
@@ -37,22 +39,6 @@ static int fill_color(const double fill[3], uint8_t rgb[3])
     return 0;
 }
 
-/* Pillow COORD(): negative maps to -1, else truncation (clamped so huge values stay out of range). */
-static inline int coord(double v)
-{
-    if (v < 0.0)
-        return -1;
-    return v >= (double)INT_MAX ? INT_MAX : (int)v;
-}
-
-/* Pillow FLOOR(). */
-static inline int floor_int(double v)
-{
-    if (v < (double)INT_MIN)
-        return INT_MIN;
-    return v < 0.0 ? (int)floor(v) : coord(v);
-}
-
 /* Floor division by 65536 of a 16.16 value (Pillow's arithmetic `>> 16`). */
 static inline int64_t fix_int(int64_t v)
 {
@@ -73,12 +59,12 @@ static void nearest_scale(const struct spw_image *in, const double a[6], const u
     double yo = a[5] + a[4] * 0.5;
     for (int y = 0; y < out->h; y++, yo += a[4]) {
         uint8_t *d = out->data + (size_t)y * out->stride;
-        const int yi = coord(yo);
+        const int yi = spw_px_coord(yo);
         const int yok = yi >= 0 && yi < in->h;
         const uint8_t *s = yok ? in->data + (size_t)yi * in->stride : NULL;
         double xo = a[2] + a[0] * 0.5;
         for (int x = 0; x < out->w; x++, xo += a[0], d += 3) {
-            const int xi = coord(xo);
+            const int xi = spw_px_coord(xo);
             if (yok && xi >= 0 && xi < in->w)
                 put_px(d, s + (size_t)xi * 3);
             else
@@ -95,7 +81,7 @@ static int check_fixed(const double a[6], int x, int y)
 /* Pillow FIX(): round to 16.16 fixed point. */
 static int64_t fix16(double v)
 {
-    return floor_int(v * 65536.0 + 0.5);
+    return spw_px_floor(v * 65536.0 + 0.5);
 }
 
 /* affine_fixed: 16.16 fixed-point stepping, which is what decides PIL's nearest-neighbour picks. */
@@ -139,7 +125,7 @@ static void nearest_float(const struct spw_image *in, const double a[6], const u
         uint8_t *d = out->data + (size_t)y * out->stride;
         double xx = xo, yy = yo;
         for (int x = 0; x < out->w; x++, xx += a[0], yy += a[3], d += 3) {
-            const int xi = coord(xx), yi = coord(yy);
+            const int xi = spw_px_coord(xx), yi = spw_px_coord(yy);
             if (xi >= 0 && xi < in->w && yi >= 0 && yi < in->h)
                 put_px(d, in->data + (size_t)yi * in->stride + (size_t)xi * 3);
             else
@@ -148,44 +134,14 @@ static void nearest_float(const struct spw_image *in, const double a[6], const u
     }
 }
 
-/* ImagingGenericTransform + bilinear_filter32RGB: sample at the mapped pixel centre, reject points
- * outside [0, w) x [0, h), clamp the 2x2 taps to the image, interpolate in double, truncate. */
+/* ImagingGenericTransform + bilinear_filter32RGB (ops/warp_px.h, shared with the CUDA kernel). */
 static void bilinear(const struct spw_image *in, const double a[6], const uint8_t fill[3],
                      struct spw_image *out)
 {
-    const int w = in->w, h = in->h;
     for (int y = 0; y < out->h; y++) {
         uint8_t *d = out->data + (size_t)y * out->stride;
-        const double yc = y + 0.5;
-        for (int x = 0; x < out->w; x++, d += 3) {
-            const double xc = x + 0.5;
-            double xin = a[0] * xc + a[1] * yc + a[2];
-            double yin = a[3] * xc + a[4] * yc + a[5];
-            if (!(xin >= 0.0 && xin < w && yin >= 0.0 && yin < h)) {
-                put_px(d, fill);
-                continue;
-            }
-            xin -= 0.5;
-            yin -= 0.5;
-            const int xf = floor_int(xin), yf = floor_int(yin);
-            const double dx = xin - xf, dy = yin - yf;
-            const int x0 = xf < 0 ? 0 : xf, x1 = xf + 1 < w ? xf + 1 : w - 1;
-            const int r0 = yf < 0 ? 0 : yf;
-            const int has_r1 = yf + 1 >= 0 && yf + 1 < h;
-            const uint8_t *s0 = in->data + (size_t)r0 * in->stride;
-            const uint8_t *s1 = has_r1 ? in->data + (size_t)(yf + 1) * in->stride : s0;
-            for (int c = 0; c < 3; c++) {
-                const int p00 = s0[x0 * 3 + c], p01 = s0[x1 * 3 + c];
-                double v1 = p00 + (p01 - p00) * dx;
-                double v2 = v1;
-                if (has_r1) {
-                    const int p10 = s1[x0 * 3 + c], p11 = s1[x1 * 3 + c];
-                    v2 = p10 + (p11 - p10) * dx;
-                }
-                v1 = v1 + (v2 - v1) * dy;
-                d[c] = v1 <= 0.0 ? 0 : v1 >= 255.0 ? 255 : (uint8_t)v1;
-            }
-        }
+        for (int x = 0; x < out->w; x++, d += 3)
+            spw_px_bilinear(in->data, in->stride, in->w, in->h, a, fill, x, y, d);
     }
 }
 
@@ -388,18 +344,24 @@ int spw_affine_warp_plan(int w, int h, double angle, const double translate[2], 
     return 0;
 }
 
+void spw_warp_plan_bilinear(struct spw_warp_plan *p)
+{
+    if (p->kind != SPW_WARP_TRANSPOSE)
+        p->kind = SPW_WARP_BILINEAR;
+}
+
 void spw_warp_scale_tables(const struct spw_warp_plan *p, int in_w, int in_h, int out_w, int out_h, int32_t *xi,
                            int32_t *yi)
 {
     const double *a = p->m;
     double yo = a[5] + a[4] * 0.5;                      /* nearest_scale's accumulation, step for step */
     for (int y = 0; y < out_h; y++, yo += a[4]) {
-        const int v = coord(yo);
+        const int v = spw_px_coord(yo);
         yi[y] = v >= 0 && v < in_h ? v : -1;
     }
     double xo = a[2] + a[0] * 0.5;
     for (int x = 0; x < out_w; x++, xo += a[0]) {
-        const int v = coord(xo);
+        const int v = spw_px_coord(xo);
         xi[x] = v >= 0 && v < in_w ? v : -1;
     }
 }

@@ -37,7 +37,7 @@ void spw_affine_inverse_matrix(int w, int h, double angle, const double translat
  * transposes, an axis-aligned map (per-column and per-row source indices as Pillow's ImagingScaleAffine
  * accumulates them), 16.16 fixed-point stepping (Pillow's affine_fixed: exact integers, so a closed form
  * per pixel), or Pillow's float fallback for maps beyond 16.16 (accumulated doubles: not planned). */
-enum spw_warp_kind { SPW_WARP_TRANSPOSE, SPW_WARP_SCALE, SPW_WARP_FIXED, SPW_WARP_FLOAT };
+enum spw_warp_kind { SPW_WARP_TRANSPOSE, SPW_WARP_SCALE, SPW_WARP_FIXED, SPW_WARP_FLOAT, SPW_WARP_BILINEAR };
 
 struct spw_warp_plan {
     enum spw_warp_kind kind;
@@ -53,6 +53,9 @@ int spw_rotate_warp_plan(int w, int h, double angle, const double fill[3], struc
 int spw_affine_warp_plan(int w, int h, double angle, const double translate[2], double scale,
                          const double shear[2], const double center[2], const double fill[3],
                          struct spw_warp_plan *p);
+/* The same plans for bilinear sampling: every map but the rotations' exact transposes becomes
+ * SPW_WARP_BILINEAR (spw_transform_affine_run's bilinear path, the matrix in m). */
+void spw_warp_plan_bilinear(struct spw_warp_plan *p);
 /* SPW_WARP_SCALE: the source column of each of the out_w output columns and the source row of each of the
  * out_h rows, -1 where it falls outside the in_w x in_h input. */
 void spw_warp_scale_tables(const struct spw_warp_plan *p, int in_w, int in_h, int out_w, int out_h, int32_t *xi,

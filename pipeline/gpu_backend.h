@@ -4,7 +4,7 @@
  * (pipeline/gpu_ops.h: colour ops, warps, ColorJitter, RandAugment, AutoAugment, TrivialAugmentWide) and
  * the closing normalize/to_tensor, so an element equals the CPU path's byte for byte. All device memory
  * comes from one arena reserved at open (gpu_mem_budget, never more than is free, never grown); an element
- * that does not fit, a crop that pads, an op instance without a kernel (a bilinear warp) or a device error
+ * that does not fit, a crop that pads, an op instance without a kernel (Pillow's float warp) or a device error
  * sends that element to the CPU, so nothing is lost; after a device error (CUDA errors stick to a context)
  * it declines every micro-batch. Pipelines with an op that has no GPU run (random_erasing, random_crop,
  * audio) are declined: the next backend makes them. Outputs go to the backend's own memory and are

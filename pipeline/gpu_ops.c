@@ -173,6 +173,10 @@ static int warp(struct spw_gpu_call *c, const struct spw_warp_plan *plan)
             return rc;
         break;
     }
+    case SPW_WARP_BILINEAR:
+        a.kind = SPW_GPU_WARP_BILINEAR;
+        memcpy(a.m, plan->m, sizeof a.m);
+        break;
     case SPW_WARP_FLOAT:
         return -ENOTSUP;        /* Pillow's accumulated-double fallback: the CPU makes this element */
     }
@@ -255,9 +259,11 @@ int spw_gpu_op_rotate(struct spw_gpu_call *c)
 {
     const struct spw_op_spec *op = c->op->op;
     struct spw_warp_plan plan;
-    if (op->interpolation != SPW_INTERP_NEAREST)
+    if (op->interpolation != SPW_INTERP_NEAREST && op->interpolation != SPW_INTERP_BILINEAR)
         return -ENOTSUP;
     int rc = spw_rotate_warp_plan(c->img.w, c->img.h, op->angle, op->fill, &plan);
+    if (rc == 0 && op->interpolation == SPW_INTERP_BILINEAR)
+        spw_warp_plan_bilinear(&plan);
     return rc ? rc : warp(c, &plan);
 }
 
@@ -265,10 +271,12 @@ int spw_gpu_op_affine(struct spw_gpu_call *c)
 {
     const struct spw_op_spec *op = c->op->op;
     struct spw_warp_plan plan;
-    if (op->interpolation != SPW_INTERP_NEAREST)
+    if (op->interpolation != SPW_INTERP_NEAREST && op->interpolation != SPW_INTERP_BILINEAR)
         return -ENOTSUP;
     int rc = spw_affine_warp_plan(c->img.w, c->img.h, op->angle, op->translate, op->affine_scale, op->shear, NULL,
                                   op->fill, &plan);
+    if (rc == 0 && op->interpolation == SPW_INTERP_BILINEAR)
+        spw_warp_plan_bilinear(&plan);
     return rc ? rc : warp(c, &plan);
 }
 

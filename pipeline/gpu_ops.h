@@ -37,7 +37,7 @@ void spw_gpu_op_size(const struct spw_op_spec *op, int *w, int *h);
 size_t spw_gpu_call_scratch_bytes(int w, int h);
 void spw_gpu_call_scratch(struct spw_gpu_call *c, spw_dptr base);
 
-/* A run returns 0, -ENOTSUP (this instance has no kernel, e.g. a bilinear warp or Pillow's float warp:
+/* A run returns 0, -ENOTSUP (this instance has no kernel, e.g. a bicubic warp or Pillow's float warp:
  * the element is made on the CPU), -EINVAL (as the CPU op would refuse) or a device error. */
 int spw_gpu_op_crop(struct spw_gpu_call *c);
 int spw_gpu_op_center_crop(struct spw_gpu_call *c);

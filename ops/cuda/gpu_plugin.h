@@ -94,7 +94,10 @@ struct spw_gpu_make_lut {
 
 /* A nearest warp of src into dst, as ops/geometry.h's struct spw_warp_plan says; dst's size is the output's
  * (a crop: a FIXED warp by whole pixels into a smaller or larger image, ink outside the source). */
-enum spw_gpu_warp_kind { SPW_GPU_WARP_TRANSPOSE = 0, SPW_GPU_WARP_SCALE = 1, SPW_GPU_WARP_FIXED = 2 };
+enum spw_gpu_warp_kind {
+    SPW_GPU_WARP_TRANSPOSE = 0, SPW_GPU_WARP_SCALE = 1, SPW_GPU_WARP_FIXED = 2,
+    SPW_GPU_WARP_BILINEAR = 3,  /* Pillow's bilinear sample of the inverse map m (ops/warp_px.h) */
+};
 
 struct spw_gpu_warp {
     struct spw_gpu_image src, dst;
@@ -102,6 +105,7 @@ struct spw_gpu_warp {
     int transpose;              /* 0, 90, 180, 270 */
     int64_t fx[6];              /* FIXED: a0, a1, a2 (at pixel 0, 0), a3, a4, a5 in 16.16 */
     spw_dptr xi, yi;            /* SCALE: int32 source column per output column, row per output row; -1 out */
+    double m[6];                /* BILINEAR: the inverse matrix */
     uint8_t ink[3];
 };
 

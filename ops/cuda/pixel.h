@@ -12,6 +12,7 @@
 #include "ops/color_px.h"
 #include "ops/cuda/gpu_plugin.h"
 #include "ops/px.h"
+#include "ops/warp_px.h"
 
 #define SPW_PX_PRECISION 22     /* ops/resample.c's PRECISION_BITS */
 
@@ -129,10 +130,28 @@ SPW_PX int spw_px_warp_src(const struct spw_gpu_warp *a, const int32_t *xi, cons
         X = spw_px_fix_int(a->fx[2] + (int64_t)y * a->fx[1] + (int64_t)x * a->fx[0]);
         Y = spw_px_fix_int(a->fx[5] + (int64_t)y * a->fx[4] + (int64_t)x * a->fx[3]);
         break;
+    case SPW_GPU_WARP_BILINEAR:     /* not a nearest warp: spw_px_warp samples it */
+        break;
     }
     *sx = (int)X;
     *sy = (int)Y;
     return X >= 0 && X < w && Y >= 0 && Y < h;
+}
+
+/* Output pixel (x, y) of a warp into d (3 bytes): a nearest one's source pixel or ink, or a bilinear sample. */
+SPW_PX void spw_px_warp(const struct spw_gpu_warp *a, const int32_t *xi, const int32_t *yi, int x, int y, uint8_t *d)
+{
+    const uint8_t *src = (const uint8_t *)(uintptr_t)a->src.data;
+    if (a->kind == SPW_GPU_WARP_BILINEAR) {
+        spw_px_bilinear(src, a->src.stride, a->src.w, a->src.h, a->m, a->ink, x, y, d);
+        return;
+    }
+    int sx, sy;
+    const uint8_t *p = spw_px_warp_src(a, xi, yi, x, y, &sx, &sy) ? src + (size_t)sy * a->src.stride + 3 * (size_t)sx
+                                                                   : a->ink;
+    d[0] = p[0];
+    d[1] = p[1];
+    d[2] = p[2];
 }
 
 #endif

@@ -271,15 +271,8 @@ __global__ void k_warp(struct spw_gpu_warp a)
     const int y = blockIdx.y, x = blockIdx.x * blockDim.x + threadIdx.x;
     if (x >= a.dst.w)
         return;
-    int sx, sy;
-    const int in = spw_px_warp_src(&a, (const int32_t *)(uintptr_t)a.xi, (const int32_t *)(uintptr_t)a.yi, x, y,
-                                   &sx, &sy);
-    const uint8_t *p = in ? (const uint8_t *)(uintptr_t)a.src.data + (size_t)sy * a.src.stride + 3 * (size_t)sx
-                          : a.ink;
-    uint8_t *d = (uint8_t *)(uintptr_t)a.dst.data + (size_t)y * a.dst.stride + 3 * (size_t)x;
-    d[0] = p[0];
-    d[1] = p[1];
-    d[2] = p[2];
+    spw_px_warp(&a, (const int32_t *)(uintptr_t)a.xi, (const int32_t *)(uintptr_t)a.yi, x, y,
+                (uint8_t *)(uintptr_t)a.dst.data + (size_t)y * a.dst.stride + 3 * (size_t)x);
 }
 
 static int plugin_color(void *ctx, const struct spw_gpu_color *a)

@@ -192,16 +192,11 @@ static int emu_make_lut(void *ctx, const struct spw_gpu_make_lut *a)
 
 static int emu_warp(void *ctx, const struct spw_gpu_warp *a)
 {
-    const uint8_t *src = (const uint8_t *)(uintptr_t)a->src.data;
     uint8_t *dst = (uint8_t *)(uintptr_t)a->dst.data;
     for (int y = 0; y < a->dst.h; y++)
-        for (int x = 0; x < a->dst.w; x++) {
-            int sx, sy;
-            const int in = spw_px_warp_src(a, (const int32_t *)(uintptr_t)a->xi, (const int32_t *)(uintptr_t)a->yi,
-                                           x, y, &sx, &sy);
-            const uint8_t *p = in ? src + (size_t)sy * a->src.stride + 3 * (size_t)sx : a->ink;
-            memcpy(dst + (size_t)y * a->dst.stride + 3 * (size_t)x, p, 3);
-        }
+        for (int x = 0; x < a->dst.w; x++)
+            spw_px_warp(a, (const int32_t *)(uintptr_t)a->xi, (const int32_t *)(uintptr_t)a->yi, x, y,
+                        dst + (size_t)y * a->dst.stride + 3 * (size_t)x);
     return 0;
 }
 

@@ -192,6 +192,11 @@ static const char *const PIPELINES[][2] = {
     {"{\"op\":\"resize\",\"size\":[20,24]},{\"op\":\"invert\"},{\"op\":\"random_crop\",\"size\":[30,26],"
      "\"pad_if_needed\":true},{\"op\":\"center_crop\",\"size\":[22,34]},{\"op\":\"crop\",\"top\":-2,"
      "\"left\":3,\"height\":15,\"width\":40},{\"op\":\"rotate\",\"angle\":90}", "CHW"},
+    /* bilinear warps (Pillow's double arithmetic), beside a nearest one and an exact transpose */
+    {"{\"op\":\"random_resized_crop\",\"size\":[34,46]},{\"op\":\"rotate\",\"angle\":27.5,"
+     "\"interpolation\":\"bilinear\",\"fill\":[200,100,50]},{\"op\":\"affine\",\"angle\":-12,"
+     "\"translate\":[4,-3],\"scale\":0.9,\"shear\":[8,-3],\"interpolation\":\"bilinear\"},"
+     "{\"op\":\"rotate\",\"angle\":180,\"interpolation\":\"bilinear\"},{\"op\":\"affine\",\"angle\":5}", "CHW"},
     /* random_erasing on the output tensor: after a fused normalize, and after an augment group's */
     {"{\"op\":\"random_resized_crop\",\"size\":40},{\"op\":\"normalize\",\"mean\":[0.5,0.4,0.3],"
      "\"std\":[0.2,0.3,0.25]},{\"op\":\"random_erasing\",\"p\":0.8,\"value\":[0.1,0.2,0.3]}", "HWC"},
