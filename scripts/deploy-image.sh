@@ -35,6 +35,9 @@ if ! P image exists docker.io/library/debian:bookworm-slim; then
   tar -C "$DEP/rootfs" -c . | P import - docker.io/library/debian:bookworm > /dev/null 2>&1
   P tag docker.io/library/debian:bookworm docker.io/library/debian:bookworm-slim
 fi
+# The CUDA plugin goes in when this build made one (nvcc here), and only then (deploy/gpu/README).
+rm -f deploy/gpu/libspillway-gpu.so
+[ -f build/lib/libspillway-gpu.so ] && cp build/lib/libspillway-gpu.so deploy/gpu/
 version=$(git describe --always --dirty 2>/dev/null || echo unknown)
 echo "deploy-image: building $IMAGE ($version)"
 t0=$(date +%s)
@@ -46,3 +49,10 @@ got=$(P run --rm --network none "$IMAGE" worker --version)
 [ "$got" = "spillway $version (protocol $(sed -n 's/^#define SPW_PROTOCOL_VERSION \([0-9]*\)$/\1/p' lib/version.h))" ] ||
   die "the image's worker --version says \"$got\""
 echo "deploy-image: $got"
+if [ -f deploy/gpu/libspillway-gpu.so ]; then
+  P run --rm --network none --entrypoint /bin/sh "$IMAGE" -c 'test -f /usr/local/lib/libspillway-gpu.so' ||
+    die "the image lacks the CUDA plugin this build has"
+  echo "deploy-image: with the CUDA plugin (/usr/local/lib/libspillway-gpu.so)"
+else
+  echo "deploy-image: no CUDA plugin (this build has none: no nvcc here); GPU workers serve on CPUs"
+fi
