@@ -9,7 +9,8 @@
 # made on the CPU; a budget over the free memory is refused with the reason; a device that fails is logged
 # once and the jobs stay identical; a GPU-side worker killed mid-job loses nothing; a client with --gpu and
 # a dispatcher makes part of its own splits on the device, identical again, and is planned with its GPU's
-# measured rate (as a GPU-side worker's profile reports its own). Real processes on loopback;
+# measured rate (as a GPU-side worker's profile reports its own); a dispatcher killed and restarted on its
+# journal mid-job beside a GPU-side worker loses nothing and still lists its GPU. Real processes on loopback;
 # kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -46,7 +47,7 @@ check "... without a plugin it says so and the CPU makes the same batches" bash 
   "grep -q 'gpu: device 0 not used, the CPU makes every element: no GPU plugin' '$WORK/inproc2.err'"
 check "... identical to a local run" same_as_local p "$WORK/inproc-p"
 
-dispatcher_on d --heartbeat-ms 100 --worker-timeout-ms 600 || { finish; exit 1; }
+dispatcher_on d --heartbeat-ms 100 --worker-timeout-ms 600 --work-dir "$WORK/dwork" || { finish; exit 1; }
 worker() {   # worker NAME [ENV...] -- FLAGS...: a one-thread worker with a GPU flag
   local name=$1
   shift
@@ -155,4 +156,21 @@ check "... and the plan had the GPU's rate" \
 CJOB=$(sed -n 's/.*"job": \([0-9]*\), "cut".*/\1/p' "$WORK/client-gpu.json")
 check "... and spillctl job $CJOB shows the class client:rank0:gpu" bash -c "'$B/bin/spillctl' --dispatcher \
   127.0.0.1:$DPORT job '$CJOB' --json | grep -q '\"producer\": \"client:rank0:gpu\"'"
+
+# The dispatcher killed and restarted on its journal while a GPU-side worker serves: nothing lost.
+worker emu2 SPILLWAY_GPU_PLUGIN="$EMU" -- --gpu 0 --gpu-mem-budget 128Mi
+job long restarted &
+JOB=$!
+for _ in $(seq 1 100); do
+  grep -q 'serving job=' "$WORK/emu2.err" && break
+  sleep 0.05
+done
+kill -9 "$D"
+wait "$D" 2> /dev/null
+dispatcher_on d2 --heartbeat-ms 100 --worker-timeout-ms 600 --work-dir "$WORK/dwork" || { finish; exit 1; }
+wait "$JOB"
+check "the dispatcher killed mid-job and restarted on its journal: the job ends (exit 0)" test $? -eq 0
+check "... with every batch identical to a local run" same_as_local long "$WORK/restarted"
+check "... and the GPU-side worker is still listed with its GPU" bash -c "'$B/bin/spillctl' --dispatcher \
+  127.0.0.1:$DPORT workers --json | grep -q '\"gpu\": \"device 0, arena 128 MiB\"'"
 finish
