@@ -341,12 +341,15 @@ static void finish_item(struct gpu *g, const struct spw_producer *p, const struc
     if (it->rc == 0 && it->cpu) {
         g->st.cpu_elements++;
         spw_value_free(&it->v);
-        if (it->work.how == SPW_JPEG_SEPARATE || p->ctx->n_groups > 1) {
+        if (it->work.how == SPW_JPEG_SEPARATE) {
             it->rc = spw_produce(p, mb->epoch, mb->samples[k], mb->cut, &it->v, NULL, NULL, it->err,
                                  sizeof it->err);
-        } else {
+        } else {                /* from the prepared region: no second read or decode */
             int consumed;
             it->rc = spw_jpeg_group_finish(&it->call, &p->ctx->groups[0], &it->work, &it->v, &consumed);
+            if (it->rc == 0 && p->ctx->n_groups > 1)
+                it->rc = spw_element_run(p->ctx, 1, p->ctx->n_groups, mb->epoch, mb->samples[k], NULL, 0, &it->v,
+                                         NULL, NULL, it->err, sizeof it->err);
         }
     } else if (it->rc == 0) {
         g->st.elements++;
