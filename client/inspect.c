@@ -194,8 +194,9 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
         }
         char name[48];
         double measured = 0;            /* what all producers deliver now, against the plan's prediction */
-        for (size_t i = 0; i < r->n_producers; i++)
-            measured += r->producers[i]->elements_per_s;
+        for (size_t i = 0; i < r->n_producers; i++)     /* a client's GPU row is part of its own */
+            if (!(r->producers[i]->producer >> 63 && r->producers[i]->producer & (UINT64_C(1) << 19)))
+                measured += r->producers[i]->elements_per_s;
         if (json) {
             printf("{\"job\": ");
             print_job_json(r->job);

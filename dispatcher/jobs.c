@@ -5,6 +5,7 @@
 #include "dispatcher/service_internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,9 @@ static int client_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
     if (rc == 0 && r->own && r->own->elements >= 0 && r->own->bytes >= 0)
         disp_progress_report(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank), r->own->elements,
                              r->own->bytes, r->own->cpu_ns > 0 ? r->own->cpu_ns : 0, hb.now_ms);
+    if (rc == 0 && r->own && r->rank == 0 && isfinite(r->consumed_per_s) && isfinite(r->wait_fraction))
+        disp_progress_client(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, 0),
+                             r->consumed_per_s * ji.world_size, r->wait_fraction);
     if (rc == 0 && r->own_gpu && r->own_gpu->elements > 0 && r->own_gpu->bytes >= 0)
         disp_progress_report(&s->progress, r->job, DISP_CLIENT_GPU_PRODUCER(r->job, r->rank), r->own_gpu->elements,
                              r->own_gpu->bytes, 0, hb.now_ms);

@@ -10,6 +10,8 @@
 #include "lib/config.h"
 #include "lib/health.h"
 #include "lib/log.h"
+#include "lib/metrics.h"
+#include "lib/metrics_http.h"
 #include "lib/rpc.h"
 #include "lib/security.h"
 
@@ -52,6 +54,9 @@ static struct spw_config_entry g_cfg[] = {
     {"health-port", "SPILLWAY_HEALTH_PORT", SPW_CFG_INT, "0", 0, 65535,
      "also answer grpc.health.v1.Health/Check on this port, with no token (Kubernetes probes of a dispatcher "
      "that requires one); 0: only on --port", 0, 0, 0, 0},
+    {"metrics-port", "SPILLWAY_METRICS_PORT", SPW_CFG_INT, "0", -1, 65535,
+     "serve Prometheus metrics (GET /metrics) and GET /healthz over HTTP on this port of --listen, with no "
+     "token: put it where only the scraper reaches; 0: off; -1: any free port", 0, 0, 0, 0},
 };
 #define N_CFG ((int)(sizeof g_cfg / sizeof g_cfg[0]))
 
@@ -63,6 +68,19 @@ static int64_t cfg_int(const char *name)
 static const char *cfg_str(const char *name)
 {
     return spw_config_get(g_cfg, N_CFG, name)->s;
+}
+
+struct scrape {
+    struct disp_service *svc;
+    struct spw_rpc_server *srv;
+};
+
+static void collect(void *ctx, struct spw_prom *p)
+{
+    const struct scrape *sc = ctx;
+    spw_prom_process(p, "dispatcher");
+    disp_service_metrics(sc->svc, p);
+    spw_rpc_server_metrics(sc->srv, p);
 }
 
 int main(int argc, char **argv)
@@ -95,6 +113,8 @@ int main(int argc, char **argv)
     spw_rpc_set_channel_tls(sec.tls_channel);   /* its calls to workers (profiles) */
     struct disp_service *svc = NULL;
     struct spw_rpc_server *srv = NULL, *health_srv = NULL;
+    struct spw_metrics_http *metrics = NULL;
+    static struct scrape scrape;
     static struct spw_health health;    /* ready once the state is loaded (SERVING), not while draining */
     spw_health_init(&health, "spillway.v1.Dispatcher");
     struct disp_service_opts so = {.worker_timeout_ms = cfg_int("worker-timeout-ms"),
@@ -165,6 +185,15 @@ int main(int argc, char **argv)
         }
         printf("health listening on %s:%d\n", host, hport);
     }
+    if (cfg_int("metrics-port")) {
+        scrape = (struct scrape){svc, srv};
+        const int mport = (int)cfg_int("metrics-port");
+        if (spw_metrics_http_start(host, mport < 0 ? 0 : mport, collect, &scrape, &metrics, err, sizeof err) != 0) {
+            spw_log(SPW_LOG_ERROR, "dispatcher", "%s", err);
+            goto out;
+        }
+        printf("metrics listening on %s:%d\n", host, spw_metrics_http_port(metrics));
+    }
     fflush(stdout);
     spw_health_set(&health, true);      /* the state is in memory (no journal yet): ready */
     spw_log(SPW_LOG_INFO, "dispatcher", "listening address=%s port=%d", host, port);
@@ -176,6 +205,7 @@ int main(int argc, char **argv)
     spw_rpc_server_shutdown(srv, (int)cfg_int("drain-ms"));
     status = 0;
 out:
+    spw_metrics_http_stop(metrics);     /* before the server and service its scrapes read */
     spw_rpc_server_destroy(srv);
     spw_rpc_server_destroy(health_srv);
     disp_service_destroy(svc);

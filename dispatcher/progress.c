@@ -24,6 +24,7 @@ void disp_progress_report(struct disp_progress *p, uint64_t job, uint64_t produc
         }
         e = &p->e[p->n++];
         memset(e, 0, sizeof *e);
+        e->wait_fraction = -1;
         e->job = job;
         e->producer = producer;
         e->rate_ms = now_ms;            /* the first rate counts from this report, not from 0 */
@@ -80,4 +81,14 @@ void disp_progress_forget(struct disp_progress *p, uint64_t job)
         if (p->e[i].job != job)
             p->e[kept++] = p->e[i];
     p->n = kept;
+}
+
+void disp_progress_client(struct disp_progress *p, uint64_t job, uint64_t producer, double consumed_per_s,
+                          double wait_fraction)
+{
+    for (int i = 0; i < p->n; i++)
+        if (p->e[i].job == job && p->e[i].producer == producer) {
+            p->e[i].consumed_per_s = consumed_per_s >= 0 ? consumed_per_s : 0;
+            p->e[i].wait_fraction = wait_fraction >= 0 && wait_fraction <= 1 ? wait_fraction : -1;
+        }
 }

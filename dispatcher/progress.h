@@ -16,6 +16,8 @@ struct disp_progress_entry {
     double cpu_ns_per_element;      /* CPU per element over the last rate interval (0: unknown) */
     int64_t last_ms, rate_ms;       /* last report; start of the current rate interval */
     int64_t rate_elements, rate_bytes, rate_cpu_ns;
+    double consumed_per_s, wait_fraction;   /* a rank-0 client's: its trainer's rate (times the ranks) and the
+                                               fraction of time it waited for data (-1: not reported) */
 };
 
 struct disp_progress {
@@ -26,6 +28,10 @@ struct disp_progress {
 /* Record a producer's cumulative counts (and the CPU it spent; 0 = not measured) for a job at now_ms. */
 void disp_progress_report(struct disp_progress *p, uint64_t job, uint64_t producer, int64_t elements, int64_t bytes,
                           int64_t cpu_ns, int64_t now_ms);
+/* A rank-0 client's view of its job (disp_progress_entry.consumed_per_s, wait_fraction), kept on its own
+ * producer's entry when there is one. */
+void disp_progress_client(struct disp_progress *p, uint64_t job, uint64_t producer, double consumed_per_s,
+                          double wait_fraction);
 /* Drop every entry of a job (it left the dispatcher's table). */
 void disp_progress_forget(struct disp_progress *p, uint64_t job);
 /* Entries of one job into out (at most cap); returns the count. */

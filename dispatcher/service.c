@@ -90,8 +90,11 @@ int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t
         uint8_t *rec = NULL;
         size_t len = 0;
         int rc = disp_update_encode(u, &rec, &len);
+        const int64_t t0 = spw_now_ns();
         if (rc == 0)
             rc = s->batch ? spw_journal_write(s->journal, rec, len) : spw_journal_append(s->journal, rec, len);
+        if (rc == 0 && !s->batch)
+            spw_hist_observe(&s->journal_sync, spw_now_ns() - t0);
         free(rec);
         if (rc) {
             spw_log(SPW_LOG_ERROR, "dispatcher", "journal append failed kind=%d err=\"%s\"", (int)u->kind,
@@ -101,6 +104,8 @@ int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t
         }
     }
     const int rc = disp_state_apply(s->st, u, err, errlen);
+    if (rc == 0 && u->kind >= 0 && u->kind <= DISP_RESTORE_ENDED)
+        s->applied[u->kind]++;
     if (journaled)              /* only a record makes the journal grow (a batch's, at its end) */
         maybe_compact(s);
     return rc;
@@ -115,7 +120,9 @@ int disp_batch_end(struct disp_service *s, char *err, size_t errlen)
 {
     if (--s->batch > 0 || !s->journal)
         return 0;
+    const int64_t t0 = spw_now_ns();
     const int rc = spw_journal_sync(s->journal);
+    spw_hist_observe(&s->journal_sync, spw_now_ns() - t0);
     if (rc) {
         spw_log(SPW_LOG_ERROR, "dispatcher", "journal sync failed err=\"%s\"", spw_strerror(rc));
         return spw_fail(err, errlen, -EIO, "the journal cannot be written: %s", spw_strerror(rc));

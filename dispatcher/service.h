@@ -32,6 +32,9 @@ struct disp_service_opts {
 int disp_service_create(const struct disp_service_opts *o, struct disp_service **out, char *err, size_t errlen);
 /* Stop the timer thread and free. */
 void disp_service_destroy(struct disp_service *s);
+struct spw_prom;
+/* The service's Prometheus samples (dispatcher/metrics.c), for --metrics-port. Any thread. */
+void disp_service_metrics(struct disp_service *s, struct spw_prom *p);
 
 /* One handler per Dispatcher method, in the lib/rpc unary shape: request bytes in, *resp (malloc'd) out,
  * a gRPC status returned, with its message in msg. */

@@ -16,6 +16,7 @@
 #include "dispatcher/codec.h"
 #include "dispatcher/state.h"
 #include "lib/journal.h"
+#include "lib/metrics.h"
 #include "lib/rpc.h"
 #include "proto/spillway.pb-c.h"
 
@@ -32,6 +33,8 @@ struct disp_service {
     struct disp_replanner *replanner;   /* planned jobs and re-planning, under its own lock */
     bool stopping;
     pthread_t timer;
+    uint64_t applied[DISP_RESTORE_ENDED + 1];   /* updates applied since the start, per kind (metrics) */
+    struct spw_hist journal_sync;   /* each journal write that syncs (an append, a batch's end) */
 };
 
 /* Alive workers' addresses into a response field: those that serve `job` (disp_state_worker_serves), or

@@ -163,6 +163,10 @@ void spw_rpc_server_shutdown(struct spw_rpc_server *s, int deadline_ms);
 
 /* Shut down (deadline 0) if still running, then free. Accepts NULL. */
 void spw_rpc_server_destroy(struct spw_rpc_server *s);
+struct spw_prom;
+/* The server's calls so far as Prometheus samples: spillway_rpc_requests_total{method, code} and the unary
+ * methods' spillway_rpc_request_duration_seconds{method}. Any thread, while the server runs. */
+void spw_rpc_server_metrics(struct spw_rpc_server *s, struct spw_prom *p);
 
 /* ---- Client ---------------------------------------------------------------------------------------- */
 

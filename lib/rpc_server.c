@@ -17,6 +17,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/clock.h"
+#include "lib/metrics.h"
+
 #include <grpc/status.h>
 #include <grpc/support/alloc.h>
 
@@ -27,8 +30,17 @@ struct tag {
     void *obj;
 };
 
+/* Calls of one method (or of unknown ones) since the start: per status, and unary calls' latency from
+ * arrival to the reply. Atomics: any io or handler thread counts, a scrape reads. */
+#define N_STATUS 17
+struct call_stats {
+    uint64_t status[N_STATUS];
+    struct spw_hist latency;
+};
+
 struct method {
     char *name;
+    struct call_stats stats;
     int stream;
     int slow;      /* unary handler may block: run on its own thread */
     unsigned callers;   /* SPW_RPC_CALLER_* whose token it accepts (default: clients) */
@@ -65,7 +77,8 @@ struct unary_call {
     int cancelled;
     grpc_call *call;
     struct spw_rpc_server *s;
-    struct method *m;
+    struct method *m;           /* NULL: a method the server does not have */
+    int64_t t0;                 /* its arrival (spw_now_ns), for the latency */
     unsigned caller;            /* SPW_RPC_CALLER_* its token proved */
     grpc_byte_buffer *request;  /* the request message once its batch came back (NULL: none was sent) */
     grpc_byte_buffer *reply;
@@ -111,7 +124,17 @@ struct spw_rpc_server {
     struct peer_use *peers;         /* max_streams + SPW_RPC_MAX_SLOW_CALLS entries; n_peers in use */
     int n_peers;
     struct server_stream *streams;  /* live and finished-but-unjoined */
+    struct call_stats unknown;      /* calls of methods it does not serve */
 };
+
+static void count_call(struct spw_rpc_server *s, struct method *m, int status, int64_t t0)
+{
+    struct call_stats *cs = m ? &m->stats : &s->unknown;
+    if (status >= 0 && status < N_STATUS)
+        __atomic_fetch_add(&cs->status[status], 1, __ATOMIC_RELAXED);
+    if (t0 > 0)
+        spw_hist_observe(&cs->latency, spw_now_ns() - t0);
+}
 
 /* ---- small helpers ---- */
 
@@ -210,14 +233,18 @@ static void unary_step(struct unary_call *uc)
 
 /* Post RECV_CLOSE_ON_SERVER in its own batch (it reports cancellation) before handling. NULL: out of memory,
  * the call has been cancelled and released. */
-static struct unary_call *unary_begin(grpc_call *call)
+static struct unary_call *unary_begin(struct spw_rpc_server *s, struct method *m, grpc_call *call)
 {
     struct unary_call *uc = calloc(1, sizeof *uc);
     if (!uc) {
+        count_call(s, m, SPW_RPC_RESOURCE_EXHAUSTED, 0);
         grpc_call_cancel(call, NULL);
         grpc_call_unref(call);
         return NULL;
     }
+    uc->s = s;
+    uc->m = m;
+    uc->t0 = spw_now_ns();
     uc->call = call;
     uc->tag_request = (struct tag){TAG_UNARY_REQUEST, uc};
     uc->tag_reply = (struct tag){TAG_UNARY_STEP, uc};
@@ -235,6 +262,7 @@ static struct unary_call *unary_begin(grpc_call *call)
 /* Send the reply (takes ownership of resp, a malloc'd buffer or NULL) and the status. */
 static void unary_reply(struct unary_call *uc, int status, const char *msg, uint8_t *resp, size_t resp_len)
 {
+    count_call(uc->s, uc->m, status, uc->t0);
     grpc_op ops[3];
     grpc_slice details = grpc_slice_from_copied_string(msg ? msg : "");
     size_t nops = 0;
@@ -414,7 +442,7 @@ static void start_slow(struct spw_rpc_server *s, struct method *m, struct unary_
  * call's status ends the stream, so gRPC drops whatever of the body it had buffered). */
 static void handle_unary(struct spw_rpc_server *s, struct request *rq)
 {
-    struct unary_call *uc = unary_begin(rq->call);
+    struct unary_call *uc = unary_begin(s, rq->m, rq->call);
     grpc_op op;
 
     rq->call = NULL;
@@ -424,8 +452,6 @@ static void handle_unary(struct spw_rpc_server *s, struct request *rq)
         unary_reply(uc, SPW_RPC_UNAUTHENTICATED, "missing or wrong authorization bearer token", NULL, 0);
         return;
     }
-    uc->s = s;
-    uc->m = rq->m;
     memset(&op, 0, sizeof op);
     op.op = GRPC_OP_RECV_MESSAGE;
     op.data.recv_message.recv_message = &uc->request;
@@ -450,6 +476,7 @@ static void on_unary_request(struct unary_call *uc, int ok)
         grpc_byte_buffer_destroy(bb);
     }
     if (!ok) {
+        count_call(uc->s, m, SPW_RPC_CANCELLED, uc->t0);
         free(req);
         grpc_call_cancel(uc->call, NULL);
         unary_step(uc);  /* drop the reply's reference: no reply */
@@ -465,10 +492,10 @@ static void on_unary_request(struct unary_call *uc, int ok)
     }
 }
 
-static void handle_unknown(struct request *rq)
+static void handle_unknown(struct spw_rpc_server *s, struct request *rq)
 {
     char msg[512], name[256];
-    struct unary_call *uc = unary_begin(rq->call);
+    struct unary_call *uc = unary_begin(s, NULL, rq->call);
     rq->call = NULL;
     if (!uc)
         return;
@@ -511,6 +538,14 @@ static void stream_reject(grpc_call *call, grpc_completion_queue *cq, int status
     grpc_completion_queue_destroy(cq);
 }
 
+/* stream_reject, counted. */
+static void reject_stream(struct spw_rpc_server *s, struct method *m, grpc_call *call, grpc_completion_queue *cq,
+                          int status, const char *msg)
+{
+    count_call(s, m, status, 0);
+    stream_reject(call, cq, status, msg);
+}
+
 static void *stream_main(void *arg)
 {
     struct server_stream *ss = arg;
@@ -533,6 +568,7 @@ static void *stream_main(void *arg)
         snprintf(msg, sizeof msg, "%s: handler returned %d, not a status", ss->m->name, status);
         status = SPW_RPC_UNKNOWN;
     }
+    count_call(s, ss->m, status, 0);
     msg[sizeof msg - 1] = '\0';
 
     grpc_slice details = grpc_slice_from_copied_string(msg);
@@ -594,7 +630,7 @@ static void handle_stream(struct spw_rpc_server *s, struct request *rq)
     rq->call_cq = NULL;
     const unsigned caller = authorized(s, rq->m, &rq->md);
     if (!caller) {
-        stream_reject(call, cq, SPW_RPC_UNAUTHENTICATED, "missing or wrong authorization bearer token");
+        reject_stream(s, rq->m, call, cq, SPW_RPC_UNAUTHENTICATED, "missing or wrong authorization bearer token");
         return;
     }
     char host[64];
@@ -612,7 +648,7 @@ static void handle_stream(struct spw_rpc_server *s, struct request *rq)
         else
             snprintf(msg, sizeof msg, "%s: too many open streams from this peer (max %d per peer host)",
                      rq->m->name, s->max_streams_per_peer);
-        stream_reject(call, cq, SPW_RPC_RESOURCE_EXHAUSTED, msg);
+        reject_stream(s, rq->m, call, cq, SPW_RPC_RESOURCE_EXHAUSTED, msg);
         return;
     }
     if ((ss = calloc(1, sizeof *ss))) {
@@ -640,7 +676,7 @@ static void handle_stream(struct spw_rpc_server *s, struct request *rq)
         s->active_streams--;
         peer_give(s, host, true);
         pthread_mutex_unlock(&s->mu);
-        stream_reject(call, cq, SPW_RPC_RESOURCE_EXHAUSTED, "cannot start a stream thread");
+        reject_stream(s, rq->m, call, cq, SPW_RPC_RESOURCE_EXHAUSTED, "cannot start a stream thread");
     }
 }
 
@@ -657,7 +693,7 @@ static void on_new_call(struct request *rq, int ok)
     if (!atomic_load(&s->stopping))
         arm_request(io, rq->m);  /* on failure this queue stops taking this method; the others still do */
     if (!rq->m)
-        handle_unknown(rq);
+        handle_unknown(s, rq);
     else if (rq->m->stream)
         handle_stream(s, rq);
     else
@@ -1008,4 +1044,31 @@ void spw_rpc_server_destroy(struct spw_rpc_server *s)
     free(s->worker_auth);
     free(s->peers);
     free(s);
+}
+
+void spw_rpc_server_metrics(struct spw_rpc_server *s, struct spw_prom *p)
+{
+    spw_prom_family(p, "spillway_rpc_requests_total", "counter",
+                    "RPCs this server answered, by method and status code (streams when they end)");
+    for (int i = 0; i <= s->nmethods; i++) {
+        const struct call_stats *cs = i < s->nmethods ? &s->methods[i].stats : &s->unknown;
+        const char *method = i < s->nmethods ? s->methods[i].name + (s->methods[i].name[0] == '/') : "unknown";
+        for (int code = 0; code < N_STATUS; code++) {
+            const uint64_t n = __atomic_load_n(&cs->status[code], __ATOMIC_RELAXED);
+            if (n == 0 && code != SPW_RPC_OK)
+                continue;
+            const struct spw_label l[] = {{"method", method}, {"code", spw_rpc_status_name(code)}};
+            spw_prom_sample(p, "spillway_rpc_requests_total", l, 2, (double)n);
+        }
+    }
+    spw_prom_family(p, "spillway_rpc_request_duration_seconds", "histogram",
+                    "unary RPCs from arrival to the reply, by method");
+    for (int i = 0; i <= s->nmethods; i++) {
+        if (i < s->nmethods && s->methods[i].stream)
+            continue;
+        const struct call_stats *cs = i < s->nmethods ? &s->methods[i].stats : &s->unknown;
+        const struct spw_label l[] = {{"method", i < s->nmethods ? s->methods[i].name + (s->methods[i].name[0] == '/')
+                                                                 : "unknown"}};
+        spw_prom_hist(p, "spillway_rpc_request_duration_seconds", l, 1, &cs->latency);
+    }
 }

@@ -1045,3 +1045,25 @@ int wrk_jobs_drain(struct wrk_jobs *w, int64_t timeout_ms)
         usleep(50 * 1000);
     }
 }
+
+int wrk_jobs_stats(struct wrk_jobs *w, struct wrk_job_stat *out, int cap)
+{
+    int n = 0;
+    pthread_mutex_lock(&w->mu);
+    for (struct job *jb = w->jobs; jb && n < cap; jb = jb->next, n++) {
+        struct wrk_job_stat *o = &out[n];
+        memset(o, 0, sizeof *o);
+        o->job = jb->id;
+        o->elements = __atomic_load_n(&jb->sent_elements, __ATOMIC_RELAXED);
+        o->bytes = __atomic_load_n(&jb->sent_bytes, __ATOMIC_RELAXED);
+        o->held_splits = __atomic_load_n(&jb->held_splits, __ATOMIC_RELAXED);
+        pthread_mutex_lock(&jb->mu);
+        for (int r = 0; r < jb->world; r++) {
+            o->queue_bytes += (int64_t)jb->queues[r].bytes;
+            o->streams += jb->queues[r].attached;
+        }
+        pthread_mutex_unlock(&jb->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return n;
+}

@@ -41,6 +41,16 @@ int wrk_jobs_refusals(struct wrk_jobs *w, Spillway__V1__JobRefusal *out, int cap
 /* Stop leasing new splits and wait until every split this worker holds is made and sent to its client, or
  * timeout_ms. Returns how many splits and queues were still busy (0: drained). Streams keep sending. */
 int wrk_jobs_drain(struct wrk_jobs *w, int64_t timeout_ms);
+/* What a job holds now, for metrics. */
+struct wrk_job_stat {
+    uint64_t job;
+    int64_t elements, bytes;    /* sent to its clients so far */
+    int64_t queue_bytes;        /* made and waiting for a client stream */
+    int held_splits;            /* leased and not yet queued whole */
+    int streams;                /* client streams attached */
+};
+/* The jobs this worker serves (at most cap into out); returns the count. Any thread. */
+int wrk_jobs_stats(struct wrk_jobs *w, struct wrk_job_stat *out, int cap);
 /* The StreamElements handler (ctx = struct wrk_jobs *). */
 int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen);
 

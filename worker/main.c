@@ -19,10 +19,13 @@
 #include "lib/health.h"
 #include "lib/heap.h"
 #include "lib/log.h"
+#include "lib/metrics.h"
+#include "lib/metrics_http.h"
 #include "lib/rpc.h"
 #include "lib/security.h"
-#include "worker/jobs.h"
 #include "pipeline/gpu_backend.h"
+#include "worker/jobs.h"
+#include "worker/metrics.h"
 #include "worker/profile.h"
 #include "worker/registration.h"
 
@@ -53,6 +56,9 @@ static struct spw_config_entry g_cfg[] = {
     {"buffer-mb", "SPILLWAY_BUFFER_MB", SPW_CFG_INT, "256", 1, 65536,
      "the most encoded elements a job buffers per client rank (a queue holds about 1 s of what its "
      "stream sends, at least 4 MB) before producers wait", 0, 0, 0, 0},
+    {"metrics-port", "SPILLWAY_METRICS_PORT", SPW_CFG_INT, "0", -1, 65535,
+     "serve Prometheus metrics (GET /metrics) and GET /healthz over HTTP on this port of --listen, with no "
+     "token: put it where only the scraper reaches; 0: off; -1: any free port", 0, 0, 0, 0},
 };
 #define N_CFG ((int)(sizeof g_cfg / sizeof g_cfg[0]))
 
@@ -110,6 +116,20 @@ static void want_tasks(void *ctx)
     pthread_mutex_unlock(&g_reg_mu);
 }
 
+struct scrape {
+    struct wrk_jobs *jobs;
+    const struct spw_backend *gpu;
+    struct spw_rpc_server *srv;
+};
+
+static void collect(void *ctx, struct spw_prom *p)
+{
+    const struct scrape *sc = ctx;
+    spw_prom_process(p, "worker");
+    wrk_metrics(sc->jobs, sc->gpu, p);
+    spw_rpc_server_metrics(sc->srv, p);
+}
+
 int main(int argc, char **argv)
 {
     /* Messages and per-element buffers are 100 KB-1 MB: one heap that keeps freed memory (a stopped job's
@@ -148,6 +168,8 @@ int main(int argc, char **argv)
     spw_rpc_init();
     spw_rpc_set_channel_tls(sec.tls_channel);   /* its calls to the dispatcher */
     struct spw_rpc_server *srv = NULL, *health_srv = NULL;
+    struct spw_metrics_http *metrics = NULL;
+    static struct scrape scrape;
     struct wrk_registration *reg = NULL;
     spw_health_init(&g_health, "spillway.v1.Worker");
     struct wrk_jobs *jobs = NULL;
@@ -213,6 +235,15 @@ int main(int argc, char **argv)
         }
         printf("health listening on %s:%d\n", host, hport);
     }
+    if (cfg("metrics-port")->i) {
+        scrape = (struct scrape){jobs, gpu, srv};
+        const int mport = (int)cfg("metrics-port")->i;
+        if (spw_metrics_http_start(host, mport < 0 ? 0 : mport, collect, &scrape, &metrics, err, sizeof err) != 0) {
+            spw_log(SPW_LOG_ERROR, "worker", "%s", err);
+            goto out;
+        }
+        printf("metrics listening on %s:%d\n", host, spw_metrics_http_port(metrics));
+    }
     fflush(stdout);
     spw_log(SPW_LOG_INFO, "worker", "listening address=%s port=%d advertise=%s", host, port, advertise);
 
@@ -247,6 +278,7 @@ int main(int argc, char **argv)
 out:
     set_reg(NULL);
     wrk_registration_stop(reg);
+    spw_metrics_http_stop(metrics);     /* before the jobs, GPU and server its scrapes read */
     spw_rpc_server_shutdown(srv, 0);
     wrk_jobs_destroy(jobs);
     if (gpu) {

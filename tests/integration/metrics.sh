@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# tests/integration/metrics.sh - the daemons' Prometheus port, scraped by a real Prometheus (Debian's). Proves:
+# a dispatcher and two workers started with --metrics-port serve /metrics that `promtool check metrics`
+# passes and /healthz, and answer 404 / 405 elsewhere; Prometheus scrapes all three during a planned job held
+# to a steady rate, and PromQL over its HTTP API gives the job's delivered rate within 20% of what
+# `spillctl job` reports and the workers needed that `spillctl explain` reports; the workers' series count
+# what they sent and the RPC series count the calls; 1000 connections of bad HTTP requests at a metrics
+# port leave the daemon serving gRPC (and /metrics again once they close). Real processes on loopback; kills
+# all it starts.
+set -uo pipefail
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+if ! command -v prometheus > /dev/null || ! command -v promtool > /dev/null; then
+  echo "metrics.sh: needs Debian's prometheus package (scripts/install-deps.sh)"
+  exit 1
+fi
+bash "$ROOT/scripts/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || exit 1
+cat > "$WORK/p.json" <<JSON
+{"source": {"format": "image_folder", "path": "$B/data/cli-test/train", "shuffle": true, "seed": 5, "epochs": 400},
+ "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [32, 32]}], "batch": {"size": 16}}
+JSON
+dispatcher_on d --heartbeat-ms 200 --metrics-port -1 || { finish; exit 1; }
+mport() { sed -n 's/^metrics listening on .*:\([0-9]*\)$/\1/p' "$1"; }
+DM=$(mport "$WORK/d.out")
+WM=()
+for j in 1 2; do
+  "$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 \
+    --metrics-port -1 > "$WORK/w$j.out" 2> "$WORK/w$j.err" &
+  PIDS+=($!)
+  wait_port "$WORK/w$j.out" > /dev/null || bad "worker $j starts"
+  WM+=("$(mport "$WORK/w$j.out")")
+done
+check "the three daemons print their metrics ports" test -n "$DM" -a -n "${WM[0]}" -a -n "${WM[1]}"
+
+# Prometheus, on a free port, scraping all three every second.
+PP=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat > "$WORK/prometheus.yml" <<YAML
+global: {scrape_interval: 1s, scrape_timeout: 900ms}
+scrape_configs:
+  - job_name: spillway-dispatcher
+    static_configs: [{targets: ["127.0.0.1:$DM"]}]
+  - job_name: spillway-worker
+    static_configs: [{targets: ["127.0.0.1:${WM[0]}", "127.0.0.1:${WM[1]}"]}]
+YAML
+prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/tsdb" \
+  --web.listen-address="127.0.0.1:$PP" > "$WORK/prometheus.log" 2>&1 &
+PIDS+=($!)
+promql() {   # promql QUERY: the first sample's value, or nothing
+  curl -s --get "http://127.0.0.1:$PP/api/v1/query" --data-urlencode "query=$1" | python3 -c '
+import json, sys
+r = json.load(sys.stdin).get("data", {}).get("result", [])
+print(r[0]["value"][1] if r else "")'
+}
+
+# A planned job (--cut auto; the client makes none itself) for a trainer of 300 elements/s: a workers_needed
+# for that rate; the producers run ahead of the trainer into its prefetch buffer at their own pace.
+timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --cut auto \
+  --consume-rate 300 --local-share off --max-seconds 25 --quiet > /dev/null 2> "$WORK/run.err" &
+RUN=$!
+JOB=""
+for _ in $(seq 1 100); do
+  JOB=$("$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" jobs --json 2> /dev/null |
+        python3 -c 'import json, sys; j = json.load(sys.stdin)["jobs"]; print(j[-1]["job"] if j else "")' 2> /dev/null)
+  [ -n "$JOB" ] && break
+  sleep 0.1
+done
+check "the job is running (job $JOB)" test -n "$JOB"
+sleep 5
+delivered() {   # the job's elements as spillctl job reports them (its producers' counts; a GPU row is a part)
+  "$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" job "$JOB" --json | python3 -c '
+import json, sys
+print(sum(p["elements"] for p in json.load(sys.stdin)["producers"] if not p["producer"].endswith(":gpu")))'
+}
+E1=$(delivered)
+T1=$(date +%s.%N)
+sleep 10
+E2=$(delivered)
+T2=$(date +%s.%N)
+SJ=$(python3 -c "print(round((${E2:-0} - ${E1:-0}) / ($T2 - $T1), 1))")
+PQ=$(promql "sum(rate(spillway_job_elements_total{job_id=\"$JOB\"}[10s]))")
+check "PromQL's delivered rate over 10 s ($PQ/s) is within 20% of spillctl job's ($SJ/s)" python3 -c "
+q, s = float('${PQ:-0}'), float('${SJ:-0}')
+raise SystemExit(not (s > 0 and abs(q - s) <= 0.2 * s))"
+NEED=$(promql "spillway_job_workers_needed{job_id=\"$JOB\"}")
+EXPL=$("$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" explain "$JOB" --json |
+       python3 -c 'import json, sys; print(json.load(sys.stdin)["workers_needed"])')
+check "spillway_job_workers_needed ($NEED) equals spillctl explain's ($EXPL)" test -n "$NEED" -a "$NEED" = "$EXPL"
+SENT=$(promql "sum(spillway_worker_elements_sent_total{job_id=\"$JOB\"})")
+check "the workers' series count what they sent ($SENT elements)" \
+  python3 -c "raise SystemExit(not float('${SENT:-0}') > 0)"
+HB=$(promql 'sum(spillway_rpc_requests_total{method="spillway.v1.Dispatcher/ClientHeartbeat",code="OK"})')
+check "the dispatcher's RPC series count the client's heartbeats ($HB)" \
+  python3 -c "raise SystemExit(not float('${HB:-0}') > 10)"
+UP=$(promql 'count(up == 1)')
+check "Prometheus sees all three targets up ($UP)" test "$UP" = "3"
+wait "$RUN"
+check "the job ran to its time limit (exit 0)" test $? -eq 0
+
+for port in "$DM" "${WM[0]}" "${WM[1]}"; do
+  curl -s "http://127.0.0.1:$port/metrics" > "$WORK/body-$port.txt"
+  check "promtool check metrics passes on :$port" promtool check metrics < "$WORK/body-$port.txt"
+done
+check "/healthz answers ok" bash -c "[ \"\$(curl -s http://127.0.0.1:$DM/healthz)\" = ok ]"
+check "another path: 404" bash -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$DM/x)\" = 404 ]"
+check "another method: 405" bash -c \
+  "[ \"\$(curl -s -o /dev/null -w '%{http_code}' -X POST -d junk http://127.0.0.1:$DM/metrics)\" = 405 ]"
+check "the jobs and workers series are there" bash -c "grep -q '^spillway_dispatcher_workers{state=\"alive\"} 2$' \
+  '$WORK/body-$DM.txt' && grep -q '^spillway_job_cut{job_id=\"$JOB\"}' '$WORK/body-$DM.txt'"
+
+# 1000 connections of bad requests (garbage, a huge header, a slow half-request) at the dispatcher's port.
+python3 - "$DM" > "$WORK/flood.log" 2>&1 <<'PY' &
+import socket, sys, time
+port, socks = int(sys.argv[1]), []
+for i in range(1000):
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=2)
+        s.sendall([b"\x00\xff garbage\r\n\r\n", b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 65536 + b"\r\n\r\n",
+                   b"GET /metr"][i % 3])
+        socks.append(s)
+    except OSError:
+        pass
+print("open", len(socks))
+time.sleep(3)
+PY
+FLOOD=$!
+sleep 1
+check "during the flood the dispatcher still serves gRPC" \
+  bash -c "'$B/bin/spillctl' --dispatcher 127.0.0.1:$DPORT workers --json | grep -q '\"address\"'"
+wait "$FLOOD"
+check "after it, /metrics answers again" bash -c "curl -s --max-time 15 http://127.0.0.1:$DM/metrics |
+  grep -q spillway_dispatcher_workers"
+finish
