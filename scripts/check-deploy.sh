@@ -4,7 +4,8 @@
 # installs podman, buildah, debootstrap and runc from Debian when they are missing).
 #   manifests  kubectl kustomize renders every overlay and the trainer Job; every object validates against the
 #              Kubernetes API schemas and unknown fields fail (deploy/check/validate.mjs); the checker itself
-#              must fail on three broken copies (an unknown field, a wrong type, a misspelt probe)
+#              must fail on four broken copies (an unknown field, a wrong type, a misspelt probe, a misspelt
+#              field of KEDA's ScaledObject)
 #   image      podman builds deploy/Containerfile (multi-stage, on a Debian 12 base made by debootstrap:
 #              nothing is pulled) and reports the runtime image's size
 #   pods       scripts/deploy-pods.sh: the image's dispatcher, two workers and a trainer in network
@@ -36,7 +37,8 @@ manifests() {
   sed 's/^  replicas: 1$/  replica: 1/' "$OUT/dev.yaml" > "$OUT/broken-field.yaml"
   sed '0,/^  replicas: 1$/s//  replicas: "one"/' "$OUT/dev.yaml" > "$OUT/broken-type.yaml"
   sed '0,/readinessProbe:/s//readinesProbe:/' "$OUT/dev.yaml" > "$OUT/broken-probe.yaml"
-  for b in broken-field broken-type broken-probe; do
+  sed 's/minReplicaCount:/minReplicaCnt:/' "$OUT/keda.yaml" > "$OUT/broken-crd.yaml"     # a custom resource's field
+  for b in broken-field broken-type broken-probe broken-crd; do
     if (cd "$OUT" && node validate.mjs "$b.yaml" > "$b.out" 2>&1); then
       die "the checker passed $OUT/$b.yaml, which is broken"
     fi

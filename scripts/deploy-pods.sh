@@ -5,7 +5,8 @@
 # environment of the rendered dev overlay (build/deploy-check/dev.yaml, read by deploy/check/podspec.mjs),
 # except that the workers get no SPILLWAY_ADVERTISE: started with default listen flags, they must be reached
 # at the address the dispatcher saw them call from. A trainer (spillctl run, from the image) in the fourth
-# namespace reaches the dispatcher by its Service name. Proves: every key exactly once, both workers produce
+# namespace reaches the dispatcher by its Service name. Proves: the pods serve Prometheus metrics on the
+# manifests' port, every key exactly once, both workers produce
 # elements, a worker killed and restarted in its namespace rejoins and the next job uses it, and a trainer
 # runs through the dispatcher pod killed and started again on its volume (its journal). Removes
 # everything it made at exit. Root; run after `scripts/check-deploy.sh manifests` and `image`.
@@ -99,6 +100,12 @@ run_pod w1 Deployment spillway-worker
 run_pod w2 Deployment spillway-worker
 check "worker 1 registered under its pod address ${IP[w1]}" wait_log w1 "registered worker=.* address=${IP[w1]}:5051"
 check "worker 2 registered under its pod address ${IP[w2]}" wait_log w2 "registered worker=.* address=${IP[w2]}:5051"
+# The manifests' metrics port (SPILLWAY_METRICS_PORT, the prometheus.io/port annotation), from the trainer's pod.
+metrics_of() { ip netns exec spw-train curl -s --max-time 5 "http://${IP[$1]}:5070/metrics"; }
+disp_sees_two() { metrics_of disp | grep -q '^spillway_dispatcher_workers{state="alive"} 2$'; }
+worker_serves() { metrics_of w1 | grep -q '^spillway_build_info{component="worker"'; }
+check "the dispatcher pod serves /metrics on 5070: both workers alive" disp_sees_two
+check "a worker pod serves /metrics on 5070" worker_serves
 
 in_trainer run --local --pipeline /trainer/p.json --threads 2 --keys /trainer/local.keys --quiet ||
   die "the local run failed"

@@ -1,6 +1,7 @@
 // deploy/check/validate.mjs - validates rendered Kubernetes manifests (multi-document YAML files given as
 // arguments) twice: each object against the Kubernetes API schema of its apiVersion/kind (kubernetes-models'
-// ajv validators: types, required fields, enums), then all of them through TypeScript in strict mode, where
+// ajv validators: types, required fields, enums; prometheus-operator's and KEDA's resources from the same
+// family's packages), then all of them through TypeScript in strict mode, where
 // an object literal typed as its kind's interface fails on any unknown field (`spec.replica`). Prints one
 // line per problem and "ok N objects" at the end; exits 1 on any problem. Run by scripts/check-deploy.sh
 // from a folder holding node_modules (npm ci of deploy/check/package.json).
@@ -31,7 +32,10 @@ for (const file of files) {
       problems++;
       continue;
     }
-    const module = `kubernetes-models/${obj.apiVersion}/${obj.kind}`;
+    // Custom resources come from their operators' packages of the same family (same layout and validators).
+    const crds = { "monitoring.coreos.com": "@kubernetes-models/prometheus-operator", "keda.sh": "@kubernetes-models/keda" };
+    const pkg = crds[obj.apiVersion.split("/")[0]] ?? "kubernetes-models";
+    const module = `${pkg}/${obj.apiVersion}/${obj.kind}`;
     let Model;
     try {
       Model = (await import(module))[obj.kind];
