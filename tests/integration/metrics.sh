@@ -4,7 +4,8 @@
 # passes and /healthz, and answer 404 / 405 elsewhere; Prometheus scrapes all three during a planned job held
 # to a steady rate, and PromQL over its HTTP API gives the job's delivered rate within 20% of what
 # `spillctl job` reports and the workers needed that `spillctl explain` reports; the workers' series count
-# what they sent and the RPC series count the calls; 1000 connections of bad HTTP requests at a metrics
+# what they sent and the RPC series count the calls; every series the Grafana dashboard queries is exported
+# (a GPU-side worker on the emulated plugin and a journal included); 1000 connections of bad HTTP requests at a metrics
 # port leave the daemon serving gRPC (and /metrics again once they close). Real processes on loopback; kills
 # all it starts.
 set -uo pipefail
@@ -20,13 +21,16 @@ cat > "$WORK/p.json" <<JSON
 {"source": {"format": "image_folder", "path": "$B/data/cli-test/train", "shuffle": true, "seed": 5, "epochs": 400},
  "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [32, 32]}], "batch": {"size": 16}}
 JSON
-dispatcher_on d --heartbeat-ms 200 --metrics-port -1 || { finish; exit 1; }
+dispatcher_on d --heartbeat-ms 200 --metrics-port -1 --work-dir "$WORK/dwork" || { finish; exit 1; }
 mport() { sed -n 's/^metrics listening on .*:\([0-9]*\)$/\1/p' "$1"; }
 DM=$(mport "$WORK/d.out")
 WM=()
+EMU=$B/lib/libspillway-gpuemu.so        # worker 2 is GPU-side, on the emulated plugin: its GPU series too
+[ -f "$EMU" ] || make -s -C "$ROOT" "$EMU" > /dev/null || exit 1
 for j in 1 2; do
-  "$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 \
-    --metrics-port -1 > "$WORK/w$j.out" 2> "$WORK/w$j.err" &
+  gpu=(); [ "$j" = 2 ] && gpu=(--gpu 0)
+  SPILLWAY_GPU_PLUGIN=$EMU "$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 \
+    --threads 1 --metrics-port -1 "${gpu[@]}" > "$WORK/w$j.out" 2> "$WORK/w$j.err" &
   PIDS+=($!)
   wait_port "$WORK/w$j.out" > /dev/null || bad "worker $j starts"
   WM+=("$(mport "$WORK/w$j.out")")
@@ -67,10 +71,11 @@ for _ in $(seq 1 100); do
 done
 check "the job is running (job $JOB)" test -n "$JOB"
 sleep 5
-delivered() {   # the job's elements as spillctl job reports them (its producers' counts; a GPU row is a part)
+delivered() {   # the job's elements as spillctl job reports them (its producers'; a client's GPU row is a part)
   "$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" job "$JOB" --json | python3 -c '
 import json, sys
-print(sum(p["elements"] for p in json.load(sys.stdin)["producers"] if not p["producer"].endswith(":gpu")))'
+print(sum(p["elements"] for p in json.load(sys.stdin)["producers"]
+          if not (p["producer"].startswith("client:") and p["producer"].endswith(":gpu"))))'
 }
 E1=$(delivered)
 T1=$(date +%s.%N)
@@ -101,6 +106,11 @@ for port in "$DM" "${WM[0]}" "${WM[1]}"; do
   curl -s "http://127.0.0.1:$port/metrics" > "$WORK/body-$port.txt"
   check "promtool check metrics passes on :$port" promtool check metrics < "$WORK/body-$port.txt"
 done
+check "the Grafana dashboard's every series is exported (deploy/grafana/spillway.json)" \
+  python3 "$ROOT/scripts/check-dashboard.py" "$ROOT/deploy/grafana/spillway.json" "$WORK"/body-*.txt
+sed 's/spillway_worker_queue_bytes/spillway_worker_queue_byte/' "$ROOT/deploy/grafana/spillway.json" > "$WORK/bad.json"
+check "... and the checker refuses a dashboard with a misspelt one" \
+  bash -c "! python3 '$ROOT/scripts/check-dashboard.py' '$WORK/bad.json' '$WORK'/body-*.txt > /dev/null"
 check "/healthz answers ok" bash -c "[ \"\$(curl -s http://127.0.0.1:$DM/healthz)\" = ok ]"
 check "another path: 404" bash -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$DM/x)\" = 404 ]"
 check "another method: 405" bash -c \
