@@ -19,6 +19,7 @@
 #include "lib/config.h"
 #include "lib/err.h"
 #include "lib/heap.h"
+#include "lib/log.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
 #include "pipeline/executor.h"
@@ -113,6 +114,10 @@ static void usage(FILE *f)
             "                SPILLWAY_TLS_CA); --tls-cert F --tls-key F: this client's, for mutual TLS\n"
             "  --insecure    send the token without TLS (env SPILLWAY_INSECURE=1); refused otherwise\n"
             "  --timeout-ms N  RPC deadline (default 5000)\n"
+            "  --log-level L   debug, info, warn or error: log lines below it are dropped (env SPILLWAY_LOG_LEVEL;\n"
+            "                default info)\n"
+            "  --log-format F  text, or json: one object per line (ts, level, component, msg) (env\n"
+            "                SPILLWAY_LOG_FORMAT)\n"
             "\n"
             "Exit status: 0 success, 1 runtime error (e.g. a corrupt sample under on_error: fail), 2 usage or\n"
             "spec error.\n");
@@ -529,6 +534,7 @@ int main(int argc, char **argv)
         {"tls-ca", required_argument, NULL, 'a'}, {"tls-cert", required_argument, NULL, 'e'},
         {"tls-key", required_argument, NULL, 'k'}, {"insecure", no_argument, NULL, 'I'},
         {"gpu", required_argument, NULL, 'G'}, {"gpu-mem-budget", required_argument, NULL, 'B'},
+        {"log-level", required_argument, NULL, 'g'}, {"log-format", required_argument, NULL, 'f'},
         {NULL, 0, NULL, 0},
     };
     const char *pipeline = NULL, *dump = NULL, *keys_path = NULL;
@@ -664,6 +670,15 @@ int main(int argc, char **argv)
             }
             break;
         case 'B': gpu_budget = optarg; break;
+        case 'g':
+        case 'f': {
+            char lerr[160];
+            if (spw_log_configure(c == 'g' ? optarg : NULL, c == 'f' ? optarg : NULL, lerr, sizeof lerr) != 0) {
+                fprintf(stderr, "spillctl: --%s: %s\n", c == 'g' ? "log-level" : "log-format", lerr);
+                return 2;
+            }
+            break;
+        }
         case 'T':
             timeout_ms = (int)strtol(optarg, &end, 10);
             if (*end || timeout_ms < 1) {

@@ -49,6 +49,7 @@ static struct spw_config_entry g_cfg[] = {
     {"split-size", "SPILLWAY_SPLIT_SIZE", SPW_CFG_INT, "64", 1, 65536, "samples per split", 0, 0, 0, 0},
     {"max-message-mb", "SPILLWAY_MAX_MESSAGE_MB", SPW_CFG_INT, "64", 1, 2047, "largest RPC message", 0, 0, 0, 0},
     SPW_CFG_SECURITY_ENTRIES,
+    SPW_CFG_LOG_ENTRIES,
     {"drain-ms", "SPILLWAY_DRAIN_MS", SPW_CFG_INT, "5000", 0, 600000, "on SIGTERM, finish calls for this long",
      0, 0, 0, 0},
     {"health-port", "SPILLWAY_HEALTH_PORT", SPW_CFG_INT, "0", 0, 65535,
@@ -93,6 +94,10 @@ int main(int argc, char **argv)
     if (rc == 1)
         return 0;
     if (rc) {
+        fprintf(stderr, "spillway-dispatcher: %s\n", err);
+        return 2;
+    }
+    if (spw_log_configure(cfg_str("log-level"), cfg_str("log-format"), err, sizeof err) != 0) {
         fprintf(stderr, "spillway-dispatcher: %s\n", err);
         return 2;
     }

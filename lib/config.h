@@ -55,6 +55,13 @@ const struct spw_config_entry *spw_config_get(const struct spw_config_entry *tab
      "allow a token without TLS (it travels in the clear; without this flag such a daemon refuses to start)",  \
      0, 0, 0, 0}
 
+/* The logging flags every daemon has (apply them with spw_log_configure, lib/log.h). */
+#define SPW_CFG_LOG_ENTRIES                                                                                    \
+    {"log-level", "SPILLWAY_LOG_LEVEL", SPW_CFG_STRING, "info", 0, 0,                                          \
+     "lines below this level are dropped: debug, info, warn or error", 0, 0, 0, 0},                            \
+    {"log-format", "SPILLWAY_LOG_FORMAT", SPW_CFG_STRING, "text", 0, 0,                                        \
+     "text (ts level component message) or json (one object per line: ts, level, component, msg)", 0, 0, 0, 0}
+
 /* The bearer token a daemon or tool should use: `token` as given (flag or env), or the contents of `file`
  * (a Kubernetes Secret mounted as a file; at most 4 KiB, trailing whitespace dropped) into buf. Returns 0
  * with *out NULL (none) or pointing at token or buf; negative with err filled when both are given, the file

@@ -42,6 +42,7 @@ static struct spw_config_entry g_cfg[] = {
      "rounded up)", 0, 0, 0, 0},
     {"io-threads", "SPILLWAY_IO_THREADS", SPW_CFG_INT, "2", 1, 64, "RPC I/O threads", 0, 0, 0, 0},
     SPW_CFG_SECURITY_ENTRIES,
+    SPW_CFG_LOG_ENTRIES,
     {"drain-ms", "SPILLWAY_DRAIN_MS", SPW_CFG_INT, "5000", 0, 600000,
      "on SIGTERM, lease nothing new and finish the splits held (made and sent) for at most this long", 0, 0, 0, 0},
     {"health-port", "SPILLWAY_HEALTH_PORT", SPW_CFG_INT, "0", 0, 65535,
@@ -149,6 +150,10 @@ int main(int argc, char **argv)
     }
     if (!cfg("dispatcher")->s || !*cfg("dispatcher")->s) {
         fprintf(stderr, "spillway-worker: --dispatcher HOST:PORT is required (or SPILLWAY_DISPATCHER)\n");
+        return 2;
+    }
+    if (spw_log_configure(cfg("log-level")->s, cfg("log-format")->s, err, sizeof err) != 0) {
+        fprintf(stderr, "spillway-worker: %s\n", err);
         return 2;
     }
     spw_config_log(g_cfg, N_CFG, "worker");
