@@ -40,7 +40,8 @@ SPILLWAY_LOG_FORMAT=json "$B/bin/spillctl" run --local --pipeline "$WORK/p.json"
   2> "$WORK/env.err"
 check "SPILLWAY_LOG_FORMAT=json: JSON lines" all_json "$WORK/env.err"
 "$B/bin/spillctl" --log-level loud validate "$WORK/p.json" > /dev/null 2> "$WORK/bad.err"
-check "a bad level: exit 2 naming the levels" bash -c "[ $? -eq 2 ] && grep -q 'debug, info, warn, error' '$WORK/bad.err'"
+check "a bad level: exit 2 naming the levels" \
+  bash -c "[ $? -eq 2 ] && grep -q 'debug, info, warn, error' '$WORK/bad.err'"
 
 dispatcher_on d --log-format json || { finish; exit 1; }
 "$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 \
@@ -52,8 +53,8 @@ sleep 0.5
 kill -TERM "$D" "$W"
 wait "$D" "$W" 2> /dev/null
 check "the dispatcher with --log-format json: JSON lines" all_json "$WORK/d.err"
-check "... its config line among them, as an info object" grep -q '"level":"info","component":"dispatcher","msg":"config ' \
-  "$WORK/d.err"
+check "... its config line among them, as an info object" \
+  grep -q '"level":"info","component":"dispatcher","msg":"config ' "$WORK/d.err"
 check "the worker with --log-level warn: its warning, no info line" \
   bash -c "grep -q ' warn worker no auth token' '$WORK/w.err' && ! grep -q ' info ' '$WORK/w.err'"
 "$B/bin/spillway-worker" --dispatcher 127.0.0.1:1 --log-format yaml > /dev/null 2> "$WORK/badw.err"
