@@ -231,18 +231,56 @@ struct consumer {
     int quiet;
     double t0, rate;
     double until;               /* stop taking batches after this time (now_s); 0 = never */
+    int64_t epochs;             /* the spec's (0: unbounded) */
+    int64_t total_batches;      /* of the run (0: unbounded) */
     int64_t consumed;           /* out: elements taken */
 };
+
+/* The batches a run delivers: epochs of per_epoch, or max_batches if fewer (0: unbounded). */
+static int64_t run_batches(int64_t epochs, int64_t per_epoch, int64_t max_batches)
+{
+    const int64_t all = epochs > 0 ? epochs * per_epoch : 0;
+    return max_batches > 0 && (all == 0 || max_batches < all) ? max_batches : all;
+}
+
+/* The progress line: epoch k/N, batches done of the total and %, elements, rate, ETA. On a terminal it is
+ * redrawn in place twice a second; otherwise a line every 2 s. */
+static void progress(const struct consumer *c, int64_t epoch, int64_t seq, int64_t elements, double t, bool done)
+{
+    char where[64] = "", of[96] = "", eta[48] = "";
+    const double secs = t - c->t0, per_s = secs > 0 ? seq / secs : 0;
+    if (c->epochs > 0)
+        snprintf(where, sizeof where, "epoch %lld/%lld, ", (long long)epoch + 1, (long long)c->epochs);
+    else
+        snprintf(where, sizeof where, "epoch %lld, ", (long long)epoch + 1);
+    if (c->total_batches > 0) {
+        snprintf(of, sizeof of, "%lld of %lld batches (%.1f%%)", (long long)seq, (long long)c->total_batches,
+                 100.0 * (double)seq / (double)c->total_batches);
+        if (!done && per_s > 0) {
+            const int64_t left = (int64_t)((double)(c->total_batches - seq) / per_s + 0.5);
+            snprintf(eta, sizeof eta, ", ETA %lld:%02lld:%02lld", (long long)(left / 3600),
+                     (long long)(left / 60 % 60), (long long)(left % 60));
+        }
+    } else {
+        snprintf(of, sizeof of, "%lld batches", (long long)seq);
+    }
+    const bool tty = isatty(STDERR_FILENO);
+    fprintf(stderr, "%sspillctl: %s%s, %lld elements, %.0f elements/s%s%s", tty ? "\r\033[K" : "", where, of,
+            (long long)elements, secs > 0 ? elements / secs : 0.0, eta, tty && !done ? "" : "\n");
+    fflush(stderr);
+}
 
 /* Consume until the end, an error, a signal or a failed dump (*status = 1). Returns the last next() code. */
 static int consume(struct consumer *c, int *status)
 {
-    int64_t seq = 0, elements = 0;
+    int64_t seq = 0, elements = 0, epoch = 0;
     double last = c->t0;
+    const double every = isatty(STDERR_FILENO) ? 0.5 : 2.0;
     struct spw_batch *b;
     int rc = 0;
     while (!g_stop && (rc = c->next(c->ctx, &b)) == 0) {
         elements += b->n;
+        epoch = b->epoch;
         if (c->dump && dump_batch(c->dump, seq, b, c->keys) != 0)
             *status = 1;
         else if (!c->dump && c->keys)
@@ -253,14 +291,15 @@ static int consume(struct consumer *c, int *status)
         /* A trainer that takes 1/R s per element: wait until this batch's share of time has passed. */
         if (c->rate > 0 && elements / c->rate > t - c->t0)
             usleep((useconds_t)((elements / c->rate - (t - c->t0)) * 1e6));
-        if (!c->quiet && t - last >= 2.0) {
-            fprintf(stderr, "spillctl: %lld batches, %lld elements, %.0f elements/s\n", (long long)seq,
-                    (long long)elements, elements / (t - c->t0));
+        if (!c->quiet && t - last >= every) {
+            progress(c, epoch, seq, elements, t, false);
             last = t;
         }
         if (*status || (c->until > 0 && t >= c->until))
             break;
     }
+    if (!c->quiet && seq > 0)
+        progress(c, epoch, seq, elements, now_s(), true);
     c->consumed = elements;
     return rc;
 }
@@ -339,8 +378,12 @@ static int cmd_run(const char *pipeline, int threads, int64_t max_batches, doubl
         status = rc == SPW_ESPEC ? 2 : 1;
         goto out;
     }
+    const int64_t per_epoch = spec->batch.drop_remainder ? src->n / spec->batch.size
+                                                         : (src->n + spec->batch.size - 1) / spec->batch.size;
     struct consumer cs = {.next = executor_next, .release = executor_release, .ctx = ex, .dump = dump, .keys = keys,
-                          .quiet = quiet, .t0 = t0, .rate = rate, .until = max_seconds > 0 ? t0 + max_seconds : 0};
+                          .quiet = quiet, .t0 = t0, .rate = rate, .until = max_seconds > 0 ? t0 + max_seconds : 0,
+                          .epochs = spec->source.epochs,
+                          .total_batches = run_batches(spec->source.epochs, per_epoch, max_batches)};
     rc = consume(&cs, &status);
     double secs = now_s() - t0;
     if (rc != 0 && rc != SPW_ECLOSED && !g_stop) {
@@ -471,7 +514,9 @@ static int cmd_run_service(const char *pipeline, const struct service_args *sa, 
     const double created = now_s();
     struct consumer cs = {.next = job_next, .release = job_release, .ctx = job, .dump = dump, .keys = keys,
                           .quiet = quiet, .t0 = created, .rate = sa->consume_rate,
-                          .until = max_seconds > 0 ? created + max_seconds : 0};
+                          .until = max_seconds > 0 ? created + max_seconds : 0, .epochs = spec->source.epochs,
+                          .total_batches = run_batches(spec->source.epochs, spw_job_batches_per_epoch(job),
+                                                       max_batches)};
     rc = consume(&cs, &status);
     double secs = now_s() - t0;
     if (rc != 0 && rc != SPW_ECLOSED && !g_stop) {
