@@ -12,8 +12,8 @@
 #include "pipeline/spec_proto.h"
 #include "proto/spillway.pb-c.h"
 
-static int call(const char *target, const char *token, const char *method, const ProtobufCMessage *req,
-                int timeout_ms, uint8_t **resp, size_t *len)
+int spw_inspect_call(const char *target, const char *token, const char *method, const ProtobufCMessage *req,
+                     int timeout_ms, uint8_t **resp, size_t *len)
 {
     struct spw_rpc_channel *ch;
     struct spw_rpc_channel_opts o = {.auth_token = token};
@@ -31,6 +31,12 @@ static int call(const char *target, const char *token, const char *method, const
         return 1;
     }
     return 0;
+}
+
+static int call(const char *target, const char *token, const char *method, const ProtobufCMessage *req,
+                int timeout_ms, uint8_t **resp, size_t *len)
+{
+    return spw_inspect_call(target, token, method, req, timeout_ms, resp, len);
 }
 
 /* Workers that make elements on a GPU as well (from ListWorkers), so that producers show as worker:N:gpu. */

@@ -3,6 +3,8 @@
 #ifndef SPW_CLIENT_INSPECT_H
 #define SPW_CLIENT_INSPECT_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 /* Run `what` ("workers", "jobs" or "job") against the dispatcher at target. job_id for "job". Returns the
@@ -14,6 +16,11 @@ int spw_inspect_run(const char *target, const char *auth_token, const char *what
  * elements (0 = its default) and print the cost and bytes per element of every cut. Returns the exit status. */
 int spw_inspect_profile(const char *worker, const char *auth_token, const char *pipeline, int samples, int json,
                         int timeout_ms);
+
+struct ProtobufCMessage;
+/* One unary call to target (a message in *resp, *len; malloc'd). Returns 0, or 1 after saying why on stderr. */
+int spw_inspect_call(const char *target, const char *token, const char *method, const struct ProtobufCMessage *req,
+                     int timeout_ms, uint8_t **resp, size_t *len);
 
 /* Write s as a JSON string literal (quotes, escapes) to f. */
 void spw_json_string(FILE *f, const char *s);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "client/inspect.h"
+#include "client/watch.h"
 #include "client/plan.h"
 #include "lib/clock.h"
 #include "lib/config.h"
@@ -50,6 +51,7 @@ static void usage(FILE *f)
             "                    [--dump DIR | --keys FILE] [--json] [--quiet]\n"
             "       spillctl validate --pipeline FILE.json\n"
             "       spillctl --dispatcher HOST:PORT workers|jobs|job ID|explain ID [--json]\n"
+            "       spillctl --dispatcher HOST:PORT watch [--job ID] [--interval-ms N] [--count N]\n"
             "       spillctl profile --worker HOST:PORT --pipeline FILE.json [--samples N] [--json]\n"
             "       spillctl plan --dispatcher HOST:PORT --pipeline FILE.json [--local-cores N] [--consume-rate R]\n"
             "                     [--cut K] [--local-share auto|off] [--workers N] [--samples N] [--json]\n"
@@ -107,6 +109,11 @@ static void usage(FILE *f)
             "                client cost, predicted throughput, mix, workers needed for --consume-rate) and its\n"
             "                choice; --cut, --local-share off and --workers N are the overrides. Creates no job.\n"
             "explain ID      how the dispatcher planned job ID (run with --cut auto): the same table\n"
+            "watch           a live view of the unfinished jobs (--job ID: that one) and the workers, asked again\n"
+            "                every --interval-ms (default 1000) until Ctrl-C or --count views: per job its rate\n"
+            "                against the plan's and the trainer's, the trainer's wait, cut, epoch, splits, and\n"
+            "                per producer its rate, share and CPU per element; per worker its leases, bytes\n"
+            "                buffered and CPU per element. Redrawn in place on a terminal, appended otherwise\n"
             "  --dispatcher HOST:PORT  the dispatcher (env SPILLWAY_DISPATCHER)\n"
             "  --auth-token T  bearer token for the dispatcher (env SPILLWAY_AUTH_TOKEN)\n"
             "  --auth-token-file F  read it from a file (env SPILLWAY_AUTH_TOKEN_FILE)\n"
@@ -580,6 +587,8 @@ int main(int argc, char **argv)
         {"tls-key", required_argument, NULL, 'k'}, {"insecure", no_argument, NULL, 'I'},
         {"gpu", required_argument, NULL, 'G'}, {"gpu-mem-budget", required_argument, NULL, 'B'},
         {"log-level", required_argument, NULL, 'g'}, {"log-format", required_argument, NULL, 'f'},
+        {"job", required_argument, NULL, 'J'}, {"interval-ms", required_argument, NULL, 'i'},
+        {"count", required_argument, NULL, 'n'},
         {NULL, 0, NULL, 0},
     };
     const char *pipeline = NULL, *dump = NULL, *keys_path = NULL;
@@ -591,7 +600,8 @@ int main(int argc, char **argv)
                                      !strcmp(insecure_env, "yes"));
     int timeout_ms = 5000;
     int local = 0, json = 0, quiet = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN), gpu_device = -1;
-    const char *gpu_budget = NULL;
+    const char *gpu_budget = NULL, *watch_job = NULL;
+    int interval_ms = 1000, count = 0;
     int64_t max_batches = 0, warmup = 0;
     double max_seconds = 0;
     struct service_args sa = {.cut = -1, .local_cores = 1, .prefetch_mb = 256, .credit_mb = 64};
@@ -715,6 +725,18 @@ int main(int argc, char **argv)
             }
             break;
         case 'B': gpu_budget = optarg; break;
+        case 'J': watch_job = optarg; break;
+        case 'i':
+        case 'n': {
+            const long v = strtol(optarg, &end, 10);
+            if (*end || v < (c == 'i' ? 100 : 1) || v > 86400000) {
+                fprintf(stderr, "spillctl: --%s: \"%s\" is not an integer >= %d\n",
+                        c == 'i' ? "interval-ms" : "count", optarg, c == 'i' ? 100 : 1);
+                return 2;
+            }
+            *(c == 'i' ? &interval_ms : &count) = (int)v;
+            break;
+        }
         case 'g':
         case 'f': {
             char lerr[160];
@@ -771,6 +793,18 @@ int main(int argc, char **argv)
         }
         spw_rpc_init();
         int st = spw_explain_cli(dispatcher, token, optind + 1 < argc ? argv[optind + 1] : NULL, json, timeout_ms);
+        spw_rpc_shutdown();
+        return st;
+    }
+    if (!strcmp(cmd, "watch")) {
+        if (!dispatcher) {
+            fprintf(stderr, "spillctl: watch needs --dispatcher HOST:PORT (or SPILLWAY_DISPATCHER)\n");
+            return 2;
+        }
+        signal(SIGINT, on_signal);
+        signal(SIGTERM, on_signal);
+        spw_rpc_init();
+        int st = spw_watch_run(dispatcher, token, watch_job, interval_ms, count, timeout_ms, &g_stop);
         spw_rpc_shutdown();
         return st;
     }

@@ -329,6 +329,12 @@ static int describe_job(void *svc, const ProtobufCMessage *req, uint8_t **resp, 
     out.n_producers = (size_t)np;
     out.producers = pp;
     out.client_remote_ns = disp_client_remote_ns(s, r->job);
+    out.client_wait_fraction = -1;
+    for (int i = 0; i < np; i++)
+        if (pe[i].producer == DISP_CLIENT_PRODUCER(r->job, 0) && pe[i].wait_fraction >= 0) {
+            out.client_elements_per_s = pe[i].consumed_per_s;
+            out.client_wait_fraction = pe[i].wait_fraction;
+        }
     Spillway__V1__JobRefusal *refs = calloc((size_t)ji.refusals + 1, sizeof *refs);
     Spillway__V1__JobRefusal **refp = calloc((size_t)ji.refusals + 1, sizeof *refp);
     for (int i = 0; refs && refp && i < ji.refusals; i++) {

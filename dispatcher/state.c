@@ -487,6 +487,7 @@ int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, siz
         if (!(w = find_worker(s, u->worker)) || !w->alive)
             return spw_fail(err, errlen, -ENOENT, "unknown or retired worker %llu", (unsigned long long)u->worker);
         w->last_heartbeat_ms = u->now_ms;
+        w->buffered_bytes = u->buffered_bytes > 0 ? u->buffered_bytes : 0;
         return 0;
     case DISP_WORKER_DEAD:
         if (!(w = find_worker(s, u->worker)))
@@ -699,6 +700,7 @@ int disp_state_worker_at(const struct disp_state *s, int i, struct disp_worker_i
     out->threads = w->threads;
     out->alive = w->alive;
     out->last_heartbeat_ms = w->last_heartbeat_ms;
+    out->buffered_bytes = w->buffered_bytes;
     for (int k = 0; k < s->n_jobs; k++)
         for (int e = 0; e < 2; e++) {
             const struct epoch_splits *ep = &s->jobs[k].ep[e];

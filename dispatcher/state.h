@@ -78,6 +78,7 @@ struct disp_update {
     int64_t acked, pending;                 /* restore-ended: the summary's counts */
     int32_t refusals;
     uint32_t flags;                         /* restore-ended: DISP_ENDED_* */
+    int64_t buffered_bytes;                 /* worker heartbeat: made and waiting for client streams */
 };
 
 #define DISP_JOB_NAME_MAX 128
@@ -112,6 +113,7 @@ struct disp_worker_info {
     bool alive;
     int64_t last_heartbeat_ms;
     int64_t leases;                 /* splits it holds now */
+    int64_t buffered_bytes;         /* its last heartbeat's: made and waiting for client streams */
 };
 
 struct disp_job_info {

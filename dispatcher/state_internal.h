@@ -57,6 +57,7 @@ struct worker {
     int32_t threads;
     bool alive;
     int64_t last_heartbeat_ms;
+    int64_t buffered_bytes;         /* soft: its last heartbeat's */
 };
 
 struct disp_state {

@@ -111,7 +111,8 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
         status = SPW_RPC_PERMISSION_DENIED;
         goto out;
     }
-    struct disp_update u = {.kind = DISP_WORKER_HEARTBEAT, .worker = r->worker_id, .now_ms = spw_now_ms()};
+    struct disp_update u = {.kind = DISP_WORKER_HEARTBEAT, .worker = r->worker_id, .now_ms = spw_now_ms(),
+                            .buffered_bytes = r->buffered_bytes};
     int rc = disp_commit(s, &u, msg, msglen);
     if (rc) {
         status = rc == -ENOENT ? SPW_RPC_NOT_FOUND : disp_status_of(rc);      /* NOT_FOUND: register again */
@@ -207,6 +208,7 @@ int disp_list_workers(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
             infos[i].alive = wi[i].alive;
             infos[i].last_heartbeat_ms_ago = now - wi[i].last_heartbeat_ms;
             infos[i].leases = wi[i].leases;
+            infos[i].buffered_bytes = wi[i].buffered_bytes;
             infos[i].cannot_serve = refp + used;
             for (int x = 0; x < r; x++)
                 if (refs[x].worker_id == wi[i].id) {

@@ -98,6 +98,16 @@ static int refusals(void *ctx, Spillway__V1__JobRefusal *out, int cap)
     return wrk_jobs_refusals(ctx, out, cap);
 }
 
+static int64_t buffered(void *ctx)
+{
+    struct wrk_job_stat st[64];
+    int64_t bytes = 0;
+    const int n = wrk_jobs_stats(ctx, st, 64);
+    for (int i = 0; i < n; i++)
+        bytes += st[i].queue_bytes;
+    return bytes;
+}
+
 /* Registration as stream handlers see it: set once it runs, cleared (under the lock) before it stops. */
 static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct wrk_registration *g_reg;
@@ -257,7 +267,8 @@ int main(int argc, char **argv)
                                        .gpu = gpu ? spw_gpu_backend_brief(gpu) : NULL,
                                        .on_registered = on_registered, .on_unregistered = on_unregistered,
                                        .on_tasks = on_tasks,
-                                       .progress = progress, .refusals = refusals, .ctx = jobs};
+                                       .progress = progress, .refusals = refusals, .buffered = buffered,
+                                       .ctx = jobs};
     if ((rc = wrk_registration_start(&wo, &reg)) != 0) {
         spw_log(SPW_LOG_ERROR, "worker", "cannot start registration: rc=%d", rc);
         goto out;

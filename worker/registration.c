@@ -28,6 +28,7 @@ struct wrk_registration {
     void (*on_tasks)(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *reply);
     int (*progress)(void *ctx, Spillway__V1__ProducerProgress *out, int cap);
     int (*refusals)(void *ctx, Spillway__V1__JobRefusal *out, int cap);
+    int64_t (*buffered)(void *ctx);
     void *ctx;
     struct spw_rpc_channel *ch;
     pthread_t thread;
@@ -147,6 +148,7 @@ static void *thread_main(void *arg)
             refp[i] = &ref[i];
         req.n_cannot_serve = (size_t)nr;
         req.cannot_serve = refp;
+        req.buffered_bytes = r->buffered ? r->buffered(r->ctx) : 0;
         uint8_t *resp = NULL;
         size_t len = 0;
         char msg[256] = "";
@@ -191,6 +193,7 @@ int wrk_registration_start(const struct wrk_registration_opts *o, struct wrk_reg
     r->on_tasks = o->on_tasks;
     r->progress = o->progress;
     r->refusals = o->refusals;
+    r->buffered = o->buffered;
     r->ctx = o->ctx;
     r->interval_ms = 1000;
     pthread_mutex_init(&r->mu, NULL);

@@ -28,6 +28,8 @@ struct wrk_registration_opts {
     int (*progress)(void *ctx, Spillway__V1__ProducerProgress *out, int cap);
     /* Likewise: the listed jobs the worker cannot serve (reasons valid until the next on_tasks). NULL: none. */
     int (*refusals)(void *ctx, Spillway__V1__JobRefusal *out, int cap);
+    /* ... and the bytes made and waiting for client streams, all jobs (NULL: not reported). */
+    int64_t (*buffered)(void *ctx);
     void *ctx;
 };
 
