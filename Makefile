@@ -170,6 +170,8 @@ test: deps
 
 lint:
 	bash scripts/lint.sh
+	/usr/bin/python3 scripts/plots.py --out $(BUILD)/plots-check > /dev/null   # make plots keeps working
+	test "$$(ls $(BUILD)/plots-check/plot-*.png | wc -l)" = 5
 
 unit: $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
@@ -232,6 +234,11 @@ bench: deps
 	bash scripts/bench-stream.sh
 	bash scripts/bench-offload.sh
 	bash scripts/bench-audio.sh
+
+# The benchmark figures as PNGs in docs/ (scripts/plots.py: from build/'s benchmark outputs, else docs/data/).
+.PHONY: plots
+plots:
+	/usr/bin/python3 scripts/plots.py
 
 clean:
 	rm -rf build build-address build-undefined build-thread build-fuzz $(BUILD)

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""scripts/plots.py - `make plots`: the benchmark figures as PNGs in docs/ (gnuplot, pngcairo), each from the
+benchmark's own output under build/ when a run left one, else from docs/data/ (the medians published in
+docs/benchmarks.md, in the same formats). Prints which source each plot used.
+  plot-engine.png   Spillway vs torchvision + PIL, img/s per pipeline, one core each (bench-ops.sh)
+  plot-scaling.png  Spillway's train pipeline on 1 and 2 threads vs 2 independent processes (bench-ops.sh)
+  plot-offload.png  a 1-core client alone vs with one remote worker core, per cut (bench-offload.sh)
+  plot-stream.png   element streaming vs raw TCP, MB/s by element size (bench-stream.sh)
+  plot-planner.png  the planner's plan vs the oracle and the other policies per condition (eval-planner.sh)
+Usage: plots.py [--out DIR]   (default docs/; tests draw into build/)"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BUILD, DATA = os.path.join(ROOT, "build"), os.path.join(ROOT, "docs", "data")
+DOCS = os.path.abspath(sys.argv[2]) if len(sys.argv) == 3 and sys.argv[1] == "--out" else os.path.join(ROOT, "docs")
+WORK = os.path.join(BUILD, "plots")
+
+
+def source(fresh, recorded):
+    """The benchmark's output when a run left one, else the recorded copy."""
+    path = os.path.join(BUILD, fresh)
+    return (path, "run") if os.path.exists(path) else (os.path.join(DATA, recorded), "docs/data")
+
+
+def gnuplot(name, data_rows, header, script):
+    dat = os.path.join(WORK, name + ".dat")
+    with open(dat, "w") as f:
+        f.write(" ".join(header) + "\n")
+        for row in data_rows:
+            f.write(" ".join(str(x) for x in row) + "\n")
+    png = os.path.join(DOCS, "plot-%s.png" % name)
+    common = ("set terminal pngcairo size 900,460 font ',10'\nset output '%s'\nset style data histograms\n"
+              "set style histogram clustered gap 1\nset style fill solid 0.85 border -1\nset yrange [0:*]\n"
+              "set key top right\nset grid ytics\n" % png)
+    subprocess.run(["gnuplot"], input=(common + script.replace("DAT", dat)).encode(), check=True)
+    return png
+
+
+def engine_and_scaling():
+    path, src = source("bench/ops.json", "ops.json")
+    m = json.load(open(path))["median_img_per_s"]
+    names = {"a": "train", "b": "RandAugment", "c": "AutoAugment", "d": "decode-only"}
+    rows = [('"%s"' % names[c], m["torchvision"][c], m["spillway"][c]) for c in "abcd"
+            if m["torchvision"].get(c) and m["spillway"].get(c)]
+    yield gnuplot("engine", rows, ["case", "torchvision+PIL", "Spillway"],
+                  "set title 'Images/s on one core: Spillway vs torchvision + PIL (medians)'\n"
+                  "set ylabel 'images/s'\nplot for [i=2:3] 'DAT' using i:xtic(1) title columnheader(i)\n"), src
+    one, two, pair = m["spillway"]["a"], m["spillway_2_threads"]["a"], m["machine_two_processes"]["a"]
+    rows = [('"1 thread"', one), ('"2 threads"', two), ('"2 processes (ceiling)"', pair)]
+    yield gnuplot("scaling", rows, ["config", "img/s"],
+                  "set title 'Spillway train pipeline: thread scaling against the machine ceiling (%.2fx, %.2fx)'\n"
+                  "set ylabel 'images/s'\nset key off\nplot 'DAT' using 2:xtic(1) title columnheader(2)\n"
+                  % (two / one, pair / one)), src
+
+
+def offload():
+    path, src = source("bench/offload/results.tsv", "offload.tsv")
+    runs = {}
+    for line in open(path):
+        kind, cut, _, v = line.rstrip("\n").split("\t")[:4]
+        runs.setdefault("local-only" if kind == "local" else "cut %s" % cut, []).append(float(v))
+    base = statistics.median(runs["local-only"])
+    order = sorted(runs.items(), key=lambda kv: (kv[0] != "local-only", kv[0]))
+    rows = [('"%s"' % k, round(statistics.median(v))) for k, v in order]
+    return gnuplot("offload", rows, ["config", "elements/s"],
+                   "set title 'A 1-core client alone and with one remote worker core (train pipeline; medians)'\n"
+                   "set ylabel 'elements/s'\nset key top left\n"
+                   "plot 'DAT' using 2:xtic(1) notitle, %g with lines dt 2 lc 'black' title 'target: 1.8x local-only'\n"
+                   % (1.8 * base)), src
+
+
+def stream():
+    path, src = source("bench/stream.tsv", "stream.tsv")
+    mbs = {}
+    for line in open(path):
+        mode, elem, _, cli = line.rstrip("\n").split("\t")[:4]
+        mbs.setdefault((mode, int(elem)), []).append(json.loads(cli)["mb_per_s"])
+    rows = []
+    for elem in sorted({e for _, e in mbs}):
+        if ("tcp", elem) in mbs and ("grpc", elem) in mbs:
+            rows.append(('"%d kB"' % round(elem / 1000), statistics.median(mbs[("tcp", elem)]),
+                         statistics.median(mbs[("grpc", elem)])))
+    return gnuplot("stream", rows, ["element", "raw-TCP", "Spillway"],
+                   "set title 'Element streaming vs raw TCP on loopback (medians; target 0.70x)'\n"
+                   "set ylabel 'MB/s'\nplot for [i=2:3] 'DAT' using i:xtic(1) title columnheader(i)\n"), src
+
+
+def planner():
+    path, src = source("eval/planner/eval.dat", "planner.tsv")
+    lines = [l.split() for l in open(path) if l.strip()]
+    return gnuplot("planner", lines[1:], lines[0],
+                   "set title 'The planner vs the oracle, FastFlow rule, offload-everything, local-only (elements/s)'\n"
+                   "set ylabel 'elements/s'\nset xtics rotate by -20\n"
+                   "plot for [i=2:6] 'DAT' using i:xtic(1) title columnheader(i)\n"), src
+
+
+def main():
+    if len(sys.argv) not in (1, 3) or (len(sys.argv) == 3 and sys.argv[1] != "--out"):
+        print(__doc__.strip().splitlines()[-1])
+        return 2
+    os.makedirs(WORK, exist_ok=True)
+    os.makedirs(DOCS, exist_ok=True)
+    made = list(engine_and_scaling()) + [offload(), stream(), planner()]
+    for png, src in made:
+        print("plots: %s (from %s)" % (os.path.relpath(png, ROOT), src))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
