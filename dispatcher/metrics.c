@@ -51,11 +51,12 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
         free(names);
         return;
     }
-    uint64_t applied[DISP_RESTORE_ENDED + 1];
+    uint64_t applied[DISP_RESTORE_ENDED + 1], re_leases;
     int alive = 0, dead = 0, n_jobs = 0, n_prog = 0;
     int64_t journal_bytes = -1;
     pthread_mutex_lock(&s->mu);
     memcpy(applied, s->applied, sizeof applied);
+    re_leases = s->re_leases;
     for (int i = 0; i < disp_state_worker_count(s->st); i++) {
         struct disp_worker_info w;
         if (disp_state_worker_at(s->st, i, &w) == 0)
@@ -103,6 +104,9 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
         spw_prom_sample(p, "spillway_dispatcher_jobs", (struct spw_label[]){{"state", states[i]}}, 1, by_state[i]);
     counter_of(p, "spillway_dispatcher_leases_granted_total", "splits leased to producers (re-leases included)",
                applied, DISP_LEASE);
+    spw_prom_counter(p, "spillway_dispatcher_leases_regranted_total",
+                     "of the leases, splits leased again: their holder died, expired or refused the job, or a "
+                     "speculative second copy of a straggler", (double)re_leases);
     counter_of(p, "spillway_dispatcher_acks_total", "splits acknowledged by their clients", applied, DISP_ACK);
     counter_of(p, "spillway_dispatcher_workers_declared_dead_total",
                "workers silent past --worker-timeout-ms: their leases went back to pending", applied,

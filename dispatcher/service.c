@@ -106,6 +106,7 @@ int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t
     const int rc = disp_state_apply(s->st, u, err, errlen);
     if (rc == 0 && u->kind >= 0 && u->kind <= DISP_RESTORE_ENDED)
         s->applied[u->kind]++;
+    s->re_leases += rc == 0 && u->kind == DISP_LEASE && u->generation > 1;
     if (journaled)              /* only a record makes the journal grow (a batch's, at its end) */
         maybe_compact(s);
     return rc;

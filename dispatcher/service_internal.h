@@ -34,6 +34,7 @@ struct disp_service {
     bool stopping;
     pthread_t timer;
     uint64_t applied[DISP_RESTORE_ENDED + 1];   /* updates applied since the start, per kind (metrics) */
+    uint64_t re_leases;             /* leases of a split leased before (its generation > 1) */
     struct spw_hist journal_sync;   /* each journal write that syncs (an append, a batch's end) */
 };
 

@@ -53,10 +53,27 @@ int spw_produce(const struct spw_producer *p, uint64_t epoch, int64_t sample, in
     return rc;
 }
 
+const char *const spw_failure_names[SPW_FAIL_KINDS] = {"decode", "too_big", "read", "memory", "other"};
+
+enum spw_failure spw_failure_of(int rc)
+{
+    switch (rc) {
+    case SPW_EDECODE:
+    case SPW_EFORMAT:
+    case SPW_EUNSUPPORTED: return SPW_FAIL_DECODE;
+    case SPW_ETOOBIG: return SPW_FAIL_TOO_BIG;
+    case SPW_ESOURCE: return SPW_FAIL_READ;
+    case -ENOMEM: return SPW_FAIL_MEMORY;
+    default: return rc < 0 && rc > -4096 ? SPW_FAIL_READ : SPW_FAIL_OTHER;   /* -errno: the read */
+    }
+}
+
 bool spw_produce_failed(const struct spw_producer *p, int64_t sample, int rc, const char *err, const char *from,
                         char *msg, size_t msglen)
 {
     const bool fail = p->spec->on_error == SPW_ON_ERROR_FAIL;
+    if (p->failures)
+        __atomic_fetch_add(&p->failures[spw_failure_of(rc)], 1, __ATOMIC_RELAXED);
     const char *path = sample >= 0 && sample < p->src->n ? p->src->samples[sample].path : "?";
     char job[32] = "";
     if (p->job)

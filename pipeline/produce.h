@@ -13,12 +13,18 @@
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
 
+/* Why a sample could not be made, for counting (spw_produce_failed). */
+enum spw_failure { SPW_FAIL_DECODE, SPW_FAIL_TOO_BIG, SPW_FAIL_READ, SPW_FAIL_MEMORY, SPW_FAIL_OTHER, SPW_FAIL_KINDS };
+extern const char *const spw_failure_names[SPW_FAIL_KINDS];     /* "decode", "too_big", "read", ... */
+
 struct spw_producer {
     const struct spw_pipeline_spec *spec;
     const struct spw_source *src;
     const struct spw_element_ctx *ctx;
     const char *component;      /* the log lines' component: "executor", "worker", "client" */
     uint64_t job;               /* logged as job=N; 0: none */
+    int64_t *failures;          /* NULL, or SPW_FAIL_KINDS counters (atomic) of the samples it skipped or
+                                   failed, by reason */
 };
 
 /* Reads of a sample before an I/O error (negative errno) counts as the sample's failure. */
@@ -34,6 +40,9 @@ int spw_produce_read(const struct spw_producer *p, int64_t sample, uint8_t **buf
 int spw_produce(const struct spw_producer *p, uint64_t epoch, int64_t sample, int cut, struct spw_value *v,
                 struct spw_element_stats *stats, const struct spw_element_dest *dest, char *err, size_t errlen);
 
+/* The reason class of an error code (SPW_EDECODE and malformed or unsupported input: decode; a size cap:
+ * too_big; I/O and the source: read; no memory; anything else). */
+enum spw_failure spw_failure_of(int rc);
 /* Sample could not be made (here, or on worker `from`, NULL for here): log "skipped" or "failed" with its
  * path and err, and return true when on_error says the job fails; then msg (when not NULL) gets the job's
  * error, "PATH: ERR[ (on worker FROM)]". */

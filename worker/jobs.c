@@ -81,6 +81,7 @@ struct job {
     int n_tids;
     int64_t sent_elements, sent_bytes;  /* delivered to clients (atomic) */
     int held_splits;            /* leased by its producers and not yet queued whole (atomic) */
+    int64_t failures[SPW_FAIL_KINDS];   /* samples skipped or failed, by reason (atomic; prod.failures) */
     struct spw_mb_queue *mbq;   /* with a GPU producer: the micro-batches of leased splits, by encoded size */
 };
 
@@ -659,7 +660,7 @@ static struct job *job_start(struct wrk_jobs *w, const Spillway__V1__JobTask *t,
         goto fail;
     }
     jb->prod = (struct spw_producer){.spec = jb->spec, .src = jb->src, .ctx = &jb->ctx, .component = "worker",
-                                     .job = jb->id};
+                                     .job = jb->id, .failures = jb->failures};
     spw_order_init(&jb->order, jb->src->n, jb->spec->source.shuffle, jb->spec->source.seed);
     int n = w->o.threads > MAX_THREADS - 1 ? MAX_THREADS - 1 : w->o.threads;
     char no_gpu[256] = "";
@@ -1057,6 +1058,9 @@ int wrk_jobs_stats(struct wrk_jobs *w, struct wrk_job_stat *out, int cap)
         o->elements = __atomic_load_n(&jb->sent_elements, __ATOMIC_RELAXED);
         o->bytes = __atomic_load_n(&jb->sent_bytes, __ATOMIC_RELAXED);
         o->held_splits = __atomic_load_n(&jb->held_splits, __ATOMIC_RELAXED);
+        o->skip = jb->spec->on_error != SPW_ON_ERROR_FAIL;
+        for (int k = 0; k < SPW_FAIL_KINDS; k++)
+            o->failures[k] = __atomic_load_n(&jb->failures[k], __ATOMIC_RELAXED);
         pthread_mutex_lock(&jb->mu);
         for (int r = 0; r < jb->world; r++) {
             o->queue_bytes += (int64_t)jb->queues[r].bytes;

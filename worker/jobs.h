@@ -5,11 +5,13 @@
 #ifndef SPW_WORKER_JOBS_H
 #define SPW_WORKER_JOBS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "lib/rpc.h"
 #include "pipeline/backend.h"
+#include "pipeline/produce.h"
 #include "proto/spillway.pb-c.h"
 
 struct wrk_jobs;
@@ -48,6 +50,8 @@ struct wrk_job_stat {
     int64_t queue_bytes;        /* made and waiting for a client stream */
     int held_splits;            /* leased and not yet queued whole */
     int streams;                /* client streams attached */
+    bool skip;                  /* its on_error: skip (else fail) */
+    int64_t failures[SPW_FAIL_KINDS];   /* samples it could not make, by reason (pipeline/produce.h) */
 };
 /* The jobs this worker serves (at most cap into out); returns the count. Any thread. */
 int wrk_jobs_stats(struct wrk_jobs *w, struct wrk_job_stat *out, int cap);

@@ -41,6 +41,18 @@ void wrk_metrics(struct wrk_jobs *w, const struct spw_backend *gpu, struct spw_p
             queue_bytes);
     per_job(p, st, n, "spillway_worker_leases_held", "gauge", "splits leased and not yet queued whole", held);
     per_job(p, st, n, "spillway_worker_streams", "gauge", "client streams attached", streams);
+    spw_prom_family(p, "spillway_worker_element_errors_total", "counter",
+                    "samples the worker could not make, by reason (decode, too_big, read, memory, other) and what the "
+                    "job's on_error did with them (skipped, failed)");
+    for (int i = 0; i < n; i++) {
+        char id[24];
+        snprintf(id, sizeof id, "%llu", (unsigned long long)st[i].job);
+        for (int k = 0; k < SPW_FAIL_KINDS; k++) {
+            const struct spw_label l[] = {{"job_id", id}, {"reason", spw_failure_names[k]},
+                                          {"action", st[i].skip ? "skipped" : "failed"}};
+            spw_prom_sample(p, "spillway_worker_element_errors_total", l, 3, (double)st[i].failures[k]);
+        }
+    }
     free(st);
     if (gpu) {
         struct spw_gpu_stats gs;

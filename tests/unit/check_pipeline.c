@@ -406,7 +406,7 @@ START_TEST(test_produce_cuts_and_failures)
     ck_assert_int_eq(spw_source_open(&s->source, &src, err, sizeof err), 0);
     struct spw_element_ctx ctx;
     ck_assert_int_eq(spw_element_ctx_init(&ctx, s), 0);
-    const struct spw_producer p = {.spec = s, .src = src, .ctx = &ctx, .component = "test", .job = 7};
+    struct spw_producer p = {.spec = s, .src = src, .ctx = &ctx, .component = "test", .job = 7};
     struct spw_value v;
     ck_assert_int_eq(spw_produce(&p, 0, 0, 0, &v, NULL, NULL, err, sizeof err), 0);
     ck_assert(v.is_tensor && v.t.dtype == SPW_DTYPE_U8 && v.t.shape[0] == src->samples[0].size);
@@ -429,7 +429,15 @@ START_TEST(test_produce_cuts_and_failures)
     ck_assert_int_lt(spw_produce(&p, 0, e, ctx.n_groups, &v, NULL, NULL, err, sizeof err), 0);
     ck_assert_msg(strncmp(err, "read failed: ", 13) == 0, "%s", err);
     s->on_error = SPW_ON_ERROR_SKIP;
+    int64_t failures[SPW_FAIL_KINDS] = {0};
+    p.failures = failures;      /* counted by reason: the worker's metrics */
     ck_assert(!spw_produce_failed(&p, e, -ENOENT, err, NULL, msg, sizeof msg));
+    ck_assert(!spw_produce_failed(&p, e, SPW_EDECODE, err, NULL, msg, sizeof msg));
+    ck_assert(!spw_produce_failed(&p, e, SPW_EFORMAT, err, NULL, msg, sizeof msg));
+    ck_assert(!spw_produce_failed(&p, e, SPW_ETOOBIG, err, NULL, msg, sizeof msg));
+    ck_assert(failures[SPW_FAIL_READ] == 1 && failures[SPW_FAIL_DECODE] == 2 && failures[SPW_FAIL_TOO_BIG] == 1 &&
+              failures[SPW_FAIL_MEMORY] == 0 && failures[SPW_FAIL_OTHER] == 0);
+    ck_assert_str_eq(spw_failure_names[SPW_FAIL_TOO_BIG], "too_big");
     spw_element_ctx_destroy(&ctx);
     spw_source_close(src);
     spw_spec_free(s);
