@@ -56,6 +56,7 @@ struct queue {
     struct msg *head, *tail;
     size_t bytes;
     bool attached;              /* a client stream is draining it */
+    int64_t credit;             /* the attached stream's unspent credit (atomic; metrics) */
     size_t cap;                 /* producers wait above this (queue_drained sets it) */
     size_t window_bytes;        /* sent since window_ns */
     int64_t window_ns;
@@ -82,6 +83,7 @@ struct job {
     int64_t sent_elements, sent_bytes;  /* delivered to clients (atomic) */
     int held_splits;            /* leased by its producers and not yet queued whole (atomic) */
     int64_t failures[SPW_FAIL_KINDS];   /* samples skipped or failed, by reason (atomic; prod.failures) */
+    int64_t *group_ns, *group_elements; /* ctx.n_groups: time and elements per fusion group (prod's, atomic) */
     struct spw_mb_queue *mbq;   /* with a GPU producer: the micro-batches of leased splits, by encoded size */
 };
 
@@ -618,6 +620,8 @@ static void job_release(struct job *jb)
             msg_free(m);
         }
     free(jb->queues);
+    free(jb->group_ns);
+    free(jb->group_elements);
     spw_element_ctx_destroy(&jb->ctx);
     spw_source_close(jb->src);
     spw_spec_free(jb->spec);
@@ -655,12 +659,15 @@ static struct job *job_start(struct wrk_jobs *w, const Spillway__V1__JobTask *t,
         goto fail;
     }
     jb->queues = calloc((size_t)jb->world, sizeof *jb->queues);
-    if (!jb->queues || spw_element_ctx_init(&jb->ctx, jb->spec) != 0) {
+    if (!jb->queues || spw_element_ctx_init(&jb->ctx, jb->spec) != 0 ||
+        !(jb->group_ns = calloc((size_t)jb->ctx.n_groups + 1, sizeof(int64_t))) ||
+        !(jb->group_elements = calloc((size_t)jb->ctx.n_groups + 1, sizeof(int64_t)))) {
         snprintf(why, whylen, "out of memory");
         goto fail;
     }
     jb->prod = (struct spw_producer){.spec = jb->spec, .src = jb->src, .ctx = &jb->ctx, .component = "worker",
-                                     .job = jb->id, .failures = jb->failures};
+                                     .job = jb->id, .failures = jb->failures, .group_ns = jb->group_ns,
+                                     .group_elements = jb->group_elements};
     spw_order_init(&jb->order, jb->src->n, jb->spec->source.shuffle, jb->spec->source.seed);
     int n = w->o.threads > MAX_THREADS - 1 ? MAX_THREADS - 1 : w->o.threads;
     char no_gpu[256] = "";
@@ -960,6 +967,7 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
                 break;
             }
             credit -= (int64_t)m->bytes;
+            __atomic_store_n(&q->credit, credit, __ATOMIC_RELAXED);
             __atomic_add_fetch(&jb->sent_elements, (int64_t)m->elements, __ATOMIC_RELAXED);
             __atomic_add_fetch(&jb->sent_bytes, (int64_t)m->bytes, __ATOMIC_RELAXED);
             msg_free(m);
@@ -975,11 +983,13 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
         free(in);
         if (more) {
             credit += more->credit_bytes;
+            __atomic_store_n(&q->credit, credit, __ATOMIC_RELAXED);
             spillway__v1__stream_request__free_unpacked(more, NULL);
         }
     }
     pthread_mutex_lock(&jb->mu);
     q->attached = false;
+    __atomic_store_n(&q->credit, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&jb->mu);
 out:
     pthread_mutex_lock(&w->mu);
@@ -1065,6 +1075,17 @@ int wrk_jobs_stats(struct wrk_jobs *w, struct wrk_job_stat *out, int cap)
         for (int r = 0; r < jb->world; r++) {
             o->queue_bytes += (int64_t)jb->queues[r].bytes;
             o->streams += jb->queues[r].attached;
+            o->credit_bytes += __atomic_load_n(&jb->queues[r].credit, __ATOMIC_RELAXED);
+        }
+        o->n_groups = jb->ctx.n_groups < WRK_MAX_GROUPS ? jb->ctx.n_groups : WRK_MAX_GROUPS;
+        for (int g = 0; g < o->n_groups; g++) {
+            o->group_ns[g] = __atomic_load_n(&jb->group_ns[g], __ATOMIC_RELAXED);
+            o->group_elements[g] = __atomic_load_n(&jb->group_elements[g], __ATOMIC_RELAXED);
+            const struct spw_group *gr = &jb->ctx.groups[g];
+            size_t off = 0;
+            for (int i = gr->first; i < gr->first + gr->count && off < sizeof o->group_ops[g]; i++)
+                off += (size_t)snprintf(o->group_ops[g] + off, sizeof o->group_ops[g] - off, "%s%s",
+                                        i > gr->first ? "+" : "", spw_op_name(jb->spec->ops[i].kind));
         }
         pthread_mutex_unlock(&jb->mu);
     }

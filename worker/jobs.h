@@ -44,6 +44,7 @@ int wrk_jobs_refusals(struct wrk_jobs *w, Spillway__V1__JobRefusal *out, int cap
  * timeout_ms. Returns how many splits and queues were still busy (0: drained). Streams keep sending. */
 int wrk_jobs_drain(struct wrk_jobs *w, int64_t timeout_ms);
 /* What a job holds now, for metrics. */
+#define WRK_MAX_GROUPS 16
 struct wrk_job_stat {
     uint64_t job;
     int64_t elements, bytes;    /* sent to its clients so far */
@@ -51,6 +52,11 @@ struct wrk_job_stat {
     int held_splits;            /* leased and not yet queued whole */
     int streams;                /* client streams attached */
     bool skip;                  /* its on_error: skip (else fail) */
+    int64_t credit_bytes;       /* credit its clients granted and it has not used: what it may send now */
+    int n_groups;               /* fusion groups (at most WRK_MAX_GROUPS listed) */
+    int64_t group_ns[WRK_MAX_GROUPS], group_elements[WRK_MAX_GROUPS];  /* time and elements per group, CPU
+                                   producers (the GPU's elements are not in them) */
+    char group_ops[WRK_MAX_GROUPS][96];     /* "decode_jpeg+random_resized_crop" */
     int64_t failures[SPW_FAIL_KINDS];   /* samples it could not make, by reason (pipeline/produce.h) */
 };
 /* The jobs this worker serves (at most cap into out); returns the count. Any thread. */

@@ -100,11 +100,12 @@ static int refusals(void *ctx, Spillway__V1__JobRefusal *out, int cap)
 
 static int64_t buffered(void *ctx)
 {
-    struct wrk_job_stat st[64];
+    struct wrk_job_stat *st = calloc(64, sizeof *st);
     int64_t bytes = 0;
-    const int n = wrk_jobs_stats(ctx, st, 64);
+    const int n = st ? wrk_jobs_stats(ctx, st, 64) : 0;
     for (int i = 0; i < n; i++)
         bytes += st[i].queue_bytes;
+    free(st);
     return bytes;
 }
 

@@ -24,6 +24,7 @@ static double bytes(const struct wrk_job_stat *s) { return (double)s->bytes; }
 static double queue_bytes(const struct wrk_job_stat *s) { return (double)s->queue_bytes; }
 static double held(const struct wrk_job_stat *s) { return s->held_splits; }
 static double streams(const struct wrk_job_stat *s) { return s->streams; }
+static double credit(const struct wrk_job_stat *s) { return (double)s->credit_bytes; }
 
 void wrk_metrics(struct wrk_jobs *w, const struct spw_backend *gpu, struct spw_prom *p)
 {
@@ -41,6 +42,23 @@ void wrk_metrics(struct wrk_jobs *w, const struct spw_backend *gpu, struct spw_p
             queue_bytes);
     per_job(p, st, n, "spillway_worker_leases_held", "gauge", "splits leased and not yet queued whole", held);
     per_job(p, st, n, "spillway_worker_streams", "gauge", "client streams attached", streams);
+    per_job(p, st, n, "spillway_worker_credit_bytes", "gauge",
+            "credit its clients granted and it has not used: the bytes it may send now", credit);
+    for (int m = 0; m < 2; m++) {
+        const char *name = m ? "spillway_worker_group_elements_total" : "spillway_worker_group_seconds_total";
+        spw_prom_family(p, name, "counter", m ? "elements the CPU producers ran through each fusion group"
+                                              : "time the CPU producers spent in each fusion group (divide by "
+                                                "spillway_worker_group_elements_total for the time per element)");
+        for (int i = 0; i < n; i++)
+            for (int g = 0; g < st[i].n_groups; g++) {
+                char id[24], gi[16];
+                snprintf(id, sizeof id, "%llu", (unsigned long long)st[i].job);
+                snprintf(gi, sizeof gi, "%d", g);
+                const struct spw_label l[] = {{"job_id", id}, {"group", gi}, {"ops", st[i].group_ops[g]}};
+                spw_prom_sample(p, name, l, 3,
+                                m ? (double)st[i].group_elements[g] : (double)st[i].group_ns[g] / 1e9);
+            }
+    }
     spw_prom_family(p, "spillway_worker_element_errors_total", "counter",
                     "samples the worker could not make, by reason (decode, too_big, read, memory, other) and what the "
                     "job's on_error did with them (skipped, failed)");

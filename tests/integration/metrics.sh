@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # tests/integration/metrics.sh - the daemons' Prometheus port, scraped by a real Prometheus (Debian's). Proves:
 # a dispatcher and two workers started with --metrics-port serve /metrics that `promtool check metrics`
-# passes and /healthz, and answer 404 / 405 elsewhere; Prometheus scrapes all three during a planned job held
-# to a steady rate, and PromQL over its HTTP API gives the job's delivered rate within 20% of what
-# `spillctl job` reports and the workers needed that `spillctl explain` reports; the workers' series count
-# what they sent and the RPC series count the calls; every series the Grafana dashboard queries is exported
-# (a GPU-side worker on the emulated plugin and a journal included); 1000 connections of bad HTTP requests at a metrics
-# port leave the daemon serving gRPC (and /metrics again once they close). Real processes on loopback; kills
-# all it starts.
+# passes and /healthz, and answer 404 / 405 elsewhere; Prometheus scrapes all three during a planned job, and
+# its series give the job's delivered rate within 20% of what `spillctl job` reports over the same instants
+# and the workers needed that `spillctl explain` reports; the workers' series count what they sent and the
+# time per fusion group, and the RPC series count the calls; every series the Grafana dashboard queries is
+# exported (a GPU-side worker on the emulated plugin and a journal included); 1000 connections of bad HTTP
+# requests at a metrics port leave the daemon serving gRPC (and /metrics again once they close). Real
+# processes on loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -99,6 +99,11 @@ check "spillway_job_workers_needed ($NEED) equals spillctl explain's ($EXPL)" te
 SENT=$(promql "sum(max_over_time(spillway_worker_elements_sent_total{job_id=\"$JOB\"}[1m]))")
 check "the workers' series count what they sent ($SENT elements)" \
   python3 -c "raise SystemExit(not float('${SENT:-0}') > 0)"
+G0="job_id=\"$JOB\",group=\"0\""
+GROUP=$(promql "sum(max_over_time(spillway_worker_group_elements_total{$G0,ops=\"decode_jpeg+center_crop\"}[1m]))")
+GSEC=$(promql "sum(max_over_time(spillway_worker_group_seconds_total{$G0}[1m]))")
+check "... and the time per fusion group ($GROUP elements of decode_jpeg+center_crop in $GSEC s)" \
+  python3 -c "raise SystemExit(not (float('${GROUP:-0}') > 0 and 0 < float('${GSEC:-0}') < 100))"
 HB=$(promql 'sum(spillway_rpc_requests_total{method="spillway.v1.Dispatcher/ClientHeartbeat",code="OK"})')
 check "the dispatcher's RPC series count the client's heartbeats ($HB)" \
   python3 -c "raise SystemExit(not float('${HB:-0}') > 10)"
