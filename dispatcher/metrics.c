@@ -51,12 +51,13 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
         free(names);
         return;
     }
-    uint64_t applied[DISP_RESTORE_ENDED + 1], re_leases;
+    uint64_t applied[DISP_RESTORE_ENDED + 1], re_leases, released;
     int alive = 0, dead = 0, n_jobs = 0, n_prog = 0;
     int64_t journal_bytes = -1;
     pthread_mutex_lock(&s->mu);
     memcpy(applied, s->applied, sizeof applied);
     re_leases = s->re_leases;
+    released = s->leases_released;
     for (int i = 0; i < disp_state_worker_count(s->st); i++) {
         struct disp_worker_info w;
         if (disp_state_worker_at(s->st, i, &w) == 0)
@@ -107,6 +108,11 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
     spw_prom_counter(p, "spillway_dispatcher_leases_regranted_total",
                      "of the leases, splits leased again: their holder died, expired or refused the job, or a "
                      "speculative second copy of a straggler", (double)re_leases);
+    spw_prom_counter(p, "spillway_dispatcher_leases_expired_total",
+                     "leased splits (of each job's lowest open epoch) sent back to pending: their worker died or "
+                     "refused the job, their client rank expired, or the job was handed back", (double)released);
+    spw_prom_counter(p, "spillway_dispatcher_replans_total", "re-plans of running planned jobs, whatever came of them",
+                     (double)disp_replanner_replans(s->replanner));
     counter_of(p, "spillway_dispatcher_acks_total", "splits acknowledged by their clients", applied, DISP_ACK);
     counter_of(p, "spillway_dispatcher_workers_declared_dead_total",
                "workers silent past --worker-timeout-ms: their leases went back to pending", applied,

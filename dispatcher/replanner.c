@@ -67,6 +67,7 @@ struct disp_replanner {
     uint64_t replan_job;            /* its job (its entry is kept while it runs) */
     int replan_reason;
     pthread_t tid;
+    uint64_t replans;               /* re-plans completed since the start (metrics) */
 };
 
 static void planned_free(struct planned *p)
@@ -339,6 +340,7 @@ static void *replan_main(void *arg)
                            &fb, flen);
     }
     const double consumed = at ? at->consumed_per_s : 0;
+    rp->replans += rc == 0;
     rp->replanning = false;
     pthread_mutex_unlock(&rp->mu);
     if (rc == 0 && hand_back && applied)
@@ -458,4 +460,12 @@ Spillway__V1__Plan *disp_replanner_named_local(struct disp_replanner *rp, const 
     Spillway__V1__Plan *p = e ? spillway__v1__plan__unpack(NULL, e->len, e->plan) : NULL;
     pthread_mutex_unlock(&rp->mu);
     return p;
+}
+
+uint64_t disp_replanner_replans(struct disp_replanner *rp)
+{
+    pthread_mutex_lock(&rp->mu);
+    const uint64_t n = rp->replans;
+    pthread_mutex_unlock(&rp->mu);
+    return n;
 }

@@ -55,6 +55,8 @@ void disp_replanner_remember(struct disp_replanner *rp, uint64_t job, const Spil
  * it waited for data, its process's CPU seconds per second. */
 void disp_replanner_observe(struct disp_replanner *rp, uint64_t job, double consumed_per_s, double wait_fraction,
                             double client_cpu);
+/* Re-plans completed since the start, whatever came of them (metrics). */
+uint64_t disp_replanner_replans(struct disp_replanner *rp);
 /* A job's plan (unpacked; free_unpacked) or NULL. */
 Spillway__V1__Plan *disp_replanner_plan_of(struct disp_replanner *rp, uint64_t job);
 /* Start a re-plan of a planned job whose costs on the real path are measured (once), whose workers changed,

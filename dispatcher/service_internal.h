@@ -35,6 +35,7 @@ struct disp_service {
     pthread_t timer;
     uint64_t applied[DISP_RESTORE_ENDED + 1];   /* updates applied since the start, per kind (metrics) */
     uint64_t re_leases;             /* leases of a split leased before (its generation > 1) */
+    uint64_t leases_released;       /* leased splits sent back to pending: holders dead, expired, refusing */
     struct spw_hist journal_sync;   /* each journal write that syncs (an append, a batch's end) */
 };
 
