@@ -109,8 +109,8 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
                      "of the leases, splits leased again: their holder died, expired or refused the job, or a "
                      "speculative second copy of a straggler", (double)re_leases);
     spw_prom_counter(p, "spillway_dispatcher_leases_expired_total",
-                     "leased splits (of each job's lowest open epoch) sent back to pending: their worker died or "
-                     "refused the job, their client rank expired, or the job was handed back", (double)released);
+                     "leased splits sent back to pending: their worker died or refused the job, their client rank "
+                     "expired, or the job was handed back", (double)released);
     spw_prom_counter(p, "spillway_dispatcher_replans_total", "re-plans of running planned jobs, whatever came of them",
                      (double)disp_replanner_replans(s->replanner));
     counter_of(p, "spillway_dispatcher_acks_total", "splits acknowledged by their clients", applied, DISP_ACK);

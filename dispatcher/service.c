@@ -83,17 +83,6 @@ static void maybe_compact(struct disp_service *s)
     free(r.lens);
 }
 
-/* Splits leased now of every job's lowest open epoch (the lease metrics; only around releasing updates). */
-static int64_t leased_splits(const struct disp_service *s)
-{
-    int64_t n = 0;
-    struct disp_job_info ji;
-    for (int i = 0; i < disp_state_job_count(s->st); i++)
-        if (disp_state_job_at(s->st, i, &ji) == 0)
-            n += ji.leased;
-    return n;
-}
-
 int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t errlen)
 {
     const bool journaled = s->journal && disp_update_durable(s->st, u);
@@ -116,10 +105,11 @@ int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t
     }
     const bool releases = u->kind == DISP_WORKER_DEAD || u->kind == DISP_CLIENT_EXPIRED ||
                           u->kind == DISP_WORKER_REFUSES || u->kind == DISP_CLIENT_ONLY;
-    const int64_t leased_before = releases ? leased_splits(s) : 0;
+    const int64_t leased_before = releases ? disp_state_leased_total(s->st) : 0;
     const int rc = disp_state_apply(s->st, u, err, errlen);
-    if (rc == 0 && releases && leased_before > leased_splits(s))
-        s->leases_released += (uint64_t)(leased_before - leased_splits(s));
+    const int64_t leased_after = releases ? disp_state_leased_total(s->st) : 0;
+    if (rc == 0 && leased_before > leased_after)
+        s->leases_released += (uint64_t)(leased_before - leased_after);
     if (rc == 0 && u->kind >= 0 && u->kind <= DISP_RESTORE_ENDED)
         s->applied[u->kind]++;
     s->re_leases += rc == 0 && u->kind == DISP_LEASE && u->generation > 1;

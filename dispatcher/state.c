@@ -900,3 +900,12 @@ uint64_t disp_state_named_job(const struct disp_state *s, const char *name)
             return s->jobs[i].id;
     return 0;
 }
+
+int64_t disp_state_leased_total(const struct disp_state *s)
+{
+    int64_t n = 0;
+    for (int i = 0; i < s->n_jobs; i++)
+        for (int k = 0; k < 2; k++)
+            n += s->jobs[i].ep[k].epoch >= 0 ? s->jobs[i].ep[k].leased : 0;
+    return n;
+}

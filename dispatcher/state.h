@@ -175,6 +175,8 @@ int disp_state_worker_count(const struct disp_state *s);
 bool disp_state_worker_serves(const struct disp_state *s, uint64_t job, uint64_t worker);
 int disp_state_worker_at(const struct disp_state *s, int i, struct disp_worker_info *out);
 int disp_state_job_count(const struct disp_state *s);
+/* Splits leased now, over every job's open epochs. */
+int64_t disp_state_leased_total(const struct disp_state *s);
 int disp_state_job_at(const struct disp_state *s, int i, struct disp_job_info *out);
 int disp_state_job(const struct disp_state *s, uint64_t job, struct disp_job_info *out);
 /* The job's serialized pipeline (owned by the state), or NULL. */

@@ -47,7 +47,9 @@ check "... without a plugin it says so and the CPU makes the same batches" bash 
   "grep -q 'gpu: device 0 not used, the CPU makes every element: no GPU plugin' '$WORK/inproc2.err'"
 check "... identical to a local run" same_as_local p "$WORK/inproc-p"
 
-dispatcher_on d --heartbeat-ms 100 --worker-timeout-ms 600 --work-dir "$WORK/dwork" || { finish; exit 1; }
+dispatcher_on d --heartbeat-ms 100 --worker-timeout-ms 600 --work-dir "$WORK/dwork" --metrics-port -1 ||
+  { finish; exit 1; }
+DM=$(sed -n 's/^metrics listening on .*:\([0-9]*\)$/\1/p' "$WORK/d.out")
 worker() {   # worker NAME [ENV...] -- FLAGS...: a one-thread worker with a GPU flag
   local name=$1
   shift
@@ -140,6 +142,13 @@ wait "$DYING" 2> /dev/null
 wait "$JOB"
 check "a GPU-side worker killed mid-job (after it took the job): the job ends (exit 0)" test $? -eq 0
 check "... with every batch identical to a local run" same_as_local long "$WORK/killed"
+curl -s "http://127.0.0.1:$DM/metrics" > "$WORK/killed-metrics.txt"
+check "... and the dispatcher's metrics count the death" python3 - "$WORK/killed-metrics.txt" <<'PY'
+import sys
+m = dict(l.rsplit(" ", 1) for l in open(sys.argv[1]) if l.strip() and not l.startswith("#"))
+raise SystemExit(not (float(m["spillway_dispatcher_workers_declared_dead_total"]) >= 1
+                      and "spillway_dispatcher_leases_expired_total" in m))
+PY
 
 # The trainer's own GPU with a dispatcher: one more client thread makes the client's own splits on it first.
 SPILLWAY_GPU_PLUGIN="$EMU" timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline \

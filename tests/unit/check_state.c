@@ -119,7 +119,9 @@ START_TEST(test_state_dead_worker_releases_with_new_generation)
     apply_ok((struct disp_update){.kind = DISP_WORKER_HEARTBEAT, .worker = 2, .now_ms = 5000});
     ck_assert_int_eq(disp_state_dead_workers(S, 5000, 3000, dead, 4), 1);
     ck_assert_uint_eq(dead[0], 1);
+    ck_assert_int_eq(disp_state_leased_total(S), 2);
     apply_ok((struct disp_update){.kind = DISP_WORKER_DEAD, .worker = 1});
+    ck_assert_int_eq(disp_state_leased_total(S), 1);         /* what the leases-expired metric counts */
     enum disp_split_state st;
     uint64_t gen, holder;
     ck_assert_int_eq(disp_state_split(S, 3, 0, 0, &st, &gen, &holder), 0);
