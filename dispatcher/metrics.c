@@ -13,10 +13,28 @@
 
 #define MAX_ROWS 1024
 
+/* The per-job series: a job has a value of each it knows (the client's only once it reported; the plan's
+ * only for planned jobs). */
+enum { J_ELEMENTS, J_CUT, J_CLIENT_RATE, J_WAIT, J_PREDICTED, J_SHARE, J_NEEDED, J_PLANNED_CUT, J_SERIES };
+static const struct {
+    const char *name, *type, *help;
+} job_series[J_SERIES] = {
+    {"spillway_job_elements_total", "counter", "elements the job's producers delivered"},
+    {"spillway_job_cut", "gauge", "groups [0, cut) run on the workers"},
+    {"spillway_job_client_elements_per_second", "gauge",
+     "the trainer's rate as its rank-0 client reports it (times the ranks)"},
+    {"spillway_job_client_wait_ratio", "gauge", "the fraction of time the trainer waited on an empty prefetch buffer"},
+    {"spillway_job_predicted_elements_per_second", "gauge", "the plan's predicted elements/s"},
+    {"spillway_job_local_share", "gauge", "the plan's share of elements made by the client itself"},
+    {"spillway_job_workers_needed", "gauge",
+     "workers the plan needs for the trainer's rate (the autoscaling signal; -1: unknown)"},
+    {"spillway_job_planned_cut", "gauge", "the cut the plan chose"},
+};
+
 struct job_row {
-    struct disp_job_info ji;
-    int64_t elements;               /* its producers' deliveries, summed */
-    double consumed_per_s, wait_fraction;
+    uint64_t id;
+    double v[J_SERIES];
+    bool has[J_SERIES];
 };
 
 /* A producer's class, as spillctl job names it: worker:N, worker:N:gpu, client:rankR, client:rankR:gpu. */
@@ -63,23 +81,29 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
         if (disp_state_worker_at(s->st, i, &w) == 0)
             w.alive ? alive++ : dead++;
     }
+    int by_state[4] = {0};
     for (int i = 0; i < disp_state_job_count(s->st) && n_jobs < MAX_ROWS; i++) {
         struct job_row *r = &jobs[n_jobs];
-        if (disp_state_job_at(s->st, i, &r->ji) != 0)
+        struct disp_job_info ji;
+        if (disp_state_job_at(s->st, i, &ji) != 0)
             continue;
-        r->wait_fraction = -1;
+        by_state[ji.finished ? 3 : ji.client_only ? 2 : ji.paused ? 1 : 0]++;
+        r->id = ji.id;
+        r->v[J_CUT] = ji.cut;
+        r->has[J_ELEMENTS] = r->has[J_CUT] = true;
         n_jobs++;
     }
     for (int i = 0; i < s->progress.n; i++) {
         const struct disp_progress_entry *e = &s->progress.e[i];
         for (int k = 0; k < n_jobs; k++) {
-            if (jobs[k].ji.id != e->job)
+            if (jobs[k].id != e->job)
                 continue;
             if (!(e->producer & (UINT64_C(1) << 19)) || !DISP_IS_CLIENT_PRODUCER(e->producer))
-                jobs[k].elements += e->elements;    /* a client's GPU row is part of its own */
+                jobs[k].v[J_ELEMENTS] += (double)e->elements;  /* a client's GPU row is part of its own */
             if (e->wait_fraction >= 0) {
-                jobs[k].consumed_per_s = e->consumed_per_s;
-                jobs[k].wait_fraction = e->wait_fraction;
+                jobs[k].v[J_CLIENT_RATE] = e->consumed_per_s;
+                jobs[k].v[J_WAIT] = e->wait_fraction;
+                jobs[k].has[J_CLIENT_RATE] = jobs[k].has[J_WAIT] = true;
             }
             prog[n_prog] = *e;
             producer_name(s->st, e->producer, names[n_prog], sizeof names[n_prog]);
@@ -93,12 +117,7 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
     spw_prom_family(p, "spillway_dispatcher_workers", "gauge", "registered workers by state");
     spw_prom_sample(p, "spillway_dispatcher_workers", (struct spw_label[]){{"state", "alive"}}, 1, alive);
     spw_prom_sample(p, "spillway_dispatcher_workers", (struct spw_label[]){{"state", "unreachable"}}, 1, dead);
-    int by_state[4] = {0};
     static const char *const states[4] = {"running", "paused", "client", "finished"};
-    for (int k = 0; k < n_jobs; k++) {
-        const struct disp_job_info *ji = &jobs[k].ji;
-        by_state[ji->finished ? 3 : ji->client_only ? 2 : ji->paused ? 1 : 0]++;
-    }
     spw_prom_family(p, "spillway_dispatcher_jobs", "gauge",
                     "jobs in the table by state (client: handed back to its clients by re-planning)");
     for (int i = 0; i < 4; i++)
@@ -133,89 +152,41 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
         spw_prom_hist(p, "spillway_dispatcher_journal_sync_seconds", NULL, 0, &s->journal_sync);
     }
 
-    /* Per job; its plan from the re-planner (planned jobs only). */
-    spw_prom_family(p, "spillway_job_elements_total", "counter", "elements the job's producers delivered");
+    /* Per job, with its plan from the re-planner (without the service's lock). */
     for (int k = 0; k < n_jobs; k++) {
-        char id[24];
-        snprintf(id, sizeof id, "%llu", (unsigned long long)jobs[k].ji.id);
-        spw_prom_sample(p, "spillway_job_elements_total", (struct spw_label[]){{"job_id", id}}, 1,
-                        (double)jobs[k].elements);
-    }
-    spw_prom_family(p, "spillway_job_producer_elements_total", "counter",
-                    "elements delivered per producer (worker:N[:gpu], client:rankR[:gpu]: of that rank's, made on "
-                    "its GPU)");
-    for (int i = 0; i < n_prog; i++) {
-        char id[24];
-        snprintf(id, sizeof id, "%llu", (unsigned long long)prog[i].job);
-        spw_prom_sample(p, "spillway_job_producer_elements_total",
-                        (struct spw_label[]){{"job_id", id}, {"producer", names[i]}}, 2, (double)prog[i].elements);
-    }
-    spw_prom_family(p, "spillway_job_producer_cpu_seconds_per_element", "gauge",
-                    "a producer's CPU per element over its last rate window (0: not measured)");
-    for (int i = 0; i < n_prog; i++) {
-        char id[24];
-        snprintf(id, sizeof id, "%llu", (unsigned long long)prog[i].job);
-        spw_prom_sample(p, "spillway_job_producer_cpu_seconds_per_element",
-                        (struct spw_label[]){{"job_id", id}, {"producer", names[i]}}, 2,
-                        prog[i].cpu_ns_per_element / 1e9);
-    }
-    spw_prom_family(p, "spillway_job_cut", "gauge", "groups [0, cut) run on the workers");
-    for (int k = 0; k < n_jobs; k++) {
-        char id[24];
-        snprintf(id, sizeof id, "%llu", (unsigned long long)jobs[k].ji.id);
-        spw_prom_sample(p, "spillway_job_cut", (struct spw_label[]){{"job_id", id}}, 1, jobs[k].ji.cut);
-    }
-    spw_prom_family(p, "spillway_job_client_elements_per_second", "gauge",
-                    "the trainer's rate as its rank-0 client reports it (times the ranks)");
-    for (int k = 0; k < n_jobs; k++) {
-        char id[24];
-        snprintf(id, sizeof id, "%llu", (unsigned long long)jobs[k].ji.id);
-        if (jobs[k].wait_fraction >= 0)
-            spw_prom_sample(p, "spillway_job_client_elements_per_second", (struct spw_label[]){{"job_id", id}}, 1,
-                            jobs[k].consumed_per_s);
-    }
-    spw_prom_family(p, "spillway_job_client_wait_ratio", "gauge",
-                    "the fraction of time the trainer waited on an empty prefetch buffer");
-    for (int k = 0; k < n_jobs; k++) {
-        char id[24];
-        snprintf(id, sizeof id, "%llu", (unsigned long long)jobs[k].ji.id);
-        if (jobs[k].wait_fraction >= 0)
-            spw_prom_sample(p, "spillway_job_client_wait_ratio", (struct spw_label[]){{"job_id", id}}, 1,
-                            jobs[k].wait_fraction);
-    }
-    static const char *const plan_names[4] = {"spillway_job_predicted_elements_per_second",
-                                              "spillway_job_local_share", "spillway_job_workers_needed",
-                                              "spillway_job_planned_cut"};
-    static const char *const plan_help[4] = {
-        "the plan's predicted elements/s", "the plan's share of elements made by the client itself",
-        "workers the plan needs for the trainer's rate (the autoscaling signal; -1: unknown)",
-        "the cut the plan chose"};
-    double (*plan_v)[4] = calloc((size_t)(n_jobs ? n_jobs : 1), sizeof *plan_v);
-    bool *planned = calloc((size_t)(n_jobs ? n_jobs : 1), sizeof *planned);
-    for (int k = 0; plan_v && planned && k < n_jobs; k++) {
-        Spillway__V1__Plan *pl = disp_replanner_plan_of(s->replanner, jobs[k].ji.id);
+        Spillway__V1__Plan *pl = disp_replanner_plan_of(s->replanner, jobs[k].id);
         if (!pl)
             continue;
-        planned[k] = true;
-        plan_v[k][0] = pl->throughput;
-        plan_v[k][1] = pl->local_share;
-        plan_v[k][2] = pl->workers_needed;
-        plan_v[k][3] = pl->cut;
+        const double v[] = {pl->throughput, pl->local_share, pl->workers_needed, pl->cut};
+        for (int m = 0; m < 4; m++) {
+            jobs[k].v[J_PREDICTED + m] = v[m];
+            jobs[k].has[J_PREDICTED + m] = true;
+        }
         spillway__v1__plan__free_unpacked(pl, NULL);
     }
-    for (int m = 0; plan_v && planned && m < 4; m++) {
-        spw_prom_family(p, plan_names[m], "gauge", plan_help[m]);
+    for (int m = 0; m < J_SERIES; m++) {
+        spw_prom_family(p, job_series[m].name, job_series[m].type, job_series[m].help);
         for (int k = 0; k < n_jobs; k++) {
             char id[24];
-            snprintf(id, sizeof id, "%llu", (unsigned long long)jobs[k].ji.id);
-            if (planned[k])
-                spw_prom_sample(p, plan_names[m], (struct spw_label[]){{"job_id", id}}, 1, plan_v[k][m]);
+            snprintf(id, sizeof id, "%llu", (unsigned long long)jobs[k].id);
+            if (jobs[k].has[m])
+                spw_prom_sample(p, job_series[m].name, (struct spw_label[]){{"job_id", id}}, 1, jobs[k].v[m]);
         }
     }
-    if (!plan_v || !planned)
-        p->oom = true;
-    free(plan_v);
-    free(planned);
+    /* Per producer of each job. */
+    for (int m = 0; m < 2; m++) {
+        const char *name = m ? "spillway_job_producer_cpu_seconds_per_element" : "spillway_job_producer_elements_total";
+        spw_prom_family(p, name, m ? "gauge" : "counter",
+                        m ? "a producer's CPU per element over its last rate window (0: not measured)"
+                          : "elements delivered per producer (worker:N[:gpu], client:rankR[:gpu]: of that rank's, "
+                            "made on its GPU)");
+        for (int i = 0; i < n_prog; i++) {
+            char id[24];
+            snprintf(id, sizeof id, "%llu", (unsigned long long)prog[i].job);
+            spw_prom_sample(p, name, (struct spw_label[]){{"job_id", id}, {"producer", names[i]}}, 2,
+                            m ? prog[i].cpu_ns_per_element / 1e9 : (double)prog[i].elements);
+        }
+    }
     free(jobs);
     free(prog);
     free(names);
