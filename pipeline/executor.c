@@ -39,7 +39,7 @@ struct spw_executor {
     struct spw_producer prod;
     const struct spw_backend *gpu;  /* NULL: no GPU thread */
     const struct spw_backend *dev;  /* device batches are handed over on this backend's device; NULL: host */
-    bool dev_failed;                /* ... until it failed once */
+    bool dev_failed;                /* ... until it failed once (atomic: the GPU thread reads it) */
     struct spw_order order;
     struct spw_rank_view view;  /* this rank's positions of each epoch (all of them for one rank) */
     int64_t per_epoch;          /* batches per epoch */
@@ -398,7 +398,8 @@ static void *gpu_worker(void *arg)
             break;
         const struct spw_microbatch mb = {.epoch = (uint64_t)epoch, .cut = ex->ctx.n_groups, .n = n,
                                           .samples = m.samples, .opaque = &m, .done = gpu_done,
-                                          .device_place = ex->dev && !ex->dev_failed ? gpu_device_place : NULL};
+                                          .device_place = ex->dev && !__atomic_load_n(&ex->dev_failed, __ATOMIC_ACQUIRE)
+                                                              ? gpu_device_place : NULL};
         spw_backend_run(table, 2, &ex->prod, &mb);
     }
     return NULL;
@@ -536,7 +537,8 @@ static void give_back_buffer(struct spw_executor *ex, struct spw_batch *b)
 static uint64_t device_batch(struct spw_executor *ex, struct slot *s)
 {
     const size_t row = s->fill.elem_bytes;
-    if (!s->dev && (ex->dev_failed || spw_gpu_backend_block_alloc(ex->dev, row * (size_t)s->n_pos, &s->dev)))
+    const bool failed = __atomic_load_n(&ex->dev_failed, __ATOMIC_ACQUIRE);
+    if (!s->dev && (failed || spw_gpu_backend_block_alloc(ex->dev, row * (size_t)s->n_pos, &s->dev)))
         return 0;
     char err[512];
     uint64_t dev = s->dev;
@@ -545,10 +547,10 @@ static uint64_t device_batch(struct spw_executor *ex, struct slot *s)
                                      sizeof err) == 0)
         return dev;
     spw_gpu_backend_block_free(ex->dev, dev);
-    if (!ex->dev_failed)
+    if (!failed)
         spw_log(SPW_LOG_ERROR, "executor", "%s; batches are handed over in host memory from now on, and the "
                 "elements the device made for this one are made again on the CPU", err);
-    ex->dev_failed = true;
+    __atomic_store_n(&ex->dev_failed, true, __ATOMIC_RELEASE);
     const int64_t epoch = s->gbatch / ex->per_epoch;
     for (int p = 0; p < s->n_pos; p++) {
         if (!s->ok[p] || !s->on_dev[p])
