@@ -5,6 +5,8 @@ docs/benchmarks.md, in the same formats). Prints which source each plot used.
   plot-engine.png   Spillway vs torchvision + PIL, img/s per pipeline, one core each (bench-ops.sh)
   plot-scaling.png  Spillway's train pipeline on 1 and 2 threads vs 2 independent processes (bench-ops.sh)
   plot-offload.png  a 1-core client alone vs with one remote worker core, per cut (bench-offload.sh)
+  plot-offload-cores.png  the offload gain against the remote worker's share of a core (bench-offload.sh with
+                    BENCH_REMOTE_CORES)
   plot-stream.png   element streaming vs raw TCP, MB/s by element size (bench-stream.sh)
   plot-planner.png  the planner's plan vs the oracle and the other policies per condition (eval-planner.sh)
 Usage: plots.py [--out DIR]   (default docs/; tests draw into build/)"""
@@ -59,14 +61,27 @@ def engine_and_scaling():
 
 def offload():
     path, src = source("bench/offload/results.tsv", "offload.tsv")
-    runs = {}
+    runs, sweep = {}, {}
     for line in open(path):
-        kind, cut, _, v = line.rstrip("\n").split("\t")[:4]
+        cols = line.rstrip("\n").split("\t")
+        kind, cut, _, v = cols[:4]
+        if kind == "remote":
+            sweep.setdefault(float(cols[4]), []).append(float(v))
+            continue
         runs.setdefault("local-only" if kind == "local" else "cut %s" % cut, []).append(float(v))
     base = statistics.median(runs["local-only"])
     order = sorted(runs.items(), key=lambda kv: (kv[0] != "local-only", kv[0]))
     rows = [('"%s"' % k, round(statistics.median(v))) for k, v in order]
-    return gnuplot("offload", rows, ["config", "elements/s"],
+    if sweep:                   # the gain against the worker's share of its core (0: local-only)
+        pts = [(0, 1.0)] + [(c, round(statistics.median(v) / base, 3)) for c, v in sorted(sweep.items())]
+        cut = next(l.split("\t")[1] for l in open(path) if l.startswith("remote\t"))
+        yield gnuplot("offload-cores", pts, ["remote_cores", "gain"],
+                      "set style data linespoints\nset title 'Offload gain of a 1-core client against the remote "
+                      "worker core it gets (cut %s; medians)'\nset xlabel 'remote worker cores'\n"
+                      "set ylabel 'elements/s vs local-only'\nset xrange [0:*]\nset key top left\n"
+                      "plot 'DAT' using 1:2 title 'measured' lw 2 pt 7, 1.8 dt 2 lc 'black' title 'target 1.8x'\n"
+                      % cut), src
+    yield gnuplot("offload", rows, ["config", "elements/s"],
                    "set title 'A 1-core client alone and with one remote worker core (train pipeline; medians)'\n"
                    "set ylabel 'elements/s'\nset key top left\n"
                    "plot 'DAT' using 2:xtic(1) notitle, %g with lines dt 2 lc 'black' title 'target: 1.8x local-only'\n"
@@ -104,7 +119,7 @@ def main():
         return 2
     os.makedirs(WORK, exist_ok=True)
     os.makedirs(DOCS, exist_ok=True)
-    made = list(engine_and_scaling()) + [offload(), stream(), planner()]
+    made = list(engine_and_scaling()) + list(offload()) + [stream(), planner()]
     for png, src in made:
         print("plots: %s (from %s)" % (os.path.relpath(png, ROOT), src))
     return 0
