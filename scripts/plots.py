@@ -78,7 +78,7 @@ def offload():
         yield gnuplot("offload-cores", pts, ["remote_cores", "gain"],
                       "set style data linespoints\nset title 'Offload gain of a 1-core client against the remote "
                       "worker core it gets (cut %s; medians)'\nset xlabel 'remote worker cores'\n"
-                      "set ylabel 'elements/s vs local-only'\nset xrange [0:*]\nset key top left\n"
+                      "set ylabel 'elements/s vs local-only'\nset xrange [0:1.05]\nset yrange [0:2.2]\nset key top left\n"
                       "plot 'DAT' using 1:2 title 'measured' lw 2 pt 7, 1.8 dt 2 lc 'black' title 'target 1.8x'\n"
                       % cut), src
     yield gnuplot("offload", rows, ["config", "elements/s"],
