@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
 
@@ -48,19 +49,19 @@ int spw_produce(const struct spw_producer *p, uint64_t epoch, int64_t sample, in
         v->t.data = buf;
         return 0;
     }
-    static _Thread_local struct spw_element_stats own;     /* the groups' times, when only the counters want them */
-    struct spw_element_stats *st = stats ? stats : p->group_ns ? &own : NULL;
-    if (st == &own)
-        memset(own.ns, 0, sizeof(int64_t) * (size_t)p->spec->n_ops);
-    rc = spw_element_run(p->ctx, 0, cut, epoch, sample, buf, len, v, st, dest, err, errlen);
-    free(buf);
-    for (int g = 0; rc == 0 && st && p->group_ns && g < cut && g < p->ctx->n_groups; g++) {
-        int64_t ns = 0;
-        for (int i = p->ctx->groups[g].first; i < p->ctx->groups[g].first + p->ctx->groups[g].count; i++)
-            ns += st->ns[i];
-        __atomic_fetch_add(&p->group_ns[g], ns, __ATOMIC_RELAXED);
-        __atomic_fetch_add(&p->group_elements[g], 1, __ATOMIC_RELAXED);
+    if (!p->group_ns) {
+        rc = spw_element_run(p->ctx, 0, cut, epoch, sample, buf, len, v, stats, dest, err, errlen);
+    } else {                    /* group by group, each one's CPU time into the producer's counters */
+        for (int g = 0; g < cut && rc == 0; g++) {
+            const int64_t cpu0 = spw_thread_cpu_ns();
+            rc = spw_element_run(p->ctx, g, g + 1, epoch, sample, buf, len, v, stats, dest, err, errlen);
+            if (rc == 0) {
+                __atomic_fetch_add(&p->group_ns[g], spw_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
+                __atomic_fetch_add(&p->group_elements[g], 1, __ATOMIC_RELAXED);
+            }
+        }
     }
+    free(buf);
     return rc;
 }
 

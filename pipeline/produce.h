@@ -26,7 +26,7 @@ struct spw_producer {
     int64_t *failures;          /* NULL, or SPW_FAIL_KINDS counters (atomic) of the samples it skipped or
                                    failed, by reason */
     int64_t *group_ns, *group_elements;     /* NULL, or per fusion group (ctx->n_groups) counters (atomic):
-                                   the time spw_produce spent in the group, and the elements it ran */
+                                   the thread CPU spw_produce spent in the group, and the elements it ran */
 };
 
 /* Reads of a sample before an I/O error (negative errno) counts as the sample's failure. */

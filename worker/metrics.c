@@ -45,10 +45,10 @@ void wrk_metrics(struct wrk_jobs *w, const struct spw_backend *gpu, struct spw_p
     per_job(p, st, n, "spillway_worker_credit_bytes", "gauge",
             "credit its clients granted and it has not used: the bytes it may send now", credit);
     for (int m = 0; m < 2; m++) {
-        const char *name = m ? "spillway_worker_group_elements_total" : "spillway_worker_group_seconds_total";
+        const char *name = m ? "spillway_worker_group_elements_total" : "spillway_worker_group_cpu_seconds_total";
         spw_prom_family(p, name, "counter", m ? "elements the CPU producers ran through each fusion group"
-                                              : "time the CPU producers spent in each fusion group (divide by "
-                                                "spillway_worker_group_elements_total for the time per element)");
+                                              : "CPU time the CPU producers spent in each fusion group (divided "
+                                                "by spillway_worker_group_elements_total: CPU per element)");
         for (int i = 0; i < n; i++)
             for (int g = 0; g < st[i].n_groups; g++) {
                 char id[24], gi[16];

@@ -4,7 +4,7 @@
 # passes and /healthz, and answer 404 / 405 elsewhere; Prometheus scrapes all three during a planned job, and
 # its series give the job's delivered rate within 20% of what `spillctl job` reports over the same instants
 # and the workers needed that `spillctl explain` reports; the workers' series count what they sent and the
-# time per fusion group, and the RPC series count the calls; every series the Grafana dashboard queries is
+# CPU per fusion group, and the RPC series count the calls; every series the Grafana dashboard queries is
 # exported (a GPU-side worker on the emulated plugin and a journal included); 1000 connections of bad HTTP
 # requests at a metrics port leave the daemon serving gRPC (and /metrics again once they close). Real
 # processes on loopback; kills all it starts.
@@ -101,8 +101,8 @@ check "the workers' series count what they sent ($SENT elements)" \
   python3 -c "raise SystemExit(not float('${SENT:-0}') > 0)"
 G0="job_id=\"$JOB\",group=\"0\""
 GROUP=$(promql "sum(max_over_time(spillway_worker_group_elements_total{$G0,ops=\"decode_jpeg+center_crop\"}[1m]))")
-GSEC=$(promql "sum(max_over_time(spillway_worker_group_seconds_total{$G0}[1m]))")
-check "... and the time per fusion group ($GROUP elements of decode_jpeg+center_crop in $GSEC s)" \
+GSEC=$(promql "sum(max_over_time(spillway_worker_group_cpu_seconds_total{$G0}[1m]))")
+check "... and the CPU per fusion group ($GROUP elements of decode_jpeg+center_crop in $GSEC s)" \
   python3 -c "raise SystemExit(not (float('${GROUP:-0}') > 0 and 0 < float('${GSEC:-0}') < 100))"
 HB=$(promql 'sum(spillway_rpc_requests_total{method="spillway.v1.Dispatcher/ClientHeartbeat",code="OK"})')
 check "the dispatcher's RPC series count the client's heartbeats ($HB)" \

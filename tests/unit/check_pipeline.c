@@ -390,6 +390,44 @@ START_TEST(test_executor_shape_mismatch_is_clear_error)
 }
 END_TEST
 
+/* With per-group counters (a worker's metrics) spw_produce runs the groups one by one: the same element, and
+ * each group's elements and CPU counted. */
+START_TEST(test_produce_counts_cpu_per_group)
+{
+    make_folder(g_root);
+    struct spw_pipeline_spec *s = spec_of(
+        "{\"source\":{\"format\":\"image_folder\",\"path\":\"%s\",\"shuffle\":false},\"ops\":[{\"op\":\"decode_jpeg\"},"
+        "{\"op\":\"resize\",\"size\":[20,24]},{\"op\":\"invert\"},{\"op\":\"to_tensor\"}],\"batch\":{\"size\":2}}",
+        g_root);
+    struct spw_source *src;
+    char err[512];
+    ck_assert_int_eq(spw_source_open(&s->source, &src, err, sizeof err), 0);
+    struct spw_element_ctx ctx;
+    ck_assert_int_eq(spw_element_ctx_init(&ctx, s), 0);
+    ck_assert_int_ge(ctx.n_groups, 2);
+    int64_t ns[8] = {0}, n[8] = {0};
+    struct spw_producer plain = {.spec = s, .src = src, .ctx = &ctx, .component = "test"};
+    struct spw_producer counted = plain;
+    counted.group_ns = ns;
+    counted.group_elements = n;
+    for (int64_t sample = 0; sample < 3; sample++) {
+        struct spw_value a, b;
+        ck_assert_int_eq(spw_produce(&plain, 1, sample, ctx.n_groups, &a, NULL, NULL, err, sizeof err), 0);
+        ck_assert_int_eq(spw_produce(&counted, 1, sample, ctx.n_groups, &b, NULL, NULL, err, sizeof err), 0);
+        ck_assert(a.is_tensor && b.is_tensor && a.t.nbytes == b.t.nbytes);
+        ck_assert_int_eq(memcmp(a.t.data, b.t.data, a.t.nbytes), 0);
+        spw_value_free(&a);
+        spw_value_free(&b);
+    }
+    for (int g = 0; g < ctx.n_groups; g++)
+        ck_assert_int_eq(n[g], 3);
+    ck_assert_int_gt(ns[0], 0);                 /* the decode's CPU */
+    spw_element_ctx_destroy(&ctx);
+    spw_source_close(src);
+    spw_spec_free(s);
+}
+END_TEST
+
 /* spw_produce: cut 0 is the file's bytes (an empty file refused), a full cut the element, a vanished file a
  * read failure; spw_produce_failed says whether on_error fails the job and names the file. */
 START_TEST(test_produce_cuts_and_failures)
@@ -603,6 +641,7 @@ int main(void)
     tcase_add_test(tc, test_executor_fail_policy_stops_with_path);
     tcase_add_test(tc, test_executor_shape_mismatch_is_clear_error);
     tcase_add_test(tc, test_produce_cuts_and_failures);
+    tcase_add_test(tc, test_produce_counts_cpu_per_group);
     tcase_add_test(tc, test_backend_cpu_microbatch);
     tcase_add_test(tc, test_mb_queue_two_ends);
     tcase_add_test(tc, test_mb_queue_concurrent_ends);
