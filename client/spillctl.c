@@ -240,14 +240,23 @@ struct consumer {
     double until;               /* stop taking batches after this time (now_s); 0 = never */
     int64_t epochs;             /* the spec's (0: unbounded) */
     int64_t total_batches;      /* of the run (0: unbounded) */
+    int64_t total_elements;     /* ... and its elements, skips aside (0: unbounded) */
     int64_t consumed;           /* out: elements taken */
 };
 
-/* The batches a run delivers: epochs of per_epoch, or max_batches if fewer (0: unbounded). */
+/* The batches a run delivers: epochs of per_epoch, or max_batches if fewer (0: unbounded); and its elements:
+ * epochs of per_epoch_elements, or max_batches full batches. */
 static int64_t run_batches(int64_t epochs, int64_t per_epoch, int64_t max_batches)
 {
     const int64_t all = epochs > 0 ? epochs * per_epoch : 0;
     return max_batches > 0 && (all == 0 || max_batches < all) ? max_batches : all;
+}
+
+static int64_t run_elements(int64_t epochs, int64_t per_epoch, int64_t per_epoch_elements, int64_t batch,
+                            int64_t max_batches)
+{
+    const int64_t all = epochs > 0 ? epochs * per_epoch_elements : 0;
+    return max_batches > 0 && (all == 0 || max_batches < epochs * per_epoch) ? max_batches * batch : all;
 }
 
 /* The progress line: epoch k/N, batches done of the total and %, elements, rate, ETA. On a terminal it is
@@ -261,19 +270,20 @@ static void progress(const struct consumer *c, int64_t epoch, int64_t seq, int64
     else
         snprintf(where, sizeof where, "epoch %lld, ", (long long)epoch + 1);
     if (c->total_batches > 0) {
-        snprintf(of, sizeof of, "%lld of %lld batches (%.1f%%)", (long long)seq, (long long)c->total_batches,
-                 100.0 * (double)seq / (double)c->total_batches);
+        snprintf(of, sizeof of, "%lld of %lld elements (%.1f%%), batch %lld of %lld", (long long)elements,
+                 (long long)c->total_elements, 100.0 * (double)seq / (double)c->total_batches, (long long)seq,
+                 (long long)c->total_batches);
         if (!done && per_s > 0) {
             const int64_t left = (int64_t)((double)(c->total_batches - seq) / per_s + 0.5);
             snprintf(eta, sizeof eta, ", ETA %lld:%02lld:%02lld", (long long)(left / 3600),
                      (long long)(left / 60 % 60), (long long)(left % 60));
         }
     } else {
-        snprintf(of, sizeof of, "%lld batches", (long long)seq);
+        snprintf(of, sizeof of, "%lld elements, batch %lld", (long long)elements, (long long)seq);
     }
     const bool tty = isatty(STDERR_FILENO);
-    fprintf(stderr, "%sspillctl: %s%s, %lld elements, %.0f elements/s%s%s", tty ? "\r\033[K" : "", where, of,
-            (long long)elements, secs > 0 ? elements / secs : 0.0, eta, tty && !done ? "" : "\n");
+    fprintf(stderr, "%sspillctl: %s%s, %.0f elements/s%s%s", tty ? "\r\033[K" : "", where, of,
+            secs > 0 ? elements / secs : 0.0, eta, tty && !done ? "" : "\n");
     fflush(stderr);
 }
 
@@ -390,7 +400,11 @@ static int cmd_run(const char *pipeline, int threads, int64_t max_batches, doubl
     struct consumer cs = {.next = executor_next, .release = executor_release, .ctx = ex, .dump = dump, .keys = keys,
                           .quiet = quiet, .t0 = t0, .rate = rate, .until = max_seconds > 0 ? t0 + max_seconds : 0,
                           .epochs = spec->source.epochs,
-                          .total_batches = run_batches(spec->source.epochs, per_epoch, max_batches)};
+                          .total_batches = run_batches(spec->source.epochs, per_epoch, max_batches),
+                          .total_elements = run_elements(spec->source.epochs, per_epoch,
+                                                         spec->batch.drop_remainder ? per_epoch * spec->batch.size
+                                                                                    : src->n,
+                                                         spec->batch.size, max_batches)};
     rc = consume(&cs, &status);
     double secs = now_s() - t0;
     if (rc != 0 && rc != SPW_ECLOSED && !g_stop) {
@@ -473,6 +487,14 @@ static void print_service_json(const struct spw_pipeline_spec *spec, const struc
     printf("}\n");
 }
 
+/* The samples one epoch of the job delivers (its source's; one trainer). */
+static int64_t job_samples(struct spw_job *job)
+{
+    struct spw_job_stats st;
+    spw_job_stats(job, &st);
+    return st.samples;
+}
+
 static int cmd_run_service(const char *pipeline, const struct service_args *sa, int64_t max_batches,
                            double max_seconds, const char *dump, const char *keys_path, int json, int quiet)
 {
@@ -523,7 +545,12 @@ static int cmd_run_service(const char *pipeline, const struct service_args *sa, 
                           .quiet = quiet, .t0 = created, .rate = sa->consume_rate,
                           .until = max_seconds > 0 ? created + max_seconds : 0, .epochs = spec->source.epochs,
                           .total_batches = run_batches(spec->source.epochs, spw_job_batches_per_epoch(job),
-                                                       max_batches)};
+                                                       max_batches),
+                          .total_elements = run_elements(spec->source.epochs, spw_job_batches_per_epoch(job),
+                                                         spec->batch.drop_remainder
+                                                             ? spw_job_batches_per_epoch(job) * spec->batch.size
+                                                             : job_samples(job),
+                                                         spec->batch.size, max_batches)};
     rc = consume(&cs, &status);
     double secs = now_s() - t0;
     if (rc != 0 && rc != SPW_ECLOSED && !g_stop) {

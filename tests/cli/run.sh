@@ -58,11 +58,11 @@ check "run --local --consume-rate 100 consumes at most 100 elements/s (one batch
   "$PY" -c "import json, sys; d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); assert d['consumed'] <= 100 * d['seconds'] + 32, d" \
   "$WORK/paced.json"
 "$CTL" run --local --pipeline "$WORK/train.json" --threads 1 --consume-rate 100 > /dev/null 2> "$WORK/progress.err"
-check "the progress line: epoch k/N, batches done of the total with %, elements, rate, ETA; a final one at 100%" \
-  bash -c "grep -Eq '^spillctl: epoch [12]/2, [0-9]+ of 10 batches \([0-9.]+%\), [0-9]+ elements, [0-9]+ elements/s, ETA 0:00:0[0-9]$' \
-    '$WORK/progress.err' && grep -q '^spillctl: epoch 2/2, 10 of 10 batches (100.0%), 320 elements' '$WORK/progress.err'"
+check "the progress line: epoch k/N, elements done of the total with %, the batch, rate, ETA; a last at 100%" \
+  bash -c "grep -Eq '^spillctl: epoch [12]/2, [0-9]+ of 320 elements \([0-9.]+%\), batch [0-9]+ of 10, [0-9]+ elements/s, ETA 0:00:0[0-9]$' \
+    '$WORK/progress.err' && grep -q '^spillctl: epoch 2/2, 320 of 320 elements (100.0%), batch 10 of 10' '$WORK/progress.err'"
 "$CTL" run --local --pipeline "$WORK/train.json" --threads 1 --consume-rate 100 --quiet > /dev/null 2> "$WORK/quiet.err"
-check "--quiet: no progress line" bash -c "! grep -q 'batches (' '$WORK/quiet.err'"
+check "--quiet: no progress line" bash -c "! grep -q 'elements (' '$WORK/quiet.err'"
 check "keys.txt has one line per element" test "$(wc -l < "$WORK/d1/keys.txt")" = 320
 check "every epoch visits every sample once" bash -c "for e in 0 1; do [ \"\$(awk -v e=\$e '\$1==e {print \$2}' '$WORK/d1/keys.txt' | sort -n | uniq | wc -l)\" = 160 ] || exit 1; done"
 check "epochs are shuffled differently" bash -c "! diff -q <(awk '\$1==0 {print \$2}' '$WORK/d1/keys.txt') <(awk '\$1==1 {print \$2}' '$WORK/d1/keys.txt') >/dev/null"
