@@ -33,7 +33,7 @@ CORE_LIB  := $(BUILD)/lib/libspwcore.a
 DISP_SRC  := $(filter-out dispatcher/main.c,$(wildcard dispatcher/*.c))
 DISP_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(DISP_SRC))
 DISP_LIB  := $(BUILD)/lib/libspwdisp.a
-CLI_SRC   := $(filter-out client/spillctl.c client/inspect.c client/plan.c client/watch.c,$(wildcard client/*.c))
+CLI_SRC   := $(wildcard client/*.c)
 CLI_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 CLI_LIB   := $(BUILD)/lib/libspillway.a
 WRK_SRC   := $(filter-out worker/main.c,$(wildcard worker/*.c))
@@ -125,8 +125,9 @@ $(BUILD)/lib/libspillway.so: $(CLI_OBJ) $(CORE_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) -shared $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/bin/spillctl: $(BUILD)/obj/client/spillctl.o $(BUILD)/obj/client/inspect.o $(BUILD)/obj/client/plan.o \
-                      $(BUILD)/obj/client/watch.o $(CLI_LIB) $(CORE_LIB)
+# spillctl (tools/spillctl/): a user of libspillway, in its own room.
+CTL_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/spillctl/*.c))
+$(BUILD)/bin/spillctl: $(CTL_OBJ) $(CLI_LIB) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)

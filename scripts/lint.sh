@@ -14,11 +14,12 @@ allowed() {   # room -> rooms it may include
     dispatcher) echo "lib pipeline proto dispatcher" ;;
     worker) echo "lib ops pipeline proto worker" ;;
     client) echo "lib pipeline proto client spillway" ;;
+    tools) echo "lib ops pipeline proto client spillway tools" ;;
     *) echo "" ;;
   esac
 }
 
-for f in $(git ls-files 'lib/*.[ch]' 'ops/*.[ch]' 'pipeline/*.[ch]' 'dispatcher/*.[ch]' 'worker/*.[ch]' 'client/*.[ch]'); do
+for f in $(git ls-files 'lib/*.[ch]' 'ops/*.[ch]' 'pipeline/*.[ch]' 'dispatcher/*.[ch]' 'worker/*.[ch]' 'client/*.[ch]' 'tools/*.[ch]'); do
   room=${f%%/*}
   ok_rooms=$(allowed "$room")
   while IFS= read -r inc; do

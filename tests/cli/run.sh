@@ -28,6 +28,23 @@ json_field() { "$PY" -c "import json,sys; print(json.load(open('$1'))['$2'])"; }
 # --help and usage errors
 check "--help exits 0 and documents run --local" bash -c "'$CTL' --help | grep -q -- 'run --local'"
 "$CTL" bogus --pipeline x >/dev/null 2>&1; check "unknown command exits 2" test $? -eq 2
+"$CTL" status > /dev/null 2> "$WORK/status.err"; rc=$?
+check "spillctl status: named as an unknown command (exit 2), not as a missing --pipeline" \
+  bash -c "test $rc -eq 2 && grep -q 'unknown command \"status\" (commands: run, validate' '$WORK/status.err' && ! grep -q pipeline '$WORK/status.err'"
+"$CTL" > /dev/null 2> "$WORK/none.err"; rc=$?
+check "no command: said so, exit 2" bash -c "test $rc -eq 2 && grep -q 'no command given' '$WORK/none.err'"
+check "--version prints the build's version, exit 0" bash -c "'$CTL' --version | grep -Eq '^spillway [^ ]+ \(protocol [0-9]+\)$'"
+for cmd in run validate workers jobs job explain watch profile plan help; do
+  "$CTL" "$cmd" --help > "$WORK/help-$cmd.out" 2>&1; rc=$?
+  check "spillctl $cmd --help: its own synopsis and the exit statuses, exit 0" \
+    bash -c "test $rc -eq 0 && head -1 '$WORK/help-$cmd.out' | grep -q -- ' $cmd' && grep -q '^Exit status' '$WORK/help-$cmd.out' && test \$(grep -c '^usage:' '$WORK/help-$cmd.out') -eq 1"
+done
+check "spillctl help watch = spillctl watch --help" bash -c "diff <('$CTL' help watch) <('$CTL' watch --help)"
+check "run --help does not list the other commands" bash -c "! '$CTL' run --help | grep -q 'explain ID'"
+"$CTL" validate extra --pipeline x > /dev/null 2> "$WORK/extra.err"; rc=$?
+check "an unexpected argument is named, exit 2" bash -c "test $rc -eq 2 && grep -q 'unexpected argument \"extra\"' '$WORK/extra.err'"
+"$CTL" run --frobnicate > /dev/null 2> "$WORK/opt.err"; rc=$?
+check "an unknown option: exit 2 and a pointer to --help" bash -c "test $rc -eq 2 && grep -q 'frobnicate' '$WORK/opt.err' && grep -q -- '--help' '$WORK/opt.err'"
 
 # spec errors name the field and value, exit 2
 spec "$WORK/bad.json" '{"format": "image_folder", "path": "'"$DATA"'/train"}' \

@@ -1,9 +1,9 @@
-/* client/plan.h - spillctl plan: measure the client's own costs here, ask every worker the dispatcher lists
+/* tools/spillctl/plan.h - spillctl plan: measure the client's own costs here, ask every worker the dispatcher lists
  * for its profile, and print the planner's candidate table and decision, without creating a job; and
  * spillctl explain JOB: the same table as the dispatcher planned a job (--cut auto). Single-threaded apart
  * from the measuring threads. */
-#ifndef SPW_CLIENT_PLAN_H
-#define SPW_CLIENT_PLAN_H
+#ifndef SPW_SPILLCTL_PLAN_H
+#define SPW_SPILLCTL_PLAN_H
 
 #include <stdbool.h>
 

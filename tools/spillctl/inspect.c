@@ -1,6 +1,6 @@
-/* client/inspect.c - spillctl workers|jobs|job ID (one unary RPC to the dispatcher) and profile (one to a
+/* tools/spillctl/inspect.c - spillctl workers|jobs|job ID (one unary RPC to the dispatcher) and profile (one to a
  * worker), printed as a table or as JSON. Single-threaded. */
-#include "client/inspect.h"
+#include "tools/spillctl/inspect.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
-/* client/watch.h - spillctl watch: a live view of the dispatcher's jobs and workers (see watch.c).
+/* tools/spillctl/watch.h - spillctl watch: a live view of the dispatcher's jobs and workers (see watch.c).
  * Single-threaded. */
-#ifndef SPW_CLIENT_WATCH_H
-#define SPW_CLIENT_WATCH_H
+#ifndef SPW_SPILLCTL_WATCH_H
+#define SPW_SPILLCTL_WATCH_H
 
 #include <signal.h>
 

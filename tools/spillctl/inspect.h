@@ -1,7 +1,7 @@
-/* client/inspect.h - spillctl's read-only commands: workers, jobs, job ID (the dispatcher) and profile (a
+/* tools/spillctl/inspect.h - spillctl's read-only commands: workers, jobs, job ID (the dispatcher) and profile (a
  * worker), as human tables or --json. Single-threaded; one RPC per command. */
-#ifndef SPW_CLIENT_INSPECT_H
-#define SPW_CLIENT_INSPECT_H
+#ifndef SPW_SPILLCTL_INSPECT_H
+#define SPW_SPILLCTL_INSPECT_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,17 +1,17 @@
-/* client/plan.c - spillctl plan (see plan.h). The client's side of DESIGN §7's costs comes from measuring
+/* tools/spillctl/plan.c - spillctl plan (see plan.h). The client's side of DESIGN §7's costs comes from measuring
  * here: f = read + every group + the copy into the batch; s(k) = receiving b_k bytes + groups [k, n) + the
  * copy, receiving charged at 0.3 ns/byte (scripts/bench-stream.sh; the probe's own reading is shown, not
  * used yet). A short probe of the workers' links (client/probe.c) gives each worker's link and the client's
  * total (its NIC).
  * Single-threaded apart from the probe's and the measuring threads; one RPC per worker. */
-#include "client/plan.h"
+#include "tools/spillctl/plan.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/inspect.h"
+#include "tools/spillctl/inspect.h"
 #include "client/probe.h"
 #include "lib/cpulimit.h"
 #include "lib/err.h"

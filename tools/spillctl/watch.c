@@ -1,9 +1,9 @@
-/* client/watch.c - spillctl watch: the dispatcher's jobs and workers, asked again every interval (ListWorkers,
+/* tools/spillctl/watch.c - spillctl watch: the dispatcher's jobs and workers, asked again every interval (ListWorkers,
  * ListJobs, DescribeJob per unfinished job): per job its measured rate against the plan's and the trainer's,
  * the trainer's wait, the cut, splits, and each producer class's rate, share and CPU per element; per worker
  * its leases, buffered bytes and CPU per element. On a terminal the screen is redrawn in place; otherwise
  * each view is appended under a time line. Single-threaded. */
-#include "client/watch.h"
+#include "tools/spillctl/watch.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client/inspect.h"
+#include "tools/spillctl/inspect.h"
 #include "lib/clock.h"
 #include "proto/spillway.pb-c.h"
 
