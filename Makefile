@@ -19,12 +19,17 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat
 ifeq ($(WERROR),1)
 WARN += -Werror
 endif
-CFLAGS  := -std=c11 -D_GNU_SOURCE -ffp-contract=off $(OPT) -g -march=x86-64-v2 -fPIC $(WARN) -I. -Iclient/include -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP $(EXTRA_CFLAGS)
+# -fvisibility=hidden: libspillway.so exports what spillway/client.h marks SPW_API, nothing else.
+CFLAGS  := -std=c11 -D_GNU_SOURCE -ffp-contract=off $(OPT) -g -march=x86-64-v2 -fPIC -fvisibility=hidden $(WARN) -I. -Iclient/include -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP $(EXTRA_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lpthread -lm
 ifneq ($(SANITIZER),)
 CFLAGS  += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer
 LDFLAGS += -fsanitize=$(SANITIZER)
 endif
+
+# The release (one place: the Python package's _version.py) and the shared library's ABI number.
+SPW_RELEASE   := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' client/python/spillway/_version.py)
+SPW_SOVERSION := 0
 
 PROTO_SRC := $(BUILD)/gen/proto/spillway.pb-c.c $(BUILD)/gen/proto/health.pb-c.c
 CORE_SRC  := $(wildcard lib/*.c ops/*.c pipeline/*.c) $(PROTO_SRC)
@@ -35,7 +40,7 @@ DISP_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(DISP_SRC))
 DISP_LIB  := $(BUILD)/lib/libspwdisp.a
 CLI_SRC   := $(wildcard client/*.c)
 CLI_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
-CLI_LIB   := $(BUILD)/lib/libspillway.a
+CLI_LIB   := $(BUILD)/lib/libspwclient.a
 WRK_SRC   := $(filter-out worker/main.c,$(wildcard worker/*.c))
 WRK_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(WRK_SRC))
 TEST_SRC  := $(wildcard tests/unit/check_*.c)
@@ -47,7 +52,7 @@ BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/tests/%,$(BENCH_SRC))
 TOOL_SRC  := $(wildcard tests/tools/*.c)
 TOOL_BIN  := $(patsubst tests/tools/%.c,$(BUILD)/tests/%,$(TOOL_SRC))
 BINS      := $(BUILD)/bin/spillctl $(BUILD)/bin/spillway-dispatcher $(BUILD)/bin/spillway-worker \
-             $(BUILD)/lib/libspillway.so
+             $(BUILD)/lib/libspillway.so $(BUILD)/lib/libspillway.so.$(SPW_SOVERSION) $(BUILD)/lib/libspillway.a
 
 # The CUDA plugin (ops/cuda/), built where nvcc is (/usr/local/cuda, or NVCC=...); nothing else links CUDA, and
 # everything builds and runs without it. The host emulation of the plugin (tests/gpuemu/) serves the tests.
@@ -67,7 +72,8 @@ deps:
 	@command -v protoc-c >/dev/null && pkg-config --exists $(PKGS) check && \
 	  command -v espeak-ng >/dev/null && test -x /usr/bin/python3 && \
 	  /usr/bin/python3 -c 'import torchvision, torchaudio, soundfile' 2>/dev/null && \
-	  command -v podman debootstrap node npm >/dev/null || bash scripts/install-deps.sh
+	  command -v podman debootstrap node npm help2man >/dev/null && \
+	  /usr/bin/python3 -c 'import venv, setuptools, wheel' 2>/dev/null || bash scripts/install-deps.sh
 
 $(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
 	@mkdir -p $(BUILD)/gen
@@ -103,7 +109,8 @@ $(DISP_LIB): $(DISP_OBJ) $(CORE_LIB)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $(DISP_OBJ)
 
-# libspillway: the client library (spillway/client.h); link it with libspwcore.
+# The client library's own objects (spillway/client.h), linked in-tree with libspwcore; users get
+# libspillway.a (both in one archive) and libspillway.so.
 $(CLI_LIB): $(CLI_OBJ) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  AR      $@"
@@ -119,11 +126,20 @@ $(BUILD)/bin/spillway-worker: $(BUILD)/obj/worker/main.o $(WRK_OBJ) $(CORE_LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
-# The client library as one shared object (the Python package loads it with ctypes).
+# The client library as one shared object (the Python package loads it with ctypes; exports SPW_API only)
+# and as one static archive.
 $(BUILD)/lib/libspillway.so: $(CLI_OBJ) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	$(Q)$(CC) -shared $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	$(Q)$(CC) -shared -Wl,-soname,libspillway.so.$(SPW_SOVERSION) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/lib/libspillway.so.$(SPW_SOVERSION): $(BUILD)/lib/libspillway.so
+	$(Q)ln -sf libspillway.so $@
+
+$(BUILD)/lib/libspillway.a: $(CLI_OBJ) $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 # spillctl (tools/spillctl/): a user of libspillway, in its own room.
 CTL_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/spillctl/*.c))
@@ -243,6 +259,64 @@ bench: deps
 .PHONY: plots
 plots:
 	/usr/bin/python3 scripts/plots.py
+
+# make install [PREFIX=/usr/local] [DESTDIR=] - binaries, man pages (help2man, from each binary's --help),
+# the header, libspillway.a and .so, spillway.pc, the GPU plugin where built, and the Python package (whose
+# libspillway.so is a link to the installed one). make uninstall removes exactly what install put there.
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
+PYTHONDIR  ?= $(LIBDIR)/python$(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages
+D          := $(DESTDIR)
+PY_FILES   := $(wildcard client/python/spillway/*.py)
+DAEMONS    := spillctl spillway-dispatcher spillway-worker
+.PHONY: install uninstall wheel
+$(BUILD)/spillway.pc: client/spillway.pc.in FORCE     # made anew for each PREFIX
+	@mkdir -p $(dir $@)
+	@sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(SPW_RELEASE)|; s|@REQUIRES@|$(PKGS)|' $< > $@
+
+MAN_NAME_spillctl            := run pipelines, inspect a Spillway dispatcher, plan offloading
+MAN_NAME_spillway-dispatcher := Spillway's dispatcher: jobs, splits, workers and plans
+MAN_NAME_spillway-worker     := Spillway's CPU worker: runs pipelines up to the cut, streams elements
+$(BUILD)/man/%.1: $(BUILD)/bin/%
+	@mkdir -p $(dir $@)
+	help2man --no-info --no-discard-stderr --version-string='$(SPW_RELEASE)' --name="$(MAN_NAME_$*)" $< > $@.tmp
+	@mv $@.tmp $@
+
+install: all $(BUILD)/spillway.pc $(patsubst %,$(BUILD)/man/%.1,$(DAEMONS))
+	install -d $(D)$(BINDIR) $(D)$(LIBDIR)/pkgconfig $(D)$(INCLUDEDIR)/spillway $(D)$(MANDIR)/man1 \
+	  $(D)$(PYTHONDIR)/spillway
+	install -m 755 $(patsubst %,$(BUILD)/bin/%,$(DAEMONS)) $(D)$(BINDIR)/
+	install -m 644 $(patsubst %,$(BUILD)/man/%.1,$(DAEMONS)) $(D)$(MANDIR)/man1/
+	install -m 644 client/include/spillway/client.h $(D)$(INCLUDEDIR)/spillway/
+	install -m 644 $(BUILD)/lib/libspillway.a $(D)$(LIBDIR)/
+	install -m 755 $(BUILD)/lib/libspillway.so $(D)$(LIBDIR)/libspillway.so.$(SPW_SOVERSION)
+	ln -sf libspillway.so.$(SPW_SOVERSION) $(D)$(LIBDIR)/libspillway.so
+	$(if $(wildcard $(GPU_PLUGIN)),install -m 755 $(GPU_PLUGIN) $(D)$(LIBDIR)/)
+	install -m 644 $(BUILD)/spillway.pc $(D)$(LIBDIR)/pkgconfig/
+	install -m 644 $(PY_FILES) $(D)$(PYTHONDIR)/spillway/
+	ln -sf "$$(realpath -m --relative-to=$(PYTHONDIR)/spillway $(LIBDIR))/libspillway.so.$(SPW_SOVERSION)" \
+	  $(D)$(PYTHONDIR)/spillway/libspillway.so
+
+# The Python package as a wheel (build/dist/), carrying this build's libspillway.so; built offline with the
+# system's setuptools (no build isolation: nothing is downloaded).
+wheel: $(BUILD)/lib/libspillway.so
+	@mkdir -p $(BUILD)/dist
+	cd client/python && SPILLWAY_LIB=$(abspath $(BUILD)/lib/libspillway.so) /usr/bin/python3 -m pip wheel \
+	  --no-deps --no-index --no-build-isolation -q -w $(abspath $(BUILD)/dist) .
+	rm -rf client/python/build client/python/spillway.egg-info
+
+uninstall:
+	rm -f $(patsubst %,$(D)$(BINDIR)/%,$(DAEMONS)) $(patsubst %,$(D)$(MANDIR)/man1/%.1,$(DAEMONS)) \
+	  $(D)$(INCLUDEDIR)/spillway/client.h $(D)$(LIBDIR)/libspillway.a $(D)$(LIBDIR)/libspillway.so \
+	  $(D)$(LIBDIR)/libspillway.so.$(SPW_SOVERSION) $(D)$(LIBDIR)/libspillway-gpu.so \
+	  $(D)$(LIBDIR)/pkgconfig/spillway.pc $(patsubst client/python/%,$(D)$(PYTHONDIR)/%,$(PY_FILES)) \
+	  $(D)$(PYTHONDIR)/spillway/libspillway.so
+	rm -rf $(D)$(PYTHONDIR)/spillway/__pycache__
+	-rmdir $(D)$(INCLUDEDIR)/spillway $(D)$(PYTHONDIR)/spillway 2>/dev/null
 
 clean:
 	rm -rf build build-address build-undefined build-thread build-fuzz $(BUILD)

@@ -1,6 +1,7 @@
-/* client/binding.c - a flat face of libspillway for language bindings (Python's ctypes): job options set by
- * name from strings, and batch tensors and keys read through accessors, so a binding never mirrors a C
- * struct layout. Not a second API: each function maps onto client.h and pipeline/executor.h.
+/* client/binding.c - libspillway's accessors: a batch's tensors, keys and place (struct spw_batch is opaque
+ * to users), and a flat face for language bindings (Python's ctypes): job options set by name from strings,
+ * stats as JSON, so a binding never mirrors a C struct layout. Each function maps onto client.h and
+ * pipeline/executor.h.
  * Thread model: as client.h (the options object and a batch belong to one thread at a time). */
 #include "spillway/client.h"
 
@@ -10,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "pipeline/executor.h"
 
 struct binding_opts {           /* the options and the strings they point to */
     struct spw_job_opts o;      /* first: a struct spw_job_opts * is a struct binding_opts * */
@@ -175,6 +178,11 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
 int spw_batch_elements(const struct spw_batch *b)
 {
     return b ? b->n : 0;
+}
+
+int spw_batch_skipped(const struct spw_batch *b)
+{
+    return b ? b->skipped : 0;
 }
 
 int spw_batch_tensor_count(const struct spw_batch *b)

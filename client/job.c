@@ -20,9 +20,11 @@
 #include "lib/clock.h"
 #include "lib/cpulimit.h"
 #include "lib/err.h"
+#include "lib/heap.h"
 #include "lib/log.h"
 #include "pipeline/backend.h"
 #include "pipeline/element.h"
+#include "pipeline/executor.h"
 #include "pipeline/fusion.h"
 #include "pipeline/gpu_backend.h"
 #include "pipeline/order.h"
@@ -82,6 +84,8 @@ struct spw_job {
     } held[256];
     struct spw_job_stats st;
     int64_t consumed, wait_ns;      /* atomics: the trainer's elements taken and ns waited in next() */
+    int64_t empty_batches;          /* in-process: batches whose every sample was skipped, not delivered but
+                                       passed (a checkpoint counts them) */
     int64_t own_cpu_ns;             /* atomic: CPU the client's own production took (re-planning's f) */
     struct spw_rpc_tls *tls;        /* loaded from o.tls_* (NULL: plaintext, or the process's default) */
     struct spw_rpc_channel_opts peer;   /* how to call the dispatcher and workers: token, TLS */
@@ -603,6 +607,17 @@ static int create(struct spw_pipeline_spec *spec, const struct spw_job_opts *o, 
     return 0;
 }
 
+/* When the library loads (a trainer's dlopen, ctypes, or a program linked with it): the malloc settings the
+ * daemons and spillctl use (lib/heap.h), so a trainer's process keeps freed element buffers instead of
+ * unmapping and re-faulting them (docs/planner.md measured 3x the CPU per received element without them).
+ * SPILLWAY_MALLOC=default leaves glibc's settings alone. */
+__attribute__((constructor)) static void heap_settings_at_load(void)
+{
+    const char *v = getenv("SPILLWAY_MALLOC");
+    if (!v || strcmp(v, "default") != 0)
+        spw_heap_keep_freed();
+}
+
 int spw_job_create_json(const char *json, const struct spw_job_opts *o, struct spw_job **out, char *err,
                         size_t errlen)
 {
@@ -675,6 +690,26 @@ static bool no_producer(struct spw_job *j)
     return true;
 }
 
+/* The next batch from the executor or the assembler (waiting, and rescuing a stalled head batch). */
+static int take_batch(struct spw_job *job, struct spw_batch **out)
+{
+    int rc;
+    if (job->ex) {
+        rc = spw_executor_next(job->ex, out);
+        if (rc != 0 && rc != SPW_ECLOSED)
+            snprintf(job->errmsg, sizeof job->errmsg, "%s", spw_executor_errmsg(job->ex));
+        return rc;
+    }
+    const int64_t t0 = spw_now_ns();
+    while ((rc = asm_next(job->a, POLL_MS, out, job->errmsg, sizeof job->errmsg)) == -ETIMEDOUT)
+        if (!no_producer(job))
+            rescue_head(job);
+    __atomic_add_fetch(&job->wait_ns, spw_now_ns() - t0, __ATOMIC_RELAXED);
+    if (rc == 0)
+        __atomic_add_fetch(&job->consumed, (int64_t)(*out)->n, __ATOMIC_RELAXED);
+    return rc;
+}
+
 int spw_job_next(struct spw_job *job, struct spw_batch **out)
 {
     if (getpid() != job->pid) {
@@ -686,18 +721,13 @@ int spw_job_next(struct spw_job *job, struct spw_batch **out)
         return SPW_EFORKED;
     }
     int rc;
-    if (job->ex) {
-        rc = spw_executor_next(job->ex, out);
-        if (rc != 0 && rc != SPW_ECLOSED)
-            snprintf(job->errmsg, sizeof job->errmsg, "%s", spw_executor_errmsg(job->ex));
-    } else {
-        const int64_t t0 = spw_now_ns();
-        while ((rc = asm_next(job->a, POLL_MS, out, job->errmsg, sizeof job->errmsg)) == -ETIMEDOUT)
-            if (!no_producer(job))
-                rescue_head(job);
-        __atomic_add_fetch(&job->wait_ns, spw_now_ns() - t0, __ATOMIC_RELAXED);
-        if (rc == 0)
-            __atomic_add_fetch(&job->consumed, (int64_t)(*out)->n, __ATOMIC_RELAXED);
+    /* A batch whose every sample was skipped is passed over (its place counted as delivered: checkpoints
+     * stay right), never handed out empty: a training step on it would fail far from the cause. */
+    while ((rc = take_batch(job, out)) == 0 && (*out)->n == 0) {
+        job->st.skipped += (*out)->skipped;
+        if (job->ex)
+            job->empty_batches++;
+        spw_job_release(job, *out);
     }
     if (rc == 0) {
         job->st.batches++;
@@ -757,7 +787,7 @@ int spw_job_checkpoint(struct spw_job *job, struct spw_checkpoint *out)
     memset(out, 0, sizeof *out);
     out->manifest = job->src->manifest_hash;
     if (job->ex) {          /* in order: the batches say it all */
-        out->batches = job->o.resume.batches + job->st.batches;
+        out->batches = job->o.resume.batches + job->st.batches + job->empty_batches;
         out->split_size = job->o.split_size > 0 ? job->o.split_size : SPW_DEFAULT_SPLIT;
         return 0;
     }

@@ -9,7 +9,10 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "client", "python"))
+try:        # the installed package (pip install ./client/python), else the repository's source
+    import spillway  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "client", "python"))
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402

@@ -16,14 +16,19 @@
     X(SPW_EINTERNAL,    -1008, "internal error")                              \
     X(SPW_EFORKED,      -1009, "used in a forked child process")
 
+/* spillway/client.h repeats these codes for users (one header, nothing of lib/): whichever a file includes
+ * first defines them; tests/unit/check_api.c checks that the two lists agree. */
+#ifndef SPW_ERR_CODES_DEFINED
+#define SPW_ERR_CODES_DEFINED
 enum spw_err {
 #define SPW_ERR_ENUM(name, code, msg) name = code,
     SPW_ERRORS(SPW_ERR_ENUM)
 #undef SPW_ERR_ENUM
 };
+#endif
 
-/* Human-readable text for a return code (a SPW_E* code or -errno). Never NULL. */
-const char *spw_strerror(int err);
+/* Human-readable text for a return code (a SPW_E* code or -errno). Never NULL. Part of libspillway's API. */
+__attribute__((visibility("default"))) const char *spw_strerror(int err);
 /* Write the formatted message into err (when err and errlen) and return rc: `return spw_fail(err, errlen,
  * SPW_EDECODE, "...", ...);` in functions that report through a caller's buffer. */
 int spw_fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));

@@ -7,7 +7,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#ifndef SPW_DTYPE_DEFINED     /* spillway/client.h repeats it for users (tests/unit/check_api.c) */
+#define SPW_DTYPE_DEFINED
 enum spw_dtype { SPW_DTYPE_U8 = 0, SPW_DTYPE_F32 = 1, SPW_DTYPE_F16 = 2, SPW_DTYPE_I64 = 3 };
+#endif
 
 #define SPW_TENSOR_MAX_DIMS 5
 

@@ -117,9 +117,10 @@ int spw_adjust_contrast_run(const struct spw_image *in, double factor, struct sp
     return 0;
 }
 
-/* The float blends vectorize; AVX2 doubles their width where the CPU has it. */
+/* The float blends vectorize; AVX2 doubles their width where the CPU has it. The clones are static and the
+ * API functions call them: GCC exports a target_clones function's ifunc whatever -fvisibility says. */
 SPW_VECTOR_CLONES
-int spw_adjust_saturation_run(const struct spw_image *in, double factor, struct spw_image *out)
+static int saturation_run(const struct spw_image *in, double factor, struct spw_image *out)
 {
     int rc = check_pair(in, out);
     if (rc)
@@ -153,8 +154,13 @@ int spw_adjust_saturation_run(const struct spw_image *in, double factor, struct 
     return 0;
 }
 
+int spw_adjust_saturation_run(const struct spw_image *in, double factor, struct spw_image *out)
+{
+    return saturation_run(in, factor, out);
+}
+
 SPW_VECTOR_CLONES
-int spw_adjust_sharpness_run(const struct spw_image *in, double factor, struct spw_image *out)
+static int sharpness_run(const struct spw_image *in, double factor, struct spw_image *out)
 {
     int rc = check_pair(in, out);
     if (rc)
@@ -179,6 +185,11 @@ int spw_adjust_sharpness_run(const struct spw_image *in, double factor, struct s
         }
     }
     return 0;
+}
+
+int spw_adjust_sharpness_run(const struct spw_image *in, double factor, struct spw_image *out)
+{
+    return sharpness_run(in, factor, out);
 }
 
 int spw_adjust_hue_run(const struct spw_image *in, double hue_factor, struct spw_image *out)

@@ -10,7 +10,8 @@ PKGS=(
   libssl-dev libjansson-dev libdlpack-dev libmicrohttpd-dev prometheus curl tmux gnuplot-nox
   python3 python3-numpy python3-pil python3-torchvision python3-torch libopenblas0
   python3-torchaudio python3-soundfile espeak-ng
-  util-linux tar shellcheck python3-pyflakes
+  util-linux tar shellcheck python3-pyflakes help2man
+  python3-venv python3-pip python3-setuptools python3-wheel
   plasma-workspace-wallpapers mate-backgrounds
   podman buildah debootstrap runc uidmap
   clang libclang-rt-14-dev

@@ -208,7 +208,7 @@ static const struct spw_gpu_plugin plugin = {
     .color = emu_color, .stats = emu_stats, .make_lut = emu_make_lut, .warp = emu_warp,
 };
 
-const struct spw_gpu_plugin *spw_gpu_plugin_v1(void)
+__attribute__((visibility("default"))) const struct spw_gpu_plugin *spw_gpu_plugin_v1(void)
 {
     return &plugin;
 }

@@ -217,15 +217,18 @@ class TestLoader(spwtest.TempDir, unittest.TestCase):
 
     def test_loader_iterates_one_epoch_at_a_time(self):
         with Loader(image_pipeline(epochs=3), local_cores=2) as loader:
-            epochs = [[b.epoch for b in loader] for _ in range(4)]
-            self.assertEqual(epochs, [[0] * 7, [1] * 7, [2] * 7, []])
+            epochs = [[b.epoch for b in loader] for _ in range(3)]
+            self.assertEqual(epochs, [[0] * 7, [1] * 7, [2] * 7])
+            with self.assertRaisesRegex(SpillwayError, "all 3 epochs"):     # never a silently empty epoch
+                list(loader)
         with Loader(image_pipeline(epochs=2).to_json(), local_cores=2, max_batches=9) as loader:
             it = iter(loader)
             self.assertEqual([next(it).epoch for _ in range(3)], [0] * 3)
             del it                                      # a break: the next iteration finishes the epoch
             self.assertEqual([b.epoch for b in loader], [0] * 4)
             self.assertEqual([b.epoch for b in loader], [1] * 2)    # max_batches
-            self.assertEqual(list(loader), [])
+            with self.assertRaisesRegex(SpillwayError, "max_batches=9"):
+                list(loader)
         with Loader(image_pipeline(epochs=2), local_cores=2) as loader:
             it = iter(loader)
             next(it)

@@ -11,7 +11,7 @@ import torch
 import torch.utils.data
 
 import spwtest
-from spillway import Batch, Pipeline
+from spillway import Batch, Pipeline, SpillwayError
 from spillway.torch import FORK_MESSAGE, SpillwayDataset, loader
 from test_loader import audio_pipeline, image_pipeline
 
@@ -125,11 +125,13 @@ class TestTorch(spwtest.TempDir, unittest.TestCase):
             counts = []
             with warnings.catch_warnings():
                 warnings.simplefilter("error")          # e.g. DataLoader's "length ... was reported to be"
-                for epoch in range(4):                  # the usual loop: one iteration per epoch
+                for epoch in range(3):                  # the usual loop: one iteration per epoch
                     ds.set_epoch(epoch)
                     self.assertEqual(ds.epoch, epoch)
                     counts.append(sum(1 for _ in dl))   # a plain DataLoader: items become lists
-            self.assertEqual(counts, [7, 7, 7, 0])
+            self.assertEqual(counts, [7, 7, 7])
+            with self.assertRaisesRegex(SpillwayError, "all 3 epochs"):    # a 4th epoch: the spec has 3
+                sum(1 for _ in dl)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 #include "tests/unit/check_run.h"
 #include "client/assembler.h"
 #include "lib/err.h"
+#include "pipeline/executor.h"
 #include "pipeline/spec.h"
 #include "spillway/client.h"
 

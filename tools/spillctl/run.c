@@ -189,6 +189,10 @@ static int consume(struct consumer *c, int *status)
     struct spw_batch *b;
     int rc = 0;
     while (!spw_ctl_stop && (rc = c->next(c->ctx, &b)) == 0) {
+        if (b->n == 0) {        /* every sample skipped: passed over, as libspillway does (no empty batch) */
+            c->release(c->ctx, b);
+            continue;
+        }
         elements += b->n;
         epoch = b->epoch;
         if (c->dump && dump_batch(c->dump, seq, b, c->keys) != 0)

@@ -3,7 +3,7 @@
  * the client's own threads run the rest (and whole splits of their own, work-conserving), and every sample
  * of every epoch is delivered exactly once. Without one, the pipeline runs in this process.
  * Thread model: a job is driven by one consumer thread (next/release/stats/destroy); it owns its threads.
- * Batches are struct spw_batch (pipeline/executor.h): data [n, ...], int64 labels [n], keys. */
+ * Self-contained (the C standard library's headers only); build with `pkg-config --cflags --libs spillway`. */
 #ifndef SPILLWAY_CLIENT_H
 #define SPILLWAY_CLIENT_H
 
@@ -11,8 +11,43 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pipeline/executor.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
 
+/* What the library exports: these declarations and nothing else (it is built with -fvisibility=hidden). */
+#define SPW_API __attribute__((visibility("default")))
+
+/* Return codes: 0 is success, negative is an error, -errno or one of these; spw_strerror says which. */
+#ifndef SPW_ERR_CODES_DEFINED
+#define SPW_ERR_CODES_DEFINED
+enum spw_err {
+    SPW_ESPEC = -1001,          /* invalid pipeline spec */
+    SPW_EDECODE = -1002,        /* corrupt or undecodable input */
+    SPW_ETOOBIG = -1003,        /* input exceeds a configured size cap */
+    SPW_ESOURCE = -1004,        /* data source error */
+    SPW_ECLOSED = -1005,        /* closed: the job delivered its last batch */
+    SPW_EUNSUPPORTED = -1006,   /* unsupported input */
+    SPW_EFORMAT = -1007,        /* malformed file format */
+    SPW_EINTERNAL = -1008,      /* internal error */
+    SPW_EFORKED = -1009,        /* used in a forked child process */
+};
+#endif
+/* Human-readable text for a return code (a SPW_E* code or -errno). Never NULL. */
+SPW_API const char *spw_strerror(int err);
+
+/* A tensor's element type (spw_batch_tensor_at). */
+#ifndef SPW_DTYPE_DEFINED
+#define SPW_DTYPE_DEFINED
+enum spw_dtype { SPW_DTYPE_U8 = 0, SPW_DTYPE_F32 = 1, SPW_DTYPE_F16 = 2, SPW_DTYPE_I64 = 3 };
+#endif
+#define SPW_TENSOR_MAX_DIMS 5
+
+/* A batch: tensors data [n, ...] (the pipeline's dtype and element shape), int64 labels [n] and, for padded
+ * (audio) batches, int64 lengths [n]; each element's key (epoch, sample, path); its place in the epoch.
+ * Opaque: read it with the spw_batch_* accessors below. Never empty (n >= 1): a batch whose samples were all
+ * skipped (on_error: skip) is not delivered. */
+struct spw_batch;
 struct spw_job;
 
 #define SPW_CUT_AUTO (-2)
@@ -76,25 +111,25 @@ struct spw_job_opts {
 };
 
 /* Set o to the defaults. */
-void spw_job_opts_init(struct spw_job_opts *o);
+SPW_API void spw_job_opts_init(struct spw_job_opts *o);
 
 /* Create a job from a pipeline spec in JSON (text) and start producing. Returns 0, SPW_ESPEC (bad spec),
  * SPW_ESOURCE, -ECONNREFUSED / -EIO (the dispatcher refused or is unreachable; the message says which) or
  * -ENOMEM, with a message in err. */
-int spw_job_create_json(const char *json, const struct spw_job_opts *o, struct spw_job **out, char *err,
-                        size_t errlen);
+SPW_API int spw_job_create_json(const char *json, const struct spw_job_opts *o, struct spw_job **out,
+                                char *err, size_t errlen);
 /* The same from a serialized spillway.v1.Pipeline. */
-int spw_job_create_proto(const uint8_t *pipeline, size_t len, const struct spw_job_opts *o, struct spw_job **out,
-                         char *err, size_t errlen);
+SPW_API int spw_job_create_proto(const uint8_t *pipeline, size_t len, const struct spw_job_opts *o,
+                                 struct spw_job **out, char *err, size_t errlen);
 
 /* Next batch (caller owns it until spw_job_release). Returns 0, SPW_ECLOSED after the last one, or an error
  * (on_error: fail, a lost dispatcher, use after fork) with the reason in spw_job_errmsg. */
-int spw_job_next(struct spw_job *job, struct spw_batch **out);
+SPW_API int spw_job_next(struct spw_job *job, struct spw_batch **out);
 /* Give a batch back (its memory is reused for later batches). Accepts NULL. May be called from any thread,
  * also while another is in spw_job_next (a binding releases a batch when its last array dies); not after
  * spw_job_destroy: release every batch first (a batch's memory ends with its job). */
-void spw_job_release(struct spw_job *job, struct spw_batch *b);
-const char *spw_job_errmsg(const struct spw_job *job);
+SPW_API void spw_job_release(struct spw_job *job, struct spw_batch *b);
+SPW_API const char *spw_job_errmsg(const struct spw_job *job);
 
 struct spw_job_stats {
     uint64_t job;               /* the dispatcher's job id; 0 in-process */
@@ -116,25 +151,51 @@ struct spw_job_stats {
     int64_t gpu_arena_bytes, gpu_arena_used, gpu_arena_peak;   /* the arena: reserved, in use now, at most */
     char plan_why[512];         /* the planner's reason */
 };
-void spw_job_stats(struct spw_job *job, struct spw_job_stats *out);
+SPW_API void spw_job_stats(struct spw_job *job, struct spw_job_stats *out);
 
 /* Stop everything and free the job; accepts NULL. Unfinished work on the service is left to the
  * dispatcher's client timeout. */
-void spw_job_destroy(struct spw_job *job);
+SPW_API void spw_job_destroy(struct spw_job *job);
 
 /* A checkpoint: what this job has delivered to the trainer (spw_job_next returned) since the start of the
  * run, counting the batches a resumed job started after. Give it back as opts.resume to a new job of the same
  * spec, rank and world size (a new process; with a dispatcher, the same or another one): it delivers exactly
  * the samples not yet delivered (ordered: the same batches; the order is a function of seed and epoch),
  * then continues. out->places is allocated (spw_checkpoint_clear frees it). Returns 0 or -ENOMEM. */
-int spw_job_checkpoint(struct spw_job *job, struct spw_checkpoint *out);
-void spw_checkpoint_clear(struct spw_checkpoint *c);
+SPW_API int spw_job_checkpoint(struct spw_job *job, struct spw_checkpoint *out);
+SPW_API void spw_checkpoint_clear(struct spw_checkpoint *c);
 
 /* The source's class names in label order (image or wav folders; none for tar shards): the count, with
  * *names pointing at the job's own array (valid until destroy). */
-int spw_job_classes(const struct spw_job *job, const char *const **names);
+SPW_API int spw_job_classes(const struct spw_job *job, const char *const **names);
 /* Batches one epoch delivers (the last one short unless the spec drops it). */
-int64_t spw_job_batches_per_epoch(const struct spw_job *job);
+SPW_API int64_t spw_job_batches_per_epoch(const struct spw_job *job);
+
+/* ---- a batch's contents (struct spw_batch is opaque) ---- */
+
+/* Elements in the batch (>= 1), and samples of its positions skipped (on_error: skip). */
+SPW_API int spw_batch_elements(const struct spw_batch *b);
+SPW_API int spw_batch_skipped(const struct spw_batch *b);
+/* Its tensors: 2 (data, labels) or 3 (padded batches: lengths). Tensor i: dtype (enum spw_dtype), ndim and
+ * up to SPW_TENSOR_MAX_DIMS dims into shape, its data (owned by the batch) and size. -EINVAL for an index
+ * out of range. */
+SPW_API int spw_batch_tensor_count(const struct spw_batch *b);
+SPW_API int spw_batch_tensor_at(const struct spw_batch *b, int i, int *dtype, int *ndim, int64_t *shape,
+                                void **data, size_t *nbytes);
+/* Element i's key: its epoch, its sample index in the source's manifest, its path (owned by the batch). */
+SPW_API int spw_batch_key_at(const struct spw_batch *b, int i, int64_t *epoch, int64_t *sample,
+                             const char **path);
+/* The batch's epoch and its index within the epoch (this rank's batches). */
+SPW_API int spw_batch_position(const struct spw_batch *b, int64_t *epoch, int64_t *index);
+/* Where tensor i's data is, as a DLPack DLDevice: type 1 (kDLCPU, host memory) or, for a device batch's
+ * data (opts.device_batches), 2 (kDLCUDA) and the device. -EINVAL for an index out of range. */
+SPW_API int spw_batch_device(const struct spw_batch *b, int i, int *type, int *id);
+/* Tensor i as a DLPack (v0.6+, dlpack/dlpack.h) managed tensor, sharing the batch's memory: its deleter
+ * calls on_free(ctx) (may be NULL), where the caller releases the batch once it has no other use for it.
+ * NULL for an index out of range or no memory. */
+struct DLManagedTensor;
+SPW_API struct DLManagedTensor *spw_batch_dlpack(const struct spw_batch *b, int i, void (*on_free)(void *ctx),
+                                                 void *ctx);
 
 /* ---- a flat face for language bindings (ctypes; client/binding.c): no struct layouts to mirror ---- */
 
@@ -144,33 +205,19 @@ int64_t spw_job_batches_per_epoch(const struct spw_job *job);
  * "gpu_mem_budget", "device_batches" (0/1), and a checkpoint's "resume_batches", "resume_manifest" (hex),
  * "resume_job", "resume_job_secret" (hex), "resume_split_size", "resume_places" (hex)) from strings, which are
  * copied. set returns 0, -ENOENT (unknown key) or -EINVAL (bad value). Free with spw_job_opts_free. */
-struct spw_job_opts *spw_job_opts_new(void);
-int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value);
-void spw_job_opts_free(struct spw_job_opts *o);
-/* A batch's elements, tensors (data, labels, and for padded batches lengths), tensor i (dtype as enum
- * spw_dtype, up to SPW_TENSOR_MAX_DIMS dims into shape, data owned by the batch) and key i. -EINVAL for
- * an index out of range. */
-int spw_batch_elements(const struct spw_batch *b);
-int spw_batch_tensor_count(const struct spw_batch *b);
-int spw_batch_tensor_at(const struct spw_batch *b, int i, int *dtype, int *ndim, int64_t *shape, void **data,
-                        size_t *nbytes);
-int spw_batch_key_at(const struct spw_batch *b, int i, int64_t *epoch, int64_t *sample, const char **path);
-/* Where tensor i's data is, as a DLPack DLDevice: type 1 (kDLCPU, host memory) or, for a device batch's
- * data (opts.device_batches), 2 (kDLCUDA) and the device. -EINVAL for an index out of range. */
-int spw_batch_device(const struct spw_batch *b, int i, int *type, int *id);
-/* Tensor i as a DLPack (v0.6+, dlpack/dlpack.h) managed tensor, sharing the batch's memory: its deleter
- * calls on_free(ctx) (may be NULL), where the caller releases the batch once it has no other use for it.
- * NULL for an index out of range or no memory. */
-struct DLManagedTensor;
-struct DLManagedTensor *spw_batch_dlpack(const struct spw_batch *b, int i, void (*on_free)(void *ctx), void *ctx);
-/* The batch's epoch and its index within the epoch. */
-int spw_batch_position(const struct spw_batch *b, int64_t *epoch, int64_t *index);
+SPW_API struct spw_job_opts *spw_job_opts_new(void);
+SPW_API int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value);
+SPW_API void spw_job_opts_free(struct spw_job_opts *o);
 /* spw_job_stats as a JSON object into buf (cap bytes); returns the length it needs, as snprintf. */
-int spw_job_stats_json(struct spw_job *job, char *buf, size_t cap);
+SPW_API int spw_job_stats_json(struct spw_job *job, char *buf, size_t cap);
 /* spw_job_checkpoint with the places bitmap as hex (the value for "resume_places"): allocated, free it with
  * spw_free; NULL when out of memory. */
-char *spw_job_checkpoint_flat(struct spw_job *job, int64_t *batches, uint64_t *manifest, uint64_t *job_id,
-                              uint64_t *job_secret, int *split_size);
-void spw_free(void *p);
+SPW_API char *spw_job_checkpoint_flat(struct spw_job *job, int64_t *batches, uint64_t *manifest,
+                                      uint64_t *job_id, uint64_t *job_secret, int *split_size);
+SPW_API void spw_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -1,5 +1,6 @@
 # spillway/_lib.py - ctypes declarations for libspillway.so (client/include/spillway/client.h, its flat face
-# for bindings): loaded once, on first use, from $SPILLWAY_LIB or <repo>/build/lib/libspillway.so.
+# for bindings): loaded once, on first use, from the package's own folder (an installed package or wheel
+# carries it), else $SPILLWAY_LIB, else <repo>/build/lib/libspillway.so (a source checkout).
 # Not an API of its own: loader.py is the only user. Thread model: ctypes releases the GIL in every call;
 # the C rules apply (one thread drives a job; loading is guarded by a lock).
 import ctypes
@@ -53,26 +54,36 @@ _lock = threading.Lock()
 _lib = None
 
 
-def library_path():
-    """Where the library is looked for: $SPILLWAY_LIB, else the repository's build/lib."""
-    env = os.environ.get("SPILLWAY_LIB")
-    if env:
-        return env
-    here = os.path.dirname(os.path.abspath(__file__))   # <repo>/client/python/spillway
-    return os.path.normpath(os.path.join(here, "..", "..", "..", "build", "lib", "libspillway.so"))
+def library_paths():
+    """Where the library is looked for, in order: the package's folder, $SPILLWAY_LIB, the repository's
+    build/lib (this package run from a source checkout)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    paths = [os.path.join(here, "libspillway.so")]
+    if os.environ.get("SPILLWAY_LIB"):
+        paths.append(os.environ["SPILLWAY_LIB"])
+    paths.append(os.path.normpath(os.path.join(here, "..", "..", "..", "build", "lib", "libspillway.so")))
+    return paths
 
 
 def lib():
-    """The loaded library with every prototype declared (OSError naming the path when it cannot load)."""
+    """The loaded library with every prototype declared (OSError naming the paths tried when none loads)."""
     global _lib
     with _lock:
         if _lib is None:
-            path = library_path()
-            try:
-                handle = ctypes.CDLL(path)
-            except OSError as e:
-                raise OSError("spillway: cannot load %s (%s); build it with `make all` or set SPILLWAY_LIB"
-                              % (path, e)) from None
+            tried = []
+            for path in library_paths():
+                if not os.path.exists(path):
+                    tried.append("%s: not there" % path)
+                    continue
+                try:
+                    handle = ctypes.CDLL(path)
+                    break
+                except OSError as e:
+                    tried.append("%s: %s" % (path, e))
+            else:
+                raise OSError("spillway: cannot load libspillway.so (%s); install the package (pip install "
+                              "./client/python), build it with `make all`, or set SPILLWAY_LIB"
+                              % "; ".join(tried))
             for name, (restype, argtypes) in _PROTOS.items():
                 fn = getattr(handle, name)
                 fn.restype = restype

@@ -303,15 +303,26 @@ def _env_token():
     return token
 
 
+def _torchrun_job_name():
+    """torchrun's run id (TORCHELASTIC_RUN_ID, the same on every rank of one launch) as a job name, or None
+    where there is none (or it is torchrun's placeholder "none", shared by unrelated launches)."""
+    run = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    if not run or run == "none":
+        return None
+    return ("torchrun-" + "".join(c if c.isascii() and (c.isalnum() or c in "._:-") else "_" for c in run))[:128]
+
+
 class Loader:
     """Iterate a pipeline's batches (spillway.Batch: (data, labels[, lengths]) numpy views, no copy).
 
     The job is created here, eagerly: a bad spec, source or dispatcher raises at construction (SpecError for
     the spec, with the C validator's message naming the field), and len() and classes work before the first
-    batch. The job runs the spec's epochs (source.epochs; 0 = forever) as one stream, shuffled anew each
-    epoch; iterating the Loader yields one epoch of it, as a torch DataLoader does (`for epoch in
-    range(E): for data, labels in loader`), and len() is batches per epoch. After a break, iterating again
-    continues the epoch; batches() is the whole stream in one loop.
+    batch. The job runs the spec's epochs (source.epochs; 0, Pipeline's epochs=None, = as many as iterated)
+    as one stream, shuffled anew each epoch; iterating the Loader yields one epoch of it, as a torch
+    DataLoader does (`for epoch in range(E): for data, labels in loader`), and len() is batches per epoch.
+    After a break, iterating again continues the epoch; iterating once more after the last epoch raises
+    SpillwayError (never a silently empty epoch); batches() is the whole stream in one loop. A batch is
+    never empty: one whose samples were all skipped (on_error: skip) is passed over.
 
     dispatcher: "HOST:PORT" runs the job through the service; None runs it in this process.
     local_cores: this process's threads (in-process default: all CPUs; with a dispatcher 1).
@@ -328,7 +339,7 @@ class Loader:
     torch.distributed sets them; else one trainer): each rank gets its own share of every epoch, disjoint from
     the other ranks', with as many batches (short shares pad, or drop with batch(drop_remainder=True)).
     job_name: with a dispatcher, the ranks giving the same name share one job and its workers (required with
-    world_size > 1; default $SPILLWAY_JOB_NAME).
+    world_size > 1; default $SPILLWAY_JOB_NAME, else torchrun's run id as "torchrun-<TORCHELASTIC_RUN_ID>").
     gpu, gpu_mem_budget: in-process, one more thread makes micro-batches of 4 on this CUDA device (the
     trainer's own GPU: FusionFlow's CPU+GPU split), within a memory budget reserved once (bytes such as "2Gi",
     or a fraction of the memory free then; default "0.25"). GPU-made elements equal the CPU's byte for byte.
@@ -367,7 +378,7 @@ class Loader:
             world_size, rank = int(os.environ["WORLD_SIZE"]), int(os.environ.get("RANK", "0"))
         self.rank, self.world_size = rank or 0, world_size or 1
         if job_name is None:
-            job_name = os.environ.get("SPILLWAY_JOB_NAME")
+            job_name = os.environ.get("SPILLWAY_JOB_NAME") or _torchrun_job_name()
         if auth_token is None:
             auth_token = _env_token()
         for key, value in (("dispatcher", dispatcher), ("auth_token", auth_token), ("job_name", job_name),
@@ -447,9 +458,24 @@ class Loader:
             raise SpillwayError("spillway: the Loader is closed", _lib.SPW_ECLOSED)
 
     def __iter__(self):
-        """One epoch's batches (the rest of it, after a break)."""
+        """One epoch's batches (the rest of it, after a break). Once the run's last epoch has been iterated,
+        iterating again raises SpillwayError saying so (the source's epochs, or max_batches, were all
+        delivered), rather than yielding nothing."""
         self._check()
+        if self._done and self._pending is None:
+            raise SpillwayError(self._ended_message(), _lib.SPW_ECLOSED)
         return self._epoch()
+
+    def _ended_message(self):
+        source = json.loads(self.spec).get("source", {})
+        epochs = source.get("epochs", 1)
+        if self._opts.get("max_batches"):
+            return ("spillway: the run is over: its max_batches=%s batches were all delivered; iterate no further, "
+                    "or give a larger max_batches" % self._opts["max_batches"])
+        return ("spillway: the run is over: all %d epoch%s of the pipeline were delivered (its source has "
+                "epochs=%d) and the loader was iterated again. Make the source with epochs=E for E passes "
+                "(Pipeline.image_folder(..., epochs=E)), or epochs=None to run as many as the trainer iterates"
+                % (epochs, "" if epochs == 1 else "s", epochs))
 
     def _epoch(self):
         started = False

@@ -45,13 +45,19 @@ class Pipeline:
     # ---- sources ----
     @classmethod
     def _source(cls, fmt, path, shuffle, seed, epochs, extra):
-        src = {"format": fmt, "path": path, "shuffle": shuffle, "seed": seed, "epochs": epochs}
+        if epochs is not None and (not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1):
+            raise ValueError("spillway: epochs=%r: a positive number of epochs, or None for as many as the "
+                             "trainer iterates" % (epochs,))
+        src = {"format": fmt, "path": path, "shuffle": shuffle, "seed": seed,
+               "epochs": 0 if epochs is None else epochs}     # the spec's 0: no end
         src.update(extra)
         return cls({"source": src, "ops": []})
 
     @classmethod
     def image_folder(cls, path, shuffle=True, seed=0, epochs=1, **extra):
-        """Class sub-folders of JPEGs; labels are the sorted folder names' indices."""
+        """Class sub-folders of JPEGs; labels are the sorted folder names' indices. epochs: passes over the
+        data, each shuffled anew (a Loader iterated once more raises); None: as many as the trainer iterates
+        (each still every sample exactly once). The same for every source."""
         return cls._source("image_folder", str(path), shuffle, seed, epochs, extra)
 
     @classmethod
