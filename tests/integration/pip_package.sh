@@ -40,7 +40,7 @@ assert d['remote_elements'] > 0, d" "$WORK/train.out"
 make -C "$ROOT" -s wheel > "$WORK/wheel.log" 2>&1
 WHEEL=$(ls "$B"/dist/spillway-*-py3-none-linux_x86_64.whl 2>/dev/null | head -1)
 check "make wheel: a py3-none-linux_x86_64 wheel carrying libspillway.so" \
-  bash -c "test -n '$WHEEL' && unzip -l '$WHEEL' | grep -q 'spillway/libspillway.so'"
+  bash -c "test -n '$WHEEL' && '$PY' -m zipfile -l '$WHEEL' | grep -q 'spillway/libspillway.so'"
 "$PY" -m venv --system-site-packages "$WORK/venv2" > /dev/null 2>&1
 "${CLEAN[@]}" "$WORK/venv2/bin/pip" install --no-index "$WHEEL" > "$WORK/pip2.log" 2>&1
 (cd "$ELSEWHERE" && "${CLEAN[@]}" "$WORK/venv2/bin/python" -c "
