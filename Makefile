@@ -254,6 +254,7 @@ bench: deps
 	bash scripts/bench-stream.sh
 	bash scripts/bench-offload.sh
 	bash scripts/bench-audio.sh
+	bash scripts/bench-python-heap.sh
 
 # The benchmark figures as PNGs in docs/ (scripts/plots.py: from build/'s benchmark outputs, else docs/data/).
 .PHONY: plots
