@@ -6,6 +6,7 @@
 #include "spillway/client.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -533,9 +534,29 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
     return 0;
 }
 
+/* With a dispatcher, a relative source path is this process's: the dispatcher and the workers get it made
+ * absolute from the working directory (as this client lists it), not resolved in their own. */
+static int absolute_source(struct spw_pipeline_spec *spec, char *err, size_t errlen)
+{
+    if (!spec->source.path || spec->source.path[0] == '/')
+        return 0;
+    char cwd[PATH_MAX], *path = NULL;
+    if (!getcwd(cwd, sizeof cwd))
+        return spw_fail(err, errlen, -errno, "source.path \"%s\" is relative and the working directory is "
+                        "unknown (%s): give an absolute path", spec->source.path, strerror(errno));
+    if (asprintf(&path, "%s/%s", cwd, spec->source.path) < 0)
+        return spw_fail(err, errlen, -ENOMEM, "out of memory");
+    free(spec->source.path);
+    spec->source.path = path;
+    return 0;
+}
+
 static int open_common(struct spw_job *j, char *err, size_t errlen)
 {
-    int rc = spw_source_open(&j->spec->source, &j->src, err, errlen);
+    int rc = j->o.dispatcher ? absolute_source(j->spec, err, errlen) : 0;
+    if (rc)
+        return rc;
+    rc = spw_source_open(&j->spec->source, &j->src, err, errlen);
     if (rc)
         return rc;
     j->st.samples = j->src->n;

@@ -14,7 +14,7 @@ try:
 except ImportError:     # no wheel package: pip install still works (it builds no wheel then)
     bdist_wheel = None
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.realpath(__file__))     # through a symlinked checkout too
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 
 

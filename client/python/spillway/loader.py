@@ -324,7 +324,8 @@ class Loader:
     SpillwayError (never a silently empty epoch); batches() is the whole stream in one loop. A batch is
     never empty: one whose samples were all skipped (on_error: skip) is passed over.
 
-    dispatcher: "HOST:PORT" runs the job through the service; None runs it in this process.
+    dispatcher: "HOST:PORT" runs the job through the service; None: $SPILLWAY_DISPATCHER (as spillctl; the
+    deployment's ConfigMap sets it), else in this process; "": in this process.
     local_cores: this process's threads (in-process default: all CPUs; with a dispatcher 1).
     cut: fusion groups run on workers (None: the dispatcher's default, all; "auto": planned).
     ordered: with a dispatcher, deliver batches in epoch order (as in-process); else any complete one first.
@@ -362,6 +363,9 @@ class Loader:
                  gpu_mem_budget=None, device_batches=False):
         self._pid = os.getpid()
         self._job = None
+        if dispatcher is None:
+            dispatcher = os.environ.get("SPILLWAY_DISPATCHER")
+        dispatcher = dispatcher or None     # "": in this process, whatever the environment says
         self._done = False
         self._pending = None            # the first batch of the next epoch, taken while ending this one
         self._cur = None                # the epoch being iterated
