@@ -36,7 +36,8 @@ static int client_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
     Spillway__V1__WorkerAddress **workers = NULL;
     size_t n_workers = 0;
     int status = SPW_RPC_OK;
-    pthread_mutex_lock(&s->mu);
+    if ((status = disp_lock_call(s, msg, msglen)) != 0)
+        return status;
     if (!disp_state_job_secret_ok(s->st, r->job, r->job_secret)) {
         status = disp_wrong_job_secret(s, r->job, msg, msglen);
         pthread_mutex_unlock(&s->mu);
@@ -118,7 +119,8 @@ static int lease_split(void *svc, const ProtobufCMessage *req, uint8_t **resp, s
     Spillway__V1__Lease leases[MAX_LEASES], *ptrs[MAX_LEASES];
     int n = 0, status = SPW_RPC_OK;
     const int want = r->max_splits <= 0 ? 1 : r->max_splits > MAX_LEASES ? MAX_LEASES : r->max_splits;
-    pthread_mutex_lock(&s->mu);
+    if ((status = disp_lock_call(s, msg, msglen)) != 0)
+        return status;
     struct disp_job_info ji;
     if (disp_state_job(s->st, r->job, &ji) != 0) {
         snprintf(msg, msglen, "unknown job %llu", (unsigned long long)r->job);

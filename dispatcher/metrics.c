@@ -130,6 +130,9 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
     spw_prom_counter(p, "spillway_dispatcher_leases_expired_total",
                      "leased splits sent back to pending: their worker died or refused the job, their client rank "
                      "expired, or the job was handed back", (double)released);
+    spw_prom_counter(p, "spillway_dispatcher_calls_shed_total",
+                     "heartbeats and lease calls not served: their deadline passed while they waited (overload)",
+                     (double)__atomic_load_n(&s->shed_calls, __ATOMIC_RELAXED));
     spw_prom_counter(p, "spillway_dispatcher_replans_total", "re-plans of running planned jobs, whatever came of them",
                      (double)disp_replanner_replans(s->replanner));
     counter_of(p, "spillway_dispatcher_acks_total", "splits acknowledged by their clients", applied, DISP_ACK);

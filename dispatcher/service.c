@@ -295,6 +295,17 @@ int disp_check_protocol(const char *who, uint32_t version, const char *build, ch
     return SPW_RPC_FAILED_PRECONDITION;
 }
 
+int disp_lock_call(struct disp_service *s, char *msg, size_t msglen)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!spw_rpc_current_expired())
+        return 0;
+    pthread_mutex_unlock(&s->mu);
+    snprintf(msg, msglen, "the call's deadline passed while it waited for the dispatcher (overloaded): shed");
+    __atomic_add_fetch(&s->shed_calls, 1, __ATOMIC_RELAXED);
+    return SPW_RPC_DEADLINE_EXCEEDED;
+}
+
 size_t disp_alive_workers(struct disp_service *s, uint64_t job, int max, Spillway__V1__WorkerAddress ***out)
 {
     int nw = disp_state_worker_count(s->st);

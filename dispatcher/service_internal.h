@@ -36,6 +36,7 @@ struct disp_service {
     uint64_t applied[DISP_RESTORE_ENDED + 1];   /* updates applied since the start, per kind (metrics) */
     uint64_t re_leases;             /* leases of a split leased before (its generation > 1) */
     uint64_t leases_released;       /* leased splits sent back to pending: holders dead, expired, refusing */
+    uint64_t shed_calls;            /* calls whose deadline passed waiting for mu (atomic: counted unlocked) */
     struct spw_hist journal_sync;   /* each journal write that syncs (an append, a batch's end) */
 };
 
@@ -47,6 +48,11 @@ void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n);
  * first (there is none yet: issue 17 adds it here), then every update is applied; ids the state allocates
  * are written back into *u. Returns disp_state_apply's code. Call with mu held. */
 int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t errlen);
+/* Take mu for the unary call running on this thread: 0 with mu held, or SPW_RPC_DEADLINE_EXCEEDED (mu not
+ * held, msg says why) when its deadline passed while it waited: the caller gave up, so the work is shed (a
+ * lease nobody receives would sit held until it times out; under overload, answering calls nobody waits for
+ * is how a server collapses instead of slowing down). */
+int disp_lock_call(struct disp_service *s, char *msg, size_t msglen);
 /* A fresh random secret (never 0) for a worker or a job. */
 uint64_t disp_new_secret(void);
 /* A call that did not show job's secret: NOT_FOUND for a job not in the table, else PERMISSION_DENIED

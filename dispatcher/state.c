@@ -112,12 +112,28 @@ static struct epoch_splits *find_epoch(struct job *j, uint64_t epoch)
     return NULL;
 }
 
-static void release_split(struct epoch_splits *e, int64_t i)
+/* A worker's lease count follows every change of a split's holder (a client's producers are not counted). */
+static void count_lease(struct disp_state *s, uint64_t holder, int delta)
+{
+    struct worker *w = holder && !DISP_IS_CLIENT_PRODUCER(holder) ? find_worker(s, holder) : NULL;
+    if (w)
+        w->leases += delta;
+}
+
+/* Split i stops being leased (to pending or acked): its holder's count goes down. */
+static void drop_holder(struct disp_state *s, struct epoch_splits *e, int64_t i)
+{
+    if (e->state[i] == DISP_SPLIT_LEASED)
+        count_lease(s, e->holder[i], -1);
+    e->holder[i] = 0;
+}
+
+static void release_split(struct disp_state *s, struct epoch_splits *e, int64_t i)
 {
     if (e->state[i] != DISP_SPLIT_LEASED)
         return;
+    drop_holder(s, e, i);
     e->state[i] = DISP_SPLIT_PENDING;
-    e->holder[i] = 0;
     e->leased--;
     e->pending++;
     if (i < e->cursor)
@@ -126,7 +142,7 @@ static void release_split(struct epoch_splits *e, int64_t i)
 
 /* Return every split `producer` holds in job j to pending (their next lease gets a new generation);
  * workers = true: every split any worker holds. */
-static void release_held(struct job *j, uint64_t producer, bool workers)
+static void release_held(struct disp_state *s, struct job *j, uint64_t producer, bool workers)
 {
     for (int k = 0; k < 2; k++) {
         struct epoch_splits *e = &j->ep[k];
@@ -135,7 +151,7 @@ static void release_held(struct job *j, uint64_t producer, bool workers)
         for (int64_t i = 0; i < e->n; i++)
             if (e->state[i] == DISP_SPLIT_LEASED &&
                 (workers ? !DISP_IS_CLIENT_PRODUCER(e->holder[i]) : e->holder[i] == producer))
-                release_split(e, i);
+                release_split(s, e, i);
     }
 }
 
@@ -147,17 +163,17 @@ static bool refused(const struct job *j, uint64_t worker)
     return false;
 }
 
-static void release_producer(struct job *j, uint64_t producer)
+static void release_producer(struct disp_state *s, struct job *j, uint64_t producer)
 {
-    release_held(j, producer, false);
+    release_held(s, j, producer, false);
 }
 
-static void release_all(struct job *j)
+static void release_all(struct disp_state *s, struct job *j)
 {
     for (int k = 0; k < 2; k++) {
         struct epoch_splits *e = &j->ep[k];
         for (int64_t i = 0; e->epoch >= 0 && e->leased && i < e->n; i++)
-            release_split(e, i);
+            release_split(s, e, i);
     }
 }
 
@@ -192,6 +208,7 @@ static void remove_job(struct disp_state *s, int i)
 {
     struct disp_job_info *e = &s->ended[s->ended_next];
     job_info(&s->jobs[i], e);
+    release_all(s, &s->jobs[i]);            /* an expired job's leases leave their workers' counts */
     e->expired = !e->finished;              /* removed unfinished: its clients never came back */
     e->paused = false;
     e->leased = 0;
@@ -307,9 +324,11 @@ static int apply_lease(struct disp_state *s, const struct disp_update *u, char *
         e->pending--;
         e->leased++;
     }
+    drop_holder(s, e, i);                   /* a re-lease: the previous holder's count */
     e->state[i] = DISP_SPLIT_LEASED;
     e->generation[i]++;
     e->holder[i] = u->producer;
+    count_lease(s, u->producer, 1);
     e->leased_at[i] = u->now_ms;
     while (e->cursor < e->n && e->state[e->cursor] != DISP_SPLIT_PENDING)
         e->cursor++;
@@ -334,14 +353,14 @@ static int apply_ack(struct disp_state *s, const struct disp_update *u, char *er
         e->leased--;
     else
         e->pending--;
+    drop_holder(s, e, i);
     e->state[i] = DISP_SPLIT_ACKED;
-    e->holder[i] = 0;
     e->acked++;
     return advance_epochs(j, u->now_ms);
 }
 
 /* Split i of e (this rank's) counts as delivered (acked) or goes back to pending. */
-static void resume_split(struct epoch_splits *e, int64_t i, bool done)
+static void resume_split(struct disp_state *s, struct epoch_splits *e, int64_t i, bool done)
 {
     const enum disp_split_state to = done ? DISP_SPLIT_ACKED : DISP_SPLIT_PENDING;
     if (e->state[i] == to)
@@ -352,8 +371,8 @@ static void resume_split(struct epoch_splits *e, int64_t i, bool done)
         e->leased--;
     else
         e->acked--;
+    drop_holder(s, e, i);
     e->state[i] = to;
-    e->holder[i] = 0;
     if (done) {
         e->acked++;
     } else {
@@ -384,7 +403,7 @@ static int apply_client_resume(struct disp_state *s, const struct disp_update *u
             bool done = (uint64_t)e->epoch < u->epoch;
             for (size_t d = 0; !done && (uint64_t)e->epoch == u->epoch && d < u->n_splits; d++)
                 done = u->splits[d] == (uint64_t)i;
-            resume_split(e, i, done);
+            resume_split(s, e, i, done);
         }
     }
     return advance_epochs(j, u->now_ms);
@@ -410,7 +429,7 @@ static int apply_refuses(struct disp_state *s, const struct disp_update *u, char
         r->worker = u->worker;
     }
     snprintf(r->reason, sizeof r->reason, "%s", u->reason && *u->reason ? u->reason : "no reason given");
-    release_producer(j, u->worker);
+    release_producer(s, j, u->worker);
     return 0;
 }
 
@@ -461,6 +480,22 @@ bool disp_update_durable(const struct disp_state *s, const struct disp_update *u
     }
 }
 
+/* A full table makes room for a new worker by forgetting its oldest dead one (which holds nothing: its death
+ * released its leases), so dead workers do not use up the cap over a dispatcher's lifetime. The others keep
+ * their registration order (max_workers takes the first N alive). Returns 0, or -ENOSPC with none dead. A
+ * replay, which knows no deaths (they are soft), may refuse such a registration: the worker's next heartbeat
+ * gets NOT_FOUND and it registers again. */
+static int evict_dead_worker(struct disp_state *s)
+{
+    for (int i = 0; i < s->n_workers; i++)
+        if (!s->workers[i].alive && s->workers[i].leases == 0) {
+            memmove(&s->workers[i], &s->workers[i + 1], sizeof s->workers[0] * (size_t)(s->n_workers - i - 1));
+            s->n_workers--;
+            return 0;
+        }
+    return -ENOSPC;
+}
+
 int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, size_t errlen)
 {
     struct worker *w;
@@ -468,8 +503,9 @@ int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, siz
     switch (u->kind) {
     case DISP_REGISTER_WORKER:
         if ((w = u->worker ? find_worker(s, u->worker) : NULL) == NULL) {
-            if (s->n_workers >= s->lim.max_workers)
-                return spw_fail(err, errlen, SPW_ETOOBIG, "too many workers (cap %d)", s->lim.max_workers);
+            if (s->n_workers >= s->lim.max_workers && evict_dead_worker(s) != 0)
+                return spw_fail(err, errlen, SPW_ETOOBIG, "too many workers (cap %d, none of them dead)",
+                                s->lim.max_workers);
             w = &s->workers[s->n_workers++];
             w->id = u->worker ? u->worker : s->next_worker;
             u->worker = w->id;
@@ -494,7 +530,7 @@ int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, siz
             return spw_fail(err, errlen, -ENOENT, "unknown worker %llu", (unsigned long long)u->worker);
         w->alive = false;
         for (int i = 0; i < s->n_jobs; i++)
-            release_producer(&s->jobs[i], u->worker);
+            release_producer(s, &s->jobs[i], u->worker);
         return 0;
     case DISP_CREATE_JOB:
         return apply_create_job(s, u, err, errlen);
@@ -509,7 +545,7 @@ int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, siz
                 return spw_fail(err, errlen, -ESTALE, "client incarnation %llu is older than %llu (a zombie)",
                             (unsigned long long)u->incarnation, (unsigned long long)c->incarnation);
             if (u->incarnation > c->incarnation && c->incarnation)
-                release_producer(j, DISP_CLIENT_PRODUCER(j->id, u->rank));   /* fence the old one */
+                release_producer(s, j, DISP_CLIENT_PRODUCER(j->id, u->rank));   /* fence the old one */
             c->incarnation = u->incarnation;
             c->last_heartbeat_ms = u->now_ms;
             c->alive = true;
@@ -522,7 +558,7 @@ int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, siz
         if (u->rank < 0 || u->rank >= j->world_size)
             return spw_fail(err, errlen, -EINVAL, "rank %d is outside the job's world of %d", u->rank, j->world_size);
         j->clients[u->rank].alive = false;
-        release_producer(j, DISP_CLIENT_PRODUCER(j->id, u->rank));
+        release_producer(s, j, DISP_CLIENT_PRODUCER(j->id, u->rank));
         {
             bool any = false;
             for (int r = 0; r < j->world_size; r++)
@@ -531,7 +567,7 @@ int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, siz
                 j->paused = true;
                 if (!j->finished)
                     j->ended_ms = u->now_ms;
-                release_all(j);
+                release_all(s, j);
             }
         }
         return 0;
@@ -545,7 +581,7 @@ int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, siz
         if (!j->finished)
             j->ended_ms = u->now_ms;
         j->finished = true;
-        release_all(j);
+        release_all(s, j);
         return 0;
     case DISP_REMOVE_JOB:
         for (int i = 0; i < s->n_jobs; i++)
@@ -567,7 +603,7 @@ int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, siz
         if (!(j = find_job(s, u->job)))
             return spw_fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
         j->client_only = true;
-        release_held(j, 0, true);
+        release_held(s, j, 0, true);
         return 0;
     case DISP_WORKER_REFUSES:
         return apply_refuses(s, u, err, errlen);
@@ -701,12 +737,7 @@ int disp_state_worker_at(const struct disp_state *s, int i, struct disp_worker_i
     out->alive = w->alive;
     out->last_heartbeat_ms = w->last_heartbeat_ms;
     out->buffered_bytes = w->buffered_bytes;
-    for (int k = 0; k < s->n_jobs; k++)
-        for (int e = 0; e < 2; e++) {
-            const struct epoch_splits *ep = &s->jobs[k].ep[e];
-            for (int64_t x = 0; ep->epoch >= 0 && ep->leased && x < ep->n; x++)
-                out->leases += ep->state[x] == DISP_SPLIT_LEASED && ep->holder[x] == w->id;
-        }
+    out->leases = w->leases;
     return 0;
 }
 
@@ -908,4 +939,21 @@ int64_t disp_state_leased_total(const struct disp_state *s)
         for (int k = 0; k < 2; k++)
             n += s->jobs[i].ep[k].epoch >= 0 ? s->jobs[i].ep[k].leased : 0;
     return n;
+}
+
+int disp_state_audit(const struct disp_state *s, char *err, size_t errlen)
+{
+    for (int w = 0; w < s->n_workers; w++) {
+        int64_t held = 0;
+        for (int k = 0; k < s->n_jobs; k++)
+            for (int x = 0; x < 2; x++) {
+                const struct epoch_splits *e = &s->jobs[k].ep[x];
+                for (int64_t i = 0; e->epoch >= 0 && i < e->n; i++)
+                    held += e->state[i] == DISP_SPLIT_LEASED && e->holder[i] == s->workers[w].id;
+            }
+        if (held != s->workers[w].leases)
+            return spw_fail(err, errlen, -EINVAL, "worker %llu: %lld leases counted, %lld held",
+                            (unsigned long long)s->workers[w].id, (long long)s->workers[w].leases, (long long)held);
+    }
+    return 0;
 }

@@ -174,6 +174,9 @@ int disp_state_worker_count(const struct disp_state *s);
  * handed back to its clients. */
 bool disp_state_worker_serves(const struct disp_state *s, uint64_t job, uint64_t worker);
 int disp_state_worker_at(const struct disp_state *s, int i, struct disp_worker_info *out);
+/* Check what the state keeps incrementally against a full recount (every worker's lease count against every
+ * job's split holders): 0, or -EINVAL with the first difference in err. For tests; O(workers x splits). */
+int disp_state_audit(const struct disp_state *s, char *err, size_t errlen);
 int disp_state_job_count(const struct disp_state *s);
 /* Splits leased now, over every job's open epochs. */
 int64_t disp_state_leased_total(const struct disp_state *s);

@@ -58,6 +58,8 @@ struct worker {
     bool alive;
     int64_t last_heartbeat_ms;
     int64_t buffered_bytes;         /* soft: its last heartbeat's */
+    int64_t leases;                 /* splits it holds now, over every job: kept as holders change (counting
+                                       them scanned every job's splits, per worker, per heartbeat) */
 };
 
 struct disp_state {

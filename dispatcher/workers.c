@@ -100,11 +100,11 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
 {
     struct disp_service *s = svc;
     const Spillway__V1__WorkerHeartbeatRequest *r = (const Spillway__V1__WorkerHeartbeatRequest *)req;
-    Spillway__V1__WorkerHeartbeatResponse out = SPILLWAY__V1__WORKER_HEARTBEAT_RESPONSE__INIT;
-    Spillway__V1__JobTask *tasks = NULL, **ptrs = NULL;
-    Spillway__V1__Pipeline **pipes = NULL;
+    Spillway__V1__WorkerHeartbeatResponseWire out = SPILLWAY__V1__WORKER_HEARTBEAT_RESPONSE_WIRE__INIT;
+    Spillway__V1__JobTaskWire *tasks = NULL, **ptrs = NULL;
     int status = SPW_RPC_OK, n = 0;
-    pthread_mutex_lock(&s->mu);
+    if ((status = disp_lock_call(s, msg, msglen)) != 0)
+        return status;
     if (disp_state_worker_known(s->st, r->worker_id) && !disp_state_worker_secret_ok(s->st, r->worker_id, r->secret)) {
         snprintf(msg, msglen, "worker %llu: wrong secret (an id alone grants nothing)",
                  (unsigned long long)r->worker_id);
@@ -128,8 +128,7 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
     int nj = disp_state_job_count(s->st);
     tasks = calloc((size_t)nj + 1, sizeof *tasks);
     ptrs = calloc((size_t)nj + 1, sizeof *ptrs);
-    pipes = calloc((size_t)nj + 1, sizeof *pipes);
-    if (!tasks || !ptrs || !pipes) {
+    if (!tasks || !ptrs) {
         status = SPW_RPC_RESOURCE_EXHAUSTED;
         goto out;
     }
@@ -139,12 +138,9 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
             continue;
         size_t plen;
         const uint8_t *p = disp_state_job_pipeline(s->st, ji.id, &plen);
-        pipes[n] = spillway__v1__pipeline__unpack(NULL, plen, p);
-        if (!pipes[n])
-            continue;
-        spillway__v1__job_task__init(&tasks[n]);
+        spillway__v1__job_task_wire__init(&tasks[n]);
         tasks[n].job = ji.id;
-        tasks[n].pipeline = pipes[n];
+        tasks[n].pipeline = (ProtobufCBinaryData){.len = plen, .data = (uint8_t *)p};   /* packed under mu */
         tasks[n].manifest_hash = ji.manifest_hash;
         tasks[n].cut = ji.cut;
         tasks[n].world_size = ji.world_size;
@@ -157,9 +153,6 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
     status = disp_pack(&out.base, resp, resp_len, msg, msglen);
 out:
     pthread_mutex_unlock(&s->mu);
-    for (int i = 0; pipes && i < n; i++)
-        spillway__v1__pipeline__free_unpacked(pipes[i], NULL);
-    free(pipes);
     free(ptrs);
     free(tasks);
     return status;

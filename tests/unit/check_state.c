@@ -444,6 +444,8 @@ static int random_run(struct disp_state *s, struct disp_update *log, int cap, ui
         }
         disp_state_apply(s, &u, NULL, 0);
         log[n++] = u;
+        char why[160];
+        ck_assert_msg(disp_state_audit(s, why, sizeof why) == 0, "after update %d: %s", n, why);
     }
     return n;
 }
@@ -503,6 +505,38 @@ START_TEST(test_state_refusing_worker_loses_the_job_and_its_place)
     bad.job = 9;
     bad.worker = 42;
     ck_assert_int_eq(disp_state_apply(S, &bad, err, sizeof err), -ENOENT);
+}
+END_TEST
+
+/* A full worker table forgets its oldest dead worker for a new one (the cap is on live workers, not on a
+ * dispatcher's lifetime); with none dead it refuses; the others keep their registration order. */
+START_TEST(test_state_dead_workers_free_their_slots)
+{
+    disp_state_destroy(S);
+    struct disp_limits lim = {.max_workers = 3};
+    ck_assert_int_eq(disp_state_create(&lim, &S), 0);
+    for (uint64_t id = 1; id <= 3; id++)
+        worker(id, 0);
+    job(9, 640, 64, 1, 1);
+    struct disp_lease l;
+    ck_assert_int_eq(lease(9, 2, 0, 0, &l), 1);
+    struct disp_update w4 = {.kind = DISP_REGISTER_WORKER, .worker = 4, .address = "127.0.0.1:4", .threads = 1};
+    ck_assert_int_eq(disp_state_apply(S, &w4, err, sizeof err), SPW_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(err, "none of them dead"));
+    apply_ok((struct disp_update){.kind = DISP_WORKER_DEAD, .worker = 2});
+    apply_ok(w4);
+    ck_assert_int_eq(disp_state_worker_count(S), 3);
+    const uint64_t order[] = {1, 3, 4};
+    struct disp_worker_info wi;
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(disp_state_worker_at(S, i, &wi), 0);
+        ck_assert_uint_eq(wi.id, order[i]);
+    }
+    ck_assert(!disp_state_worker_known(S, 2));
+    /* Worker 2's split went back to pending when it died; worker 4 can lease it. */
+    ck_assert_int_eq(lease(9, 4, 0, 0, &l), 1);
+    char why[160];
+    ck_assert_msg(disp_state_audit(S, why, sizeof why) == 0, "%s", why);
 }
 END_TEST
 
@@ -857,6 +891,9 @@ START_TEST(test_state_snapshot_rebuilds_the_journaled_state)
     ck_assert_int_eq(disp_state_ended_count(J), 2);
     ck_assert_int_eq(disp_state_snapshot(J, replay_into, K), 0);
     same_state(J, K);
+    char why[160];
+    ck_assert_msg(disp_state_audit(S, why, sizeof why) == 0, "live state: %s", why);
+    ck_assert_msg(disp_state_audit(K, why, sizeof why) == 0, "rebuilt from a snapshot: %s", why);
     /* The live state's own snapshot (soft parts too: dead workers, a gone client) replays as cleanly. */
     struct disp_state *L;
     ck_assert_int_eq(disp_state_create(NULL, &L), 0);
@@ -896,6 +933,7 @@ int main(void)
     tcase_add_test(tc, test_state_allocates_ids_so_that_replay_rebuilds_them);
     tcase_add_test(tc, test_state_marks_updates_durable_or_soft);
     tcase_add_test(tc, test_state_replay_rebuilds_the_same_state);
+    tcase_add_test(tc, test_state_dead_workers_free_their_slots);
     tcase_add_test(tc, test_state_replay_of_journal_records_rebuilds_every_prefix);
     tcase_add_test(tc, test_state_snapshot_rebuilds_the_journaled_state);
     suite_add_tcase(s, tc);
