@@ -130,6 +130,10 @@ const char *spw_rpc_current_peer(void);
 #define SPW_RPC_CALLER_CLIENT 1u
 #define SPW_RPC_CALLER_WORKER 2u
 unsigned spw_rpc_current_caller(void);
+/* Whether the deadline of the unary call whose handler runs on this thread has passed (its caller gave up):
+ * a handler that waited (for a lock) checks it before doing the work, so an overloaded server sheds calls
+ * nobody waits for instead of collapsing under them. false outside a unary handler or without a deadline. */
+bool spw_rpc_current_expired(void);
 /* The host part of such a peer ("10.0.0.7", "::1") into host. Returns 0, or -EINVAL for a peer that is not
  * an ipv4:/ipv6: address (host gets "") or -ENOSPC. */
 int spw_rpc_peer_host(const char *peer, char *host, size_t hostlen);

@@ -79,6 +79,7 @@ struct unary_call {
     struct spw_rpc_server *s;
     struct method *m;           /* NULL: a method the server does not have */
     int64_t t0;                 /* its arrival (spw_now_ns), for the latency */
+    gpr_timespec deadline;      /* the caller's: past it, no one waits for the reply */
     unsigned caller;            /* SPW_RPC_CALLER_* its token proved */
     grpc_byte_buffer *request;  /* the request message once its batch came back (NULL: none was sent) */
     grpc_byte_buffer *reply;
@@ -245,6 +246,7 @@ static struct unary_call *unary_begin(struct spw_rpc_server *s, struct method *m
     uc->s = s;
     uc->m = m;
     uc->t0 = spw_now_ns();
+    uc->deadline = gpr_inf_future(GPR_CLOCK_MONOTONIC);
     uc->call = call;
     uc->tag_request = (struct tag){TAG_UNARY_REQUEST, uc};
     uc->tag_reply = (struct tag){TAG_UNARY_STEP, uc};
@@ -293,6 +295,14 @@ static void unary_reply(struct unary_call *uc, int status, const char *msg, uint
 
 static _Thread_local char current_peer[128];
 static _Thread_local unsigned current_caller;
+static _Thread_local gpr_timespec current_deadline;     /* of the unary call running here */
+
+bool spw_rpc_current_expired(void)
+{
+    return current_deadline.clock_type != GPR_TIMESPAN && current_deadline.tv_sec != 0 &&
+           gpr_time_cmp(gpr_now(GPR_CLOCK_MONOTONIC), gpr_convert_clock_type(current_deadline,
+                                                                               GPR_CLOCK_MONOTONIC)) > 0;
+}
 
 const char *spw_rpc_current_peer(void)
 {
@@ -310,6 +320,7 @@ static void set_current_peer(grpc_call *call, unsigned caller)
     char *p = call ? grpc_call_get_peer(call) : NULL;
     snprintf(current_peer, sizeof current_peer, "%s", p ? p : "");
     current_caller = caller;
+    current_deadline = (gpr_timespec){0};
     gpr_free(p);
 }
 
@@ -320,6 +331,7 @@ static void run_unary(struct method *m, struct unary_call *uc, uint8_t *req, siz
     size_t resp_len = 0;
     char msg[512] = "";
     set_current_peer(uc->call, uc->caller);
+    current_deadline = uc->deadline;
     int status = m->ufn(m->ctx, req, req_len, &resp, &resp_len, msg, sizeof msg);
     set_current_peer(NULL, 0);
     free(req);
@@ -448,6 +460,7 @@ static void handle_unary(struct spw_rpc_server *s, struct request *rq)
     rq->call = NULL;
     if (!uc)
         return;
+    uc->deadline = rq->deadline;
     if (!(uc->caller = authorized(s, rq->m, &rq->md))) {
         unary_reply(uc, SPW_RPC_UNAUTHENTICATED, "missing or wrong authorization bearer token", NULL, 0);
         return;

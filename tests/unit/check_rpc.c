@@ -518,6 +518,56 @@ START_TEST(test_rpc_slow_unary_does_not_block_quick_calls)
 }
 END_TEST
 
+static atomic_int g_probe_runs, g_probe_expired;
+
+/* A handler that waits 300 ms (as for a contended lock), then asks whether its caller still waits. */
+static int h_deadline_probe(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                            size_t msglen)
+{
+    const bool before = spw_rpc_current_expired();
+    usleep(300 * 1000);
+    atomic_fetch_add(&g_probe_expired, !before && spw_rpc_current_expired());
+    atomic_fetch_add(&g_probe_runs, 1);
+    return h_echo(ctx, req, len, resp, resp_len, msg, msglen);
+}
+
+/* spw_rpc_current_expired: a handler that waited past its call's 100 ms deadline learns that nobody waits
+ * for its answer (the dispatcher then sheds the call instead of doing the work); with time left it does not;
+ * outside a handler it is false. */
+START_TEST(test_rpc_handler_learns_its_deadline_passed)
+{
+    struct spw_rpc_server_opts o = {.listen_addr = "127.0.0.1:0"};
+    struct spw_rpc_server *s = NULL;
+    char err[256], target[64];
+    ck_assert_int_eq(spw_rpc_server_create(&o, &s, err, sizeof err), 0);
+    ck_assert_int_eq(spw_rpc_server_add_unary(s, "/test.Probe/Call", h_deadline_probe, NULL), 0);
+    int port = 0;
+    ck_assert_int_eq(spw_rpc_server_start(s, &port), 0);
+    snprintf(target, sizeof target, "127.0.0.1:%d", port);
+    struct spw_rpc_channel *c;
+    ck_assert_int_eq(spw_rpc_channel_create(target, NULL, &c), 0);
+    atomic_store(&g_probe_runs, 0);
+    atomic_store(&g_probe_expired, 0);
+    uint8_t *resp = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(spw_rpc_call(c, "/test.Probe/Call", (const uint8_t *)"p", 1, 100, &resp, &n, NULL, 0),
+                     SPW_RPC_DEADLINE_EXCEEDED);
+    free(resp);
+    wait_for(&g_probe_runs, 1, 2000);
+    ck_assert_int_eq(atomic_load(&g_probe_expired), 1);
+    resp = NULL;
+    ck_assert_int_eq(spw_rpc_call(c, "/test.Probe/Call", (const uint8_t *)"p", 1, 5000, &resp, &n, NULL, 0),
+                     SPW_RPC_OK);
+    free(resp);
+    ck_assert_int_eq(atomic_load(&g_probe_runs), 2);
+    ck_assert_int_eq(atomic_load(&g_probe_expired), 1);
+    ck_assert(!spw_rpc_current_expired());
+    spw_rpc_channel_destroy(c);
+    spw_rpc_server_shutdown(s, 1000);
+    spw_rpc_server_destroy(s);
+}
+END_TEST
+
 /* One peer host holds at most half of the slow-call slots (8 of 16): its ninth call is refused while another
  * host (::1) is still served. */
 START_TEST(test_rpc_slow_calls_per_peer_host)
@@ -910,6 +960,7 @@ int main(void)
     tcase_add_test(tc, test_rpc_unary_concurrent_callers);
     tcase_add_test(tc, test_rpc_bind_in_use_fails);
     tcase_add_test(tc, test_rpc_slow_unary_does_not_block_quick_calls);
+    tcase_add_test(tc, test_rpc_handler_learns_its_deadline_passed);
     tcase_add_test(tc, test_rpc_slow_calls_per_peer_host);
     tcase_add_test(tc, test_rpc_stream_bidi_concurrent_send_recv);
     tcase_add_test(tc, test_rpc_stream_server_pumps_600k_messages);

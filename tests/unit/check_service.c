@@ -118,6 +118,42 @@ static Spillway__V1__CreateJobResponse *create_job(uint64_t incarnation)
     return o;
 }
 
+/* A worker's heartbeat reply carries each job's pipeline as packed at CreateJob (WorkerHeartbeatResponseWire,
+ * no unpack and repack per heartbeat); it decodes as the WorkerHeartbeatResponse workers read, equal to the
+ * pipeline created. */
+START_TEST(test_service_heartbeat_tasks_decode_as_created)
+{
+    uint64_t w = register_worker();
+    Spillway__V1__CreateJobResponse *job = create_job(1);
+    Spillway__V1__WorkerHeartbeatRequest hb = SPILLWAY__V1__WORKER_HEARTBEAT_REQUEST__INIT;
+    hb.worker_id = w;
+    hb.secret = g_secret;
+    uint8_t *resp;
+    size_t len;
+    ck_assert_int_eq(call(disp_worker_heartbeat, &hb.base, &resp, &len), 0);
+    Spillway__V1__WorkerHeartbeatResponse *o = spillway__v1__worker_heartbeat_response__unpack(NULL, len, resp);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_uint_eq(o->n_tasks, 1);
+    ck_assert_uint_eq(o->tasks[0]->job, job->job);
+    ck_assert_int_eq(o->tasks[0]->cut, 1);
+    ck_assert_uint_ne(o->tasks[0]->job_secret, 0);
+    const Spillway__V1__Pipeline *got = o->tasks[0]->pipeline, *want = pipeline(g_root);
+    ck_assert_ptr_nonnull(got);
+    size_t n = spillway__v1__pipeline__get_packed_size(got);
+    ck_assert_uint_eq(n, spillway__v1__pipeline__get_packed_size(want));
+    uint8_t *a = malloc(n), *b = malloc(n);
+    spillway__v1__pipeline__pack(got, a);
+    spillway__v1__pipeline__pack(want, b);
+    ck_assert(memcmp(a, b, n) == 0);
+    ck_assert_str_eq(got->source->path, g_root);
+    free(a);
+    free(b);
+    spillway__v1__worker_heartbeat_response__free_unpacked(o, NULL);
+    free(resp);
+    spillway__v1__create_job_response__free_unpacked(job, NULL);
+}
+END_TEST
+
 START_TEST(test_service_job_runs_to_the_end)
 {
     uint64_t w = register_worker();
@@ -283,6 +319,7 @@ int main(void)
     TCase *tc = tcase_create("service");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_service_job_runs_to_the_end);
+    tcase_add_test(tc, test_service_heartbeat_tasks_decode_as_created);
     tcase_add_test(tc, test_service_bad_requests_say_what_is_wrong);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
