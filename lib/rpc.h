@@ -178,6 +178,8 @@ struct spw_rpc_channel_opts {
     size_t max_message_bytes;  /* 0 = SPW_RPC_DEFAULT_MAX_MESSAGE; both directions */
     const char *auth_token;    /* NULL = send no authorization metadata; copied */
     const struct spw_rpc_tls *tls;  /* NULL = plaintext; else ca required (must outlive the call) */
+    bool private_connection;   /* its own TCP connection, not shared with other channels to the target (a
+                                  load generator's simulated peers) */
 };
 
 /* A channel to "host:port" (connects lazily, reconnects by itself). o may be NULL. Returns 0, -EINVAL,

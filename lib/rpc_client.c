@@ -60,9 +60,9 @@ int spw_rpc_channel_create(const char *target, const struct spw_rpc_channel_opts
     pthread_mutex_init(&c->mu, NULL);
     spw_rpc__ref();
 
-    grpc_arg args[4];
+    grpc_arg args[5];
     memset(args, 0, sizeof args);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         args[i].type = GRPC_ARG_INTEGER;
     args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
     args[0].value.integer = (int)c->max_msg;
@@ -75,7 +75,11 @@ int spw_rpc_channel_create(const char *target, const struct spw_rpc_channel_opts
     /* A restarted dispatcher should be found within seconds, not gRPC's default 120 s backoff ceiling. */
     args[3].key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
     args[3].value.integer = 5000;
-    grpc_channel_args chargs = {4, args};
+    /* Channels to one target with the same settings share connections (gRPC's global subchannel pool) unless
+     * each keeps its own. */
+    args[4].key = GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
+    args[4].value.integer = o && o->private_connection;
+    grpc_channel_args chargs = {5, args};
     grpc_channel_credentials *creds;
     const struct spw_rpc_tls *tls = o && o->tls ? o->tls : default_tls;
     c->tls = tls != NULL;

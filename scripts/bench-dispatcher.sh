@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# scripts/bench-dispatcher.sh - the control plane's scale: one dispatcher (pinned to core 0) under
+# tests/tools/disp_load (core 1: simulated workers and clients, each on its own connection, at the real
+# heartbeat, lease and idle-poll periods) for each point of a sweep of workers x jobs x splits per epoch.
+# Prints a table (RPC/s, p50/p99 latency per method, the dispatcher's cores and RSS, workers alive at the
+# end) and writes build/bench-dispatcher/scale.tsv. With BENCH_DISPATCHER_OLD=PATH it measures that
+# dispatcher binary too, point by point, for a before/after ratio.
+# Env: BENCH_WORKERS ("100 300 1000") BENCH_JOBS ("10 30") BENCH_SPLITS ("32 20000") BENCH_SECONDS (10)
+#      BENCH_LOAD_THREADS (8) BENCH_DISPATCHER_OLD.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+B=${SPW_BUILD:-$ROOT/build}
+WORKERS=${BENCH_WORKERS:-100 300 1000}
+JOBS=${BENCH_JOBS:-10 30}
+SPLITS=${BENCH_SPLITS:-32 20000}
+SECONDS_EACH=${BENCH_SECONDS:-10}
+THREADS=${BENCH_LOAD_THREADS:-8}
+OUT=$B/bench-dispatcher
+mkdir -p "$OUT"
+make -C "$ROOT" -s "$B/bin/spillway-dispatcher" "$B/tests/disp_load" > /dev/null
+DPID=""
+cleanup() { [ -z "$DPID" ] || kill "$DPID" 2> /dev/null || true; }
+trap cleanup EXIT
+
+# A dataset per splits-per-epoch point: empty files (the dispatcher lists, nobody decodes); 32 splits are
+# 2048 samples in splits of 64, 20000 splits are 20000 samples in splits of 1 (ImageNet's 1.28 M in 64s).
+data_for() {   # data_for SPLITS -> prints "DIR SPLIT_SIZE"
+  local n=$1 size=64 samples
+  [ "$n" -le 64 ] || size=1
+  samples=$((n * size))
+  local dir=$OUT/data-$samples
+  if [ ! -d "$dir/a" ] || [ "$(find "$dir/a" -type f | wc -l)" -ne "$samples" ]; then
+    rm -rf "$dir" && mkdir -p "$dir/a"
+    (cd "$dir/a" && seq 1 "$samples" | sed 's/$/.jpg/' | xargs touch)
+  fi
+  echo "$dir $size"
+}
+
+run_point() {   # run_point DISPATCHER_BIN WORKERS JOBS SPLITS -> one JSON line
+  local bin=$1 w=$2 j=$3 s=$4 dir size port
+  read -r dir size < <(data_for "$s")
+  taskset -c 0 "$bin" --listen 127.0.0.1 --port 0 > "$OUT/d.out" 2> "$OUT/d.err" &
+  DPID=$!
+  for _ in $(seq 100); do
+    port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$OUT/d.out")
+    [ -n "$port" ] && break
+    sleep 0.05
+  done
+  taskset -c 1 "$B/tests/disp_load" --dispatcher "127.0.0.1:$port" --data "$dir" --workers "$w" --jobs "$j" \
+    --split-size "$size" --seconds "$SECONDS_EACH" --threads "$THREADS" --pid "$DPID" 2>> "$OUT/load.err" || echo '{}'
+  kill "$DPID" 2> /dev/null || true
+  wait "$DPID" 2> /dev/null || true
+  DPID=""
+}
+
+: > "$OUT/scale.tsv"
+for s in $SPLITS; do
+  for j in $JOBS; do
+    for w in $WORKERS; do
+      for side in new ${BENCH_DISPATCHER_OLD:+old}; do
+        bin=$B/bin/spillway-dispatcher
+        [ "$side" = new ] || bin=$BENCH_DISPATCHER_OLD
+        line=$(run_point "$bin" "$w" "$j" "$s")
+        printf '%s\t%s\t%s\t%s\t%s\n' "$side" "$w" "$j" "$s" "$line" >> "$OUT/scale.tsv"
+        echo "bench-dispatcher: $side workers=$w jobs=$j splits=$s done" >&2
+      done
+    done
+  done
+done
+
+/usr/bin/python3 - "$OUT/scale.tsv" <<'PYEOF'
+import json, sys
+rows = []
+for line in open(sys.argv[1]):
+    side, w, j, s, js = line.rstrip("\n").split("\t", 4)
+    rows.append((side, int(w), int(j), int(s), json.loads(js) if js.strip() else {}))
+hdr = ("side", "workers", "jobs", "splits/epoch", "disp. cores", "RSS MB", "alive", "hb/s", "hb p99 ms",
+       "lease/s", "lease p50 ms", "lease p99 ms", "client hb p99 ms", "errors")
+print("| " + " | ".join(hdr) + " |")
+print("|" + "---|" * len(hdr))
+for side, w, j, s, d in rows:
+    m = d.get("methods", {})
+    hb, ls, ch = m.get("WorkerHeartbeat", {}), m.get("LeaseSplit", {}), m.get("ClientHeartbeat", {})
+    errors = sum(x.get("errors", 0) for x in m.values())
+    print("| %s | %d | %d | %d | %.2f | %.0f | %s | %.0f | %.1f | %.0f | %.2f | %.1f | %.1f | %d |" % (
+        side, w, j, s, d.get("dispatcher_cores", -1), d.get("dispatcher_rss_mb", -1), d.get("alive_at_end", "?"),
+        hb.get("per_s", 0), hb.get("p99_ms", 0), ls.get("per_s", 0), ls.get("p50_ms", 0), ls.get("p99_ms", 0),
+        ch.get("p99_ms", 0), errors))
+PYEOF
