@@ -9,6 +9,8 @@ docs/benchmarks.md, in the same formats). Prints which source each plot used.
                     BENCH_REMOTE_CORES)
   plot-stream.png   element streaming vs raw TCP, MB/s by element size (bench-stream.sh)
   plot-planner.png  the planner's plan vs the oracle and the other policies per condition (eval-planner.sh)
+  plot-dispatcher.png  the dispatcher's client-heartbeat p99 latency per load point, new vs old
+                    (bench-dispatcher.sh)
 Usage: plots.py [--out DIR]   (default docs/; tests draw into build/)"""
 import json
 import os
@@ -113,13 +115,29 @@ def planner():
                    "plot for [i=2:6] 'DAT' using i:xtic(1) title columnheader(i)\n"), src
 
 
+def dispatcher():
+    path, src = source("bench-dispatcher/scale.tsv", "dispatcher-scale.tsv")
+    p99 = {}
+    for line in open(path):
+        side, w, j, splits, js = line.rstrip("\n").split("\t", 4)
+        d = json.loads(js) if js.strip() else {}
+        p99[(int(splits), int(j), int(w), side)] = d.get("methods", {}).get("ClientHeartbeat", {}).get("p99_ms", 0)
+    rows = [('"%dx%d, %s"' % (w, j, "20k" if splits >= 1000 else splits), p99[(splits, j, w, "new")],
+             p99.get((splits, j, w, "old"), 0))
+            for splits, j, w, side in sorted(p99) if side == "new"]
+    return gnuplot("dispatcher", rows, ["point", "now", "before"],
+                   "set title 'Client heartbeat p99 under load: workers x jobs, splits per epoch (one core each)'\n"
+                   "set ylabel 'ms (log)'\nset logscale y\nset yrange [0.5:*]\nset xtics rotate by -30\n"
+                   "plot for [i=2:3] 'DAT' using i:xtic(1) title columnheader(i)\n"), src
+
+
 def main():
     if len(sys.argv) not in (1, 3) or (len(sys.argv) == 3 and sys.argv[1] != "--out"):
         print(__doc__.strip().splitlines()[-1])
         return 2
     os.makedirs(WORK, exist_ok=True)
     os.makedirs(DOCS, exist_ok=True)
-    made = list(engine_and_scaling()) + list(offload()) + [stream(), planner()]
+    made = list(engine_and_scaling()) + list(offload()) + [stream(), planner(), dispatcher()]
     for png, src in made:
         print("plots: %s (from %s)" % (os.path.relpath(png, ROOT), src))
     return 0
