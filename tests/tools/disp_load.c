@@ -1,13 +1,14 @@
 /* tests/tools/disp_load.c - a load generator for one dispatcher: simulated workers and clients, each on its own
  * connection, at the real components' periods: workers register, heartbeat at the interval the dispatcher
- * gives, lease LEASE_AHEAD splits per job they serve, hold each for --split-ms (producing), and poll every
- * --idle-poll-ms when a job has nothing pending (worker/jobs.c's 50 ms); one client per job creates it (cut
+ * gives, lease LEASE_AHEAD splits per job they serve, hold each for --split-ms (producing), and when a job has
+ * nothing pending poll again after --idle-poll-ms, four times, then doubling to 800 ms (worker/jobs.c's
+ * idle_wait; --no-backoff: the flat 50 ms workers used before); one client per job creates it (cut
  * auto with --planned) and heartbeats every 200 ms with the splits its workers finished as acks. Reports per
  * RPC method the calls, errors, p50/p99 latency, and the dispatcher's CPU and RSS (--pid) over --seconds,
  * then how many workers the dispatcher still lists alive. Threads: --threads, each driving its share of the
  * simulated peers with blocking calls.
  *   disp_load --dispatcher HOST:PORT --data DIR --workers N --jobs J [--split-size S] [--seconds T]
- *             [--threads K] [--split-ms M] [--idle-poll-ms P] [--pid PID] [--planned]
+ *             [--threads K] [--split-ms M] [--idle-poll-ms P] [--no-backoff] [--pid PID] [--planned]
  * Prints one JSON object. */
 #include <errno.h>
 #include <getopt.h>
@@ -47,6 +48,7 @@ struct sim_job {                /* a job as one worker sees it */
     struct held held[LEASE_AHEAD];
     int n_held;
     int64_t next_lease_ms;
+    int idle;                   /* empty polls in a row */
 };
 
 struct sim_worker {
@@ -67,7 +69,7 @@ struct client {
 };
 
 static const char *g_target;
-static int g_split_ms = 1000, g_idle_ms = 50;
+static int g_split_ms = 1000, g_idle_ms = 50, g_backoff = 1;
 static struct client *g_clients;
 static int g_n_clients;
 static volatile int g_stop;
@@ -176,7 +178,11 @@ static void lease(struct sim_worker *w, struct sim_job *j, int64_t now, struct s
     int rc = spw_rpc_call_reply(w->ch, "/spillway.v1.Dispatcher/LeaseSplit", &r.base, RPC_TIMEOUT_MS,
                                 &spillway__v1__lease_split_response__descriptor, (ProtobufCMessage **)&o, NULL, 0);
     record(st, rc, t0);
-    j->next_lease_ms = now + g_idle_ms;
+    int wait_ms = g_idle_ms;
+    for (int k = 4; g_backoff && k < j->idle && wait_ms < 800; k++)
+        wait_ms *= 2;
+    j->next_lease_ms = now + (wait_ms > 800 ? 800 : wait_ms);
+    j->idle++;
     if (rc != SPW_RPC_OK)
         return;
     for (size_t i = 0; i < o->n_leases && j->n_held < LEASE_AHEAD; i++) {
@@ -184,8 +190,10 @@ static void lease(struct sim_worker *w, struct sim_job *j, int64_t now, struct s
         int64_t start = j->n_held ? j->held[j->n_held - 1].done_at : now;
         j->held[j->n_held++] = (struct held){o->leases[i]->epoch, o->leases[i]->split, start + g_split_ms};
     }
-    if (o->n_leases > 0)
+    if (o->n_leases > 0) {
         j->next_lease_ms = j->held[0].done_at;      /* ask again when a slot frees */
+        j->idle = 0;
+    }
     protobuf_c_message_free_unpacked(&o->base, NULL);
 }
 
@@ -370,7 +378,8 @@ int main(int argc, char **argv)
         {"split-size", required_argument, NULL, 's'}, {"seconds", required_argument, NULL, 't'},
         {"threads", required_argument, NULL, 'T'},    {"split-ms", required_argument, NULL, 'm'},
         {"idle-poll-ms", required_argument, NULL, 'i'}, {"pid", required_argument, NULL, 'p'},
-        {"planned", no_argument, NULL, 'P'},          {NULL, 0, NULL, 0},
+        {"planned", no_argument, NULL, 'P'},          {"no-backoff", no_argument, NULL, 'B'},
+        {NULL, 0, NULL, 0},
     };
     const char *data = NULL;
     int n_workers = 10, n_jobs = 1, split_size = 64, seconds = 10, threads = 8, pid = 0;
@@ -389,6 +398,7 @@ int main(int argc, char **argv)
         case 'i': g_idle_ms = atoi(optarg); break;
         case 'p': pid = atoi(optarg); break;
         case 'P': planned = true; break;
+        case 'B': g_backoff = 0; break;
         default:
             fprintf(stderr, "usage: see the comment at the top of tests/tools/disp_load.c\n");
             return 2;
