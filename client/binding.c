@@ -8,6 +8,7 @@
 #include <dlpack/dlpack.h>
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,41 +135,42 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
         return parse_hex64(value, &o->resume.job_secret);
     if (!strcmp(key, "resume_places"))
         return set_places(o, value);
-    if (!strcmp(key, "cut") && !strcmp(value, "auto"))
-        return o->cut = SPW_CUT_AUTO, 0;
+    if (!strcmp(key, "cut") && !strcmp(value, "default"))
+        return o->cut = SPW_CUT_DEFAULT, 0;
+    if (!strcmp(key, "cut"))
+        return spw_job_cut_parse(!strcmp(value, "-1") ? "all" : value, &o->cut);
     if (!strcmp(key, "trainer_rate")) {
         char *end;
         double r = strtod(value, &end);
         return end != value && !*end && r >= 0 ? (o->trainer_rate = r, 0) : -EINVAL;
     }
+    /* Integer options: where each lives in struct spw_job_opts, its width and its range. */
+#define INT_OPT(name, field, lo, hi) {name, lo, hi, offsetof(struct spw_job_opts, field), sizeof o->field}
     static const struct {
         const char *key;
         int64_t lo, hi;
-    } ints[] = {{"local_cores", -1, 256}, {"cut", -1, 255}, {"max_workers", 0, INT_MAX},
-                {"prefetch_bytes", 0, INT64_MAX}, {"credit_bytes", 0, INT64_MAX}, {"max_batches", 0, INT64_MAX},
-                {"split_size", 0, INT_MAX}, {"rescue_after_ms", 0, INT_MAX}, {"rank", 0, 65535},
-                {"world_size", 0, 65536}, {"resume_batches", 0, INT64_MAX}, {"resume_job", 0, INT64_MAX},
-                {"resume_split_size", 0, INT_MAX}, {"dispatcher_wait_ms", 0, INT_MAX}};
+        size_t offset, size;
+    } ints[] = {INT_OPT("local_cores", local_cores, -1, 256), INT_OPT("max_workers", max_workers, 0, INT_MAX),
+                INT_OPT("prefetch_bytes", prefetch_bytes, 0, INT64_MAX),
+                INT_OPT("credit_bytes", credit_bytes, 0, INT64_MAX), INT_OPT("max_batches", max_batches, 0, INT64_MAX),
+                INT_OPT("split_size", split_size, 0, INT_MAX), INT_OPT("rescue_after_ms", rescue_after_ms, 0, INT_MAX),
+                INT_OPT("rank", rank, 0, 65535), INT_OPT("world_size", world_size, 0, 65536),
+                INT_OPT("resume_batches", resume.batches, 0, INT64_MAX),
+                INT_OPT("resume_job", resume.job, 0, INT64_MAX),
+                INT_OPT("resume_split_size", resume.split_size, 0, INT_MAX),
+                INT_OPT("dispatcher_wait_ms", dispatcher_wait_ms, 0, INT_MAX)};
+#undef INT_OPT
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         if (strcmp(key, ints[i].key) != 0)
             continue;
         if (parse_int64(value, ints[i].lo, ints[i].hi, &x))
             return -EINVAL;
-        switch (i) {
-        case 0: o->local_cores = (int)x; break;
-        case 1: o->cut = (int)x; break;
-        case 2: o->max_workers = (int)x; break;
-        case 3: o->prefetch_bytes = x; break;
-        case 4: o->credit_bytes = x; break;
-        case 5: o->max_batches = x; break;
-        case 6: o->split_size = (int)x; break;
-        case 7: o->rescue_after_ms = (int)x; break;
-        case 8: o->rank = (int)x; break;
-        case 9: o->world_size = (int)x; break;
-        case 10: o->resume.batches = x; break;
-        case 11: o->resume.job = (uint64_t)x; break;
-        case 12: o->resume.split_size = (int)x; break;
-        default: o->dispatcher_wait_ms = (int)x; break;
+        char *field = (char *)o + ints[i].offset;
+        if (ints[i].size == sizeof(int)) {
+            int v = (int)x;
+            memcpy(field, &v, sizeof v);
+        } else {
+            memcpy(field, &x, sizeof x);        /* int64_t and uint64_t fields */
         }
         return 0;
     }

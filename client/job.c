@@ -96,7 +96,38 @@ void spw_job_opts_init(struct spw_job_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->local_cores = -1;
-    o->cut = -1;
+    o->cut = SPW_CUT_DEFAULT;
+}
+
+int spw_job_cut_parse(const char *s, int *cut)
+{
+    if (!s)
+        return -EINVAL;
+    if (!strcmp(s, "auto"))
+        return *cut = SPW_CUT_AUTO, 0;
+    if (!strcmp(s, "all"))
+        return *cut = SPW_CUT_ALL, 0;
+    char *end;
+    errno = 0;
+    long k = strtol(s, &end, 10);
+    if (*s < '0' || *s > '9' || *end || errno || k > 255)
+        return -EINVAL;
+    *cut = (int)k;
+    return 0;
+}
+
+/* The cut a service job runs with: the caller's, else $SPILLWAY_CUT's, else planned. */
+static int resolve_cut(int cut, int *out, char *err, size_t errlen)
+{
+    const char *env = getenv("SPILLWAY_CUT");
+    if (cut != SPW_CUT_DEFAULT)
+        *out = cut;
+    else if (!env || !*env)
+        *out = SPW_CUT_AUTO;
+    else if (spw_job_cut_parse(env, out) != 0)
+        return spw_fail(err, errlen, -EINVAL, "SPILLWAY_CUT=\"%.64s\" is not auto, all or a group boundary in "
+                        "[0, 255]", env);
+    return 0;
 }
 
 static bool job_stopping(struct spw_job *j)
@@ -432,6 +463,8 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
         return -EPERM;
     }
     j->peer = (struct spw_rpc_channel_opts){.auth_token = j->o.auth_token, .tls = j->tls};
+    if ((rc = resolve_cut(j->o.cut, &j->o.cut, err, errlen)) != 0)
+        return rc;
     open_gpu(j);                /* before the job exists: it is planned with it, and heartbeats report it */
     if (j->o.cut == SPW_CUT_AUTO &&
         (rc = measure_facts(j, &facts, facts_buf, link_msgs, link_ptrs, &links, err, errlen)) != 0)

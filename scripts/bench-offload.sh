@@ -14,7 +14,7 @@ B=build
 OUT=$B/bench/offload
 PY=/usr/bin/python3
 DATA=$B/data/imagenet-like
-CUTS=${BENCH_CUTS:-"2 3"}
+CUTS=${BENCH_CUTS:-"auto 2 3"}    # auto: the default, planned
 REMOTE_CORES=${BENCH_REMOTE_CORES:-}
 SWEEP_CUT=${BENCH_SWEEP_CUT:-2}
 [ -x $B/bin/spillctl ] && [ -x $B/bin/spillway-worker ] || { echo "bench-offload: build first (make all)" >&2; exit 1; }

@@ -66,7 +66,7 @@ import json, resource, sys
 import numpy as np
 import spillway
 spec, address, batches = open(sys.argv[1]).read(), sys.argv[2], int(sys.argv[3])
-with spillway.Loader(spec, dispatcher=address, local_cores=0, max_batches=batches + 10) as ld:
+with spillway.Loader(spec, dispatcher=address, local_cores=0, cut="all", max_batches=batches + 10) as ld:
     it = ld.batches()
     for _ in range(10):                 # warm-up: the job's start is not the figure
         next(it)

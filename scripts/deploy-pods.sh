@@ -109,7 +109,7 @@ check "a worker pod serves /metrics on 5070" worker_serves
 
 in_trainer run --local --pipeline /trainer/p.json --threads 2 --keys /trainer/local.keys --quiet ||
   die "the local run failed"
-in_trainer run --dispatcher spillway-dispatcher:5050 --pipeline /trainer/p.json --local-cores 0 \
+in_trainer run --dispatcher spillway-dispatcher:5050 --pipeline /trainer/p.json --local-cores 0 --cut all \
   --keys /trainer/svc.keys --json --quiet > "$WORK/run.json" 2> "$WORK/run.err"
 check "the trainer's job exits 0" test $? -eq 0
 check "every key exactly once" bash -c "diff <(sort '$WORK/trainer/local.keys') <(sort '$WORK/trainer/svc.keys') > /dev/null"
@@ -134,7 +134,7 @@ ws = json.load(open(sys.argv[1]))["workers"]
 alive = sorted(w["address"] for w in ws if w["alive"])
 assert len(alive) == 2 and sys.argv[2] + ":5051" in alive, ws
 PY
-in_trainer run --dispatcher spillway-dispatcher:5050 --pipeline /trainer/p.json --local-cores 0 \
+in_trainer run --dispatcher spillway-dispatcher:5050 --pipeline /trainer/p.json --local-cores 0 --cut all \
   --keys /trainer/svc2.keys --json --quiet > "$WORK/run2.json" 2> "$WORK/run2.err"
 check "a job after the restart: every key exactly once" \
   bash -c "diff <(sort '$WORK/trainer/local.keys') <(sort '$WORK/trainer/svc2.keys') > /dev/null"

@@ -9,6 +9,9 @@ B=${SPW_BUILD:-$ROOT/build}   # SPW_BUILD: run against another build (e.g. a san
 WORK=$(mktemp -d /tmp/spw-int-XXXXXX)
 PIDS=()
 TEST_TOKENS=()
+# These tests check what workers send and how faults are survived: jobs offload every fusion group unless a
+# test says otherwise. Users' default (SPILLWAY_CUT unset: planned) is tested in default_plan.sh.
+export SPILLWAY_CUT=all
 pass=0
 fail=0
 cleanup() {

@@ -21,6 +21,9 @@ SPEECH = os.path.join(BUILD, "data", "speech-test")
 if os.path.join(ROOT, "client", "python") not in sys.path:
     sys.path.insert(0, os.path.join(ROOT, "client", "python"))
 os.environ.setdefault("SPILLWAY_LIB", os.path.join(BUILD, "lib", "libspillway.so"))
+# Service tests check what workers send: every fusion group offloaded unless a test says otherwise (the users'
+# default, planned, is tested with SPILLWAY_CUT removed: test_service.py).
+os.environ["SPILLWAY_CUT"] = "all"
 
 _made = set()
 

@@ -1,7 +1,9 @@
 # tests/python/test_service.py - spillway.Loader through a real dispatcher and worker on 127.0.0.1 (port 0,
 # killed in tearDown): with ordered=True and no local share, every batch (image; padded audio with lengths)
 # and every key equals `spillctl run --local --dump` byte for byte, the elements came from the worker, and
-# stats() reports the dispatcher's job. Thread model: single-threaded (the daemons are processes).
+# stats() reports the dispatcher's job; with no cut given and SPILLWAY_CUT unset the job is planned, "all" and
+# an explicit cut override it, a bad cut is refused. Thread model: single-threaded (the daemons are processes).
+import os
 import unittest
 
 import spwtest
@@ -34,6 +36,29 @@ class TestService(spwtest.ServiceCase, unittest.TestCase):
     def test_service_padded_audio_ordered_equals_local_dump(self):
         got = self.assert_service_equals_dump(audio_pipeline())
         self.assertEqual(len(got[0]), 3)
+
+    def test_service_default_cut_is_planned_and_explicit_cuts_override_it(self):
+        pipeline = image_pipeline()
+        _, want_keys = spwtest.dump_local(pipeline.to_json(), self.tmp)
+        pinned = os.environ.pop("SPILLWAY_CUT")       # spwtest pins "all" for the other tests
+        try:
+            with Loader(pipeline, dispatcher=self.service.address, ordered=True) as loader:
+                got = list(loader)
+                st = loader.stats()
+            self.assertTrue(st["planned"], st)
+            self.assertEqual(spwtest.key_lines(got), want_keys)
+            with Loader(pipeline, dispatcher=self.service.address, cut="all", local_cores=0, max_batches=2) as ld:
+                list(ld)
+                st = ld.stats()
+            self.assertFalse(st["planned"], st)
+            self.assertEqual(st["cut"], st["groups"])
+            with Loader(pipeline, dispatcher=self.service.address, cut=1, local_cores=0, max_batches=2) as ld:
+                list(ld)
+                self.assertEqual((ld.stats()["cut"], ld.stats()["planned"]), (1, False))
+            with self.assertRaises(Exception):
+                Loader(pipeline, dispatcher=self.service.address, cut="sideways")
+        finally:
+            os.environ["SPILLWAY_CUT"] = pinned
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 #include <spillway/client.h>
 
 #include <check.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,56 @@ static int cmp_int(const void *a, const void *b)
 
 /* Samples 1, 2 and 5 broken: with batch 1 three of six batches per epoch are all-skipped, with batch 8 the
  * one batch is partial. Every good sample once per epoch, no empty batch, the skips counted. */
+/* Cuts as users write them; the options' default is SPW_CUT_DEFAULT (planned unless $SPILLWAY_CUT says). */
+START_TEST(test_api_cut_parse_reads_auto_all_and_boundaries)
+{
+    int cut = 99;
+    ck_assert_int_eq(spw_job_cut_parse("auto", &cut), 0);
+    ck_assert_int_eq(cut, SPW_CUT_AUTO);
+    ck_assert_int_eq(spw_job_cut_parse("all", &cut), 0);
+    ck_assert_int_eq(cut, SPW_CUT_ALL);
+    ck_assert_int_eq(spw_job_cut_parse("0", &cut), 0);
+    ck_assert_int_eq(cut, 0);
+    ck_assert_int_eq(spw_job_cut_parse("255", &cut), 0);
+    ck_assert_int_eq(cut, 255);
+    const char *bad[] = {"", "256", "-1", "2x", " 2", "Auto", "al", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ck_assert_int_eq(spw_job_cut_parse(bad[i], &cut), -EINVAL);
+        ck_assert_int_eq(cut, 255);     /* untouched on failure */
+    }
+    ck_assert_int_eq(spw_job_cut_parse(NULL, &cut), -EINVAL);
+    struct spw_job_opts o;
+    spw_job_opts_init(&o);
+    ck_assert_int_eq(o.cut, SPW_CUT_DEFAULT);
+    struct spw_job_opts *f = spw_job_opts_new();
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(f->cut, SPW_CUT_DEFAULT);
+    ck_assert_int_eq(spw_job_opts_set(f, "cut", "all"), 0);
+    ck_assert_int_eq(f->cut, SPW_CUT_ALL);
+    ck_assert_int_eq(spw_job_opts_set(f, "cut", "-1"), 0);
+    ck_assert_int_eq(f->cut, SPW_CUT_ALL);
+    ck_assert_int_eq(spw_job_opts_set(f, "cut", "default"), 0);
+    ck_assert_int_eq(f->cut, SPW_CUT_DEFAULT);
+    ck_assert_int_eq(spw_job_opts_set(f, "cut", "sideways"), -EINVAL);
+    /* every integer option lands in its own field, whatever its width */
+    ck_assert_int_eq(spw_job_opts_set(f, "rank", "3"), 0);
+    ck_assert_int_eq(spw_job_opts_set(f, "world_size", "4"), 0);
+    ck_assert_int_eq(spw_job_opts_set(f, "prefetch_bytes", "1000000000000"), 0);
+    ck_assert_int_eq(spw_job_opts_set(f, "resume_job", "7"), 0);
+    ck_assert_int_eq(spw_job_opts_set(f, "local_cores", "-1"), 0);
+    ck_assert_int_eq(spw_job_opts_set(f, "dispatcher_wait_ms", "1234"), 0);
+    ck_assert_int_eq(spw_job_opts_set(f, "rank", "65536"), -EINVAL);
+    ck_assert_int_eq(f->rank, 3);
+    ck_assert_int_eq(f->world_size, 4);
+    ck_assert_int_eq(f->prefetch_bytes, 1000000000000LL);
+    ck_assert_int_eq(f->resume.job, 7);
+    ck_assert_int_eq(f->local_cores, -1);
+    ck_assert_int_eq(f->dispatcher_wait_ms, 1234);
+    ck_assert_int_eq(f->cut, SPW_CUT_DEFAULT);
+    spw_job_opts_free(f);
+}
+END_TEST
+
 START_TEST(test_api_skipped_samples_never_make_an_empty_batch)
 {
     char root[64] = "/tmp/spw-api-XXXXXX";
@@ -180,6 +231,7 @@ int main(void)
     TCase *tc = tcase_create("api");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_api_error_codes_match_the_library);
+    tcase_add_test(tc, test_api_cut_parse_reads_auto_all_and_boundaries);
     tcase_add_test(tc, test_api_skipped_samples_never_make_an_empty_batch);
     tcase_add_test(tc, test_api_checkpoint_counts_passed_over_batches);
     suite_add_tcase(s, tc);

@@ -70,7 +70,7 @@ int main(int argc, char **argv)
     int interval_ms = 1000, count = 0;
     int64_t max_batches = 0, warmup = 0;
     double max_seconds = 0;
-    struct spw_ctl_service_args sa = {.cut = -1, .local_cores = 1, .prefetch_mb = 256, .credit_mb = 64};
+    struct spw_ctl_service_args sa = {.cut = SPW_CUT_DEFAULT, .local_cores = 1, .prefetch_mb = 256, .credit_mb = 64};
     const char *worker = NULL;
     int samples = 0;
     bool local_off = false;
@@ -81,9 +81,9 @@ int main(int argc, char **argv)
         char *end;
         switch (c) {
         case 'C':
-            sa.cut = !strcmp(optarg, "auto") ? SPW_CUT_AUTO : (int)strtol(optarg, &end, 10);
-            if (sa.cut != SPW_CUT_AUTO && (*end || sa.cut < 0 || sa.cut > 256)) {
-                fprintf(stderr, "spillctl: --cut: \"%s\" is not auto or a group boundary in [0, 256]\n", optarg);
+            if (spw_job_cut_parse(optarg, &sa.cut) != 0) {
+                fprintf(stderr, "spillctl: --cut: \"%s\" is not auto, all or a group boundary in [0, 255]\n",
+                        optarg);
                 return 2;
             }
             break;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "spillway/client.h"
 #include "tools/spillctl/inspect.h"
 #include "client/probe.h"
 #include "lib/cpulimit.h"
@@ -152,7 +153,7 @@ int spw_plan_cli(const struct spw_plan_cli_opts *o)
     const double limit = spw_cpu_limit();
     in->client_cores = cores < limit ? cores : limit;      /* a CPU quota caps what the threads get */
     in->rate = o->rate;
-    in->force_cut = o->force_cut;
+    in->force_cut = o->force_cut == SPW_CUT_ALL ? n_cuts - 1 : o->force_cut >= 0 ? o->force_cut : -1;
     in->local_off = o->local_off;
     if (profile_workers(o, pipe, n_cuts, links, in) != 0)
         goto out;

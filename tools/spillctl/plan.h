@@ -12,7 +12,7 @@ struct spw_plan_cli_opts {
     int local_cores;            /* C: the client's cores for the pipeline (and the measuring threads) */
     double rate;                /* R: the trainer's elements/s; 0 = unlimited */
     int samples;                /* elements measured on each side; 0 = 64 */
-    int force_cut;              /* -1 = choose */
+    int force_cut;              /* K >= 0 or SPW_CUT_ALL: use it; otherwise choose */
     int max_workers;            /* plan with the first N alive workers; 0 = all */
     bool local_off;
     double recv_ns_per_byte;    /* client CPU per byte received, besides the copy into the batch; 0 = 0.3 */

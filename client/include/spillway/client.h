@@ -50,7 +50,11 @@ enum spw_dtype { SPW_DTYPE_U8 = 0, SPW_DTYPE_F32 = 1, SPW_DTYPE_F16 = 2, SPW_DTY
 struct spw_batch;
 struct spw_job;
 
-#define SPW_CUT_AUTO (-2)
+/* spw_job_opts.cut: a group boundary K >= 0, or one of these. */
+#define SPW_CUT_ALL (-1)        /* every fusion group runs on the workers; the client batches */
+#define SPW_CUT_AUTO (-2)       /* planned: measure this client, let the dispatcher profile the workers and
+                                   plan the cut and the local share (or no offload: the job runs in-process) */
+#define SPW_CUT_DEFAULT (-3)    /* $SPILLWAY_CUT (auto, all or K) when set, else SPW_CUT_AUTO */
 
 struct spw_job_opts {
     const char *dispatcher;     /* "HOST:PORT"; NULL = run in-process (no service) */
@@ -63,9 +67,9 @@ struct spw_job_opts {
                                    refused */
     int local_cores;            /* client threads producing whole splits (and finishing remote elements);
                                    -1 = default: in-process all online CPUs, with a dispatcher 1 */
-    int cut;                    /* groups [0, cut) run on workers; -1 = the dispatcher's default (all);
-                                   SPW_CUT_AUTO = measure this client, let the dispatcher profile the workers
-                                   and plan (cut, or no offload at all: then the job runs in-process) */
+    int cut;                    /* with a dispatcher: groups [0, cut) run on workers, or SPW_CUT_ALL,
+                                   SPW_CUT_AUTO (planned), SPW_CUT_DEFAULT (the default: planned unless
+                                   $SPILLWAY_CUT says otherwise) */
     int max_workers;            /* use at most this many workers (the first N alive); 0 = all of them */
     double trainer_rate;        /* the trainer's elements/s, for planning; 0 = unknown / unlimited */
     int64_t prefetch_bytes;     /* batches assembled ahead (3/4; at least 2 batches) and elements parked
@@ -199,8 +203,8 @@ SPW_API struct DLManagedTensor *spw_batch_dlpack(const struct spw_batch *b, int 
 
 /* ---- a flat face for language bindings (ctypes; client/binding.c): no struct layouts to mirror ---- */
 
-/* Options with the defaults, set by name ("dispatcher", "auth_token", "local_cores", "cut" (a number or
- * "auto"), "max_workers", "trainer_rate", "prefetch_bytes", "credit_bytes", "ordered" (0/1), "insecure" (0/1),
+/* Options with the defaults, set by name ("dispatcher", "auth_token", "local_cores", "cut" (as
+ * spw_job_cut_parse, or "default"), "max_workers", "trainer_rate", "prefetch_bytes", "credit_bytes", "ordered" (0/1), "insecure" (0/1),
  * "max_batches", "split_size", "rescue_after_ms", "rank", "world_size", "job_name", "gpu" (a device, or -1),
  * "gpu_mem_budget", "device_batches" (0/1), and a checkpoint's "resume_batches", "resume_manifest" (hex),
  * "resume_job", "resume_job_secret" (hex), "resume_split_size", "resume_places" (hex)) from strings, which are
@@ -208,6 +212,9 @@ SPW_API struct DLManagedTensor *spw_batch_dlpack(const struct spw_batch *b, int 
 SPW_API struct spw_job_opts *spw_job_opts_new(void);
 SPW_API int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value);
 SPW_API void spw_job_opts_free(struct spw_job_opts *o);
+/* A cut as users write it: "auto", "all" or a group boundary 0..255 into *cut (SPW_CUT_AUTO, SPW_CUT_ALL, K).
+ * Returns 0 or -EINVAL (then *cut is untouched). */
+SPW_API int spw_job_cut_parse(const char *s, int *cut);
 /* spw_job_stats as a JSON object into buf (cap bytes); returns the length it needs, as snprintf. */
 SPW_API int spw_job_stats_json(struct spw_job *job, char *buf, size_t cap);
 /* spw_job_checkpoint with the places bitmap as hex (the value for "resume_places"): allocated, free it with

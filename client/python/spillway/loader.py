@@ -327,7 +327,9 @@ class Loader:
     dispatcher: "HOST:PORT" runs the job through the service; None: $SPILLWAY_DISPATCHER (as spillctl; the
     deployment's ConfigMap sets it), else in this process; "": in this process.
     local_cores: this process's threads (in-process default: all CPUs; with a dispatcher 1).
-    cut: fusion groups run on workers (None: the dispatcher's default, all; "auto": planned).
+    cut: with a dispatcher, what runs on the workers: None (the default: $SPILLWAY_CUT, else planned), "auto"
+    (planned: the dispatcher profiles this client and the workers and picks the cut and this process's share,
+    or runs the job here alone when offloading does not pay), "all" (every fusion group), or K (groups [0, K)).
     ordered: with a dispatcher, deliver batches in epoch order (as in-process); else any complete one first.
     max_workers, trainer_rate (elements/s, for planning), prefetch_bytes, credit_bytes, split_size,
     auth_token, max_batches, dispatcher_wait_ms: as struct spw_job_opts (client.h); auth_token defaults to

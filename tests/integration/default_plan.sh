@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# tests/integration/default_plan.sh - a trainer that names a dispatcher and nothing else gets a planned job:
+# spillctl run with no --cut and SPILLWAY_CUT unset measures itself and the dispatcher plans (cut, local share,
+# or no offload); every key arrives exactly once and `spillctl explain` shows the plan. SPILLWAY_CUT=all or K
+# sets the default, an explicit --cut overrides it, a bad value of either is refused naming it; with no worker
+# alive the planned job runs in the client alone. Kills all it starts.
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "$0")/lib.sh"
+unset SPILLWAY_CUT          # lib.sh pins "all" for the other tests; this one is about the default
+PY=/usr/bin/python3
+DATA=$B/data/cli-test
+bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+# Expensive per element (rand_augment at 160 px), so offloading to a worker pays.
+cat > "$WORK/p.json" <<JSON
+{"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 5, "epochs": 3},
+ "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [160, 160]},
+         {"op": "rand_augment", "num_ops": 3, "magnitude": 12},
+         {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}],
+ "batch": {"size": 32}}
+JSON
+"$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 2 --keys "$WORK/local-keys.txt" --quiet || exit 1
+same_keys() { diff <(sort "$WORK/local-keys.txt") <(sort "$1") > /dev/null; }
+# plan_is FILE EXPR: EXPR (Python, over p = the run's JSON plan and r = the whole JSON) holds.
+plan_is() {
+  "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); p=r["plan"]; sys.exit(0 if eval(sys.argv[2]) else 1)' \
+    "$1" "$2" || { echo "     plan: $(tr -d '\n' < "$1" | sed 's/.*"plan"/"plan"/' | cut -c1-300)"; return 1; }
+}
+svc_run() {    # svc_run NAME [ARGS...]: spillctl run through the dispatcher at $DPORT, JSON to WORK/NAME.json
+  local name=$1
+  shift
+  "$B/bin/spillctl" run --dispatcher 127.0.0.1:"$DPORT" --pipeline "$WORK/p.json" --local-cores 1 \
+    --keys "$WORK/$name.keys" --json --quiet "$@" > "$WORK/$name.json" 2> "$WORK/$name.err"
+}
+
+start_service 1 || { finish; exit; }
+svc_run default
+check "default: the run exits 0" test $? -eq 0
+check "default: the job was planned" plan_is "$WORK/default.json" 'p["planned"]'
+check "default: every key exactly once" same_keys "$WORK/default.keys"
+JOB=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["job"])' "$WORK/default.json" 2> /dev/null)
+if plan_is "$WORK/default.json" 'p["offload"]'; then
+  "$B/bin/spillctl" --dispatcher 127.0.0.1:"$DPORT" explain "$JOB" > "$WORK/explain.txt" 2>&1
+  check "default: spillctl explain shows the plan" grep -q "cut" "$WORK/explain.txt"
+  check "default: the dispatcher logged the planned job" grep -q "planned offload=1 cut=" "$WORK/d.err"
+else
+  check "default: the plan says why it runs alone" plan_is "$WORK/default.json" 'len(p["why"]) > 0'
+fi
+
+SPILLWAY_CUT=all svc_run env_all
+check "SPILLWAY_CUT=all: exits 0, not planned, every group on the worker" \
+  plan_is "$WORK/env_all.json" 'not p["planned"] and r["cut"] == len(r["groups"]) and r["producers"]["remote"] > 0'
+check "SPILLWAY_CUT=all: every key exactly once" same_keys "$WORK/env_all.keys"
+SPILLWAY_CUT=1 svc_run env_1
+check "SPILLWAY_CUT=1: cut 1" plan_is "$WORK/env_1.json" 'not p["planned"] and r["cut"] == 1'
+SPILLWAY_CUT=auto svc_run flag_all --cut all
+check "--cut all overrides SPILLWAY_CUT=auto" plan_is "$WORK/flag_all.json" 'not p["planned"]'
+SPILLWAY_CUT=all svc_run flag_auto --cut auto
+check "--cut auto overrides SPILLWAY_CUT=all" plan_is "$WORK/flag_auto.json" 'p["planned"]'
+check "--cut auto: every key exactly once" same_keys "$WORK/flag_auto.keys"
+
+SPILLWAY_CUT=sideways svc_run env_bad
+rc=$?
+check "SPILLWAY_CUT=sideways: the run fails" test "$rc" -ne 0
+check "SPILLWAY_CUT=sideways: the message names it" grep -q 'SPILLWAY_CUT="sideways" is not auto, all' "$WORK/env_bad.err"
+svc_run flag_bad --cut 300
+check "--cut 300: refused as a usage error (2)" test $? -eq 2
+check "--cut 300: the message names the flag" grep -q -- '--cut: "300" is not auto, all or a group' "$WORK/flag_bad.err"
+
+# No worker alive: the default plan runs the job in the client alone, exactly once.
+kill -9 "${PIDS[1]}"
+wait "${PIDS[1]}" 2> /dev/null
+DPORT=0
+dispatcher_on d2
+svc_run alone
+check "no worker: the run exits 0" test $? -eq 0
+check "no worker: planned, no offload, all made here" \
+  plan_is "$WORK/alone.json" 'p["planned"] and not p["offload"] and r["producers"]["remote"] == 0'
+check "no worker: every key exactly once" same_keys "$WORK/alone.keys"
+finish
