@@ -35,6 +35,9 @@ static struct spw_config_entry g_cfg[] = {
      "summary stays, among the last --job-history", 0, 0, 0, 0},
     {"paused-job-ms", "SPILLWAY_PAUSED_JOB_MS", SPW_CFG_INT, "600000", 0, 604800000,
      "an unfinished job whose clients all expired stays resumable this long, then leaves the table", 0, 0, 0, 0},
+    {"max-workers", "SPILLWAY_MAX_WORKERS", SPW_CFG_INT, "4096", 1, 65536,
+     "registered workers at once (a dead worker's place goes to a new one); a worker beyond it is refused with "
+     "the cap named", 0, 0, 0, 0},
     {"max-jobs", "SPILLWAY_MAX_JOBS", SPW_CFG_INT, "256", 1, 65536, "unfinished jobs at once", 0, 0, 0, 0},
     {"max-jobs-per-client", "SPILLWAY_MAX_JOBS_PER_CLIENT", SPW_CFG_INT, "64", 1, 65536,
      "unfinished jobs one client host may create", 0, 0, 0, 0},
@@ -130,6 +133,7 @@ int main(int argc, char **argv)
                                    .default_split_size = (int32_t)cfg_int("split-size"),
                                    .finished_job_ms = cfg_int("finished-job-ms"),
                                    .paused_job_ms = cfg_int("paused-job-ms"),
+                                   .max_workers = (int)cfg_int("max-workers"),
                                    .max_jobs = (int)cfg_int("max-jobs"),
                                    .job_history = (int)cfg_int("job-history"),
                                    .max_jobs_per_client = (int)cfg_int("max-jobs-per-client"),

@@ -21,6 +21,7 @@ struct disp_service_opts {
     int max_jobs;                   /* unfinished jobs at once; 0 = 256 */
     int job_history;                /* removed jobs kept listable (summaries); 0 = 256 */
     int max_jobs_per_client;        /* unfinished jobs one client host may create; 0 = 64 */
+    int max_workers;                /* registered workers at once (dead ones evicted first); 0 = 4096 */
     const char *auth_token;         /* sent to workers when the dispatcher calls them (profiles); NULL = none */
     const char *work_dir;           /* the journal's directory (replayed at start); NULL = state in memory only */
     int64_t journal_compact_bytes;  /* compact the journal (a snapshot of the state) once it is this big and twice

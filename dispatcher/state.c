@@ -19,7 +19,7 @@ int disp_state_create(const struct disp_limits *limits, struct disp_state **out)
         return -ENOMEM;
     if (limits)
         s->lim = *limits;
-    if (s->lim.max_workers <= 0) s->lim.max_workers = 1024;
+    if (s->lim.max_workers <= 0) s->lim.max_workers = 4096;
     if (s->lim.max_jobs <= 0) s->lim.max_jobs = 256;
     if (s->lim.max_splits_per_epoch <= 0) s->lim.max_splits_per_epoch = 4 << 20;
     if (s->lim.max_world_size <= 0) s->lim.max_world_size = 1024;

@@ -86,7 +86,7 @@ struct disp_update {
 #define DISP_CLIENT_MAX 63                  /* bytes of a client host kept */
 
 struct disp_limits {
-    int max_workers;                /* default 1024 */
+    int max_workers;                /* registered workers at once; default 4096 */
     int max_jobs;                   /* unfinished jobs; default 256 (finished ones in their grace period give
                                        up their place to a new job, oldest first) */
     int history;                    /* removed jobs' summaries kept listable; default 256 */
