@@ -95,6 +95,20 @@ static int register_worker(void *svc, const ProtobufCMessage *req, uint8_t **res
     return status;
 }
 
+/* FNV-1a over what a worker acts on in each task (a job's pipeline never changes under its id and secret), so
+ * equal lists have equal digests across dispatcher restarts too. Never 0: a worker sends 0 for "whole list". */
+static uint64_t tasks_digest(const Spillway__V1__JobTaskWire *tasks, int n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) {
+        const uint64_t v[] = {tasks[i].job, tasks[i].job_secret, tasks[i].manifest_hash, (uint64_t)tasks[i].cut,
+                              (uint64_t)tasks[i].world_size, (uint64_t)tasks[i].pipeline.len};
+        for (size_t k = 0; k < sizeof v / sizeof *v; k++)
+            h = (h ^ v[k]) * 1099511628211ull;
+    }
+    return h ? h : 1;
+}
+
 static int worker_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **resp, size_t *resp_len, char *msg,
                             size_t msglen)
 {
@@ -148,8 +162,13 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
         ptrs[n] = &tasks[n];
         n++;
     }
-    out.n_tasks = (size_t)n;
-    out.tasks = ptrs;
+    out.tasks_digest = tasks_digest(tasks, n);
+    if (r->tasks_digest == out.tasks_digest) {
+        out.tasks_unchanged = true;     /* the worker holds this list: a few bytes instead of every pipeline */
+    } else {
+        out.n_tasks = (size_t)n;
+        out.tasks = ptrs;
+    }
     status = disp_pack(&out.base, resp, resp_len, msg, msglen);
 out:
     pthread_mutex_unlock(&s->mu);

@@ -38,6 +38,8 @@ struct wrk_registration {
     uint64_t id, secret;        /* as the dispatcher gave them; the secret goes with every later call */
     int64_t interval_ms;
     uint64_t tasks_hash;        /* to log task-list changes once */
+    Spillway__V1__WorkerHeartbeatResponse *tasks;   /* the last whole task list: its digest goes with each
+                                                       heartbeat, and it is applied again while unchanged */
 };
 
 /* Sleep up to ms or until stop or a poke; returns false when stopping. */
@@ -127,6 +129,13 @@ static void note_tasks(struct wrk_registration *r, const Spillway__V1__WorkerHea
     spw_log(SPW_LOG_INFO, "worker", "tasks jobs=[%s]", list);
 }
 
+static void forget_tasks(struct wrk_registration *r)
+{
+    if (r->tasks)
+        spillway__v1__worker_heartbeat_response__free_unpacked(r->tasks, NULL);
+    r->tasks = NULL;
+}
+
 static void *thread_main(void *arg)
 {
     struct wrk_registration *r = arg;
@@ -149,23 +158,30 @@ static void *thread_main(void *arg)
         req.n_cannot_serve = (size_t)nr;
         req.cannot_serve = refp;
         req.buffered_bytes = r->buffered ? r->buffered(r->ctx) : 0;
+        req.tasks_digest = r->tasks ? r->tasks->tasks_digest : 0;
         uint8_t *resp = NULL;
         size_t len = 0;
         char msg[256] = "";
         int st = call(r, "/spillway.v1.Dispatcher/WorkerHeartbeat", &req.base, &resp, &len, msg, sizeof msg);
         if (st == SPW_RPC_OK) {
             Spillway__V1__WorkerHeartbeatResponse *out = spillway__v1__worker_heartbeat_response__unpack(NULL, len, resp);
-            if (out) {
-                note_tasks(r, out);
-                if (r->on_tasks)
-                    r->on_tasks(r->ctx, out);
+            if (out && !out->tasks_unchanged) {     /* a whole list: it replaces the one held */
+                forget_tasks(r);
+                r->tasks = out;
+            } else if (out) {
                 spillway__v1__worker_heartbeat_response__free_unpacked(out, NULL);
+            }
+            if (out && r->tasks) {
+                note_tasks(r, r->tasks);
+                if (r->on_tasks)
+                    r->on_tasks(r->ctx, r->tasks);
             }
         } else if (st == SPW_RPC_NOT_FOUND || st == SPW_RPC_PERMISSION_DENIED) {
             /* The dispatcher restarted or retired us after missed heartbeats: join again, same id (a new one when
              * it says the id is not ours). */
             spw_log(SPW_LOG_WARN, "worker", "dispatcher does not know worker=%llu: registering again",
                     (unsigned long long)r->id);
+            forget_tasks(r);
             if (r->on_unregistered)
                 r->on_unregistered(r->ctx);
             if (!register_worker(r))
@@ -225,6 +241,7 @@ void wrk_registration_stop(struct wrk_registration *r)
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
     pthread_join(r->thread, NULL);
+    forget_tasks(r);
     spw_rpc_channel_destroy(r->ch);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);

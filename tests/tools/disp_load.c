@@ -53,7 +53,7 @@ struct sim_job {                /* a job as one worker sees it */
 
 struct sim_worker {
     struct spw_rpc_channel *ch;
-    uint64_t id, secret;
+    uint64_t id, secret, tasks_digest;
     int64_t hb_every_ms, next_hb_ms;
     struct sim_job jobs[MAX_JOBS];
     int n_jobs;
@@ -140,6 +140,7 @@ static void worker_heartbeat(struct sim_worker *w, int64_t now, struct stat_set 
     Spillway__V1__WorkerHeartbeatRequest r = SPILLWAY__V1__WORKER_HEARTBEAT_REQUEST__INIT;
     r.worker_id = w->id;
     r.secret = w->secret;
+    r.tasks_digest = w->tasks_digest;       /* as workers do: the whole list only when it changed */
     Spillway__V1__WorkerHeartbeatResponse *o = NULL;
     int64_t t0 = spw_now_ns();
     int rc = spw_rpc_call_reply(w->ch, "/spillway.v1.Dispatcher/WorkerHeartbeat", &r.base, RPC_TIMEOUT_MS,
@@ -149,6 +150,8 @@ static void worker_heartbeat(struct sim_worker *w, int64_t now, struct stat_set 
     w->next_hb_ms = now + w->hb_every_ms;
     if (rc != SPW_RPC_OK)
         return;
+    if (!o->tasks_unchanged)
+        w->tasks_digest = o->tasks_digest;
     for (size_t i = 0; i < o->n_tasks; i++) {     /* new jobs join; the held leases of known ones stay */
         int k = 0;
         while (k < w->n_jobs && w->jobs[k].id != o->tasks[i]->job)

@@ -154,6 +154,53 @@ START_TEST(test_service_heartbeat_tasks_decode_as_created)
 }
 END_TEST
 
+/* A worker that sends the digest of the list it holds gets a few bytes while the list is unchanged, and the
+ * whole list again when a job is added, when it sends 0 (a fresh or old worker) or a digest of another list. */
+START_TEST(test_service_heartbeat_sends_tasks_only_when_changed)
+{
+    uint64_t w = register_worker();
+    Spillway__V1__CreateJobResponse *job = create_job(1);
+    Spillway__V1__WorkerHeartbeatRequest hb = SPILLWAY__V1__WORKER_HEARTBEAT_REQUEST__INIT;
+    hb.worker_id = w;
+    hb.secret = g_secret;
+    uint8_t *resp;
+    size_t len;
+    Spillway__V1__WorkerHeartbeatResponse *o;
+    uint64_t digests[4];
+    for (int k = 0; k < 4; k++) {
+        /* k = 0: a fresh worker (digest 0); 1: it holds that list; 2: a new job; 3: a digest of no list */
+        if (k == 2) {
+            Spillway__V1__CreateJobResponse *j2 = create_job(1);
+            ck_assert_ptr_nonnull(j2);
+            spillway__v1__create_job_response__free_unpacked(j2, NULL);
+        }
+        if (k == 3)
+            hb.tasks_digest ^= 0x5a5a;
+        ck_assert_int_eq(call(disp_worker_heartbeat, &hb.base, &resp, &len), 0);
+        o = spillway__v1__worker_heartbeat_response__unpack(NULL, len, resp);
+        ck_assert_ptr_nonnull(o);
+        ck_assert_uint_ne(o->tasks_digest, 0);
+        digests[k] = o->tasks_digest;
+        if (k == 1) {
+            ck_assert(o->tasks_unchanged);
+            ck_assert_uint_eq(o->n_tasks, 0);
+            ck_assert_uint_lt(len, 16);
+        } else {
+            ck_assert(!o->tasks_unchanged);
+            ck_assert_uint_eq(o->n_tasks, k == 0 ? 1 : 2);
+            ck_assert_uint_eq(o->tasks[0]->job, job->job);
+        }
+        hb.tasks_digest = o->tasks_digest;
+        spillway__v1__worker_heartbeat_response__free_unpacked(o, NULL);
+        free(resp);
+    }
+    ck_assert_uint_eq(digests[0], digests[1]);
+    ck_assert_uint_ne(digests[1], digests[2]);
+    ck_assert_uint_eq(digests[2], digests[3]);
+    spillway__v1__create_job_response__free_unpacked(job, NULL);
+}
+END_TEST
+
 START_TEST(test_service_job_runs_to_the_end)
 {
     uint64_t w = register_worker();
@@ -320,6 +367,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_service_job_runs_to_the_end);
     tcase_add_test(tc, test_service_heartbeat_tasks_decode_as_created);
+    tcase_add_test(tc, test_service_heartbeat_sends_tasks_only_when_changed);
     tcase_add_test(tc, test_service_bad_requests_say_what_is_wrong);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
