@@ -71,7 +71,7 @@ all: $(BINS)
 deps:
 	@command -v protoc-c >/dev/null && pkg-config --exists $(PKGS) check && \
 	  command -v espeak-ng >/dev/null && test -x /usr/bin/python3 && \
-	  /usr/bin/python3 -c 'import torchvision, torchaudio, soundfile' 2>/dev/null && \
+	  /usr/bin/python3 -c 'import torchvision, torchaudio, soundfile, scipy' 2>/dev/null && \
 	  command -v podman debootstrap node npm help2man >/dev/null && \
 	  /usr/bin/python3 -c 'import venv, setuptools, wheel' 2>/dev/null || bash scripts/install-deps.sh
 

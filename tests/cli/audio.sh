@@ -2,8 +2,9 @@
 # tests/cli/audio.sh - spillctl on audio end to end (run by tests/cli/run.sh, or alone): malformed and
 # unsupported WAVs under on_error skip (every good clip once, each bad one logged with its reason) and fail
 # (exit 1 naming the first bad file), no crash on any of them; unusual valid layouts decoded sample for
-# sample as soundfile reads them; resampled lengths; "mono": false; the max_samples cap on decode, resample
-# and pad_audio; wav_folder with labels.tsv (labels, and its errors); WAV tar shards; source/op mismatches.
+# sample as soundfile reads them, scipy's test WAVs too (tests/cli/wav_reference.py); resampled lengths;
+# "mono": false; the max_samples cap on decode, resample and pad_audio; wav_folder with labels.tsv (labels,
+# and its errors); WAV tar shards; source/op mismatches.
 # Inputs come from make_wav_cases.py. SPW_BUILD selects the build (e.g. SPW_BUILD=build-address).
 # Prints one line per check and "audio: N passed, M failed"; exits 1 on any failure.
 set -uo pipefail
@@ -45,9 +46,9 @@ folder() { printf '{"format": "%s", "path": "%s", "shuffle": false}' "$1" "$2"; 
 
 # --- malformed and unsupported WAVs among good clips ---
 # main.bad: PATH<TAB>fragment of the message the skip must log for it (bad RIFF magic, truncated header and
-# data, a data chunk claiming 4 GiB, fmt past the end, 8/24-bit PCM, A-law, mu-law in WAVE_FORMAT_EXTENSIBLE,
-# 64-bit float, zero channels, data before fmt, no data chunk, an empty file, random bytes, clips too short
-# for stft with center, one over max_samples).
+# data, a data chunk claiming 4 GiB, fmt past the end, MS ADPCM, GSM in WAVE_FORMAT_EXTENSIBLE, 36-bit PCM,
+# 16-bit float, a block align that is not channels x bytes, zero channels, data before fmt, no data chunk, an
+# empty file, random bytes, clips too short for stft with center, one over max_samples).
 MAIN_OPS='[{"op": "decode_wav"}, {"op": "random_crop_audio", "samples": 16000}, {"op": "stft", "n_fft": 512, "hop_length": 160}, {"op": "mel", "n_mels": 80}]'
 n_good=$(wc -l < "$A/main.good") n_bad=$(wc -l < "$A/main.bad")
 spec "$WORK/skip.json" "$(folder wav_folder "$A/main")" "$MAIN_OPS" '{"size": 4}' ', "max_samples": 200000, "on_error": "skip"'
@@ -95,15 +96,17 @@ while IFS=$'\t' read -r path frag; do
 done < "$A/main.bad"
 check "fail alone: each of the $n_bad bad files exits 1 with its message" test "$alone_bad" -eq 0
 
-# --- valid layouts: stereo PCM16, float32, WAVE_FORMAT_EXTENSIBLE (PCM16, 3-channel float), LIST + fact ---
+# --- valid layouts: stereo PCM16, float32, WAVE_FORMAT_EXTENSIBLE (PCM16, 3-channel float), LIST + fact, unsigned
+# 8, 24 and 32-bit PCM, float64, A-law, mu-law, RIFX, EXTENSIBLE with 20 valid bits in 24 ---
+n_dec=$(find "$A/decode" -name '*.wav' | wc -l)
 for mono in false true; do
   spec "$WORK/dec.json" "$(folder wav_folder "$A/decode")" '[{"op": "decode_wav", "mono": '$mono'}]' '{"size": 1}' ', "on_error": "fail"'
   ctl "dec_$mono" run --local --pipeline "$WORK/dec.json" --dump "$WORK/dec_$mono" --quiet
-  "$PY" - "$WORK/dec_$mono" "$mono" <<'PY' && ok "decode (mono $mono): 5 layouts equal soundfile's float32" || bad "decode (mono $mono)"
+  "$PY" - "$WORK/dec_$mono" "$mono" "$n_dec" <<'PY' && ok "decode (mono $mono): $n_dec layouts equal soundfile's float32" || bad "decode (mono $mono)"
 import sys, numpy as np, soundfile as sf
 d, mono = sys.argv[1], sys.argv[2] == "true"
 keys = [l.split()[2] for l in open(d + "/keys.txt")]
-assert len(keys) == 5, keys
+assert len(keys) == int(sys.argv[3]), keys
 for i, k in enumerate(keys):
     x = np.load("%s/b%06d_t0.npy" % (d, i))[0]
     ref = sf.read(k, dtype="float32", always_2d=True)[0].T
@@ -125,6 +128,13 @@ x, s = np.load(sys.argv[1] + "/st/b000000_t0.npy"), np.load(sys.argv[1] + "/st2/
 assert x.shape == (3, 2, 12000) and s.shape == (3, 2, 257, 101), (x.shape, s.shape)
 assert not np.allclose(x[:, 0], x[:, 1])
 PY
+
+# --- scipy's own test WAVs (python3-scipy) against soundfile: equal where it reads them, refused with a reason
+# otherwise, no crash (tests/cli/wav_reference.py prints one line per file) ---
+"$PY" "$ROOT/tests/cli/wav_reference.py" "$CTL" > "$WORK/wavref.out" 2>&1
+wavref_rc=$?
+check "scipy test WAVs: $(tail -1 "$WORK/wavref.out")" test "$wavref_rc" -eq 0
+[ "$wavref_rc" -eq 0 ] || grep -v '^ok ' "$WORK/wavref.out" | sed 's/^/     /' | head -20
 
 # --- resample to 16 kHz: ceil(16000 * n / orig) samples (22050, 44100, 8000 Hz; a 1-sample clip) ---
 spec "$WORK/rs.json" "$(folder wav_folder "$A/rates")" '[{"op": "decode_wav"}, {"op": "resample", "rate": 16000}]' '{"size": 1}' ', "on_error": "fail"'

@@ -5,7 +5,9 @@ OUT/main       class folders cat/ dog/ holding good 16 kHz clips (>= 16000 sampl
                unsupported ones; OUT/main.good lists the good paths, OUT/main.bad has "PATH<TAB>expected message
                fragment" per bad file, in enumeration order (sorted class, then sorted name).
 OUT/decode     class folder x/ with clips that must decode to exactly soundfile's float32 samples: stereo PCM16,
-               float32, WAVE_FORMAT_EXTENSIBLE (PCM16 and float), LIST (odd size, padded) + fact chunks.
+               float32, WAVE_FORMAT_EXTENSIBLE (PCM16 and float), LIST (odd size, padded) + fact chunks,
+               unsigned 8, 24 and 32-bit PCM, float64, A-law, mu-law, big-endian RIFX, EXTENSIBLE with 20 valid
+               bits in 24.
 OUT/rates      class folder x/: mono clips at 22050, 44100 and 8000 Hz, lengths not multiples of the ratio.
 OUT/stereo     class folder x/: stereo PCM16 clips of 16000 frames, left != right.
 OUT/slow       class folder x/: one 1000 Hz clip of 16000 frames (resampled to 16 kHz: 256000 samples).
@@ -57,6 +59,13 @@ def fmt_body(tag=1, channels=1, rate=16000, bits=16):
     return struct.pack("<HHIIHH", tag, channels, rate, rate * align, align, bits)
 
 
+def wavex_fmt_body(subtag, channels=1, rate=16000, bits=16, valid=None):
+    align = channels * bits // 8
+    guid = struct.pack("<IHH", subtag, 0, 0x10) + bytes([0x80, 0, 0, 0xAA, 0, 0x38, 0x9B, 0x71])
+    return struct.pack("<HHIIHHHHI", 0xFFFE, channels, rate, rate * align, align, bits, 22,
+                       bits if valid is None else valid, 0) + guid
+
+
 def pcm16(x):
     return (np.clip(x, -1, 1 - 1 / 32768) * 32768).astype("<i2").tobytes()
 
@@ -79,29 +88,40 @@ good = {
                            chunk(b"fact", struct.pack("<I", 18000)), chunk(b"data", pcm16(tone(18000)))),
     "dog/g_streamed.wav": riff(chunk(b"fmt ", fmt_body()), b"data" + struct.pack("<I", 0xFFFFFFFF) +
                                pcm16(tone(16000)), riff_size=0xFFFFFFFF),
+    "cat/h_pcm24.wav": wav_bytes(tone(16000), subtype="PCM_24"),
+    "cat/i_pcm32.wav": wav_bytes(tone(16000), subtype="PCM_32"),
+    "dog/h_alaw.wav": wav_bytes(tone(16000), subtype="ALAW"),
+    "dog/i_float64.wav": wav_bytes(tone(16000), subtype="DOUBLE"),
+    "dog/j_pcm8.wav": wav_bytes(tone(16000), subtype="PCM_U8"),
+    "dog/k_ulaw_wavex.wav": wav_bytes(tone(16000), subtype="ULAW", fmt="WAVEX"),
 }
 good_pcm = pcm16(tone(16000))
 hdr44 = riff(chunk(b"fmt ", fmt_body()), chunk(b"data", good_pcm))
 bad = [  # (path, bytes, message fragment)
-    ("cat/bad_magic.wav", b"RIFX" + hdr44[4:], "not a RIFF/WAVE file"),
+    ("cat/bad_magic.wav", b"RIFY" + hdr44[4:], "not a RIFF/WAVE file"),
     ("cat/empty.wav", b"", "file is 0 bytes, shorter than the 12-byte RIFF header"),
     ("cat/fmt_past_end.wav", riff(b"fmt " + struct.pack("<I", 4096) + fmt_body(), chunk(b"data", good_pcm[:64])),
      "'fmt ' chunk at offset 12 says 4096 bytes, past the end"),
     ("cat/huge_data.wav", riff(chunk(b"fmt ", fmt_body()), riff_size=0xFFFFFFF8) + b"data" +
      struct.pack("<I", 0xFFFFFFF0) + good_pcm,
      "truncated data: data chunk says 4294967280 bytes"),
-    ("cat/pcm24.wav", wav_bytes(tone(16000), subtype="PCM_24"), "24-bit PCM is not supported"),
+    ("cat/ms_adpcm.wav", riff(chunk(b"fmt ", struct.pack("<HHIIHH", 2, 1, 16000, 8000, 256, 4)),
+                              chunk(b"data", good_pcm[:512])), "MS ADPCM (format tag 2) is not supported"),
     ("cat/random.wav", rng.integers(0, 256, 4096, dtype=np.uint8).tobytes(), "not a RIFF/WAVE file"),
     ("cat/too_long.wav", wav_bytes(tone(300000)), "300000 samples (300000 frames x 1 channels) exceed the cap"),
     ("cat/trunc_data.wav", hdr44[:44 + 10000], "truncated data: data chunk says 32000 bytes, the file holds 10000"),
-    ("dog/alaw.wav", wav_bytes(tone(16000), subtype="ALAW"), "A-law (format tag 6) is not supported"),
+    ("dog/align.wav", riff(chunk(b"fmt ", struct.pack("<HHIIHH", 1, 3, 8000, 32000, 4, 24)),
+                           chunk(b"data", good_pcm[:4000])), "block_align is 4, not channels 3 * 3 bytes (24 bits)"),
     ("dog/data_first.wav", riff(chunk(b"data", good_pcm), chunk(b"fmt ", fmt_body())), "comes before any fmt chunk"),
-    ("dog/float64.wav", wav_bytes(tone(16000), subtype="DOUBLE"), "64-bit float is not supported"),
+    ("dog/float16.wav", riff(chunk(b"fmt ", fmt_body(tag=3)), chunk(b"data", good_pcm)),
+     "16-bit float (format tag 3) is not supported"),
     ("dog/no_data.wav", riff(chunk(b"fmt ", fmt_body()), chunk(b"LIST", b"INFO")), "no data chunk"),
-    ("dog/pcm8.wav", wav_bytes(tone(16000), subtype="PCM_U8"), "8-bit PCM is not supported"),
+    ("dog/pcm36.wav", riff(chunk(b"fmt ", struct.pack("<HHIIHH", 1, 1, 16000, 80000, 5, 36)),
+                           chunk(b"data", good_pcm[:5000])), "36-bit PCM (format tag 1) is not supported"),
     ("dog/short.wav", wav_bytes(tone(200)), "200 samples are too few for n_fft 512 with center padding"),
     ("dog/trunc_header.wav", hdr44[:30], "'fmt ' chunk at offset 12 says 16 bytes, past the end"),
-    ("dog/ulaw_wavex.wav", wav_bytes(tone(16000), subtype="ULAW", fmt="WAVEX"), "mu-law (format tag 7)"),
+    ("dog/gsm_wavex.wav", riff(chunk(b"fmt ", wavex_fmt_body(0x31)), chunk(b"data", good_pcm)),
+     "GSM 6.10 (format tag 49) is not supported"),
     ("dog/zero_channels.wav", riff(chunk(b"fmt ", struct.pack("<HHIIHH", 1, 0, 16000, 0, 0, 16)),
                                    chunk(b"data", good_pcm)), "channels is 0"),
     ("dog/zero_frames.wav", riff(chunk(b"fmt ", fmt_body()), chunk(b"data", b"")), "0 samples are too few"),
@@ -122,6 +142,18 @@ put(os.path.join(dec, "b_float32.wav"), wav_bytes(tone(5000), subtype="FLOAT"))
 put(os.path.join(dec, "c_wavex16.wav"), wav_bytes(tone(5000, channels=2), fmt="WAVEX"))
 put(os.path.join(dec, "d_wavexfloat.wav"), wav_bytes(tone(5000, channels=3), subtype="FLOAT", fmt="WAVEX"))
 put(os.path.join(dec, "e_list_fact.wav"), good["dog/f_list.wav"])
+put(os.path.join(dec, "f_pcm8.wav"), wav_bytes(tone(5000, channels=2), subtype="PCM_U8"))
+put(os.path.join(dec, "g_pcm24.wav"), wav_bytes(tone(5000, channels=2), subtype="PCM_24"))
+put(os.path.join(dec, "h_pcm32.wav"), wav_bytes(tone(5000, channels=3), subtype="PCM_32"))
+put(os.path.join(dec, "i_float64x.wav"), wav_bytes(tone(5000, channels=2), subtype="DOUBLE", fmt="WAVEX"))
+put(os.path.join(dec, "j_alaw.wav"), wav_bytes(tone(5000, channels=2), subtype="ALAW"))
+put(os.path.join(dec, "k_ulawx.wav"), wav_bytes(tone(5000), subtype="ULAW", fmt="WAVEX"))
+b = io.BytesIO()
+sf.write(b, tone(5000, channels=2), 16000, subtype="PCM_24", format="WAV", endian="BIG")      # RIFX
+put(os.path.join(dec, "l_rifx24.wav"), b.getvalue())
+pcm24 = rng.integers(0, 1 << 24, 2 * 5000).astype("<u4").view(np.uint8).reshape(-1, 4)[:, :3].tobytes()
+put(os.path.join(dec, "m_wavex_20in24.wav"),            # low 4 bits set too: soundfile scales by the container
+    riff(chunk(b"fmt ", wavex_fmt_body(1, channels=2, bits=24, valid=20)), chunk(b"data", pcm24)))
 
 # ---- rates: resampling lengths ----
 for rate, n in ((22050, 22051), (44100, 44101), (8000, 8001), (22050, 1)):

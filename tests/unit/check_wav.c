@@ -1,8 +1,9 @@
-/* tests/unit/check_wav.c - ops/wav on WAV files built in memory: exact 16-bit and float decoding, downmix,
- * WAVE_FORMAT_EXTENSIBLE, skipped chunks, each malformed or unsupported header refused with its code, the
- * sample cap, every prefix of a valid file refused without reading past it (each prefix is its own malloc,
- * so ASan sees overreads); and ops/wave_resample: amplitude kept, stopband attenuated, output length,
- * copy at equal rates. Single-threaded. */
+/* tests/unit/check_wav.c - ops/wav on WAV files built in memory: exact decoding of every stored format
+ * (unsigned 8, 16, 24, 32-bit PCM, float 32/64, A-law, mu-law, big-endian RIFX, PCM narrower than its
+ * container), downmix, WAVE_FORMAT_EXTENSIBLE with valid bits, skipped chunks, each malformed or unsupported
+ * header refused with its code, the sample cap, every prefix of a valid file of each format refused without
+ * reading past it (each prefix is its own malloc, so ASan sees overreads); and ops/wave_resample: amplitude
+ * kept, stopband attenuated, output length, copy at equal rates. Single-threaded. */
 #include <check.h>
 #include <errno.h>
 #include <math.h>
@@ -147,7 +148,9 @@ static void check_pcm16_mono(const float *out, const struct spw_wav_info *info)
     ck_assert_int_eq(info->channels, 1);
     ck_assert_int_eq(info->sample_rate, 16000);
     ck_assert_int_eq(info->bits, 16);
-    ck_assert(!info->is_float);
+    ck_assert_int_eq(info->valid_bits, 16);
+    ck_assert_int_eq(info->format, SPW_WAV_PCM_S16);
+    ck_assert(!info->big_endian);
     ck_assert_int_eq(info->frames, N_PCM);
     for (int i = 0; i < N_PCM; i++)
         ck_assert_msg(out[i] == (float)pcm_values[i] / 32768.0f, "sample %d: %g", i, (double)out[i]);
@@ -343,7 +346,7 @@ START_TEST(test_wav_rejects_malformed_headers)
     expect_fail(&w, SPW_EDECODE, "not a RIFF/WAVE");
 
     make_pcm16_mono(&w, false);
-    memcpy(w.b, "RIFX", 4);
+    memcpy(w.b, "RIFY", 4);
     expect_fail(&w, SPW_EDECODE, "not a RIFF/WAVE");
 
     make_pcm16_mono(&w, false);
@@ -394,18 +397,26 @@ END_TEST
 START_TEST(test_wav_refuses_other_encodings)
 {
     struct wavbuf w;
-    make_with_fmt(&w, 1, 1, 16000, 24, 3);
-    set_u32(&w, 40, 6);
-    expect_fail(&w, SPW_EUNSUPPORTED, "24-bit PCM is not supported (16-bit PCM or 32-bit float)");
+    make_with_fmt(&w, 2, 1, 16000, 4, 256);
+    expect_fail(&w, SPW_EUNSUPPORTED, "MS ADPCM (format tag 2) is not supported");
 
-    make_with_fmt(&w, 1, 1, 16000, 8, 1);
-    expect_fail(&w, SPW_EUNSUPPORTED, "8-bit PCM");
+    make_with_fmt(&w, 0x11, 1, 16000, 4, 256);
+    expect_fail(&w, SPW_EUNSUPPORTED, "IMA ADPCM (format tag 17)");
 
-    make_with_fmt(&w, 6, 1, 8000, 8, 1);
-    expect_fail(&w, SPW_EUNSUPPORTED, "A-law");
+    make_with_fmt(&w, 1, 1, 16000, 36, 5);
+    expect_fail(&w, SPW_EUNSUPPORTED, "36-bit PCM (format tag 1) is not supported");
 
-    make_with_fmt(&w, 3, 1, 16000, 64, 8);
-    expect_fail(&w, SPW_EUNSUPPORTED, "64-bit float");
+    make_with_fmt(&w, 1, 1, 16000, 64, 8);
+    expect_fail(&w, SPW_EUNSUPPORTED, "64-bit PCM");
+
+    make_with_fmt(&w, 3, 1, 16000, 16, 2);
+    expect_fail(&w, SPW_EUNSUPPORTED, "16-bit float (format tag 3)");
+
+    make_with_fmt(&w, 6, 1, 8000, 16, 2);
+    expect_fail(&w, SPW_EUNSUPPORTED, "16-bit A-law (format tag 6)");
+
+    make_with_fmt(&w, 7, 1, 8000, 4, 1);
+    expect_fail(&w, SPW_EUNSUPPORTED, "4-bit mu-law (format tag 7)");
 
     make_with_fmt(&w, 0x1234, 1, 16000, 16, 2);
     expect_fail(&w, SPW_EUNSUPPORTED, "format tag 0x1234");
@@ -419,12 +430,22 @@ START_TEST(test_wav_refuses_other_encodings)
     expect_fail(&w, SPW_EUNSUPPORTED, "SubFormat GUID");
 
     begin_riff(&w);
-    put_fmt_extensible(&w, 1, 1, 16000, 16);
-    w.b[12 + 8 + 18] = 12;          /* validBitsPerSample 12 in a 16-bit container */
+    put_fmt_extensible(&w, 2, 1, 16000, 16);    /* the MS ADPCM SubFormat */
     put_data_header(&w, 2);
     put(&w, "\0\0", 2);
     end_riff(&w);
-    expect_fail(&w, SPW_EUNSUPPORTED, "12 valid bits");
+    expect_fail(&w, SPW_EUNSUPPORTED, "MS ADPCM (format tag 2)");
+
+    begin_riff(&w);
+    put_fmt_extensible(&w, 1, 1, 16000, 16);
+    w.b[12 + 8 + 18] = 17;          /* validBitsPerSample 17 in a 16-bit container */
+    put_data_header(&w, 2);
+    put(&w, "\0\0", 2);
+    end_riff(&w);
+    expect_fail(&w, SPW_EDECODE, "17 valid bits exceed the 16-bit container");
+
+    make_with_fmt(&w, 1, 3, 8000, 24, 4);           /* scipy's 24bit-inconsistent: 3 channels x 3 bytes != 4 */
+    expect_fail(&w, SPW_EDECODE, "block_align is 4, not channels 3 * 3 bytes (24 bits)");
 }
 END_TEST
 
@@ -470,6 +491,291 @@ START_TEST(test_wav_every_prefix_refused_until_data_complete)
             ck_assert_msg(strstr(err, "truncated data") != NULL, "prefix %zu: %s", len, err);
     }
     free(w.b);
+}
+END_TEST
+
+/* Write the low `bytes` bytes of v, little-endian or (be) big-endian. */
+static void put_int(struct wavbuf *w, uint64_t v, int bytes, bool be)
+{
+    uint8_t b[8];
+    for (int i = 0; i < bytes; i++)
+        b[be ? bytes - 1 - i : i] = (uint8_t)(v >> (8 * i));
+    put(w, b, (size_t)bytes);
+}
+
+/* A file with a plain 16-byte fmt chunk (block_align channels x ceil(bits / 8)) and n interleaved samples of
+ * ceil(bits / 8) bytes; RIFX, every field big-endian, when be. */
+static void make_plain(struct wavbuf *w, bool be, uint32_t tag, uint32_t channels, uint32_t bits,
+                       const uint64_t *samples, int n)
+{
+    const uint32_t bytes = (bits + 7) / 8, block_align = channels * bytes;
+    memset(w, 0, sizeof *w);
+    put(w, be ? "RIFX" : "RIFF", 4);
+    put_int(w, 0, 4, be);
+    put(w, "WAVE", 4);
+    put(w, "fmt ", 4);
+    put_int(w, 16, 4, be);
+    put_int(w, tag, 2, be);
+    put_int(w, channels, 2, be);
+    put_int(w, 8000, 4, be);
+    put_int(w, 8000 * block_align, 4, be);
+    put_int(w, block_align, 2, be);
+    put_int(w, bits, 2, be);
+    put(w, "data", 4);
+    put_int(w, (uint64_t)n * bytes, 4, be);
+    for (int i = 0; i < n; i++)
+        put_int(w, samples[i], (int)bytes, be);
+    if ((n * bytes) & 1)
+        put(w, "", 1);
+    for (int i = 0; i < 4; i++)
+        w->b[be ? 7 - i : 4 + i] = (uint8_t)((w->n - 8) >> (8 * i));
+}
+
+/* A WAVE_FORMAT_EXTENSIBLE file: SubFormat tag subtag, a bits-wide container with valid_bits significant. */
+static void make_extensible(struct wavbuf *w, uint32_t subtag, uint32_t channels, uint32_t bits, uint32_t valid_bits,
+                            const uint64_t *samples, int n)
+{
+    begin_riff(w);
+    put_fmt_extensible(w, subtag, channels, 8000, bits);
+    w->b[12 + 8 + 18] = (uint8_t)valid_bits;
+    w->b[12 + 8 + 19] = (uint8_t)(valid_bits >> 8);
+    put_data_header(w, (uint32_t)n * bits / 8);
+    for (int i = 0; i < n; i++)
+        put_int(w, samples[i], (int)bits / 8, false);
+    end_riff(w);
+}
+
+/* Decode w, expect the header fields and exactly the planar samples want [channels][frames]; downmixed, the
+ * mean of the channels as the decoder sums them (channel order, then times 1/channels). Frees w. */
+static void expect_samples(struct wavbuf *w, enum spw_wav_format format, int bits, int valid_bits, int channels,
+                           const float *want, int frames)
+{
+    struct spw_wav_info info;
+    float *out;
+    char err[256] = "";
+    int rc = decode(w, false, CAP, &info, &out, err, sizeof err);
+    ck_assert_msg(rc == 0, "rc %d: %s", rc, err);
+    ck_assert_int_eq(info.format, format);
+    ck_assert_int_eq(info.bits, bits);
+    ck_assert_int_eq(info.valid_bits, valid_bits);
+    ck_assert_int_eq(info.channels, channels);
+    ck_assert_int_eq(info.frames, frames);
+    for (int i = 0; i < channels * frames; i++)
+        ck_assert_msg(out[i] == want[i] || (isnan(out[i]) && isnan(want[i])), "sample %d: %a, want %a", i,
+                      (double)out[i], (double)want[i]);
+    free(out);
+    ck_assert_int_eq(decode(w, true, CAP, &info, &out, err, sizeof err), 0);
+    for (int f = 0; f < frames; f++) {
+        float sum = 0.0f;
+        for (int c = 0; c < channels; c++)
+            sum += want[c * frames + f];
+        ck_assert_msg(out[f] == sum * (1.0f / (float)channels), "frame %d: %a", f, (double)out[f]);
+    }
+    free(out);
+    free(w->b);
+}
+
+START_TEST(test_wav_pcm_u8_offset_128_scaled_by_128)
+{
+    struct wavbuf w;
+    const uint64_t s[] = {0, 1, 127, 128, 129, 255};       /* L R L R L R */
+    const float want[] = {-1.0f, -0.0078125f, 0.0078125f, -0.9921875f, 0.0f, 0.9921875f};
+    make_plain(&w, false, 1, 2, 8, s, 6);
+    expect_samples(&w, SPW_WAV_PCM_U8, 8, 8, 2, want, 3);
+}
+END_TEST
+
+START_TEST(test_wav_pcm24_three_bytes_scaled_by_2_pow_23)
+{
+    struct wavbuf w;
+    const uint64_t s[] = {0x000000, 0x000001, 0xFFFFFF, 0x7FFFFF, 0x800000, 0x123456};
+    const float want[] = {0.0f, 0x1p-23f, -0x1p-23f, 0x1.fffffcp-1f, -1.0f, 0x1.23456p-3f};
+    make_plain(&w, false, 1, 1, 24, s, 6);
+    expect_samples(&w, SPW_WAV_PCM_S24, 24, 24, 1, want, 6);
+}
+END_TEST
+
+START_TEST(test_wav_pcm32_rounded_to_float_and_scaled_by_2_pow_31)
+{
+    struct wavbuf w;
+    const uint64_t s[] = {0x40000000, 0xC0000000, 0x7FFFFFFF, 0x80000000, 1, 123456789, (uint32_t)-123456789, 0};
+    /* INT32_MAX rounds to 2^31 in float, so to 1.0 (as soundfile gives) */
+    const float want[] = {0.5f, -0.5f, 1.0f, -1.0f, 0x1p-31f, 0x1.d6f346p-5f, -0x1.d6f346p-5f, 0.0f};
+    make_plain(&w, false, 1, 2, 32, s, 8);
+    const float planar[] = {want[0], want[2], want[4], want[6], want[1], want[3], want[5], want[7]};
+    expect_samples(&w, SPW_WAV_PCM_S32, 32, 32, 2, planar, 4);
+}
+END_TEST
+
+static uint64_t double_bits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+START_TEST(test_wav_float64_rounded_to_float32)
+{
+    struct wavbuf w;
+    const uint64_t s[] = {double_bits(0.1), double_bits(-1.5), double_bits(1e-40), double_bits(1e39),
+                          double_bits(-1e39), double_bits(2.0)};
+    const float want[] = {0x1.99999ap-4f, -1.5f, 0x1.16c2p-133f, INFINITY, -INFINITY, 2.0f};
+    make_plain(&w, false, 3, 1, 64, s, 6);
+    expect_samples(&w, SPW_WAV_FLOAT64, 64, 64, 1, want, 6);
+}
+END_TEST
+
+/* G.711 codes and their 16-bit expansions (ITU-T G.711 tables 1 and 2; libsndfile's alaw_decode[0] is -5504
+ * and ulaw_decode[0] -32124), read as value / 32768. */
+static const uint64_t alaw_codes[] = {0xD5, 0x55, 0xAA, 0x2A, 0x80, 0x00};
+static const float alaw_want[] = {8 / 32768.0f, -8 / 32768.0f, 32256 / 32768.0f, -32256 / 32768.0f,
+                                  5504 / 32768.0f, -5504 / 32768.0f};
+static const uint64_t mulaw_codes[] = {0x00, 0x80, 0xFF, 0x7F, 0x7E, 0x70};
+static const float mulaw_want[] = {-32124 / 32768.0f, 32124 / 32768.0f, 0.0f, 0.0f, -8 / 32768.0f,
+                                   -120 / 32768.0f};
+
+START_TEST(test_wav_alaw_and_mulaw_g711_expansion)
+{
+    struct wavbuf w;
+    make_plain(&w, false, 6, 1, 8, alaw_codes, 6);
+    expect_samples(&w, SPW_WAV_ALAW, 8, 8, 1, alaw_want, 6);
+    make_plain(&w, false, 7, 1, 8, mulaw_codes, 6);
+    expect_samples(&w, SPW_WAV_MULAW, 8, 8, 1, mulaw_want, 6);
+    make_extensible(&w, 6, 1, 8, 8, alaw_codes, 6);
+    expect_samples(&w, SPW_WAV_ALAW, 8, 8, 1, alaw_want, 6);
+    make_extensible(&w, 7, 1, 8, 8, mulaw_codes, 6);
+    expect_samples(&w, SPW_WAV_MULAW, 8, 8, 1, mulaw_want, 6);
+}
+END_TEST
+
+START_TEST(test_wav_valid_bits_below_container_scaled_by_container)
+{
+    /* soundfile scales by the container and keeps low bits a writer left set */
+    struct wavbuf w;
+    const uint64_t s24[] = {0x123450, 0xFFFFF0, 0x800000, 0x00000F};
+    const float want24[] = {0x1.2345p-3f, -0x1p-19f, -1.0f, 0x1.ep-20f};
+    make_extensible(&w, 1, 1, 24, 20, s24, 4);
+    expect_samples(&w, SPW_WAV_PCM_S24, 24, 20, 1, want24, 4);
+    make_plain(&w, false, 1, 1, 20, s24, 4);        /* a plain header saying 20 bits: 3-byte samples */
+    expect_samples(&w, SPW_WAV_PCM_S24, 24, 20, 1, want24, 4);
+
+    const uint64_t s16[] = {0x7FF0, 0x8000, 0x0010, 0xFFF0};
+    const float want16[] = {0x1.ffcp-1f, -1.0f, 0x1p-11f, -0x1p-11f};    /* L R L R -> planar below */
+    const float planar16[] = {want16[0], want16[2], want16[1], want16[3]};
+    make_extensible(&w, 1, 2, 16, 12, s16, 4);
+    expect_samples(&w, SPW_WAV_PCM_S16, 16, 12, 2, planar16, 2);
+    make_plain(&w, false, 1, 2, 12, s16, 4);
+    expect_samples(&w, SPW_WAV_PCM_S16, 16, 12, 2, planar16, 2);
+
+    const uint64_t s8[] = {0x00, 0xF8};             /* 5 valid bits of unsigned 8 */
+    const float want8[] = {-1.0f, 0.9375f};
+    make_plain(&w, false, 1, 1, 5, s8, 2);
+    expect_samples(&w, SPW_WAV_PCM_U8, 8, 5, 1, want8, 2);
+
+    const uint64_t s32[] = {0x12345600};
+    const float want32[] = {0x1.23456p-3f};
+    make_extensible(&w, 1, 1, 32, 24, s32, 1);
+    expect_samples(&w, SPW_WAV_PCM_S32, 32, 24, 1, want32, 1);
+}
+END_TEST
+
+START_TEST(test_wav_rifx_big_endian_fields_and_samples)
+{
+    struct wavbuf w;
+    const uint64_t s16[] = {0x1234, 0x8000, 0x7FFF, 0xFFFF};
+    const float want16[] = {0x1.234p-3f, 0x1.fffcp-1f, -1.0f, -0x1p-15f};
+    make_plain(&w, true, 1, 2, 16, s16, 4);
+    struct spw_wav_info info;
+    char err[256];
+    ck_assert_int_eq(spw_wav_header(w.b, w.n, &info, err, sizeof err), 0);
+    ck_assert(info.big_endian);
+    expect_samples(&w, SPW_WAV_PCM_S16, 16, 16, 2, want16, 2);
+
+    const uint64_t s24[] = {0x123456, 0x800000};
+    const float want24[] = {0x1.23456p-3f, -1.0f};
+    make_plain(&w, true, 1, 1, 24, s24, 2);
+    expect_samples(&w, SPW_WAV_PCM_S24, 24, 24, 1, want24, 2);
+
+    const uint64_t s32[] = {0xC0000000};
+    const float want32[] = {-0.5f};
+    make_plain(&w, true, 1, 1, 32, s32, 1);
+    expect_samples(&w, SPW_WAV_PCM_S32, 32, 32, 1, want32, 1);
+
+    const uint64_t f32[] = {0x3E800000};            /* 0.25f */
+    const float wantf32[] = {0.25f};
+    make_plain(&w, true, 3, 1, 32, f32, 1);
+    expect_samples(&w, SPW_WAV_FLOAT32, 32, 32, 1, wantf32, 1);
+
+    const uint64_t f64[] = {double_bits(-0.5)};
+    const float wantf64[] = {-0.5f};
+    make_plain(&w, true, 3, 1, 64, f64, 1);
+    expect_samples(&w, SPW_WAV_FLOAT64, 64, 64, 1, wantf64, 1);
+}
+END_TEST
+
+START_TEST(test_wav_every_prefix_of_each_format_refused)
+{
+    const uint64_t s[] = {0x12, 0x80, 0x7F3456, 0xFF, 0x8000, 0x12345678, 0x3F000000, 0xFF0000};
+    struct wavbuf files[12];
+    int n = 0;
+    make_plain(&files[n++], false, 1, 2, 8, s, 8);          /* unsigned 8 */
+    make_plain(&files[n++], false, 1, 2, 24, s, 8);
+    make_plain(&files[n++], false, 1, 2, 32, s, 8);
+    make_plain(&files[n++], false, 3, 1, 64, s, 8);
+    make_plain(&files[n++], false, 6, 2, 8, s, 8);          /* A-law */
+    make_plain(&files[n++], false, 7, 1, 8, s, 8);          /* mu-law */
+    make_plain(&files[n++], false, 1, 1, 12, s, 8);
+    make_plain(&files[n++], true, 1, 2, 24, s, 8);          /* RIFX */
+    make_plain(&files[n++], true, 3, 1, 64, s, 8);
+    make_extensible(&files[n++], 1, 2, 24, 20, s, 8);
+    make_extensible(&files[n++], 7, 2, 8, 8, s, 8);
+    make_extensible(&files[n++], 3, 1, 64, 64, s, 8);
+    for (int i = 0; i < n; i++) {
+        const struct wavbuf *w = &files[i];
+        char err[256];
+        ck_assert_int_eq(decode_exact(w->b, w->n, err, sizeof err), 0);
+        for (size_t len = 0; len < w->n; len++) {
+            int rc = decode_exact(w->b, len, err, sizeof err);
+            ck_assert_msg(rc == SPW_EDECODE, "file %d prefix %zu of %zu: %d %s", i, len, w->n, rc, err);
+        }
+        free(w->b);
+    }
+}
+END_TEST
+
+START_TEST(test_wav_pcm24_data_past_buffer_refused_before_allocating)
+{
+    /* The sizes would pass any cap: only the check against the buffer stands between them and malloc. */
+    const uint32_t sizes[] = {0xFFFFFFF0u, 0x7FFFFFFEu, 6 * 5};
+    for (int i = 0; i < 3; i++) {
+        struct wavbuf w;
+        const uint64_t s[] = {1, 2, 3, 4, 5, 6, 7, 8};
+        make_plain(&w, false, 1, 2, 24, s, 8);      /* 4 frames of 6 bytes */
+        set_u32(&w, 40, sizes[i]);
+        struct spw_wav_info info = {.channels = -7};
+        float *out = NULL;
+        char err[256] = "";
+        ck_assert_int_eq(spw_wav_decode(w.b, w.n, false, INT64_MAX, &info, &out, err, sizeof err), SPW_EDECODE);
+        ck_assert_ptr_null(out);
+        ck_assert_int_eq(info.channels, -7);
+        char want[128];
+        snprintf(want, sizeof want, "truncated data: data chunk says %u bytes, the file holds 24", (unsigned)sizes[i]);
+        ck_assert_msg(strstr(err, want) != NULL, "%s", err);
+        free(w.b);
+    }
+}
+END_TEST
+
+START_TEST(test_wav_data_may_run_past_an_undercounting_riff_size)
+{
+    /* scipy's test-44100Hz-le-1ch-4bytes.wav: the RIFF size is 12 bytes short, the data chunk whole; soundfile
+     * reads all of it, and so do we */
+    struct wavbuf w;
+    const uint64_t s[] = {0x40000000, 0xC0000000, 0x20000000, 0};
+    const float want[] = {0.5f, -0.5f, 0.25f, 0.0f};
+    make_plain(&w, false, 1, 1, 32, s, 4);
+    set_u32(&w, 4, (uint32_t)(w.n - 8 - 12));
+    expect_samples(&w, SPW_WAV_PCM_S32, 32, 32, 1, want, 4);
 }
 END_TEST
 
@@ -581,6 +887,16 @@ int main(void)
     tcase_add_test(tc, test_wav_refuses_other_encodings);
     tcase_add_test(tc, test_wav_cap_refuses_before_decoding);
     tcase_add_test(tc, test_wav_every_prefix_refused_until_data_complete);
+    tcase_add_test(tc, test_wav_pcm_u8_offset_128_scaled_by_128);
+    tcase_add_test(tc, test_wav_pcm24_three_bytes_scaled_by_2_pow_23);
+    tcase_add_test(tc, test_wav_pcm32_rounded_to_float_and_scaled_by_2_pow_31);
+    tcase_add_test(tc, test_wav_float64_rounded_to_float32);
+    tcase_add_test(tc, test_wav_alaw_and_mulaw_g711_expansion);
+    tcase_add_test(tc, test_wav_valid_bits_below_container_scaled_by_container);
+    tcase_add_test(tc, test_wav_rifx_big_endian_fields_and_samples);
+    tcase_add_test(tc, test_wav_every_prefix_of_each_format_refused);
+    tcase_add_test(tc, test_wav_pcm24_data_past_buffer_refused_before_allocating);
+    tcase_add_test(tc, test_wav_data_may_run_past_an_undercounting_riff_size);
     tcase_add_test(tc, test_wave_resample_keeps_passband_amplitude);
     tcase_add_test(tc, test_wave_resample_attenuates_above_new_nyquist);
     tcase_add_test(tc, test_wave_resample_out_len_is_ceil);
