@@ -135,6 +135,8 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
         return parse_hex64(value, &o->resume.job_secret);
     if (!strcmp(key, "resume_places"))
         return set_places(o, value);
+    if (!strcmp(key, "compress"))
+        return spw_job_compress_parse(value, &o->compress);
     if (!strcmp(key, "cut") && !strcmp(value, "default"))
         return o->cut = SPW_CUT_DEFAULT, 0;
     if (!strcmp(key, "cut"))
@@ -318,14 +320,14 @@ int spw_job_stats_json(struct spw_job *job, char *buf, size_t cap)
                     "{\"job\": %llu, \"cut\": %d, \"groups\": %d, \"samples\": %lld, \"manifest_hash\": \"%016llx\", "
                     "\"elements\": %lld, \"batches\": %lld, \"skipped\": %lld, \"remote_elements\": %lld, "
                     "\"local_elements\": %lld, \"rescued_elements\": %lld, \"duplicates_dropped\": %lld, "
-                    "\"bytes_received\": %lld, \"workers\": %d, \"planned\": %s, \"offloaded\": %s, "
+                    "\"bytes_received\": %lld, \"compress_level\": %d, \"workers\": %d, \"planned\": %s, \"offloaded\": %s, "
                     "\"predicted\": %.6g, \"plan_why\": \"%s\", \"gpu_elements\": %lld, \"device_batches\": %lld, "
                     "\"gpu_arena_bytes\": %lld, \"gpu_arena_used\": %lld, \"gpu_arena_peak\": %lld}",
                     (unsigned long long)st.job, st.cut, st.groups, (long long)st.samples,
                     (unsigned long long)st.manifest_hash, (long long)st.elements, (long long)st.batches,
                     (long long)st.skipped, (long long)st.remote_elements, (long long)st.local_elements,
                     (long long)st.rescued_elements, (long long)st.duplicates_dropped, (long long)st.bytes_received,
-                    st.workers, st.planned ? "true" : "false", st.offloaded ? "true" : "false", st.predicted, why,
+                    st.compress_level, st.workers, st.planned ? "true" : "false", st.offloaded ? "true" : "false", st.predicted, why,
                     (long long)st.gpu_elements, (long long)st.device_batches, (long long)st.gpu_arena_bytes,
                     (long long)st.gpu_arena_used, (long long)st.gpu_arena_peak);
 }

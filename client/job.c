@@ -24,6 +24,7 @@
 #include "lib/heap.h"
 #include "lib/log.h"
 #include "pipeline/backend.h"
+#include "pipeline/compress.h"
 #include "pipeline/element.h"
 #include "pipeline/executor.h"
 #include "pipeline/fusion.h"
@@ -113,6 +114,27 @@ int spw_job_cut_parse(const char *s, int *cut)
     if (*s < '0' || *s > '9' || *end || errno || k > 255)
         return -EINVAL;
     *cut = (int)k;
+    return 0;
+}
+
+int spw_job_compress_parse(const char *s, int *compress)
+{
+    if (!s)
+        return -EINVAL;
+    if (!strcmp(s, "auto"))
+        return *compress = SPW_COMPRESS_AUTO, 0;
+    if (!strcmp(s, "off"))
+        return *compress = SPW_COMPRESS_OFF, 0;
+    if (!strcmp(s, "zstd"))
+        return *compress = SPW_ZSTD_DEFAULT_LEVEL, 0;
+    if (strncmp(s, "zstd:", 5) != 0 || s[5] < '0' || s[5] > '9')
+        return -EINVAL;
+    char *end;
+    errno = 0;
+    long level = strtol(s + 5, &end, 10);
+    if (*end || errno || level < SPW_ZSTD_MIN_LEVEL || level > SPW_ZSTD_MAX_LEVEL)
+        return -EINVAL;
+    *compress = (int)level;
     return 0;
 }
 
@@ -477,6 +499,7 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
     struct remote_opts ro = {.dispatcher = j->o.dispatcher, .auth_token = j->o.auth_token, .cut = j->o.cut,
                              .local_cores = j->o.local_cores, .split_size = j->o.split_size,
                              .max_workers = j->o.max_workers,
+                             .compress_level = j->o.compress > 0 ? j->o.compress : 0,
                              .credit_bytes = j->o.credit_bytes, .park_cap_bytes = j->o.prefetch_bytes / 4,
                              .manifest_hash = j->src->manifest_hash,
                              .own_counts = {&j->st.local_elements, &j->st.rescued_elements},
@@ -491,6 +514,7 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
     spw_spec_proto_free(pipe);
     free(links);
     j->st.planned = j->rj.planned;
+    j->st.compress_level = ro.compress_level;
     j->st.offloaded = j->rj.offload;
     j->st.predicted = j->rj.predicted;
     snprintf(j->st.plan_why, sizeof j->st.plan_why, "%s", j->rj.why);

@@ -19,6 +19,7 @@
 #include "lib/log.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
+#include "pipeline/compress.h"
 #include "pipeline/gpu_backend.h"
 #include "pipeline/op_registry.h"
 #include "pipeline/produce.h"
@@ -251,12 +252,49 @@ fail:
 /* ---- elements ---- */
 
 /* A received message in the parts gRPC holds it in, and a scratch buffer for an element that spans parts. */
+struct received;
+static const uint8_t *contiguous(struct received *rx, size_t off, size_t len);
+
 struct received {
     const struct iovec *parts;
     int n;
     uint8_t *scratch;
     size_t scratch_cap;
+    uint8_t *raw;               /* a compressed message's elements, decompressed (reused) */
+    size_t raw_cap;
+    struct iovec raw_part;      /* parts then point here */
+    struct spw_zstd *z;         /* made at the first compressed message */
 };
+
+/* A compressed data tensor checked frame by frame and decompressed into rx->raw; the message is then read
+ * from there as if it had come raw (one more copy of the elements' bytes, only on compressed streams).
+ * Returns NULL or why the message is refused. */
+static const char *decompress_into(struct received *rx, struct spw_wire_tensor *t, char *err, size_t errlen)
+{
+    const uint8_t *z = contiguous(rx, t->offset, t->nbytes);
+    if (!z)
+        return "out of memory for a compressed message";
+    if (rx->raw_cap < t->raw_bytes) {           /* raw_bytes <= SPW_WIRE_MAX_RAW_BYTES (checked at decode) */
+        uint8_t *nr = realloc(rx->raw, t->raw_bytes);
+        if (!nr)
+            return "out of memory for a compressed message";
+        rx->raw = nr;
+        rx->raw_cap = t->raw_bytes;
+    }
+    if (!rx->z && spw_zstd_create(0, &rx->z) != 0)
+        return "out of memory for a compressed message";
+    const size_t n = (size_t)t->shape[0];
+    if (spw_zstd_decompress(rx->z, z, t->nbytes, n, t->raw_bytes / n, rx->raw, err, errlen) != 0)
+        return err;
+    rx->raw_part = (struct iovec){rx->raw, t->raw_bytes};
+    rx->parts = &rx->raw_part;
+    rx->n = 1;
+    t->offset = 0;
+    t->nbytes = t->raw_bytes;
+    t->data = rx->raw;
+    t->encoding = SPW_WIRE_RAW;
+    return NULL;
+}
 
 /* Element bytes [off, off + len) of the message: a pointer into the part that holds them all, or NULL. */
 static const uint8_t *in_one_part(const struct received *rx, size_t off, size_t len)
@@ -417,14 +455,14 @@ static const char *check_batch(const struct remote *r, uint64_t job, const struc
         return "positions and samples differ in count";
     if (b->n_positions && (b->n_tensors < 1 || b->tensors[0].ndim < 2 ||
                            b->tensors[0].shape[0] != (int64_t)b->n_positions ||
-                           b->tensors[0].nbytes % b->n_positions != 0))
+                           b->tensors[0].raw_bytes % b->n_positions != 0))
         return "tensor does not hold one element per position";
     if (b->n_positions) {
         const struct spw_wire_tensor *t = &b->tensors[0];
         size_t elem = spw_dtype_size(t->dtype);
         for (int d = 1; d < t->ndim; d++)
             elem *= (size_t)t->shape[d];
-        if (elem == 0 || t->nbytes / b->n_positions != elem)
+        if (elem == 0 || t->raw_bytes / b->n_positions != elem)
             return "element size does not match its shape";
     }
     for (size_t i = 0; i < b->n_positions; i++) {
@@ -482,6 +520,7 @@ static int send_credit(struct spw_rpc_stream *st, const struct stream *s, int64_
     req.rank = r->o.rank;
     req.incarnation = r->incarnation;
     req.credit_bytes = credit;
+    req.compress_level = r->o.compress_level;
     struct iovec iov = {buf, spillway__v1__stream_request__pack(&req, buf)};
     return spw_rpc_stream_send(st, &iov, 1);
 }
@@ -568,7 +607,9 @@ static void *stream_main(void *arg)
         const char *bad = NULL;
         if (spw_wire_decode_parts(rx.parts, rx.n, &b, err, sizeof err) != 0)
             bad = err;
-        else if ((bad = check_batch(r, s->job, &b)) != NULL)
+        else if ((bad = check_batch(r, s->job, &b)) != NULL ||
+                 (b.n_positions && b.tensors[0].encoding == SPW_WIRE_ZSTD &&
+                  (bad = decompress_into(&rx, &b.tensors[0], err, sizeof err)) != NULL))
             spw_wire_batch_free(&b);
         if (bad) {
             /* A worker that sends garbage is not trusted further: close its stream. Its splits complete
@@ -612,6 +653,8 @@ static void *stream_main(void *arg)
     }
 out:
     free(rx.scratch);
+    free(rx.raw);
+    spw_zstd_destroy(rx.z);
     pthread_mutex_lock(&r->mu);
     s->st = NULL;
     pthread_mutex_unlock(&r->mu);

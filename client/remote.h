@@ -21,6 +21,7 @@ struct remote_opts {
     const char *dispatcher, *auth_token;
     int cut, local_cores, split_size, max_workers;
     int64_t credit_bytes;       /* all streams together */
+    int compress_level;         /* zstd level workers compress this client's elements at; 0 = raw */
     int64_t park_cap_bytes;     /* stop granting credit while more than this is parked */
     uint64_t manifest_hash;     /* the client's own listing, checked against the job's */
     const int64_t *own_counts[2];   /* elements the client's own threads delivered (read atomically, summed) */

@@ -13,7 +13,7 @@
 enum { F_JOB = 1, F_EPOCH = 2, F_SPLIT = 3, F_GENERATION = 4, F_CUT = 5, F_POSITIONS = 6, F_TENSORS = 7,
        F_END = 8, F_TOMBSTONES = 9, F_SAMPLES = 10, F_TOMBSTONE_ERRORS = 11 };
 /* Tensor fields */
-enum { T_DTYPE = 1, T_SHAPE = 2, T_DATA = 3 };
+enum { T_DTYPE = 1, T_SHAPE = 2, T_DATA = 3, T_ENCODING = 4 };
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
 
 /* proto DType values are the C enum's values (spec_proto.c relies on the same). */
@@ -81,12 +81,14 @@ static size_t header_size(const struct spw_wire_batch *b)
     return s;
 }
 
-/* Tensor submessage without its data bytes: dtype, packed shape, data tag + length. */
+/* Tensor submessage without its data bytes: dtype, encoding, packed shape, data tag + length. */
 static size_t tensor_meta_size(const struct spw_wire_tensor *t)
 {
     size_t s = 0;
     if (t->dtype)
         s += 1 + varint_size((uint64_t)t->dtype);
+    if (t->encoding)
+        s += 1 + varint_size((uint64_t)t->encoding);
     if (t->ndim) {
         size_t ps = packed_size(t->shape, (size_t)t->ndim);
         s += 1 + varint_size(ps) + ps;
@@ -166,6 +168,10 @@ int spw_wire_encode(const struct spw_wire_batch *b, uint8_t *scratch, size_t scr
         if (t->dtype) {
             p = put_tag(p, T_DTYPE, WT_VARINT);
             p = put_varint(p, (uint64_t)t->dtype);
+        }
+        if (t->encoding) {
+            p = put_tag(p, T_ENCODING, WT_VARINT);
+            p = put_varint(p, (uint64_t)t->encoding);
         }
         p = put_packed(p, T_SHAPE, t->shape, (size_t)t->ndim);
         p = put_tag(p, T_DATA, WT_LEN);
@@ -327,6 +333,12 @@ static int get_tensor(struct reader *r, struct spw_wire_tensor *t, char *err, si
             if (get_varint(&sub, &v) || v > SPW_DTYPE_I64)
                 goto bad;
             t->dtype = (enum spw_dtype)v;
+        } else if (field == T_ENCODING && wt == WT_VARINT) {
+            if (get_varint(&sub, &v) || v > SPW_WIRE_ZSTD) {
+                snprintf(err, errlen, "tensor: unknown encoding");
+                return SPW_EFORMAT;
+            }
+            t->encoding = (enum spw_wire_encoding)v;
         } else if (field == T_SHAPE && (wt == WT_VARINT || wt == WT_LEN)) {
             struct reader vals = sub;
             if (wt == WT_LEN) {                      /* packed */
@@ -366,7 +378,19 @@ static int get_tensor(struct reader *r, struct spw_wire_tensor *t, char *err, si
             goto bad;
         expect *= (size_t)t->shape[i];
     }
-    if (expect != t->nbytes) {
+    t->raw_bytes = expect;
+    if (t->encoding == SPW_WIRE_ZSTD) {     /* n frames, each at least a frame header, for n >= 1 elements */
+        if (expect > SPW_WIRE_MAX_RAW_BYTES) {
+            snprintf(err, errlen, "tensor: decompresses to %zu bytes, over the %zu MiB cap", expect,
+                     SPW_WIRE_MAX_RAW_BYTES >> 20);
+            return SPW_ETOOBIG;
+        }
+        if (t->ndim < 1 || t->shape[0] < 1 || t->nbytes < (size_t)t->shape[0]) {
+            snprintf(err, errlen, "tensor: a compressed payload of %zu bytes for %lld elements", t->nbytes,
+                     t->ndim ? (long long)t->shape[0] : 0LL);
+            return SPW_EFORMAT;
+        }
+    } else if (expect != t->nbytes) {
         snprintf(err, errlen, "tensor: shape and dtype say %zu bytes, data has %zu", expect, t->nbytes);
         return SPW_EFORMAT;
     }

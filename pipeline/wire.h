@@ -22,6 +22,14 @@
 /* The largest element a worker sends: one message under the receiver's default cap, with room for the
  * message's own fields. */
 #define SPW_WIRE_MAX_ELEMENT_BYTES ((size_t)SPW_RPC_DEFAULT_MAX_MESSAGE - ((size_t)64 << 10))
+/* A compressed tensor's data never decompresses to more than this (checked at decode, before allocating). */
+#define SPW_WIRE_MAX_RAW_BYTES ((size_t)64 << 20)
+
+/* Tensor.encoding: how a tensor's data bytes hold its elements. */
+enum spw_wire_encoding {
+    SPW_WIRE_RAW = 0,               /* the elements' bytes, stacked */
+    SPW_WIRE_ZSTD = 1,              /* one zstd frame per element (shape[0] of them): pipeline/compress.h */
+};
 
 struct spw_wire_tensor {
     enum spw_dtype dtype;
@@ -29,8 +37,10 @@ struct spw_wire_tensor {
     int64_t shape[SPW_TENSOR_MAX_DIMS];
     const uint8_t *data;                /* encode: the bytes to send; decode: points into the message when the
                                            bytes lie in one part, else NULL (use offset) */
-    size_t nbytes;
+    size_t nbytes;                      /* of data, as sent */
     size_t offset;                      /* decode: where the bytes start in the whole message */
+    enum spw_wire_encoding encoding;
+    size_t raw_bytes;                   /* decode: the bytes its shape and dtype say (= nbytes when raw) */
 };
 
 struct spw_wire_batch {

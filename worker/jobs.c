@@ -17,6 +17,7 @@
 #include "lib/heap.h"
 #include "lib/log.h"
 #include "pipeline/backend.h"
+#include "pipeline/compress.h"
 #include "pipeline/element.h"
 #include "pipeline/gpu_backend.h"
 #include "pipeline/mb_queue.h"
@@ -44,7 +45,7 @@
 
 struct msg {                    /* one encoded ElementBatch: iovecs over scratch + data + labels */
     struct msg *next;
-    uint8_t *scratch, *data;    /* owned */
+    uint8_t *scratch, *data;    /* owned; data holds the elements raw or compressed */
     int64_t *labels;            /* owned */
     struct iovec iov[1 + 2 * SPW_WIRE_MAX_TENSORS];
     int iovcnt;
@@ -57,6 +58,7 @@ struct queue {
     size_t bytes;
     bool attached;              /* a client stream is draining it */
     int64_t credit;             /* the attached stream's unspent credit (atomic; metrics) */
+    int compress_level;         /* the attached stream's zstd level, 0 = raw (atomic; read by producers) */
     size_t cap;                 /* producers wait above this (queue_drained sets it) */
     size_t window_bytes;        /* sent since window_ns */
     int64_t window_ns;
@@ -109,6 +111,8 @@ struct wrk_jobs {
     int n_refused;
     int draining;               /* atomic: producers lease nothing new (wrk_jobs_drain) */
     struct spw_backend *gpu;    /* --gpu: one more producer per job makes micro-batches on it (NULL: none) */
+    int64_t zstd_in, zstd_out;  /* element bytes compressed for clients, all jobs, and what they became
+                                   (atomic; metrics) */
 };
 
 static void msg_free(struct msg *m)
@@ -137,7 +141,39 @@ struct builder {                /* elements of one split being packed into a mes
     int64_t shape[SPW_TENSOR_MAX_DIMS];
     int slot_err;               /* why element_slot last returned NULL: -ENOMEM or SPW_ETOOBIG */
     size_t slot_bytes;          /* the element size it was asked for */
+    struct spw_zstd *z;         /* this producer's compression context, at level z_level */
+    int z_level;
 };
+
+static void builder_release(struct builder *bd)
+{
+    free(bd->data);
+    spw_zstd_destroy(bd->z);
+}
+
+/* The stacked elements of bd compressed at level into a new buffer (*zlen bytes), when that saves at least
+ * 1/32 of them; NULL otherwise (send them raw). */
+static uint8_t *compress_elements(struct job *jb, struct builder *bd, int level, size_t *zlen)
+{
+    if (bd->z_level != level) {
+        spw_zstd_destroy(bd->z);
+        bd->z = NULL;
+        bd->z_level = 0;
+        if (spw_zstd_create(level, &bd->z) != 0)
+            return NULL;
+        bd->z_level = level;
+    }
+    const size_t raw = bd->n * bd->elem_bytes, cap = spw_zstd_bound(bd->n, bd->elem_bytes);
+    uint8_t *z = malloc(cap);
+    *zlen = z ? spw_zstd_compress(bd->z, bd->data, bd->n, bd->elem_bytes, z, cap) : 0;
+    if (!*zlen || *zlen > raw - raw / 32) {
+        free(z);
+        return NULL;
+    }
+    __atomic_add_fetch(&jb->owner->zstd_in, (int64_t)raw, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&jb->owner->zstd_out, (int64_t)*zlen, __ATOMIC_RELAXED);
+    return z;
+}
 
 /* A stream sent `bytes` from q: re-measure its drain rate once a window has passed, and size the queue to
  * QUEUE_AHEAD_NS of it. Under jb->mu. */
@@ -199,8 +235,15 @@ static int flush(struct job *jb, struct builder *bd, bool end)
     if (!m)
         return -ENOMEM;
     if (bd->n) {
-        m->data = bd->data;
-        bd->data = NULL;
+        const int level = __atomic_load_n(&jb->queues[b->split % (uint64_t)jb->world].compress_level,
+                                          __ATOMIC_RELAXED);
+        size_t zlen = 0;
+        if (level > 0 && (m->data = compress_elements(jb, bd, level, &zlen)) != NULL) {
+            /* the builder keeps its raw buffer for the next message */
+        } else {
+            m->data = bd->data;
+            bd->data = NULL;
+        }
         m->labels = malloc(bd->n * 8);
         if (!m->labels) {
             msg_free(m);
@@ -208,8 +251,9 @@ static int flush(struct job *jb, struct builder *bd, bool end)
         }
         memcpy(m->labels, bd->labels, bd->n * 8);
         b->n_tensors = 2;
-        b->tensors[0] = (struct spw_wire_tensor){.dtype = bd->dtype, .ndim = bd->ndim + 1,
-                                                 .data = m->data, .nbytes = bd->n * bd->elem_bytes};
+        b->tensors[0] = (struct spw_wire_tensor){.dtype = bd->dtype, .ndim = bd->ndim + 1, .data = m->data,
+                                                 .nbytes = zlen ? zlen : bd->n * bd->elem_bytes,
+                                                 .encoding = zlen ? SPW_WIRE_ZSTD : SPW_WIRE_RAW};
         b->tensors[0].shape[0] = (int64_t)bd->n;
         memcpy(b->tensors[0].shape + 1, bd->shape, sizeof(int64_t) * (size_t)bd->ndim);
         b->tensors[1] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_I64, .ndim = 1, .shape = {(int64_t)bd->n},
@@ -501,7 +545,7 @@ static void produce_splits(struct job *jb, const struct spw_backend *const *tabl
         flush(jb, &bd, true);
         __atomic_sub_fetch(&jb->held_splits, 1, __ATOMIC_RELEASE);
     }
-    free(bd.data);
+    builder_release(&bd);
 }
 
 /* ---- a job shared with a GPU: micro-batches by size ---- */
@@ -600,7 +644,7 @@ static void produce_shared(struct job *jb, const struct spw_backend *const *tabl
             idle_wait(jb, &idle);
         }
     }
-    free(bd.data);
+    builder_release(&bd);
 }
 
 /* The micro-batches a stopped job's producers left in its queue. */
@@ -904,9 +948,14 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
         return SPW_RPC_INVALID_ARGUMENT;
     }
     uint64_t job = req->job, secret = req->job_secret;
-    int rank = req->rank;
+    int rank = req->rank, level = req->compress_level;
     int64_t credit = req->credit_bytes;
     spillway__v1__stream_request__free_unpacked(req, NULL);
+    if (level != 0 && (level < SPW_ZSTD_MIN_LEVEL || level > SPW_ZSTD_MAX_LEVEL)) {
+        snprintf(msg, msglen, "compress_level %d: use 0 (raw) or a zstd level %d..%d", level, SPW_ZSTD_MIN_LEVEL,
+                 SPW_ZSTD_MAX_LEVEL);
+        return SPW_RPC_INVALID_ARGUMENT;
+    }
     /* The job may reach this worker's task list a heartbeat after the client connects: wait a little (10 s;
      * 1 s when a job of that id with another secret is here: a re-made job's, or a caller without the
      * secret, refused then). */
@@ -960,6 +1009,7 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
     }
     struct queue *q = &jb->queues[rank];
     q->attached = true;
+    __atomic_store_n(&q->compress_level, level, __ATOMIC_RELAXED);     /* messages made from now on */
     pthread_mutex_unlock(&jb->mu);
     for (;;) {
         struct msg *m = NULL;
@@ -1086,6 +1136,12 @@ int wrk_jobs_drain(struct wrk_jobs *w, int64_t timeout_ms)
             return left;
         usleep(50 * 1000);
     }
+}
+
+void wrk_jobs_compressed(struct wrk_jobs *w, int64_t *in, int64_t *out)
+{
+    *in = __atomic_load_n(&w->zstd_in, __ATOMIC_RELAXED);
+    *out = __atomic_load_n(&w->zstd_out, __ATOMIC_RELAXED);
 }
 
 int wrk_jobs_stats(struct wrk_jobs *w, struct wrk_job_stat *out, int cap)

@@ -59,6 +59,8 @@ struct wrk_job_stat {
     char group_ops[WRK_MAX_GROUPS][96];     /* "decode_jpeg+random_resized_crop" */
     int64_t failures[SPW_FAIL_KINDS];   /* samples it could not make, by reason (pipeline/produce.h) */
 };
+/* Element bytes compressed for clients since start, all jobs, and the bytes they became. */
+void wrk_jobs_compressed(struct wrk_jobs *w, int64_t *in, int64_t *out);
 /* The jobs this worker serves (at most cap into out); returns the count. Any thread. */
 int wrk_jobs_stats(struct wrk_jobs *w, struct wrk_job_stat *out, int cap);
 /* The StreamElements handler (ctx = struct wrk_jobs *). */

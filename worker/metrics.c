@@ -35,6 +35,12 @@ void wrk_metrics(struct wrk_jobs *w, const struct spw_backend *gpu, struct spw_p
     }
     const int n = wrk_jobs_stats(w, st, MAX_JOBS);
     spw_prom_gauge(p, "spillway_worker_jobs", "jobs this worker serves", n);
+    int64_t zin, zout;
+    wrk_jobs_compressed(w, &zin, &zout);
+    spw_prom_counter(p, "spillway_worker_compressed_input_bytes_total",
+                     "element bytes compressed (zstd) for clients that asked, all jobs", (double)zin);
+    spw_prom_counter(p, "spillway_worker_compressed_output_bytes_total", "what those bytes became on the wire",
+                     (double)zout);
     per_job(p, st, n, "spillway_worker_elements_sent_total", "counter", "elements sent to the job's clients",
             elements);
     per_job(p, st, n, "spillway_worker_sent_bytes_total", "counter", "bytes sent to the job's clients", bytes);

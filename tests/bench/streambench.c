@@ -77,7 +77,7 @@ static int serve_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t 
         struct spw_wire_batch b = {.job = 1, .split = sent / 64, .generation = 1, .n_positions = k,
                                    .positions = positions, .n_tensors = 1};
         b.tensors[0] = (struct spw_wire_tensor){SPW_DTYPE_U8, 2, {(int64_t)k, (int64_t)g_elem}, g_payload,
-                                                k * g_elem, 0};
+                                                k * g_elem, 0, 0, 0};
         struct iovec iov[4];
         int n = spw_wire_encode(&b, scratch, sizeof scratch, iov, 4);
         if (n < 0 || spw_rpc_stream_send(st, iov, n) != 0) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/integration/bad_worker.sh - the client does not trust what a worker sends: next to a real worker, a
 # hostile one (tests/tools/fakeworker) that the dispatcher lists sends garbage bytes, a message whose sample
-# is not the epoch order's, a tensor whose shape claims terabytes, or an 80 MB message over the client's
-# receive cap. Each time the client says why it drops that stream, delivers every key exactly once from the
+# is not the epoch order's, a tensor whose shape claims terabytes, an 80 MB message over the client's
+# receive cap, or a compressed payload (zstd) whose frame is corrupt, declares 60 MB for a 192-byte element,
+# or stands for 3 TB. Each time the client says why it drops that stream, delivers every key exactly once from the
 # other producers, and exits 0. Real processes on loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -26,14 +27,17 @@ DPORT=$(wait_port "$WORK/d.out") || exit 1
 PIDS+=($!)
 wait_port "$WORK/w.out" > /dev/null || exit 1
 
-for mode in garbage wrong-sample huge-shape oversized; do
+for mode in garbage wrong-sample huge-shape oversized zstd-corrupt zstd-lying zstd-bomb; do
   case $mode in
     garbage) why='bad message from worker=.* err="malformed ElementBatch"' ;;
     wrong-sample) why='sample does not match the epoch order' ;;
     huge-shape) why='bad message from worker=.* err="tensor: shape and dtype say [0-9]* bytes, data has 192"' ;;
     oversized) why='stream from worker=.* ended status=RESOURCE_EXHAUSTED' ;;
+    zstd-corrupt) why='bad message from worker=.* err="compressed element 0 of 1: .*\(checksum\|corrupt\)' ;;
+    zstd-lying) why='bad message from worker=.* err="compressed element 0 of 1: its frame declares another size' ;;
+    zstd-bomb) why='bad message from worker=.* err="tensor: decompresses to [0-9]* bytes, over the 64 MiB cap' ;;
   esac
-  "$B/tests/fakeworker" "127.0.0.1:$DPORT" "$mode" > "$WORK/f-$mode.out" 2> "$WORK/f-$mode.err" &
+  "$B/tests/fakeworker" "127.0.0.1:$DPORT" "$mode" 160 5 > "$WORK/f-$mode.out" 2> "$WORK/f-$mode.err" &
   F=$!
   PIDS+=("$F")
   wait_port "$WORK/f-$mode.out" > /dev/null || exit 1

@@ -1,10 +1,13 @@
 /* tests/tools/fakeworker.c - a hostile worker for integration tests: it registers with the dispatcher and
  * heartbeats like a worker (so clients stream from it) but never leases; every StreamElements it serves gets
  * one bad message, then it waits and closes the stream. Proves the client rejects what a worker controls.
- *   fakeworker DISPATCHER MODE     prints "listening on 127.0.0.1:PORT"; runs until SIGTERM
+ *   fakeworker DISPATCHER MODE [SAMPLES SEED]   prints "listening on 127.0.0.1:PORT"; runs until SIGTERM
  * MODE: garbage (bytes that are no ElementBatch), wrong-sample (a well-formed message whose sample is not
  * the one the epoch order puts at its position), huge-shape (a tensor whose shape claims far more bytes
- * than it carries), oversized (an 80 MB message, over the client's receive cap). */
+ * than it carries), oversized (an 80 MB message, over the client's receive cap); compressed payloads
+ * (Tensor.encoding zstd) for the right sample of a shuffled source of SAMPLES with SEED: zstd-corrupt (a byte
+ * of the frame changed), zstd-lying (a frame declaring 60 MB for a 192-byte element), zstd-bomb (a shape
+ * claiming 3 TB once decompressed). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,10 +17,13 @@
 
 #include "lib/rpc.h"
 #include "lib/version.h"
+#include "pipeline/order.h"
 #include "pipeline/wire.h"
+#include <zstd.h>
 #include "proto/spillway.pb-c.h"
 
 static const char *g_mode;
+static int64_t g_sample0 = 999999;     /* the sample at position 0 of epoch 0 (SAMPLES SEED given) */
 static volatile sig_atomic_t g_stop;
 
 static void on_signal(int sig)
@@ -57,6 +63,24 @@ static int send_bad(struct spw_rpc_stream *st, uint64_t job)
         sample = 0;
         b.tensors[0].shape[1] = b.tensors[0].shape[2] = 1 << 20;   /* claims 3 TB, carries 192 bytes */
     }
+    static uint8_t *big, frame[8192];
+    if (!strncmp(g_mode, "zstd-", 5)) {
+        sample = g_sample0;
+        const bool lying = !strcmp(g_mode, "zstd-lying");
+        const size_t raw = lying ? (size_t)60 << 20 : sizeof pixels;
+        if (lying && !big && !(big = calloc(1, raw)))
+            return -ENOMEM;
+        size_t zl = ZSTD_compress(frame, sizeof frame, lying ? big : pixels, raw, 1);
+        if (ZSTD_isError(zl))
+            return -EINVAL;
+        if (!strcmp(g_mode, "zstd-corrupt"))
+            frame[zl - 5] ^= 0x40;                      /* inside the block, before the checksum */
+        b.tensors[0].data = frame;
+        b.tensors[0].nbytes = zl;
+        b.tensors[0].encoding = SPW_WIRE_ZSTD;
+        if (!strcmp(g_mode, "zstd-bomb"))
+            b.tensors[0].shape[1] = b.tensors[0].shape[2] = 1 << 20;
+    }
     uint8_t scratch[4096];
     struct iovec iov[1 + 2 * SPW_WIRE_MAX_TENSORS];
     int n = spw_wire_encode(&b, scratch, sizeof scratch, iov, 1 + 2 * SPW_WIRE_MAX_TENSORS);
@@ -88,11 +112,17 @@ static int serve(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: fakeworker DISPATCHER garbage|wrong-sample|huge-shape|oversized\n");
+    if (argc != 3 && argc != 5) {
+        fprintf(stderr, "usage: fakeworker DISPATCHER garbage|wrong-sample|huge-shape|oversized|zstd-corrupt|"
+                "zstd-lying|zstd-bomb [SAMPLES SEED]\n");
         return 2;
     }
     g_mode = argv[2];
+    if (argc == 5) {        /* the sample a shuffled source puts at position 0 of epoch 0 */
+        struct spw_order o;
+        spw_order_init(&o, atoll(argv[3]), true, strtoull(argv[4], NULL, 10));
+        g_sample0 = spw_order_at(&o, 0, 0);
+    }
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
     spw_rpc_init();

@@ -168,6 +168,36 @@ START_TEST(test_api_cut_parse_reads_auto_all_and_boundaries)
 }
 END_TEST
 
+/* Compression as users write it; the options' default is SPW_COMPRESS_AUTO. */
+START_TEST(test_api_compress_parse_reads_auto_off_and_levels)
+{
+    int z = 99;
+    ck_assert_int_eq(spw_job_compress_parse("auto", &z), 0);
+    ck_assert_int_eq(z, SPW_COMPRESS_AUTO);
+    ck_assert_int_eq(spw_job_compress_parse("off", &z), 0);
+    ck_assert_int_eq(z, SPW_COMPRESS_OFF);
+    ck_assert_int_eq(spw_job_compress_parse("zstd", &z), 0);
+    ck_assert_int_eq(z, 1);
+    ck_assert_int_eq(spw_job_compress_parse("zstd:19", &z), 0);
+    ck_assert_int_eq(z, 19);
+    const char *bad[] = {"", "zstd:", "zstd:0", "zstd:20", "zstd:-1", "zstd:3x", "zstd: 3", "lz4", "ZSTD", NULL};
+    for (int i = 0; bad[i]; i++) {
+        ck_assert_int_eq(spw_job_compress_parse(bad[i], &z), -EINVAL);
+        ck_assert_int_eq(z, 19);
+    }
+    ck_assert_int_eq(spw_job_compress_parse(NULL, &z), -EINVAL);
+    struct spw_job_opts o;
+    spw_job_opts_init(&o);
+    ck_assert_int_eq(o.compress, SPW_COMPRESS_AUTO);
+    struct spw_job_opts *f = spw_job_opts_new();
+    ck_assert_int_eq(spw_job_opts_set(f, "compress", "zstd:3"), 0);
+    ck_assert_int_eq(f->compress, 3);
+    ck_assert_int_eq(spw_job_opts_set(f, "compress", "gzip"), -EINVAL);
+    ck_assert_int_eq(f->compress, 3);
+    spw_job_opts_free(f);
+}
+END_TEST
+
 START_TEST(test_api_skipped_samples_never_make_an_empty_batch)
 {
     char root[64] = "/tmp/spw-api-XXXXXX";
@@ -232,6 +262,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_api_error_codes_match_the_library);
     tcase_add_test(tc, test_api_cut_parse_reads_auto_all_and_boundaries);
+    tcase_add_test(tc, test_api_compress_parse_reads_auto_off_and_levels);
     tcase_add_test(tc, test_api_skipped_samples_never_make_an_empty_batch);
     tcase_add_test(tc, test_api_checkpoint_counts_passed_over_batches);
     suite_add_tcase(s, tc);

@@ -37,8 +37,8 @@ static struct spw_wire_batch sample_batch(uint8_t *img, float *lab)
         img[i] = (uint8_t)(i * 7);
     for (int i = 0; i < 3; i++)
         lab[i] = (float)i - 0.5f;
-    b.tensors[0] = (struct spw_wire_tensor){SPW_DTYPE_U8, 4, {3, 4, 5, 3}, img, 3 * 4 * 5 * 3, 0};
-    b.tensors[1] = (struct spw_wire_tensor){SPW_DTYPE_F32, 1, {3}, (uint8_t *)lab, 12, 0};
+    b.tensors[0] = (struct spw_wire_tensor){SPW_DTYPE_U8, 4, {3, 4, 5, 3}, img, 3 * 4 * 5 * 3, 0, 0, 0};
+    b.tensors[1] = (struct spw_wire_tensor){SPW_DTYPE_F32, 1, {3}, (uint8_t *)lab, 12, 0, 0, 0};
     return b;
 }
 
@@ -278,6 +278,59 @@ START_TEST(test_wire_decode_parts_equals_whole)
 }
 END_TEST
 
+/* A compressed tensor (Tensor.encoding 1) travels with its shape; decode says how many bytes it stands for
+ * and refuses, before anything is allocated, one standing for more than SPW_WIRE_MAX_RAW_BYTES, fewer payload
+ * bytes than elements, and an encoding it does not know. */
+START_TEST(test_wire_compressed_tensor_declares_its_raw_size)
+{
+    uint8_t frames[40] = {1, 2, 3};
+    static int64_t pos[2] = {0, 1}, samples[2] = {4, 5};
+    struct spw_wire_batch b = {.job = 1, .n_positions = 2, .positions = pos, .n_samples = 2, .samples = samples,
+                               .n_tensors = 1};
+    b.tensors[0] = (struct spw_wire_tensor){SPW_DTYPE_F32, 4, {2, 3, 224, 224}, frames, sizeof frames, 0,
+                                            SPW_WIRE_ZSTD, 0};
+    uint8_t scratch[512];
+    struct iovec iov[4];
+    int n = spw_wire_encode(&b, scratch, sizeof scratch, iov, 4);
+    ck_assert_int_eq(n, 3);
+    size_t len;
+    uint8_t *msg = flatten(iov, n, &len);
+    Spillway__V1__ElementBatch *m = spillway__v1__element_batch__unpack(NULL, len, msg);
+    ck_assert(m != NULL);
+    ck_assert_uint_eq(m->tensors[0]->encoding, 1);
+    ck_assert_uint_eq(m->tensors[0]->data.len, sizeof frames);
+    spillway__v1__element_batch__free_unpacked(m, NULL);
+    struct spw_wire_batch d;
+    char err[256];
+    ck_assert_int_eq(spw_wire_decode(msg, len, &d, err, sizeof err), 0);
+    ck_assert_int_eq(d.tensors[0].encoding, SPW_WIRE_ZSTD);
+    ck_assert_uint_eq(d.tensors[0].nbytes, sizeof frames);
+    ck_assert_uint_eq(d.tensors[0].raw_bytes, 2 * 3 * 224 * 224 * 4);
+    spw_wire_batch_free(&d);
+    free(msg);
+
+    b.tensors[0].shape[0] = 120;      /* 120 x 602 kB = 72 MB: over the cap */
+    n = spw_wire_encode(&b, scratch, sizeof scratch, iov, 4);
+    msg = flatten(iov, n, &len);
+    ck_assert_msg(spw_wire_decode(msg, len, &d, err, sizeof err) == SPW_ETOOBIG, "%s", err);
+    ck_assert(strstr(err, "cap") != NULL);
+    free(msg);
+    b.tensors[0].shape[0] = 41;       /* 40 payload bytes cannot hold 41 frames */
+    b.tensors[0].shape[2] = b.tensors[0].shape[3] = 2;
+    n = spw_wire_encode(&b, scratch, sizeof scratch, iov, 4);
+    msg = flatten(iov, n, &len);
+    ck_assert_int_eq(spw_wire_decode(msg, len, &d, err, sizeof err), SPW_EFORMAT);
+    free(msg);
+    b.tensors[0].shape[0] = 2;
+    b.tensors[0].encoding = 2;        /* no such encoding */
+    n = spw_wire_encode(&b, scratch, sizeof scratch, iov, 4);
+    msg = flatten(iov, n, &len);
+    ck_assert_int_eq(spw_wire_decode(msg, len, &d, err, sizeof err), SPW_EFORMAT);
+    ck_assert(strstr(err, "encoding") != NULL);
+    free(msg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("wire");
@@ -287,6 +340,7 @@ int main(void)
     tcase_add_test(tc, test_wire_refuses_bad_messages);
     tcase_add_test(tc, test_wire_decode_parts_equals_whole);
     tcase_add_test(tc, test_wire_tombstone_errors_round_trip_capped);
+    tcase_add_test(tc, test_wire_compressed_tensor_declares_its_raw_size);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }

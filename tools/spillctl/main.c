@@ -54,7 +54,7 @@ int main(int argc, char **argv)
         {"gpu", required_argument, NULL, 'G'}, {"gpu-mem-budget", required_argument, NULL, 'B'},
         {"log-level", required_argument, NULL, 'g'}, {"log-format", required_argument, NULL, 'f'},
         {"job", required_argument, NULL, 'J'}, {"interval-ms", required_argument, NULL, 'i'},
-        {"count", required_argument, NULL, 'n'},
+        {"count", required_argument, NULL, 'n'}, {"compress", required_argument, NULL, 'Z'},
         {NULL, 0, NULL, 0},
     };
     const char *pipeline = NULL, *dump = NULL, *keys_path = NULL;
@@ -83,6 +83,13 @@ int main(int argc, char **argv)
         case 'C':
             if (spw_job_cut_parse(optarg, &sa.cut) != 0) {
                 fprintf(stderr, "spillctl: --cut: \"%s\" is not auto, all or a group boundary in [0, 255]\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'Z':
+            if (spw_job_compress_parse(optarg, &sa.compress) != 0) {
+                fprintf(stderr, "spillctl: --compress: \"%s\" is not auto, off, zstd or zstd:N (N in 1..19)\n",
                         optarg);
                 return 2;
             }

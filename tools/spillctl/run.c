@@ -363,12 +363,14 @@ static void print_service_json(const struct spw_pipeline_spec *spec, const struc
     printf("\"job\": %llu, \"cut\": %d, \"local_cores\": %d, \"ordered\": %s, "
            "\"producers\": {\"remote\": %lld, \"local\": %lld, \"local_gpu\": %lld, \"rescue\": %lld}, "
            "\"duplicates_dropped\": %lld, "
-           "\"bytes_received\": %lld, \"workers\": %d, \"create_seconds\": %.3f, \"consumed\": %lld, "
+           "\"bytes_received\": %lld, \"compress_level\": %d, \"workers\": %d, \"create_seconds\": %.3f, "
+           "\"consumed\": %lld, "
            "\"consumed_per_s\": %.3f",
            (unsigned long long)st->job, st->cut, sa->local_cores, sa->ordered ? "true" : "false",
            (long long)st->remote_elements, (long long)st->local_elements, (long long)st->gpu_elements,
            (long long)st->rescued_elements,
-           (long long)st->duplicates_dropped, (long long)st->bytes_received, st->workers, create_secs,
+           (long long)st->duplicates_dropped, (long long)st->bytes_received, st->compress_level, st->workers,
+           create_secs,
            (long long)consumed, secs - create_secs > 0 ? consumed / (secs - create_secs) : 0.0);
     print_process_usage();
     printf("}\n");
@@ -407,6 +409,7 @@ int spw_ctl_run_service(const char *pipeline, const struct spw_ctl_service_args 
     o.auth_token = sa->token;
     o.insecure = true;          /* main refused a token in the clear unless --insecure */
     o.cut = sa->cut;
+    o.compress = sa->compress;
     o.trainer_rate = sa->consume_rate;
     o.local_cores = sa->local_cores;
     o.ordered = sa->ordered;

@@ -16,6 +16,7 @@ extern volatile sig_atomic_t spw_ctl_stop;
 struct spw_ctl_service_args {
     const char *dispatcher, *token;
     int cut, local_cores, max_workers, dispatcher_wait_ms;
+    int compress;               /* spw_job_opts.compress */
     double consume_rate;
     bool ordered;
     int64_t prefetch_mb, credit_mb;

@@ -55,6 +55,9 @@ struct spw_job;
 #define SPW_CUT_AUTO (-2)       /* planned: measure this client, let the dispatcher profile the workers and
                                    plan the cut and the local share (or no offload: the job runs in-process) */
 #define SPW_CUT_DEFAULT (-3)    /* $SPILLWAY_CUT (auto, all or K) when set, else SPW_CUT_AUTO */
+/* spw_job_opts.compress: a zstd level 1..19, or one of these. */
+#define SPW_COMPRESS_AUTO 0     /* the plan's choice where the job is planned; raw otherwise */
+#define SPW_COMPRESS_OFF (-1)   /* element payloads travel raw */
 
 struct spw_job_opts {
     const char *dispatcher;     /* "HOST:PORT"; NULL = run in-process (no service) */
@@ -71,6 +74,9 @@ struct spw_job_opts {
                                    SPW_CUT_AUTO (planned), SPW_CUT_DEFAULT (the default: planned unless
                                    $SPILLWAY_CUT says otherwise) */
     int max_workers;            /* use at most this many workers (the first N alive); 0 = all of them */
+    int compress;               /* with a dispatcher: workers send element payloads zstd-compressed at this
+                                   level (1..19; each element its own frame, checked here before use), or
+                                   SPW_COMPRESS_OFF, or SPW_COMPRESS_AUTO (the default) */
     double trainer_rate;        /* the trainer's elements/s, for planning; 0 = unknown / unlimited */
     int64_t prefetch_bytes;     /* batches assembled ahead (3/4; at least 2 batches) and elements parked
                                    beyond them (1/4); 0 = 256 MiB */
@@ -145,7 +151,8 @@ struct spw_job_stats {
     int64_t local_elements;     /* ... by this client's threads on its own splits */
     int64_t rescued_elements;   /* ... by this client for a stalled head batch */
     int64_t duplicates_dropped; /* elements that arrived twice (re-leased or speculative splits) */
-    int64_t bytes_received;     /* ElementBatch bytes from workers */
+    int64_t bytes_received;     /* ElementBatch bytes from workers (compressed ones as received) */
+    int compress_level;         /* the zstd level workers were asked for (0: raw) */
     int workers;                /* workers streamed from */
     bool planned;               /* the job was planned (SPW_CUT_AUTO) */
     bool offloaded;             /* ... and the plan used the workers */
@@ -204,7 +211,7 @@ SPW_API struct DLManagedTensor *spw_batch_dlpack(const struct spw_batch *b, int 
 /* ---- a flat face for language bindings (ctypes; client/binding.c): no struct layouts to mirror ---- */
 
 /* Options with the defaults, set by name ("dispatcher", "auth_token", "local_cores", "cut" (as
- * spw_job_cut_parse, or "default"), "max_workers", "trainer_rate", "prefetch_bytes", "credit_bytes", "ordered" (0/1), "insecure" (0/1),
+ * spw_job_cut_parse, or "default"), "max_workers", "compress" (as spw_job_compress_parse), "trainer_rate", "prefetch_bytes", "credit_bytes", "ordered" (0/1), "insecure" (0/1),
  * "max_batches", "split_size", "rescue_after_ms", "rank", "world_size", "job_name", "gpu" (a device, or -1),
  * "gpu_mem_budget", "device_batches" (0/1), and a checkpoint's "resume_batches", "resume_manifest" (hex),
  * "resume_job", "resume_job_secret" (hex), "resume_split_size", "resume_places" (hex)) from strings, which are
@@ -215,6 +222,9 @@ SPW_API void spw_job_opts_free(struct spw_job_opts *o);
 /* A cut as users write it: "auto", "all" or a group boundary 0..255 into *cut (SPW_CUT_AUTO, SPW_CUT_ALL, K).
  * Returns 0 or -EINVAL (then *cut is untouched). */
 SPW_API int spw_job_cut_parse(const char *s, int *cut);
+/* Compression as users write it: "auto", "off", "zstd" (level 1) or "zstd:N" (N in 1..19) into *compress.
+ * Returns 0 or -EINVAL (then *compress is untouched). */
+SPW_API int spw_job_compress_parse(const char *s, int *compress);
 /* spw_job_stats as a JSON object into buf (cap bytes); returns the length it needs, as snprintf. */
 SPW_API int spw_job_stats_json(struct spw_job *job, char *buf, size_t cap);
 /* spw_job_checkpoint with the places bitmap as hex (the value for "resume_places"): allocated, free it with

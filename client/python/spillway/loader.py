@@ -330,6 +330,8 @@ class Loader:
     cut: with a dispatcher, what runs on the workers: None (the default: $SPILLWAY_CUT, else planned), "auto"
     (planned: the dispatcher profiles this client and the workers and picks the cut and this process's share,
     or runs the job here alone when offloading does not pay), "all" (every fusion group), or K (groups [0, K)).
+    compress: with a dispatcher, "zstd" or "zstd:N" (N in 1..19): workers send element payloads compressed, each
+    element its own frame, checked here before use (for slow links); "off"; None/"auto": as the plan says.
     ordered: with a dispatcher, deliver batches in epoch order (as in-process); else any complete one first.
     max_workers, trainer_rate (elements/s, for planning), prefetch_bytes, credit_bytes, split_size,
     auth_token, max_batches, dispatcher_wait_ms: as struct spw_job_opts (client.h); auth_token defaults to
@@ -362,7 +364,7 @@ class Loader:
                  trainer_rate=None, prefetch_bytes=None, auth_token=None, max_batches=None, credit_bytes=None,
                  split_size=None, rank=None, world_size=None, resume=None, job_name=None,
                  dispatcher_wait_ms=None, tls_ca=None, tls_cert=None, tls_key=None, insecure=None, gpu=None,
-                 gpu_mem_budget=None, device_batches=False):
+                 gpu_mem_budget=None, device_batches=False, compress=None):
         self._pid = os.getpid()
         self._job = None
         if dispatcher is None:
@@ -389,7 +391,7 @@ class Loader:
             auth_token = _env_token()
         for key, value in (("dispatcher", dispatcher), ("auth_token", auth_token), ("job_name", job_name),
                            ("local_cores", local_cores),
-                           ("cut", cut), ("max_workers", max_workers), ("trainer_rate", trainer_rate),
+                           ("cut", cut), ("compress", compress), ("max_workers", max_workers), ("trainer_rate", trainer_rate),
                            ("prefetch_bytes", prefetch_bytes), ("credit_bytes", credit_bytes),
                            ("split_size", split_size), ("max_batches", max_batches), ("rank", rank),
                            ("world_size", world_size), ("dispatcher_wait_ms", dispatcher_wait_ms),
