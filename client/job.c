@@ -361,6 +361,14 @@ static int measure_facts(struct spw_job *j, Spillway__V1__ClientFacts *cf, doubl
         cf->bytes = buf + in->n_cuts;
         memcpy(cf->remote_ns, in->remote_ns, sizeof(double) * (size_t)in->n_cuts);
         memcpy(cf->bytes, in->bytes, sizeof(double) * (size_t)in->n_cuts);
+        cf->n_zstd_ratio = cf->n_zstd_compress_ns_per_byte = cf->n_zstd_decompress_ns_per_byte = (size_t)in->n_cuts;
+        cf->zstd_ratio = buf + 2 * in->n_cuts;
+        cf->zstd_compress_ns_per_byte = buf + 3 * in->n_cuts;
+        cf->zstd_decompress_ns_per_byte = buf + 4 * in->n_cuts;
+        memcpy(cf->zstd_ratio, me->zstd_ratio, sizeof(double) * (size_t)in->n_cuts);
+        memcpy(cf->zstd_compress_ns_per_byte, me->zstd_compress_ns, sizeof(double) * (size_t)in->n_cuts);
+        memcpy(cf->zstd_decompress_ns_per_byte, me->zstd_decompress_ns, sizeof(double) * (size_t)in->n_cuts);
+        cf->compress = j->o.compress;
         cf->local_ns = in->local_ns;
         const double limit = spw_cpu_limit();
         cf->cores = cores < limit ? cores : limit;     /* a CPU quota caps what the threads get */
@@ -470,7 +478,7 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
 {
     int rc;
     Spillway__V1__ClientFacts facts;
-    double facts_buf[2 * (SPW_PROFILE_MAX_GROUPS + 1)];
+    double facts_buf[5 * (SPW_PROFILE_MAX_GROUPS + 1)];      /* ClientFacts' five per-cut arrays */
     Spillway__V1__WorkerLink link_msgs[PROBE_MAX_WORKERS], *link_ptrs[PROBE_MAX_WORKERS];
     struct probe_result *links = NULL;
     if ((rc = spw_rpc_tls_load(j->o.tls_cert, j->o.tls_key, j->o.tls_ca, false, &j->tls, err, errlen)) != 0)
@@ -499,7 +507,9 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
     struct remote_opts ro = {.dispatcher = j->o.dispatcher, .auth_token = j->o.auth_token, .cut = j->o.cut,
                              .local_cores = j->o.local_cores, .split_size = j->o.split_size,
                              .max_workers = j->o.max_workers,
-                             .compress_level = j->o.compress > 0 ? j->o.compress : 0,
+                             .compress_level = j->o.compress > 0 ? j->o.compress
+                                               : j->o.compress == SPW_COMPRESS_AUTO && j->o.cut == SPW_CUT_AUTO
+                                               ? REMOTE_COMPRESS_PLANNED : 0,
                              .credit_bytes = j->o.credit_bytes, .park_cap_bytes = j->o.prefetch_bytes / 4,
                              .manifest_hash = j->src->manifest_hash,
                              .own_counts = {&j->st.local_elements, &j->st.rescued_elements},
@@ -514,7 +524,7 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
     spw_spec_proto_free(pipe);
     free(links);
     j->st.planned = j->rj.planned;
-    j->st.compress_level = ro.compress_level;
+    j->st.compress_level = j->rj.compress_level;
     j->st.offloaded = j->rj.offload;
     j->st.predicted = j->rj.predicted;
     snprintf(j->st.plan_why, sizeof j->st.plan_why, "%s", j->rj.why);

@@ -192,6 +192,10 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
             }
         snprintf(job->why, sizeof job->why, "%s", cr->plan->why ? cr->plan->why : "");
     }
+    if (r->o.compress_level == REMOTE_COMPRESS_PLANNED)     /* resolved once: re-creations keep it */
+        r->o.compress_level = cr && cr->plan && cr->plan->offload && cr->plan->compress_level >= SPW_ZSTD_MIN_LEVEL &&
+                              cr->plan->compress_level <= SPW_ZSTD_MAX_LEVEL ? cr->plan->compress_level : 0;
+    job->compress_level = r->o.compress_level;
     if (cr && cr->job == 0 && cr->plan && !cr->plan->offload) {
         spw_log(SPW_LOG_INFO, "client", "planned: running in this process why=\"%s\"", job->why);
         rc = REMOTE_RUN_LOCALLY;

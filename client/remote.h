@@ -17,11 +17,14 @@
 #include "lib/rpc.h"
 #include "proto/spillway.pb-c.h"
 
+#define REMOTE_COMPRESS_PLANNED (-1)
+
 struct remote_opts {
     const char *dispatcher, *auth_token;
     int cut, local_cores, split_size, max_workers;
     int64_t credit_bytes;       /* all streams together */
-    int compress_level;         /* zstd level workers compress this client's elements at; 0 = raw */
+    int compress_level;         /* zstd level workers compress this client's elements at; 0 = raw;
+                                   REMOTE_COMPRESS_PLANNED: the plan's (raw when the job is not planned) */
     int64_t park_cap_bytes;     /* stop granting credit while more than this is parked */
     uint64_t manifest_hash;     /* the client's own listing, checked against the job's */
     const int64_t *own_counts[2];   /* elements the client's own threads delivered (read atomically, summed) */
@@ -57,6 +60,7 @@ struct remote_job {             /* what CreateJob answered */
     bool planned, offload;      /* a plan came back, and whether it uses the workers */
     double predicted, local_share;     /* the plan's prediction and local share */
     double remote_cores;               /* the client CPU the plan's remote elements need (their suffix) */
+    int compress_level;                /* what the streams ask the workers for (0: raw) */
     char why[512];
 };
 

@@ -11,6 +11,7 @@
 
 #include "lib/log.h"
 #include "lib/rpc.h"
+#include "pipeline/compress.h"
 #include "pipeline/plan_proto.h"
 
 #define PROFILE_SAMPLES 256    /* as the client measures itself (client/job.c) */
@@ -20,6 +21,10 @@ static bool finite_nonneg(double v)
 {
     return isfinite(v) && v >= 0;
 }
+
+/* Caps on what a client may claim of compression: past them the facts are refused, not believed. */
+#define ZSTD_RATIO_MAX 1e4
+#define ZSTD_NS_MAX 1e6
 
 static int check_facts(const Spillway__V1__ClientFacts *cf, int n_cuts, char *msg, size_t msglen)
 {
@@ -38,6 +43,28 @@ static int check_facts(const Spillway__V1__ClientFacts *cf, int n_cuts, char *ms
         !finite_nonneg(cf->rate)) {
         snprintf(msg, msglen, "client facts: local cost %g, cores %g or rate %g out of range", cf->local_ns,
                  cf->cores, cf->rate);
+        return -EINVAL;
+    }
+    const size_t nz = cf->n_zstd_ratio;
+    if ((nz != 0 && nz != (size_t)n_cuts) || cf->n_zstd_compress_ns_per_byte != nz ||
+        cf->n_zstd_decompress_ns_per_byte != nz) {
+        snprintf(msg, msglen, "client facts: compression measured for %zu/%zu/%zu cuts of %d", nz,
+                 cf->n_zstd_compress_ns_per_byte, cf->n_zstd_decompress_ns_per_byte, n_cuts);
+        return -EINVAL;
+    }
+    for (size_t k = 0; k < nz; k++)
+        if (!finite_nonneg(cf->zstd_ratio[k]) || cf->zstd_ratio[k] > ZSTD_RATIO_MAX ||
+            !finite_nonneg(cf->zstd_compress_ns_per_byte[k]) || cf->zstd_compress_ns_per_byte[k] > ZSTD_NS_MAX ||
+            !finite_nonneg(cf->zstd_decompress_ns_per_byte[k]) || cf->zstd_decompress_ns_per_byte[k] > ZSTD_NS_MAX) {
+            snprintf(msg, msglen, "client facts: cut %zu: compression ratio %g or costs %g/%g ns per byte out of "
+                     "range", k, cf->zstd_ratio[k], cf->zstd_compress_ns_per_byte[k],
+                     cf->zstd_decompress_ns_per_byte[k]);
+            return -EINVAL;
+        }
+    if (cf->compress < -1 || cf->compress > SPW_ZSTD_MAX_LEVEL || !finite_nonneg(cf->recv_ns_per_byte) ||
+        cf->recv_ns_per_byte > ZSTD_NS_MAX) {
+        snprintf(msg, msglen, "client facts: compress %d or receive cost %g ns per byte out of range", cf->compress,
+                 cf->recv_ns_per_byte);
         return -EINVAL;
     }
     if (!finite_nonneg(cf->gpu_elements_per_s) || cf->gpu_elements_per_s > SPW_PLAN_GPU_MAX ||
@@ -127,6 +154,13 @@ int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Clie
         in->bytes[k] = cf->bytes[k];
         in->remote_ns[k] = cf->remote_ns[k];
     }
+    for (size_t k = 0; k < cf->n_zstd_ratio; k++) {
+        in->zstd_ratio[k] = cf->zstd_ratio[k];
+        in->zstd_compress_ns[k] = cf->zstd_compress_ns_per_byte[k];
+        in->zstd_decompress_ns[k] = cf->zstd_decompress_ns_per_byte[k];
+    }
+    in->compress = cf->compress;
+    in->recv_ns_per_byte = cf->recv_ns_per_byte;
     in->local_ns = cf->local_ns;
     in->client_cores = cf->cores;
     in->rate = cf->rate;
@@ -206,6 +240,7 @@ void disp_plan_keep(struct spw_plan *p, int cut, double hysteresis)
         memcpy(p->why, why, sizeof why);
     p->best = cut;
     p->offload = true;
+    p->compressed = c->compressed;
     p->throughput = c->throughput;
     p->local_share = c->throughput > 0 ? c->local_rate / c->throughput : 0;
 }

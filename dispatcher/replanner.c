@@ -128,7 +128,9 @@ void disp_replanner_remember(struct disp_replanner *rp, uint64_t job, const Spil
                              const Spillway__V1__ClientFacts *facts, int alive, struct disp_profiles *profiles)
 {
     size_t len, flen;
-    uint8_t *buf = disp_pack_keep(&plan->base, &len), *fbuf = disp_pack_keep(&facts->base, &flen);
+    Spillway__V1__ClientFacts kept = *facts;    /* re-plans keep the creation's choice of compression: the */
+    kept.compress = plan->compress_level > 0 ? plan->compress_level : -1;      /* streams keep theirs */
+    uint8_t *buf = disp_pack_keep(&plan->base, &len), *fbuf = disp_pack_keep(&kept.base, &flen);
     pthread_mutex_lock(&rp->mu);
     if (buf && fbuf && rp->n_plans == MAX_PLANS && !rp->replanning) {     /* forget the oldest */
         planned_free(&rp->plans[0]);

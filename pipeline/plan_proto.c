@@ -29,6 +29,7 @@ Spillway__V1__Plan *spw_plan_to_proto(const struct spw_plan *p, int workers)
     m->workers = workers;
     m->workers_needed = p->workers_needed;
     m->why = why;
+    m->compress_level = p->compress_level;
     for (int k = 0; k < p->n; k++) {
         const struct spw_plan_candidate *c = &p->c[k];
         spillway__v1__plan_candidate__init(&cs[k]);
@@ -40,6 +41,7 @@ Spillway__V1__Plan *spw_plan_to_proto(const struct spw_plan *p, int workers)
         cs[k].remote = c->remote_rate;
         cs[k].local = c->local_rate;
         cs[k].workers_needed = c->workers_needed;
+        cs[k].compressed = c->compressed;
         ptrs[k] = &cs[k];
     }
     ptrs[0] = &cs[0];                   /* the block to free, even with no candidates */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "pipeline/compress.h"
 #include "pipeline/profile.h"
 
 #define NS_PER_S 1e9
@@ -19,11 +20,11 @@ static double or_inf(double v)
 
 /* What worker j delivers at cut k of n: its cores over its cost (at the last cut, plus its GPU's elements,
  * whose host CPU its cores pay first), capped by its link. */
-static double worker_capacity(const struct spw_plan_worker *w, int k, int n, double bytes)
+static double worker_capacity(const struct spw_plan_worker *w, int k, int n, double bytes, double extra_ns)
 {
     const double eff = w->efficiency > 0 ? w->efficiency : 1.0, cpu = eff * w->cores * NS_PER_S;
     const double xg = k == n - 1 && w->gpu.rate > 0 ? fmin(w->gpu.rate, cpu / fmax(w->gpu.cpu_ns, 1)) : 0;
-    const double compute = xg + (cpu - xg * w->gpu.cpu_ns) / w->cost_ns[k];
+    const double compute = xg + (cpu - xg * w->gpu.cpu_ns) / (w->cost_ns[k] + extra_ns);
     const double link = bytes > 0 ? or_inf(w->link_bytes_per_s) / bytes : INFINITY;
     return compute < link ? compute : link;
 }
@@ -55,6 +56,13 @@ static int check_input(const struct spw_plan_input *in, struct spw_plan *out)
     }
     if (!(in->gpu.rate >= 0) || !(in->gpu.cpu_ns >= 0) || !isfinite(in->gpu.rate))
         return invalid(out, "the client's GPU rate and cost must be finite and non-negative");
+    for (int k = 0; k < in->n_cuts; k++)
+        if (!(in->zstd_ratio[k] >= 0) || !isfinite(in->zstd_ratio[k]) || !(in->zstd_compress_ns[k] >= 0) ||
+            !(in->zstd_decompress_ns[k] >= 0) || !isfinite(in->zstd_compress_ns[k]) ||
+            !isfinite(in->zstd_decompress_ns[k]))
+            return invalid(out, "compression ratios and costs must be finite and non-negative");
+    if (!(in->recv_ns_per_byte >= 0) || !isfinite(in->recv_ns_per_byte))
+        return invalid(out, "the receive cost per byte must be finite and non-negative");
     return 0;
 }
 
@@ -134,7 +142,7 @@ static int workers_needed(const struct spw_plan_input *in, const struct spw_plan
         return -1;                              /* the client's CPU or NIC cannot take that much */
     double mean = 0;
     for (int j = 0; j < in->n_workers; j++)
-        mean += worker_capacity(&in->workers[j], c->k, in->n_cuts, c->bytes);
+        mean += worker_capacity(&in->workers[j], c->k, in->n_cuts, c->bytes, c->worker_extra_ns);
     mean /= in->n_workers;
     if (!(mean > 0))
         return -1;
@@ -154,6 +162,32 @@ static bool preferred(const struct spw_plan_candidate *a, const struct spw_plan_
     return a->bytes < b->bytes;
 }
 
+/* Candidate k, raw or with its payloads compressed: fewer bytes on the links and the NIC (b_k / ratio); each
+ * worker compresses every raw byte; the client decompresses every raw byte but receives fewer. */
+static void evaluate(const struct spw_plan_input *in, int k, bool compressed, double budget_ns, double rate,
+                     double headroom, struct spw_plan_candidate *c)
+{
+    memset(c, 0, sizeof *c);
+    const double raw = in->bytes[k];
+    c->k = k;
+    c->compressed = compressed;
+    c->bytes = compressed ? raw / in->zstd_ratio[k] : raw;
+    c->remote_ns = in->remote_ns[k];
+    if (compressed) {
+        c->remote_ns = fmax(0, c->remote_ns + in->zstd_decompress_ns[k] * raw - in->recv_ns_per_byte * (raw - c->bytes));
+        c->worker_extra_ns = in->zstd_compress_ns[k] * raw;
+    }
+    c->helps = c->remote_ns < in->local_ns;
+    double tr = 0;
+    for (int j = 0; j < in->n_workers; j++)
+        tr += worker_capacity(&in->workers[j], k, in->n_cuts, c->bytes, c->worker_extra_ns);
+    if (c->bytes > 0)
+        tr = fmin(tr, or_inf(in->nic_bytes_per_s) / c->bytes);
+    c->remote_capacity = tr;
+    mix(in, c, budget_ns, rate);
+    c->workers_needed = workers_needed(in, c, budget_ns, rate, headroom);
+}
+
 int spw_plan_decide(const struct spw_plan_input *in, struct spw_plan *out)
 {
     memset(out, 0, sizeof *out);
@@ -170,19 +204,15 @@ int spw_plan_decide(const struct spw_plan_input *in, struct spw_plan *out)
     out->n = in->n_cuts;
     double best_t = -1;
     for (int k = 0; k < in->n_cuts; k++) {
-        struct spw_plan_candidate *c = &out->c[k];
-        c->k = k;
-        c->bytes = in->bytes[k];
-        c->remote_ns = in->remote_ns[k];
-        c->helps = c->remote_ns < in->local_ns;
-        double tr = 0;
-        for (int j = 0; j < in->n_workers; j++)
-            tr += worker_capacity(&in->workers[j], k, in->n_cuts, c->bytes);
-        if (c->bytes > 0)
-            tr = fmin(tr, or_inf(in->nic_bytes_per_s) / c->bytes);
-        c->remote_capacity = tr;
-        mix(in, c, budget_ns, rate);
-        c->workers_needed = workers_needed(in, c, budget_ns, rate, headroom);
+        struct spw_plan_candidate *c = &out->c[k], z;
+        evaluate(in, k, false, budget_ns, rate, headroom, c);
+        const bool measured = in->zstd_ratio[k] > 1;
+        if (in->compress >= 0 && measured) {
+            evaluate(in, k, true, budget_ns, rate, headroom, &z);
+            /* Compressed where forced, or where it beats raw by more than a tie (the CPU it costs is real). */
+            if (in->compress > 0 || z.throughput > (1 + tie) * c->throughput)
+                *c = z;
+        }
         if (c->workers_needed >= 0 && (out->workers_needed < 0 || c->workers_needed < out->workers_needed))
             out->workers_needed = c->workers_needed;
         best_t = fmax(best_t, c->throughput);
@@ -223,6 +253,13 @@ int spw_plan_decide(const struct spw_plan_input *in, struct spw_plan *out)
     }
     const struct spw_plan_candidate *c = &out->c[out->best];
     out->offload = c->remote_rate > 0;
+    out->compressed = out->offload && c->compressed;
+    out->compress_level = out->compressed ? (in->compress > 0 ? in->compress : SPW_ZSTD_DEFAULT_LEVEL) : 0;
+    if (out->compressed) {
+        const size_t n = strlen(out->why);
+        snprintf(out->why + n, sizeof out->why - n, "; payloads compressed (zstd, %.2fx smaller)",
+                 in->bytes[c->k] / c->bytes);
+    }
     out->throughput = c->throughput;
     out->local_share = c->throughput > 0 ? c->local_rate / c->throughput : 0;
     return 0;

@@ -1,7 +1,8 @@
 /* pipeline/planner.h - the offload decision (DESIGN §7) as a pure function of measured costs: for every
  * candidate cut k (a fusion-group boundary) the remote capacity, the best local/remote mix (a small linear
- * program), whether offloading beats local-only by a margin, which cut wins (ties go to fewer workers, less
- * client CPU, fewer bytes), and how many workers would reach the trainer's rate (the autoscaling signal).
+ * program), each cut raw and with its payloads compressed (when measured: fewer bytes on links and the
+ * client's NIC for the workers' compress and the client's decompress CPU), whether offloading beats local-only
+ * by a margin, which cut wins (ties go to fewer workers, less client CPU, fewer bytes), and how many workers would reach the trainer's rate (the autoscaling signal).
  * Not the measuring (workers and the client do that) nor the re-planning loop. Pure; thread-safe. */
 #ifndef SPW_PIPELINE_PLANNER_H
 #define SPW_PIPELINE_PLANNER_H
@@ -43,6 +44,14 @@ struct spw_plan_input {
     double headroom;                    /* plan workers to this fraction of their capacity; 0 = 0.9 */
     int force_cut;                      /* >= 0: use this cut (an override); -1: choose */
     bool local_off;                     /* override: the client produces nothing itself */
+    /* Compression on the wire (zstd, one frame per element), per cut; a ratio of 0 = not measured there: that
+     * cut is weighed raw only. */
+    double zstd_ratio[SPW_PLAN_MAX_CUTS];               /* raw bytes / compressed bytes */
+    double zstd_compress_ns[SPW_PLAN_MAX_CUTS];         /* a worker's CPU per raw byte compressed */
+    double zstd_decompress_ns[SPW_PLAN_MAX_CUTS];       /* the client's CPU per raw byte checked + decompressed */
+    double recv_ns_per_byte;            /* the client's receive CPU per wire byte (part of s(k)); 0 = unknown */
+    int compress;                       /* 0: weigh each cut raw and compressed; -1: raw only; > 0: compressed
+                                           wherever measured */
 };
 
 struct spw_plan_candidate {
@@ -56,6 +65,8 @@ struct spw_plan_candidate {
     double client_cpu;                  /* cores the client spends at that mix */
     int workers_needed;                 /* N_k to reach R at cut k; -1: R unlimited or out of reach */
     bool helps;                         /* s(k) < f: a remote element costs the client less than a local one */
+    bool compressed;                    /* the figures are for compressed payloads (bytes as sent) */
+    double worker_extra_ns;             /* what compressing adds to each worker's W_j(k) per element */
 };
 
 struct spw_plan {
@@ -67,6 +78,8 @@ struct spw_plan {
     double local_share;                 /* x_l / T at the chosen candidate (1 when not offloading) */
     double throughput;                  /* predicted elements/s of the plan */
     int workers_needed;                 /* N* = min_k N_k, the autoscaling signal; -1 unknown */
+    bool compressed;                    /* the chosen candidate compresses its payloads */
+    int compress_level;                 /* ... at this zstd level (in->compress's, else the default); 0 = raw */
     char why[512];                      /* one sentence: why the winner won */
 };
 

@@ -14,6 +14,7 @@
 
 #include <time.h>
 #include "lib/err.h"
+#include "pipeline/compress.h"
 #include "pipeline/element.h"
 #include "pipeline/order.h"
 
@@ -25,6 +26,13 @@ struct measure {
     int n, stride, first;
     bool warm_up;               /* leave this thread's first element out */
     struct spw_profile sum;     /* sums over this thread's elements */
+    struct zstd_sums {          /* compression samples, per cut */
+        struct spw_zstd *c, *d;
+        uint8_t *buf, *out;
+        size_t buf_cap, out_cap;
+        double raw[SPW_PROFILE_MAX_GROUPS + 1], sent[SPW_PROFILE_MAX_GROUPS + 1];
+        double c_ns[SPW_PROFILE_MAX_GROUPS + 1], d_ns[SPW_PROFILE_MAX_GROUPS + 1];
+    } z;
 };
 
 static int64_t cpu_ns(void)
@@ -52,6 +60,37 @@ static int64_t timed_copy(const uint8_t *bytes, size_t n, const struct spw_value
     return cpu_ns() - t0;
 }
 
+static bool grow(uint8_t **p, size_t *cap, size_t n)
+{
+    if (n <= *cap)
+        return true;
+    uint8_t *q = realloc(*p, n);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = n;
+    return true;
+}
+
+/* Compress the n bytes at cut k as a worker would, then check and decompress them as the client would. */
+static void sample_zstd(struct zstd_sums *z, int k, const uint8_t *raw, size_t n)
+{
+    if (!n || (!z->c && spw_zstd_create(SPW_ZSTD_DEFAULT_LEVEL, &z->c) != 0) ||
+        (!z->d && spw_zstd_create(0, &z->d) != 0) || !grow(&z->buf, &z->buf_cap, spw_zstd_bound(1, n)) ||
+        !grow(&z->out, &z->out_cap, n))
+        return;
+    int64_t t0 = cpu_ns();
+    const size_t zl = spw_zstd_compress(z->c, raw, 1, n, z->buf, z->buf_cap);
+    const int64_t t1 = cpu_ns();
+    char err[128];
+    if (!zl || spw_zstd_decompress(z->d, z->buf, zl, 1, n, z->out, err, sizeof err) != 0)
+        return;
+    z->d_ns[k] += (double)(cpu_ns() - t1);
+    z->c_ns[k] += (double)(t1 - t0);
+    z->raw[k] += (double)n;
+    z->sent[k] += (double)zl;
+}
+
 static void *measure_main(void *arg)
 {
     struct measure *m = arg;
@@ -62,6 +101,7 @@ static void *measure_main(void *arg)
     struct spw_profile one;
     for (int i = m->first; i < m->n; i += m->stride) {
         const int64_t sample = spw_order_at(m->order, 0, i);
+        const bool zs = (i / m->stride) % SPW_PROFILE_ZSTD_EVERY == 1;     /* never the warm-up element */
         uint8_t *buf = NULL;
         size_t len = 0;
         int64_t t0 = cpu_ns();
@@ -70,6 +110,8 @@ static void *measure_main(void *arg)
         int64_t c = rc ? -1 : timed_copy(buf, len, NULL, &scratch, &cap);
         one.copy_ns[0] = (double)c;
         one.bytes[0] = (double)len;
+        if (zs && c >= 0)
+            sample_zstd(&m->z, 0, scratch, len);
         rc = rc ? rc : c < 0 ? -ENOMEM : 0;
         struct spw_value v = {0};
         for (int g = 0; g < groups && rc == 0; g++) {
@@ -80,6 +122,8 @@ static void *measure_main(void *arg)
                 rc = -ENOMEM;
             one.copy_ns[g + 1] = (double)c;
             one.bytes[g + 1] = (double)spw_value_bytes(&v);
+            if (zs && rc == 0)
+                sample_zstd(&m->z, g + 1, scratch, spw_value_bytes(&v));
         }
         spw_value_free(&v);
         free(buf);
@@ -99,6 +143,10 @@ static void *measure_main(void *arg)
         m->sum.samples++;
     }
     free(scratch);
+    spw_zstd_destroy(m->z.c);
+    spw_zstd_destroy(m->z.d);
+    free(m->z.buf);
+    free(m->z.out);
     return NULL;
 }
 
@@ -152,6 +200,20 @@ int spw_profile_run(const struct spw_pipeline_spec *spec, const struct spw_sourc
         snprintf(err, errlen, "none of the %d sampled elements could be read and run", n);
         rc = started ? SPW_ESOURCE : -EAGAIN;
         goto out;
+    }
+    for (int k = 0; k <= ctx.n_groups; k++) {
+        double raw = 0, sent = 0, c = 0, dn = 0;
+        for (int t = 0; t < started; t++) {
+            raw += ms[t].z.raw[k];
+            sent += ms[t].z.sent[k];
+            c += ms[t].z.c_ns[k];
+            dn += ms[t].z.d_ns[k];
+        }
+        if (raw > 0 && sent > 0) {
+            out->zstd_ratio[k] = raw / sent;
+            out->zstd_compress_ns[k] = c / raw;
+            out->zstd_decompress_ns[k] = dn / raw;
+        }
     }
     const double d = out->samples;
     out->read_ns /= d;

@@ -17,7 +17,13 @@ struct spw_profile {
     double group_ns[SPW_PROFILE_MAX_GROUPS];/* group g */
     double copy_ns[SPW_PROFILE_MAX_GROUPS + 1];  /* one copy of the value at cut k (k = 0: the file) */
     double bytes[SPW_PROFILE_MAX_GROUPS + 1];    /* b_k: the value's bytes at cut k */
+    /* Compression of the value at cut k (zstd level 1, one frame), on every SPW_PROFILE_ZSTD_EVERY-th element:
+     * raw / compressed bytes (0 = none sampled), and CPU per raw byte to compress and to check + decompress. */
+    double zstd_ratio[SPW_PROFILE_MAX_GROUPS + 1];
+    double zstd_compress_ns[SPW_PROFILE_MAX_GROUPS + 1], zstd_decompress_ns[SPW_PROFILE_MAX_GROUPS + 1];
 };
+
+#define SPW_PROFILE_ZSTD_EVERY 8
 
 /* Measure `samples` elements (at most the source's) with `threads` threads. Returns 0, or SPW_ESOURCE when
  * no sampled element could be read and run (message in err), or -ENOMEM / -EAGAIN. */

@@ -82,3 +82,43 @@ finish() {
   echo "$pass passed, $fail failed"
   [ "$fail" -eq 0 ]
 }
+# Network namespaces for tests that need links of their own (root, ip netns, tc). NS_P names them (short:
+# link names have 15 characters), NS_NET is the /24 (the bridge is .1, worker J .1J).
+NS_P=spwt$$
+NS_NET=10.78.0
+# netns_usable: whether this test may make namespaces (else it says SKIP and why, and exits 0).
+netns_usable() {
+  if [ "$(id -u)" != 0 ] || ! command -v tc > /dev/null || ! ip netns add "${NS_P}x" 2> /dev/null; then
+    echo "SKIP $(basename "$0" .sh): needs root with ip netns and tc (network namespaces, a bandwidth cap)"
+    exit 0
+  fi
+  ip netns del "${NS_P}x"
+  trap 'cleanup; for j in 1 2 3 4; do ip netns del "${NS_P}w$j" 2> /dev/null; done; ip link del "${NS_P}b" 2> /dev/null; true' EXIT
+  ip link add "${NS_P}b" type bridge
+  ip addr add $NS_NET.1/24 dev "${NS_P}b"
+  ip link set "${NS_P}b" up
+}
+# netns_worker J [WORKER FLAGS...]: worker J in namespace ${NS_P}wJ at $NS_NET.1J, of the dispatcher at
+# $NS_NET.1:$DPORT (logs WORK/wJ.out and .err).
+netns_worker() {
+  local j=$1
+  shift
+  ip netns add "${NS_P}w$j"
+  ip link add "${NS_P}h$j" type veth peer name "${NS_P}v$j"
+  ip link set "${NS_P}v$j" netns "${NS_P}w$j"
+  ip link set "${NS_P}h$j" master "${NS_P}b" up
+  ip netns exec "${NS_P}w$j" ip addr add $NS_NET.$((10 + j))/24 dev "${NS_P}v$j"
+  ip netns exec "${NS_P}w$j" ip link set "${NS_P}v$j" up
+  ip netns exec "${NS_P}w$j" "$B/bin/spillway-worker" --dispatcher $NS_NET.1:"$DPORT" --listen $NS_NET.$((10 + j)) \
+    --port 0 --threads 1 "$@" > "$WORK/w$j.out" 2> "$WORK/w$j.err" &
+  PIDS+=($!)
+  wait_port "$WORK/w$j.out" > /dev/null || { bad "worker $j starts"; return 1; }
+}
+# netns_cap J RATE: cap worker J's egress (worker -> client) at RATE (tc tbf, e.g. 40mbit); RATE "off" lifts it.
+netns_cap() {
+  if [ "$2" = off ]; then
+    ip netns exec "${NS_P}w$1" tc qdisc del dev "${NS_P}v$1" root
+  else
+    ip netns exec "${NS_P}w$1" tc qdisc add dev "${NS_P}v$1" root tbf rate "$2" burst 64kb latency 100ms
+  fi
+}

@@ -9,21 +9,8 @@
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
-P=spwt$$                    # names of the namespaces and links (short: link names have 15 characters)
-NET=10.78.0
-
-if [ "$(id -u)" != 0 ] || ! command -v tc > /dev/null || ! ip netns add "${P}x" 2> /dev/null; then
-  echo "SKIP replan_bandwidth: needs root with ip netns and tc (network namespaces, a bandwidth cap)"
-  exit 0
-fi
-ip netns del "${P}x"
-net_cleanup() {
-  cleanup
-  for j in 1 2; do ip netns del "${P}w$j" 2> /dev/null; done
-  ip link del "${P}b" 2> /dev/null
-  return 0
-}
-trap net_cleanup EXIT
+netns_usable
+NET=$NS_NET
 
 DATA=$B/data/cli-test
 bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
@@ -43,26 +30,12 @@ cat > "$WORK/p.json" <<JSON
 JSON
 "$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 2 --keys "$WORK/local-keys.txt" --quiet || exit 1
 
-ip link add "${P}b" type bridge
-ip addr add $NET.1/24 dev "${P}b"
-ip link set "${P}b" up
 # Re-plans on measurements from 6 s after planning (the cap comes at 2 s; the client's rates are over 2 s).
 "$B/bin/spillway-dispatcher" --listen $NET.1 --port 0 --heartbeat-ms 200 --replan-after-ms 6000 \
   > "$WORK/d.out" 2> "$WORK/d.err" &
 PIDS+=($!)
 DPORT=$(wait_port "$WORK/d.out") || { bad "dispatcher starts"; finish; exit; }
-for j in 1 2; do
-  ip netns add "${P}w$j"
-  ip link add "${P}h$j" type veth peer name "${P}v$j"
-  ip link set "${P}v$j" netns "${P}w$j"
-  ip link set "${P}h$j" master "${P}b" up
-  ip netns exec "${P}w$j" ip addr add $NET.$((10 + j))/24 dev "${P}v$j"
-  ip netns exec "${P}w$j" ip link set "${P}v$j" up
-  ip netns exec "${P}w$j" "$B/bin/spillway-worker" --dispatcher $NET.1:"$DPORT" --listen $NET.$((10 + j)) \
-    --port 0 --threads 1 > "$WORK/w$j.out" 2> "$WORK/w$j.err" &
-  PIDS+=($!)
-  wait_port "$WORK/w$j.out" > /dev/null || bad "worker $j starts"
-done
+for j in 1 2; do netns_worker "$j"; done
 sleep 0.6
 
 "$B/bin/spillctl" run --dispatcher $NET.1:"$DPORT" --pipeline "$WORK/p.json" --cut auto --local-share off \
@@ -71,7 +44,7 @@ for _ in $(seq 1 100); do grep -q "job created" "$WORK/d.err" && break; sleep 0.
 sleep 2
 FIRST=$(sed -n 's/.*job created .* cut=\([0-9]*\)\/.*/\1/p' "$WORK/d.err" | head -1)
 echo "     planned cut $FIRST; capping both workers at 40 Mbit/s"
-for j in 1 2; do ip netns exec "${P}w$j" tc qdisc add dev "${P}v$j" root tbf rate 40mbit burst 64kb latency 100ms; done
+for j in 1 2; do netns_cap "$j" 40mbit; done
 # Costs measured on the running path: each worker's CPU per element sent and the client's per element received.
 JOB=$(sed -n 's/.*job created job=\([0-9]*\) .*/\1/p' "$WORK/d.err" | head -1)
 sleep 2

@@ -177,6 +177,86 @@ START_TEST(test_planner_nic_bound_moves_to_smaller_elements)
 }
 END_TEST
 
+/* Compression, measured at cut 1 only (ratio 3; 1 ns/byte to compress on a worker, 0.5 to decompress on the
+ * client; receiving 0.1 ns/byte): behind a 150 MB/s NIC, cut 1 compressed ships 50 KB and 3000/s fit; each
+ * costs the client 200 + 75 - 10 = 265 us, so 3000 remote (0.795 s/s) + 205 local = 3205, over raw's 1800.
+ * With no cap, raw wins (compressing only costs CPU); off means raw; a forced level is used where measured. */
+START_TEST(test_planner_compresses_where_the_link_binds)
+{
+    struct spw_plan_input in = base(8);
+    in.nic_bytes_per_s = 150e6;
+    in.zstd_ratio[1] = 3;
+    in.zstd_compress_ns[1] = 1;
+    in.zstd_decompress_ns[1] = 0.5;
+    in.recv_ns_per_byte = 0.1;
+    struct spw_plan p;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert_int_eq(p.best, 1);
+    ck_assert(p.c[1].compressed && p.compressed);
+    ck_assert_int_eq(p.compress_level, 1);
+    ck_assert_double_eq_tol(p.c[1].bytes, 50e3, 1e-6);
+    ck_assert_double_eq_tol(p.c[1].remote_capacity, 3000, 1e-6);
+    ck_assert_double_eq_tol(p.c[1].remote_ns, 265e3, 1e-6);
+    ck_assert_double_eq_tol(p.throughput, 3205, 1e-6);
+    ck_assert_ptr_nonnull(strstr(p.why, "compressed"));
+    ck_assert(!p.c[2].compressed && !p.c[0].compressed);       /* not measured there */
+    in.compress = -1;                                           /* off */
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert(!p.compressed && !p.c[1].compressed);
+    ck_assert_int_eq(p.compress_level, 0);
+    ck_assert_double_eq_tol(p.throughput, 1800, 1e-6);
+    in.compress = 5;                                            /* forced */
+    in.nic_bytes_per_s = 0;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert(p.c[1].compressed);
+    in.compress = 0;                                            /* no cap: compressing does not pay */
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert(!p.compressed);
+    for (int k = 0; k < 3; k++)
+        ck_assert(!p.c[k].compressed);
+    in.zstd_ratio[1] = NAN;                                     /* garbage is refused */
+    ck_assert_int_eq(spw_plan_decide(&in, &p), -EINVAL);
+}
+END_TEST
+
+/* What a client claims of compression is checked like the rest of its facts. */
+START_TEST(test_planner_refuses_a_client_lying_about_compression)
+{
+    double remote[2] = {1e5, 2e5}, bytes[2] = {1e4, 2e4}, ratio[2] = {1, 3}, c[2] = {1, 1}, d[2] = {1, 1};
+    Spillway__V1__ClientFacts cf = SPILLWAY__V1__CLIENT_FACTS__INIT;
+    cf.n_remote_ns = cf.n_bytes = 2;
+    cf.remote_ns = remote;
+    cf.bytes = bytes;
+    cf.local_ns = 1e6;
+    cf.cores = 1;
+    cf.n_zstd_ratio = cf.n_zstd_compress_ns_per_byte = cf.n_zstd_decompress_ns_per_byte = 2;
+    cf.zstd_ratio = ratio;
+    cf.zstd_compress_ns_per_byte = c;
+    cf.zstd_decompress_ns_per_byte = d;
+    struct spw_plan plan;
+    int profiled;
+    char msg[256];
+    ck_assert_int_eq(disp_plan_job(NULL, &cf, 2, NULL, 0, NULL, NULL, &plan, &profiled, msg, sizeof msg), 0);
+    const double bad[] = {NAN, -1, 1e9, INFINITY};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        double *field[3] = {&ratio[1], &c[1], &d[0]};
+        for (int f = 0; f < 3; f++) {
+            const double keep = *field[f];
+            *field[f] = bad[i];
+            ck_assert_int_eq(disp_plan_job(NULL, &cf, 2, NULL, 0, NULL, NULL, &plan, &profiled, msg, sizeof msg),
+                             -EINVAL);
+            ck_assert_msg(strstr(msg, "compression") != NULL, "%s", msg);
+            *field[f] = keep;
+        }
+    }
+    cf.n_zstd_decompress_ns_per_byte = 1;                       /* counts that do not match */
+    ck_assert_int_eq(disp_plan_job(NULL, &cf, 2, NULL, 0, NULL, NULL, &plan, &profiled, msg, sizeof msg), -EINVAL);
+    cf.n_zstd_decompress_ns_per_byte = 2;
+    cf.compress = 20;                                           /* no such level */
+    ck_assert_int_eq(disp_plan_job(NULL, &cf, 2, NULL, 0, NULL, NULL, &plan, &profiled, msg, sizeof msg), -EINVAL);
+}
+END_TEST
+
 START_TEST(test_planner_heterogeneous_workers)
 {
     struct spw_plan_input in = base(2);
@@ -426,6 +506,8 @@ int main(void)
     tcase_add_test(tc, test_planner_s_not_below_f_never_helps);
     tcase_add_test(tc, test_planner_rate_binds);
     tcase_add_test(tc, test_planner_nic_bound_moves_to_smaller_elements);
+    tcase_add_test(tc, test_planner_compresses_where_the_link_binds);
+    tcase_add_test(tc, test_planner_refuses_a_client_lying_about_compression);
     tcase_add_test(tc, test_planner_heterogeneous_workers);
     tcase_add_test(tc, test_planner_overrides);
     tcase_add_test(tc, test_planner_ties_go_to_fewer_bytes);
