@@ -1,8 +1,8 @@
-/* pipeline/source.c - image_folder and tar_shards enumeration (sorted, hashed) and sample reads.
- * Enumeration runs on one thread at open; spw_source_read uses pread and is safe from many threads. */
+/* pipeline/source.c - image_folder and tar_shards enumeration (sorted, hashed) and sample reads; a shard's
+ * listing is pipeline/tar_index.c's. Enumeration runs on one thread at open; spw_source_read uses pread
+ * (or, for a compressed shard, a streamed read of its own) and is safe from many threads. */
 #include "pipeline/source.h"
 
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,11 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/err.h"
+#include "pipeline/brace.h"
+#include "pipeline/tar_index.h"
 
 struct vec {
     struct spw_sample *v;
@@ -41,18 +42,10 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* A sample file's extension (after the dot) for this media: jpg/jpeg images, wav audio (any case). */
-static bool is_media_ext(const char *ext, enum spw_media media)
-{
-    if (media == SPW_MEDIA_AUDIO)
-        return !strcasecmp(ext, "wav");
-    return !strcasecmp(ext, "jpg") || !strcasecmp(ext, "jpeg");
-}
-
 static bool is_media_name(const char *name, enum spw_media media)
 {
     const char *dot = strrchr(name, '.');
-    return dot && is_media_ext(dot + 1, media);
+    return dot && spw_tar_media_ext(dot + 1, media);
 }
 
 static const char *media_name(enum spw_media media)
@@ -175,153 +168,105 @@ static int open_class_folders(struct spw_source *src, const char *root, enum spw
     return rc;
 }
 
-/* Parse an octal tar header field. */
-static int64_t tar_octal(const char *p, int n)
+/* ---- tar shards ---- */
+
+static bool has_glob_chars(const char *s)
 {
-    int64_t v = 0;
-    for (int i = 0; i < n && p[i]; i++) {
-        if (p[i] == ' ')
-            continue;
-        if (p[i] < '0' || p[i] > '7')
-            return -1;
-        v = v * 8 + (p[i] - '0');
-    }
-    return v;
+    return strpbrk(s, "*?[") != NULL;
 }
 
-struct pending {      /* the last member key seen in a shard, waiting for its .jpg (.wav) / .cls pair */
-    char key[256];
-    int64_t jpg_off, jpg_size;
-    int64_t label;
-    int have_jpg, have_cls;
+/* The shard paths of a tar_shards path: brace groups expanded in order, then each result globbed (glob
+ * sorts its matches) when it has glob characters, else taken as one shard that must exist. */
+static int shard_paths(const char *pattern, char ***paths, int64_t *count, char *err, size_t errlen)
+{
+    char **items = NULL, **v = NULL;
+    int64_t n_items = 0, n = 0, cap = 0;
+    int rc = spw_brace_expand(pattern, SPW_BRACE_MAX_ITEMS, &items, &n_items, err, errlen);
+    for (int64_t i = 0; rc == 0 && i < n_items; i++) {
+        glob_t g = {0};
+        const bool globbed = has_glob_chars(items[i]);
+        if (globbed && (glob(items[i], 0, NULL, &g) != 0 || g.gl_pathc == 0)) {
+            globfree(&g);
+            rc = spw_fail(err, errlen, SPW_ESOURCE, "source.path: no tar shards match \"%s\"", items[i]);
+            break;
+        }
+        const int64_t add = globbed ? (int64_t)g.gl_pathc : 1;
+        if (n + add > SPW_BRACE_MAX_ITEMS)
+            rc = spw_fail(err, errlen, SPW_ESOURCE, "source.path: \"%.200s\" names more than %d shards", pattern,
+                          SPW_BRACE_MAX_ITEMS);
+        if (rc == 0 && n + add > cap) {
+            int64_t want = cap ? cap : 64;
+            while (want < n + add)
+                want *= 2;
+            char **grown = realloc(v, (size_t)want * sizeof *v);
+            if (grown)
+                v = grown, cap = want;
+            else
+                rc = -ENOMEM;
+        }
+        for (int64_t k = 0; rc == 0 && k < add; k++)
+            if (!(v[n] = strdup(globbed ? g.gl_pathv[k] : items[i])))
+                rc = -ENOMEM;
+            else
+                n++;
+        if (globbed)
+            globfree(&g);
+    }
+    spw_brace_free(items, n_items);
+    if (rc) {
+        free_names(v, (int)n);
+        return rc;
+    }
+    *paths = v;
+    *count = n;
+    return 0;
+}
+
+struct shard_ctx {
+    struct vec *out;
+    const char *shard;
+    int file;
 };
 
-static int flush_pending(struct spw_source *src, struct pending *pd, const char *shard, int fd_index,
-                         enum spw_media media, struct vec *out)
+static int add_tar_sample(void *p, const struct spw_tar_sample *t)
 {
-    if (!pd->key[0])
-        return 0;
-    if (!pd->have_jpg || !pd->have_cls) {
-        src->ignored++;
-        memset(pd, 0, sizeof *pd);
-        return 0;
-    }
-    struct spw_sample s = {.label = pd->label, .file = fd_index, .offset = pd->jpg_off, .size = pd->jpg_size};
-    size_t len = strlen(shard) + strlen(pd->key) + 6;
+    const struct shard_ctx *c = p;
+    struct spw_sample s = {.label = t->label, .file = c->file, .offset = t->offset, .size = t->size};
+    size_t len = strlen(c->shard) + strlen(t->name) + 2;
     if (!(s.path = malloc(len)))
         return -ENOMEM;
-    snprintf(s.path, len, "%s:%s.%s", shard, pd->key, media == SPW_MEDIA_AUDIO ? "wav" : "jpg");
-    memset(pd, 0, sizeof *pd);
-    int rc = vec_push(out, s);
+    snprintf(s.path, len, "%s:%s", c->shard, t->name);
+    int rc = vec_push(c->out, s);
     if (rc)
         free(s.path);
     return rc;
 }
 
-static int scan_tar(struct spw_source *src, const char *shard, int fd, int fd_index, enum spw_media media,
-                    struct vec *out, char *err, size_t errlen)
-{
-    struct pending pd = {0};
-    int64_t off = 0;
-    char hdr[512];
-    int rc = 0;
-    for (;;) {
-        ssize_t r = pread(fd, hdr, 512, off);
-        if (r == 0)
-            break;
-        if (r != 512) {
-            snprintf(err, errlen, "%s: truncated tar header at offset %lld", shard, (long long)off);
-            return SPW_ESOURCE;
-        }
-        if (hdr[0] == 0)
-            break;                                      /* end-of-archive block */
-        int64_t size = tar_octal(hdr + 124, 12);
-        if (size < 0) {
-            snprintf(err, errlen, "%s: malformed tar header at offset %lld", shard, (long long)off);
-            return SPW_ESOURCE;
-        }
-        char name[512];
-        int nl = 0;
-        if (hdr[345] && memcmp(hdr + 257, "ustar", 5) == 0)        /* ustar prefix/name split */
-            nl = snprintf(name, sizeof name, "%.155s/", hdr + 345);
-        snprintf(name + nl, sizeof name - (size_t)nl, "%.100s", hdr);
-        char type = hdr[156];
-        int64_t data = off + 512;
-        off = data + (size + 511) / 512 * 512;
-        if (type != '0' && type != 0)
-            continue;
-        /* WebDataset key: the member path up to the first dot of its basename. */
-        const char *base = strrchr(name, '/');
-        base = base ? base + 1 : name;
-        const char *dot = strchr(base, '.');
-        if (!dot) {
-            src->ignored++;
-            continue;
-        }
-        char key[256];
-        if (dot - name >= (ptrdiff_t)sizeof key) {
-            src->ignored++;
-            continue;
-        }
-        snprintf(key, sizeof key, "%.*s", (int)(dot - name), name);
-        if (strcmp(key, pd.key) != 0) {
-            if ((rc = flush_pending(src, &pd, shard, fd_index, media, out)) != 0)
-                return rc;
-            snprintf(pd.key, sizeof pd.key, "%s", key);
-        }
-        const char *ext = dot + 1;
-        if (is_media_ext(ext, media)) {
-            pd.have_jpg = 1;
-            pd.jpg_off = data;
-            pd.jpg_size = size;
-        } else if (!strcasecmp(ext, "cls")) {
-            char txt[32] = {0};
-            if (size <= 0 || size >= (int64_t)sizeof txt || pread(fd, txt, (size_t)size, data) != size) {
-                snprintf(err, errlen, "%s: member %s is not a class index", shard, name);
-                return SPW_ESOURCE;
-            }
-            char *end;
-            long long v = strtoll(txt, &end, 10);
-            while (*end && isspace((unsigned char)*end))
-                end++;
-            if (*end || v < 0) {
-                snprintf(err, errlen, "%s: member %s: \"%s\" is not a class index", shard, name, txt);
-                return SPW_ESOURCE;
-            }
-            pd.label = v;
-            pd.have_cls = 1;
-        }
-    }
-    return flush_pending(src, &pd, shard, fd_index, media, out);
-}
-
-static int open_tar_shards(struct spw_source *src, const char *pattern, enum spw_media media, struct vec *out,
+static int open_tar_shards(struct spw_source *src, const struct spw_source_spec *spec, struct vec *out,
                            char *err, size_t errlen)
 {
-    glob_t g;
-    int gr = glob(pattern, 0, NULL, &g);
-    if (gr != 0 || g.gl_pathc == 0) {
-        snprintf(err, errlen, "source.path: no tar shards match \"%s\"", pattern);
-        if (gr == 0)
-            globfree(&g);
-        return SPW_ESOURCE;
-    }
-    int rc = 0;
-    if (!(src->fds = calloc(g.gl_pathc, sizeof *src->fds))) {
-        globfree(&g);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < g.gl_pathc && rc == 0; i++) {   /* glob sorts its results */
-        int fd = open(g.gl_pathv[i], O_RDONLY | O_CLOEXEC);
+    char **paths = NULL;
+    int64_t n = 0;
+    int rc = shard_paths(spec->path, &paths, &n, err, errlen);
+    if (rc)
+        return rc;
+    src->fds = calloc((size_t)n, sizeof *src->fds);
+    src->streamed = calloc((size_t)n, sizeof *src->streamed);
+    if (!src->fds || !src->streamed)
+        rc = -ENOMEM;
+    const struct spw_tar_rules rules = {.media = spec->media, .label_key = spec->label_key};
+    for (int64_t i = 0; i < n && rc == 0; i++) {
+        int fd = open(paths[i], O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
-            snprintf(err, errlen, "cannot open shard \"%s\": %s", g.gl_pathv[i], strerror(errno));
-            rc = SPW_ESOURCE;
+            rc = spw_fail(err, errlen, SPW_ESOURCE, "cannot open shard \"%s\": %s", paths[i], strerror(errno));
             break;
         }
         src->fds[src->n_fds++] = fd;
-        rc = scan_tar(src, g.gl_pathv[i], fd, (int)i, media, out, err, errlen);
+        struct shard_ctx c = {.out = out, .shard = paths[i], .file = (int)i};
+        rc = spw_tar_index_scan(fd, paths[i], &rules, add_tar_sample, &c, &src->streamed[i], &src->ignored, err,
+                                errlen);
     }
-    globfree(&g);
+    free_names(paths, (int)n);
     return rc;
 }
 
@@ -477,7 +422,7 @@ int spw_source_open(const struct spw_source_spec *spec, struct spw_source **out,
     src->format = spec->format;
     int rc;
     if (spec->format == SPW_SOURCE_TAR_SHARDS)
-        rc = open_tar_shards(src, spec->path, spec->media, &v, err, errlen);
+        rc = open_tar_shards(src, spec, &v, err, errlen);
     else if (spec->format == SPW_SOURCE_WAV_FOLDER && has_labels_file(spec->path))
         rc = open_labeled_folder(src, spec->path, &v, err, errlen);
     else
@@ -502,6 +447,20 @@ int spw_source_open(const struct spw_source_spec *spec, struct spw_source **out,
     }
     src->manifest_hash = h;
     *out = src;
+    return 0;
+}
+
+static int pread_all(int fd, uint8_t *p, int64_t size, int64_t off)
+{
+    int64_t got = 0;
+    while (got < size) {
+        ssize_t r = pread(fd, p + got, (size_t)(size - got), off + got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r < 0 ? -errno : -EIO;
+        got += r;
+    }
     return 0;
 }
 
@@ -536,17 +495,12 @@ int spw_source_read(const struct spw_source *src, int64_t i, int64_t max_bytes, 
         rc = -ENOMEM;
         goto out;
     }
-    int64_t got = 0;
-    while (got < size) {
-        ssize_t r = pread(fd, p + got, (size_t)(size - got), off + got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            rc = r < 0 ? -errno : -EIO;
-            goto out;
-        }
-        got += r;
-    }
+    if (s->file >= 0 && src->streamed[s->file])
+        rc = spw_tar_read_streamed(fd, off, size, p);
+    else
+        rc = pread_all(fd, p, size, off);
+    if (rc)
+        goto out;
     *buf = p;
     *len = (size_t)size;
     p = NULL;
@@ -568,5 +522,6 @@ void spw_source_close(struct spw_source *src)
     for (int i = 0; i < src->n_fds; i++)
         close(src->fds[i]);
     free(src->fds);
+    free(src->streamed);
     free(src);
 }

@@ -1,20 +1,22 @@
 /* pipeline/source.h - data sources: an image folder (class sub-folders -> int64 label, as torchvision's
  * ImageFolder), a wav folder (class sub-folders, or a flat folder with labels.tsv: FILE<TAB>CLASS lines) or
- * WebDataset-style tar shards (KEY.jpg or KEY.wav + KEY.cls members). Opening a source enumerates it once,
- * sorted, into a manifest with a hash; reading a sample is then thread-safe (pread). */
+ * WebDataset tar shards (KEY.jpg or KEY.wav with a KEY.cls, KEY.txt or KEY.json label; pipeline/tar_index.h).
+ * Opening a source enumerates it once, sorted, into a manifest with a hash; reading a sample is then
+ * thread-safe (pread, or a streamed read of a compressed shard). */
 #ifndef SPW_PIPELINE_SOURCE_H
 #define SPW_PIPELINE_SOURCE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "pipeline/spec.h"
 
 struct spw_sample {
-    char *path;             /* image_folder: file path; tar: "shard.tar:member" */
+    char *path;             /* image_folder: file path; tar: "shard.tar:member" (the image/audio member) */
     int64_t label;
     int file;               /* index into the source's open files (tar shards); -1 for image_folder */
-    int64_t offset, size;   /* tar: member data; image_folder: size from stat */
+    int64_t offset, size;   /* tar: member data (in the decompressed stream); image_folder: size from stat */
 };
 
 struct spw_source {
@@ -24,13 +26,14 @@ struct spw_source {
     char **classes;         /* folders: class names in label order */
     int n_classes;
     int *fds;               /* tar shard descriptors */
+    bool *streamed;         /* per shard: compressed, so its samples are read by decompressing from its start */
     int n_fds;
     uint64_t manifest_hash; /* over (path, label, size) of every sample in order */
     int64_t ignored;        /* files seen but not samples (other media, incomplete tar keys) */
 };
 
-/* Enumerate the source of spec. Returns 0, SPW_ESOURCE (message in err: missing path, empty dataset,
- * malformed tar) or -ENOMEM. */
+/* Enumerate the source of spec. Returns 0, SPW_ESOURCE (message in err: missing path or shard, empty
+ * dataset, malformed tar, more shards than SPW_BRACE_MAX_ITEMS) or -ENOMEM. */
 int spw_source_open(const struct spw_source_spec *spec, struct spw_source **out, char *err, size_t errlen);
 /* Read sample i's encoded bytes into a malloc'd buffer (*buf, *len; caller frees). Refuses samples
  * bigger than max_bytes with SPW_ETOOBIG before allocating. Returns 0 or -errno / SPW_ETOOBIG. */

@@ -21,6 +21,7 @@
 
 #define MAX_EDGE 65535          /* JPEG's own limit on a side; larger outputs cannot come from a decode */
 #define MAX_PATH_BYTES 4096     /* PATH_MAX */
+#define MAX_LABEL_KEY_BYTES 256
 #define MAX_BATCH 65536
 #define INF HUGE_VAL
 #define DEFAULT_MAX_PIXELS 89478485LL           /* PIL's Image.MAX_IMAGE_PIXELS */
@@ -671,7 +672,7 @@ static int check_keys(struct vctx *c, json_t *obj, const char *where, const char
 
 static int parse_source(struct vctx *c, json_t *obj, struct spw_source_spec *src)
 {
-    static const char *const known[] = {"format", "path", "shuffle", "seed", "epochs", NULL};
+    static const char *const known[] = {"format", "path", "shuffle", "seed", "epochs", "label_key", NULL};
     json_t *v;
     int rc, e = 0;
     long long i;
@@ -709,6 +710,19 @@ static int parse_source(struct vctx *c, json_t *obj, struct spw_source_spec *src
         if ((rc = get_int(c, "source.epochs", v, 0, LLONG_MAX, &i)))
             return rc;
         src->epochs = i;
+    }
+    if ((v = json_object_get(obj, "label_key"))) {
+        if (src->format != SPW_SOURCE_TAR_SHARDS)
+            return fail(c, "source.label_key", "only for tar_shards (it names a field of KEY.json members)");
+        if (!json_is_string(v))
+            return fail_type(c, "source.label_key", "a string", v);
+        len = json_string_length(v);
+        if (len == 0 || len > MAX_LABEL_KEY_BYTES)
+            return fail(c, "source.label_key", "%zu bytes, outside [1, %d]", len, MAX_LABEL_KEY_BYTES);
+        if (strlen(json_string_value(v)) != len)
+            return fail(c, "source.label_key", "must not contain NUL");
+        if (!(src->label_key = strdup(json_string_value(v))))
+            return fail_oom(c);
     }
     return 0;
 }
@@ -894,6 +908,7 @@ void spw_spec_free(struct spw_pipeline_spec *spec)
     if (!spec)
         return;
     free(spec->source.path);
+    free(spec->source.label_key);
     free(spec->ops);
     free(spec);
 }
@@ -1003,6 +1018,8 @@ json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
     jb_set(&b, src, "shuffle", json_boolean(spec->source.shuffle));
     jb_set(&b, src, "seed", json_integer((json_int_t)spec->source.seed));
     jb_set(&b, src, "epochs", json_integer(spec->source.epochs));
+    if (spec->source.label_key)             /* absent unless set, so older specs keep their canonical text */
+        jb_set(&b, src, "label_key", json_string(spec->source.label_key));
     jb_set(&b, root, "source", src);
 
     json_t *ops = jb_new(&b, json_array());

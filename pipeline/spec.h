@@ -122,7 +122,10 @@ struct spw_op_spec {
 
 struct spw_source_spec {
     enum spw_source_format format;
-    char *path;                         /* image_folder: a directory; tar_shards: a glob of shard paths */
+    char *path;                         /* image_folder: a directory; tar_shards: shard paths, with glob
+                                           characters and brace groups ("shard-{000..099}.tar") */
+    char *label_key;                    /* tar_shards: the integer field of KEY.json that is the label;
+                                           NULL (absent) when .json members carry no label */
     bool shuffle;                       /* default true */
     uint64_t seed;                      /* default 0 */
     int64_t epochs;                     /* default 1; 0 = forever */

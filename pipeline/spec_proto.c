@@ -225,6 +225,13 @@ static json_t *pipeline_to_json(struct jb *b, const Spillway__V1__Pipeline *msg)
             set(b, src, "seed", json_integer((json_int_t)s->seed)); /* > INT64_MAX refused by the caller */
         if (s->opt_epochs_case == SPILLWAY__V1__SOURCE__OPT_EPOCHS_EPOCHS)
             set(b, src, "epochs", json_integer(s->epochs));
+        if (s->label_key && s->label_key[0] && !utf8_valid(s->label_key)) {
+            if (!b->bad && b->err && b->errlen)
+                snprintf(b->err, b->errlen, "source.label_key: not valid UTF-8");
+            b->bad = true;
+        } else if (s->label_key && s->label_key[0]) {
+            set(b, src, "label_key", json_string(s->label_key));
+        }
         set(b, root, "source", src);
     }
     if (msg->n_ops) {
@@ -469,6 +476,8 @@ void spw_spec_proto_free(Spillway__V1__Pipeline *msg)
     if (msg->source) {
         if (msg->source->path != protobuf_c_empty_string)
             free(msg->source->path);
+        if (msg->source->label_key != protobuf_c_empty_string)
+            free(msg->source->label_key);
         free(msg->source);
     }
     for (size_t i = 0; msg->ops && i < msg->n_ops; i++)
@@ -517,6 +526,11 @@ int spw_spec_to_proto(const struct spw_pipeline_spec *spec, Spillway__V1__Pipeli
     src->seed = spec->source.seed;
     src->opt_epochs_case = SPILLWAY__V1__SOURCE__OPT_EPOCHS_EPOCHS;
     src->epochs = spec->source.epochs;
+    if (spec->source.label_key && !(src->label_key = strdup(spec->source.label_key))) {
+        src->label_key = (char *)protobuf_c_empty_string;
+        rc = -ENOMEM;
+        goto out;
+    }
 
     json_t *ops = json_object_get(root, "ops");
     size_t n = json_array_size(ops);

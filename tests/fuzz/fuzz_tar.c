@@ -1,6 +1,7 @@
-/* tests/fuzz/fuzz_tar.c - libFuzzer target: the tar shard index (a WebDataset source's listing), on the
- * input written as a shard file and opened as a source, then every sample read back. Single-threaded; the
- * shard lives in a private temporary directory under $TMPDIR (default /tmp). */
+/* tests/fuzz/fuzz_tar.c - libFuzzer target: the tar shard index (a WebDataset source's listing through
+ * libarchive: ustar, pax, GNU, gzip), on the input written as a shard file and opened as a source, then
+ * every sample read back. Single-threaded; the shard lives in a private temporary directory under $TMPDIR
+ * (default /tmp). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!f || fwrite(data, 1, size, f) != size)
         abort();
     fclose(f);
-    struct spw_source_spec ss = {.format = SPW_SOURCE_TAR_SHARDS, .path = shard, .media = SPW_MEDIA_IMAGE};
+    /* label_key: .json members are parsed too (pipeline/tar_index.c), not only .cls/.txt */
+    struct spw_source_spec ss = {.format = SPW_SOURCE_TAR_SHARDS, .path = shard, .media = SPW_MEDIA_IMAGE,
+                                 .label_key = "label"};
     struct spw_source *src;
     char err[512];
     if (spw_source_open(&ss, &src, err, sizeof err) == 0) {

@@ -113,6 +113,9 @@ static void assert_spec_equal(const struct spw_pipeline_spec *a, const struct sp
     ck_assert_int_eq(a->source.shuffle, b->source.shuffle);
     ck_assert_uint_eq(a->source.seed, b->source.seed);
     ck_assert_int_eq(a->source.epochs, b->source.epochs);
+    ck_assert_int_eq(!a->source.label_key, !b->source.label_key);
+    if (a->source.label_key)
+        ck_assert_str_eq(a->source.label_key, b->source.label_key);
     ck_assert_int_eq(a->n_ops, b->n_ops);
     for (int i = 0; i < a->n_ops; i++)
         ck_assert_msg(op_equal(&a->ops[i], &b->ops[i]), "ops[%d] (%s) differs", i, spw_op_name(a->ops[i].kind));
@@ -716,6 +719,31 @@ START_TEST(test_spec_proto_round_trip)
 }
 END_TEST
 
+#define LABEL_KEY_SPEC(FORMAT, KEY)                                                                         \
+    "{\"source\": {\"format\": \"" FORMAT "\", \"path\": \"/d/s-{0..9}.tar\", \"label_key\": " KEY "},"        \
+    " \"ops\": [{\"op\": \"decode_jpeg\"}], \"batch\": {\"size\": 1}}"
+
+START_TEST(test_spec_label_key_round_trips_and_is_only_for_tar)
+{
+    const char *text = LABEL_KEY_SPEC("tar_shards", "\"label\"");
+    struct spw_pipeline_spec *s = parse_ok(text);
+    ck_assert_str_eq(s->source.label_key, "label");
+    spw_spec_free(s);
+    check_json_round_trip(text);
+    check_proto_round_trip(text);
+    s = parse_ok(EXAMPLE);                          /* absent: NULL, and not in the canonical text */
+    ck_assert_ptr_null(s->source.label_key);
+    char *j = spw_spec_to_json(s);
+    ck_assert_ptr_null(strstr(j, "label_key"));
+    free(j);
+    spw_spec_free(s);
+    expect_error(LABEL_KEY_SPEC("image_folder", "\"label\""),
+                 "source.label_key: only for tar_shards (it names a field of KEY.json members)");
+    expect_error(LABEL_KEY_SPEC("tar_shards", "3"), "source.label_key: expected a string, got integer");
+    expect_error(LABEL_KEY_SPEC("tar_shards", "\"\""), "source.label_key: 0 bytes, outside [1, 256]");
+}
+END_TEST
+
 /* A hand-built message: absent fields take the JSON defaults, and the JSON rules (and messages) apply. */
 START_TEST(test_spec_from_proto_validates_like_json)
 {
@@ -1093,6 +1121,7 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, test_spec_audio_error_messages);
     tcase_add_test(tc, test_spec_to_json_is_canonical_text);
     tcase_add_test(tc, test_spec_proto_round_trip);
+    tcase_add_test(tc, test_spec_label_key_round_trips_and_is_only_for_tar);
     tcase_add_test(tc, test_spec_from_proto_validates_like_json);
     tcase_add_test(tc, test_spec_load_file);
     tcase_add_test(tc, test_spec_names);

@@ -1,0 +1,52 @@
+/* pipeline/tar_index.h - the listing of one WebDataset tar shard through libarchive (ustar, pax, GNU long
+ * names; plain or gzip-compressed) into samples: members grouped by key, the image or audio member and a
+ * label per key. Not a tar writer, and not a sequential reader for training: a plain tar's samples are
+ * read by pread at the offsets listed here. Listing runs on one thread; spw_tar_read_streamed is safe
+ * from many threads (pread on a shared descriptor). */
+#ifndef SPW_PIPELINE_TAR_INDEX_H
+#define SPW_PIPELINE_TAR_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipeline/spec.h"
+
+/* Caps on what a shard's headers control, checked before anything is allocated for them. */
+#define SPW_TAR_MAX_MEMBERS (1 << 24)      /* members (headers) in one shard */
+#define SPW_TAR_MAX_NAME 4096              /* bytes of a member path (PATH_MAX) */
+#define SPW_TAR_MAX_JSON_BYTES (1 << 20)   /* a .json member read for its label */
+#define SPW_TAR_MAX_LABEL_BYTES 31         /* a .cls / .txt member: a class index as text */
+
+struct spw_tar_rules {
+    enum spw_media media;      /* which member is the sample: jpg/jpeg (image) or wav (audio) */
+    const char *label_key;     /* NULL: .json members carry no label; else the integer field to read */
+};
+
+/* One sample of a shard: its image/audio member and label. name lives until the callback returns. */
+struct spw_tar_sample {
+    const char *name;          /* the member's path in the archive */
+    int64_t offset, size;      /* its data in the (uncompressed) tar stream */
+    int64_t label;
+};
+
+typedef int (*spw_tar_sample_fn)(void *ctx, const struct spw_tar_sample *s);
+
+/* List the shard open on fd (named shard in messages), calling add for each sample in member order; keys
+ * without a sample member or a label add 1 to *ignored. *streamed is set when the shard is compressed: its
+ * samples are then read with spw_tar_read_streamed, not pread. Returns 0, what add returned, SPW_ESOURCE
+ * (message in err names the shard and the member or offset: corrupt, truncated, over a cap, a bad label)
+ * or -ENOMEM. */
+int spw_tar_index_scan(int fd, const char *shard, const struct spw_tar_rules *rules, spw_tar_sample_fn add,
+                       void *ctx, bool *streamed, int64_t *ignored, char *err, size_t errlen);
+
+/* Read size bytes of the member whose data starts at offset of the decompressed stream of a compressed
+ * shard open on fd, by decompressing the shard from its start (the cost grows with offset). Returns 0,
+ * -EIO (the shard no longer holds that member: changed since it was listed, or corrupt) or -ENOMEM. */
+int spw_tar_read_streamed(int fd, int64_t offset, int64_t size, uint8_t *dst);
+
+/* True when a member extension (after the basename's first dot, e.g. "jpg" or "seg.JPEG") names media for
+ * the decode op: its last dot-separated part is jpg/jpeg (image) or wav (audio), in any case. */
+bool spw_tar_media_ext(const char *ext, enum spw_media media);
+
+#endif

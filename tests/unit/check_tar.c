@@ -1,0 +1,340 @@
+/* tests/unit/check_tar.c - tar_shards sources (pipeline/tar_index.c, pipeline/brace.c, pipeline/source.c):
+ * shards written by Python's tarfile (tests/unit/tar_cases.py) with pax, GNU long-name and ustar-prefix
+ * headers read exactly like short names; WebDataset keys and labels (.cls, .txt, .json with label_key);
+ * gzip shards; brace patterns and their cap; every prefix of a shard fails cleanly or lists a prefix. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/unit/check_run.h"
+#include "lib/err.h"
+#include "pipeline/brace.h"
+#include "pipeline/source.h"
+#include "pipeline/spec.h"
+
+static char g_root[256];
+
+static void setup(void)
+{
+    char cmd[512];
+    snprintf(g_root, sizeof g_root, "/tmp/spw-tar-XXXXXX");
+    ck_assert(mkdtemp(g_root) != NULL);
+    snprintf(cmd, sizeof cmd, "python3 tests/unit/tar_cases.py '%s'", g_root);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static void teardown(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", g_root);
+}
+
+/* Open root/name (a pattern) as a tar_shards source of images; rc as spw_source_open. */
+static int open_tar(const char *name, const char *label_key, struct spw_source **src, char *err, size_t errlen)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", g_root, name);
+    struct spw_source_spec ss = {.format = SPW_SOURCE_TAR_SHARDS, .path = path, .media = SPW_MEDIA_IMAGE,
+                                 .label_key = (char *)label_key};
+    return spw_source_open(&ss, src, err, errlen);
+}
+
+static struct spw_source *open_ok(const char *name, const char *label_key)
+{
+    struct spw_source *src = NULL;
+    char err[1024];
+    int rc = open_tar(name, label_key, &src, err, sizeof err);
+    ck_assert_msg(rc == 0, "%s: %s", name, err);
+    return src;
+}
+
+static void read_sample(const struct spw_source *src, int64_t i, uint8_t **buf, size_t *len)
+{
+    int rc = spw_source_read(src, i, 1 << 20, buf, len);
+    ck_assert_msg(rc == 0, "sample %lld: %s", (long long)i, spw_strerror(rc));
+}
+
+static void *file_bytes(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "%s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *p = malloc((size_t)n + 1);
+    ck_assert_uint_eq(fread(p, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *len = (size_t)n;
+    return p;
+}
+
+/* The member part of a sample path ("shard:member"). */
+static const char *member_of(const struct spw_sample *s)
+{
+    return strrchr(s->path, ':') + 1;
+}
+
+/* a and b hold the same samples: count, labels, bytes, and member names up to the directory part. */
+static void assert_same_samples(const struct spw_source *a, const struct spw_source *b)
+{
+    ck_assert_int_eq(a->n, b->n);
+    ck_assert_int_eq(a->ignored, b->ignored);
+    for (int64_t i = 0; i < a->n; i++) {
+        ck_assert_int_eq(a->samples[i].label, b->samples[i].label);
+        ck_assert_int_eq(a->samples[i].size, b->samples[i].size);
+        const char *ma = strrchr(member_of(&a->samples[i]), '/'), *mb = strrchr(member_of(&b->samples[i]), '/');
+        ck_assert_str_eq(ma ? ma + 1 : member_of(&a->samples[i]), mb ? mb + 1 : member_of(&b->samples[i]));
+        uint8_t *x, *y;
+        size_t nx, ny;
+        read_sample(a, i, &x, &nx);
+        read_sample(b, i, &y, &ny);
+        ck_assert_uint_eq(nx, ny);
+        ck_assert(memcmp(x, y, nx) == 0);
+        free(x);
+        free(y);
+    }
+}
+
+START_TEST(test_tar_long_names_read_like_short_names)
+{
+    struct spw_source *s = open_ok("short.tar", NULL);
+    ck_assert_int_eq(s->n, 3);
+    const int64_t labels[] = {3, 7, 1};
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(s->samples[i].label, labels[i]);
+    size_t n;
+    uint8_t *want = file_bytes("tests/data/fixtures/gray.jpg", &n), *got;
+    size_t len;
+    read_sample(s, 1, &got, &len);
+    ck_assert_uint_eq(len, n);
+    ck_assert(memcmp(got, want, n) == 0);
+    free(got);
+    free(want);
+    const char *longs[] = {"pax.tar", "gnu.tar", "ustar.tar"};
+    for (int k = 0; k < 3; k++) {
+        struct spw_source *l = open_ok(longs[k], NULL);
+        assert_same_samples(s, l);
+        ck_assert_uint_eq(strlen(member_of(&l->samples[0])), 150);     /* the whole name, not 100 bytes */
+        spw_source_close(l);
+    }
+    spw_source_close(s);
+}
+END_TEST
+
+START_TEST(test_tar_member_name_over_cap_is_an_error)
+{
+    struct spw_source *src;
+    char err[1024];
+    ck_assert_int_eq(open_tar("long-name.tar", NULL, &src, err, sizeof err), SPW_ESOURCE);
+    ck_assert_msg(strstr(err, "long-name.tar") && strstr(err, "cap of 4096"), "%s", err);
+}
+END_TEST
+
+START_TEST(test_tar_webdataset_keys_and_json_label_key)
+{
+    struct spw_source *s = open_ok("wds.tar", "label");
+    ck_assert_int_eq(s->n, 2);
+    ck_assert_str_eq(member_of(&s->samples[0]), "a/b/x.y.jpg");     /* key a/b/x, extension y.jpg */
+    ck_assert_int_eq(s->samples[0].label, 5);
+    ck_assert_str_eq(member_of(&s->samples[1]), "s1.jpg");          /* "jpg" wins over "seg.jpg" */
+    ck_assert_int_eq(s->samples[1].label, 0);
+    ck_assert_int_eq(s->ignored, 3);                                /* nolabel, .hidden.jpg, README */
+    size_t n, len;
+    uint8_t *want = file_bytes("tests/data/fixtures/rgb444.jpg", &n), *got;
+    read_sample(s, 1, &got, &len);
+    ck_assert_uint_eq(len, n);
+    ck_assert(memcmp(got, want, n) == 0);
+    free(got);
+    free(want);
+    spw_source_close(s);
+    /* Without label_key, a/b/x's label would be its .txt, a caption: refused with the member named. */
+    char err[1024];
+    ck_assert_int_eq(open_tar("wds.tar", NULL, &s, err, sizeof err), SPW_ESOURCE);
+    ck_assert_msg(strstr(err, "a/b/x.txt") && strstr(err, "not a class index"), "%s", err);
+}
+END_TEST
+
+START_TEST(test_tar_cls_and_txt_labels)
+{
+    struct spw_source *s = open_ok("labels.tar", NULL);
+    ck_assert_int_eq(s->n, 3);
+    ck_assert_int_eq(s->samples[0].label, 4);      /* c.cls */
+    ck_assert_int_eq(s->samples[1].label, 9);      /* t.txt, before its jpg */
+    ck_assert_int_eq(s->samples[2].label, 2);      /* both: .cls over a caption .txt */
+    ck_assert_str_eq(member_of(&s->samples[1]), "t.jpg");
+    spw_source_close(s);
+    char err[1024];
+    ck_assert_int_eq(open_tar("bad-txt.tar", NULL, &s, err, sizeof err), SPW_ESOURCE);
+    ck_assert_msg(strstr(err, "bad-txt.tar: member x.txt"), "%s", err);
+    ck_assert_int_eq(open_tar("bad-json.tar", "label", &s, err, sizeof err), SPW_ESOURCE);
+    ck_assert_msg(strstr(err, "bad-json.tar: member x.json") && strstr(err, "\"label\""), "%s", err);
+}
+END_TEST
+
+START_TEST(test_tar_gz_shard_reads_like_plain)
+{
+    struct spw_source *p = open_ok("short.tar", NULL), *z = open_ok("short.tar.gz", NULL);
+    ck_assert(!p->streamed[0]);
+    ck_assert(z->streamed[0]);
+    assert_same_samples(p, z);
+    for (int64_t i = 0; i < p->n; i++)             /* offsets are the same in the decompressed stream */
+        ck_assert_int_eq(p->samples[i].offset, z->samples[i].offset);
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(spw_source_read(z, 0, 10, &buf, &len), SPW_ETOOBIG);
+    spw_source_close(p);
+    spw_source_close(z);
+}
+END_TEST
+
+static void expect_items(const char *pattern, const char *const *want, int64_t n)
+{
+    char **items = NULL, err[512];
+    int64_t count = 0;
+    int rc = spw_brace_expand(pattern, 1000, &items, &count, err, sizeof err);
+    ck_assert_msg(rc == 0, "%s: %s", pattern, err);
+    ck_assert_int_eq(count, n);
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_str_eq(items[i], want[i]);
+    spw_brace_free(items, count);
+}
+
+START_TEST(test_brace_expand_ranges_padding_and_lists)
+{
+    expect_items("s-{000..003}.tar", (const char *const[]){"s-000.tar", "s-001.tar", "s-002.tar", "s-003.tar"}, 4);
+    expect_items("{8..11}", (const char *const[]){"8", "9", "10", "11"}, 4);
+    expect_items("{3..1}", (const char *const[]){"3", "2", "1"}, 3);
+    expect_items("{08..10}", (const char *const[]){"08", "09", "10"}, 3);
+    expect_items("{a,b}-{1..2}", (const char *const[]){"a-1", "a-2", "b-1", "b-2"}, 4);
+    expect_items("x{a,{b,c}d}", (const char *const[]){"xa", "xbd", "xcd"}, 3);
+    expect_items("/d/*.tar", (const char *const[]){"/d/*.tar"}, 1);
+    expect_items("{a}{1..x}{", (const char *const[]){"{a}{1..x}{"}, 1);     /* not groups: literal */
+    expect_items("{,b}", (const char *const[]){"", "b"}, 2);
+}
+END_TEST
+
+START_TEST(test_brace_expand_cap_refused_before_allocating)
+{
+    char **items = NULL, err[512];
+    int64_t n = 0;
+    ck_assert_int_eq(spw_brace_expand("s-{0..1000}", 1000, &items, &n, err, sizeof err), SPW_ESOURCE);
+    ck_assert_msg(strstr(err, "more than 1000 shards"), "%s", err);
+    ck_assert_int_eq(spw_brace_expand("{0..99999999999}", SPW_BRACE_MAX_ITEMS, &items, &n, err, sizeof err),
+                     SPW_ESOURCE);
+    ck_assert_int_eq(spw_brace_expand("{0..9}{0..9}{0..9}", 999, &items, &n, err, sizeof err), SPW_ESOURCE);
+    ck_assert_ptr_null(items);
+    ck_assert_int_eq(spw_brace_expand("{0..9}{0..9}{0..9}", 1000, &items, &n, err, sizeof err), 0);
+    ck_assert_int_eq(n, 1000);
+    ck_assert_str_eq(items[999], "999");
+    spw_brace_free(items, n);
+}
+END_TEST
+
+START_TEST(test_tar_brace_pattern_reads_shards_in_order_and_names_a_missing_one)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cd '%s' && cp short.tar s-08.tar && cp labels.tar s-09.tar && cp short.tar s-10.tar",
+             g_root);
+    ck_assert_int_eq(system(cmd), 0);
+    struct spw_source *s = open_ok("s-{08..10}.tar", NULL);
+    ck_assert_int_eq(s->n, 9);
+    ck_assert_int_eq(s->n_fds, 3);
+    ck_assert(strstr(s->samples[3].path, "/s-09.tar:c.jpg"));
+    ck_assert(strstr(s->samples[8].path, "/s-10.tar:k002.jpg"));
+    spw_source_close(s);
+    s = open_ok("{labels,short}.tar", NULL);
+    ck_assert(strstr(s->samples[0].path, "/labels.tar:c.jpg"));
+    ck_assert(strstr(s->samples[3].path, "/short.tar:k000.jpg"));
+    spw_source_close(s);
+    char err[1024];
+    ck_assert_int_eq(open_tar("s-{08..11}.tar", NULL, &s, err, sizeof err), SPW_ESOURCE);
+    ck_assert_msg(strstr(err, "s-11.tar") && strstr(err, "No such file"), "%s", err);
+    ck_assert_int_eq(open_tar("{s,t}-*.tar", NULL, &s, err, sizeof err), SPW_ESOURCE);
+    ck_assert_msg(strstr(err, "no tar shards match") && strstr(err, "/t-*.tar"), "%s", err);
+    ck_assert_int_eq(open_tar("s-{0..100000}.tar", NULL, &s, err, sizeof err), SPW_ESOURCE);
+    ck_assert_msg(strstr(err, "more than 100000 shards"), "%s", err);
+}
+END_TEST
+
+/* Every prefix of name either fails with SPW_ESOURCE and a message naming the shard, or lists a prefix of
+ * the whole shard's samples, each read back with the same bytes; some prefixes list (min_listed). */
+static void walk_prefixes(const char *name, const char *cut_name, int min_listed)
+{
+    char path[512], cut[512];
+    snprintf(path, sizeof path, "%s/%s", g_root, name);
+    snprintf(cut, sizeof cut, "%s/%s", g_root, cut_name);
+    size_t n;
+    uint8_t *whole = file_bytes(path, &n);
+    struct spw_source *full = open_ok(name, NULL);
+    int listed = 0;
+    for (size_t len = 0; len < n; len++) {
+        FILE *f = fopen(cut, "wb");
+        ck_assert(f != NULL);
+        ck_assert_uint_eq(fwrite(whole, 1, len, f), len);
+        fclose(f);
+        struct spw_source *s = NULL;
+        char err[1024] = "";
+        int rc = open_tar(cut_name, NULL, &s, err, sizeof err);
+        if (rc != 0) {
+            ck_assert_msg(rc == SPW_ESOURCE, "prefix %zu: rc %d", len, rc);
+            ck_assert_msg(strstr(err, cut_name), "prefix %zu: %s", len, err);
+            continue;
+        }
+        listed++;
+        ck_assert_int_le(s->n, full->n);
+        for (int64_t i = 0; i < s->n; i++) {
+            ck_assert_str_eq(member_of(&s->samples[i]), member_of(&full->samples[i]));
+            ck_assert_int_eq(s->samples[i].label, full->samples[i].label);
+            uint8_t *a, *b;
+            size_t na, nb;
+            read_sample(s, i, &a, &na);
+            read_sample(full, i, &b, &nb);
+            ck_assert_uint_eq(na, nb);
+            ck_assert(memcmp(a, b, na) == 0);
+            free(a);
+            free(b);
+        }
+        spw_source_close(s);
+    }
+    ck_assert_int_ge(listed, min_listed);
+    spw_source_close(full);
+    free(whole);
+}
+
+START_TEST(test_tar_every_prefix_fails_cleanly_or_lists_a_prefix)
+{
+    walk_prefixes("pax.tar", "cut.tar", 3);     /* cut after each sample's last member: no end blocks */
+}
+END_TEST
+
+START_TEST(test_tar_gz_every_prefix_fails_cleanly_or_lists_a_prefix)
+{
+    walk_prefixes("short.tar.gz", "cut.tar.gz", 0);     /* a cut gzip stream is always truncated */
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tar");
+    TCase *tc = tcase_create("tar");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_tar_long_names_read_like_short_names);
+    tcase_add_test(tc, test_tar_member_name_over_cap_is_an_error);
+    tcase_add_test(tc, test_tar_webdataset_keys_and_json_label_key);
+    tcase_add_test(tc, test_tar_cls_and_txt_labels);
+    tcase_add_test(tc, test_tar_gz_shard_reads_like_plain);
+    tcase_add_test(tc, test_brace_expand_ranges_padding_and_lists);
+    tcase_add_test(tc, test_brace_expand_cap_refused_before_allocating);
+    tcase_add_test(tc, test_tar_brace_pattern_reads_shards_in_order_and_names_a_missing_one);
+    tcase_add_test(tc, test_tar_every_prefix_fails_cleanly_or_lists_a_prefix);
+    tcase_add_test(tc, test_tar_gz_every_prefix_fails_cleanly_or_lists_a_prefix);
+    suite_add_tcase(s, tc);
+    return spw_check_run(s);
+}
