@@ -253,6 +253,7 @@ bench: deps
 	bash scripts/bench-ops.sh
 	bash scripts/bench-stream.sh
 	bash scripts/bench-offload.sh
+	bash scripts/bench-compress.sh
 	bash scripts/bench-audio.sh
 	bash scripts/bench-python-heap.sh
 
