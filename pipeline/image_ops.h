@@ -32,7 +32,7 @@ int spw_image_op_random_erasing(struct spw_op_call *c, struct spw_value *v);
 bool spw_erasing_rect(const struct spw_op_spec *op, struct spw_rng *r, int H, int W, struct spw_rect *rect);
 void spw_erasing_values(const struct spw_op_spec *op, struct spw_rng *r, int C, struct spw_rect rect,
                         enum spw_dtype dt, uint8_t *dst, size_t row_pitch, size_t plane_pitch);
-/* decode_jpeg's run: its whole fusion group at once (jpeg_group.c). */
+/* decode_jpeg's and decode_image's run: the whole fusion group at once (jpeg_group.c). */
 int spw_jpeg_group_decode(struct spw_op_call *c, const struct spw_group *g, const uint8_t *buf, size_t len,
                           struct spw_value *v, int *consumed);
 

@@ -1,14 +1,17 @@
-/* pipeline/jpeg_group.c - decode_jpeg's run: its whole fusion group at once. The header gives the size, the
- * crop or resize after it gives the rectangle the output needs; only that region is decoded (at a DCT
- * scale when it will be shrunk), resampled in one pass, and its rows go through one sink that applies
- * the flips and normalize. A crop that pads decodes everything and leaves the rest of the group to the
- * op-by-op path. Thread-safe: all state is per call. */
+/* pipeline/jpeg_group.c - decode_jpeg's and decode_image's run: the whole fusion group at once. For a JPEG
+ * the header gives the size, the crop or resize after it gives the rectangle the output needs; only that
+ * region is decoded (at a DCT scale when it will be shrunk), resampled in one pass, and its rows go through
+ * one sink that applies the flips and normalize. PNG and WebP (decode_image), and a JPEG that exif_transpose
+ * turns, are decoded whole first and then go through the same geometry, resample and sink. A crop that pads
+ * decodes everything and leaves the rest of the group to the op-by-op path. Thread-safe: all state is per
+ * call. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/err.h"
+#include "ops/image_decode.h"
 #include "ops/jpeg.h"
 #include "ops/resample.h"
 #include "pipeline/image_ops.h"
@@ -22,7 +25,17 @@ static unsigned fuse(const struct spw_op_spec *ops, int k)
     return spw_op_def(ops[k].kind)->fuse;
 }
 
-/* decode_jpeg [+ crop/resize] [+ flips] [+ normalize]: decode only what the output needs. */
+/* The rectangle (x, y, w, h) of the full image at 1/denom into w->reg (w = 0: all of it), unless the whole
+ * image is in w->reg already (decoded). */
+static int decode_rect(struct spw_jpeg_work *w, bool decoded, const uint8_t *buf, size_t len, int64_t max_pixels,
+                       int x, int y, int rw, int rh, int denom, char *err, size_t errlen)
+{
+    if (decoded)
+        return 0;
+    return spw_jpeg_decode_region(buf, len, max_pixels, x, y, rw, rh, denom, &w->reg, err, errlen);
+}
+
+/* decode_jpeg | decode_image [+ crop/resize] [+ flips] [+ normalize]: decode only what the output needs. */
 int spw_jpeg_group_prepare(struct spw_op_call *call, const struct spw_group *g, const uint8_t *buf, size_t len,
                            struct spw_jpeg_work *w)
 {
@@ -48,11 +61,26 @@ int spw_jpeg_group_prepare(struct spw_op_call *call, const struct spw_group *g, 
     if (k < end)
         w->norm = k;
 
-    struct spw_jpeg_info info;
-    int rc = spw_jpeg_header(buf, len, spec->max_pixels, &info, err, errlen);
-    if (rc)
-        return rc;
-    const int W = info.w, H = info.h;
+    /* A JPEG that stays as stored keeps the region-of-interest path; anything else is decoded whole (and
+     * turned) here, and the region below is all of it at scale 1. */
+    const struct spw_op_spec *dop = &ops[g->first];
+    const enum spw_image_format fmt = dop->kind == SPW_OP_DECODE_IMAGE ? spw_image_sniff(buf, len) : SPW_IMAGE_JPEG;
+    const bool roi = fmt == SPW_IMAGE_JPEG && (!dop->exif_transpose || spw_exif_orientation(buf, len, fmt) == 1);
+    int rc, W, H;
+    if (roi) {
+        struct spw_jpeg_info info;
+        if ((rc = spw_jpeg_header(buf, len, spec->max_pixels, &info, err, errlen)))
+            return rc;
+        W = info.w;
+        H = info.h;
+    } else {
+        if ((rc = spw_image_decode(buf, len, spec->max_pixels, dop->exif_transpose, &w->reg.img, err, errlen)))
+            return rc;
+        w->reg.denom = 1;
+        W = w->reg.img.w;
+        H = w->reg.img.h;
+    }
+    const bool decoded = !roi;
 
     /* The geometry: a crop rectangle c of the full image, then either a plain copy or a resample. */
     struct spw_rect c = {0, 0, W, H};
@@ -68,12 +96,12 @@ int spw_jpeg_group_prepare(struct spw_op_call *call, const struct spw_group *g, 
             ow = spw_crop_w(op);
             oh = spw_crop_h(op);
             resample = true;
-            denom = spw_jpeg_pick_denom(c.w, c.h, ow, oh);
+            denom = decoded ? 1 : spw_jpeg_pick_denom(c.w, c.h, ow, oh);
             break;
         case SPW_OP_RESIZE:
             spw_resize_size(op, W, H, &ow, &oh);
             resample = true;
-            denom = spw_jpeg_pick_denom(W, H, ow, oh);
+            denom = decoded ? 1 : spw_jpeg_pick_denom(W, H, ow, oh);
             if (geo2 >= 0) {
                 struct spw_rect cc = spw_center_crop_rect(&ops[geo2], ow, oh);
                 if (!spw_rect_inside(cc, ow, oh))
@@ -114,8 +142,8 @@ int spw_jpeg_group_prepare(struct spw_op_call *call, const struct spw_group *g, 
         w->crop = c;
         w->out_w = c.w;
         w->out_h = c.h;
-        return spw_jpeg_decode_region(buf, len, spec->max_pixels, whole ? 0 : mx0, whole ? 0 : my0,
-                                      whole ? 0 : mx1 - mx0, whole ? 0 : my1 - my0, 1, &w->reg, err, errlen);
+        return decode_rect(w, decoded, buf, len, spec->max_pixels, whole ? 0 : mx0, whole ? 0 : my0,
+                           whole ? 0 : mx1 - mx0, whole ? 0 : my1 - my0, 1, err, errlen);
     }
 
     /* Resample path: plan in the coordinates of the 1/denom-scaled image, decode the rectangle it reads. */
@@ -139,13 +167,13 @@ int spw_jpeg_group_prepare(struct spw_op_call *call, const struct spw_group *g, 
     if (ry0 < 0) ry0 = 0;
     if (rx1 > sw) rx1 = sw;
     if (ry1 > sh) ry1 = sh;
-    return spw_jpeg_decode_region(buf, len, spec->max_pixels, rx0 * denom, ry0 * denom, (rx1 - rx0) * denom,
-                                  (ry1 - ry0) * denom, denom, &w->reg, err, errlen);
+    return decode_rect(w, decoded, buf, len, spec->max_pixels, rx0 * denom, ry0 * denom, (rx1 - rx0) * denom,
+                       (ry1 - ry0) * denom, denom, err, errlen);
 
 separate:
     /* A crop that pads: decode everything; the group's other ops run one by one (same op definitions). */
     w->how = SPW_JPEG_SEPARATE;
-    return spw_jpeg_decode_region(buf, len, spec->max_pixels, 0, 0, 0, 0, 1, &w->reg, err, errlen);
+    return decode_rect(w, decoded, buf, len, spec->max_pixels, 0, 0, 0, 0, 1, err, errlen);
 }
 
 int spw_jpeg_group_finish(struct spw_op_call *call, const struct spw_group *g, struct spw_jpeg_work *w,

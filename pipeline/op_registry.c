@@ -24,6 +24,8 @@
 #define F_END {NULL, SPW_FK_INT, 0, 0, 0, 0}
 
 static const struct spw_op_field no_fields[] = {F_END};
+static const struct spw_op_field decode_image_fields[] = {
+    {"exif_transpose", SPW_FK_BOOL, OFF(exif_transpose), 0, 0, 0}, F_END};
 static const struct spw_op_field resize_fields[] = {
     {"size", SPW_FK_SIZE, 0, 0, 0, SPW_F_REQ},
     {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0},
@@ -228,7 +230,12 @@ static int mel_check(struct spw_op_spec *op, const char **field, char *msg, size
 
 static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
     [SPW_OP_DECODE_JPEG] = {.name = "decode_jpeg", .cls = SPW_OPC_DECODE_IMAGE, .group = SPW_GROUP_DECODE,
-                            .size = SPW_SIZE_DECODED, .fields = no_fields, .decode = spw_jpeg_group_decode},
+                            .size = SPW_SIZE_DECODED, .fields = decode_image_fields,
+                            .decode = spw_jpeg_group_decode},
+    /* JPEG, PNG or WebP by content; the same group run (JPEG keeps the region-of-interest path) */
+    [SPW_OP_DECODE_IMAGE] = {.name = "decode_image", .cls = SPW_OPC_DECODE_IMAGE, .group = SPW_GROUP_DECODE,
+                             .size = SPW_SIZE_DECODED, .fields = decode_image_fields,
+                             .decode = spw_jpeg_group_decode},
     [SPW_OP_RESIZE] = IMAGE_OP("resize", resize_fields, spw_image_op_resize, NULL, .fuse = SPW_FUSE_RESIZE,
                                .size = SPW_SIZE_RESIZE, .defaults = {BILINEAR_AA}, .check = resize_check),
     [SPW_OP_CENTER_CROP] = IMAGE_OP("center_crop", center_crop_fields, spw_image_op_center_crop,

@@ -50,7 +50,7 @@ static bool is_media_name(const char *name, enum spw_media media)
 
 static const char *media_name(enum spw_media media)
 {
-    return media == SPW_MEDIA_AUDIO ? "WAV" : "JPEG";
+    return media == SPW_MEDIA_AUDIO ? "WAV" : media == SPW_MEDIA_ANY_IMAGE ? "JPEG, PNG or WebP" : "JPEG";
 }
 
 /* Sorted names of directory entries (files or dirs, per want_dir), skipping dot files. */

@@ -550,7 +550,7 @@ static int check_order(struct vctx *c, int i, const struct spw_op_spec *ops, int
     switch (cls) {
     case SPW_OPC_DECODE_IMAGE:
         if (i != 0)
-            return fail(c, where, "\"decode_jpeg\" must be the first op and appear once");
+            return fail(c, where, "\"%s\" must be the first op and appear once", name);
         return 0;
     case SPW_OPC_IMAGE:
         if (i == 0)
@@ -633,7 +633,7 @@ static int parse_ops(struct vctx *c, json_t *arr, struct spw_pipeline_spec *spec
         return fail_type(c, "ops", "an array", arr);
     size_t n = json_array_size(arr);
     if (n == 0)
-        return fail(c, "ops", "must start with \"decode_jpeg\" or \"decode_wav\"");
+        return fail(c, "ops", "must start with \"decode_jpeg\", \"decode_image\" or \"decode_wav\"");
     if (n > SPW_SPEC_MAX_OPS)
         return fail(c, "ops", "%zu ops, more than the cap of %d", n, SPW_SPEC_MAX_OPS);
     spec->ops = calloc(n, sizeof(*spec->ops));
@@ -779,7 +779,9 @@ static int parse_root(struct vctx *c, json_t *root, struct spw_pipeline_spec *sp
         return fail(c, "ops", "required");
     if ((rc = parse_ops(c, v, spec)))
         return rc;
-    spec->source.media = spec->ops[0].kind == SPW_OP_DECODE_WAV ? SPW_MEDIA_AUDIO : SPW_MEDIA_IMAGE;
+    spec->source.media = spec->ops[0].kind == SPW_OP_DECODE_WAV     ? SPW_MEDIA_AUDIO
+                         : spec->ops[0].kind == SPW_OP_DECODE_IMAGE ? SPW_MEDIA_ANY_IMAGE
+                                                                    : SPW_MEDIA_IMAGE;
     const bool audio = spec->source.media == SPW_MEDIA_AUDIO;
     if (spec->source.format == (audio ? SPW_SOURCE_IMAGE_FOLDER : SPW_SOURCE_WAV_FOLDER))
         return fail(c, "source.format", "\"%s\" does not hold %s (ops[0] is \"%s\"; use %s)",

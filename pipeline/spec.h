@@ -55,13 +55,15 @@ enum spw_op_kind {
     SPW_OP_LOG,
     SPW_OP_AMPLITUDE_TO_DB,
     SPW_OP_SPEC_AUGMENT,
+    SPW_OP_DECODE_IMAGE,
     SPW_OP_COUNT
 };
 
 enum spw_layout { SPW_LAYOUT_HWC = 0, SPW_LAYOUT_CHW = 1 };
 enum spw_source_format { SPW_SOURCE_IMAGE_FOLDER = 0, SPW_SOURCE_TAR_SHARDS = 1, SPW_SOURCE_WAV_FOLDER = 2 };
-/* What a source's samples are: set by the parser from the first op (decode_jpeg or decode_wav). */
-enum spw_media { SPW_MEDIA_IMAGE = 0, SPW_MEDIA_AUDIO = 1 };
+/* What a source's samples are: set by the parser from the first op (decode_jpeg: JPEG files; decode_wav;
+ * decode_image: JPEG, PNG or WebP files). */
+enum spw_media { SPW_MEDIA_IMAGE = 0, SPW_MEDIA_AUDIO = 1, SPW_MEDIA_ANY_IMAGE = 2 };
 enum spw_db_stype { SPW_DB_POWER = 0, SPW_DB_MAGNITUDE = 1 };
 enum spw_on_error { SPW_ON_ERROR_SKIP = 0, SPW_ON_ERROR_FAIL = 1 };
 enum spw_aa_policy { SPW_AA_IMAGENET = 0 };
@@ -99,6 +101,7 @@ struct spw_op_spec {
     double erase_value[3];              /* random_erasing: constant value per channel (default 0) */
     double mean[3], std[3];             /* normalize */
     enum spw_dtype dtype;               /* normalize / to_tensor output: f32 (default) or f16 */
+    bool exif_transpose;                /* decode_jpeg / decode_image: apply the EXIF Orientation (false) */
     /* audio (torchaudio's names and defaults) */
     bool mono;                          /* decode_wav: downmix to one channel (default true) */
     int rate;                           /* resample: the new rate (Hz) */

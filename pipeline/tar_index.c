@@ -84,6 +84,8 @@ bool spw_tar_media_ext(const char *ext, enum spw_media media)
     const char *last = dot ? dot + 1 : ext;
     if (media == SPW_MEDIA_AUDIO)
         return !strcasecmp(last, "wav");
+    if (media == SPW_MEDIA_ANY_IMAGE && (!strcasecmp(last, "png") || !strcasecmp(last, "webp")))
+        return true;
     return !strcasecmp(last, "jpg") || !strcasecmp(last, "jpeg");
 }
 

@@ -1,4 +1,4 @@
-/* tests/equiv/fusedcheck.c - test driver: runs a pipeline's ops on one JPEG through the real element runner
+/* tests/equiv/fusedcheck.c - test driver: runs a pipeline's ops on one image through the real element runner
  * (fused decode group included) and writes the result as .npy, printing the random geometry it drew so a
  * torchvision reference can redo it; or prints many RandomResizedCrop draws for a distribution test.
  *   fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE     -> stdout: {"rect":[left,top,w,h],"hflip":0|1}
@@ -11,7 +11,7 @@
 
 #include "lib/err.h"
 #include "lib/rng.h"
-#include "ops/jpeg.h"
+#include "ops/image_decode.h"
 #include "ops/policy.h"
 #include "pipeline/element.h"
 #include "pipeline/geometry.h"
@@ -65,8 +65,8 @@ static int cmd_run(const struct spw_pipeline_spec *spec, const char *in, const c
     }
     rc = spw_tensor_write_npy(&t, out);
     /* Report the random choices the ops made, drawn again from the same keys. */
-    struct spw_jpeg_info info;
-    spw_jpeg_header(buf, len, spec->max_pixels, &info, err, sizeof err);
+    int W = 0, H = 0;       /* the decoded (and, with exif_transpose, turned) image's size */
+    spw_image_header(buf, len, spec->max_pixels, spec->ops[0].exif_transpose, &W, &H, err, sizeof err);
     bool h = false, vf = false;
     printf("{");
     for (int i = 0; i < spec->n_ops; i++) {
@@ -74,7 +74,7 @@ static int cmd_run(const struct spw_pipeline_spec *spec, const char *in, const c
         spw_rng_init(&r, spec->source.seed, 0, (uint64_t)sample, (uint32_t)i);
         const struct spw_op_spec *op = &spec->ops[i];
         if (op->kind == SPW_OP_RANDOM_RESIZED_CROP && i == 1) {
-            struct spw_rect c = spw_rrc_params(op, &r, info.w, info.h);
+            struct spw_rect c = spw_rrc_params(op, &r, W, H);
             printf("\"rect\": [%d, %d, %d, %d], ", c.x, c.y, c.w, c.h);
         }
         spw_flip_decision(op, &r, &h, &vf);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/equiv/run.sh - equivalence with torchvision 0.14 + Pillow (Debian's python3-torchvision), with
 # references made at test time from real photos: the fused decode group (check_fused.py), the colour,
-# geometry and policy kernels (check_ops.py), and the random ops' distributions (check_distributions.py).
+# geometry and policy kernels (check_ops.py), the random ops' distributions (check_distributions.py), and
+# decode_image's PNG, WebP and EXIF orientation against Pillow on real files (check_images.py).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3
@@ -11,4 +12,5 @@ status=0
 "$PY" "$ROOT/tests/equiv/check_fused.py" "$ROOT/build/tests/fusedcheck" "$PHOTOS" || status=1
 "$PY" "$ROOT/tests/equiv/check_ops.py" "$ROOT/build/tests/opcheck" || status=1
 "$PY" "$ROOT/tests/equiv/check_distributions.py" "$ROOT/build/tests/fusedcheck" || status=1
+"$PY" "$ROOT/tests/equiv/check_images.py" "$ROOT/build/tests/fusedcheck" "$PHOTOS" || status=1
 exit $status

@@ -343,7 +343,7 @@ END_TEST
 
 START_TEST(test_spec_error_messages_structure)
 {
-    expect_ops_error("", "ops: must start with \"decode_jpeg\" or \"decode_wav\"");
+    expect_ops_error("", "ops: must start with \"decode_jpeg\", \"decode_image\" or \"decode_wav\"");
     expect_ops_error("{\"op\": \"normalize\", \"mean\": [0, 0, 0], \"std\": [1, 1, 1]}",
                      "ops[0]: \"decode_jpeg\" must come before \"normalize\"");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"invert\"}, {\"op\": \"decode_jpeg\"}",
@@ -657,7 +657,7 @@ START_TEST(test_spec_to_json_is_canonical_text)
         j, "{\"source\": {\"format\": \"image_folder\", \"path\": \"DIR\", \"shuffle\": true, \"seed\": 7,"
            " \"epochs\": 1},\n"
            " \"ops\": [\n"
-           "  {\"op\": \"decode_jpeg\"},\n"
+           "  {\"op\": \"decode_jpeg\", \"exif_transpose\": false},\n"
            "  {\"op\": \"random_resized_crop\", \"size\": [224, 224], \"scale\": [0.08, 1.0], \"ratio\": [0.75, "
            "1.3333333333333333], \"interpolation\": \"bilinear\", \"antialias\": true},\n"
            "  {\"op\": \"random_horizontal_flip\", \"p\": 0.5},\n"
