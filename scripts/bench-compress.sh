@@ -45,12 +45,13 @@ RESULTS=$OUT/compress.tsv
 echo "bench-compress: $RUNS runs; worker behind a $LINK cap, client receiving only; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 CUT=""
 for r in $(seq 1 "$RUNS"); do
-  planned=$(run planned)
-  [ -n "$CUT" ] || CUT=$("$PY" -c 'import json,sys; print(json.loads(sys.argv[1])["cut"])' "$planned")
-  raw=$(run raw --cut "$CUT" --compress off)
-  zstd=$(run zstd --cut "$CUT" --compress zstd)
+  declare -A got=()
+  got[planned]=$(run planned)
+  [ -n "$CUT" ] || CUT=$("$PY" -c 'import json,sys; print(json.loads(sys.argv[1])["cut"])' "${got[planned]}")
+  got[raw]=$(run raw --cut "$CUT" --compress off)
+  got[zstd]=$(run zstd --cut "$CUT" --compress zstd)
   for kind in planned raw zstd; do
-    line=${!kind}
+    line=${got[$kind]}
     printf '%s\t%s\t%s\n' "$kind" "$r" "$line" >> "$RESULTS"
     "$PY" -c 'import json,sys; d=json.loads(sys.argv[3]); print("  run %s/%s  %-8s cut %d level %d  %7.0f elements/s  %8.0f bytes/element" % (sys.argv[1], sys.argv[4], sys.argv[2], d["cut"], d["compress_level"], d["elements_per_s"], d["bytes_received"] / max(d["elements"], 1)))' "$r" "$kind" "$line" "$RUNS"
   done
