@@ -9,7 +9,7 @@ V        ?= 0
 Q        := $(if $(filter 1,$(V)),,@)
 WERROR   ?= 1
 OPT      ?= -O3
-PKGS     := libturbojpeg libjpeg libpng libwebp jansson libprotobuf-c grpc fftw3f libmicrohttpd libzstd libarchive
+PKGS     := libturbojpeg libjpeg libpng libwebp jansson libprotobuf-c grpc fftw3f libmicrohttpd libzstd libarchive libcurl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
@@ -72,7 +72,7 @@ deps:
 	@command -v protoc-c >/dev/null && pkg-config --exists $(PKGS) check && \
 	  command -v espeak-ng >/dev/null && test -x /usr/bin/python3 && \
 	  /usr/bin/python3 -c 'import torchvision, torchaudio, soundfile, scipy' 2>/dev/null && \
-	  command -v podman debootstrap node npm help2man >/dev/null && \
+	  command -v podman debootstrap node npm help2man nginx >/dev/null && \
 	  /usr/bin/python3 -c 'import venv, setuptools, wheel' 2>/dev/null || bash scripts/install-deps.sh
 
 $(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto

@@ -601,20 +601,24 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
     return 0;
 }
 
-/* With a dispatcher, a relative source path is this process's: the dispatcher and the workers get it made
- * absolute from the working directory (as this client lists it), not resolved in their own. */
+/* With a dispatcher, relative paths in the source (its path, unless a URL; the CA and header files) are this
+ * process's: the dispatcher and the workers get them made absolute from the working directory (as this client
+ * lists them), not resolved in their own. */
 static int absolute_source(struct spw_pipeline_spec *spec, char *err, size_t errlen)
 {
-    if (!spec->source.path || spec->source.path[0] == '/')
-        return 0;
-    char cwd[PATH_MAX], *path = NULL;
-    if (!getcwd(cwd, sizeof cwd))
-        return spw_fail(err, errlen, -errno, "source.path \"%s\" is relative and the working directory is "
-                        "unknown (%s): give an absolute path", spec->source.path, strerror(errno));
-    if (asprintf(&path, "%s/%s", cwd, spec->source.path) < 0)
-        return spw_fail(err, errlen, -ENOMEM, "out of memory");
-    free(spec->source.path);
-    spec->source.path = path;
+    char **paths[] = {&spec->source.path, &spec->source.ca_file, &spec->source.header_file};
+    for (size_t k = 0; k < sizeof paths / sizeof *paths; k++) {
+        char *p = *paths[k], cwd[PATH_MAX], *abs = NULL;
+        if (!p || p[0] == '/' || (k == 0 && spw_shard_is_url(p)))
+            continue;
+        if (!getcwd(cwd, sizeof cwd))
+            return spw_fail(err, errlen, -errno, "source path \"%s\" is relative and the working directory is "
+                            "unknown (%s): give an absolute path", p, strerror(errno));
+        if (asprintf(&abs, "%s/%s", cwd, p) < 0)
+            return spw_fail(err, errlen, -ENOMEM, "out of memory");
+        free(p);
+        *paths[k] = abs;
+    }
     return 0;
 }
 

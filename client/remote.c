@@ -779,6 +779,13 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
     for (int i = 0; i < 2; i++)
         own.elements += r->o.own_counts[i] ? __atomic_load_n(r->o.own_counts[i], __ATOMIC_RELAXED) : 0;
     own.cpu_ns = r->o.own_cpu_ns ? __atomic_load_n(r->o.own_cpu_ns, __ATOMIC_RELAXED) : 0;
+    Spillway__V1__SourceIo io = SPILLWAY__V1__SOURCE_IO__INIT;
+    if (r->src && __atomic_load_n(&r->src->io.requests, __ATOMIC_RELAXED) > 0) {
+        io.bytes = __atomic_load_n(&r->src->io.bytes, __ATOMIC_RELAXED);
+        io.requests = __atomic_load_n(&r->src->io.requests, __ATOMIC_RELAXED);
+        io.retries = __atomic_load_n(&r->src->io.retries, __ATOMIC_RELAXED);
+        own.source = &io;
+    }
     hb.own = &own;
     Spillway__V1__ProducerProgress own_gpu = SPILLWAY__V1__PRODUCER_PROGRESS__INIT;
     if (r->o.own_gpu) {

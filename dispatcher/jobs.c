@@ -68,9 +68,13 @@ static int client_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
     if (no_worker)
         snprintf(no_worker_why, sizeof no_worker_why, "every worker refused it; worker %llu: %s",
                  (unsigned long long)refuser, no_worker);
-    if (rc == 0 && r->own && r->own->elements >= 0 && r->own->bytes >= 0)
+    if (rc == 0 && r->own && r->own->elements >= 0 && r->own->bytes >= 0) {
         disp_progress_report(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank), r->own->elements,
                              r->own->bytes, r->own->cpu_ns > 0 ? r->own->cpu_ns : 0, hb.now_ms);
+        if (r->own->source)
+            disp_progress_source(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank),
+                                 r->own->source->bytes, r->own->source->requests, r->own->source->retries);
+    }
     if (rc == 0 && r->own && r->rank == 0 && isfinite(r->consumed_per_s) && isfinite(r->wait_fraction))
         disp_progress_client(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, 0),
                              r->consumed_per_s * ji.world_size, r->wait_fraction);
@@ -317,6 +321,7 @@ static int describe_job(void *svc, const ProtobufCMessage *req, uint8_t **resp, 
     enum { MAX_PRODUCERS = 128 };
     struct disp_progress_entry pe[MAX_PRODUCERS];
     Spillway__V1__ProducerStats ps[MAX_PRODUCERS], *pp[MAX_PRODUCERS];
+    Spillway__V1__SourceIo io[MAX_PRODUCERS];
     int np = disp_progress_of_job(&s->progress, r->job, pe, MAX_PRODUCERS);
     for (int i = 0; i < np; i++) {
         spillway__v1__producer_stats__init(&ps[i]);
@@ -326,6 +331,13 @@ static int describe_job(void *svc, const ProtobufCMessage *req, uint8_t **resp, 
         ps[i].elements_per_s = pe[i].elements_per_s;
         ps[i].bytes_per_s = pe[i].bytes_per_s;
         ps[i].cpu_ns_per_element = pe[i].cpu_ns_per_element;
+        if (pe[i].source_requests > 0) {
+            spillway__v1__source_io__init(&io[i]);
+            io[i].bytes = pe[i].source_bytes;
+            io[i].requests = pe[i].source_requests;
+            io[i].retries = pe[i].source_retries;
+            ps[i].source = &io[i];
+        }
         pp[i] = &ps[i];
     }
     out.n_producers = (size_t)np;

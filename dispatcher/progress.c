@@ -74,6 +74,18 @@ int disp_progress_of_job(const struct disp_progress *p, uint64_t job, struct dis
     return n;
 }
 
+void disp_progress_source(struct disp_progress *p, uint64_t job, uint64_t producer, int64_t bytes,
+                          int64_t requests, int64_t retries)
+{
+    for (int i = 0; i < p->n; i++)
+        if (p->e[i].job == job && p->e[i].producer == producer) {
+            p->e[i].source_bytes = bytes > 0 ? bytes : 0;
+            p->e[i].source_requests = requests > 0 ? requests : 0;
+            p->e[i].source_retries = retries > 0 ? retries : 0;
+            return;
+        }
+}
+
 void disp_progress_forget(struct disp_progress *p, uint64_t job)
 {
     int kept = 0;

@@ -18,6 +18,7 @@ struct disp_progress_entry {
     int64_t rate_elements, rate_bytes, rate_cpu_ns;
     double consumed_per_s, wait_fraction;   /* a rank-0 client's: its trainer's rate (times the ranks) and the
                                                fraction of time it waited for data (-1: not reported) */
+    int64_t source_bytes, source_requests, source_retries;  /* its remote shard reads, as last reported */
 };
 
 struct disp_progress {
@@ -32,6 +33,9 @@ void disp_progress_report(struct disp_progress *p, uint64_t job, uint64_t produc
  * producer's entry when there is one. */
 void disp_progress_client(struct disp_progress *p, uint64_t job, uint64_t producer, double consumed_per_s,
                           double wait_fraction);
+/* A producer's remote shard reads for a job (cumulative), kept on its entry when there is one. */
+void disp_progress_source(struct disp_progress *p, uint64_t job, uint64_t producer, int64_t bytes,
+                          int64_t requests, int64_t retries);
 /* Drop every entry of a job (it left the dispatcher's table). */
 void disp_progress_forget(struct disp_progress *p, uint64_t job);
 /* Entries of one job into out (at most cap); returns the count. */

@@ -1,6 +1,7 @@
 /* pipeline/source.c - image_folder and tar_shards enumeration (sorted, hashed) and sample reads; a shard's
- * listing is pipeline/tar_index.c's. Enumeration runs on one thread at open; spw_source_read uses pread
- * (or, for a compressed shard, a streamed read of its own) and is safe from many threads. */
+ * listing is pipeline/tar_index.c's, its bytes pipeline/shard_io.c's (a file or a URL). Enumeration runs on
+ * one thread at open; spw_source_read (pread, a range, or a compressed shard's streamed read) is safe from
+ * many threads. */
 #include "pipeline/source.h"
 
 #include <dirent.h>
@@ -184,7 +185,7 @@ static int shard_paths(const char *pattern, char ***paths, int64_t *count, char 
     int rc = spw_brace_expand(pattern, SPW_BRACE_MAX_ITEMS, &items, &n_items, err, errlen);
     for (int64_t i = 0; rc == 0 && i < n_items; i++) {
         glob_t g = {0};
-        const bool globbed = has_glob_chars(items[i]);
+        const bool globbed = !spw_shard_is_url(items[i]) && has_glob_chars(items[i]);   /* a URL is not a file name */
         if (globbed && (glob(items[i], 0, NULL, &g) != 0 || g.gl_pathc == 0)) {
             globfree(&g);
             rc = spw_fail(err, errlen, SPW_ESOURCE, "source.path: no tar shards match \"%s\"", items[i]);
@@ -250,21 +251,19 @@ static int open_tar_shards(struct spw_source *src, const struct spw_source_spec 
     int rc = shard_paths(spec->path, &paths, &n, err, errlen);
     if (rc)
         return rc;
-    src->fds = calloc((size_t)n, sizeof *src->fds);
+    src->shards = calloc((size_t)n, sizeof *src->shards);
     src->streamed = calloc((size_t)n, sizeof *src->streamed);
-    if (!src->fds || !src->streamed)
+    if (!src->shards || !src->streamed)
         rc = -ENOMEM;
     const struct spw_tar_rules rules = {.media = spec->media, .label_key = spec->label_key};
+    const struct spw_http_opts http = {.ca_file = spec->ca_file, .header_file = spec->header_file};
     for (int64_t i = 0; i < n && rc == 0; i++) {
-        int fd = open(paths[i], O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            rc = spw_fail(err, errlen, SPW_ESOURCE, "cannot open shard \"%s\": %s", paths[i], strerror(errno));
+        if ((rc = spw_shard_open(paths[i], &http, &src->io, &src->shards[i], err, errlen)) != 0)
             break;
-        }
-        src->fds[src->n_fds++] = fd;
+        src->n_shards++;
         struct shard_ctx c = {.out = out, .shard = paths[i], .file = (int)i};
-        rc = spw_tar_index_scan(fd, paths[i], &rules, add_tar_sample, &c, &src->streamed[i], &src->ignored, err,
-                                errlen);
+        rc = spw_tar_index_scan(src->shards[i], paths[i], &rules, add_tar_sample, &c, &src->streamed[i],
+                                &src->ignored, err, errlen);
     }
     free_names(paths, (int)n);
     return rc;
@@ -450,11 +449,11 @@ int spw_source_open(const struct spw_source_spec *spec, struct spw_source **out,
     return 0;
 }
 
-static int pread_all(int fd, uint8_t *p, int64_t size, int64_t off)
+static int pread_all(int fd, uint8_t *p, int64_t size)
 {
     int64_t got = 0;
     while (got < size) {
-        ssize_t r = pread(fd, p + got, (size_t)(size - got), off + got);
+        ssize_t r = pread(fd, p + got, (size_t)(size - got), got);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -470,7 +469,6 @@ int spw_source_read(const struct spw_source *src, int64_t i, int64_t max_bytes, 
     int fd = -1, own = 0;
     int64_t off = 0, size = s->size;
     if (s->file >= 0) {
-        fd = src->fds[s->file];
         off = s->offset;
     } else {
         fd = open(s->path, O_RDONLY | O_CLOEXEC);
@@ -496,9 +494,11 @@ int spw_source_read(const struct spw_source *src, int64_t i, int64_t max_bytes, 
         goto out;
     }
     if (s->file >= 0 && src->streamed[s->file])
-        rc = spw_tar_read_streamed(fd, off, size, p);
+        rc = spw_tar_read_streamed(src->shards[s->file], off, size, p);
+    else if (s->file >= 0)
+        rc = spw_shard_pread(src->shards[s->file], p, (size_t)size, off);
     else
-        rc = pread_all(fd, p, size, off);
+        rc = pread_all(fd, p, size);
     if (rc)
         goto out;
     *buf = p;
@@ -519,9 +519,9 @@ void spw_source_close(struct spw_source *src)
         free(src->samples[i].path);
     free(src->samples);
     free_names(src->classes, src->n_classes);
-    for (int i = 0; i < src->n_fds; i++)
-        close(src->fds[i]);
-    free(src->fds);
+    for (int i = 0; i < src->n_shards; i++)
+        spw_shard_close(src->shards[i]);
+    free(src->shards);
     free(src->streamed);
     free(src);
 }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pipeline/shard_io.h"
 #include "pipeline/spec.h"
 
 struct spw_sample {
@@ -25,9 +26,10 @@ struct spw_source {
     int64_t n;
     char **classes;         /* folders: class names in label order */
     int n_classes;
-    int *fds;               /* tar shard descriptors */
+    struct spw_shard **shards;  /* tar shards: local files or http(s) objects (pipeline/shard_io.h) */
     bool *streamed;         /* per shard: compressed, so its samples are read by decompressing from its start */
-    int n_fds;
+    int n_shards;
+    struct spw_shard_stats io;  /* what reading remote shards took: bytes, requests, retries (atomics) */
     uint64_t manifest_hash; /* over (path, label, size) of every sample in order */
     int64_t ignored;        /* files seen but not samples (other media, incomplete tar keys) */
 };

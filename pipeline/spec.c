@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -672,7 +673,8 @@ static int check_keys(struct vctx *c, json_t *obj, const char *where, const char
 
 static int parse_source(struct vctx *c, json_t *obj, struct spw_source_spec *src)
 {
-    static const char *const known[] = {"format", "path", "shuffle", "seed", "epochs", "label_key", NULL};
+    static const char *const known[] = {"format", "path", "shuffle", "seed", "epochs", "label_key", "ca_file",
+                                        "header_file", NULL};
     json_t *v;
     int rc, e = 0;
     long long i;
@@ -711,17 +713,32 @@ static int parse_source(struct vctx *c, json_t *obj, struct spw_source_spec *src
             return rc;
         src->epochs = i;
     }
-    if ((v = json_object_get(obj, "label_key"))) {
+    static const struct {
+        const char *key, *field, *why;
+        size_t max, offset;
+    } tar_strings[] = {
+        {"label_key", "source.label_key", "it names a field of KEY.json members", MAX_LABEL_KEY_BYTES,
+         offsetof(struct spw_source_spec, label_key)},
+        {"ca_file", "source.ca_file", "it verifies https:// shard servers", MAX_PATH_BYTES,
+         offsetof(struct spw_source_spec, ca_file)},
+        {"header_file", "source.header_file", "it holds a header for shard URLs", MAX_PATH_BYTES,
+         offsetof(struct spw_source_spec, header_file)},
+    };
+    for (size_t k = 0; k < sizeof tar_strings / sizeof *tar_strings; k++) {
+        if (!(v = json_object_get(obj, tar_strings[k].key)))
+            continue;
+        const char *f = tar_strings[k].field;
         if (src->format != SPW_SOURCE_TAR_SHARDS)
-            return fail(c, "source.label_key", "only for tar_shards (it names a field of KEY.json members)");
+            return fail(c, f, "only for tar_shards (%s)", tar_strings[k].why);
         if (!json_is_string(v))
-            return fail_type(c, "source.label_key", "a string", v);
+            return fail_type(c, f, "a string", v);
         len = json_string_length(v);
-        if (len == 0 || len > MAX_LABEL_KEY_BYTES)
-            return fail(c, "source.label_key", "%zu bytes, outside [1, %d]", len, MAX_LABEL_KEY_BYTES);
+        if (len == 0 || len > tar_strings[k].max)
+            return fail(c, f, "%zu bytes, outside [1, %zu]", len, tar_strings[k].max);
         if (strlen(json_string_value(v)) != len)
-            return fail(c, "source.label_key", "must not contain NUL");
-        if (!(src->label_key = strdup(json_string_value(v))))
+            return fail(c, f, "must not contain NUL");
+        char **dst = (char **)((char *)src + tar_strings[k].offset);
+        if (!(*dst = strdup(json_string_value(v))))
             return fail_oom(c);
     }
     return 0;
@@ -911,6 +928,8 @@ void spw_spec_free(struct spw_pipeline_spec *spec)
         return;
     free(spec->source.path);
     free(spec->source.label_key);
+    free(spec->source.ca_file);
+    free(spec->source.header_file);
     free(spec->ops);
     free(spec);
 }
@@ -1022,6 +1041,10 @@ json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
     jb_set(&b, src, "epochs", json_integer(spec->source.epochs));
     if (spec->source.label_key)             /* absent unless set, so older specs keep their canonical text */
         jb_set(&b, src, "label_key", json_string(spec->source.label_key));
+    if (spec->source.ca_file)
+        jb_set(&b, src, "ca_file", json_string(spec->source.ca_file));
+    if (spec->source.header_file)
+        jb_set(&b, src, "header_file", json_string(spec->source.header_file));
     jb_set(&b, root, "source", src);
 
     json_t *ops = jb_new(&b, json_array());

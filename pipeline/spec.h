@@ -129,6 +129,10 @@ struct spw_source_spec {
                                            characters and brace groups ("shard-{000..099}.tar") */
     char *label_key;                    /* tar_shards: the integer field of KEY.json that is the label;
                                            NULL (absent) when .json members carry no label */
+    char *ca_file;                      /* tar_shards at https:// URLs: PEM CAs to verify the server against
+                                           (NULL: the system's) */
+    char *header_file;                  /* tar_shards at URLs: a file with one "Name: value" header sent
+                                           with every request (a bearer token); NULL: none */
     bool shuffle;                       /* default true */
     uint64_t seed;                      /* default 0 */
     int64_t epochs;                     /* default 1; 0 = forever */

@@ -226,12 +226,18 @@ static json_t *pipeline_to_json(struct jb *b, const Spillway__V1__Pipeline *msg)
             set(b, src, "seed", json_integer((json_int_t)s->seed)); /* > INT64_MAX refused by the caller */
         if (s->opt_epochs_case == SPILLWAY__V1__SOURCE__OPT_EPOCHS_EPOCHS)
             set(b, src, "epochs", json_integer(s->epochs));
-        if (s->label_key && s->label_key[0] && !utf8_valid(s->label_key)) {
-            if (!b->bad && b->err && b->errlen)
-                snprintf(b->err, b->errlen, "source.label_key: not valid UTF-8");
-            b->bad = true;
-        } else if (s->label_key && s->label_key[0]) {
-            set(b, src, "label_key", json_string(s->label_key));
+        const char *const strs[][2] = {{"label_key", s->label_key}, {"ca_file", s->ca_file},
+                                       {"header_file", s->header_file}};
+        for (size_t k = 0; k < sizeof strs / sizeof *strs; k++) {
+            if (!strs[k][1] || !strs[k][1][0])
+                continue;
+            if (!utf8_valid(strs[k][1])) {
+                if (!b->bad && b->err && b->errlen)
+                    snprintf(b->err, b->errlen, "source.%s: not valid UTF-8", strs[k][0]);
+                b->bad = true;
+            } else {
+                set(b, src, strs[k][0], json_string(strs[k][1]));
+            }
         }
         set(b, root, "source", src);
     }
@@ -477,8 +483,10 @@ void spw_spec_proto_free(Spillway__V1__Pipeline *msg)
     if (msg->source) {
         if (msg->source->path != protobuf_c_empty_string)
             free(msg->source->path);
-        if (msg->source->label_key != protobuf_c_empty_string)
-            free(msg->source->label_key);
+        char *strs[] = {msg->source->label_key, msg->source->ca_file, msg->source->header_file};
+        for (size_t k = 0; k < sizeof strs / sizeof *strs; k++)
+            if (strs[k] != protobuf_c_empty_string)
+                free(strs[k]);
         free(msg->source);
     }
     for (size_t i = 0; msg->ops && i < msg->n_ops; i++)
@@ -527,11 +535,14 @@ int spw_spec_to_proto(const struct spw_pipeline_spec *spec, Spillway__V1__Pipeli
     src->seed = spec->source.seed;
     src->opt_epochs_case = SPILLWAY__V1__SOURCE__OPT_EPOCHS_EPOCHS;
     src->epochs = spec->source.epochs;
-    if (spec->source.label_key && !(src->label_key = strdup(spec->source.label_key))) {
-        src->label_key = (char *)protobuf_c_empty_string;
-        rc = -ENOMEM;
-        goto out;
-    }
+    const char *const from[] = {spec->source.label_key, spec->source.ca_file, spec->source.header_file};
+    char **to[] = {&src->label_key, &src->ca_file, &src->header_file};
+    for (size_t k = 0; k < sizeof from / sizeof *from; k++)
+        if (from[k] && !(*to[k] = strdup(from[k]))) {
+            *to[k] = (char *)protobuf_c_empty_string;
+            rc = -ENOMEM;
+            goto out;
+        }
 
     json_t *ops = json_object_get(root, "ops");
     size_t n = json_array_size(ops);

@@ -1,8 +1,9 @@
 /* pipeline/tar_index.c - WebDataset shard listing through libarchive: every member header (ustar, pax,
  * GNU long names; plain or gzip) is read once, members are grouped by key as WebDataset does (adjacent
  * members sharing the path up to the basename's first dot), and each key with a sample member and a label
- * becomes a sample. libarchive reads through pread callbacks on the caller's descriptor, so a listing and
- * any number of streamed reads share one open file. Listing is single-threaded; streamed reads are not. */
+ * becomes a sample. libarchive reads through callbacks on the caller's shard (pipeline/shard_io.h: a file or
+ * a URL), so a listing and any number of streamed reads share one open shard. Listing is single-threaded;
+ * streamed reads are not. */
 #include "pipeline/tar_index.h"
 
 #include <archive.h>
@@ -19,28 +20,41 @@
 
 #include "lib/err.h"
 
-/* ---- libarchive over pread ---- */
+/* ---- libarchive over shard reads ---- */
 
 struct reader {
-    int fd;
-    int64_t off, end;                  /* next byte to read; the file's size when opened */
-    uint8_t buf[1 << 16];
+    struct spw_shard *sh;
+    int64_t off, end;                  /* next byte to read; the shard's size when opened */
+    uint8_t *buf;                      /* the last chunk read: [buf_off, buf_off + buf_len) of the shard */
+    size_t cap, buf_len;
+    int64_t buf_off;
 };
 
+/* The next bytes from off: what the last chunk still holds (a skip often lands inside it: a remote shard's
+ * small members then cost no request), else a new chunk of the shard's preferred read size. */
 static la_ssize_t reader_read(struct archive *a, void *p, const void **out)
 {
     struct reader *r = p;
-    ssize_t n;
-    do
-        n = pread(r->fd, r->buf, sizeof r->buf, r->off);
-    while (n < 0 && errno == EINTR);
-    if (n < 0) {
-        archive_set_error(a, errno, "read error: %s", strerror(errno));
+    if (r->off >= r->buf_off && r->off < r->buf_off + (int64_t)r->buf_len) {
+        const size_t at = (size_t)(r->off - r->buf_off), n = r->buf_len - at;
+        r->off += (int64_t)n;
+        *out = r->buf + at;
+        return (la_ssize_t)n;
+    }
+    const int64_t left = r->end - r->off;
+    if (left <= 0)
+        return 0;
+    const size_t n = left < (int64_t)r->cap ? (size_t)left : r->cap;
+    int rc = spw_shard_pread(r->sh, r->buf, n, r->off);
+    if (rc) {
+        archive_set_error(a, -rc, "read error: %s", spw_strerror(rc));
         return -1;
     }
-    r->off += n;
+    r->buf_off = r->off;
+    r->buf_len = n;
+    r->off += (int64_t)n;
     *out = r->buf;
-    return n;
+    return (la_ssize_t)n;
 }
 
 /* Skipping member data of a plain tar costs no read; a skip past the end stops there and the next read
@@ -54,14 +68,11 @@ static la_int64_t reader_skip(struct archive *a, void *p, la_int64_t want)
     return k;
 }
 
-static int reader_open(struct reader *r, int fd, struct archive **out)
+static int reader_open(struct reader *r, struct spw_shard *sh, struct archive **out)
 {
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return -errno;
-    r->fd = fd;
-    r->off = 0;
-    r->end = st.st_size;
+    *r = (struct reader){.sh = sh, .end = spw_shard_size(sh), .cap = spw_shard_read_size(sh)};
+    if (!(r->buf = malloc(r->cap)))
+        return -ENOMEM;
     struct archive *a = archive_read_new();
     if (!a)
         return -ENOMEM;
@@ -290,7 +301,7 @@ static int member(struct scan *sc, const char *name, int64_t offset, int64_t siz
     return 0;
 }
 
-int spw_tar_index_scan(int fd, const char *shard, const struct spw_tar_rules *rules, spw_tar_sample_fn add,
+int spw_tar_index_scan(struct spw_shard *sh, const char *shard, const struct spw_tar_rules *rules, spw_tar_sample_fn add,
                        void *ctx, bool *streamed, int64_t *ignored, char *err, size_t errlen)
 {
     struct reader *r = malloc(sizeof *r);
@@ -298,7 +309,7 @@ int spw_tar_index_scan(int fd, const char *shard, const struct spw_tar_rules *ru
                       .errlen = errlen};
     if (!r)
         return -ENOMEM;
-    int rc = reader_open(r, fd, &sc.a);
+    int rc = reader_open(r, sh, &sc.a);
     if (rc == SPW_ESOURCE)
         rc = spw_fail(err, errlen, rc, "%s: cannot read as a tar archive: %s", shard, archive_error_string(sc.a));
     else if (rc)
@@ -345,17 +356,18 @@ int spw_tar_index_scan(int fd, const char *shard, const struct spw_tar_rules *ru
         *streamed = archive_filter_code(sc.a, 0) != ARCHIVE_FILTER_NONE;
     pending_clear(&sc.pd);
     archive_read_free(sc.a);
+    free(r->buf);
     free(r);
     return rc;
 }
 
-int spw_tar_read_streamed(int fd, int64_t offset, int64_t size, uint8_t *dst)
+int spw_tar_read_streamed(struct spw_shard *sh, int64_t offset, int64_t size, uint8_t *dst)
 {
     struct reader *r = malloc(sizeof *r);
     struct archive *a = NULL;
     if (!r)
         return -ENOMEM;
-    int rc = reader_open(r, fd, &a);
+    int rc = reader_open(r, sh, &a);
     struct archive_entry *e;
     while (rc == 0) {
         int ar = archive_read_next_header(a, &e);
@@ -383,6 +395,7 @@ int spw_tar_read_streamed(int fd, int64_t offset, int64_t size, uint8_t *dst)
     if (rc == SPW_ESOURCE)
         rc = -EIO;
     archive_read_free(a);
+    free(r->buf);
     free(r);
     return rc;
 }

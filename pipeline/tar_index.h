@@ -1,8 +1,8 @@
 /* pipeline/tar_index.h - the listing of one WebDataset tar shard through libarchive (ustar, pax, GNU long
  * names; plain or gzip-compressed) into samples: members grouped by key, the image or audio member and a
- * label per key. Not a tar writer, and not a sequential reader for training: a plain tar's samples are
- * read by pread at the offsets listed here. Listing runs on one thread; spw_tar_read_streamed is safe
- * from many threads (pread on a shared descriptor). */
+ * label per key, reading the shard (a file or a URL) through pipeline/shard_io.h. Not a tar writer, and not a
+ * sequential reader for training: a plain tar's samples are read at the offsets listed here. Listing runs on
+ * one thread; spw_tar_read_streamed is safe from many threads. */
 #ifndef SPW_PIPELINE_TAR_INDEX_H
 #define SPW_PIPELINE_TAR_INDEX_H
 
@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pipeline/shard_io.h"
 #include "pipeline/spec.h"
 
 /* Caps on what a shard's headers control, checked before anything is allocated for them. */
@@ -32,18 +33,18 @@ struct spw_tar_sample {
 
 typedef int (*spw_tar_sample_fn)(void *ctx, const struct spw_tar_sample *s);
 
-/* List the shard open on fd (named shard in messages), calling add for each sample in member order; keys
+/* List the shard open on sh (named shard in messages), calling add for each sample in member order; keys
  * without a sample member or a label add 1 to *ignored. *streamed is set when the shard is compressed: its
  * samples are then read with spw_tar_read_streamed, not pread. Returns 0, what add returned, SPW_ESOURCE
  * (message in err names the shard and the member or offset: corrupt, truncated, over a cap, a bad label)
  * or -ENOMEM. */
-int spw_tar_index_scan(int fd, const char *shard, const struct spw_tar_rules *rules, spw_tar_sample_fn add,
+int spw_tar_index_scan(struct spw_shard *sh, const char *shard, const struct spw_tar_rules *rules, spw_tar_sample_fn add,
                        void *ctx, bool *streamed, int64_t *ignored, char *err, size_t errlen);
 
 /* Read size bytes of the member whose data starts at offset of the decompressed stream of a compressed
- * shard open on fd, by decompressing the shard from its start (the cost grows with offset). Returns 0,
+ * shard open on sh, by decompressing the shard from its start (the cost grows with offset). Returns 0,
  * -EIO (the shard no longer holds that member: changed since it was listed, or corrupt) or -ENOMEM. */
-int spw_tar_read_streamed(int fd, int64_t offset, int64_t size, uint8_t *dst);
+int spw_tar_read_streamed(struct spw_shard *sh, int64_t offset, int64_t size, uint8_t *dst);
 
 /* True when a member extension (after the basename's first dot, e.g. "jpg" or "seg.JPEG") names media for
  * the decode op: its last dot-separated part is jpg/jpeg (image), jpg/jpeg/png/webp (any image) or wav

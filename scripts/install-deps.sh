@@ -7,7 +7,8 @@ PKGS=(
   build-essential pkg-config make git
   libgrpc-dev protobuf-c-compiler libprotobuf-c-dev
   libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libwebp-dev libfftw3-dev check libsubunit-dev
-  libssl-dev libjansson-dev libdlpack-dev libmicrohttpd-dev libzstd-dev libarchive-dev prometheus curl tmux gnuplot-nox
+  libssl-dev libjansson-dev libdlpack-dev libmicrohttpd-dev libzstd-dev libarchive-dev libcurl4-openssl-dev
+  nginx-light prometheus curl tmux gnuplot-nox
   python3 python3-numpy python3-pil python3-torchvision python3-torch libopenblas0
   python3-torchaudio python3-soundfile python3-scipy espeak-ng
   util-linux tar shellcheck python3-pyflakes help2man

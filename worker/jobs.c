@@ -105,6 +105,7 @@ struct wrk_jobs {
     struct {                    /* final counts of stopped jobs, reported in the next heartbeat once */
         uint64_t job;
         int64_t elements, bytes;
+        struct spw_shard_stats io;
     } retired[16];
     int n_retired;
     struct refusal *refused;    /* changed only on the registration thread (wrk_jobs_update), under mu */
@@ -900,6 +901,7 @@ void wrk_jobs_update(struct wrk_jobs *w, const Spillway__V1__WorkerHeartbeatResp
         if (w->n_retired < (int)(sizeof w->retired / sizeof w->retired[0])) {
             w->retired[w->n_retired].job = jb->id;
             w->retired[w->n_retired].elements = __atomic_load_n(&jb->sent_elements, __ATOMIC_RELAXED);
+            w->retired[w->n_retired].io = jb->src->io;      /* its producers have ended */
             w->retired[w->n_retired++].bytes = __atomic_load_n(&jb->sent_bytes, __ATOMIC_RELAXED);
         }
         pthread_mutex_unlock(&w->mu);
@@ -1079,7 +1081,19 @@ out:
     return status;
 }
 
-int wrk_jobs_progress(struct wrk_jobs *w, Spillway__V1__ProducerProgress *out, int cap)
+/* A job's remote shard reads into its progress entry (nothing when it read none). */
+static void source_io(const struct spw_shard_stats *s, Spillway__V1__ProducerProgress *out, Spillway__V1__SourceIo *io)
+{
+    if (__atomic_load_n(&s->requests, __ATOMIC_RELAXED) <= 0)
+        return;
+    spillway__v1__source_io__init(io);
+    io->bytes = __atomic_load_n(&s->bytes, __ATOMIC_RELAXED);
+    io->requests = __atomic_load_n(&s->requests, __ATOMIC_RELAXED);
+    io->retries = __atomic_load_n(&s->retries, __ATOMIC_RELAXED);
+    out->source = io;
+}
+
+int wrk_jobs_progress(struct wrk_jobs *w, Spillway__V1__ProducerProgress *out, Spillway__V1__SourceIo *io, int cap)
 {
     int n = 0;
     pthread_mutex_lock(&w->mu);
@@ -1091,13 +1105,16 @@ int wrk_jobs_progress(struct wrk_jobs *w, Spillway__V1__ProducerProgress *out, i
         out[n].elements = __atomic_load_n(&jb->sent_elements, __ATOMIC_RELAXED);
         out[n].bytes = __atomic_load_n(&jb->sent_bytes, __ATOMIC_RELAXED);
         out[n].cpu_ns = cpu_ns;
+        source_io(&jb->src->io, &out[n], &io[n]);
         n++;
     }
     for (int i = 0; i < w->n_retired && n < cap; i++) {
         spillway__v1__producer_progress__init(&out[n]);
         out[n].job = w->retired[i].job;
         out[n].elements = w->retired[i].elements;
-        out[n++].bytes = w->retired[i].bytes;
+        out[n].bytes = w->retired[i].bytes;
+        source_io(&w->retired[i].io, &out[n], &io[n]);
+        n++;
     }
     w->n_retired = 0;
     pthread_mutex_unlock(&w->mu);

@@ -88,9 +88,9 @@ static void on_tasks(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *rep
     wrk_jobs_update(ctx, reply);
 }
 
-static int progress(void *ctx, Spillway__V1__ProducerProgress *out, int cap)
+static int progress(void *ctx, Spillway__V1__ProducerProgress *out, Spillway__V1__SourceIo *io, int cap)
 {
-    return wrk_jobs_progress(ctx, out, cap);
+    return wrk_jobs_progress(ctx, out, io, cap);
 }
 
 static int refusals(void *ctx, Spillway__V1__JobRefusal *out, int cap)

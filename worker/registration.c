@@ -26,7 +26,7 @@ struct wrk_registration {
     void (*on_registered)(void *ctx, uint64_t worker_id, uint64_t secret);
     void (*on_unregistered)(void *ctx);
     void (*on_tasks)(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *reply);
-    int (*progress)(void *ctx, Spillway__V1__ProducerProgress *out, int cap);
+    int (*progress)(void *ctx, Spillway__V1__ProducerProgress *out, Spillway__V1__SourceIo *io, int cap);
     int (*refusals)(void *ctx, Spillway__V1__JobRefusal *out, int cap);
     int64_t (*buffered)(void *ctx);
     void *ctx;
@@ -146,7 +146,8 @@ static void *thread_main(void *arg)
         req.worker_id = r->id;
         req.secret = r->secret;
         Spillway__V1__ProducerProgress prog[MAX_PROGRESS], *progp[MAX_PROGRESS];
-        int np = r->progress ? r->progress(r->ctx, prog, MAX_PROGRESS) : 0;
+        Spillway__V1__SourceIo io[MAX_PROGRESS];
+        int np = r->progress ? r->progress(r->ctx, prog, io, MAX_PROGRESS) : 0;
         for (int i = 0; i < np; i++)
             progp[i] = &prog[i];
         req.n_jobs = (size_t)np;

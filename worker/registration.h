@@ -23,9 +23,9 @@ struct wrk_registration_opts {
      * on_registered follows when that succeeds). NULL: none. */
     void (*on_unregistered)(void *ctx);
     void (*on_tasks)(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *reply);
-    /* Called on the registration thread before each heartbeat: per-job progress into out (at most cap);
-     * returns the count. NULL: none. */
-    int (*progress)(void *ctx, Spillway__V1__ProducerProgress *out, int cap);
+    /* Called on the registration thread before each heartbeat: per-job progress into out (at most cap; io
+     * holds as many entries for their remote shard reads); returns the count. NULL: none. */
+    int (*progress)(void *ctx, Spillway__V1__ProducerProgress *out, Spillway__V1__SourceIo *io, int cap);
     /* Likewise: the listed jobs the worker cannot serve (reasons valid until the next on_tasks). NULL: none. */
     int (*refusals)(void *ctx, Spillway__V1__JobRefusal *out, int cap);
     /* ... and the bytes made and waiting for client streams, all jobs (NULL: not reported). */

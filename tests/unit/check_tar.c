@@ -244,7 +244,7 @@ START_TEST(test_tar_brace_pattern_reads_shards_in_order_and_names_a_missing_one)
     ck_assert_int_eq(system(cmd), 0);
     struct spw_source *s = open_ok("s-{08..10}.tar", NULL);
     ck_assert_int_eq(s->n, 9);
-    ck_assert_int_eq(s->n_fds, 3);
+    ck_assert_int_eq(s->n_shards, 3);
     ck_assert(strstr(s->samples[3].path, "/s-09.tar:c.jpg"));
     ck_assert(strstr(s->samples[8].path, "/s-10.tar:k002.jpg"));
     spw_source_close(s);

@@ -216,9 +216,14 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
             for (size_t i = 0; i < r->n_producers; i++) {
                 const Spillway__V1__ProducerStats *p = r->producers[i];
                 printf("%s{\"producer\": \"%s\", \"elements\": %lld, \"bytes\": %lld, \"elements_per_s\": %.1f, "
-                       "\"bytes_per_s\": %.0f, \"cpu_ns_per_element\": %.0f}",
+                       "\"bytes_per_s\": %.0f, \"cpu_ns_per_element\": %.0f",
                        i ? ", " : "", producer_name(p->producer, name, sizeof name), (long long)p->elements,
                        (long long)p->bytes, p->elements_per_s, p->bytes_per_s, p->cpu_ns_per_element);
+                if (p->source)
+                    printf(", \"source\": {\"bytes\": %lld, \"requests\": %lld, \"retries\": %lld}",
+                           (long long)p->source->bytes, (long long)p->source->requests,
+                           (long long)p->source->retries);
+                printf("}");
             }
             printf("], \"client_remote_ns\": %.0f, \"cannot_serve\": ", r->client_remote_ns);
             print_refusals_json(r->cannot_serve, r->n_cannot_serve);
@@ -242,6 +247,13 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
                 printf("%-16s %10lld %10.1f %12.1f %10.1f %12.0f\n", producer_name(p->producer, name, sizeof name),
                        (long long)p->elements, (double)p->bytes / 1e6, p->elements_per_s, p->bytes_per_s / 1e6,
                        p->cpu_ns_per_element / 1e3);
+            }
+            for (size_t i = 0; i < r->n_producers; i++) {
+                const Spillway__V1__SourceIo *io = r->producers[i]->source;
+                if (io)
+                    printf("%s read %.1f MB of remote shards in %lld requests, %lld retried\n",
+                           producer_name(r->producers[i]->producer, name, sizeof name), (double)io->bytes / 1e6,
+                           (long long)io->requests, (long long)io->retries);
             }
             if (r->client_remote_ns > 0)
                 printf("client: %.0f us CPU per remote element (receiving and gRPC threads)\n",
