@@ -9,7 +9,7 @@ V        ?= 0
 Q        := $(if $(filter 1,$(V)),,@)
 WERROR   ?= 1
 OPT      ?= -O3
-PKGS     := libturbojpeg libjpeg libpng libwebp jansson libprotobuf-c grpc fftw3f libmicrohttpd libzstd libarchive libcurl
+PKGS     := libturbojpeg libjpeg libpng libwebp flac libmpg123 vorbisfile opusfile jansson libprotobuf-c grpc fftw3f libmicrohttpd libzstd libarchive libcurl
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
@@ -70,7 +70,7 @@ all: $(BINS)
 
 deps:
 	@command -v protoc-c >/dev/null && pkg-config --exists $(PKGS) check && \
-	  command -v espeak-ng >/dev/null && test -x /usr/bin/python3 && \
+	  command -v espeak-ng flac lame oggenc opusenc opusdec >/dev/null && test -x /usr/bin/python3 && \
 	  /usr/bin/python3 -c 'import torchvision, torchaudio, soundfile, scipy' 2>/dev/null && \
 	  command -v podman debootstrap node npm help2man nginx >/dev/null && \
 	  /usr/bin/python3 -c 'import venv, setuptools, wheel' 2>/dev/null || bash scripts/install-deps.sh
@@ -255,6 +255,7 @@ bench: deps
 	bash scripts/bench-offload.sh
 	bash scripts/bench-compress.sh
 	bash scripts/bench-audio.sh
+	bash scripts/bench-audio-decode.sh
 	bash scripts/bench-python-heap.sh
 
 # The benchmark figures as PNGs in docs/ (scripts/plots.py: from build/'s benchmark outputs, else docs/data/).

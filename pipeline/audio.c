@@ -1,6 +1,6 @@
 /* pipeline/audio.c - the audio ops on element values (see audio.h): thin adapters from a value and an op's
- * parameters to the kernels in ops/ (wav, wave_resample, stft, mel), plus the element-wise spectrogram ops
- * and SpecAugment's masks, which are small enough to live here. Thread-safe: per-call state; resampling
+ * parameters to the kernels in ops/ (audio_decode, wav, wave_resample, stft, mel), plus the element-wise
+ * spectrogram ops and SpecAugment's masks, which are small enough to live here. Thread-safe: per-call state; resampling
  * plans come from a process-wide cache under a lock and are kept until exit. */
 #include "pipeline/audio.h"
 
@@ -13,6 +13,7 @@
 
 #include "lib/err.h"
 #include "lib/simd.h"
+#include "ops/audio_decode.h"
 #include "ops/stft.h"
 #include "ops/wav.h"
 #include "ops/wave_resample.h"
@@ -93,21 +94,31 @@ int spw_audio_op_decode(struct spw_op_call *c, const struct spw_group *g, const 
                         struct spw_value *v, int *consumed)
 {
     const struct spw_pipeline_spec *spec = c->ctx->spec;
+    const struct spw_op_spec *op = &spec->ops[0];
     char *err = c->err;
     const size_t errlen = c->errlen;
-    struct spw_wav_info info;
     *consumed = 1;
     float *data = NULL;
-    int rc = spw_wav_decode(buf, len, spec->ops[0].mono, spec->max_samples, &info, &data, err, errlen);
+    int channels, rate, rc;
+    int64_t frames;
+    if (op->kind == SPW_OP_DECODE_AUDIO) {      /* any format by content */
+        struct spw_audio_info info;
+        rc = spw_audio_decode(buf, len, op->mono, spec->max_samples, &info, &data, err, errlen);
+        channels = info.channels, rate = info.sample_rate, frames = info.frames;
+    } else {                                    /* decode_wav: WAV only, as it always was */
+        struct spw_wav_info info;
+        rc = spw_wav_decode(buf, len, op->mono, spec->max_samples, &info, &data, err, errlen);
+        channels = info.channels, rate = info.sample_rate, frames = info.frames;
+    }
     if (rc)
         return rc;
     memset(v, 0, sizeof *v);
     v->is_tensor = true;
-    v->sample_rate = info.sample_rate;
+    v->sample_rate = rate;
     v->t.dtype = SPW_DTYPE_F32;
     v->t.ndim = 2;
-    v->t.shape[0] = spec->ops[0].mono ? 1 : info.channels;
-    v->t.shape[1] = info.frames;
+    v->t.shape[0] = op->mono ? 1 : channels;
+    v->t.shape[1] = frames;
     v->t.nbytes = (size_t)(v->t.shape[0] * v->t.shape[1]) * sizeof(float);
     v->t.data = data;
     return 0;

@@ -1,5 +1,5 @@
-/* pipeline/audio.h - the audio ops on element values: decode_wav into a float32 waveform [channels,
- * samples], the waveform ops (resample, random_crop_audio, pad_audio, normalize_audio), stft into
+/* pipeline/audio.h - the audio ops on element values: decode_wav / decode_audio into a float32 waveform
+ * [channels, samples], the waveform ops (resample, random_crop_audio, pad_audio, normalize_audio), stft into
  * [freq, time] (or [channels, freq, time] for several channels), and the spectrogram ops (mel, log,
  * amplitude_to_db, spec_augment), with torchaudio's names, defaults and layouts. Random choices draw from
  * the op's counter-based RNG, so a sample key gets the same crop and masks on any thread or machine.
@@ -20,11 +20,12 @@
 int spw_audio_banks_init(const struct spw_pipeline_spec *spec, struct spw_mel_bank *banks);
 void spw_audio_banks_free(const struct spw_pipeline_spec *spec, struct spw_mel_bank *banks);
 
-/* The registry's runs (see spw_op_run_fn / spw_op_decode_fn). decode_wav decodes the file's bytes into a
- * [channels, samples] waveform (SPW_EDECODE / SPW_EUNSUPPORTED / SPW_ETOOBIG on a bad or huge file). The
- * others may fail with SPW_EUNSUPPORTED (e.g. a clip too short for stft, a mel at another rate) or
- * SPW_ETOOBIG (a resample or pad_audio output over spec->max_samples); stft returns SPW_OP_RAN_NEXT when it
- * ran the mel after it too (the linear spectrogram is never stored). */
+/* The registry's runs (see spw_op_run_fn / spw_op_decode_fn). decode_wav (WAV) and decode_audio (any
+ * format by content) decode the file's bytes into a [channels, samples] waveform (SPW_EDECODE /
+ * SPW_EUNSUPPORTED / SPW_ETOOBIG on a bad or huge file). The others may fail with SPW_EUNSUPPORTED (e.g. a
+ * clip too short for stft, a mel at another rate) or SPW_ETOOBIG (a resample or pad_audio output over
+ * spec->max_samples); stft returns SPW_OP_RAN_NEXT when it ran the mel after it too (the linear
+ * spectrogram is never stored). */
 int spw_audio_op_decode(struct spw_op_call *c, const struct spw_group *g, const uint8_t *buf, size_t len,
                         struct spw_value *v, int *consumed);
 int spw_audio_op_resample(struct spw_op_call *c, struct spw_value *v);

@@ -304,6 +304,10 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
     [SPW_OP_DECODE_WAV] = {.name = "decode_wav", .cls = SPW_OPC_DECODE_AUDIO, .group = SPW_GROUP_DECODE,
                            .size = SPW_SIZE_VARIES, .fields = decode_wav_fields, .decode = spw_audio_op_decode,
                            .defaults = {.mono = true}},
+    /* WAV, FLAC, MP3, Ogg Vorbis or Opus by content (ops/audio_decode); the same output as decode_wav */
+    [SPW_OP_DECODE_AUDIO] = {.name = "decode_audio", .cls = SPW_OPC_DECODE_AUDIO, .group = SPW_GROUP_DECODE,
+                             .size = SPW_SIZE_VARIES, .fields = decode_wav_fields, .decode = spw_audio_op_decode,
+                             .defaults = {.mono = true}},
     [SPW_OP_RESAMPLE] = {.name = "resample", .cls = SPW_OPC_WAVE, .group = SPW_GROUP_AUGMENT,
                          .fuse = SPW_FUSE_WAVE, .size = SPW_SIZE_VARIES, .fields = resample_fields,
                          .cpu = spw_audio_op_resample, .defaults = {.lowpass_filter_width = 6, .rolloff = 0.99}},

@@ -51,7 +51,13 @@ static bool is_media_name(const char *name, enum spw_media media)
 
 static const char *media_name(enum spw_media media)
 {
-    return media == SPW_MEDIA_AUDIO ? "WAV" : media == SPW_MEDIA_ANY_IMAGE ? "JPEG, PNG or WebP" : "JPEG";
+    switch (media) {
+    case SPW_MEDIA_AUDIO: return "WAV";
+    case SPW_MEDIA_ANY_AUDIO: return "WAV, FLAC, MP3, Ogg or Opus";
+    case SPW_MEDIA_ANY_IMAGE: return "JPEG, PNG or WebP";
+    case SPW_MEDIA_IMAGE: break;
+    }
+    return "JPEG";
 }
 
 /* Sorted names of directory entries (files or dirs, per want_dir), skipping dot files. */
@@ -422,7 +428,8 @@ int spw_source_open(const struct spw_source_spec *spec, struct spw_source **out,
     int rc;
     if (spec->format == SPW_SOURCE_TAR_SHARDS)
         rc = open_tar_shards(src, spec, &v, err, errlen);
-    else if (spec->format == SPW_SOURCE_WAV_FOLDER && has_labels_file(spec->path))
+    else if ((spec->format == SPW_SOURCE_WAV_FOLDER || spec->format == SPW_SOURCE_AUDIO_FOLDER) &&
+             has_labels_file(spec->path))
         rc = open_labeled_folder(src, spec->path, &v, err, errlen);
     else
         rc = open_class_folders(src, spec->path, spec->media, &v, err, errlen);

@@ -34,7 +34,7 @@
 static const char *const interp_names[] = {"nearest", "bilinear", "bicubic", NULL};
 static const char *const tensor_dtype_names[] = {NULL, "float32", "float16", NULL, NULL}; /* by value */
 static const char *const layout_names[] = {"HWC", "CHW", NULL};
-static const char *const format_names[] = {"image_folder", "tar_shards", "wav_folder", NULL};
+static const char *const format_names[] = {"image_folder", "tar_shards", "wav_folder", "audio_folder", NULL};
 static const char *const on_error_names[] = {"skip", "fail", NULL};
 static const char *const policy_names[] = {"imagenet", NULL};
 static const char *const window_names[] = {"hann", NULL};
@@ -515,16 +515,17 @@ static int op_check(struct vctx *c, const char *where, struct spw_op_spec *op)
     return fail(c, loc, "%s", msg);
 }
 
-/* Where an audio op may stand: after decode_wav, waveform ops before stft, spectrogram ops after it.
+/* Where an audio op may stand: after decode_wav or decode_audio, waveform ops before stft, spectrogram ops
+ * after it.
  * stft_at is the index of stft, or -1. */
 static int check_audio_order(struct vctx *c, const char *where, int i, const struct spw_op_spec *ops, int *stft_at)
 {
     const enum spw_op_class cls = spw_op_def(ops[i].kind)->cls;
     const char *name = spw_op_name(ops[i].kind);
     if (cls == SPW_OPC_DECODE_AUDIO)
-        return i == 0 ? 0 : fail(c, where, "\"decode_wav\" must be the first op and appear once");
-    if (i == 0 || ops[0].kind != SPW_OP_DECODE_WAV)
-        return fail(c, where, "audio op \"%s\" needs \"decode_wav\" as the first op", name);
+        return i == 0 ? 0 : fail(c, where, "\"%s\" must be the first op and appear once", name);
+    if (i == 0 || spw_op_def(ops[0].kind)->cls != SPW_OPC_DECODE_AUDIO)
+        return fail(c, where, "audio op \"%s\" needs \"decode_audio\" or \"decode_wav\" as the first op", name);
     if (cls == SPW_OPC_WAVE && *stft_at >= 0)
         return fail(c, where, "waveform op \"%s\" must come before \"stft\" (ops[%d])", name, *stft_at);
     if (cls == SPW_OPC_STFT && *stft_at >= 0)
@@ -546,8 +547,9 @@ static int check_order(struct vctx *c, int i, const struct spw_op_spec *ops, int
     const enum spw_op_class cls = spw_op_def(ops[i].kind)->cls;
     if (spw_op_class_audio(cls))
         return check_audio_order(c, where, i, ops, tensor_at);
-    if (i > 0 && ops[0].kind == SPW_OP_DECODE_WAV)
-        return fail(c, where, "image op \"%s\" in an audio pipeline (ops[0] is \"decode_wav\")", name);
+    if (i > 0 && spw_op_def(ops[0].kind)->cls == SPW_OPC_DECODE_AUDIO)
+        return fail(c, where, "image op \"%s\" in an audio pipeline (ops[0] is \"%s\")", name,
+                    spw_op_name(ops[0].kind));
     switch (cls) {
     case SPW_OPC_DECODE_IMAGE:
         if (i != 0)
@@ -634,7 +636,7 @@ static int parse_ops(struct vctx *c, json_t *arr, struct spw_pipeline_spec *spec
         return fail_type(c, "ops", "an array", arr);
     size_t n = json_array_size(arr);
     if (n == 0)
-        return fail(c, "ops", "must start with \"decode_jpeg\", \"decode_image\" or \"decode_wav\"");
+        return fail(c, "ops", "must start with \"decode_jpeg\", \"decode_image\", \"decode_audio\" or \"decode_wav\"");
     if (n > SPW_SPEC_MAX_OPS)
         return fail(c, "ops", "%zu ops, more than the cap of %d", n, SPW_SPEC_MAX_OPS);
     spec->ops = calloc(n, sizeof(*spec->ops));
@@ -769,10 +771,10 @@ static int parse_batch(struct vctx *c, json_t *obj, enum spw_media media, struct
             return rc;
         b->layout = (enum spw_layout)e;
     }
-    b->pad = media == SPW_MEDIA_AUDIO;     /* clips differ in length: pad to the longest (torch's pad_sequence) */
+    b->pad = spw_media_is_audio(media);     /* clips differ in length: pad to the longest (torch's pad_sequence) */
     if ((v = json_object_get(obj, "pad")) && (rc = get_bool(c, "batch.pad", v, &b->pad)))
         return rc;
-    if (b->pad && media != SPW_MEDIA_AUDIO)
+    if (b->pad && !spw_media_is_audio(media))
         return fail(c, "batch.pad", "true is for audio pipelines (images: crop or resize to one size)");
     return 0;
 }
@@ -796,14 +798,19 @@ static int parse_root(struct vctx *c, json_t *root, struct spw_pipeline_spec *sp
         return fail(c, "ops", "required");
     if ((rc = parse_ops(c, v, spec)))
         return rc;
-    spec->source.media = spec->ops[0].kind == SPW_OP_DECODE_WAV     ? SPW_MEDIA_AUDIO
-                         : spec->ops[0].kind == SPW_OP_DECODE_IMAGE ? SPW_MEDIA_ANY_IMAGE
-                                                                    : SPW_MEDIA_IMAGE;
-    const bool audio = spec->source.media == SPW_MEDIA_AUDIO;
-    if (spec->source.format == (audio ? SPW_SOURCE_IMAGE_FOLDER : SPW_SOURCE_WAV_FOLDER))
+    const enum spw_op_kind decode = spec->ops[0].kind;
+    spec->source.media = decode == SPW_OP_DECODE_WAV     ? SPW_MEDIA_AUDIO
+                         : decode == SPW_OP_DECODE_AUDIO ? SPW_MEDIA_ANY_AUDIO
+                         : decode == SPW_OP_DECODE_IMAGE ? SPW_MEDIA_ANY_IMAGE
+                                                         : SPW_MEDIA_IMAGE;
+    const bool audio = spw_media_is_audio(spec->source.media);
+    const bool audio_folder = spec->source.format == SPW_SOURCE_WAV_FOLDER ||
+                              spec->source.format == SPW_SOURCE_AUDIO_FOLDER;
+    if (audio ? spec->source.format == SPW_SOURCE_IMAGE_FOLDER : audio_folder)
         return fail(c, "source.format", "\"%s\" does not hold %s (ops[0] is \"%s\"; use %s)",
-                    format_names[spec->source.format], audio ? "audio" : "images", spw_op_name(spec->ops[0].kind),
-                    audio ? "wav_folder or tar_shards" : "image_folder or tar_shards");
+                    format_names[spec->source.format], audio ? "audio" : "images", spw_op_name(decode),
+                    !audio ? "image_folder or tar_shards"
+                    : decode == SPW_OP_DECODE_WAV ? "wav_folder or tar_shards" : "audio_folder or tar_shards");
     if (!(v = json_object_get(root, "batch")))
         return fail(c, "batch", "required");
     if ((rc = parse_batch(c, v, spec->source.media, &spec->batch)))
@@ -1064,7 +1071,7 @@ json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
     json_t *batch = jb_new(&b, json_object());
     jb_set(&b, batch, "size", json_integer(spec->batch.size));
     jb_set(&b, batch, "drop_remainder", json_boolean(spec->batch.drop_remainder));
-    if (spec->source.media == SPW_MEDIA_AUDIO)
+    if (spw_media_is_audio(spec->source.media))
         jb_set(&b, batch, "pad", json_boolean(spec->batch.pad));
     jb_set(&b, batch, "layout", name_json(spw_layout_name(spec->batch.layout)));
     jb_set(&b, root, "batch", batch);

@@ -56,14 +56,23 @@ enum spw_op_kind {
     SPW_OP_AMPLITUDE_TO_DB,
     SPW_OP_SPEC_AUGMENT,
     SPW_OP_DECODE_IMAGE,
+    SPW_OP_DECODE_AUDIO,
     SPW_OP_COUNT
 };
 
 enum spw_layout { SPW_LAYOUT_HWC = 0, SPW_LAYOUT_CHW = 1 };
-enum spw_source_format { SPW_SOURCE_IMAGE_FOLDER = 0, SPW_SOURCE_TAR_SHARDS = 1, SPW_SOURCE_WAV_FOLDER = 2 };
-/* What a source's samples are: set by the parser from the first op (decode_jpeg: JPEG files; decode_wav;
- * decode_image: JPEG, PNG or WebP files). */
-enum spw_media { SPW_MEDIA_IMAGE = 0, SPW_MEDIA_AUDIO = 1, SPW_MEDIA_ANY_IMAGE = 2 };
+/* wav_folder and audio_folder are one source (class folders or labels.tsv); which files it lists follows the
+ * first op. Both names stay so that a spec reads back as written. */
+enum spw_source_format {
+    SPW_SOURCE_IMAGE_FOLDER = 0,
+    SPW_SOURCE_TAR_SHARDS = 1,
+    SPW_SOURCE_WAV_FOLDER = 2,
+    SPW_SOURCE_AUDIO_FOLDER = 3
+};
+/* What a source's samples are: set by the parser from the first op (decode_jpeg: JPEG files; decode_wav: WAV
+ * files; decode_image: JPEG, PNG or WebP files; decode_audio: WAV, FLAC, MP3, Ogg Vorbis or Opus files). */
+enum spw_media { SPW_MEDIA_IMAGE = 0, SPW_MEDIA_AUDIO = 1, SPW_MEDIA_ANY_IMAGE = 2, SPW_MEDIA_ANY_AUDIO = 3 };
+static inline bool spw_media_is_audio(enum spw_media m) { return m == SPW_MEDIA_AUDIO || m == SPW_MEDIA_ANY_AUDIO; }
 enum spw_db_stype { SPW_DB_POWER = 0, SPW_DB_MAGNITUDE = 1 };
 enum spw_on_error { SPW_ON_ERROR_SKIP = 0, SPW_ON_ERROR_FAIL = 1 };
 enum spw_aa_policy { SPW_AA_IMAGENET = 0 };
@@ -103,7 +112,7 @@ struct spw_op_spec {
     enum spw_dtype dtype;               /* normalize / to_tensor output: f32 (default) or f16 */
     bool exif_transpose;                /* decode_jpeg / decode_image: apply the EXIF Orientation (false) */
     /* audio (torchaudio's names and defaults) */
-    bool mono;                          /* decode_wav: downmix to one channel (default true) */
+    bool mono;                          /* decode_wav / decode_audio: downmix to one channel (default true) */
     int rate;                           /* resample: the new rate (Hz) */
     int lowpass_filter_width;           /* resample: 6 */
     double rolloff;                     /* resample: 0.99 */

@@ -95,6 +95,9 @@ bool spw_tar_media_ext(const char *ext, enum spw_media media)
     const char *last = dot ? dot + 1 : ext;
     if (media == SPW_MEDIA_AUDIO)
         return !strcasecmp(last, "wav");
+    if (media == SPW_MEDIA_ANY_AUDIO)
+        return !strcasecmp(last, "wav") || !strcasecmp(last, "flac") || !strcasecmp(last, "mp3") ||
+               !strcasecmp(last, "ogg") || !strcasecmp(last, "opus");
     if (media == SPW_MEDIA_ANY_IMAGE && (!strcasecmp(last, "png") || !strcasecmp(last, "webp")))
         return true;
     return !strcasecmp(last, "jpg") || !strcasecmp(last, "jpeg");

@@ -47,8 +47,8 @@ int spw_tar_index_scan(struct spw_shard *sh, const char *shard, const struct spw
 int spw_tar_read_streamed(struct spw_shard *sh, int64_t offset, int64_t size, uint8_t *dst);
 
 /* True when a member extension (after the basename's first dot, e.g. "jpg" or "seg.JPEG") names media for
- * the decode op: its last dot-separated part is jpg/jpeg (image), jpg/jpeg/png/webp (any image) or wav
- * (audio), in any case. */
+ * the decode op: its last dot-separated part is jpg/jpeg (image), jpg/jpeg/png/webp (any image), wav
+ * (audio) or wav/flac/mp3/ogg/opus (any audio), in any case. */
 bool spw_tar_media_ext(const char *ext, enum spw_media media);
 
 #endif

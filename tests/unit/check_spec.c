@@ -335,7 +335,7 @@ START_TEST(test_spec_error_messages_from_brief)
                      "ops[2].p: expected a number, got string");
     expect_error("{\"source\": {\"format\": \"csv\", \"path\": \"x\"}, \"ops\": [{\"op\": \"decode_jpeg\"}],"
                  " \"batch\": {\"size\": 1}}",
-                 "source.format: \"csv\" is not one of image_folder, tar_shards, wav_folder");
+                 "source.format: \"csv\" is not one of image_folder, tar_shards, wav_folder, audio_folder");
     expect_ops_error("{\"op\": \"resize\", \"size\": 224}, {\"op\": \"decode_jpeg\"}",
                      "ops[0]: \"decode_jpeg\" must come before image ops");
 }
@@ -343,7 +343,7 @@ END_TEST
 
 START_TEST(test_spec_error_messages_structure)
 {
-    expect_ops_error("", "ops: must start with \"decode_jpeg\", \"decode_image\" or \"decode_wav\"");
+    expect_ops_error("", "ops: must start with \"decode_jpeg\", \"decode_image\", \"decode_audio\" or \"decode_wav\"");
     expect_ops_error("{\"op\": \"normalize\", \"mean\": [0, 0, 0], \"std\": [1, 1, 1]}",
                      "ops[0]: \"decode_jpeg\" must come before \"normalize\"");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"invert\"}, {\"op\": \"decode_jpeg\"}",
@@ -632,7 +632,7 @@ START_TEST(test_spec_audio_error_messages)
     expect_error(AUDIO_SPEC("{\"op\": \"decode_wav\"}, {\"op\": \"random_horizontal_flip\"}"),
                  "ops[1]: image op \"random_horizontal_flip\" in an audio pipeline (ops[0] is \"decode_wav\")");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"stft\", \"n_fft\": 64}",
-                     "ops[1]: audio op \"stft\" needs \"decode_wav\" as the first op");
+                     "ops[1]: audio op \"stft\" needs \"decode_audio\" or \"decode_wav\" as the first op");
     expect_error(AUDIO_SPEC("{\"op\": \"decode_wav\"}, {\"op\": \"stft\", \"n_fft\": 64, \"win_length\": 65}"),
                  "ops[1].win_length: 65 is more than n_fft 64");
     expect_error(AUDIO_SPEC("{\"op\": \"decode_wav\"}, {\"op\": \"stft\", \"n_fft\": 64, \"power\": 1.5}"),

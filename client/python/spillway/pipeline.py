@@ -5,9 +5,10 @@
 import copy
 import json
 
-# op -> its positional parameters, in torchvision / torchaudio order (the rest are keywords).
+# op -> its positional parameters, in torchvision / torchaudio order (the rest are keywords:
+# decode_image(exif_transpose=True), decode_audio(mono=False), ...).
 OPS = {
-    "decode_jpeg": (), "resize": ("size",), "center_crop": ("size",),
+    "decode_jpeg": (), "decode_image": (), "resize": ("size",), "center_crop": ("size",),
     "crop": ("top", "left", "height", "width"), "random_crop": ("size",), "random_resized_crop": ("size",),
     "horizontal_flip": (), "vertical_flip": (), "random_horizontal_flip": ("p",), "random_vertical_flip": ("p",),
     "rotate": ("angle",), "affine": ("angle",),
@@ -18,7 +19,7 @@ OPS = {
     "rand_augment": ("num_ops", "magnitude"), "auto_augment": ("policy",),
     "trivial_augment_wide": ("num_magnitude_bins",),
     "normalize": ("mean", "std"), "to_tensor": (), "random_erasing": ("p",),
-    "decode_wav": (), "resample": ("rate",), "random_crop_audio": ("samples",), "pad_audio": ("samples",),
+    "decode_audio": (), "decode_wav": (), "resample": ("rate",), "random_crop_audio": ("samples",), "pad_audio": ("samples",),
     "normalize_audio": (), "stft": ("n_fft",), "mel": ("n_mels", "sample_rate"), "log": ("eps",),
     "amplitude_to_db": ("stype", "top_db"), "spec_augment": (),
 }
@@ -36,7 +37,7 @@ def _plain(v):
 
 
 class Pipeline:
-    """A pipeline spec. Start from a source (image_folder, wav_folder, tar_shards), chain ops, end with
+    """A pipeline spec. Start from a source (image_folder, audio_folder, tar_shards), chain ops, end with
     batch(); Loader(pipeline) runs it. Equal pipelines have equal spec dicts."""
 
     def __init__(self, spec):
@@ -61,13 +62,19 @@ class Pipeline:
         return cls._source("image_folder", str(path), shuffle, seed, epochs, extra)
 
     @classmethod
+    def audio_folder(cls, path, shuffle=True, seed=0, epochs=1, **extra):
+        """Class sub-folders of audio files, or a flat folder with labels.tsv: .wav, .flac, .mp3, .ogg and
+        .opus for decode_audio, .wav for decode_wav."""
+        return cls._source("audio_folder", str(path), shuffle, seed, epochs, extra)
+
+    @classmethod
     def wav_folder(cls, path, shuffle=True, seed=0, epochs=1, **extra):
-        """Class sub-folders of .wav files, or a flat folder with labels.tsv."""
+        """The same source as audio_folder, under its first name."""
         return cls._source("wav_folder", str(path), shuffle, seed, epochs, extra)
 
     @classmethod
     def tar_shards(cls, pattern, shuffle=True, seed=0, epochs=1, **extra):
-        """WebDataset-style shards: a glob of .tar files with KEY.jpg / KEY.wav and KEY.cls members."""
+        """WebDataset-style shards: a glob of .tar files with KEY.jpg / KEY.flac / ... and KEY.cls members."""
         return cls._source("tar_shards", str(pattern), shuffle, seed, epochs, extra)
 
     # ---- ops, batch, top level ----
