@@ -256,6 +256,7 @@ bench: deps
 	bash scripts/bench-compress.sh
 	bash scripts/bench-audio.sh
 	bash scripts/bench-audio-decode.sh
+	bash scripts/bench-png.sh
 	bash scripts/bench-python-heap.sh
 
 # The benchmark figures as PNGs in docs/ (scripts/plots.py: from build/'s benchmark outputs, else docs/data/).
