@@ -8,17 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 unset SPILLWAY_CUT          # lib.sh pins "all" for the other tests; this one is about the default
 PY=/usr/bin/python3
-DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
-# Expensive per element (rand_augment at 160 px), so offloading to a worker pays.
-cat > "$WORK/p.json" <<JSON
-{"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 5, "epochs": 3},
- "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [160, 160]},
-         {"op": "rand_augment", "num_ops": 3, "magnitude": 12},
-         {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}],
- "batch": {"size": 32}}
-JSON
-"$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 2 --keys "$WORK/local-keys.txt" --quiet || exit 1
+augment_job "$WORK/p.json" 5 3 "$WORK/local-keys.txt" || exit 1
 same_keys() { diff <(sort "$WORK/local-keys.txt") <(sort "$1") > /dev/null; }
 # plan_is FILE EXPR: EXPR (Python, over p = the run's JSON plan and r = the whole JSON) holds.
 plan_is() {

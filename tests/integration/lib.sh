@@ -40,6 +40,19 @@ image_job() {
 JSON
   "$B/bin/spillctl" run --local --pipeline "$1" --threads 2 --keys "$4" --quiet
 }
+# augment_job JSON SEED EPOCHS KEYS: a pipeline expensive per element (rand_augment at 160 px, so offloading
+# to a worker pays) over the 160-image test set, batches of 32, written to JSON; a local run's keys to KEYS.
+augment_job() {
+  bash "$ROOT/scripts/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || return 1
+  cat > "$1" <<JSON
+{"source": {"format": "image_folder", "path": "$B/data/cli-test/train", "shuffle": true, "seed": $2, "epochs": $3},
+ "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [160, 160]},
+         {"op": "rand_augment", "num_ops": 3, "magnitude": 12},
+         {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}],
+ "batch": {"size": 32}}
+JSON
+  "$B/bin/spillctl" run --local --pipeline "$1" --threads 2 --keys "$4" --quiet
+}
 # dispatcher_on NAME [FLAGS...]: a dispatcher on 127.0.0.1:$DPORT (a free port when DPORT is unset or 0), so
 # that a restart can take the same port; logs in WORK/NAME.out and .err; run with the VAR=value words in
 # DISPATCHER_ENV. Sets D (its pid) and DPORT.

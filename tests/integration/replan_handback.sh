@@ -8,17 +8,7 @@
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
-DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
-# Expensive per element (rand_augment at 160 px), so one worker next to the client's core pays.
-cat > "$WORK/p.json" <<JSON
-{"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 9, "epochs": 100},
- "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [160, 160]},
-         {"op": "rand_augment", "num_ops": 3, "magnitude": 12},
-         {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}],
- "batch": {"size": 32}}
-JSON
-"$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 2 --keys "$WORK/local-keys.txt" --quiet || exit 1
+augment_job "$WORK/p.json" 9 100 "$WORK/local-keys.txt" || exit 1
 
 start_service 1 --heartbeat-ms 200 --worker-timeout-ms 1500 || { finish; exit; }
 W1=${PIDS[1]}

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "tests/unit/check_run.h"
+#include "tests/unit/fixture_dir.h"
 #include "lib/err.h"
 #include "ops/image_decode.h"
 #include "ops/png.h"
@@ -26,35 +27,17 @@ static char g_root[256];
 
 static void setup(void)
 {
-    char cmd[512];
-    snprintf(g_root, sizeof g_root, "/tmp/spw-img-XXXXXX");
-    ck_assert(mkdtemp(g_root) != NULL);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/unit/image_cases.py '%s'", g_root);
-    ck_assert_int_eq(system(cmd), 0);
+    spw_fixture_make(g_root, sizeof g_root, "img", "tests/unit/image_cases.py");
 }
 
 static void teardown(void)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", g_root);
+    spw_fixture_remove(g_root);
 }
 
 static uint8_t *slurp(const char *name, size_t *len)
 {
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", g_root, name);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc((size_t)n + 1);
-    ck_assert_uint_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return b;
+    return spw_fixture_read(g_root, name, len);
 }
 
 /* FILE.ref: "W H\n" then RGB bytes. */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "tests/unit/check_run.h"
+#include "tests/unit/fixture_dir.h"
 #include "lib/err.h"
 #include "pipeline/brace.h"
 #include "pipeline/source.h"
@@ -20,19 +21,12 @@ static char g_root[256];
 
 static void setup(void)
 {
-    char cmd[512];
-    snprintf(g_root, sizeof g_root, "/tmp/spw-tar-XXXXXX");
-    ck_assert(mkdtemp(g_root) != NULL);
-    snprintf(cmd, sizeof cmd, "python3 tests/unit/tar_cases.py '%s'", g_root);
-    ck_assert_int_eq(system(cmd), 0);
+    spw_fixture_make(g_root, sizeof g_root, "tar", "tests/unit/tar_cases.py");
 }
 
 static void teardown(void)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", g_root);
+    spw_fixture_remove(g_root);
 }
 
 /* Open root/name (a pattern) as a tar_shards source of images; rc as spw_source_open. */
@@ -62,16 +56,7 @@ static void read_sample(const struct spw_source *src, int64_t i, uint8_t **buf, 
 
 static void *file_bytes(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "%s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = malloc((size_t)n + 1);
-    ck_assert_uint_eq(fread(p, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return p;
+    return spw_fixture_read(NULL, path, len);
 }
 
 /* The member part of a sample path ("shard:member"). */
