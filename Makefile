@@ -128,10 +128,11 @@ $(BUILD)/bin/spillway-worker: $(BUILD)/obj/worker/main.o $(WRK_OBJ) $(CORE_LIB)
 
 # The client library as one shared object (the Python package loads it with ctypes; exports SPW_API only)
 # and as one static archive.
-$(BUILD)/lib/libspillway.so: $(CLI_OBJ) $(CORE_OBJ)
+$(BUILD)/lib/libspillway.so: $(CLI_OBJ) $(CORE_OBJ) client/libspillway.map
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	$(Q)$(CC) -shared -Wl,-soname,libspillway.so.$(SPW_SOVERSION) $(LDFLAGS) $^ -o $@ $(LDLIBS)
+	$(Q)$(CC) -shared -Wl,-soname,libspillway.so.$(SPW_SOVERSION) -Wl,--version-script=client/libspillway.map \
+	  $(LDFLAGS) $(filter %.o,$^) -o $@ $(LDLIBS)
 
 $(BUILD)/lib/libspillway.so.$(SPW_SOVERSION): $(BUILD)/lib/libspillway.so
 	$(Q)ln -sf libspillway.so $@
