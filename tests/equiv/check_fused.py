@@ -4,9 +4,7 @@ folded in) and redoes the same geometry with torchvision.transforms.functional o
 Proves: full decode is bit-exact with PIL; crops are exact; resize/resized_crop are within 1 level (mean
 absolute difference) and mostly exact; normalize matches ToTensor+Normalize in float32 and float16.
 usage: check_fused.py FUSEDCHECK PHOTO_DIR"""
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -17,6 +15,7 @@ from PIL import Image
 
 sys.path.insert(0, os.path.dirname(__file__))
 import photos  # noqa: E402
+from fused_run import fused_run  # noqa: E402
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 FUSED, TMP = sys.argv[1], tempfile.mkdtemp(prefix="spw-fused-")
@@ -24,15 +23,7 @@ passed = failed = 0
 
 
 def run(ops, img, sample=0):
-    spec = {"source": {"format": "image_folder", "path": "/nonexistent", "seed": 5},
-            "ops": ops, "batch": {"size": 1}}
-    sp, out = os.path.join(TMP, "spec.json"), os.path.join(TMP, "out.npy")
-    with open(sp, "w") as f:
-        json.dump(spec, f)
-    r = subprocess.run([FUSED, "run", sp, img, out, str(sample)], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(r.stderr.strip())
-    return np.load(out), json.loads(r.stdout)
+    return fused_run(FUSED, TMP, ops, img, sample)
 
 
 def levels(x):

@@ -11,11 +11,9 @@ usage: check_images.py FUSEDCHECK PHOTO_DIR"""
 import collections
 import glob
 import io
-import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 import zlib
@@ -26,21 +24,14 @@ from PIL import Image, ImageOps
 
 sys.path.insert(0, os.path.dirname(__file__))
 import photos  # noqa: E402
+from fused_run import fused_run  # noqa: E402
 
 FUSED, TMP = sys.argv[1], tempfile.mkdtemp(prefix="spw-images-")
 passed = failed = 0
 
 
 def run(ops, img, sample=0):
-    spec = {"source": {"format": "image_folder", "path": "/nonexistent", "seed": 5},
-            "ops": ops, "batch": {"size": 1}}
-    sp, out = os.path.join(TMP, "spec.json"), os.path.join(TMP, "out.npy")
-    with open(sp, "w") as f:
-        json.dump(spec, f)
-    r = subprocess.run([FUSED, "run", sp, img, out, str(sample)], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(r.stderr.strip())
-    return np.load(out), json.loads(r.stdout)
+    return fused_run(FUSED, TMP, ops, img, sample)
 
 
 def check(name, ours, ref, mad_max=0.0):
