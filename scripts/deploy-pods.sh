@@ -115,12 +115,20 @@ check "the trainer's job exits 0" test $? -eq 0
 check "every key exactly once" bash -c "diff <(sort '$WORK/trainer/local.keys') <(sort '$WORK/trainer/svc.keys') > /dev/null"
 check "no stream failed" bash -c "! grep -q 'cannot reach\|ended status=' '$WORK/run.err'"
 job=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job"])' "$WORK/run.json" 2>/dev/null)
-in_trainer --dispatcher spillway-dispatcher:5050 job "${job:-0}" --json > "$WORK/job.json" 2>&1
-check "both workers produced elements" python3 - "$WORK/job.json" <<'PY'
+# Workers report what they sent on their next heartbeat: a run shorter than one period ends before the first report.
+both_made() {
+  for _ in $(seq 1 10); do
+    in_trainer --dispatcher spillway-dispatcher:5050 job "${job:-0}" --json > "$WORK/job.json" 2>&1
+    python3 - "$WORK/job.json" <<'PY' && return 0
 import json, sys
 made = [p["elements"] for p in json.load(open(sys.argv[1]))["producers"] if p["producer"].startswith("worker:")]
 assert len(made) == 2 and min(made) > 0, made
 PY
+    sleep 1
+  done
+  return 1
+}
+check "both workers produced elements" both_made
 
 # A worker killed and started again in its namespace rejoins; the next job streams from it.
 P rm -f -t 0 spw-w1 > /dev/null
