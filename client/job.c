@@ -29,6 +29,7 @@
 #include "pipeline/executor.h"
 #include "pipeline/fusion.h"
 #include "pipeline/gpu_backend.h"
+#include "pipeline/manifest.h"
 #include "pipeline/order.h"
 #include "pipeline/planner.h"
 #include "pipeline/produce.h"
@@ -473,15 +474,11 @@ static int delivered_point(void *ctx, struct remote_resume *rr, uint64_t **done)
     return rc;
 }
 
-/* A job on the service: plan (SPW_CUT_AUTO), create or join it, start the streams and the client's threads. */
-static int open_service(struct spw_job *j, const struct remote_resume *rr, char *err, size_t errlen)
+/* How this client speaks to the dispatcher and its workers (TLS, token): j->tls and j->peer. */
+static int peer_setup(struct spw_job *j, char *err, size_t errlen)
 {
-    int rc;
-    Spillway__V1__ClientFacts facts;
-    double facts_buf[5 * (SPW_PROFILE_MAX_GROUPS + 1)];      /* ClientFacts' five per-cut arrays */
-    Spillway__V1__WorkerLink link_msgs[PROBE_MAX_WORKERS], *link_ptrs[PROBE_MAX_WORKERS];
-    struct probe_result *links = NULL;
-    if ((rc = spw_rpc_tls_load(j->o.tls_cert, j->o.tls_key, j->o.tls_ca, false, &j->tls, err, errlen)) != 0)
+    int rc = spw_rpc_tls_load(j->o.tls_cert, j->o.tls_key, j->o.tls_ca, false, &j->tls, err, errlen);
+    if (rc)
         return rc;
     if (j->tls && !j->tls->ca_pem && j->tls->cert_pem) {
         snprintf(err, errlen, "tls_cert is for mutual TLS: give tls_ca too");
@@ -493,6 +490,44 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
         return -EPERM;
     }
     j->peer = (struct spw_rpc_channel_opts){.auth_token = j->o.auth_token, .tls = j->tls};
+    return 0;
+}
+
+/* The source from the dispatcher's listing (GetManifest), which its CreateJob then takes as the job's: a
+ * folder or remote shards listed once, by the dispatcher. Listed here when the dispatcher cannot (an older
+ * one, not up yet, or a listing too big to ship); CreateJob then compares the two. */
+static int open_source(struct spw_job *j, char *err, size_t errlen)
+{
+    Spillway__V1__Pipeline *pipe = NULL;
+    struct spw_rpc_channel *ch = NULL;
+    uint8_t *packed = NULL;
+    size_t len = 0;
+    uint64_t hash = 0;
+    char why[512] = "could not ask (out of memory)";
+    if (j->o.dispatcher && spw_spec_to_proto(j->spec, &pipe) == 0 &&
+        spw_rpc_channel_create(j->o.dispatcher, &j->peer, &ch) == 0 &&
+        spw_manifest_fetch(ch, 0, &pipe->base, 600000, &packed, &len, &hash, why, sizeof why) == 0 &&
+        spw_manifest_open(&j->spec->source, packed, len, hash, &j->src, why, sizeof why) == 0)
+        spw_log(SPW_LOG_INFO, "client", "source from the dispatcher's listing samples=%lld bytes=%zu",
+                (long long)j->src->n, len);
+    spw_rpc_channel_destroy(ch);
+    spw_spec_proto_free(pipe);
+    free(packed);
+    if (j->src)
+        return 0;
+    if (j->o.dispatcher)
+        spw_log(SPW_LOG_WARN, "client", "listing the source here: the dispatcher's listing: %s", why);
+    return spw_source_open(&j->spec->source, &j->src, err, errlen);
+}
+
+/* A job on the service: plan (SPW_CUT_AUTO), create or join it, start the streams and the client's threads. */
+static int open_service(struct spw_job *j, const struct remote_resume *rr, char *err, size_t errlen)
+{
+    int rc;
+    Spillway__V1__ClientFacts facts;
+    double facts_buf[5 * (SPW_PROFILE_MAX_GROUPS + 1)];      /* ClientFacts' five per-cut arrays */
+    Spillway__V1__WorkerLink link_msgs[PROBE_MAX_WORKERS], *link_ptrs[PROBE_MAX_WORKERS];
+    struct probe_result *links = NULL;
     if ((rc = resolve_cut(j->o.cut, &j->o.cut, err, errlen)) != 0)
         return rc;
     open_gpu(j);                /* before the job exists: it is planned with it, and heartbeats report it */
@@ -625,9 +660,10 @@ static int absolute_source(struct spw_pipeline_spec *spec, char *err, size_t err
 static int open_common(struct spw_job *j, char *err, size_t errlen)
 {
     int rc = j->o.dispatcher ? absolute_source(j->spec, err, errlen) : 0;
-    if (rc)
-        return rc;
-    rc = spw_source_open(&j->spec->source, &j->src, err, errlen);
+    if (rc == 0 && j->o.dispatcher)
+        rc = peer_setup(j, err, errlen);
+    if (rc == 0)
+        rc = open_source(j, err, errlen);
     if (rc)
         return rc;
     j->st.samples = j->src->n;

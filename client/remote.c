@@ -141,6 +141,7 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
     cj.rank = o->rank;
     cj.world_size = o->world_size;
     cj.job_name = (char *)(o->job_name ? o->job_name : "");
+    cj.manifest_hash = o->manifest_hash;    /* the dispatcher takes the listing it gave, not listing again */
     Spillway__V1__Resume resume = SPILLWAY__V1__RESUME__INIT;
     if (o->resume) {
         resume.job = o->resume->job;
@@ -884,6 +885,7 @@ static int reattach(struct remote *r, char *why, size_t whylen)
     cj.rank = r->o.rank;
     cj.world_size = r->o.world_size;
     cj.job_name = (char *)(r->o.job_name ? r->o.job_name : "");
+    cj.manifest_hash = r->o.manifest_hash;
     Spillway__V1__Resume resume = SPILLWAY__V1__RESUME__INIT;
     resume.job = rr.job;
     resume.job_secret = rr.job_secret;

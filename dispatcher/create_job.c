@@ -221,8 +221,8 @@ static int plan(struct disp_service *s, struct call *c, uint8_t **resp, size_t *
     return disp_pack(&out.base, resp, resp_len, msg, msglen);
 }
 
-/* Step 4: the job joined must take this client; a new one is created (its source listed outside the lock:
- * a big folder takes time). */
+/* Step 4: the job joined must take this client; a new one is created (its source listed outside the lock, a
+ * big folder takes time; or the listing its client fetched a moment before: dispatcher/listing.c). */
 static int create(struct disp_service *s, struct call *c, uint8_t **resp, size_t *resp_len, char *msg,
                   size_t msglen)
 {
@@ -238,15 +238,16 @@ static int create(struct disp_service *s, struct call *c, uint8_t **resp, size_t
         return snprintf(msg, msglen, "split_size %d is above 65536", split_size), SPW_RPC_INVALID_ARGUMENT;
     if (c->job)
         return check_join(s, c->job, r, c->world, msg, msglen);
-    struct spw_source *src = NULL;
-    if (spw_source_open(&c->spec->source, &src, msg, msglen) != 0)
-        return SPW_RPC_FAILED_PRECONDITION;
+    uint64_t manifest_hash = r->manifest_hash;
+    int64_t n_samples = 0;
+    if ((status = disp_list_source(s, &c->spec->source, &manifest_hash, &n_samples, msg, msglen)) != SPW_RPC_OK)
+        return status;
     size_t plen;
     uint8_t *pipe_bytes = disp_pack_keep(&r->pipeline->base, &plen);
     char client[DISP_CLIENT_MAX + 1];
     spw_rpc_peer_host(spw_rpc_current_peer(), client, sizeof client);    /* "" when not an IP */
     struct disp_update u = {.kind = DISP_CREATE_JOB, .pipeline = pipe_bytes, .pipeline_len = plen,
-                            .manifest_hash = src->manifest_hash, .n_samples = src->n, .split_size = split_size,
+                            .manifest_hash = manifest_hash, .n_samples = n_samples, .split_size = split_size,
                             .epochs = c->spec->source.epochs, .cut = c->cut, .world_size = c->world,
                             .max_workers = r->max_workers, .now_ms = spw_now_ms(), .name = r->job_name,
                             .client = client, .first_epoch = r->resume ? (int64_t)r->resume->epoch : 0,
@@ -267,14 +268,11 @@ static int create(struct disp_service *s, struct call *c, uint8_t **resp, size_t
     pthread_mutex_unlock(&s->mu);
     free(pipe_bytes);
     if (told_local) {
-        spw_source_close(src);
         c->answered = true;
         return reply_named_local(s, r, c->n_groups, resp, resp_len, msg, msglen);
     }
-    if (status == SPW_RPC_OK && named) {    /* another rank created it meanwhile (planning runs unlocked) */
-        spw_source_close(src);
+    if (status == SPW_RPC_OK && named)      /* another rank created it meanwhile (planning runs unlocked) */
         return check_join(s, c->job = named, r, c->world, msg, msglen);
-    }
     if (status == SPW_RPC_OK && rc)
         status = disp_status_of(rc);
     if (status == SPW_RPC_OK) {
@@ -284,11 +282,10 @@ static int create(struct disp_service *s, struct call *c, uint8_t **resp, size_t
         }
         spw_log(SPW_LOG_INFO, "dispatcher", "job created job=%llu samples=%lld manifest=%016llx cut=%d/%d "
                 "split_size=%d epochs=%lld world=%d name=\"%s\" first_epoch=%lld path=\"%s\"",
-                (unsigned long long)c->job, (long long)src->n, (unsigned long long)src->manifest_hash, c->cut,
+                (unsigned long long)c->job, (long long)n_samples, (unsigned long long)manifest_hash, c->cut,
                 c->n_groups, split_size, (long long)c->spec->source.epochs, c->world, r->job_name,
                 (long long)u.first_epoch, c->spec->source.path);
     }
-    spw_source_close(src);
     return status;
 }
 

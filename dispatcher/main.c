@@ -161,7 +161,7 @@ int main(int argc, char **argv)
     static const struct {
         const char *method;
         spw_rpc_unary_fn fn;
-        int slow;                   /* may block: CreateJob lists the job's source */
+        int slow;                   /* may block: CreateJob and GetManifest list the job's source */
         unsigned callers;           /* whose token it takes (with --worker-token-file) */
     } methods[] = {
         {"/spillway.v1.Dispatcher/RegisterWorker", disp_register_worker, 0, SPW_RPC_CALLER_WORKER},
@@ -172,6 +172,7 @@ int main(int argc, char **argv)
         {"/spillway.v1.Dispatcher/ListWorkers", disp_list_workers, 0, SPW_RPC_CALLER_CLIENT},
         {"/spillway.v1.Dispatcher/ListJobs", disp_list_jobs, 0, SPW_RPC_CALLER_CLIENT},
         {"/spillway.v1.Dispatcher/DescribeJob", disp_describe_job, 0, SPW_RPC_CALLER_CLIENT},
+        {"/spillway.v1.Dispatcher/GetManifest", disp_get_manifest, 1, SPW_RPC_CALLER_CLIENT | SPW_RPC_CALLER_WORKER},
     };
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
         (methods[i].slow ? spw_rpc_server_add_unary_slow : spw_rpc_server_add_unary)(srv, methods[i].method,

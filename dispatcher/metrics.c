@@ -135,6 +135,15 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
                      (double)__atomic_load_n(&s->shed_calls, __ATOMIC_RELAXED));
     spw_prom_counter(p, "spillway_dispatcher_replans_total", "re-plans of running planned jobs, whatever came of them",
                      (double)disp_replanner_replans(s->replanner));
+    uint64_t listings, served;
+    size_t kept_bytes;
+    disp_manifests_counts(s->manifests, &listings, &served, &kept_bytes);
+    spw_prom_counter(p, "spillway_dispatcher_listings_total", "dataset sources listed (each client's GetManifest, "
+                     "or a CreateJob without one)", (double)listings);
+    spw_prom_counter(p, "spillway_dispatcher_manifest_bytes_served_total",
+                     "packed listings sent to workers and clients (GetManifest)", (double)served);
+    spw_prom_gauge(p, "spillway_dispatcher_manifests_kept_bytes", "packed listings kept for GetManifest (512 MiB cap)",
+                   (double)kept_bytes);
     counter_of(p, "spillway_dispatcher_acks_total", "splits acknowledged by their clients", applied, DISP_ACK);
     counter_of(p, "spillway_dispatcher_workers_declared_dead_total",
                "workers silent past --worker-timeout-ms: their leases went back to pending", applied,

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dispatcher/manifests.h"
 #include "dispatcher/planning.h"
 #include "dispatcher/progress.h"
 #include "dispatcher/replanner.h"
@@ -18,6 +19,7 @@
 #include "lib/journal.h"
 #include "lib/metrics.h"
 #include "lib/rpc.h"
+#include "pipeline/spec.h"
 #include "proto/spillway.pb-c.h"
 
 struct disp_service {
@@ -31,6 +33,7 @@ struct disp_service {
     struct disp_progress progress;  /* per (job, producer) deliveries, for DescribeJob */
     struct disp_progress received;  /* per (job, worker) bytes the rank-0 client received: links' rates */
     struct disp_replanner *replanner;   /* planned jobs and re-planning, under its own lock */
+    struct disp_manifests *manifests;   /* packed listings of the jobs' sources, under its own lock */
     bool stopping;
     pthread_t timer;
     uint64_t applied[DISP_RESTORE_ENDED + 1];   /* updates applied since the start, per kind (metrics) */
@@ -48,6 +51,11 @@ void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n);
  * first (there is none yet: issue 17 adds it here), then every update is applied; ids the state allocates
  * are written back into *u. Returns disp_state_apply's code. Call with mu held. */
 int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t errlen);
+/* The source of spec listed (dispatcher/listing.c): the listing *hash when one is kept from the last minute
+ * (its client's GetManifest), else listed now (*hash 0, or that listing gone) and kept for GetManifest.
+ * Returns SPW_RPC_OK with its hash and sample count, or FAILED_PRECONDITION with the reason. Call without mu. */
+int disp_list_source(struct disp_service *s, const struct spw_source_spec *spec, uint64_t *hash, int64_t *samples,
+                     char *msg, size_t msglen);
 /* Take mu for the unary call running on this thread: 0 with mu held, or SPW_RPC_DEADLINE_EXCEEDED (mu not
  * held, msg says why) when its deadline passed while it waited: the caller gave up, so the work is shed (a
  * lease nobody receives would sit held until it times out; under overload, answering calls nobody waits for

@@ -22,6 +22,7 @@
 
 struct spw_shard {
     int fd;                             /* local: the open file; -1 for a URL */
+    char *name;                         /* the path or URL it was opened by */
     char *url, *ca_file;
     int64_t size;
     struct curl_slist *headers;
@@ -252,6 +253,10 @@ int spw_shard_open(const char *path, const struct spw_http_opts *o, struct spw_s
     s->stats = stats ? stats : &nowhere;
     pthread_mutex_init(&s->mu, NULL);
     int rc = 0;
+    if (!(s->name = strdup(path))) {
+        rc = -ENOMEM;
+        goto out;
+    }
     if (!spw_shard_is_url(path)) {
         struct stat st;
         if ((s->fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(s->fd, &st) != 0)
@@ -282,6 +287,11 @@ out:
     }
     *out = s;
     return 0;
+}
+
+const char *spw_shard_name(const struct spw_shard *s)
+{
+    return s->name;
 }
 
 int64_t spw_shard_size(const struct spw_shard *s)
@@ -336,6 +346,7 @@ void spw_shard_close(struct spw_shard *s)
         curl_easy_cleanup(s->pool[i]);
     curl_slist_free_all(s->headers);
     pthread_mutex_destroy(&s->mu);
+    free(s->name);
     free(s->url);
     free(s->ca_file);
     free(s);

@@ -33,6 +33,8 @@ bool spw_shard_is_url(const char *path);
 int spw_shard_open(const char *path, const struct spw_http_opts *o, struct spw_shard_stats *stats,
                    struct spw_shard **out, char *err, size_t errlen);
 int64_t spw_shard_size(const struct spw_shard *s);
+/* The path or URL the shard was opened by. */
+const char *spw_shard_name(const struct spw_shard *s);
 /* Read exactly len bytes at off into buf. Returns 0, -EIO (past the end, or the server kept failing: the
  * reason is logged once per shard) or -ENOMEM. */
 int spw_shard_pread(struct spw_shard *s, void *buf, size_t len, int64_t off);

@@ -444,16 +444,21 @@ int spw_source_open(const struct spw_source_spec *spec, struct spw_source **out,
         spw_source_close(src);
         return rc;
     }
+    src->manifest_hash = spw_source_hash(src->samples, src->n);
+    *out = src;
+    return 0;
+}
+
+uint64_t spw_source_hash(const struct spw_sample *samples, int64_t n)
+{
     uint64_t h = 0xcbf29ce484222325ull;
-    for (int64_t i = 0; i < src->n; i++) {
-        const struct spw_sample *s = &src->samples[i];
+    for (int64_t i = 0; i < n; i++) {
+        const struct spw_sample *s = &samples[i];
         h = fnv1a(h, s->path, strlen(s->path) + 1);
         h = fnv1a(h, &s->label, sizeof s->label);
         h = fnv1a(h, &s->size, sizeof s->size);
     }
-    src->manifest_hash = h;
-    *out = src;
-    return 0;
+    return h;
 }
 
 static int pread_all(int fd, uint8_t *p, int64_t size)

@@ -41,5 +41,7 @@ int spw_source_open(const struct spw_source_spec *spec, struct spw_source **out,
  * bigger than max_bytes with SPW_ETOOBIG before allocating. Returns 0 or -errno / SPW_ETOOBIG. */
 int spw_source_read(const struct spw_source *src, int64_t i, int64_t max_bytes, uint8_t **buf, size_t *len);
 void spw_source_close(struct spw_source *src);
+/* The manifest hash of a listing: FNV-1a over (path, label, size) of every sample in order. */
+uint64_t spw_source_hash(const struct spw_sample *samples, int64_t n);
 
 #endif

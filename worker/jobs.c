@@ -20,6 +20,7 @@
 #include "pipeline/compress.h"
 #include "pipeline/element.h"
 #include "pipeline/gpu_backend.h"
+#include "pipeline/manifest.h"
 #include "pipeline/mb_queue.h"
 #include "pipeline/order.h"
 #include "pipeline/produce.h"
@@ -706,6 +707,28 @@ static void job_release(struct job *jb)
     free(jb);
 }
 
+/* The job's source from the listing the dispatcher made (GetManifest), so that a folder or remote shards are
+ * not listed again by every worker; listed here when the dispatcher keeps none (too big) or is an older one. */
+static int open_source(struct wrk_jobs *w, struct job *jb, char *err, size_t errlen)
+{
+    uint8_t *packed = NULL;
+    size_t len = 0;
+    uint64_t hash = 0;
+    char why[512] = "";
+    const int64_t t0 = spw_now_ms();
+    if (spw_manifest_fetch(w->ch, jb->id, NULL, 600000, &packed, &len, &hash, why, sizeof why) == 0 &&
+        spw_manifest_open(&jb->spec->source, packed, len, jb->manifest_hash, &jb->src, why, sizeof why) == 0) {
+        free(packed);
+        spw_log(SPW_LOG_INFO, "worker", "source from the dispatcher's listing job=%llu samples=%lld bytes=%zu ms=%lld",
+                (unsigned long long)jb->id, (long long)jb->src->n, len, (long long)(spw_now_ms() - t0));
+        return 0;
+    }
+    free(packed);
+    spw_log(SPW_LOG_WARN, "worker", "listing the source here job=%llu: the dispatcher's listing: %s",
+            (unsigned long long)jb->id, why);
+    return spw_source_open(&jb->spec->source, &jb->src, err, errlen);
+}
+
 /* Start serving a task. NULL when this worker cannot serve it, with the reason in why. */
 static struct job *job_start(struct wrk_jobs *w, const Spillway__V1__JobTask *t, char *why, size_t whylen)
 {
@@ -724,7 +747,7 @@ static struct job *job_start(struct wrk_jobs *w, const Spillway__V1__JobTask *t,
     pthread_mutex_init(&jb->mu, NULL);
     pthread_cond_init(&jb->cv, NULL);
     if (spw_spec_from_proto(t->pipeline, &jb->spec, err, sizeof err) != 0 ||
-        spw_source_open(&jb->spec->source, &jb->src, err, sizeof err) != 0) {
+        open_source(w, jb, err, sizeof err) != 0) {
         snprintf(why, whylen, "%.255s", err);
         goto fail;
     }

@@ -2,7 +2,8 @@
 # tests/integration/remote_shards.sh - tar shards over HTTPS: nginx on 127.0.0.1 with a certificate from a
 # test CA serves four WebDataset shards (jpg + cls) and wants a bearer header; the pipeline names them by URL
 # with a brace pattern, the CA file and the header file. A job through a dispatcher and two workers reads them
-# with no shared folder (the shards exist only under nginx's root), every key exactly once as a local run of
+# with no shared folder (the shards exist only under nginx's root; the dispatcher lists them once and the
+# client and workers take its manifest, reading no tar header), every key exactly once as a local run of
 # the same shards; nginx is stopped and started again mid-epoch and the job goes on (spillctl job shows the
 # retries); a wrong CA, no CA and no header are refused with messages that say why. Kills all it starts.
 # shellcheck source=tests/integration/lib.sh
@@ -100,6 +101,17 @@ PY
 }
 within_6s() { for _ in $(seq 1 30); do "$@" 2> /dev/null && return 0; sleep 0.2; done; return 1; }
 check "spillctl job shows both workers' remote reads" within_6s workers_read
+# Listed once, by the dispatcher: the client and the workers rebuild the source from its manifest, so a worker's
+# requests are its four shard opens and one range per sample it read, none for the tar headers.
+check "the dispatcher listed the shards once" test "$(grep -c 'listed source path=' "$WORK/d.err")" -eq 1
+check "the client took the dispatcher's listing" grep -q "source from the dispatcher's listing" "$WORK/svc.err"
+check "both workers took it" bash -c "grep -q \"source from the dispatcher's listing job=$JOB\" '$WORK/w1.err' &&
+  grep -q \"source from the dispatcher's listing job=$JOB\" '$WORK/w2.err'"
+check "... and read no tar header: 4 shard opens + one request per sample" "$PY" - "$WORK/job.json" <<'PY'
+import json, sys
+w = [p for p in json.load(open(sys.argv[1]))["producers"] if p["producer"].startswith("worker")]
+assert all(p["source"]["requests"] == 4 + p["elements"] for p in w), w
+PY
 
 # nginx stopped and started again mid-epoch: reads retry with backoff and the job finishes exactly once.
 pipeline "$WORK/long.json" "$URL" 12 "$AUTH"

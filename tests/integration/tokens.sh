@@ -2,8 +2,8 @@
 # tests/integration/tokens.sh - separate tokens for workers and clients (--worker-token-file): a job runs
 # through the service with each side holding only its own token (the dispatcher profiles the workers with
 # the workers' token); a worker holding the clients' token cannot register; a holder of the workers' token
-# cannot list, create jobs or lease as a client; the daemons refuse a worker token without a clients' token
-# or equal to it. Plaintext with --insecure (tls.sh covers TLS). Real processes on loopback; kills all it
+# cannot list, create jobs or lease as a client; each gets only its own side's dataset listings (GetManifest);
+# the daemons refuse a worker token without a clients' token or equal to it. Plaintext with --insecure (tls.sh covers TLS). Real processes on loopback; kills all it
 # starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -56,6 +56,18 @@ HOSTILEPEER_TOKEN=$(cat "$WORK/worker.tok") "$B/tests/hostilepeer" "127.0.0.1:$D
   > "$WORK/lease.out"
 check "... nor lease a job's splits as its client" \
   grep -q "^status=PERMISSION_DENIED msg=a client's lease needs the clients' token" "$WORK/lease.out"
+# The dispatcher's listings (GetManifest): a job's to the workers, a pipeline's to the clients, nobody else's.
+answers() {     # answers TOKEN(client|worker|none) PATTERN JOB [PIPELINE]
+  HOSTILEPEER_TOKEN=$([ "$1" = none ] || cat "$WORK/$1.tok") "$B/tests/hostilepeer" "127.0.0.1:$DPORT" manifest \
+    "${@:3}" | grep -q "^status=$2"
+}
+LISTED='OK msg= total=[1-9][0-9]* samples=160$'
+check "the workers' token gets a job's listing" answers worker "$LISTED" "$job"
+check "... the clients' token does not" answers client 'PERMISSION_DENIED msg=GetManifest by job is for workers' "$job"
+check "the clients' token gets a pipeline's listing" answers client "$LISTED" 0 "$WORK/p.json"
+check "... the workers' token does not" answers worker 'PERMISSION_DENIED msg=GetManifest by pipeline is for clients' \
+  0 "$WORK/p.json"
+check "... nor does no token" answers none UNAUTHENTICATED 0 "$WORK/p.json"
 
 SPILLWAY_AUTH_TOKEN_FILE='' SPILLWAY_WORKER_TOKEN_FILE=$WORK/worker.tok timeout 10 "$B/bin/spillway-dispatcher" \
   --listen 127.0.0.1 --port 0 > /dev/null 2> "$WORK/only.err"

@@ -6,6 +6,8 @@
  *   hostilepeer DISPATCHER join JOB PIPELINE.json CreateJob joining JOB by id, as rank 0
  *   hostilepeer WORKER stream JOB                 StreamElements for JOB's rank 0: prints how many messages
  *                                                 came before the stream ended
+ *   hostilepeer DISPATCHER manifest JOB [PIPELINE.json]  GetManifest's first chunk, by JOB (a worker's way) or,
+ *                                                 with JOB 0, by the pipeline (a client's): prints its size too
  * Env HOSTILEPEER_TOKEN: a bearer token to send (a holder of one token trying another's calls).
  * Prints "status=NAME msg=..." (stream: "status=NAME msg=... messages=N"). Exit 0 when a status came back,
  * 1 on local failure, 2 on bad arguments. One thread. */
@@ -50,12 +52,33 @@ static int stream(struct spw_rpc_channel *ch, uint64_t job)
     return 0;
 }
 
+static int get_manifest(struct spw_rpc_channel *ch, uint64_t job, Spillway__V1__Pipeline *pipe)
+{
+    Spillway__V1__GetManifestRequest req = SPILLWAY__V1__GET_MANIFEST_REQUEST__INIT;
+    req.job = job;
+    req.pipeline = pipe;
+    ProtobufCMessage *reply = NULL;
+    char msg[512] = "";
+    int st = spw_rpc_call_reply(ch, "/spillway.v1.Dispatcher/GetManifest", &req.base, 30000,
+                                &spillway__v1__get_manifest_response__descriptor, &reply, msg, sizeof msg);
+    const Spillway__V1__GetManifestResponse *m = (const Spillway__V1__GetManifestResponse *)reply;
+    printf("status=%s msg=%s total=%llu samples=%lld\n", spw_rpc_status_name(st), msg,
+           m ? (unsigned long long)m->total_bytes : 0ull, m ? (long long)m->samples : 0ll);
+    if (reply)
+        protobuf_c_message_free_unpacked(reply, NULL);
+    spw_spec_proto_free(pipe);
+    spw_rpc_channel_destroy(ch);
+    spw_rpc_shutdown();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4 || (strcmp(argv[2], "heartbeat") && strcmp(argv[2], "lease") && strcmp(argv[2], "join") &&
-                     strcmp(argv[2], "stream")) || (!strcmp(argv[2], "lease") && argc != 5) ||
-        (!strcmp(argv[2], "join") && argc != 5)) {
-        fprintf(stderr, "usage: hostilepeer HOST:PORT heartbeat|lease|join|stream JOB [MANIFEST_HEX|PIPELINE]\n");
+                     strcmp(argv[2], "stream") && strcmp(argv[2], "manifest")) ||
+        (!strcmp(argv[2], "lease") && argc != 5) || (!strcmp(argv[2], "join") && argc != 5)) {
+        fprintf(stderr, "usage: hostilepeer HOST:PORT heartbeat|lease|join|stream|manifest JOB "
+                "[MANIFEST_HEX|PIPELINE]\n");
         return 2;
     }
     const uint64_t job = strtoull(argv[3], NULL, 10);
@@ -70,6 +93,8 @@ int main(int argc, char **argv)
         spw_rpc_shutdown();
         return rc;
     }
+    if (!strcmp(argv[2], "manifest") && argc == 4)
+        return get_manifest(ch, job, NULL);
     Spillway__V1__SplitRef ack = SPILLWAY__V1__SPLIT_REF__INIT, *acks[1] = {&ack};
     Spillway__V1__ClientHeartbeatRequest hb = SPILLWAY__V1__CLIENT_HEARTBEAT_REQUEST__INIT;
     hb.job = job;
@@ -85,13 +110,18 @@ int main(int argc, char **argv)
     struct spw_pipeline_spec *spec = NULL;
     Spillway__V1__Pipeline *pipe = NULL;
     char msg[512] = "";
-    if (!strcmp(argv[2], "join")) {
+    const bool manifest = !strcmp(argv[2], "manifest");
+    if (!strcmp(argv[2], "join") || (manifest && argc > 4)) {
         if (spw_spec_load_file(argv[4], &spec, msg, sizeof msg) != 0 || spw_spec_to_proto(spec, &pipe) != 0) {
             fprintf(stderr, "hostilepeer: %s\n", msg);
             return 2;
         }
         cj.pipeline = pipe;
         cj.job = job;
+        if (manifest) {
+            spw_spec_free(spec);
+            return get_manifest(ch, job, pipe);
+        }
         cj.cut = -1;
         cj.incarnation = UINT64_MAX;
         cj.protocol_version = SPW_PROTOCOL_VERSION;

@@ -1,7 +1,9 @@
 /* tests/unit/check_tar.c - tar_shards sources (pipeline/tar_index.c, pipeline/brace.c, pipeline/source.c):
  * shards written by Python's tarfile (tests/unit/tar_cases.py) with pax, GNU long-name and ustar-prefix
  * headers read exactly like short names; WebDataset keys and labels (.cls, .txt, .json with label_key);
- * gzip shards; brace patterns and their cap; every prefix of a shard fails cleanly or lists a prefix. */
+ * gzip shards; brace patterns and their cap; every prefix of a shard fails cleanly or lists a prefix. The
+ * dispatcher's packed listing (pipeline/manifest.c) rebuilds the same source, and any cut, changed byte,
+ * other hash, other format or oversized frame is refused. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 #include "tests/unit/fixture_dir.h"
 #include "lib/err.h"
 #include "pipeline/brace.h"
+#include "pipeline/manifest.h"
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
 
@@ -304,6 +307,86 @@ START_TEST(test_tar_gz_every_prefix_fails_cleanly_or_lists_a_prefix)
 }
 END_TEST
 
+/* The source rebuilt from name's packed listing: the same samples, bytes, shards and streamed flags. */
+static void assert_manifest_round_trip(const char *name)
+{
+    struct spw_source *a = open_ok(name, NULL), *b = NULL;
+    uint8_t *packed;
+    size_t len;
+    char err[1024] = "", path[512];
+    ck_assert_int_eq(spw_manifest_pack(a, &packed, &len), 0);
+    snprintf(path, sizeof path, "%s/%s", g_root, name);
+    const struct spw_source_spec ss = {.format = SPW_SOURCE_TAR_SHARDS, .path = path, .media = SPW_MEDIA_IMAGE};
+    ck_assert_msg(spw_manifest_open(&ss, packed, len, a->manifest_hash, &b, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(b->manifest_hash, a->manifest_hash);
+    ck_assert_int_eq(b->n_shards, a->n_shards);
+    for (int i = 0; i < a->n_shards; i++)
+        ck_assert_int_eq(b->streamed[i], a->streamed[i]);
+    for (int64_t i = 0; i < a->n; i++) {
+        ck_assert_str_eq(b->samples[i].path, a->samples[i].path);
+        ck_assert_int_eq(b->samples[i].offset, a->samples[i].offset);
+        ck_assert_int_eq(b->samples[i].file, a->samples[i].file);
+    }
+    assert_same_samples(a, b);
+    free(packed);
+    spw_source_close(a);
+    spw_source_close(b);
+}
+
+START_TEST(test_manifest_rebuilds_the_listed_source)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "cd '%s' && cp short.tar m-1.tar && cp labels.tar m-2.tar", g_root);
+    ck_assert_int_eq(system(cmd), 0);
+    assert_manifest_round_trip("short.tar");
+    assert_manifest_round_trip("short.tar.gz");
+    assert_manifest_round_trip("m-{1..2}.tar");
+}
+END_TEST
+
+static int open_packed(const uint8_t *p, size_t len, enum spw_source_format format, uint64_t hash, char *err,
+                       size_t errlen)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/short.tar", g_root);
+    const struct spw_source_spec ss = {.format = format, .path = path, .media = SPW_MEDIA_IMAGE};
+    struct spw_source *src = NULL;
+    const int rc = spw_manifest_open(&ss, p, len, hash, &src, err, errlen);
+    spw_source_close(src);
+    return rc;
+}
+
+START_TEST(test_manifest_refuses_cuts_changes_and_other_listings)
+{
+    struct spw_source *a = open_ok("short.tar", NULL);
+    uint8_t *packed;
+    size_t len;
+    char err[1024];
+    ck_assert_int_eq(spw_manifest_pack(a, &packed, &len), 0);
+    for (size_t n = 0; n < len; n++)        /* every cut */
+        ck_assert_msg(open_packed(packed, n, SPW_SOURCE_TAR_SHARDS, 0, err, sizeof err) == SPW_ESOURCE,
+                      "a manifest cut to %zu of %zu bytes was taken", n, len);
+    for (size_t i = 0; i < len; i++) {      /* every byte changed */
+        packed[i] ^= 0x5a;
+        ck_assert_msg(open_packed(packed, len, SPW_SOURCE_TAR_SHARDS, 0, err, sizeof err) == SPW_ESOURCE,
+                      "a manifest with byte %zu of %zu changed was taken", i, len);
+        packed[i] ^= 0x5a;
+    }
+    ck_assert_int_eq(open_packed(packed, len, SPW_SOURCE_TAR_SHARDS, a->manifest_hash ^ 1, err, sizeof err),
+                     SPW_ESOURCE);
+    ck_assert_msg(strstr(err, "hashes to"), "%s", err);
+    ck_assert_int_eq(open_packed(packed, len, SPW_SOURCE_IMAGE_FOLDER, 0, err, sizeof err), SPW_ESOURCE);
+    ck_assert_msg(strstr(err, "another source kind"), "%s", err);
+    ck_assert_int_eq(open_packed(packed, len, SPW_SOURCE_TAR_SHARDS, a->manifest_hash, err, sizeof err), 0);
+    /* A frame header that claims 2 GiB unpacked is refused from the header, before anything is allocated. */
+    const uint8_t huge[] = {0x28, 0xb5, 0x2f, 0xfd, 0xe0, 0, 0, 0, 0x80, 0, 0, 0, 0, 1, 0, 0};
+    ck_assert_int_eq(open_packed(huge, sizeof huge, SPW_SOURCE_TAR_SHARDS, 0, err, sizeof err), SPW_ESOURCE);
+    ck_assert_msg(strstr(err, "MiB unpacked"), "%s", err);
+    free(packed);
+    spw_source_close(a);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tar");
@@ -320,6 +403,8 @@ int main(void)
     tcase_add_test(tc, test_tar_brace_pattern_reads_shards_in_order_and_names_a_missing_one);
     tcase_add_test(tc, test_tar_every_prefix_fails_cleanly_or_lists_a_prefix);
     tcase_add_test(tc, test_tar_gz_every_prefix_fails_cleanly_or_lists_a_prefix);
+    tcase_add_test(tc, test_manifest_rebuilds_the_listed_source);
+    tcase_add_test(tc, test_manifest_refuses_cuts_changes_and_other_listings);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }
