@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zstd.h>
 
 #include "lib/err.h"
@@ -203,6 +204,29 @@ static int parse(struct rbuf *r, struct spw_source *src, char ***names, char *er
     return (int)n_shards;
 }
 
+/* Whether the data here is the data listed: every listed file is here with its listed size, and every plain
+ * shard is long enough for its members. (A node without the mount, or with other files, refuses the job as
+ * a listing of its own would have; extra files do not matter.) */
+static int check_here(const struct spw_source *src, char *err, size_t errlen)
+{
+    for (int64_t i = 0; i < src->n; i++) {
+        const struct spw_sample *s = &src->samples[i];
+        struct stat st;
+        if (s->file >= 0 && !src->streamed[s->file] && s->offset + s->size > spw_shard_size(src->shards[s->file]))
+            return spw_fail(err, errlen, SPW_ESOURCE, "the dispatcher's listing has \"%s\" at bytes %lld-%lld of a "
+                            "shard of %lld bytes here", s->path, (long long)s->offset, (long long)(s->offset + s->size),
+                            (long long)spw_shard_size(src->shards[s->file]));
+        if (s->file < 0 && stat(s->path, &st) != 0)
+            return spw_fail(err, errlen, SPW_ESOURCE, "the dispatcher's listing names \"%s\": %s here", s->path,
+                            strerror(errno));
+        if (s->file < 0 && (!S_ISREG(st.st_mode) || st.st_size != s->size))
+            return spw_fail(err, errlen, SPW_ESOURCE, "the dispatcher's listing has \"%s\" of %lld bytes; here it "
+                            "is %lld bytes%s", s->path, (long long)s->size, (long long)st.st_size,
+                            S_ISREG(st.st_mode) ? "" : " and not a file");
+    }
+    return 0;
+}
+
 int spw_manifest_open(const struct spw_source_spec *spec, const uint8_t *buf, size_t len, uint64_t expect_hash,
                       struct spw_source **out, char *err, size_t errlen)
 {
@@ -241,6 +265,8 @@ int spw_manifest_open(const struct spw_source_spec *spec, const uint8_t *buf, si
     for (int i = 0; i < n_shards && rc == 0; i++)
         if ((rc = spw_shard_open(names[i], &http, &src->io, &src->shards[i], err, errlen)) == 0)
             src->n_shards++;
+    if (rc == 0)
+        rc = check_here(src, err, errlen);
 out:
     for (int i = 0; names && i < n_shards; i++)
         free(names[i]);

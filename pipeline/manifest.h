@@ -19,9 +19,10 @@
  * -ENOMEM or SPW_ETOOBIG (over the caps). */
 int spw_manifest_pack(const struct spw_source *src, uint8_t **out, size_t *len);
 /* A source for spec (its format; its http options for shards) from packed bytes: the shards are opened, the
- * samples taken as listed. expect_hash 0 takes any listing. Returns 0, -ENOMEM, or SPW_ESOURCE with the
- * reason in err (corrupt, over a cap, another format, a hash that is not expected, a shard that cannot be
- * opened). */
+ * samples taken as listed, and checked to be here (each listed file with its size, each plain shard long
+ * enough: one stat per file, no directory read). expect_hash 0 takes any listing. Returns 0, -ENOMEM, or
+ * SPW_ESOURCE with the reason in err (corrupt, over a cap, another format, a hash that is not expected, a
+ * shard that cannot be opened, a listed file missing or of another size here). */
 int spw_manifest_open(const struct spw_source_spec *spec, const uint8_t *buf, size_t len, uint64_t expect_hash,
                       struct spw_source **out, char *err, size_t errlen);
 

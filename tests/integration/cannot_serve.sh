@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/integration/cannot_serve.sh - a worker that cannot serve a job stays alive and says why: next to a
 # good worker, one runs in a private mount namespace where the dataset's folder is missing (a node without the
-# mount) and one where the folder holds one extra file (a listing that differs from the dispatcher's). Proves:
+# mount) and one where a listed file is missing (data that differs from the dispatcher's listing), while one
+# whose folder holds an extra file serves the job from the dispatcher's listing. Proves:
 # both log `cannot serve job=N: <reason>` once and keep running; the dispatcher stops giving them the job and
 # `spillctl job`/`workers` show the reasons; the job finishes exactly once from the good worker; with the good
 # worker gone, a client with no threads of its own fails naming the reason instead of crawling, and one with
@@ -20,6 +21,8 @@ mkdir -p "$DATA" && cp -r "$B/data/cli-test/train" "$DATA/train"
 cp -r "$DATA/train" "$WORK/train-extra"
 first=$(find "$WORK/train-extra" -name '*.JPEG' | sort | head -1)
 cp "$first" "$(dirname "$first")/zz-extra.JPEG"
+cp -r "$DATA/train" "$WORK/train-missing"
+rm "$(find "$WORK/train-missing" -name '*.JPEG' | sort | tail -1)"
 cat > "$WORK/p.json" <<JSON
 {"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 3, "epochs": 3},
  "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [48, 48]}, {"op": "random_horizontal_flip"}],
@@ -42,6 +45,7 @@ worker() {   # worker NAME [SHELL COMMANDS RUN FIRST IN ITS OWN MOUNT NAMESPACE]
 }
 worker good
 worker nomount "mount -t tmpfs none '$DATA'"
+worker missing "mount --bind '$WORK/train-missing' '$DATA/train'"
 worker extra "mount --bind '$WORK/train-extra' '$DATA/train'"
 sleep 0.5
 
@@ -50,15 +54,20 @@ same_as_local() {   # same_as_local DIR: every batch and key identical to the lo
 }
 timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --ordered \
   --local-cores 0 --dump "$WORK/j1" --quiet > /dev/null 2> "$WORK/c1.err"
-check "job 1 exits 0 with two of three workers unable to serve it" test $? -eq 0
+check "job 1 exits 0 with two of four workers unable to serve it" test $? -eq 0
 check "job 1: batches identical to a local run (every key once)" same_as_local "$WORK/j1"
 check "the worker without the mount is alive" kill -0 "${WPID[nomount]}"
-check "the worker with another listing is alive" kill -0 "${WPID[extra]}"
+check "the worker missing a file is alive" kill -0 "${WPID[missing]}"
 check "the worker without the mount says why, once" \
   test "$(grep -c 'cannot serve job=1: .*train' "$WORK/nomount.err")" -eq 1
-check "the worker with another listing says why, once" \
-  test "$(grep -c 'cannot serve job=1: the dataset listing differs from the dispatcher.s (161 samples' "$WORK/extra.err")" -eq 1
-check "neither produced for job 1" bash -c "! grep -q 'serving job=1' '$WORK/nomount.err' '$WORK/extra.err'"
+check "the worker missing a file says why, once" \
+  test "$(grep -c 'cannot serve job=1: the dataset listing differs from the dispatcher.s (159 samples' "$WORK/missing.err")" -eq 1
+check "... having found the file missing from the dispatcher's listing" \
+  grep -q "listing the source here job=1: the dispatcher's listing: the dispatcher's listing names .*: No such file" \
+  "$WORK/missing.err"
+check "neither produced for job 1" bash -c "! grep -q 'serving job=1' '$WORK/nomount.err' '$WORK/missing.err'"
+check "the worker with an extra file serves job 1 from the dispatcher's listing" bash -c \
+  "grep -q \"source from the dispatcher's listing job=1 samples=160\" '$WORK/extra.err' && grep -q 'serving job=1' '$WORK/extra.err'"
 check "the dispatcher logs each refusal once" test "$(grep -c 'worker cannot serve .*job=1 ' "$WORK/d.err")" -eq 2
 "$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" job 1 > "$WORK/job1.txt" 2>&1
 check "spillctl job shows both reasons" \
@@ -68,12 +77,12 @@ check "spillctl workers --json lists each refusal under its worker" python3 - "$
 import json, sys
 ws = json.load(open(sys.argv[1]))["workers"]
 refused = sorted(len(w["cannot_serve"]) for w in ws)
-assert refused == [0, 1, 1], refused
+assert refused == [0, 0, 1, 1], refused
 assert all(r["job"] == 1 and r["reason"] for w in ws for r in w["cannot_serve"])
 PY
 
-# The good worker goes: nobody else can serve the next jobs.
-kill -9 "${WPID[good]}"; wait "${WPID[good]}" 2>/dev/null
+# The good workers go: nobody else can serve the next jobs.
+kill -9 "${WPID[good]}" "${WPID[extra]}"; wait "${WPID[good]}" "${WPID[extra]}" 2>/dev/null
 sleep 1
 timeout 60 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --local-cores 0 \
   --quiet > /dev/null 2> "$WORK/c2.err"
@@ -86,6 +95,6 @@ timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$W
 check "job 3 with its own thread finishes from the client" test $? -eq 0
 check "job 3: batches identical to a local run" same_as_local "$WORK/j3"
 check "job 3's client says no worker can serve it" grep -q 'no worker can serve job=3: ' "$WORK/c3.err"
-check "both refusing workers still alive at the end" kill -0 "${WPID[nomount]}" "${WPID[extra]}"
+check "both refusing workers still alive at the end" kill -0 "${WPID[nomount]}" "${WPID[missing]}"
 
 finish

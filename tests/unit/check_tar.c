@@ -384,6 +384,20 @@ START_TEST(test_manifest_refuses_cuts_changes_and_other_listings)
     ck_assert_msg(strstr(err, "MiB unpacked"), "%s", err);
     free(packed);
     spw_source_close(a);
+    /* A shard here shorter than the one listed (another copy of the data) is refused, naming the member. */
+    char cmd[512], path[512];
+    snprintf(cmd, sizeof cmd, "cd '%s' && cp short.tar cut-here.tar", g_root);
+    ck_assert_int_eq(system(cmd), 0);
+    a = open_ok("cut-here.tar", NULL);
+    ck_assert_int_eq(spw_manifest_pack(a, &packed, &len), 0);
+    snprintf(path, sizeof path, "%s/cut-here.tar", g_root);
+    ck_assert_int_eq(truncate(path, a->samples[a->n - 1].offset + 1), 0);
+    const struct spw_source_spec ss = {.format = SPW_SOURCE_TAR_SHARDS, .path = path, .media = SPW_MEDIA_IMAGE};
+    struct spw_source *b = NULL;
+    ck_assert_int_eq(spw_manifest_open(&ss, packed, len, 0, &b, err, sizeof err), SPW_ESOURCE);
+    ck_assert_msg(strstr(err, "cut-here.tar:") && strstr(err, "of a shard of"), "%s", err);
+    free(packed);
+    spw_source_close(a);
 }
 END_TEST
 
