@@ -33,7 +33,7 @@ one() {
 echo "bench-stream: $RUNS runs; sender on CPU 0, receiver on CPU 1; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 1; r <= RUNS; r++)); do
   for elem in 150528 602112; do
-    n=$((1200 * 1000 * 1000 / elem))           # ~1.2 GB per run
+    n=$((6000 * 1000 * 1000 / elem))           # ~6 GB per run: a second or more at loopback speed
     one tcp "$elem" "$n" "$r"
     one grpc "$elem" "$n" "$r"
   done
