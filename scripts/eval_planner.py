@@ -116,7 +116,9 @@ def analyse(out):
             chosen += " -> handed back" if last == "-1" else " -> cut%s" % last
         first = statistics.median(float(p[3]) for p in plans)
         predicted = statistics.median(float(p[5]) if len(p) > 5 else float(p[3]) for p in plans)
-        ff = fastflow_choice(med, float(rate), int(nw))
+        off = "cut%d-off" % CUTS          # offload-everything; absent when EVAL_STRATEGIES left it out
+        ff = fastflow_choice(med, float(rate), int(nw)) if off in med else None
+        show = lambda s: "%.0f" % med[s] if s in med else "-"
         regret = max(0.0, (oracle - planner) / oracle)
         measured = statistics.median(r["v"] for r in pl)       # all its runs, sweep and paired
         err = (predicted - measured) / measured
@@ -127,11 +129,11 @@ def analyse(out):
         if best != "local":
             local_wins.add(best.split("-")[1])
         shown = "%.0f" % predicted if abs(first - predicted) < 0.5 else "%.0f -> %.0f" % (first, predicted)
-        table.append("| %s | RUN | %s | %.0f | %s | %.0f | %.0f | %.1f%% | %s | %+.0f%% | %.0f (%s) | %.0f | %.0f |" % (
-            name, label(best), oracle, chosen, planner, first_runs, 100 * regret, shown, 100 * err, med[ff],
-            label(ff), med["cut%d-off" % CUTS], med["local"]))
+        table.append("| %s | RUN | %s | %.0f | %s | %.0f | %.0f | %.1f%% | %s | %+.0f%% | %s (%s) | %s | %.0f |" % (
+            name, label(best), oracle, chosen, planner, first_runs, 100 * regret, shown, 100 * err, show(ff),
+            label(ff) if ff else "-", show(off), med["local"]))
         cut_lines.append("| %s | %s |" % (name, per_cut(out, name, med) or "-"))
-        dat.append("%s %.1f %.1f %.1f %.1f %.1f" % (name, oracle, planner, med[ff], med["cut%d-off" % CUTS],
+        dat.append("%s %.1f %.1f %.1f %.1f %.1f" % (name, oracle, planner, med.get(ff, 0), med.get(off, 0),
                                                     med["local"]))
     n = len(regrets)
     lines = ["%d conditions run, %d failed" % (n, failed)]

@@ -43,7 +43,7 @@ done
 
 if command -v shellcheck >/dev/null; then
   # shellcheck disable=SC2046
-  shellcheck -S warning $(git ls-files '*.sh' .ci/run) || fail=1
+  shellcheck -x -S warning $(git ls-files '*.sh' .ci/run) || fail=1
 else
   echo "lint: shellcheck not installed; skipping shell checks"
 fi
