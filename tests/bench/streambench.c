@@ -5,14 +5,16 @@
  *   streambench client grpc|tcp HOST:PORT ELEM_BYTES    receives everything, copies each element once into a
  *                                                      batch slot, prints one JSON line (MB/s, CPU seconds)
  * gRPC: the worker's path: ElementBatch messages of ~1 MiB built by the zero-copy wire codec, one send in
- * flight, against byte credits the client grants; the client decodes without copying and copies each payload
- * once. TCP: the same message sizes with a 4-byte length prefix, write(2)/read(2), the same one copy. */
+ * flight per stream, against byte credits the client grants; the client decodes without copying and copies
+ * each payload once. STREAMBENCH_STREAMS=S (both sides) splits the elements over S streams on one channel,
+ * each with its own sending and receiving thread. TCP: the same message sizes with a 4-byte length prefix, write(2)/read(2), the same one copy. */
 #include <arpa/inet.h>
 #include <stdbool.h>
 #include <errno.h>
 #include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +46,15 @@ static double cpu_s(void)
 }
 
 static size_t g_elem, g_count, g_per_msg;
+static int g_streams = 1;                       /* STREAMBENCH_STREAMS: gRPC streams in parallel */
+static bool g_private;                          /* STREAMBENCH_PRIVATE=1: each stream its own TCP connection */
 static _Atomic int g_served;
+
+/* Elements stream `i` of g_streams carries: an even share, the remainder on stream 0. */
+static size_t share_of(int i)
+{
+    return g_count / (size_t)g_streams + (i == 0 ? g_count % (size_t)g_streams : 0);
+}
 static uint8_t *g_payload;
 
 /* gRPC server: the first client message grants credit; send ElementBatches while credit lasts. */
@@ -54,10 +64,11 @@ static int serve_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t 
     uint8_t *in;
     size_t inlen;
     int64_t credit = 0;
-    size_t sent = 0;
+    size_t sent = 0, count = 0;
+    bool named = false;
     int64_t positions[4096];
     uint8_t scratch[1 << 16];
-    while (sent < g_count) {
+    while (!named || sent < count) {
         while (credit < (int64_t)(g_per_msg * g_elem)) {
             int r = spw_rpc_stream_recv(st, 0, &in, &inlen);
             if (r <= 0) {
@@ -67,11 +78,15 @@ static int serve_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t 
             Spillway__V1__StreamRequest *req = spillway__v1__stream_request__unpack(NULL, inlen, in);
             free(in);
             if (req) {
+                if (!named)         /* the first message: rank = this stream's index */
+                    count = share_of(req->rank >= 0 && req->rank < g_streams ? req->rank : 0), named = true;
                 credit += req->credit_bytes;
                 spillway__v1__stream_request__free_unpacked(req, NULL);
             }
         }
-        size_t k = g_count - sent < g_per_msg ? g_count - sent : g_per_msg;
+        if (sent >= count)
+            break;
+        size_t k = count - sent < g_per_msg ? count - sent : g_per_msg;
         for (size_t i = 0; i < k; i++)
             positions[i] = (int64_t)(sent + i);
         struct spw_wire_batch b = {.job = 1, .split = sent / 64, .generation = 1, .n_positions = k,
@@ -90,7 +105,7 @@ static int serve_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t 
     /* Wait for the client to close its side: it has everything then. */
     while (spw_rpc_stream_recv(st, 0, &in, &inlen) == 1)
         free(in);
-    g_served = 1;
+    g_served++;
     return SPW_RPC_OK;
 }
 
@@ -141,7 +156,7 @@ static int server(const char *mode)
         printf("listening on 127.0.0.1:%d\n", port);
         fflush(stdout);
         double c0 = cpu_s();
-        while (!g_served)                         /* serve one client, then stop */
+        while (g_served < g_streams)              /* serve one client's streams, then stop */
             usleep(10000);
         spw_rpc_server_shutdown(srv, 1000);
         spw_rpc_server_destroy(srv);
@@ -176,6 +191,78 @@ static int server(const char *mode)
     return 0;
 }
 
+/* One gRPC stream's receiver: names its index in the first message (with the credit), then takes its share
+ * of the elements, copying each once into a batch slot of its own. */
+struct receiver {
+    struct spw_rpc_channel *ch;
+    const char *target;
+    int index, failed;
+    uint8_t *slot;
+    size_t got, bytes;
+};
+
+static void *receive_stream(void *arg)
+{
+    struct receiver *r = arg;
+    struct spw_rpc_stream *st;
+    const size_t count = share_of(r->index);
+    struct spw_rpc_channel *own = NULL;
+    if (g_private && spw_rpc_channel_create(r->target, &(struct spw_rpc_channel_opts){.private_connection = true},
+                                            &own)) {
+        r->failed = 1;
+        return NULL;
+    }
+    if (spw_rpc_stream_open(own ? own : r->ch, "/spillway.v1.Worker/StreamElements", 0, &st)) {
+        r->failed = 1;
+        return NULL;
+    }
+    Spillway__V1__StreamRequest req = SPILLWAY__V1__STREAM_REQUEST__INIT;
+    uint8_t rbuf[64];
+    req.job = 1;
+    req.rank = r->index;
+    req.credit_bytes = CREDIT;
+    struct iovec iov = {rbuf, spillway__v1__stream_request__pack(&req, rbuf)};
+    spw_rpc_stream_send(st, &iov, 1);
+    int64_t granted_unused = CREDIT;
+    while (r->got < count) {
+        struct spw_rpc_msg *m;
+        if (spw_rpc_stream_recv_parts(st, 0, &m) != 1) {
+            r->failed = 1;
+            break;
+        }
+        int nparts;
+        size_t len;
+        const struct iovec *parts = spw_rpc_msg_parts(m, &nparts, &len);
+        struct spw_wire_batch b;
+        char err[128];
+        if (spw_wire_decode_parts(parts, nparts, &b, err, sizeof err) != 0) {
+            spw_rpc_msg_free(m);
+            r->failed = 1;
+            break;
+        }
+        for (size_t i = 0; i < b.n_positions; i++)   /* the one copy, from the received slices */
+            spw_wire_copy(parts, nparts, b.tensors[0].offset + i * g_elem, g_elem,
+                          r->slot + ((r->got + i) % 64) * g_elem);
+        r->got += b.n_positions;
+        r->bytes += b.tensors[0].nbytes;
+        granted_unused -= (int64_t)b.tensors[0].nbytes;
+        spw_wire_batch_free(&b);
+        spw_rpc_msg_free(m);
+        if (granted_unused < (int64_t)CREDIT / 2) {          /* top the credit up */
+            req.credit_bytes = CREDIT / 2;
+            iov.iov_len = spillway__v1__stream_request__pack(&req, rbuf);
+            spw_rpc_stream_send(st, &iov, 1);
+            granted_unused += CREDIT / 2;
+        }
+    }
+    spw_rpc_stream_close_send(st);
+    char msg[64];
+    spw_rpc_stream_finish(st, msg, sizeof msg);
+    if (own)
+        spw_rpc_channel_destroy(own);
+    return NULL;
+}
+
 static int client(const char *mode, const char *target)
 {
     uint8_t *slot = malloc(g_elem * 64);         /* a batch of 64: each element copied once into its slot */
@@ -184,48 +271,28 @@ static int client(const char *mode, const char *target)
     if (!strcmp(mode, "grpc")) {
         spw_rpc_init();
         struct spw_rpc_channel *ch;
-        struct spw_rpc_stream *st;
-        if (spw_rpc_channel_create(target, NULL, &ch) || spw_rpc_stream_open(ch, "/spillway.v1.Worker/StreamElements",
-                                                                             0, &st))
+        if (spw_rpc_channel_create(target, NULL, &ch))
             return 1;
-        Spillway__V1__StreamRequest req = SPILLWAY__V1__STREAM_REQUEST__INIT;
-        uint8_t rbuf[64];
-        req.job = 1;
-        req.credit_bytes = CREDIT;
-        struct iovec iov = {rbuf, spillway__v1__stream_request__pack(&req, rbuf)};
-        spw_rpc_stream_send(st, &iov, 1);
-        int64_t granted_unused = CREDIT;
-        while (got < g_count) {
-            struct spw_rpc_msg *m;
-            if (spw_rpc_stream_recv_parts(st, 0, &m) != 1)
+        struct receiver rs[16];
+        pthread_t th[16];
+        for (int i = 0; i < g_streams; i++) {
+            rs[i] = (struct receiver){.ch = ch, .target = target, .index = i, .slot = i ? malloc(g_elem * 64) : slot};
+            if (pthread_create(&th[i], NULL, receive_stream, &rs[i]))
                 return 1;
-            int nparts;
-            size_t len;
-            const struct iovec *parts = spw_rpc_msg_parts(m, &nparts, &len);
-            struct spw_wire_batch b;
-            char err[128];
-            if (spw_wire_decode_parts(parts, nparts, &b, err, sizeof err) != 0)
-                return 1;
-            for (size_t i = 0; i < b.n_positions; i++)   /* the one copy, from the received slices */
-                spw_wire_copy(parts, nparts, b.tensors[0].offset + i * g_elem, g_elem,
-                              slot + ((got + i) % 64) * g_elem);
-            got += b.n_positions;
-            bytes += b.tensors[0].nbytes;
-            granted_unused -= (int64_t)b.tensors[0].nbytes;
-            spw_wire_batch_free(&b);
-            spw_rpc_msg_free(m);
-            if (granted_unused < (int64_t)CREDIT / 2) {          /* top the credit up */
-                req.credit_bytes = CREDIT / 2;
-                iov.iov_len = spillway__v1__stream_request__pack(&req, rbuf);
-                spw_rpc_stream_send(st, &iov, 1);
-                granted_unused += CREDIT / 2;
-            }
         }
-        spw_rpc_stream_close_send(st);
-        char msg[64];
-        spw_rpc_stream_finish(st, msg, sizeof msg);
+        int failed = 0;
+        for (int i = 0; i < g_streams; i++) {
+            pthread_join(th[i], NULL);
+            failed |= rs[i].failed;
+            got += rs[i].got;
+            bytes += rs[i].bytes;
+            if (i)
+                free(rs[i].slot);
+        }
         spw_rpc_channel_destroy(ch);
         spw_rpc_shutdown();
+        if (failed)
+            return 1;
     } else {
         char host[64];
         int port = 0;
@@ -277,6 +344,13 @@ int main(int argc, char **argv)
     g_per_msg = MSG_TARGET / g_elem ? MSG_TARGET / g_elem : 1;
     if (g_per_msg > 4096)
         g_per_msg = 4096;
+    const char *streams = getenv("STREAMBENCH_STREAMS");
+    g_streams = streams ? atoi(streams) : 1;
+    g_private = getenv("STREAMBENCH_PRIVATE") && !strcmp(getenv("STREAMBENCH_PRIVATE"), "1");
+    if (g_streams < 1 || g_streams > 16) {
+        fprintf(stderr, "streambench: STREAMBENCH_STREAMS must be 1..16\n");
+        return 2;
+    }
     g_payload = malloc(g_per_msg * g_elem);
     for (size_t i = 0; i < g_per_msg * g_elem; i++)
         g_payload[i] = (uint8_t)(i * 31);
