@@ -4,12 +4,15 @@
 # pinned to CPU 0 alone (spillctl run --local --threads 1), vs the same client on CPU 0 with --local-cores 1
 # plus one worker (--threads 1) pinned to CPU 1 through a dispatcher, at each cut the workers can stop at.
 # Runs are interleaved; medians of BENCH_RUNS (default 3). Target: >= 1.8x. Writes build/bench/offload.md.
+# BENCH_EPOCHS (default 8: ~16000 elements, 9-17 s a run) keeps the planned default's start-up (measuring
+# the client, probing the link, profiling the worker: ~1.2 s) from being the figure; it is reported apart.
 # BENCH_REMOTE_CORES="0.25 0.5 0.75 1" (root, cgroup cpu quotas on the worker) also measures the gain at cut
 # BENCH_SWEEP_CUT (default 2) against the worker's share of its core (results.tsv's fifth column; make plots).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 RUNS=${BENCH_RUNS:-3}
+EPOCHS=${BENCH_EPOCHS:-8}
 B=build
 OUT=$B/bench/offload
 PY=/usr/bin/python3
@@ -23,7 +26,7 @@ bash scripts/make-dataset.sh "$DATA" > /dev/null
 mkdir -p "$OUT"
 : > "$OUT/results.tsv"
 cat > "$OUT/train.json" <<JSON
-{"source": {"format": "image_folder", "path": "$ROOT/$DATA/train", "shuffle": true, "seed": 7, "epochs": 2},
+{"source": {"format": "image_folder", "path": "$ROOT/$DATA/train", "shuffle": true, "seed": 7, "epochs": $EPOCHS},
  "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [224, 224]},
          {"op": "random_horizontal_flip", "p": 0.5}, {"op": "rand_augment", "num_ops": 2, "magnitude": 9},
          {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}],
@@ -74,7 +77,8 @@ quota() {   # quota CORES: the worker may use CORES of its core
   fi
 }
 
-rate() { "$PY" -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["elements_per_s"])'; }
+# rate: "elements/s start-up-seconds" from spillctl's JSON (elements/s counts the whole run, start-up included)
+rate() { "$PY" -c 'import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(d["elements_per_s"], d.get("create_seconds", 0))'; }
 local_run() { taskset -c 0 $B/bin/spillctl run --local --threads 1 --pipeline "$OUT/train.json" --json --quiet --warmup-batches 3 | rate; }
 service_run() {   # service_run CUT [MAX_BATCHES]
   taskset -c 0 $B/bin/spillctl run --dispatcher "127.0.0.1:$DPORT" --local-cores 1 --cut "$1" \
@@ -84,18 +88,18 @@ service_run() {   # service_run CUT [MAX_BATCHES]
 echo "bench-offload: $RUNS runs; client on CPU 0, worker + dispatcher on CPU 1; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for cut in $CUTS; do service_run "$cut" 40 > /dev/null; done      # warm the worker, page cache and allocator
 for ((r = 1; r <= RUNS; r++)); do
-  v=$(local_run)
-  printf 'local\t-\t%s\t%s\n' "$r" "$v" >> "$OUT/results.tsv"
+  read -r v st <<< "$(local_run)"
+  printf 'local\t-\t%s\t%s\t-\t%s\n' "$r" "$v" "$st" >> "$OUT/results.tsv"
   printf '  run %s/%s  local-only (1 core)          %7.0f elements/s\n' "$r" "$RUNS" "$v"
   for cut in $CUTS; do
-    v=$(service_run "$cut")
-    printf 'service\t%s\t%s\t%s\n' "$cut" "$r" "$v" >> "$OUT/results.tsv"
-    printf '  run %s/%s  client + 1 worker, cut %s      %7.0f elements/s\n' "$r" "$RUNS" "$cut" "$v"
+    read -r v st <<< "$(service_run "$cut")"
+    printf 'service\t%s\t%s\t%s\t-\t%s\n' "$cut" "$r" "$v" "$st" >> "$OUT/results.tsv"
+    printf '  run %s/%s  client + 1 worker, cut %s      %7.0f elements/s  start-up %.2f s\n' "$r" "$RUNS" "$cut" "$v" "$st"
   done
   for cores in $REMOTE_CORES; do
     quota "$cores"
-    v=$(service_run "$SWEEP_CUT")
-    printf 'remote\t%s\t%s\t%s\t%s\n' "$SWEEP_CUT" "$r" "$v" "$cores" >> "$OUT/results.tsv"
+    read -r v st <<< "$(service_run "$SWEEP_CUT")"
+    printf 'remote\t%s\t%s\t%s\t%s\t%s\n' "$SWEEP_CUT" "$r" "$v" "$cores" "$st" >> "$OUT/results.tsv"
     printf '  run %s/%s  client + %s of a worker core, cut %s  %7.0f elements/s\n' "$r" "$RUNS" "$cores" \
       "$SWEEP_CUT" "$v"
   done
@@ -108,8 +112,10 @@ rows = [l.rstrip("\n").split("\t")[:4] for l in open(sys.argv[1]) if l.strip()]
 sweep = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.startswith("remote\t")]
 loc = statistics.median(float(v) for k, c, r, v in rows if k == "local")
 cuts = sorted({c for k, c, r, v in rows if k == "service"})
-lines = ["| configuration | elements/s (median) | vs local-only | target |", "|---|---:|---:|---:|",
-         "| client alone, 1 core, local-only | %.0f | 1.00x | |" % loc]
+startup = lambda c: statistics.median(float(l.rstrip("\n").split("\t")[5]) for l in open(sys.argv[1])
+                                      if l.startswith("service\t%s\t" % c))
+lines = ["| configuration | elements/s (median) | vs local-only | target | start-up s (median) |", "|---|---:|---:|---:|---:|",
+         "| client alone, 1 core, local-only | %.0f | 1.00x | | |" % loc]
 print()
 print("%-36s %12s %10s" % ("configuration", "elements/s", "vs local"))
 print("%-36s %12.0f %9.2fx" % ("client alone, 1 core (local-only)", loc, 1.0))
@@ -117,13 +123,17 @@ best = 0
 for c in cuts:
     m = statistics.median(float(v) for k, cc, r, v in rows if k == "service" and cc == c)
     best = max(best, m / loc)
-    print("%-36s %12.0f %9.2fx" % ("client 1 core + 1 worker, cut %s" % c, m, m / loc))
-    lines.append("| client 1 core + 1 worker core, cut %s | %.0f | %.2fx | >= 1.8x |" % (c, m, m / loc))
+    print("%-36s %12.0f %9.2fx   start-up %.2f s" % ("client 1 core + 1 worker, cut %s" % c, m, m / loc, startup(c)))
+    lines.append("| client 1 core + 1 worker core, cut %s | %.0f | %.2fx | >= 1.8x | %.2f |" % (c, m, m / loc, startup(c)))
 for cores in sorted({x[4] for x in sweep}, key=float):
     m = statistics.median(float(x[3]) for x in sweep if x[4] == cores)
     print("%-36s %12.0f %9.2fx" % ("client 1 core + %s worker core, cut %s" % (cores, sweep[0][1]), m, m / loc))
-    lines.append("| client 1 core + %s of a worker core, cut %s | %.0f | %.2fx | |" % (cores, sweep[0][1], m, m / loc))
-verdict = "PASS" if best >= 1.8 else "FAIL"
-print("best gain %.2fx (target >= 1.8x): %s" % (best, verdict))
-open(sys.argv[2], "w").write("\n".join(lines) + "\n\nbest gain %.2fx: %s\n" % (best, verdict))
+    lines.append("| client 1 core + %s of a worker core, cut %s | %.0f | %.2fx | | |" % (cores, sweep[0][1], m, m / loc))
+# The target is the default's (planned, "auto"); without an auto row, the best forced cut's.
+gain = statistics.median(float(v) for k, cc, r, v in rows if k == "service" and cc == "auto") / loc if "auto" in cuts else best
+verdict = "PASS" if gain >= 1.8 else "FAIL"
+what = "the default (planned)" if "auto" in cuts else "the best cut"
+summary = "gain of %s %.2fx, best of all %.2fx (target >= 1.8x by default): %s" % (what, gain, best, verdict)
+print(summary)
+open(sys.argv[2], "w").write("\n".join(lines) + "\n\n" + summary + "\n")
 PYEOF
