@@ -1,15 +1,19 @@
 /* dispatcher/planning.c - planning a job at creation (see planning.h). Every size in the client's facts is
  * checked against the pipeline's cuts before use; a worker that cannot profile (it cannot list the data,
- * it is gone) is left out of the plan, and the plan says how many answered. */
+ * it is gone) is left out of the plan, and the plan says how many answered. The workers are asked
+ * concurrently (lib/parallel.h), each answer into a slot of its own; they are merged after, on the caller's
+ * thread. */
 #include "dispatcher/planning.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/log.h"
+#include "lib/parallel.h"
 #include "lib/rpc.h"
 #include "pipeline/compress.h"
 #include "pipeline/plan_proto.h"
@@ -113,26 +117,52 @@ int disp_plan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Client
     return disp_replan_job(pipe, cf, n_cuts, addrs, n_addrs, auth_token, known, NULL, plan, profiled, msg, msglen);
 }
 
-/* The profile of the worker at addr into *w (and the sizes into bytes): from known, or asked and kept there.
- * Returns 0 or -1 (it gave none). */
-static int profile_of(const char *addr, const char *auth_token, const Spillway__V1__Pipeline *pipe, int n_cuts,
-                      struct disp_profiles *known, struct spw_plan_worker *w, double *bytes)
+/* Profiles are asked of up to PROFILE_PARALLEL workers at once: one takes a worker ~0.3 s (256 elements,
+ * every cut), and a job over many workers would otherwise wait for them one after another. */
+#define PROFILE_PARALLEL 32
+
+struct profile_ask {
+    const char *addr;
+    struct spw_plan_worker w;
+    double bytes[SPW_PLAN_MAX_CUTS];
+    int rc;                             /* 0: a profile; -1: none; ASK: to be asked */
+    bool asked;
+};
+#define ASK 1
+
+struct profile_round {
+    struct profile_ask *asks;
+    int n_cuts;
+    const char *auth_token;
+    const Spillway__V1__Pipeline *pipe;
+};
+
+static void ask_one(void *ctx, int i)
 {
-    for (int i = 0; known && i < known->n; i++)
-        if (!strcmp(known->addr[i], addr)) {
-            *w = known->w[i];
-            memcpy(bytes, known->bytes, sizeof(double) * (size_t)n_cuts);
-            return 0;
-        }
-    if (profile_worker(addr, auth_token, pipe, n_cuts, w, bytes) != 0)
-        return -1;
-    if (known && known->n < DISP_PROFILES_MAX && strlen(addr) < sizeof known->addr[0]) {
-        if (known->n == 0)
-            memcpy(known->bytes, bytes, sizeof(double) * (size_t)n_cuts);
-        snprintf(known->addr[known->n], sizeof known->addr[0], "%s", addr);
-        known->w[known->n++] = *w;
+    struct profile_round *r = ctx;
+    struct profile_ask *a = &r->asks[i];
+    if (a->rc == ASK) {
+        a->asked = true;
+        a->rc = profile_worker(a->addr, r->auth_token, r->pipe, r->n_cuts, &a->w, a->bytes);
     }
-    return 0;
+}
+
+/* asks[i] := the profile of the worker at addrs[i]: from known (may be NULL), else asked - the workers not
+ * in known concurrently. */
+static void profile_all(char *const *addrs, int n_addrs, const char *auth_token, const Spillway__V1__Pipeline *pipe,
+                        int n_cuts, const struct disp_profiles *known, struct profile_ask *asks)
+{
+    for (int i = 0; i < n_addrs; i++) {
+        asks[i] = (struct profile_ask){.addr = addrs[i], .rc = ASK};
+        for (int j = 0; known && j < known->n && asks[i].rc == ASK; j++)
+            if (!strcmp(known->addr[j], addrs[i])) {
+                asks[i].rc = 0;
+                asks[i].w = known->w[j];
+                memcpy(asks[i].bytes, known->bytes, sizeof(double) * (size_t)n_cuts);
+            }
+    }
+    struct profile_round r = {.asks = asks, .n_cuts = n_cuts, .auth_token = auth_token, .pipe = pipe};
+    spw_parallel_for(n_addrs, PROFILE_PARALLEL, ask_one, &r);
 }
 
 int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
@@ -168,24 +198,40 @@ int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Clie
     in->gpu = (struct spw_plan_gpu){.rate = cf->gpu_elements_per_s, .cpu_ns = cf->gpu_cpu_ns};
     in->force_cut = -1;
     in->nic_bytes_per_s = finite_nonneg(cf->nic_bytes_per_s) ? cf->nic_bytes_per_s : 0;
-    double bytes[SPW_PLAN_MAX_CUTS];
     struct spw_plan_measured *m = calloc(1, sizeof *m);
     if (!m) {
         free(in);
         return -ENOMEM;
     }
     m->cut = seen ? seen->cut : -1;
-    for (int i = 0; i < n_addrs && in->n_workers < SPW_PLAN_MAX_WORKERS; i++)
-        if (profile_of(addrs[i], auth_token, pipe, n_cuts, known, &in->workers[in->n_workers], bytes) == 0) {
+    if (n_addrs > SPW_PLAN_MAX_WORKERS)
+        n_addrs = SPW_PLAN_MAX_WORKERS;
+    struct profile_ask *asks = calloc((size_t)n_addrs + 1, sizeof *asks);
+    if (!asks) {
+        free(m);
+        free(in);
+        return -ENOMEM;
+    }
+    profile_all(addrs, n_addrs, auth_token, pipe, n_cuts, known, asks);
+    for (int i = 0; i < n_addrs; i++)
+        if (asks[i].rc == 0) {
+            if (asks[i].asked && known && known->n < DISP_PROFILES_MAX && strlen(addrs[i]) < sizeof known->addr[0]) {
+                if (known->n == 0)
+                    memcpy(known->bytes, asks[i].bytes, sizeof(double) * (size_t)n_cuts);
+                snprintf(known->addr[known->n], sizeof known->addr[0], "%s", addrs[i]);
+                known->w[known->n++] = asks[i].w;
+            }
+            in->workers[in->n_workers] = asks[i].w;
             m->worker_ns[in->n_workers] = seen && seen->worker_ns ? seen->worker_ns[i] : 0;
             if (in->n_workers == 0)       /* the workers' own sizes: what travels is what they produce */
-                memcpy(in->bytes, bytes, sizeof(double) * (size_t)n_cuts);
+                memcpy(in->bytes, asks[i].bytes, sizeof(double) * (size_t)n_cuts);
             for (size_t l = 0; l < cf->n_links; l++)     /* the client's probe of this worker's link */
                 if (cf->links[l]->address && !strcmp(cf->links[l]->address, addrs[i]) &&
                     finite_nonneg(cf->links[l]->bytes_per_s))
                     in->workers[in->n_workers].link_bytes_per_s = cf->links[l]->bytes_per_s;
             in->n_workers++;
         }
+    free(asks);
     *profiled = in->n_workers;
     if (seen) {
         m->remote_ns = seen->remote_ns;

@@ -1,8 +1,8 @@
 /* dispatcher/planning.h - plans a job (created with cut = -2, or re-planned): asks every alive worker for
  * its profile of the pipeline (Worker.Profile), combines the profiles with the client's measured facts and
  * runs the planner (pipeline/planner.c); on a re-plan, calibrates the client's cores to what the job
- * delivers. Runs on CreateJob's own thread or the re-plan thread: blocking calls to workers, never under the
- * service lock. */
+ * delivers. Runs on CreateJob's own thread or the re-plan thread: blocking calls to workers (up to 32 at once,
+ * on short-lived threads of its own: lib/parallel.h), never under the service lock. */
 #ifndef SPW_DISPATCHER_PLANNING_H
 #define SPW_DISPATCHER_PLANNING_H
 

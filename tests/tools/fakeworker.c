@@ -7,9 +7,12 @@
  * than it carries), oversized (an 80 MB message, over the client's receive cap); compressed payloads
  * (Tensor.encoding zstd) for the right sample of a shuffled source of SAMPLES with SEED: zstd-corrupt (a byte
  * of the frame changed), zstd-lying (a frame declaring 60 MB for a 192-byte element), zstd-bomb (a shape
- * claiming 3 TB once decompressed). */
+ * claiming 3 TB once decompressed). slow-profile: a worker whose Profile takes 2 s: it prints "profile asked
+ * at MS" and "profile answered at MS" (wall-clock milliseconds) to stderr and answers every cut with 1 ms and
+ * 1000 bytes per element - for tests of how the dispatcher asks several workers. */
 #include <errno.h>
 #include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +20,10 @@
 
 #include "lib/rpc.h"
 #include "lib/version.h"
+#include "pipeline/fusion.h"
 #include "pipeline/order.h"
+#include "pipeline/spec.h"
+#include "pipeline/spec_proto.h"
 #include "pipeline/wire.h"
 #include <zstd.h>
 #include "proto/spillway.pb-c.h"
@@ -87,6 +93,55 @@ static int send_bad(struct spw_rpc_stream *st, uint64_t job)
     return n < 0 ? n : spw_rpc_stream_send(st, iov, n);
 }
 
+static long long wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* slow-profile: answer after 2 s, with a cost for every cut of the pipeline asked about. */
+static int profile(void *ctx, const uint8_t *req, size_t req_len, uint8_t **resp, size_t *resp_len, char *msg,
+                   size_t msglen)
+{
+    (void)ctx;
+    fprintf(stderr, "fakeworker: profile asked at %lld\n", wall_ms());
+    Spillway__V1__ProfileRequest *pr = spillway__v1__profile_request__unpack(NULL, req_len, req);
+    struct spw_pipeline_spec *spec = NULL;
+    char err[256];
+    if (!pr || !pr->pipeline || spw_spec_from_proto(pr->pipeline, &spec, err, sizeof err) != 0) {
+        if (pr)
+            spillway__v1__profile_request__free_unpacked(pr, NULL);
+        snprintf(msg, msglen, "fakeworker: no pipeline to profile");
+        return SPW_RPC_INVALID_ARGUMENT;
+    }
+    spillway__v1__profile_request__free_unpacked(pr, NULL);
+    struct spw_group groups[256];
+    const int n_cuts = spw_fusion_groups(spec, groups) + 1;
+    spw_spec_free(spec);
+    sleep(2);
+    Spillway__V1__CutProfile cuts[257], *ptrs[257];
+    Spillway__V1__ProfileResponse r = SPILLWAY__V1__PROFILE_RESPONSE__INIT;
+    for (int k = 0; k < n_cuts; k++) {
+        spillway__v1__cut_profile__init(&cuts[k]);
+        cuts[k].cut = k;
+        cuts[k].ns_per_element = 1e6;
+        cuts[k].bytes_per_element = 1000;
+        ptrs[k] = &cuts[k];
+    }
+    r.n_cuts = (size_t)n_cuts;
+    r.cuts = ptrs;
+    r.threads = 1;
+    r.samples = 256;
+    r.cores = 1;
+    *resp_len = spillway__v1__profile_response__get_packed_size(&r);
+    if (!(*resp = malloc(*resp_len)))
+        return SPW_RPC_RESOURCE_EXHAUSTED;
+    spillway__v1__profile_response__pack(&r, *resp);
+    fprintf(stderr, "fakeworker: profile answered at %lld\n", wall_ms());
+    return SPW_RPC_OK;
+}
+
 static int serve(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen)
 {
     (void)ctx;
@@ -114,7 +169,7 @@ int main(int argc, char **argv)
 {
     if (argc != 3 && argc != 5) {
         fprintf(stderr, "usage: fakeworker DISPATCHER garbage|wrong-sample|huge-shape|oversized|zstd-corrupt|"
-                "zstd-lying|zstd-bomb [SAMPLES SEED]\n");
+                "zstd-lying|zstd-bomb|slow-profile [SAMPLES SEED]\n");
         return 2;
     }
     g_mode = argv[2];
@@ -134,6 +189,7 @@ int main(int argc, char **argv)
         return 1;
     }
     spw_rpc_server_add_stream(srv, "/spillway.v1.Worker/StreamElements", serve, NULL);
+    spw_rpc_server_add_unary_slow(srv, "/spillway.v1.Worker/Profile", profile, NULL);
     int port = 0;
     spw_rpc_server_start(srv, &port);
     printf("listening on 127.0.0.1:%d\n", port);

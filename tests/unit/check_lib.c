@@ -1,5 +1,5 @@
 /* tests/unit/check_lib.c - lib/: counter-based RNG, tensors and the .npy writer, error strings, CPU time of
- * named threads. */
+ * named threads, spw_parallel_for. */
 #include <check.h>
 #include <math.h>
 #include <pthread.h>
@@ -12,6 +12,7 @@
 #include "lib/clock.h"
 #include "lib/config.h"
 #include "lib/err.h"
+#include "lib/parallel.h"
 #include "lib/rng.h"
 #include "lib/tensor.h"
 
@@ -240,6 +241,28 @@ static void *spin_main(void *arg)
     return NULL;
 }
 
+static void count_index(void *ctx, int i)
+{
+    __atomic_add_fetch(&((int *)ctx)[i], 1, __ATOMIC_RELAXED);
+    usleep(200);        /* long enough that several threads take part */
+}
+
+START_TEST(test_parallel_for_each_index_once)
+{
+    static int seen[1000];
+    const int threads[] = {1, 4, 64, 1000};
+    for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        memset(seen, 0, sizeof seen);
+        spw_parallel_for(1000, threads[t], count_index, seen);
+        for (int i = 0; i < 1000; i++)
+            ck_assert_msg(seen[i] == 1, "max_threads %d: index %d run %d times", threads[t], i, seen[i]);
+    }
+    spw_parallel_for(0, 8, count_index, seen);          /* nothing to do: returns */
+    spw_parallel_for(3, 0, count_index, seen);          /* 0 threads: the caller's alone */
+    ck_assert_int_eq(seen[0] + seen[1] + seen[2], 6);
+}
+END_TEST
+
 START_TEST(test_named_threads_cpu)
 {
     static const char *const spin[] = {"spw-test-sp"}, *const none[] = {"no-such-thread"};
@@ -281,6 +304,7 @@ int main(void)
     tcase_add_test(tc, test_config_errors_name_the_flag);
     tcase_add_test(tc, test_config_token_from_flag_or_file);
     tcase_add_test(tc, test_named_threads_cpu);
+    tcase_add_test(tc, test_parallel_for_each_index_once);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }

@@ -3,7 +3,8 @@
  * copy, receiving charged at 0.3 ns/byte (scripts/bench-stream.sh; the probe's own reading is shown, not
  * used yet). A short probe of the workers' links (client/probe.c) gives each worker's link and the client's
  * total (its NIC).
- * Single-threaded apart from the probe's and the measuring threads; one RPC per worker. */
+ * Single-threaded apart from the probe's and the measuring threads and the workers' Profile calls (all at
+ * once, lib/parallel.h, each answer into its own slot); one RPC per worker. */
 #include "tools/spillctl/plan.h"
 
 #include <math.h>
@@ -16,6 +17,7 @@
 #include "client/probe.h"
 #include "lib/cpulimit.h"
 #include "lib/err.h"
+#include "lib/parallel.h"
 #include "lib/rpc.h"
 #include "pipeline/fusion.h"
 #include "pipeline/plan_proto.h"
@@ -29,38 +31,63 @@
 #define DEFAULT_SAMPLES 256
 #define DEFAULT_RECV_NS_PER_BYTE 0.3
 
-/* Profile every worker the probe found alive (links) into in->workers, with its measured link. Returns 0 or
- * 1 (and says why). */
+/* One worker's Profile answer (asked concurrently with the others'). */
+struct profile_ask {
+    const char *addr;
+    const struct spw_plan_cli_opts *o;
+    const Spillway__V1__Pipeline *pipe;
+    ProtobufCMessage *reply;
+    char msg[512];
+};
+
+static void ask_profile(void *ctx, int i)
+{
+    struct profile_ask *a = (struct profile_ask *)ctx + i;
+    struct spw_rpc_channel_opts co = {.auth_token = a->o->auth_token};
+    struct spw_rpc_channel *ch;
+    if (spw_rpc_channel_create(a->addr, &co, &ch) != 0) {
+        snprintf(a->msg, sizeof a->msg, "bad address");
+        return;
+    }
+    Spillway__V1__ProfileRequest pr = SPILLWAY__V1__PROFILE_REQUEST__INIT;
+    pr.pipeline = (Spillway__V1__Pipeline *)a->pipe;
+    pr.samples = a->o->samples > 0 ? a->o->samples : DEFAULT_SAMPLES;
+    spw_rpc_call_reply(ch, "/spillway.v1.Worker/Profile", &pr.base, 120000,
+                       &spillway__v1__profile_response__descriptor, &a->reply, a->msg, sizeof a->msg);
+    spw_rpc_channel_destroy(ch);
+}
+
+/* Profile every worker the probe found alive (links), all at once, into in->workers, with its measured link.
+ * Returns 0 or 1 (and says why). */
 static int profile_workers(const struct spw_plan_cli_opts *o, const Spillway__V1__Pipeline *pipe, int n_cuts,
                            const struct probe_result *links, struct spw_plan_input *in)
 {
-    struct spw_rpc_channel_opts co = {.auth_token = o->auth_token};
+    const int n = links->n < SPW_PLAN_MAX_WORKERS ? links->n : SPW_PLAN_MAX_WORKERS;
+    struct profile_ask *asks = calloc((size_t)n + 1, sizeof *asks);
+    if (!asks) {
+        fprintf(stderr, "spillctl: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < n; i++)
+        asks[i] = (struct profile_ask){.addr = links->addr[i], .o = o, .pipe = pipe};
+    spw_parallel_for(n, 32, ask_profile, asks);
     int rc = 0;
-    for (int i = 0; i < links->n && in->n_workers < SPW_PLAN_MAX_WORKERS && !rc; i++) {
-        struct spw_rpc_channel *ch;
-        if (spw_rpc_channel_create(links->addr[i], &co, &ch) != 0)
-            continue;
-        Spillway__V1__ProfileRequest pr = SPILLWAY__V1__PROFILE_REQUEST__INIT;
-        pr.pipeline = (Spillway__V1__Pipeline *)pipe;
-        pr.samples = o->samples > 0 ? o->samples : DEFAULT_SAMPLES;
-        ProtobufCMessage *reply;
-        char msg[512] = "";
-        spw_rpc_call_reply(ch, "/spillway.v1.Worker/Profile", &pr.base, 120000,
-                           &spillway__v1__profile_response__descriptor, &reply, msg, sizeof msg);
-        spw_rpc_channel_destroy(ch);
+    for (int i = 0; i < n; i++) {
         double bytes[SPW_PLAN_MAX_CUTS];
         struct spw_plan_worker *w = &in->workers[in->n_workers];
-        if (!reply || spw_plan_worker_from_proto((Spillway__V1__ProfileResponse *)reply, n_cuts, w, bytes) != 0) {
+        if (!asks[i].reply ||
+            spw_plan_worker_from_proto((Spillway__V1__ProfileResponse *)asks[i].reply, n_cuts, w, bytes) != 0) {
             fprintf(stderr, "spillctl: worker %s: Profile: %s\n", links->addr[i],
-                    reply ? "other cuts or bad numbers" : msg);
+                    asks[i].reply ? "other cuts or bad numbers" : asks[i].msg);
             rc = 1;
         } else {
             w->link_bytes_per_s = links->bytes_per_s[i];
             in->n_workers++;
         }
-        if (reply)
-            protobuf_c_message_free_unpacked(reply, NULL);
+        if (asks[i].reply)
+            protobuf_c_message_free_unpacked(asks[i].reply, NULL);
     }
+    free(asks);
     return rc;
 }
 

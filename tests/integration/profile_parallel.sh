@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# tests/integration/profile_parallel.sh - planning asks the workers for their profiles at once, not one after
+# another: three workers whose Profile takes 2 s each (tests/tools/fakeworker slow-profile, stamping when it
+# is asked and when it answers) are all asked before any of them answers, and the plan has all three. Then a
+# real worker joins: a planned job over it and the slow ones runs every key exactly once. Real processes on
+# loopback; kills all it starts.
+set -uo pipefail
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+image_job "$WORK/p.json" 3 2 "$WORK/local.keys" || exit 1
+dispatcher_on d --heartbeat-ms 100 || exit 1
+for j in 1 2 3; do
+  "$B/tests/fakeworker" "127.0.0.1:$DPORT" slow-profile > "$WORK/f$j.out" 2> "$WORK/f$j.err" &
+  PIDS+=($!)
+  wait_port "$WORK/f$j.out" > /dev/null || { bad "slow worker $j starts"; exit 1; }
+done
+sleep 0.4                                   # registered and heartbeating: alive
+
+timeout 60 "$B/bin/spillctl" plan --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --json \
+  > "$WORK/plan.json" 2> "$WORK/plan.err"
+check "spillctl plan exits 0" test $? -eq 0
+check "the plan has all three workers' profiles" \
+  /usr/bin/python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["workers"] != 3)' "$WORK/plan.json"
+stamps() { sed -n "s/^fakeworker: profile $1 at \([0-9]*\)$/\1/p" "$WORK"/f[123].err | sort -n; }
+check "each slow worker was asked once and answered" \
+  test "$(stamps asked | wc -l)" -eq 3 -a "$(stamps answered | wc -l)" -eq 3
+check "all three were asked before the first one answered" \
+  test "$(stamps asked | tail -1)" -lt "$(stamps answered | head -1)"
+
+add_workers 1 || exit 1
+sleep 0.3
+timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --cut auto \
+  --keys "$WORK/service.keys" --quiet > /dev/null 2> "$WORK/run.err"
+check "a planned job over the slow workers and a real one exits 0" test $? -eq 0
+check "every key exactly once, as a local run" \
+  bash -c "cmp -s <(sort '$WORK/local.keys') <(sort '$WORK/service.keys')"
+check "the second round of profiles also asked the slow workers together" \
+  test "$(stamps asked | sed -n 6p)" -lt "$(stamps answered | sed -n 4p)"
+
+finish
