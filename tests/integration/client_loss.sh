@@ -40,7 +40,12 @@ BASE=$(rss_kb "$W")
 C=$!
 PIDS+=("$C")
 check "the worker starts serving the job" wait_log "$WORK/w.err" 'serving job=' 10
-sleep 5                  # the consumer stalls after its first message (heartbeating on): the queue fills
+STARTED=$SECONDS
+# The consumer stalls after its first message (heartbeating on): the worker's queue fills. Give it up to 20 s
+# (a loaded CI machine once took more than 5), and at least 5 s in all, to show it stops at its bound.
+for _ in $(seq 1 200); do [ "$(rss_kb "$W")" -ge $((BASE + 32 * 1024)) ] && break; sleep 0.1; done
+FILLED=$SECONDS
+while [ $((SECONDS - STARTED)) -lt 5 ] || [ $SECONDS -lt $((FILLED + 1)) ]; do sleep 0.2; done
 BUSY=$(rss_kb "$W")
 check "a stalled consumer: the worker's memory stays bounded (buffer 64 MB + 64 MB slack)" test "$BUSY" -le $((BASE + 128 * 1024))
 kill -9 "$C"; wait "$C" 2>/dev/null
@@ -50,6 +55,7 @@ check "the worker stops the job" wait_log "$WORK/w.err" 'stopping job=' 5
 sleep 1
 AFTER=$(rss_kb "$W")
 echo "     worker RSS: ${BASE} kB idle, ${BUSY} kB with the consumer stalled, ${AFTER} kB after"
+echo "     (the buffer had filled $((FILLED - STARTED)) s after the worker started serving)"
 check "the stall filled the worker's buffer (RSS grew by over 32 MB)" test "$BUSY" -ge $((BASE + 32 * 1024))
 check "the worker frees the job's buffers (RSS within 24 MB of idle)" test "$AFTER" -le $((BASE + 24 * 1024))
 check "the worker is still alive and registered" bash -c "'$B/bin/spillctl' --dispatcher 127.0.0.1:$DPORT workers --json | grep -q '\"alive\": true'"
