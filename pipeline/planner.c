@@ -150,7 +150,8 @@ static int workers_needed(const struct spw_plan_input *in, const struct spw_plan
 }
 
 /* Whether candidate a is preferred to b among near-equal throughputs: fewer workers to reach R, less client
- * CPU, fewer bytes on the wire. */
+ * CPU, fewer bytes on the wire, then the higher prediction (not the lower cut: with the client saturated
+ * either way and elements of one size, bench-offload.sh measured the higher-predicted cut 2 ahead of cut 1). */
 static bool preferred(const struct spw_plan_candidate *a, const struct spw_plan_candidate *b)
 {
     const int wa = a->workers_needed < 0 ? 1 << 30 : a->workers_needed;
@@ -159,7 +160,9 @@ static bool preferred(const struct spw_plan_candidate *a, const struct spw_plan_
         return wa < wb;
     if (fabs(a->client_cpu - b->client_cpu) > 1e-3 * fmax(a->client_cpu, b->client_cpu))
         return a->client_cpu < b->client_cpu;
-    return a->bytes < b->bytes;
+    if (a->bytes != b->bytes)
+        return a->bytes < b->bytes;
+    return a->throughput > b->throughput;
 }
 
 /* Candidate k, raw or with its payloads compressed: fewer bytes on the links and the NIC (b_k / ratio); each
@@ -238,7 +241,7 @@ int spw_plan_decide(const struct spw_plan_input *in, struct spw_plan *out)
             const struct spw_plan_candidate *c = &out->c[out->best];
             snprintf(out->why, sizeof out->why,
                      "cut %d: %.0f elements/s predicted vs %.0f local-only (%.2fx); among cuts within %.0f%% of the "
-                     "best it needs the fewest workers, then the least client CPU, then the fewest bytes",
+                     "best it needs the fewest workers, then the least client CPU, then the fewest bytes, then the most elements/s",
                      c->k, c->throughput, out->local_only, c->throughput / out->local_only, tie * 100);
             if (c->gpu_rate > 0) {
                 const size_t n = strlen(out->why);

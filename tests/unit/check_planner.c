@@ -306,6 +306,26 @@ START_TEST(test_planner_ties_go_to_fewer_bytes)
 }
 END_TEST
 
+/* The costs `spillctl plan` measured for bench-offload.sh's train pipeline (2026-12-04): cuts 1 and 2 ship
+ * the same 150.5 KB, the client is saturated at both mixes, and cut 2 predicts ~1% more: it wins, not the
+ * lower cut (the tie used to fall to cut 1; measured, cut 2 ran 1.72-1.95x local-only and cut 1 1.71-1.74x). */
+START_TEST(test_planner_equal_ties_go_to_the_higher_prediction)
+{
+    struct spw_plan_input in = base(1);
+    const double bytes[3] = {42.5e3, 150.5e3, 150.5e3}, s[3] = {940e3, 288.5e3, 124.4e3}, w[3] = {18e3, 612e3, 756e3};
+    for (int k = 0; k < 3; k++) {
+        in.bytes[k] = bytes[k];
+        in.remote_ns[k] = s[k];
+        in.workers[0].cost_ns[k] = w[k];
+    }
+    in.local_ns = 946e3;
+    struct spw_plan p;
+    ck_assert_int_eq(spw_plan_decide(&in, &p), 0);
+    ck_assert(p.c[2].throughput > p.c[1].throughput && p.c[1].throughput > 0.98 * p.c[2].throughput);
+    ck_assert_int_eq(p.best, 2);
+}
+END_TEST
+
 START_TEST(test_planner_calibrates_the_client_to_a_measured_rate)
 {
     struct spw_plan_input in = base(1);
@@ -511,6 +531,7 @@ int main(void)
     tcase_add_test(tc, test_planner_heterogeneous_workers);
     tcase_add_test(tc, test_planner_overrides);
     tcase_add_test(tc, test_planner_ties_go_to_fewer_bytes);
+    tcase_add_test(tc, test_planner_equal_ties_go_to_the_higher_prediction);
     tcase_add_test(tc, test_planner_refuses_bad_input);
     tcase_add_test(tc, test_planner_calibrates_the_client_to_a_measured_rate);
     tcase_add_test(tc, test_planner_worker_from_a_profile_reply);
