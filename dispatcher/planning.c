@@ -1,8 +1,8 @@
 /* dispatcher/planning.c - planning a job at creation (see planning.h). Every size in the client's facts is
  * checked against the pipeline's cuts before use; a worker that cannot profile (it cannot list the data,
  * it is gone) is left out of the plan, and the plan says how many answered. The workers are asked
- * concurrently (lib/parallel.h), each answer into a slot of its own; they are merged after, on the caller's
- * thread. */
+ * concurrently (pipeline/profile_ask.h), each answer into a slot of its own; they are merged after, on the
+ * caller's thread. */
 #include "dispatcher/planning.h"
 
 #include <errno.h>
@@ -13,10 +13,10 @@
 #include <string.h>
 
 #include "lib/log.h"
-#include "lib/parallel.h"
 #include "lib/rpc.h"
 #include "pipeline/compress.h"
 #include "pipeline/plan_proto.h"
+#include "pipeline/profile_ask.h"
 
 #define PROFILE_SAMPLES 256    /* as the client measures itself (client/job.c) */
 #define PROFILE_TIMEOUT_MS 60000
@@ -80,32 +80,6 @@ static int check_facts(const Spillway__V1__ClientFacts *cf, int n_cuts, char *ms
     return 0;
 }
 
-/* Ask the worker at addr for its profile into w (and the sizes into bytes). Returns 0 or -1. */
-static int profile_worker(const char *addr, const char *auth_token, const Spillway__V1__Pipeline *pipe, int n_cuts,
-                          struct spw_plan_worker *w, double *bytes)
-{
-    struct spw_rpc_channel_opts co = {.auth_token = auth_token};
-    struct spw_rpc_channel *ch;
-    if (spw_rpc_channel_create(addr, &co, &ch) != 0)
-        return -1;
-    Spillway__V1__ProfileRequest pr = SPILLWAY__V1__PROFILE_REQUEST__INIT;
-    pr.pipeline = (Spillway__V1__Pipeline *)pipe;
-    pr.samples = PROFILE_SAMPLES;
-    ProtobufCMessage *reply;
-    char msg[256] = "";
-    int st = spw_rpc_call_reply(ch, "/spillway.v1.Worker/Profile", &pr.base, PROFILE_TIMEOUT_MS,
-                                &spillway__v1__profile_response__descriptor, &reply, msg, sizeof msg);
-    spw_rpc_channel_destroy(ch);
-    const int rc = reply && spw_plan_worker_from_proto((Spillway__V1__ProfileResponse *)reply, n_cuts, w, bytes) == 0
-                       ? 0 : -1;
-    if (rc)
-        spw_log(SPW_LOG_WARN, "dispatcher", "planning: worker=%s gave no usable profile status=%s msg=\"%s\"", addr,
-                spw_rpc_status_name(st), reply ? "other cuts or bad numbers" : msg);
-    if (reply)
-        protobuf_c_message_free_unpacked(reply, NULL);
-    return rc;
-}
-
 #define CALIBRATE_SLACK 1.1         /* calibrate the client when the prediction is above this x measured */
 #define CALIBRATE_MIN 0.1           /* never below this fraction of the cores the client declared */
 #define CALIBRATE_BUSY 0.8          /* only a client using at least this fraction of its cores is calibrated */
@@ -117,52 +91,25 @@ int disp_plan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Client
     return disp_replan_job(pipe, cf, n_cuts, addrs, n_addrs, auth_token, known, NULL, plan, profiled, msg, msglen);
 }
 
-/* Profiles are asked of up to PROFILE_PARALLEL workers at once: one takes a worker ~0.3 s (256 elements,
- * every cut), and a job over many workers would otherwise wait for them one after another. */
-#define PROFILE_PARALLEL 32
-
-struct profile_ask {
-    const char *addr;
-    struct spw_plan_worker w;
-    double bytes[SPW_PLAN_MAX_CUTS];
-    int rc;                             /* 0: a profile; -1: none; ASK: to be asked */
-    bool asked;
-};
-#define ASK 1
-
-struct profile_round {
-    struct profile_ask *asks;
-    int n_cuts;
-    const char *auth_token;
-    const Spillway__V1__Pipeline *pipe;
-};
-
-static void ask_one(void *ctx, int i)
-{
-    struct profile_round *r = ctx;
-    struct profile_ask *a = &r->asks[i];
-    if (a->rc == ASK) {
-        a->asked = true;
-        a->rc = profile_worker(a->addr, r->auth_token, r->pipe, r->n_cuts, &a->w, a->bytes);
-    }
-}
-
-/* asks[i] := the profile of the worker at addrs[i]: from known (may be NULL), else asked - the workers not
- * in known concurrently. */
+/* asks[i] := the profile of the worker at addrs[i]: from known (may be NULL), else asked - all those not in
+ * known at once (pipeline/profile_ask.h). */
 static void profile_all(char *const *addrs, int n_addrs, const char *auth_token, const Spillway__V1__Pipeline *pipe,
-                        int n_cuts, const struct disp_profiles *known, struct profile_ask *asks)
+                        int n_cuts, const struct disp_profiles *known, struct spw_profile_ask *asks)
 {
     for (int i = 0; i < n_addrs; i++) {
-        asks[i] = (struct profile_ask){.addr = addrs[i], .rc = ASK};
-        for (int j = 0; known && j < known->n && asks[i].rc == ASK; j++)
+        asks[i] = (struct spw_profile_ask){.addr = addrs[i], .ask = true};
+        for (int j = 0; known && j < known->n && asks[i].ask; j++)
             if (!strcmp(known->addr[j], addrs[i])) {
-                asks[i].rc = 0;
+                asks[i].ask = false;
                 asks[i].w = known->w[j];
                 memcpy(asks[i].bytes, known->bytes, sizeof(double) * (size_t)n_cuts);
             }
     }
-    struct profile_round r = {.asks = asks, .n_cuts = n_cuts, .auth_token = auth_token, .pipe = pipe};
-    spw_parallel_for(n_addrs, PROFILE_PARALLEL, ask_one, &r);
+    spw_profile_ask_all(asks, n_addrs, pipe, n_cuts, PROFILE_SAMPLES, auth_token, PROFILE_TIMEOUT_MS);
+    for (int i = 0; i < n_addrs; i++)
+        if (asks[i].ask && asks[i].rc)
+            spw_log(SPW_LOG_WARN, "dispatcher", "planning: worker=%s gave no usable profile status=%s msg=\"%s\"",
+                    addrs[i], spw_rpc_status_name(asks[i].status), asks[i].msg);
 }
 
 int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
@@ -206,7 +153,7 @@ int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Clie
     m->cut = seen ? seen->cut : -1;
     if (n_addrs > SPW_PLAN_MAX_WORKERS)
         n_addrs = SPW_PLAN_MAX_WORKERS;
-    struct profile_ask *asks = calloc((size_t)n_addrs + 1, sizeof *asks);
+    struct spw_profile_ask *asks = calloc((size_t)n_addrs + 1, sizeof *asks);
     if (!asks) {
         free(m);
         free(in);
@@ -215,7 +162,7 @@ int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Clie
     profile_all(addrs, n_addrs, auth_token, pipe, n_cuts, known, asks);
     for (int i = 0; i < n_addrs; i++)
         if (asks[i].rc == 0) {
-            if (asks[i].asked && known && known->n < DISP_PROFILES_MAX && strlen(addrs[i]) < sizeof known->addr[0]) {
+            if (asks[i].ask && known && known->n < DISP_PROFILES_MAX && strlen(addrs[i]) < sizeof known->addr[0]) {
                 if (known->n == 0)
                     memcpy(known->bytes, asks[i].bytes, sizeof(double) * (size_t)n_cuts);
                 snprintf(known->addr[known->n], sizeof known->addr[0], "%s", addrs[i]);

@@ -2,7 +2,8 @@
 # tests/integration/profile_parallel.sh - planning asks the workers for their profiles at once, not one after
 # another: three workers whose Profile takes 2 s each (tests/tools/fakeworker slow-profile, stamping when it
 # is asked and when it answers) are all asked before any of them answers, and the plan has all three. Then a
-# real worker joins: a planned job over it and the slow ones runs every key exactly once. Real processes on
+# real worker and one whose profile lies (a cut too many) join: the liar is left out of the plan with a
+# warning, and a planned job over the rest runs every key exactly once. Real processes on
 # loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -29,12 +30,18 @@ check "all three were asked before the first one answered" \
   test "$(stamps asked | tail -1)" -lt "$(stamps answered | head -1)"
 
 add_workers 1 || exit 1
-sleep 0.3
+"$B/tests/fakeworker" "127.0.0.1:$DPORT" lying-profile > "$WORK/liar.out" 2> "$WORK/liar.err" &
+PIDS+=($!)
+wait_port "$WORK/liar.out" > /dev/null || { bad "the lying worker starts"; exit 1; }
+sleep 0.4
 timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --cut auto \
   --keys "$WORK/service.keys" --quiet > /dev/null 2> "$WORK/run.err"
 check "a planned job over the slow workers and a real one exits 0" test $? -eq 0
 check "every key exactly once, as a local run" \
   bash -c "cmp -s <(sort '$WORK/local.keys') <(sort '$WORK/service.keys')"
+check "the lying worker was asked and its profile refused, with a reason" \
+  bash -c "grep -q 'profile asked' '$WORK/liar.err' && grep -q 'gave no usable profile .*other cuts or bad numbers' '$WORK/d.err'"
+check "the plan has the four honest workers, not the liar" grep -q 'planned offload=.* workers=4/5' "$WORK/d.err"
 check "the second round of profiles also asked the slow workers together" \
   test "$(stamps asked | sed -n 6p)" -lt "$(stamps answered | sed -n 4p)"
 

@@ -9,7 +9,8 @@
  * of the frame changed), zstd-lying (a frame declaring 60 MB for a 192-byte element), zstd-bomb (a shape
  * claiming 3 TB once decompressed). slow-profile: a worker whose Profile takes 2 s: it prints "profile asked
  * at MS" and "profile answered at MS" (wall-clock milliseconds) to stderr and answers every cut with 1 ms and
- * 1000 bytes per element - for tests of how the dispatcher asks several workers. */
+ * 1000 bytes per element - for tests of how the dispatcher asks several workers. lying-profile: answers at
+ * once with one cut more than the pipeline has (a profile the planner must refuse). */
 #include <errno.h>
 #include <signal.h>
 #include <time.h>
@@ -117,9 +118,11 @@ static int profile(void *ctx, const uint8_t *req, size_t req_len, uint8_t **resp
     }
     spillway__v1__profile_request__free_unpacked(pr, NULL);
     struct spw_group groups[256];
-    const int n_cuts = spw_fusion_groups(spec, groups) + 1;
+    const bool lying = !strcmp(g_mode, "lying-profile");
+    const int n_cuts = spw_fusion_groups(spec, groups) + 1 + lying;
     spw_spec_free(spec);
-    sleep(2);
+    if (!lying)
+        sleep(2);
     Spillway__V1__CutProfile cuts[257], *ptrs[257];
     Spillway__V1__ProfileResponse r = SPILLWAY__V1__PROFILE_RESPONSE__INIT;
     for (int k = 0; k < n_cuts; k++) {
@@ -169,7 +172,7 @@ int main(int argc, char **argv)
 {
     if (argc != 3 && argc != 5) {
         fprintf(stderr, "usage: fakeworker DISPATCHER garbage|wrong-sample|huge-shape|oversized|zstd-corrupt|"
-                "zstd-lying|zstd-bomb|slow-profile [SAMPLES SEED]\n");
+                "zstd-lying|zstd-bomb|slow-profile|lying-profile [SAMPLES SEED]\n");
         return 2;
     }
     g_mode = argv[2];

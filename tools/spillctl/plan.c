@@ -4,7 +4,7 @@
  * used yet). A short probe of the workers' links (client/probe.c) gives each worker's link and the client's
  * total (its NIC).
  * Single-threaded apart from the probe's and the measuring threads and the workers' Profile calls (all at
- * once, lib/parallel.h, each answer into its own slot); one RPC per worker. */
+ * once, pipeline/profile_ask.h); one RPC per worker. */
 #include "tools/spillctl/plan.h"
 
 #include <math.h>
@@ -17,10 +17,10 @@
 #include "client/probe.h"
 #include "lib/cpulimit.h"
 #include "lib/err.h"
-#include "lib/parallel.h"
 #include "lib/rpc.h"
 #include "pipeline/fusion.h"
 #include "pipeline/plan_proto.h"
+#include "pipeline/profile_ask.h"
 #include "pipeline/planner.h"
 #include "pipeline/profile.h"
 #include "pipeline/source.h"
@@ -31,61 +31,29 @@
 #define DEFAULT_SAMPLES 256
 #define DEFAULT_RECV_NS_PER_BYTE 0.3
 
-/* One worker's Profile answer (asked concurrently with the others'). */
-struct profile_ask {
-    const char *addr;
-    const struct spw_plan_cli_opts *o;
-    const Spillway__V1__Pipeline *pipe;
-    ProtobufCMessage *reply;
-    char msg[512];
-};
-
-static void ask_profile(void *ctx, int i)
-{
-    struct profile_ask *a = (struct profile_ask *)ctx + i;
-    struct spw_rpc_channel_opts co = {.auth_token = a->o->auth_token};
-    struct spw_rpc_channel *ch;
-    if (spw_rpc_channel_create(a->addr, &co, &ch) != 0) {
-        snprintf(a->msg, sizeof a->msg, "bad address");
-        return;
-    }
-    Spillway__V1__ProfileRequest pr = SPILLWAY__V1__PROFILE_REQUEST__INIT;
-    pr.pipeline = (Spillway__V1__Pipeline *)a->pipe;
-    pr.samples = a->o->samples > 0 ? a->o->samples : DEFAULT_SAMPLES;
-    spw_rpc_call_reply(ch, "/spillway.v1.Worker/Profile", &pr.base, 120000,
-                       &spillway__v1__profile_response__descriptor, &a->reply, a->msg, sizeof a->msg);
-    spw_rpc_channel_destroy(ch);
-}
-
 /* Profile every worker the probe found alive (links), all at once, into in->workers, with its measured link.
  * Returns 0 or 1 (and says why). */
 static int profile_workers(const struct spw_plan_cli_opts *o, const Spillway__V1__Pipeline *pipe, int n_cuts,
                            const struct probe_result *links, struct spw_plan_input *in)
 {
     const int n = links->n < SPW_PLAN_MAX_WORKERS ? links->n : SPW_PLAN_MAX_WORKERS;
-    struct profile_ask *asks = calloc((size_t)n + 1, sizeof *asks);
+    struct spw_profile_ask *asks = calloc((size_t)n + 1, sizeof *asks);
     if (!asks) {
         fprintf(stderr, "spillctl: out of memory\n");
         return 1;
     }
     for (int i = 0; i < n; i++)
-        asks[i] = (struct profile_ask){.addr = links->addr[i], .o = o, .pipe = pipe};
-    spw_parallel_for(n, 32, ask_profile, asks);
+        asks[i] = (struct spw_profile_ask){.addr = links->addr[i], .ask = true};
+    spw_profile_ask_all(asks, n, pipe, n_cuts, o->samples > 0 ? o->samples : DEFAULT_SAMPLES, o->auth_token, 120000);
     int rc = 0;
     for (int i = 0; i < n; i++) {
-        double bytes[SPW_PLAN_MAX_CUTS];
-        struct spw_plan_worker *w = &in->workers[in->n_workers];
-        if (!asks[i].reply ||
-            spw_plan_worker_from_proto((Spillway__V1__ProfileResponse *)asks[i].reply, n_cuts, w, bytes) != 0) {
-            fprintf(stderr, "spillctl: worker %s: Profile: %s\n", links->addr[i],
-                    asks[i].reply ? "other cuts or bad numbers" : asks[i].msg);
+        if (asks[i].rc) {
+            fprintf(stderr, "spillctl: worker %s: Profile: %s\n", links->addr[i], asks[i].msg);
             rc = 1;
-        } else {
-            w->link_bytes_per_s = links->bytes_per_s[i];
-            in->n_workers++;
+            continue;
         }
-        if (asks[i].reply)
-            protobuf_c_message_free_unpacked(asks[i].reply, NULL);
+        in->workers[in->n_workers] = asks[i].w;
+        in->workers[in->n_workers++].link_bytes_per_s = links->bytes_per_s[i];
     }
     free(asks);
     return rc;
