@@ -349,11 +349,15 @@ static int measure_facts(struct spw_job *j, Spillway__V1__ClientFacts *cf, doubl
     struct spw_profile *me = malloc(sizeof *me);
     struct spw_plan_input *in = calloc(1, sizeof *in);
     const int cores = j->o.local_cores > 0 ? j->o.local_cores : 1;
+    const int64_t t0 = spw_now_ns();
     int rc = me && in ? spw_profile_run(j->spec, j->src, PLAN_SAMPLES, cores, me, err, errlen) : -ENOMEM;
+    const int64_t t1 = spw_now_ns();
     struct probe_result *links = rc == 0 ? calloc(1, sizeof *links) : NULL;
     if (rc == 0 && (!links || probe_links(j->o.dispatcher, &j->peer, j->o.max_workers, PROBE_MS, links, err,
                                           errlen) != 0))
         rc = links ? -EIO : -ENOMEM;
+    spw_log(SPW_LOG_DEBUG, "client", "measured for the planner: itself in %.2f s, the links in %.2f s",
+            (t1 - t0) / 1e9, (spw_now_ns() - t1) / 1e9);
     if (rc == 0) {
         spw_plan_client_costs(me, RECV_NS_PER_BYTE, in);
         spillway__v1__client_facts__init(cf);
@@ -495,7 +499,8 @@ static int peer_setup(struct spw_job *j, char *err, size_t errlen)
 
 /* The source from the dispatcher's listing (GetManifest), which its CreateJob then takes as the job's: a
  * folder or remote shards listed once, by the dispatcher. Listed here when the dispatcher cannot (an older
- * one, not up yet, or a listing too big to ship); CreateJob then compares the two. */
+ * one, not up yet, or a listing too big to ship); CreateJob then compares the two. A job to be planned says
+ * so: the workers profile the pipeline while this client measures itself (dispatcher/profile_ahead.h). */
 static int open_source(struct spw_job *j, char *err, size_t errlen)
 {
     Spillway__V1__Pipeline *pipe = NULL;
@@ -506,7 +511,8 @@ static int open_source(struct spw_job *j, char *err, size_t errlen)
     char why[512] = "could not ask (out of memory)";
     if (j->o.dispatcher && spw_spec_to_proto(j->spec, &pipe) == 0 &&
         spw_rpc_channel_create(j->o.dispatcher, &j->peer, &ch) == 0 &&
-        spw_manifest_fetch(ch, 0, &pipe->base, 600000, &packed, &len, &hash, why, sizeof why) == 0 &&
+        spw_manifest_fetch(ch, 0, &pipe->base, j->o.cut == SPW_CUT_AUTO ? j->o.max_workers : -1, 600000, &packed,
+                           &len, &hash, why, sizeof why) == 0 &&
         spw_manifest_open(&j->spec->source, packed, len, hash, &j->src, why, sizeof why) == 0)
         spw_log(SPW_LOG_INFO, "client", "source from the dispatcher's listing samples=%lld bytes=%zu",
                 (long long)j->src->n, len);
@@ -528,8 +534,6 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
     double facts_buf[5 * (SPW_PROFILE_MAX_GROUPS + 1)];      /* ClientFacts' five per-cut arrays */
     Spillway__V1__WorkerLink link_msgs[PROBE_MAX_WORKERS], *link_ptrs[PROBE_MAX_WORKERS];
     struct probe_result *links = NULL;
-    if ((rc = resolve_cut(j->o.cut, &j->o.cut, err, errlen)) != 0)
-        return rc;
     open_gpu(j);                /* before the job exists: it is planned with it, and heartbeats report it */
     if (j->o.cut == SPW_CUT_AUTO &&
         (rc = measure_facts(j, &facts, facts_buf, link_msgs, link_ptrs, &links, err, errlen)) != 0)
@@ -662,6 +666,8 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
     int rc = j->o.dispatcher ? absolute_source(j->spec, err, errlen) : 0;
     if (rc == 0 && j->o.dispatcher)
         rc = peer_setup(j, err, errlen);
+    if (rc == 0 && j->o.dispatcher)
+        rc = resolve_cut(j->o.cut, &j->o.cut, err, errlen);
     if (rc == 0)
         rc = open_source(j, err, errlen);
     if (rc)

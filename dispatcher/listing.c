@@ -11,6 +11,7 @@
 #include "dispatcher/service_internal.h"
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "pipeline/fusion.h"
 #include "pipeline/manifest.h"
 #include "pipeline/source.h"
 #include "pipeline/spec_proto.h"
@@ -73,6 +74,30 @@ int disp_list_source(struct disp_service *s, const struct spw_source_spec *spec,
     return st;
 }
 
+/* A client will have this pipeline planned (plan_ahead): its workers' profiles, asked now
+ * (dispatcher/profile_ahead.h) while the client measures itself. Best effort: CreateJob asks any it lacks. */
+static void profile_ahead(struct disp_service *s, const Spillway__V1__GetManifestRequest *r,
+                          const struct spw_pipeline_spec *spec)
+{
+    struct spw_group groups[256];
+    const int n_cuts = spw_fusion_groups(spec, groups) + 1;
+    Spillway__V1__WorkerAddress **ws = NULL;
+    if (r->max_workers < 0 || n_cuts > SPW_PLAN_MAX_CUTS)
+        return;
+    pthread_mutex_lock(&s->mu);
+    const size_t n = disp_alive_workers(s, 0, r->max_workers, &ws);
+    pthread_mutex_unlock(&s->mu);
+    char **addrs = calloc(n + 1, sizeof *addrs);
+    for (size_t i = 0; addrs && i < n; i++)
+        addrs[i] = ws[i]->address;
+    const int rc = n && addrs ? disp_ahead_start(s->ahead, r->pipeline, n_cuts, addrs, (int)n, spw_now_ms()) : 0;
+    if (rc)
+        spw_log(SPW_LOG_INFO, "dispatcher", "profiles not asked ahead (%s): CreateJob will ask",
+                rc == -EBUSY ? "4 asks running" : "out of memory");
+    free(addrs);
+    disp_free_addresses(ws, n);
+}
+
 /* Which listing a request names: a job's (a worker; listed again if it was evicted, and it must still be the
  * job's), or a pipeline's (a client; its first chunk lists or takes a fresh listing, later ones name it by
  * hash). Sets *key (malloc'd) and *hash. */
@@ -113,6 +138,8 @@ static int resolve(struct disp_service *s, const Spillway__V1__GetManifestReques
     struct spw_pipeline_spec *spec = NULL;
     if (st == SPW_RPC_OK && spw_spec_from_proto(pipe, &spec, msg, msglen) != 0)
         st = SPW_RPC_INVALID_ARGUMENT;
+    if (st == SPW_RPC_OK && !r->job && r->plan_ahead && !r->offset && !r->manifest_hash)
+        profile_ahead(s, r, spec);
     if (st == SPW_RPC_OK && !(*key = listing_key(&spec->source)))
         st = SPW_RPC_RESOURCE_EXHAUSTED, snprintf(msg, msglen, "out of memory");
     int64_t samples = 0;

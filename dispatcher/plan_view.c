@@ -11,9 +11,11 @@
 #include <string.h>
 
 #include "dispatcher/planning.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "pipeline/plan_proto.h"
 
+#define AHEAD_WAIT_MS 65000          /* an ask ahead ends within the profile deadline (60 s) */
 #define OWN_MIN_PER_S 10            /* the client's own cost per element counts from this many elements/s */
 
 int disp_plan_new_job(struct disp_service *s, const Spillway__V1__CreateJobRequest *r, int n_groups, int *cut,
@@ -33,9 +35,25 @@ int disp_plan_new_job(struct disp_service *s, const Spillway__V1__CreateJobReque
         status = SPW_RPC_RESOURCE_EXHAUSTED;
         goto out;
     }
+    /* Profiles asked ahead (the client's GetManifest): taken; a worker asked then is not asked again. */
+    bool *asked = calloc(n + 1, sizeof *asked);
+    if (!asked) {
+        status = SPW_RPC_RESOURCE_EXHAUSTED;
+        goto out;
+    }
     for (size_t i = 0; i < n; i++)
         addrs[i] = ws[i]->address;
-    int rc = disp_plan_job(r->pipeline, r->client, n_groups + 1, addrs, (int)n, s->o.auth_token, *profiles, p,
+    const int ahead = disp_ahead_take(s->ahead, r->pipeline, n_groups + 1, addrs, (int)n, asked, *profiles,
+                                      AHEAD_WAIT_MS, spw_now_ms());
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!asked[i] || disp_profiles_has(*profiles, addrs[i]))
+            addrs[m++] = addrs[i];
+    free(asked);
+    if (ahead >= 0)
+        spw_log(SPW_LOG_DEBUG, "dispatcher", "planning with %d profiles asked ahead, %zu workers left out",
+                ahead, n - m);
+    int rc = disp_plan_job(r->pipeline, r->client, n_groups + 1, addrs, (int)m, s->o.auth_token, *profiles, p,
                            &profiled, msg, msglen);
     if (rc) {
         status = rc == -EINVAL ? SPW_RPC_INVALID_ARGUMENT : SPW_RPC_RESOURCE_EXHAUSTED;

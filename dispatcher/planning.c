@@ -105,11 +105,25 @@ static void profile_all(char *const *addrs, int n_addrs, const char *auth_token,
                 memcpy(asks[i].bytes, known->bytes, sizeof(double) * (size_t)n_cuts);
             }
     }
-    spw_profile_ask_all(asks, n_addrs, pipe, n_cuts, PROFILE_SAMPLES, auth_token, PROFILE_TIMEOUT_MS);
-    for (int i = 0; i < n_addrs; i++)
+    disp_profile_ask(asks, n_addrs, pipe, n_cuts, auth_token);
+}
+
+bool disp_profiles_has(const struct disp_profiles *known, const char *addr)
+{
+    for (int j = 0; known && j < known->n; j++)
+        if (!strcmp(known->addr[j], addr))
+            return true;
+    return false;
+}
+
+void disp_profile_ask(struct spw_profile_ask *asks, int n, const Spillway__V1__Pipeline *pipe, int n_cuts,
+                      const char *auth_token)
+{
+    spw_profile_ask_all(asks, n, pipe, n_cuts, PROFILE_SAMPLES, auth_token, PROFILE_TIMEOUT_MS);
+    for (int i = 0; i < n; i++)
         if (asks[i].ask && asks[i].rc)
             spw_log(SPW_LOG_WARN, "dispatcher", "planning: worker=%s gave no usable profile status=%s msg=\"%s\"",
-                    addrs[i], spw_rpc_status_name(asks[i].status), asks[i].msg);
+                    asks[i].addr, spw_rpc_status_name(asks[i].status), asks[i].msg);
 }
 
 int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "pipeline/planner.h"
+#include "pipeline/profile_ask.h"
 #include "proto/spillway.pb-c.h"
 
 /* The workers' profiles of one job's pipeline by address, kept with the job so that re-plans do not profile
@@ -22,6 +23,14 @@ struct disp_profiles {
     struct spw_plan_worker w[DISP_PROFILES_MAX];
     double bytes[SPW_PLAN_MAX_CUTS];    /* b_k as the first profiled worker measured them */
 };
+
+/* Whether known holds addr's profile. */
+bool disp_profiles_has(const struct disp_profiles *known, const char *addr);
+
+/* Ask the workers of asks[0..n) with `ask` set for their profiles of pipe (n_cuts cuts; 256 elements, at most
+ * 60 s each, all at once: pipeline/profile_ask.h), logging each that gave none. */
+void disp_profile_ask(struct spw_profile_ask *asks, int n, const Spillway__V1__Pipeline *pipe, int n_cuts,
+                      const char *auth_token);
 
 /* Plan with n_cuts candidates from the client's facts and the workers at addrs (those that answer, or whose
  * profile is in known; known may be NULL: profile all, keep nothing). Returns 0 with *plan and *profiled

@@ -238,7 +238,9 @@ int disp_service_create(const struct disp_service_opts *o, struct disp_service *
     const struct disp_replan_env env = {.ctx = s, .gather = disp_replan_gather, .apply = disp_replan_apply,
                                         .auth_token = o->auth_token, .replan_after_ms = o->replan_after_ms};
     if (disp_manifests_create(MANIFESTS_CAP_BYTES, &s->manifests) != 0 ||
+        disp_ahead_create(o->auth_token, &s->ahead) != 0 ||
         disp_replanner_create(&env, &s->replanner) != 0 || pthread_create(&s->timer, NULL, timer_main, s) != 0) {
+        disp_ahead_destroy(s->ahead);
         disp_manifests_destroy(s->manifests);
         disp_replanner_destroy(s->replanner);
         spw_journal_close(s->journal);
@@ -260,6 +262,7 @@ void disp_service_destroy(struct disp_service *s)
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->timer, NULL);
     disp_replanner_destroy(s->replanner);
+    disp_ahead_destroy(s->ahead);
     disp_manifests_destroy(s->manifests);
     disp_state_destroy(s->st);
     spw_journal_close(s->journal);

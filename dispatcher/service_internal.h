@@ -11,6 +11,7 @@
 
 #include "dispatcher/manifests.h"
 #include "dispatcher/planning.h"
+#include "dispatcher/profile_ahead.h"
 #include "dispatcher/progress.h"
 #include "dispatcher/replanner.h"
 #include "dispatcher/service.h"
@@ -34,6 +35,7 @@ struct disp_service {
     struct disp_progress received;  /* per (job, worker) bytes the rank-0 client received: links' rates */
     struct disp_replanner *replanner;   /* planned jobs and re-planning, under its own lock */
     struct disp_manifests *manifests;   /* packed listings of the jobs' sources, under its own lock */
+    struct disp_ahead *ahead;       /* workers' profiles asked ahead of CreateJob, under its own lock */
     bool stopping;
     pthread_t timer;
     uint64_t applied[DISP_RESTORE_ENDED + 1];   /* updates applied since the start, per kind (metrics) */

@@ -283,7 +283,8 @@ out:
 /* ---- GetManifest, chunk after chunk ---- */
 
 int spw_manifest_fetch(struct spw_rpc_channel *ch, uint64_t job, const struct ProtobufCMessage *pipeline,
-                       int first_timeout_ms, uint8_t **out, size_t *len, uint64_t *hash, char *err, size_t errlen)
+                       int plan_ahead_workers, int first_timeout_ms, uint8_t **out, size_t *len, uint64_t *hash,
+                       char *err, size_t errlen)
 {
     uint8_t *all = NULL;
     uint64_t total = 0, got = 0, want_hash = 0;
@@ -294,6 +295,8 @@ int spw_manifest_fetch(struct spw_rpc_channel *ch, uint64_t job, const struct Pr
         req.pipeline = (Spillway__V1__Pipeline *)pipeline;
         req.offset = got;
         req.manifest_hash = want_hash;
+        req.plan_ahead = got == 0 && plan_ahead_workers >= 0;
+        req.max_workers = plan_ahead_workers > 0 ? plan_ahead_workers : 0;
         ProtobufCMessage *reply = NULL;
         char msg[512] = "";
         const int st = spw_rpc_call_reply(ch, "/spillway.v1.Dispatcher/GetManifest", &req.base,

@@ -29,9 +29,12 @@ int spw_manifest_open(const struct spw_source_spec *spec, const uint8_t *buf, si
 struct spw_rpc_channel;
 struct ProtobufCMessage;
 /* The packed manifest from the dispatcher on ch: GetManifest for `job` (a worker) or for `pipeline` (a
- * client about to create its job), chunk after chunk. first_timeout_ms bounds the first call (the dispatcher
- * may list then). Returns 0 with *out malloc'd, or a negative errno / SPW_ESOURCE with the reason in err. */
+ * client about to create its job), chunk after chunk. plan_ahead_workers >= 0: the client will have the
+ * pipeline planned with that many workers at most (0: all), so the dispatcher asks them for their profiles
+ * meanwhile; -1: it will not. first_timeout_ms bounds the first call (the dispatcher may list then). Returns
+ * 0 with *out malloc'd, or a negative errno / SPW_ESOURCE with the reason in err. */
 int spw_manifest_fetch(struct spw_rpc_channel *ch, uint64_t job, const struct ProtobufCMessage *pipeline,
-                       int first_timeout_ms, uint8_t **out, size_t *len, uint64_t *hash, char *err, size_t errlen);
+                       int plan_ahead_workers, int first_timeout_ms, uint8_t **out, size_t *len, uint64_t *hash,
+                       char *err, size_t errlen);
 
 #endif

@@ -716,7 +716,7 @@ static int open_source(struct wrk_jobs *w, struct job *jb, char *err, size_t err
     uint64_t hash = 0;
     char why[512] = "";
     const int64_t t0 = spw_now_ms();
-    if (spw_manifest_fetch(w->ch, jb->id, NULL, 600000, &packed, &len, &hash, why, sizeof why) == 0 &&
+    if (spw_manifest_fetch(w->ch, jb->id, NULL, -1, 600000, &packed, &len, &hash, why, sizeof why) == 0 &&
         spw_manifest_open(&jb->spec->source, packed, len, jb->manifest_hash, &jb->src, why, sizeof why) == 0) {
         free(packed);
         spw_log(SPW_LOG_INFO, "worker", "source from the dispatcher's listing job=%llu samples=%lld bytes=%zu ms=%lld",

@@ -3,8 +3,9 @@
 # another: three workers whose Profile takes 2 s each (tests/tools/fakeworker slow-profile, stamping when it
 # is asked and when it answers) are all asked before any of them answers, and the plan has all three. Then a
 # real worker and one whose profile lies (a cut too many) join: the liar is left out of the plan with a
-# warning, and a planned job over the rest runs every key exactly once. Real processes on
-# loopback; kills all it starts.
+# warning, and a planned job over the rest runs every key exactly once; its profiles were asked ahead (while
+# the client measured itself, dispatcher/profile_ahead.h), each worker once. Real processes on loopback;
+# kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -35,12 +36,26 @@ PIDS+=($!)
 wait_port "$WORK/liar.out" > /dev/null || { bad "the lying worker starts"; exit 1; }
 sleep 0.4
 timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --cut auto \
-  --keys "$WORK/service.keys" --quiet > /dev/null 2> "$WORK/run.err"
+  --keys "$WORK/service.keys" --quiet --log-level debug --log-format json > /dev/null 2> "$WORK/run.err"
 check "a planned job over the slow workers and a real one exits 0" test $? -eq 0
+# Asked ahead: the workers profile while the client measures itself (its GetManifest said plan_ahead), not
+# after; and a worker whose ahead profile was refused is not asked again by CreateJob.
+measured_ms=$(/usr/bin/python3 -c '
+import json, sys, datetime
+for line in open(sys.argv[1]):
+    try: d = json.loads(line)
+    except ValueError: continue
+    if "measured for the planner" in d.get("msg", ""):
+        t = datetime.datetime.strptime(d["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
+        print(int(t.timestamp() * 1000))' "$WORK/run.err")
+check "the client logged when it had measured itself and its links" test -n "$measured_ms"
+check "the slow workers were asked for the run's profiles before the client had measured itself" \
+  test "$(stamps asked | sed -n 4p)" -lt "${measured_ms:-0}" -a "$(stamps asked | sed -n 6p)" -lt "${measured_ms:-0}"
+check "the slow workers were asked once for the run" test "$(stamps asked | wc -l)" -eq 6
 check "every key exactly once, as a local run" \
   bash -c "cmp -s <(sort '$WORK/local.keys') <(sort '$WORK/service.keys')"
-check "the lying worker was asked and its profile refused, with a reason" \
-  bash -c "grep -q 'profile asked' '$WORK/liar.err' && grep -q 'gave no usable profile .*other cuts or bad numbers' '$WORK/d.err'"
+check "the lying worker was asked once and its profile refused, with a reason" \
+  bash -c "test \$(grep -c 'profile asked' '$WORK/liar.err') -eq 1 && grep -q 'gave no usable profile .*other cuts or bad numbers' '$WORK/d.err'"
 check "the plan has the four honest workers, not the liar" grep -q 'planned offload=.* workers=4/5' "$WORK/d.err"
 check "the second round of profiles also asked the slow workers together" \
   test "$(stamps asked | sed -n 6p)" -lt "$(stamps answered | sed -n 4p)"

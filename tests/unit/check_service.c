@@ -1,8 +1,9 @@
 /* tests/unit/check_service.c - the dispatcher's handlers called directly (no sockets): a worker registers and
  * heartbeats, a client creates a job over a real image folder, the worker leases splits, the client acks
  * them to the end; bad requests get a status that says what is wrong (malformed bytes, bad pipeline, wrong
- * manifest hash, a zombie client incarnation, unknown ids). */
+ * manifest hash, a zombie client incarnation, unknown ids); profiles asked ahead of CreateJob are taken once. */
 #include <check.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,9 @@
 #include <unistd.h>
 
 #include "tests/unit/check_run.h"
+#include "dispatcher/profile_ahead.h"
 #include "dispatcher/service.h"
+#include "lib/clock.h"
 #include "lib/version.h"
 #include "proto/spillway.pb-c.h"
 
@@ -360,6 +363,44 @@ START_TEST(test_service_bad_requests_say_what_is_wrong)
 }
 END_TEST
 
+/* Profiles asked ahead of CreateJob (dispatcher/profile_ahead.h): taken once, by the same pipeline and cut
+ * count only; each worker it asked is marked (one that gave no profile too: CreateJob does not ask it again);
+ * at most four kept; one left untaken is dropped a minute after it ended. Nothing listens on the workers'
+ * ports: each ask is refused at once. */
+START_TEST(test_service_profiles_asked_ahead_are_taken_once)
+{
+    struct disp_ahead *a;
+    ck_assert_int_eq(disp_ahead_create(NULL, &a), 0);
+    char w1[] = "127.0.0.1:1", w2[] = "127.0.0.1:2";
+    char *addrs[2] = {w1, w2};
+    bool asked[2] = {false, false};
+    struct disp_profiles known = {0};
+    ck_assert_int_eq(disp_ahead_start(a, pipeline("/x"), 2, addrs, 1, 0), 0);
+    ck_assert_int_eq(disp_ahead_start(a, pipeline("/x"), 2, addrs, 1, 0), 0);      /* the same: one ask */
+    ck_assert_int_eq(disp_ahead_take(a, pipeline("/y"), 2, addrs, 2, asked, &known, 5000, 0), -ENOENT);
+    ck_assert_int_eq(disp_ahead_take(a, pipeline("/x"), 3, addrs, 2, asked, &known, 5000, 0), -ENOENT);
+    ck_assert_int_eq(disp_ahead_take(a, pipeline("/x"), 2, addrs, 2, asked, &known, 30000, 0), 0);
+    ck_assert(asked[0] && !asked[1]);
+    ck_assert_int_eq(known.n, 0);
+    ck_assert_int_eq(disp_ahead_take(a, pipeline("/x"), 2, addrs, 2, asked, &known, 5000, 0), -ENOENT);
+    char path[32];
+    for (int i = 0; i < DISP_AHEAD_MAX; i++) {
+        snprintf(path, sizeof path, "/p%d", i);
+        ck_assert_int_eq(disp_ahead_start(a, pipeline(path), 2, addrs, 2, 0), 0);
+    }
+    ck_assert_int_eq(disp_ahead_start(a, pipeline("/q"), 2, addrs, 2, 0), -EBUSY);
+    int rc = -EBUSY;
+    for (int t = 0; t < 300 && rc == -EBUSY; t++) {        /* once they end, a minute later: dropped */
+        rc = disp_ahead_start(a, pipeline("/q"), 2, addrs, 2, spw_now_ms() + DISP_AHEAD_KEEP_MS + 1000);
+        if (rc == -EBUSY)
+            usleep(100 * 1000);
+    }
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(disp_ahead_take(a, pipeline("/p0"), 2, addrs, 2, asked, &known, 5000, 0), -ENOENT);
+    disp_ahead_destroy(a);          /* with /q's ask maybe still running: waits for it */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("service");
@@ -369,6 +410,7 @@ int main(void)
     tcase_add_test(tc, test_service_heartbeat_tasks_decode_as_created);
     tcase_add_test(tc, test_service_heartbeat_sends_tasks_only_when_changed);
     tcase_add_test(tc, test_service_bad_requests_say_what_is_wrong);
+    tcase_add_test(tc, test_service_profiles_asked_ahead_are_taken_once);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }
