@@ -357,7 +357,7 @@ static int measure_facts(struct spw_job *j, Spillway__V1__ClientFacts *cf, doubl
                                           errlen) != 0))
         rc = links ? -EIO : -ENOMEM;
     spw_log(SPW_LOG_DEBUG, "client", "measured for the planner: itself in %.2f s, the links in %.2f s",
-            (t1 - t0) / 1e9, (spw_now_ns() - t1) / 1e9);
+            (double)(t1 - t0) / 1e9, (double)(spw_now_ns() - t1) / 1e9);
     if (rc == 0) {
         spw_plan_client_costs(me, RECV_NS_PER_BYTE, in);
         spillway__v1__client_facts__init(cf);

@@ -18,10 +18,11 @@ struct probe_result {
     double bytes_per_s[PROBE_MAX_WORKERS];  /* 0: the worker did not answer */
     double nic_bytes_per_s;                 /* all of them together at this client */
     double recv_ns_per_byte;                /* this client's CPU per received byte (the receiving threads) */
+    double seconds;                         /* how long the probe took */
 };
 
-/* Probe the workers the dispatcher lists as alive (the first max_workers of them; 0 = all), for about
- * duration_ms. Returns 0 (n may be 0) or -EIO when the dispatcher does not answer, with the reason in err. */
+/* Probe the workers the dispatcher lists as alive (the first max_workers of them; 0 = all), for at most
+ * duration_ms: less once every stream's rate holds still (a fast link: ~0.2 s). Returns 0 (n may be 0) or -EIO when the dispatcher does not answer, with the reason in err. */
 int probe_links(const char *dispatcher, const struct spw_rpc_channel_opts *peer, int max_workers, int duration_ms,
                 struct probe_result *out, char *err, size_t errlen);
 

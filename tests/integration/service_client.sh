@@ -88,12 +88,13 @@ assert (p['cut'] in (0, 1, 2, 3)) == p['offload'] or p['cut'] == -1, p
 "$B/bin/spillctl" plan --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --samples 16 --json --cut 2 \
   --local-share off > "$WORK/plan2.json" 2>> "$WORK/plan.err"
 "$B/bin/spillctl" plan --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --samples 8 > "$WORK/plan.txt" 2>&1
-check "plan: the links from both workers were probed (MB/s > 0 each, and all at once)" "$PY" -c "
+check "plan: the links from both workers were probed (MB/s > 0 each, and all at once), for at most 0.6 s" "$PY" -c "
 import re, sys
 line = [l for l in open(sys.argv[1]) if 'links (MB/s):' in l][0]
 rates = [float(x) for x in re.findall(r'127\.0\.0\.1:\d+ ([0-9.]+)', line)]
 assert len(rates) == 2 and all(r > 0 for r in rates), line
 assert float(re.search(r'all at once ([0-9.]+)', line).group(1)) > 0, line
+assert 0.2 <= float(re.search(r'probed for ([0-9.]+) s', line).group(1)) <= 0.65, line
 " "$WORK/plan.txt"
 check "plan: overrides (--cut 2, --local-share off) are what it plans" "$PY" -c "
 import json, sys

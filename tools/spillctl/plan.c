@@ -164,7 +164,7 @@ int spw_plan_cli(const struct spw_plan_cli_opts *o)
                "%.2f); links (MB/s):", in->client_cores, in->local_ns / 1e3, recv, links->recv_ns_per_byte);
         for (int l = 0; l < links->n; l++)
             printf(" %s %.0f", links->addr[l], links->bytes_per_s[l] / 1e6);
-        printf("; all at once %.0f\n", links->nic_bytes_per_s / 1e6);
+        printf("; all at once %.0f (probed for %.2f s)\n", links->nic_bytes_per_s / 1e6, links->seconds);
     }
     print_plan(m, spec, o->json);
     spw_plan_proto_free(m);
