@@ -350,7 +350,7 @@ static int measure_facts(struct spw_job *j, Spillway__V1__ClientFacts *cf, doubl
     struct spw_plan_input *in = calloc(1, sizeof *in);
     const int cores = j->o.local_cores > 0 ? j->o.local_cores : 1;
     const int64_t t0 = spw_now_ns();
-    int rc = me && in ? spw_profile_run(j->spec, j->src, PLAN_SAMPLES, cores, me, err, errlen) : -ENOMEM;
+    int rc = me && in ? spw_profile_run(j->spec, j->src, PLAN_SAMPLES, cores, SPW_PROFILE_BUDGET_MS, me, err, errlen) : -ENOMEM;
     const int64_t t1 = spw_now_ns();
     struct probe_result *links = rc == 0 ? calloc(1, sizeof *links) : NULL;
     if (rc == 0 && (!links || probe_links(j->o.dispatcher, &j->peer, j->o.max_workers, PROBE_MS, links, err,

@@ -49,6 +49,9 @@ static struct spw_config_entry g_cfg[] = {
     {"journal-compact-kb", "SPILLWAY_JOURNAL_COMPACT_KB", SPW_CFG_INT, "65536", 0, INT64_C(1) << 30,
      "with --work-dir: rewrite the journal as a snapshot of the state once it is this big and twice its size "
      "after the last rewrite (0: never)", 0, 0, 0, 0},
+    {"profile-timeout-ms", "SPILLWAY_PROFILE_TIMEOUT_MS", SPW_CFG_INT, "15000", 100, 25000,
+     "planning waits this long for a worker's profile of a pipeline, then plans without it (under a client's "
+     "30 s CreateJob deadline)", 0, 0, 0, 0},
     {"split-size", "SPILLWAY_SPLIT_SIZE", SPW_CFG_INT, "64", 1, 65536, "samples per split", 0, 0, 0, 0},
     {"max-message-mb", "SPILLWAY_MAX_MESSAGE_MB", SPW_CFG_INT, "64", 1, 2047, "largest RPC message", 0, 0, 0, 0},
     SPW_CFG_SECURITY_ENTRIES,
@@ -138,6 +141,7 @@ int main(int argc, char **argv)
                                    .job_history = (int)cfg_int("job-history"),
                                    .max_jobs_per_client = (int)cfg_int("max-jobs-per-client"),
                                    .auth_token = spw_security_worker_token(&sec),
+                                   .profile_timeout_ms = cfg_int("profile-timeout-ms"),
                                    .work_dir = cfg_str("work-dir"),
                                    .journal_compact_bytes = cfg_int("journal-compact-kb") << 10};
     int status = 1;

@@ -15,7 +15,7 @@
 #include "lib/log.h"
 #include "pipeline/plan_proto.h"
 
-#define AHEAD_WAIT_MS 65000          /* an ask ahead ends within the profile deadline (60 s) */
+#define AHEAD_SLACK_MS 2000         /* an ask ahead ends within its profile deadline: wait a little longer */
 #define OWN_MIN_PER_S 10            /* the client's own cost per element counts from this many elements/s */
 
 int disp_plan_new_job(struct disp_service *s, const Spillway__V1__CreateJobRequest *r, int n_groups, int *cut,
@@ -44,7 +44,7 @@ int disp_plan_new_job(struct disp_service *s, const Spillway__V1__CreateJobReque
     for (size_t i = 0; i < n; i++)
         addrs[i] = ws[i]->address;
     const int ahead = disp_ahead_take(s->ahead, r->pipeline, n_groups + 1, addrs, (int)n, asked, *profiles,
-                                      AHEAD_WAIT_MS, spw_now_ms());
+                                      s->ask.timeout_ms + AHEAD_SLACK_MS, spw_now_ms());
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
         if (!asked[i] || disp_profiles_has(*profiles, addrs[i]))
@@ -53,7 +53,7 @@ int disp_plan_new_job(struct disp_service *s, const Spillway__V1__CreateJobReque
     if (ahead >= 0)
         spw_log(SPW_LOG_DEBUG, "dispatcher", "planning with %d profiles asked ahead, %zu workers left out",
                 ahead, n - m);
-    int rc = disp_plan_job(r->pipeline, r->client, n_groups + 1, addrs, (int)m, s->o.auth_token, *profiles, p,
+    int rc = disp_plan_job(r->pipeline, r->client, n_groups + 1, addrs, (int)m, &s->ask, *profiles, p,
                            &profiled, msg, msglen);
     if (rc) {
         status = rc == -EINVAL ? SPW_RPC_INVALID_ARGUMENT : SPW_RPC_RESOURCE_EXHAUSTED;

@@ -19,7 +19,6 @@
 #include "pipeline/profile_ask.h"
 
 #define PROFILE_SAMPLES 256    /* as the client measures itself (client/job.c) */
-#define PROFILE_TIMEOUT_MS 60000
 
 static bool finite_nonneg(double v)
 {
@@ -85,15 +84,15 @@ static int check_facts(const Spillway__V1__ClientFacts *cf, int n_cuts, char *ms
 #define CALIBRATE_BUSY 0.8          /* only a client using at least this fraction of its cores is calibrated */
 
 int disp_plan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
-                  char *const *addrs, int n_addrs, const char *auth_token, struct disp_profiles *known,
+                  char *const *addrs, int n_addrs, const struct disp_ask *how, struct disp_profiles *known,
                   struct spw_plan *plan, int *profiled, char *msg, size_t msglen)
 {
-    return disp_replan_job(pipe, cf, n_cuts, addrs, n_addrs, auth_token, known, NULL, plan, profiled, msg, msglen);
+    return disp_replan_job(pipe, cf, n_cuts, addrs, n_addrs, how, known, NULL, plan, profiled, msg, msglen);
 }
 
 /* asks[i] := the profile of the worker at addrs[i]: from known (may be NULL), else asked - all those not in
  * known at once (pipeline/profile_ask.h). */
-static void profile_all(char *const *addrs, int n_addrs, const char *auth_token, const Spillway__V1__Pipeline *pipe,
+static void profile_all(char *const *addrs, int n_addrs, const struct disp_ask *how, const Spillway__V1__Pipeline *pipe,
                         int n_cuts, const struct disp_profiles *known, struct spw_profile_ask *asks)
 {
     for (int i = 0; i < n_addrs; i++) {
@@ -105,7 +104,7 @@ static void profile_all(char *const *addrs, int n_addrs, const char *auth_token,
                 memcpy(asks[i].bytes, known->bytes, sizeof(double) * (size_t)n_cuts);
             }
     }
-    disp_profile_ask(asks, n_addrs, pipe, n_cuts, auth_token);
+    disp_profile_ask(asks, n_addrs, pipe, n_cuts, how);
 }
 
 bool disp_profiles_has(const struct disp_profiles *known, const char *addr)
@@ -117,9 +116,10 @@ bool disp_profiles_has(const struct disp_profiles *known, const char *addr)
 }
 
 void disp_profile_ask(struct spw_profile_ask *asks, int n, const Spillway__V1__Pipeline *pipe, int n_cuts,
-                      const char *auth_token)
+                      const struct disp_ask *how)
 {
-    spw_profile_ask_all(asks, n, pipe, n_cuts, PROFILE_SAMPLES, auth_token, PROFILE_TIMEOUT_MS);
+    spw_profile_ask_all(asks, n, pipe, n_cuts, PROFILE_SAMPLES, how ? how->auth_token : NULL,
+                        how && how->timeout_ms > 0 ? how->timeout_ms : DISP_PROFILE_TIMEOUT_MS);
     for (int i = 0; i < n; i++)
         if (asks[i].ask && asks[i].rc)
             spw_log(SPW_LOG_WARN, "dispatcher", "planning: worker=%s gave no usable profile status=%s msg=\"%s\"",
@@ -127,7 +127,7 @@ void disp_profile_ask(struct spw_profile_ask *asks, int n, const Spillway__V1__P
 }
 
 int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
-                    char *const *addrs, int n_addrs, const char *auth_token, struct disp_profiles *known,
+                    char *const *addrs, int n_addrs, const struct disp_ask *how, struct disp_profiles *known,
                     struct disp_measured *seen, struct spw_plan *plan, int *profiled, char *msg, size_t msglen)
 {
     if (n_cuts < 1 || n_cuts > SPW_PLAN_MAX_CUTS) {
@@ -173,7 +173,7 @@ int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__Clie
         free(in);
         return -ENOMEM;
     }
-    profile_all(addrs, n_addrs, auth_token, pipe, n_cuts, known, asks);
+    profile_all(addrs, n_addrs, how, pipe, n_cuts, known, asks);
     for (int i = 0; i < n_addrs; i++)
         if (asks[i].rc == 0) {
             if (asks[i].ask && known && known->n < DISP_PROFILES_MAX && strlen(addrs[i]) < sizeof known->addr[0]) {

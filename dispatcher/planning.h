@@ -24,19 +24,27 @@ struct disp_profiles {
     double bytes[SPW_PLAN_MAX_CUTS];    /* b_k as the first profiled worker measured them */
 };
 
+/* How the dispatcher asks workers for profiles: the token it shows them, and how long one may take. */
+struct disp_ask {
+    const char *auth_token;         /* NULL: none */
+    int timeout_ms;
+};
+#define DISP_PROFILE_TIMEOUT_MS 15000   /* the default: well within a client's CreateJob deadline (30 s) */
+
 /* Whether known holds addr's profile. */
 bool disp_profiles_has(const struct disp_profiles *known, const char *addr);
 
-/* Ask the workers of asks[0..n) with `ask` set for their profiles of pipe (n_cuts cuts; 256 elements, at most
- * 60 s each, all at once: pipeline/profile_ask.h), logging each that gave none. */
+/* Ask the workers of asks[0..n) with `ask` set for their profiles of pipe (n_cuts cuts; 256 elements or what
+ * a worker measures in 5 s, all at once: pipeline/profile_ask.h), each within how->timeout_ms, logging each
+ * that gave none (a worker that hangs is left out when its time is up). how NULL: no token, 15 s. */
 void disp_profile_ask(struct spw_profile_ask *asks, int n, const Spillway__V1__Pipeline *pipe, int n_cuts,
-                      const char *auth_token);
+                      const struct disp_ask *how);
 
 /* Plan with n_cuts candidates from the client's facts and the workers at addrs (those that answer, or whose
  * profile is in known; known may be NULL: profile all, keep nothing). Returns 0 with *plan and *profiled
  * (workers in the plan), or -EINVAL with the reason in msg (facts that do not fit the pipeline). */
 int disp_plan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
-                  char *const *addrs, int n_addrs, const char *auth_token, struct disp_profiles *known,
+                  char *const *addrs, int n_addrs, const struct disp_ask *how, struct disp_profiles *known,
                   struct spw_plan *plan, int *profiled, char *msg, size_t msglen);
 
 /* What a running job measured at its cut. Costs: per-element CPU measured on the real path (the client's
@@ -58,7 +66,7 @@ struct disp_measured {
 };
 /* disp_plan_job for a running job (seen != NULL: calibrated as above). */
 int disp_replan_job(const Spillway__V1__Pipeline *pipe, const Spillway__V1__ClientFacts *cf, int n_cuts,
-                    char *const *addrs, int n_addrs, const char *auth_token, struct disp_profiles *known,
+                    char *const *addrs, int n_addrs, const struct disp_ask *how, struct disp_profiles *known,
                     struct disp_measured *seen, struct spw_plan *plan, int *profiled, char *msg, size_t msglen);
 
 /* Re-planning with hysteresis: the cut to use now, given a fresh plan and the job's current cut - the plan's

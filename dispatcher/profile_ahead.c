@@ -29,16 +29,18 @@ struct disp_ahead {
     pthread_mutex_t mu;
     pthread_cond_t cv;              /* an ask is done */
     char *auth_token;
+    struct disp_ask how;            /* how.auth_token is auth_token */
     struct ask a[DISP_AHEAD_MAX];
 };
 
-int disp_ahead_create(const char *auth_token, struct disp_ahead **out)
+int disp_ahead_create(const struct disp_ask *how, struct disp_ahead **out)
 {
     struct disp_ahead *a = calloc(1, sizeof *a);
-    if (!a || (auth_token && !(a->auth_token = strdup(auth_token)))) {
+    if (!a || (how->auth_token && !(a->auth_token = strdup(how->auth_token)))) {
         free(a);
         return -ENOMEM;
     }
+    a->how = (struct disp_ask){.auth_token = a->auth_token, .timeout_ms = how->timeout_ms};
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -84,7 +86,7 @@ static void *ask_main(void *arg)
     struct disp_ahead *a = e->owner;
     Spillway__V1__Pipeline *pipe = spillway__v1__pipeline__unpack(NULL, e->key_len, e->key);
     if (pipe) {
-        disp_profile_ask(e->asks, e->n, pipe, e->n_cuts, a->auth_token);
+        disp_profile_ask(e->asks, e->n, pipe, e->n_cuts, &a->how);
         spillway__v1__pipeline__free_unpacked(pipe, NULL);
     }
     pthread_mutex_lock(&a->mu);

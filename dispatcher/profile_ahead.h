@@ -19,7 +19,8 @@
 
 struct disp_ahead;
 
-int disp_ahead_create(const char *auth_token, struct disp_ahead **out);
+/* Asks as `how` says (its token copied). */
+int disp_ahead_create(const struct disp_ask *how, struct disp_ahead **out);
 /* Waits for asks still running (each at most the profile deadline). */
 void disp_ahead_destroy(struct disp_ahead *a);
 

@@ -315,7 +315,7 @@ static void *replan_main(void *arg)
         for (size_t i = 0; i < in.n_workers; i++)
             addrs[i] = in.workers[i]->address;
         rc = disp_replan_job(in.pipeline, facts, (int)facts->n_remote_ns, addrs, (int)in.n_workers,
-                             rp->env.auth_token, known, seen_used ? &seen : NULL, p, &profiled, msg, sizeof msg);
+                             &rp->env.ask, known, seen_used ? &seen : NULL, p, &profiled, msg, sizeof msg);
     }
     /* What the job runs next: handed back to its clients (for good, so not on the costs re-plan's one window
      * of measurements), or a cut - another only for REPLAN_HYSTERESIS more; the kept plan says which. The

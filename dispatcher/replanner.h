@@ -38,7 +38,7 @@ struct disp_replan_env {
     /* Apply a re-plan's outcome to a job still live: a new cut for new leases, or hand_back (the clients
      * produce it all). Returns 0 when applied. Takes the service's lock. */
     int (*apply)(void *ctx, uint64_t job, int cut, bool hand_back);
-    const char *auth_token;         /* sent to workers when they are profiled */
+    struct disp_ask ask;            /* how workers are asked for profiles */
     int64_t replan_after_ms;        /* re-plan on measurements at most this often; 0 = never */
 };
 

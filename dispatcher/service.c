@@ -235,10 +235,13 @@ int disp_service_create(const struct disp_service_opts *o, struct disp_service *
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    s->ask = (struct disp_ask){.auth_token = o->auth_token,
+                               .timeout_ms = o->profile_timeout_ms > 0 ? (int)o->profile_timeout_ms
+                                                                       : DISP_PROFILE_TIMEOUT_MS};
     const struct disp_replan_env env = {.ctx = s, .gather = disp_replan_gather, .apply = disp_replan_apply,
-                                        .auth_token = o->auth_token, .replan_after_ms = o->replan_after_ms};
+                                        .ask = s->ask, .replan_after_ms = o->replan_after_ms};
     if (disp_manifests_create(MANIFESTS_CAP_BYTES, &s->manifests) != 0 ||
-        disp_ahead_create(o->auth_token, &s->ahead) != 0 ||
+        disp_ahead_create(&s->ask, &s->ahead) != 0 ||
         disp_replanner_create(&env, &s->replanner) != 0 || pthread_create(&s->timer, NULL, timer_main, s) != 0) {
         disp_ahead_destroy(s->ahead);
         disp_manifests_destroy(s->manifests);

@@ -23,6 +23,7 @@ struct disp_service_opts {
     int max_jobs_per_client;        /* unfinished jobs one client host may create; 0 = 64 */
     int max_workers;                /* registered workers at once (dead ones evicted first); 0 = 4096 */
     const char *auth_token;         /* sent to workers when the dispatcher calls them (profiles); NULL = none */
+    int64_t profile_timeout_ms;     /* a worker's profile answered within this, else planned without it; 0 = 15 s */
     const char *work_dir;           /* the journal's directory (replayed at start); NULL = state in memory only */
     int64_t journal_compact_bytes;  /* compact the journal (a snapshot of the state) once it is this big and twice
                                        its size after the last compaction; 0 = never */

@@ -36,6 +36,7 @@ struct disp_service {
     struct disp_replanner *replanner;   /* planned jobs and re-planning, under its own lock */
     struct disp_manifests *manifests;   /* packed listings of the jobs' sources, under its own lock */
     struct disp_ahead *ahead;       /* workers' profiles asked ahead of CreateJob, under its own lock */
+    struct disp_ask ask;            /* how workers are asked for profiles (set at creation) */
     bool stopping;
     pthread_t timer;
     uint64_t applied[DISP_RESTORE_ENDED + 1];   /* updates applied since the start, per kind (metrics) */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <time.h>
+#include "lib/clock.h"
 #include "lib/err.h"
 #include "pipeline/compress.h"
 #include "pipeline/element.h"
@@ -25,6 +26,7 @@ struct measure {
     const struct spw_order *order;
     int n, stride, first;
     bool warm_up;               /* leave this thread's first element out */
+    int64_t until_ns;           /* stop then (spw_now_ns), once SPW_PROFILE_MIN_SAMPLES are in; 0 = never */
     struct spw_profile sum;     /* sums over this thread's elements */
     struct zstd_sums {          /* compression samples, per cut */
         struct spw_zstd *c, *d;
@@ -141,6 +143,8 @@ static void *measure_main(void *arg)
             m->sum.bytes[k] += one.bytes[k];
         }
         m->sum.samples++;
+        if (m->until_ns && m->sum.samples >= SPW_PROFILE_MIN_SAMPLES && spw_now_ns() >= m->until_ns)
+            break;          /* the budget is spent: a slow pipeline, measured on fewer elements */
     }
     free(scratch);
     spw_zstd_destroy(m->z.c);
@@ -151,7 +155,7 @@ static void *measure_main(void *arg)
 }
 
 int spw_profile_run(const struct spw_pipeline_spec *spec, const struct spw_source *src, int samples, int threads,
-                    struct spw_profile *out, char *err, size_t errlen)
+                    int budget_ms, struct spw_profile *out, char *err, size_t errlen)
 {
     struct spw_element_ctx ctx;
     if (spw_element_ctx_init(&ctx, spec) != 0)
@@ -165,6 +169,7 @@ int spw_profile_run(const struct spw_pipeline_spec *spec, const struct spw_sourc
     const int n = warm_up ? samples + threads : src->n < samples ? (int)src->n : samples;
     if (threads > n)
         threads = n > 0 ? n : 1;
+    const int64_t until_ns = budget_ms > 0 ? spw_now_ns() + (int64_t)budget_ms * 1000000 : 0;
     struct measure *ms = calloc((size_t)threads, sizeof *ms);
     pthread_t *tids = calloc((size_t)threads, sizeof *tids);
     int rc = 0, started = 0;
@@ -174,7 +179,7 @@ int spw_profile_run(const struct spw_pipeline_spec *spec, const struct spw_sourc
     }
     for (int t = 0; t < threads; t++) {
         ms[t] = (struct measure){.spec = spec, .src = src, .ctx = &ctx, .order = &order, .n = n, .stride = threads,
-                                 .first = t, .warm_up = warm_up};
+                                 .first = t, .warm_up = warm_up, .until_ns = until_ns};
         if (pthread_create(&tids[t], NULL, measure_main, &ms[t]) != 0)
             break;
         started++;

@@ -24,11 +24,15 @@ struct spw_profile {
 };
 
 #define SPW_PROFILE_ZSTD_EVERY 8
+#define SPW_PROFILE_BUDGET_MS 5000  /* what a worker's and a client's profile may take: a slow pipeline is measured
+                                       on fewer elements rather than keep a plan (and a CreateJob) waiting */
+#define SPW_PROFILE_MIN_SAMPLES 4   /* per thread, measured whatever the budget */
 
-/* Measure `samples` elements (at most the source's) with `threads` threads. Returns 0, or SPW_ESOURCE when
- * no sampled element could be read and run (message in err), or -ENOMEM / -EAGAIN. */
+/* Measure `samples` elements (at most the source's) with `threads` threads; with budget_ms > 0, each thread
+ * stops once that much wall time has passed and it has measured SPW_PROFILE_MIN_SAMPLES. Returns 0, or
+ * SPW_ESOURCE when no sampled element could be read and run (message in err), or -ENOMEM / -EAGAIN. */
 int spw_profile_run(const struct spw_pipeline_spec *spec, const struct spw_source *src, int samples, int threads,
-                    struct spw_profile *out, char *err, size_t errlen);
+                    int budget_ms, struct spw_profile *out, char *err, size_t errlen);
 /* A producer's cost per element at cut k: read + groups [0, k) + one copy of its output. */
 double spw_profile_prefix_ns(const struct spw_profile *p, int k);
 

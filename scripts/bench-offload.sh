@@ -82,7 +82,7 @@ quota() {   # quota CORES: the worker may use CORES of its core
 rate() { "$PY" -c 'import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(d["elements_per_s"], d.get("create_seconds", 0), d["consumed_per_s"])'; }
 local_run() { taskset -c 0 $B/bin/spillctl run --local --threads 1 --pipeline "$OUT/train.json" --json --quiet --warmup-batches 3 | rate; }
 service_run() {   # service_run CUT [MAX_BATCHES]
-  taskset -c 0 $B/bin/spillctl run --dispatcher "127.0.0.1:$DPORT" --local-cores 1 --cut "$1" \
+  taskset -c 0 $B/bin/spillctl run --dispatcher "127.0.0.1:$DPORT" --local-cores 1 --cut "$1" --log-level warn \
     --pipeline "$OUT/train.json" --json --quiet ${2:+--max-batches "$2"} | rate
 }
 

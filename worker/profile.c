@@ -54,8 +54,8 @@ int wrk_profile(void *ctx, const uint8_t *req, size_t len, uint8_t **resp, size_
         status = SPW_RPC_RESOURCE_EXHAUSTED;
         goto out;
     }
-    rc = spw_profile_run(spec, src, r->samples ? r->samples : DEFAULT_SAMPLES, o->threads > 0 ? o->threads : 1, p,
-                         err, sizeof err);
+    rc = spw_profile_run(spec, src, r->samples ? r->samples : DEFAULT_SAMPLES, o->threads > 0 ? o->threads : 1,
+                         SPW_PROFILE_BUDGET_MS, p, err, sizeof err);
     if (rc) {
         snprintf(msg, msglen, "%s", rc == SPW_ESOURCE ? err : spw_strerror(rc));
         status = rc == SPW_ESOURCE ? SPW_RPC_FAILED_PRECONDITION : SPW_RPC_RESOURCE_EXHAUSTED;

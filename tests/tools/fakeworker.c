@@ -10,7 +10,8 @@
  * claiming 3 TB once decompressed). slow-profile: a worker whose Profile takes 2 s: it prints "profile asked
  * at MS" and "profile answered at MS" (wall-clock milliseconds) to stderr and answers every cut with 1 ms and
  * 1000 bytes per element - for tests of how the dispatcher asks several workers. lying-profile: answers at
- * once with one cut more than the pipeline has (a profile the planner must refuse). */
+ * once with one cut more than the pipeline has (a profile the planner must refuse). hung-profile: never
+ * answers a Profile (until SIGTERM): a worker stuck on a hung mount. */
 #include <errno.h>
 #include <signal.h>
 #include <time.h>
@@ -107,6 +108,12 @@ static int profile(void *ctx, const uint8_t *req, size_t req_len, uint8_t **resp
 {
     (void)ctx;
     fprintf(stderr, "fakeworker: profile asked at %lld\n", wall_ms());
+    for (int i = 0; !strcmp(g_mode, "hung-profile") && !g_stop && i < 6000; i++)
+        usleep(100 * 1000);
+    if (!strcmp(g_mode, "hung-profile")) {
+        snprintf(msg, msglen, "fakeworker: stopping");
+        return SPW_RPC_UNAVAILABLE;
+    }
     Spillway__V1__ProfileRequest *pr = spillway__v1__profile_request__unpack(NULL, req_len, req);
     struct spw_pipeline_spec *spec = NULL;
     char err[256];
@@ -172,7 +179,7 @@ int main(int argc, char **argv)
 {
     if (argc != 3 && argc != 5) {
         fprintf(stderr, "usage: fakeworker DISPATCHER garbage|wrong-sample|huge-shape|oversized|zstd-corrupt|"
-                "zstd-lying|zstd-bomb|slow-profile|lying-profile [SAMPLES SEED]\n");
+                "zstd-lying|zstd-bomb|slow-profile|lying-profile|hung-profile [SAMPLES SEED]\n");
         return 2;
     }
     g_mode = argv[2];

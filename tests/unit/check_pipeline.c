@@ -1,8 +1,8 @@
 /* tests/unit/check_pipeline.c - pipeline/: epoch order (a bijection per epoch), sources (image folder labels,
  * WebDataset tar shards), fusion groups, and the executor (same bytes for any thread count, skip and fail
  * policies for corrupt samples, epochs and partial batches), one element through spw_produce and a
- * micro-batch through the CPU backend, and the size-sorted micro-batch queue. Datasets are built in a temp dir from the
- * committed fixtures. */
+ * micro-batch through the CPU backend, the size-sorted micro-batch queue, and a profile's time budget.
+ * Datasets are built in a temp dir from the committed fixtures. */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -22,6 +22,7 @@
 #include "pipeline/mb_queue.h"
 #include "pipeline/fusion.h"
 #include "pipeline/order.h"
+#include "pipeline/profile.h"
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
 
@@ -292,6 +293,28 @@ START_TEST(test_executor_drop_remainder)
     ck_assert_int_eq(b, 2);
     ck_assert_int_eq(e, 8);
     ck_assert_uint_eq(n, 8 * 16 * 16 * 3 + 8 * 8);
+    spw_spec_free(s);
+}
+END_TEST
+
+/* A profile measures the elements asked for; with a budget spent, at least SPW_PROFILE_MIN_SAMPLES per thread
+ * and no more (each element here, resized to 1536x1536, takes milliseconds: over a 1 ms budget at once). */
+START_TEST(test_profile_budget_bounds_a_slow_pipeline)
+{
+    make_folder(g_root);
+    struct spw_pipeline_spec *s = spec_of(
+        "{\"source\":{\"format\":\"image_folder\",\"path\":\"%s\",\"shuffle\":false},\"ops\":[{\"op\":\"decode_jpeg\"},"
+        "{\"op\":\"resize\",\"size\":[1536,1536]}],\"batch\":{\"size\":4}}", g_root);
+    struct spw_source *src;
+    char err[256];
+    ck_assert_int_eq(spw_source_open(&s->source, &src, err, sizeof err), 0);
+    struct spw_profile p;
+    ck_assert_int_eq(spw_profile_run(s, src, 8, 1, 0, &p, err, sizeof err), 0);
+    ck_assert_int_eq(p.samples, 8);
+    ck_assert_int_eq(spw_profile_run(s, src, 8, 1, 1, &p, err, sizeof err), 0);
+    ck_assert_int_eq(p.samples, SPW_PROFILE_MIN_SAMPLES);
+    ck_assert(p.group_ns[0] > 0 && p.bytes[1] == 1536.0 * 1536 * 3);
+    spw_source_close(src);
     spw_spec_free(s);
 }
 END_TEST
@@ -645,6 +668,7 @@ int main(void)
     tcase_add_test(tc, test_backend_cpu_microbatch);
     tcase_add_test(tc, test_mb_queue_two_ends);
     tcase_add_test(tc, test_mb_queue_concurrent_ends);
+    tcase_add_test(tc, test_profile_budget_bounds_a_slow_pipeline);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }

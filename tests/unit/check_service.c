@@ -370,7 +370,7 @@ END_TEST
 START_TEST(test_service_profiles_asked_ahead_are_taken_once)
 {
     struct disp_ahead *a;
-    ck_assert_int_eq(disp_ahead_create(NULL, &a), 0);
+    ck_assert_int_eq(disp_ahead_create(&(struct disp_ask){.timeout_ms = 5000}, &a), 0);
     char w1[] = "127.0.0.1:1", w2[] = "127.0.0.1:2";
     char *addrs[2] = {w1, w2};
     bool asked[2] = {false, false};

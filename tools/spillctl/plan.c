@@ -130,7 +130,8 @@ int spw_plan_cli(const struct spw_plan_cli_opts *o)
         goto out;
     }
     const int cores = o->local_cores > 0 ? o->local_cores : 1;
-    int rc = spw_profile_run(spec, src, o->samples > 0 ? o->samples : DEFAULT_SAMPLES, cores, me, err, sizeof err);
+    int rc = spw_profile_run(spec, src, o->samples > 0 ? o->samples : DEFAULT_SAMPLES, cores, SPW_PROFILE_BUDGET_MS,
+                             me, err, sizeof err);
     if (rc) {
         fprintf(stderr, "spillctl: measuring here: %s\n", rc == SPW_ESOURCE ? err : spw_strerror(rc));
         goto out;
