@@ -93,7 +93,7 @@ static void profile_ahead(struct disp_service *s, const Spillway__V1__GetManifes
     const int rc = n && addrs ? disp_ahead_start(s->ahead, r->pipeline, n_cuts, addrs, (int)n, spw_now_ms()) : 0;
     if (rc)
         spw_log(SPW_LOG_INFO, "dispatcher", "profiles not asked ahead (%s): CreateJob will ask",
-                rc == -EBUSY ? "4 asks running" : "out of memory");
+                rc == -EBUSY ? "4 asks kept" : rc == -E2BIG ? "a pipeline over 1 MiB" : "out of memory");
     free(addrs);
     disp_free_addresses(ws, n);
 }

@@ -109,6 +109,8 @@ static uint8_t *pack(const Spillway__V1__Pipeline *pipe, size_t *len)
 int disp_ahead_start(struct disp_ahead *a, const Spillway__V1__Pipeline *pipe, int n_cuts, char *const *addrs,
                      int n, int64_t now_ms)
 {
+    if (protobuf_c_message_get_packed_size(&pipe->base) > DISP_AHEAD_MAX_PIPELINE_BYTES)
+        return -E2BIG;
     size_t len;
     uint8_t *key = pack(pipe, &len);
     if (!key)

@@ -16,6 +16,7 @@
 
 #define DISP_AHEAD_MAX 4
 #define DISP_AHEAD_KEEP_MS 60000
+#define DISP_AHEAD_MAX_PIPELINE_BYTES (1u << 20)    /* a bigger packed pipeline is not kept: CreateJob asks */
 
 struct disp_ahead;
 
@@ -25,7 +26,8 @@ int disp_ahead_create(const struct disp_ask *how, struct disp_ahead **out);
 void disp_ahead_destroy(struct disp_ahead *a);
 
 /* Ask the workers at addrs[0..n) (copied) for their profiles of pipe (n_cuts cuts), unless an ask of the same
- * pipeline is running or kept. Returns 0 (asking, or already), -EBUSY (DISP_AHEAD_MAX asks kept) or -ENOMEM. */
+ * pipeline is running or kept. Returns 0 (asking, or already), -EBUSY (DISP_AHEAD_MAX asks kept), -E2BIG (a
+ * pipeline over DISP_AHEAD_MAX_PIPELINE_BYTES packed) or -ENOMEM. */
 int disp_ahead_start(struct disp_ahead *a, const Spillway__V1__Pipeline *pipe, int n_cuts, char *const *addrs,
                      int n, int64_t now_ms);
 

@@ -365,8 +365,8 @@ END_TEST
 
 /* Profiles asked ahead of CreateJob (dispatcher/profile_ahead.h): taken once, by the same pipeline and cut
  * count only; each worker it asked is marked (one that gave no profile too: CreateJob does not ask it again);
- * at most four kept; one left untaken is dropped a minute after it ended. Nothing listens on the workers'
- * ports: each ask is refused at once. */
+ * at most four kept, none of a pipeline over 1 MiB; one left untaken is dropped a minute after it ended.
+ * Nothing listens on the workers' ports: each ask is refused at once. */
 START_TEST(test_service_profiles_asked_ahead_are_taken_once)
 {
     struct disp_ahead *a;
@@ -389,6 +389,11 @@ START_TEST(test_service_profiles_asked_ahead_are_taken_once)
         ck_assert_int_eq(disp_ahead_start(a, pipeline(path), 2, addrs, 2, 0), 0);
     }
     ck_assert_int_eq(disp_ahead_start(a, pipeline("/q"), 2, addrs, 2, 0), -EBUSY);
+    char *huge = malloc(DISP_AHEAD_MAX_PIPELINE_BYTES + 2);        /* a pipeline too big to keep */
+    memset(huge, 'a', DISP_AHEAD_MAX_PIPELINE_BYTES + 1);
+    huge[DISP_AHEAD_MAX_PIPELINE_BYTES + 1] = 0;
+    ck_assert_int_eq(disp_ahead_start(a, pipeline(huge), 2, addrs, 2, 0), -E2BIG);
+    free(huge);
     int rc = -EBUSY;
     for (int t = 0; t < 300 && rc == -EBUSY; t++) {        /* once they end, a minute later: dropped */
         rc = disp_ahead_start(a, pipeline("/q"), 2, addrs, 2, spw_now_ms() + DISP_AHEAD_KEEP_MS + 1000);
