@@ -87,8 +87,12 @@ T2=$(date +%s.%N)
 sleep 1.5           # the scrape after T2
 Q1=$(promql "sum(spillway_job_elements_total{job_id=\"$JOB\"})" "$T1")
 Q2=$(promql "sum(spillway_job_elements_total{job_id=\"$JOB\"})" "$T2")
+# ... over the instants Prometheus scraped them (a scrape late on a loaded machine: its own time, not T1's)
+S1=$(promql "max(timestamp(spillway_job_elements_total{job_id=\"$JOB\"}))" "$T1")
+S2=$(promql "max(timestamp(spillway_job_elements_total{job_id=\"$JOB\"}))" "$T2")
 SJ=$(python3 -c "print(round((${E2:-0} - ${E1:-0}) / ($T2 - $T1), 1))")
-PQ=$(python3 -c "print(round((${Q2:-0} - ${Q1:-0}) / ($T2 - $T1), 1))")
+PQ=$(python3 -c "print(round((${Q2:-0} - ${Q1:-0}) / max(${S2:-1} - ${S1:-0}, 1), 1))")
+echo "     scrapes at T1$(python3 -c "print('%+.1f s, T2%+.1f s' % (${S1:-0} - $T1, ${S2:-0} - $T2))")"
 check "Prometheus's delivered rate over 15 s ($PQ/s) is within 20% of spillctl job's ($SJ/s)" python3 -c "
 q, s = float('${PQ:-0}'), float('${SJ:-0}')
 raise SystemExit(not (s > 0 and abs(q - s) <= 0.2 * s))"
