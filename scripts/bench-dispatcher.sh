@@ -6,7 +6,9 @@
 # end) and writes build/bench-dispatcher/scale.tsv. With BENCH_DISPATCHER_OLD=PATH it measures that
 # dispatcher binary too, point by point, for a before/after ratio.
 # Env: BENCH_WORKERS ("100 300 1000") BENCH_JOBS ("10 30") BENCH_SPLITS ("32 20000") BENCH_SECONDS (10)
-#      BENCH_LOAD_THREADS (8) BENCH_DISPATCHER_OLD.
+#      BENCH_LOAD_THREADS (8) BENCH_DISPATCHER_OLD; BENCH_SPLIT_MS (1000: how long a simulated worker holds
+#      each of its two leases per job - a worker of one core on ImageNet makes ~15 splits/s whatever its
+#      number of jobs, so 2 x jobs / 15 s is that worker: 13000 for 100 jobs).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${SPW_BUILD:-$ROOT/build}
@@ -15,6 +17,7 @@ JOBS=${BENCH_JOBS:-10 30}
 SPLITS=${BENCH_SPLITS:-32 20000}
 SECONDS_EACH=${BENCH_SECONDS:-10}
 THREADS=${BENCH_LOAD_THREADS:-8}
+SPLIT_MS=${BENCH_SPLIT_MS:-1000}
 OUT=$B/bench-dispatcher
 mkdir -p "$OUT"
 make -C "$ROOT" -s "$B/bin/spillway-dispatcher" "$B/tests/disp_load" > /dev/null
@@ -39,7 +42,8 @@ data_for() {   # data_for SPLITS -> prints "DIR SPLIT_SIZE"
 run_point() {   # run_point DISPATCHER_BIN WORKERS JOBS SPLITS -> one JSON line
   local bin=$1 w=$2 j=$3 s=$4 dir size port
   read -r dir size < <(data_for "$s")
-  taskset -c 0 "$bin" --listen 127.0.0.1 --port 0 > "$OUT/d.out" 2> "$OUT/d.err" &
+  # Every simulated client is this host: the per-host job cap (64 by default) would refuse the 65th job.
+  taskset -c 0 "$bin" --listen 127.0.0.1 --port 0 --max-jobs-per-client 65536 > "$OUT/d.out" 2> "$OUT/d.err" &
   DPID=$!
   for _ in $(seq 100); do
     port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$OUT/d.out")
@@ -47,7 +51,8 @@ run_point() {   # run_point DISPATCHER_BIN WORKERS JOBS SPLITS -> one JSON line
     sleep 0.05
   done
   taskset -c 1 "$B/tests/disp_load" --dispatcher "127.0.0.1:$port" --data "$dir" --workers "$w" --jobs "$j" \
-    --split-size "$size" --seconds "$SECONDS_EACH" --threads "$THREADS" --pid "$DPID" 2>> "$OUT/load.err" || echo '{}'
+    --split-size "$size" --seconds "$SECONDS_EACH" --threads "$THREADS" --split-ms "$SPLIT_MS" --pid "$DPID" \
+    2>> "$OUT/load.err" || echo '{}'
   kill "$DPID" 2> /dev/null || true
   wait "$DPID" 2> /dev/null || true
   DPID=""

@@ -421,12 +421,8 @@ int main(int argc, char **argv)
     if (!ta || !workers || !g_clients || !tids)
         return 1;
     struct stat_set setup[M_N] = {0};
-    for (int i = 0; i < n_workers; i++) {
-        if (spw_rpc_channel_create(g_target, &co, &workers[i].ch) || register_worker(&workers[i], i, &setup[M_REGISTER])) {
-            fprintf(stderr, "disp_load: worker %d did not register\n", i);
-            return 1;
-        }
-    }
+    /* Jobs first: creating 100 ImageNet-sized ones takes seconds, and workers registered before them would
+     * be declared dead meanwhile (nothing heartbeats them until the threads start). */
     const int64_t t_create = spw_now_ns();
     for (int i = 0; i < n_jobs; i++) {
         pthread_mutex_init(&g_clients[i].mu, NULL);
@@ -436,6 +432,12 @@ int main(int argc, char **argv)
         g_n_clients++;
     }
     const double create_s = (double)(spw_now_ns() - t_create) * 1e-9;
+    for (int i = 0; i < n_workers; i++) {
+        if (spw_rpc_channel_create(g_target, &co, &workers[i].ch) || register_worker(&workers[i], i, &setup[M_REGISTER])) {
+            fprintf(stderr, "disp_load: worker %d did not register\n", i);
+            return 1;
+        }
+    }
     for (int t = 0; t < threads; t++) {      /* round-robin shares of workers and clients */
         const int w0 = (int)((int64_t)n_workers * t / threads), w1 = (int)((int64_t)n_workers * (t + 1) / threads);
         const int c0 = (int)((int64_t)n_jobs * t / threads), c1 = (int)((int64_t)n_jobs * (t + 1) / threads);
