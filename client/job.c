@@ -49,6 +49,7 @@
  * not trusted for planning until the evaluation says which is right. */
 #define RECV_NS_PER_BYTE 0.3
 #define PROBE_MS 600
+#define PROBE_DISPATCHER_WAIT_MS 300000     /* opts.dispatcher_wait_ms 0: as CreateJob (client/remote.c) */
 #define PLAN_LOCAL_OFF 0.02    /* a planned local share below this: the client produces no splits itself */
 #define QUOTA_LOCAL_MIN 0.1     /* under a binding CPU quota, own threads run only for a planned share this big */
 #define IDLE_HELP_MS 100        /* an idle local thread computes head elements missing this long */
@@ -92,6 +93,7 @@ struct spw_job {
     int64_t own_cpu_ns;             /* atomic: CPU the client's own production took (re-planning's f) */
     struct spw_rpc_tls *tls;        /* loaded from o.tls_* (NULL: plaintext, or the process's default) */
     struct spw_rpc_channel_opts peer;   /* how to call the dispatcher and workers: token, TLS */
+    struct probe_result *links;     /* a planned job's links, probed before the workers profile (open_common) */
 };
 
 void spw_job_opts_init(struct spw_job_opts *o)
@@ -339,25 +341,50 @@ static void measure_gpu(struct spw_job *j, double *rate, double *cpu_ns)
     spw_element_ctx_destroy(&ctx);
 }
 
+/* A planned job's links from the workers (a short probe, client/probe.h), measured first: before the
+ * client's GetManifest starts the workers' profiles (dispatcher/profile_ahead.h), which would take the
+ * workers' CPUs from the probe's senders. */
+static int probe_first(struct spw_job *j, char *err, size_t errlen)
+{
+    const int64_t t0 = spw_now_ns();
+    if (!(j->links = calloc(1, sizeof *j->links)))
+        return -ENOMEM;
+    /* A dispatcher not up yet (a trainer pod that starts first) or restarting is waited for, as CreateJob
+     * waits for it (client/remote.c), for dispatcher_wait_ms; logged once. */
+    const int64_t wait_ms = j->o.dispatcher_wait_ms > 0 ? j->o.dispatcher_wait_ms : PROBE_DISPATCHER_WAIT_MS;
+    int rc, backoff_ms = 100;
+    while ((rc = probe_links(j->o.dispatcher, &j->peer, j->o.max_workers, PROBE_MS, j->links, err, errlen)) ==
+               -EAGAIN && (spw_now_ns() - t0) / 1000000 + backoff_ms <= wait_ms) {
+        if (backoff_ms == 100)
+            spw_log(SPW_LOG_WARN, "client", "dispatcher %s does not answer yet (%s): retrying for up to %lld s",
+                    j->o.dispatcher, err, (long long)wait_ms / 1000);
+        usleep((useconds_t)backoff_ms * 1000);
+        backoff_ms = backoff_ms < 2000 ? 2 * backoff_ms : 2000;
+    }
+    if (rc)
+        return rc;
+    spw_log(SPW_LOG_DEBUG, "client", "probed the links from %d workers in %.2f s", j->links->n,
+            (double)(spw_now_ns() - t0) / 1e9);
+    return 0;
+}
+
 /* This client's costs for the planner, measured now on a few elements (DESIGN §7: f and s(k)), and its
- * links from the workers (a short probe). The facts point into buf, link_msgs/ptrs and *kept_links (the
- * caller frees it). */
+ * links (j->links). The facts point into buf, link_msgs/ptrs and j->links. */
 static int measure_facts(struct spw_job *j, Spillway__V1__ClientFacts *cf, double *buf,
-                         Spillway__V1__WorkerLink *link_msgs, Spillway__V1__WorkerLink **link_ptrs,
-                         struct probe_result **kept_links, char *err, size_t errlen)
+                         Spillway__V1__WorkerLink *link_msgs, Spillway__V1__WorkerLink **link_ptrs, char *err,
+                         size_t errlen)
 {
     struct spw_profile *me = malloc(sizeof *me);
     struct spw_plan_input *in = calloc(1, sizeof *in);
     const int cores = j->o.local_cores > 0 ? j->o.local_cores : 1;
     const int64_t t0 = spw_now_ns();
-    int rc = me && in ? spw_profile_run(j->spec, j->src, PLAN_SAMPLES, cores, SPW_PROFILE_BUDGET_MS, me, err, errlen) : -ENOMEM;
-    const int64_t t1 = spw_now_ns();
-    struct probe_result *links = rc == 0 ? calloc(1, sizeof *links) : NULL;
-    if (rc == 0 && (!links || probe_links(j->o.dispatcher, &j->peer, j->o.max_workers, PROBE_MS, links, err,
-                                          errlen) != 0))
-        rc = links ? -EIO : -ENOMEM;
-    spw_log(SPW_LOG_DEBUG, "client", "measured for the planner: itself in %.2f s, the links in %.2f s",
-            (double)(t1 - t0) / 1e9, (double)(spw_now_ns() - t1) / 1e9);
+    int rc = me && in ? spw_profile_run(j->spec, j->src, PLAN_SAMPLES, cores, SPW_PROFILE_BUDGET_MS, me, err, errlen)
+                      : -ENOMEM;
+    spw_log(SPW_LOG_DEBUG, "client", "measured for the planner: itself in %.2f s",
+            (double)(spw_now_ns() - t0) / 1e9);
+    struct probe_result *links = j->links;
+    if (rc == 0 && !links)
+        rc = spw_fail(err, errlen, -EINVAL, "no links probed");
     if (rc == 0) {
         spw_plan_client_costs(me, RECV_NS_PER_BYTE, in);
         spillway__v1__client_facts__init(cf);
@@ -394,10 +421,7 @@ static int measure_facts(struct spw_job *j, Spillway__V1__ClientFacts *cf, doubl
             cf->n_links++;
         }
         cf->links = link_ptrs;
-        *kept_links = links;
-        links = NULL;
     }
-    free(links);
     free(me);
     free(in);
     return rc;
@@ -533,10 +557,9 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
     Spillway__V1__ClientFacts facts;
     double facts_buf[5 * (SPW_PROFILE_MAX_GROUPS + 1)];      /* ClientFacts' five per-cut arrays */
     Spillway__V1__WorkerLink link_msgs[PROBE_MAX_WORKERS], *link_ptrs[PROBE_MAX_WORKERS];
-    struct probe_result *links = NULL;
     open_gpu(j);                /* before the job exists: it is planned with it, and heartbeats report it */
     if (j->o.cut == SPW_CUT_AUTO &&
-        (rc = measure_facts(j, &facts, facts_buf, link_msgs, link_ptrs, &links, err, errlen)) != 0)
+        (rc = measure_facts(j, &facts, facts_buf, link_msgs, link_ptrs, err, errlen)) != 0)
         return rc;
     Spillway__V1__Pipeline *pipe;
     if (spw_spec_to_proto(j->spec, &pipe) != 0) {
@@ -561,7 +584,8 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
                              .tls = j->tls};
     rc = remote_create(&ro, pipe, &j->r, &j->rj, err, errlen);
     spw_spec_proto_free(pipe);
-    free(links);
+    free(j->links);             /* the facts pointed into it */
+    j->links = NULL;
     j->st.planned = j->rj.planned;
     j->st.compress_level = j->rj.compress_level;
     j->st.offloaded = j->rj.offload;
@@ -668,6 +692,8 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
         rc = peer_setup(j, err, errlen);
     if (rc == 0 && j->o.dispatcher)
         rc = resolve_cut(j->o.cut, &j->o.cut, err, errlen);
+    if (rc == 0 && j->o.dispatcher && j->o.cut == SPW_CUT_AUTO)
+        rc = probe_first(j, err, errlen);
     if (rc == 0)
         rc = open_source(j, err, errlen);
     if (rc)
@@ -982,6 +1008,7 @@ void spw_job_destroy(struct spw_job *job)
     if (job->ctx_ok)
         spw_element_ctx_destroy(&job->ctx);
     free(job->missing);
+    free(job->links);
     spw_source_close(job->src);
     spw_spec_free(job->spec);
     pthread_mutex_destroy(&job->mu);

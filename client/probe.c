@@ -176,7 +176,7 @@ int probe_links(const char *dispatcher, const struct spw_rpc_channel_opts *peer,
     struct spw_rpc_channel *disp;
     if (spw_rpc_channel_create(dispatcher, peer, &disp) != 0) {
         snprintf(err, errlen, "bad dispatcher address \"%s\"", dispatcher);
-        return -EIO;
+        return -EINVAL;
     }
     Spillway__V1__ListWorkersRequest lw = SPILLWAY__V1__LIST_WORKERS_REQUEST__INIT;
     ProtobufCMessage *reply;
@@ -187,7 +187,7 @@ int probe_links(const char *dispatcher, const struct spw_rpc_channel_opts *peer,
     Spillway__V1__ListWorkersResponse *ws = (Spillway__V1__ListWorkersResponse *)reply;
     if (!ws) {
         snprintf(err, errlen, "ListWorkers: %s: %s", spw_rpc_status_name(st), msg);
-        return -EIO;
+        return st == SPW_RPC_UNAVAILABLE || st == SPW_RPC_DEADLINE_EXCEEDED ? -EAGAIN : -EIO;
     }
     struct prober pr[PROBE_MAX_WORKERS];
     pthread_t tids[PROBE_MAX_WORKERS];

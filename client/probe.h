@@ -22,7 +22,9 @@ struct probe_result {
 };
 
 /* Probe the workers the dispatcher lists as alive (the first max_workers of them; 0 = all), for at most
- * duration_ms: less once every stream's rate holds still (a fast link: ~0.2 s). Returns 0 (n may be 0) or -EIO when the dispatcher does not answer, with the reason in err. */
+ * duration_ms: less once every stream's rate holds still (a fast link: ~0.2 s). Returns 0 (n may be 0), or
+ * with the reason in err: -EAGAIN when the dispatcher does not answer (not up yet, restarting), -EINVAL for
+ * a bad address, -EIO when it refuses. */
 int probe_links(const char *dispatcher, const struct spw_rpc_channel_opts *peer, int max_workers, int duration_ms,
                 struct probe_result *out, char *err, size_t errlen);
 

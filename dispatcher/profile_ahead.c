@@ -198,6 +198,16 @@ int disp_ahead_take(struct disp_ahead *a, const Spillway__V1__Pipeline *pipe, in
     return added;
 }
 
+int disp_ahead_running(struct disp_ahead *a)
+{
+    int n = 0;
+    pthread_mutex_lock(&a->mu);
+    for (int i = 0; i < DISP_AHEAD_MAX; i++)
+        n += a->a[i].used && !a->a[i].done;
+    pthread_mutex_unlock(&a->mu);
+    return n;
+}
+
 void disp_ahead_destroy(struct disp_ahead *a)
 {
     if (!a)

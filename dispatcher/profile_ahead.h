@@ -38,4 +38,7 @@ int disp_ahead_start(struct disp_ahead *a, const Spillway__V1__Pipeline *pipe, i
 int disp_ahead_take(struct disp_ahead *a, const Spillway__V1__Pipeline *pipe, int n_cuts, char *const *addrs, int n,
                     bool *asked, struct disp_profiles *known, int timeout_ms, int64_t now_ms);
 
+/* How many asks are still running. */
+int disp_ahead_running(struct disp_ahead *a);
+
 #endif

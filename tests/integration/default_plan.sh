@@ -3,7 +3,8 @@
 # spillctl run with no --cut and SPILLWAY_CUT unset measures itself and the dispatcher plans (cut, local share,
 # or no offload); every key arrives exactly once and `spillctl explain` shows the plan. SPILLWAY_CUT=all or K
 # sets the default, an explicit --cut overrides it, a bad value of either is refused naming it; with no worker
-# alive the planned job runs in the client alone. Kills all it starts.
+# alive the planned job runs in the client alone; a planned trainer started before its dispatcher waits for
+# it. Kills all it starts.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 unset SPILLWAY_CUT          # lib.sh pins "all" for the other tests; this one is about the default
@@ -66,4 +67,19 @@ check "no worker: the run exits 0" test $? -eq 0
 check "no worker: planned, no offload, all made here" \
   plan_is "$WORK/alone.json" 'p["planned"] and not p["offload"] and r["producers"]["remote"] == 0'
 check "no worker: every key exactly once" same_keys "$WORK/alone.keys"
+
+# A planned trainer started before its dispatcher (pods start in any order): its link probe, the first thing
+# a planned job asks the dispatcher for, waits for it as CreateJob would; then the job runs.
+kill -9 "$D"
+wait "$D" 2> /dev/null
+svc_run early &
+C=$!
+PIDS+=("$C")
+sleep 2
+dispatcher_on d3 || exit 1
+wait "$C"
+check "a planned trainer started before its dispatcher waits for it and runs (exit 0)" test $? -eq 0
+check "... planned" plan_is "$WORK/early.json" 'p["planned"]'
+check "... every key exactly once" same_keys "$WORK/early.keys"
+check "... having said once that it waits" test "$(grep -c 'does not answer yet' "$WORK/early.err")" -eq 1
 finish
