@@ -1,7 +1,7 @@
 /* dispatcher/metrics.c - the dispatcher's Prometheus exposition (--metrics-port): workers and jobs by state,
  * what the state applied (leases, acks, deaths, cut changes), the journal, and per job its deliveries by
  * producer class, the client's rate and wait, and the plan (predicted rate, cut, local share, workers
- * needed: the autoscaling signal). Thread model: the metrics thread; it copies what it needs under the
+ * needed: the autoscaling signal); profiles asked ahead of CreateJob. Thread model: the metrics thread; it copies what it needs under the
  * service's lock, writes after releasing it, and asks the re-planner for plans without the service's lock. */
 #include "dispatcher/service_internal.h"
 
@@ -144,6 +144,19 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
                      "packed listings sent to workers and clients (GetManifest)", (double)served);
     spw_prom_gauge(p, "spillway_dispatcher_manifests_kept_bytes", "packed listings kept for GetManifest (512 MiB cap)",
                    (double)kept_bytes);
+    struct disp_ahead_counts ah;
+    disp_ahead_counts(s->ahead, &ah);
+    spw_prom_family(p, "spillway_dispatcher_profile_asks_ahead_total", "counter",
+                    "workers' profiles asked ahead of a planned CreateJob (the client's GetManifest): started, "
+                    "taken by their CreateJob, dropped untaken a minute after they ended, refused (4 kept, or a "
+                    "pipeline over 1 MiB)");
+    static const char *const outcomes[4] = {"started", "taken", "expired", "refused"};
+    const uint64_t by_outcome[4] = {ah.started, ah.taken, ah.expired, ah.refused};
+    for (int i = 0; i < 4; i++)
+        spw_prom_sample(p, "spillway_dispatcher_profile_asks_ahead_total",
+                        (struct spw_label[]){{"outcome", outcomes[i]}}, 1, (double)by_outcome[i]);
+    spw_prom_gauge(p, "spillway_dispatcher_profile_asks_ahead_running", "profiles asked ahead, still being asked",
+                   (double)ah.running);
     counter_of(p, "spillway_dispatcher_acks_total", "splits acknowledged by their clients", applied, DISP_ACK);
     counter_of(p, "spillway_dispatcher_workers_declared_dead_total",
                "workers silent past --worker-timeout-ms: their leases went back to pending", applied,

@@ -31,6 +31,7 @@ struct disp_ahead {
     char *auth_token;
     struct disp_ask how;            /* how.auth_token is auth_token */
     struct ask a[DISP_AHEAD_MAX];
+    struct disp_ahead_counts n;     /* running unused: counted when asked */
 };
 
 int disp_ahead_create(const struct disp_ask *how, struct disp_ahead **out)
@@ -67,8 +68,10 @@ static void drop(struct ask *e, bool started)
 static void sweep(struct disp_ahead *a, int64_t now_ms)
 {
     for (int i = 0; i < DISP_AHEAD_MAX; i++)
-        if (a->a[i].used && a->a[i].done && !a->a[i].taken && now_ms - a->a[i].done_ms > DISP_AHEAD_KEEP_MS)
+        if (a->a[i].used && a->a[i].done && !a->a[i].taken && now_ms - a->a[i].done_ms > DISP_AHEAD_KEEP_MS) {
             drop(&a->a[i], true);
+            a->n.expired++;
+        }
 }
 
 /* The untaken ask of this packed pipeline, or NULL. Called with mu held. */
@@ -109,8 +112,12 @@ static uint8_t *pack(const Spillway__V1__Pipeline *pipe, size_t *len)
 int disp_ahead_start(struct disp_ahead *a, const Spillway__V1__Pipeline *pipe, int n_cuts, char *const *addrs,
                      int n, int64_t now_ms)
 {
-    if (protobuf_c_message_get_packed_size(&pipe->base) > DISP_AHEAD_MAX_PIPELINE_BYTES)
+    if (protobuf_c_message_get_packed_size(&pipe->base) > DISP_AHEAD_MAX_PIPELINE_BYTES) {
+        pthread_mutex_lock(&a->mu);
+        a->n.refused++;
+        pthread_mutex_unlock(&a->mu);
         return -E2BIG;
+    }
     size_t len;
     uint8_t *key = pack(pipe, &len);
     if (!key)
@@ -126,6 +133,7 @@ int disp_ahead_start(struct disp_ahead *a, const Spillway__V1__Pipeline *pipe, i
             e = &a->a[i];
     if (!e) {
         rc = -EBUSY;
+        a->n.refused++;
     } else if (!e->used) {
         *e = (struct ask){.used = true, .key = key, .key_len = len, .n_cuts = n_cuts, .n = n, .owner = a,
                           .asks = calloc((size_t)n + 1, sizeof *e->asks)};
@@ -141,6 +149,8 @@ int disp_ahead_start(struct disp_ahead *a, const Spillway__V1__Pipeline *pipe, i
         if (!e->asks || rc || pthread_create(&e->thread, NULL, ask_main, e) != 0) {
             drop(e, false);
             rc = -ENOMEM;
+        } else {
+            a->n.started++;
         }
     }
     pthread_mutex_unlock(&a->mu);
@@ -191,6 +201,7 @@ int disp_ahead_take(struct disp_ahead *a, const Spillway__V1__Pipeline *pipe, in
                     break;
                 }
             drop(e, true);
+            a->n.taken++;
         }
     }
     pthread_mutex_unlock(&a->mu);
@@ -206,6 +217,14 @@ int disp_ahead_running(struct disp_ahead *a)
         n += a->a[i].used && !a->a[i].done;
     pthread_mutex_unlock(&a->mu);
     return n;
+}
+
+void disp_ahead_counts(struct disp_ahead *a, struct disp_ahead_counts *out)
+{
+    pthread_mutex_lock(&a->mu);
+    *out = a->n;
+    pthread_mutex_unlock(&a->mu);
+    out->running = disp_ahead_running(a);
 }
 
 void disp_ahead_destroy(struct disp_ahead *a)

@@ -41,4 +41,12 @@ int disp_ahead_take(struct disp_ahead *a, const Spillway__V1__Pipeline *pipe, in
 /* How many asks are still running. */
 int disp_ahead_running(struct disp_ahead *a);
 
+/* Since creation (metrics): asks started, taken by their CreateJob, dropped untaken a minute after they
+ * ended, and not started (DISP_AHEAD_MAX kept, or a pipeline too big). */
+struct disp_ahead_counts {
+    uint64_t started, taken, expired, refused;
+    int running;
+};
+void disp_ahead_counts(struct disp_ahead *a, struct disp_ahead_counts *out);
+
 #endif

@@ -131,6 +131,10 @@ check "another method: 405" bash -c \
   "[ \"\$(curl -s -o /dev/null -w '%{http_code}' -X POST -d junk http://127.0.0.1:$DM/metrics)\" = 405 ]"
 check "the jobs and workers series are there" bash -c "grep -q '^spillway_dispatcher_workers{state=\"alive\"} 2$' \
   '$WORK/body-$DM.txt' && grep -q '^spillway_job_cut{job_id=\"$JOB\"}' '$WORK/body-$DM.txt'"
+check "the planned job's profiles were asked ahead and taken by its CreateJob" bash -c \
+  "grep -q '^spillway_dispatcher_profile_asks_ahead_total{outcome=\"started\"} 1$' '$WORK/body-$DM.txt' &&
+   grep -q '^spillway_dispatcher_profile_asks_ahead_total{outcome=\"taken\"} 1$' '$WORK/body-$DM.txt' &&
+   grep -q '^spillway_dispatcher_profile_asks_ahead_running 0$' '$WORK/body-$DM.txt'"
 
 # 1000 connections of bad requests (garbage, a huge header, a slow half-request) at the dispatcher's port.
 python3 - "$DM" > "$WORK/flood.log" 2>&1 <<'PY' &

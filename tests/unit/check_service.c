@@ -400,6 +400,9 @@ START_TEST(test_service_profiles_asked_ahead_are_taken_once)
     /* A minute after they ended: all four dropped. */
     ck_assert_int_eq(disp_ahead_start(a, pipeline("/q"), 2, addrs, 2, spw_now_ms() + DISP_AHEAD_KEEP_MS + 1000), 0);
     ck_assert_int_eq(disp_ahead_take(a, pipeline("/p0"), 2, addrs, 2, asked, &known, 5000, 0), -ENOENT);
+    struct disp_ahead_counts n;
+    disp_ahead_counts(a, &n);
+    ck_assert(n.started == 6 && n.taken == 1 && n.expired == 4 && n.refused == 2);
     disp_ahead_destroy(a);          /* with /q's ask maybe still running: waits for it */
 }
 END_TEST
