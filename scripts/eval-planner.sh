@@ -120,9 +120,10 @@ for c in "${CONDITIONS[@]}"; do
   for ((r = 1; r <= REPEATS && ok; r++)); do
     for s in $(strategies); do run_strategy "$name" "$s" "$r" "$pipe" "$rate" || { ok=0; break; }; done
   done
-  if ((ok)); then     # re-measure the best forced plan (the max of noisy medians is biased up), paired
-    best=$("$PY" scripts/eval_planner.py --best "$OUT/results.tsv" "$name")   # with the planner's runs
-    for ((r = 1; r <= REPEATS && ok; r++)); do
+  best=""
+  ((ok)) && best=$("$PY" scripts/eval_planner.py --best "$OUT/results.tsv" "$name")
+  if ((ok)) && [ -n "$best" ]; then   # re-measure the best forced plan (the max of noisy medians is biased up),
+    for ((r = 1; r <= REPEATS && ok; r++)); do      # paired with the planner's runs
       run_strategy "$name" "$best" "best$r" "$pipe" "$rate" && run_strategy "$name" planner "pair$r" "$pipe" "$rate" ||
         ok=0
     done

@@ -185,7 +185,8 @@ plot for [i=2:6] '%s/eval.dat' using i:xtic(1) title columnheader(i)
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--best":
         med = forced_medians(rows_of(sys.argv[2], sys.argv[3]))
-        print(max(med, key=med.get))
+        if med:             # none when EVAL_STRATEGIES ran no forced plan: nothing to re-measure
+            print(max(med, key=med.get))
     elif len(sys.argv) == 2:
         analyse(sys.argv[1])
     else:
