@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "lib/clock.h"
 #include "pipeline/profile_ask.h"
@@ -42,11 +41,7 @@ int disp_ahead_create(const struct disp_ask *how, struct disp_ahead **out)
         return -ENOMEM;
     }
     a->how = (struct disp_ask){.auth_token = a->auth_token, .timeout_ms = how->timeout_ms};
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&a->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&a->cv, NULL);
     pthread_mutex_init(&a->mu, NULL);
     *out = a;
     return 0;
@@ -165,14 +160,7 @@ int disp_ahead_take(struct disp_ahead *a, const Spillway__V1__Pipeline *pipe, in
     uint8_t *key = pack(pipe, &len);
     if (!key)
         return -ENOENT;
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    const struct timespec until = spw_deadline_in_ms(timeout_ms);
     int added = -ENOENT;
     pthread_mutex_lock(&a->mu);
     sweep(a, now_ms);
