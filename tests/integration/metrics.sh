@@ -61,7 +61,7 @@ print(r[0]["value"][1] if r else "")'
 # A planned job (--cut auto; the client makes none itself) for a trainer of 300 elements/s: a workers_needed
 # for that rate; the producers run ahead of the trainer into its prefetch buffer at their own pace.
 timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --cut auto \
-  --consume-rate 300 --local-share off --max-seconds 40 --quiet > /dev/null 2> "$WORK/run.err" &
+  --consume-rate 300 --local-share off --max-seconds 45 --quiet > /dev/null 2> "$WORK/run.err" &
 RUN=$!
 JOB=""
 for _ in $(seq 1 100); do
@@ -71,7 +71,13 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 check "the job is running (job $JOB)" test -n "$JOB"
-sleep 5
+# Both sides observe before the interval starts: Prometheus has scraped the job's series (its start on a
+# loaded machine can take seconds), and the job has run a while.
+for _ in $(seq 1 100); do
+  [ -n "$(promql "sum(spillway_job_elements_total{job_id=\"$JOB\"})")" ] && break
+  sleep 0.2
+done
+sleep 3
 delivered() {   # the job's elements as spillctl job reports them (its producers'; a client's GPU row is a part)
   "$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" job "$JOB" --json | python3 -c '
 import json, sys
