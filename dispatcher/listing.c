@@ -16,6 +16,9 @@
 #include "pipeline/source.h"
 #include "pipeline/spec_proto.h"
 
+#define AHEAD_STR_(x) #x
+#define AHEAD_STR(x) AHEAD_STR_(x)
+
 #define FRESH_MS 60000              /* CreateJob takes its client's listing when it is at most this old */
 
 /* What names a listing: the fields that decide what spw_source_open lists. malloc'd; NULL out of memory. */
@@ -90,10 +93,16 @@ static void profile_ahead(struct disp_service *s, const Spillway__V1__GetManifes
     char **addrs = calloc(n + 1, sizeof *addrs);
     for (size_t i = 0; addrs && i < n; i++)
         addrs[i] = ws[i]->address;
-    const int rc = n && addrs ? disp_ahead_start(s->ahead, r->pipeline, n_cuts, addrs, (int)n, spw_now_ms()) : 0;
+    char host[64] = "";
+    spw_rpc_peer_host(spw_rpc_current_peer(), host, sizeof host);      /* "" when not an IP */
+    const int rc = n && addrs ? disp_ahead_start(s->ahead, host, r->pipeline, n_cuts, addrs, (int)n, spw_now_ms())
+                              : 0;
     if (rc)
-        spw_log(SPW_LOG_INFO, "dispatcher", "profiles not asked ahead (%s): CreateJob will ask",
-                rc == -EBUSY ? "4 asks kept" : rc == -E2BIG ? "a pipeline over 1 MiB" : "out of memory");
+        spw_log(SPW_LOG_INFO, "dispatcher", "profiles not asked ahead for %s (%s): CreateJob will ask", host,
+                rc == -EAGAIN ? "its " AHEAD_STR(DISP_AHEAD_PER_HOST) " asks are running"
+                : rc == -EBUSY ? AHEAD_STR(DISP_AHEAD_MAX) " asks kept"
+                : rc == -E2BIG ? "a pipeline over 1 MiB"
+                               : "out of memory");
     free(addrs);
     disp_free_addresses(ws, n);
 }

@@ -16,6 +16,7 @@
 struct ask {
     bool used, done, taken;
     int64_t done_ms;
+    char host[64];                  /* the client host that asked */
     uint8_t *key;                   /* the packed pipeline */
     size_t key_len;
     int n_cuts, n;
@@ -104,8 +105,36 @@ static uint8_t *pack(const Spillway__V1__Pipeline *pipe, size_t *len)
     return p;
 }
 
-int disp_ahead_start(struct disp_ahead *a, const Spillway__V1__Pipeline *pipe, int n_cuts, char *const *addrs,
-                     int n, int64_t now_ms)
+/* Room for host's new ask: a free slot, or the host's oldest ended and untaken ask dropped when it holds its
+ * share; NULL with *rc set when there is none. Called with mu held. */
+static struct ask *room(struct disp_ahead *a, const char *host, int *rc)
+{
+    struct ask *free_slot = NULL, *oldest = NULL;
+    int mine = 0;
+    for (int i = 0; i < DISP_AHEAD_MAX; i++) {
+        struct ask *e = &a->a[i];
+        if (!e->used) {
+            free_slot = free_slot ? free_slot : e;
+        } else if (!strcmp(e->host, host)) {
+            mine++;
+            if (e->done && !e->taken && (!oldest || e->done_ms < oldest->done_ms))
+                oldest = e;
+        }
+    }
+    if (mine >= DISP_AHEAD_PER_HOST) {
+        if (!oldest)
+            return *rc = -EAGAIN, NULL;
+        drop(oldest, true);
+        a->n.expired++;
+        return oldest;
+    }
+    if (!free_slot)
+        *rc = -EBUSY;
+    return free_slot;
+}
+
+int disp_ahead_start(struct disp_ahead *a, const char *host, const Spillway__V1__Pipeline *pipe, int n_cuts,
+                     char *const *addrs, int n, int64_t now_ms)
 {
     if (protobuf_c_message_get_packed_size(&pipe->base) > DISP_AHEAD_MAX_PIPELINE_BYTES) {
         pthread_mutex_lock(&a->mu);
@@ -123,15 +152,12 @@ int disp_ahead_start(struct disp_ahead *a, const Spillway__V1__Pipeline *pipe, i
     pthread_mutex_lock(&a->mu);
     sweep(a, now_ms);
     struct ask *e = find(a, key, len);
-    for (int i = 0; !e && i < DISP_AHEAD_MAX; i++)
-        if (!a->a[i].used)
-            e = &a->a[i];
-    if (!e) {
-        rc = -EBUSY;
+    if (!e && !(e = room(a, host, &rc))) {
         a->n.refused++;
     } else if (!e->used) {
         *e = (struct ask){.used = true, .key = key, .key_len = len, .n_cuts = n_cuts, .n = n, .owner = a,
                           .asks = calloc((size_t)n + 1, sizeof *e->asks)};
+        snprintf(e->host, sizeof e->host, "%s", host);
         key = NULL;
         for (int i = 0; e->asks && i < n; i++)
             if (!(e->asks[i].addr = strdup(addrs[i]))) {

@@ -7,9 +7,10 @@
  * than it carries), oversized (an 80 MB message, over the client's receive cap); compressed payloads
  * (Tensor.encoding zstd) for the right sample of a shuffled source of SAMPLES with SEED: zstd-corrupt (a byte
  * of the frame changed), zstd-lying (a frame declaring 60 MB for a 192-byte element), zstd-bomb (a shape
- * claiming 3 TB once decompressed). slow-profile: a worker whose Profile takes 2 s: it prints "profile asked
- * at MS" and "profile answered at MS" (wall-clock milliseconds) to stderr and answers every cut with 1 ms and
- * 1000 bytes per element - for tests of how the dispatcher asks several workers. lying-profile: answers at
+ * claiming 3 TB once decompressed). slow-profile: a worker whose Profile takes 2 s (env FAKEWORKER_PROFILE_MS:
+ * that many ms): it prints "profile asked at MS" and "profile answered at MS" (wall-clock milliseconds) to
+ * stderr and answers every cut with 1 ms and 1000 bytes per element - for tests of how the dispatcher asks
+ * several workers. lying-profile: answers at
  * once with one cut more than the pipeline has (a profile the planner must refuse). hung-profile: never
  * answers a Profile (until SIGTERM): a worker stuck on a hung mount. */
 #include <errno.h>
@@ -128,8 +129,10 @@ static int profile(void *ctx, const uint8_t *req, size_t req_len, uint8_t **resp
     const bool lying = !strcmp(g_mode, "lying-profile");
     const int n_cuts = spw_fusion_groups(spec, groups) + 1 + lying;
     spw_spec_free(spec);
-    if (!lying)
-        sleep(2);
+    if (!lying) {
+        const char *ms = getenv("FAKEWORKER_PROFILE_MS");
+        usleep((useconds_t)(ms ? atoi(ms) : 2000) * 1000);
+    }
     Spillway__V1__CutProfile cuts[257], *ptrs[257];
     Spillway__V1__ProfileResponse r = SPILLWAY__V1__PROFILE_RESPONSE__INIT;
     for (int k = 0; k < n_cuts; k++) {

@@ -8,6 +8,9 @@
  *                                                 came before the stream ended
  *   hostilepeer DISPATCHER manifest JOB [PIPELINE.json]  GetManifest's first chunk, by JOB (a worker's way) or,
  *                                                 with JOB 0, by the pipeline (a client's): prints its size too
+ *   hostilepeer DISPATCHER ahead 0 PIPELINE.json N  N GetManifests by pipeline with plan_ahead (each would
+ *                                                 have every worker profile it), each pipeline made distinct
+ *                                                 by its max_file_bytes, no CreateJob: prints "ok=K of N" 
  * Env HOSTILEPEER_TOKEN: a bearer token to send (a holder of one token trying another's calls).
  * Prints "status=NAME msg=..." (stream: "status=NAME msg=... messages=N"). Exit 0 when a status came back,
  * 1 on local failure, 2 on bad arguments. One thread. */
@@ -72,13 +75,41 @@ static int get_manifest(struct spw_rpc_channel *ch, uint64_t job, Spillway__V1__
     return 0;
 }
 
+/* N first chunks by distinct pipelines, each asking the workers' profiles ahead of a CreateJob never sent. */
+static int ahead_flood(struct spw_rpc_channel *ch, Spillway__V1__Pipeline *pipe, int n)
+{
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        Spillway__V1__GetManifestRequest req = SPILLWAY__V1__GET_MANIFEST_REQUEST__INIT;
+        pipe->opt_max_file_bytes_case = SPILLWAY__V1__PIPELINE__OPT_MAX_FILE_BYTES_MAX_FILE_BYTES;
+        pipe->max_file_bytes = (64 << 20) - 1 - i;     /* none the default: not a real client's */
+        req.pipeline = pipe;
+        req.plan_ahead = 1;
+        ProtobufCMessage *reply = NULL;
+        char msg[512] = "";
+        const int st = spw_rpc_call_reply(ch, "/spillway.v1.Dispatcher/GetManifest", &req.base, 30000,
+                                          &spillway__v1__get_manifest_response__descriptor, &reply, msg, sizeof msg);
+        ok += st == SPW_RPC_OK;
+        if (st != SPW_RPC_OK)
+            printf("status=%s msg=%s\n", spw_rpc_status_name(st), msg);
+        if (reply)
+            protobuf_c_message_free_unpacked(reply, NULL);
+    }
+    printf("ok=%d of %d\n", ok, n);
+    spw_spec_proto_free(pipe);
+    spw_rpc_channel_destroy(ch);
+    spw_rpc_shutdown();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4 || (strcmp(argv[2], "heartbeat") && strcmp(argv[2], "lease") && strcmp(argv[2], "join") &&
-                     strcmp(argv[2], "stream") && strcmp(argv[2], "manifest")) ||
-        (!strcmp(argv[2], "lease") && argc != 5) || (!strcmp(argv[2], "join") && argc != 5)) {
-        fprintf(stderr, "usage: hostilepeer HOST:PORT heartbeat|lease|join|stream|manifest JOB "
-                "[MANIFEST_HEX|PIPELINE]\n");
+                     strcmp(argv[2], "stream") && strcmp(argv[2], "manifest") && strcmp(argv[2], "ahead")) ||
+        (!strcmp(argv[2], "lease") && argc != 5) || (!strcmp(argv[2], "join") && argc != 5) ||
+        (!strcmp(argv[2], "ahead") && argc != 6)) {
+        fprintf(stderr, "usage: hostilepeer HOST:PORT heartbeat|lease|join|stream|manifest|ahead JOB "
+                "[MANIFEST_HEX|PIPELINE [N]]\n");
         return 2;
     }
     const uint64_t job = strtoull(argv[3], NULL, 10);
@@ -110,17 +141,17 @@ int main(int argc, char **argv)
     struct spw_pipeline_spec *spec = NULL;
     Spillway__V1__Pipeline *pipe = NULL;
     char msg[512] = "";
-    const bool manifest = !strcmp(argv[2], "manifest");
-    if (!strcmp(argv[2], "join") || (manifest && argc > 4)) {
+    const bool manifest = !strcmp(argv[2], "manifest"), ahead = !strcmp(argv[2], "ahead");
+    if (!strcmp(argv[2], "join") || ahead || (manifest && argc > 4)) {
         if (spw_spec_load_file(argv[4], &spec, msg, sizeof msg) != 0 || spw_spec_to_proto(spec, &pipe) != 0) {
             fprintf(stderr, "hostilepeer: %s\n", msg);
             return 2;
         }
         cj.pipeline = pipe;
         cj.job = job;
-        if (manifest) {
+        if (manifest || ahead) {
             spw_spec_free(spec);
-            return get_manifest(ch, job, pipe);
+            return manifest ? get_manifest(ch, job, pipe) : ahead_flood(ch, pipe, atoi(argv[5]));
         }
         cj.cut = -1;
         cj.incarnation = UINT64_MAX;

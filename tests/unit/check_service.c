@@ -365,8 +365,9 @@ END_TEST
 
 /* Profiles asked ahead of CreateJob (dispatcher/profile_ahead.h): taken once, by the same pipeline and cut
  * count only; each worker it asked is marked (one that gave no profile too: CreateJob does not ask it again);
- * at most four kept, none of a pipeline over 1 MiB; one left untaken is dropped a minute after it ended.
- * Nothing listens on the workers' ports: each ask is refused at once. */
+ * at most four kept and two per client host (a host's third replaces its oldest ended one), none of a
+ * pipeline over 1 MiB; one left untaken is dropped a minute after it ended. Nothing listens on the workers'
+ * ports: each ask is refused at once. */
 START_TEST(test_service_profiles_asked_ahead_are_taken_once)
 {
     struct disp_ahead *a;
@@ -375,8 +376,9 @@ START_TEST(test_service_profiles_asked_ahead_are_taken_once)
     char *addrs[2] = {w1, w2};
     bool asked[2] = {false, false};
     struct disp_profiles known = {0};
-    ck_assert_int_eq(disp_ahead_start(a, pipeline("/x"), 2, addrs, 1, 0), 0);
-    ck_assert_int_eq(disp_ahead_start(a, pipeline("/x"), 2, addrs, 1, 0), 0);      /* the same: one ask */
+    const char *host = "10.0.0.1";
+    ck_assert_int_eq(disp_ahead_start(a, host, pipeline("/x"), 2, addrs, 1, 0), 0);
+    ck_assert_int_eq(disp_ahead_start(a, host, pipeline("/x"), 2, addrs, 1, 0), 0);      /* the same: one ask */
     ck_assert_int_eq(disp_ahead_take(a, pipeline("/y"), 2, addrs, 2, asked, &known, 5000, 0), -ENOENT);
     ck_assert_int_eq(disp_ahead_take(a, pipeline("/x"), 3, addrs, 2, asked, &known, 5000, 0), -ENOENT);
     ck_assert_int_eq(disp_ahead_take(a, pipeline("/x"), 2, addrs, 2, asked, &known, 30000, 0), 0);
@@ -384,25 +386,33 @@ START_TEST(test_service_profiles_asked_ahead_are_taken_once)
     ck_assert_int_eq(known.n, 0);
     ck_assert_int_eq(disp_ahead_take(a, pipeline("/x"), 2, addrs, 2, asked, &known, 5000, 0), -ENOENT);
     char path[32];
-    for (int i = 0; i < DISP_AHEAD_MAX; i++) {
+    for (int i = 0; i < DISP_AHEAD_MAX; i++) {     /* two hosts, two each */
         snprintf(path, sizeof path, "/p%d", i);
-        ck_assert_int_eq(disp_ahead_start(a, pipeline(path), 2, addrs, 2, 0), 0);
+        ck_assert_int_eq(disp_ahead_start(a, i < 2 ? "10.0.0.1" : "10.0.0.2", pipeline(path), 2, addrs, 2, 0), 0);
     }
-    ck_assert_int_eq(disp_ahead_start(a, pipeline("/q"), 2, addrs, 2, 0), -EBUSY);
+    ck_assert_int_eq(disp_ahead_start(a, "10.0.0.3", pipeline("/q"), 2, addrs, 2, 0), -EBUSY);
+    for (int t = 0; t < 300 && disp_ahead_running(a) > 0; t++)
+        usleep(100 * 1000);
+    /* A host's third replaces its oldest ended one (/p0), not another host's. */
+    ck_assert_int_eq(disp_ahead_start(a, host, pipeline("/p4"), 2, addrs, 2, 0), 0);
+    ck_assert_int_eq(disp_ahead_take(a, pipeline("/p0"), 2, addrs, 2, asked, &known, 5000, 0), -ENOENT);
+    ck_assert_int_eq(disp_ahead_start(a, host, pipeline("/p0"), 2, addrs, 2, 0), 0);     /* replaces /p1 */
+    ck_assert_int_eq(disp_ahead_take(a, pipeline("/p1"), 2, addrs, 2, asked, &known, 5000, 0), -ENOENT);
+    ck_assert_int_eq(disp_ahead_start(a, "10.0.0.3", pipeline("/q"), 2, addrs, 2, 0), -EBUSY);
     char *huge = malloc(DISP_AHEAD_MAX_PIPELINE_BYTES + 2);        /* a pipeline too big to keep */
     memset(huge, 'a', DISP_AHEAD_MAX_PIPELINE_BYTES + 1);
     huge[DISP_AHEAD_MAX_PIPELINE_BYTES + 1] = 0;
-    ck_assert_int_eq(disp_ahead_start(a, pipeline(huge), 2, addrs, 2, 0), -E2BIG);
+    ck_assert_int_eq(disp_ahead_start(a, host, pipeline(huge), 2, addrs, 2, 0), -E2BIG);
     free(huge);
     for (int t = 0; t < 300 && disp_ahead_running(a) > 0; t++)
         usleep(100 * 1000);
     ck_assert_int_eq(disp_ahead_running(a), 0);
     /* A minute after they ended: all four dropped. */
-    ck_assert_int_eq(disp_ahead_start(a, pipeline("/q"), 2, addrs, 2, spw_now_ms() + DISP_AHEAD_KEEP_MS + 1000), 0);
+    ck_assert_int_eq(disp_ahead_start(a, host, pipeline("/q"), 2, addrs, 2, spw_now_ms() + DISP_AHEAD_KEEP_MS + 1000), 0);
     ck_assert_int_eq(disp_ahead_take(a, pipeline("/p0"), 2, addrs, 2, asked, &known, 5000, 0), -ENOENT);
     struct disp_ahead_counts n;
     disp_ahead_counts(a, &n);
-    ck_assert(n.started == 6 && n.taken == 1 && n.expired == 4 && n.refused == 2);
+    ck_assert(n.started == 8 && n.taken == 1 && n.expired == 6 && n.refused == 3);
     disp_ahead_destroy(a);          /* with /q's ask maybe still running: waits for it */
 }
 END_TEST
