@@ -164,9 +164,19 @@ static bool job_stopping(struct spw_job *j)
 }
 
 /* Places of one epoch this client's threads make, a micro-batch at a time through the backends: each place
- * nobody has claimed yet is made, then claimed and put in its batch (or parked beyond the window).
- * Elements are computed into this thread's own memory before the claim: a claimed place holds its batch
- * back, and these threads run at low priority (they may wait long for the CPU while busier threads run). */
+ * nobody has claimed yet is made, claimed and put in its batch (or parked beyond the window). A place is
+ * claimed only when the element's final write is due (its last op asks for memory, lazy_place): that write
+ * goes straight into the batch (~40 us less per 600 KB element than computing it here and copying it), and
+ * a claimed place, which holds its batch back, is held only for that last op (these threads run at low
+ * priority and may wait long for the CPU while busier threads run). */
+struct local_mb;
+struct lazy_claim {
+    struct local_mb *m;
+    int k;
+    bool claimed;
+    enum asm_claim c;
+    struct asm_ticket t;
+};
 struct local_mb {
     struct spw_job *j;
     uint64_t epoch;
@@ -174,7 +184,29 @@ struct local_mb {
     const int64_t *places;
     int64_t samples[MICROBATCH];
     int64_t *count[MICROBATCH]; /* what each delivered element adds to */
+    struct lazy_claim claim[MICROBATCH];
+    struct spw_element_dest dest[MICROBATCH];
 };
+
+/* spw_element_dest.place for element k: claim its place now; its batch memory when it is ours to place,
+ * else NULL (the runner allocates: parked, or dropped as a duplicate, in local_done). */
+static void *lazy_place(void *opaque, enum spw_dtype dt, int ndim, const int64_t *shape)
+{
+    struct lazy_claim *lc = opaque;
+    struct local_mb *m = lc->m;
+    if (!lc->claimed)
+        lc->c = asm_claim_place(m->j->a, m->epoch, m->places[lc->k], &lc->t);
+    lc->claimed = true;
+    return lc->c == ASM_PLACE ? asm_dst(m->j->a, &lc->t, dt, ndim, shape) : NULL;
+}
+
+static const struct spw_element_dest *local_dest(void *opaque, int k)
+{
+    struct local_mb *m = opaque;
+    m->claim[k] = (struct lazy_claim){.m = m, .k = k};
+    m->dest[k] = (struct spw_element_dest){lazy_place, &m->claim[k], m->j->spec->batch.layout};
+    return &m->dest[k];
+}
 
 static bool local_want(void *opaque, int k)
 {
@@ -190,8 +222,8 @@ static void local_done(void *opaque, int k, int rc, struct spw_value *v, const c
 {
     struct local_mb *m = opaque;
     struct spw_job *j = m->j;
-    struct asm_ticket t;
-    enum asm_claim c = asm_claim_place(j->a, m->epoch, m->places[k], &t);
+    struct asm_ticket t = m->claim[k].t;
+    enum asm_claim c = m->claim[k].claimed ? m->claim[k].c : asm_claim_place(j->a, m->epoch, m->places[k], &t);
     if (c != ASM_DUP && c != ASM_DROP) {
         char msg[1024];
         if (rc != 0 && spw_produce_failed(&j->prod, m->samples[k], rc, err, NULL, msg, sizeof msg))
@@ -216,7 +248,8 @@ static void make_places(struct spw_job *j, bool gpu, uint64_t epoch, const int64
             m.count[k] = i0 + k < n_first ? first : rest;
         }
         const struct spw_microbatch mb = {.epoch = epoch, .cut = j->ctx.n_groups, .n = mb_n, .samples = m.samples,
-                                          .opaque = &m, .want = local_want, .done = local_done};
+                                          .opaque = &m, .want = local_want, .dest = local_dest,
+                                          .done = local_done};
         spw_backend_run(table, gpu ? 2 : 1, &j->prod, &mb);
     }
     __atomic_add_fetch(&j->own_cpu_ns, spw_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
