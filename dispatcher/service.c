@@ -321,11 +321,14 @@ size_t disp_alive_workers(struct disp_service *s, uint64_t job, int max, Spillwa
 {
     int nw = disp_state_worker_count(s->st);
     Spillway__V1__WorkerAddress **v = calloc((size_t)nw + 1, sizeof *v);
+    bool *serves = job ? calloc((size_t)nw + 1, sizeof *serves) : NULL;
+    if (job && (!serves || disp_state_job_servers(s->st, job, serves, nw) < 0))
+        nw = 0;
     size_t n = 0;
     for (int i = 0; v && i < nw && (job || !max || n < (size_t)max); i++) {
         struct disp_worker_info wi;
         disp_state_worker_at(s->st, i, &wi);
-        if (!wi.alive || (job && !disp_state_worker_serves(s->st, job, wi.id)))
+        if (!wi.alive || (job && !serves[i]))
             continue;
         Spillway__V1__WorkerAddress *a = calloc(1, sizeof *a);
         char *addr = strdup(wi.address);
@@ -339,6 +342,7 @@ size_t disp_alive_workers(struct disp_service *s, uint64_t job, int max, Spillwa
         a->address = addr;
         v[n++] = a;
     }
+    free(serves);
     *out = v;
     return n;
 }

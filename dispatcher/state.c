@@ -724,15 +724,57 @@ bool disp_state_worker_serves(const struct disp_state *s, uint64_t job, uint64_t
     return false;
 }
 
+int disp_state_job_servers(const struct disp_state *s, uint64_t job, bool *serves, int cap)
+{
+    const struct job *j = find_job(s, job);
+    if (!j)
+        return -ENOENT;
+    int before = 0, n = 0;
+    for (; n < s->n_workers && n < cap; n++) {
+        const bool able = !j->client_only && s->workers[n].alive && !refused(j, s->workers[n].id);
+        serves[n] = able && (!j->max_workers || before < j->max_workers);
+        before += able;
+    }
+    return n;
+}
+
+int disp_state_worker_jobs(const struct disp_state *s, uint64_t worker, bool *serves, int cap)
+{
+    int at = -1, alive_before = 0;
+    for (int i = 0; i < s->n_workers && at < 0; i++) {
+        if (s->workers[i].id == worker)
+            at = i;
+        else
+            alive_before += s->workers[i].alive;
+    }
+    if (at < 0)
+        return -ENOENT;
+    const bool alive = s->workers[at].alive;
+    int n = 0;
+    for (; n < s->n_jobs && n < cap; n++) {
+        const struct job *j = &s->jobs[n];
+        if (!alive || j->client_only || refused(j, worker))
+            serves[n] = false;
+        else if (!j->max_workers)
+            serves[n] = true;
+        else if (!j->n_refusals)
+            serves[n] = alive_before < j->max_workers;      /* able before it: the alive ones */
+        else
+            serves[n] = disp_state_worker_serves(s, j->id, worker);    /* rare: capped and refused */
+    }
+    return n;
+}
+
 int disp_state_worker_at(const struct disp_state *s, int i, struct disp_worker_info *out)
 {
     if (i < 0 || i >= s->n_workers)
         return -ENOENT;
     const struct worker *w = &s->workers[i];
-    memset(out, 0, sizeof *out);
+    _Static_assert(sizeof out->address == sizeof w->address && sizeof out->gpu == sizeof w->gpu,
+                   "disp_worker_info copies struct worker's strings whole");
     out->id = w->id;
-    snprintf(out->address, sizeof out->address, "%s", w->address);
-    snprintf(out->gpu, sizeof out->gpu, "%s", w->gpu);
+    memcpy(out->address, w->address, sizeof out->address);      /* per worker per heartbeat: no snprintf */
+    memcpy(out->gpu, w->gpu, sizeof out->gpu);
     out->threads = w->threads;
     out->alive = w->alive;
     out->last_heartbeat_ms = w->last_heartbeat_ms;
@@ -759,8 +801,10 @@ static void job_info(const struct job *j, struct disp_job_info *out)
     out->world_size = j->world_size;
     out->max_workers = j->max_workers;
     out->epoch = j->finished ? j->epochs : j->ep[0].epoch;
-    snprintf(out->name, sizeof out->name, "%s", j->name);
-    snprintf(out->client, sizeof out->client, "%s", j->client);
+    _Static_assert(sizeof out->name == sizeof j->name && sizeof out->client == sizeof j->client,
+                   "disp_job_info copies struct job's strings whole");
+    memcpy(out->name, j->name, sizeof out->name);          /* per job per heartbeat: no snprintf */
+    memcpy(out->client, j->client, sizeof out->client);
     out->acked = j->ep[0].acked;
     out->leased = j->ep[0].leased;
     out->pending = j->ep[0].pending;

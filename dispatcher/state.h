@@ -173,6 +173,12 @@ int disp_state_worker_count(const struct disp_state *s);
  * first N such in registration order (a dead or refusing one's place goes to the next); none once the job is
  * handed back to its clients. */
 bool disp_state_worker_serves(const struct disp_state *s, uint64_t job, uint64_t worker);
+/* The same for many at once, in one pass (a heartbeat asks for a whole row: asking one by one costs O(workers)
+ * each). disp_state_job_servers: serves[i] for the worker at index i (disp_state_worker_at), up to cap;
+ * disp_state_worker_jobs: serves[k] for the job at index k (disp_state_job_at), up to cap. Return how many
+ * entries they filled, or -ENOENT for an unknown job or worker. */
+int disp_state_job_servers(const struct disp_state *s, uint64_t job, bool *serves, int cap);
+int disp_state_worker_jobs(const struct disp_state *s, uint64_t worker, bool *serves, int cap);
 int disp_state_worker_at(const struct disp_state *s, int i, struct disp_worker_info *out);
 /* Check what the state keeps incrementally against a full recount (every worker's lease count against every
  * job's split holders): 0, or -EINVAL with the first difference in err. For tests; O(workers x splits). */

@@ -116,6 +116,7 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
     const Spillway__V1__WorkerHeartbeatRequest *r = (const Spillway__V1__WorkerHeartbeatRequest *)req;
     Spillway__V1__WorkerHeartbeatResponseWire out = SPILLWAY__V1__WORKER_HEARTBEAT_RESPONSE_WIRE__INIT;
     Spillway__V1__JobTaskWire *tasks = NULL, **ptrs = NULL;
+    bool *serves = NULL;
     int status = SPW_RPC_OK, n = 0;
     if ((status = disp_lock_call(s, msg, msglen)) != 0)
         return status;
@@ -148,13 +149,18 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
     int nj = disp_state_job_count(s->st);
     tasks = calloc((size_t)nj + 1, sizeof *tasks);
     ptrs = calloc((size_t)nj + 1, sizeof *ptrs);
-    if (!tasks || !ptrs) {
+    serves = calloc((size_t)nj + 1, sizeof *serves);
+    if (!tasks || !ptrs || !serves) {
         status = SPW_RPC_RESOURCE_EXHAUSTED;
         goto out;
     }
+    if (disp_state_worker_jobs(s->st, r->worker_id, serves, nj) < 0)
+        nj = 0;
     for (int i = 0; i < nj; i++) {
+        if (!serves[i])
+            continue;
         disp_state_job_at(s->st, i, &ji);
-        if (ji.finished || ji.paused || !disp_state_worker_serves(s->st, ji.id, r->worker_id))
+        if (ji.finished || ji.paused)
             continue;
         size_t plen;
         const uint8_t *p = disp_state_job_pipeline(s->st, ji.id, &plen);
@@ -178,6 +184,7 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
     status = disp_pack(&out.base, resp, resp_len, msg, msglen);
 out:
     pthread_mutex_unlock(&s->mu);
+    free(serves);
     free(ptrs);
     free(tasks);
     return status;

@@ -6,9 +6,11 @@
 # end) and writes build/bench-dispatcher/scale.tsv. With BENCH_DISPATCHER_OLD=PATH it measures that
 # dispatcher binary too, point by point, for a before/after ratio.
 # Env: BENCH_WORKERS ("100 300 1000") BENCH_JOBS ("10 30") BENCH_SPLITS ("32 20000") BENCH_SECONDS (10)
-#      BENCH_LOAD_THREADS (8) BENCH_DISPATCHER_OLD; BENCH_SPLIT_MS (1000: how long a simulated worker holds
+#      BENCH_LOAD_THREADS (8: leasing) BENCH_HB_THREADS (2: heartbeating) BENCH_DISPATCHER_OLD; BENCH_SPLIT_MS (1000: how long a simulated worker holds
 #      each of its two leases per job - a worker of one core on ImageNet makes ~15 splits/s whatever its
-#      number of jobs, so 2 x jobs / 15 s is that worker: 13000 for 100 jobs).
+#      number of jobs, so 2 x jobs / 15 s is that worker: 13000 for 100 jobs); BENCH_DISPATCHER_CORES (root:
+#      the dispatcher in a cgroup with that CPU quota, e.g. 0.25: an overload test, where the one-core load
+#      generator offers several times what the dispatcher can serve).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${SPW_BUILD:-$ROOT/build}
@@ -17,13 +19,32 @@ JOBS=${BENCH_JOBS:-10 30}
 SPLITS=${BENCH_SPLITS:-32 20000}
 SECONDS_EACH=${BENCH_SECONDS:-10}
 THREADS=${BENCH_LOAD_THREADS:-8}
+HB_THREADS=${BENCH_HB_THREADS:-2}
 SPLIT_MS=${BENCH_SPLIT_MS:-1000}
+DISP_CORES=${BENCH_DISPATCHER_CORES:-}
 OUT=$B/bench-dispatcher
 mkdir -p "$OUT"
 make -C "$ROOT" -s "$B/bin/spillway-dispatcher" "$B/tests/disp_load" > /dev/null
 DPID=""
-cleanup() { [ -z "$DPID" ] || kill "$DPID" 2> /dev/null || true; }
+CGDIR=""
+cleanup() { [ -z "$DPID" ] || kill "$DPID" 2> /dev/null || true; [ -z "$CGDIR" ] || rmdir "$CGDIR" 2> /dev/null || true; }
 trap cleanup EXIT
+# The dispatcher in a cgroup of its own with a CPU quota (v1 cpu.cfs_quota_us or v2 cpu.max).
+if [ -n "$DISP_CORES" ]; then
+  [ "$(id -u)" = 0 ] || { echo "bench-dispatcher: BENCH_DISPATCHER_CORES needs root (cgroups)" >&2; exit 1; }
+  q=$(/usr/bin/python3 -c "print(int(float('$DISP_CORES') * 100000))")
+  if [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
+    CGDIR=/sys/fs/cgroup/cpu/spw-bench-dispatcher
+    mkdir -p "$CGDIR"
+    echo 100000 > "$CGDIR/cpu.cfs_period_us"
+    echo "$q" > "$CGDIR/cpu.cfs_quota_us"
+  else
+    echo +cpu > /sys/fs/cgroup/cgroup.subtree_control 2> /dev/null || true
+    CGDIR=/sys/fs/cgroup/spw-bench-dispatcher
+    mkdir -p "$CGDIR"
+    echo "$q 100000" > "$CGDIR/cpu.max"
+  fi
+fi
 
 # A dataset per splits-per-epoch point: empty files (the dispatcher lists, nobody decodes); 32 splits are
 # 2048 samples in splits of 64, 20000 splits are 20000 samples in splits of 1 (ImageNet's 1.28 M in 64s).
@@ -45,13 +66,14 @@ run_point() {   # run_point DISPATCHER_BIN WORKERS JOBS SPLITS -> one JSON line
   # Every simulated client is this host: the per-host job cap (64 by default) would refuse the 65th job.
   taskset -c 0 "$bin" --listen 127.0.0.1 --port 0 --max-jobs-per-client 65536 > "$OUT/d.out" 2> "$OUT/d.err" &
   DPID=$!
+  [ -z "$CGDIR" ] || echo "$DPID" > "$CGDIR/cgroup.procs"
   for _ in $(seq 100); do
     port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$OUT/d.out")
     [ -n "$port" ] && break
     sleep 0.05
   done
   taskset -c 1 "$B/tests/disp_load" --dispatcher "127.0.0.1:$port" --data "$dir" --workers "$w" --jobs "$j" \
-    --split-size "$size" --seconds "$SECONDS_EACH" --threads "$THREADS" --split-ms "$SPLIT_MS" --pid "$DPID" \
+    --split-size "$size" --seconds "$SECONDS_EACH" --threads "$THREADS" --hb-threads "$HB_THREADS" --split-ms "$SPLIT_MS" --pid "$DPID" \
     2>> "$OUT/load.err" || echo '{}'
   kill "$DPID" 2> /dev/null || true
   wait "$DPID" 2> /dev/null || true

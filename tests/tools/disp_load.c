@@ -5,10 +5,13 @@
  * idle_wait; --no-backoff: the flat 50 ms workers used before); one client per job creates it (cut
  * auto with --planned) and heartbeats every 200 ms with the splits its workers finished as acks. Reports per
  * RPC method the calls, errors, p50/p99 latency, and the dispatcher's CPU and RSS (--pid) over --seconds,
- * then how many workers the dispatcher still lists alive. Threads: --threads, each driving its share of the
- * simulated peers with blocking calls.
+ * then how many workers the dispatcher still lists alive. Threads: --threads for the leases, each driving its
+ * share of the simulated workers with blocking calls, and --hb-threads for the heartbeats (workers' and
+ * clients'), as real workers and clients heartbeat from threads of their own: a slow dispatcher delays a
+ * heartbeat by its own latency, not by the leases queued before it on the same thread.
  *   disp_load --dispatcher HOST:PORT --data DIR --workers N --jobs J [--split-size S] [--seconds T]
- *             [--threads K] [--split-ms M] [--idle-poll-ms P] [--no-backoff] [--pid PID] [--planned]
+ *             [--threads K] [--hb-threads H] [--split-ms M] [--idle-poll-ms P] [--no-backoff] [--pid PID]
+ *             [--planned]
  * Prints one JSON object. */
 #include <errno.h>
 #include <getopt.h>
@@ -152,16 +155,19 @@ static void worker_heartbeat(struct sim_worker *w, int64_t now, struct stat_set 
         return;
     if (!o->tasks_unchanged)
         w->tasks_digest = o->tasks_digest;
-    for (size_t i = 0; i < o->n_tasks; i++) {     /* new jobs join; the held leases of known ones stay */
+    /* New jobs join (published to the worker's lease thread by the release store of n_jobs); the held leases
+     * of known ones stay, theirs alone. */
+    for (size_t i = 0; i < o->n_tasks; i++) {
+        const int n = __atomic_load_n(&w->n_jobs, __ATOMIC_RELAXED);
         int k = 0;
-        while (k < w->n_jobs && w->jobs[k].id != o->tasks[i]->job)
+        while (k < n && w->jobs[k].id != o->tasks[i]->job)
             k++;
-        if (k == w->n_jobs && k < MAX_JOBS) {
+        if (k == n && k < MAX_JOBS) {
             memset(&w->jobs[k], 0, sizeof w->jobs[k]);
             w->jobs[k].id = o->tasks[i]->job;
             w->jobs[k].secret = o->tasks[i]->job_secret;
             w->jobs[k].manifest = o->tasks[i]->manifest_hash;
-            w->n_jobs++;
+            __atomic_store_n(&w->n_jobs, n + 1, __ATOMIC_RELEASE);
         }
     }
     protobuf_c_message_free_unpacked(&o->base, NULL);
@@ -200,13 +206,20 @@ static void lease(struct sim_worker *w, struct sim_job *j, int64_t now, struct s
     protobuf_c_message_free_unpacked(&o->base, NULL);
 }
 
-/* One worker's due work at `now`; returns when it is next due. */
-static int64_t step_worker(struct sim_worker *w, int64_t now, struct stat_set *st)
+/* One worker's heartbeat if due at `now`; returns when it is next due. */
+static int64_t step_worker_hb(struct sim_worker *w, int64_t now, struct stat_set *st)
 {
     if (now >= w->next_hb_ms)
         worker_heartbeat(w, now, &st[M_WORKER_HB]);
-    int64_t next = w->next_hb_ms;
-    for (int k = 0; k < w->n_jobs && !g_stop; k++) {
+    return w->next_hb_ms;
+}
+
+/* One worker's due leases at `now`; returns when they are next due. */
+static int64_t step_worker(struct sim_worker *w, int64_t now, struct stat_set *st)
+{
+    int64_t next = now + 50;
+    const int n_jobs = __atomic_load_n(&w->n_jobs, __ATOMIC_ACQUIRE);
+    for (int k = 0; k < n_jobs && !g_stop; k++) {
         struct sim_job *j = &w->jobs[k];
         while (j->n_held > 0 && j->held[0].done_at <= now) {     /* produced: its client acks it */
             ack_later(j->id, j->held[0].epoch, j->held[0].split);
@@ -253,6 +266,7 @@ static int64_t step_client(struct client *c, int64_t now, struct stat_set *st)
 }
 
 struct thread_arg {
+    bool heartbeats;            /* this thread's: the heartbeats of its workers and clients; else leases */
     struct sim_worker *workers;
     int n_workers;
     struct client *clients;
@@ -266,7 +280,8 @@ static void *thread_main(void *arg)
     while (!g_stop) {
         int64_t now = spw_now_ms(), next = now + 50;
         for (int i = 0; i < a->n_workers && !g_stop; i++) {
-            int64_t t = step_worker(&a->workers[i], now, a->st);
+            int64_t t = a->heartbeats ? step_worker_hb(&a->workers[i], now, a->st)
+                                      : step_worker(&a->workers[i], now, a->st);
             next = t < next ? t : next;
             now = spw_now_ms();
         }
@@ -382,10 +397,10 @@ int main(int argc, char **argv)
         {"threads", required_argument, NULL, 'T'},    {"split-ms", required_argument, NULL, 'm'},
         {"idle-poll-ms", required_argument, NULL, 'i'}, {"pid", required_argument, NULL, 'p'},
         {"planned", no_argument, NULL, 'P'},          {"no-backoff", no_argument, NULL, 'B'},
-        {NULL, 0, NULL, 0},
+        {"hb-threads", required_argument, NULL, 'H'}, {NULL, 0, NULL, 0},
     };
     const char *data = NULL;
-    int n_workers = 10, n_jobs = 1, split_size = 64, seconds = 10, threads = 8, pid = 0;
+    int n_workers = 10, n_jobs = 1, split_size = 64, seconds = 10, lease_threads = 8, hb_threads = 2, pid = 0;
     bool planned = false;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -396,7 +411,8 @@ int main(int argc, char **argv)
         case 'j': n_jobs = atoi(optarg); break;
         case 's': split_size = atoi(optarg); break;
         case 't': seconds = atoi(optarg); break;
-        case 'T': threads = atoi(optarg); break;
+        case 'T': lease_threads = atoi(optarg); break;
+        case 'H': hb_threads = atoi(optarg); break;
         case 'm': g_split_ms = atoi(optarg); break;
         case 'i': g_idle_ms = atoi(optarg); break;
         case 'p': pid = atoi(optarg); break;
@@ -407,11 +423,13 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!g_target || !data || n_workers < 1 || n_jobs < 1 || n_jobs > MAX_JOBS || threads < 1 || seconds < 1) {
-        fprintf(stderr, "disp_load: --dispatcher, --data, --workers >= 1, --jobs in [1, %d], --threads >= 1\n",
-                MAX_JOBS);
+    if (!g_target || !data || n_workers < 1 || n_jobs < 1 || n_jobs > MAX_JOBS || lease_threads < 1 ||
+        hb_threads < 1 || seconds < 1) {
+        fprintf(stderr, "disp_load: --dispatcher, --data, --workers >= 1, --jobs in [1, %d], --threads >= 1, "
+                "--hb-threads >= 1\n", MAX_JOBS);
         return 2;
     }
+    const int threads = lease_threads + hb_threads;
     spw_rpc_init();
     struct spw_rpc_channel_opts co = {.private_connection = true};
     struct thread_arg *ta = calloc((size_t)threads, sizeof *ta);
@@ -438,13 +456,16 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    for (int t = 0; t < threads; t++) {      /* round-robin shares of workers and clients */
-        const int w0 = (int)((int64_t)n_workers * t / threads), w1 = (int)((int64_t)n_workers * (t + 1) / threads);
-        const int c0 = (int)((int64_t)n_jobs * t / threads), c1 = (int)((int64_t)n_jobs * (t + 1) / threads);
+    for (int t = 0; t < threads; t++) {      /* shares of the workers' leases; of the heartbeats */
+        const bool hb = t >= lease_threads;
+        const int k = hb ? t - lease_threads : t, of = hb ? hb_threads : lease_threads;
+        const int w0 = (int)((int64_t)n_workers * k / of), w1 = (int)((int64_t)n_workers * (k + 1) / of);
+        const int c0 = (int)((int64_t)n_jobs * k / of), c1 = (int)((int64_t)n_jobs * (k + 1) / of);
+        ta[t].heartbeats = hb;
         ta[t].workers = workers + w0;
         ta[t].n_workers = w1 - w0;
         ta[t].clients = g_clients + c0;
-        ta[t].n_clients = c1 - c0;
+        ta[t].n_clients = hb ? c1 - c0 : 0;
     }
     double cpu0 = 0, cpu1 = 0;
     int64_t rss = 0;

@@ -407,6 +407,64 @@ START_TEST(test_state_refuses_bad_updates_and_changes_nothing)
 }
 END_TEST
 
+/* The row answers (disp_state_job_servers, disp_state_worker_jobs) equal disp_state_worker_serves asked one
+ * by one, over random mixes of alive and dead workers, capped jobs, refusals and jobs handed back. */
+START_TEST(test_state_serving_rows_match_one_by_one)
+{
+    struct spw_rng r;
+    spw_rng_init(&r, 77, 0, 0, 0);
+    for (int round = 0; round < 40; round++) {
+        teardown();
+        setup();
+        const int nw = 1 + (int)spw_rng_below(&r, 12), nj = 1 + (int)spw_rng_below(&r, 6);
+        for (int w = 1; w <= nw; w++)
+            worker((uint64_t)w, 0);
+        for (int k = 1; k <= nj; k++)
+            apply_ok((struct disp_update){.kind = DISP_CREATE_JOB, .job = 100 + (uint64_t)k, .n_samples = 64,
+                                          .split_size = 64, .epochs = 1, .world_size = 1, .cut = 1,
+                                          .max_workers = (int32_t)spw_rng_below(&r, 4),
+                                          .pipeline = (const uint8_t *)"p", .pipeline_len = 1});
+        for (int e = 0; e < nw; e++) {
+            const uint64_t w = 1 + spw_rng_below(&r, (uint32_t)nw), jb = 101 + spw_rng_below(&r, (uint32_t)nj);
+            switch (spw_rng_below(&r, 4)) {
+            case 0: apply_ok((struct disp_update){.kind = DISP_WORKER_DEAD, .worker = w}); break;
+            case 1: disp_state_apply(S, &(struct disp_update){.kind = DISP_WORKER_REFUSES, .job = jb, .worker = w,
+                                                              .reason = "r"}, NULL, 0); break;
+            case 2: if (spw_rng_below(&r, 4) == 0)
+                        apply_ok((struct disp_update){.kind = DISP_CLIENT_ONLY, .job = jb});
+                    break;
+            default: break;
+            }
+        }
+        bool row[16];
+        for (int k = 0; k < nj; k++) {
+            struct disp_job_info ji;
+            disp_state_job_at(S, k, &ji);
+            ck_assert_int_eq(disp_state_job_servers(S, ji.id, row, 16), nw);
+            for (int i = 0; i < nw; i++) {
+                struct disp_worker_info wi;
+                disp_state_worker_at(S, i, &wi);
+                ck_assert_msg(row[i] == disp_state_worker_serves(S, ji.id, wi.id), "round %d job %llu worker %llu",
+                              round, (unsigned long long)ji.id, (unsigned long long)wi.id);
+            }
+        }
+        for (int i = 0; i < nw; i++) {
+            struct disp_worker_info wi;
+            disp_state_worker_at(S, i, &wi);
+            ck_assert_int_eq(disp_state_worker_jobs(S, wi.id, row, 16), nj);
+            for (int k = 0; k < nj; k++) {
+                struct disp_job_info ji;
+                disp_state_job_at(S, k, &ji);
+                ck_assert_msg(row[k] == disp_state_worker_serves(S, ji.id, wi.id), "round %d worker %llu job %llu",
+                              round, (unsigned long long)wi.id, (unsigned long long)ji.id);
+            }
+        }
+        ck_assert_int_eq(disp_state_job_servers(S, 999, row, 16), -ENOENT);
+        ck_assert_int_eq(disp_state_worker_jobs(S, 999, row, 16), -ENOENT);
+    }
+}
+END_TEST
+
 /* A random workload as updates; returns them so they can be replayed. */
 static int random_run(struct disp_state *s, struct disp_update *log, int cap, uint64_t seed)
 {
@@ -927,6 +985,7 @@ int main(void)
     tcase_add_test(tc, test_state_resume_reopens_a_ranks_undelivered_splits);
     tcase_add_test(tc, test_state_named_job_from_a_later_epoch);
     tcase_add_test(tc, test_state_max_workers_limits_a_job_to_the_first_alive);
+    tcase_add_test(tc, test_state_serving_rows_match_one_by_one);
     tcase_add_test(tc, test_state_refusing_worker_loses_the_job_and_its_place);
     tcase_add_test(tc, test_state_ended_jobs_leave_the_table_into_a_bounded_history);
     tcase_add_test(tc, test_state_caps_unfinished_jobs_per_client_host);
