@@ -81,6 +81,7 @@ struct remote {
     uint8_t *pipeline;                  /* the job's Pipeline, packed: re-attaching creates it again */
     size_t pipeline_len;
     char no_worker[256];                /* non-empty: every alive worker refused the job; the dispatcher's why */
+    uint64_t workers_digest;            /* of the worker list last received by heartbeat (0: none) */
     pthread_t hb_tid;
     struct stream streams[MAX_STREAMS];
     int n_streams;
@@ -765,6 +766,7 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
     Spillway__V1__ClientHeartbeatRequest hb = SPILLWAY__V1__CLIENT_HEARTBEAT_REQUEST__INIT;
     hb.job = r->job.job;
     hb.job_secret = r->job.secret;
+    hb.workers_digest = r->workers_digest;
     hb.rank = r->o.rank;
     hb.incarnation = r->incarnation;
     for (int i = 0; i < n; i++) {
@@ -921,6 +923,7 @@ static int reattach(struct remote *r, char *why, size_t whylen)
     r->job.open_epoch = cr->open_epoch;
     r->finished_seen = false;
     update_workers(r, cr->workers, cr->n_workers);   /* streams of the old job end by themselves (stream_done) */
+    r->workers_digest = 0;
     pthread_mutex_unlock(&r->mu);
     spw_log(SPW_LOG_WARN, "client", "the dispatcher no longer knew job=%llu (restarted without --work-dir?): "
             "re-attached as job=%llu from epoch %llu with %zu splits of it delivered; what this client already "
@@ -999,7 +1002,10 @@ static void *heartbeat_main(void *arg)
             lost_since = 0;
         }
         pthread_mutex_lock(&r->mu);
-        update_workers(r, hr->workers, hr->n_workers);
+        if (!hr->workers_unchanged || !r->workers_digest) {       /* else the list it holds is the dispatcher's */
+            update_workers(r, hr->workers, hr->n_workers);
+            r->workers_digest = hr->workers_digest;
+        }
         if (hr->client_only && !r->client_only)
             spw_log(SPW_LOG_INFO, "client", "job=%llu handed back to this client by re-planning: producing every "
                     "split here", (unsigned long long)r->job.job);

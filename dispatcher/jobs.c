@@ -60,8 +60,9 @@ static int client_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
     for (size_t i = 0; rc == 0 && i < r->n_unreachable && i < DISP_MAX_REFUSALS_PER_BEAT; i++)
         if (r->unreachable[i]->job == r->job && r->unreachable[i]->worker_id)   /* its own job only */
             disp_note_refusal(s, r->unreachable[i]->worker_id, r->unreachable[i]);
+    uint64_t workers_digest = 0;
     if (rc == 0 && !ji.client_only)
-        n_workers = disp_alive_workers(s, ji.id, ji.max_workers, &workers);
+        n_workers = disp_serving_workers(s, ji.id, r->workers_digest, &workers_digest, &workers);
     uint64_t refuser = 0;
     const char *no_worker = rc == 0 ? disp_state_no_worker(s->st, r->job, &refuser) : NULL;
     char no_worker_why[DISP_REASON_MAX + 64] = "";
@@ -105,6 +106,8 @@ static int client_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
         Spillway__V1__ClientHeartbeatResponse out = SPILLWAY__V1__CLIENT_HEARTBEAT_RESPONSE__INIT;
         out.n_workers = n_workers;
         out.workers = workers;
+        out.workers_digest = workers_digest;
+        out.workers_unchanged = r->workers_digest && r->workers_digest == workers_digest;
         out.finished = ji.finished;
         out.client_only = ji.client_only;
         out.no_worker = no_worker_why;

@@ -317,6 +317,48 @@ int disp_lock_call(struct disp_service *s, char *msg, size_t msglen)
     return SPW_RPC_DEADLINE_EXCEEDED;
 }
 
+/* FNV-1a over the ids and addresses of the workers serving job (as disp_alive_workers lists them); never 0.
+ * Reads the state only: no allocation per worker. */
+static uint64_t serving_digest(struct disp_service *s, const bool *serves, int nw, size_t *count)
+{
+    uint64_t h = 1469598103934665603ull;
+    *count = 0;
+    for (int i = 0; i < nw; i++) {
+        struct disp_worker_info wi;
+        if (!serves[i] || disp_state_worker_at(s->st, i, &wi) != 0 || !wi.alive)
+            continue;
+        ++*count;
+        for (int b = 0; b < 8; b++)
+            h = (h ^ ((wi.id >> (8 * b)) & 0xff)) * 1099511628211ull;
+        for (const char *c = wi.address; *c; c++)
+            h = (h ^ (uint8_t)*c) * 1099511628211ull;
+        h = (h ^ 0xff) * 1099511628211ull;      /* ends the address */
+    }
+    return h ? h : 1;
+}
+
+size_t disp_serving_workers(struct disp_service *s, uint64_t job, uint64_t known, uint64_t *digest,
+                            Spillway__V1__WorkerAddress ***out)
+{
+    int nw = disp_state_worker_count(s->st);
+    bool *serves = calloc((size_t)nw + 1, sizeof *serves);
+    *out = NULL;
+    *digest = 0;
+    if (!serves || disp_state_job_servers(s->st, job, serves, nw) < 0) {
+        free(serves);
+        return 0;
+    }
+    size_t count;
+    *digest = serving_digest(s, serves, nw, &count);
+    free(serves);
+    if (known && known == *digest)
+        return 0;
+    const size_t n = disp_alive_workers(s, job, 0, out);
+    if (n != count)
+        *digest = 1;        /* a partial list (out of memory): not one the client may keep */
+    return n;
+}
+
 size_t disp_alive_workers(struct disp_service *s, uint64_t job, int max, Spillway__V1__WorkerAddress ***out)
 {
     int nw = disp_state_worker_count(s->st);

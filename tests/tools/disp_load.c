@@ -64,7 +64,7 @@ struct sim_worker {
 
 struct client {
     struct spw_rpc_channel *ch;
-    uint64_t job, secret;
+    uint64_t job, secret, workers_digest;   /* as clients do: the worker list again only when it changed */
     int64_t next_hb_ms;
     pthread_mutex_t mu;         /* acks: workers' threads add, the client's thread sends */
     Spillway__V1__SplitRef *acks;
@@ -252,13 +252,17 @@ static int64_t step_client(struct client *c, int64_t now, struct stat_set *st)
         refs[i] = &acks[i];
     r.n_acked = (size_t)n;
     r.acked = refs;
-    uint8_t *resp = NULL;
-    size_t len = 0;
+    r.workers_digest = c->workers_digest;
+    Spillway__V1__ClientHeartbeatResponse *o = NULL;
     int64_t t0 = spw_now_ns();
-    int rc = spw_rpc_call_msg(c->ch, "/spillway.v1.Dispatcher/ClientHeartbeat", &r.base, RPC_TIMEOUT_MS, &resp, &len,
-                              NULL, 0);
+    int rc = spw_rpc_call_reply(c->ch, "/spillway.v1.Dispatcher/ClientHeartbeat", &r.base, RPC_TIMEOUT_MS,
+                                &spillway__v1__client_heartbeat_response__descriptor, (ProtobufCMessage **)&o, NULL,
+                                0);
     record(st, rc, t0);
-    free(resp);
+    if (o && !o->workers_unchanged)
+        c->workers_digest = o->workers_digest;
+    if (o)
+        protobuf_c_message_free_unpacked(&o->base, NULL);
     free(refs);
     free(acks);
     c->next_hb_ms = now + CLIENT_HEARTBEAT_MS;

@@ -204,6 +204,55 @@ START_TEST(test_service_heartbeat_sends_tasks_only_when_changed)
 }
 END_TEST
 
+/* A client heartbeat's worker list only when it changed (ClientHeartbeatRequest.workers_digest). */
+START_TEST(test_service_client_heartbeat_sends_workers_only_when_changed)
+{
+    register_worker();
+    Spillway__V1__CreateJobResponse *job = create_job(1);
+    Spillway__V1__ClientHeartbeatRequest hb = SPILLWAY__V1__CLIENT_HEARTBEAT_REQUEST__INIT;
+    hb.job = job->job;
+    hb.incarnation = 1;
+    hb.job_secret = job->job_secret;
+    uint8_t *resp;
+    size_t len;
+    uint64_t digests[4];
+    for (int k = 0; k < 4; k++) {
+        /* k = 0: no list held (digest 0); 1: it holds that list; 2: a second worker joined; 3: a wrong digest */
+        if (k == 2) {
+            Spillway__V1__RegisterWorkerRequest r = SPILLWAY__V1__REGISTER_WORKER_REQUEST__INIT;
+            r.address = "127.0.0.1:7001";
+            r.protocol_version = SPW_PROTOCOL_VERSION;
+            r.threads = 2;
+            ck_assert_int_eq(call(disp_register_worker, &r.base, &resp, &len), 0);
+            free(resp);
+        }
+        if (k == 3)
+            hb.workers_digest ^= 0x5a5a;
+        ck_assert_int_eq(call(disp_client_heartbeat, &hb.base, &resp, &len), 0);
+        Spillway__V1__ClientHeartbeatResponse *h = spillway__v1__client_heartbeat_response__unpack(NULL, len, resp);
+        ck_assert_ptr_nonnull(h);
+        ck_assert_uint_ne(h->workers_digest, 0);
+        digests[k] = h->workers_digest;
+        if (k == 1) {
+            ck_assert(h->workers_unchanged);
+            ck_assert_uint_eq(h->n_workers, 0);
+            ck_assert_uint_lt(len, 16);
+        } else {
+            ck_assert(!h->workers_unchanged);
+            ck_assert_uint_eq(h->n_workers, k == 0 ? 1 : 2);
+            ck_assert_str_eq(h->workers[0]->address, "127.0.0.1:7000");
+        }
+        hb.workers_digest = h->workers_digest;
+        spillway__v1__client_heartbeat_response__free_unpacked(h, NULL);
+        free(resp);
+    }
+    ck_assert_uint_eq(digests[0], digests[1]);
+    ck_assert_uint_ne(digests[1], digests[2]);
+    ck_assert_uint_eq(digests[2], digests[3]);
+    spillway__v1__create_job_response__free_unpacked(job, NULL);
+}
+END_TEST
+
 START_TEST(test_service_job_runs_to_the_end)
 {
     uint64_t w = register_worker();
@@ -425,6 +474,7 @@ int main(void)
     tcase_add_test(tc, test_service_job_runs_to_the_end);
     tcase_add_test(tc, test_service_heartbeat_tasks_decode_as_created);
     tcase_add_test(tc, test_service_heartbeat_sends_tasks_only_when_changed);
+    tcase_add_test(tc, test_service_client_heartbeat_sends_workers_only_when_changed);
     tcase_add_test(tc, test_service_bad_requests_say_what_is_wrong);
     tcase_add_test(tc, test_service_profiles_asked_ahead_are_taken_once);
     suite_add_tcase(s, tc);
