@@ -6,11 +6,12 @@
 # end) and writes build/bench-dispatcher/scale.tsv. With BENCH_DISPATCHER_OLD=PATH it measures that
 # dispatcher binary too, point by point, for a before/after ratio.
 # Env: BENCH_WORKERS ("100 300 1000") BENCH_JOBS ("10 30") BENCH_SPLITS ("32 20000") BENCH_SECONDS (10)
-#      BENCH_LOAD_THREADS (8: leasing) BENCH_HB_THREADS (2: heartbeating) BENCH_DISPATCHER_OLD; BENCH_SPLIT_MS (1000: how long a simulated worker holds
-#      each of its two leases per job - a worker of one core on ImageNet makes ~15 splits/s whatever its
-#      number of jobs, so 2 x jobs / 15 s is that worker: 13000 for 100 jobs); BENCH_DISPATCHER_CORES (root:
-#      the dispatcher in a cgroup with that CPU quota, e.g. 0.25: an overload test, where the one-core load
-#      generator offers several times what the dispatcher can serve).
+#      BENCH_LOAD_THREADS (8: leasing) BENCH_HB_THREADS (2: heartbeating) BENCH_DISPATCHER_OLD;
+#      BENCH_SPLIT_MS (1000: how long a simulated worker holds each of its two leases per job - a worker of
+#      one core on ImageNet makes ~15 splits/s whatever its number of jobs, so 2 x jobs / 15 s is that
+#      worker: 13000 for 100 jobs); BENCH_DISPATCHER_CORES (root: the dispatcher in a cgroup with that CPU
+#      quota, e.g. 0.25: an overload test, where the one-core load generator offers several times what the
+#      dispatcher can serve).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 B=${SPW_BUILD:-$ROOT/build}
@@ -27,7 +28,10 @@ mkdir -p "$OUT"
 make -C "$ROOT" -s "$B/bin/spillway-dispatcher" "$B/tests/disp_load" > /dev/null
 DPID=""
 CGDIR=""
-cleanup() { [ -z "$DPID" ] || kill "$DPID" 2> /dev/null || true; [ -z "$CGDIR" ] || rmdir "$CGDIR" 2> /dev/null || true; }
+cleanup() {
+  [ -z "$DPID" ] || kill "$DPID" 2> /dev/null || true
+  [ -z "$CGDIR" ] || rmdir "$CGDIR" 2> /dev/null || true
+}
 trap cleanup EXIT
 # The dispatcher in a cgroup of its own with a CPU quota (v1 cpu.cfs_quota_us or v2 cpu.max).
 if [ -n "$DISP_CORES" ]; then
