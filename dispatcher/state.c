@@ -771,10 +771,11 @@ int disp_state_worker_at(const struct disp_state *s, int i, struct disp_worker_i
         return -ENOENT;
     const struct worker *w = &s->workers[i];
     _Static_assert(sizeof out->address == sizeof w->address && sizeof out->gpu == sizeof w->gpu,
-                   "disp_worker_info copies struct worker's strings whole");
+                   "disp_worker_info holds struct worker's strings");
+    memset(out, 0, sizeof *out);                /* padding and the bytes after each string: comparable */
     out->id = w->id;
-    memcpy(out->address, w->address, sizeof out->address);      /* per worker per heartbeat: no snprintf */
-    memcpy(out->gpu, w->gpu, sizeof out->gpu);
+    memcpy(out->address, w->address, strnlen(w->address, sizeof out->address - 1));   /* no snprintf: hot */
+    memcpy(out->gpu, w->gpu, strnlen(w->gpu, sizeof out->gpu - 1));
     out->threads = w->threads;
     out->alive = w->alive;
     out->last_heartbeat_ms = w->last_heartbeat_ms;
@@ -802,9 +803,9 @@ static void job_info(const struct job *j, struct disp_job_info *out)
     out->max_workers = j->max_workers;
     out->epoch = j->finished ? j->epochs : j->ep[0].epoch;
     _Static_assert(sizeof out->name == sizeof j->name && sizeof out->client == sizeof j->client,
-                   "disp_job_info copies struct job's strings whole");
-    memcpy(out->name, j->name, sizeof out->name);          /* per job per heartbeat: no snprintf */
-    memcpy(out->client, j->client, sizeof out->client);
+                   "disp_job_info holds struct job's strings");
+    memcpy(out->name, j->name, strnlen(j->name, sizeof out->name - 1));          /* no snprintf: hot */
+    memcpy(out->client, j->client, strnlen(j->client, sizeof out->client - 1));
     out->acked = j->ep[0].acked;
     out->leased = j->ep[0].leased;
     out->pending = j->ep[0].pending;
