@@ -57,6 +57,8 @@ check "every key exactly once, as a local run" \
 check "the lying worker was asked once and its profile refused, with a reason" \
   bash -c "test \$(grep -c 'profile asked' '$WORK/liar.err') -eq 1 && grep -q 'gave no usable profile .*other cuts or bad numbers' '$WORK/d.err'"
 check "the plan has the four honest workers, not the liar" grep -q 'planned offload=.* workers=4/5' "$WORK/d.err"
+grep -q 'planned offload=.* workers=4/5' "$WORK/d.err" ||     # what the plan had instead (CI saw this fail once)
+  grep -E 'planned offload|gave no usable|planning with|not asked ahead' "$WORK/d.err" | sed 's/^/     /'
 check "the second round of profiles also asked the slow workers together" \
   test "$(stamps asked | sed -n 6p)" -lt "$(stamps answered | sed -n 4p)"
 
