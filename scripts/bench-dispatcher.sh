@@ -33,21 +33,12 @@ cleanup() {
   [ -z "$CGDIR" ] || rmdir "$CGDIR" 2> /dev/null || true
 }
 trap cleanup EXIT
-# The dispatcher in a cgroup of its own with a CPU quota (v1 cpu.cfs_quota_us or v2 cpu.max).
+# The dispatcher in a cgroup of its own with a CPU quota.
 if [ -n "$DISP_CORES" ]; then
   [ "$(id -u)" = 0 ] || { echo "bench-dispatcher: BENCH_DISPATCHER_CORES needs root (cgroups)" >&2; exit 1; }
-  q=$(/usr/bin/python3 -c "print(int(float('$DISP_CORES') * 100000))")
-  if [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
-    CGDIR=/sys/fs/cgroup/cpu/spw-bench-dispatcher
-    mkdir -p "$CGDIR"
-    echo 100000 > "$CGDIR/cpu.cfs_period_us"
-    echo "$q" > "$CGDIR/cpu.cfs_quota_us"
-  else
-    echo +cpu > /sys/fs/cgroup/cgroup.subtree_control 2> /dev/null || true
-    CGDIR=/sys/fs/cgroup/spw-bench-dispatcher
-    mkdir -p "$CGDIR"
-    echo "$q 100000" > "$CGDIR/cpu.max"
-  fi
+  # shellcheck source=scripts/cpu-quota.sh
+  source "$ROOT/scripts/cpu-quota.sh"
+  cpu_quota_cgroup spw-bench-dispatcher "$DISP_CORES"
 fi
 
 # A dataset per splits-per-epoch point: empty files (the dispatcher lists, nobody decodes); 32 splits are

@@ -45,18 +45,9 @@ sleep 0.5
 
 if [ "$CORES" != 0 ]; then
   [ "$(id -u)" = 0 ] || { echo "bench-python-heap: BENCH_TRAINER_CORES needs root (cgroups); 0 runs without" >&2; exit 1; }
-  Q=$("$PY" -c "print(int(float('$CORES') * 100000))")
-  if [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
-    CGDIR=/sys/fs/cgroup/cpu/spw-bench-heap
-    mkdir -p "$CGDIR"
-    echo 100000 > "$CGDIR/cpu.cfs_period_us"
-    echo "$Q" > "$CGDIR/cpu.cfs_quota_us"
-  else
-    echo +cpu > /sys/fs/cgroup/cgroup.subtree_control 2> /dev/null || true
-    CGDIR=/sys/fs/cgroup/spw-bench-heap
-    mkdir -p "$CGDIR"
-    echo "$Q 100000" > "$CGDIR/cpu.max"
-  fi
+  # shellcheck source=scripts/cpu-quota.sh
+  source "$ROOT/scripts/cpu-quota.sh"
+  cpu_quota_cgroup spw-bench-heap "$CORES"
 fi
 
 # The trainer: the installed-package way (PYTHONPATH to the source, the build's library), numpy imported
