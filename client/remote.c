@@ -676,7 +676,9 @@ out:
     spw_rpc_channel_destroy(ch);
     pthread_mutex_lock(&r->mu);
     s->running = false;
+    const long long received = (long long)s->rx_elements;
     pthread_mutex_unlock(&r->mu);
+    spw_log(SPW_LOG_DEBUG, "client", "stream from worker=%s closed elements=%lld (in all)", s->addr, received);
     return NULL;
 }
 
@@ -706,25 +708,32 @@ static void start_streams(struct remote *r)
 /* Merge the dispatcher's worker list into the stream table. Called with r->mu held. */
 static void update_workers(struct remote *r, Spillway__V1__WorkerAddress **w, size_t n)
 {
-    for (int k = 0; k < r->n_streams; k++)
+    bool was[MAX_STREAMS];
+    for (int k = 0; k < r->n_streams; k++) {
+        was[k] = r->streams[k].listed;
         r->streams[k].listed = false;
+    }
     for (size_t i = 0; i < n; i++) {
         int k = 0;
         while (k < r->n_streams && strcmp(r->streams[k].addr, w[i]->address) != 0)
             k++;
-        if (k < r->n_streams) {
-            r->streams[k].listed = true;
-            continue;
+        if (k == r->n_streams) {
+            if (r->n_streams == MAX_STREAMS)
+                continue;
+            struct stream *s = &r->streams[r->n_streams++];
+            memset(s, 0, sizeof *s);
+            s->r = r;
+            s->worker_id = w[i]->worker_id;
+            s->joined = true;
+            snprintf(s->addr, sizeof s->addr, "%s", w[i]->address);
+            was[k] = false;
         }
-        if (r->n_streams == MAX_STREAMS)
-            continue;
-        struct stream *s = &r->streams[r->n_streams++];
-        memset(s, 0, sizeof *s);
-        s->r = r;
-        s->worker_id = w[i]->worker_id;
-        s->joined = s->listed = true;
-        snprintf(s->addr, sizeof s->addr, "%s", w[i]->address);
+        r->streams[k].listed = true;
     }
+    for (int k = 0; k < r->n_streams; k++)
+        if (was[k] != r->streams[k].listed)
+            spw_log(SPW_LOG_DEBUG, "client", "worker %s job=%llu worker=%s", was[k] ? "left" : "joined",
+                    (unsigned long long)r->job.job, r->streams[k].addr);
 }
 
 /* This job's part of the transport threads' CPU so far (other jobs in the process share gRPC's threads;
