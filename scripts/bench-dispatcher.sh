@@ -7,9 +7,9 @@
 # dispatcher binary too, point by point, for a before/after ratio.
 # Env: BENCH_WORKERS ("100 300 1000") BENCH_JOBS ("10 30") BENCH_SPLITS ("32 20000") BENCH_SECONDS (10)
 #      BENCH_LOAD_THREADS (8: leasing) BENCH_HB_THREADS (2: heartbeating) BENCH_DISPATCHER_OLD;
-#      BENCH_SPLIT_MS (1000: how long a simulated worker holds each of its two leases per job - a worker of
-#      one core on ImageNet makes ~15 splits/s whatever its number of jobs, so 2 x jobs / 15 s is that
-#      worker: 13000 for 100 jobs); BENCH_DISPATCHER_CORES (root: the dispatcher in a cgroup with that CPU
+#      BENCH_SPLIT_MS (1000: how long a simulated worker takes to produce each split it leased for a job,
+#      the job's splits one after another - a worker of one core on ImageNet makes ~15 splits/s whatever its
+#      number of jobs, so jobs / 15 s is that worker: 6667 for 100 jobs); BENCH_DISPATCHER_CORES (root: the dispatcher in a cgroup with that CPU
 #      quota, e.g. 0.25: an overload test, where the one-core load generator offers several times what the
 #      dispatcher can serve).
 set -euo pipefail
@@ -97,15 +97,16 @@ for line in open(sys.argv[1]):
     side, w, j, s, js = line.rstrip("\n").split("\t", 4)
     rows.append((side, int(w), int(j), int(s), json.loads(js) if js.strip() else {}))
 hdr = ("side", "workers", "jobs", "splits/epoch", "disp. cores", "RSS MB", "alive", "hb/s", "hb p99 ms",
-       "lease/s", "lease p50 ms", "lease p99 ms", "client hb p99 ms", "errors")
+       "lease/s (due)", "lease p50 ms", "lease p99 ms", "client hb p99 ms", "errors")
 print("| " + " | ".join(hdr) + " |")
 print("|" + "---|" * len(hdr))
 for side, w, j, s, d in rows:
     m = d.get("methods", {})
     hb, ls, ch = m.get("WorkerHeartbeat", {}), m.get("LeaseSplit", {}), m.get("ClientHeartbeat", {})
     errors = sum(x.get("errors", 0) for x in m.values())
-    print("| %s | %d | %d | %d | %.2f | %.0f | %s | %.0f | %.1f | %.0f | %.2f | %.1f | %.1f | %d |" % (
+    print("| %s | %d | %d | %d | %.2f | %.0f | %s | %.0f | %.1f | %.0f (%.0f) | %.2f | %.1f | %.1f | %d |" % (
         side, w, j, s, d.get("dispatcher_cores", -1), d.get("dispatcher_rss_mb", -1), d.get("alive_at_end", "?"),
-        hb.get("per_s", 0), hb.get("p99_ms", 0), ls.get("per_s", 0), ls.get("p50_ms", 0), ls.get("p99_ms", 0),
+        hb.get("per_s", 0), hb.get("p99_ms", 0), ls.get("per_s", 0), d.get("leases_due_per_s", 0), ls.get("p50_ms", 0),
+        ls.get("p99_ms", 0),
         ch.get("p99_ms", 0), errors))
 PYEOF

@@ -1,6 +1,7 @@
 /* tests/tools/disp_load.c - a load generator for one dispatcher: simulated workers and clients, each on its own
  * connection, at the real components' periods: workers register, heartbeat at the interval the dispatcher
- * gives, lease LEASE_AHEAD splits per job they serve, hold each for --split-ms (producing), and when a job has
+ * gives, lease LEASE_AHEAD splits ahead per job they serve and produce them one after another, --split-ms each
+ * (so each (worker, job) pair asks for one split per --split-ms: the "due" rate), and when a job has
  * nothing pending poll again after --idle-poll-ms, four times, then doubling to 800 ms (worker/jobs.c's
  * idle_wait; --no-backoff: the flat 50 ms workers used before); one client per job creates it (cut
  * auto with --planned) and heartbeats every 200 ms with the splits its workers finished as acks. Reports per
@@ -138,6 +139,19 @@ static int register_worker(struct sim_worker *w, int k, struct stat_set *st)
     return 0;
 }
 
+/* When a worker that has just learnt a job first leases it: spread over one --split-ms, as real workers
+ * join jobs and finish splits at different moments. Without it every (worker, job) pair asks at the same
+ * instant each --split-ms: a burst of workers x jobs calls that a closed-loop generator stretches over the
+ * window, so a short window measured the start-up burst rather than the steady rate. */
+static int64_t lease_phase_ms(uint64_t worker, uint64_t job)
+{
+    uint64_t h = worker * 0x9E3779B97F4A7C15ull ^ job * 0xC2B2AE3D27D4EB4Full;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    return (int64_t)(h % (uint64_t)g_split_ms);
+}
+
 static void worker_heartbeat(struct sim_worker *w, int64_t now, struct stat_set *st)
 {
     Spillway__V1__WorkerHeartbeatRequest r = SPILLWAY__V1__WORKER_HEARTBEAT_REQUEST__INIT;
@@ -167,6 +181,7 @@ static void worker_heartbeat(struct sim_worker *w, int64_t now, struct stat_set 
             w->jobs[k].id = o->tasks[i]->job;
             w->jobs[k].secret = o->tasks[i]->job_secret;
             w->jobs[k].manifest = o->tasks[i]->manifest_hash;
+            w->jobs[k].next_lease_ms = now + lease_phase_ms(w->id, w->jobs[k].id);
             __atomic_store_n(&w->n_jobs, n + 1, __ATOMIC_RELEASE);
         }
     }
@@ -428,9 +443,9 @@ int main(int argc, char **argv)
         }
     }
     if (!g_target || !data || n_workers < 1 || n_jobs < 1 || n_jobs > MAX_JOBS || lease_threads < 1 ||
-        hb_threads < 1 || seconds < 1) {
+        hb_threads < 1 || seconds < 1 || g_split_ms < 1) {
         fprintf(stderr, "disp_load: --dispatcher, --data, --workers >= 1, --jobs in [1, %d], --threads >= 1, "
-                "--hb-threads >= 1\n", MAX_JOBS);
+                "--hb-threads >= 1, --split-ms >= 1\n", MAX_JOBS);
         return 2;
     }
     const int threads = lease_threads + hb_threads;
@@ -488,9 +503,10 @@ int main(int argc, char **argv)
     const int alive = alive_workers();
 
     printf("{\"workers\": %d, \"jobs\": %d, \"split_size\": %d, \"seconds\": %.2f, \"create_jobs_s\": %.3f, "
-           "\"dispatcher_cores\": %.3f, \"dispatcher_rss_mb\": %.1f, \"alive_at_end\": %d, \"methods\": {",
+           "\"dispatcher_cores\": %.3f, \"dispatcher_rss_mb\": %.1f, \"alive_at_end\": %d, "
+           "\"leases_due_per_s\": %.1f, \"methods\": {",
            n_workers, n_jobs, split_size, secs, create_s, pid ? (cpu1 - cpu0) / secs : -1.0,
-           (double)rss / (1 << 20), alive);
+           (double)rss / (1 << 20), alive, (double)n_workers * n_jobs * 1000.0 / g_split_ms);
     for (int m = M_WORKER_HB; m <= M_CLIENT_HB; m++) {
         struct stat_set all = {0};
         for (int t = 0; t < threads; t++) {
