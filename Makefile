@@ -259,6 +259,7 @@ bench: deps
 	bash scripts/bench-audio-decode.sh
 	bash scripts/bench-png.sh
 	bash scripts/bench-python-heap.sh
+	bash scripts/bench-dispatcher.sh
 
 # The benchmark figures as PNGs in docs/ (scripts/plots.py: from build/'s benchmark outputs, else docs/data/).
 .PHONY: plots
