@@ -387,6 +387,20 @@ static void sample_failed(struct remote *r, int64_t sample, int rc, const char *
 
 /* Finish one received element: claim it, run the suffix if any, put it in its batch (or park it).
  * Returns false for a duplicate. */
+/* The end of take_element: v (made by rc's run) handed to the assembler, a failure logged (an empty value parks
+ * as a skipped sample). */
+static bool finish_taken(struct remote *r, int64_t sample, struct asm_ticket *t, enum asm_claim c, int rc,
+                         struct spw_value *v, const char *err)
+{
+    if (rc != 0) {
+        sample_failed(r, sample, rc, rc == -ENOMEM && !err[0] ? "out of memory" : err, NULL);
+        spw_value_free(v);
+    }
+    asm_finish(r->a, t, c, v, rc == 0, &r->stats.elements);
+    spw_value_free(v);
+    return true;
+}
+
 static bool take_element(struct remote *r, struct received *rx, const struct spw_wire_batch *b, size_t i)
 {
     struct asm_ticket t;
@@ -411,6 +425,15 @@ static bool take_element(struct remote *r, struct received *rx, const struct spw
         struct spw_value written = {.placed = true};
         asm_finish(r->a, &t, c, &written, dst != NULL, &r->stats.elements);
         return true;
+    }
+    if (b->cut < r->job.groups && !shape_only.is_tensor && spw_element_rows_group(r->ctx, b->cut)) {
+        /* What is left is the pipeline's last normalize: it reads the rows where they arrived (a 150 KB
+         * image spans three of gRPC's 64 KB slices; no gather) and writes into the batch. */
+        struct asm_place place;
+        struct spw_element_dest dest = asm_element_dest(r->a, &t, &place);
+        rc = spw_element_run_rows(r->ctx, b->cut, shape_only.img.w, shape_only.img.h, rx->parts, rx->n, off, &v,
+                                  c == ASM_PLACE ? &dest : NULL, err, sizeof err);
+        return finish_taken(r, b->samples[i], &t, c, rc, &v, err);
     }
     const uint8_t *bytes = contiguous(rx, off, eb);
     if (!bytes) {
@@ -440,13 +463,7 @@ static bool take_element(struct remote *r, struct received *rx, const struct spw
         rc = spw_element_run(r->ctx, b->cut, r->job.groups, b->epoch, b->samples[i], NULL, 0, &v, NULL, NULL, err,
                              sizeof err);
     }
-    if (rc != 0) {
-        sample_failed(r, b->samples[i], rc, rc == -ENOMEM && !err[0] ? "out of memory" : err, NULL);
-        spw_value_free(&v);     /* an empty value parks as a skipped sample */
-    }
-    asm_finish(r->a, &t, c, &v, rc == 0, &r->stats.elements);
-    spw_value_free(&v);
-    return true;
+    return finish_taken(r, b->samples[i], &t, c, rc, &v, err);
 }
 
 /* Check what a worker controls before trusting it: the job, the cut, the counts and sizes, and that each

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "lib/rng.h"
 #include "lib/tensor.h"
@@ -56,5 +57,18 @@ void spw_element_ctx_destroy(struct spw_element_ctx *ctx);
 int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uint64_t epoch, int64_t sample,
                     const uint8_t *buf, size_t len, struct spw_value *v, struct spw_element_stats *stats,
                     const struct spw_element_dest *dest, char *err, size_t errlen);
+
+/* Whether group g is the pipeline's last and is one normalize / to_tensor op, which only passes an image's rows
+ * through a sink: spw_element_run_rows can then read the rows where they lie. */
+bool spw_element_rows_group(const struct spw_element_ctx *ctx, int g);
+
+/* Group g (spw_element_rows_group) on a uint8 HWC image of w x h whose bytes lie in parts from byte offset off
+ * on (a received message's slices rather than one block): each row is read in place, a row split between two
+ * parts through a row-sized buffer. The same bytes as gathering the image and running the group; *out is
+ * written like spw_element_run's *v. Returns 0, -EINVAL (the parts end before the image does), SPW_ETOOBIG or
+ * -ENOMEM with a message in err. */
+int spw_element_run_rows(const struct spw_element_ctx *ctx, int g, int w, int h, const struct iovec *parts, int n,
+                         size_t off, struct spw_value *out, const struct spw_element_dest *dest, char *err,
+                         size_t errlen);
 
 #endif

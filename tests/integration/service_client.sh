@@ -2,7 +2,8 @@
 # tests/integration/service_client.sh - the client library end to end (spillctl run --dispatcher on
 # libspillway) against a real dispatcher and worker processes on loopback: every sample key of a 2-epoch job
 # exactly once with workers only and in hybrid mode (both producer classes >= 10%); with --ordered, batches
-# byte-identical to `run --local` at every cut (the client runs the suffix groups); two jobs at once; a worker
+# byte-identical to `run --local` at every cut (the client runs the suffix groups; also a lone last normalize
+# read from the received slices); two jobs at once; a worker
 # killed with -9 mid-run and a worker stopped past its timeout (zombie), over seeded runs (SOAK_RUNS, default
 # 2; `make soak` runs 20). Kills all it starts.
 set -uo pipefail
@@ -168,6 +169,15 @@ for cut in 0 1 2 3; do
   check "ordered, cut $cut: batches byte-identical to run --local" same_batches "ordered$cut" local
   check "ordered, cut $cut: the job ran at that cut" test "$(field "$WORK/ordered$cut.json" "['cut']")" = "$cut"
 done
+
+# The last group a lone normalize (no erasing after it): at cut 2 the client normalizes each received element
+# from the rows where they arrived in gRPC's slices (no gather); the bytes must not change.
+sed -z 's/,[[:space:]]*{"op": "random_erasing"}//' "$WORK/p.json" > "$WORK/pn.json"
+"$B/bin/spillctl" run --local --pipeline "$WORK/pn.json" --threads 2 --dump "$WORK/localn" --quiet || exit 1
+run_service orderedn "$WORK/pn.json" --ordered --cut 2
+check "ordered, cut 2 before a lone normalize: batches byte-identical to run --local" same_batches orderedn localn
+check "ordered, cut 2 before a lone normalize: the workers made elements" \
+  test "$(field "$WORK/orderedn.json" "['producers']['remote']")" -gt 0
 
 pipeline "$WORK/q.json" 8 2
 "$B/bin/spillctl" run --local --pipeline "$WORK/q.json" --threads 2 --dump "$WORK/localq" --quiet || exit 1

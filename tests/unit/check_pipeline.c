@@ -12,12 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "tests/unit/check_run.h"
 #include "lib/err.h"
 #include "lib/rng.h"
 #include "pipeline/backend.h"
+#include "pipeline/element.h"
 #include "pipeline/executor.h"
 #include "pipeline/mb_queue.h"
 #include "pipeline/fusion.h"
@@ -219,6 +221,81 @@ START_TEST(test_fusion_groups_train_pipeline)
     ck_assert(g[0].kind == SPW_GROUP_DECODE && g[0].first == 0 && g[0].count == 3);
     ck_assert(g[1].kind == SPW_GROUP_AUGMENT && g[1].first == 3 && g[1].count == 2);
     ck_assert(g[2].kind == SPW_GROUP_TENSOR && g[2].first == 5 && g[2].count == 2);
+    spw_spec_free(s);
+}
+END_TEST
+
+/* spw_element_run_rows: the last normalize read from a message's parts (rows split across parts, parts of one
+ * byte, an offset into the first) writes the same bytes as the run on the gathered image, into its own tensor
+ * and through a destination; parts that end early are refused; only a lone last normalize qualifies. */
+static void *place_into(void *opaque, enum spw_dtype dt, int ndim, const int64_t *shape)
+{
+    (void)dt, (void)ndim, (void)shape;
+    return opaque;
+}
+
+START_TEST(test_rows_from_parts_same_bytes)
+{
+    struct spw_pipeline_spec *s = spec_of(
+        "{\"source\":{\"format\":\"image_folder\",\"path\":\"x\"},\"ops\":[{\"op\":\"decode_jpeg\"},{\"op\":\"invert\"},"
+        "{\"op\":\"normalize\",\"mean\":[0.485,0.456,0.406],\"std\":[0.229,0.224,0.225]}],\"batch\":{\"size\":2}}");
+    struct spw_element_ctx ctx;
+    ck_assert_int_eq(spw_element_ctx_init(&ctx, s), 0);
+    ck_assert_int_eq(ctx.n_groups, 3);     /* decode | invert | normalize */
+    ck_assert(spw_element_rows_group(&ctx, 2) && !spw_element_rows_group(&ctx, 1));
+    const int w = 37, h = 23;
+    const size_t img_bytes = (size_t)w * h * 3, pre = 11;
+    uint8_t *msg = malloc(pre + img_bytes + 5);
+    struct spw_rng rng;
+    spw_rng_init(&rng, 9, 0, 0, 0);
+    for (size_t k = 0; k < pre + img_bytes + 5; k++)
+        msg[k] = (uint8_t)spw_rng_u32(&rng);
+    /* the reference: the gathered image through spw_element_run */
+    struct spw_value ref = {0};
+    ck_assert_int_eq(spw_image_alloc(&ref.img, w, h, 3), 0);
+    memcpy(ref.img.data, msg + pre, img_bytes);
+    char err[256];
+    ck_assert_int_eq(spw_element_run(&ctx, 2, 3, 0, 0, NULL, 0, &ref, NULL, NULL, err, sizeof err), 0);
+    ck_assert(ref.is_tensor && ref.t.nbytes == img_bytes * 4);
+    for (int split = 0; split < 3; split++) {       /* parts of random sizes; of one byte; one part */
+        struct iovec parts[4096];
+        int n = 0;
+        for (size_t at = 0; at < pre + img_bytes + 5; n++) {
+            size_t len = split == 0 ? 1 + spw_rng_u32(&rng) % 300 : split == 1 ? 1 : pre + img_bytes + 5;
+            if (at + len > pre + img_bytes + 5)
+                len = pre + img_bytes + 5 - at;
+            ck_assert_int_lt(n, 4096);
+            parts[n] = (struct iovec){msg + at, len};
+            at += len;
+        }
+        struct spw_value out = {0};
+        ck_assert_int_eq(spw_element_run_rows(&ctx, 2, w, h, parts, n, pre, &out, NULL, err, sizeof err), 0);
+        ck_assert(out.is_tensor && !out.placed && out.t.nbytes == ref.t.nbytes);
+        ck_assert_int_eq(memcmp(out.t.data, ref.t.data, ref.t.nbytes), 0);
+        spw_value_free(&out);
+        uint8_t *slot = malloc(ref.t.nbytes);
+        struct spw_element_dest dest = {.place = place_into, .opaque = slot};
+        ck_assert_int_eq(spw_element_run_rows(&ctx, 2, w, h, parts, n, pre, &out, &dest, err, sizeof err), 0);
+        ck_assert(out.placed);
+        ck_assert_int_eq(memcmp(slot, ref.t.data, ref.t.nbytes), 0);
+        spw_value_free(&out);
+        free(slot);
+        /* the parts end one byte before the image does */
+        struct iovec cut = {msg, pre + img_bytes - 1};
+        ck_assert_int_eq(spw_element_run_rows(&ctx, 2, w, h, &cut, 1, pre, &out, NULL, err, sizeof err), -EINVAL);
+        ck_assert_msg(strstr(err, "does not fit") != NULL, "%s", err);
+        ck_assert(!out.is_tensor && out.t.data == NULL);
+    }
+    spw_value_free(&ref);
+    free(msg);
+    spw_element_ctx_destroy(&ctx);
+    spw_spec_free(s);
+    s = spec_of("{\"source\":{\"format\":\"image_folder\",\"path\":\"x\"},\"ops\":[{\"op\":\"decode_jpeg\"},{\"op\":\"invert\"},"
+                "{\"op\":\"normalize\",\"mean\":[0.5,0.5,0.5],\"std\":[0.5,0.5,0.5]},{\"op\":\"random_erasing\"}],"
+                "\"batch\":{\"size\":2}}");
+    ck_assert_int_eq(spw_element_ctx_init(&ctx, s), 0);
+    ck_assert(!spw_element_rows_group(&ctx, 2));     /* an op after normalize: the gathered path */
+    spw_element_ctx_destroy(&ctx);
     spw_spec_free(s);
 }
 END_TEST
@@ -658,6 +735,7 @@ int main(void)
     tcase_add_test(tc, test_source_missing_dir_is_clear_error);
     tcase_add_test(tc, test_source_tar_shards_pairs_jpg_and_cls);
     tcase_add_test(tc, test_fusion_groups_train_pipeline);
+    tcase_add_test(tc, test_rows_from_parts_same_bytes);
     tcase_add_test(tc, test_executor_same_bytes_any_thread_count);
     tcase_add_test(tc, test_executor_drop_remainder);
     tcase_add_test(tc, test_executor_skip_policy_counts_and_continues);
