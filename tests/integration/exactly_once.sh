@@ -2,7 +2,9 @@
 # tests/integration/exactly_once.sh - a dispatcher, real worker processes and a consumer (tests/tools/
 # pullclient) on loopback: every (epoch, position) of a 2-epoch job arrives exactly once after dedupe —
 # with two healthy workers, with a worker killed (-9) mid-run, with a worker stopped past its timeout and
-# continued (a zombie), and for two jobs at once sharing the workers. Kills all it starts.
+# continued (a zombie), and for two jobs at once sharing the workers. The fault runs read at 800 elements/s
+# (PULLCLIENT_RATE: the workers held back by their credits), so that the faults land mid-run on a fast machine
+# too. Kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -36,7 +38,7 @@ field() { "$PY" -c "import json,sys; print(json.loads(open(sys.argv[1]).read().s
 
 pipeline "$WORK/p1.json" 7
 pipeline "$WORK/p2.json" 8
-pipeline "$WORK/longer.json" 10 24    # long enough (24 epochs) that the faults land mid-run
+pipeline "$WORK/longer.json" 10 24    # 3840 elements: ~4.8 s at 800 elements/s, the faults at 0.5-2 s
 
 start_cluster healthy || exit 1
 timeout 60 "$B/tests/pullclient" "127.0.0.1:$DPORT" "$WORK/p1.json" 40 > "$WORK/healthy.json"
@@ -51,7 +53,7 @@ C2=$!
 wait "$C1"; wait "$C2"
 check "two jobs at once: both exactly once" bash -c "[ \"\$(sed -n 's/.*\"exactly_once\": \\([a-z]*\\).*/\\1/p' '$WORK/j1.json' '$WORK/j2.json' | sort -u)\" = true ]"
 
-timeout 60 "$B/tests/pullclient" "127.0.0.1:$DPORT" "$WORK/longer.json" 50 > "$WORK/killed.json" &
+PULLCLIENT_RATE=800 timeout 60 "$B/tests/pullclient" "127.0.0.1:$DPORT" "$WORK/longer.json" 50 > "$WORK/killed.json" &
 C=$!
 sleep 0.5
 kill -9 "$W1"; wait "$W1" 2>/dev/null
@@ -67,7 +69,7 @@ PIDS+=($!)
 W3=$!
 wait_port "$WORK/w3.out" > /dev/null
 sleep 0.3
-timeout 60 "$B/tests/pullclient" "127.0.0.1:$DPORT" "$WORK/longer.json" 50 > "$WORK/zombie.json" &
+PULLCLIENT_RATE=800 timeout 60 "$B/tests/pullclient" "127.0.0.1:$DPORT" "$WORK/longer.json" 50 > "$WORK/zombie.json" &
 C=$!
 sleep 0.5
 kill -STOP "$W2"; sleep 1.5; kill -CONT "$W2"

@@ -4,7 +4,9 @@
  * elements, tombstones, duplicates dropped, and whether every position of every epoch arrived exactly once.
  *   pullclient DISPATCHER PIPELINE.json [TIMEOUT_S]
  * Env PULLCLIENT_STALL_MS: after its first message each stream stops reading for that long (heartbeats go
- * on), to test what a stalled consumer costs the workers. */
+ * on), to test what a stalled consumer costs the workers. Env PULLCLIENT_RATE: elements read per second over
+ * all streams together (the workers held back by their credits), so that a job lasts as long as a test needs
+ * on a fast machine too. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -14,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/clock.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
 #include "pipeline/spec.h"
@@ -24,6 +27,8 @@
 #define CREDIT (32 << 20)
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static double g_rate;                    /* PULLCLIENT_RATE (0: as fast as elements come) */
+static int64_t g_next_read_ns;           /* when the rate lets the next elements be read */
 static uint64_t g_job, g_secret;
 static int64_t g_samples, g_epochs, g_split_size, g_splits;
 static uint8_t *g_seen;                  /* [epoch][position]: 0 none, 1 element, 2 tombstone */
@@ -69,6 +74,19 @@ struct stream_arg {
     char addr[256];
 };
 
+/* Hold this stream until n more elements fit PULLCLIENT_RATE. */
+static void pace(size_t n)
+{
+    if (g_rate <= 0 || n == 0)
+        return;
+    pthread_mutex_lock(&g_mu);
+    const int64_t now = spw_now_ns(), at = g_next_read_ns > now ? g_next_read_ns : now;
+    g_next_read_ns = at + (int64_t)((double)n * 1e9 / g_rate);
+    pthread_mutex_unlock(&g_mu);
+    while (!g_done && spw_now_ns() < at)
+        usleep(10 * 1000);
+}
+
 static void *receiver(void *arg)
 {
     struct stream_arg *sa = arg;
@@ -102,6 +120,7 @@ static void *receiver(void *arg)
         struct spw_wire_batch b;
         char err[128];
         if (spw_wire_decode(m, len, &b, err, sizeof err) == 0) {
+            pace(b.n_positions);
             pthread_mutex_lock(&g_mu);
             for (size_t i = 0; i < b.n_positions; i++)
                 note(b.epoch, b.positions[i], 1);
@@ -143,6 +162,8 @@ int main(int argc, char **argv)
         return 2;
     }
     double timeout = argc > 3 ? atof(argv[3]) : 60;
+    const char *rate = getenv("PULLCLIENT_RATE");
+    g_rate = rate ? atof(rate) : 0;
     char err[512];
     struct spw_pipeline_spec *spec;
     if (spw_spec_load_file(argv[2], &spec, err, sizeof err) != 0) {
