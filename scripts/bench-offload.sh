@@ -52,30 +52,17 @@ WORKER=$!
 PIDS+=("$WORKER")
 port_of "$OUT/w.out" > /dev/null
 sleep 0.5
-# The worker in a cgroup of its own for the remote-cores sweep (v1 cpu.cfs_quota_us or v2 cpu.max).
+# The worker in a cgroup of its own for the remote-cores sweep (scripts/cpu-quota.sh: v1 or v2 cpu controller).
 CGDIR=""
 if [ -n "$REMOTE_CORES" ]; then
   [ "$(id -u)" = 0 ] || { echo "bench-offload: BENCH_REMOTE_CORES needs root (cgroups)" >&2; exit 1; }
-  if [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
-    CGDIR=/sys/fs/cgroup/cpu/spw-bench-offload
-  else
-    echo +cpu > /sys/fs/cgroup/cgroup.subtree_control 2> /dev/null || true
-    CGDIR=/sys/fs/cgroup/spw-bench-offload
-  fi
-  mkdir -p "$CGDIR"
+  # shellcheck source=scripts/cpu-quota.sh
+  source scripts/cpu-quota.sh
+  cpu_quota_cgroup spw-bench-offload 1
   echo "$WORKER" > "$CGDIR/cgroup.procs"
   trap 'cleanup; rmdir "$CGDIR" 2> /dev/null' EXIT
 fi
-quota() {   # quota CORES: the worker may use CORES of its core
-  local q
-  q=$("$PY" -c "print(int(float('$1') * 100000))")
-  if [ -f "$CGDIR/cpu.cfs_quota_us" ]; then
-    echo 100000 > "$CGDIR/cpu.cfs_period_us"
-    echo "$q" > "$CGDIR/cpu.cfs_quota_us"
-  else
-    echo "$q 100000" > "$CGDIR/cpu.max"
-  fi
-}
+quota() { cpu_quota_cgroup spw-bench-offload "$1"; }   # quota CORES: the worker may use CORES of its core
 
 # rate: "elements/s start-up-seconds elements/s-after-start-up" from spillctl's JSON (the first counts the
 # whole run; start-up is the time before the job existed: planning, listing)

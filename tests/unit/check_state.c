@@ -436,28 +436,29 @@ START_TEST(test_state_serving_rows_match_one_by_one)
             default: break;
             }
         }
-        bool row[16];
-        for (int k = 0; k < nj; k++) {
-            struct disp_job_info ji;
-            disp_state_job_at(S, k, &ji);
-            ck_assert_int_eq(disp_state_job_servers(S, ji.id, row, 16), nw);
-            for (int i = 0; i < nw; i++) {
-                struct disp_worker_info wi;
-                disp_state_worker_at(S, i, &wi);
-                ck_assert_msg(row[i] == disp_state_worker_serves(S, ji.id, wi.id), "round %d job %llu worker %llu",
-                              round, (unsigned long long)ji.id, (unsigned long long)wi.id);
-            }
-        }
+        uint64_t wid[16], jid[16];
         for (int i = 0; i < nw; i++) {
             struct disp_worker_info wi;
             disp_state_worker_at(S, i, &wi);
-            ck_assert_int_eq(disp_state_worker_jobs(S, wi.id, row, 16), nj);
-            for (int k = 0; k < nj; k++) {
-                struct disp_job_info ji;
-                disp_state_job_at(S, k, &ji);
-                ck_assert_msg(row[k] == disp_state_worker_serves(S, ji.id, wi.id), "round %d worker %llu job %llu",
-                              round, (unsigned long long)wi.id, (unsigned long long)ji.id);
-            }
+            wid[i] = wi.id;
+        }
+        for (int k = 0; k < nj; k++) {
+            struct disp_job_info ji;
+            disp_state_job_at(S, k, &ji);
+            jid[k] = ji.id;
+        }
+        bool row[16];
+        for (int k = 0; k < nj; k++) {
+            ck_assert_int_eq(disp_state_job_servers(S, jid[k], row, 16), nw);
+            for (int i = 0; i < nw; i++)
+                ck_assert_msg(row[i] == disp_state_worker_serves(S, jid[k], wid[i]), "round %d job %d worker %d",
+                              round, k, i);
+        }
+        for (int i = 0; i < nw; i++) {
+            ck_assert_int_eq(disp_state_worker_jobs(S, wid[i], row, 16), nj);
+            for (int k = 0; k < nj; k++)
+                ck_assert_msg(row[k] == disp_state_worker_serves(S, jid[k], wid[i]), "round %d worker %d job %d",
+                              round, i, k);
         }
         ck_assert_int_eq(disp_state_job_servers(S, 999, row, 16), -ENOENT);
         ck_assert_int_eq(disp_state_worker_jobs(S, 999, row, 16), -ENOENT);
