@@ -385,8 +385,6 @@ static void sample_failed(struct remote *r, int64_t sample, int rc, const char *
         asm_fail(r->a, rc, msg);
 }
 
-/* Finish one received element: claim it, run the suffix if any, put it in its batch (or park it).
- * Returns false for a duplicate. */
 /* The end of take_element: v (made by rc's run) handed to the assembler, a failure logged (an empty value parks
  * as a skipped sample). */
 static bool finish_taken(struct remote *r, int64_t sample, struct asm_ticket *t, enum asm_claim c, int rc,
@@ -401,6 +399,8 @@ static bool finish_taken(struct remote *r, int64_t sample, struct asm_ticket *t,
     return true;
 }
 
+/* Finish one received element: claim it, run the suffix if any, put it in its batch (or park it).
+ * Returns false for a duplicate. */
 static bool take_element(struct remote *r, struct received *rx, const struct spw_wire_batch *b, size_t i)
 {
     struct asm_ticket t;

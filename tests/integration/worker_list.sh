@@ -3,7 +3,7 @@
 # carry the worker list only when it changed (the client sends the digest of the list it holds): a worker
 # that joins mid-job is streamed from, and one killed with -9 mid-job leaves the client's list once the
 # dispatcher declares it dead; every key exactly once. Real dispatcher, workers and client on loopback; the
-# client paced (--consume-rate) so that the job outlives both changes. Kills all it starts.
+# client paced (--consume-rate 50: ~13 s) so that the job outlives both changes. Kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -16,7 +16,7 @@ W1_ADDR=127.0.0.1:$(wait_port "$WORK/w1.out")
 sleep 0.3
 # Only the workers make elements (--local-cores 0); a small window keeps them from running ahead of the pace.
 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --local-cores 0 \
-  --consume-rate 70 --prefetch-mb 4 --credit-mb 4 --keys "$WORK/service.keys" --quiet --log-level debug \
+  --consume-rate 50 --prefetch-mb 4 --credit-mb 4 --keys "$WORK/service.keys" --quiet --log-level debug \
   > /dev/null 2> "$WORK/run.err" &
 RUN=$!
 PIDS+=("$RUN")
