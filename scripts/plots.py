@@ -122,13 +122,16 @@ def dispatcher():
         side, w, j, splits, js = line.rstrip("\n").split("\t", 4)
         d = json.loads(js) if js.strip() else {}
         p99[(int(splits), int(j), int(w), side)] = d.get("methods", {}).get("ClientHeartbeat", {}).get("p99_ms", 0)
-    rows = [('"%dx%d, %s"' % (w, j, "20k" if splits >= 1000 else splits), p99[(splits, j, w, "new")],
-             p99.get((splits, j, w, "old"), 0))
+    # "before" only when the run measured an older dispatcher too (BENCH_DISPATCHER_OLD): an all-zero column
+    # on a log scale is an error to gnuplot.
+    before = any(side == "old" for (_, _, _, side) in p99)
+    rows = [('"%dx%d, %s"' % (w, j, "20k" if splits >= 1000 else splits), p99[(splits, j, w, "new")])
+            + ((p99.get((splits, j, w, "old"), 0),) if before else ())
             for splits, j, w, side in sorted(p99) if side == "new"]
-    return gnuplot("dispatcher", rows, ["point", "now", "before"],
+    return gnuplot("dispatcher", rows, ["point", "now"] + (["before"] if before else []),
                    "set title 'Client heartbeat p99 under load: workers x jobs, splits per epoch (one core each)'\n"
-                   "set ylabel 'ms (log)'\nset logscale y\nset yrange [0.5:*]\nset xtics rotate by -30\n"
-                   "plot for [i=2:3] 'DAT' using i:xtic(1) title columnheader(i)\n"), src
+                   "set ylabel 'ms (log)'\nset logscale y\nset yrange [0.1:*]\nset xtics rotate by -30\n"
+                   "plot for [i=2:%d] 'DAT' using i:xtic(1) title columnheader(i)\n" % (3 if before else 2)), src
 
 
 def main():
