@@ -302,21 +302,10 @@ static const char *decompress_into(struct received *rx, struct spw_wire_tensor *
     return NULL;
 }
 
-/* Element bytes [off, off + len) of the message: a pointer into the part that holds them all, or NULL. */
-static const uint8_t *in_one_part(const struct received *rx, size_t off, size_t len)
-{
-    for (int i = 0; i < rx->n; i++) {
-        if (off < rx->parts[i].iov_len)
-            return off + len <= rx->parts[i].iov_len ? (const uint8_t *)rx->parts[i].iov_base + off : NULL;
-        off -= rx->parts[i].iov_len;
-    }
-    return NULL;
-}
-
 /* The element's bytes contiguous: in place, or gathered into the scratch buffer. NULL: out of memory. */
 static const uint8_t *contiguous(struct received *rx, size_t off, size_t len)
 {
-    const uint8_t *p = in_one_part(rx, off, len);
+    const uint8_t *p = spw_wire_view(rx->parts, rx->n, off, len, NULL);
     if (p)
         return p;
     if (rx->scratch_cap < len) {

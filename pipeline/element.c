@@ -15,6 +15,7 @@
 #include "pipeline/audio.h"
 #include "pipeline/image_ops.h"
 #include "pipeline/op_registry.h"
+#include "pipeline/wire.h"
 
 int spw_element_ctx_init(struct spw_element_ctx *ctx, const struct spw_pipeline_spec *spec)
 {
@@ -146,47 +147,10 @@ bool spw_element_rows_group(const struct spw_element_ctx *ctx, int g)
            spw_op_def(ctx->spec->ops[ctx->groups[g].first].kind)->cls == SPW_OPC_TO_TENSOR;
 }
 
-/* A reader of consecutive rows from a list of parts: part i, byte at of it. */
-struct row_reader {
-    const struct iovec *parts;
-    int n, i;
-    size_t at;
-};
-
-/* The next len bytes: in place when one part holds them, else copied into spill; NULL past the last part. */
-static const uint8_t *next_row(struct row_reader *rd, size_t len, uint8_t *spill)
-{
-    while (rd->i < rd->n && rd->at == rd->parts[rd->i].iov_len) {
-        rd->i++;
-        rd->at = 0;
-    }
-    if (rd->i < rd->n && rd->parts[rd->i].iov_len - rd->at >= len) {
-        const uint8_t *p = (const uint8_t *)rd->parts[rd->i].iov_base + rd->at;
-        rd->at += len;
-        return p;
-    }
-    size_t got = 0;
-    while (got < len && rd->i < rd->n) {
-        const size_t left = rd->parts[rd->i].iov_len - rd->at, take = left < len - got ? left : len - got;
-        memcpy(spill + got, (const uint8_t *)rd->parts[rd->i].iov_base + rd->at, take);
-        got += take;
-        rd->at += take;
-        if (rd->at == rd->parts[rd->i].iov_len) {
-            rd->i++;
-            rd->at = 0;
-        }
-    }
-    return got == len ? spill : NULL;
-}
-
 int spw_element_run_rows(const struct spw_element_ctx *ctx, int g, int w, int h, const struct iovec *parts, int n,
                          size_t off, struct spw_value *out, const struct spw_element_dest *dest, char *err,
                          size_t errlen)
 {
-    struct row_reader rd = {.parts = parts, .n = n};
-    while (rd.i < n && off >= parts[rd.i].iov_len)
-        off -= parts[rd.i++].iov_len;
-    rd.at = off;
     const size_t row_bytes = (size_t)w * 3;
     uint8_t *spill = malloc(row_bytes ? row_bytes : 1);
     if (!spill) {
@@ -196,7 +160,7 @@ int spw_element_run_rows(const struct spw_element_ctx *ctx, int g, int w, int h,
     struct spw_sink s;
     int rc = spw_image_sink(ctx, ctx->groups[g].first, w, h, false, false, dest, out, &s, err, errlen);
     for (int y = 0; y < h && rc == 0; y++) {
-        const uint8_t *row = next_row(&rd, row_bytes, spill);
+        const uint8_t *row = spw_wire_view(parts, n, off + (size_t)y * row_bytes, row_bytes, spill);
         if (row)
             spw_sink_put_row(&s, y, row);
         else

@@ -513,6 +513,22 @@ void spw_wire_copy(const struct iovec *iov, int n, size_t offset, size_t len, ui
     }
 }
 
+const uint8_t *spw_wire_view(const struct iovec *iov, int n, size_t offset, size_t len, uint8_t *spill)
+{
+    int i = 0;
+    while (i < n && offset >= iov[i].iov_len)
+        offset -= iov[i++].iov_len;
+    if (i < n && iov[i].iov_len - offset >= len)
+        return (const uint8_t *)iov[i].iov_base + offset;
+    size_t got = 0;
+    for (; spill && i < n && got < len; i++, offset = 0) {
+        const size_t here = iov[i].iov_len - offset < len - got ? iov[i].iov_len - offset : len - got;
+        memcpy(spill + got, (const uint8_t *)iov[i].iov_base + offset, here);
+        got += here;
+    }
+    return spill && got == len ? spill : NULL;
+}
+
 void spw_wire_batch_free(struct spw_wire_batch *b)
 {
     if (!b)

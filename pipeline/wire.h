@@ -72,6 +72,9 @@ int spw_wire_decode(const uint8_t *msg, size_t len, struct spw_wire_batch *out, 
 int spw_wire_decode_parts(const struct iovec *iov, int n, struct spw_wire_batch *out, char *err, size_t errlen);
 /* Copy len bytes from offset of a message in parts into dst (the range must lie inside the message). */
 void spw_wire_copy(const struct iovec *iov, int n, size_t offset, size_t len, uint8_t *dst);
+/* len bytes from offset of a message in parts: in place when one part holds them, else copied into spill
+ * (len bytes; NULL spill: none). NULL when the range runs past the message or there is no spill. */
+const uint8_t *spw_wire_view(const struct iovec *iov, int n, size_t offset, size_t len, uint8_t *spill);
 void spw_wire_batch_free(struct spw_wire_batch *b);
 
 #endif
