@@ -1,13 +1,16 @@
 /* tests/bench/streambench.c - element streaming throughput, Spillway's path vs a raw TCP socket moving the
  * same bytes. One process per side (pin them to different cores):
- *   streambench server grpc|tcp ELEM_BYTES ELEMENTS     prints "listening on 127.0.0.1:PORT", serves one
+ *   streambench server grpc|direct|tcp ELEM_BYTES ELEMENTS     prints "listening on 127.0.0.1:PORT", serves one
  *                                                      client, exits with one JSON line (its CPU seconds)
- *   streambench client grpc|tcp HOST:PORT ELEM_BYTES    receives everything, copies each element once into a
+ *   streambench client grpc|direct|tcp HOST:PORT ELEM_BYTES    receives everything, copies each element once into a
  *                                                      batch slot, prints one JSON line (MB/s, CPU seconds)
  * gRPC: the worker's path: ElementBatch messages of ~1 MiB built by the zero-copy wire codec, one send in
  * flight per stream, against byte credits the client grants; the client decodes without copying and copies
  * each payload once. STREAMBENCH_STREAMS=S (both sides) splits the elements over S streams on one channel,
- * each with its own sending and receiving thread. TCP: the same message sizes with a 4-byte length prefix, write(2)/read(2), the same one copy. */
+ * each with its own sending and receiving thread. TCP: the same message sizes with a 4-byte length prefix,
+ * write(2)/read(2), the same one copy. direct: the gRPC stream carries the credits and a ticket for a data
+ * connection (lib/direct.h) that carries the same ElementBatch messages; the client reads each into one
+ * buffer it keeps and copies each element once into its slot, as the TCP receiver does. */
 #include <arpa/inet.h>
 #include <stdbool.h>
 #include <errno.h>
@@ -23,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/direct.h"
 #include "lib/rpc.h"
 #include "pipeline/wire.h"
 #include "proto/spillway.pb-c.h"
@@ -60,7 +64,8 @@ static uint8_t *g_payload;
 /* gRPC server: the first client message grants credit; send ElementBatches while credit lasts. */
 static int serve_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen)
 {
-    (void)ctx;
+    struct spw_direct_listener *dl = ctx;     /* direct mode: the data connections' listener */
+    int data_fd = -1;
     uint8_t *in;
     size_t inlen;
     int64_t credit = 0;
@@ -78,8 +83,18 @@ static int serve_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t 
             Spillway__V1__StreamRequest *req = spillway__v1__stream_request__unpack(NULL, inlen, in);
             free(in);
             if (req) {
-                if (!named)         /* the first message: rank = this stream's index */
+                if (!named) {       /* the first message: rank = this stream's index */
                     count = share_of(req->rank >= 0 && req->rank < g_streams ? req->rank : 0), named = true;
+                    uint8_t offer[2 + SPW_DIRECT_TICKET_BYTES];
+                    struct iovec ov = {offer, sizeof offer};
+                    const int port = dl ? spw_direct_port(dl) : 0;
+                    offer[0] = (uint8_t)(port >> 8), offer[1] = (uint8_t)port;
+                    if (dl && (spw_direct_ticket(dl, offer + 2) != 0 || spw_rpc_stream_send(st, &ov, 1) != 0 ||
+                               spw_direct_take(dl, offer + 2, 5000, &data_fd) != 0)) {
+                        snprintf(msg, msglen, "no data connection");
+                        return SPW_RPC_INTERNAL;
+                    }
+                }
                 credit += req->credit_bytes;
                 spillway__v1__stream_request__free_unpacked(req, NULL);
             }
@@ -95,7 +110,8 @@ static int serve_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t 
                                                 k * g_elem, 0, 0, 0};
         struct iovec iov[4];
         int n = spw_wire_encode(&b, scratch, sizeof scratch, iov, 4);
-        if (n < 0 || spw_rpc_stream_send(st, iov, n) != 0) {
+        if (n < 0 || (data_fd >= 0 ? spw_direct_send(data_fd, iov, n, NULL, NULL)
+                                   : spw_rpc_stream_send(st, iov, n)) != 0) {
             snprintf(msg, msglen, "send failed");
             return SPW_RPC_INTERNAL;
         }
@@ -105,6 +121,8 @@ static int serve_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t 
     /* Wait for the client to close its side: it has everything then. */
     while (spw_rpc_stream_recv(st, 0, &in, &inlen) == 1)
         free(in);
+    if (data_fd >= 0)
+        close(data_fd);
     g_served++;
     return SPW_RPC_OK;
 }
@@ -141,7 +159,13 @@ static int read_all(int fd, void *p, size_t n)
 
 static int server(const char *mode)
 {
-    if (!strcmp(mode, "grpc")) {
+    if (!strcmp(mode, "grpc") || !strcmp(mode, "direct")) {
+        struct spw_direct_listener *dl = NULL;
+        char derr[256];
+        if (!strcmp(mode, "direct") && spw_direct_listen("127.0.0.1", 0, &dl, derr, sizeof derr) != 0) {
+            fprintf(stderr, "%s\n", derr);
+            return 1;
+        }
         spw_rpc_init();
         struct spw_rpc_server *srv;
         struct spw_rpc_server_opts o = {.listen_addr = "127.0.0.1:0"};
@@ -150,7 +174,7 @@ static int server(const char *mode)
             fprintf(stderr, "%s\n", err);
             return 1;
         }
-        spw_rpc_server_add_stream(srv, "/spillway.v1.Worker/StreamElements", serve_stream, NULL);
+        spw_rpc_server_add_stream(srv, "/spillway.v1.Worker/StreamElements", serve_stream, dl);
         int port;
         spw_rpc_server_start(srv, &port);
         printf("listening on 127.0.0.1:%d\n", port);
@@ -160,8 +184,9 @@ static int server(const char *mode)
             usleep(10000);
         spw_rpc_server_shutdown(srv, 1000);
         spw_rpc_server_destroy(srv);
-        printf("{\"side\": \"server\", \"mode\": \"grpc\", \"cpu_s\": %.4f}\n", cpu_s() - c0);
+        printf("{\"side\": \"server\", \"mode\": \"%s\", \"cpu_s\": %.4f}\n", mode, cpu_s() - c0);
         spw_rpc_shutdown();
+        spw_direct_listener_destroy(dl);
         return 0;
     }
     int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
@@ -196,6 +221,7 @@ static int server(const char *mode)
 struct receiver {
     struct spw_rpc_channel *ch;
     const char *target;
+    bool direct;
     int index, failed;
     uint8_t *slot;
     size_t got, bytes;
@@ -224,7 +250,45 @@ static void *receive_stream(void *arg)
     struct iovec iov = {rbuf, spillway__v1__stream_request__pack(&req, rbuf)};
     spw_rpc_stream_send(st, &iov, 1);
     int64_t granted_unused = CREDIT;
-    while (r->got < count) {
+    int fd = -1;
+    if (r->direct) {                    /* the offer: the data port and a ticket */
+        uint8_t *offer = NULL;
+        size_t olen = 0;
+        char err[256];
+        if (spw_rpc_stream_recv(st, 5000, &offer, &olen) != 1 || olen != 2 + SPW_DIRECT_TICKET_BYTES ||
+            spw_direct_connect(r->target, offer[0] << 8 | offer[1], offer + 2, 2000, &fd, err, sizeof err) != 0)
+            r->failed = 1;
+        free(offer);
+    }
+    uint8_t *buf = NULL;            /* the message buffer, kept from one message to the next */
+    size_t cap = 0;
+    while (r->direct && !r->failed && r->got < count) {
+        size_t len;
+        struct spw_wire_batch b;
+        char err[256];
+        if (spw_direct_next(fd, 5000, 64 << 20, &len, NULL, NULL, err, sizeof err) != 1 ||
+            (len > cap && !(buf = realloc(buf, cap = len))) || spw_direct_read(fd, buf, len, NULL, NULL) ||
+            spw_wire_decode(buf, len, &b, err, sizeof err)) {
+            r->failed = 1;
+            break;
+        }
+        for (size_t i = 0; i < b.n_positions; i++)      /* the one copy, from the message */
+            memcpy(r->slot + ((r->got + i) % 64) * g_elem, b.tensors[0].data + i * g_elem, g_elem);
+        r->got += b.n_positions;
+        r->bytes += b.tensors[0].nbytes;
+        granted_unused -= (int64_t)b.tensors[0].nbytes;
+        spw_wire_batch_free(&b);
+        if (granted_unused < (int64_t)CREDIT / 2) {
+            req.credit_bytes = CREDIT / 2;
+            iov.iov_len = spillway__v1__stream_request__pack(&req, rbuf);
+            spw_rpc_stream_send(st, &iov, 1);
+            granted_unused += CREDIT / 2;
+        }
+    }
+    free(buf);
+    if (fd >= 0)
+        close(fd);
+    while (!r->direct && r->got < count) {
         struct spw_rpc_msg *m;
         if (spw_rpc_stream_recv_parts(st, 0, &m) != 1) {
             r->failed = 1;
@@ -268,7 +332,7 @@ static int client(const char *mode, const char *target)
     uint8_t *slot = malloc(g_elem * 64);         /* a batch of 64: each element copied once into its slot */
     size_t got = 0, bytes = 0;
     double t0 = now_s(), c0 = cpu_s();
-    if (!strcmp(mode, "grpc")) {
+    if (!strcmp(mode, "grpc") || !strcmp(mode, "direct")) {
         spw_rpc_init();
         struct spw_rpc_channel *ch;
         if (spw_rpc_channel_create(target, NULL, &ch))
@@ -276,7 +340,8 @@ static int client(const char *mode, const char *target)
         struct receiver rs[16];
         pthread_t th[16];
         for (int i = 0; i < g_streams; i++) {
-            rs[i] = (struct receiver){.ch = ch, .target = target, .index = i, .slot = i ? malloc(g_elem * 64) : slot};
+            rs[i] = (struct receiver){.ch = ch, .target = target, .direct = !strcmp(mode, "direct"), .index = i,
+                                      .slot = i ? malloc(g_elem * 64) : slot};
             if (pthread_create(&th[i], NULL, receive_stream, &rs[i]))
                 return 1;
         }
@@ -332,7 +397,7 @@ int main(int argc, char **argv)
     mallopt(M_MMAP_THRESHOLD, 64 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
     if (argc < 5) {
-        fprintf(stderr, "usage: streambench server grpc|tcp ELEM_BYTES ELEMENTS | client grpc|tcp HOST:PORT "
+        fprintf(stderr, "usage: streambench server grpc|direct|tcp ELEM_BYTES ELEMENTS | client grpc|direct|tcp HOST:PORT "
                         "ELEM_BYTES ELEMENTS\n");
         return 2;
     }
