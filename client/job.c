@@ -583,6 +583,14 @@ static int open_source(struct spw_job *j, char *err, size_t errlen)
     return spw_source_open(&j->spec->source, &j->src, err, errlen);
 }
 
+/* $SPILLWAY_DIRECT=off: take workers' elements on their gRPC streams, not on data connections (which a
+ * worker offers unless its --data-port is -1 or it runs TLS). */
+static bool direct_off(void)
+{
+    const char *e = getenv("SPILLWAY_DIRECT");
+    return e && (!strcmp(e, "off") || !strcmp(e, "0"));
+}
+
 /* A job on the service: plan (SPW_CUT_AUTO), create or join it, start the streams and the client's threads. */
 static int open_service(struct spw_job *j, const struct remote_resume *rr, char *err, size_t errlen)
 {
@@ -614,7 +622,7 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
                              .rank = j->o.rank, .world_size = j->o.world_size, .job_name = j->o.job_name,
                              .resume = rr, .delivered = delivered_point, .delivered_ctx = j,
                              .dispatcher_wait_ms = j->o.dispatcher_wait_ms,
-                             .tls = j->tls};
+                             .tls = j->tls, .no_direct = direct_off()};
     rc = remote_create(&ro, pipe, &j->r, &j->rj, err, errlen);
     spw_spec_proto_free(pipe);
     free(j->links);             /* the facts pointed into it */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "lib/clock.h"
+#include "lib/direct.h"
 #include "lib/err.h"
 #include "lib/log.h"
 #include "lib/rpc.h"
@@ -49,6 +50,8 @@ struct stream {
     int64_t transport_ns;       /* its share of the transport threads' CPU so far (heartbeat thread only) */
     int64_t transport_elements; /* rx_elements when that share was last given (heartbeat thread only) */
     int failed_opens;           /* streams in a row that ended unreachable with nothing received (r->mu) */
+    bool no_direct;             /* a data connection to this worker could not be opened: streams stay on gRPC
+                                   (stream thread only) */
     char unreachable[256];      /* non-empty: this worker cannot be reached from here, and why (r->mu) */
 };
 
@@ -264,6 +267,9 @@ static const uint8_t *contiguous(struct received *rx, size_t off, size_t len);
 struct received {
     const struct iovec *parts;
     int n;
+    uint8_t *msg;               /* a message from a data connection, whole (kept from one to the next) */
+    size_t msg_cap;
+    struct iovec msg_part;
     uint8_t *scratch;
     size_t scratch_cap;
     uint8_t *raw;               /* a compressed message's elements, decompressed (reused) */
@@ -522,7 +528,10 @@ static int64_t credit_share(struct remote *r)
     return share < MIN_STREAM_CREDIT ? MIN_STREAM_CREDIT : share;
 }
 
-static int send_credit(struct spw_rpc_stream *st, const struct stream *s, int64_t credit)
+/* A StreamRequest granting credit; the first one also asks for a data connection (direct), an answer to
+ * the offer of one says whether it was made (state). */
+static int send_request(struct spw_rpc_stream *st, const struct stream *s, int64_t credit, bool direct,
+                        Spillway__V1__DirectState state)
 {
     const struct remote *r = s->r;
     Spillway__V1__StreamRequest req = SPILLWAY__V1__STREAM_REQUEST__INIT;
@@ -533,6 +542,8 @@ static int send_credit(struct spw_rpc_stream *st, const struct stream *s, int64_
     req.incarnation = r->incarnation;
     req.credit_bytes = credit;
     req.compress_level = r->o.compress_level;
+    req.direct = direct;
+    req.direct_state = state;
     struct iovec iov = {buf, spillway__v1__stream_request__pack(&req, buf)};
     return spw_rpc_stream_send(st, &iov, 1);
 }
@@ -578,6 +589,57 @@ static bool note_unreachable(struct stream *s, int status, const char *msg)
     return counted;
 }
 
+static bool stream_stop(void *arg)
+{
+    return stream_done(arg);
+}
+
+/* The worker's offer of a data connection (the stream's first message, when asked): connect and present its
+ * ticket, and tell the worker whether that worked. Returns the connection's fd, -1 to go on with the gRPC
+ * stream, or -2 when the stream failed. */
+static int take_offer(struct stream *s, struct spw_rpc_stream *st, const struct spw_wire_batch *b)
+{
+    char err[256];
+    int fd = -1;
+    const int rc = spw_direct_connect(s->addr, (int)b->direct_port, b->direct_ticket, 2000, &fd, err, sizeof err);
+    if (rc != 0) {
+        s->no_direct = true;
+        spw_log(SPW_LOG_WARN, "client", "worker=%s: %s: its elements come on the gRPC stream instead", s->addr, err);
+    }
+    if (send_request(st, s, 0, false, rc == 0 ? SPILLWAY__V1__DIRECT_STATE__DIRECT_CONNECTED
+                                             : SPILLWAY__V1__DIRECT_STATE__DIRECT_FAILED) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -2;
+    }
+    if (fd >= 0)
+        spw_log(SPW_LOG_DEBUG, "client", "worker=%s: elements on a data connection to port %u", s->addr,
+                b->direct_port);
+    return fd;
+}
+
+/* The next message on a data connection, whole, into rx's kept buffer: 1, -ETIMEDOUT (none yet), 0 (the
+ * worker closed it), SPW_EFORMAT / SPW_ETOOBIG (err says why), or another negative code. */
+static int recv_direct(struct stream *s, int fd, struct received *rx, size_t *len, char *err, size_t errlen)
+{
+    int rc = spw_direct_next(fd, 200, SPW_RPC_DEFAULT_MAX_MESSAGE, len, stream_stop, s, err, errlen);
+    if (rc != 1)
+        return rc;
+    if (*len > rx->msg_cap) {           /* <= the cap, checked in spw_direct_next */
+        uint8_t *nm = realloc(rx->msg, *len);
+        if (!nm)
+            return -ENOMEM;
+        rx->msg = nm;
+        rx->msg_cap = *len;
+    }
+    if ((rc = spw_direct_read(fd, rx->msg, *len, stream_stop, s)) != 0)
+        return rc == -EPIPE ? spw_fail(err, errlen, SPW_EFORMAT, "a message cut short") : rc;
+    rx->msg_part = (struct iovec){rx->msg, *len};
+    rx->parts = &rx->msg_part;
+    rx->n = 1;
+    return 1;
+}
+
 static void *stream_main(void *arg)
 {
     struct stream *s = arg;
@@ -588,6 +650,7 @@ static void *stream_main(void *arg)
     struct spw_rpc_stream *st = NULL;
     bool call_ended = false;
     struct received rx = {0};
+    int fd = -1;                /* the data connection, once the worker's offer is taken */
     if (spw_rpc_channel_create(s->addr, &co, &ch) != 0 ||
         spw_rpc_stream_open(ch, "/spillway.v1.Worker/StreamElements", 0, &st) != 0)
         goto out;
@@ -596,33 +659,60 @@ static void *stream_main(void *arg)
     s->job = r->job.job;
     s->secret = r->job.secret;
     pthread_mutex_unlock(&r->mu);
+    /* A data connection is plaintext: asked for only where the stream is too. */
+    const bool ask_direct = !r->o.no_direct && !s->no_direct && !spw_rpc_channel_tls(ch);
     /* outstanding: bytes this worker may still send. Kept at this stream's share of the client's budget,
      * so all streams together stay within it as workers come and go. */
     int64_t share = credit_share(r), outstanding = share;
-    if (send_credit(st, s, share) != 0) {
+    if (send_request(st, s, share, ask_direct, SPILLWAY__V1__DIRECT_STATE__DIRECT_UNSET) != 0) {
         call_ended = true;      /* the call failed (e.g. the worker cannot be reached): its status says why */
         goto out;
     }
-    while (!stream_done(s)) {
-        struct spw_rpc_msg *m;
-        int rc = spw_rpc_stream_recv_parts(st, 200, &m);
-        if (rc == -ETIMEDOUT)
-            continue;
-        if (rc != 1) {
-            call_ended = true;      /* the worker finished or the call failed: its status says which */
-            break;
-        }
+    for (int64_t messages = 0; !stream_done(s);) {
+        struct spw_rpc_msg *m = NULL;
         size_t len;
-        rx.parts = spw_rpc_msg_parts(m, &rx.n, &len);
-        struct spw_wire_batch b;
         char err[256];
         const char *bad = NULL;
-        if (spw_wire_decode_parts(rx.parts, rx.n, &b, err, sizeof err) != 0)
+        if (fd >= 0) {
+            int rc = recv_direct(s, fd, &rx, &len, err, sizeof err);
+            if (rc == -ETIMEDOUT)
+                continue;
+            if (rc == SPW_EFORMAT || rc == SPW_ETOOBIG || rc == -ENOMEM)
+                bad = rc == -ENOMEM ? "out of memory for a message" : err;
+            else if (rc != 1)
+                break;                  /* the worker closed it (or stopping): the call's status says why */
+        } else {
+            int rc = spw_rpc_stream_recv_parts(st, 200, &m);
+            if (rc == -ETIMEDOUT)
+                continue;
+            if (rc != 1) {
+                call_ended = true;      /* the worker finished or the call failed: its status says which */
+                break;
+            }
+            rx.parts = spw_rpc_msg_parts(m, &rx.n, &len);
+        }
+        const bool first = messages++ == 0;
+        struct spw_wire_batch b;
+        if (!bad && spw_wire_decode_parts(rx.parts, rx.n, &b, err, sizeof err) != 0) {
             bad = err;
-        else if ((bad = check_batch(r, s->job, &b)) != NULL ||
-                 (b.n_positions && b.tensors[0].encoding == SPW_WIRE_ZSTD &&
-                  (bad = decompress_into(&rx, &b.tensors[0], err, sizeof err)) != NULL))
+        } else if (!bad && b.direct_port) {
+            const bool asked = first && ask_direct && fd < 0;     /* an offer comes first, once, if asked */
+            if (asked)
+                fd = take_offer(s, st, &b);
             spw_wire_batch_free(&b);
+            if (!asked) {
+                bad = "a data connection offered unasked";
+            } else {
+                spw_rpc_msg_free(m);
+                if (fd == -2)
+                    break;
+                continue;
+            }
+        } else if (!bad && ((bad = check_batch(r, s->job, &b)) != NULL ||
+                            (b.n_positions && b.tensors[0].encoding == SPW_WIRE_ZSTD &&
+                             (bad = decompress_into(&rx, &b.tensors[0], err, sizeof err)) != NULL))) {
+            spw_wire_batch_free(&b);
+        }
         if (bad) {
             /* A worker that sends garbage is not trusted further: close its stream. Its splits complete
              * through re-leases or the head rescue; nothing is delivered from this message. */
@@ -658,14 +748,25 @@ static void *stream_main(void *arg)
             for (asm_progress(r->a, &total, &delivered, &parked); parked > r->o.park_cap_bytes && !stream_done(s);
                  asm_progress(r->a, &total, &delivered, &parked))
                 usleep(20 * 1000);
-            if (send_credit(st, s, share - outstanding) != 0)
+            if (send_request(st, s, share - outstanding, false, SPILLWAY__V1__DIRECT_STATE__DIRECT_UNSET) != 0)
                 break;
             outstanding = share;
         }
     }
+    if (fd >= 0 && !call_ended) {
+        /* The data connection ended: the worker closed it and ends the call, whose status says why. */
+        struct spw_rpc_msg *m;
+        int rc;
+        while ((rc = spw_rpc_stream_recv_parts(st, stream_done(s) ? 1 : 2000, &m)) == 1)
+            spw_rpc_msg_free(m);
+        call_ended = rc != -ETIMEDOUT;
+    }
 out:
+    if (fd >= 0)
+        close(fd);
     free(rx.scratch);
     free(rx.raw);
+    free(rx.msg);
     spw_zstd_destroy(rx.z);
     pthread_mutex_lock(&r->mu);
     s->st = NULL;

@@ -42,6 +42,8 @@ struct remote_opts {
     void *delivered_ctx;
     int dispatcher_wait_ms;     /* retry a dispatcher that stopped answering this long before failing */
     const struct spw_rpc_tls *tls;  /* for the dispatcher and the workers; NULL = the process's default */
+    bool no_direct;             /* never ask workers for data connections (lib/direct.h): elements come on
+                                   the gRPC streams */
 };
 
 struct remote_resume {          /* a checkpoint as the dispatcher needs it (see Resume in the proto) */

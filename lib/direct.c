@@ -55,6 +55,7 @@ struct spw_direct_listener {
     int64_t refused;
     struct waiting waiting[MAX_WAITING];    /* acceptor thread only */
     int n_waiting;
+    int64_t logged_ms;                      /* the last refusal logged (acceptor thread only) */
 };
 
 static void put32(uint8_t *p, uint32_t v)
@@ -98,14 +99,21 @@ static void drop_ticket(struct spw_direct_listener *l, int i)
     l->tickets[i] = l->tickets[--l->n_tickets];
 }
 
+/* Refuse waiting connection w: closed, counted, and logged at most once a second (a flood of them is one
+ * line a second, with the count). */
 static void refuse(struct spw_direct_listener *l, int w, const char *why)
 {
-    spw_log(SPW_LOG_WARN, "direct", "refused a data connection: %s", why);
     close(l->waiting[w].fd);
     l->waiting[w] = l->waiting[--l->n_waiting];
     pthread_mutex_lock(&l->mu);
-    l->refused++;
+    const int64_t refused = ++l->refused;
     pthread_mutex_unlock(&l->mu);
+    const int64_t now = spw_now_ms();
+    if (now - l->logged_ms >= 1000 || refused == 1) {
+        spw_log(SPW_LOG_WARN, "direct", "refused a data connection: %s (%lld refused in all)", why,
+                (long long)refused);
+        l->logged_ms = now;
+    }
 }
 
 /* A waiting connection said its whole hello: hand it to its ticket, or refuse it. */

@@ -11,7 +11,8 @@
 
 /* ElementBatch fields */
 enum { F_JOB = 1, F_EPOCH = 2, F_SPLIT = 3, F_GENERATION = 4, F_CUT = 5, F_POSITIONS = 6, F_TENSORS = 7,
-       F_END = 8, F_TOMBSTONES = 9, F_SAMPLES = 10, F_TOMBSTONE_ERRORS = 11 };
+       F_END = 8, F_TOMBSTONES = 9, F_SAMPLES = 10, F_TOMBSTONE_ERRORS = 11, F_DIRECT_PORT = 12,
+       F_DIRECT_TICKET = 13 };
 /* Tensor fields */
 enum { T_DTYPE = 1, T_SHAPE = 2, T_DATA = 3, T_ENCODING = 4 };
 enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
@@ -78,6 +79,8 @@ static size_t header_size(const struct spw_wire_batch *b)
         size_t len = error_len(b->tombstone_errors[i]);
         s += 1 + varint_size(len) + len;
     }
+    if (b->direct_port)
+        s += 1 + varint_size(b->direct_port) + 2 + SPW_DIRECT_TICKET_BYTES;
     return s;
 }
 
@@ -157,6 +160,14 @@ int spw_wire_encode(const struct spw_wire_batch *b, uint8_t *scratch, size_t scr
         p = put_varint(p, len);
         memcpy(p, b->tombstone_errors[i], len);
         p += len;
+    }
+    if (b->direct_port) {
+        p = put_tag(p, F_DIRECT_PORT, WT_VARINT);
+        p = put_varint(p, b->direct_port);
+        p = put_tag(p, F_DIRECT_TICKET, WT_LEN);
+        *p++ = SPW_DIRECT_TICKET_BYTES;
+        memcpy(p, b->direct_ticket, SPW_DIRECT_TICKET_BYTES);
+        p += SPW_DIRECT_TICKET_BYTES;
     }
     int n = 0;
     iov[n++] = (struct iovec){scratch, (size_t)(p - scratch)};
@@ -444,6 +455,7 @@ int spw_wire_decode_parts(const struct iovec *iov, int nparts, struct spw_wire_b
     reader_init(&r, iov, nparts);
     uint64_t key, v = 0;
     int rc = 0;
+    bool has_ticket = false;
     while (left(&r) && rc == 0) {
         if (get_varint(&r, &key)) {
             rc = SPW_EFORMAT;
@@ -476,6 +488,14 @@ int spw_wire_decode_parts(const struct iovec *iov, int nparts, struct spw_wire_b
             }
         } else if (field == F_TOMBSTONE_ERRORS && wt == WT_LEN) {
             rc = get_error(&r, out, err, errlen);
+        } else if (field == F_DIRECT_PORT && wt == WT_VARINT) {
+            rc = get_varint(&r, &v) || v == 0 || v > 65535 ? SPW_EFORMAT : 0;
+            out->direct_port = (uint32_t)v;
+        } else if (field == F_DIRECT_TICKET && wt == WT_LEN) {
+            rc = get_varint(&r, &v) || v != SPW_DIRECT_TICKET_BYTES ? SPW_EFORMAT : 0;
+            for (int i = 0; rc == 0 && i < SPW_DIRECT_TICKET_BYTES; i++)
+                rc = get_byte(&r, &out->direct_ticket[i]) ? SPW_EFORMAT : 0;
+            has_ticket = true;
         } else if (field == F_TENSORS && wt == WT_LEN) {
             if (out->n_tensors >= SPW_WIRE_MAX_TENSORS) {
                 snprintf(err, errlen, "more than %d tensors", SPW_WIRE_MAX_TENSORS);
@@ -486,6 +506,10 @@ int spw_wire_decode_parts(const struct iovec *iov, int nparts, struct spw_wire_b
         } else if (skip_field(&r, wt)) {
             rc = SPW_EFORMAT;
         }
+    }
+    if (rc == 0 && (out->direct_port != 0) != has_ticket) {
+        snprintf(err, errlen, "a data connection's port without its ticket, or a ticket without a port");
+        rc = SPW_EFORMAT;
     }
     if (rc == 0 && out->n_tombstone_errors > out->n_tombstones) {
         snprintf(err, errlen, "%zu tombstone errors for %zu tombstones", out->n_tombstone_errors, out->n_tombstones);

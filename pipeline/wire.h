@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "lib/direct.h"
 #include "lib/rpc.h"
 #include "lib/tensor.h"
 
@@ -53,6 +54,8 @@ struct spw_wire_batch {
     char **tombstone_errors;            /* encode: caller's strings; decode: allocated, NUL-terminated */
     int n_tensors;
     struct spw_wire_tensor tensors[SPW_WIRE_MAX_TENSORS];
+    uint32_t direct_port;               /* a worker's offer of a data connection (lib/direct.h), 0 = none: */
+    uint8_t direct_ticket[SPW_DIRECT_TICKET_BYTES];     /* its port and ticket (decode: both or neither) */
 };
 
 /* Bytes of scratch spw_wire_encode needs for b (header and per-tensor prefixes). */

@@ -149,8 +149,9 @@ check "a job after the restart: every key exactly once" \
 check "the restarted worker served it" logs_have w1 "serving job="
 
 # The dispatcher pod killed mid-job and started again (a rescheduled StatefulSet pod on its volume): it
-# replays its journal and the running trainer goes on, never seeing an error.
-in_trainer run --dispatcher spillway-dispatcher:5050 --pipeline /trainer/p.json --local-cores 0 --consume-rate 100 \
+# replays its journal and the running trainer goes on, never seeing an error. The trainer takes 50 elements/s
+# (~10 s for the job): the restarted pod answers while the job still runs.
+in_trainer run --dispatcher spillway-dispatcher:5050 --pipeline /trainer/p.json --local-cores 0 --consume-rate 50 \
   --keys /trainer/svc3.keys --json --quiet > "$WORK/run3.json" 2> "$WORK/run3.err" &
 T=$!
 sleep 2

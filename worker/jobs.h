@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/direct.h"
 #include "lib/rpc.h"
 #include "pipeline/backend.h"
 #include "pipeline/produce.h"
@@ -24,6 +25,8 @@ struct wrk_jobs_opts {
     void (*want_tasks)(void *ctx);  /* a client streams a job not in the task list: fetch it now (or NULL) */
     void *want_tasks_ctx;
     struct spw_backend *gpu;    /* a GPU backend (--gpu) for one more producer per job; NULL: CPU only */
+    struct spw_direct_listener *direct;     /* data connections offered to clients that ask (--data-port);
+                                               NULL: elements go on the gRPC stream */
 };
 
 int wrk_jobs_create(const struct wrk_jobs_opts *o, struct wrk_jobs **out);
@@ -44,6 +47,8 @@ int wrk_jobs_refusals(struct wrk_jobs *w, Spillway__V1__JobRefusal *out, int cap
 /* Stop leasing new splits and wait until every split this worker holds is made and sent to its client, or
  * timeout_ms. Returns how many splits and queues were still busy (0: drained). Streams keep sending. */
 int wrk_jobs_drain(struct wrk_jobs *w, int64_t timeout_ms);
+/* Connections to the data port refused so far (no valid ticket); -1 without a data port. */
+int64_t wrk_jobs_direct_refused(struct wrk_jobs *w);
 /* What a job holds now, for metrics. */
 #define WRK_MAX_GROUPS 16
 struct wrk_job_stat {

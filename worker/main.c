@@ -37,6 +37,10 @@ static struct spw_config_entry g_cfg[] = {
     {"listen", "SPILLWAY_LISTEN", SPW_CFG_STRING, "0.0.0.0", 0, 0, "address to listen on", 0, 0, 0, 0},
     {"advertise", "SPILLWAY_ADVERTISE", SPW_CFG_STRING, "", 0, 0,
      "HOST:PORT clients dial (e.g. the pod IP); default: the listen address and bound port", 0, 0, 0, 0},
+    {"data-port", "SPILLWAY_DATA_PORT", SPW_CFG_INT, "0", -1, 65535,
+     "port of --listen for data connections: a client that asks gets its elements there, read straight into "
+     "its buffers, instead of on the gRPC stream (0: any free port; -1: none). With --tls-cert there are none: "
+     "elements stay on the encrypted stream", 0, 0, 0, 0},
     {"threads", "SPILLWAY_THREADS", SPW_CFG_INT, "0", 0, 1024,
      "preprocessing threads (0: the CPUs this process may use - its affinity and its container's CPU limit, "
      "rounded up)", 0, 0, 0, 0},
@@ -189,6 +193,7 @@ int main(int argc, char **argv)
     struct wrk_registration *reg = NULL;
     spw_health_init(&g_health, "spillway.v1.Worker");
     struct wrk_jobs *jobs = NULL;
+    struct spw_direct_listener *direct = NULL;
     struct spw_backend *gpu = NULL;
     int status = 1;
     const char *host = cfg("listen")->s;
@@ -215,9 +220,14 @@ int main(int argc, char **argv)
             spw_log(SPW_LOG_WARN, "worker", "gpu: device %lld not used, serving as a CPU worker: %s",
                     (long long)cfg("gpu")->i, err);
     }
+    if (cfg("data-port")->i >= 0 && !sec.tls_server &&
+        spw_direct_listen(host, (int)cfg("data-port")->i, &direct, err, sizeof err) != 0) {
+        spw_log(SPW_LOG_ERROR, "worker", "%s (--data-port -1: none)", err);
+        goto out;
+    }
     struct wrk_jobs_opts jo = {.dispatcher = cfg("dispatcher")->s, .auth_token = token, .threads = threads,
                                .queue_bytes = (size_t)cfg("buffer-mb")->i << 20, .want_tasks = want_tasks,
-                               .gpu = gpu};
+                               .gpu = gpu, .direct = direct};
     if (wrk_jobs_create(&jo, &jobs) != 0) {
         spw_log(SPW_LOG_ERROR, "worker", "cannot set up job serving");
         goto out;
@@ -242,6 +252,8 @@ int main(int argc, char **argv)
         snprintf(advertise, sizeof advertise, strchr(host, ':') && host[0] != '[' ? "[%s]:%d" : "%s:%d", host,
                  port);     /* a wildcard host: the dispatcher registers the address it sees us call from */
     printf("listening on %s:%d\n", host, port);
+    if (direct)
+        printf("data listening on %s:%d\n", host, spw_direct_port(direct));
     if (cfg("health-port")->i) {
         int hport = 0;
         if (spw_health_server_start(&g_health, host, (int)cfg("health-port")->i, &health_srv, &hport, err,
@@ -261,7 +273,8 @@ int main(int argc, char **argv)
         printf("metrics listening on %s:%d\n", host, spw_metrics_http_port(metrics));
     }
     fflush(stdout);
-    spw_log(SPW_LOG_INFO, "worker", "listening address=%s port=%d advertise=%s", host, port, advertise);
+    spw_log(SPW_LOG_INFO, "worker", "listening address=%s port=%d data_port=%d advertise=%s", host, port,
+            direct ? spw_direct_port(direct) : -1, advertise);
 
     struct wrk_registration_opts wo = {.dispatcher = cfg("dispatcher")->s, .advertise = advertise,
                                        .threads = threads, .auth_token = token,
@@ -298,6 +311,7 @@ out:
     spw_metrics_http_stop(metrics);     /* before the jobs, GPU and server its scrapes read */
     spw_rpc_server_shutdown(srv, 0);
     wrk_jobs_destroy(jobs);
+    spw_direct_listener_destroy(direct);    /* after the streams that take its connections */
     if (gpu) {
         char summary[320];
         spw_gpu_backend_summary(gpu, summary, sizeof summary);

@@ -41,6 +41,11 @@ void wrk_metrics(struct wrk_jobs *w, const struct spw_backend *gpu, struct spw_p
                      "element bytes compressed (zstd) for clients that asked, all jobs", (double)zin);
     spw_prom_counter(p, "spillway_worker_compressed_output_bytes_total", "what those bytes became on the wire",
                      (double)zout);
+    const int64_t refused = wrk_jobs_direct_refused(w);
+    if (refused >= 0)
+        spw_prom_counter(p, "spillway_worker_data_connections_refused_total",
+                         "connections to the data port (--data-port) refused: no valid ticket within 2 s",
+                         (double)refused);
     per_job(p, st, n, "spillway_worker_elements_sent_total", "counter", "elements sent to the job's clients",
             elements);
     per_job(p, st, n, "spillway_worker_sent_bytes_total", "counter", "bytes sent to the job's clients", bytes);

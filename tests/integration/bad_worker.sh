@@ -3,8 +3,10 @@
 # hostile one (tests/tools/fakeworker) that the dispatcher lists sends garbage bytes, a message whose sample
 # is not the epoch order's, a tensor whose shape claims terabytes, an 80 MB message over the client's
 # receive cap, or a compressed payload (zstd) whose frame is corrupt, declares 60 MB for a 192-byte element,
-# or stands for 3 TB. Each time the client says why it drops that stream, delivers every key exactly once from the
-# other producers, and exits 0. Real processes on loopback; kills all it starts.
+# or stands for 3 TB; or, on a data connection it offers (lib/direct.h), garbage, a wrong sample, a header
+# announcing 80 MB, a message cut short, or a second offer. Each time the client says why it drops that
+# stream, delivers every key exactly once from the other producers, and exits 0. Real processes on loopback;
+# kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -27,7 +29,8 @@ DPORT=$(wait_port "$WORK/d.out") || exit 1
 PIDS+=($!)
 wait_port "$WORK/w.out" > /dev/null || exit 1
 
-for mode in garbage wrong-sample huge-shape oversized zstd-corrupt zstd-lying zstd-bomb; do
+for mode in garbage wrong-sample huge-shape oversized zstd-corrupt zstd-lying zstd-bomb direct-garbage \
+  direct-wrong-sample direct-oversized direct-cut direct-reoffer; do
   case $mode in
     garbage) why='bad message from worker=.* err="malformed ElementBatch"' ;;
     wrong-sample) why='sample does not match the epoch order' ;;
@@ -36,6 +39,11 @@ for mode in garbage wrong-sample huge-shape oversized zstd-corrupt zstd-lying zs
     zstd-corrupt) why='bad message from worker=.* err="compressed element 0 of 1: .*\(checksum\|corrupt\)' ;;
     zstd-lying) why='bad message from worker=.* err="compressed element 0 of 1: its frame declares another size' ;;
     zstd-bomb) why='bad message from worker=.* err="tensor: decompresses to [0-9]* bytes, over the 64 MiB cap' ;;
+    direct-garbage) why='bad message from worker=.* err="malformed ElementBatch"' ;;
+    direct-wrong-sample) why='sample does not match the epoch order' ;;
+    direct-oversized) why='bad message from worker=.* err="data connection: a message of 83886080 bytes, over the' ;;
+    direct-cut) why='bad message from worker=.* err="a message cut short"' ;;
+    direct-reoffer) why='bad message from worker=.* err="a data connection offered unasked"' ;;
   esac
   "$B/tests/fakeworker" "127.0.0.1:$DPORT" "$mode" 160 5 > "$WORK/f-$mode.out" 2> "$WORK/f-$mode.err" &
   F=$!
@@ -47,6 +55,8 @@ for mode in garbage wrong-sample huge-shape oversized zstd-corrupt zstd-lying zs
     --dump "$WORK/$mode" --quiet > /dev/null 2> "$WORK/c-$mode.err"
   check "$mode: the client exits 0" test $? -eq 0
   check "$mode: the hostile worker was streamed from" grep -q 'sending a bad message' "$WORK/f-$mode.err"
+  [ "${mode#direct-}" = "$mode" ] ||
+    check "$mode: ... on a data connection" grep -q 'the client took a data connection' "$WORK/f-$mode.err"
   check "$mode: the client says why it dropped the stream" grep -q "$why" "$WORK/c-$mode.err"
   check "$mode: batches identical to a local run (every key once, nothing from the bad worker)" \
     bash -c "for f in '$WORK/local'/*; do cmp -s \"\$f\" '$WORK/$mode/'\$(basename \"\$f\") || exit 1; done"

@@ -12,15 +12,21 @@
  * stderr and answers every cut with 1 ms and 1000 bytes per element - for tests of how the dispatcher asks
  * several workers. lying-profile: answers at
  * once with one cut more than the pipeline has (a profile the planner must refuse). hung-profile: never
- * answers a Profile (until SIGTERM): a worker stuck on a hung mount. */
+ * answers a Profile (until SIGTERM): a worker stuck on a hung mount. On a data connection (lib/direct.h),
+ * offered when the client asks and taken with its ticket: direct-garbage (a message of bytes that are no
+ * ElementBatch), direct-wrong-sample (as wrong-sample), direct-oversized (a header announcing 80 MB: refused
+ * before it is read), direct-cut (a header announcing 1000 bytes, 10 sent, then closed), direct-reoffer (a
+ * second offer of a data connection, on the data connection). */
 #include <errno.h>
 #include <signal.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include "lib/direct.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
 #include "pipeline/fusion.h"
@@ -32,6 +38,7 @@
 #include "proto/spillway.pb-c.h"
 
 static const char *g_mode;
+static struct spw_direct_listener *g_direct;     /* direct-* modes */
 static int64_t g_sample0 = 999999;     /* the sample at position 0 of epoch 0 (SAMPLES SEED given) */
 static volatile sig_atomic_t g_stop;
 
@@ -41,14 +48,47 @@ static void on_signal(int sig)
     g_stop = 1;
 }
 
-static int send_bad(struct spw_rpc_stream *st, uint64_t job)
+/* Send a message on the data connection (fd >= 0) or the stream. */
+static int send_msg(struct spw_rpc_stream *st, int fd, const struct iovec *iov, int n)
 {
-    if (!strcmp(g_mode, "garbage")) {
+    return fd >= 0 ? spw_direct_send(fd, iov, n, NULL, NULL) : spw_rpc_stream_send(st, iov, n);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static int send_bad(struct spw_rpc_stream *st, int fd, uint64_t job)
+{
+    const char *mode = strncmp(g_mode, "direct-", 7) ? g_mode : g_mode + 7;
+    if (!strcmp(mode, "oversized") && fd >= 0) {
+        uint8_t hdr[SPW_DIRECT_FRAME_HEADER];
+        put32(hdr, 0x44575053u);
+        put32(hdr + 4, 80u << 20);
+        return write(fd, hdr, sizeof hdr) == (ssize_t)sizeof hdr ? 0 : -EIO;
+    }
+    if (!strcmp(mode, "cut")) {
+        uint8_t hdr[SPW_DIRECT_FRAME_HEADER + 10] = {0};
+        put32(hdr, 0x44575053u);
+        put32(hdr + 4, 1000);
+        int rc = write(fd, hdr, sizeof hdr) == (ssize_t)sizeof hdr ? 0 : -EIO;
+        shutdown(fd, SHUT_WR);
+        return rc;
+    }
+    if (!strcmp(mode, "reoffer")) {
+        struct spw_wire_batch b = {.job = job, .direct_port = 1};
+        uint8_t scratch[64];
+        struct iovec iov[1];
+        return spw_wire_encode(&b, scratch, sizeof scratch, iov, 1) == 1 ? send_msg(st, fd, iov, 1) : -EINVAL;
+    }
+    if (!strcmp(mode, "garbage")) {
         uint8_t junk[100];
         for (size_t i = 0; i < sizeof junk; i++)
             junk[i] = (uint8_t)(0xA5 ^ (i * 37));
         struct iovec iov = {junk, sizeof junk};
-        return spw_rpc_stream_send(st, &iov, 1);
+        return send_msg(st, fd, &iov, 1);
     }
     if (!strcmp(g_mode, "oversized")) {
         size_t n = (size_t)80 << 20;
@@ -93,7 +133,23 @@ static int send_bad(struct spw_rpc_stream *st, uint64_t job)
     uint8_t scratch[4096];
     struct iovec iov[1 + 2 * SPW_WIRE_MAX_TENSORS];
     int n = spw_wire_encode(&b, scratch, sizeof scratch, iov, 1 + 2 * SPW_WIRE_MAX_TENSORS);
-    return n < 0 ? n : spw_rpc_stream_send(st, iov, n);
+    return n < 0 ? n : send_msg(st, fd, iov, n);
+}
+
+/* Offer the client a data connection and take it: its fd, or -1. */
+static int offer(struct spw_rpc_stream *st, uint64_t job)
+{
+    struct spw_wire_batch b = {.job = job, .direct_port = (uint32_t)spw_direct_port(g_direct)};
+    uint8_t scratch[64], *in;
+    size_t len;
+    struct iovec iov[1];
+    int fd = -1;
+    if (spw_direct_ticket(g_direct, b.direct_ticket) != 0 || spw_wire_encode(&b, scratch, sizeof scratch, iov, 1) != 1 ||
+        spw_rpc_stream_send(st, iov, 1) != 0 || spw_rpc_stream_recv(st, 10000, &in, &len) != 1)
+        return -1;
+    free(in);
+    spw_direct_take(g_direct, b.direct_ticket, 3000, &fd);
+    return fd;
 }
 
 static long long wall_ms(void)
@@ -167,13 +223,23 @@ static int serve(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen)
     if (!req)
         return SPW_RPC_INVALID_ARGUMENT;
     uint64_t job = req->job;
+    const bool direct = req->direct;
     spillway__v1__stream_request__free_unpacked(req, NULL);
+    const int fd = g_direct && direct ? offer(st, job) : -1;
+    if (g_direct && fd < 0) {
+        snprintf(msg, msglen, "no data connection");
+        return SPW_RPC_UNAVAILABLE;
+    }
+    if (fd >= 0)
+        fprintf(stderr, "fakeworker: job %llu: the client took a data connection\n", (unsigned long long)job);
     fprintf(stderr, "fakeworker: job %llu: sending a bad message (%s)\n", (unsigned long long)job, g_mode);
-    send_bad(st, job);
+    send_bad(st, fd, job);
     for (int i = 0; i < 20 && !g_stop; i++) {       /* hold the stream open a while, reading credits */
         if (spw_rpc_stream_recv(st, 100, &in, &len) == 1)
             free(in);
     }
+    if (fd >= 0)
+        close(fd);
     snprintf(msg, msglen, "fake worker done");
     return SPW_RPC_OK;
 }
@@ -182,7 +248,8 @@ int main(int argc, char **argv)
 {
     if (argc != 3 && argc != 5) {
         fprintf(stderr, "usage: fakeworker DISPATCHER garbage|wrong-sample|huge-shape|oversized|zstd-corrupt|"
-                "zstd-lying|zstd-bomb|slow-profile|lying-profile|hung-profile [SAMPLES SEED]\n");
+                "zstd-lying|zstd-bomb|slow-profile|lying-profile|hung-profile|direct-garbage|direct-wrong-sample|"
+                "direct-oversized|direct-cut|direct-reoffer [SAMPLES SEED]\n");
         return 2;
     }
     g_mode = argv[2];
@@ -197,6 +264,10 @@ int main(int argc, char **argv)
     struct spw_rpc_server *srv;
     char err[256];
     struct spw_rpc_server_opts so = {.listen_addr = "127.0.0.1:0", .max_message_bytes = (size_t)128 << 20};
+    if (!strncmp(g_mode, "direct-", 7) && spw_direct_listen("127.0.0.1", 0, &g_direct, err, sizeof err) != 0) {
+        fprintf(stderr, "fakeworker: %s\n", err);
+        return 1;
+    }
     if (spw_rpc_server_create(&so, &srv, err, sizeof err) != 0) {
         fprintf(stderr, "fakeworker: %s\n", err);
         return 1;

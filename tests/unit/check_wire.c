@@ -331,6 +331,49 @@ START_TEST(test_wire_compressed_tensor_declares_its_raw_size)
 }
 END_TEST
 
+/* A data connection's offer (port and ticket) round-trips, protobuf-c reads it as the proto's fields, and a
+ * port without a ticket, a ticket of the wrong length, and a port of 0 or over 65535 are refused. */
+START_TEST(test_wire_direct_offer)
+{
+    struct spw_wire_batch b = {.job = 9, .direct_port = 40123};
+    for (int i = 0; i < SPW_DIRECT_TICKET_BYTES; i++)
+        b.direct_ticket[i] = (uint8_t)(0xf0 + i);
+    uint8_t scratch[128];
+    struct iovec iov[4];
+    size_t len;
+    int n = spw_wire_encode(&b, scratch, sizeof scratch, iov, 4);
+    ck_assert_int_eq(n, 1);
+    uint8_t *msg = flatten(iov, n, &len);
+    ck_assert_uint_eq(len, spw_wire_encoded_size(&b));
+    Spillway__V1__ElementBatch *pb = spillway__v1__element_batch__unpack(NULL, len, msg);
+    ck_assert_ptr_nonnull(pb);
+    ck_assert_uint_eq(pb->direct_port, 40123);
+    ck_assert_uint_eq(pb->direct_ticket.len, SPW_DIRECT_TICKET_BYTES);
+    ck_assert(memcmp(pb->direct_ticket.data, b.direct_ticket, SPW_DIRECT_TICKET_BYTES) == 0);
+    spillway__v1__element_batch__free_unpacked(pb, NULL);
+    struct spw_wire_batch d;
+    char err[128];
+    ck_assert_int_eq(spw_wire_decode(msg, len, &d, err, sizeof err), 0);
+    ck_assert_uint_eq(d.job, 9);
+    ck_assert_uint_eq(d.direct_port, 40123);
+    ck_assert(memcmp(d.direct_ticket, b.direct_ticket, SPW_DIRECT_TICKET_BYTES) == 0);
+    spw_wire_batch_free(&d);
+    /* a port alone (the ticket cut off) */
+    ck_assert_int_eq(spw_wire_decode(msg, len - 2 - SPW_DIRECT_TICKET_BYTES, &d, err, sizeof err), SPW_EFORMAT);
+    ck_assert_msg(strstr(err, "without its ticket") != NULL, "%s", err);
+    /* a ticket of 15 bytes */
+    uint8_t m2[64];
+    memcpy(m2, msg, len);
+    m2[len - SPW_DIRECT_TICKET_BYTES - 1] = SPW_DIRECT_TICKET_BYTES - 1;
+    ck_assert_int_eq(spw_wire_decode(m2, len - 1, &d, err, sizeof err), SPW_EFORMAT);
+    /* port 0 and port 70000 */
+    const uint8_t zero[] = {12 << 3, 0}, big[] = {12 << 3, 0xf0, 0xa2, 0x04};
+    ck_assert_int_eq(spw_wire_decode(zero, sizeof zero, &d, err, sizeof err), SPW_EFORMAT);
+    ck_assert_int_eq(spw_wire_decode(big, sizeof big, &d, err, sizeof err), SPW_EFORMAT);
+    free(msg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("wire");
@@ -341,6 +384,7 @@ int main(void)
     tcase_add_test(tc, test_wire_decode_parts_equals_whole);
     tcase_add_test(tc, test_wire_tombstone_errors_round_trip_capped);
     tcase_add_test(tc, test_wire_compressed_tensor_declares_its_raw_size);
+    tcase_add_test(tc, test_wire_direct_offer);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }
