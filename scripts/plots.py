@@ -98,12 +98,13 @@ def stream():
         mbs.setdefault((mode, int(elem)), []).append(json.loads(cli)["mb_per_s"])
     rows = []
     for elem in sorted({e for _, e in mbs}):
-        if ("tcp", elem) in mbs and ("grpc", elem) in mbs:
+        if all((m, elem) in mbs for m in ("tcp", "direct", "grpc")):
             rows.append(('"%d kB"' % round(elem / 1000), statistics.median(mbs[("tcp", elem)]),
-                         statistics.median(mbs[("grpc", elem)])))
-    return gnuplot("stream", rows, ["element", "raw-TCP", "Spillway"],
+                         statistics.median(mbs[("direct", elem)]), statistics.median(mbs[("grpc", elem)])))
+    return gnuplot("stream", rows, ["element", "raw-TCP", "Spillway", "gRPC-fallback"],
                    "set title 'Element streaming vs raw TCP on loopback (medians; target 0.70x)'\n"
-                   "set ylabel 'MB/s'\nplot for [i=2:3] 'DAT' using i:xtic(1) title columnheader(i)\n"), src
+                   "set ylabel 'MB/s'\nset key outside right\n"
+                   "plot for [i=2:4] 'DAT' using i:xtic(1) title columnheader(i)\n"), src
 
 
 def planner():
