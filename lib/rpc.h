@@ -188,6 +188,9 @@ int spw_rpc_channel_create(const char *target, const struct spw_rpc_channel_opts
 void spw_rpc_channel_destroy(struct spw_rpc_channel *c);
 /* Whether the channel speaks TLS (its own settings or the process's default). */
 bool spw_rpc_channel_tls(const struct spw_rpc_channel *c);
+/* Try to connect c and wait up to timeout_ms for it to be ready (polling meanwhile, which is what moves a
+ * reconnect along when no other call on the process's channels is waiting). Returns whether it is. */
+bool spw_rpc_channel_wait_ready(struct spw_rpc_channel *c, int timeout_ms);
 
 /* Blocking unary call. timeout_ms > 0 is the call's deadline (0 = none; don't). Returns the gRPC status:
  * SPW_RPC_OK with *resp malloc'd (caller frees; empty reply = non-NULL, *resp_len 0); transport failures

@@ -60,9 +60,9 @@ int spw_rpc_channel_create(const char *target, const struct spw_rpc_channel_opts
     pthread_mutex_init(&c->mu, NULL);
     spw_rpc__ref();
 
-    grpc_arg args[5];
+    grpc_arg args[6];
     memset(args, 0, sizeof args);
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 6; i++)
         args[i].type = GRPC_ARG_INTEGER;
     args[0].key = GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
     args[0].value.integer = (int)c->max_msg;
@@ -74,12 +74,14 @@ int spw_rpc_channel_create(const char *target, const struct spw_rpc_channel_opts
     args[2].value.integer = 0;
     /* A restarted dispatcher should be found within seconds, not gRPC's default 120 s backoff ceiling. */
     args[3].key = GRPC_ARG_MAX_RECONNECT_BACKOFF_MS;
-    args[3].value.integer = 5000;
+    args[3].value.integer = 2000;
+    args[5].key = GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS;       /* tries at ~0.25, 0.65, 1.3, 2.3 s... */
+    args[5].value.integer = 250;
     /* Channels to one target with the same settings share connections (gRPC's global subchannel pool) unless
      * each keeps its own. */
     args[4].key = GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL;
     args[4].value.integer = o && o->private_connection;
-    grpc_channel_args chargs = {5, args};
+    grpc_channel_args chargs = {6, args};
     grpc_channel_credentials *creds;
     const struct spw_rpc_tls *tls = o && o->tls ? o->tls : default_tls;
     c->tls = tls != NULL;
@@ -98,6 +100,26 @@ int spw_rpc_channel_create(const char *target, const struct spw_rpc_channel_opts
 bool spw_rpc_channel_tls(const struct spw_rpc_channel *c)
 {
     return c->tls;
+}
+
+bool spw_rpc_channel_wait_ready(struct spw_rpc_channel *c, int timeout_ms)
+{
+    const gpr_timespec deadline = spw_rpc__deadline(timeout_ms);
+    grpc_completion_queue *cq = grpc_completion_queue_create_for_next(NULL);
+    grpc_connectivity_state st;
+    /* Each watch polls this queue, which moves the channel's connection attempt along meanwhile. */
+    while ((st = grpc_channel_check_connectivity_state(c->ch, 1)) != GRPC_CHANNEL_READY &&
+           gpr_time_cmp(gpr_now(GPR_CLOCK_MONOTONIC), deadline) < 0) {
+        grpc_channel_watch_connectivity_state(c->ch, st, deadline, cq, NULL);
+        grpc_event ev = grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        if (ev.type != GRPC_OP_COMPLETE || !ev.success)
+            break;          /* the deadline passed with no change */
+    }
+    grpc_completion_queue_shutdown(cq);
+    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type != GRPC_QUEUE_SHUTDOWN) {
+    }
+    grpc_completion_queue_destroy(cq);
+    return st == GRPC_CHANNEL_READY;
 }
 
 void spw_rpc_channel_destroy(struct spw_rpc_channel *c)

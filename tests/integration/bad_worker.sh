@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/integration/bad_worker.sh - the client does not trust what a worker sends: next to a real worker, a
 # hostile one (tests/tools/fakeworker) that the dispatcher lists sends garbage bytes, a message whose sample
-# is not the epoch order's, a tensor whose shape claims terabytes, an 80 MB message over the client's
-# receive cap, or a compressed payload (zstd) whose frame is corrupt, declares 60 MB for a 192-byte element,
+# is not the epoch order's, a tensor whose shape claims terabytes, an image of the right sample the pipeline
+# cannot have made (8x8 where its crop makes 64x64: it would fail the batch), an 80 MB message over the client's
+# receive cap, or a compressed payload (zstd) whose frame is corrupt, declares 60 MB for a 12 KB element,
 # or stands for 3 TB; or, on a data connection it offers (lib/direct.h), garbage, a wrong sample, a header
 # announcing 80 MB, a message cut short, or a second offer. Each time the client says why it drops that
 # stream, delivers every key exactly once from the other producers, and exits 0. Real processes on loopback;
@@ -29,12 +30,13 @@ DPORT=$(wait_port "$WORK/d.out") || exit 1
 PIDS+=($!)
 wait_port "$WORK/w.out" > /dev/null || exit 1
 
-for mode in garbage wrong-sample huge-shape oversized zstd-corrupt zstd-lying zstd-bomb direct-garbage \
+for mode in garbage wrong-sample huge-shape small-image oversized zstd-corrupt zstd-lying zstd-bomb direct-garbage \
   direct-wrong-sample direct-oversized direct-cut direct-reoffer; do
   case $mode in
     garbage) why='bad message from worker=.* err="malformed ElementBatch"' ;;
     wrong-sample) why='sample does not match the epoch order' ;;
-    huge-shape) why='bad message from worker=.* err="tensor: shape and dtype say [0-9]* bytes, data has 192"' ;;
+    huge-shape) why='bad message from worker=.* err="tensor: shape and dtype say [0-9]* bytes, data has 12288"' ;;
+    small-image) why='bad message from worker=.* err="element size is not what the pipeline makes at this cut"' ;;
     oversized) why='stream from worker=.* ended status=RESOURCE_EXHAUSTED' ;;
     zstd-corrupt) why='bad message from worker=.* err="compressed element 0 of 1: .*\(checksum\|corrupt\)' ;;
     zstd-lying) why='bad message from worker=.* err="compressed element 0 of 1: its frame declares another size' ;;

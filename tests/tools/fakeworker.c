@@ -4,9 +4,10 @@
  *   fakeworker DISPATCHER MODE [SAMPLES SEED]   prints "listening on 127.0.0.1:PORT"; runs until SIGTERM
  * MODE: garbage (bytes that are no ElementBatch), wrong-sample (a well-formed message whose sample is not
  * the one the epoch order puts at its position), huge-shape (a tensor whose shape claims far more bytes
- * than it carries), oversized (an 80 MB message, over the client's receive cap); compressed payloads
+ * than it carries), small-image (an 8x8 image of the right sample at cut 1, where the pipeline's crop makes
+ * another size), oversized (an 80 MB message, over the client's receive cap); compressed payloads
  * (Tensor.encoding zstd) for the right sample of a shuffled source of SAMPLES with SEED: zstd-corrupt (a byte
- * of the frame changed), zstd-lying (a frame declaring 60 MB for a 192-byte element), zstd-bomb (a shape
+ * of the frame changed), zstd-lying (a frame declaring 60 MB for a 12 KB element), zstd-bomb (a shape
  * claiming 3 TB once decompressed). slow-profile: a worker whose Profile takes 2 s (env FAKEWORKER_PROFILE_MS:
  * that many ms): it prints "profile asked at MS" and "profile answered at MS" (wall-clock milliseconds) to
  * stderr and answers every cut with 1 ms and 1000 bytes per element - for tests of how the dispatcher asks
@@ -98,21 +99,27 @@ static int send_bad(struct spw_rpc_stream *st, int fd, uint64_t job)
         free(big);
         return rc;
     }
-    /* A well-formed ElementBatch: one 8x8 uint8 image at position 0 of epoch 0. */
-    static uint8_t pixels[8 * 8 * 3];
+    /* A well-formed ElementBatch: one 64x64 uint8 image (the size the tests' pipelines crop to) at position 0
+     * of epoch 0. */
+    static uint8_t pixels[64 * 64 * 3];
     int64_t label = 0, pos = 0, sample = 999999;     /* no dataset here has that sample at position 0 */
     struct spw_wire_batch b = {.job = job, .epoch = 0, .split = 0, .generation = 1, .cut = 1,
                                .n_positions = 1, .n_samples = 1, .positions = &pos, .samples = &sample,
                                .n_tensors = 2};
-    b.tensors[0] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_U8, .ndim = 4, .shape = {1, 8, 8, 3},
+    b.tensors[0] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_U8, .ndim = 4, .shape = {1, 64, 64, 3},
                                             .data = pixels, .nbytes = sizeof pixels};
     b.tensors[1] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_I64, .ndim = 1, .shape = {1},
                                             .data = (const uint8_t *)&label, .nbytes = 8};
+    if (!strcmp(g_mode, "small-image")) {
+        sample = g_sample0;         /* the right sample, an image the pipeline cannot have made */
+        b.tensors[0].shape[1] = b.tensors[0].shape[2] = 8;
+        b.tensors[0].nbytes = 8 * 8 * 3;
+    }
     if (!strcmp(g_mode, "huge-shape")) {
         sample = 0;
-        b.tensors[0].shape[1] = b.tensors[0].shape[2] = 1 << 20;   /* claims 3 TB, carries 192 bytes */
+        b.tensors[0].shape[1] = b.tensors[0].shape[2] = 1 << 20;   /* claims 3 TB, carries 12 KB */
     }
-    static uint8_t *big, frame[8192];
+    static uint8_t *big, frame[16384];
     if (!strncmp(g_mode, "zstd-", 5)) {
         sample = g_sample0;
         const bool lying = !strcmp(g_mode, "zstd-lying");
