@@ -629,7 +629,8 @@ static int take_offer(struct stream *s, struct spw_rpc_stream *st, const struct 
 }
 
 /* The next message on a data connection, whole, into rx's kept buffer: 1, -ETIMEDOUT (none yet), 0 (the
- * worker closed it), SPW_EFORMAT / SPW_ETOOBIG (err says why), or another negative code. */
+ * worker closed it), -EPIPE (closed mid-message), SPW_EFORMAT / SPW_ETOOBIG (err says why), or another
+ * negative code. */
 static int recv_direct(struct stream *s, int fd, struct received *rx, size_t *len, char *err, size_t errlen)
 {
     int rc = spw_direct_next(fd, 200, SPW_RPC_DEFAULT_MAX_MESSAGE, len, stream_stop, s, err, errlen);
@@ -643,7 +644,7 @@ static int recv_direct(struct stream *s, int fd, struct received *rx, size_t *le
         rx->msg_cap = *len;
     }
     if ((rc = spw_direct_read(fd, rx->msg, *len, stream_stop, s)) != 0)
-        return rc == -EPIPE ? spw_fail(err, errlen, SPW_EFORMAT, "a message cut short") : rc;
+        return rc;
     rx->msg_part = (struct iovec){rx->msg, *len};
     rx->parts = &rx->msg_part;
     rx->n = 1;
@@ -691,7 +692,12 @@ static void *stream_main(void *arg)
             if (rc == SPW_EFORMAT || rc == SPW_ETOOBIG || rc == -ENOMEM) {
                 bad = rc == -ENOMEM ? "out of memory for a message" : err;
             } else if (rc != 1) {
-                closed = rc == 0;       /* else reset, or stopping */
+                /* The worker closed it (between messages, or mid-message: it died or stopped; nothing of a
+                 * message cut short is used), or stopping: the call's status says why. */
+                closed = rc != -ECANCELED;
+                if (closed && rc != 0)
+                    spw_log(SPW_LOG_WARN, "client", "the data connection from worker=%s broke mid-message (%s): "
+                            "closing its stream", s->addr, strerror(-rc));
                 break;
             }
         } else {

@@ -497,8 +497,6 @@ int spw_direct_next(int fd, int timeout_ms, size_t max_len, size_t *len, spw_dir
     if (r < 0)
         return (int)r;
     int rc = spw_direct_read(fd, hdr + r, sizeof hdr - (size_t)r, stop, ctx);
-    if (rc == -EPIPE)
-        return spw_fail(err, errlen, SPW_EFORMAT, "data connection: a message header cut short");
     if (rc != 0)
         return rc;
     if (get_le(hdr, 4) != MAGIC)

@@ -48,8 +48,8 @@ typedef bool (*spw_direct_stop_fn)(void *ctx);
 int spw_direct_send(int fd, const struct iovec *iov, int n, spw_direct_stop_fn stop, void *ctx);
 /* Wait up to timeout_ms for the next message and read its header: 1 and its length in *len (read the bytes
  * with spw_direct_read); 0 at a clean end (the peer closed between messages); -ETIMEDOUT when none began;
- * SPW_EFORMAT (bad magic, a header cut short) or SPW_ETOOBIG (over max_len) with the reason in err;
- * -ECANCELED or -errno. */
+ * -EPIPE (the peer closed mid-header); SPW_EFORMAT (bad magic) or SPW_ETOOBIG (over max_len) with the reason
+ * in err; -ECANCELED or -errno. */
 int spw_direct_next(int fd, int timeout_ms, size_t max_len, size_t *len, spw_direct_stop_fn stop, void *ctx,
                     char *err, size_t errlen);
 /* Read exactly n bytes of the current message into dst (NULL: drop them). 0, -EPIPE (the peer closed mid-message),
