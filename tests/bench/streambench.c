@@ -41,6 +41,13 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static long minor_faults(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
+}
+
 static double cpu_s(void)
 {
     struct rusage ru;
@@ -332,6 +339,7 @@ static int client(const char *mode, const char *target)
     uint8_t *slot = malloc(g_elem * 64);         /* a batch of 64: each element copied once into its slot */
     size_t got = 0, bytes = 0;
     double t0 = now_s(), c0 = cpu_s();
+    const long f0 = minor_faults();
     if (!strcmp(mode, "grpc") || !strcmp(mode, "direct")) {
         spw_rpc_init();
         struct spw_rpc_channel *ch;
@@ -384,8 +392,8 @@ static int client(const char *mode, const char *target)
     }
     double secs = now_s() - t0, cpu = cpu_s() - c0;
     printf("{\"side\": \"client\", \"mode\": \"%s\", \"elem_bytes\": %zu, \"elements\": %zu, \"seconds\": %.4f, "
-           "\"mb_per_s\": %.1f, \"cpu_s\": %.4f, \"cpu_s_per_gb\": %.3f}\n", mode, g_elem, got, secs,
-           bytes / secs / 1e6, cpu, cpu / (bytes / 1e9));
+           "\"mb_per_s\": %.1f, \"cpu_s\": %.4f, \"cpu_s_per_gb\": %.3f, \"minor_faults\": %ld}\n", mode, g_elem, got,
+           secs, bytes / secs / 1e6, cpu, cpu / (bytes / 1e9), minor_faults() - f0);
     free(slot);
     return 0;
 }

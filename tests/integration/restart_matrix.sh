@@ -71,7 +71,7 @@ done
 # A failing fsync (a full disk): that heartbeat's acks are cut off the journal and refused; the client sends
 # them again and the job completes.
 n=$((n + 1))
-restart feio SPILLWAY_FAILPOINT="journal-sync:5:eio" || exit 1
+restart feio SPILLWAY_FAILPOINT="journal-sync:4:eio" || exit 1
 run "$n"
 finished "$n" "a failed fsync"
 check "a failed fsync: logged, and the dispatcher went on" \
