@@ -122,6 +122,7 @@ static void presented(struct spw_direct_listener *l, int w)
     const struct waiting *c = &l->waiting[w];
     bool taken = false;
     if (get_le(c->hello, 4) == MAGIC) {
+        set_timeouts(c->fd);            /* before anyone can take it */
         pthread_mutex_lock(&l->mu);
         for (int i = 0; i < l->n_tickets && !taken; i++)
             if (l->tickets[i].fd < 0 && same_ticket(l->tickets[i].id, c->hello + 4)) {
@@ -135,7 +136,6 @@ static void presented(struct spw_direct_listener *l, int w)
         refuse(l, w, get_le(c->hello, 4) == MAGIC ? "no such ticket" : "not a Spillway data connection");
         return;
     }
-    set_timeouts(c->fd);
     l->waiting[w] = l->waiting[--l->n_waiting];
 }
 
@@ -144,8 +144,13 @@ static void accept_one(struct spw_direct_listener *l)
     int fd = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0)
         return;
-    if (l->n_waiting == MAX_WAITING)
-        refuse(l, 0, "too many connections still to present a ticket");
+    if (l->n_waiting == MAX_WAITING) {       /* the one waiting longest goes */
+        int oldest = 0;
+        for (int w = 1; w < l->n_waiting; w++)
+            if (l->waiting[w].since_ms < l->waiting[oldest].since_ms)
+                oldest = w;
+        refuse(l, oldest, "too many connections still to present a ticket");
+    }
     l->waiting[l->n_waiting++] = (struct waiting){.fd = fd, .since_ms = spw_now_ms()};
 }
 

@@ -38,9 +38,9 @@ static struct spw_config_entry g_cfg[] = {
     {"advertise", "SPILLWAY_ADVERTISE", SPW_CFG_STRING, "", 0, 0,
      "HOST:PORT clients dial (e.g. the pod IP); default: the listen address and bound port", 0, 0, 0, 0},
     {"data-port", "SPILLWAY_DATA_PORT", SPW_CFG_INT, "0", -1, 65535,
-     "port of --listen for data connections: a client that asks gets its elements there, read straight into "
-     "its buffers, instead of on the gRPC stream (0: any free port; -1: none). With --tls-cert there are none: "
-     "elements stay on the encrypted stream", 0, 0, 0, 0},
+     "port of --listen for data connections: a client that asks gets its elements there, at raw TCP's rate, "
+     "instead of on the gRPC stream (0: any free port; -1: none). With --tls-cert there are none: elements "
+     "stay on the encrypted stream", 0, 0, 0, 0},
     {"threads", "SPILLWAY_THREADS", SPW_CFG_INT, "0", 0, 1024,
      "preprocessing threads (0: the CPUs this process may use - its affinity and its container's CPU limit, "
      "rounded up)", 0, 0, 0, 0},
