@@ -58,6 +58,7 @@ struct queue {
     struct msg *head, *tail;
     size_t bytes;
     bool attached;              /* a client stream is draining it */
+    bool direct;                /* ... on a data connection */
     int64_t credit;             /* the attached stream's unspent credit (atomic; metrics) */
     int compress_level;         /* the attached stream's zstd level, 0 = raw (atomic; read by producers) */
     size_t cap;                 /* producers wait above this (queue_drained sets it) */
@@ -1091,6 +1092,9 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
     __atomic_store_n(&q->compress_level, level, __ATOMIC_RELAXED);     /* messages made from now on */
     pthread_mutex_unlock(&jb->mu);
     const int data_fd = want_direct ? offer_direct(w, st, job, rank, &credit) : -1;
+    pthread_mutex_lock(&jb->mu);
+    q->direct = data_fd >= 0;
+    pthread_mutex_unlock(&jb->mu);
     if (data_fd == -2) {
         snprintf(msg, msglen, "the data connection was not made");
         status = SPW_RPC_UNAVAILABLE;
@@ -1156,7 +1160,7 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
     if (data_fd >= 0)
         close(data_fd);         /* the client reads its end, then this call's status */
     pthread_mutex_lock(&jb->mu);
-    q->attached = false;
+    q->attached = q->direct = false;
     __atomic_store_n(&q->credit, 0, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&jb->mu);
 out:
@@ -1269,6 +1273,7 @@ int wrk_jobs_stats(struct wrk_jobs *w, struct wrk_job_stat *out, int cap)
         for (int r = 0; r < jb->world; r++) {
             o->queue_bytes += (int64_t)jb->queues[r].bytes;
             o->streams += jb->queues[r].attached;
+            o->direct_streams += jb->queues[r].attached && jb->queues[r].direct;
             o->credit_bytes += __atomic_load_n(&jb->queues[r].credit, __ATOMIC_RELAXED);
         }
         o->n_groups = jb->ctx.n_groups < WRK_MAX_GROUPS ? jb->ctx.n_groups : WRK_MAX_GROUPS;

@@ -57,6 +57,7 @@ struct wrk_job_stat {
     int64_t queue_bytes;        /* made and waiting for a client stream */
     int held_splits;            /* leased and not yet queued whole */
     int streams;                /* client streams attached */
+    int direct_streams;         /* of them, those sending on a data connection */
     bool skip;                  /* its on_error: skip (else fail) */
     int64_t credit_bytes;       /* credit its clients granted and it has not used: what it may send now */
     int n_groups;               /* fusion groups (at most WRK_MAX_GROUPS listed) */

@@ -24,6 +24,7 @@ static double bytes(const struct wrk_job_stat *s) { return (double)s->bytes; }
 static double queue_bytes(const struct wrk_job_stat *s) { return (double)s->queue_bytes; }
 static double held(const struct wrk_job_stat *s) { return s->held_splits; }
 static double streams(const struct wrk_job_stat *s) { return s->streams; }
+static double direct_streams(const struct wrk_job_stat *s) { return s->direct_streams; }
 static double credit(const struct wrk_job_stat *s) { return (double)s->credit_bytes; }
 
 void wrk_metrics(struct wrk_jobs *w, const struct spw_backend *gpu, struct spw_prom *p)
@@ -53,6 +54,9 @@ void wrk_metrics(struct wrk_jobs *w, const struct spw_backend *gpu, struct spw_p
             queue_bytes);
     per_job(p, st, n, "spillway_worker_leases_held", "gauge", "splits leased and not yet queued whole", held);
     per_job(p, st, n, "spillway_worker_streams", "gauge", "client streams attached", streams);
+    per_job(p, st, n, "spillway_worker_data_connections", "gauge",
+            "of the client streams attached, those whose elements go on a data connection (the rest: on the "
+            "gRPC stream)", direct_streams);
     per_job(p, st, n, "spillway_worker_credit_bytes", "gauge",
             "credit its clients granted and it has not used: the bytes it may send now", credit);
     for (int m = 0; m < 2; m++) {

@@ -3,9 +3,10 @@
 # elements reach the client on a data connection, batches byte-identical to a local run; with
 # SPILLWAY_DIRECT=off, or from a worker started with --data-port -1, they come on the gRPC stream, identical
 # too; peers that connect to a worker's data port without its ticket while a job streams from it (an HTTP
-# request, a guessed ticket, one that says nothing, a flood of 40) are refused, closed, counted in a metric and
-# logged at most once a second, and the job is unaffected. Real processes on loopback; kills all it starts. (direct_blocked.sh: a data port the client
-# cannot reach.)
+# request, a guessed ticket, one that says nothing, a flood of 40) are refused, closed, counted in a metric
+# and logged at most once a second, and the job is unaffected; the worker's metrics show the job's stream on
+# a data connection. Real processes on loopback; kills all it starts. (direct_blocked.sh: a data port the
+# client cannot reach.)
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -70,6 +71,9 @@ MPORT=$(sed -n 's/^metrics listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$WORK/w3.ou
 DATA_PORT=$(sed -n 's/^data listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$WORK/w3.out")
 run hostile --consume-rate 200 & RUN=$!
 sleep 1
+curl -s "http://127.0.0.1:$MPORT/metrics" > "$WORK/metrics-during.txt"
+check "the worker's metrics say the job's stream is on a data connection" \
+  grep -Eq '^spillway_worker_data_connections\{job_id="[0-9]+"\} 1$' "$WORK/metrics-during.txt"
 exec 3<> "/dev/tcp/127.0.0.1/$DATA_PORT"
 printf 'GET / HTTP/1.1\r\nHost: worker\r\n\r\n' >&3
 timeout 4 cat <&3 > /dev/null 2>&1

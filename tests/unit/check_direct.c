@@ -1,8 +1,8 @@
 /* tests/unit/check_direct.c - lib/direct.c on real loopback sockets: a ticketed connection carries messages
  * byte for byte and ends cleanly; the listener refuses a wrong or reused ticket, a peer that says nothing,
  * and one that is not Spillway, without handing them to anyone; the receiver refuses oversized and malformed
- * message headers before reading further, reports a header or message cut short, and a stop callback or a shutdown
- * from another thread ends a read on a stalled peer. */
+ * message headers before reading further, reports a header or message cut short, and a stop callback or a
+ * shutdown from another thread ends a read on a stalled peer; IPv6 addresses ([::1]:PORT) work. */
 #include <check.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -112,6 +112,34 @@ START_TEST(test_direct_messages_round_trip)
     ck_assert_int_eq(spw_direct_next(c, 2000, 64 << 20, &len, NULL, NULL, err, sizeof err), 0);   /* the end */
     close(c);
     free(got);
+    spw_direct_listener_destroy(l);
+}
+END_TEST
+
+/* IPv6: a listener on ::1 and a worker address written [::1]:PORT; malformed addresses refused. */
+START_TEST(test_direct_ipv6)
+{
+    struct spw_direct_listener *l;
+    char err[256];
+    if (spw_direct_listen("::1", 0, &l, err, sizeof err) != 0)
+        return;                 /* no IPv6 loopback on this machine */
+    uint8_t t[SPW_DIRECT_TICKET_BYTES], b[4] = {1, 2, 3, 4}, got[4];
+    int w, c;
+    ck_assert_int_eq(spw_direct_ticket(l, t), 0);
+    ck_assert_msg(spw_direct_connect("[::1]:5051", spw_direct_port(l), t, 2000, &c, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(spw_direct_take(l, t, 2000, &w), 0);
+    struct iovec iov = {b, sizeof b};
+    ck_assert_int_eq(spw_direct_send(w, &iov, 1, NULL, NULL), 0);
+    size_t len;
+    ck_assert_int_eq(spw_direct_next(c, 2000, 64, &len, NULL, NULL, err, sizeof err), 1);
+    ck_assert_int_eq(spw_direct_read(c, got, len, NULL, NULL), 0);
+    ck_assert(len == 4 && memcmp(got, b, 4) == 0);
+    close(w);
+    close(c);
+    /* an empty host, or an IPv4 address with no port to split off: refused before any connection */
+    ck_assert_int_eq(spw_direct_connect(":5051", spw_direct_port(l), t, 200, &c, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(spw_direct_connect("[]:5051", spw_direct_port(l), t, 200, &c, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(spw_direct_connect("127.0.0.1", spw_direct_port(l), t, 200, &c, err, sizeof err), -EINVAL);
     spw_direct_listener_destroy(l);
 }
 END_TEST
@@ -253,6 +281,7 @@ int main(void)
     tcase_add_test(tc, test_direct_listener_refuses_without_a_ticket);
     tcase_add_test(tc, test_direct_receiver_checks_message_headers);
     tcase_add_test(tc, test_direct_stalled_peer);
+    tcase_add_test(tc, test_direct_ipv6);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }
