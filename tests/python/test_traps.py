@@ -179,18 +179,21 @@ class TestThroughService(Folders, SkipChecks, unittest.TestCase):
 
     def test_torchrun_run_id_names_the_job(self):
         spec = pipeline(spwtest.images(), 16, epochs=1)
-        env = {"TORCHELASTIC_RUN_ID": "5f2c/run 7", "WORLD_SIZE": "2"}
         loaders = []
-        try:
-            for r in range(2):
-                with mock.patch.dict(os.environ, dict(env, RANK=str(r))):
-                    os.environ.pop("SPILLWAY_JOB_NAME", None)
-                    loaders.append(self.loader(spec))
-            jobs = {ld.stats()["job"] for ld in loaders}
-            out = spwtest.spillctl("--dispatcher", self.service.address, "jobs").stdout
-        finally:
-            for ld in loaders:
-                ld.close()
+        # The environment is set once, before the first loader, and restored after the last is closed: a
+        # process's environment must not change while the library's threads (gRPC's among them, which read
+        # proxy settings when they connect) may read it - glibc's setenv and getenv are not thread-safe
+        # against each other (this test crashed once in CI, changing RANK between two live loaders).
+        with mock.patch.dict(os.environ, {"TORCHELASTIC_RUN_ID": "5f2c/run 7"}):
+            os.environ.pop("SPILLWAY_JOB_NAME", None)
+            try:
+                for r in range(2):
+                    loaders.append(self.loader(spec, rank=r, world_size=2))
+                jobs = {ld.stats()["job"] for ld in loaders}
+                out = spwtest.spillctl("--dispatcher", self.service.address, "jobs").stdout
+            finally:
+                for ld in loaders:
+                    ld.close()
         self.assertEqual(len(jobs), 1, "the two torchrun ranks did not share one job")
         self.assertIn("torchrun-5f2c_run_7", out)
 
