@@ -406,9 +406,15 @@ int spw_direct_connect(const char *addr, int port, const uint8_t ticket[SPW_DIRE
 
 /* ---- messages ---- */
 
-static bool stopped(spw_direct_stop_fn stop, void *ctx)
+/* After a send or receive failed with errno: 0 to try again (interrupted, or a 200 ms timeout while not
+ * stopped), else -ECANCELED or -errno. */
+static int again(spw_direct_stop_fn stop, void *ctx)
 {
-    return stop && stop(ctx);
+    if (errno == EINTR)
+        return 0;
+    if (errno != EAGAIN)
+        return -errno;
+    return stop && stop(ctx) ? -ECANCELED : 0;
 }
 
 int spw_direct_send(int fd, const struct iovec *iov, int n, spw_direct_stop_fn stop, void *ctx)
@@ -430,12 +436,9 @@ int spw_direct_send(int fd, const struct iovec *iov, int n, spw_direct_stop_fn s
     while (mh.msg_iovlen) {
         ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
         if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno != EAGAIN)
-                return -errno;
-            if (stopped(stop, ctx))
-                return -ECANCELED;
+            const int rc = again(stop, ctx);
+            if (rc)
+                return rc;
             continue;
         }
         size_t done = (size_t)w;
@@ -459,12 +462,9 @@ static ssize_t read_some(int fd, void *dst, size_t n, spw_direct_stop_fn stop, v
         ssize_t r = recv(fd, dst, n, 0);
         if (r >= 0)
             return r;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN)
-            return -errno;
-        if (stopped(stop, ctx))
-            return -ECANCELED;
+        const int rc = again(stop, ctx);
+        if (rc)
+            return rc;
     }
 }
 
