@@ -251,15 +251,10 @@ demo: deps
 
 bench: deps
 	$(MAKE) all $(BENCH_BIN)
-	bash scripts/bench-ops.sh
-	bash scripts/bench-stream.sh
-	bash scripts/bench-offload.sh
-	bash scripts/bench-compress.sh
-	bash scripts/bench-audio.sh
-	bash scripts/bench-audio-decode.sh
-	bash scripts/bench-png.sh
-	bash scripts/bench-python-heap.sh
-	bash scripts/bench-dispatcher.sh
+	/usr/bin/python3 scripts/bench_targets.py clear
+	@fail=0; for b in ops stream offload compress audio audio-decode png python-heap dispatcher; do \
+	  bash scripts/bench-$$b.sh || { echo "make bench: scripts/bench-$$b.sh failed" >&2; fail=1; }; \
+	done; /usr/bin/python3 scripts/bench_targets.py report; exit $$fail
 
 # The benchmark figures as PNGs in docs/ (scripts/plots.py: from build/'s benchmark outputs, else docs/data/).
 .PHONY: plots

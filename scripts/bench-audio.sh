@@ -178,7 +178,7 @@ for ((r = 1; r <= RUNS; r++)); do
 done
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
-"$PY" - "$RESULTS" "$OUT" "$TRAIN" "$N" "$RUNS" "$CPU" "$TUNABLES" "$LOAD_BEFORE" "$LOAD_AFTER" "$errors" \
+PYTHONPATH="$ROOT/scripts" "$PY" - "$RESULTS" "$OUT" "$TRAIN" "$N" "$RUNS" "$CPU" "$TUNABLES" "$LOAD_BEFORE" "$LOAD_AFTER" "$errors" \
   "$TARGET" "${ALT:-unknown}" "$ROOT/$DATA/stamp.json" <<'EOF'
 import csv, json, os, platform, statistics, sys, time
 import soundfile
@@ -291,6 +291,11 @@ with open(f"{out}/audio.md", "w") as f:
                 f.write("| " + " | ".join(str(c) for c in row) + " |\n")
             f.write("\n")
 print(f"bench-audio: wrote {out}/audio.md and {out}/audio.json")
+import bench_targets
+bench_targets.record("audio", [("speech pipeline (spectrogram, mel, SpecAugment) per core",
+                                "torch.stft + mel matmul + SpecAugment (%s clips/s)" % fmt(peer),
+                                "%s clips/s, %s" % (fmt(spw), check[1]), check[2],
+                                None if verdict == "n/a" else verdict == "PASS")])
 EOF
 
 if ((errors)); then

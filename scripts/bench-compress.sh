@@ -56,8 +56,9 @@ for r in $(seq 1 "$RUNS"); do
     "$PY" -c 'import json,sys; d=json.loads(sys.argv[3]); print("  run %s/%s  %-8s cut %d level %d  %7.0f elements/s  %8.0f bytes/element" % (sys.argv[1], sys.argv[4], sys.argv[2], d["cut"], d["compress_level"], d["elements_per_s"], d["bytes_received"] / max(d["elements"], 1)))' "$r" "$kind" "$line" "$RUNS"
   done
 done
-"$PY" - "$RESULTS" "$OUT/compress.md" "$LINK" <<'PY'
+PYTHONPATH="$ROOT/scripts" "$PY" - "$RESULTS" "$OUT/compress.md" "$LINK" <<'PY'
 import json, statistics, sys
+import bench_targets
 rows = [l.rstrip("\n").split("\t", 2) for l in open(sys.argv[1]) if l.strip()]
 by = {}
 for kind, run, line in rows:
@@ -77,4 +78,11 @@ lines = ["| plan (worker behind %s, client receiving) | elements/s (median) | by
              gain, ratio, "met" if abs(gain / ratio - 1) <= 0.15 else "NOT met")]
 open(sys.argv[2], "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
+bench_targets.record("compress", [
+    ("zstd on a %s link: gain over raw vs the ratio the bytes shrank by" % sys.argv[3],
+     "raw, --compress off (%.0f elements/s)" % med["raw"], "%.2fx gain for a %.2fx ratio" % (gain, ratio),
+     "within 15%", abs(gain / ratio - 1) <= 0.15),
+    ("the planner's choice on that link", "forced zstd", "compressed in %d of %d runs, %.2fx raw" % (
+        compressed, len(by["planned"]), med["planned"] / med["raw"]), "compresses where it wins",
+     compressed == len(by["planned"]))])
 PY

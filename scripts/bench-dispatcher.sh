@@ -100,8 +100,9 @@ if [ "$TARGET" = 1 ]; then
   echo "bench-dispatcher: target workers=1000 jobs=100 splits=20000 done" >&2
 fi
 
-/usr/bin/python3 - "$OUT/scale.tsv" <<'PYEOF'
+PYTHONPATH="$ROOT/scripts" /usr/bin/python3 - "$OUT/scale.tsv" <<'PYEOF'
 import json, sys
+import bench_targets
 rows = []
 for line in open(sys.argv[1]):
     side, w, j, s, js = line.rstrip("\n").split("\t", 4)
@@ -132,4 +133,10 @@ for side, w, j, s, d in rows:
           "%.2f cores, %.0f worker hb/s, %.0f%% of the leases due, p99 %.1f ms (< 50), %s of %d alive: %s" % (
               w, j, s, d.get("dispatcher_cores", -1), hb.get("per_s", 0), 100 * served, p99,
               d.get("alive_at_end", "?"), w, "PASS" if ok else "FAIL"))
+    bench_targets.record("dispatcher", [(
+        "one dispatcher core: %d workers x %d jobs x %d splits/epoch" % (w, j, s),
+        "the real heartbeat, lease and ack periods (%.0f leases due/s)" % d.get("leases_due_per_s", 0),
+        "%.2f cores, p99 %.1f ms, %.0f%% of the leases due served, %s of %d alive" % (
+            d.get("dispatcher_cores", -1), p99, 100 * served, d.get("alive_at_end", "?"), w),
+        "<= 1 core, p99 < 50 ms, none dead", ok)])
 PYEOF

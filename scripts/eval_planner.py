@@ -15,6 +15,8 @@ import statistics
 import subprocess
 import sys
 
+import bench_targets
+
 CUTS = 3        # the evaluated pipelines have 3 fusion groups: cuts 0..3
 
 
@@ -150,6 +152,9 @@ def analyse(out):
         ]
         for what, got, ok in checks:
             lines.append("- %s: %s: %s" % (what.replace("%%", "%"), got, "MET" if ok else "NOT MET"))
+        bench_targets.record("planner", [("the planner's plan, %d conditions" % n,
+                                          "the oracle: the best forced plan, re-measured", got,
+                                          what.replace("%%", "%"), ok) for what, got, ok in checks])
     try:
         steady = open(out + "/steady.tsv").read().split()
     except OSError:

@@ -9,6 +9,8 @@ and whether each count is within one worker of the measured one. Writes OUT/tabl
 import statistics
 import sys
 
+import bench_targets
+
 
 def main():
     out, reach = sys.argv[1], float(sys.argv[2])
@@ -43,6 +45,11 @@ def main():
               "(the lower middle); -1: it could not say." % (sys.argv[3], sys.argv[4], sys.argv[5]),
               "Target: within one worker at every rate: %s" % ("PASS" if ok_all else "FAIL")]
     open(out + "/table.md", "w").write("\n".join(lines) + "\n")
+    bench_targets.record("workers", [("the worker count the planner says a trainer rate needs",
+                                      "the smallest count that measured reaches it (%d rates)" % len(got),
+                                      "within one at %d of %d rates" % (
+                                          sum(1 for l in lines if l.endswith("| yes |")), len(got)),
+                                      "within one worker", ok_all)])
     print("\n".join(lines))
 
 

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""scripts/bench_targets.py - the targets every benchmark checks, gathered into one table for `make bench`.
+
+Each scripts/bench-*.sh (and the by-hand evaluations) calls record() with its rows: what is measured, against
+what anchor, the figure, the target and PASS/FAIL. `python3 scripts/bench_targets.py report` prints every row,
+names the benchmarks that left none, and writes the table into docs/benchmarks.md between its markers
+(BENCH_DOCS=0: print only). `clear` forgets the last run's rows. Files: $SPW_BUILD/bench/targets/<bench>.tsv
+(default build/), one per benchmark, rewritten by each run. Single-threaded; no project code imported."""
+import datetime
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DIR = os.path.join(os.environ.get("SPW_BUILD") or os.path.join(ROOT, "build"), "bench", "targets")
+DOC = os.path.join(ROOT, "docs", "benchmarks.md")
+BEGIN, END = "<!-- make-bench-targets:begin -->", "<!-- make-bench-targets:end -->"
+# What `make bench` runs, in order, and what the by-hand evaluations are (rows only when they were run).
+BENCHES = ["ops", "stream", "offload", "compress", "audio", "png", "dispatcher"]
+BY_HAND = {"planner": "scripts/eval-planner.sh (root, ~60 min)", "workers": "scripts/eval-workers.sh (root)"}
+
+
+def record(bench, rows):
+    """rows: (what, anchor, measured, target, passed) - passed True, False or None (not measured)."""
+    os.makedirs(DIR, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    with open(os.path.join(DIR, bench + ".tsv"), "w") as f:
+        for what, anchor, measured, target, passed in rows:
+            verdict = "n/a" if passed is None else ("PASS" if passed else "FAIL")
+            cells = (what, anchor, measured, target, verdict, stamp)
+            f.write("\t".join(str(c).replace("\t", " ").replace("\n", " ") for c in cells) + "\n")
+
+
+def verdict_of(x, target):
+    """x >= target, or None when x was not measured."""
+    return None if x is None else x >= target
+
+
+def read():
+    rows, missing = [], []
+    for bench in BENCHES + list(BY_HAND):
+        path = os.path.join(DIR, bench + ".tsv")
+        if not os.path.exists(path):
+            if bench in BENCHES:
+                missing.append(bench)
+            continue
+        for line in open(path):
+            if line.strip():
+                rows.append([bench] + line.rstrip("\n").split("\t"))
+    return rows, missing
+
+
+def commit():
+    try:
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return (head or "unknown") + (" (with uncommitted changes)" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def markdown(rows, missing):
+    out = ["Last `make bench`: %s, at %s, %d CPUs, load average %s." % (
+               datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), commit(),
+               os.cpu_count(), " ".join(open("/proc/loadavg").read().split()[:3])), "",
+           "| benchmark | what | anchor | measured | target | result | measured at |",
+           "|---|---|---|---|---|---|---|"]
+    for bench, what, anchor, measured, target, verdict, stamp in rows:
+        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (bench, what, anchor, measured, target, verdict,
+                                                             stamp))
+    for bench in missing:
+        out.append("| %s | (no result: the benchmark did not finish) | | | | n/a | |" % bench)
+    hand = [b for b in BY_HAND if not any(r[0] == b for r in rows)]
+    if hand:
+        out += ["", "Not run by `make bench`: " + "; ".join(BY_HAND[b] for b in hand) + "."]
+    return out
+
+
+def write_doc(lines):
+    text = open(DOC).read()
+    a, b = text.find(BEGIN), text.find(END)
+    if a < 0 or b < a:
+        print("bench-targets: %s has no %s ... %s markers: not written" % (DOC, BEGIN, END), file=sys.stderr)
+        return
+    open(DOC, "w").write(text[:a + len(BEGIN)] + "\n" + "\n".join(lines) + "\n" + text[b:])
+    print("bench-targets: wrote the table into", os.path.relpath(DOC, ROOT))
+
+
+def main(argv):
+    if argv[1:] == ["clear"]:
+        for bench in BENCHES:
+            path = os.path.join(DIR, bench + ".tsv")
+            if os.path.exists(path):
+                os.remove(path)
+        return 0
+    if argv[1:] != ["report"]:
+        print("usage: bench_targets.py report | clear", file=sys.stderr)
+        return 2
+    rows, missing = read()
+    widths = [max([len(r[i]) for r in rows] + [10]) for i in range(6)]
+    print("\nmake bench: every target beside its anchor")
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r[:6], widths)), r[6])
+    for bench in missing:
+        print("%s: no result (the benchmark did not finish)" % bench)
+    fails = [r for r in rows if r[5] != "PASS"]
+    print("make bench: %d of %d targets met%s" % (len(rows) - len(fails), len(rows) + len(missing),
+                                                  "" if not fails else "; not met: " +
+                                                  "; ".join("%s %s" % (r[0], r[1]) for r in fails)))
+    if os.environ.get("BENCH_DOCS", "1") != "0":
+        write_doc(markdown(rows, missing))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
