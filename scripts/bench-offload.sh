@@ -4,8 +4,9 @@
 # pinned to CPU 0 alone (spillctl run --local --threads 1), vs the same client on CPU 0 with --local-cores 1
 # plus one worker (--threads 1) pinned to CPU 1 through a dispatcher, at each cut the workers can stop at.
 # Runs are interleaved; medians of BENCH_RUNS (default 3). Target: >= 1.8x. Writes build/bench/offload.md.
-# BENCH_EPOCHS (default 8: ~16000 elements, 9-17 s a run) keeps the planned default's start-up (measuring
-# the client, probing the link, profiling the worker: ~1.2 s) from being the figure; it is reported apart.
+# BENCH_EPOCHS (default 8: 16000 elements, 6-8 s a service run, 11-14 s local-only) keeps the planned default's
+# start-up (probing the link, the client measuring itself: 0.6-0.9 s) from being the figure; it is reported
+# apart (the target is read after it).
 # BENCH_REMOTE_CORES="0.25 0.5 0.75 1" (root, cgroup cpu quotas on the worker) also measures the gain at cut
 # BENCH_SWEEP_CUT (default 2) against the worker's share of its core (results.tsv's fifth column; make plots).
 set -euo pipefail
