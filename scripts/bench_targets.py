@@ -31,11 +31,6 @@ def record(bench, rows):
             f.write("\t".join(str(c).replace("\t", " ").replace("\n", " ") for c in cells) + "\n")
 
 
-def verdict_of(x, target):
-    """x >= target, or None when x was not measured."""
-    return None if x is None else x >= target
-
-
 def read():
     rows, missing = [], []
     for bench in BENCHES + list(BY_HAND):
