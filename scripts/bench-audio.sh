@@ -294,8 +294,7 @@ print(f"bench-audio: wrote {out}/audio.md and {out}/audio.json")
 import bench_targets
 bench_targets.record("audio", [("speech pipeline (spectrogram, mel, SpecAugment) per core",
                                 "torch.stft + mel matmul + SpecAugment (%s clips/s)" % fmt(peer),
-                                "%s clips/s, %s" % (fmt(spw), check[1]), check[2],
-                                None if verdict == "n/a" else verdict == "PASS")])
+                                "%s clips/s, %s" % (fmt(spw), check[1]), check[2], verdict)])
 EOF
 
 if ((errors)); then

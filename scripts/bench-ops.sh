@@ -262,10 +262,8 @@ if sides == "both":
     import bench_targets
     anchors = {"a": "torchvision + PIL", "b": "torchvision + PIL", "c": "torchvision + PIL", "d": "PIL"}
     bench_targets.record("ops", [(r[0], anchors[c] + " (%s img/s), one core" % r[1], "%s img/s, %s" % (r[2], r[3]),
-                                  r[4], None if r[5] == "n/a" else r[5] == "PASS")
-                                 for c, r in zip("abcd", table)] +
-                         [(r[0], "%s img/s" % r[1], "%s img/s, %s" % (r[2], r[3]), r[4],
-                           None if r[5] == "n/a" else r[5] == "PASS") for r in extra[:2]])
+                                  r[4], r[5]) for c, r in zip("abcd", table)] +
+                         [(r[0], "%s img/s" % r[1], "%s img/s, %s" % (r[2], r[3]), r[4], r[5]) for r in extra[:2]])
 
 stamp = json.load(open(stamp_path))
 meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "host": platform.node(), "nproc": os.cpu_count(),

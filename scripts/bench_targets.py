@@ -21,12 +21,13 @@ BY_HAND = {"planner": "scripts/eval-planner.sh (root, ~60 min)", "workers": "scr
 
 
 def record(bench, rows):
-    """rows: (what, anchor, measured, target, passed) - passed True, False or None (not measured)."""
+    """rows: (what, anchor, measured, target, passed) - passed True, False or None (not measured), or the
+    benches' own words for those: "PASS", "FAIL", "n/a"."""
     os.makedirs(DIR, exist_ok=True)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + ", at " + commit()
     with open(os.path.join(DIR, bench + ".tsv"), "w") as f:
         for what, anchor, measured, target, passed in rows:
-            verdict = "n/a" if passed is None else ("PASS" if passed else "FAIL")
+            verdict = passed if isinstance(passed, str) else "n/a" if passed is None else "PASS" if passed else "FAIL"
             cells = (what, anchor, measured, target, verdict, stamp)
             f.write("\t".join(str(c).replace("\t", " ").replace("\n", " ") for c in cells) + "\n")
 
