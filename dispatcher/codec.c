@@ -56,6 +56,25 @@ int disp_unary(void *svc, const ProtobufCMessageDescriptor *desc, disp_typed_fn 
     return status;
 }
 
+#define SAME_KIND(k) _Static_assert((int)DISP_##k == (int)SPILLWAY__V1__JOURNAL_KIND__JOURNAL_##k, #k)
+SAME_KIND(REGISTER_WORKER);
+SAME_KIND(WORKER_HEARTBEAT);
+SAME_KIND(WORKER_DEAD);
+SAME_KIND(CREATE_JOB);
+SAME_KIND(CLIENT_HEARTBEAT);
+SAME_KIND(CLIENT_EXPIRED);
+SAME_KIND(LEASE);
+SAME_KIND(ACK);
+SAME_KIND(FINISH_JOB);
+SAME_KIND(SET_CUT);
+SAME_KIND(CLIENT_RESUME);
+SAME_KIND(CLIENT_ONLY);
+SAME_KIND(REMOVE_JOB);
+SAME_KIND(WORKER_REFUSES);
+SAME_KIND(ID_FLOOR);
+SAME_KIND(RESTORE_ENDED);
+_Static_assert(DISP_RESTORE_ENDED == 16, "a new update kind needs its name in proto/spillway.proto's JournalKind");
+
 int disp_update_encode(const struct disp_update *u, uint8_t **out, size_t *len)
 {
     Spillway__V1__JournalUpdate m = SPILLWAY__V1__JOURNAL_UPDATE__INIT;

@@ -46,6 +46,10 @@ static struct spw_config_entry g_cfg[] = {
     {"work-dir", "SPILLWAY_WORK_DIR", SPW_CFG_STRING, "", 0, 0,
      "a directory for the journal of jobs, acks and ids: a restart replays it and running jobs go on (one "
      "dispatcher per directory); empty: state in memory only, a restart ends the jobs", 0, 0, 0, 0},
+    {"journal-recover", "SPILLWAY_JOURNAL_RECOVER", SPW_CFG_BOOL, "false", 0, 0,
+     "with --work-dir: a corrupt journal (a bad record with more after it) is refused at start; with this, a copy "
+     "of the whole file is kept beside it and the dispatcher starts from the records before the bad one (see "
+     "what would be lost first: spillctl journal dump DIR)", 0, 0, 0, 0},
     {"journal-compact-kb", "SPILLWAY_JOURNAL_COMPACT_KB", SPW_CFG_INT, "65536", 0, INT64_C(1) << 30,
      "with --work-dir: rewrite the journal as a snapshot of the state once it is this big and twice its size "
      "after the last rewrite (0: never)", 0, 0, 0, 0},
@@ -143,6 +147,8 @@ int main(int argc, char **argv)
                                    .auth_token = spw_security_worker_token(&sec),
                                    .profile_timeout_ms = cfg_int("profile-timeout-ms"),
                                    .work_dir = cfg_str("work-dir"),
+                                   .journal_recover = (int)cfg_int("journal-recover"),
+                                   .health = &health,
                                    .journal_compact_bytes = cfg_int("journal-compact-kb") << 10};
     int status = 1;
     if ((rc = disp_service_create(&so, &svc, err, sizeof err)) != 0) {

@@ -112,6 +112,8 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
     }
     if (s->journal)
         journal_bytes = spw_journal_size(s->journal);
+    const bool journal_failing = disp_journal_failing(s);
+    const uint64_t journal_failures = s->journal_failures;
     pthread_mutex_unlock(&s->mu);
 
     spw_prom_family(p, "spillway_dispatcher_workers", "gauge", "registered workers by state");
@@ -175,6 +177,11 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
         spw_prom_family(p, "spillway_dispatcher_journal_sync_seconds", "histogram",
                         "journal writes that reach the disk (fsync), each");
         spw_prom_hist(p, "spillway_dispatcher_journal_sync_seconds", NULL, 0, &s->journal_sync);
+        spw_prom_gauge(p, "spillway_dispatcher_journal_writable",
+                       "1 while the journal takes writes; 0 since a write failed (a full disk): not ready, "
+                       "no changes taken, until a write succeeds", journal_failing ? 0 : 1);
+        spw_prom_counter(p, "spillway_dispatcher_journal_write_failures_total",
+                         "journal writes or fsyncs that failed (each refused its change)", (double)journal_failures);
     }
 
     /* Per job, with its plan from the re-planner (without the service's lock). */

@@ -7,18 +7,21 @@
 #include "dispatcher/service.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "dispatcher/progress.h"
 #include "dispatcher/service_internal.h"
 #include "dispatcher/state.h"
 #include "lib/clock.h"
 #include "lib/err.h"
+#include "lib/health.h"
 #include "lib/log.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
@@ -85,6 +88,58 @@ static void maybe_compact(struct disp_service *s)
     free(r.lens);
 }
 
+/* A journal write failed with rc: once per change of state, log it and say NOT_SERVING; always count it. The
+ * reply names the cause, and its status (UNAVAILABLE) tells the peer to retry. */
+static int journal_failed(struct disp_service *s, int rc, char *err, size_t errlen)
+{
+    s->journal_failures++;
+    if (!s->journal_error) {
+        spw_log(SPW_LOG_ERROR, "dispatcher", "journal cannot be written: not ready until it can dir=%s err=\"%s\"",
+                s->o.work_dir, spw_strerror(rc));
+        if (s->o.health)
+            spw_health_set(s->o.health, false);
+    }
+    s->journal_error = rc;
+    s->journal_probe_ms = spw_now_ms();
+    return spw_fail(err, errlen, rc == -ENOMEM ? -ENOMEM : -EIO, "the dispatcher's journal in %s cannot be "
+                    "written (%s): it takes no changes until it can", s->o.work_dir, spw_strerror(rc));
+}
+
+/* The failed journal's disk took a whole page and its fsync (probe_journal): ready again. Not on a record
+ * that fits the journal's last page, which a full disk still takes - readiness would flap. */
+static void journal_writable(struct disp_service *s)
+{
+    spw_log(SPW_LOG_INFO, "dispatcher", "journal writable again: ready dir=%s failures=%llu", s->o.work_dir,
+            (unsigned long long)s->journal_failures);
+    s->journal_error = 0;
+    if (s->o.health && !s->stopping)
+        spw_health_set(s->o.health, true);
+}
+
+bool disp_journal_failing(const struct disp_service *s)
+{
+    return s->journal_error != 0;
+}
+
+/* Timer, while the journal fails: once a second, can its disk take a page and an fsync again? A probe file,
+ * not a record, so the journal holds only updates. */
+static void probe_journal(struct disp_service *s, int64_t now)
+{
+    if (!s->journal_error || now - s->journal_probe_ms < 1000)
+        return;
+    s->journal_probe_ms = now;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/probe", s->o.work_dir);
+    static const uint8_t page[4096];
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    const bool ok = fd >= 0 && write(fd, page, sizeof page) == (ssize_t)sizeof page && fdatasync(fd) == 0;
+    if (fd >= 0)
+        close(fd);
+    unlink(path);
+    if (ok)
+        journal_writable(s);
+}
+
 int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t errlen)
 {
     const bool journaled = s->journal && disp_update_durable(s->st, u);
@@ -98,12 +153,8 @@ int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t
         if (rc == 0 && !s->batch)
             spw_hist_observe(&s->journal_sync, spw_now_ns() - t0);
         free(rec);
-        if (rc) {
-            spw_log(SPW_LOG_ERROR, "dispatcher", "journal append failed kind=%d err=\"%s\"", (int)u->kind,
-                    spw_strerror(rc));
-            return spw_fail(err, errlen, rc == -ENOMEM ? -ENOMEM : -EIO, "the journal cannot be written: %s",
-                            spw_strerror(rc));
-        }
+        if (rc)
+            return journal_failed(s, rc, err, errlen);
     }
     const bool releases = u->kind == DISP_WORKER_DEAD || u->kind == DISP_CLIENT_EXPIRED ||
                           u->kind == DISP_WORKER_REFUSES || u->kind == DISP_CLIENT_ONLY;
@@ -132,10 +183,8 @@ int disp_batch_end(struct disp_service *s, char *err, size_t errlen)
     const int64_t t0 = spw_now_ns();
     const int rc = spw_journal_sync(s->journal);
     spw_hist_observe(&s->journal_sync, spw_now_ns() - t0);
-    if (rc) {
-        spw_log(SPW_LOG_ERROR, "dispatcher", "journal sync failed err=\"%s\"", spw_strerror(rc));
-        return spw_fail(err, errlen, -EIO, "the journal cannot be written: %s", spw_strerror(rc));
-    }
+    if (rc)
+        return journal_failed(s, rc, err, errlen);
     maybe_compact(s);
     return 0;
 }
@@ -173,14 +222,18 @@ static void *timer_main(void *arg)
         const int64_t now = spw_now_ms();
         uint64_t ids[64];
         int32_t ranks[64];
-        int n = disp_state_dead_workers(s->st, now, s->o.worker_timeout_ms, ids, 64);
+        probe_journal(s, now);
+        /* Replayed peers had no chance to speak to this process yet: one timeout from its start first. */
+        int n = now - s->started_ms <= s->o.worker_timeout_ms
+                    ? 0 : disp_state_dead_workers(s->st, now, s->o.worker_timeout_ms, ids, 64);
         for (int i = 0; i < n; i++) {
             struct disp_update u = {.kind = DISP_WORKER_DEAD, .worker = ids[i]};
             if (disp_commit(s, &u, NULL, 0) == 0)
                 spw_log(SPW_LOG_WARN, "dispatcher", "worker dead worker=%llu silent_ms>%lld leases_released=yes",
                         (unsigned long long)ids[i], (long long)s->o.worker_timeout_ms);
         }
-        n = disp_state_expired_clients(s->st, now, s->o.client_timeout_ms, ids, ranks, 64);
+        n = now - s->started_ms <= s->o.client_timeout_ms
+                ? 0 : disp_state_expired_clients(s->st, now, s->o.client_timeout_ms, ids, ranks, 64);
         for (int i = 0; i < n; i++) {
             struct disp_update u = {.kind = DISP_CLIENT_EXPIRED, .job = ids[i], .rank = ranks[i], .now_ms = now};
             if (disp_commit(s, &u, NULL, 0) == 0)
@@ -223,7 +276,8 @@ int disp_service_create(const struct disp_service_opts *o, struct disp_service *
     }
     if (o->work_dir && *o->work_dir) {
         struct spw_journal_opened info;
-        if ((rc = spw_journal_open(o->work_dir, replay_one, s, &s->journal, &info, err, errlen)) != 0) {
+        if ((rc = spw_journal_open(o->work_dir, o->journal_recover ? SPW_JOURNAL_RECOVER : 0, replay_one, s,
+                                   &s->journal, &info, err, errlen)) != 0) {
             disp_state_destroy(s->st);
             free(s);
             return rc;
@@ -233,6 +287,7 @@ int disp_service_create(const struct disp_service_opts *o, struct disp_service *
                 (long long)info.dropped_bytes, disp_state_job_count(s->st), disp_state_worker_count(s->st));
         maybe_compact(s);
     }
+    s->started_ms = spw_now_ms();
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     s->ask = (struct disp_ask){.auth_token = o->auth_token,

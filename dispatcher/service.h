@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 struct disp_service;
+struct spw_health;
 
 struct disp_service_opts {
     int64_t worker_timeout_ms;      /* a worker silent this long is dead (its leases are re-leased) */
@@ -25,6 +26,9 @@ struct disp_service_opts {
     const char *auth_token;         /* sent to workers when the dispatcher calls them (profiles); NULL = none */
     int64_t profile_timeout_ms;     /* a worker's profile answered within this, else planned without it; 0 = 15 s */
     const char *work_dir;           /* the journal's directory (replayed at start); NULL = state in memory only */
+    int journal_recover;            /* a corrupt journal: keep a copy and the records before the bad one (else the
+                                       service refuses to start) */
+    struct spw_health *health;      /* readiness: NOT_SERVING while the journal cannot be written (NULL: none) */
     int64_t journal_compact_bytes;  /* compact the journal (a snapshot of the state) once it is this big and twice
                                        its size after the last compaction; 0 = never */
 };

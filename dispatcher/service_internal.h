@@ -44,6 +44,10 @@ struct disp_service {
     uint64_t leases_released;       /* leased splits sent back to pending: holders dead, expired, refusing */
     uint64_t shed_calls;            /* calls whose deadline passed waiting for mu (atomic: counted unlocked) */
     struct spw_hist journal_sync;   /* each journal write that syncs (an append, a batch's end) */
+    int64_t started_ms;             /* when the service started (after replay): the grace for replayed peers */
+    int journal_error;              /* the last journal write failed with this (-errno); 0: writable */
+    int64_t journal_probe_ms;       /* when the timer last tried the failed journal's disk */
+    uint64_t journal_failures;      /* journal writes or syncs that failed (metrics) */
 };
 
 /* Alive workers' addresses into a response field: those that serve `job` (disp_state_worker_serves), or
@@ -58,6 +62,8 @@ void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n);
  * first (there is none yet: issue 17 adds it here), then every update is applied; ids the state allocates
  * are written back into *u. Returns disp_state_apply's code. Call with mu held. */
 int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t errlen);
+/* Has the journal (if any) been failing to write since its last success? Call with mu held. */
+bool disp_journal_failing(const struct disp_service *s);
 /* The source of spec listed (dispatcher/listing.c): the listing *hash when one is kept from the last minute
  * (its client's GetManifest), else listed now (*hash 0, or that listing gone) and kept for GetManifest.
  * Returns SPW_RPC_OK with its hash and sample count, or FAILED_PRECONDITION with the reason. Call without mu. */

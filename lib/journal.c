@@ -14,6 +14,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/err.h"
@@ -108,16 +109,125 @@ static int write_record(int fd, const uint8_t *rec, size_t len)
     return write_full(fd, iov, 2);
 }
 
-/* Replay j's file from the start; cut a bad tail off. Returns 0 or a negative code with err. */
-static int replay(struct spw_journal *j, spw_journal_record_fn fn, void *ctx, struct spw_journal_opened *info,
-                  char *err, size_t errlen)
+static int fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) == 0 ? 0 : -errno;
+    close(fd);
+    return rc;
+}
+
+/* Is there a record with a valid CRC anywhere in buf[0, n)? Empty records are not evidence: a run of zero
+ * bytes reads as a chain of them. Counts the records of the chains found (resyncing after each bad byte). */
+static int64_t valid_records_in(const uint8_t *buf, size_t n)
+{
+    int64_t found = 0;
+    for (size_t p = 0; p + HEADER < n;) {
+        const size_t len = get32(buf + p);
+        if (len >= 1 && len <= n - p - HEADER && spw_crc32c(0, buf + p + HEADER, len) == get32(buf + p + 4)) {
+            found++;
+            p += HEADER + len;
+        } else {
+            p++;
+        }
+    }
+    return found;
+}
+
+/* After a bad record at `at` (its header says len; complete: it ends inside the file): is it the torn tail
+ * of a crash mid-append, or corruption? Torn: the file ends inside it, or it is the last record, and no
+ * valid record follows. Sets *after to the valid records found after it (in the next 256 MiB). Returns 1
+ * torn, 0 corrupt, or -errno. */
+static int torn_tail(struct spw_journal *j, int64_t at, int64_t end, size_t len, bool complete, int64_t *after)
+{
+    *after = 0;
+    if (complete && at + HEADER + (int64_t)len == end)
+        return 1;               /* the last record: nothing follows it */
+    /* A whole bad record with bytes after it: no single append leaves that (count what follows it); an
+     * incomplete one: whatever valid record hides in the rest. */
+    const int64_t from = complete ? at + HEADER + (int64_t)len : at + 1;
+    const size_t n = (size_t)(end - from < ((int64_t)256 << 20) ? end - from : (int64_t)256 << 20);
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf)
+        return -ENOMEM;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(j->fd, buf + got, n - got, from + (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            free(buf);
+            return r < 0 ? -errno : -EIO;
+        }
+        got += (size_t)r;
+    }
+    *after = valid_records_in(buf, n);
+    free(buf);
+    return !complete && *after == 0 && end - at <= (int64_t)(HEADER + SPW_JOURNAL_MAX_RECORD);
+}
+
+/* Keep a copy of the whole journal beside it (journal.corrupt-UNIXTIME[.N]) before a recovery cuts it. */
+static int keep_copy(struct spw_journal *j, char *copy, size_t copylen)
+{
+    int out = -1;
+    for (int i = 0; out < 0 && i < 100; i++) {      /* a name no earlier recovery took */
+        char n[16] = "";
+        if (i)
+            snprintf(n, sizeof n, ".%d", i);
+        snprintf(copy, copylen, "%s.corrupt-%lld%s", j->path, (long long)time(NULL), n);
+        if ((out = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0 && errno != EEXIST)
+            return -errno;
+    }
+    if (out < 0)
+        return -EEXIST;
+    uint8_t buf[65536];
+    off_t off = 0;
+    int rc = 0;
+    for (;;) {
+        ssize_t r = pread(j->fd, buf, sizeof buf, off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = -errno;
+            break;
+        }
+        if (r == 0)
+            break;
+        struct iovec v = {buf, (size_t)r};
+        if ((rc = write_full(out, &v, 1)) != 0)
+            break;
+        off += r;
+    }
+    if (rc == 0 && fsync(out) != 0)
+        rc = -errno;
+    close(out);
+    if (rc)
+        unlink(copy);
+    return rc == 0 ? fsync_dir(j->dir) : rc;
+}
+
+#define READ_ONLY (1u << 31)    /* replay's flag for spw_journal_read: say what is there, change nothing */
+
+/* Replay j's file from the start. A torn tail is cut off; corruption (a bad record with more after it)
+ * fails the open unless SPW_JOURNAL_RECOVER. Returns 0 or a negative code with err. */
+static int replay(struct spw_journal *j, unsigned flags, spw_journal_record_fn fn, void *ctx,
+                  struct spw_journal_opened *info, char *err, size_t errlen)
 {
     int64_t good = 0;
     uint8_t h[HEADER], *buf = NULL;
-    size_t cap = 0;
+    size_t cap = 0, len = 0;
+    bool complete = false;
     int rc = 0;
     const char *why = NULL;
+    struct stat st;
+    if (fstat(j->fd, &st) != 0)
+        return spw_fail(err, errlen, -errno, "journal %s: stat: %s", j->path, strerror(errno));
+    const int64_t end = st.st_size;
     for (;;) {
+        len = 0;
+        complete = false;
         int r = read_full(j->fd, h, HEADER);
         if (r == 0)
             break;
@@ -129,7 +239,8 @@ static int replay(struct spw_journal *j, spw_journal_record_fn fn, void *ctx, st
             why = "a torn record header";
             break;
         }
-        const size_t len = get32(h);
+        len = get32(h);
+        complete = len <= SPW_JOURNAL_MAX_RECORD && good + HEADER + (int64_t)len <= end;
         if (len > SPW_JOURNAL_MAX_RECORD) {
             why = "a record length over the cap";
             break;
@@ -167,11 +278,42 @@ static int replay(struct spw_journal *j, spw_journal_record_fn fn, void *ctx, st
     free(buf);
     if (rc)
         return rc;
-    const off_t end = lseek(j->fd, 0, SEEK_END);
     if (why) {
+        int64_t after = 0;
+        const int torn = torn_tail(j, good, end, len, complete, &after);
+        if (torn < 0)
+            return spw_fail(err, errlen, torn, "journal %s: reading past record %lld: %s", j->path,
+                            (long long)info->records, spw_strerror(torn));
         info->dropped_bytes = end - good;
-        spw_log(SPW_LOG_WARN, "journal", "cut a bad tail off path=%s at=%lld dropped_bytes=%lld why=\"%s\"", j->path,
-                (long long)good, (long long)info->dropped_bytes, why);
+        if (!torn) {
+            info->corrupt_at = good;
+            info->dropped_records = 1 + after;
+        }
+        if (flags & READ_ONLY) {
+            info->bytes = good;
+            return 0;
+        }
+        if (!torn) {
+            if (!(flags & SPW_JOURNAL_RECOVER))
+                return spw_fail(err, errlen, -EBADMSG,
+                                "journal %s is corrupt: record %lld at offset %lld fails its check (%s), and %lld more "
+                                "bytes (%lld valid records) follow it - not a torn tail. Nothing was changed. To start from the "
+                                "%lld records before it, run with --journal-recover (the whole file is kept beside "
+                                "it); or restore the directory from a backup",
+                                j->path, (long long)info->records, (long long)good, why,
+                                (long long)(end - good - HEADER - (complete ? (int64_t)len : 0)), (long long)after,
+                                (long long)info->records);
+            if ((rc = keep_copy(j, info->copy, sizeof info->copy)) != 0)
+                return spw_fail(err, errlen, rc, "journal %s: cannot keep a copy before recovering: %s", j->path,
+                                spw_strerror(rc));
+            spw_log(SPW_LOG_WARN, "journal", "recovered a corrupt journal path=%s at=%lld record=%lld why=\"%s\" "
+                    "kept_records=%lld dropped_bytes=%lld dropped_records=%lld copy=%s", j->path, (long long)good,
+                    (long long)info->records, why, (long long)info->records, (long long)info->dropped_bytes,
+                    (long long)info->dropped_records, info->copy);
+        } else {
+            spw_log(SPW_LOG_WARN, "journal", "cut a bad tail off path=%s at=%lld dropped_bytes=%lld why=\"%s\"",
+                    j->path, (long long)good, (long long)info->dropped_bytes, why);
+        }
         if (ftruncate(j->fd, good) != 0 || fsync(j->fd) != 0)
             return spw_fail(err, errlen, -errno, "journal %s: cannot cut its bad tail: %s", j->path, strerror(errno));
     }
@@ -180,23 +322,14 @@ static int replay(struct spw_journal *j, spw_journal_record_fn fn, void *ctx, st
     return 0;
 }
 
-static int fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    int rc = fsync(fd) == 0 ? 0 : -errno;
-    close(fd);
-    return rc;
-}
-
-int spw_journal_open(const char *dir, spw_journal_record_fn fn, void *ctx, struct spw_journal **out,
+int spw_journal_open(const char *dir, unsigned flags, spw_journal_record_fn fn, void *ctx, struct spw_journal **out,
                      struct spw_journal_opened *info, char *err, size_t errlen)
 {
     struct spw_journal_opened none;
     if (!info)
         info = &none;
     memset(info, 0, sizeof *info);
+    info->corrupt_at = -1;
     if (err && errlen)
         err[0] = '\0';
     if (mkdir(dir, 0700) != 0 && errno != EEXIST)
@@ -239,12 +372,29 @@ int spw_journal_open(const char *dir, spw_journal_record_fn fn, void *ctx, struc
         rc = spw_fail(err, errlen, -errno, "journal %s: %s", j->path, strerror(errno));
         goto fail;
     }
-    if ((rc = replay(j, fn, ctx, info, err, errlen)) != 0)
+    if ((rc = replay(j, flags, fn, ctx, info, err, errlen)) != 0)
         goto fail;
     *out = j;
     return 0;
 fail:
     spw_journal_close(j);
+    return rc;
+}
+
+int spw_journal_read(const char *dir, spw_journal_record_fn fn, void *ctx, struct spw_journal_opened *info,
+                     char *err, size_t errlen)
+{
+    memset(info, 0, sizeof *info);
+    info->corrupt_at = -1;
+    if (err && errlen)
+        err[0] = '\0';
+    char path[4200];
+    snprintf(path, sizeof path, "%s/journal", dir);
+    struct spw_journal j = {.path = path, .fd = open(path, O_RDONLY | O_CLOEXEC), .lock_fd = -1};
+    if (j.fd < 0)
+        return spw_fail(err, errlen, -errno, "journal %s: %s", path, strerror(errno));
+    const int rc = replay(&j, READ_ONLY, fn, ctx, info, err, errlen);
+    close(j.fd);
     return rc;
 }
 

@@ -1,7 +1,8 @@
 /* lib/journal.h - an append-only journal of records in a directory: each record is its length and CRC32C
  * (4 bytes each, little-endian) and its bytes; an append is on disk when spw_journal_append returns (fsync).
- * Opening replays the records in order and cuts a torn or corrupt tail off (a crash mid-append), saying how
- * many bytes it dropped; a second process cannot open the same directory (an flock'd LOCK file).
+ * Opening replays the records in order and cuts a torn tail off (a crash mid-append: the last record,
+ * incomplete or bad, with no valid record after it), saying how many bytes it dropped; a bad record with
+ * more after it is corruption: refused, or recovered on request (a copy kept). A second process cannot open the same directory (an flock'd LOCK file).
  * spw_journal_compact swaps the whole journal for a shorter one (a snapshot of the state as records)
  * atomically. What the records mean is the caller's. Not thread-safe: the caller serialises. */
 #ifndef SPW_LIB_JOURNAL_H
@@ -20,14 +21,25 @@ typedef int (*spw_journal_record_fn)(void *ctx, const uint8_t *rec, size_t len);
 struct spw_journal_opened {
     int64_t records;        /* replayed */
     int64_t bytes;          /* of the journal kept */
-    int64_t dropped_bytes;  /* of a torn or corrupt tail, cut off */
+    int64_t dropped_bytes;  /* of a torn tail, or after a corrupt record, cut off */
+    int64_t corrupt_at;     /* the offset of a corrupt record (-1: none) */
+    int64_t dropped_records;/* recovered: the corrupt record and the valid ones found after it */
+    char copy[4200];        /* recovered: the copy of the whole file kept beside it */
 };
 
-/* Open (creating dir and the journal when missing) and replay every record through fn (may be NULL). Returns
- * 0, or a negative code with err: -EBUSY when another process holds the directory, -errno for I/O, or fn's
- * code. */
-int spw_journal_open(const char *dir, spw_journal_record_fn fn, void *ctx, struct spw_journal **out,
+#define SPW_JOURNAL_RECOVER 1u  /* on corruption, keep a copy and the records before it, instead of failing */
+
+/* Open (creating dir and the journal when missing) and replay every record through fn (may be NULL). flags:
+ * 0 or SPW_JOURNAL_RECOVER. Returns 0, or a negative code with err: -EBUSY when another process holds the
+ * directory, -EBADMSG for corruption (the file untouched, err names its offset and record), -errno for I/O,
+ * or fn's code. */
+int spw_journal_open(const char *dir, unsigned flags, spw_journal_record_fn fn, void *ctx, struct spw_journal **out,
                      struct spw_journal_opened *info, char *err, size_t errlen);
+/* Read dir's journal without changing it or taking its lock (a running dispatcher may hold it): each valid
+ * record through fn, in order, then what follows them in info: dropped_bytes (a torn tail, or with
+ * corrupt_at >= 0 corruption: what --journal-recover would drop). Returns 0, -errno, or fn's code. */
+int spw_journal_read(const char *dir, spw_journal_record_fn fn, void *ctx, struct spw_journal_opened *info,
+                     char *err, size_t errlen);
 /* Append one record and fsync it. Returns 0 or a negative code (-EMSGSIZE over the cap, -errno). On failure
  * nothing of the record is kept (the file is cut back to where it was). */
 int spw_journal_append(struct spw_journal *j, const uint8_t *rec, size_t len);

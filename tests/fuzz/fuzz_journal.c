@@ -48,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     struct spw_journal *j;
     char err[256];
-    if (spw_journal_open(dir, apply, s, &j, NULL, err, sizeof err) == 0)
+    if (spw_journal_open(dir, 0, apply, s, &j, NULL, err, sizeof err) == 0)
         spw_journal_close(j);
     disp_state_destroy(s);
     return 0;

@@ -1,5 +1,6 @@
 /* tests/unit/check_journal.c - lib/journal.c on real files: records come back in order after a reopen, a
- * torn or corrupt tail is cut off (and appends go on after it), a record over the cap is refused, compaction
+ * torn tail is cut off (and appends go on after it), a corrupt record with more after it refuses the open
+ * (or is recovered on request, a copy kept), a record over the cap is refused, compaction
  * swaps the journal whole, a second opener of the directory is refused, and CRC32C matches its check value. */
 #include <check.h>
 #include <errno.h>
@@ -47,7 +48,7 @@ static struct spw_journal *reopen(struct spw_journal_opened *info)
     struct spw_journal *j;
     char err[256];
     n_got = 0;
-    ck_assert_msg(spw_journal_open(dir, collect, NULL, &j, info, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(spw_journal_open(dir, 0, collect, NULL, &j, info, err, sizeof err) == 0, "%s", err);
     return j;
 }
 
@@ -122,7 +123,36 @@ START_TEST(test_journal_cuts_a_torn_tail_and_goes_on)
 }
 END_TEST
 
-START_TEST(test_journal_cuts_a_corrupt_record_and_what_follows)
+static void flip(off_t at)
+{
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pwrite(fd, "X", 1, at), 1);
+    close(fd);
+}
+
+static void append_raw(const void *p, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_APPEND);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, p, n), (ssize_t)n);
+    close(fd);
+}
+
+static int count_copies(void)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls %s | grep -c '^journal.corrupt-' > %s/n", dir, dir);
+    ck_assert_int_ne(system(cmd), -1);
+    snprintf(cmd, sizeof cmd, "%s/n", dir);
+    FILE *f = fopen(cmd, "r");
+    int n = -1;
+    ck_assert_int_eq(fscanf(f, "%d", &n), 1);
+    fclose(f);
+    return n;
+}
+
+START_TEST(test_journal_refuses_a_corrupt_middle_record)
 {
     struct spw_journal_opened info;
     struct spw_journal *j = reopen(&info);
@@ -130,20 +160,57 @@ START_TEST(test_journal_cuts_a_corrupt_record_and_what_follows)
     append(j, "bravo");
     append(j, "charlie");
     spw_journal_close(j);
-    int fd = open(path, O_RDWR);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(pwrite(fd, "X", 1, 8 + 5 + 8 + 2), 1);   /* a bit flip inside "bravo" */
-    close(fd);
-    j = reopen(&info);
+    const off_t full = file_size();
+    flip(8 + 5 + 8 + 2);                            /* a bit flip inside "bravo": corruption */
+    char err[512];
+    ck_assert_int_eq(spw_journal_open(dir, 0, collect, NULL, &j, &info, err, sizeof err), -EBADMSG);
+    ck_assert_msg(strstr(err, "is corrupt: record 1 at offset 13 fails its check") != NULL, "%s", err);
+    ck_assert_msg(strstr(err, "(1 valid records) follow it") != NULL, "%s", err);
+    ck_assert_int_eq(file_size(), full);            /* nothing changed */
+    /* Recovered on request: the records before it, the whole file kept beside it. */
+    ck_assert_int_eq(spw_journal_open(dir, SPW_JOURNAL_RECOVER, collect, NULL, &j, &info, err, sizeof err), 0);
     ck_assert_int_eq(info.records, 1);
     ck_assert_str_eq(got[0], "alpha");
+    ck_assert_int_eq(info.corrupt_at, 13);
+    ck_assert_int_eq(info.dropped_records, 2);
+    ck_assert_int_eq(info.dropped_bytes, full - 13);
+    ck_assert_int_eq(file_size(), 8 + 5);
+    struct stat st;
+    ck_assert_int_eq(stat(info.copy, &st), 0);
+    ck_assert_int_eq(st.st_size, full);
+    append(j, "delta");
+    spw_journal_close(j);
+    j = reopen(&info);
+    ck_assert_int_eq(info.records, 2);
+    ck_assert_str_eq(got[1], "delta");
+    spw_journal_close(j);
+    /* The first record corrupt: refused too (not an empty journal). */
+    flip(8 + 1);
+    ck_assert_int_eq(spw_journal_open(dir, 0, NULL, NULL, &j, &info, err, sizeof err), -EBADMSG);
+    ck_assert_msg(strstr(err, "record 0 at offset 0") != NULL, "%s", err);
+    ck_assert_int_eq(spw_journal_open(dir, SPW_JOURNAL_RECOVER, NULL, NULL, &j, &info, err, sizeof err), 0);
+    ck_assert_int_eq(info.records, 0);
+    ck_assert_int_eq(count_copies(), 2);            /* a second recovery keeps its own copy */
+    spw_journal_close(j);
+}
+END_TEST
+
+START_TEST(test_journal_a_bad_last_record_or_header_is_a_torn_tail)
+{
+    struct spw_journal_opened info;
+    struct spw_journal *j = reopen(&info);
+    append(j, "alpha");
+    append(j, "bravo");
+    spw_journal_close(j);
+    flip(8 + 5 + 8 + 2);                            /* the last record bad, nothing after it: torn */
+    j = reopen(&info);
+    ck_assert_int_eq(info.records, 1);
+    ck_assert_int_eq(info.corrupt_at, -1);
     ck_assert_int_eq(file_size(), 8 + 5);
     spw_journal_close(j);
-    /* A header claiming more than the cap is corrupt, not an allocation. */
-    fd = open(path, O_WRONLY | O_APPEND);
+    /* A header claiming more than the cap, at the end: torn, not an allocation. */
     const uint8_t bad[8] = {0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0};
-    ck_assert_int_eq(write(fd, bad, 8), 8);
-    close(fd);
+    append_raw(bad, 8);
     j = reopen(&info);
     ck_assert_int_eq(info.records, 1);
     ck_assert_int_eq(info.dropped_bytes, 8);
@@ -151,7 +218,13 @@ START_TEST(test_journal_cuts_a_corrupt_record_and_what_follows)
     ck_assert_int_eq(spw_journal_append(j, big, SPW_JOURNAL_MAX_RECORD + 1), -EMSGSIZE);
     free(big);
     ck_assert_int_eq(file_size(), 8 + 5);
+    append(j, "charlie");
     spw_journal_close(j);
+    /* ... but a bad length with a valid record after it is corruption. */
+    flip(3);                                        /* the first length: charlie is found after it */
+    char err[512];
+    ck_assert_int_eq(spw_journal_open(dir, 0, NULL, NULL, &j, &info, err, sizeof err), -EBADMSG);
+    ck_assert_int_eq(count_copies(), 0);
 }
 END_TEST
 
@@ -190,13 +263,13 @@ START_TEST(test_journal_one_owner_and_replay_errors_fail_the_open)
     append(j, "a");
     append(j, "b");
     char err[256];
-    ck_assert_int_eq(spw_journal_open(dir, NULL, NULL, &j2, NULL, err, sizeof err), -EBUSY);
+    ck_assert_int_eq(spw_journal_open(dir, 0, NULL, NULL, &j2, NULL, err, sizeof err), -EBUSY);
     ck_assert_ptr_nonnull(strstr(err, "is in use by another process (pid "));
     spw_journal_close(j);
     int seen = 0;
-    ck_assert_int_eq(spw_journal_open(dir, refuse_second, &seen, &j2, NULL, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(spw_journal_open(dir, 0, refuse_second, &seen, &j2, NULL, err, sizeof err), -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "record 1 refused"));
-    ck_assert_int_eq(spw_journal_open(dir, NULL, NULL, &j2, &info, err, sizeof err), 0);   /* released */
+    ck_assert_int_eq(spw_journal_open(dir, 0, NULL, NULL, &j2, &info, err, sizeof err), 0);   /* released */
     ck_assert_int_eq(info.records, 2);
     spw_journal_close(j2);
 }
@@ -218,7 +291,8 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_journal_records_come_back_in_order);
     tcase_add_test(tc, test_journal_cuts_a_torn_tail_and_goes_on);
-    tcase_add_test(tc, test_journal_cuts_a_corrupt_record_and_what_follows);
+    tcase_add_test(tc, test_journal_refuses_a_corrupt_middle_record);
+    tcase_add_test(tc, test_journal_a_bad_last_record_or_header_is_a_torn_tail);
     tcase_add_test(tc, test_journal_compaction_swaps_it_whole);
     tcase_add_test(tc, test_journal_one_owner_and_replay_errors_fail_the_open);
     tcase_add_test(tc, test_journal_crc32c_check_value);

@@ -76,6 +76,12 @@ static const struct command_help commands[] = {
      "                one interval old), and the client's CPU per element received\n"},
     {"explain", "spillctl --dispatcher HOST:PORT explain ID [--json]\n",
      "explain ID      how the dispatcher planned job ID (run with --cut auto): the plan command's table\n"},
+    {"journal", "spillctl journal dump DIR [--json]\n",
+     "journal dump DIR  a dispatcher's journal (its --work-dir), record by record (offset, kind, the fields\n"
+     "                set; secrets only as \"set\"), read without changing it, also while the dispatcher\n"
+     "                runs; then whether it ends cleanly, in a torn tail (cut off at the next start) or in\n"
+     "                corruption (the dispatcher refuses to start; --journal-recover would drop what is\n"
+     "                printed). Exit 1 when corrupt or unreadable\n"},
     {"watch", "spillctl --dispatcher HOST:PORT watch [--job ID] [--interval-ms N] [--count N]\n",
      "watch           a live view of the unfinished jobs (--job ID: that one) and the workers, asked again\n"
      "                every --interval-ms (default 1000) until Ctrl-C or --count views: per job its rate\n"

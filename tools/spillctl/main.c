@@ -1,6 +1,6 @@
 /* tools/spillctl/main.c - the Spillway command-line tool: parse the options, check the command (help.c holds
  * each command's help), and hand over to run.c (run, validate), inspect.c (workers, jobs, job, profile),
- * plan.c (plan, explain) or watch.c. Single-threaded main; the executor and libspillway own their threads. */
+ * plan.c (plan, explain), watch.c or journal.c (journal dump). Single-threaded main; the executor and libspillway own their threads. */
 #include <getopt.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -18,6 +18,7 @@
 #include "spillway/client.h"
 #include "tools/spillctl/help.h"
 #include "tools/spillctl/inspect.h"
+#include "tools/spillctl/journal.h"
 #include "tools/spillctl/plan.h"
 #include "tools/spillctl/run.h"
 #include "tools/spillctl/watch.h"
@@ -257,11 +258,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "; spillctl --help for more)\n");
         return 2;
     }
-    const bool takes_id = !strcmp(cmd, "job") || !strcmp(cmd, "explain");
-    if (argc - optind > 1 + takes_id) {
+    const char *sub = optind + 1 < argc ? argv[optind + 1] : NULL;
+    const int args = !strcmp(cmd, "journal") || (!strcmp(cmd, "job") && sub && !strcmp(sub, "cancel")) ? 2
+                     : !strcmp(cmd, "job") || !strcmp(cmd, "explain");
+    if (argc - optind > 1 + args) {
         fprintf(stderr, "spillctl: %s: unexpected argument \"%s\" (spillctl %s --help)\n", cmd,
-                argv[optind + 1 + takes_id], cmd);
+                argv[optind + 1 + args], cmd);
         return 2;
+    }
+    if (!strcmp(cmd, "journal")) {
+        if (!sub || strcmp(sub, "dump") || optind + 2 >= argc) {
+            fprintf(stderr, "spillctl: journal: use spillctl journal dump DIR (the dispatcher's --work-dir)\n");
+            return 2;
+        }
+        return spw_ctl_journal_dump(argv[optind + 2], json);
     }
     static char token_buf[4096];
     char token_err[512];
