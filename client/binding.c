@@ -110,6 +110,8 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
         return !strcmp(value, "1") || !strcmp(value, "0") ? (o->ordered = value[0] == '1', 0) : -EINVAL;
     if (!strcmp(key, "device_batches"))
         return !strcmp(value, "1") || !strcmp(value, "0") ? (o->device_batches = value[0] == '1', 0) : -EINVAL;
+    if (!strcmp(key, "keep_job"))
+        return !strcmp(value, "1") || !strcmp(value, "0") ? (o->keep_job = value[0] == '1', 0) : -EINVAL;
     if (!strcmp(key, "insecure"))
         return !strcmp(value, "1") || !strcmp(value, "0") ? (o->insecure = value[0] == '1', 0) : -EINVAL;
     if (!strcmp(key, "job_name"))

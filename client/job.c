@@ -391,7 +391,10 @@ static int probe_first(struct spw_job *j, char *err, size_t errlen)
         if (backoff_ms == 100)
             spw_log(SPW_LOG_WARN, "client", "dispatcher %s does not answer yet (%s): retrying for up to %lld s",
                     j->o.dispatcher, err, (long long)wait_ms / 1000);
-        usleep((useconds_t)backoff_ms * 1000);
+        if (spw_sleep_unless(backoff_ms, j->o.cancel)) {
+            snprintf(err, errlen, "interrupted while the dispatcher %s did not answer", j->o.dispatcher);
+            return -ECANCELED;
+        }
         backoff_ms = backoff_ms < 2000 ? 2 * backoff_ms : 2000;
     }
     if (rc)
@@ -622,7 +625,8 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
                              .rank = j->o.rank, .world_size = j->o.world_size, .job_name = j->o.job_name,
                              .resume = rr, .delivered = delivered_point, .delivered_ctx = j,
                              .dispatcher_wait_ms = j->o.dispatcher_wait_ms,
-                             .tls = j->tls, .no_direct = direct_off()};
+                             .tls = j->tls, .no_direct = direct_off(), .cancel = j->o.cancel,
+                             .keep_job = j->o.keep_job};
     rc = remote_create(&ro, pipe, &j->r, &j->rj, err, errlen);
     spw_spec_proto_free(pipe);
     free(j->links);             /* the facts pointed into it */
@@ -902,9 +906,14 @@ static int take_batch(struct spw_job *job, struct spw_batch **out)
         return rc;
     }
     const int64_t t0 = spw_now_ns();
-    while ((rc = asm_next(job->a, POLL_MS, out, job->errmsg, sizeof job->errmsg)) == -ETIMEDOUT)
+    for (;;) {
+        if (job->o.cancel && *job->o.cancel)
+            asm_fail(job->a, -ECANCELED, "interrupted (opts.cancel)");    /* this call and every later one */
+        if ((rc = asm_next(job->a, POLL_MS, out, job->errmsg, sizeof job->errmsg)) != -ETIMEDOUT)
+            break;
         if (!no_producer(job))
             rescue_head(job);
+    }
     __atomic_add_fetch(&job->wait_ns, spw_now_ns() - t0, __ATOMIC_RELAXED);
     if (rc == 0)
         __atomic_add_fetch(&job->consumed, (int64_t)(*out)->n, __ATOMIC_RELAXED);
@@ -994,6 +1003,7 @@ int spw_job_checkpoint(struct spw_job *job, struct spw_checkpoint *out)
     }
     out->job = job->rj.job;
     out->job_secret = job->rj.secret;
+    remote_keep(job->r);        /* a checkpoint is for a resume: closing leaves the job to rejoin */
     out->split_size = job->rj.split_size;
     out->places_len = asm_place_bytes(job->a);
     if (!(out->places = malloc(out->places_len ? out->places_len : 1)))

@@ -30,6 +30,7 @@
 #define MAX_STREAMS 64
 #define MIN_STREAM_CREDIT ((int64_t)4 << 20)    /* a worker sends a message only when it fits its credit */
 #define HEARTBEAT_MS 200
+#define CAP_WAIT_MS 10000           /* CreateJob refused at a cap of unfinished jobs: retried this long */
 #define DISPATCHER_WAIT_MS 300000      /* remote_opts.dispatcher_wait_ms 0 */
 #define MAX_ACKS_PER_HEARTBEAT 4096
 #define RATE_BEATS 10               /* the trainer's rate is reported over the last 10 heartbeats (2 s): a
@@ -164,23 +165,35 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
     const int64_t wait_ms = o->dispatcher_wait_ms > 0 ? o->dispatcher_wait_ms : DISPATCHER_WAIT_MS;
     const int64_t t0 = spw_now_ms();
     int st, backoff_ms = 100;
+    bool cancelled = false;
     for (;;) {
         st = spw_rpc_call_msg(r->disp, "/spillway.v1.Dispatcher/CreateJob", &cj.base, 30000, &resp, &len, msg,
                               sizeof msg);
-        const bool transient = st == SPW_RPC_UNAVAILABLE || st == SPW_RPC_DEADLINE_EXCEEDED ||
+        /* A cap of unfinished jobs: those of a trainer killed a moment ago make room once silent for 3 s
+         * (dispatcher/create_job.c): worth a few seconds, not the dispatcher's whole wait. */
+        const bool capped = st == SPW_RPC_RESOURCE_EXHAUSTED && strstr(msg, "is ended to make room") &&
+                            spw_now_ms() - t0 + backoff_ms <= CAP_WAIT_MS;
+        const bool transient = st == SPW_RPC_UNAVAILABLE || st == SPW_RPC_DEADLINE_EXCEEDED || capped ||
                                (st == SPW_RPC_RESOURCE_EXHAUSTED && strstr(msg, "retry later"));
         if (!transient || spw_now_ms() - t0 + backoff_ms > wait_ms)
             break;
         if (backoff_ms == 100)
             spw_log(SPW_LOG_WARN, "client", "dispatcher %s does not take the job yet (%s: %s): retrying for up to "
                     "%lld s", o->dispatcher, spw_rpc_status_name(st), msg, (long long)wait_ms / 1000);
-        usleep((useconds_t)backoff_ms * 1000);
+        if ((cancelled = spw_sleep_unless(backoff_ms, o->cancel)))
+            break;
         backoff_ms = backoff_ms < 2000 ? 2 * backoff_ms : 2000;
     }
     Spillway__V1__CreateJobResponse *cr = st == SPW_RPC_OK ? spillway__v1__create_job_response__unpack(NULL, len, resp)
                                                            : NULL;
     free(resp);
     int rc = 0;
+    if (cancelled) {
+        snprintf(err, errlen, "interrupted while the dispatcher %s did not take the job (%s: %s)", o->dispatcher,
+                 spw_rpc_status_name(st), msg);
+        rc = -ECANCELED;
+        goto fail;
+    }
     if (st != SPW_RPC_OK) {
         char hinted[600];
         snprintf(hinted, sizeof hinted, "%s%s", msg, spw_rpc_tls_hint(st, msg, spw_rpc_channel_tls(r->disp)));
@@ -934,6 +947,7 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
         hb.own_gpu = &own_gpu;
     }
     hb.done = done;
+    hb.keep = done && __atomic_load_n(&r->o.keep_job, __ATOMIC_RELAXED);
     /* What arrived from each worker's stream: the dispatcher takes links' measured rates from these. */
     Spillway__V1__ProducerProgress rx[MAX_STREAMS], *rxp[MAX_STREAMS];
     const int64_t transport = transport_cpu_ns();
@@ -1242,6 +1256,12 @@ bool remote_no_worker(struct remote *r, char *why, size_t whylen)
         snprintf(why, whylen, "%s", r->no_worker);
     pthread_mutex_unlock(&r->mu);
     return none;
+}
+
+void remote_keep(struct remote *r)
+{
+    if (r)
+        __atomic_store_n(&r->o.keep_job, true, __ATOMIC_RELAXED);
 }
 
 void remote_destroy(struct remote *r)

@@ -44,6 +44,8 @@ struct remote_opts {
     const struct spw_rpc_tls *tls;  /* for the dispatcher and the workers; NULL = the process's default */
     bool no_direct;             /* never ask workers for data connections (lib/direct.h): elements come on
                                    the gRPC streams */
+    const volatile int *cancel; /* non-zero: stop retrying CreateJob (-ECANCELED) */
+    bool keep_job;              /* remote_destroy leaves an unfinished job paused, not ended */
 };
 
 struct remote_resume {          /* a checkpoint as the dispatcher needs it (see Resume in the proto) */
@@ -100,5 +102,7 @@ bool remote_client_only(struct remote *r);
 bool remote_no_worker(struct remote *r, char *why, size_t whylen);
 /* Stop every thread and stream and free r; accepts NULL. */
 void remote_destroy(struct remote *r);
+/* From now on, remote_destroy leaves an unfinished job paused for a resume (a checkpoint was taken). */
+void remote_keep(struct remote *r);
 
 #endif

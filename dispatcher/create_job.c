@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "lib/clock.h"
+#include "lib/err.h"
 #include "lib/log.h"
 #include "lib/rpc.h"
 #include "pipeline/element_size.h"
@@ -221,6 +222,26 @@ static int plan(struct disp_service *s, struct call *c, uint8_t **resp, size_t *
     return disp_pack(&out.base, resp, resp_len, msg, msglen);
 }
 
+/* A cap (the host's unfinished jobs, or all) that the new job would pass, held by a job nobody uses (paused,
+ * or no rank heard from for DISP_IDLE_JOB_MS: a trainer killed -9, a loader never closed): end that job
+ * first, journaled like any end. Call with mu held. */
+static void make_room(struct disp_service *s, const char *client, int64_t now)
+{
+    struct disp_job_info ji;
+    /* Just after a restart, replayed ranks have not been heard from yet: only paused jobs are idle. */
+    const int64_t idle_ms = now - s->started_ms <= s->o.client_timeout_ms ? INT64_MAX / 2 : DISP_IDLE_JOB_MS;
+    const uint64_t victim = disp_state_job_to_make_room(s->st, client, now, idle_ms);
+    if (!victim || disp_state_job(s->st, victim, &ji) != 0)
+        return;
+    struct disp_update u = {.kind = DISP_REMOVE_JOB, .job = victim, .now_ms = now};
+    if (disp_commit(s, &u, NULL, 0) != 0)
+        return;
+    disp_forget_job(s, victim);
+    spw_log(SPW_LOG_INFO, "dispatcher", "job ended to make room job=%llu host=\"%s\" state=%s for_host=\"%s\": a "
+            "cap was reached and nobody used it", (unsigned long long)victim, ji.client,
+            ji.paused ? "paused" : "silent", client);
+}
+
 /* Step 4: the job joined must take this client; a new one is created (its source listed outside the lock, a
  * big folder takes time; or the listing its client fetched a moment before: dispatcher/listing.c). */
 static int create(struct disp_service *s, struct call *c, uint8_t **resp, size_t *resp_len, char *msg,
@@ -262,8 +283,14 @@ static int create(struct disp_service *s, struct call *c, uint8_t **resp, size_t
     } else if (c->world > 1 && r->job_name[0] && disp_replanner_named_local_exists(s->replanner, r->job_name)) {
         told_local = true;              /* another rank was told to run in its client meanwhile */
     } else if ((named = disp_state_named_job(s->st, r->job_name)) == 0) {
+        make_room(s, client, u.now_ms);
         rc = disp_commit(s, &u, msg, msglen);
         c->job = u.job;
+        if (rc == SPW_ETOOBIG) {    /* a trainer just killed: its jobs fall silent and make room */
+            const size_t at = strlen(msg);
+            snprintf(msg + at, msglen - at, "; a job nobody uses (paused, or silent for %d s) is ended to make "
+                     "room", DISP_IDLE_JOB_MS / 1000);
+        }
     }
     pthread_mutex_unlock(&s->mu);
     free(pipe_bytes);

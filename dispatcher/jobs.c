@@ -92,12 +92,20 @@ static int client_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
                                r->cpu_cores);
     if (rc == 0 && r->done && !ji.finished) {
         /* A client that closes early (it took fewer batches than the job has) frees the workers now rather
-         * than after its timeout. */
+         * than after its timeout; with no rank left the job ends, unless this one keeps it for a resume. */
         struct disp_update bye = {.kind = DISP_CLIENT_EXPIRED, .job = r->job, .rank = r->rank,
                                   .now_ms = hb.now_ms};
-        if (disp_commit(s, &bye, NULL, 0) == 0)
-            spw_log(SPW_LOG_INFO, "dispatcher", "client closed job=%llu rank=%d", (unsigned long long)r->job,
-                    r->rank);
+        struct disp_job_info after;
+        if (disp_commit(s, &bye, NULL, 0) == 0 && disp_state_job(s->st, r->job, &after) == 0) {
+            struct disp_update end = {.kind = DISP_REMOVE_JOB, .job = r->job, .flags = DISP_ENDED_CLOSED,
+                                      .now_ms = hb.now_ms};
+            const bool ends = after.paused && !r->keep && disp_commit(s, &end, NULL, 0) == 0;
+            if (ends)
+                disp_forget_job(s, r->job);
+            spw_log(SPW_LOG_INFO, "dispatcher", "client closed job=%llu rank=%d job_now=%s",
+                    (unsigned long long)r->job, r->rank, ends ? "ended" : after.paused ? "paused (kept for a "
+                    "resume)" : "running (other ranks)");
+        }
     }
     pthread_mutex_unlock(&s->mu);
     if (rc) {
@@ -229,6 +237,8 @@ static void job_info_msg(const struct disp_job_info *ji, Spillway__V1__JobInfo *
     m->finished = ji->finished;
     m->client_only = ji->client_only;
     m->expired = ji->expired;
+    m->cancelled = ji->cancelled;
+    m->closed = ji->closed;
     m->client = (char *)ji->client;     /* lives as long as *ji */
     m->name = (char *)ji->name;     /* lives as long as *ji */
 }
@@ -376,6 +386,41 @@ out:
     free(holders);
     return status;
 }
+
+/* spillctl job cancel ID: end a job now, finished or not (its workers stop, its trainers are told). */
+static int cancel_job(void *svc, const ProtobufCMessage *req, uint8_t **resp, size_t *resp_len, char *msg,
+                      size_t msglen)
+{
+    struct disp_service *s = svc;
+    const Spillway__V1__CancelJobRequest *r = (const Spillway__V1__CancelJobRequest *)req;
+    pthread_mutex_lock(&s->mu);
+    struct disp_job_info ji;
+    int status = SPW_RPC_OK;
+    if (disp_state_job(s->st, r->job, &ji) != 0) {
+        const bool ended = disp_state_ended_job(s->st, r->job, &ji) == 0;
+        snprintf(msg, msglen, ended ? "job %llu has ended already" : "unknown job %llu", (unsigned long long)r->job);
+        status = ended ? SPW_RPC_FAILED_PRECONDITION : SPW_RPC_NOT_FOUND;
+    } else {
+        struct disp_update u = {.kind = DISP_REMOVE_JOB, .job = r->job, .flags = DISP_ENDED_CANCELLED,
+                                .now_ms = spw_now_ms()};
+        const int rc = disp_commit(s, &u, msg, msglen);
+        if (rc == 0) {
+            disp_forget_job(s, r->job);
+            spw_log(SPW_LOG_INFO, "dispatcher", "job cancelled job=%llu state=%s by=%s", (unsigned long long)r->job,
+                    ji.finished ? "finished" : ji.paused ? "paused" : "running", spw_rpc_current_peer());
+        }
+        status = rc ? disp_status_of(rc) : SPW_RPC_OK;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (status == SPW_RPC_OK) {
+        Spillway__V1__CancelJobResponse out = SPILLWAY__V1__CANCEL_JOB_RESPONSE__INIT;
+        out.was_finished = ji.finished;
+        status = disp_pack(&out.base, resp, resp_len, msg, msglen);
+    }
+    return status;
+}
+
+DISP_UNARY(disp_cancel_job, spillway__v1__cancel_job_request__descriptor, cancel_job)
 
 DISP_UNARY(disp_client_heartbeat, spillway__v1__client_heartbeat_request__descriptor, client_heartbeat)
 

@@ -182,6 +182,7 @@ int main(int argc, char **argv)
         {"/spillway.v1.Dispatcher/ListWorkers", disp_list_workers, 0, SPW_RPC_CALLER_CLIENT},
         {"/spillway.v1.Dispatcher/ListJobs", disp_list_jobs, 0, SPW_RPC_CALLER_CLIENT},
         {"/spillway.v1.Dispatcher/DescribeJob", disp_describe_job, 0, SPW_RPC_CALLER_CLIENT},
+        {"/spillway.v1.Dispatcher/CancelJob", disp_cancel_job, 0, SPW_RPC_CALLER_CLIENT},
         {"/spillway.v1.Dispatcher/GetManifest", disp_get_manifest, 1, SPW_RPC_CALLER_CLIENT | SPW_RPC_CALLER_WORKER},
     };
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {

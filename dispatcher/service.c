@@ -341,6 +341,11 @@ int disp_wrong_job_secret(struct disp_service *s, uint64_t job, char *msg, size_
 {
     struct disp_job_info ji;
     if (disp_state_job(s->st, job, &ji) != 0) {
+        if (disp_state_ended_job(s->st, job, &ji) == 0 && ji.cancelled) {
+            /* Not NOT_FOUND, which a trainer answers by creating its job again. */
+            snprintf(msg, msglen, "job %llu was cancelled (spillctl job cancel)", (unsigned long long)job);
+            return SPW_RPC_FAILED_PRECONDITION;
+        }
         snprintf(msg, msglen, "unknown job %llu", (unsigned long long)job);
         return SPW_RPC_NOT_FOUND;
     }

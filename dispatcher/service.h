@@ -60,6 +60,8 @@ int disp_list_jobs(void *svc, const uint8_t *req, size_t len, uint8_t **resp, si
                    size_t msglen);
 int disp_describe_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
                       size_t msglen);
+int disp_cancel_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
+                    size_t msglen);
 int disp_get_manifest(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
                       size_t msglen);
 

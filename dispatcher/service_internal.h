@@ -82,6 +82,7 @@ int disp_wrong_job_secret(struct disp_service *s, uint64_t job, char *msg, size_
 /* SPW_RPC_OK when a peer (who: "this worker", "this client") speaks this dispatcher's protocol version,
  * else FAILED_PRECONDITION with a message naming both versions and builds. */
 int disp_check_protocol(const char *who, uint32_t version, const char *build, char *msg, size_t msglen);
+#define DISP_IDLE_JOB_MS 3000         /* a job none of whose ranks heartbeat (every 200 ms) this long is unused */
 #define DISP_MAX_REFUSALS_PER_BEAT 64     /* cannot-serve and unreachable reports read from one heartbeat */
 /* A worker says it cannot serve a job, or a client of the job that it cannot reach the worker: stop giving
  * the worker the job (once; both repeat it while it applies). Call with mu held. */

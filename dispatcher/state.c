@@ -203,13 +203,16 @@ static int advance_epochs(struct job *j, int64_t now_ms)
 
 static void job_info(const struct job *j, struct disp_job_info *out);
 
-/* Move job i out of the table into the ring of ended jobs' summaries, freeing its memory. */
-static void remove_job(struct disp_state *s, int i)
+/* Move job i out of the table into the ring of ended jobs' summaries, freeing its memory. flags: how an
+ * unfinished one ended (DISP_ENDED_CANCELLED, _CLOSED; else its clients never came back). */
+static void remove_job(struct disp_state *s, int i, uint32_t flags)
 {
     struct disp_job_info *e = &s->ended[s->ended_next];
     job_info(&s->jobs[i], e);
     release_all(s, &s->jobs[i]);            /* an expired job's leases leave their workers' counts */
-    e->expired = !e->finished;              /* removed unfinished: its clients never came back */
+    e->cancelled = !e->finished && (flags & DISP_ENDED_CANCELLED);
+    e->closed = !e->finished && !e->cancelled && (flags & DISP_ENDED_CLOSED);
+    e->expired = !e->finished && !e->cancelled && !e->closed;   /* its clients never came back */
     e->paused = false;
     e->leased = 0;
     e->pending = e->finished ? 0 : e->pending;
@@ -295,7 +298,7 @@ static int apply_create_job(struct disp_state *s, struct disp_update *u, char *e
         for (int i = 0; i < s->n_jobs; i++)
             if (s->jobs[i].finished && (oldest < 0 || s->jobs[i].ended_ms < s->jobs[oldest].ended_ms))
                 oldest = i;
-        remove_job(s, oldest);              /* there is one: fewer than max_jobs are unfinished */
+        remove_job(s, oldest, 0);           /* there is one: fewer than max_jobs are unfinished */
     }
     s->jobs[s->n_jobs++] = j;
     u->job = j.id;
@@ -458,6 +461,8 @@ static int apply_restore_ended(struct disp_state *s, const struct disp_update *u
     e->finished = u->flags & DISP_ENDED_FINISHED;
     e->expired = u->flags & DISP_ENDED_EXPIRED;
     e->client_only = u->flags & DISP_ENDED_CLIENT_ONLY;
+    e->cancelled = u->flags & DISP_ENDED_CANCELLED;
+    e->closed = u->flags & DISP_ENDED_CLOSED;
     e->ended_ms = u->now_ms;
     s->ended_next = (s->ended_next + 1) % s->lim.history;
     if (s->n_ended < s->lim.history)
@@ -586,7 +591,7 @@ int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, siz
     case DISP_REMOVE_JOB:
         for (int i = 0; i < s->n_jobs; i++)
             if (s->jobs[i].id == u->job) {
-                remove_job(s, i);
+                remove_job(s, i, u->flags);
                 return 0;
             }
         return spw_fail(err, errlen, -ENOENT, "unknown job %llu", (unsigned long long)u->job);
@@ -869,6 +874,45 @@ uint64_t disp_state_client_incarnation(const struct disp_state *s, uint64_t job,
     if (!j || rank < 0 || rank >= j->world_size)
         return 0;
     return j->clients[rank].incarnation;
+}
+
+/* When job j was last used: when it paused, else its ranks' latest heartbeat; INT64_MAX while a rank is
+ * heard from within idle_ms (not idle). */
+static int64_t idle_since(const struct job *j, int64_t now_ms, int64_t idle_ms)
+{
+    if (j->paused)
+        return j->ended_ms;
+    int64_t last = j->created_ms;
+    for (int r = 0; r < j->world_size; r++)
+        if (j->clients[r].last_heartbeat_ms > last)
+            last = j->clients[r].last_heartbeat_ms;
+    return now_ms - last > idle_ms ? last : INT64_MAX;
+}
+
+uint64_t disp_state_job_to_make_room(const struct disp_state *s, const char *client, int64_t now_ms,
+                                     int64_t idle_ms)
+{
+    int live = 0, mine = 0;
+    const struct job *host_best = NULL, *any_best = NULL;
+    int64_t host_since = INT64_MAX, any_since = INT64_MAX;
+    for (int i = 0; i < s->n_jobs; i++) {
+        const struct job *j = &s->jobs[i];
+        if (j->finished)
+            continue;
+        const bool its = client && *client && !strncmp(j->client, client, DISP_CLIENT_MAX);
+        live++;
+        mine += its;
+        const int64_t since = idle_since(j, now_ms, idle_ms);
+        if (since < any_since)
+            any_since = since, any_best = j;
+        if (its && since < host_since)
+            host_since = since, host_best = j;
+    }
+    if (mine >= s->lim.max_jobs_per_client)
+        return host_best ? host_best->id : 0;
+    if (live >= s->lim.max_jobs)
+        return host_best ? host_best->id : any_best ? any_best->id : 0;
+    return 0;
 }
 
 int disp_state_jobs_to_remove(const struct disp_state *s, int64_t now_ms, int64_t finished_ms, int64_t paused_ms,

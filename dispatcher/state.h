@@ -42,8 +42,9 @@ enum disp_update_kind {
                                    the rest of its splits (acked, or leased to anyone) are pending again */
     DISP_CLIENT_ONLY,           /* job: handed back to its clients (re-planning found local-only better): no
                                    worker serves it or leases its splits any more; theirs are pending again */
-    DISP_REMOVE_JOB,            /* job: out of the table (a finished job after its grace period, a paused one whose
-                                   clients never came back); its summary joins the ring of ended jobs */
+    DISP_REMOVE_JOB,            /* job, flags (DISP_ENDED_CANCELLED, _CLOSED): out of the table (a finished job
+                                   after its grace period, a paused one whose clients never came back, one
+                                   cancelled or closed); its summary joins the ring of ended jobs */
     DISP_WORKER_REFUSES,        /* job, worker, reason: the worker cannot serve the job (unreadable data, another
                                    listing): it is no longer given the job, and the splits it holds go back to
                                    pending. For the worker's lifetime (a restarted worker registers anew) */
@@ -55,6 +56,8 @@ enum disp_update_kind {
 #define DISP_ENDED_FINISHED 1u          /* disp_update.flags of DISP_RESTORE_ENDED */
 #define DISP_ENDED_EXPIRED 2u
 #define DISP_ENDED_CLIENT_ONLY 4u
+#define DISP_ENDED_CANCELLED 8u         /* ... and of DISP_REMOVE_JOB: ended by an operator (spillctl job cancel) */
+#define DISP_ENDED_CLOSED 16u           /* ... its last client closed without keeping it for a resume */
 
 struct disp_update {
     enum disp_update_kind kind;
@@ -128,6 +131,7 @@ struct disp_job_info {
     int refusals;                   /* workers that refused it (disp_state_refusal_at) */
     char client[DISP_CLIENT_MAX + 1];   /* the host that created it ("" unknown) */
     bool expired;                   /* removed unfinished (its clients never came back): ended jobs only */
+    bool cancelled, closed;         /* ... ended by an operator, or by its last client's close (ended jobs) */
     int64_t ended_ms;               /* when it finished, was paused or (ended jobs) was removed unfinished */
 };
 
@@ -193,6 +197,12 @@ const uint8_t *disp_state_job_pipeline(const struct disp_state *s, uint64_t job,
 /* A split's state, generation and holder (0 when pending). */
 int disp_state_split(const struct disp_state *s, uint64_t job, uint64_t epoch, uint64_t split,
                      enum disp_split_state *state, uint64_t *generation, uint64_t *holder);
+/* A new job from host `client` would pass a cap (its unfinished jobs, or all unfinished jobs) that an idle
+ * job holds: the id of the one to end first (apply DISP_REMOVE_JOB), else 0 (no cap reached, or none idle).
+ * Idle: paused (no client left), or every rank silent for idle_ms; the longest idle goes first, the host's
+ * own before another's. A job nobody is using never locks a host out. */
+uint64_t disp_state_job_to_make_room(const struct disp_state *s, const char *client, int64_t now_ms,
+                                     int64_t idle_ms);
 /* Jobs that have been finished for finished_ms, or paused (no client) for paused_ms: up to cap ids in out
  * (apply DISP_REMOVE_JOB to each). Returns the count. */
 int disp_state_jobs_to_remove(const struct disp_state *s, int64_t now_ms, int64_t finished_ms, int64_t paused_ms,

@@ -19,7 +19,8 @@
 static int emit_ended(const struct disp_job_info *e, int (*emit)(void *, struct disp_update *), void *ctx)
 {
     const uint32_t flags = (e->finished ? DISP_ENDED_FINISHED : 0) | (e->expired ? DISP_ENDED_EXPIRED : 0) |
-                           (e->client_only ? DISP_ENDED_CLIENT_ONLY : 0);
+                           (e->client_only ? DISP_ENDED_CLIENT_ONLY : 0) |
+                           (e->cancelled ? DISP_ENDED_CANCELLED : 0) | (e->closed ? DISP_ENDED_CLOSED : 0);
     EMIT(((struct disp_update){.kind = DISP_RESTORE_ENDED, .job = e->id, .manifest_hash = e->manifest_hash,
                                .n_samples = e->n_samples, .epochs = e->epochs, .split_size = e->split_size,
                                .cut = e->cut, .world_size = e->world_size, .max_workers = e->max_workers,

@@ -2,6 +2,7 @@
 #include "lib/clock.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -96,4 +97,15 @@ int64_t spw_threads_cpu_ns(const char *const *prefixes, int n)
     }
     closedir(d);
     return sum;
+}
+
+bool spw_sleep_unless(int ms, const volatile int *stop)
+{
+    for (; ms > 0 && !(stop && *stop); ms -= 50) {
+        const int step = ms < 50 ? ms : 50;
+        struct timespec ts = {0, (long)step * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !(stop && *stop))
+            ;
+    }
+    return stop && *stop;
 }

@@ -4,9 +4,13 @@
 #ifndef SPW_LIB_CLOCK_H
 #define SPW_LIB_CLOCK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
+/* Sleep ms milliseconds, or less once *stop (may be NULL) turns non-zero (looked at every 50 ms; a signal
+ * handler may set it). Returns whether *stop is set. */
+bool spw_sleep_unless(int ms, const volatile int *stop);
 /* Monotonic milliseconds / nanoseconds (arbitrary origin). */
 int64_t spw_now_ms(void);
 int64_t spw_now_ns(void);

@@ -66,13 +66,14 @@ check "spillctl job shows an ended job's summary" grep -q 'ended: the job left t
 "$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" job 1 > "$WORK/gone.txt" 2>&1
 check "a job older than the history is unknown, and says so" grep -q 'ended longer ago than the' "$WORK/gone.txt"
 
-# A client that goes away mid-job: the job pauses, stays resumable for --paused-job-ms, then leaves the table.
+# A client that leaves mid-job keeping its job (--keep-job): the job pauses, stays resumable for
+# --paused-job-ms, then leaves the table.
 cat > "$WORK/forever.json" <<JSON
 {"source": {"format": "image_folder", "path": "$WORK/data", "shuffle": true, "seed": 1, "epochs": 0},
  "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [16, 16]}], "batch": {"size": 4}}
 JSON
-"$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/forever.json" --max-batches 3 --quiet \
-  > /dev/null 2> "$WORK/f.err"
+"$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/forever.json" --max-batches 3 --keep-job \
+  --quiet > /dev/null 2> "$WORK/f.err"
 id=$("$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" jobs --json | python3 -c \
   'import json,sys; print(max(j["job"] for j in json.load(sys.stdin)["jobs"]))')
 "$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" job "$id" > "$WORK/paused.txt" 2>&1

@@ -21,7 +21,7 @@ static const struct command_help commands[] = {
      "spillctl run --dispatcher HOST:PORT --pipeline FILE.json [--cut auto|all|K] [--local-cores N]\n"
      "             [--local-share auto|off] [--workers N] [--consume-rate R] [--ordered] [--prefetch-mb MB]\n"
      "             [--credit-mb MB] [--max-batches M] [--max-seconds S] [--dump DIR | --keys FILE] [--json]\n"
-     "             [--quiet] [--gpu N [--gpu-mem-budget B]]\n",
+     "             [--quiet] [--gpu N [--gpu-mem-budget B]] [--keep-job]\n",
      "run --local     run the pipeline in this process (no dispatcher)\n"
      "  --pipeline F  pipeline spec (JSON; see docs/pipeline.md)\n"
      "  --threads N   worker threads (default: number of online CPUs)\n"
@@ -61,6 +61,9 @@ static const struct command_help commands[] = {
      "  --consume-rate R  consume at most R elements/s, like a trainer (default: unlimited); with\n"
      "                --cut auto, the rate the plan aims for (also with --local)\n"
      "  --ordered     deliver batches in epoch order: byte-identical to run --local\n"
+     "  --keep-job    a run that stops before the job's end (--max-batches, --max-seconds, a signal)\n"
+     "                leaves its job paused for a resume (the dispatcher's --paused-job-ms); by default\n"
+     "                the job ends with the run, its workers freed\n"
      "  --prefetch-mb MB  batches assembled ahead (default 256)\n"
      "  --credit-mb MB    bytes all workers together may have in flight to this client (default 64)\n"},
     {"validate", "spillctl validate --pipeline FILE.json\n",
@@ -70,10 +73,13 @@ static const struct command_help commands[] = {
     {"jobs", "spillctl --dispatcher HOST:PORT jobs [--json]\n",
      "jobs            the dispatcher's jobs: samples, epochs, cut, splits acked/leased/pending, state\n"
      "                (running, paused, client: handed back to its clients by re-planning, finished)\n"},
-    {"job", "spillctl --dispatcher HOST:PORT job ID [--json]\n",
+    {"job", "spillctl --dispatcher HOST:PORT job ID [--json]\n"
+            "spillctl --dispatcher HOST:PORT job cancel ID [--json]\n",
      "job ID          one job: which producer holds which split, and per producer the elements and\n"
      "                bytes it delivered, its recent rates and CPU per element (from heartbeats: up to\n"
-     "                one interval old), and the client's CPU per element received\n"},
+     "                one interval old), and the client's CPU per element received\n"
+     "job cancel ID   end job ID now: its workers stop, its trainers fail with \"cancelled\" (not\n"
+     "                re-created); it stays listed as cancelled among the ended jobs\n"},
     {"explain", "spillctl --dispatcher HOST:PORT explain ID [--json]\n",
      "explain ID      how the dispatcher planned job ID (run with --cut auto): the plan command's table\n"},
     {"journal", "spillctl journal dump DIR [--json]\n",

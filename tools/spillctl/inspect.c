@@ -61,12 +61,13 @@ static void print_job_json(const Spillway__V1__JobInfo *j)
     printf("{\"job\": %llu, \"manifest_hash\": \"%016llx\", \"samples\": %lld, \"epochs\": %lld, "
            "\"splits_per_epoch\": %lld, \"split_size\": %d, \"cut\": %d, \"world_size\": %d, \"epoch\": %lld, "
            "\"acked\": %lld, \"leased\": %lld, \"pending\": %lld, \"paused\": %s, \"finished\": %s, \"name\": \"%s\", "
-           "\"client_only\": %s, \"expired\": %s, \"ended\": %s, \"client\": \"%s\"}",
+           "\"client_only\": %s, \"expired\": %s, \"cancelled\": %s, \"closed\": %s, \"ended\": %s, \"client\": \"%s\"}",
            (unsigned long long)j->job, (unsigned long long)j->manifest_hash, (long long)j->samples,
            (long long)j->epochs, (long long)j->splits_per_epoch, j->split_size, j->cut, j->world_size,
            (long long)j->epoch, (long long)j->acked, (long long)j->leased, (long long)j->pending,
            j->paused ? "true" : "false", j->finished ? "true" : "false", j->name, j->client_only ? "true" : "false",
-           j->expired ? "true" : "false", j->ended ? "true" : "false", j->client);
+           j->expired ? "true" : "false", j->cancelled ? "true" : "false", j->closed ? "true" : "false",
+           j->ended ? "true" : "false", j->client);
 }
 
 static void print_refusals_json(Spillway__V1__JobRefusal *const *v, size_t n)
@@ -92,8 +93,8 @@ static void print_job_row(const Spillway__V1__JobInfo *j)
     printf("%-6llu %-9lld %-7lld %-6lld %-5d %-6lld %-7lld %-7lld %-7lld %-8s %s\n", (unsigned long long)j->job,
            (long long)j->samples, (long long)j->epochs, (long long)j->epoch, j->cut, (long long)j->splits_per_epoch,
            (long long)j->acked, (long long)j->leased, (long long)j->pending,
-           j->expired ? "expired" : j->finished ? "finished" : j->paused ? "paused" : j->client_only ? "client"
-                                                                                            : "running", j->name);
+           j->cancelled ? "cancelled" : j->closed ? "closed" : j->expired ? "expired" : j->finished ? "finished"
+           : j->paused ? "paused" : j->client_only ? "client" : "running", j->name);
 }
 
 int spw_inspect_run(const char *target, const char *token, const char *what, const char *job_id, int json,
@@ -167,6 +168,32 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
                 print_job_row(r->jobs[i]);
         }
         spillway__v1__list_jobs_response__free_unpacked(r, NULL);
+        return 0;
+    }
+    if (!strcmp(what, "job") && job_id && !strcmp(job_id, "cancel")) {
+        fprintf(stderr, "spillctl: job cancel needs a job id (spillctl job cancel ID)\n");
+        return 2;
+    }
+    if (!strcmp(what, "cancel")) {
+        char *end;
+        unsigned long long id = job_id ? strtoull(job_id, &end, 10) : 0;
+        if (!job_id || *end || !id) {
+            fprintf(stderr, "spillctl: job cancel needs a job id (a positive integer)\n");
+            return 2;
+        }
+        Spillway__V1__CancelJobRequest req = SPILLWAY__V1__CANCEL_JOB_REQUEST__INIT;
+        req.job = id;
+        if ((rc = call(target, token, "/spillway.v1.Dispatcher/CancelJob", &req.base, timeout_ms, &resp, &len)))
+            return rc;
+        Spillway__V1__CancelJobResponse *r = spillway__v1__cancel_job_response__unpack(NULL, len, resp);
+        free(resp);
+        if (json)
+            printf("{\"job\": %llu, \"cancelled\": true, \"was_finished\": %s}\n", id,
+                   r && r->was_finished ? "true" : "false");
+        else
+            printf("job %llu cancelled%s\n", id, r && r->was_finished ? " (it had finished)" : "");
+        if (r)
+            spillway__v1__cancel_job_response__free_unpacked(r, NULL);
         return 0;
     }
     if (!strcmp(what, "job")) {

@@ -27,8 +27,8 @@ volatile sig_atomic_t spw_ctl_stop;
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    spw_ctl_stop = 1;
+    if (!spw_ctl_stop)
+        spw_ctl_stop = sig;     /* the first one: run.c exits 128 + it */
 }
 
 int main(int argc, char **argv)
@@ -56,6 +56,7 @@ int main(int argc, char **argv)
         {"log-level", required_argument, NULL, 'g'}, {"log-format", required_argument, NULL, 'f'},
         {"job", required_argument, NULL, 'J'}, {"interval-ms", required_argument, NULL, 'i'},
         {"count", required_argument, NULL, 'n'}, {"compress", required_argument, NULL, 'Z'},
+        {"keep-job", no_argument, NULL, 'Y'},
         {NULL, 0, NULL, 0},
     };
     const char *pipeline = NULL, *dump = NULL, *keys_path = NULL;
@@ -124,6 +125,7 @@ int main(int argc, char **argv)
             }
             break;
         case 'O': sa.ordered = true; break;
+        case 'Y': sa.keep_job = true; break;
         case 'W': worker = optarg; break;
         case 'H':
             if (strcmp(optarg, "auto") && strcmp(optarg, "off")) {
@@ -322,7 +324,9 @@ int main(int argc, char **argv)
             return 2;
         }
         spw_rpc_init();
-        int st = spw_inspect_run(dispatcher, token, cmd, optind + 1 < argc ? argv[optind + 1] : NULL, json,
+        const bool cancel = !strcmp(cmd, "job") && sub && !strcmp(sub, "cancel") && optind + 2 < argc;
+        int st = spw_inspect_run(dispatcher, token, cancel ? "cancel" : cmd,
+                                 cancel ? argv[optind + 2] : optind + 1 < argc ? argv[optind + 1] : NULL, json,
                                  timeout_ms);
         spw_rpc_shutdown();
         return st;

@@ -28,6 +28,19 @@ static double now_s(void)
     return (double)spw_now_ns() * 1e-9;
 }
 
+/* A run stopped by SIGTERM/SIGINT before its end: say so; the exit status is 128 + the signal's number. The
+ * job (job_id; 0 none yet) ends when it is destroyed: its leases released, its workers freed. */
+static int interrupted(uint64_t job_id)
+{
+    const int sig = (int)spw_ctl_stop;
+    if (job_id)
+        fprintf(stderr, "spillctl: interrupted by %s before the run's end: ending job %llu\n", strsignal(sig),
+                (unsigned long long)job_id);
+    else
+        fprintf(stderr, "spillctl: interrupted by %s before the run's end\n", strsignal(sig));
+    return 128 + sig;
+}
+
 static void write_keys(const struct spw_batch *b, FILE *keys)
 {
     for (int i = 0; i < b->n; i++)
@@ -204,7 +217,7 @@ static int consume(struct consumer *c, int *status)
         double t = now_s();
         /* A trainer that takes 1/R s per element: wait until this batch's share of time has passed. */
         if (c->rate > 0 && elements / c->rate > t - c->t0)
-            usleep((useconds_t)((elements / c->rate - (t - c->t0)) * 1e6));
+            spw_sleep_unless((int)((elements / c->rate - (t - c->t0)) * 1e3), &spw_ctl_stop);
         if (!c->quiet && t - last >= every) {
             progress(c, epoch, seq, elements, t, false);
             last = t;
@@ -308,6 +321,8 @@ int spw_ctl_run_local(const char *pipeline, int threads, int64_t max_batches, do
         fprintf(stderr, "spillctl: run failed: %s: %s\n", spw_strerror(rc), spw_executor_errmsg(ex));
         status = 1;
     }
+    if (spw_ctl_stop && rc != SPW_ECLOSED)
+        status = interrupted(0);
     struct spw_exec_stats st;
     spw_executor_stats(ex, &st);
     if (json)
@@ -376,6 +391,13 @@ static void print_service_json(const struct spw_pipeline_spec *spec, const struc
     printf("}\n");
 }
 
+static uint64_t st_id(struct spw_job *job)
+{
+    struct spw_job_stats st;
+    spw_job_stats(job, &st);
+    return st.job;
+}
+
 /* The samples one epoch of the job delivers (its source's; one trainer). */
 static int64_t job_samples(struct spw_job *job)
 {
@@ -421,9 +443,15 @@ int spw_ctl_run_service(const char *pipeline, const struct spw_ctl_service_args 
     o.gpu = sa->gpu_device >= 0;
     o.gpu_device = o.gpu ? sa->gpu_device : 0;
     o.gpu_mem_budget = sa->gpu_budget;
+    o.keep_job = sa->keep_job;
+    o.cancel = &spw_ctl_stop;   /* SIGTERM/SIGINT: creation stops waiting, next() returns */
     double t0 = now_s();
     int rc = spw_job_create_json(text, &o, &job, err, sizeof err);
     free(text);
+    if (rc == -ECANCELED) {
+        status = interrupted(0);
+        goto out;
+    }
     if (rc) {
         fprintf(stderr, "spillctl: %s\n", err);
         status = rc == SPW_ESPEC ? 2 : 1;
@@ -447,6 +475,8 @@ int spw_ctl_run_service(const char *pipeline, const struct spw_ctl_service_args 
         fprintf(stderr, "spillctl: run failed: %s: %s\n", spw_strerror(rc), spw_job_errmsg(job));
         status = 1;
     }
+    if (spw_ctl_stop && rc != SPW_ECLOSED)
+        status = interrupted(st_id(job));
     struct spw_job_stats st;
     spw_job_stats(job, &st);
     if (json)

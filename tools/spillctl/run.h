@@ -19,6 +19,7 @@ struct spw_ctl_service_args {
     int compress;               /* spw_job_opts.compress */
     double consume_rate;
     bool ordered;
+    bool keep_job;              /* at the end, leave an unfinished job paused for a resume (else it ends) */
     int64_t prefetch_mb, credit_mb;
     int gpu_device;             /* -1: none */
     const char *gpu_budget;

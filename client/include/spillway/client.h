@@ -118,6 +118,13 @@ struct spw_job_opts {
                                    without a copy; spw_batch_device, spw_batch_dlpack): made there, the rows made
                                    on the CPU uploaded into them; a batch that finds no room in the arena, and
                                    every batch after a device error, comes in host memory */
+    const volatile int *cancel; /* when *cancel turns non-zero (a SIGTERM/SIGINT handler sets it), a waiting
+                                   spw_job_create_* returns -ECANCELED within 100 ms (a dispatcher not up, a
+                                   CreateJob retried), and so does spw_job_next, also every later call; then
+                                   spw_job_destroy ends the job unless kept. NULL = never */
+    bool keep_job;              /* with a dispatcher: spw_job_destroy of an unfinished job leaves it paused
+                                   for a resume (rejoinable for the dispatcher's --paused-job-ms) instead of
+                                   ending it; spw_job_checkpoint keeps it too */
 };
 
 /* Set o to the defaults. */
@@ -164,8 +171,10 @@ struct spw_job_stats {
 };
 SPW_API void spw_job_stats(struct spw_job *job, struct spw_job_stats *out);
 
-/* Stop everything and free the job; accepts NULL. Unfinished work on the service is left to the
- * dispatcher's client timeout. */
+/* Stop everything and free the job; accepts NULL. With a dispatcher, an unfinished job is ended there (its
+ * leases released, its workers freed), unless opts.keep_job or a spw_job_checkpoint asked to keep it for a
+ * resume: then it is paused, rejoinable with that checkpoint. In a data-parallel job, the last rank to
+ * close decides. */
 SPW_API void spw_job_destroy(struct spw_job *job);
 
 /* A checkpoint: what this job has delivered to the trainer (spw_job_next returned) since the start of the

@@ -356,15 +356,19 @@ class Loader:
     not yet delivered when it was taken, then continues. Through a dispatcher the resumed loader rejoins the
     job it was taken in while that is unfinished (the other ranks keep going), else starts a new one there.
 
+    keep_job: through a dispatcher, close() leaves an unfinished job paused for a resume instead of ending it
+    (state_dict() asks for that too); a paused job stays rejoinable for the dispatcher's --paused-job-ms.
+
     A Loader (and its arrays) cannot be used in a forked child: that raises ForkedError (a RuntimeError).
-    close() (or `with`) stops the job; it is freed when the last batch still referenced is gone.
+    close() (or `with`, or the end of the process) stops the job - through a dispatcher it ends there (its
+    workers freed) unless kept; it is freed when the last batch still referenced is gone.
     """
 
     def __init__(self, pipeline, dispatcher=None, local_cores=None, cut=None, ordered=False, max_workers=None,
                  trainer_rate=None, prefetch_bytes=None, auth_token=None, max_batches=None, credit_bytes=None,
                  split_size=None, rank=None, world_size=None, resume=None, job_name=None,
                  dispatcher_wait_ms=None, tls_ca=None, tls_cert=None, tls_key=None, insecure=None, gpu=None,
-                 gpu_mem_budget=None, device_batches=False, compress=None):
+                 gpu_mem_budget=None, device_batches=False, compress=None, keep_job=False):
         self._pid = os.getpid()
         self._job = None
         if dispatcher is None:
@@ -381,7 +385,7 @@ class Loader:
             raise ValueError("spillway: device_batches needs gpu (the device to hand batches over on)")
         self._device_batches = bool(device_batches)
         opts = {"ordered": "1" if ordered else "0", "insecure": "1" if insecure else "0",
-                "device_batches": "1" if device_batches else "0"}
+                "device_batches": "1" if device_batches else "0", "keep_job": "1" if keep_job else "0"}
         if world_size is None and "WORLD_SIZE" in os.environ:
             world_size, rank = int(os.environ["WORLD_SIZE"]), int(os.environ.get("RANK", "0"))
         self.rank, self.world_size = rank or 0, world_size or 1
