@@ -16,7 +16,7 @@ dispatcher() {   # dispatcher NAME [FLAGS...]: on the journal in $WD, on the sam
   shift
   dispatcher_on "$name" --work-dir "$WD" --heartbeat-ms 200 --worker-timeout-ms 2000 "$@"
 }
-dump() { "$B/bin/spillctl" journal dump "$WD" "$@"; }
+dump() { "$B/bin/spillctl" journal dump "$WD"; }
 running() {      # the dispatcher's one job is in its table, unfinished
   "$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" jobs | awk 'NR > 1 && $10 == "running" { n++ } END { exit n != 1 }'
 }
