@@ -1,6 +1,7 @@
 /* lib/config.c - table-driven daemon configuration (see config.h). Single-threaded use. */
 #include "lib/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,12 +157,22 @@ int spw_config_token(const char *token, const char *file, char *buf, size_t bufl
     size_t n = fread(buf, 1, buflen, f);
     const int big = n == buflen;
     fclose(f);
-    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+    /* Trimmed at both ends (an editor's newline, a pasted space); whitespace inside is refused: a token
+     * that no peer could send as the file says would authenticate nobody. */
+    size_t from = 0;
+    while (n && isspace((unsigned char)buf[n - 1]))
         n--;
-    if (big || !n || memchr(buf, '\0', n))
+    while (from < n && isspace((unsigned char)buf[from]))
+        from++;
+    if (big || from == n || memchr(buf, '\0', n))
         return spw_fail(err, errlen, SPW_ESPEC, "token file %s: %s", file,
-                        big ? "too big (a token is one line)" : !n ? "empty" : "holds a NUL byte");
-    buf[n] = '\0';
+                        big ? "too big (a token is one line)" : from == n ? "empty" : "holds a NUL byte");
+    for (size_t i = from; i < n; i++)
+        if (isspace((unsigned char)buf[i]) || iscntrl((unsigned char)buf[i]))
+            return spw_fail(err, errlen, SPW_ESPEC, "token file %s: the token holds whitespace or a control "
+                            "character at byte %zu (a token is one word on one line)", file, i);
+    memmove(buf, buf + from, n - from);
+    buf[n - from] = '\0';
     *out = buf;
     return 0;
 }

@@ -1,28 +1,90 @@
-/* lib/metrics_http.c - the metrics port (see metrics_http.h) on libmicrohttpd's own polling thread (epoll).
- * Thread model: that one thread runs every request, so collect never runs twice at once. */
+/* lib/metrics_http.c - the metrics port (see metrics_http.h) on libmicrohttpd's own polling thread (epoll),
+ * and a reaper thread that cuts connections older than REQUEST_MS (libmicrohttpd's timeout counts idle time
+ * only: a slowloris peer sending a byte now and then would hold its slot for ever). Thread model: the
+ * polling thread runs every request, so collect never runs twice at once; the connection table is shared
+ * with the reaper under a mutex. */
 #include "lib/metrics_http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
+#include "lib/clock.h"
 #include "lib/err.h"
 
-#define MAX_CONNECTIONS 64
-#define MAX_PER_ADDRESS 8
+/* Room for a scraper beside many slow peers (8 KiB each at most); each connection lives REQUEST_MS at most,
+ * request and reply together (a scrape takes milliseconds; a keep-alive scraper just connects again). */
+#define MAX_CONNECTIONS 256
+#define MAX_PER_ADDRESS 128
 #define REQUEST_MEMORY (8 << 10)
 #define IDLE_TIMEOUT_S 10
+#define REQUEST_MS 5000
+
+struct conn {
+    int fd;
+    int64_t since_ms;       /* INT64_MAX: cut already */
+};
 
 struct spw_metrics_http {
     struct MHD_Daemon *d;
     spw_metrics_collect_fn collect;
     void *ctx;
     int port;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stopping, reaping;
+    pthread_t reaper;
+    struct conn conns[MAX_CONNECTIONS];
+    int n_conns;
 };
+
+/* libmicrohttpd's connection notifications: the table of open connections and when they began. */
+static void notify(void *cls, struct MHD_Connection *c, void **socket_ctx, enum MHD_ConnectionNotificationCode code)
+{
+    struct spw_metrics_http *h = cls;
+    (void)socket_ctx;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return;
+    pthread_mutex_lock(&h->mu);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED && h->n_conns < MAX_CONNECTIONS) {
+        h->conns[h->n_conns++] = (struct conn){ci->connect_fd, spw_now_ms()};
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {     /* before its socket is closed: no fd reuse race */
+        for (int i = 0; i < h->n_conns; i++)
+            if (h->conns[i].fd == ci->connect_fd) {
+                h->conns[i] = h->conns[--h->n_conns];
+                break;
+            }
+    }
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* Every 200 ms, shut down the sockets of connections older than REQUEST_MS: the polling thread then reads
+ * their end and closes them. */
+static void *reap(void *arg)
+{
+    struct spw_metrics_http *h = arg;
+    pthread_mutex_lock(&h->mu);
+    while (!h->stopping) {
+        struct timespec dl = spw_deadline_in_ms(200);
+        pthread_cond_timedwait(&h->cv, &h->mu, &dl);
+        const int64_t now = spw_now_ms();
+        for (int i = 0; i < h->n_conns; i++)
+            if (now - h->conns[i].since_ms > REQUEST_MS) {
+                shutdown(h->conns[i].fd, SHUT_RDWR);
+                h->conns[i].since_ms = INT64_MAX;
+            }
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char *type, char *body, size_t len,
                              enum MHD_ResponseMemoryMode mode)
@@ -92,13 +154,22 @@ int spw_metrics_http_start(const char *listen, int port, spw_metrics_collect_fn 
         return spw_fail(err, errlen, -ENOMEM, "out of memory");
     h->collect = collect;
     h->ctx = ctx;
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
     h->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR, sa,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)MAX_PER_ADDRESS,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REQUEST_MEMORY,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_END);
-    if (!h->d) {
-        const int e = errno ? errno : EADDRINUSE;
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+                            MHD_OPTION_NOTIFY_CONNECTION, notify, h, MHD_OPTION_END);
+    if (h->d && pthread_create(&h->reaper, NULL, reap, h) == 0)
+        h->reaping = true;
+    if (!h->d || !h->reaping) {
+        const int e = !h->d ? (errno ? errno : EADDRINUSE) : EAGAIN;
+        if (h->d)
+            MHD_stop_daemon(h->d);
+        pthread_mutex_destroy(&h->mu);
+        pthread_cond_destroy(&h->cv);
         free(h);
         return spw_fail(err, errlen, -e, "metrics: cannot listen on %s:%d: %s", listen && *listen ? listen : "0.0.0.0",
                         port, strerror(e));
@@ -118,6 +189,13 @@ void spw_metrics_http_stop(struct spw_metrics_http *h)
 {
     if (!h)
         return;
+    pthread_mutex_lock(&h->mu);
+    h->stopping = true;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(h->reaper, NULL);
     MHD_stop_daemon(h->d);
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->cv);
     free(h);
 }

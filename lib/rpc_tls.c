@@ -7,6 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/asn1.h>
+#include <openssl/bio.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include "lib/err.h"
 
 #define MAX_PEM ((size_t)1 << 20)
@@ -33,6 +38,35 @@ static int read_pem(const char *path, char **out, char *err, size_t errlen)
     return 0;
 }
 
+/* The certificate this process presents must be valid now: an expired or not-yet-valid one is refused at
+ * start with its dates, not met later as a handshake failure the peer blames on its CA. */
+static int check_validity(const char *path, const char *pem, char *err, size_t errlen)
+{
+    BIO *in = BIO_new_mem_buf(pem, -1);
+    X509 *x = in ? PEM_read_bio_X509(in, NULL, NULL, NULL) : NULL;
+    BIO_free(in);
+    if (!x)
+        return spw_fail(err, errlen, SPW_EFORMAT, "TLS certificate %s: no PEM certificate in it", path);
+    const ASN1_TIME *after = X509_get0_notAfter(x), *before = X509_get0_notBefore(x);
+    const int expired = X509_cmp_current_time(after) < 0, early = X509_cmp_current_time(before) > 0;
+    char when[64] = "";
+    if (expired || early) {
+        BIO *out = BIO_new(BIO_s_mem());
+        if (out && ASN1_TIME_print(out, expired ? after : before) == 1) {
+            const int n = BIO_read(out, when, (int)sizeof when - 1);
+            when[n > 0 ? n : 0] = '\0';
+        }
+        BIO_free(out);
+    }
+    X509_free(x);
+    if (expired)
+        return spw_fail(err, errlen, -EKEYEXPIRED, "TLS certificate %s expired on %s: renew it", path, when);
+    if (early)
+        return spw_fail(err, errlen, -EKEYREJECTED, "TLS certificate %s is not valid before %s (a clock behind, or "
+                        "a certificate issued for later)", path, when);
+    return 0;
+}
+
 int spw_rpc_tls_load(const char *cert_file, const char *key_file, const char *ca_file, bool require_client_cert,
                      struct spw_rpc_tls **out, char *err, size_t errlen)
 {
@@ -47,6 +81,8 @@ int spw_rpc_tls_load(const char *cert_file, const char *key_file, const char *ca
         return spw_fail(err, errlen, -ENOMEM, "out of memory");
     t->require_client_cert = require_client_cert;
     int rc = read_pem(cert_file, &t->cert_pem, err, errlen);
+    if (!rc && t->cert_pem)
+        rc = check_validity(cert_file, t->cert_pem, err, errlen);
     if (!rc)
         rc = read_pem(key_file, &t->key_pem, err, errlen);
     if (!rc)
@@ -92,7 +128,8 @@ int spw_rpc_tls_from_flags(const char *cert, const char *key, const char *ca, co
 const char *spw_rpc_tls_hint(int status, const char *msg, bool tls)
 {
     if (msg && strstr(msg, "certificate verify failed"))
-        return " (the server's certificate is not signed by the CA given, or does not name the address dialed)";
+        return " (the server's certificate is not signed by the CA given, does not name the address dialed, or "
+               "is expired or not yet valid)";
     if (status != SPW_RPC_UNAVAILABLE || !msg || !strstr(msg, "Socket closed"))
         return "";
     return tls ? " (if the server requires client certificates: give one its CA signed, --tls-cert/--tls-key)"

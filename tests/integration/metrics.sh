@@ -5,7 +5,8 @@
 # its series give the job's delivered rate within 20% of what `spillctl job` reports over the same instants
 # and the workers needed that `spillctl explain` reports; the workers' series count what they sent and the
 # CPU per fusion group, and the RPC series count the calls; every series the Grafana dashboard queries is
-# exported (a GPU-side worker on the emulated plugin and a journal included); 1000 connections of bad HTTP
+# exported (a GPU-side worker on the emulated plugin and a journal included); 64 slowloris connections leave
+# every scrape answered; 1000 connections of bad HTTP
 # requests at a metrics port leave the daemon serving gRPC (and /metrics again once they close). Real
 # processes on loopback; kills all it starts.
 set -uo pipefail
@@ -59,9 +60,10 @@ print(r[0]["value"][1] if r else "")'
 }
 
 # A planned job (--cut auto; the client makes none itself) for a trainer of 300 elements/s: a workers_needed
-# for that rate; the producers run ahead of the trainer into its prefetch buffer at their own pace.
+# for that rate; the producers run ahead of the trainer into its prefetch buffer at their own pace. It keeps
+# its job when it stops (--keep-job), so the job's series are still there to check after it.
 timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --cut auto \
-  --consume-rate 300 --local-share off --max-seconds 45 --quiet > /dev/null 2> "$WORK/run.err" &
+  --consume-rate 300 --local-share off --max-seconds 45 --keep-job --quiet > /dev/null 2> "$WORK/run.err" &
 RUN=$!
 JOB=""
 for _ in $(seq 1 100); do
@@ -141,6 +143,37 @@ check "the planned job's profiles were asked ahead and taken by its CreateJob" b
   "grep -q '^spillway_dispatcher_profile_asks_ahead_total{outcome=\"started\"} 1$' '$WORK/body-$DM.txt' &&
    grep -q '^spillway_dispatcher_profile_asks_ahead_total{outcome=\"taken\"} 1$' '$WORK/body-$DM.txt' &&
    grep -q '^spillway_dispatcher_profile_asks_ahead_running 0$' '$WORK/body-$DM.txt'"
+
+# 64 slowloris connections (a header line every second, never the request's end) on the metrics port: every
+# scrape meanwhile is answered; each slow connection is cut when it has taken 5 s.
+python3 - "$DM" > "$WORK/slow.log" 2>&1 <<'PY' &
+import socket, sys, time
+port, socks = int(sys.argv[1]), []
+for i in range(64):
+    s = socket.create_connection(("127.0.0.1", port), timeout=2)
+    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+    socks.append(s)
+cut = 0
+for t in range(12):
+    time.sleep(1)
+    for s in list(socks):
+        try:
+            s.sendall(b"X-Slow: %d\r\n" % t)
+        except OSError:
+            socks.remove(s)
+            cut += 1
+print("cut", cut)
+PY
+SLOW=$!
+sleep 0.5
+scrapes=0
+for _ in $(seq 1 10); do
+  curl -sf --max-time 3 "http://127.0.0.1:$DM/metrics" | grep -q spillway_dispatcher_workers && scrapes=$((scrapes + 1))
+  sleep 1
+done
+wait "$SLOW"
+check "64 slowloris connections on the metrics port: 10 of 10 scrapes answered ($scrapes)" test "$scrapes" -eq 10
+check "... and the slow connections were cut" grep -q '^cut 64$' "$WORK/slow.log"
 
 # 1000 connections of bad requests (garbage, a huge header, a slow half-request) at the dispatcher's port.
 python3 - "$DM" > "$WORK/flood.log" 2>&1 <<'PY' &

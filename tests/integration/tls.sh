@@ -4,8 +4,9 @@
 # and a token. Proves: a job through them delivers every key once from the worker (spillctl and the Python
 # Loader); a plaintext caller, a caller without a certificate, one with a certificate of another CA, one that
 # does not trust the server's CA, and one with a wrong token are each refused with a message that says which;
-# a token without TLS is refused by spillctl, the Python Loader and the daemons unless --insecure; no log line
-# of any process shows the token. Real processes on loopback; kills all it starts.
+# a token without TLS is refused by spillctl, the Python Loader and the daemons unless --insecure; an expired
+# or not-yet-valid certificate is refused at start; token files are trimmed, a token with inner whitespace
+# refused; no log line of any process shows the token. Real processes on loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -103,5 +104,56 @@ wait_port "$WORK/w2.out" > /dev/null
 kill "$W2"
 check "a token on the command line is warned about (ps shows it)" \
   grep -q 'the token was given on the command line, where ps shows it' "$WORK/w2.err"
+
+# Certificates that are not valid now are refused at start, with their dates (not met later as a failed
+# handshake the peer blames on its CA): one expired in 2021, one valid only from 2040.
+mkdir -p "$WORK/ca-db"
+: > "$WORK/ca-db/index.txt"
+echo 01 > "$WORK/ca-db/serial"
+cat > "$WORK/ca.cnf" <<CNF
+[ca]
+default_ca = d
+[d]
+database = $WORK/ca-db/index.txt
+unique_subject = no
+new_certs_dir = $WORK/ca-db
+serial = $WORK/ca-db/serial
+default_md = sha256
+policy = p
+[p]
+commonName = supplied
+CNF
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj "/CN=dates test CA" \
+  -keyout "$WORK/dates-ca.key" -out "$WORK/dates-ca.pem" 2> /dev/null
+for span in "old 20200101000000Z 20210101000000Z" "future 20400101000000Z 20410101000000Z"; do
+  read -r name from to <<< "$span"
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=127.0.0.1" -keyout "$WORK/$name.key" \
+    -out "$WORK/$name.csr" 2> /dev/null
+  openssl ca -batch -config "$WORK/ca.cnf" -cert "$WORK/dates-ca.pem" -keyfile "$WORK/dates-ca.key" -startdate "$from" \
+    -enddate "$to" \
+    -notext -in "$WORK/$name.csr" -out "$WORK/$name.pem" 2> /dev/null
+  timeout 20 "$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port 0 --tls-cert "$WORK/$name.pem" \
+    --tls-key "$WORK/$name.key" --tls-ca "$C/ca.pem" > /dev/null 2> "$WORK/cert-$name.err"
+  echo $? > "$WORK/cert-$name.rc"
+done
+check "an expired certificate: the dispatcher refuses to start (exit 2), saying when it expired" \
+  bash -c "test \$(cat '$WORK/cert-old.rc') -eq 2 && grep -q 'TLS certificate $WORK/old.pem expired on Jan  1 00:00:00 2021 GMT' '$WORK/cert-old.err'"
+check "a certificate valid only later: refused, saying from when" \
+  bash -c "test \$(cat '$WORK/cert-future.rc') -eq 2 && grep -q 'is not valid before Jan  1 00:00:00 2040 GMT' '$WORK/cert-future.err'"
+timeout 20 "$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" --tls-ca "$C/ca.pem" --tls-cert "$WORK/old.pem" \
+  --tls-key "$WORK/old.key" --auth-token-file "$WORK/token" workers > /dev/null 2> "$WORK/ctl-old.err"
+check "... and spillctl with an expired client certificate (exit 2)" \
+  bash -c "test $? -eq 2 && grep -q 'expired on' '$WORK/ctl-old.err'"
+
+# Token files are trimmed at both ends (a pasted space, an editor's newline); whitespace inside is refused.
+printf '  \t%s  \n\n' "$TOKEN" > "$WORK/token-spaced"
+timeout 20 "$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" "${ME[@]:0:6}" --auth-token-file "$WORK/token-spaced" \
+  workers > /dev/null 2> "$WORK/spaced.err"
+check "a token file with spaces around the token authenticates" test $? -eq 0
+printf 'tls-test token\n' > "$WORK/token-inner"
+timeout 20 "$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port 0 --auth-token-file "$WORK/token-inner" --insecure \
+  > /dev/null 2> "$WORK/inner.err"
+check "a token with whitespace inside: refused at start (exit 2), naming the byte" \
+  bash -c "test $? -eq 2 && grep -q 'the token holds whitespace or a control character at byte 8' '$WORK/inner.err'"
 
 finish
