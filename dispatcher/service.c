@@ -22,6 +22,7 @@
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/health.h"
+#include "lib/heap.h"
 #include "lib/log.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
@@ -223,6 +224,9 @@ static void *timer_main(void *arg)
         uint64_t ids[64];
         int32_t ranks[64];
         probe_journal(s, now);
+        const bool trim = now - s->trimmed_ms >= 10000;    /* freed message buffers go back to the OS */
+        if (trim)
+            s->trimmed_ms = now;
         /* Replayed peers had no chance to speak to this process yet: one timeout from its start first. */
         int n = now - s->started_ms <= s->o.worker_timeout_ms
                     ? 0 : disp_state_dead_workers(s->st, now, s->o.worker_timeout_ms, ids, 64);
@@ -253,6 +257,8 @@ static void *timer_main(void *arg)
         }
         pthread_mutex_unlock(&s->mu);
         disp_replanner_tick(s->replanner, now);     /* it takes this lock itself, when it needs to */
+        if (trim)
+            spw_heap_release_idle();                /* without the lock: it may take milliseconds */
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);

@@ -48,6 +48,7 @@ struct disp_service {
     int journal_error;              /* the last journal write failed with this (-errno); 0: writable */
     int64_t journal_probe_ms;       /* when the timer last tried the failed journal's disk */
     uint64_t journal_failures;      /* journal writes or syncs that failed (metrics) */
+    int64_t trimmed_ms;             /* when the timer last gave freed heap back (spw_heap_release_idle) */
 };
 
 /* Alive workers' addresses into a response field: those that serve `job` (disp_state_worker_serves), or

@@ -12,5 +12,9 @@
  * threshold; a client whose in-flight data swings by tens of MB (a CPU quota stalling it) re-faulted its
  * buffers on every swing (15-24 faults per 150 KB element against 1, 3x the CPU per element: docs/planner.md). */
 void spw_heap_keep_freed(void);
+/* Give the freed memory the heap keeps back to the OS (malloc_trim): for a daemon gone idle (a worker with no
+ * job for a while, the dispatcher between bursts of calls), so RSS after a burst does not stay at its peak.
+ * Returns the bytes of RSS given back (from /proc/self/statm; 0 when unknown). Any thread. */
+long spw_heap_release_idle(void);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lib/clock.h"
+#include "lib/heap.h"
 #include "lib/log.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
@@ -18,6 +19,7 @@
 
 #define RPC_TIMEOUT_MS 3000
 #define MAX_BACKOFF_MS 5000
+#define IDLE_RELEASE_MS 10000       /* no job and nothing buffered this long: the freed heap goes back */
 #define MAX_PROGRESS 64             /* jobs reported per heartbeat */
 
 struct wrk_registration {
@@ -141,6 +143,8 @@ static void *thread_main(void *arg)
     struct wrk_registration *r = arg;
     if (!register_worker(r))
         return NULL;
+    int64_t idle_since = spw_now_ms();
+    bool released = false;
     while (nap(r, r->interval_ms)) {
         Spillway__V1__WorkerHeartbeatRequest req = SPILLWAY__V1__WORKER_HEARTBEAT_REQUEST__INIT;
         req.worker_id = r->id;
@@ -159,6 +163,16 @@ static void *thread_main(void *arg)
         req.n_cannot_serve = (size_t)nr;
         req.cannot_serve = refp;
         req.buffered_bytes = r->buffered ? r->buffered(r->ctx) : 0;
+        /* Idle a while (no job, nothing buffered): the heap keeps freed buffers for speed while serving
+         * (lib/heap.h), which an idle worker does not need. Once per idle spell. */
+        if (np > 0 || req.buffered_bytes > 0) {
+            idle_since = spw_now_ms();
+            released = false;
+        } else if (!released && spw_now_ms() - idle_since >= IDLE_RELEASE_MS) {
+            released = true;
+            const long freed = spw_heap_release_idle();
+            spw_log(SPW_LOG_DEBUG, "worker", "idle: returned freed heap to the OS bytes=%ld", freed);
+        }
         req.tasks_digest = r->tasks ? r->tasks->tasks_digest : 0;
         uint8_t *resp = NULL;
         size_t len = 0;
