@@ -122,7 +122,7 @@ int disp_replan_gather(void *ctx, uint64_t job, bool full, struct disp_replan_in
     in->max_workers = ji.max_workers;
     struct disp_worker_info wi;
     for (int i = 0; i < disp_state_worker_count(s->st); i++)
-        in->alive += disp_state_worker_at(s->st, i, &wi) == 0 && wi.alive;
+        in->alive += disp_state_worker_at(s->st, i, &wi) == 0 && disp_worker_usable(s, &wi);
     if (ji.max_workers && in->alive > ji.max_workers)
         in->alive = ji.max_workers;
     in->remote_ns = disp_client_remote_ns(s, job);

@@ -117,6 +117,11 @@ static void journal_writable(struct disp_service *s)
         spw_health_set(s->o.health, true);
 }
 
+bool disp_worker_usable(const struct disp_service *s, const struct disp_worker_info *wi)
+{
+    return wi->alive && wi->last_heartbeat_ms >= s->started_ms;
+}
+
 bool disp_journal_failing(const struct disp_service *s)
 {
     return s->journal_error != 0;
@@ -391,7 +396,7 @@ static uint64_t serving_digest(struct disp_service *s, const bool *serves, int n
     *count = 0;
     for (int i = 0; i < nw; i++) {
         struct disp_worker_info wi;
-        if (!serves[i] || disp_state_worker_at(s->st, i, &wi) != 0 || !wi.alive)
+        if (!serves[i] || disp_state_worker_at(s->st, i, &wi) != 0 || !disp_worker_usable(s, &wi))
             continue;
         ++*count;
         for (int b = 0; b < 8; b++)
@@ -436,7 +441,7 @@ size_t disp_alive_workers(struct disp_service *s, uint64_t job, int max, Spillwa
     for (int i = 0; v && i < nw && (job || !max || n < (size_t)max); i++) {
         struct disp_worker_info wi;
         disp_state_worker_at(s->st, i, &wi);
-        if (!wi.alive || (job && !serves[i]))
+        if (!disp_worker_usable(s, &wi) || (job && !serves[i]))
             continue;
         Spillway__V1__WorkerAddress *a = calloc(1, sizeof *a);
         char *addr = strdup(wi.address);

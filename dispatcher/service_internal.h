@@ -63,6 +63,10 @@ void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n);
  * first (there is none yet: issue 17 adds it here), then every update is applied; ids the state allocates
  * are written back into *u. Returns disp_state_apply's code. Call with mu held. */
 int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t errlen);
+/* Can a worker be given to a job: alive, and heard from since this process started (a replayed worker is
+ * not declared dead for one timeout after a restart, but one that never speaks again must not be handed to
+ * trainers meanwhile). */
+bool disp_worker_usable(const struct disp_service *s, const struct disp_worker_info *wi);
 /* Has the journal (if any) been failing to write since its last success? Call with mu held. */
 bool disp_journal_failing(const struct disp_service *s);
 /* The source of spec listed (dispatcher/listing.c): the listing *hash when one is kept from the last minute
