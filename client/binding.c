@@ -32,6 +32,11 @@ struct spw_job_opts *spw_job_opts_new(void)
     return b ? &b->o : NULL;
 }
 
+void spw_job_opts_cancel_flag(struct spw_job_opts *o, const volatile int *flag)
+{
+    o->cancel = flag;
+}
+
 void spw_job_opts_free(struct spw_job_opts *o)
 {
     if (o)

@@ -3,9 +3,15 @@
 # iterated, each epoch every sample exactly once; samples skipped as broken never make an empty batch (batch
 # size 1 and 8, ordered and unordered): a partial batch keeps dtype and element shape, keys and positions are
 # right, and a state_dict taken after passed-over batches resumes exactly once; under torchrun the job name
-# defaults to its run id, so ranks share a job with no SPILLWAY_JOB_NAME. Thread model: single-threaded.
+# defaults to its run id, so ranks share a job with no SPILLWAY_JOB_NAME; Ctrl-C stops a Loader waiting for
+# a dispatcher that is not up within a second. Thread model: single-threaded.
 import os
 import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
 import unittest
 from unittest import mock
 
@@ -204,6 +210,28 @@ class TestThroughService(Folders, SkipChecks, unittest.TestCase):
             with self.assertRaises(SpillwayError) as cm:
                 self.loader(spec)
         self.assertIn("job_name", str(cm.exception))
+
+
+class Interrupt(unittest.TestCase):
+    def test_ctrl_c_while_waiting_for_a_dispatcher_stops_within_a_second(self):
+        """Loader() waits up to 5 minutes for a dispatcher that is not up; Ctrl-C must not wait with it."""
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            free = s.getsockname()[1]
+        code = ("import sys; sys.path.insert(0, %r); import spwtest\n"
+                "from spillway import Loader, Pipeline\n"
+                "p = Pipeline.image_folder(%r, epochs=1).decode_jpeg().center_crop(16).batch(4)\n"
+                "Loader(p, dispatcher='127.0.0.1:%d', local_cores=1, cut=0)\n" % (
+                    os.path.dirname(os.path.abspath(__file__)), spwtest.images(), free))
+        proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+        time.sleep(2)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+        self.assertLess(took, 1.0, "Ctrl-C took %.2f s to stop the waiting Loader" % took)
+        self.assertIn("KeyboardInterrupt", err)
+        self.assertIn("retrying for up to 300 s", err)
 
 
 if __name__ == "__main__":

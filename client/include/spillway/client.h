@@ -228,6 +228,8 @@ SPW_API struct DLManagedTensor *spw_batch_dlpack(const struct spw_batch *b, int 
 SPW_API struct spw_job_opts *spw_job_opts_new(void);
 SPW_API int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value);
 SPW_API void spw_job_opts_free(struct spw_job_opts *o);
+/* Set o->cancel (for bindings that cannot write a pointer field): the flag must outlive the job. */
+SPW_API void spw_job_opts_cancel_flag(struct spw_job_opts *o, const volatile int *flag);
 /* A cut as users write it: "auto", "all" or a group boundary 0..255 into *cut (SPW_CUT_AUTO, SPW_CUT_ALL, K).
  * Returns 0 or -EINVAL (then *cut is untouched). */
 SPW_API int spw_job_cut_parse(const char *s, int *cut);

@@ -27,6 +27,7 @@ _PROTOS = {   # name: (restype, argtypes)
     "spw_job_opts_new": (_P, []),
     "spw_job_opts_set": (_I, [_P, ctypes.c_char_p, ctypes.c_char_p]),
     "spw_job_opts_free": (None, [_P]),
+    "spw_job_opts_cancel_flag": (None, [_P, ctypes.POINTER(ctypes.c_int)]),
     "spw_job_create_json": (_I, [ctypes.c_char_p, _P, ctypes.POINTER(_P), ctypes.c_char_p, ctypes.c_size_t]),
     "spw_job_next": (_I, [_P, ctypes.POINTER(_P)]),
     "spw_job_release": (None, [_P, _P]),

@@ -81,7 +81,25 @@ class _Job:
                         key, value, "unknown option" if rc == -_lib.ENOENT else "invalid value"))
             err = ctypes.create_string_buffer(1024)
             job = ctypes.c_void_p()
-            rc = L.spw_job_create_json(text.encode(), o, ctypes.byref(job), err, len(err))
+            # Created on a helper thread, so that Ctrl-C (or a signal handler's exception) reaches this one while
+            # the C call waits for a dispatcher: the flag then stops the wait within 100 ms. The job keeps
+            # looking at the flag (spw_job_next), so it lives as long as the job.
+            self.cancel = ctypes.c_int(0)
+            L.spw_job_opts_cancel_flag(o, ctypes.byref(self.cancel))
+            result = []
+            t = threading.Thread(target=lambda: result.append(L.spw_job_create_json(
+                text.encode(), o, ctypes.byref(job), err, len(err))), name="spillway-create", daemon=True)
+            t.start()
+            try:
+                while t.is_alive():
+                    t.join(0.1)
+            except BaseException:
+                self.cancel.value = 1
+                t.join()
+                if result and result[0] == 0 and job.value:
+                    L.spw_job_destroy(job.value)
+                raise
+            rc = result[0] if result else -_lib.EINVAL
         finally:
             L.spw_job_opts_free(o)
         if rc:
