@@ -286,7 +286,8 @@ static int create(struct disp_service *s, struct call *c, uint8_t **resp, size_t
         make_room(s, client, u.now_ms);
         rc = disp_commit(s, &u, msg, msglen);
         c->job = u.job;
-        if (rc == SPW_ETOOBIG) {    /* a trainer just killed: its jobs fall silent and make room */
+        /* A cap of unfinished jobs: a trainer killed a moment ago makes room once its jobs fall silent. */
+        if (rc == SPW_ETOOBIG && strstr(msg, "unfinished jobs")) {
             const size_t at = strlen(msg);
             snprintf(msg + at, msglen - at, "; a job nobody uses (paused, or silent for %d s) is ended to make "
                      "room", DISP_IDLE_JOB_MS / 1000);
