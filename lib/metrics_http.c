@@ -27,9 +27,10 @@
 #define IDLE_TIMEOUT_S 10
 #define REQUEST_MS 5000
 
-struct conn {
+struct conn {                /* a slot of the table, its address the connection's socket context */
     int fd;
     int64_t since_ms;       /* INT64_MAX: cut already */
+    bool used;
 };
 
 struct spw_metrics_http {
@@ -42,26 +43,25 @@ struct spw_metrics_http {
     bool stopping, reaping;
     pthread_t reaper;
     struct conn conns[MAX_CONNECTIONS];
-    int n_conns;
 };
 
-/* libmicrohttpd's connection notifications: the table of open connections and when they began. */
+/* libmicrohttpd's connection notifications: a slot per open connection, when it began. The slot is found
+ * again through the connection's socket context, not its fd (which may be gone by the time it closes). */
 static void notify(void *cls, struct MHD_Connection *c, void **socket_ctx, enum MHD_ConnectionNotificationCode code)
 {
     struct spw_metrics_http *h = cls;
-    (void)socket_ctx;
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci)
-        return;
     pthread_mutex_lock(&h->mu);
-    if (code == MHD_CONNECTION_NOTIFY_STARTED && h->n_conns < MAX_CONNECTIONS) {
-        h->conns[h->n_conns++] = (struct conn){ci->connect_fd, spw_now_ms()};
-    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {     /* before its socket is closed: no fd reuse race */
-        for (int i = 0; i < h->n_conns; i++)
-            if (h->conns[i].fd == ci->connect_fd) {
-                h->conns[i] = h->conns[--h->n_conns];
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        for (int i = 0; ci && i < MAX_CONNECTIONS; i++)
+            if (!h->conns[i].used) {
+                h->conns[i] = (struct conn){ci->connect_fd, spw_now_ms(), true};
+                *socket_ctx = &h->conns[i];
                 break;
             }
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_ctx) {
+        ((struct conn *)*socket_ctx)->used = false;
+        *socket_ctx = NULL;
     }
     pthread_mutex_unlock(&h->mu);
 }
@@ -76,8 +76,8 @@ static void *reap(void *arg)
         struct timespec dl = spw_deadline_in_ms(200);
         pthread_cond_timedwait(&h->cv, &h->mu, &dl);
         const int64_t now = spw_now_ms();
-        for (int i = 0; i < h->n_conns; i++)
-            if (now - h->conns[i].since_ms > REQUEST_MS) {
+        for (int i = 0; i < MAX_CONNECTIONS; i++)
+            if (h->conns[i].used && now - h->conns[i].since_ms > REQUEST_MS) {
                 shutdown(h->conns[i].fd, SHUT_RDWR);
                 h->conns[i].since_ms = INT64_MAX;
             }
