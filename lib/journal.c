@@ -296,10 +296,10 @@ static int replay(struct spw_journal *j, unsigned flags, spw_journal_record_fn f
         if (!torn) {
             if (!(flags & SPW_JOURNAL_RECOVER))
                 return spw_fail(err, errlen, -EBADMSG,
-                                "journal %s is corrupt: record %lld at offset %lld fails its check (%s), and %lld more "
-                                "bytes (%lld valid records) follow it - not a torn tail. Nothing was changed. To start from the "
-                                "%lld records before it, run with --journal-recover (the whole file is kept beside "
-                                "it); or restore the directory from a backup",
+                                "journal %s is corrupt: record %lld at offset %lld fails its check (%s), and %lld "
+                                "more bytes (%lld valid records) follow it - not a torn tail. Nothing was changed. "
+                                "To start from the %lld records before it, run with --journal-recover (the whole "
+                                "file is kept beside it); or restore the directory from a backup",
                                 j->path, (long long)info->records, (long long)good, why,
                                 (long long)(end - good - HEADER - (complete ? (int64_t)len : 0)), (long long)after,
                                 (long long)info->records);
