@@ -97,6 +97,17 @@ static void print_job_row(const Spillway__V1__JobInfo *j)
            : j->paused ? "paused" : j->client_only ? "client" : "running", j->name);
 }
 
+int spw_ctl_job_id(const char *arg, const char *what, unsigned long long *id)
+{
+    char *end;
+    *id = arg ? strtoull(arg, &end, 10) : 0;
+    if (!arg || *end || !*id) {
+        fprintf(stderr, "spillctl: %s needs a job id (a positive integer)\n", what);
+        return 2;
+    }
+    return 0;
+}
+
 int spw_inspect_run(const char *target, const char *token, const char *what, const char *job_id, int json,
                     int timeout_ms)
 {
@@ -175,12 +186,9 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
         return 2;
     }
     if (!strcmp(what, "cancel")) {
-        char *end;
-        unsigned long long id = job_id ? strtoull(job_id, &end, 10) : 0;
-        if (!job_id || *end || !id) {
-            fprintf(stderr, "spillctl: job cancel needs a job id (a positive integer)\n");
+        unsigned long long id;
+        if (spw_ctl_job_id(job_id, "job cancel", &id))
             return 2;
-        }
         Spillway__V1__CancelJobRequest req = SPILLWAY__V1__CANCEL_JOB_REQUEST__INIT;
         req.job = id;
         if ((rc = call(target, token, "/spillway.v1.Dispatcher/CancelJob", &req.base, timeout_ms, &resp, &len)))
@@ -197,12 +205,9 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
         return 0;
     }
     if (!strcmp(what, "job")) {
-        char *end;
-        unsigned long long id = job_id ? strtoull(job_id, &end, 10) : 0;
-        if (!job_id || *end || !id) {
-            fprintf(stderr, "spillctl: job needs a job id (a positive integer)\n");
+        unsigned long long id;
+        if (spw_ctl_job_id(job_id, "job", &id))
             return 2;
-        }
         Spillway__V1__ListWorkersRequest wreq = SPILLWAY__V1__LIST_WORKERS_REQUEST__INIT;
         if (call(target, token, "/spillway.v1.Dispatcher/ListWorkers", &wreq.base, timeout_ms, &resp, &len) == 0) {
             Spillway__V1__ListWorkersResponse *wr = spillway__v1__list_workers_response__unpack(NULL, len, resp);

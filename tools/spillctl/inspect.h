@@ -9,6 +9,9 @@
 
 /* Run `what` ("workers", "jobs" or "job") against the dispatcher at target. job_id for "job". Returns the
  * process exit status (0, 1 on an RPC error, 2 on usage). */
+/* A job id argument of `what` (job, job cancel, explain): 0 with *id set, or 2 (the usage status) having
+ * said on stderr that a positive integer is needed. */
+int spw_ctl_job_id(const char *arg, const char *what, unsigned long long *id);
 int spw_inspect_run(const char *target, const char *auth_token, const char *what, const char *job_id, int json,
                     int timeout_ms);
 

@@ -183,12 +183,9 @@ out:
 
 int spw_explain_cli(const char *dispatcher, const char *auth_token, const char *job_id, bool json, int timeout_ms)
 {
-    char *end;
-    unsigned long long id = job_id ? strtoull(job_id, &end, 10) : 0;
-    if (!job_id || *end || !id) {
-        fprintf(stderr, "spillctl: explain needs a job id (a positive integer)\n");
+    unsigned long long id;
+    if (spw_ctl_job_id(job_id, "explain", &id))
         return 2;
-    }
     struct spw_rpc_channel_opts co = {.auth_token = auth_token};
     struct spw_rpc_channel *ch;
     if (spw_rpc_channel_create(dispatcher, &co, &ch) != 0) {
