@@ -876,12 +876,12 @@ uint64_t disp_state_client_incarnation(const struct disp_state *s, uint64_t job,
     return j->clients[rank].incarnation;
 }
 
-/* When job j was last used: when it paused, else its ranks' latest heartbeat; INT64_MAX while a rank is
- * heard from within idle_ms (not idle). */
-static int64_t idle_since(const struct job *j, int64_t now_ms, int64_t idle_ms)
+/* How long job j has gone unused, as a rank to end it by (lower goes first): a paused job (no client left)
+ * before a silent one (no rank heard from for idle_ms), the oldest of each first; INT64_MAX: in use. */
+static int64_t idle_rank(const struct job *j, int64_t now_ms, int64_t idle_ms)
 {
     if (j->paused)
-        return j->ended_ms;
+        return j->ended_ms - (INT64_MAX / 2);
     int64_t last = j->created_ms;
     for (int r = 0; r < j->world_size; r++)
         if (j->clients[r].last_heartbeat_ms > last)
@@ -894,7 +894,7 @@ uint64_t disp_state_job_to_make_room(const struct disp_state *s, const char *cli
 {
     int live = 0, mine = 0;
     const struct job *host_best = NULL, *any_best = NULL;
-    int64_t host_since = INT64_MAX, any_since = INT64_MAX;
+    int64_t host_rank = INT64_MAX, any_rank = INT64_MAX;
     for (int i = 0; i < s->n_jobs; i++) {
         const struct job *j = &s->jobs[i];
         if (j->finished)
@@ -902,11 +902,11 @@ uint64_t disp_state_job_to_make_room(const struct disp_state *s, const char *cli
         const bool its = client && *client && !strncmp(j->client, client, DISP_CLIENT_MAX);
         live++;
         mine += its;
-        const int64_t since = idle_since(j, now_ms, idle_ms);
-        if (since < any_since)
-            any_since = since, any_best = j;
-        if (its && since < host_since)
-            host_since = since, host_best = j;
+        const int64_t rank = idle_rank(j, now_ms, idle_ms);
+        if (rank < any_rank)
+            any_rank = rank, any_best = j;
+        if (its && rank < host_rank)
+            host_rank = rank, host_best = j;
     }
     if (mine >= s->lim.max_jobs_per_client)
         return host_best ? host_best->id : 0;

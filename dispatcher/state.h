@@ -199,8 +199,8 @@ int disp_state_split(const struct disp_state *s, uint64_t job, uint64_t epoch, u
                      enum disp_split_state *state, uint64_t *generation, uint64_t *holder);
 /* A new job from host `client` would pass a cap (its unfinished jobs, or all unfinished jobs) that an idle
  * job holds: the id of the one to end first (apply DISP_REMOVE_JOB), else 0 (no cap reached, or none idle).
- * Idle: paused (no client left), or every rank silent for idle_ms; the longest idle goes first, the host's
- * own before another's. A job nobody is using never locks a host out. */
+ * Idle: paused (no client left), or every rank silent for idle_ms; paused ones first, the oldest first, the
+ * host's own before another's. A job nobody is using never locks a host out. */
 uint64_t disp_state_job_to_make_room(const struct disp_state *s, const char *client, int64_t now_ms,
                                      int64_t idle_ms);
 /* Jobs that have been finished for finished_ms, or paused (no client) for paused_ms: up to cap ids in out

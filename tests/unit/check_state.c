@@ -697,6 +697,39 @@ START_TEST(test_state_caps_unfinished_jobs_per_client_host)
 }
 END_TEST
 
+START_TEST(test_state_a_job_nobody_uses_makes_room_at_a_cap)
+{
+    disp_state_destroy(S);
+    struct disp_limits lim = {.max_jobs_per_client = 2, .max_jobs = 3};
+    ck_assert_int_eq(disp_state_create(&lim, &S), 0);
+    struct disp_update u = {.kind = DISP_CREATE_JOB, .n_samples = 64, .split_size = 64, .epochs = 1,
+                            .world_size = 1, .pipeline = (const uint8_t *)"p", .pipeline_len = 1, .client = "10.0.0.7"};
+    for (uint64_t id = 1; id <= 2; id++) {
+        u.job = id;
+        u.now_ms = (int64_t)id * 1000;
+        apply_ok(u);
+    }
+    /* Both heard from recently: no room made, the cap refuses. */
+    for (uint64_t id = 1; id <= 2; id++)
+        apply_ok((struct disp_update){.kind = DISP_CLIENT_HEARTBEAT, .job = id, .rank = 0, .incarnation = 1,
+                                      .now_ms = 10000});
+    ck_assert_int_eq(disp_state_job_to_make_room(S, "10.0.0.7", 11000, 3000), 0);
+    ck_assert_int_eq(disp_state_job_to_make_room(S, "10.0.0.8", 11000, 3000), 0);   /* under its caps */
+    /* Job 2 silent past the idle time (its trainer killed): it goes; but a paused job goes before it. */
+    apply_ok((struct disp_update){.kind = DISP_CLIENT_HEARTBEAT, .job = 1, .rank = 0, .incarnation = 1,
+                                  .now_ms = 14000});
+    ck_assert_int_eq(disp_state_job_to_make_room(S, "10.0.0.7", 14500, 3000), 2);
+    apply_ok((struct disp_update){.kind = DISP_CLIENT_EXPIRED, .job = 1, .rank = 0, .now_ms = 14600});
+    ck_assert_int_eq(disp_state_job_to_make_room(S, "10.0.0.7", 14700, 3000), 1);
+    /* The global cap: another host's new job takes an idle job of any host when none of its own is idle. */
+    u.job = 3;
+    u.client = "10.0.0.9";
+    u.now_ms = 14800;
+    apply_ok(u);
+    ck_assert_int_eq(disp_state_job_to_make_room(S, "10.0.0.8", 14900, 3000), 1);
+}
+END_TEST
+
 START_TEST(test_state_allocates_ids_so_that_replay_rebuilds_them)
 {
     struct disp_update reg = {.kind = DISP_REGISTER_WORKER, .address = "127.0.0.1:1", .threads = 1};
@@ -923,6 +956,12 @@ START_TEST(test_state_snapshot_rebuilds_the_journaled_state)
          .now_ms = 14},
         {.kind = DISP_REMOVE_JOB, .job = 41, .now_ms = 15},               /* ended unfinished */
         {.kind = DISP_REMOVE_JOB, .job = 3, .now_ms = 16},                /* ended finished */
+        {.kind = DISP_CREATE_JOB, .job = 0, .n_samples = 10, .split_size = 10, .epochs = 1, .world_size = 1,
+         .now_ms = 17},
+        {.kind = DISP_REMOVE_JOB, .job = 42, .flags = DISP_ENDED_CANCELLED, .now_ms = 18},  /* spillctl job cancel */
+        {.kind = DISP_CREATE_JOB, .job = 0, .n_samples = 10, .split_size = 10, .epochs = 1, .world_size = 1,
+         .now_ms = 19},
+        {.kind = DISP_REMOVE_JOB, .job = 43, .flags = DISP_ENDED_CLOSED, .now_ms = 20},     /* its client closed */
         {.kind = DISP_REGISTER_WORKER, .worker = 0, .address = "10.0.0.9:1", .threads = 3, .secret = 5},
     };
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
@@ -947,9 +986,16 @@ START_TEST(test_state_snapshot_rebuilds_the_journaled_state)
         if (disp_update_durable(J, &u))
             disp_state_apply(J, &u, NULL, 0);
     }
-    ck_assert_int_eq(disp_state_ended_count(J), 2);
+    ck_assert_int_eq(disp_state_ended_count(J), 4);
     ck_assert_int_eq(disp_state_snapshot(J, replay_into, K), 0);
     same_state(J, K);
+    struct disp_job_info e;         /* how they ended survives the snapshot (a cancelled job's trainer is told) */
+    ck_assert_int_eq(disp_state_ended_job(K, 42, &e), 0);
+    ck_assert(e.cancelled && !e.closed && !e.expired);
+    ck_assert_int_eq(disp_state_ended_job(K, 43, &e), 0);
+    ck_assert(e.closed && !e.cancelled && !e.expired);
+    ck_assert_int_eq(disp_state_ended_job(K, 41, &e), 0);
+    ck_assert(e.expired && !e.closed && !e.cancelled);
     char why[160];
     ck_assert_msg(disp_state_audit(S, why, sizeof why) == 0, "live state: %s", why);
     ck_assert_msg(disp_state_audit(K, why, sizeof why) == 0, "rebuilt from a snapshot: %s", why);
@@ -990,6 +1036,7 @@ int main(void)
     tcase_add_test(tc, test_state_refusing_worker_loses_the_job_and_its_place);
     tcase_add_test(tc, test_state_ended_jobs_leave_the_table_into_a_bounded_history);
     tcase_add_test(tc, test_state_caps_unfinished_jobs_per_client_host);
+    tcase_add_test(tc, test_state_a_job_nobody_uses_makes_room_at_a_cap);
     tcase_add_test(tc, test_state_allocates_ids_so_that_replay_rebuilds_them);
     tcase_add_test(tc, test_state_marks_updates_durable_or_soft);
     tcase_add_test(tc, test_state_replay_rebuilds_the_same_state);
