@@ -52,7 +52,8 @@ const struct spw_config_entry *spw_config_get(const struct spw_config_entry *tab
      "the workers' own token, from a file: workers' calls to the dispatcher (and its calls to them) need it, " \
      "and the --auth-token-file token becomes the clients' only (unset: one token for both)", 0, 0, 0, 0},     \
     {"insecure", "SPILLWAY_INSECURE", SPW_CFG_BOOL, "false", 0, 0,                                            \
-     "allow a token without TLS (it travels in the clear; without this flag such a daemon refuses to start)",  \
+     "allow a token without TLS (it travels in the clear), or no token on a non-loopback --listen (anyone "     \
+     "reaching the port is served); without this flag such a daemon refuses to start",                          \
      0, 0, 0, 0}
 
 /* The logging flags every daemon has (apply them with spw_log_configure, lib/log.h). */

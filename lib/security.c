@@ -1,6 +1,7 @@
 /* lib/security.c - see lib/security.h. Thread model: main thread only, once. */
 #include "lib/security.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -42,7 +43,14 @@ int spw_security_from_config(const struct spw_config_entry *t, int n, const char
         return spw_fail(err, errlen, -EPERM, "a token would travel in the clear (no TLS %s): serve and call "
                         "with TLS (--tls-cert, --tls-key, --tls-ca), or pass --insecure (SPILLWAY_INSECURE=1) "
                         "on a network you trust", !out->tls_server ? "on this daemon's port" : "on its calls");
-    if (!out->token)
+    const char *listen = entry(t, n, "listen"), *client_ca = entry(t, n, "tls-client-ca");
+    const bool open = !out->token && !(client_ca && *client_ca);
+    if (open && listen && !spw_host_is_loopback(listen) && !(insecure && insecure->i))
+        return spw_fail(err, errlen, -EPERM, "listening on %s with no token: anyone who reaches this port could "
+                        "run jobs and read their data. Give a token (--auth-token-file) with TLS, listen on "
+                        "127.0.0.1 for this machine only, or pass --insecure (SPILLWAY_INSECURE=1) on a network "
+                        "you trust", *listen ? listen : "every address");
+    if (open)
         spw_log(SPW_LOG_WARN, component, "no auth token configured: accepting unauthenticated calls");
     else if (!strcmp(spw_config_get(t, n, "auth-token")->origin, "flag"))
         spw_log(SPW_LOG_WARN, component, "the token was given on the command line, where ps shows it to every "
@@ -57,4 +65,28 @@ int spw_security_from_config(const struct spw_config_entry *t, int n, const char
 const char *spw_security_worker_token(const struct spw_security *s)
 {
     return s->worker_token ? s->worker_token : s->token;
+}
+
+bool spw_host_is_loopback(const char *host)
+{
+    char buf[64];
+    size_t len = host ? strlen(host) : 0;
+    if (len >= 2 && host[0] == '[' && host[len - 1] == ']' && len - 2 < sizeof buf) {   /* "[::1]" */
+        memcpy(buf, host + 1, len - 2);
+        buf[len - 2] = 0;
+        host = buf;
+    }
+    if (!host || !*host)
+        return false;
+    if (!strcmp(host, "localhost"))
+        return true;
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, host, &a6) != 1)
+        return false;   /* a host name other than localhost: whatever it resolves to may be reachable */
+    if (IN6_IS_ADDR_LOOPBACK(&a6))
+        return true;
+    return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127;
 }

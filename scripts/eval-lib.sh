@@ -98,7 +98,7 @@ setup() {       # setup CAP CLIENT_CORES WORKERS WORKER_CORES: bridge, namespace
   ip addr add $SUBNET.1/24 dev ${P}br
   ip link set ${P}br up
   cgroup client "$ccores"
-  taskset -c 1 $B/bin/spillway-dispatcher --listen $SUBNET.1 --port 0 > "$OUT/d.out" 2> "$OUT/d.err" &
+  taskset -c 1 $B/bin/spillway-dispatcher --listen $SUBNET.1 --insecure --port 0 > "$OUT/d.out" 2> "$OUT/d.err" &
   PIDS+=($!)
   DPORT=$(port_of "$OUT/d.out") || die "the dispatcher did not start: $(cat "$OUT/d.err")"
   for ((j = 1; j <= nw; j++)); do
@@ -116,7 +116,7 @@ setup() {       # setup CAP CLIENT_CORES WORKERS WORKER_CORES: bridge, namespace
     cgroup w$j "$wcores"
     # nsenter, not `ip netns exec`: that remounts /sys, and the worker would not see its cgroup's quota
     in_cg w$j 1 nsenter --net=/var/run/netns/"$ns" $B/bin/spillway-worker --dispatcher $SUBNET.1:"$DPORT" \
-      --listen $SUBNET.$((10 + j)) --port 0 --threads 1 --drain-ms 0 > "$OUT/w$j.out" 2> "$OUT/w$j.err" &
+      --listen $SUBNET.$((10 + j)) --insecure --port 0 --threads 1 --drain-ms 0 > "$OUT/w$j.out" 2> "$OUT/w$j.err" &
     PIDS+=($!)
     port_of "$OUT/w$j.out" > /dev/null || die "worker $j did not start: $(cat "$OUT/w$j.err")"
   done

@@ -43,6 +43,7 @@
 #define QUEUE_MIN_BYTES ((size_t)4 << 20)
 #define DRAIN_WINDOW_NS 500000000LL         /* the drain rate is measured over windows this long */
 #define MAX_THREADS 64
+#define SHOW_SECRET_MS 1000                 /* a stream shows a known job's secret by then, or is closed */
 
 struct msg {                    /* one encoded ElementBatch: iovecs over scratch + data + labels */
     struct msg *next;
@@ -1016,9 +1017,10 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
     struct wrk_jobs *w = ctx;
     uint8_t *in = NULL;
     size_t inlen = 0;
-    if (spw_rpc_stream_recv(st, 10000, &in, &inlen) != 1) {
-        snprintf(msg, msglen, "expected a StreamRequest naming the job");
-        return SPW_RPC_INVALID_ARGUMENT;
+    const int64_t t0 = spw_now_ms();
+    if (spw_rpc_stream_recv(st, SHOW_SECRET_MS, &in, &inlen) != 1) {
+        snprintf(msg, msglen, "expected a StreamRequest with the job's secret within %d ms", SHOW_SECRET_MS);
+        return SPW_RPC_PERMISSION_DENIED;
     }
     Spillway__V1__StreamRequest *req = spillway__v1__stream_request__unpack(NULL, inlen, in);
     free(in);
@@ -1036,10 +1038,10 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
                  SPW_ZSTD_MAX_LEVEL);
         return SPW_RPC_INVALID_ARGUMENT;
     }
-    /* The job may reach this worker's task list a heartbeat after the client connects: wait a little (10 s;
-     * 1 s when a job of that id with another secret is here: a re-made job's, or a caller without the
-     * secret, refused then). */
-    const int64_t t0 = spw_now_ms();
+    /* The job may reach this worker's task list a heartbeat after the client connects (want_tasks asks for
+     * that heartbeat now): wait for it, but a stream that has not shown a valid secret SHOW_SECRET_MS after
+     * it opened is closed (a slot is not held for a job this worker may never see; the client opens another
+     * a second later). */
     struct job *same_id;
     pthread_mutex_lock(&w->mu);
     struct job *jb = find_job(w, job, secret, &same_id);
@@ -1050,7 +1052,7 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
     }
     for (;;) {
         jb = find_job(w, job, secret, &same_id);
-        const int64_t left = (same_id ? 1000 : 10000) - (spw_now_ms() - t0);
+        const int64_t left = SHOW_SECRET_MS - (spw_now_ms() - t0);
         if (jb || left <= 0) {
             jb = jb ? jb : same_id;     /* same_id: the caller does not know this job's secret */
             break;
@@ -1076,7 +1078,8 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
         }
     pthread_mutex_unlock(&w->mu);
     if (!jb) {
-        snprintf(msg, msglen, "this worker does not serve job %llu", (unsigned long long)job);
+        snprintf(msg, msglen, "this worker does not serve job %llu (not within %d ms of the stream's start)",
+                 (unsigned long long)job, SHOW_SECRET_MS);
         return SPW_RPC_NOT_FOUND;
     }
     int status = SPW_RPC_OK;

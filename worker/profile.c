@@ -111,8 +111,8 @@ int wrk_probe(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen)
     (void)ctx;
     uint8_t *in = NULL;
     size_t len = 0;
-    if (spw_rpc_stream_recv(st, 10000, &in, &len) != 1) {
-        snprintf(msg, msglen, "expected a ProbeRequest");
+    if (spw_rpc_stream_recv(st, 1000, &in, &len) != 1) {      /* an idle stream holds no slot for long */
+        snprintf(msg, msglen, "expected a ProbeRequest within 1 s");
         return SPW_RPC_INVALID_ARGUMENT;
     }
     Spillway__V1__ProbeRequest *r = spillway__v1__probe_request__unpack(NULL, len, in);

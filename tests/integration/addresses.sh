@@ -10,6 +10,8 @@
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
+# Wildcard and namespace addresses with no token: allowed on this test machine (closed_default.sh tests the refusal).
+export SPILLWAY_INSECURE=1
 
 DATA=$B/data/cli-test
 bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1

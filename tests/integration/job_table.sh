@@ -86,7 +86,7 @@ check "the dispatcher logged its removal" grep -q "job removed job=$id state=exp
 
 # Caps are per client host: three unfinished jobs from one host fill --max-jobs-per-client 3; a fourth from it
 # is refused naming the cap, one from another address (::1) is served.
-"$B/bin/spillway-dispatcher" --listen :: --port 0 --max-jobs-per-client 3 > "$WORK/d2.out" 2> "$WORK/d2.err" &
+"$B/bin/spillway-dispatcher" --listen :: --insecure --port 0 --max-jobs-per-client 3 > "$WORK/d2.out" 2> "$WORK/d2.err" &
 PIDS+=($!)
 D2=$(wait_port "$WORK/d2.out") || exit 1
 for k in 1 2 3; do

@@ -6,6 +6,9 @@
  *   hostilepeer DISPATCHER join JOB PIPELINE.json CreateJob joining JOB by id, as rank 0
  *   hostilepeer WORKER stream JOB                 StreamElements for JOB's rank 0: prints how many messages
  *                                                 came before the stream ended
+ *   hostilepeer WORKER idle N                     N StreamElements opened at once that never send a thing:
+ *                                                 prints "status=NAME n=K" per status they ended with and
+ *                                                 "held_ms_max=T", the longest one stayed open
  *   hostilepeer DISPATCHER manifest JOB [PIPELINE.json]  GetManifest's first chunk, by JOB (a worker's way) or,
  *                                                 with JOB 0, by the pipeline (a client's): prints its size too
  *   hostilepeer DISPATCHER ahead 0 PIPELINE.json N  N GetManifests by pipeline with plan_ahead (each would
@@ -20,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/clock.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
 #include "pipeline/spec.h"
@@ -52,6 +56,40 @@ static int stream(struct spw_rpc_channel *ch, uint64_t job)
     char msg[512] = "";
     int status = spw_rpc_stream_finish(st, msg, sizeof msg);
     printf("status=%s msg=%s messages=%d\n", spw_rpc_status_name(status), msg, messages);
+    return 0;
+}
+
+#define IDLE_MAX 1024
+
+static int idle_streams(struct spw_rpc_channel *ch, int n)
+{
+    static struct spw_rpc_stream *st[IDLE_MAX];
+    static int64_t opened[IDLE_MAX];
+    int count[32] = {0};
+    int64_t held_max = 0;
+    for (int i = 0; i < n; i++) {
+        opened[i] = spw_now_ms();
+        if (spw_rpc_stream_open(ch, "/spillway.v1.Worker/StreamElements", 20000, &st[i]) != 0)
+            return 1;
+    }
+    for (int i = 0; i < n; i++) {       /* one after another: each ends by itself (or at 15 s, cancelled) */
+        uint8_t *m;
+        size_t len;
+        int r = spw_rpc_stream_recv(st[i], 15000, &m, &len);
+        if (r == 1)
+            free(m);
+        else if (r == -ETIMEDOUT)
+            spw_rpc_stream_cancel(st[i]);
+        const int64_t held = spw_now_ms() - opened[i];
+        held_max = held > held_max ? held : held_max;
+        char msg[256];
+        const int status = spw_rpc_stream_finish(st[i], msg, sizeof msg);
+        count[status >= 0 && status < 32 ? status : 31]++;
+    }
+    for (int k = 0; k < 32; k++)
+        if (count[k])
+            printf("status=%s n=%d\n", spw_rpc_status_name(k), count[k]);
+    printf("held_ms_max=%lld\n", (long long)held_max);
     return 0;
 }
 
@@ -105,10 +143,11 @@ static int ahead_flood(struct spw_rpc_channel *ch, Spillway__V1__Pipeline *pipe,
 int main(int argc, char **argv)
 {
     if (argc < 4 || (strcmp(argv[2], "heartbeat") && strcmp(argv[2], "lease") && strcmp(argv[2], "join") &&
-                     strcmp(argv[2], "stream") && strcmp(argv[2], "manifest") && strcmp(argv[2], "ahead")) ||
+                     strcmp(argv[2], "stream") && strcmp(argv[2], "manifest") && strcmp(argv[2], "ahead") &&
+                     strcmp(argv[2], "idle")) ||
         (!strcmp(argv[2], "lease") && argc != 5) || (!strcmp(argv[2], "join") && argc != 5) ||
         (!strcmp(argv[2], "ahead") && argc != 6)) {
-        fprintf(stderr, "usage: hostilepeer HOST:PORT heartbeat|lease|join|stream|manifest|ahead JOB "
+        fprintf(stderr, "usage: hostilepeer HOST:PORT heartbeat|lease|join|stream|manifest|ahead|idle JOB|N "
                 "[MANIFEST_HEX|PIPELINE [N]]\n");
         return 2;
     }
@@ -118,8 +157,9 @@ int main(int argc, char **argv)
     struct spw_rpc_channel_opts co = {.auth_token = getenv("HOSTILEPEER_TOKEN")};
     if (spw_rpc_channel_create(argv[1], &co, &ch) != 0)
         return 1;
-    if (!strcmp(argv[2], "stream")) {
-        int rc = stream(ch, job);
+    if (!strcmp(argv[2], "stream") || !strcmp(argv[2], "idle")) {
+        int rc = !strcmp(argv[2], "stream") ? stream(ch, job)
+                 : job > 0 && job <= IDLE_MAX ? idle_streams(ch, (int)job) : 2;
         spw_rpc_channel_destroy(ch);
         spw_rpc_shutdown();
         return rc;
