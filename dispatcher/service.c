@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "dispatcher/progress.h"
@@ -89,11 +90,9 @@ static void maybe_compact(struct disp_service *s)
     free(r.lens);
 }
 
-/* A journal write failed with rc: once per change of state, log it and say NOT_SERVING; always count it. The
- * reply names the cause, and its status (UNAVAILABLE) tells the peer to retry. */
-static int journal_failed(struct disp_service *s, int rc, char *err, size_t errlen)
+/* The journal cannot take a write (rc): once per change of state, log it and say NOT_SERVING. */
+static void journal_unwritable(struct disp_service *s, int rc)
 {
-    s->journal_failures++;
     if (!s->journal_error) {
         spw_log(SPW_LOG_ERROR, "dispatcher", "journal cannot be written: not ready until it can dir=%s err=\"%s\"",
                 s->o.work_dir, spw_strerror(rc));
@@ -102,6 +101,14 @@ static int journal_failed(struct disp_service *s, int rc, char *err, size_t errl
     }
     s->journal_error = rc;
     s->journal_probe_ms = spw_now_ms();
+}
+
+/* A journal write failed with rc: unwritable, and counted. The reply names the cause, and its status
+ * (UNAVAILABLE) tells the peer to retry. */
+static int journal_failed(struct disp_service *s, int rc, char *err, size_t errlen)
+{
+    s->journal_failures++;
+    journal_unwritable(s, rc);
     return spw_fail(err, errlen, rc == -ENOMEM ? -ENOMEM : -EIO, "the dispatcher's journal in %s cannot be "
                     "written (%s): it takes no changes until it can", s->o.work_dir, spw_strerror(rc));
 }
@@ -127,13 +134,29 @@ bool disp_journal_failing(const struct disp_service *s)
     return s->journal_error != 0;
 }
 
-/* Timer, while the journal fails: once a second, can its disk take a page and an fsync again? A probe file,
- * not a record, so the journal holds only updates. */
+/* Whether the journal's file system has a block left for this process (root may use the reserved ones). */
+static bool journal_disk_has_room(const struct disp_service *s)
+{
+    struct statvfs v;
+    if (statvfs(s->o.work_dir, &v) != 0)
+        return true;            /* unknown: the writes themselves tell */
+    return (geteuid() == 0 ? v.f_bfree : v.f_bavail) > 0;
+}
+
+/* Timer, once a second. While the journal works: a full disk makes it NOT_SERVING now, not when a record
+ * first needs a new page (appends into the last page still succeed, for minutes at a slow pace). While it
+ * fails: can its disk take a page and an fsync again? A probe file, not a record, so the journal holds only
+ * updates. */
 static void probe_journal(struct disp_service *s, int64_t now)
 {
-    if (!s->journal_error || now - s->journal_probe_ms < 1000)
+    if (!s->journal || now - s->journal_probe_ms < 1000)
         return;
     s->journal_probe_ms = now;
+    if (!s->journal_error) {
+        if (!journal_disk_has_room(s))
+            journal_unwritable(s, -ENOSPC);
+        return;
+    }
     char path[4200];
     snprintf(path, sizeof path, "%s/probe", s->o.work_dir);
     static const uint8_t page[4096];
@@ -142,7 +165,7 @@ static void probe_journal(struct disp_service *s, int64_t now)
     if (fd >= 0)
         close(fd);
     unlink(path);
-    if (ok)
+    if (ok && journal_disk_has_room(s))
         journal_writable(s);
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/integration/journal_full.sh - the dispatcher's journal on a small tmpfs that fills while a job runs:
-# readiness turns NOT_SERVING within 2 s, spillway_dispatcher_journal_writable says 0, the error is logged
-# once (not per refused write) and trainers are told why (UNAVAILABLE naming the journal and "No space left
-# on device"); once space is freed it is SERVING again by itself, the running job ends with every key exactly
+# readiness turns NOT_SERVING within 2 s (the timer sees the full disk; it does not wait for a write to
+# fail), spillway_dispatcher_journal_writable says 0, the error is logged once (not per refused write) and
+# trainers are told why (UNAVAILABLE naming the journal and "No space left on device"); once space is freed it is SERVING again by itself, the running job ends with every key exactly
 # once and a new job succeeds. Root (mount); real processes on loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
