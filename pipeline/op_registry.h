@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "lib/rng.h"
-#include "pipeline/spec.h"
+#include "pipeline/op_spec.h"
 
 /* Where an op may stand. Images: decode first, image ops on uint8 HWC, then one of normalize/to_tensor (the
  * uint8 -> float tensor step), then tensor ops. Audio: decode_wav first, waveform ops, then stft (the

@@ -31,16 +31,9 @@
 
 /* ---- names ---------------------------------------------------------------------------------------- */
 
-static const char *const interp_names[] = {"nearest", "bilinear", "bicubic", NULL};
-static const char *const tensor_dtype_names[] = {NULL, "float32", "float16", NULL, NULL}; /* by value */
 static const char *const layout_names[] = {"HWC", "CHW", NULL};
 static const char *const format_names[] = {"image_folder", "tar_shards", "wav_folder", "audio_folder", NULL};
 static const char *const on_error_names[] = {"skip", "fail", NULL};
-static const char *const policy_names[] = {"imagenet", NULL};
-static const char *const window_names[] = {"hann", NULL};
-static const char *const mel_scale_names[] = {"htk", "slaney", NULL};
-static const char *const mel_norm_names[] = {"none", "slaney", NULL};   /* "none" is JSON null */
-static const char *const stype_names[] = {"power", "magnitude", NULL};
 
 #define NAMES_COUNT(a) (sizeof(a) / sizeof((a)[0]) - 1)
 
@@ -50,14 +43,9 @@ static const char *name_at(const char *const *names, size_t n, int v)
 }
 
 #define NAME_AT(names, v) name_at(names, NAMES_COUNT(names), (int)(v))
-const char *spw_interp_name(enum spw_interp v) { return NAME_AT(interp_names, v); }
 const char *spw_layout_name(enum spw_layout v) { return NAME_AT(layout_names, v); }
 const char *spw_source_format_name(enum spw_source_format v) { return NAME_AT(format_names, v); }
 const char *spw_on_error_name(enum spw_on_error v) { return NAME_AT(on_error_names, v); }
-const char *spw_aa_policy_name(enum spw_aa_policy v) { return NAME_AT(policy_names, v); }
-const char *spw_mel_scale_name(enum spw_mel_scale v) { return NAME_AT(mel_scale_names, v); }
-const char *spw_mel_norm_name(enum spw_mel_norm v) { return NAME_AT(mel_norm_names, v); }
-const char *spw_db_stype_name(enum spw_db_stype v) { return NAME_AT(stype_names, v); }
 
 /* ---- ops' defaults ------------------------------------------------------------------------------- */
 
@@ -438,15 +426,15 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
     case SPW_FK_BOOL:
         return get_bool(c, loc, v, (bool *)(void *)base);
     case SPW_FK_INTERP:
-        if ((rc = get_enum(c, loc, v, interp_names, NAMES_COUNT(interp_names), &e)) == 0)
+        if ((rc = get_enum(c, loc, v, spw_interp_names, spw_interp_names_n, &e)) == 0)
             op->interpolation = (enum spw_interp)e;
         return rc;
     case SPW_FK_DTYPE:
-        if ((rc = get_enum(c, loc, v, tensor_dtype_names, NAMES_COUNT(tensor_dtype_names), &e)) == 0)
+        if ((rc = get_enum(c, loc, v, spw_op_dtype_names, spw_op_dtype_names_n, &e)) == 0)
             op->dtype = (enum spw_dtype)e;
         return rc;
     case SPW_FK_POLICY:
-        if ((rc = get_enum(c, loc, v, policy_names, NAMES_COUNT(policy_names), &e)) == 0)
+        if ((rc = get_enum(c, loc, v, spw_aa_policy_names, spw_aa_policy_names_n, &e)) == 0)
             op->policy = (enum spw_aa_policy)e;
         return rc;
     case SPW_FK_RANGE:
@@ -471,9 +459,9 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
         }
         return get_num(c, loc, v, f->lo, f->hi, f->flags, (double *)(void *)base);
     case SPW_FK_WINDOW:
-        return get_enum(c, loc, v, window_names, NAMES_COUNT(window_names), &e);
+        return get_enum(c, loc, v, spw_window_names, spw_window_names_n, &e);
     case SPW_FK_MEL_SCALE:
-        if ((rc = get_enum(c, loc, v, mel_scale_names, NAMES_COUNT(mel_scale_names), &e)) == 0)
+        if ((rc = get_enum(c, loc, v, spw_mel_scale_names, spw_mel_scale_names_n, &e)) == 0)
             op->mel_scale = (enum spw_mel_scale)e;
         return rc;
     case SPW_FK_MEL_NORM:
@@ -481,11 +469,11 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
             op->mel_norm = SPW_MEL_NORM_NONE;
             return 0;
         }
-        if ((rc = get_enum(c, loc, v, mel_norm_names, NAMES_COUNT(mel_norm_names), &e)) == 0)
+        if ((rc = get_enum(c, loc, v, spw_mel_norm_names, spw_mel_norm_names_n, &e)) == 0)
             op->mel_norm = (enum spw_mel_norm)e;
         return rc;
     case SPW_FK_STYPE:
-        if ((rc = get_enum(c, loc, v, stype_names, NAMES_COUNT(stype_names), &e)) == 0)
+        if ((rc = get_enum(c, loc, v, spw_db_stype_names, spw_db_stype_names_n, &e)) == 0)
             op->stype = (enum spw_db_stype)e;
         return rc;
     }

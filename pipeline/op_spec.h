@@ -1,0 +1,137 @@
+/* pipeline/op_spec.h - one op of a pipeline spec as the parser leaves it: its kind and every parameter,
+ * the ops' own enums and their JSON names. The types the op registry (op_registry.h) and the spec
+ * (spec.h) share, so that neither needs the other's header for them. Constant data; any thread. */
+#ifndef SPW_PIPELINE_OP_SPEC_H
+#define SPW_PIPELINE_OP_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/tensor.h"   /* enum spw_dtype */
+#include "ops/image.h"    /* enum spw_interp */
+#include "ops/mel.h"      /* enum spw_mel_scale, spw_mel_norm */
+
+/* The ops, in wire order (append only); each one's name, fields and behaviour are its row in
+ * pipeline/op_registry.c. */
+enum spw_op_kind {
+    SPW_OP_DECODE_JPEG,
+    SPW_OP_RESIZE,
+    SPW_OP_CENTER_CROP,
+    SPW_OP_CROP,
+    SPW_OP_RANDOM_CROP,
+    SPW_OP_RANDOM_RESIZED_CROP,
+    SPW_OP_HORIZONTAL_FLIP,
+    SPW_OP_VERTICAL_FLIP,
+    SPW_OP_RANDOM_HORIZONTAL_FLIP,
+    SPW_OP_RANDOM_VERTICAL_FLIP,
+    SPW_OP_ROTATE,
+    SPW_OP_AFFINE,
+    SPW_OP_ADJUST_BRIGHTNESS,
+    SPW_OP_ADJUST_CONTRAST,
+    SPW_OP_ADJUST_SATURATION,
+    SPW_OP_ADJUST_HUE,
+    SPW_OP_ADJUST_SHARPNESS,
+    SPW_OP_POSTERIZE,
+    SPW_OP_SOLARIZE,
+    SPW_OP_EQUALIZE,
+    SPW_OP_AUTOCONTRAST,
+    SPW_OP_INVERT,
+    SPW_OP_COLOR_JITTER,
+    SPW_OP_RAND_AUGMENT,
+    SPW_OP_AUTO_AUGMENT,
+    SPW_OP_TRIVIAL_AUGMENT_WIDE,
+    SPW_OP_RANDOM_ERASING,
+    SPW_OP_NORMALIZE,
+    SPW_OP_TO_TENSOR,
+    SPW_OP_DECODE_WAV,
+    SPW_OP_RESAMPLE,
+    SPW_OP_RANDOM_CROP_AUDIO,
+    SPW_OP_PAD_AUDIO,
+    SPW_OP_NORMALIZE_AUDIO,
+    SPW_OP_STFT,
+    SPW_OP_MEL,
+    SPW_OP_LOG,
+    SPW_OP_AMPLITUDE_TO_DB,
+    SPW_OP_SPEC_AUGMENT,
+    SPW_OP_DECODE_IMAGE,
+    SPW_OP_DECODE_AUDIO,
+    SPW_OP_COUNT
+};
+
+enum spw_db_stype { SPW_DB_POWER = 0, SPW_DB_MAGNITUDE = 1 };
+enum spw_aa_policy { SPW_AA_IMAGENET = 0 };
+
+/* One op with its parameters. Only the fields of `kind` are meaningful; the parser fills the others with
+ * torchvision's defaults for that op. Sizes are (height, width) as in torchvision. */
+struct spw_op_spec {
+    enum spw_op_kind kind;
+    /* resize / crops: size_w == 0 means a single int (resize: match the smaller edge to size_h;
+     * crops: square size_h x size_h) */
+    int size_h, size_w;
+    int max_size;                       /* resize: 0 = none */
+    enum spw_interp interpolation;      /* resize/rrc: bilinear; rotate/affine/policies: nearest */
+    bool antialias;                     /* resize/rrc: true (PIL always antialiases) */
+    double scale[2], ratio[2];          /* random_resized_crop, random_erasing */
+    double p;                           /* random flips 0.5, random_erasing 0.5 */
+    int top, left, height, width;       /* crop */
+    int padding;                        /* random_crop: 0 */
+    bool pad_if_needed;                 /* random_crop */
+    double angle;                       /* rotate, affine (degrees) */
+    double translate[2];                /* affine: pixels (x, y) */
+    double affine_scale;                /* affine: 1.0 */
+    double shear[2];                    /* affine: degrees (x, y) */
+    bool expand;                        /* rotate */
+    double fill[3];                     /* rotate/affine/policies/random_crop: 0 */
+    double factor;                      /* adjust_*: brightness/contrast/saturation/sharpness >= 0,
+                                           hue in [-0.5, 0.5] */
+    int bits;                           /* posterize: [0, 8] */
+    double threshold;                   /* solarize: [0, 255] */
+    double brightness[2], contrast[2], saturation[2], hue[2]; /* color_jitter ranges (min, max);
+                                           0,0 = off */
+    int num_ops, magnitude, num_magnitude_bins;   /* rand_augment: 2, 9, 31 */
+    enum spw_aa_policy policy;          /* auto_augment */
+    bool erase_random_value;            /* random_erasing: value "random" (normal noise) */
+    double erase_value[3];              /* random_erasing: constant value per channel (default 0) */
+    double mean[3], std[3];             /* normalize */
+    enum spw_dtype dtype;               /* normalize / to_tensor output: f32 (default) or f16 */
+    bool exif_transpose;                /* decode_jpeg / decode_image: apply the EXIF Orientation (false) */
+    /* audio (torchaudio's names and defaults) */
+    bool mono;                          /* decode_wav / decode_audio: downmix to one channel (default true) */
+    int rate;                           /* resample: the new rate (Hz) */
+    int lowpass_filter_width;           /* resample: 6 */
+    double rolloff;                     /* resample: 0.99 */
+    int samples;                        /* random_crop_audio / pad_audio: the length (samples) */
+    int n_fft, hop_length, win_length;  /* stft: n_fft required; hop n_fft / 4, win n_fft (torch.stft) */
+    bool center;                        /* stft: true (reflect padding) */
+    double power;                       /* stft: 2 (power) or 1 (magnitude) */
+    int sample_rate;                    /* mel: 16000; the audio must have this rate */
+    int n_mels;                         /* mel: 128 */
+    double f_min, f_max;                /* mel: 0 and 0 = sample_rate / 2 (JSON null) */
+    enum spw_mel_scale mel_scale;       /* mel: htk */
+    enum spw_mel_norm mel_norm;         /* mel: none (JSON null) */
+    double eps;                         /* log: 1e-6 (log(x + eps)) */
+    enum spw_db_stype stype;            /* amplitude_to_db: power (10 log10) or magnitude (20 log10) */
+    double top_db;                      /* amplitude_to_db: 0 = none (JSON null) */
+    int freq_mask_param, time_mask_param;       /* spec_augment: widths drawn from [0, param] */
+    int num_freq_masks, num_time_masks;         /* spec_augment: 1 each */
+};
+
+/* JSON names of the ops' enum values ("decode_jpeg", "bilinear", "imagenet", "htk", "power"); NULL if out of
+ * range. Dtype names come from lib/tensor.h's spw_dtype_name. */
+const char *spw_op_name(enum spw_op_kind kind);        /* pipeline/op_registry.c */
+const char *spw_interp_name(enum spw_interp v);
+const char *spw_aa_policy_name(enum spw_aa_policy v);
+const char *spw_mel_scale_name(enum spw_mel_scale v);
+const char *spw_mel_norm_name(enum spw_mel_norm v);          /* "none" (JSON null) or "slaney" */
+const char *spw_db_stype_name(enum spw_db_stype v);
+
+/* The same names as NULL-terminated lists indexed by value, for the parser (tensor dtypes: by spw_dtype
+ * value, NULL where a dtype is not an op's output). */
+extern const char *const spw_interp_names[], *const spw_op_dtype_names[], *const spw_aa_policy_names[],
+    *const spw_window_names[], *const spw_mel_scale_names[], *const spw_mel_norm_names[], *const spw_db_stype_names[];
+/* How many names each list holds (without its NULL). */
+extern const size_t spw_interp_names_n, spw_op_dtype_names_n, spw_aa_policy_names_n, spw_window_names_n,
+    spw_mel_scale_names_n, spw_mel_norm_names_n, spw_db_stype_names_n;
+
+#endif
