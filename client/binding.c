@@ -1,7 +1,7 @@
 /* client/binding.c - libspillway's accessors: a batch's tensors, keys and place (struct spw_batch is opaque
  * to users), and a flat face for language bindings (Python's ctypes): job options set by name from strings,
- * stats as JSON, so a binding never mirrors a C struct layout. Each function maps onto client.h and
- * pipeline/executor.h.
+ * stats and the op registry as JSON, so a binding never mirrors a C struct layout or keeps a list of ops.
+ * Each function maps onto client.h, pipeline/executor.h and pipeline/op_schema.h.
  * Thread model: as client.h (the options object and a batch belong to one thread at a time). */
 #include "spillway/client.h"
 
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "pipeline/executor.h"
+#include "pipeline/op_schema.h"
 
 struct binding_opts {           /* the options and the strings they point to */
     struct spw_job_opts o;      /* first: a struct spw_job_opts * is a struct binding_opts * */
@@ -295,6 +296,11 @@ char *spw_job_checkpoint_flat(struct spw_job *job, int64_t *batches, uint64_t *m
 void spw_free(void *p)
 {
     free(p);
+}
+
+char *spw_op_schema(void)
+{
+    return spw_op_schema_json();
 }
 
 int spw_batch_position(const struct spw_batch *b, int64_t *epoch, int64_t *index)

@@ -21,129 +21,131 @@
 
 #define OFF(f) offsetof(struct spw_op_spec, f)
 #define INF HUGE_VAL
-#define F_END {NULL, SPW_FK_INT, 0, 0, 0, 0}
+#define F_END {NULL, SPW_FK_INT, 0, 0, 0, 0, NULL}
 
 static const struct spw_op_field no_fields[] = {F_END};
 static const struct spw_op_field decode_image_fields[] = {
-    {"exif_transpose", SPW_FK_BOOL, OFF(exif_transpose), 0, 0, 0}, F_END};
+    {"exif_transpose", SPW_FK_BOOL, OFF(exif_transpose), 0, 0, 0, NULL}, F_END};
 static const struct spw_op_field resize_fields[] = {
-    {"size", SPW_FK_SIZE, 0, 0, 0, SPW_F_REQ},
-    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0},
-    {"max_size", SPW_FK_MAX_SIZE, 0, 1, MAX_EDGE, 0},
-    {"antialias", SPW_FK_BOOL, OFF(antialias), 0, 0, 0},
+    {"size", SPW_FK_SIZE, 0, 0, 0, SPW_F_REQ, NULL},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0, NULL},
+    {"max_size", SPW_FK_MAX_SIZE, 0, 1, MAX_EDGE, 0, NULL},
+    {"antialias", SPW_FK_BOOL, OFF(antialias), 0, 0, 0, NULL},
     F_END};
-static const struct spw_op_field center_crop_fields[] = {{"size", SPW_FK_SIZE, 0, 0, 0, SPW_F_REQ}, F_END};
+static const struct spw_op_field center_crop_fields[] = {{"size", SPW_FK_SIZE, 0, 0, 0, SPW_F_REQ, NULL}, F_END};
 static const struct spw_op_field crop_fields[] = {
-    {"top", SPW_FK_INT, OFF(top), -MAX_EDGE, MAX_EDGE, SPW_F_REQ},
-    {"left", SPW_FK_INT, OFF(left), -MAX_EDGE, MAX_EDGE, SPW_F_REQ},
-    {"height", SPW_FK_INT, OFF(height), 1, MAX_EDGE, SPW_F_REQ},
-    {"width", SPW_FK_INT, OFF(width), 1, MAX_EDGE, SPW_F_REQ},
+    {"top", SPW_FK_INT, OFF(top), -MAX_EDGE, MAX_EDGE, SPW_F_REQ, NULL},
+    {"left", SPW_FK_INT, OFF(left), -MAX_EDGE, MAX_EDGE, SPW_F_REQ, NULL},
+    {"height", SPW_FK_INT, OFF(height), 1, MAX_EDGE, SPW_F_REQ, NULL},
+    {"width", SPW_FK_INT, OFF(width), 1, MAX_EDGE, SPW_F_REQ, NULL},
     F_END};
 static const struct spw_op_field random_crop_fields[] = {
-    {"size", SPW_FK_SIZE, 0, 0, 0, SPW_F_REQ},
-    {"padding", SPW_FK_INT, OFF(padding), 0, MAX_EDGE, 0},
-    {"pad_if_needed", SPW_FK_BOOL, OFF(pad_if_needed), 0, 0, 0},
-    {"fill", SPW_FK_FILL, 0, 0, 255, 0},
+    {"size", SPW_FK_SIZE, 0, 0, 0, SPW_F_REQ, NULL},
+    {"padding", SPW_FK_INT, OFF(padding), 0, MAX_EDGE, 0, NULL},
+    {"pad_if_needed", SPW_FK_BOOL, OFF(pad_if_needed), 0, 0, 0, NULL},
+    {"fill", SPW_FK_FILL, 0, 0, 255, 0, NULL},
     F_END};
 static const struct spw_op_field rrc_fields[] = {
-    {"size", SPW_FK_SIZE, 0, 0, 0, SPW_F_REQ},
-    {"scale", SPW_FK_RANGE, OFF(scale), 0, 1, 0},
-    {"ratio", SPW_FK_RANGE, OFF(ratio), 0, INF, SPW_F_LO_OPEN},
-    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0},
-    {"antialias", SPW_FK_BOOL, OFF(antialias), 0, 0, 0},
+    {"size", SPW_FK_SIZE, 0, 0, 0, SPW_F_REQ, NULL},
+    {"scale", SPW_FK_RANGE, OFF(scale), 0, 1, 0, NULL},
+    {"ratio", SPW_FK_RANGE, OFF(ratio), 0, INF, SPW_F_LO_OPEN, NULL},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0, NULL},
+    {"antialias", SPW_FK_BOOL, OFF(antialias), 0, 0, 0, NULL},
     F_END};
-static const struct spw_op_field p_fields[] = {{"p", SPW_FK_NUM, OFF(p), 0, 1, 0}, F_END};
+static const struct spw_op_field p_fields[] = {{"p", SPW_FK_NUM, OFF(p), 0, 1, 0, NULL}, F_END};
 static const struct spw_op_field rotate_fields[] = {
-    {"angle", SPW_FK_NUM, OFF(angle), -INF, INF, SPW_F_REQ},
-    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0},
-    {"expand", SPW_FK_BOOL, OFF(expand), 0, 0, 0},
-    {"fill", SPW_FK_FILL, 0, 0, 255, 0},
+    {"angle", SPW_FK_NUM, OFF(angle), -INF, INF, SPW_F_REQ, NULL},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0, NULL},
+    {"expand", SPW_FK_BOOL, OFF(expand), 0, 0, 0, NULL},
+    {"fill", SPW_FK_FILL, 0, 0, 255, 0, NULL},
     F_END};
 static const struct spw_op_field affine_fields[] = {
-    {"angle", SPW_FK_NUM, OFF(angle), -INF, INF, 0},
-    {"translate", SPW_FK_PAIR, OFF(translate), -INF, INF, 0},
-    {"scale", SPW_FK_NUM, OFF(affine_scale), 0, INF, SPW_F_LO_OPEN},
-    {"shear", SPW_FK_SHEAR, 0, -INF, INF, 0},
-    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0},
-    {"fill", SPW_FK_FILL, 0, 0, 255, 0},
+    {"angle", SPW_FK_NUM, OFF(angle), -INF, INF, 0, NULL},
+    {"translate", SPW_FK_PAIR, OFF(translate), -INF, INF, 0, NULL},
+    {"scale", SPW_FK_NUM, OFF(affine_scale), 0, INF, SPW_F_LO_OPEN, NULL},
+    {"shear", SPW_FK_SHEAR, 0, -INF, INF, 0, NULL},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0, NULL},
+    {"fill", SPW_FK_FILL, 0, 0, 255, 0, NULL},
     F_END};
-static const struct spw_op_field factor_fields[] = {{"factor", SPW_FK_NUM, OFF(factor), 0, INF, SPW_F_REQ}, F_END};
-static const struct spw_op_field hue_fields[] = {{"factor", SPW_FK_NUM, OFF(factor), -0.5, 0.5, SPW_F_REQ}, F_END};
-static const struct spw_op_field posterize_fields[] = {{"bits", SPW_FK_INT, OFF(bits), 0, 8, SPW_F_REQ}, F_END};
+static const struct spw_op_field factor_fields[] = {
+    {"factor", SPW_FK_NUM, OFF(factor), 0, INF, SPW_F_REQ, NULL}, F_END};
+static const struct spw_op_field hue_fields[] = {
+    {"factor", SPW_FK_NUM, OFF(factor), -0.5, 0.5, SPW_F_REQ, NULL}, F_END};
+static const struct spw_op_field posterize_fields[] = {{"bits", SPW_FK_INT, OFF(bits), 0, 8, SPW_F_REQ, NULL}, F_END};
 static const struct spw_op_field solarize_fields[] = {
-    {"threshold", SPW_FK_NUM, OFF(threshold), 0, 255, SPW_F_REQ}, F_END};
+    {"threshold", SPW_FK_NUM, OFF(threshold), 0, 255, SPW_F_REQ, NULL}, F_END};
 static const struct spw_op_field jitter_fields[] = {
-    {"brightness", SPW_FK_JITTER, OFF(brightness), 0, INF, 0},
-    {"contrast", SPW_FK_JITTER, OFF(contrast), 0, INF, 0},
-    {"saturation", SPW_FK_JITTER, OFF(saturation), 0, INF, 0},
-    {"hue", SPW_FK_JITTER, OFF(hue), -0.5, 0.5, SPW_F_HUE},
+    {"brightness", SPW_FK_JITTER, OFF(brightness), 0, INF, 0, NULL},
+    {"contrast", SPW_FK_JITTER, OFF(contrast), 0, INF, 0, NULL},
+    {"saturation", SPW_FK_JITTER, OFF(saturation), 0, INF, 0, NULL},
+    {"hue", SPW_FK_JITTER, OFF(hue), -0.5, 0.5, SPW_F_HUE, NULL},
     F_END};
 static const struct spw_op_field rand_augment_fields[] = {
-    {"num_ops", SPW_FK_INT, OFF(num_ops), 0, MAX_NUM_OPS, 0},
-    {"num_magnitude_bins", SPW_FK_INT, OFF(num_magnitude_bins), 2, MAX_BINS, 0},
-    {"magnitude", SPW_FK_MAGNITUDE, 0, 0, 0, 0},
-    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0},
-    {"fill", SPW_FK_FILL, 0, 0, 255, 0},
+    {"num_ops", SPW_FK_INT, OFF(num_ops), 0, MAX_NUM_OPS, 0, NULL},
+    {"num_magnitude_bins", SPW_FK_INT, OFF(num_magnitude_bins), 2, MAX_BINS, 0, NULL},
+    {"magnitude", SPW_FK_MAGNITUDE, 0, 0, 0, 0, NULL},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0, NULL},
+    {"fill", SPW_FK_FILL, 0, 0, 255, 0, NULL},
     F_END};
 static const struct spw_op_field auto_augment_fields[] = {
-    {"policy", SPW_FK_POLICY, 0, 0, 0, 0},
-    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0},
-    {"fill", SPW_FK_FILL, 0, 0, 255, 0},
+    {"policy", SPW_FK_POLICY, 0, 0, 0, 0, NULL},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0, NULL},
+    {"fill", SPW_FK_FILL, 0, 0, 255, 0, NULL},
     F_END};
 static const struct spw_op_field trivial_fields[] = {
-    {"num_magnitude_bins", SPW_FK_INT, OFF(num_magnitude_bins), 2, MAX_BINS, 0},
-    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0},
-    {"fill", SPW_FK_FILL, 0, 0, 255, 0},
+    {"num_magnitude_bins", SPW_FK_INT, OFF(num_magnitude_bins), 2, MAX_BINS, 0, NULL},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0, NULL},
+    {"fill", SPW_FK_FILL, 0, 0, 255, 0, NULL},
     F_END};
 static const struct spw_op_field erasing_fields[] = {
-    {"p", SPW_FK_NUM, OFF(p), 0, 1, 0},
-    {"scale", SPW_FK_RANGE, OFF(scale), 0, 1, 0},
-    {"ratio", SPW_FK_RANGE, OFF(ratio), 0, INF, SPW_F_LO_OPEN},
-    {"value", SPW_FK_ERASE_VALUE, 0, -INF, INF, 0},
+    {"p", SPW_FK_NUM, OFF(p), 0, 1, 0, NULL},
+    {"scale", SPW_FK_RANGE, OFF(scale), 0, 1, 0, NULL},
+    {"ratio", SPW_FK_RANGE, OFF(ratio), 0, INF, SPW_F_LO_OPEN, NULL},
+    {"value", SPW_FK_ERASE_VALUE, 0, -INF, INF, 0, NULL},
     F_END};
 static const struct spw_op_field normalize_fields[] = {
-    {"mean", SPW_FK_TRIPLE, OFF(mean), -INF, INF, SPW_F_REQ},
-    {"std", SPW_FK_TRIPLE, OFF(std), 0, INF, SPW_F_REQ | SPW_F_LO_OPEN},
-    {"dtype", SPW_FK_DTYPE, 0, 0, 0, 0},
+    {"mean", SPW_FK_TRIPLE, OFF(mean), -INF, INF, SPW_F_REQ, NULL},
+    {"std", SPW_FK_TRIPLE, OFF(std), 0, INF, SPW_F_REQ | SPW_F_LO_OPEN, NULL},
+    {"dtype", SPW_FK_DTYPE, 0, 0, 0, 0, NULL},
     F_END};
-static const struct spw_op_field to_tensor_fields[] = {{"dtype", SPW_FK_DTYPE, 0, 0, 0, 0}, F_END};
+static const struct spw_op_field to_tensor_fields[] = {{"dtype", SPW_FK_DTYPE, 0, 0, 0, 0, NULL}, F_END};
 #define MAX_RATE 1000000        /* Hz, as ops/wav.h */
 #define MAX_SAMPLES 0x7fffffff
 #define MAX_MASK 1000000
-static const struct spw_op_field decode_wav_fields[] = {{"mono", SPW_FK_BOOL, OFF(mono), 0, 0, 0}, F_END};
+static const struct spw_op_field decode_wav_fields[] = {{"mono", SPW_FK_BOOL, OFF(mono), 0, 0, 0, NULL}, F_END};
 static const struct spw_op_field resample_fields[] = {
-    {"rate", SPW_FK_INT, OFF(rate), 1, MAX_RATE, SPW_F_REQ},
-    {"lowpass_filter_width", SPW_FK_INT, OFF(lowpass_filter_width), 1, 64, 0},
-    {"rolloff", SPW_FK_NUM, OFF(rolloff), 0, 1, SPW_F_LO_OPEN},
+    {"rate", SPW_FK_INT, OFF(rate), 1, MAX_RATE, SPW_F_REQ, NULL},
+    {"lowpass_filter_width", SPW_FK_INT, OFF(lowpass_filter_width), 1, 64, 0, NULL},
+    {"rolloff", SPW_FK_NUM, OFF(rolloff), 0, 1, SPW_F_LO_OPEN, NULL},
     F_END};
 static const struct spw_op_field samples_fields[] = {
-    {"samples", SPW_FK_INT, OFF(samples), 1, MAX_SAMPLES, SPW_F_REQ}, F_END};
+    {"samples", SPW_FK_INT, OFF(samples), 1, MAX_SAMPLES, SPW_F_REQ, NULL}, F_END};
 static const struct spw_op_field stft_fields[] = {
-    {"n_fft", SPW_FK_INT, OFF(n_fft), 2, 65536, SPW_F_REQ},
-    {"hop_length", SPW_FK_INT, OFF(hop_length), 1, 65536, 0},
-    {"win_length", SPW_FK_INT, OFF(win_length), 1, 65536, 0},
-    {"window", SPW_FK_WINDOW, 0, 0, 0, 0},
-    {"center", SPW_FK_BOOL, OFF(center), 0, 0, 0},
-    {"power", SPW_FK_NUM, OFF(power), 1, 2, 0},
+    {"n_fft", SPW_FK_INT, OFF(n_fft), 2, 65536, SPW_F_REQ, NULL},
+    {"hop_length", SPW_FK_INT, OFF(hop_length), 1, 65536, 0, "n_fft / 4"},
+    {"win_length", SPW_FK_INT, OFF(win_length), 1, 65536, 0, "n_fft"},
+    {"window", SPW_FK_WINDOW, 0, 0, 0, 0, NULL},
+    {"center", SPW_FK_BOOL, OFF(center), 0, 0, 0, NULL},
+    {"power", SPW_FK_NUM, OFF(power), 1, 2, 0, NULL},
     F_END};
 static const struct spw_op_field mel_fields[] = {
-    {"sample_rate", SPW_FK_INT, OFF(sample_rate), 1, MAX_RATE, 0},
-    {"n_mels", SPW_FK_INT, OFF(n_mels), 1, 4096, 0},
-    {"f_min", SPW_FK_NUM, OFF(f_min), 0, MAX_RATE, 0},
-    {"f_max", SPW_FK_OPT_NUM, OFF(f_max), 0, MAX_RATE, SPW_F_LO_OPEN},
-    {"mel_scale", SPW_FK_MEL_SCALE, 0, 0, 0, 0},
-    {"norm", SPW_FK_MEL_NORM, 0, 0, 0, 0},
+    {"sample_rate", SPW_FK_INT, OFF(sample_rate), 1, MAX_RATE, 0, NULL},
+    {"n_mels", SPW_FK_INT, OFF(n_mels), 1, 4096, 0, NULL},
+    {"f_min", SPW_FK_NUM, OFF(f_min), 0, MAX_RATE, 0, NULL},
+    {"f_max", SPW_FK_OPT_NUM, OFF(f_max), 0, MAX_RATE, SPW_F_LO_OPEN, NULL},
+    {"mel_scale", SPW_FK_MEL_SCALE, 0, 0, 0, 0, NULL},
+    {"norm", SPW_FK_MEL_NORM, 0, 0, 0, 0, NULL},
     F_END};
-static const struct spw_op_field log_fields[] = {{"eps", SPW_FK_NUM, OFF(eps), 0, 1, 0}, F_END};
+static const struct spw_op_field log_fields[] = {{"eps", SPW_FK_NUM, OFF(eps), 0, 1, 0, NULL}, F_END};
 static const struct spw_op_field db_fields[] = {
-    {"stype", SPW_FK_STYPE, 0, 0, 0, 0},
-    {"top_db", SPW_FK_OPT_NUM, OFF(top_db), 0, INF, SPW_F_LO_OPEN},
+    {"stype", SPW_FK_STYPE, 0, 0, 0, 0, NULL},
+    {"top_db", SPW_FK_OPT_NUM, OFF(top_db), 0, INF, SPW_F_LO_OPEN, NULL},
     F_END};
 static const struct spw_op_field spec_augment_fields[] = {
-    {"freq_mask_param", SPW_FK_INT, OFF(freq_mask_param), 0, MAX_MASK, 0},
-    {"time_mask_param", SPW_FK_INT, OFF(time_mask_param), 0, MAX_MASK, 0},
-    {"num_freq_masks", SPW_FK_INT, OFF(num_freq_masks), 0, 64, 0},
-    {"num_time_masks", SPW_FK_INT, OFF(num_time_masks), 0, 64, 0},
+    {"freq_mask_param", SPW_FK_INT, OFF(freq_mask_param), 0, MAX_MASK, 0, NULL},
+    {"time_mask_param", SPW_FK_INT, OFF(time_mask_param), 0, MAX_MASK, 0, NULL},
+    {"num_freq_masks", SPW_FK_INT, OFF(num_freq_masks), 0, 64, 0, NULL},
+    {"num_time_masks", SPW_FK_INT, OFF(num_time_masks), 0, 64, 0, NULL},
     F_END};
 
 /* ---- checks that need more than one field --------------------------------------------------------- */
@@ -229,110 +231,202 @@ static int mel_check(struct spw_op_spec *op, const char **field, char *msg, size
 #define BILINEAR_AA .interpolation = SPW_INTERP_BILINEAR, .antialias = true
 
 static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
-    [SPW_OP_DECODE_JPEG] = {.name = "decode_jpeg", .cls = SPW_OPC_DECODE_IMAGE, .group = SPW_GROUP_DECODE,
+    [SPW_OP_DECODE_JPEG] = {.name = "decode_jpeg",
+                            .doc = "Decode a JPEG to RGB uint8 HWC; a crop or resize right after it is fused "
+                                   "into the decode.",
+                            .args = "", .cls = SPW_OPC_DECODE_IMAGE, .group = SPW_GROUP_DECODE,
                             .size = SPW_SIZE_DECODED, .fields = decode_image_fields,
                             .decode = spw_jpeg_group_decode},
     /* JPEG, PNG or WebP by content; the same group run (JPEG keeps the region-of-interest path) */
-    [SPW_OP_DECODE_IMAGE] = {.name = "decode_image", .cls = SPW_OPC_DECODE_IMAGE, .group = SPW_GROUP_DECODE,
+    [SPW_OP_DECODE_IMAGE] = {.name = "decode_image",
+                             .doc = "Decode a JPEG, PNG or WebP, chosen by content, to RGB uint8 HWC.",
+                             .args = "", .cls = SPW_OPC_DECODE_IMAGE, .group = SPW_GROUP_DECODE,
                              .size = SPW_SIZE_DECODED, .fields = decode_image_fields,
                              .decode = spw_jpeg_group_decode},
     [SPW_OP_RESIZE] = IMAGE_OP("resize", resize_fields, spw_image_op_resize, NULL, .fuse = SPW_FUSE_RESIZE,
-                               .size = SPW_SIZE_RESIZE, .defaults = {BILINEAR_AA}, .check = resize_check),
+                               .size = SPW_SIZE_RESIZE, .defaults = {BILINEAR_AA}, .check = resize_check,
+                               .doc = "Resize to size: an int matches the smaller edge (torchvision "
+                                      "F.resize), [h, w] is exact.",
+                               .args = "size"),
     [SPW_OP_CENTER_CROP] = IMAGE_OP("center_crop", center_crop_fields, spw_image_op_center_crop,
                                     spw_gpu_op_center_crop,
-                                    .fuse = SPW_FUSE_CROP | SPW_FUSE_WINDOW, .size = SPW_SIZE_SIZE_FIELD),
+                                    .fuse = SPW_FUSE_CROP | SPW_FUSE_WINDOW, .size = SPW_SIZE_SIZE_FIELD,
+                                    .doc = "Crop the centre to size, padding with 0 where the image is smaller.",
+                                    .args = "size"),
     [SPW_OP_CROP] = IMAGE_OP("crop", crop_fields, spw_image_op_crop, spw_gpu_op_crop, .fuse = SPW_FUSE_CROP,
-                             .size = SPW_SIZE_BOX),
+                             .size = SPW_SIZE_BOX,
+                             .doc = "Crop height x width at (top, left); outside the image is padded with 0 "
+                                    "(F.crop).",
+                             .args = "top left height width"),
     [SPW_OP_RANDOM_CROP] = IMAGE_OP("random_crop", random_crop_fields, spw_image_op_random_crop,
                                     spw_gpu_op_random_crop,
-                                    .size = SPW_SIZE_SIZE_FIELD),
+                                    .size = SPW_SIZE_SIZE_FIELD,
+                                    .doc = "Crop a random window of size, after optional padding (RandomCrop).",
+                                    .args = "size"),
     [SPW_OP_RANDOM_RESIZED_CROP] = IMAGE_OP("random_resized_crop", rrc_fields, spw_image_op_random_resized_crop,
                                             NULL, .fuse = SPW_FUSE_CROP, .size = SPW_SIZE_SIZE_FIELD,
                                             .defaults = {.scale = {0.08, 1.0}, .ratio = {3.0 / 4.0, 4.0 / 3.0},
-                                                         BILINEAR_AA}),
+                                                         BILINEAR_AA},
+                                            .doc = "Crop a random area and aspect ratio and resize it to size "
+                                                   "(RandomResizedCrop).",
+                                            .args = "size"),
     [SPW_OP_HORIZONTAL_FLIP] = IMAGE_OP("horizontal_flip", no_fields, spw_image_op_flip, spw_gpu_op_flip,
-                                        .fuse = SPW_FUSE_FLIP),
+                                        .fuse = SPW_FUSE_FLIP,
+                                        .doc = "Mirror left-right.",
+                                        .args = ""),
     [SPW_OP_VERTICAL_FLIP] = IMAGE_OP("vertical_flip", no_fields, spw_image_op_flip, spw_gpu_op_flip,
-                                      .fuse = SPW_FUSE_FLIP),
+                                      .fuse = SPW_FUSE_FLIP,
+                                      .doc = "Mirror top-bottom.",
+                                      .args = ""),
     [SPW_OP_RANDOM_HORIZONTAL_FLIP] = IMAGE_OP("random_horizontal_flip", p_fields, spw_image_op_flip, spw_gpu_op_flip,
-                                               .fuse = SPW_FUSE_FLIP, .defaults = {.p = 0.5}),
+                                               .fuse = SPW_FUSE_FLIP, .defaults = {.p = 0.5},
+                                               .doc = "Mirror left-right with probability p.",
+                                               .args = "p"),
     [SPW_OP_RANDOM_VERTICAL_FLIP] = IMAGE_OP("random_vertical_flip", p_fields, spw_image_op_flip, spw_gpu_op_flip,
-                                             .fuse = SPW_FUSE_FLIP, .defaults = {.p = 0.5}),
+                                             .fuse = SPW_FUSE_FLIP, .defaults = {.p = 0.5},
+                                             .doc = "Mirror top-bottom with probability p.",
+                                             .args = "p"),
     [SPW_OP_ROTATE] = IMAGE_OP("rotate", rotate_fields, spw_augment_rotate, spw_gpu_op_rotate,
-                               .defaults = {.interpolation = SPW_INTERP_NEAREST}, .check = warp_check),
+                               .defaults = {.interpolation = SPW_INTERP_NEAREST}, .check = warp_check,
+                               .doc = "Rotate by angle degrees counter-clockwise about the centre (F.rotate).",
+                               .args = "angle"),
     [SPW_OP_AFFINE] = IMAGE_OP("affine", affine_fields, spw_augment_affine, spw_gpu_op_affine,
                                .defaults = {.interpolation = SPW_INTERP_NEAREST, .affine_scale = 1.0},
-                               .check = warp_check),
+                               .check = warp_check,
+                               .doc = "Rotate, translate, scale and shear about the centre (F.affine).",
+                               .args = "angle"),
     [SPW_OP_ADJUST_BRIGHTNESS] = IMAGE_OP("adjust_brightness", factor_fields, spw_augment_brightness,
-                                          spw_gpu_op_brightness),
-    [SPW_OP_ADJUST_CONTRAST] = IMAGE_OP("adjust_contrast", factor_fields, spw_augment_contrast, spw_gpu_op_contrast),
+                                          spw_gpu_op_brightness,
+                                          .doc = "Multiply by factor (F.adjust_brightness).",
+                                          .args = "factor"),
+    [SPW_OP_ADJUST_CONTRAST] = IMAGE_OP("adjust_contrast", factor_fields, spw_augment_contrast, spw_gpu_op_contrast,
+                                        .doc = "Blend with the mean grey by factor (F.adjust_contrast).",
+                                        .args = "factor"),
     [SPW_OP_ADJUST_SATURATION] = IMAGE_OP("adjust_saturation", factor_fields, spw_augment_saturation,
-                                          spw_gpu_op_saturation),
-    [SPW_OP_ADJUST_HUE] = IMAGE_OP("adjust_hue", hue_fields, spw_augment_hue, spw_gpu_op_hue),
+                                          spw_gpu_op_saturation,
+                                          .doc = "Blend with the greyscale image by factor (F.adjust_saturation).",
+                                          .args = "factor"),
+    [SPW_OP_ADJUST_HUE] = IMAGE_OP("adjust_hue", hue_fields, spw_augment_hue, spw_gpu_op_hue,
+                                   .doc = "Shift the hue by factor of a turn (F.adjust_hue).",
+                                   .args = "factor"),
     [SPW_OP_ADJUST_SHARPNESS] = IMAGE_OP("adjust_sharpness", factor_fields, spw_augment_sharpness,
-                                         spw_gpu_op_sharpness),
-    [SPW_OP_POSTERIZE] = IMAGE_OP("posterize", posterize_fields, spw_augment_posterize, spw_gpu_op_posterize),
-    [SPW_OP_SOLARIZE] = IMAGE_OP("solarize", solarize_fields, spw_augment_solarize, spw_gpu_op_solarize),
-    [SPW_OP_EQUALIZE] = IMAGE_OP("equalize", no_fields, spw_augment_equalize, spw_gpu_op_equalize),
-    [SPW_OP_AUTOCONTRAST] = IMAGE_OP("autocontrast", no_fields, spw_augment_autocontrast, spw_gpu_op_autocontrast),
-    [SPW_OP_INVERT] = IMAGE_OP("invert", no_fields, spw_augment_invert, spw_gpu_op_invert),
+                                         spw_gpu_op_sharpness,
+                                         .doc = "Blend with a smoothed image by factor (F.adjust_sharpness).",
+                                         .args = "factor"),
+    [SPW_OP_POSTERIZE] = IMAGE_OP("posterize", posterize_fields, spw_augment_posterize, spw_gpu_op_posterize,
+                                  .doc = "Keep the top bits of each channel (F.posterize).",
+                                  .args = "bits"),
+    [SPW_OP_SOLARIZE] = IMAGE_OP("solarize", solarize_fields, spw_augment_solarize, spw_gpu_op_solarize,
+                                 .doc = "Invert every value at or above threshold (F.solarize).",
+                                 .args = "threshold"),
+    [SPW_OP_EQUALIZE] = IMAGE_OP("equalize", no_fields, spw_augment_equalize, spw_gpu_op_equalize,
+                                 .doc = "Equalize each channel's histogram (F.equalize).",
+                                 .args = ""),
+    [SPW_OP_AUTOCONTRAST] = IMAGE_OP("autocontrast", no_fields, spw_augment_autocontrast, spw_gpu_op_autocontrast,
+                                     .doc = "Stretch each channel to the full range (F.autocontrast).",
+                                     .args = ""),
+    [SPW_OP_INVERT] = IMAGE_OP("invert", no_fields, spw_augment_invert, spw_gpu_op_invert,
+                               .doc = "Invert every value (F.invert).",
+                               .args = ""),
     [SPW_OP_COLOR_JITTER] = IMAGE_OP("color_jitter", jitter_fields, spw_augment_color_jitter,
-                                     spw_gpu_op_color_jitter),
+                                     spw_gpu_op_color_jitter,
+                                     .doc = "Random brightness, contrast, saturation and hue, in a random "
+                                            "order (ColorJitter).",
+                                     .args = "brightness contrast saturation hue"),
     [SPW_OP_RAND_AUGMENT] = IMAGE_OP("rand_augment", rand_augment_fields, spw_augment_rand, spw_gpu_op_rand_augment,
                                      .defaults = {.num_ops = 2, .magnitude = 9, .num_magnitude_bins = 31,
                                                   .interpolation = SPW_INTERP_NEAREST},
-                                     .check = policy_check),
+                                     .check = policy_check,
+                                     .doc = "num_ops random ops at the given magnitude (RandAugment).",
+                                     .args = "num_ops magnitude"),
     [SPW_OP_AUTO_AUGMENT] = IMAGE_OP("auto_augment", auto_augment_fields, spw_augment_auto, spw_gpu_op_auto_augment,
                                      .defaults = {.policy = SPW_AA_IMAGENET, .interpolation = SPW_INTERP_NEAREST},
-                                     .check = policy_check),
+                                     .check = policy_check,
+                                     .doc = "A random sub-policy of the ImageNet policy (AutoAugment).",
+                                     .args = "policy"),
     [SPW_OP_TRIVIAL_AUGMENT_WIDE] = IMAGE_OP("trivial_augment_wide", trivial_fields, spw_augment_trivial,
                                              spw_gpu_op_trivial_augment,
                                              .defaults = {.num_magnitude_bins = 31,
                                                           .interpolation = SPW_INTERP_NEAREST},
-                                             .check = policy_check),
-    [SPW_OP_RANDOM_ERASING] = {.name = "random_erasing", .cls = SPW_OPC_TENSOR, .group = SPW_GROUP_TENSOR,
+                                             .check = policy_check,
+                                             .doc = "One random op at a random magnitude (TrivialAugmentWide).",
+                                             .args = "num_magnitude_bins"),
+    [SPW_OP_RANDOM_ERASING] = {.name = "random_erasing",
+                               .doc = "Erase a random rectangle of a float tensor with probability p "
+                                      "(RandomErasing).",
+                               .args = "p", .cls = SPW_OPC_TENSOR, .group = SPW_GROUP_TENSOR,
                                .fields = erasing_fields, .cpu = spw_image_op_random_erasing,
                                .gpu = spw_gpu_op_random_erasing,
                                .defaults = {.p = 0.5, .scale = {0.02, 0.33}, .ratio = {0.3, 3.3}}},
-    [SPW_OP_NORMALIZE] = {.name = "normalize", .cls = SPW_OPC_TO_TENSOR, .group = SPW_GROUP_TENSOR,
+    [SPW_OP_NORMALIZE] = {.name = "normalize",
+                          .doc = "To a CHW float tensor in [0, 1], then (x - mean) / std per channel "
+                                 "(ToTensor + Normalize).",
+                          .args = "mean std", .cls = SPW_OPC_TO_TENSOR, .group = SPW_GROUP_TENSOR,
                           .fuse = SPW_FUSE_TENSOR_STEP, .size = SPW_SIZE_TO_TENSOR, .fields = normalize_fields,
                           .cpu = spw_image_op_to_tensor, .defaults = {.dtype = SPW_DTYPE_F32}},
-    [SPW_OP_TO_TENSOR] = {.name = "to_tensor", .cls = SPW_OPC_TO_TENSOR, .group = SPW_GROUP_TENSOR,
+    [SPW_OP_TO_TENSOR] = {.name = "to_tensor",
+                          .doc = "To a CHW float tensor in [0, 1] (ToTensor).",
+                          .args = "", .cls = SPW_OPC_TO_TENSOR, .group = SPW_GROUP_TENSOR,
                           .fuse = SPW_FUSE_TENSOR_STEP, .size = SPW_SIZE_TO_TENSOR, .fields = to_tensor_fields,
                           .cpu = spw_image_op_to_tensor,
                           .defaults = {.dtype = SPW_DTYPE_F32, .mean = {0, 0, 0}, .std = {1, 1, 1}}},
-    [SPW_OP_DECODE_WAV] = {.name = "decode_wav", .cls = SPW_OPC_DECODE_AUDIO, .group = SPW_GROUP_DECODE,
+    [SPW_OP_DECODE_WAV] = {.name = "decode_wav",
+                           .doc = "Decode a WAV file to a float32 waveform.",
+                           .args = "", .cls = SPW_OPC_DECODE_AUDIO, .group = SPW_GROUP_DECODE,
                            .size = SPW_SIZE_VARIES, .fields = decode_wav_fields, .decode = spw_audio_op_decode,
                            .defaults = {.mono = true}},
     /* WAV, FLAC, MP3, Ogg Vorbis or Opus by content (ops/audio_decode); the same output as decode_wav */
-    [SPW_OP_DECODE_AUDIO] = {.name = "decode_audio", .cls = SPW_OPC_DECODE_AUDIO, .group = SPW_GROUP_DECODE,
+    [SPW_OP_DECODE_AUDIO] = {.name = "decode_audio",
+                             .doc = "Decode WAV, FLAC, MP3, Ogg Vorbis or Opus, chosen by content, to a "
+                                    "float32 waveform.",
+                             .args = "", .cls = SPW_OPC_DECODE_AUDIO, .group = SPW_GROUP_DECODE,
                              .size = SPW_SIZE_VARIES, .fields = decode_wav_fields, .decode = spw_audio_op_decode,
                              .defaults = {.mono = true}},
-    [SPW_OP_RESAMPLE] = {.name = "resample", .cls = SPW_OPC_WAVE, .group = SPW_GROUP_AUGMENT,
+    [SPW_OP_RESAMPLE] = {.name = "resample",
+                         .doc = "Resample to rate Hz with a windowed sinc (torchaudio.functional.resample).",
+                         .args = "rate", .cls = SPW_OPC_WAVE, .group = SPW_GROUP_AUGMENT,
                          .fuse = SPW_FUSE_WAVE, .size = SPW_SIZE_VARIES, .fields = resample_fields,
                          .cpu = spw_audio_op_resample, .defaults = {.lowpass_filter_width = 6, .rolloff = 0.99}},
-    [SPW_OP_RANDOM_CROP_AUDIO] = {.name = "random_crop_audio", .cls = SPW_OPC_WAVE, .group = SPW_GROUP_AUGMENT,
+    [SPW_OP_RANDOM_CROP_AUDIO] = {.name = "random_crop_audio",
+                                  .doc = "A random window of that many samples; shorter clips pass unchanged.",
+                                  .args = "samples", .cls = SPW_OPC_WAVE, .group = SPW_GROUP_AUGMENT,
                                   .fuse = SPW_FUSE_WAVE, .size = SPW_SIZE_VARIES, .fields = samples_fields,
                                   .cpu = spw_audio_op_crop_or_pad},
-    [SPW_OP_PAD_AUDIO] = {.name = "pad_audio", .cls = SPW_OPC_WAVE, .group = SPW_GROUP_AUGMENT,
+    [SPW_OP_PAD_AUDIO] = {.name = "pad_audio",
+                          .doc = "Zeros at the end up to that many samples; longer clips pass unchanged.",
+                          .args = "samples", .cls = SPW_OPC_WAVE, .group = SPW_GROUP_AUGMENT,
                           .fuse = SPW_FUSE_WAVE, .size = SPW_SIZE_VARIES, .fields = samples_fields,
                           .cpu = spw_audio_op_crop_or_pad},
-    [SPW_OP_NORMALIZE_AUDIO] = {.name = "normalize_audio", .cls = SPW_OPC_WAVE, .group = SPW_GROUP_AUGMENT,
+    [SPW_OP_NORMALIZE_AUDIO] = {.name = "normalize_audio",
+                                .doc = "Peak-normalize each channel: max |x| becomes 1 (librosa.util.normalize).",
+                                .args = "", .cls = SPW_OPC_WAVE, .group = SPW_GROUP_AUGMENT,
                                 .fuse = SPW_FUSE_WAVE, .size = SPW_SIZE_VARIES, .fields = no_fields,
                                 .cpu = spw_audio_op_normalize},
-    [SPW_OP_STFT] = {.name = "stft", .cls = SPW_OPC_STFT, .group = SPW_GROUP_TENSOR, .size = SPW_SIZE_VARIES,
+    [SPW_OP_STFT] = {.name = "stft",
+                     .doc = "Power or magnitude of the one-sided short-time Fourier transform (torch.stft).",
+                     .args = "n_fft", .cls = SPW_OPC_STFT, .group = SPW_GROUP_TENSOR, .size = SPW_SIZE_VARIES,
                      .fields = stft_fields, .cpu = spw_audio_op_stft, .defaults = {.center = true, .power = 2},
                      .check = stft_check},
     [SPW_OP_MEL] = SPECTRAL("mel", mel_fields, SPW_GROUP_TENSOR, spw_audio_op_mel,
                             .defaults = {.sample_rate = 16000, .n_mels = 128, .mel_scale = SPW_MEL_HTK,
                                          .mel_norm = SPW_MEL_NORM_NONE},
-                            .check = mel_check),
-    [SPW_OP_LOG] = SPECTRAL("log", log_fields, SPW_GROUP_TENSOR, spw_audio_op_log_scale, .defaults = {.eps = 1e-6}),
+                            .check = mel_check,
+                            .doc = "A mel filter bank over a spectrogram (torchaudio MelScale).",
+                            .args = "n_mels sample_rate"),
+    [SPW_OP_LOG] = SPECTRAL("log", log_fields, SPW_GROUP_TENSOR, spw_audio_op_log_scale, .defaults = {.eps = 1e-6},
+                            .doc = "ln(x + eps).",
+                            .args = "eps"),
     [SPW_OP_AMPLITUDE_TO_DB] = SPECTRAL("amplitude_to_db", db_fields, SPW_GROUP_TENSOR, spw_audio_op_log_scale,
-                                        .defaults = {.stype = SPW_DB_POWER}),
+                                        .defaults = {.stype = SPW_DB_POWER},
+                                        .doc = "Decibels: 10 log10 (power) or 20 log10 (magnitude), floored "
+                                               "top_db below the max (AmplitudeToDB).",
+                                        .args = "stype top_db"),
     [SPW_OP_SPEC_AUGMENT] = SPECTRAL("spec_augment", spec_augment_fields, SPW_GROUP_AUGMENT,
                                      spw_audio_op_spec_augment,
-                                     .defaults = {.num_freq_masks = 1, .num_time_masks = 1}),
+                                     .defaults = {.num_freq_masks = 1, .num_time_masks = 1},
+                                     .doc = "Frequency and time masks (SpecAugment: torchaudio "
+                                            "FrequencyMasking, TimeMasking).",
+                                     .args = ""),
 };
 
 const struct spw_op_def *spw_op_def(enum spw_op_kind kind)

@@ -86,6 +86,7 @@ struct spw_op_field {
     size_t off;                 /* offsetof(struct spw_op_spec, ...) for the kinds that store at off */
     double lo, hi;
     unsigned flags;
+    const char *derived;        /* a default made from other fields, as docs say it ("n_fft / 4"); NULL: none */
 };
 
 struct spw_element_ctx;
@@ -120,6 +121,9 @@ typedef int (*spw_op_gpu_fn)(struct spw_gpu_call *call);
 
 struct spw_op_def {
     const char *name;                   /* the JSON name */
+    const char *doc;                    /* what it does, one sentence (Python docstrings, spillctl ops) */
+    const char *args;                   /* its positional arguments in Python, space-separated, in torchvision's
+                                           (torchaudio's) order; "" for none */
     enum spw_op_class cls;
     unsigned fuse;                      /* SPW_FUSE_* */
     enum spw_group_kind group;          /* decode ops: SPW_GROUP_DECODE */

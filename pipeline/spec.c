@@ -1022,6 +1022,17 @@ static json_t *field_to_json(struct jb *b, const struct spw_op_field *f, const s
     return NULL;
 }
 
+json_t *spw_spec__op_field_json(const struct spw_op_field *f, const struct spw_op_spec *op)
+{
+    struct jb b = {false};
+    json_t *v = field_to_json(&b, f, op);
+    if (b.oom) {
+        json_decref(v);
+        return NULL;
+    }
+    return v;
+}
+
 json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
 {
     struct jb b = {false};

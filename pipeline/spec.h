@@ -88,5 +88,9 @@ const char *spw_on_error_name(enum spw_on_error v);
 struct json_t;
 int spw_spec__from_json_value(struct json_t *root, struct spw_pipeline_spec **out, char *err, size_t errlen);
 struct json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec);
+/* One field of op as the canonical JSON writes it (a new reference; NULL on ENOMEM): the op schema's
+ * defaults (pipeline/op_schema.c) are these of the registry's default op. */
+struct spw_op_field;
+struct json_t *spw_spec__op_field_json(const struct spw_op_field *f, const struct spw_op_spec *op);
 
 #endif

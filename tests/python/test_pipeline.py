@@ -1,7 +1,8 @@
 # tests/python/test_pipeline.py - the Pipeline builder: builder -> JSON -> builder is the same pipeline;
 # the builder's JSON passes `spillctl validate` with the canonical form of a hand-written equivalent (image
-# and audio); positional arguments land in each op's main fields; and fields the C validator refuses
-# (unknown, out of range) reach it unchanged and come back as SpecError with its message.
+# and audio); positional arguments land in each op's main fields; a field the op does not have is a
+# TypeError at the call (through op() it reaches the C validator), and values the C validator refuses reach
+# it unchanged and come back as SpecError with its message.
 # Thread model: single-threaded.
 import json
 import unittest
@@ -113,9 +114,13 @@ class TestPipeline(spwtest.TempDir, unittest.TestCase):
         self.assertEqual(self._canonical("built.json", audio_pipeline(path).to_json()),
                          self._canonical("hand.json", hand))
 
-    def test_pipeline_c_validator_reports_unknown_field(self):
-        p = Pipeline.image_folder(spwtest.images()).decode_jpeg().random_horizontal_flip(prob=0.5).batch(4)
-        with self.assertRaises(SpecError) as cm:
+    def test_pipeline_unknown_field(self):
+        with self.assertRaises(TypeError) as cm:         # the method knows the op's fields
+            Pipeline.image_folder(spwtest.images()).decode_jpeg().random_horizontal_flip(prob=0.5)
+        self.assertEqual(str(cm.exception), "random_horizontal_flip(): got an unexpected keyword argument 'prob' "
+                         "(its fields: p; docs/pipeline.md)")
+        p = Pipeline.image_folder(spwtest.images()).decode_jpeg().op("random_horizontal_flip", prob=0.5).batch(4)
+        with self.assertRaises(SpecError) as cm:          # op() passes it to the C parser
             Loader(p, local_cores=1)
         self.assertEqual(str(cm.exception), 'ops[1]: unknown field "prob" for "random_horizontal_flip"')
         self.assertIsInstance(cm.exception, ValueError)

@@ -6,6 +6,7 @@
 #endif
 #include "lib/err.h"
 #include "pipeline/element_size.h"
+#include "pipeline/op_registry.h"
 #include "pipeline/spec.h"
 #include "pipeline/spec_proto.h"
 
@@ -1099,12 +1100,45 @@ START_TEST(test_spec_mutated_proto_never_crashes)
 }
 END_TEST
 
+
+/* The proto's Op mirrors the op registry: OpKind value k is OP_KIND_<NAME of op k>, every field of every op
+ * is a member of Op, and every member of Op (besides `op` and the value_random form of `value`) is some op's
+ * field. A registry change the proto does not follow fails here. */
+START_TEST(test_spec_proto_op_mirrors_registry)
+{
+    const ProtobufCMessageDescriptor *msg = &spillway__v1__op__descriptor;
+    const ProtobufCEnumDescriptor *kinds = &spillway__v1__op_kind__descriptor;
+    ck_assert_uint_eq(kinds->n_values, SPW_OP_COUNT);
+    for (int k = 0; k < SPW_OP_COUNT; k++) {
+        const struct spw_op_def *d = spw_op_def((enum spw_op_kind)k);
+        const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(kinds, k);
+        char want[64] = "OP_KIND_";
+        for (size_t i = 0; d->name[i] && i < 50; i++)
+            want[8 + i] = (char)(d->name[i] >= 'a' && d->name[i] <= 'z' ? d->name[i] - 32 : d->name[i]);
+        ck_assert_msg(v && !strcmp(v->name, want), "OpKind %d is %s, the registry's op %s", k, v ? v->name : "none",
+                      d->name);
+        for (const struct spw_op_field *f = d->fields; f->name; f++)
+            ck_assert_msg(protobuf_c_message_descriptor_get_field_by_name(msg, f->name),
+                          "the proto's Op has no field %s (op %s)", f->name, d->name);
+    }
+    for (unsigned i = 0; i < msg->n_fields; i++) {
+        const char *name = msg->fields[i].name;
+        bool used = !strcmp(name, "op") || !strcmp(name, "value_random");
+        for (int k = 0; !used && k < SPW_OP_COUNT; k++)
+            for (const struct spw_op_field *f = spw_op_def((enum spw_op_kind)k)->fields; !used && f->name; f++)
+                used = !strcmp(f->name, name);
+        ck_assert_msg(used, "the proto's Op has a field %s that no op of the registry has", name);
+    }
+}
+END_TEST
+
 static Suite *spec_suite(void)
 {
     Suite *s = suite_create("spec");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_spec_defaults_filled);
+    tcase_add_test(tc, test_spec_proto_op_mirrors_registry);
     tcase_add_test(tc, test_spec_example_parses);
     tcase_add_test(tc, test_spec_value_forms);
     tcase_add_test(tc, test_spec_color_jitter_matches_torchvision);

@@ -66,6 +66,9 @@ static const struct command_help commands[] = {
      "                the job ends with the run, its workers freed\n"
      "  --prefetch-mb MB  batches assembled ahead (default 256)\n"
      "  --credit-mb MB    bytes all workers together may have in flight to this client (default 64)\n"},
+    {"ops", "spillctl ops [--json]\n",
+     "ops             every op this build runs: its class and fields with their defaults (* required);\n"
+     "                --json: the op registry's schema (names, types, choices, ranges, defaults, docs)\n"},
     {"validate", "spillctl validate --pipeline FILE.json\n",
      "validate        parse and validate a spec; print it with every default filled in\n"},
     {"workers", "spillctl --dispatcher HOST:PORT workers [--json]\n",

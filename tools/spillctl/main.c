@@ -19,6 +19,7 @@
 #include "tools/spillctl/help.h"
 #include "tools/spillctl/inspect.h"
 #include "tools/spillctl/journal.h"
+#include "tools/spillctl/ops.h"
 #include "tools/spillctl/plan.h"
 #include "tools/spillctl/run.h"
 #include "tools/spillctl/watch.h"
@@ -296,6 +297,8 @@ int main(int argc, char **argv)
         return 2;
     }
     spw_rpc_set_channel_tls(tls);
+    if (!strcmp(cmd, "ops"))
+        return spw_ctl_ops(json);
     if (!strcmp(cmd, "explain")) {
         if (!dispatcher) {
             fprintf(stderr, "spillctl: explain needs --dispatcher HOST:PORT (or SPILLWAY_DISPATCHER)\n");

@@ -243,6 +243,10 @@ SPW_API int spw_job_stats_json(struct spw_job *job, char *buf, size_t cap);
 SPW_API char *spw_job_checkpoint_flat(struct spw_job *job, int64_t *batches, uint64_t *manifest,
                                       uint64_t *job_id, uint64_t *job_secret, int *split_size);
 SPW_API void spw_free(void *p);
+/* Every op this build runs, as JSON (pipeline/op_schema.h: names, docs, positional arguments, fields with
+ * their types, choices, ranges and defaults): what bindings build their pipeline methods from. Allocated,
+ * free it with spw_free; NULL when out of memory. */
+SPW_API char *spw_op_schema(void);
 
 #ifdef __cplusplus
 }

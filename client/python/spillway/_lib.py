@@ -1,7 +1,7 @@
 # spillway/_lib.py - ctypes declarations for libspillway.so (client/include/spillway/client.h, its flat face
 # for bindings): loaded once, on first use, from the package's own folder (an installed package or wheel
 # carries it), else $SPILLWAY_LIB, else <repo>/build/lib/libspillway.so (a source checkout).
-# Not an API of its own: loader.py is the only user. Thread model: ctypes releases the GIL in every call;
+# Not an API of its own: loader.py and pipeline.py (the op schema) are its users. Thread model: ctypes releases the GIL in every call;
 # the C rules apply (one thread drives a job; loading is guarded by a lock).
 import ctypes
 import os
@@ -40,6 +40,7 @@ _PROTOS = {   # name: (restype, argtypes)
                                      ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
                                      ctypes.POINTER(_I)]),
     "spw_free": (None, [_P]),
+    "spw_op_schema": (_P, []),
     "spw_batch_position": (_I, [_P, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64)]),
     "spw_batch_elements": (_I, [_P]),
     "spw_batch_tensor_count": (_I, [_P]),
@@ -95,3 +96,16 @@ def lib():
 
 def strerror(rc):
     return lib().spw_strerror(rc).decode("utf-8", "replace")
+
+
+def op_schema():
+    """The op registry as the library describes it (pipeline/op_schema.h): {"schema": 1, "ops": [...]}."""
+    import json
+    handle = lib()
+    p = handle.spw_op_schema()
+    if not p:
+        raise MemoryError("spillway: no memory for the op schema")
+    try:
+        return json.loads(ctypes.string_at(p).decode("utf-8"))
+    finally:
+        handle.spw_free(p)

@@ -1,29 +1,15 @@
 # spillway/pipeline.py - a builder for the JSON pipeline spec (docs/pipeline.md): a source, one chainable
-# method per op named as the JSON op, batch and on_error; to_json() / Pipeline.from_json(). It validates
-# nothing: fields go to the C parser as given (unknown ones too), which reports errors when a job is made.
+# method per op named as the JSON op, batch and on_error; to_json() / Pipeline.from_json(). The op methods are
+# made at import from the library's op registry (spw_op_schema): their signatures (positional fields in
+# torchvision's order, the rest keyword-only, with the registry's defaults) and docstrings are the registry's,
+# so a field the op does not have is a TypeError at the call. Values are not checked here: the C parser
+# reports them when a job is made. op(name, ...) passes any name and fields through unchecked.
 # Thread model: a Pipeline is an immutable value (every method returns a new one); share it freely.
 import copy
+import inspect
 import json
 
-# op -> its positional parameters, in torchvision / torchaudio order (the rest are keywords:
-# decode_image(exif_transpose=True), decode_audio(mono=False), ...).
-OPS = {
-    "decode_jpeg": (), "decode_image": (), "resize": ("size",), "center_crop": ("size",),
-    "crop": ("top", "left", "height", "width"), "random_crop": ("size",), "random_resized_crop": ("size",),
-    "horizontal_flip": (), "vertical_flip": (), "random_horizontal_flip": ("p",), "random_vertical_flip": ("p",),
-    "rotate": ("angle",), "affine": ("angle",),
-    "adjust_brightness": ("factor",), "adjust_contrast": ("factor",), "adjust_saturation": ("factor",),
-    "adjust_sharpness": ("factor",), "adjust_hue": ("factor",), "posterize": ("bits",),
-    "solarize": ("threshold",), "equalize": (), "autocontrast": (), "invert": (),
-    "color_jitter": ("brightness", "contrast", "saturation", "hue"),
-    "rand_augment": ("num_ops", "magnitude"), "auto_augment": ("policy",),
-    "trivial_augment_wide": ("num_magnitude_bins",),
-    "normalize": ("mean", "std"), "to_tensor": (), "random_erasing": ("p",),
-    "decode_audio": (), "decode_wav": (), "resample": ("rate",), "random_crop_audio": ("samples",), "pad_audio": ("samples",),
-    "normalize_audio": (), "stft": ("n_fft",), "mel": ("n_mels", "sample_rate"), "log": ("eps",),
-    "amplitude_to_db": ("stype", "top_db"), "spec_augment": (),
-}
-
+from . import _lib
 
 def _plain(v):
     """v as JSON-ready Python values: tuples become lists, numpy arrays and scalars Python ones."""
@@ -79,7 +65,8 @@ class Pipeline:
 
     # ---- ops, batch, top level ----
     def op(self, name, *args, **fields):
-        """Append op `name`; positional args fill its main fields (OPS), keywords go through as given."""
+        """Append op `name` unchecked: positional args fill its positional fields (OPS), keywords go through
+        as given (the C parser reports what is wrong when a job is made)."""
         main = OPS.get(name, ())
         if len(args) > len(main):
             raise TypeError("%s() takes at most %d positional arguments (%s), %d given"
@@ -90,6 +77,9 @@ class Pipeline:
                 raise TypeError("%s() got multiple values for %r" % (name, k))
             o[k] = v
         o.update(fields)
+        return self._append(o)
+
+    def _append(self, o):
         p = self._copy()
         p._spec.setdefault("ops", []).append(_plain(o))
         return p
@@ -151,17 +141,57 @@ class Pipeline:
         return "Pipeline.from_json(%r)" % self.to_json()
 
 
-def _op_method(name):
-    def method(self, *args, **fields):
-        return self.op(name, *args, **fields)
-    main = OPS[name]
+def _field_line(f):
+    """One line of an op method's docstring: the field's type, default or requirement, and range."""
+    kind = " | ".join(json.dumps(c) for c in f["choices"]) if "choices" in f else f["type"]
+    if f["required"]:
+        how = "required"
+    elif "derived" in f:
+        how = "default " + f["derived"]
+    else:
+        how = "default " + json.dumps(f["default"])
+    lo, hi = f.get("min"), f.get("max", f.get("max_derived"))
+    rng = ""
+    if lo is not None and hi is not None:
+        rng = ", %s%s to %s" % ("above " if f.get("min_exclusive") else "", lo, hi)
+    elif lo is not None:
+        rng = ", %s %s" % (">" if f.get("min_exclusive") else ">=", lo)
+    return "    %s: %s, %s%s" % (f["name"], kind, how, rng)
+
+
+def _op_method(op):
+    """Pipeline.<op>(...): the registry's op as a method with its real signature and docstring."""
+    name, fields = op["name"], {f["name"]: f for f in op["fields"]}
+    P = inspect.Parameter
+
+    def default(f):
+        return P.empty if f["required"] else (None if "derived" in f else f["default"])
+    params = [P("self", P.POSITIONAL_OR_KEYWORD)]
+    params += [P(a, P.POSITIONAL_OR_KEYWORD, default=default(fields[a])) for a in op["args"]]
+    params += [P(f["name"], P.KEYWORD_ONLY, default=default(f)) for f in op["fields"] if f["name"] not in op["args"]]
+    sig = inspect.Signature(params)
+    derived = {f["name"] for f in op["fields"] if "derived" in f}
+
+    def method(self, *args, **kwargs):
+        try:
+            bound = sig.bind(self, *args, **kwargs)
+        except TypeError as e:
+            raise TypeError("%s(): %s (its fields: %s; docs/pipeline.md)"
+                            % (name, e, ", ".join(fields) or "none")) from None
+        o = {"op": name}
+        for k, v in list(bound.arguments.items())[1:]:      # only what the caller gave: the spec stays short
+            if not (v is None and k in derived):
+                o[k] = v
+        return self._append(o)
     method.__name__ = name
     method.__qualname__ = "Pipeline." + name
-    method.__doc__ = 'Append {"op": "%s"}%s; see docs/pipeline.md.' % (
-        name, " (positional: %s)" % ", ".join(main) if main else "")
+    method.__signature__ = sig
+    method.__doc__ = "%s\n\n%s\n" % (op["doc"], "\n".join(_field_line(f) for f in op["fields"]) or "    no fields")
     return method
 
 
-for _name in OPS:
-    setattr(Pipeline, _name, _op_method(_name))
-del _name
+_SCHEMA = _lib.op_schema()
+OPS = {op["name"]: tuple(op["args"]) for op in _SCHEMA["ops"]}    # op -> its positional fields
+for _op in _SCHEMA["ops"]:
+    setattr(Pipeline, _op["name"], _op_method(_op))
+del _op
