@@ -89,6 +89,12 @@ $(BUILD)/gen/lib/version_gen.h: FORCE
 	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
 $(BUILD)/obj/lib/version.o: $(BUILD)/gen/lib/version_gen.h
 
+# The Python op's helper (pipeline/python_helper.py), built into the library as one C string.
+$(BUILD)/gen/pipeline/python_helper.inc: pipeline/python_helper.py
+	@mkdir -p $(dir $@)
+	$(Q)sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@
+$(BUILD)/obj/pipeline/python_op.o: $(BUILD)/gen/pipeline/python_helper.inc
+
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"

@@ -14,7 +14,8 @@
     X(SPW_EUNSUPPORTED, -1006, "unsupported input")                           \
     X(SPW_EFORMAT,      -1007, "malformed file format")                       \
     X(SPW_EINTERNAL,    -1008, "internal error")                              \
-    X(SPW_EFORKED,      -1009, "used in a forked child process")
+    X(SPW_EFORKED,      -1009, "used in a forked child process")              \
+    X(SPW_EUSER,        -1010, "the user's function failed")
 
 /* spillway/client.h repeats these codes for users (one header, nothing of lib/): whichever a file includes
  * first defines them; tests/unit/check_api.c checks that the two lists agree. */

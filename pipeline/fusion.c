@@ -10,6 +10,7 @@ const char *spw_group_kind_name(enum spw_group_kind kind)
     case SPW_GROUP_DECODE: return "decode";
     case SPW_GROUP_AUGMENT: return "augment";
     case SPW_GROUP_TENSOR: return "tensor";
+    case SPW_GROUP_USER: return "user";
     }
     return "?";
 }

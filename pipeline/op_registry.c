@@ -12,6 +12,7 @@
 #include "pipeline/augment.h"
 #include "pipeline/gpu_ops.h"
 #include "pipeline/image_ops.h"
+#include "pipeline/python_op.h"
 
 #define MAX_EDGE 65535          /* JPEG's own limit on a side; larger outputs cannot come from a decode */
 #define MAX_NUM_OPS 32          /* rand_augment num_ops */
@@ -146,6 +147,12 @@ static const struct spw_op_field spec_augment_fields[] = {
     {"time_mask_param", SPW_FK_INT, OFF(time_mask_param), 0, MAX_MASK, 0, NULL},
     {"num_freq_masks", SPW_FK_INT, OFF(num_freq_masks), 0, 64, 0, NULL},
     {"num_time_masks", SPW_FK_INT, OFF(num_time_masks), 0, 64, 0, NULL},
+    F_END};
+
+static const struct spw_op_field python_fields[] = {
+    {"function", SPW_FK_FUNCTION, 0, 0, 0, SPW_F_REQ, NULL},
+    {"kwargs", SPW_FK_KWARGS, 0, 0, 0, 0, NULL},
+    {"timeout_s", SPW_FK_NUM, OFF(timeout_s), 0, 86400, SPW_F_LO_OPEN, NULL},
     F_END};
 
 /* ---- checks that need more than one field --------------------------------------------------------- */
@@ -427,6 +434,12 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
                                      .doc = "Frequency and time masks (SpecAugment: torchaudio "
                                             "FrequencyMasking, TimeMasking).",
                                      .args = ""),
+    /* user code: its own group, so a cut may fall right before or after it */
+    [SPW_OP_PYTHON] = {.name = "python",
+                       .doc = "A module-level Python function of the element (a numpy array), run in a helper "
+                              "process.",
+                       .args = "function", .cls = SPW_OPC_USER, .group = SPW_GROUP_USER, .size = SPW_SIZE_VARIES,
+                       .fields = python_fields, .cpu = spw_python_op_run, .defaults = {.timeout_s = 60}},
 };
 
 const struct spw_op_def *spw_op_def(enum spw_op_kind kind)

@@ -25,12 +25,13 @@ enum spw_op_class {
     SPW_OPC_DECODE_AUDIO,       /* this and the classes after it are audio */
     SPW_OPC_WAVE,
     SPW_OPC_STFT,
-    SPW_OPC_SPECTRAL,
+    SPW_OPC_SPECTRAL,           /* the last audio class */
+    SPW_OPC_USER,               /* user code: anywhere after the decode, on an image or a tensor */
 };
 
 /* The groups ops run in (fusion.h): a decode op heads a decode group; any other op outside a decode group
- * runs in an augment or a tensor group. */
-enum spw_group_kind { SPW_GROUP_DECODE = 0, SPW_GROUP_AUGMENT = 1, SPW_GROUP_TENSOR = 2 };
+ * runs in an augment, a tensor or a user group (user code: a cut may fall right before or after it). */
+enum spw_group_kind { SPW_GROUP_DECODE = 0, SPW_GROUP_AUGMENT = 1, SPW_GROUP_TENSOR = 2, SPW_GROUP_USER = 3 };
 
 /* How an op may join the decode group before it (flags). */
 enum {
@@ -76,6 +77,8 @@ enum spw_field_kind {
     SPW_FK_MEL_SCALE,   /* "htk" | "slaney" -> mel_scale */
     SPW_FK_MEL_NORM,    /* null | "slaney" -> mel_norm */
     SPW_FK_STYPE,       /* "power" | "magnitude" -> stype */
+    SPW_FK_FUNCTION,    /* "package.module:qualname" -> function (an importable module-level function) */
+    SPW_FK_KWARGS,      /* a JSON object -> kwargs (its canonical text) */
 };
 
 enum { SPW_F_REQ = 1, SPW_F_LO_OPEN = 2, SPW_F_HUE = 4 };
@@ -143,6 +146,9 @@ const struct spw_op_def *spw_op_def(enum spw_op_kind kind);
 /* The kind with that JSON name, or -1. */
 int spw_op_find(const char *name);
 /* True for the classes of audio pipelines. */
-static inline bool spw_op_class_audio(enum spw_op_class cls) { return cls >= SPW_OPC_DECODE_AUDIO; }
+static inline bool spw_op_class_audio(enum spw_op_class cls)
+{
+    return cls >= SPW_OPC_DECODE_AUDIO && cls <= SPW_OPC_SPECTRAL;
+}
 
 #endif

@@ -15,6 +15,7 @@ static const char *const class_names[] = {
     [SPW_OPC_DECODE_IMAGE] = "decode_image", [SPW_OPC_IMAGE] = "image",   [SPW_OPC_TO_TENSOR] = "to_tensor",
     [SPW_OPC_TENSOR] = "tensor",             [SPW_OPC_DECODE_AUDIO] = "decode_audio",
     [SPW_OPC_WAVE] = "wave",                 [SPW_OPC_STFT] = "stft",     [SPW_OPC_SPECTRAL] = "spectral",
+    [SPW_OPC_USER] = "user",
 };
 
 const char *spw_op_class_name(enum spw_op_class cls)
@@ -47,6 +48,8 @@ static const char *type_name(enum spw_field_kind k)
     case SPW_FK_MEL_SCALE:
     case SPW_FK_MEL_NORM:
     case SPW_FK_STYPE: return "string";
+    case SPW_FK_FUNCTION: return "\"package.module:function\"";
+    case SPW_FK_KWARGS: return "object";
     }
     return NULL;
 }

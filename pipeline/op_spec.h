@@ -56,6 +56,7 @@ enum spw_op_kind {
     SPW_OP_SPEC_AUGMENT,
     SPW_OP_DECODE_IMAGE,
     SPW_OP_DECODE_AUDIO,
+    SPW_OP_PYTHON,
     SPW_OP_COUNT
 };
 
@@ -115,6 +116,10 @@ struct spw_op_spec {
     double top_db;                      /* amplitude_to_db: 0 = none (JSON null) */
     int freq_mask_param, time_mask_param;       /* spec_augment: widths drawn from [0, param] */
     int num_freq_masks, num_time_masks;         /* spec_augment: 1 each */
+    /* user code (pipeline/python_op.h) */
+    char *function;                     /* python: "package.module:qualname" (owned by the spec) */
+    char *kwargs;                       /* python: its keyword arguments, canonical JSON object text (owned) */
+    double timeout_s;                   /* python: per element, then the helper is killed (60) */
 };
 
 /* JSON names of the ops' enum values ("decode_jpeg", "bilinear", "imagenet", "htk", "power"); NULL if out of

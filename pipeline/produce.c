@@ -65,7 +65,7 @@ int spw_produce(const struct spw_producer *p, uint64_t epoch, int64_t sample, in
     return rc;
 }
 
-const char *const spw_failure_names[SPW_FAIL_KINDS] = {"decode", "too_big", "read", "memory", "other"};
+const char *const spw_failure_names[SPW_FAIL_KINDS] = {"decode", "too_big", "read", "memory", "other", "user"};
 
 enum spw_failure spw_failure_of(int rc)
 {
@@ -76,6 +76,7 @@ enum spw_failure spw_failure_of(int rc)
     case SPW_ETOOBIG: return SPW_FAIL_TOO_BIG;
     case SPW_ESOURCE: return SPW_FAIL_READ;
     case -ENOMEM: return SPW_FAIL_MEMORY;
+    case SPW_EUSER: return SPW_FAIL_USER;
     default: return rc < 0 && rc > -4096 ? SPW_FAIL_READ : SPW_FAIL_OTHER;   /* -errno: the read */
     }
 }

@@ -14,7 +14,9 @@
 #include "pipeline/spec.h"
 
 /* Why a sample could not be made, for counting (spw_produce_failed). */
-enum spw_failure { SPW_FAIL_DECODE, SPW_FAIL_TOO_BIG, SPW_FAIL_READ, SPW_FAIL_MEMORY, SPW_FAIL_OTHER, SPW_FAIL_KINDS };
+enum spw_failure {
+    SPW_FAIL_DECODE, SPW_FAIL_TOO_BIG, SPW_FAIL_READ, SPW_FAIL_MEMORY, SPW_FAIL_OTHER, SPW_FAIL_USER, SPW_FAIL_KINDS
+};
 extern const char *const spw_failure_names[SPW_FAIL_KINDS];     /* "decode", "too_big", "read", ... */
 
 struct spw_producer {

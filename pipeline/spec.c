@@ -24,6 +24,8 @@
 #define MAX_PATH_BYTES 4096     /* PATH_MAX */
 #define MAX_LABEL_KEY_BYTES 256
 #define MAX_BATCH 65536
+#define MAX_FUNCTION_BYTES 512
+#define MAX_KWARGS_BYTES (64 << 10)
 #define INF HUGE_VAL
 #define DEFAULT_MAX_PIXELS 89478485LL           /* PIL's Image.MAX_IMAGE_PIXELS */
 #define DEFAULT_MAX_FILE_BYTES (64LL << 20)
@@ -396,6 +398,65 @@ static int get_erase_value(struct vctx *c, const char *loc, const json_t *v, str
     return get_fill3(c, loc, v, -INF, INF, op->erase_value);
 }
 
+/* A dotted run of Python identifiers ("pkg.mod", "Outer.method"): the characters before *end. */
+static bool dotted_identifiers(const char *s, const char *end)
+{
+    bool start = true;
+    for (; s < end; s++) {
+        const bool letter = (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_';
+        if (*s == '.' && !start)
+            start = true;
+        else if (letter || (!start && *s >= '0' && *s <= '9'))
+            start = false;
+        else
+            return false;
+    }
+    return !start;
+}
+
+/* "package.module:qualname" of an importable module-level function. Lambdas ("<lambda>"), closures
+ * ("<locals>") and __main__ cannot be imported where the op runs: refused with what to do instead. */
+static int get_function(struct vctx *c, const char *loc, const json_t *v, char **out)
+{
+    if (!json_is_string(v))
+        return fail_type(c, loc, "a string \"package.module:function\"", v);
+    const char *s = json_string_value(v), *colon = strchr(s, ':');
+    char q[160];
+    fmt_str(q, sizeof q, s);
+    if (json_string_length(v) > MAX_FUNCTION_BYTES)
+        return fail(c, loc, "%zu bytes, more than the cap of %d", json_string_length(v), MAX_FUNCTION_BYTES);
+    if (strstr(s, "<lambda>") || strstr(s, "<locals>"))
+        return fail(c, loc, "%s is a lambda or a nested function, which workers cannot import: define it at "
+                    "module level in a module on their Python path", q);
+    if (!strncmp(s, "__main__:", 9))
+        return fail(c, loc, "%s is defined in the script being run (__main__), which workers cannot import: move "
+                    "it into a module on their Python path", q);
+    if (!colon || !dotted_identifiers(s, colon) || !dotted_identifiers(colon + 1, colon + strlen(colon)))
+        return fail(c, loc, "%s is not \"package.module:function\"", q);
+    free(*out);
+    if (!(*out = strdup(s)))
+        return fail_oom(c);
+    return 0;
+}
+
+/* Keyword arguments: a JSON object, kept as its canonical text (sorted keys, compact). */
+static int get_kwargs(struct vctx *c, const char *loc, const json_t *v, char **out)
+{
+    if (!json_is_object(v))
+        return fail_type(c, loc, "an object", v);
+    char *text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!text)
+        return fail_oom(c);
+    if (strlen(text) > MAX_KWARGS_BYTES) {
+        const size_t n = strlen(text);
+        free(text);
+        return fail(c, loc, "%zu bytes as JSON, more than the cap of %d", n, MAX_KWARGS_BYTES);
+    }
+    free(*out);
+    *out = text;
+    return 0;
+}
+
 static int parse_field(struct vctx *c, const char *loc, const json_t *v, const struct spw_op_field *f,
                        struct spw_op_spec *op)
 {
@@ -476,6 +537,10 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
         if ((rc = get_enum(c, loc, v, spw_db_stype_names, spw_db_stype_names_n, &e)) == 0)
             op->stype = (enum spw_db_stype)e;
         return rc;
+    case SPW_FK_FUNCTION:
+        return get_function(c, loc, v, &op->function);
+    case SPW_FK_KWARGS:
+        return get_kwargs(c, loc, v, &op->kwargs);
     }
     return fail(c, loc, "internal: unhandled field kind");
 }
@@ -533,6 +598,9 @@ static int check_order(struct vctx *c, int i, const struct spw_op_spec *ops, int
     const char *name = spw_op_name(ops[i].kind);
     snprintf(where, sizeof(where), "ops[%d]", i);
     const enum spw_op_class cls = spw_op_def(ops[i].kind)->cls;
+    if (cls == SPW_OPC_USER)            /* an image or a tensor, image or audio pipeline: after the decode */
+        return i == 0 ? fail(c, where, "\"%s\" needs a decode op (decode_jpeg, decode_audio, ...) before it", name)
+                      : 0;
     if (spw_op_class_audio(cls))
         return check_audio_order(c, where, i, ops, tensor_at);
     if (i > 0 && spw_op_def(ops[0].kind)->cls == SPW_OPC_DECODE_AUDIO)
@@ -925,6 +993,10 @@ void spw_spec_free(struct spw_pipeline_spec *spec)
     free(spec->source.label_key);
     free(spec->source.ca_file);
     free(spec->source.header_file);
+    for (int i = 0; spec->ops && i < spec->n_ops; i++) {
+        free(spec->ops[i].function);
+        free(spec->ops[i].kwargs);
+    }
     free(spec->ops);
     free(spec);
 }
@@ -1018,6 +1090,10 @@ static json_t *field_to_json(struct jb *b, const struct spw_op_field *f, const s
         return op->mel_norm == SPW_MEL_NORM_NONE ? json_null() : name_json(spw_mel_norm_name(op->mel_norm));
     case SPW_FK_STYPE:
         return name_json(spw_db_stype_name(op->stype));
+    case SPW_FK_FUNCTION:
+        return json_string(op->function ? op->function : "");
+    case SPW_FK_KWARGS:
+        return op->kwargs ? json_loads(op->kwargs, 0, NULL) : json_object();
     }
     return NULL;
 }

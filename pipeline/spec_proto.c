@@ -28,7 +28,7 @@
 /* JSON null (f_max, top_db) is an absent field */
 #define OP_DOUBLES(X)                                                                                      \
     X(p, P) X(angle, ANGLE) X(factor, FACTOR) X(threshold, THRESHOLD) X(rolloff, ROLLOFF) X(power, POWER)  \
-    X(f_min, F_MIN) X(f_max, F_MAX) X(eps, EPS) X(top_db, TOP_DB)
+    X(f_min, F_MIN) X(f_max, F_MAX) X(eps, EPS) X(top_db, TOP_DB) X(timeout_s, TIMEOUT_S)
 #define OP_BOOLS(X)                                                                                        \
     X(antialias, ANTIALIAS) X(pad_if_needed, PAD_IF_NEEDED) X(expand, EXPAND) X(mono, MONO)                \
     X(center, CENTER) X(exif_transpose, EXIF_TRANSPOSE)
@@ -124,6 +124,21 @@ static json_t *ints_json(struct jb *b, const int32_t *v, size_t n)
     return a;
 }
 
+#define KWARGS_MAX_TEXT (64 << 10)      /* as spec.c's cap: longer is refused by the validator anyway */
+static bool utf8_valid(const char *str);
+
+/* A peer's string as JSON; one that is not UTF-8 is refused here, naming the op. */
+static json_t *string_json(struct jb *b, const char *s)
+{
+    if (!utf8_valid(s ? s : "")) {
+        if (!b->bad && b->err && b->errlen)
+            snprintf(b->err, b->errlen, "ops[%zu]: a string that is not valid UTF-8", b->op);
+        b->bad = true;
+        return json_null();
+    }
+    return json_string(s ? s : "");
+}
+
 static json_t *op_to_json(struct jb *b, const Spillway__V1__Op *op)
 {
     json_t *o = json_object();
@@ -165,6 +180,14 @@ static json_t *op_to_json(struct jb *b, const Spillway__V1__Op *op)
         set(b, o, "value", json_string("random"));
     else if (op->n_value)
         set(b, o, "value", doubles_json(b, "value", op->value, op->n_value));
+    /* user code: strings a peer sent; kwargs is an object's JSON text (anything else goes to the validator
+     * as the string itself, which it refuses as not an object) */
+    if (op->opt_function_case == OP_CASE(FUNCTION))
+        set(b, o, "function", string_json(b, op->function));
+    if (op->opt_kwargs_case == OP_CASE(KWARGS)) {
+        json_t *kw = op->kwargs && strlen(op->kwargs) <= KWARGS_MAX_TEXT ? json_loads(op->kwargs, 0, NULL) : NULL;
+        set(b, o, "kwargs", kw ? kw : string_json(b, op->kwargs));
+    }
     return o;
 }
 
@@ -384,6 +407,10 @@ static void op_proto_free(Spillway__V1__Op *op)
     OP_DOUBLE_LISTS(LIST_FREE)
 #undef LIST_FREE
     free(op->value);
+    if (op->function != protobuf_c_empty_string)
+        free(op->function);
+    if (op->kwargs != protobuf_c_empty_string)
+        free(op->kwargs);
     free(op);
 }
 
@@ -456,6 +483,22 @@ static int op_from_json(json_t *o, Spillway__V1__Op **out)
     }
     OP_DOUBLE_LISTS(LIST_FROM_JSON)
 #undef LIST_FROM_JSON
+    if ((v = json_object_get(o, "function"))) {
+        used++;
+        if (!json_is_string(v) || !(op->function = strdup(json_string_value(v)))) {
+            rc = json_is_string(v) ? -ENOMEM : SPW_EINTERNAL;
+            goto out;
+        }
+        op->opt_function_case = OP_CASE(FUNCTION);
+    }
+    if ((v = json_object_get(o, "kwargs"))) {
+        used++;
+        if (!json_is_object(v) || !(op->kwargs = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS))) {
+            rc = json_is_object(v) ? -ENOMEM : SPW_EINTERNAL;
+            goto out;
+        }
+        op->opt_kwargs_case = OP_CASE(KWARGS);
+    }
     if ((v = json_object_get(o, "value"))) {
         used++;
         if (json_is_string(v)) {

@@ -20,7 +20,7 @@ START_TEST(test_api_error_codes_match_the_library)
         {SPW_ETOOBIG, "input exceeds a configured size cap"}, {SPW_ESOURCE, "data source error"},
         {SPW_ECLOSED, "closed"}, {SPW_EUNSUPPORTED, "unsupported input"},
         {SPW_EFORMAT, "malformed file format"}, {SPW_EINTERNAL, "internal error"},
-        {SPW_EFORKED, "used in a forked child process"},
+        {SPW_EFORKED, "used in a forked child process"}, {SPW_EUSER, "the user's function failed"},
     };
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         ck_assert_str_eq(spw_strerror(codes[i].code), codes[i].text);

@@ -31,6 +31,7 @@ enum spw_err {
     SPW_EFORMAT = -1007,        /* malformed file format */
     SPW_EINTERNAL = -1008,      /* internal error */
     SPW_EFORKED = -1009,        /* used in a forked child process */
+    SPW_EUSER = -1010,          /* the user's function failed (a Python op raised, crashed or hung) */
 };
 #endif
 /* Human-readable text for a return code (a SPW_E* code or -errno). Never NULL. */

@@ -9,6 +9,7 @@ import ctypes
 import hashlib
 import json
 import os
+import sys
 import threading
 import weakref
 
@@ -307,6 +308,13 @@ def _spec_text(pipeline):
     raise TypeError("pipeline: a Pipeline, a spec dict or JSON text, got %s" % type(pipeline).__name__)
 
 
+def _python_op_env():
+    """Python ops in this process run in helpers of this interpreter with this process's module path, unless
+    SPILLWAY_PYTHON / SPILLWAY_PYTHONPATH say otherwise (read by the C library when a helper starts)."""
+    os.environ.setdefault("SPILLWAY_PYTHON", sys.executable)
+    os.environ.setdefault("SPILLWAY_PYTHONPATH", os.pathsep.join(os.path.abspath(p or ".") for p in sys.path))
+
+
 def _env_token():
     """The token from $SPILLWAY_AUTH_TOKEN, or the file $SPILLWAY_AUTH_TOKEN_FILE names (a mounted Secret)."""
     if os.environ.get("SPILLWAY_AUTH_TOKEN"):
@@ -397,6 +405,7 @@ class Loader:
         self._cur = None                # the epoch being iterated
         self._classes = None
         self.spec = _spec_text(pipeline)
+        _python_op_env()
         if insecure is None:
             insecure = os.environ.get("SPILLWAY_INSECURE", "").lower() in ("1", "true", "yes")
         if device_batches and gpu is None:

@@ -6,6 +6,7 @@
 # reports them when a job is made. op(name, ...) passes any name and fields through unchecked.
 # Thread model: a Pipeline is an immutable value (every method returns a new one); share it freely.
 import copy
+import importlib
 import inspect
 import json
 
@@ -79,6 +80,25 @@ class Pipeline:
         o.update(fields)
         return self._append(o)
 
+    def map(self, fn, timeout_s=None, **kwargs):
+        """Append a Python op calling fn(element, **kwargs) on every element (docs/pipeline.md, "Python ops").
+        fn must be importable where the op runs, so a module-level function of a module (not a lambda, a
+        nested function or one defined in the script being run); kwargs must be JSON values. fn may take
+        `rng`, a numpy Generator seeded from (seed, epoch, sample, op): its draws are the same wherever the
+        element is made. timeout_s: per element (default 60)."""
+        name = _function_name(fn)
+        try:
+            json.dumps(_plain(kwargs))
+        except (TypeError, ValueError) as e:
+            raise TypeError("map(%s): kwargs must be JSON values (numbers, strings, lists, dicts): %s"
+                            % (name, e)) from None
+        o = {"op": "python", "function": name}
+        if kwargs:
+            o["kwargs"] = kwargs
+        if timeout_s is not None:
+            o["timeout_s"] = timeout_s
+        return self._append(o)
+
     def _append(self, o):
         p = self._copy()
         p._spec.setdefault("ops", []).append(_plain(o))
@@ -139,6 +159,27 @@ class Pipeline:
 
     def __repr__(self):
         return "Pipeline.from_json(%r)" % self.to_json()
+
+
+def _function_name(fn):
+    """fn as "module:qualname", after checking that importing that gives fn back (TypeError saying how)."""
+    module, qual = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    what = getattr(fn, "__name__", repr(fn))
+    if not callable(fn) or not module or not qual:
+        raise TypeError("map(%s): a module-level function is needed, got %s" % (what, type(fn).__name__))
+    if "<lambda>" in qual or "<locals>" in qual:
+        raise TypeError("map(%s): a lambda or a function defined inside another cannot be imported by the "
+                        "processes that run the op: define it at the top level of a module" % what)
+    if module == "__main__":
+        raise TypeError("map(%s): functions of the script being run (__main__) cannot be imported by the "
+                        "processes that run the op: move it into a module (e.g. augment.py beside the script, "
+                        "then `from augment import %s`)" % (what, what))
+    obj = importlib.import_module(module)
+    for part in qual.split("."):
+        obj = getattr(obj, part, None)
+    if obj is not fn and getattr(obj, "__wrapped__", None) is not fn:
+        raise TypeError("map(%s): %s:%s does not import as this function" % (what, module, qual))
+    return "%s:%s" % (module, qual)
 
 
 def _field_line(f):
