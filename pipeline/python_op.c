@@ -224,10 +224,23 @@ static int start(struct helper *h, char *err, size_t errlen)
         return spw_fail(err, errlen, rc == -ENOMEM ? -ENOMEM : SPW_EUSER, "cannot make the Python op's shared "
                         "memory: %s", strerror(-rc));
     }
+    /* The child's fds 3 and 4 come from copies above them: dup2 of a socket that is fd 4 onto 3 while the
+     * memfd is fd 3 would clobber it (seen: a helper mapping its socket). */
+    const int child_sock = fcntl(sv[1], F_DUPFD_CLOEXEC, 10), child_mem = fcntl(h->memfd, F_DUPFD_CLOEXEC, 10);
+    close(sv[1]);
+    sv[1] = child_sock;
+    if (child_sock < 0 || child_mem < 0) {
+        if (child_sock >= 0)
+            close(child_sock);
+        if (child_mem >= 0)
+            close(child_mem);
+        helper_stop(h);
+        return spw_fail(err, errlen, SPW_EUSER, "cannot start a Python helper: no file descriptors left");
+    }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
-    posix_spawn_file_actions_adddup2(&fa, h->memfd, 4);
+    posix_spawn_file_actions_adddup2(&fa, child_sock, 3);
+    posix_spawn_file_actions_adddup2(&fa, child_mem, 4);
     posix_spawn_file_actions_adddup2(&fa, 2, 1);      /* users' prints go to our stderr, not our stdout */
     char *extra = NULL, **envp = helper_env(&extra);
     char *argv[] = {(char *)python, "-c", (char *)helper_script, NULL};
@@ -236,7 +249,8 @@ static int start(struct helper *h, char *err, size_t errlen)
     posix_spawn_file_actions_destroy(&fa);
     free(envp);
     free(extra);
-    close(sv[1]);
+    close(child_sock);
+    close(child_mem);
     if (rc != 0) {
         helper_stop(h);
         return spw_fail(err, errlen, SPW_EUSER, "cannot start the Python helper %s: %s (set SPILLWAY_PYTHON to "

@@ -64,6 +64,11 @@ static struct spw_config_entry g_cfg[] = {
     {"metrics-port", "SPILLWAY_METRICS_PORT", SPW_CFG_INT, "0", -1, 65535,
      "serve Prometheus metrics (GET /metrics) and GET /healthz over HTTP on this port of --listen, with no "
      "token: put it where only the scraper reaches; 0: off; -1: any free port", 0, 0, 0, 0},
+    {"python", "SPILLWAY_PYTHON", SPW_CFG_STRING, "python3", 0, 0,
+     "the interpreter jobs' Python ops run in (one helper process per thread; it needs numpy)", 0, 0, 0, 0},
+    {"python-path", "SPILLWAY_PYTHONPATH", SPW_CFG_STRING, "", 0, 0,
+     "folders (':'-separated) put before PYTHONPATH for Python ops: where the modules jobs name are", 0, 0, 0,
+     0},
 };
 #define N_CFG ((int)(sizeof g_cfg / sizeof g_cfg[0]))
 
@@ -172,6 +177,9 @@ int main(int argc, char **argv)
         return 2;
     }
     spw_config_log(g_cfg, N_CFG, "worker");
+    /* Read by pipeline/python_op.c when a thread starts its helper: set once here, before any thread. */
+    setenv("SPILLWAY_PYTHON", cfg("python")->s, 1);
+    setenv("SPILLWAY_PYTHONPATH", cfg("python-path")->s, 1);
     static struct spw_security sec;
     if (spw_security_from_config(g_cfg, N_CFG, "worker", &sec, err, sizeof err) != 0) {
         fprintf(stderr, "spillway-worker: %s\n", err);

@@ -1,0 +1,41 @@
+# tests/python/pyops_fixture.py - module-level functions the Python-op tests name (helper processes import
+# them as pyops_fixture:NAME): stamps with and without rng, and functions that raise, crash (a segfault
+# through ctypes) or hang on an all-black image. Thread model: pure functions, one call at a time.
+import ctypes
+import time
+
+import numpy as np
+
+
+def stamp(img, value=255):
+    out = img.copy()
+    out[0:4, 0:4, :] = value
+    return out
+
+
+def stamp_rng(img, rng):
+    out = img.copy()
+    out[0:4, 0:4, :] = rng.integers(0, 256, size=(4, 4, 3), dtype=np.uint8)
+    return out
+
+
+def to_chw_float(img):
+    return (img.astype(np.float32) / 255.0).transpose(2, 0, 1)
+
+
+def raise_on_black(img):
+    if img.max() == 0:
+        raise ValueError("black image")
+    return img
+
+
+def crash_on_black(img):
+    if img.max() == 0:
+        ctypes.string_at(0)         # SIGSEGV in the helper
+    return img
+
+
+def hang_on_black(img):
+    if img.max() == 0:
+        time.sleep(3600)
+    return img

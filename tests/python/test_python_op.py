@@ -1,0 +1,149 @@
+# tests/python/test_python_op.py - the Python op (pipeline/python_op.c) in-process, through spillctl and
+# spillway.Loader: a stamp equals numpy's on the pipeline without it; with rng, batches do not depend on the
+# thread count; Pipeline.map equals the JSON op; a function that raises, segfaults or hangs on one image
+# fails that image only (skip: every other sample once, the reason and path logged; fail: the run stops
+# naming both); lambdas and __main__ functions are refused. Data: 12 PNGs (exact pixels), one all black.
+# Thread model: single-threaded test code (the library's threads and helpers are its own).
+import json
+import os
+import subprocess
+import time
+import unittest
+
+import numpy as np
+from PIL import Image
+
+import pyops_fixture
+import spwtest
+from spillway import Loader, Pipeline, SpillwayError
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def make_pngs(root):
+    """12 noise PNGs in two classes, and black.png in class b."""
+    rng = np.random.default_rng(5)
+    for i in range(12):
+        d = os.path.join(root, "a" if i % 2 else "b")
+        os.makedirs(d, exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, size=(20 + i, 24, 3), dtype=np.uint8)).save(
+            os.path.join(d, "img%02d.png" % i))
+    Image.fromarray(np.zeros((20, 20, 3), np.uint8)).save(os.path.join(root, "b", "black.png"))
+
+
+class TestPythonOp(spwtest.TempDir, unittest.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.data = os.path.join(self.tmp, "data")
+        make_pngs(self.data)
+        os.environ["SPILLWAY_PYTHONPATH"] = HERE        # spillctl's helpers import pyops_fixture from here
+
+    def base(self, on_error="skip"):
+        return (Pipeline.image_folder(self.data, seed=3, epochs=2).decode_image().center_crop(16)
+                .batch(4).on_error(on_error))
+
+    def with_op(self, p, op):
+        d = p.to_dict()
+        d["ops"].insert(2, op)
+        return Pipeline.from_dict(d)
+
+    def elements(self, p, **kw):
+        """Both epochs' images and labels, in order, each as one array (how batches split them aside)."""
+        loader = Loader(p, ordered=True, **kw)
+        got = [[a.copy() for a in b[:2]] for _ in range(2) for b in loader]
+        return np.concatenate([x for x, _ in got]), np.concatenate([y for _, y in got])
+
+    def spillctl(self, p, *extra):
+        path = spwtest.write(self.tmp, "p.json", p.to_json())
+        env = dict(os.environ, SPILLWAY_PYTHON="/usr/bin/python3")
+        keys = os.path.join(self.tmp, "keys.txt")
+        t0 = time.monotonic()
+        r = subprocess.run([spwtest.SPILLCTL, "run", "--local", "--pipeline", path, "--threads", "2", "--keys", keys,
+                            "--quiet"] + list(extra), capture_output=True, text=True, env=env, timeout=120)
+        lines = []
+        if os.path.exists(keys):
+            with open(keys) as f:
+                lines = f.read().splitlines()
+        return r, lines, time.monotonic() - t0
+
+    def test_stamp_equals_numpy(self):
+        x, y = self.elements(self.base().map(pyops_fixture.stamp, value=7), local_cores=2)
+        wx, wy = self.elements(self.base(), local_cores=2)
+        self.assertEqual(len(x), 26)
+        np.testing.assert_array_equal(x, np.stack([pyops_fixture.stamp(e, value=7) for e in wx]))
+        np.testing.assert_array_equal(y, wy)
+
+    def test_rng_does_not_depend_on_threads(self):
+        p = self.base().map(pyops_fixture.stamp_rng)
+        (one, _), (three, _) = self.elements(p, local_cores=1), self.elements(p, local_cores=3)
+        np.testing.assert_array_equal(one, three)
+        corners = {bytes(e[0:4, 0:4].tobytes()) for e in one}
+        self.assertEqual(len(corners), 26, "rng draws differ per sample and epoch")
+
+    def test_map_is_the_json_op(self):
+        m = self.base().map(pyops_fixture.stamp, value=7)
+        j = self.with_op(self.base(), {"op": "python", "function": "pyops_fixture:stamp", "kwargs": {"value": 7}})
+        self.assertEqual(m.to_dict(), j.to_dict())
+        np.testing.assert_array_equal(self.elements(m)[0], self.elements(j)[0])
+
+    def test_a_tensor_result_is_a_tensor(self):
+        x = self.elements(self.base().map(pyops_fixture.to_chw_float))[0]
+        self.assertEqual((x.dtype, x.shape[1:]), (np.float32, (3, 16, 16)))
+
+    def test_raise_skip_and_fail(self):
+        op = {"op": "python", "function": "pyops_fixture:raise_on_black"}
+        r, keys, _ = self.spillctl(self.with_op(self.base(), op))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(keys), 2 * 12, "every other sample of both epochs, once each")
+        self.assertFalse([k for k in keys if "black.png" in k])
+        self.assertRegex(r.stderr, r'skipped sample=\d+ path="[^"]*black.png" err="ops\[2\] python '
+                         r'pyops_fixture:raise_on_black: ValueError: black image \([^)]*pyops_fixture.py:\d+')
+        r, _, _ = self.spillctl(self.with_op(self.base("fail"), op))
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("black.png", r.stderr)
+        self.assertIn("ValueError: black image", r.stderr)
+        with self.assertRaises(SpillwayError) as cm:
+            self.elements(self.base("fail").map(pyops_fixture.raise_on_black))
+        self.assertIn("ValueError: black image", str(cm.exception))
+        self.assertIn("black.png", str(cm.exception))
+
+    def test_segfault_fails_one_element(self):
+        r, keys, _ = self.spillctl(self.with_op(self.base(), {"op": "python",
+                                                              "function": "pyops_fixture:crash_on_black"}))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(keys), 24)
+        self.assertIn("its helper process died (signal 11 (Segmentation fault)) on this element", r.stderr)
+
+    def test_hang_times_out(self):
+        op = {"op": "python", "function": "pyops_fixture:hang_on_black", "timeout_s": 1}
+        r, keys, took = self.spillctl(self.with_op(self.base(), op))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(keys), 24)
+        self.assertIn("no result within its timeout_s of 1 s: the helper was killed", r.stderr)
+        self.assertLess(took, 30)
+
+    def test_unimportable_functions_refused(self):
+        def nested(x):
+            return x
+        for fn, why in ((lambda x: x, "a lambda"), (nested, "a lambda or a function defined inside another")):
+            with self.assertRaises(TypeError) as cm:
+                self.base().map(fn)
+            self.assertIn(why, str(cm.exception))
+        for name, why in (("__main__:f", "(__main__), which workers cannot import"),
+                          ("mod:<lambda>", "is a lambda or a nested function"), ("no_colon", "is not")):
+            p = self.with_op(self.base(), {"op": "python", "function": name})
+            r = spwtest.spillctl("validate", "--pipeline", spwtest.write(self.tmp, "v.json", p.to_json()),
+                                 check=False)
+            self.assertEqual(r.returncode, 2, name)
+            self.assertIn("ops[2].function: ", r.stderr)
+            self.assertIn(why, r.stderr)
+
+    def test_missing_module_is_the_elements_error(self):
+        op = {"op": "python", "function": "no_such_module_xyz:f"}
+        r, keys, _ = self.spillctl(self.with_op(self.base(), op))
+        self.assertEqual(keys, [])
+        self.assertIn("cannot import no_such_module_xyz:f: ModuleNotFoundError", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
