@@ -4,7 +4,6 @@
 # fails that image only (skip: every other sample once, the reason and path logged; fail: the run stops
 # naming both); lambdas and __main__ functions are refused. Data: 12 PNGs (exact pixels), one all black.
 # Thread model: single-threaded test code (the library's threads and helpers are its own).
-import json
 import os
 import subprocess
 import time

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# tests/integration/python_op.sh - a Python op on workers: a dispatcher and two one-thread workers started with
+# --python and --python-path (tests/python, whose pyops_fixture the job names). An rng-drawing stamp is the
+# same, batch for batch and byte for byte, in-process, on the workers only (--cut all) and shared between
+# the trainer and the workers (--local-cores 1), all ordered. A function that segfaults on the one black
+# image fails that image only: the job ends with every other sample exactly once, the workers live on and
+# the trainer's log names the signal; one that never returns on it is killed after timeout_s, likewise.
+# Real processes on loopback; kills all it starts.
+set -uo pipefail
+# shellcheck source=tests/integration/lib.sh
+source "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+export SPILLWAY_PYTHON=$PY SPILLWAY_PYTHONPATH=$ROOT/tests/python   # the workers' --python, --python-path
+
+# 40 noise PNGs in two classes (exact pixels) and black.png
+"$PY" - "$WORK/data" <<'PYEOF' || exit 1
+import os, sys
+import numpy as np
+from PIL import Image
+rng = np.random.default_rng(11)
+for i in range(40):
+    d = os.path.join(sys.argv[1], "ab"[i % 2])
+    os.makedirs(d, exist_ok=True)
+    Image.fromarray(rng.integers(0, 256, size=(24 + i % 5, 28, 3), dtype=np.uint8)).save("%s/img%02d.png" % (d, i))
+Image.fromarray(np.zeros((24, 24, 3), np.uint8)).save(os.path.join(sys.argv[1], "b", "black.png"))
+PYEOF
+spec() {   # spec FILE FUNCTION [TIMEOUT_S]
+  cat > "$1" <<JSON
+{"source": {"format": "image_folder", "path": "$WORK/data", "seed": 4, "epochs": 2},
+ "ops": [{"op": "decode_image"}, {"op": "center_crop", "size": 20},
+         {"op": "python", "function": "pyops_fixture:$2", "timeout_s": ${3:-60}}, {"op": "to_tensor"}],
+ "batch": {"size": 8}}
+JSON
+}
+spec "$WORK/p-rng.json" stamp_rng
+spec "$WORK/p-crash.json" crash_on_black
+spec "$WORK/p-hang.json" hang_on_black 2
+same_dump() {   # every file of dump $1 equals dump $2's
+  [ "$(ls "$WORK/$1" | wc -l)" = "$(ls "$WORK/$2" | wc -l)" ] || return 1
+  for f in "$WORK/$2"/*; do cmp -s "$f" "$WORK/$1/$(basename "$f")" || return 1; done
+}
+
+"$B/bin/spillctl" run --local --pipeline "$WORK/p-rng.json" --threads 2 --dump "$WORK/local" --quiet || exit 1
+start_service 2 || { finish; exit 1; }
+run() {   # run NAME SPEC [spillctl options...]
+  local name=$1 p=$2
+  shift 2
+  timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$p" --ordered --dump "$WORK/$name" \
+    --json --quiet "$@" > "$WORK/$name.json" 2> "$WORK/$name.err"
+}
+run remote "$WORK/p-rng.json" --cut all --local-cores 0
+check "on the workers only (--cut all): exit 0" test $? -eq 0
+check "... the same batches, byte for byte, as in-process" same_dump remote local
+remote() { sed -n 's/.*"remote": \([0-9]*\).*/\1/p' "$WORK/$1.json"; }
+check "... all 82 elements made by the workers ($(remote remote))" test "$(remote remote)" -eq 82
+run hybrid "$WORK/p-rng.json" --cut all --local-cores 1
+check "shared by the trainer and the workers: exit 0" test $? -eq 0
+check "... the same batches, byte for byte" same_dump hybrid local
+check "... some made by the workers, some by the trainer ($(remote hybrid) remote)" \
+  test "$(remote hybrid)" -gt 0 -a "$(remote hybrid)" -lt 82
+check "the workers ran the op (their log has no error)" bash -c "! grep -q ' error ' '$WORK/w1.err' '$WORK/w2.err'"
+
+run crash "$WORK/p-crash.json" --cut all --local-cores 0
+check "a segfault on one image: the job ends (exit 0)" test $? -eq 0
+n=$(wc -l < "$WORK/crash/keys.txt")
+check "... with the 80 other samples of its two epochs ($n)" test "$n" -eq 80
+check "... each once" test "$(sort "$WORK/crash/keys.txt" | uniq -d | wc -l)" -eq 0
+check "... none of them black.png" bash -c "! grep -q black.png '$WORK/crash/keys.txt'"
+check "... the trainer's log names the signal and the file" \
+  grep -q 'black.png.*its helper process died (signal 11 (Segmentation fault))' "$WORK/crash.err"
+check "... the workers live on" bash -c "kill -0 $(pgrep -d ' ' -f "spillway-worker --dispatcher 127.0.0.1:$DPORT")"
+
+run hang "$WORK/p-hang.json" --cut all --local-cores 0
+check "a function that never returns on one image (timeout_s 2): the job ends (exit 0)" test $? -eq 0
+check "... with the 80 other samples, each once" \
+  test "$(sort -u "$WORK/hang/keys.txt" | wc -l)" -eq 80 -a "$(wc -l < "$WORK/hang/keys.txt")" -eq 80
+check "... the trainer's log names the timeout and the file" \
+  grep -q 'black.png.*no result within its timeout_s of 2 s: the helper was killed' "$WORK/hang.err"
+check "... the workers live on" bash -c "kill -0 $(pgrep -d ' ' -f "spillway-worker --dispatcher 127.0.0.1:$DPORT")"
+finish
