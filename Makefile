@@ -258,7 +258,7 @@ demo: deps
 bench: deps
 	$(MAKE) all $(BENCH_BIN)
 	/usr/bin/python3 scripts/bench_targets.py clear
-	@fail=0; for b in ops stream offload compress audio audio-decode png python-heap dispatcher; do \
+	@fail=0; for b in ops stream offload compress audio audio-decode png python-heap python-op dispatcher; do \
 	  bash scripts/bench-$$b.sh || { echo "make bench: scripts/bench-$$b.sh failed" >&2; fail=1; }; \
 	done; /usr/bin/python3 scripts/bench_targets.py report; exit $$fail
 

@@ -64,6 +64,7 @@ def run(np, fns, mm, req):
     for d in req["shape"]:
         n *= d
     arr = np.frombuffer(mm, dtype=req["dtype"], count=n).reshape(req["shape"])     # a view: no copy
+    arr_addr = arr.ctypes.data
     kwargs = dict(req["kwargs"])
     if takes_rng:
         kwargs["rng"] = np.random.default_rng(req["seed"])
@@ -82,12 +83,17 @@ def run(np, fns, mm, req):
     if need > req["max"]:
         return {"ok": False, "error": "%s returned %d bytes, more than the cap of %d" % (req["fn"], out.nbytes,
                                                                                          req["max"] - off)}, mm
-    reply = {"ok": True, "shape": list(out.shape), "dtype": out.dtype.name, "nbytes": out.nbytes}
+    reply = {"ok": True, "shape": list(out.shape), "dtype": out.dtype.name, "nbytes": out.nbytes, "size": len(mm)}
+    if out.base is not None and out.ctypes.data == arr_addr and out.flags.c_contiguous:
+        reply["at"] = 0                  # the input itself, changed in place or not: already where it belongs
+        return reply, mm
+    reply["at"] = off
     if need > len(mm):
         out = np.array(out)              # out may view the input: keep it before the map goes
         mm.close()
         os.ftruncate(4, need)
         mm = mmap.mmap(4, need)
+        reply["size"] = need
     if out.nbytes:
         np.frombuffer(mm, dtype=out.dtype, count=out.size, offset=off)[...] = out.reshape(-1)
     return reply, mm
@@ -113,9 +119,9 @@ def main():
     mm = mmap.mmap(4, os.fstat(4).st_size)
     for line in f:
         req = json.loads(line)
-        if os.fstat(4).st_size != len(mm):           # the parent grew the input room
+        if req["size"] != len(mm):                   # the parent grew the room for a bigger input
             mm.close()
-            mm = mmap.mmap(4, os.fstat(4).st_size)
+            mm = mmap.mmap(4, req["size"])
         reply, mm = run(np, fns, mm, req)
         send(reply)
 

@@ -173,37 +173,34 @@ static char **helper_env(char **extra)
     return envp;
 }
 
-/* Grow (or make) the shared room to at least `need` bytes and map it. */
+/* Map the memfd, which is `size` bytes now (we or the helper grew it). */
+static int remap(struct helper *h, size_t size)
+{
+    if (size == h->cap && h->map)
+        return 0;
+    if (h->map)
+        munmap(h->map, h->cap);
+    h->map = NULL;
+    h->cap = 0;
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, h->memfd, 0);
+    if (m == MAP_FAILED)
+        return -errno;
+    h->map = m;
+    h->cap = size;
+    return 0;
+}
+
+/* Grow (or make) the shared room to at least `need` bytes, mapped. */
 static int ensure_room(struct helper *h, size_t need)
 {
-    if (need <= h->cap)
+    if (need <= h->cap && h->map)
         return 0;
     size_t cap = h->cap ? h->cap : MIN_MAP;
     while (cap < need)
         cap *= 2;
     if (ftruncate(h->memfd, (off_t)cap) != 0)
         return -errno;
-    return 0;
-}
-
-/* Map the memfd at its current size (the helper may have grown it). */
-static int remap(struct helper *h)
-{
-    struct stat st;
-    if (fstat(h->memfd, &st) != 0)
-        return -errno;
-    if ((size_t)st.st_size == h->cap && h->map)
-        return 0;
-    if (h->map)
-        munmap(h->map, h->cap);
-    h->map = NULL;
-    h->cap = 0;
-    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, h->memfd, 0);
-    if (m == MAP_FAILED)
-        return -errno;
-    h->map = m;
-    h->cap = (size_t)st.st_size;
-    return 0;
+    return remap(h, cap);
 }
 
 static int start(struct helper *h, char *err, size_t errlen)
@@ -216,8 +213,6 @@ static int start(struct helper *h, char *err, size_t errlen)
     h->sock = sv[0];
     h->memfd = memfd_create("spillway-python-op", MFD_CLOEXEC);
     int rc = h->memfd < 0 ? -errno : ensure_room(h, MIN_MAP);
-    if (rc == 0)
-        rc = remap(h);
     if (rc != 0) {
         close(sv[1]);
         helper_stop(h);
@@ -324,9 +319,7 @@ static int put_input(struct helper *h, const struct spw_value *v, enum spw_dtype
         shape[0] = v->img.h, shape[1] = v->img.w, shape[2] = v->img.c;
         *bytes = (size_t)v->img.w * v->img.h * v->img.c;
     }
-    int rc = ensure_room(h, *bytes + 64);
-    if (rc == 0)
-        rc = remap(h);
+    const int rc = ensure_room(h, *bytes + 64);
     if (rc != 0)
         return rc;
     if (v->is_tensor) {
@@ -339,10 +332,14 @@ static int put_input(struct helper *h, const struct spw_value *v, enum spw_dtype
     return 0;
 }
 
-/* The reply's array, from the shared room at off, as the new value (an image when uint8 [h, w, 3]). */
-static int take_output(struct spw_op_call *call, struct helper *h, const json_t *reply, size_t off,
+/* The reply's array, from the shared room at its "at" (0: the input's place, changed in place; else
+ * out_off), as the new value (an image when uint8 [h, w, 3]). */
+static int take_output(struct spw_op_call *call, struct helper *h, const json_t *reply, size_t out_off,
                        struct spw_value *v)
 {
+    const json_int_t at = json_integer_value(json_object_get(reply, "at"));
+    const json_int_t size = json_integer_value(json_object_get(reply, "size"));
+    const size_t off = at == 0 ? 0 : out_off;
     enum spw_dtype dt;
     const json_t *shp = json_object_get(reply, "shape");
     const size_t ndim = json_array_size(shp);
@@ -361,7 +358,9 @@ static int take_output(struct spw_op_call *call, struct helper *h, const json_t 
         numel *= (size_t)d;
     }
     const size_t bytes = numel * spw_dtype_size(dt);
-    int rc = bytes > SPW_PYTHON_OP_MAX_BYTES ? SPW_ETOOBIG : remap(h);
+    int rc = bytes > SPW_PYTHON_OP_MAX_BYTES                                   ? SPW_ETOOBIG
+             : size < (json_int_t)h->cap || size > (json_int_t)(2 * SPW_PYTHON_OP_MAX_BYTES + 64) ? SPW_EFORMAT
+                                                                                      : remap(h, (size_t)size);
     if (rc == 0 && off + bytes > h->cap)
         rc = SPW_EFORMAT;
     if (rc != 0)
@@ -424,9 +423,9 @@ int spw_python_op_run(struct spw_op_call *call, struct spw_value *v)
     const unsigned long long seed = spw_rng_u64(&rng);
     char *req = NULL;
     const int len = asprintf(&req, "{\"fn\": \"%s\", \"kwargs\": %s, \"seed\": %llu, \"dtype\": \"%s\", "
-                             "\"shape\": [%s], \"out_off\": %zu, \"max\": %zu}\n", op->function,
-                             op->kwargs ? op->kwargs : "{}", seed, dtype_str(dt), dims, out_off,
-                             out_off + SPW_PYTHON_OP_MAX_BYTES);
+                             "\"shape\": [%s], \"size\": %zu, \"out_off\": %zu, \"max\": %zu}\n",
+                             op->function, op->kwargs ? op->kwargs : "{}", seed, dtype_str(dt), dims, h->cap,
+                             out_off, out_off + SPW_PYTHON_OP_MAX_BYTES);
     if (len < 0)
         return spw_fail(call->err, call->errlen, -ENOMEM, "ops[%d] python: out of memory", call->index);
     rc = write_all(h->sock, req, (size_t)len);

@@ -51,13 +51,13 @@ run() {   # run NAME SPEC [spillctl options...]
 run remote "$WORK/p-rng.json" --cut all --local-cores 0
 check "on the workers only (--cut all): exit 0" test $? -eq 0
 check "... the same batches, byte for byte, as in-process" same_dump remote local
-remote() { sed -n 's/.*"remote": \([0-9]*\).*/\1/p' "$WORK/$1.json"; }
-check "... all 82 elements made by the workers ($(remote remote))" test "$(remote remote)" -eq 82
+remote_count() { sed -n 's/.*"remote": \([0-9]*\).*/\1/p' "$WORK/$1.json"; }
+check "... all 82 elements made by the workers ($(remote_count remote))" test "$(remote_count remote)" -eq 82
 run hybrid "$WORK/p-rng.json" --cut all --local-cores 1
 check "shared by the trainer and the workers: exit 0" test $? -eq 0
 check "... the same batches, byte for byte" same_dump hybrid local
-check "... some made by the workers, some by the trainer ($(remote hybrid) remote)" \
-  test "$(remote hybrid)" -gt 0 -a "$(remote hybrid)" -lt 82
+check "... some made by the workers, some by the trainer ($(remote_count hybrid) remote)" \
+  test "$(remote_count hybrid)" -gt 0 -a "$(remote_count hybrid)" -lt 82
 check "the workers ran the op (their log has no error)" bash -c "! grep -q ' error ' '$WORK/w1.err' '$WORK/w2.err'"
 
 run crash "$WORK/p-crash.json" --cut all --local-cores 0

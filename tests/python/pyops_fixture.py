@@ -1,6 +1,7 @@
 # tests/python/pyops_fixture.py - module-level functions the Python-op tests name (helper processes import
-# them as pyops_fixture:NAME): stamps with and without rng, and functions that raise, crash (a segfault
-# through ctypes) or hang on an all-black image. Thread model: pure functions, one call at a time.
+# them as pyops_fixture:NAME): stamps with and without rng, functions that raise, crash (a segfault through
+# ctypes) or hang on an all-black image, and scripts/bench-python-op.sh's identity and numpy-heavy ones.
+# Thread model: pure functions, one call at a time.
 import ctypes
 import time
 
@@ -39,3 +40,15 @@ def hang_on_black(img):
     if img.max() == 0:
         time.sleep(3600)
     return img
+
+
+def identity(img):
+    return img
+
+
+def heavy(img):
+    """numpy work of about a millisecond per 224 x 224 image: a 5-tap blur both ways, in float32."""
+    x = img.astype(np.float32)
+    for axis in (0, 1):
+        x = (np.roll(x, -2, axis) + np.roll(x, -1, axis) + x + np.roll(x, 1, axis) + np.roll(x, 2, axis)) / 5
+    return x.astype(np.uint8)
