@@ -1,8 +1,8 @@
 # pipeline/python_helper.py - the process behind the "python" op (pipeline/python_op.c), built into the C
 # library as a string and run as `python3 -c`: imports users' functions and runs one on one element at a
-# time. Requests and replies are JSON lines on fd 3; the element lies in the shared memory of fd 4 (the input
-# at offset 0, the output written at out_off), so no element crosses the socket. Exits when fd 3 closes or
-# its parent dies. One thread.
+# time (or, asked {"check": NAME}, says whether NAME imports). Requests and replies are JSON lines on fd 3; the
+# element lies in the shared memory of fd 4 (the input at offset 0, the output at out_off or, changed in
+# place, at 0), so no element crosses the socket. Exits when fd 3 closes or its parent dies. One thread.
 import importlib
 import inspect
 import json
@@ -119,6 +119,12 @@ def main():
     mm = mmap.mmap(4, os.fstat(4).st_size)
     for line in f:
         req = json.loads(line)
+        if "check" in req:                           # can this function be imported here?
+            try:
+                send({"ok": True, "rng": fns.get(req["check"])[1]})
+            except Exception as e:
+                send({"ok": False, "error": "cannot import %s: %s: %.2000s" % (req["check"], type(e).__name__, e)})
+            continue
         if req["size"] != len(mm):                   # the parent grew the room for a bigger input
             mm.close()
             mm = mmap.mmap(4, req["size"])

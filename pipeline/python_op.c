@@ -387,6 +387,30 @@ static int take_output(struct spw_op_call *call, struct helper *h, const json_t 
     return 0;
 }
 
+int spw_python_op_check(const char *function, char *err, size_t errlen)
+{
+    struct helper *h = calloc(1, sizeof *h);
+    if (!h)
+        return spw_fail(err, errlen, -ENOMEM, "out of memory");
+    h->sock = h->memfd = -1;
+    int rc = start(h, err, errlen);
+    char *req = NULL;
+    json_t *reply = NULL;
+    if (rc == 0 && asprintf(&req, "{\"check\": \"%s\"}\n", function) < 0)
+        rc = spw_fail(err, errlen, -ENOMEM, "out of memory");
+    if (rc == 0 && (write_all(h->sock, req, strlen(req)) != 0 || read_reply(h, START_TIMEOUT_MS, &reply) != 0))
+        rc = spw_fail(err, errlen, SPW_EUSER, "the Python helper did not answer whether %s imports", function);
+    if (rc == 0 && !json_is_true(json_object_get(reply, "ok"))) {
+        const char *e = json_string_value(json_object_get(reply, "error"));
+        rc = spw_fail(err, errlen, SPW_EUSER, "%s", e ? e : "cannot import it");
+    }
+    free(req);
+    json_decref(reply);
+    helper_stop(h);
+    free(h);
+    return rc;
+}
+
 int spw_python_op_run(struct spw_op_call *call, struct spw_value *v)
 {
     const struct spw_op_spec *op = call->op;

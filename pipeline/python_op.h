@@ -15,6 +15,11 @@
  * and SPILLWAY_PYTHONPATH (put before PYTHONPATH for the helper), read when a helper starts. */
 int spw_python_op_run(struct spw_op_call *call, struct spw_value *v);
 
+/* Whether function ("package.module:name") imports here, as a helper would import it: starts a helper,
+ * asks, ends it (about 0.1 s). Returns 0, or SPW_EUSER with the reason in err (the interpreter does not start,
+ * the module or the name is not found, it is not callable), or -ENOMEM. Any thread. */
+int spw_python_op_check(const char *function, char *err, size_t errlen);
+
 /* The largest element a function may return (bytes): 1 GiB. */
 #define SPW_PYTHON_OP_MAX_BYTES ((size_t)1 << 30)
 

@@ -24,6 +24,7 @@
 #include "pipeline/mb_queue.h"
 #include "pipeline/order.h"
 #include "pipeline/produce.h"
+#include "pipeline/python_op.h"
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
 #include "pipeline/spec_proto.h"
@@ -732,6 +733,26 @@ static int open_source(struct wrk_jobs *w, struct job *jb, char *err, size_t err
 }
 
 /* Start serving a task. NULL when this worker cannot serve it, with the reason in why. */
+/* Every Python op of the job's part on this worker imports here (--python, --python-path): else the job is
+ * refused with the reason, as with a missing mount, rather than failing each of its elements. */
+static int python_ops_import(const struct job *jb, char *why, size_t whylen)
+{
+    const int n_groups = jb->cut < jb->ctx.n_groups ? jb->cut : jb->ctx.n_groups;
+    const int last = n_groups > 0 ? jb->ctx.groups[n_groups - 1].first + jb->ctx.groups[n_groups - 1].count : 0;
+    for (int i = 0; i < last; i++) {
+        const struct spw_op_spec *op = &jb->spec->ops[i];
+        bool seen = op->kind != SPW_OP_PYTHON;
+        for (int k = 0; k < i && !seen; k++)
+            seen = jb->spec->ops[k].kind == SPW_OP_PYTHON && !strcmp(jb->spec->ops[k].function, op->function);
+        char err[400];
+        if (!seen && spw_python_op_check(op->function, err, sizeof err) != 0) {
+            snprintf(why, whylen, "ops[%d] python: %.200s", i, err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static struct job *job_start(struct wrk_jobs *w, const Spillway__V1__JobTask *t, char *why, size_t whylen)
 {
     struct job *jb = calloc(1, sizeof *jb);
@@ -766,6 +787,8 @@ static struct job *job_start(struct wrk_jobs *w, const Spillway__V1__JobTask *t,
         snprintf(why, whylen, "out of memory");
         goto fail;
     }
+    if (python_ops_import(jb, why, whylen) != 0)
+        goto fail;
     jb->prod = (struct spw_producer){.spec = jb->spec, .src = jb->src, .ctx = &jb->ctx, .component = "worker",
                                      .job = jb->id, .failures = jb->failures, .group_ns = jb->group_ns,
                                      .group_elements = jb->group_elements};

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/integration/python_op.sh - a Python op on workers: a dispatcher and two one-thread workers started with
-# --python and --python-path (tests/python, whose pyops_fixture the job names). An rng-drawing stamp is the
+# --python and --python-path (tests/python, whose pyops_fixture the job names), and a third whose path lacks
+# it, which refuses the jobs with that reason (they go on with the other two). An rng-drawing stamp is the
 # same, batch for batch and byte for byte, in-process, on the workers only (--cut all) and shared between
 # the trainer and the workers (--local-cores 1), all ordered. A function that segfaults on the one black
 # image fails that image only: the job ends with every other sample exactly once, the workers live on and
@@ -42,6 +43,11 @@ same_dump() {   # every file of dump $1 equals dump $2's
 
 "$B/bin/spillctl" run --local --pipeline "$WORK/p-rng.json" --threads 2 --dump "$WORK/local" --quiet || exit 1
 start_service 2 || { finish; exit 1; }
+# a third worker whose Python path lacks the module: it refuses the jobs, which go on with the other two
+SPILLWAY_PYTHONPATH='' "$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 \
+  --threads 1 > "$WORK/w3.out" 2> "$WORK/w3.err" &
+PIDS+=($!)
+wait_port "$WORK/w3.out" > /dev/null || bad "worker 3 starts"
 run() {   # run NAME SPEC [spillctl options...]
   local name=$1 p=$2
   shift 2
@@ -59,6 +65,8 @@ check "... the same batches, byte for byte" same_dump hybrid local
 check "... some made by the workers, some by the trainer ($(remote_count hybrid) remote)" \
   test "$(remote_count hybrid)" -gt 0 -a "$(remote_count hybrid)" -lt 82
 check "the workers ran the op (their log has no error)" bash -c "! grep -q ' error ' '$WORK/w1.err' '$WORK/w2.err'"
+check "the worker without the module refused the job, saying why" \
+  grep -q 'cannot serve job=1: ops\[2\] python: cannot import pyops_fixture:stamp_rng: ModuleNotFoundError' "$WORK/w3.err"
 
 run crash "$WORK/p-crash.json" --cut all --local-cores 0
 check "a segfault on one image: the job ends (exit 0)" test $? -eq 0

@@ -137,6 +137,18 @@ class TestPythonOp(spwtest.TempDir, unittest.TestCase):
             self.assertIn("ops[2].function: ", r.stderr)
             self.assertIn(why, r.stderr)
 
+    def test_validate_checks_the_function_imports(self):
+        env = dict(os.environ, SPILLWAY_PYTHON="/usr/bin/python3")
+        for name, rc in (("pyops_fixture:stamp", 0), ("pyops_fixture:no_such_function", 1)):
+            p = self.with_op(self.base(), {"op": "python", "function": name})
+            r = subprocess.run([spwtest.SPILLCTL, "validate", "--pipeline",
+                                spwtest.write(self.tmp, "v.json", p.to_json())], capture_output=True, text=True,
+                               env=env)
+            self.assertEqual(r.returncode, rc, r.stderr)
+            self.assertIn('"function": "%s"' % name, r.stdout)       # the spec itself is valid either way
+        self.assertIn("ops[2].function: cannot import pyops_fixture:no_such_function: AttributeError", r.stderr)
+        self.assertIn("workers need it on their --python-path", r.stderr)
+
     def test_missing_module_is_the_elements_error(self):
         op = {"op": "python", "function": "no_such_module_xyz:f"}
         r, keys, _ = self.spillctl(self.with_op(self.base(), op))

@@ -17,6 +17,7 @@
 #include "pipeline/executor.h"
 #include "pipeline/fusion.h"
 #include "pipeline/gpu_backend.h"
+#include "pipeline/python_op.h"
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
 #include "spillway/client.h"
@@ -506,7 +507,17 @@ int spw_ctl_validate(const char *pipeline)
     char *json = spw_spec_to_json(spec);
     if (json)
         printf("%s\n", json);
+    int st = json ? 0 : 1;
+    /* Python ops: does each function import here, as this machine's helpers would import it? */
+    for (int i = 0; i < spec->n_ops; i++) {
+        if (spec->ops[i].kind != SPW_OP_PYTHON || spw_python_op_check(spec->ops[i].function, err, sizeof err) == 0)
+            continue;
+        const char *py = getenv("SPILLWAY_PYTHON"), *path = getenv("SPILLWAY_PYTHONPATH");
+        fprintf(stderr, "spillctl: ops[%d].function: %s (here: SPILLWAY_PYTHON=%s, SPILLWAY_PYTHONPATH=%s; workers "
+                "need it on their --python-path)\n", i, err, py && *py ? py : "python3", path ? path : "");
+        st = 1;
+    }
     free(json);
     spw_spec_free(spec);
-    return json ? 0 : 1;
+    return st;
 }
