@@ -104,7 +104,7 @@ struct wrk_jobs {
     struct spw_rpc_channel *ch;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct job *jobs;
+    struct job *jobs;           /* linked and unlinked only on the registration thread, under mu */
     uint64_t worker_id, worker_secret;
     struct {                    /* final counts of stopped jobs, reported in the next heartbeat once */
         uint64_t job;
@@ -920,7 +920,11 @@ void wrk_jobs_update(struct wrk_jobs *w, const Spillway__V1__WorkerHeartbeatResp
         if (known)
             continue;
         char why[256];
+        /* Not under the lock: starting a job may fetch its listing and check its Python ops (seconds), and
+         * streams wait on the lock. Only this thread (the registration's) changes the job list. */
+        pthread_mutex_unlock(&w->mu);
         struct job *jb = job_start(w, tasks->tasks[i], why, sizeof why);
+        pthread_mutex_lock(&w->mu);
         if (jb) {
             jb->next = w->jobs;
             w->jobs = jb;
