@@ -66,12 +66,12 @@ static const struct command_help commands[] = {
      "                the job ends with the run, its workers freed\n"
      "  --prefetch-mb MB  batches assembled ahead (default 256)\n"
      "  --credit-mb MB    bytes all workers together may have in flight to this client (default 64)\n"},
-    {"ops", "spillctl ops [--json]\n",
-     "ops             every op this build runs: its class and fields with their defaults (* required);\n"
-     "                --json: the op registry's schema (names, types, choices, ranges, defaults, docs)\n"},
     {"validate", "spillctl validate --pipeline FILE.json\n",
      "validate        parse and validate a spec; print it with every default filled in. Exit 2: the spec is\n"
      "                wrong; 1: a python op's function does not import here (SPILLWAY_PYTHON, _PYTHONPATH)\n"},
+    {"ops", "spillctl ops [--json]\n",
+     "ops             every op this build runs: its class and fields with their defaults (* required);\n"
+     "                --json: the op registry's schema (names, types, choices, ranges, defaults, docs)\n"},
     {"workers", "spillctl --dispatcher HOST:PORT workers [--json]\n",
      "workers         the dispatcher's workers: address, threads, alive, last heartbeat, splits held\n"},
     {"jobs", "spillctl --dispatcher HOST:PORT jobs [--json]\n",
