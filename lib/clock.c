@@ -40,9 +40,17 @@ static int64_t ns_of(clockid_t clock)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+static _Thread_local int64_t charged_ns;      /* spw_thread_cpu_charge's sum, this thread's */
+
 int64_t spw_thread_cpu_ns(void)
 {
-    return ns_of(CLOCK_THREAD_CPUTIME_ID);
+    return ns_of(CLOCK_THREAD_CPUTIME_ID) + charged_ns;
+}
+
+void spw_thread_cpu_charge(int64_t ns)
+{
+    if (ns > 0)
+        charged_ns += ns;
 }
 
 int64_t spw_process_cpu_ns(void)

@@ -39,9 +39,7 @@ struct measure {
 
 static int64_t cpu_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return spw_thread_cpu_ns();       /* with what Python ops' helpers spent for this thread */
 }
 
 /* Copy n bytes (or a value) into scratch, growing it; returns the ns the copy took, or -1. */

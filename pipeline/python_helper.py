@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import sys
+import time
 import traceback
 
 DTYPES = ("uint8", "float32", "float16", "int64")
@@ -68,10 +69,12 @@ def run(np, fns, mm, req):
     kwargs = dict(req["kwargs"])
     if takes_rng:
         kwargs["rng"] = np.random.default_rng(req["seed"])
+    cpu0 = time.process_time_ns()
     try:
         out = np.asarray(fn(arr, **kwargs))
     except BaseException as e:           # SystemExit too: a sample's error, not the helper's end
-        return {"ok": False, "error": "%s: %.2000s (%s)" % (type(e).__name__, e, where(e))}, mm
+        return {"ok": False, "error": "%s: %.2000s (%s)" % (type(e).__name__, e, where(e)),
+                "cpu_ns": time.process_time_ns() - cpu0}, mm
     finally:
         del arr
     if out.dtype.name not in DTYPES:
@@ -83,7 +86,8 @@ def run(np, fns, mm, req):
     if need > req["max"]:
         return {"ok": False, "error": "%s returned %d bytes, more than the cap of %d" % (req["fn"], out.nbytes,
                                                                                          req["max"] - off)}, mm
-    reply = {"ok": True, "shape": list(out.shape), "dtype": out.dtype.name, "nbytes": out.nbytes, "size": len(mm)}
+    reply = {"ok": True, "shape": list(out.shape), "dtype": out.dtype.name, "nbytes": out.nbytes, "size": len(mm),
+             "cpu_ns": time.process_time_ns() - cpu0}    # the function's CPU: charged to the waiting thread
     if out.base is not None and out.ctypes.data == arr_addr and out.flags.c_contiguous:
         reply["at"] = 0                  # the input itself, changed in place or not: already where it belongs
         return reply, mm

@@ -473,6 +473,8 @@ int spw_python_op_run(struct spw_op_call *call, struct spw_value *v)
         return spw_fail(call->err, call->errlen, SPW_EUSER, "ops[%d] python %s: the helper's reply was not "
                         "understood; it was replaced", call->index, op->function);
     }
+    /* the helper's CPU for this element counts as the calling thread's (profiles, per-group CPU metrics) */
+    spw_thread_cpu_charge((int64_t)json_integer_value(json_object_get(reply, "cpu_ns")));
     if (!json_is_true(json_object_get(reply, "ok"))) {
         const char *e = json_string_value(json_object_get(reply, "error"));
         rc = spw_fail(call->err, call->errlen, SPW_EUSER, "ops[%d] python %s: %s", call->index, op->function,

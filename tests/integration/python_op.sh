@@ -68,6 +68,20 @@ check "the workers ran the op (their log has no error)" bash -c "! grep -q ' err
 check "the worker without the module refused the job, saying why" \
   grep -q 'cannot serve job=1: ops\[2\] python: cannot import pyops_fixture:stamp_rng: ModuleNotFoundError' "$WORK/w3.err"
 
+# The planner's profile counts the helper's CPU as the op's: a function that spends 2 ms of CPU per element
+# shows up as such, not as the ~30 us the waiting thread itself spends.
+spec "$WORK/p-heavy.json" busy
+WPORT=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$WORK/w1.out")
+"$B/bin/spillctl" profile --worker "127.0.0.1:$WPORT" --pipeline "$WORK/p-heavy.json" --samples 32 --json \
+  > "$WORK/profile.json" 2> "$WORK/profile.err"
+us=$("$PY" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+c = {x["cut"]: x["ns_per_element"] for x in d["cuts"]}
+print(int((c[2] - c[1]) / 1000))' "$WORK/profile.json" 2>> "$WORK/profile.err")
+check "the worker's profile counts the helper's CPU as the python op's (${us:-?} us per element)" \
+  test "${us:-0}" -ge 1500
+
 run crash "$WORK/p-crash.json" --cut all --local-cores 0
 check "a segfault on one image: the job ends (exit 0)" test $? -eq 0
 n=$(wc -l < "$WORK/crash/keys.txt")

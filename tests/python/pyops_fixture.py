@@ -1,6 +1,7 @@
 # tests/python/pyops_fixture.py - module-level functions the Python-op tests name (helper processes import
 # them as pyops_fixture:NAME): stamps with and without rng, functions that raise, crash (a segfault through
-# ctypes) or hang on an all-black image, and scripts/bench-python-op.sh's identity and numpy-heavy ones.
+# ctypes) or hang on an all-black image, one of a known CPU cost, and scripts/bench-python-op.sh's identity
+# and numpy-heavy ones.
 # Thread model: pure functions, one call at a time.
 import ctypes
 import time
@@ -52,3 +53,12 @@ def heavy(img):
     for axis in (0, 1):
         x = (np.roll(x, -2, axis) + np.roll(x, -1, axis) + x + np.roll(x, 1, axis) + np.roll(x, 2, axis)) / 5
     return x.astype(np.uint8)
+
+
+def busy(img, ms=2.0):
+    """ms of CPU, then the image: a known cost for the profile's accounting."""
+    import time as t
+    end = t.process_time() + ms / 1000
+    while t.process_time() < end:
+        pass
+    return img
