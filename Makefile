@@ -298,7 +298,7 @@ install: all $(BUILD)/spillway.pc $(patsubst %,$(BUILD)/man/%.1,$(DAEMONS))
 	  $(D)$(PYTHONDIR)/spillway
 	install -m 755 $(patsubst %,$(BUILD)/bin/%,$(DAEMONS)) $(D)$(BINDIR)/
 	install -m 644 $(patsubst %,$(BUILD)/man/%.1,$(DAEMONS)) $(D)$(MANDIR)/man1/
-	install -m 644 client/include/spillway/client.h $(D)$(INCLUDEDIR)/spillway/
+	install -m 644 client/include/spillway/client.h client/include/spillway/op_plugin.h $(D)$(INCLUDEDIR)/spillway/
 	install -m 644 $(BUILD)/lib/libspillway.a $(D)$(LIBDIR)/
 	install -m 755 $(BUILD)/lib/libspillway.so $(D)$(LIBDIR)/libspillway.so.$(SPW_SOVERSION)
 	ln -sf libspillway.so.$(SPW_SOVERSION) $(D)$(LIBDIR)/libspillway.so
@@ -318,7 +318,8 @@ wheel: $(BUILD)/lib/libspillway.so
 
 uninstall:
 	rm -f $(patsubst %,$(D)$(BINDIR)/%,$(DAEMONS)) $(patsubst %,$(D)$(MANDIR)/man1/%.1,$(DAEMONS)) \
-	  $(D)$(INCLUDEDIR)/spillway/client.h $(D)$(LIBDIR)/libspillway.a $(D)$(LIBDIR)/libspillway.so \
+	  $(D)$(INCLUDEDIR)/spillway/client.h $(D)$(INCLUDEDIR)/spillway/op_plugin.h $(D)$(LIBDIR)/libspillway.a \
+	  $(D)$(LIBDIR)/libspillway.so \
 	  $(D)$(LIBDIR)/libspillway.so.$(SPW_SOVERSION) $(D)$(LIBDIR)/libspillway-gpu.so \
 	  $(D)$(LIBDIR)/pkgconfig/spillway.pc $(patsubst client/python/%,$(D)$(PYTHONDIR)/%,$(PY_FILES)) \
 	  $(D)$(PYTHONDIR)/spillway/libspillway.so

@@ -12,6 +12,7 @@
 #include "pipeline/augment.h"
 #include "pipeline/gpu_ops.h"
 #include "pipeline/image_ops.h"
+#include "pipeline/plugin_ops.h"
 #include "pipeline/python_op.h"
 
 #define MAX_EDGE 65535          /* JPEG's own limit on a side; larger outputs cannot come from a decode */
@@ -440,6 +441,11 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
                               "process.",
                        .args = "function", .cls = SPW_OPC_USER, .group = SPW_GROUP_USER, .size = SPW_SIZE_VARIES,
                        .fields = python_fields, .cpu = spw_python_op_run, .defaults = {.timeout_s = 60}},
+    /* every C plugin op: its name, fields and checks are the plugin's (pipeline/plugin_ops.h) */
+    [SPW_OP_PLUGIN] = {.name = "<plugin>", .generic = true,
+                       .doc = "An op of a loaded C plugin, named \"<plugin>.<op>\".", .args = "",
+                       .cls = SPW_OPC_USER, .group = SPW_GROUP_USER, .size = SPW_SIZE_VARIES, .fields = no_fields,
+                       .cpu = spw_plugin_op_run},
 };
 
 const struct spw_op_def *spw_op_def(enum spw_op_kind kind)
@@ -455,7 +461,7 @@ const char *spw_op_name(enum spw_op_kind kind)
 int spw_op_find(const char *name)
 {
     for (int k = 0; k < SPW_OP_COUNT; k++)
-        if (strcmp(op_defs[k].name, name) == 0)
+        if (!op_defs[k].generic && strcmp(op_defs[k].name, name) == 0)
             return k;
     return -1;
 }

@@ -124,6 +124,8 @@ typedef int (*spw_op_gpu_fn)(struct spw_gpu_call *call);
 
 struct spw_op_def {
     const char *name;                   /* the JSON name */
+    bool generic;                       /* a row for many ops named elsewhere (plugins): never found by name,
+                                           not in the schema's list of built-in ops */
     const char *doc;                    /* what it does, one sentence (Python docstrings, spillctl ops) */
     const char *args;                   /* its positional arguments in Python, space-separated, in torchvision's
                                            (torchaudio's) order; "" for none */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lib/tensor.h"
+#include "pipeline/plugin_ops.h"
 #include "pipeline/spec.h"
 
 static const char *const class_names[] = {
@@ -134,12 +135,49 @@ static json_t *words(const char *s)
     return a;
 }
 
+/* A loaded plugin op as the schema lists it: "plugin", "version" and "path" beside the built-in keys. */
+static json_t *plugin_op_json(const struct spw_plugin_op_ref *r, bool *oom)
+{
+    json_t *op = json_object(), *fields = json_array();
+    for (int i = 0; fields && i < r->op->n_fields; i++) {
+        const struct spw_plugin_field *f = &r->op->fields[i];
+        json_t *o = json_object();
+        int e = !o || json_object_set_new(o, "name", json_string(f->name)) ||
+                json_object_set_new(o, "type", json_string(f->type == SPW_PLUGIN_INT      ? "integer"
+                                                           : f->type == SPW_PLUGIN_NUMBER ? "number"
+                                                                                          : "boolean")) ||
+                json_object_set_new(o, "required", json_boolean(f->required));
+        if (!f->required)
+            e |= json_object_set_new(o, "default", f->type == SPW_PLUGIN_BOOL ? json_boolean(f->default_value != 0)
+                                                   : f->type == SPW_PLUGIN_INT
+                                                       ? json_integer((json_int_t)f->default_value)
+                                                       : json_real(f->default_value));
+        if (f->type != SPW_PLUGIN_BOOL && isfinite(f->min))
+            e |= json_object_set_new(o, "min", bound(f->type == SPW_PLUGIN_INT ? SPW_FK_INT : SPW_FK_NUM, f->min));
+        if (f->type != SPW_PLUGIN_BOOL && isfinite(f->max))
+            e |= json_object_set_new(o, "max", bound(f->type == SPW_PLUGIN_INT ? SPW_FK_INT : SPW_FK_NUM, f->max));
+        if (f->doc)
+            e |= json_object_set_new(o, "doc", json_string(f->doc));
+        *oom |= e != 0 || json_array_append_new(fields, o) != 0;
+    }
+    *oom |= !op || json_object_set_new(op, "name", json_string(r->name)) ||
+            json_object_set_new(op, "class", json_string("user")) ||
+            json_object_set_new(op, "doc", json_string(r->op->doc ? r->op->doc : "")) ||
+            json_object_set_new(op, "args", json_array()) ||
+            json_object_set_new(op, "plugin", json_string(r->plugin->name)) ||
+            json_object_set_new(op, "version", json_string(r->plugin->version ? r->plugin->version : "")) ||
+            json_object_set_new(op, "path", json_string(r->path)) || json_object_set_new(op, "fields", fields);
+    return op;
+}
+
 char *spw_op_schema_json(void)
 {
     bool oom = false;
     json_t *root = json_object(), *ops = json_array();
     for (int k = 0; root && ops && k < SPW_OP_COUNT; k++) {
         const struct spw_op_def *d = spw_op_def((enum spw_op_kind)k);
+        if (d->generic)
+            continue;
         struct spw_op_spec defaults = d->defaults;
         defaults.kind = (enum spw_op_kind)k;
         json_t *op = json_object(), *fields = json_array();
@@ -151,8 +189,17 @@ char *spw_op_schema_json(void)
                json_object_set_new(op, "args", words(d->args)) || json_object_set_new(op, "fields", fields) ||
                json_array_append_new(ops, op);
     }
+    for (int i = 0; ops && i < spw_plugin_count(); i++)
+        oom |= json_array_append_new(ops, plugin_op_json(spw_plugin_at(i), &oom)) != 0;
+    json_t *errors = json_array();
+    const char *e = spw_plugin_load_errors();
+    while (errors && *e) {                  /* one line each */
+        const size_t n = strcspn(e, "\n");
+        oom |= json_array_append_new(errors, json_stringn(e, n)) != 0;
+        e += n + (e[n] == '\n');
+    }
     oom |= !root || json_object_set_new(root, "schema", json_integer(SPW_OP_SCHEMA_VERSION)) ||
-           json_object_set_new(root, "ops", ops);
+           json_object_set_new(root, "ops", ops) || json_object_set_new(root, "plugin_errors", errors);
     char *text = oom ? NULL : json_dumps(root, JSON_PRESERVE_ORDER | JSON_COMPACT);
     json_decref(root);
     return text;

@@ -12,6 +12,8 @@
 #include "ops/image.h"    /* enum spw_interp */
 #include "ops/mel.h"      /* enum spw_mel_scale, spw_mel_norm */
 
+struct spw_plugin_op_ref;
+
 /* The ops, in wire order (append only); each one's name, fields and behaviour are its row in
  * pipeline/op_registry.c. */
 enum spw_op_kind {
@@ -57,6 +59,7 @@ enum spw_op_kind {
     SPW_OP_DECODE_IMAGE,
     SPW_OP_DECODE_AUDIO,
     SPW_OP_PYTHON,
+    SPW_OP_PLUGIN,          /* any op of a loaded C plugin (pipeline/plugin_ops.h): named "<plugin>.<op>" */
     SPW_OP_COUNT
 };
 
@@ -120,6 +123,8 @@ struct spw_op_spec {
     char *function;                     /* python: "package.module:qualname" (owned by the spec) */
     char *kwargs;                       /* python: its keyword arguments, canonical JSON object text (owned) */
     double timeout_s;                   /* python: per element, then the helper is killed (60) */
+    const struct spw_plugin_op_ref *plugin;     /* plugin: the loaded op (lives as long as the process) */
+    double *params;                     /* plugin: its fields' values in its field order (owned) */
 };
 
 /* JSON names of the ops' enum values ("decode_jpeg", "bilinear", "imagenet", "htk", "power"); NULL if out of

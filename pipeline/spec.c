@@ -9,6 +9,7 @@
 
 #include "lib/err.h"
 #include "pipeline/op_registry.h"
+#include "pipeline/plugin_ops.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -595,7 +596,7 @@ static int check_audio_order(struct vctx *c, const char *where, int i, const str
 static int check_order(struct vctx *c, int i, const struct spw_op_spec *ops, int *tensor_at)
 {
     char where[32];
-    const char *name = spw_op_name(ops[i].kind);
+    const char *name = ops[i].plugin ? ops[i].plugin->name : spw_op_name(ops[i].kind);
     snprintf(where, sizeof(where), "ops[%d]", i);
     const enum spw_op_class cls = spw_op_def(ops[i].kind)->cls;
     if (cls == SPW_OPC_USER)            /* an image or a tensor, image or audio pipeline: after the decode */
@@ -637,6 +638,47 @@ static int check_order(struct vctx *c, int i, const struct spw_op_spec *ops, int
     }
 }
 
+/* A plugin op's fields from obj into op->params, by the plugin's table: types, ranges, required ones. */
+static int parse_plugin_fields(struct vctx *c, const char *where, json_t *obj, struct spw_op_spec *op)
+{
+    const struct spw_plugin_op *pop = op->plugin->op;
+    char loc[160];
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        int i = 0;
+        while (i < pop->n_fields && strcmp(pop->fields[i].name, key) != 0)
+            i++;
+        if (strcmp(key, "op") != 0 && i == pop->n_fields) {
+            char q[80];
+            fmt_str(q, sizeof(q), key);
+            return fail(c, where, "unknown field %s for \"%s\"", q, op->plugin->name);
+        }
+    }
+    if (!(op->params = calloc((size_t)pop->n_fields + 1, sizeof *op->params)))
+        return fail_oom(c);
+    for (int i = 0; i < pop->n_fields; i++) {
+        const struct spw_plugin_field *f = &pop->fields[i];
+        snprintf(loc, sizeof loc, "%s.%s", where, f->name);
+        if (!(v = json_object_get(obj, f->name))) {
+            if (f->required)
+                return fail(c, loc, "required");
+            op->params[i] = f->type == SPW_PLUGIN_BOOL ? (f->default_value != 0) : f->default_value;
+            continue;
+        }
+        long long n = 0;
+        bool b = false;
+        int rc = f->type == SPW_PLUGIN_BOOL ? get_bool(c, loc, v, &b)
+                 : f->type == SPW_PLUGIN_INT ? get_int(c, loc, v, (long long)ceil(f->min), (long long)floor(f->max), &n)
+                                              : get_num(c, loc, v, f->min, f->max, 0, &op->params[i]);
+        if (rc)
+            return rc;
+        if (f->type != SPW_PLUGIN_NUMBER)
+            op->params[i] = f->type == SPW_PLUGIN_BOOL ? b : (double)n;
+    }
+    return 0;
+}
+
 /* ops[idx] from obj: which op, whether it may stand there, then its fields. */
 static int parse_op(struct vctx *c, int idx, json_t *obj, struct spw_op_spec *ops, int *tensor_at)
 {
@@ -653,15 +695,22 @@ static int parse_op(struct vctx *c, int idx, json_t *obj, struct spw_op_spec *op
         return fail_type(c, loc, "a string", name);
     }
     int kind = spw_op_find(json_string_value(name));
-    if (kind < 0) {
+    const struct spw_plugin_op_ref *plugin = kind < 0 ? spw_plugin_find(json_string_value(name)) : NULL;
+    if (kind < 0 && !plugin) {
         char q[80];
         fmt_str(q, sizeof(q), json_string_value(name));
+        if (strchr(json_string_value(name), '.'))
+            return fail(c, where, "unknown op %s: no loaded op plugin has it (SPILLWAY_OP_PLUGINS lists the "
+                        "plugins this process loads; `spillctl ops` shows them)", q);
         return fail(c, where, "unknown op %s", q);
     }
-    op_defaults(op, (enum spw_op_kind)kind);
+    op_defaults(op, plugin ? SPW_OP_PLUGIN : (enum spw_op_kind)kind);
+    op->plugin = plugin;
     int rc = check_order(c, idx, ops, tensor_at);
     if (rc)
         return rc;
+    if (plugin)
+        return parse_plugin_fields(c, where, obj, op);
     const struct spw_op_def *def = spw_op_def((enum spw_op_kind)kind);
     const char *key;
     json_t *v;
@@ -996,6 +1045,7 @@ void spw_spec_free(struct spw_pipeline_spec *spec)
     for (int i = 0; spec->ops && i < spec->n_ops; i++) {
         free(spec->ops[i].function);
         free(spec->ops[i].kwargs);
+        free(spec->ops[i].params);
     }
     free(spec->ops);
     free(spec);
@@ -1133,9 +1183,15 @@ json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
     for (int i = 0; ops && i < spec->n_ops; i++) {
         const struct spw_op_spec *op = &spec->ops[i];
         json_t *o = jb_new(&b, json_object());
-        const char *name = spw_op_name(op->kind);
+        const char *name = op->plugin ? op->plugin->name : spw_op_name(op->kind);
         jb_set(&b, o, "op", name_json(name));
-        if (name)
+        for (int k = 0; op->plugin && k < op->plugin->op->n_fields; k++) {
+            const struct spw_plugin_field *f = &op->plugin->op->fields[k];
+            jb_set(&b, o, f->name, f->type == SPW_PLUGIN_BOOL  ? json_boolean(op->params[k] != 0)
+                                   : f->type == SPW_PLUGIN_INT ? json_integer((json_int_t)op->params[k])
+                                                               : json_real(op->params[k]));
+        }
+        if (name && !op->plugin)
             for (const struct spw_op_field *f = spw_op_def(op->kind)->fields; f->name; f++)
                 jb_set(&b, o, f->name, field_to_json(&b, f, op));
         if (json_array_append_new(ops, o))

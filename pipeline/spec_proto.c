@@ -146,6 +146,20 @@ static json_t *op_to_json(struct jb *b, const Spillway__V1__Op *op)
         b->oom = true;
         return NULL;
     }
+    if (op->op == SPILLWAY__V1__OP_KIND__OP_KIND_PLUGIN) {
+        /* a plugin op: its name and its fields as the JSON spec writes them (the validator checks them
+         * against the plugin loaded here) */
+        set(b, o, "op", string_json(b, op->opt_name_case == OP_CASE(NAME) ? op->name : ""));
+        json_t *params = op->opt_params_case == OP_CASE(PARAMS) && op->params &&
+                                 strlen(op->params) <= KWARGS_MAX_TEXT ? json_loads(op->params, 0, NULL) : NULL;
+        const char *key;
+        json_t *v;
+        json_object_foreach(params, key, v)
+            if (strcmp(key, "op") != 0)
+                set(b, o, key, json_incref(v));
+        json_decref(params);
+        return o;
+    }
     set(b, o, "op", enum_json(op_n, (int)op->op));
     if (op->n_size)
         set(b, o, "size", ints_json(b, op->size, op->n_size));
@@ -411,6 +425,10 @@ static void op_proto_free(Spillway__V1__Op *op)
         free(op->function);
     if (op->kwargs != protobuf_c_empty_string)
         free(op->kwargs);
+    if (op->name != protobuf_c_empty_string)
+        free(op->name);
+    if (op->params != protobuf_c_empty_string)
+        free(op->params);
     free(op);
 }
 
@@ -425,8 +443,20 @@ static int op_from_json(json_t *o, Spillway__V1__Op **out)
     size_t used = 0;
     int rc = 0, e;
     json_t *v;
-    if (!(v = json_object_get(o, "op")) || value_of(op_n, v, &e)) {
+    if (!(v = json_object_get(o, "op"))) {
         rc = SPW_EINTERNAL;
+        goto out;
+    }
+    if (value_of(op_n, v, &e) != 0) {       /* not a built-in op: a plugin's ("<plugin>.<op>") */
+        json_t *params = json_deep_copy(o);
+        json_object_del(params, "op");
+        op->op = SPILLWAY__V1__OP_KIND__OP_KIND_PLUGIN;
+        op->name = strdup(json_string_value(v));
+        op->params = params ? json_dumps(params, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        json_decref(params);
+        rc = op->name && op->params ? 0 : -ENOMEM;
+        op->opt_name_case = OP_CASE(NAME);
+        op->opt_params_case = OP_CASE(PARAMS);
         goto out;
     }
     op->op = (Spillway__V1__OpKind)e;

@@ -1102,8 +1102,8 @@ END_TEST
 
 
 /* The proto's Op mirrors the op registry: OpKind value k is OP_KIND_<NAME of op k>, every field of every op
- * is a member of Op, and every member of Op (besides `op` and the value_random form of `value`) is some op's
- * field. A registry change the proto does not follow fails here. */
+ * is a member of Op, and every member of Op (besides `op`, the value_random form of `value` and a plugin
+ * op's `name` and `params`) is some op's field. A registry change the proto does not follow fails here. */
 START_TEST(test_spec_proto_op_mirrors_registry)
 {
     const ProtobufCMessageDescriptor *msg = &spillway__v1__op__descriptor;
@@ -1113,8 +1113,9 @@ START_TEST(test_spec_proto_op_mirrors_registry)
         const struct spw_op_def *d = spw_op_def((enum spw_op_kind)k);
         const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(kinds, k);
         char want[64] = "OP_KIND_";
-        for (size_t i = 0; d->name[i] && i < 50; i++)
-            want[8 + i] = (char)(d->name[i] >= 'a' && d->name[i] <= 'z' ? d->name[i] - 32 : d->name[i]);
+        for (size_t i = 0, o = 8; d->name[i] && o < 60; i++)     /* "<plugin>": OP_KIND_PLUGIN */
+            if (d->name[i] != '<' && d->name[i] != '>')
+                want[o++] = (char)(d->name[i] >= 'a' && d->name[i] <= 'z' ? d->name[i] - 32 : d->name[i]);
         ck_assert_msg(v && !strcmp(v->name, want), "OpKind %d is %s, the registry's op %s", k, v ? v->name : "none",
                       d->name);
         for (const struct spw_op_field *f = d->fields; f->name; f++)
@@ -1123,7 +1124,8 @@ START_TEST(test_spec_proto_op_mirrors_registry)
     }
     for (unsigned i = 0; i < msg->n_fields; i++) {
         const char *name = msg->fields[i].name;
-        bool used = !strcmp(name, "op") || !strcmp(name, "value_random");
+        bool used = !strcmp(name, "op") || !strcmp(name, "value_random") || !strcmp(name, "name") ||
+                    !strcmp(name, "params");        /* a plugin op's name and fields */
         for (int k = 0; !used && k < SPW_OP_COUNT; k++)
             for (const struct spw_op_field *f = spw_op_def((enum spw_op_kind)k)->fields; !used && f->name; f++)
                 used = !strcmp(f->name, name);

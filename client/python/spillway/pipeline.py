@@ -234,5 +234,6 @@ def _op_method(op):
 _SCHEMA = _lib.op_schema()
 OPS = {op["name"]: tuple(op["args"]) for op in _SCHEMA["ops"]}    # op -> its positional fields
 for _op in _SCHEMA["ops"]:
-    setattr(Pipeline, _op["name"], _op_method(_op))
+    if "plugin" not in _op:          # "<plugin>.<op>" is no Python name: Pipeline.op("blur.box", radius=2)
+        setattr(Pipeline, _op["name"], _op_method(_op))
 del _op
