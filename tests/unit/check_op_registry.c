@@ -15,7 +15,7 @@ START_TEST(test_registry_rows_complete_and_unique)
         ck_assert_ptr_nonnull(d);
         ck_assert_ptr_nonnull(d->name);
         ck_assert_ptr_nonnull(d->fields);
-        ck_assert_int_eq(spw_op_find(d->name), k);
+        ck_assert_int_eq(spw_op_find(d->name), d->generic ? -1 : k);     /* plugins' row: no name of its own */
         ck_assert_str_eq(spw_op_name((enum spw_op_kind)k), d->name);
         const bool decode = d->group == SPW_GROUP_DECODE;
         ck_assert_msg(decode == (d->decode != NULL) && decode == (d->cpu == NULL), "%s: runs", d->name);
