@@ -1134,6 +1134,57 @@ START_TEST(test_spec_proto_op_mirrors_registry)
 }
 END_TEST
 
+
+/* The python op: its fields round-trip through JSON and the proto (kwargs as canonical JSON), and the names a
+ * helper could not import, kwargs that are not an object and unknown plugin ops are refused by name. */
+START_TEST(test_spec_python_op)
+{
+    char *t = spec_text("{\"op\": \"decode_jpeg\"}, {\"op\": \"python\", \"function\": \"pkg.aug:Stamp.run\","
+                        " \"kwargs\": {\"z\": [1, 2], \"a\": {\"b\": null}}, \"timeout_s\": 2.5},"
+                        " {\"op\": \"python\", \"function\": \"m:f\"}, {\"op\": \"to_tensor\"}");
+    check_json_round_trip(t);
+    check_proto_round_trip(t);
+    struct spw_pipeline_spec *s = NULL;
+    char err[256];
+    ck_assert_int_eq(spw_spec_parse_json(t, &s, err, sizeof err), 0);
+    ck_assert_str_eq(s->ops[1].function, "pkg.aug:Stamp.run");
+    ck_assert_str_eq(s->ops[1].kwargs, "{\"a\":{\"b\":null},\"z\":[1,2]}");
+    ck_assert(s->ops[1].timeout_s == 2.5 && s->ops[2].timeout_s == 60);
+    spw_spec_free(s);
+    free(t);
+    static const char *const bad[][2] = {
+        {"\"function\": \"mod:<lambda>\"",
+         "ops[1].function: \"mod:<lambda>\" is a lambda or a nested function, which workers cannot import: define "
+         "it at module level in a module on their Python path"},
+        {"\"function\": \"__main__:f\"",
+         "ops[1].function: \"__main__:f\" is defined in the script being run (__main__), which workers cannot "
+         "import: move it into a module on their Python path"},
+        {"\"function\": \"no_colon\"", "ops[1].function: \"no_colon\" is not \"package.module:function\""},
+        {"\"function\": \"a..b:f\"", "ops[1].function: \"a..b:f\" is not \"package.module:function\""},
+        {"\"function\": \"m:f\", \"kwargs\": [1]", "ops[1].kwargs: expected an object, got array"},
+        {"\"function\": \"m:f\", \"timeout_s\": 0", "ops[1].timeout_s: 0 is outside (0, 86400]"},
+        {"\"kwargs\": {}", "ops[1].function: required"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char ops[256];
+        snprintf(ops, sizeof ops, "{\"op\": \"decode_jpeg\"}, {\"op\": \"python\", %s}", bad[i][0]);
+        t = spec_text(ops);
+        expect_error(t, bad[i][1]);
+        free(t);
+    }
+    t = spec_text("{\"op\": \"python\", \"function\": \"m:f\"}");
+    expect_error(t, "ops[0]: \"python\" needs a decode op (decode_jpeg, decode_audio, ...) before it");
+    free(t);
+    t = spec_text("{\"op\": \"decode_jpeg\"}, {\"op\": \"blur.box\"}");
+    expect_error(t, "ops[1]: unknown op \"blur.box\": no loaded op plugin has it (SPILLWAY_OP_PLUGINS lists the "
+                    "plugins this process loads; `spillctl ops` shows them)");
+    free(t);
+    t = spec_text("{\"op\": \"decode_jpeg\"}, {\"op\": \"<plugin>\"}");
+    expect_error(t, "ops[1]: unknown op \"<plugin>\"");
+    free(t);
+}
+END_TEST
+
 static Suite *spec_suite(void)
 {
     Suite *s = suite_create("spec");
@@ -1141,6 +1192,7 @@ static Suite *spec_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_spec_defaults_filled);
     tcase_add_test(tc, test_spec_proto_op_mirrors_registry);
+    tcase_add_test(tc, test_spec_python_op);
     tcase_add_test(tc, test_spec_example_parses);
     tcase_add_test(tc, test_spec_value_forms);
     tcase_add_test(tc, test_spec_color_jitter_matches_torchvision);
