@@ -16,7 +16,7 @@ for bin in "$B"/tests/fuzz_*; do
   [ -z "${FUZZ_TARGETS:-}" ] || [[ " $FUZZ_TARGETS " == *" ${name#fuzz_} "* ]] || continue
   mkdir -p "$WORK/$name"
   [ -d "$ROOT/tests/fuzz/corpus/${name#fuzz_}" ] && cp "$ROOT/tests/fuzz/corpus/${name#fuzz_}"/* "$WORK/$name/" 2>/dev/null
-  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$ROOT/tests/fuzz/lsan.supp \
     "$bin" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 -max_len=262144 \
     -artifact_prefix="$B/crashes/$name-" "$WORK/$name" > "$WORK/$name.log" 2>&1
   rc=$?
