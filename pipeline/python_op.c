@@ -258,16 +258,15 @@ static int start(struct helper *h, char *err, size_t errlen)
         json_decref(ready);
         return 0;
     }
-    char how[96] = "";
-    if (rc == -EPIPE)
+    char how[300] = "it answered something else";
+    const char *said = json_string_value(json_object_get(ready, "error"));    /* numpy missing, ... */
+    if (rc == 0 && said)
+        snprintf(how, sizeof how, "%s", said);
+    else if (rc == -ETIMEDOUT)
+        snprintf(how, sizeof how, "no ready line within %d s", START_TIMEOUT_MS / 1000);
+    else if (rc == -EPIPE)
         reap(h, how, sizeof how);
-    snprintf(err, errlen, "the Python helper %s did not start: %s", python,
-             rc == 0 ? json_string_value(json_object_get(ready, "error")) ? json_string_value(json_object_get(ready,
-                                                                                                      "error"))
-                                                                          : "no ready line"
-             : rc == -ETIMEDOUT ? "no ready line within 60 s"
-             : rc == -EPIPE     ? how
-                                : "it answered something else");
+    snprintf(err, errlen, "the Python helper %s did not start: %s", python, how);
     json_decref(ready);
     helper_stop(h);
     return SPW_EUSER;

@@ -149,6 +149,16 @@ class TestPythonOp(spwtest.TempDir, unittest.TestCase):
         self.assertIn("ops[2].function: cannot import pyops_fixture:no_such_function: AttributeError", r.stderr)
         self.assertIn("workers need it on their --python-path", r.stderr)
 
+    def test_no_interpreter_is_said_once_per_element(self):
+        env = dict(os.environ, SPILLWAY_PYTHON="/no/such/python3")
+        path = spwtest.write(self.tmp, "p.json", self.with_op(self.base(), {"op": "python",
+                                                                            "function": "pyops_fixture:stamp"}).to_json())
+        r = subprocess.run([spwtest.SPILLCTL, "run", "--local", "--pipeline", path, "--threads", "1", "--quiet"],
+                           capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)          # skip: every element skipped, the run ends
+        self.assertIn("cannot start the Python helper /no/such/python3: No such file or directory", r.stderr)
+        self.assertEqual(r.stderr.count("skipped sample="), 26)
+
     def test_missing_module_is_the_elements_error(self):
         op = {"op": "python", "function": "no_such_module_xyz:f"}
         r, keys, _ = self.spillctl(self.with_op(self.base(), op))
