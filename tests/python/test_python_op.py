@@ -151,8 +151,8 @@ class TestPythonOp(spwtest.TempDir, unittest.TestCase):
 
     def test_no_interpreter_is_said_once_per_element(self):
         env = dict(os.environ, SPILLWAY_PYTHON="/no/such/python3")
-        path = spwtest.write(self.tmp, "p.json", self.with_op(self.base(), {"op": "python",
-                                                                            "function": "pyops_fixture:stamp"}).to_json())
+        p = self.with_op(self.base(), {"op": "python", "function": "pyops_fixture:stamp"})
+        path = spwtest.write(self.tmp, "p.json", p.to_json())
         r = subprocess.run([spwtest.SPILLCTL, "run", "--local", "--pipeline", path, "--threads", "1", "--quiet"],
                            capture_output=True, text=True, env=env, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)          # skip: every element skipped, the run ends
