@@ -23,6 +23,7 @@
 
 #include "lib/clock.h"
 #include "lib/err.h"
+#include "lib/log.h"
 #include "pipeline/value.h"
 
 extern char **environ;
@@ -416,6 +417,15 @@ int spw_python_op_run(struct spw_op_call *call, struct spw_value *v)
     struct helper *h = thread_helper();
     if (!h)
         return spw_fail(call->err, call->errlen, -ENOMEM, "ops[%d] python: out of memory", call->index);
+    int st;
+    if (h->pid > 0 && waitpid(h->pid, &st, WNOHANG) == h->pid) {
+        /* it ended between elements (the OOM killer, a kill): not this element's doing - start another */
+        spw_log(SPW_LOG_WARN, "python", "a Python op's helper pid=%d ended between elements (%s %d); starting "
+                "another", (int)h->pid, WIFSIGNALED(st) ? "signal" : "exit status",
+                WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+        h->pid = 0;
+        helper_stop(h);
+    }
     if (h->pid <= 0 && h->failed_start_ms && spw_now_ms() - h->failed_start_ms < RETRY_START_MS)
         return spw_fail(call->err, call->errlen, SPW_EUSER, "ops[%d] python %s: %s", call->index, op->function,
                         h->start_error);

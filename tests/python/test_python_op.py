@@ -149,6 +149,30 @@ class TestPythonOp(spwtest.TempDir, unittest.TestCase):
         self.assertIn("ops[2].function: cannot import pyops_fixture:no_such_function: AttributeError", r.stderr)
         self.assertIn("workers need it on their --python-path", r.stderr)
 
+    def test_helper_killed_between_elements_is_replaced(self):
+        """The helpers are killed while their threads wait for the trainer (40 elements/s): the next element
+        starts a new one, with a warning, and no element is lost (one that was being made at the very
+        moment of the kill may fail: the margin below)."""
+        p = (Pipeline.image_folder(spwtest.images(), seed=1, epochs=2).decode_jpeg().center_crop(16)
+             .map(pyops_fixture.stamp).batch(8))
+        path = spwtest.write(self.tmp, "p.json", p.to_json())
+        keys = os.path.join(self.tmp, "k.txt")
+        env = dict(os.environ, SPILLWAY_PYTHON="/usr/bin/python3")
+        run = subprocess.Popen([spwtest.SPILLCTL, "run", "--local", "--pipeline", path, "--threads", "2",
+                                "--consume-rate", "40", "--keys", keys, "--quiet"],
+                               stderr=subprocess.PIPE, text=True, env=env)
+        time.sleep(2.5)
+        helpers = subprocess.run(["pgrep", "-P", str(run.pid)], capture_output=True, text=True).stdout.split()
+        for pid in helpers:
+            os.kill(int(pid), 9)
+        _, err = run.communicate(timeout=60)
+        self.assertEqual(run.returncode, 0, err)
+        self.assertEqual(len(helpers), 2, "one helper per thread")
+        self.assertIn("ended between elements (signal 9); starting another", err)
+        with open(keys) as f:
+            n = len(f.read().splitlines())
+        self.assertGreaterEqual(n, 318, err)
+
     def test_no_interpreter_is_said_once_per_element(self):
         env = dict(os.environ, SPILLWAY_PYTHON="/no/such/python3")
         p = self.with_op(self.base(), {"op": "python", "function": "pyops_fixture:stamp"})
