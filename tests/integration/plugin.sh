@@ -4,7 +4,8 @@
 # byte-equal to a numpy reference of its rule; `spillctl ops` lists its ops; a plugin built for another ABI is
 # refused at load with both numbers. Through a dispatcher and two workers started with --op-plugins (and a
 # third without, which refuses the job naming the op), box + flip_h (a random draw per element) give the
-# in-process batches byte for byte, ordered. Real processes on loopback; kills all it starts.
+# in-process batches byte for byte, ordered. A plugin with per-thread state gets one per thread, each ended
+# with its thread. Real processes on loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -72,6 +73,48 @@ b = np.concatenate([np.load(f) for f in sorted(glob.glob(sys.argv[2] + "/b*_t0.n
 print(sum(int((x != y).any() and (x[:, ::-1] == y).all()) for x, y in zip(a, b)))' "$WORK/box1" "$WORK/local")
 check "flip_h mirrored some elements and left the others (p 0.5: $flipped of 320 mirrored)" \
   test "${flipped:-0}" -gt 100 -a "${flipped:-0}" -lt 220
+
+# Per-thread state: a plugin whose op adds its thread's count of elements made so far to the first pixel;
+# thread_init and thread_fini note themselves in a file: one state per thread, each ended with its thread.
+cat > "$WORK/counter.c" <<'CEOF'
+#include <spillway/op_plugin.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+struct count { long n; };
+static void note(const char *what)
+{
+    FILE *f = fopen(getenv("COUNTER_LOG"), "a");
+    if (f) { fprintf(f, "%s\n", what); fclose(f); }
+}
+static void *init(const double *params) { (void)params; note("init"); return calloc(1, sizeof(struct count)); }
+static void fini(void *state) { note("fini"); free(state); }
+static int same(const struct spw_plugin_call *c, const struct spw_plugin_array *in, struct spw_plugin_array *out,
+                char *err, size_t len) { (void)c, (void)err, (void)len; *out = *in; return 0; }
+static int run(const struct spw_plugin_call *c, const struct spw_plugin_array *in, struct spw_plugin_array *out,
+               char *err, size_t len)
+{
+    (void)err, (void)len;
+    struct count *s = c->state;
+    size_t n = 1;
+    for (int i = 0; i < in->ndim; i++) n *= (size_t)in->shape[i];
+    memcpy(out->data, in->data, n);
+    ((unsigned char *)out->data)[0] = (unsigned char)(++s->n);
+    return 0;
+}
+static const struct spw_plugin_op ops[] = {{"mark", "Counts per thread.", NULL, 0, same, run, init, fini}};
+static const struct spw_op_plugin p = {SPW_OP_PLUGIN_ABI, "counter", "1", ops, 1};
+__attribute__((visibility("default"))) const struct spw_op_plugin *spw_op_plugin(void) { return &p; }
+CEOF
+cc -std=c11 -Wall -Wextra -Werror -fPIC -shared -I"$PFX/include" -o "$WORK/libspw_counter.so" "$WORK/counter.c"
+spec "$WORK/count.json" '{"op": "counter.mark"}'
+COUNTER_LOG=$WORK/counter.log SPILLWAY_OP_PLUGINS=$WORK/libspw_counter.so "$CTL" run --local \
+  --pipeline "$WORK/count.json" --threads 3 --keys "$WORK/count.keys" --quiet 2> "$WORK/count.err"
+check "a plugin with per-thread state runs (exit $?)" test "$(wc -l < "$WORK/count.keys")" -eq 320
+inits=$(grep -c '^init$' "$WORK/counter.log")
+finis=$(grep -c '^fini$' "$WORK/counter.log")
+check "... one state per thread that made elements ($inits of at most 3), each ended with it ($finis)" \
+  test "$inits" -ge 1 -a "$inits" -le 3 -a "$finis" -eq "$inits"
 
 dispatcher_on d --op-plugins "$SPILLWAY_OP_PLUGINS" || { finish; exit 1; }
 for j in 1 2; do
