@@ -69,9 +69,7 @@ static struct spw_config_entry g_cfg[] = {
     {"metrics-port", "SPILLWAY_METRICS_PORT", SPW_CFG_INT, "0", -1, 65535,
      "serve Prometheus metrics (GET /metrics) and GET /healthz over HTTP on this port of --listen, with no "
      "token: put it where only the scraper reaches; 0: off; -1: any free port", 0, 0, 0, 0},
-    {"op-plugins", "SPILLWAY_OP_PLUGINS", SPW_CFG_STRING, "", 0, 0,
-     "C op plugins to load (':'-separated .so files or folders of them; spillway/op_plugin.h): the ops jobs "
-     "name as \"<plugin>.<op>\"", 0, 0, 0, 0},
+    SPW_CFG_OP_PLUGINS_ENTRY,
 };
 #define N_CFG ((int)(sizeof g_cfg / sizeof g_cfg[0]))
 
@@ -117,8 +115,7 @@ int main(int argc, char **argv)
     }
     spw_config_log(g_cfg, N_CFG, "dispatcher");
     /* Specs naming plugin ops are validated here too: load them now (pipeline/plugin_ops.h logs each). */
-    setenv("SPILLWAY_OP_PLUGINS", cfg_str("op-plugins"), 1);
-    spw_plugin_count();
+    spw_plugins_load(cfg_str("op-plugins"));
     static struct spw_security sec;
     if (spw_security_from_config(g_cfg, N_CFG, "dispatcher", &sec, err, sizeof err) != 0) {
         fprintf(stderr, "spillway-dispatcher: %s\n", err);

@@ -127,6 +127,9 @@ struct spw_op_spec {
     double *params;                     /* plugin: its fields' values in its field order (owned) */
 };
 
+/* The largest python op kwargs (and plugin op fields) as JSON text, in bytes; a longer one is refused. */
+#define SPW_OP_MAX_KWARGS_BYTES (64 << 10)
+
 /* JSON names of the ops' enum values ("decode_jpeg", "bilinear", "imagenet", "htk", "power"); NULL if out of
  * range. Dtype names come from lib/tensor.h's spw_dtype_name. */
 const char *spw_op_name(enum spw_op_kind kind);        /* pipeline/op_registry.c */

@@ -198,6 +198,12 @@ const struct spw_plugin_op_ref *spw_plugin_find(const char *name)
     return NULL;
 }
 
+void spw_plugins_load(const char *list)
+{
+    setenv("SPILLWAY_OP_PLUGINS", list ? list : "", 1);
+    pthread_once(&load_once, load_all);
+}
+
 int spw_plugin_count(void)
 {
     pthread_once(&load_once, load_all);
@@ -284,26 +290,16 @@ int spw_plugin_op_run(struct spw_op_call *call, struct spw_value *v)
     if (thread_state(ref->op, op->params, &pc.state) != 0)
         return spw_fail(call->err, call->errlen, -ENOMEM, "ops[%d] %s: out of memory", call->index, ref->name);
     struct spw_plugin_array in = {0}, out = {0};
+    enum spw_dtype dt;
+    spw_value_out_shape(v, SPW_LAYOUT_HWC, &dt, &in.ndim, in.shape);
+    in.dtype = (enum spw_plugin_dtype)dt;
+    in.data = v->is_tensor ? v->t.data : v->img.data;
     uint8_t *packed = NULL;
-    if (v->is_tensor) {
-        in.dtype = (enum spw_plugin_dtype)v->t.dtype;
-        in.ndim = v->t.ndim;
-        memcpy(in.shape, v->t.shape, sizeof in.shape);
-        in.data = v->t.data;
-    } else {
-        const size_t row = (size_t)v->img.w * (size_t)v->img.c;
-        in.dtype = SPW_PLUGIN_U8;
-        in.ndim = 3;
-        in.shape[0] = v->img.h, in.shape[1] = v->img.w, in.shape[2] = v->img.c;
-        in.data = v->img.data;
-        if (v->img.stride != row) {         /* rows with padding: packed for the plugin */
-            if (!(packed = malloc(row * (size_t)v->img.h)))
-                return spw_fail(call->err, call->errlen, -ENOMEM, "ops[%d] %s: out of memory", call->index,
-                                ref->name);
-            for (int y = 0; y < v->img.h; y++)
-                memcpy(packed + (size_t)y * row, v->img.data + (size_t)y * v->img.stride, row);
-            in.data = packed;
-        }
+    if (!v->is_tensor && v->img.stride != (size_t)v->img.w * (size_t)v->img.c) {     /* padded rows: packed */
+        if (!(packed = malloc(spw_value_bytes(v))))
+            return spw_fail(call->err, call->errlen, -ENOMEM, "ops[%d] %s: out of memory", call->index, ref->name);
+        spw_value_copy_out(v, SPW_LAYOUT_HWC, packed);
+        in.data = packed;
     }
     int rc = ref->op->out_shape(&pc, &in, &out, msg, sizeof msg);
     int64_t numel = 1;
@@ -319,21 +315,13 @@ int spw_plugin_op_run(struct spw_op_call *call, struct spw_value *v)
                         rc ? (*msg ? msg : "out_shape refused the element")
                            : "out_shape gave no usable dtype and shape (1 to 5 dimensions, at most 1 GiB)");
     }
-    struct spw_value nv = {0};
-    nv.sample_rate = v->sample_rate;
-    if (out.dtype == SPW_PLUGIN_U8 && out.ndim == 3 && out.shape[2] == 3 && out.shape[0] > 0 && out.shape[1] > 0) {
-        rc = spw_image_alloc(&nv.img, (int)out.shape[1], (int)out.shape[0], 3);
-        out.data = nv.img.data;
-    } else {
-        nv.is_tensor = true;
-        rc = spw_tensor_alloc(&nv.t, (enum spw_dtype)out.dtype, out.ndim, out.shape);
-        out.data = nv.t.data;
-    }
-    if (rc != 0) {
+    struct spw_value nv;
+    if (spw_value_alloc_array(&nv, (enum spw_dtype)out.dtype, out.ndim, out.shape, &out.data) != 0) {
         free(packed);
         return spw_fail(call->err, call->errlen, -ENOMEM, "ops[%d] %s: no memory for its output", call->index,
                         ref->name);
     }
+    nv.sample_rate = v->sample_rate;
     rc = ref->op->run(&pc, &in, &out, msg, sizeof msg);
     free(packed);
     if (rc != 0) {

@@ -19,6 +19,14 @@ struct spw_plugin_op_ref {
     char path[256];                     /* the library it came from */
 };
 
+/* A daemon's --op-plugins flag (its config table's entry; lib/config.h) and its loading: the list becomes
+ * SPILLWAY_OP_PLUGINS and is loaded now, each library logged. Call from main before any thread. */
+#define SPW_CFG_OP_PLUGINS_ENTRY                                                                               \
+    {"op-plugins", "SPILLWAY_OP_PLUGINS", SPW_CFG_STRING, "", 0, 0,                                          \
+     "C op plugins to load (':'-separated .so files or folders of them; spillway/op_plugin.h): the ops jobs "  \
+     "name as \"<plugin>.<op>\"", 0, 0, 0, 0}
+void spw_plugins_load(const char *list);
+
 /* The loaded op called name ("blur.box"), loading the plugins first if no call has yet; NULL if none is. */
 const struct spw_plugin_op_ref *spw_plugin_find(const char *name);
 /* The loaded ops, in load order (i from 0 to spw_plugin_count() - 1). */

@@ -37,11 +37,6 @@ struct measure {
     } z;
 };
 
-static int64_t cpu_ns(void)
-{
-    return spw_thread_cpu_ns();       /* with what Python ops' helpers spent for this thread */
-}
-
 /* Copy n bytes (or a value) into scratch, growing it; returns the ns the copy took, or -1. */
 static int64_t timed_copy(const uint8_t *bytes, size_t n, const struct spw_value *v, uint8_t **scratch, size_t *cap)
 {
@@ -52,12 +47,12 @@ static int64_t timed_copy(const uint8_t *bytes, size_t n, const struct spw_value
         *scratch = p;
         *cap = n;
     }
-    const int64_t t0 = cpu_ns();
+    const int64_t t0 = spw_thread_cpu_ns();
     if (v)
         spw_value_copy_out(v, SPW_LAYOUT_HWC, *scratch);
     else
         memcpy(*scratch, bytes, n);
-    return cpu_ns() - t0;
+    return spw_thread_cpu_ns() - t0;
 }
 
 static bool grow(uint8_t **p, size_t *cap, size_t n)
@@ -79,13 +74,13 @@ static void sample_zstd(struct zstd_sums *z, int k, const uint8_t *raw, size_t n
         (!z->d && spw_zstd_create(0, &z->d) != 0) || !grow(&z->buf, &z->buf_cap, spw_zstd_bound(1, n)) ||
         !grow(&z->out, &z->out_cap, n))
         return;
-    int64_t t0 = cpu_ns();
+    int64_t t0 = spw_thread_cpu_ns();
     const size_t zl = spw_zstd_compress(z->c, raw, 1, n, z->buf, z->buf_cap);
-    const int64_t t1 = cpu_ns();
+    const int64_t t1 = spw_thread_cpu_ns();
     char err[128];
     if (!zl || spw_zstd_decompress(z->d, z->buf, zl, 1, n, z->out, err, sizeof err) != 0)
         return;
-    z->d_ns[k] += (double)(cpu_ns() - t1);
+    z->d_ns[k] += (double)(spw_thread_cpu_ns() - t1);
     z->c_ns[k] += (double)(t1 - t0);
     z->raw[k] += (double)n;
     z->sent[k] += (double)zl;
@@ -104,9 +99,9 @@ static void *measure_main(void *arg)
         const bool zs = (i / m->stride) % SPW_PROFILE_ZSTD_EVERY == 1;     /* never the warm-up element */
         uint8_t *buf = NULL;
         size_t len = 0;
-        int64_t t0 = cpu_ns();
+        int64_t t0 = spw_thread_cpu_ns();
         int rc = spw_source_read(m->src, sample, m->spec->max_file_bytes, &buf, &len);
-        one.read_ns = (double)(cpu_ns() - t0);
+        one.read_ns = (double)(spw_thread_cpu_ns() - t0);
         int64_t c = rc ? -1 : timed_copy(buf, len, NULL, &scratch, &cap);
         one.copy_ns[0] = (double)c;
         one.bytes[0] = (double)len;
@@ -115,9 +110,9 @@ static void *measure_main(void *arg)
         rc = rc ? rc : c < 0 ? -ENOMEM : 0;
         struct spw_value v = {0};
         for (int g = 0; g < groups && rc == 0; g++) {
-            t0 = cpu_ns();
+            t0 = spw_thread_cpu_ns();
             rc = spw_element_run(m->ctx, g, g + 1, 0, sample, buf, len, &v, NULL, NULL, err, sizeof err);
-            one.group_ns[g] = (double)(cpu_ns() - t0);
+            one.group_ns[g] = (double)(spw_thread_cpu_ns() - t0);
             if (rc == 0 && (c = timed_copy(NULL, spw_value_bytes(&v), &v, &scratch, &cap)) < 0)
                 rc = -ENOMEM;
             one.copy_ns[g + 1] = (double)c;

@@ -289,17 +289,12 @@ static struct helper *thread_helper(void)
     return tl_helper = h;
 }
 
-static const char *dtype_str(enum spw_dtype d)
-{
-    return d == SPW_DTYPE_U8 ? "uint8" : d == SPW_DTYPE_F32 ? "float32" : d == SPW_DTYPE_F16 ? "float16"
-                                                                                            : "int64";
-}
-
+/* The dtype a reply names (spw_dtype_name's words); -1 if none. */
 static int dtype_of(const char *s, enum spw_dtype *d)
 {
     static const enum spw_dtype all[] = {SPW_DTYPE_U8, SPW_DTYPE_F32, SPW_DTYPE_F16, SPW_DTYPE_I64};
     for (size_t i = 0; s && i < sizeof all / sizeof *all; i++)
-        if (!strcmp(s, dtype_str(all[i])))
+        if (!strcmp(s, spw_dtype_name(all[i])))
             return *d = all[i], 0;
     return -1;
 }
@@ -308,28 +303,12 @@ static int dtype_of(const char *s, enum spw_dtype *d)
 static int put_input(struct helper *h, const struct spw_value *v, enum spw_dtype *dt, int *ndim, int64_t *shape,
                      size_t *bytes)
 {
-    if (v->is_tensor) {
-        *dt = v->t.dtype;
-        *ndim = v->t.ndim;
-        memcpy(shape, v->t.shape, sizeof v->t.shape);
-        *bytes = v->t.nbytes;
-    } else {
-        *dt = SPW_DTYPE_U8;
-        *ndim = 3;
-        shape[0] = v->img.h, shape[1] = v->img.w, shape[2] = v->img.c;
-        *bytes = (size_t)v->img.w * v->img.h * v->img.c;
-    }
+    spw_value_out_shape(v, SPW_LAYOUT_HWC, dt, ndim, shape);
+    *bytes = spw_value_bytes(v);
     const int rc = ensure_room(h, *bytes + 64);
-    if (rc != 0)
-        return rc;
-    if (v->is_tensor) {
-        memcpy(h->map, v->t.data, *bytes);
-    } else {
-        const size_t row = (size_t)v->img.w * v->img.c;
-        for (int y = 0; y < v->img.h; y++)
-            memcpy(h->map + (size_t)y * row, v->img.data + (size_t)y * v->img.stride, row);
-    }
-    return 0;
+    if (rc == 0)
+        spw_value_copy_out(v, SPW_LAYOUT_HWC, h->map);
+    return rc;
 }
 
 /* The reply's array, from the shared room at its "at" (0: the input's place, changed in place; else
@@ -358,30 +337,20 @@ static int take_output(struct spw_op_call *call, struct helper *h, const json_t 
         numel *= (size_t)d;
     }
     const size_t bytes = numel * spw_dtype_size(dt);
-    int rc = bytes > SPW_PYTHON_OP_MAX_BYTES                                   ? SPW_ETOOBIG
-             : size < (json_int_t)h->cap || size > (json_int_t)(2 * SPW_PYTHON_OP_MAX_BYTES + 64) ? SPW_EFORMAT
-                                                                                      : remap(h, (size_t)size);
-    if (rc == 0 && off + bytes > h->cap)
-        rc = SPW_EFORMAT;
-    if (rc != 0)
-        return spw_fail(call->err, call->errlen, rc == SPW_ETOOBIG ? SPW_EUSER : rc, "ops[%d] python: its "
-                        "output of %zu bytes is not in the shared memory (%zu bytes)", call->index, bytes, h->cap);
-    struct spw_value out = {0};
-    out.sample_rate = v->sample_rate;
-    if (dt == SPW_DTYPE_U8 && ndim == 3 && shape[2] == 3 && shape[0] > 0 && shape[1] > 0 &&
-        shape[0] <= INT32_MAX && shape[1] <= INT32_MAX) {
-        rc = spw_image_alloc(&out.img, (int)shape[1], (int)shape[0], 3);
-        if (rc == 0)
-            memcpy(out.img.data, h->map + off, bytes);
-    } else {
-        out.is_tensor = true;
-        rc = spw_tensor_alloc(&out.t, dt, (int)ndim, shape);
-        if (rc == 0)
-            memcpy(out.t.data, h->map + off, bytes);
-    }
-    if (rc != 0)
+    /* the helper only grows the room, and never past room for an input and an output at the cap */
+    const bool in_room = bytes <= SPW_PYTHON_OP_MAX_BYTES && size >= (json_int_t)h->cap &&
+                         size <= (json_int_t)(2 * SPW_PYTHON_OP_MAX_BYTES + 64) && remap(h, (size_t)size) == 0 &&
+                         off + bytes <= h->cap;
+    if (!in_room)
+        return spw_fail(call->err, call->errlen, SPW_EUSER, "ops[%d] python: its output of %zu bytes is not in "
+                        "the shared memory (%zu bytes)", call->index, bytes, h->cap);
+    struct spw_value out;
+    void *data;
+    if (spw_value_alloc_array(&out, dt, (int)ndim, shape, &data) != 0)
         return spw_fail(call->err, call->errlen, -ENOMEM, "ops[%d] python: no memory for its %zu-byte output",
                         call->index, bytes);
+    memcpy(data, h->map + off, bytes);
+    out.sample_rate = v->sample_rate;
     spw_value_free(v);
     *v = out;
     return 0;
@@ -457,7 +426,7 @@ int spw_python_op_run(struct spw_op_call *call, struct spw_value *v)
     char *req = NULL;
     const int len = asprintf(&req, "{\"fn\": \"%s\", \"kwargs\": %s, \"seed\": %llu, \"dtype\": \"%s\", "
                              "\"shape\": [%s], \"size\": %zu, \"out_off\": %zu, \"max\": %zu}\n",
-                             op->function, op->kwargs ? op->kwargs : "{}", seed, dtype_str(dt), dims, h->cap,
+                             op->function, op->kwargs ? op->kwargs : "{}", seed, spw_dtype_name(dt), dims, h->cap,
                              out_off, out_off + SPW_PYTHON_OP_MAX_BYTES);
     if (len < 0)
         return spw_fail(call->err, call->errlen, -ENOMEM, "ops[%d] python: out of memory", call->index);

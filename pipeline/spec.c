@@ -26,7 +26,6 @@
 #define MAX_LABEL_KEY_BYTES 256
 #define MAX_BATCH 65536
 #define MAX_FUNCTION_BYTES 512
-#define MAX_KWARGS_BYTES (64 << 10)
 #define INF HUGE_VAL
 #define DEFAULT_MAX_PIXELS 89478485LL           /* PIL's Image.MAX_IMAGE_PIXELS */
 #define DEFAULT_MAX_FILE_BYTES (64LL << 20)
@@ -448,10 +447,10 @@ static int get_kwargs(struct vctx *c, const char *loc, const json_t *v, char **o
     char *text = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
     if (!text)
         return fail_oom(c);
-    if (strlen(text) > MAX_KWARGS_BYTES) {
+    if (strlen(text) > SPW_OP_MAX_KWARGS_BYTES) {
         const size_t n = strlen(text);
         free(text);
-        return fail(c, loc, "%zu bytes as JSON, more than the cap of %d", n, MAX_KWARGS_BYTES);
+        return fail(c, loc, "%zu bytes as JSON, more than the cap of %d", n, SPW_OP_MAX_KWARGS_BYTES);
     }
     free(*out);
     *out = text;

@@ -124,7 +124,6 @@ static json_t *ints_json(struct jb *b, const int32_t *v, size_t n)
     return a;
 }
 
-#define KWARGS_MAX_TEXT (64 << 10)      /* as spec.c's cap: longer is refused by the validator anyway */
 static bool utf8_valid(const char *str);
 
 /* A peer's string as JSON; one that is not UTF-8 is refused here, naming the op. */
@@ -151,7 +150,7 @@ static json_t *op_to_json(struct jb *b, const Spillway__V1__Op *op)
          * against the plugin loaded here) */
         set(b, o, "op", string_json(b, op->opt_name_case == OP_CASE(NAME) ? op->name : ""));
         json_t *params = op->opt_params_case == OP_CASE(PARAMS) && op->params &&
-                                 strlen(op->params) <= KWARGS_MAX_TEXT ? json_loads(op->params, 0, NULL) : NULL;
+                                 strlen(op->params) <= SPW_OP_MAX_KWARGS_BYTES ? json_loads(op->params, 0, NULL) : NULL;
         const char *key;
         json_t *v;
         json_object_foreach(params, key, v)
@@ -199,7 +198,8 @@ static json_t *op_to_json(struct jb *b, const Spillway__V1__Op *op)
     if (op->opt_function_case == OP_CASE(FUNCTION))
         set(b, o, "function", string_json(b, op->function));
     if (op->opt_kwargs_case == OP_CASE(KWARGS)) {
-        json_t *kw = op->kwargs && strlen(op->kwargs) <= KWARGS_MAX_TEXT ? json_loads(op->kwargs, 0, NULL) : NULL;
+        json_t *kw = op->kwargs && strlen(op->kwargs) <= SPW_OP_MAX_KWARGS_BYTES ? json_loads(op->kwargs, 0, NULL)
+                                                                                  : NULL;
         set(b, o, "kwargs", kw ? kw : string_json(b, op->kwargs));
     }
     return o;

@@ -2,6 +2,7 @@
  * and the copy into a batch slot in HWC or CHW. Thread-safe: no shared state. */
 #include "pipeline/value.h"
 
+#include <stdint.h>
 #include <string.h>
 
 void spw_value_free(struct spw_value *v)
@@ -18,6 +19,24 @@ void spw_value_free(struct spw_value *v)
 size_t spw_value_bytes(const struct spw_value *v)
 {
     return v->is_tensor ? v->t.nbytes : (size_t)v->img.w * (size_t)v->img.h * (size_t)v->img.c;
+}
+
+int spw_value_alloc_array(struct spw_value *v, enum spw_dtype dt, int ndim, const int64_t *shape, void **data)
+{
+    memset(v, 0, sizeof *v);
+    int rc;
+    if (dt == SPW_DTYPE_U8 && ndim == 3 && shape[2] == 3 && shape[0] > 0 && shape[1] > 0 && shape[0] <= INT32_MAX &&
+        shape[1] <= INT32_MAX) {
+        rc = spw_image_alloc(&v->img, (int)shape[1], (int)shape[0], 3);
+        *data = v->img.data;
+    } else {
+        v->is_tensor = true;
+        rc = spw_tensor_alloc(&v->t, dt, ndim, shape);
+        *data = v->t.data;
+    }
+    if (rc != 0)
+        memset(v, 0, sizeof *v);
+    return rc;
 }
 
 void spw_value_out_shape(const struct spw_value *v, enum spw_layout layout, enum spw_dtype *dt, int *ndim,

@@ -28,5 +28,9 @@ void spw_value_out_shape(const struct spw_value *v, enum spw_layout layout, enum
 void spw_value_copy_out(const struct spw_value *v, enum spw_layout layout, uint8_t *dst);
 /* Bytes of the value's pixels or tensor data. */
 size_t spw_value_bytes(const struct spw_value *v);
+/* Make *v an empty value for an array of that dtype and shape, as user code returns one: an image when it
+ * is uint8 [h, w, 3], a tensor otherwise; *data is where its C-contiguous bytes go. Returns 0, or -ENOMEM /
+ * -EINVAL (then *v is left zeroed). */
+int spw_value_alloc_array(struct spw_value *v, enum spw_dtype dt, int ndim, const int64_t *shape, void **data);
 
 #endif

@@ -67,9 +67,7 @@ static struct spw_config_entry g_cfg[] = {
      "token: put it where only the scraper reaches; 0: off; -1: any free port", 0, 0, 0, 0},
     {"python", "SPILLWAY_PYTHON", SPW_CFG_STRING, "python3", 0, 0,
      "the interpreter jobs' Python ops run in (one helper process per thread; it needs numpy)", 0, 0, 0, 0},
-    {"op-plugins", "SPILLWAY_OP_PLUGINS", SPW_CFG_STRING, "", 0, 0,
-     "C op plugins to load (':'-separated .so files or folders of them; spillway/op_plugin.h): the ops jobs "
-     "name as \"<plugin>.<op>\"", 0, 0, 0, 0},
+    SPW_CFG_OP_PLUGINS_ENTRY,
     {"python-path", "SPILLWAY_PYTHONPATH", SPW_CFG_STRING, "", 0, 0,
      "folders (':'-separated) put before PYTHONPATH for Python ops: where the modules jobs name are", 0, 0, 0,
      0},
@@ -184,8 +182,7 @@ int main(int argc, char **argv)
     /* Read by pipeline/python_op.c when a thread starts its helper: set once here, before any thread. */
     setenv("SPILLWAY_PYTHON", cfg("python")->s, 1);
     setenv("SPILLWAY_PYTHONPATH", cfg("python-path")->s, 1);
-    setenv("SPILLWAY_OP_PLUGINS", cfg("op-plugins")->s, 1);
-    spw_plugin_count();         /* loaded now, each logged; a job naming a plugin op it lacks is refused */
+    spw_plugins_load(cfg("op-plugins")->s);    /* a job naming a plugin op it lacks is refused */
     static struct spw_security sec;
     if (spw_security_from_config(g_cfg, N_CFG, "worker", &sec, err, sizeof err) != 0) {
         fprintf(stderr, "spillway-worker: %s\n", err);
