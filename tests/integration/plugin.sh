@@ -4,7 +4,8 @@
 # byte-equal to a numpy reference of its rule; `spillctl ops` lists its ops; a plugin built for another ABI is
 # refused at load with both numbers. Through a dispatcher and two workers started with --op-plugins (and a
 # third without, which refuses the job naming the op), box + flip_h (a random draw per element) give the
-# in-process batches byte for byte, ordered. A plugin with per-thread state gets one per thread, each ended
+# in-process batches byte for byte, ordered. A field outside the plugin's range is a spec error; an element
+# it does not take fails with its message. A plugin with per-thread state gets one per thread, each ended
 # with its thread. Real processes on loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -20,7 +21,8 @@ CTL=$PFX/bin/spillctl
 
 "$CTL" ops > "$WORK/ops.txt" 2> /dev/null
 check "spillctl ops lists blur.box and blur.flip_h with their defaults" \
-  bash -c "grep -q '^blur.box  *user  *radius=1' '$WORK/ops.txt' && grep -q '^blur.flip_h  *user  *p=0.5' '$WORK/ops.txt'"
+  bash -c "grep -q '^blur.box  *user  *radius=1' '$WORK/ops.txt' &&
+           grep -q '^blur.flip_h  *user  *p=0.5' '$WORK/ops.txt'"
 sed 's/SPW_OP_PLUGIN_ABI, "blur"/99, "old"/' "$WORK/plugin/blur.c" > "$WORK/old.c"
 cc -std=c11 -fPIC -shared -I"$PFX/include" -o "$WORK/libspw_old.so" "$WORK/old.c"
 SPILLWAY_OP_PLUGINS=$WORK/libspw_old.so "$CTL" ops --json 2> /dev/null > "$WORK/old.json"
@@ -57,12 +59,27 @@ same = all((np.stack([box(x, 2) for x in np.load(f)]) == np.load(f.replace(sys.a
            for f in files)
 print("batches", len(files), "same", same)
 PYEOF
-check "blur.box is byte-equal to the numpy reference ($(cat "$WORK/ref.out"))" grep -q 'batches 20 same True' "$WORK/ref.out"
+check "blur.box is byte-equal to the numpy reference ($(cat "$WORK/ref.out"))" \
+  grep -q 'batches 20 same True' "$WORK/ref.out"
 "$CTL" run --local --pipeline "$WORK/both.json" --threads 1 --dump "$WORK/local1" --quiet 2> /dev/null
 "$CTL" run --local --pipeline "$WORK/both.json" --threads 3 --dump "$WORK/local" --quiet 2> /dev/null
-same_dump() { [ "$(ls "$1" | wc -l)" = "$(ls "$2" | wc -l)" ] && for f in "$2"/*; do cmp -s "$f" "$1/$(basename "$f")" || return 1; done; }
+same_dump() {   # every file of dump $2 is in dump $1, byte for byte, and no more
+  [ "$(ls "$1" | wc -l)" = "$(ls "$2" | wc -l)" ] || return 1
+  for f in "$2"/*; do cmp -s "$f" "$1/$(basename "$f")" || return 1; done
+}
 check "flip_h's draws do not depend on the thread count (1 and 3 threads: the same batches)" \
   same_dump "$WORK/local1" "$WORK/local"
+# What the plugin refuses: a field outside its range is a spec error naming it; an element it does not take
+# (a float tensor after to_tensor) fails with the plugin's own message, under on_error.
+spec "$WORK/wide.json" '{"op": "blur.box", "radius": 99}'
+"$CTL" validate --pipeline "$WORK/wide.json" > /dev/null 2> "$WORK/wide.err"
+check "radius 99: a spec error naming the field and the plugin's range (exit $?)" \
+  grep -q 'ops\[2\].radius: 99 is outside \[0, 16\]' "$WORK/wide.err"
+spec "$WORK/tensor.json" '{"op": "to_tensor"}' '{"op": "blur.box"}'
+"$CTL" run --local --pipeline "$WORK/tensor.json" --threads 1 --keys "$WORK/tensor.keys" --quiet 2> "$WORK/tensor.err"
+check "a tensor into blur.box: the run ends (exit $?), nothing delivered" test ! -s "$WORK/tensor.keys"
+check "... each element failed with the plugin's message" \
+  grep -q 'ops\[3\] blur.box: needs a uint8 RGB image \[h, w, 3\] (put it before normalize)' "$WORK/tensor.err"
 spec "$WORK/box1.json" '{"op": "blur.box", "radius": 1}'
 "$CTL" run --local --pipeline "$WORK/box1.json" --threads 2 --dump "$WORK/box1" --quiet 2> /dev/null
 flipped=$("$PY" -c '

@@ -1,7 +1,7 @@
 # tests/python/pyops_fixture.py - module-level functions the Python-op tests name (helper processes import
 # them as pyops_fixture:NAME): stamps with and without rng, functions that raise, crash (a segfault through
-# ctypes) or hang on an all-black image, one of a known CPU cost, and scripts/bench-python-op.sh's identity
-# and numpy-heavy ones.
+# ctypes) or hang on an all-black image, one of a known CPU cost, results that cannot be elements, one that
+# outgrows the shared memory, and scripts/bench-python-op.sh's identity and numpy-heavy ones.
 # Thread model: pure functions, one call at a time.
 import ctypes
 import time
@@ -62,3 +62,16 @@ def busy(img, ms=2.0):
     while t.process_time() < end:
         pass
     return img
+
+
+def as_float64(img):
+    return img.astype(np.float64)
+
+
+def scalar(img):
+    return np.float32(img.mean())
+
+
+def grow(img):
+    """Four times the input's bytes: the output outgrows the shared memory the input fitted."""
+    return np.tile(img, (2, 2, 1))

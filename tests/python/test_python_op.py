@@ -173,6 +173,27 @@ class TestPythonOp(spwtest.TempDir, unittest.TestCase):
             n = len(f.read().splitlines())
         self.assertGreaterEqual(n, 318, err)
 
+    def test_results_that_cannot_be_elements_fail_them(self):
+        for fn, why in (("as_float64", "pyops_fixture:as_float64 returned float64 data: return uint8, float32, "
+                                       "float16 or int64"),
+                        ("scalar", "pyops_fixture:scalar returned an array of 0 dimensions: 1 to 5")):
+            r, keys, _ = self.spillctl(self.with_op(self.base(), {"op": "python", "function": "pyops_fixture:" + fn}))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(keys, [], fn)
+            self.assertIn(why, r.stderr)
+
+    def test_big_elements_grow_the_shared_memory(self):
+        """A 640 x 640 element is more than the 1 MiB first mapped (the library grows it), and the result,
+        4 times that, more than the helper's room (the helper grows it): both arrive intact."""
+        base = (Pipeline.image_folder(spwtest.images(), seed=4).decode_jpeg().center_crop(640).batch(4)
+                .limits(max_pixels=89478485))
+        got = [b[0].copy() for b in Loader(base.map(pyops_fixture.grow), ordered=True, local_cores=2, max_batches=3)]
+        want = [b[0].copy() for b in Loader(base, ordered=True, local_cores=2, max_batches=3)]
+        self.assertEqual(len(got), 3)
+        for x, w in zip(got, want):
+            self.assertEqual(x.shape, (4, 1280, 1280, 3))
+            np.testing.assert_array_equal(x, np.stack([pyops_fixture.grow(e) for e in w]))
+
     def test_no_interpreter_is_said_once_per_element(self):
         env = dict(os.environ, SPILLWAY_PYTHON="/no/such/python3")
         p = self.with_op(self.base(), {"op": "python", "function": "pyops_fixture:stamp"})
