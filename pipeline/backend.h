@@ -3,8 +3,10 @@
  * backend comes from the CUDA plugin, pipeline/gpu_backend.h). A micro-batch is a few samples of one
  * epoch with callbacks: want(k) before element k (false: skip it; it may wait, e.g. for the prefetch
  * window), dest(k) for where its final write may go, done(k) with the element or its error. The CPU backend
- * makes elements one by one through spw_produce, calling done right after each, so an element placed
- * through dest is complete when done sees it. Thread-safe: a backend may serve many threads at once. */
+ * makes elements one by one through spw_produce, asking dest right before an element's last groups and
+ * calling done right after them, so an element placed through dest is complete when done sees it; a group
+ * that batches (a Python op) runs on up to SPW_ELEMENT_MANY_MAX of them at once between those steps.
+ * Thread-safe: a backend may serve many threads at once. */
 #ifndef SPW_PIPELINE_BACKEND_H
 #define SPW_PIPELINE_BACKEND_H
 
@@ -26,6 +28,8 @@ struct spw_microbatch {
      * spec's batch layout), or 0 for host memory. An element written there reaches done with v->placed and
      * is complete once the backend's run returns. NULL: host memory. */
     uint64_t (*device_place)(void *opaque, int k, enum spw_dtype dt, int ndim, const int64_t *shape);
+    /* NULL, or where element k's per-op timing goes (spw_element_run's stats). */
+    struct spw_element_stats *(*stats)(void *opaque, int k);
     /* Element k: rc 0 and *v (the callee frees it), or rc and err. */
     void (*done)(void *opaque, int k, int rc, struct spw_value *v, const char *err);
 };
@@ -38,6 +42,10 @@ struct spw_backend {
     int (*run)(const struct spw_backend *b, const struct spw_producer *p, const struct spw_microbatch *mb);
     void *impl;
 };
+
+/* Elements the CPU backend holds between groups while a group batches, in bytes, before it runs the batch
+ * on those it has (the rest go in the next): 64 MiB. */
+#define SPW_BACKEND_MANY_BYTES ((size_t)64 << 20)
 
 /* Makes elements on the calling thread. */
 extern const struct spw_backend spw_backend_cpu;

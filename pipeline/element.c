@@ -92,11 +92,11 @@ static int run_op(const struct spw_element_ctx *ctx, int i, uint64_t epoch, int6
     return rc ? rc : def->cpu(&c, v);
 }
 
-static void note(struct spw_element_stats *stats, int i, int64_t t0, const struct spw_value *v)
+static void note_ns(struct spw_element_stats *stats, int i, int64_t ns, const struct spw_value *v)
 {
     if (!stats)
         return;
-    stats->ns[i] += spw_now_ns() - t0;
+    stats->ns[i] += ns;
     stats->out_bytes[i] += (int64_t)spw_value_bytes(v);
     stats->ran[i] = true;
 }
@@ -105,9 +105,8 @@ int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uin
                     const uint8_t *buf, size_t len, struct spw_value *v, struct spw_element_stats *stats,
                     const struct spw_element_dest *dest, char *err, size_t errlen)
 {
-    if (g_to != ctx->n_groups)
-        dest = NULL;                    /* only the pipeline's last write can go to the destination */
-    const int last_op = ctx->spec->n_ops - 1;
+    /* the run's last write is the one that may go to the destination */
+    const int last_op = g_to > g_from ? ctx->groups[g_to - 1].first + ctx->groups[g_to - 1].count - 1 : -1;
     int rc = 0;
     for (int gi = g_from; gi < g_to && rc == 0; gi++) {
         const struct spw_group *g = &ctx->groups[gi];
@@ -130,15 +129,65 @@ int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uin
             const bool ran_next = rc == SPW_OP_RAN_NEXT;      /* stft+mel as one: reported on the stft */
             rc = ran_next ? 0 : rc;
             if (!decode && rc == 0)
-                note(stats, i, t0, v);
+                note_ns(stats, i, stats ? spw_now_ns() - t0 : 0, v);
             i += ran_next;
         }
         if (decode && rc == 0)
-            note(stats, g->first, t0, v);
+            note_ns(stats, g->first, stats ? spw_now_ns() - t0 : 0, v);
     }
     if (rc)
         spw_value_free(v);
     return rc;
+}
+
+bool spw_element_group_batches(const struct spw_element_ctx *ctx, int g)
+{
+    const struct spw_group *grp = &ctx->groups[g];
+    for (int i = grp->first; grp->kind == SPW_GROUP_USER && i < grp->first + grp->count; i++)
+        if (spw_op_def(ctx->spec->ops[i].kind)->cpu_many)
+            return true;
+    return false;
+}
+
+void spw_element_run_many(const struct spw_element_ctx *ctx, int g, uint64_t epoch, const int64_t *samples, int n,
+                          struct spw_value *const *vs, int *rcs, struct spw_element_stats *const *stats, char *errs,
+                          size_t errlen)
+{
+    const struct spw_group *grp = &ctx->groups[g];
+    struct spw_op_call calls[SPW_ELEMENT_MANY_MAX];
+    struct spw_value *live[SPW_ELEMENT_MANY_MAX];
+    int at[SPW_ELEMENT_MANY_MAX], got[SPW_ELEMENT_MANY_MAX];
+    n = n < SPW_ELEMENT_MANY_MAX ? n : SPW_ELEMENT_MANY_MAX;
+    for (int i = grp->first; i < grp->first + grp->count; i++) {
+        const struct spw_op_def *def = spw_op_def(ctx->spec->ops[i].kind);
+        int m = 0;
+        for (int k = 0; k < n; k++) {
+            if (rcs[k] != 0)
+                continue;
+            call_init(&calls[m], ctx, i, epoch, samples[k], NULL, errs + (size_t)k * errlen, errlen);
+            if ((rcs[k] = check_input(&calls[m], def, vs[k])) != 0) {
+                spw_value_free(vs[k]);
+                continue;
+            }
+            at[m] = k;
+            live[m++] = vs[k];
+        }
+        const int64_t t0 = spw_now_ns();
+        if (def->cpu_many && m > 1)
+            def->cpu_many(calls, live, got, m);
+        else
+            for (int j = 0; j < m; j++)
+                got[j] = def->cpu(&calls[j], live[j]);
+        const int64_t each = m ? (spw_now_ns() - t0) / m : 0;
+        for (int j = 0; j < m; j++) {
+            const int k = at[j];
+            rcs[k] = got[j];
+            if (rcs[k] == 0)
+                note_ns(stats ? stats[k] : NULL, i, each, vs[k]);
+            else
+                spw_value_free(vs[k]);
+        }
+    }
 }
 
 bool spw_element_rows_group(const struct spw_element_ctx *ctx, int g)

@@ -51,12 +51,28 @@ void spw_element_ctx_destroy(struct spw_element_ctx *ctx);
 
 /* Run groups [g_from, g_to) on one element. With g_from == 0, (buf, len) are the encoded bytes and *v is
  * empty; otherwise *v holds the previous groups' output and is replaced. stats and dest may be NULL; with
- * dest, a run that ends the pipeline writes its last op's output through dest when it can (v->placed).
+ * dest, the run's last op writes its output through dest when it can (v->placed: not owned; an HWC image's or
+ * a tensor's data points there).
  * Returns 0, or SPW_EDECODE / SPW_ETOOBIG / SPW_EUNSUPPORTED / -ENOMEM with a message in err; on error
  * *v is left empty. */
 int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uint64_t epoch, int64_t sample,
                     const uint8_t *buf, size_t len, struct spw_value *v, struct spw_element_stats *stats,
                     const struct spw_element_dest *dest, char *err, size_t errlen);
+
+/* The most elements spw_element_run_many takes. */
+#define SPW_ELEMENT_MANY_MAX 32
+
+/* Whether group g has an op that runs many elements in one call (a Python op): spw_element_run_many then
+ * costs less per element than spw_element_run on each. */
+bool spw_element_group_batches(const struct spw_element_ctx *ctx, int g);
+
+/* Group g on n (<= SPW_ELEMENT_MANY_MAX) elements: those with rcs[k] == 0 hold *vs[k] (the previous groups'
+ * output, replaced) and get their result in rcs[k], their message at errs + k * errlen; on error *vs[k] is
+ * left empty. stats[k] as spw_element_run's (stats or its entries may be NULL; a shared op's time is split
+ * evenly). The same elements as spw_element_run on each in turn, none of them placed (no dest). */
+void spw_element_run_many(const struct spw_element_ctx *ctx, int g, uint64_t epoch, const int64_t *samples, int n,
+                          struct spw_value *const *vs, int *rcs, struct spw_element_stats *const *stats, char *errs,
+                          size_t errlen);
 
 /* Whether group g is the pipeline's last and is one normalize / to_tensor op, which only passes an image's rows
  * through a sink: spw_element_run_rows can then read the rows where they lie. */

@@ -296,38 +296,83 @@ static void element_failed(struct spw_executor *ex, int64_t sample, int rc, cons
     pthread_mutex_unlock(&ex->mu);
 }
 
+/* Whether claim() would hand out an element of epoch now, without waiting. Under mu. */
+static bool can_claim_now(const struct spw_executor *ex, int64_t epoch)
+{
+    const int64_t gb = ex->next_claim_batch;
+    return !ex->stopping && (ex->total < 0 || gb < ex->total) && gb < ex->next_deliver + ex->window &&
+           gb / ex->per_epoch == epoch;
+}
+
+/* A CPU thread's elements in hand: one at a time, or, when a group batches (a Python op), up to
+ * SPW_ELEMENT_MANY_MAX of one epoch, made together on the CPU backend. */
+struct cpu_mb {
+    struct spw_executor *ex;
+    struct slot *s[SPW_ELEMENT_MANY_MAX];
+    int pos[SPW_ELEMENT_MANY_MAX];
+    int64_t samples[SPW_ELEMENT_MANY_MAX];
+    struct place_req rq[SPW_ELEMENT_MANY_MAX];
+    struct spw_element_dest dest[SPW_ELEMENT_MANY_MAX];
+    struct spw_element_stats stats[SPW_ELEMENT_MANY_MAX];
+};
+
+static const struct spw_element_dest *cpu_dest(void *opaque, int k)
+{
+    struct cpu_mb *m = opaque;
+    m->rq[k] = (struct place_req){m->ex, m->s[k], m->pos[k]};
+    m->dest[k] = (struct spw_element_dest){place_cb, &m->rq[k], m->ex->spec->batch.layout};
+    return &m->dest[k];
+}
+
+static struct spw_element_stats *cpu_stats(void *opaque, int k)
+{
+    struct cpu_mb *m = opaque;
+    struct spw_element_stats *st = &m->stats[k];
+    memset(st->ran, 0, sizeof st->ran);
+    memset(st->ns, 0, sizeof(int64_t) * (size_t)m->ex->spec->n_ops);
+    memset(st->out_bytes, 0, sizeof(int64_t) * (size_t)m->ex->spec->n_ops);
+    return st;
+}
+
+static void cpu_done(void *opaque, int k, int rc, struct spw_value *v, const char *err)
+{
+    struct cpu_mb *m = opaque;
+    if (rc == 0)
+        add_stats(m->ex, &m->stats[k]);
+    else
+        element_failed(m->ex, m->samples[k], rc, err);
+    finish_element(m->ex, m->s[k], m->pos[k], v, rc == 0);
+    spw_value_free(v);
+}
+
 static void *worker(void *arg)
 {
     struct spw_executor *ex = arg;
-    struct spw_element_stats *st = malloc(sizeof *st);
+    struct cpu_mb *m = malloc(sizeof *m);
+    const struct spw_backend *const table[] = {&spw_backend_cpu};
+    const int batch = spw_produce_batching(&ex->prod, 1, ex->ctx.n_groups) < ex->ctx.n_groups
+                          ? SPW_ELEMENT_MANY_MAX : 1;
     pthread_setname_np(pthread_self(), "spw-exec");
-    char err[512];
     for (;;) {
-        int64_t gb;
-        int pos;
+        int n = 0;
+        int64_t gb, epoch = -1;
         pthread_mutex_lock(&ex->mu);
-        bool got = st && claim(ex, &gb, &pos);
-        struct slot *s = got ? slot_of(ex, gb) : NULL;
-        int64_t sample = got ? s->samples[pos] : 0;
+        while (m && n < batch && (n == 0 || can_claim_now(ex, epoch)) && claim(ex, &gb, &m->pos[n])) {
+            epoch = gb / ex->per_epoch;
+            m->s[n] = slot_of(ex, gb);
+            m->samples[n] = m->s[n]->samples[m->pos[n]];
+            n++;
+        }
         pthread_mutex_unlock(&ex->mu);
-        if (!got)
+        if (n == 0)
             break;
-        const int64_t epoch = gb / ex->per_epoch;
-        struct spw_value v;
-        memset(st->ran, 0, sizeof st->ran);
-        memset(st->ns, 0, sizeof(int64_t) * (size_t)ex->spec->n_ops);
-        memset(st->out_bytes, 0, sizeof(int64_t) * (size_t)ex->spec->n_ops);
-        struct place_req rq = {ex, s, pos};
-        struct spw_element_dest dest = {place_cb, &rq, ex->spec->batch.layout};
-        int rc = spw_produce(&ex->prod, (uint64_t)epoch, sample, ex->ctx.n_groups, &v, st, &dest, err, sizeof err);
-        if (rc == 0)
-            add_stats(ex, st);
-        else
-            element_failed(ex, sample, rc, err);
-        finish_element(ex, s, pos, &v, rc == 0);
-        spw_value_free(&v);
+        m->ex = ex;
+        const struct spw_microbatch mb = {.epoch = (uint64_t)epoch, .cut = ex->ctx.n_groups, .n = n,
+                                          .samples = m->samples, .opaque = m, .dest = cpu_dest,
+                                          .stats = cpu_stats, .done = cpu_done};
+        spw_backend_run(table, 1, &ex->prod, &mb);
     }
-    free(st);
+    free(m);
     return NULL;
 }
 
@@ -366,14 +411,6 @@ static uint64_t gpu_device_place(void *opaque, int k, enum spw_dtype dt, int ndi
     if (!placed || (!s->dev && spw_gpu_backend_block_alloc(ex->dev, row * (size_t)s->n_pos, &s->dev) != 0))
         return 0;               /* host memory: the arena is full (of the trainer's batches, say) */
     return s->dev + row * (size_t)m->pos[k];
-}
-
-/* Whether claim() would hand out an element of epoch now, without waiting. Under mu. */
-static bool can_claim_now(const struct spw_executor *ex, int64_t epoch)
-{
-    const int64_t gb = ex->next_claim_batch;
-    return !ex->stopping && (ex->total < 0 || gb < ex->total) && gb < ex->next_deliver + ex->window &&
-           gb / ex->per_epoch == epoch;
 }
 
 /* Claims up to GPU_MB elements of one epoch (waiting for the first only) and makes them on [GPU, CPU]. */

@@ -31,6 +31,7 @@ static int make_sink_inner(const struct spw_element_ctx *ctx, int norm_op, int w
         void *mem = dest && dest->place ? dest->place(dest->opaque, dt, 3, shape) : NULL;
         if (mem) {
             out->placed = true;
+            out->t.data = mem;          /* not owned: spw_value_free leaves it */
             out->t.dtype = dt;
             out->t.ndim = 3;
             memcpy(out->t.shape, shape, sizeof shape);
@@ -53,7 +54,8 @@ static int make_sink_inner(const struct spw_element_ctx *ctx, int norm_op, int w
         void *mem = dest->place(dest->opaque, SPW_DTYPE_U8, 3, shape);
         if (mem) {
             out->placed = true;
-            out->img = (struct spw_image){.w = w, .h = h, .c = 3, .stride = (size_t)w * 3};
+            out->img = (struct spw_image){.w = w, .h = h, .c = 3, .stride = (size_t)w * 3,
+                                          .data = chw ? NULL : mem};    /* an HWC view; not owned */
             s->kind = chw ? SPW_SINK_U8_CHW : SPW_SINK_U8_HWC;
             s->data = mem;
             s->stride = (size_t)w * 3;

@@ -119,6 +119,10 @@ struct spw_op_call {
 typedef int (*spw_op_run_fn)(struct spw_op_call *call, struct spw_value *v);
 typedef int (*spw_op_decode_fn)(struct spw_op_call *call, const struct spw_group *g, const uint8_t *buf,
                                 size_t len, struct spw_value *v, int *consumed);
+/* Many elements at once (ops whose fixed cost per call is worth sharing: a Python helper's round trip):
+ * calls[k] and *vs[k] as cpu's, each result in rcs[k] (its message in calls[k].err); the same results as
+ * cpu on each element in turn. */
+typedef void (*spw_op_many_fn)(struct spw_op_call *calls, struct spw_value *const *vs, int *rcs, int n);
 /* The GPU run (pipeline/gpu_ops.h): queues on the device what the CPU run does to the element's image. */
 typedef int (*spw_op_gpu_fn)(struct spw_gpu_call *call);
 
@@ -140,6 +144,11 @@ struct spw_op_def {
     int (*check)(struct spw_op_spec *op, const char **field, char *msg, size_t msglen);
     spw_op_decode_fn decode;            /* decode ops */
     spw_op_run_fn cpu;                  /* every other op */
+    spw_op_many_fn cpu_many;            /* NULL, or cpu on many elements in one call (user groups only) */
+    /* NULL, or where the op before it may write its input, in the calling thread's memory of the op's own
+     * (the Python op's shared memory), so that cpu_many finds it there and need not copy it: asked by the
+     * CPU backend when it makes elements for cpu_many. Valid until cpu_many on them returns. */
+    const struct spw_element_dest *(*stage)(const struct spw_op_spec *op);
     spw_op_gpu_fn gpu;                  /* image ops with a GPU kernel; NULL: CPU only */
 };
 

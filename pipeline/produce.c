@@ -10,6 +10,7 @@
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
+#include "pipeline/op_registry.h"
 
 int spw_produce_read(const struct spw_producer *p, int64_t sample, uint8_t **buf, size_t *len, char *err,
                      size_t errlen)
@@ -22,6 +23,27 @@ int spw_produce_read(const struct spw_producer *p, int64_t sample, uint8_t **buf
         rc = spw_source_read(p->src, sample, p->spec->max_file_bytes, buf, len);      /* I/O: retry */
     if (rc)
         snprintf(err, errlen, "read failed: %s", spw_strerror(rc));
+    return rc;
+}
+
+/* Groups [g_from, g_to) on one element (spw_element_run), each group's thread CPU into the producer's
+ * counters when it keeps them. */
+static int run_groups(const struct spw_producer *p, int g_from, int g_to, uint64_t epoch, int64_t sample,
+                      const uint8_t *buf, size_t len, struct spw_value *v, struct spw_element_stats *stats,
+                      const struct spw_element_dest *dest, char *err, size_t errlen)
+{
+    if (!p->group_ns)
+        return spw_element_run(p->ctx, g_from, g_to, epoch, sample, buf, len, v, stats, dest, err, errlen);
+    int rc = 0;
+    for (int g = g_from; g < g_to && rc == 0; g++) {
+        const int64_t cpu0 = spw_thread_cpu_ns();
+        rc = spw_element_run(p->ctx, g, g + 1, epoch, sample, buf, len, v, stats, g == g_to - 1 ? dest : NULL,
+                             err, errlen);
+        if (rc == 0) {
+            __atomic_fetch_add(&p->group_ns[g], spw_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&p->group_elements[g], 1, __ATOMIC_RELAXED);
+        }
+    }
     return rc;
 }
 
@@ -49,20 +71,46 @@ int spw_produce(const struct spw_producer *p, uint64_t epoch, int64_t sample, in
         v->t.data = buf;
         return 0;
     }
-    if (!p->group_ns) {
-        rc = spw_element_run(p->ctx, 0, cut, epoch, sample, buf, len, v, stats, dest, err, errlen);
-    } else {                    /* group by group, each one's CPU time into the producer's counters */
-        for (int g = 0; g < cut && rc == 0; g++) {
-            const int64_t cpu0 = spw_thread_cpu_ns();
-            rc = spw_element_run(p->ctx, g, g + 1, epoch, sample, buf, len, v, stats, dest, err, errlen);
-            if (rc == 0) {
-                __atomic_fetch_add(&p->group_ns[g], spw_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
-                __atomic_fetch_add(&p->group_elements[g], 1, __ATOMIC_RELAXED);
-            }
-        }
-    }
+    rc = run_groups(p, 0, cut, epoch, sample, buf, len, v, stats, dest, err, errlen);
     free(buf);
     return rc;
+}
+
+int spw_produce_batching(const struct spw_producer *p, int from, int cut)
+{
+    int g = from > 1 ? from : 1;
+    while (g < cut && !spw_element_group_batches(p->ctx, g))
+        g++;
+    return g < cut ? g : cut;
+}
+
+const struct spw_element_dest *spw_produce_stage(const struct spw_producer *p, int g)
+{
+    const struct spw_op_spec *op = &p->spec->ops[p->ctx->groups[g].first];
+    const struct spw_op_def *def = spw_op_def(op->kind);
+    return def->stage ? def->stage(op) : NULL;
+}
+
+int spw_produce_more(const struct spw_producer *p, int g_from, int g_to, uint64_t epoch, int64_t sample,
+                     struct spw_value *v, struct spw_element_stats *stats, const struct spw_element_dest *dest,
+                     char *err, size_t errlen)
+{
+    return run_groups(p, g_from, g_to, epoch, sample, NULL, 0, v, stats, dest, err, errlen);
+}
+
+void spw_produce_many(const struct spw_producer *p, int g, uint64_t epoch, const int64_t *samples, int n,
+                      struct spw_value *const *vs, int *rcs, struct spw_element_stats *const *stats, char *errs,
+                      size_t errlen)
+{
+    const int64_t cpu0 = p->group_ns ? spw_thread_cpu_ns() : 0;
+    spw_element_run_many(p->ctx, g, epoch, samples, n, vs, rcs, stats, errs, errlen);
+    int made = 0;
+    for (int k = 0; k < n; k++)
+        made += rcs[k] == 0;
+    if (p->group_ns && made) {
+        __atomic_fetch_add(&p->group_ns[g], spw_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&p->group_elements[g], made, __ATOMIC_RELAXED);
+    }
 }
 
 const char *const spw_failure_names[SPW_FAIL_KINDS] = {"decode", "too_big", "read", "memory", "other", "user"};

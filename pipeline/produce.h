@@ -44,6 +44,26 @@ int spw_produce_read(const struct spw_producer *p, int64_t sample, uint8_t **buf
 int spw_produce(const struct spw_producer *p, uint64_t epoch, int64_t sample, int cut, struct spw_value *v,
                 struct spw_element_stats *stats, const struct spw_element_dest *dest, char *err, size_t errlen);
 
+/* The first group of [from, cut) that runs many elements per call (a Python op), or cut when none does;
+ * from >= 1 (the decode group never batches). */
+int spw_produce_batching(const struct spw_producer *p, int from, int cut);
+
+/* Where the output of the groups before group g (a batching one) may go so that g's first op need not copy
+ * it into its own memory (spw_op_def.stage), or NULL. */
+const struct spw_element_dest *spw_produce_stage(const struct spw_producer *p, int g);
+
+/* Groups [g_from, g_to) on an element made up to g_from (*v), as spw_produce would run them (the groups' CPU
+ * into the producer's counters). Returns 0, or the error with *v empty. */
+int spw_produce_more(const struct spw_producer *p, int g_from, int g_to, uint64_t epoch, int64_t sample,
+                     struct spw_value *v, struct spw_element_stats *stats, const struct spw_element_dest *dest,
+                     char *err, size_t errlen);
+
+/* Group g (spw_produce_batching's) on n elements together (spw_element_run_many: vs, rcs, stats, errs as
+ * there), the group's CPU into the producer's counters. */
+void spw_produce_many(const struct spw_producer *p, int g, uint64_t epoch, const int64_t *samples, int n,
+                      struct spw_value *const *vs, int *rcs, struct spw_element_stats *const *stats, char *errs,
+                      size_t errlen);
+
 /* The reason class of an error code (SPW_EDECODE and malformed or unsupported input: decode; a size cap:
  * too_big; I/O and the source: read; no memory; anything else). */
 enum spw_failure spw_failure_of(int rc);

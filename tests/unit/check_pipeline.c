@@ -528,6 +528,51 @@ START_TEST(test_produce_counts_cpu_per_group)
 }
 END_TEST
 
+/* A destination takes the last write of a run that stops before the pipeline's end (how the CPU backend
+ * stages a Python op's input in its shared memory): the value is placed, an HWC view of that memory, with
+ * the bytes of the run without one; the groups after it read it there; only the run's last write goes. */
+START_TEST(test_produce_partial_run_writes_through_dest)
+{
+    make_folder(g_root);
+    struct spw_pipeline_spec *s = spec_of(
+        "{\"source\":{\"format\":\"image_folder\",\"path\":\"%s\",\"shuffle\":false},\"ops\":[{\"op\":\"decode_jpeg\"},"
+        "{\"op\":\"resize\",\"size\":[20,24]},{\"op\":\"invert\"},{\"op\":\"to_tensor\"}],\"batch\":{\"size\":2}}",
+        g_root);
+    struct spw_source *src;
+    char err[512];
+    ck_assert_int_eq(spw_source_open(&s->source, &src, err, sizeof err), 0);
+    struct spw_element_ctx ctx;
+    ck_assert_int_eq(spw_element_ctx_init(&ctx, s), 0);
+    ck_assert_int_eq(ctx.n_groups, 3);         /* decode+resize | invert | to_tensor */
+    struct spw_producer p = {.spec = s, .src = src, .ctx = &ctx, .component = "test"};
+    uint8_t *room = malloc(20 * 24 * 3);
+    struct spw_element_dest dest = {place_into, room, SPW_LAYOUT_HWC};
+    struct spw_value a, b;
+    ck_assert_int_eq(spw_produce(&p, 0, 1, 1, &a, NULL, NULL, err, sizeof err), 0);
+    ck_assert_int_eq(spw_produce(&p, 0, 1, 1, &b, NULL, &dest, err, sizeof err), 0);
+    ck_assert(!a.placed && b.placed && b.img.data == room && b.img.w == 24 && b.img.h == 20);
+    ck_assert_int_eq(memcmp(a.img.data, room, 20 * 24 * 3), 0);
+    /* the rest of the pipeline from the placed value: the same tensor, and the room left as it was */
+    ck_assert_int_eq(spw_produce_more(&p, 1, 3, 0, 1, &a, NULL, NULL, err, sizeof err), 0);
+    ck_assert_int_eq(spw_produce_more(&p, 1, 3, 0, 1, &b, NULL, NULL, err, sizeof err), 0);
+    ck_assert(a.is_tensor && b.is_tensor && !b.placed && a.t.nbytes == b.t.nbytes);
+    ck_assert_int_eq(memcmp(a.t.data, b.t.data, a.t.nbytes), 0);
+    spw_value_free(&a);
+    spw_value_free(&b);
+    /* a run of all three groups with the destination writes only its last op there (a tensor) */
+    float *last = malloc(20 * 24 * 3 * sizeof *last);
+    dest.opaque = last;
+    ck_assert_int_eq(spw_produce(&p, 0, 1, 3, &b, NULL, &dest, err, sizeof err), 0);
+    ck_assert(b.placed && b.is_tensor && b.t.data == (void *)last);
+    spw_value_free(&b);
+    free(last);
+    free(room);
+    spw_element_ctx_destroy(&ctx);
+    spw_source_close(src);
+    spw_spec_free(s);
+}
+END_TEST
+
 /* spw_produce: cut 0 is the file's bytes (an empty file refused), a full cut the element, a vanished file a
  * read failure; spw_produce_failed says whether on_error fails the job and names the file. */
 START_TEST(test_produce_cuts_and_failures)
@@ -730,6 +775,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_order_is_bijection_per_epoch);
+    tcase_add_test(tc, test_produce_partial_run_writes_through_dest);
     tcase_add_test(tc, test_order_epochs_differ_and_repeat);
     tcase_add_test(tc, test_source_image_folder_labels_sorted);
     tcase_add_test(tc, test_source_missing_dir_is_clear_error);
