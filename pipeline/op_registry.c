@@ -440,7 +440,9 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
                        .doc = "A module-level Python function of the element (a numpy array), run in a helper "
                               "process.",
                        .args = "function", .cls = SPW_OPC_USER, .group = SPW_GROUP_USER, .size = SPW_SIZE_VARIES,
-                       .fields = python_fields, .cpu = spw_python_op_run, .defaults = {.timeout_s = 60}},
+                       .fields = python_fields, .cpu = spw_python_op_run, .cpu_many = spw_python_op_run_many,
+                       .stage = spw_python_op_stage,
+                       .defaults = {.timeout_s = 60}},
     /* every C plugin op: its name, fields and checks are the plugin's (pipeline/plugin_ops.h) */
     [SPW_OP_PLUGIN] = {.name = "<plugin>", .generic = true,
                        .doc = "An op of a loaded C plugin, named \"<plugin>.<op>\".", .args = "",

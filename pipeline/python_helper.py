@@ -1,8 +1,9 @@
 # pipeline/python_helper.py - the process behind the "python" op (pipeline/python_op.c), built into the C
-# library as a string and run as `python3 -c`: imports users' functions and runs one on one element at a
-# time (or, asked {"check": NAME}, says whether NAME imports). Requests and replies are JSON lines on fd 3; the
-# element lies in the shared memory of fd 4 (the input at offset 0, the output at out_off or, changed in
-# place, at 0), so no element crosses the socket. Exits when fd 3 closes or its parent dies. One thread.
+# library as a string and run as `python3 -c`: imports users' functions and runs one on a request's elements
+# in turn (or, asked {"check": NAME}, says whether NAME imports). Requests and replies are JSON lines on fd 3;
+# the elements lie in the shared memory of fd 4 (each input at its "at", outputs from out_off on, or, changed
+# in place, where the input was; the first 8 bytes say which element is running), so no element crosses the
+# socket. Exits when fd 3 closes or its parent dies. One thread.
 import importlib
 import inspect
 import json
@@ -10,6 +11,7 @@ import mmap
 import os
 import signal
 import socket
+import struct
 import sys
 import time
 import traceback
@@ -55,52 +57,82 @@ class Functions:
         return self.cache[name]
 
 
+def check_output(name, out, cap, dtype_names):
+    """out's dtype name, or None and why out cannot be an element."""
+    dt = dtype_names.get(out.dtype)
+    if dt is None:
+        return None, "%s returned %s data: return uint8, float32, float16 or int64 (e.g. out.astype(np.float32))" % (
+            name, out.dtype.name)
+    if out.ndim < 1 or out.ndim > 5:
+        return None, "%s returned an array of %d dimensions: 1 to 5" % (name, out.ndim)
+    if out.nbytes > cap:
+        return None, "%s returned %d bytes, more than the cap of %d" % (name, out.nbytes, cap)
+    return dt, None
+
+
+def run_item(np, name, fn, takes_rng, kwargs, mm, item, off, cap, limit, dtype_names):
+    """One element: returns (result, mm, off) - mm remapped when the output needed more room, off where the
+    next output may go; result None when the output does not fit after the outputs before it."""
+    n = 1
+    for d in item["shape"]:
+        n *= d
+    arr = np.frombuffer(mm, dtype=item["dtype"], count=n, offset=item["at"]).reshape(item["shape"])  # no copy
+    try:
+        out = fn(arr, rng=np.random.default_rng(item["seed"]), **kwargs) if takes_rng else fn(arr, **kwargs)
+        if out is not arr:
+            out = np.asarray(out)
+    except BaseException as e:           # SystemExit too: a sample's error, not the helper's end
+        return {"ok": False, "error": "%s: %.2000s (%s)" % (type(e).__name__, e, where(e))}, mm, off
+    dt, why = check_output(name, out, cap, dtype_names)
+    if why:
+        return {"ok": False, "error": why}, mm, off
+    res = {"ok": True, "shape": list(out.shape), "dtype": dt}
+    if out is arr or (out.base is not None and out.flags.c_contiguous and
+                      out.__array_interface__["data"][0] == arr.__array_interface__["data"][0]):
+        res["at"] = item["at"]           # the input itself, changed in place or not: already where it belongs
+        return res, mm, off
+    del arr
+    need = off + out.nbytes
+    if need > limit:
+        return None, mm, off             # no room beside the outputs before it
+    res["at"] = off
+    if need > len(mm):
+        out = np.array(out)              # out may view the input: keep it before the map goes
+        size = min(max(need, 2 * len(mm)), limit)
+        mm.close()
+        os.ftruncate(4, size)
+        mm = mmap.mmap(4, size)
+    if out.nbytes:
+        np.frombuffer(mm, dtype=out.dtype, count=out.size, offset=off)[...] = out.reshape(-1)
+    return res, mm, (need + 63) & ~63
+
+
 def run(np, fns, mm, req):
-    """One element: returns (reply, mm) - mm is remapped when the output needs more room."""
+    """The request's items in turn, each one's index in the room's first 8 bytes while it runs; stops early
+    (the parent sends the rest again) once the outputs pass req["soft"] bytes. Returns (reply, mm)."""
+    items = req["items"]
     try:
         fn, takes_rng = fns.get(req["fn"])
     except Exception as e:
-        return {"ok": False, "error": "cannot import %s: %s: %.2000s" % (req["fn"], type(e).__name__, e)}, mm
-    n = 1
-    for d in req["shape"]:
-        n *= d
-    arr = np.frombuffer(mm, dtype=req["dtype"], count=n).reshape(req["shape"])     # a view: no copy
-    arr_addr = arr.ctypes.data
-    kwargs = dict(req["kwargs"])
-    if takes_rng:
-        kwargs["rng"] = np.random.default_rng(req["seed"])
+        err = {"ok": False, "error": "cannot import %s: %s: %.2000s" % (req["fn"], type(e).__name__, e)}
+        return {"results": [err] * len(items), "size": len(mm), "cpu_ns": 0}, mm
     cpu0 = time.process_time_ns()
-    try:
-        out = np.asarray(fn(arr, **kwargs))
-    except BaseException as e:           # SystemExit too: a sample's error, not the helper's end
-        return {"ok": False, "error": "%s: %.2000s (%s)" % (type(e).__name__, e, where(e)),
-                "cpu_ns": time.process_time_ns() - cpu0}, mm
-    finally:
-        del arr
-    if out.dtype.name not in DTYPES:
-        return {"ok": False, "error": "%s returned %s data: return uint8, float32, float16 or int64 (e.g. "
-                "out.astype(np.float32))" % (req["fn"], out.dtype.name)}, mm
-    if out.ndim < 1 or out.ndim > 5:
-        return {"ok": False, "error": "%s returned an array of %d dimensions: 1 to 5" % (req["fn"], out.ndim)}, mm
-    off, need = req["out_off"], req["out_off"] + out.nbytes
-    if need > req["max"]:
-        return {"ok": False, "error": "%s returned %d bytes, more than the cap of %d" % (req["fn"], out.nbytes,
-                                                                                         req["max"] - off)}, mm
-    reply = {"ok": True, "shape": list(out.shape), "dtype": out.dtype.name, "nbytes": out.nbytes, "size": len(mm),
-             "cpu_ns": time.process_time_ns() - cpu0}    # the function's CPU: charged to the waiting thread
-    if out.base is not None and out.ctypes.data == arr_addr and out.flags.c_contiguous:
-        reply["at"] = 0                  # the input itself, changed in place or not: already where it belongs
-        return reply, mm
-    reply["at"] = off
-    if need > len(mm):
-        out = np.array(out)              # out may view the input: keep it before the map goes
-        mm.close()
-        os.ftruncate(4, need)
-        mm = mmap.mmap(4, need)
-        reply["size"] = need
-    if out.nbytes:
-        np.frombuffer(mm, dtype=out.dtype, count=out.size, offset=off)[...] = out.reshape(-1)
-    return reply, mm
+    results, off, names = [], req["out_off"], {np.dtype(n): n for n in DTYPES}
+    for j, item in enumerate(items):
+        if j and off - req["out_off"] > req["soft"]:
+            break
+        struct.pack_into("<q", mm, 0, j)
+        res, mm, off = run_item(np, req["fn"], fn, takes_rng, req["kwargs"], mm, item, off, req["max"],
+                                req["limit"], names)
+        if res is None and j:
+            break                        # asked again, first in the next request, where it has the room
+        if res is None:
+            res = {"ok": False, "error": "%s returned more bytes than the shared memory holds (%d)" % (
+                req["fn"], req["limit"])}
+        results.append(res)
+    struct.pack_into("<q", mm, 0, len(items))
+    # the function's CPU: charged to the waiting thread
+    return {"results": results, "size": len(mm), "cpu_ns": time.process_time_ns() - cpu0}, mm
 
 
 def main():
@@ -129,7 +161,7 @@ def main():
             except Exception as e:
                 send({"ok": False, "error": "cannot import %s: %s: %.2000s" % (req["check"], type(e).__name__, e)})
             continue
-        if req["size"] != len(mm):                   # the parent grew the room for a bigger input
+        if req["size"] != len(mm):                   # the parent grew the room for bigger inputs
             mm.close()
             mm = mmap.mmap(4, req["size"])
         reply, mm = run(np, fns, mm, req)

@@ -15,6 +15,17 @@
  * and SPILLWAY_PYTHONPATH (put before PYTHONPATH for the helper), read when a helper starts. */
 int spw_python_op_run(struct spw_op_call *call, struct spw_value *v);
 
+/* The op's run on many elements (its registry row's cpu_many): the same results as spw_python_op_run on
+ * each, with one round trip to the helper per SPW_PYTHON_OP_MANY_MAX of them; a function that hangs or
+ * crashes the helper fails only the element it was running (the helper says which through the shared
+ * memory), and the others are run again by a new helper. */
+void spw_python_op_run_many(struct spw_op_call *calls, struct spw_value *const *vs, int *rcs, int n);
+#define SPW_PYTHON_OP_MANY_MAX 32
+
+/* The op's stage (its registry row's): where the op before it may write its input - the calling thread's
+ * shared memory with its helper - so that spw_python_op_run_many need not copy it there. */
+const struct spw_element_dest *spw_python_op_stage(const struct spw_op_spec *op);
+
 /* Whether function ("package.module:name") imports here, as a helper would import it: starts a helper,
  * asks, ends it (about 0.1 s). Returns 0, or SPW_EUSER with the reason in err (the interpreter does not start,
  * the module or the name is not found, it is not callable), or -ENOMEM. Any thread. */

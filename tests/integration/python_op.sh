@@ -65,8 +65,10 @@ check "... the same batches, byte for byte" same_dump hybrid local
 check "... some made by the workers, some by the trainer ($(remote_count hybrid) remote)" \
   test "$(remote_count hybrid)" -gt 0 -a "$(remote_count hybrid)" -lt 82
 check "the workers ran the op (their log has no error)" bash -c "! grep -q ' error ' '$WORK/w1.err' '$WORK/w2.err'"
-check "the worker without the module refused the job, saying why" \
-  grep -q 'cannot serve job=1: ops\[2\] python: cannot import pyops_fixture:stamp_rng: ModuleNotFoundError' "$WORK/w3.err"
+# (which of the four jobs it is asked to serve first depends on when its task poll falls: a job may end sooner)
+check "the worker without the module refused the jobs, saying why" \
+  grep -q 'cannot serve job=[0-9]*: ops\[2\] python: cannot import pyops_fixture:[a-z_]*: ModuleNotFoundError' \
+  "$WORK/w3.err"
 
 # The planner's profile counts the helper's CPU as the op's: a function that spends 2 ms of CPU per element
 # shows up as such, not as the ~30 us the waiting thread itself spends.

@@ -1,7 +1,7 @@
 # tests/python/pyops_fixture.py - module-level functions the Python-op tests name (helper processes import
 # them as pyops_fixture:NAME): stamps with and without rng, functions that raise, crash (a segfault through
 # ctypes) or hang on an all-black image, one of a known CPU cost, results that cannot be elements, one that
-# outgrows the shared memory, and scripts/bench-python-op.sh's identity and numpy-heavy ones.
+# outgrows the shared memory, one whose outputs fill a request's room, and scripts/bench-python-op.sh's identity and numpy-heavy ones.
 # Thread model: pure functions, one call at a time.
 import ctypes
 import time
@@ -70,6 +70,12 @@ def as_float64(img):
 
 def scalar(img):
     return np.float32(img.mean())
+
+
+def sum_48mib(img):
+    """48 MiB of float32 holding the image's sum: a request of 6 such outputs passes the 256 MiB after which a
+    helper answers part of a request, and the parent sends the rest again."""
+    return np.full(12 << 20, float(img.sum()), np.float32)
 
 
 def grow(img):

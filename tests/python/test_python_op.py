@@ -5,6 +5,7 @@
 # naming both); lambdas and __main__ functions are refused. Data: 12 PNGs (exact pixels), one all black.
 # Thread model: single-threaded test code (the library's threads and helpers are its own).
 import os
+import resource
 import subprocess
 import time
 import unittest
@@ -52,13 +53,14 @@ class TestPythonOp(spwtest.TempDir, unittest.TestCase):
         got = [[a.copy() for a in b[:2]] for _ in range(2) for b in loader]
         return np.concatenate([x for x, _ in got]), np.concatenate([y for _, y in got])
 
-    def spillctl(self, p, *extra):
+    def spillctl(self, p, *extra, preexec_fn=None):
         path = spwtest.write(self.tmp, "p.json", p.to_json())
         env = dict(os.environ, SPILLWAY_PYTHON="/usr/bin/python3")
         keys = os.path.join(self.tmp, "keys.txt")
         t0 = time.monotonic()
         r = subprocess.run([spwtest.SPILLCTL, "run", "--local", "--pipeline", path, "--threads", "2", "--keys", keys,
-                            "--quiet"] + list(extra), capture_output=True, text=True, env=env, timeout=120)
+                            "--quiet"] + list(extra), capture_output=True, text=True, env=env, timeout=120,
+                           preexec_fn=preexec_fn)
         lines = []
         if os.path.exists(keys):
             with open(keys) as f:
@@ -193,6 +195,28 @@ class TestPythonOp(spwtest.TempDir, unittest.TestCase):
         for x, w in zip(got, want):
             self.assertEqual(x.shape, (4, 1280, 1280, 3))
             np.testing.assert_array_equal(x, np.stack([pyops_fixture.grow(e) for e in w]))
+
+    def test_outputs_past_the_room_are_asked_again(self):
+        """The elements the prefetch window lets one thread claim (8) go to the helper in one request; their
+        48 MiB outputs fill the room after 6, and the other 2 are asked for again (seen by logging the helper):
+        every element arrives, each with its own image's sum."""
+        base = self.base("fail")
+        got = [b[0].copy() for b in Loader(base.map(pyops_fixture.sum_48mib), ordered=True, local_cores=1)]
+        want = [b[0].copy() for b in Loader(base, ordered=True, local_cores=1)]
+        self.assertEqual(sum(len(x) for x in got), 13)       # one epoch per pass over a Loader
+        for x, w in zip(got, want):
+            self.assertEqual(x.shape, (len(w), 12 << 20))
+            np.testing.assert_array_equal(x, np.stack([pyops_fixture.sum_48mib(e) for e in w]))
+
+    def test_address_space_limit_gets_a_smaller_room(self):
+        """Under a 3 GiB address-space limit (ulimit -v) the 4 GiB range a thread's shared memory is mapped in
+        cannot be had: the smaller one is used, and every element is made."""
+        def limit():
+            resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+        r, keys, _ = self.spillctl(self.with_op(self.base("fail"), {"op": "python", "function": "pyops_fixture:stamp"}),
+                                   preexec_fn=limit)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(keys), 26)
 
     def test_no_interpreter_is_said_once_per_element(self):
         env = dict(os.environ, SPILLWAY_PYTHON="/no/such/python3")
