@@ -305,7 +305,7 @@ static bool can_claim_now(const struct spw_executor *ex, int64_t epoch)
 }
 
 /* A CPU thread's elements in hand: one at a time, or, when a group batches (a Python op), up to
- * SPW_ELEMENT_MANY_MAX of one epoch, made together on the CPU backend. */
+ * SPW_ELEMENT_MANY_MAX of one epoch (and of its share of the window), made together on the CPU backend. */
 struct cpu_mb {
     struct spw_executor *ex;
     struct slot *s[SPW_ELEMENT_MANY_MAX];
@@ -350,8 +350,11 @@ static void *worker(void *arg)
     struct spw_executor *ex = arg;
     struct cpu_mb *m = malloc(sizeof *m);
     const struct spw_backend *const table[] = {&spw_backend_cpu};
-    const int batch = spw_produce_batching(&ex->prod, 1, ex->ctx.n_groups) < ex->ctx.n_groups
-                          ? SPW_ELEMENT_MANY_MAX : 1;
+    /* with a group that batches: this thread's share of the window's elements, so that every thread has
+     * some (one thread taking the whole window left the other idle) */
+    const int share = ex->window * ex->spec->batch.size / ex->threads;
+    const int batch = spw_produce_batching(&ex->prod, 1, ex->ctx.n_groups) == ex->ctx.n_groups ? 1
+                      : share < 1 ? 1 : share < SPW_ELEMENT_MANY_MAX ? share : SPW_ELEMENT_MANY_MAX;
     pthread_setname_np(pthread_self(), "spw-exec");
     for (;;) {
         int n = 0;
