@@ -4,8 +4,10 @@
 Each scripts/bench-*.sh (and the by-hand evaluations) calls record() with its rows: what is measured, against
 what anchor, the figure, the target and PASS/FAIL. `python3 scripts/bench_targets.py report` prints every row,
 names the benchmarks that left none, and writes the table into docs/benchmarks.md between its markers
-(BENCH_DOCS=0: print only). `clear` forgets the last run's rows. Files: $SPW_BUILD/bench/targets/<bench>.tsv
-(default build/), one per benchmark, rewritten by each run. Single-threaded; no project code imported."""
+(BENCH_DOCS=0: print only); `report --only BENCH` after one benchmark run by hand replaces that benchmark's rows
+in the docs' table and keeps the others'. `clear` forgets the last run's rows. Files:
+$SPW_BUILD/bench/targets/<bench>.tsv (default build/), one per benchmark, rewritten by each run.
+Single-threaded; no project code imported."""
 import datetime
 import os
 import subprocess
@@ -78,14 +80,57 @@ def markdown(rows, missing):
     return out
 
 
-def write_doc(lines):
+def doc_table():
+    """The docs' text and where its table lies between the markers, or None."""
     text = open(DOC).read()
     a, b = text.find(BEGIN), text.find(END)
     if a < 0 or b < a:
         print("bench-targets: %s has no %s ... %s markers: not written" % (DOC, BEGIN, END), file=sys.stderr)
-        return
-    open(DOC, "w").write(text[:a + len(BEGIN)] + "\n" + "\n".join(lines) + "\n" + text[b:])
-    print("bench-targets: wrote the table into", os.path.relpath(DOC, ROOT))
+        return None
+    return text, a + len(BEGIN), b
+
+
+def write_doc(lines):
+    found = doc_table()
+    if found:
+        text, a, b = found
+        open(DOC, "w").write(text[:a] + "\n" + "\n".join(lines) + "\n" + text[b:])
+        print("bench-targets: wrote the table into", os.path.relpath(DOC, ROOT))
+
+
+def rows_in_doc():
+    """The table's rows as they stand in the docs: [bench, what, anchor, measured, target, result, at]."""
+    found = doc_table()
+    if not found:
+        return None
+    text, a, b = found
+    rows = []
+    for line in text[a:b].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if line.startswith("| ") and len(cells) == 7 and cells[0] not in ("benchmark", "---") and \
+                not cells[1].startswith("(no result"):
+            rows.append(cells)
+    return rows
+
+
+def report_only(bench):
+    """Replace bench's rows in the docs' table with its last run's, keep the other benchmarks' rows."""
+    rows, _ = read()
+    mine = [r for r in rows if r[0] == bench]
+    if not mine:
+        print("bench-targets: no rows of %s in %s" % (bench, DIR), file=sys.stderr)
+        return 1
+    kept = rows_in_doc()
+    if kept is None:
+        return 1
+    order = BENCHES + list(BY_HAND)
+    merged = sorted([r for r in kept if r[0] != bench] + mine,
+                    key=lambda r: order.index(r[0]) if r[0] in order else len(order))
+    for r in mine:
+        print("  ".join(r))
+    if os.environ.get("BENCH_DOCS", "1") != "0":
+        write_doc(markdown(merged, []))
+    return 0
 
 
 def main(argv):
@@ -95,8 +140,10 @@ def main(argv):
             if os.path.exists(path):
                 os.remove(path)
         return 0
+    if len(argv) == 4 and argv[1:3] == ["report", "--only"]:
+        return report_only(argv[3])
     if argv[1:] != ["report"]:
-        print("usage: bench_targets.py report | clear", file=sys.stderr)
+        print("usage: bench_targets.py report [--only BENCH] | clear", file=sys.stderr)
         return 2
     rows, missing = read()
     widths = [max([len(r[i]) for r in rows] + [10]) for i in range(6)]
