@@ -11,12 +11,26 @@
 int spw_element_fixed_bytes(const struct spw_pipeline_spec *spec, int n_ops, int64_t *bytes, int *op)
 {
     bool fixed = false;
-    int64_t h = 0, w = 0;
+    int64_t h = 0, w = 0, tensor = 0;   /* tensor: a declared output that is no image, in bytes */
     int at = -1;
     enum spw_dtype dt = SPW_DTYPE_U8;
     for (int i = 0; i < n_ops && i < spec->n_ops; i++) {
         const struct spw_op_spec *o = &spec->ops[i];
-        switch (spw_op_def(o->kind)->size) {
+        const enum spw_size_effect effect = spw_op_def(o->kind)->size;
+        if (effect != SPW_SIZE_KEEPS && effect != SPW_SIZE_TO_TENSOR)
+            tensor = 0;
+        switch (effect) {
+        case SPW_SIZE_DECLARED:
+            fixed = o->out_ndim > 0 && o->has_out_dtype;
+            at = i;
+            if (fixed && o->out_dtype == SPW_DTYPE_U8 && o->out_ndim == 3 && o->out_shape[2] == 3) {
+                h = o->out_shape[0], w = o->out_shape[1], dt = SPW_DTYPE_U8;    /* an image again */
+            } else if (fixed) {
+                tensor = (int64_t)spw_dtype_size(o->out_dtype);
+                for (int d = 0; d < o->out_ndim; d++)
+                    tensor *= o->out_shape[d];
+            }
+            break;
         case SPW_SIZE_DECODED:
             fixed = false;
             dt = SPW_DTYPE_U8;
@@ -50,9 +64,9 @@ int spw_element_fixed_bytes(const struct spw_pipeline_spec *spec, int n_ops, int
             break;
         }
     }
-    if (!fixed || h <= 0 || w <= 0)
+    if (!fixed || (!tensor && (h <= 0 || w <= 0)))
         return 0;
-    *bytes = h * w * 3 * (int64_t)spw_dtype_size(dt);
+    *bytes = tensor ? tensor : h * w * 3 * (int64_t)spw_dtype_size(dt);
     *op = at;
     return 1;
 }

@@ -10,7 +10,7 @@
 
 /* Bytes of one element after ops [0, n_ops) of spec, into *bytes, with the op that fixed the last dimension
  * in *op (an index into spec->ops). Returns 1 when the spec fixes the size, 0 when it depends on the data
- * (decoded images, a one-sided resize, audio). */
+ * (decoded images, a one-sided resize, audio, user code that does not declare its output). */
 int spw_element_fixed_bytes(const struct spw_pipeline_spec *spec, int n_ops, int64_t *bytes, int *op);
 
 #endif

@@ -154,6 +154,8 @@ static const struct spw_op_field python_fields[] = {
     {"function", SPW_FK_FUNCTION, 0, 0, 0, SPW_F_REQ, NULL},
     {"kwargs", SPW_FK_KWARGS, 0, 0, 0, 0, NULL},
     {"timeout_s", SPW_FK_NUM, OFF(timeout_s), 0, 86400, SPW_F_LO_OPEN, NULL},
+    {"output_shape", SPW_FK_SHAPE, 0, 0, 0, 0, NULL},
+    {"output_dtype", SPW_FK_ARRAY_DTYPE, 0, 0, 0, 0, NULL},
     F_END};
 
 /* ---- checks that need more than one field --------------------------------------------------------- */
@@ -439,8 +441,8 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
     [SPW_OP_PYTHON] = {.name = "python",
                        .doc = "A module-level Python function of the element (a numpy array), run in a helper "
                               "process.",
-                       .args = "function", .cls = SPW_OPC_USER, .group = SPW_GROUP_USER, .size = SPW_SIZE_VARIES,
-                       .fields = python_fields, .cpu = spw_python_op_run, .cpu_many = spw_python_op_run_many,
+                       .args = "function", .cls = SPW_OPC_USER, .group = SPW_GROUP_USER,
+                       .size = SPW_SIZE_DECLARED, .fields = python_fields, .cpu = spw_python_op_run, .cpu_many = spw_python_op_run_many,
                        .stage = spw_python_op_stage,
                        .defaults = {.timeout_s = 60}},
     /* every C plugin op: its name, fields and checks are the plugin's (pipeline/plugin_ops.h) */

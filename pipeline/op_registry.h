@@ -52,6 +52,7 @@ enum spw_size_effect {
     SPW_SIZE_BOX,               /* height x width */
     SPW_SIZE_TO_TENSOR,         /* the size stays; the dtype becomes the op's */
     SPW_SIZE_VARIES,            /* audio: clip lengths vary */
+    SPW_SIZE_DECLARED,          /* user code: its output_shape and output_dtype when both are declared */
 };
 
 /* A JSON field of an op: how to read it and where it goes in struct spw_op_spec. */
@@ -79,6 +80,8 @@ enum spw_field_kind {
     SPW_FK_STYPE,       /* "power" | "magnitude" -> stype */
     SPW_FK_FUNCTION,    /* "package.module:qualname" -> function (an importable module-level function) */
     SPW_FK_KWARGS,      /* a JSON object -> kwargs (its canonical text) */
+    SPW_FK_SHAPE,       /* null | [d, ...]: 1 to 5 ints, each in [1, 2^31) -> out_shape, out_ndim (0: null) */
+    SPW_FK_ARRAY_DTYPE, /* null | "uint8" | "float32" | "float16" | "int64" -> out_dtype, has_out_dtype */
 };
 
 enum { SPW_F_REQ = 1, SPW_F_LO_OPEN = 2, SPW_F_HUE = 4 };

@@ -51,6 +51,8 @@ static const char *type_name(enum spw_field_kind k)
     case SPW_FK_STYPE: return "string";
     case SPW_FK_FUNCTION: return "\"package.module:function\"";
     case SPW_FK_KWARGS: return "object";
+    case SPW_FK_SHAPE: return "null or [d, ...]";
+    case SPW_FK_ARRAY_DTYPE: return "string or null";
     }
     return NULL;
 }
@@ -63,6 +65,7 @@ static json_t *choices(enum spw_field_kind k)
     switch (k) {
     case SPW_FK_INTERP: names = spw_interp_names, n = spw_interp_names_n; break;
     case SPW_FK_DTYPE: names = spw_op_dtype_names, n = spw_op_dtype_names_n; break;
+    case SPW_FK_ARRAY_DTYPE: names = spw_array_dtype_names, n = spw_array_dtype_names_n; break;
     case SPW_FK_POLICY: names = spw_aa_policy_names, n = spw_aa_policy_names_n; break;
     case SPW_FK_WINDOW: names = spw_window_names, n = spw_window_names_n; break;
     case SPW_FK_MEL_SCALE: names = spw_mel_scale_names, n = spw_mel_scale_names_n; break;

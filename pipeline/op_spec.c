@@ -7,6 +7,7 @@
 
 LIST(spw_interp_names, "nearest", "bilinear", "bicubic")
 LIST(spw_op_dtype_names, NULL, "float32", "float16")     /* by spw_dtype value: 1 f32, 2 f16 */
+LIST(spw_array_dtype_names, "uint8", "float32", "float16", "int64")     /* by spw_dtype value: all four */
 LIST(spw_aa_policy_names, "imagenet")
 LIST(spw_window_names, "hann")
 LIST(spw_mel_scale_names, "htk", "slaney")

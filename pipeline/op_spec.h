@@ -123,6 +123,10 @@ struct spw_op_spec {
     char *function;                     /* python: "package.module:qualname" (owned by the spec) */
     char *kwargs;                       /* python: its keyword arguments, canonical JSON object text (owned) */
     double timeout_s;                   /* python: per element, then the helper is killed (60) */
+    int64_t out_shape[5];               /* python: the declared output shape (out_ndim 0: not declared) */
+    int out_ndim;
+    bool has_out_dtype;                 /* python: whether out_dtype is declared */
+    enum spw_dtype out_dtype;
     const struct spw_plugin_op_ref *plugin;     /* plugin: the loaded op (lives as long as the process) */
     double *params;                     /* plugin: its fields' values in its field order (owned) */
 };
@@ -141,10 +145,12 @@ const char *spw_db_stype_name(enum spw_db_stype v);
 
 /* The same names as NULL-terminated lists indexed by value, for the parser (tensor dtypes: by spw_dtype
  * value, NULL where a dtype is not an op's output). */
-extern const char *const spw_interp_names[], *const spw_op_dtype_names[], *const spw_aa_policy_names[],
+extern const char *const spw_interp_names[], *const spw_op_dtype_names[], *const spw_array_dtype_names[],
+    *const spw_aa_policy_names[],
     *const spw_window_names[], *const spw_mel_scale_names[], *const spw_mel_norm_names[], *const spw_db_stype_names[];
 /* How many names each list holds (without its NULL). */
-extern const size_t spw_interp_names_n, spw_op_dtype_names_n, spw_aa_policy_names_n, spw_window_names_n,
+extern const size_t spw_interp_names_n, spw_op_dtype_names_n, spw_array_dtype_names_n, spw_aa_policy_names_n,
+    spw_window_names_n,
     spw_mel_scale_names_n, spw_mel_norm_names_n, spw_db_stype_names_n;
 
 #endif

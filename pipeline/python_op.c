@@ -463,6 +463,20 @@ static int await_reply(struct helper *h, int timeout_ms, json_t **reply, int64_t
     }
 }
 
+struct shape_text {
+    char s[96];
+};
+
+/* "[224, 224, 3]" */
+static struct shape_text shape_text(const int64_t *shape, int ndim)
+{
+    struct shape_text t = {"["};
+    for (int i = 0, o = 1; i < ndim; i++)
+        o += snprintf(t.s + o, sizeof t.s - (size_t)o, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    strncat(t.s, "]", sizeof t.s - strlen(t.s) - 1);
+    return t;
+}
+
 /* The reply's array for item it, from the shared room at its "at" (the input's place when the function
  * returned its input, changed in place or not), as the element's new value (an image when uint8 [h, w, 3]). */
 static int take_output(struct helper *h, struct item *it, const json_t *res)
@@ -486,6 +500,15 @@ static int take_output(struct helper *h, struct item *it, const json_t *res)
         shape[i] = d;
         numel *= (size_t)d;
     }
+    const struct spw_op_spec *op = call->op;
+    bool as_declared = !op->has_out_dtype || dt == op->out_dtype;
+    for (size_t i = 0; op->out_ndim && i < (size_t)op->out_ndim; i++)
+        as_declared = as_declared && ndim == (size_t)op->out_ndim && shape[i] == op->out_shape[i];
+    if (!as_declared)
+        return spw_fail(call->err, call->errlen, SPW_EUSER, "ops[%d] python %s: returned %s %s where the op "
+                        "declares %s %s", call->index, op->function, spw_dtype_name(dt),
+                        shape_text(shape, (int)ndim).s, op->has_out_dtype ? spw_dtype_name(op->out_dtype) : "any dtype",
+                        op->out_ndim ? shape_text(op->out_shape, op->out_ndim).s : "any shape");
     const size_t bytes = numel * spw_dtype_size(dt);
     if (bytes > SPW_PYTHON_OP_MAX_BYTES || at < HEADER || (size_t)at > h->cap || bytes > h->cap - (size_t)at)
         return spw_fail(call->err, call->errlen, SPW_EUSER, "ops[%d] python: its output of %zu bytes is not in "

@@ -200,6 +200,31 @@ static int get_bool(struct vctx *c, const char *loc, const json_t *v, bool *out)
 }
 
 /* names[] is indexed by enum value; NULL entries are values a spec may not name. */
+/* null, or an array's shape: 1 to SPW_TENSOR_MAX_DIMS dimensions, each in [1, 2^31), at most 2^30 elements
+ * in all (a python op's output_shape). */
+static int get_shape(struct vctx *c, const char *loc, const json_t *v, struct spw_op_spec *op)
+{
+    op->out_ndim = 0;
+    long long numel = 1;
+    if (json_is_null(v))
+        return 0;
+    if (!json_is_array(v) || json_array_size(v) < 1 || json_array_size(v) > SPW_TENSOR_MAX_DIMS)
+        return fail(c, loc, "must be null or a list of 1 to %d dimensions", SPW_TENSOR_MAX_DIMS);
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        long long d;
+        char at[112];
+        snprintf(at, sizeof at, "%s[%zu]", loc, i);
+        if (get_int(c, at, json_array_get(v, i), 1, INT32_MAX, &d) != 0)
+            return SPW_ESPEC;
+        op->out_shape[i] = d;
+        numel = numel * d;
+        if (numel > (1LL << 30))
+            return fail(c, loc, "more than 2^30 elements: no element may be that big");
+    }
+    op->out_ndim = (int)json_array_size(v);
+    return 0;
+}
+
 static int get_enum(struct vctx *c, const char *loc, const json_t *v, const char *const *names, size_t n,
                     int *out)
 {
@@ -541,6 +566,16 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
         return get_function(c, loc, v, &op->function);
     case SPW_FK_KWARGS:
         return get_kwargs(c, loc, v, &op->kwargs);
+    case SPW_FK_SHAPE:
+        return get_shape(c, loc, v, op);
+    case SPW_FK_ARRAY_DTYPE:
+        if (json_is_null(v)) {
+            op->has_out_dtype = false;
+            return 0;
+        }
+        if ((rc = get_enum(c, loc, v, spw_array_dtype_names, spw_array_dtype_names_n, &e)) == 0)
+            op->out_dtype = (enum spw_dtype)e, op->has_out_dtype = true;
+        return rc;
     }
     return fail(c, loc, "internal: unhandled field kind");
 }
@@ -1143,6 +1178,17 @@ static json_t *field_to_json(struct jb *b, const struct spw_op_field *f, const s
         return json_string(op->function ? op->function : "");
     case SPW_FK_KWARGS:
         return op->kwargs ? json_loads(op->kwargs, 0, NULL) : json_object();
+    case SPW_FK_SHAPE: {
+        if (!op->out_ndim)
+            return json_null();
+        json_t *a = jb_new(b, json_array());
+        for (int i = 0; a && i < op->out_ndim; i++)
+            if (json_array_append_new(a, jb_new(b, json_integer(op->out_shape[i]))))
+                b->oom = true;
+        return a;
+    }
+    case SPW_FK_ARRAY_DTYPE:
+        return op->has_out_dtype ? name_json(spw_dtype_name(op->out_dtype)) : json_null();
     }
     return NULL;
 }

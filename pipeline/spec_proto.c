@@ -36,7 +36,7 @@
 #define OP_ENUMS(X)                                                                                        \
     X(interpolation, INTERPOLATION, interp_n) X(policy, POLICY, policy_n) X(dtype, DTYPE, dtype_n)         \
     X(window, WINDOW, window_n) X(mel_scale, MEL_SCALE, mel_scale_n) X(norm, NORM, mel_norm_n)             \
-    X(stype, STYPE, stype_n)
+    X(stype, STYPE, stype_n) X(output_dtype, OUTPUT_DTYPE, dtype_n)
 /* X(field): repeated double; `value` is handled with value_random */
 #define OP_DOUBLE_LISTS(X)                                                                                 \
     X(scale) X(ratio) X(translate) X(shear) X(fill) X(brightness) X(contrast) X(saturation) X(hue) X(mean) \
@@ -162,6 +162,13 @@ static json_t *op_to_json(struct jb *b, const Spillway__V1__Op *op)
     set(b, o, "op", enum_json(op_n, (int)op->op));
     if (op->n_size)
         set(b, o, "size", ints_json(b, op->size, op->n_size));
+    if (op->n_output_shape) {           /* always a list, even of one dimension */
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < op->n_output_shape; i++)
+            if (json_array_append_new(a, json_integer(op->output_shape[i])))
+                b->oom = true;
+        set(b, o, "output_shape", a);
+    }
 #define INT_TO_JSON(f, F)                                                                                  \
     if (op->opt_##f##_case == OP_CASE(F))                                                                  \
         set(b, o, #f, json_integer(op->f));
@@ -417,6 +424,7 @@ static void op_proto_free(Spillway__V1__Op *op)
     if (!op)
         return;
     free(op->size);
+    free(op->output_shape);
 #define LIST_FREE(f) free(op->f);
     OP_DOUBLE_LISTS(LIST_FREE)
 #undef LIST_FREE
@@ -465,6 +473,13 @@ static int op_from_json(json_t *o, Spillway__V1__Op **out)
         if ((rc = ints_from_json(v, &op->size, &op->n_size)))
             goto out;
         used++;
+    }
+    if ((v = json_object_get(o, "output_shape"))) {     /* null: not declared */
+        used++;
+        rc = json_is_array(v) ? ints_from_json(v, &op->output_shape, &op->n_output_shape)
+             : json_is_null(v) ? 0 : SPW_EINTERNAL;
+        if (rc)
+            goto out;
     }
 #define INT_FROM_JSON(f, F)                                                                                \
     if ((v = json_object_get(o, #f))) {                                                                    \

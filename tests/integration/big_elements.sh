@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/integration/big_elements.sh - elements too big to send or to make fail clearly, never by a silent
-# rescue: a spec whose elements are fixed above the 64 MiB message cap is refused at CreateJob naming the op
-# and size; a 5000x5000 photo decoded on a worker (cut 1) is over the cap once made, and a 4500x4500 one on a
+# rescue: a spec whose elements are fixed above the 64 MiB message cap (by a resize, or by what a Python op
+# declares) is refused at CreateJob naming the op and size; a 5000x5000 photo decoded on a worker (cut 1) is over the cap once made, and a 4500x4500 one on a
 # worker under `ulimit -v` cannot be allocated: under on_error fail the run fails naming the file and the
 # cause within seconds, under skip the other samples arrive and the trainer's log says why that one did not.
 # Real processes on loopback; kills all it starts.
@@ -52,6 +52,15 @@ run fixed "$WORK/fixed.json"
 check "fixed-size elements over the cap: CreateJob refused (exit 1)" test "$(cat "$WORK/fixed.rc")" -eq 1
 check "... naming the op and the size" \
   grep -q 'ops\[2\] (normalize) makes elements of 300000000 bytes at cut 1, over the [0-9]*-byte message cap' "$WORK/fixed.err"
+
+# a Python op that declares its output: the size is known before any worker imports the function
+spec "$WORK/fixed-py.json" "$WORK/d5000" '[{"op": "decode_jpeg"}, {"op": "center_crop", "size": 64}, {"op": "python", "function": "no_such_module:f", "output_shape": [4096, 4096, 3], "output_dtype": "float32"}]' fail
+run fixed-py "$WORK/fixed-py.json" --cut all
+check "a Python op declaring elements over the cap: CreateJob refused (exit 1)" \
+  test "$(cat "$WORK/fixed-py.rc")" -eq 1
+check "... naming the op and the size" \
+  grep -q 'ops\[2\] (python) makes elements of 201326592 bytes at cut 2, over the [0-9]*-byte message cap' \
+  "$WORK/fixed-py.err"
 
 spec "$WORK/over-fail.json" "$WORK/d5000" "$CUT1" fail
 run over-fail "$WORK/over-fail.json" --cut 1

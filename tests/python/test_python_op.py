@@ -208,6 +208,22 @@ class TestPythonOp(spwtest.TempDir, unittest.TestCase):
             self.assertEqual(x.shape, (len(w), 12 << 20))
             np.testing.assert_array_equal(x, np.stack([pyops_fixture.sum_48mib(e) for e in w]))
 
+    def test_declared_output(self):
+        """A function that returns what the op declares runs as without the declaration; one that does not
+        fails each element, naming what it returned and what was declared; Pipeline.map writes both fields."""
+        ok = self.base().map(pyops_fixture.to_chw_float, output_shape=(3, 16, 16), output_dtype=np.float32)
+        self.assertEqual(ok.to_dict()["ops"][2]["output_shape"], [3, 16, 16])
+        self.assertEqual(ok.to_dict()["ops"][2]["output_dtype"], "float32")
+        x, _ = self.elements(ok, local_cores=2)
+        wx, _ = self.elements(self.base().map(pyops_fixture.to_chw_float), local_cores=2)
+        np.testing.assert_array_equal(x, wx)
+        r, keys, _ = self.spillctl(self.with_op(self.base(), {"op": "python", "function": "pyops_fixture:to_chw_float",
+                                                              "output_shape": [16, 16, 3], "output_dtype": "uint8"}))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(keys, [])
+        self.assertIn("pyops_fixture:to_chw_float: returned float32 [3, 16, 16] where the op declares uint8 "
+                      "[16, 16, 3]", r.stderr)
+
     def test_address_space_limit_gets_a_smaller_room(self):
         """Under a 3 GiB address-space limit (ulimit -v) the 4 GiB range a thread's shared memory is mapped in
         cannot be had: the smaller one is used, and every element is made."""

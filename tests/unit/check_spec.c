@@ -1051,6 +1051,18 @@ START_TEST(test_spec_fixed_element_bytes_follow_crops_resizes_and_dtypes)
                                  "{\"op\": \"to_tensor\"}]", 3, &op), 30 * 40 * 3 * 4);
     ck_assert_int_eq(fixed_bytes("[{\"op\": \"decode_jpeg\"}, {\"op\": \"crop\", \"top\": 0, \"left\": 0, "
                                  "\"height\": 5, \"width\": 7}, {\"op\": \"rotate\", \"angle\": 30}]", 3, &op), 5 * 7 * 3);
+    /* a python op fixes what it declares, shape and dtype both: an image again, or a tensor */
+    const char *user = "[{\"op\": \"decode_jpeg\"}, {\"op\": \"python\", \"function\": \"m:f\", \"output_shape\": "
+                       "[20, 30, 3], \"output_dtype\": \"uint8\"}, {\"op\": \"horizontal_flip\"}, "
+                       "{\"op\": \"to_tensor\"}, "
+                       "{\"op\": \"python\", \"function\": \"m:g\", \"output_shape\": [10, 7], \"output_dtype\": "
+                       "\"float16\"}, {\"op\": \"python\", \"function\": \"m:h\", \"output_shape\": [4]}]";
+    ck_assert_int_eq(fixed_bytes(user, 2, &op), 20 * 30 * 3);
+    ck_assert_int_eq(op, 1);
+    ck_assert_int_eq(fixed_bytes(user, 4, &op), 20 * 30 * 3 * 4);
+    ck_assert_int_eq(fixed_bytes(user, 5, &op), 10 * 7 * 2);
+    ck_assert_int_eq(op, 4);
+    ck_assert_int_eq(fixed_bytes(user, 6, &op), -1);              /* a shape without a dtype fixes nothing */
 }
 END_TEST
 
@@ -1140,8 +1152,10 @@ END_TEST
 START_TEST(test_spec_python_op)
 {
     char *t = spec_text("{\"op\": \"decode_jpeg\"}, {\"op\": \"python\", \"function\": \"pkg.aug:Stamp.run\","
-                        " \"kwargs\": {\"z\": [1, 2], \"a\": {\"b\": null}}, \"timeout_s\": 2.5},"
-                        " {\"op\": \"python\", \"function\": \"m:f\"}, {\"op\": \"to_tensor\"}");
+                        " \"kwargs\": {\"z\": [1, 2], \"a\": {\"b\": null}}, \"timeout_s\": 2.5,"
+                        " \"output_shape\": [7], \"output_dtype\": \"int64\"},"
+                        " {\"op\": \"python\", \"function\": \"m:f\", \"output_shape\": [2, 3, 4]},"
+                        " {\"op\": \"to_tensor\"}");
     check_json_round_trip(t);
     check_proto_round_trip(t);
     struct spw_pipeline_spec *s = NULL;
@@ -1150,6 +1164,9 @@ START_TEST(test_spec_python_op)
     ck_assert_str_eq(s->ops[1].function, "pkg.aug:Stamp.run");
     ck_assert_str_eq(s->ops[1].kwargs, "{\"a\":{\"b\":null},\"z\":[1,2]}");
     ck_assert(s->ops[1].timeout_s == 2.5 && s->ops[2].timeout_s == 60);
+    ck_assert(s->ops[1].out_ndim == 1 && s->ops[1].out_shape[0] == 7 && s->ops[1].has_out_dtype &&
+              s->ops[1].out_dtype == SPW_DTYPE_I64);
+    ck_assert(s->ops[2].out_ndim == 3 && s->ops[2].out_shape[2] == 4 && !s->ops[2].has_out_dtype);
     spw_spec_free(s);
     free(t);
     static const char *const bad[][2] = {
@@ -1164,6 +1181,15 @@ START_TEST(test_spec_python_op)
         {"\"function\": \"m:f\", \"kwargs\": [1]", "ops[1].kwargs: expected an object, got array"},
         {"\"function\": \"m:f\", \"timeout_s\": 0", "ops[1].timeout_s: 0 is outside (0, 86400]"},
         {"\"kwargs\": {}", "ops[1].function: required"},
+        {"\"function\": \"m:f\", \"output_shape\": []", "ops[1].output_shape: must be null or a list of 1 to 5 "
+         "dimensions"},
+        {"\"function\": \"m:f\", \"output_shape\": [1, 2, 3, 4, 5, 6]", "ops[1].output_shape: must be null or a "
+         "list of 1 to 5 dimensions"},
+        {"\"function\": \"m:f\", \"output_shape\": [3, 0]", "ops[1].output_shape[1]: 0 is outside [1, 2147483647]"},
+        {"\"function\": \"m:f\", \"output_shape\": [65536, 65536]", "ops[1].output_shape: more than 2^30 elements: "
+         "no element may be that big"},
+        {"\"function\": \"m:f\", \"output_dtype\": \"float64\"",
+         "ops[1].output_dtype: \"float64\" is not one of uint8, float32, float16, int64"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char ops[256];

@@ -80,12 +80,14 @@ class Pipeline:
         o.update(fields)
         return self._append(o)
 
-    def map(self, fn, timeout_s=None, **kwargs):
+    def map(self, fn, timeout_s=None, output_shape=None, output_dtype=None, **kwargs):
         """Append a Python op calling fn(element, **kwargs) on every element (docs/pipeline.md, "Python ops").
         fn must be importable where the op runs, so a module-level function of a module (not a lambda, a
         nested function or one defined in the script being run); kwargs must be JSON values. fn may take
         `rng`, a numpy Generator seeded from (seed, epoch, sample, op): its draws are the same wherever the
-        element is made. timeout_s: per element (default 60)."""
+        element is made. timeout_s: per element (default 60). output_shape (a tuple) and output_dtype
+        ("uint8", "float32", "float16", "int64" or a numpy dtype) declare what fn returns: an element that
+        differs fails with both named, and with both the element's size is known before a run."""
         name = _function_name(fn)
         try:
             json.dumps(_plain(kwargs))
@@ -97,6 +99,10 @@ class Pipeline:
             o["kwargs"] = kwargs
         if timeout_s is not None:
             o["timeout_s"] = timeout_s
+        if output_shape is not None:
+            o["output_shape"] = [int(d) for d in output_shape]
+        if output_dtype is not None:
+            o["output_dtype"] = _dtype_name(output_dtype)
         return self._append(o)
 
     def _append(self, o):
@@ -159,6 +165,15 @@ class Pipeline:
 
     def __repr__(self):
         return "Pipeline.from_json(%r)" % self.to_json()
+
+
+def _dtype_name(d):
+    """"float32" for "float32", np.float32 or np.dtype("float32"); a string the spec checks otherwise."""
+    try:
+        import numpy
+        return numpy.dtype(d).name
+    except (ImportError, TypeError):
+        return str(d)
 
 
 def _function_name(fn):
