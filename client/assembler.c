@@ -494,7 +494,8 @@ void asm_done(struct assembler *a, const struct asm_ticket *t, bool ok)
 
 void asm_park(struct assembler *a, const struct asm_ticket *t, struct spw_value *v)
 {
-    struct parked *p = calloc(1, sizeof *p);
+    /* kept past the producer's micro-batch: a borrowed value gets its own copy */
+    struct parked *p = spw_value_own(v) == 0 ? calloc(1, sizeof *p) : NULL;
     pthread_mutex_lock(&a->mu);
     if (!p) {
         /* Not placeable and not storable: the batch fails rather than silently missing a sample. */

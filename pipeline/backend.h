@@ -30,7 +30,8 @@ struct spw_microbatch {
     uint64_t (*device_place)(void *opaque, int k, enum spw_dtype dt, int ndim, const int64_t *shape);
     /* NULL, or where element k's per-op timing goes (spw_element_run's stats). */
     struct spw_element_stats *(*stats)(void *opaque, int k);
-    /* Element k: rc 0 and *v (the callee frees it), or rc and err. */
+    /* Element k: rc 0 and *v (the callee frees it; v->borrowed: its data is reused after the micro-batch,
+     * so spw_value_own what is kept), or rc and err. */
     void (*done)(void *opaque, int k, int rc, struct spw_value *v, const char *err);
 };
 

@@ -55,9 +55,14 @@ void spw_element_rng(const struct spw_element_ctx *ctx, uint64_t epoch, int64_t 
 
 /* ---- ops one by one ---- */
 
-/* What op i may take: image ops an image, tensor ops a tensor (audio ops check their own input). */
-static int check_input(const struct spw_op_call *c, const struct spw_op_def *def, const struct spw_value *v)
+/* What op i may take: image ops an image, tensor ops a tensor (audio ops check their own input); a borrowed
+ * value is made owned first, except for the ops that take their input where it lies (a stage). */
+static int check_input(const struct spw_op_call *c, const struct spw_op_def *def, struct spw_value *v)
 {
+    if (v->borrowed && !def->stage && spw_value_own(v) != 0) {
+        snprintf(c->err, c->errlen, "ops[%d] %s: out of memory for its input", c->index, def->name);
+        return -ENOMEM;
+    }
     if (!def->cpu) {
         snprintf(c->err, c->errlen, "ops[%d] %s can only be the first op", c->index, def->name);
         return SPW_EUNSUPPORTED;

@@ -52,6 +52,9 @@ struct helper {
     uint8_t *map;               /* reserve bytes mapped; NULL: no room yet */
     size_t reserve, cap;        /* cap: the memfd's size */
     size_t stage_end;           /* the room's [HEADER, stage_end) holds inputs staged by spw_op_def.stage */
+    size_t busy_end;            /* and [HEADER, busy_end) outputs lent to values (borrowed) until the next
+                                   micro-batch's stage */
+    bool lend;                  /* this run's outputs are lent (cpu_many), not copied out */
     struct spw_element_dest stage;
     char line[MAX_LINE];
     size_t have;                /* bytes of line read and not yet consumed */
@@ -391,26 +394,37 @@ const struct spw_element_dest *spw_python_op_stage(const struct spw_op_spec *op)
     struct helper *h = thread_helper();
     if (!h || room_ready(h) != 0)
         return NULL;
-    h->stage_end = HEADER;          /* what an earlier run staged is gone: its run has returned */
+    h->stage_end = h->busy_end = HEADER;    /* the last micro-batch's inputs and outputs are gone */
     h->stage = (struct spw_element_dest){stage_place, h, SPW_LAYOUT_HWC};
     return &h->stage;
 }
 
-/* The unanswered items' inputs in the room: those staged there already stay, the others are copied after
- * them (each 64-aligned); *out_off: where outputs may start. */
+/* The unanswered items' inputs in the room: those that lie there already (staged, or the outputs of an op
+ * before lent to them) stay, the others are copied after them and after whatever is lent (each 64-aligned);
+ * *out_off: where outputs may start. */
 static int put_inputs(struct helper *h, struct item *const *u, int m, size_t *out_off)
 {
-    size_t off = (h->stage_end + 63) & ~(size_t)63;
+    size_t end = h->stage_end > h->busy_end ? h->stage_end : h->busy_end;
     bool copy[SPW_PYTHON_OP_MANY_MAX];
     for (int j = 0; j < m; j++) {
         const struct spw_value *v = u[j]->v;
         spw_value_out_shape(v, SPW_LAYOUT_HWC, &u[j]->dt, &u[j]->ndim, u[j]->shape);
         u[j]->bytes = spw_value_bytes(v);
         const uint8_t *data = v->is_tensor ? v->t.data : v->img.data;
-        copy[j] = !(v->placed && h->map && data >= h->map + HEADER && data <= h->map + h->stage_end &&
-                    u[j]->bytes <= (size_t)(h->map + h->stage_end - data));
-        u[j]->at = copy[j] ? off : (size_t)(data - h->map);
-        off = copy[j] ? (off + u[j]->bytes + 63) & ~(size_t)63 : off;
+        copy[j] = !((v->placed || v->borrowed) && (v->is_tensor || v->img.stride == (size_t)v->img.w * 3) &&
+                    h->map && data >= h->map + HEADER && data <= h->map + h->cap &&
+                    u[j]->bytes <= (size_t)(h->map + h->cap - data));
+        if (!copy[j]) {
+            u[j]->at = (size_t)(data - h->map);
+            end = u[j]->at + u[j]->bytes > end ? u[j]->at + u[j]->bytes : end;
+        }
+    }
+    size_t off = (end + 63) & ~(size_t)63;
+    for (int j = 0; j < m; j++) {
+        if (copy[j]) {
+            u[j]->at = off;
+            off = (off + u[j]->bytes + 63) & ~(size_t)63;
+        }
     }
     const int rc = ensure_room(h, off + 64);
     for (int j = 0; j < m && rc == 0; j++)
@@ -515,10 +529,15 @@ static int take_output(struct helper *h, struct item *it, const json_t *res)
                         "the shared memory (%zu bytes)", call->index, bytes, h->cap);
     struct spw_value out;
     void *data;
-    if (spw_value_alloc_array(&out, dt, (int)ndim, shape, &data) != 0)
+    if (h->lend) {              /* the value borrows the room until the micro-batch's next stage */
+        spw_value_borrow_array(&out, dt, (int)ndim, shape, h->map + at);
+        h->busy_end = (size_t)at + bytes > h->busy_end ? (size_t)at + bytes : h->busy_end;
+    } else if (spw_value_alloc_array(&out, dt, (int)ndim, shape, &data) == 0) {
+        memcpy(data, h->map + at, bytes);
+    } else {
         return spw_fail(call->err, call->errlen, -ENOMEM, "ops[%d] python: no memory for its %zu-byte output",
                         call->index, bytes);
-    memcpy(data, h->map + at, bytes);
+    }
     out.sample_rate = it->v->sample_rate;
     spw_value_free(it->v);
     *it->v = out;
@@ -656,9 +675,12 @@ int spw_python_op_check(const char *function, char *err, size_t errlen)
     return rc;
 }
 
-void spw_python_op_run_many(struct spw_op_call *calls, struct spw_value *const *vs, int *rcs, int n)
+/* The op on n elements; with lend, their outputs are borrowed from the room (see python_op.h). */
+static void run(struct spw_op_call *calls, struct spw_value *const *vs, int *rcs, int n, bool lend)
 {
     struct helper *h = thread_helper();
+    if (h)
+        h->lend = lend;
     struct item items[SPW_PYTHON_OP_MANY_MAX];
     struct item *u[SPW_PYTHON_OP_MANY_MAX];
     for (int k0 = 0; k0 < n; k0 += SPW_PYTHON_OP_MANY_MAX) {
@@ -686,10 +708,15 @@ void spw_python_op_run_many(struct spw_op_call *calls, struct spw_value *const *
         h->stage_end = HEADER;      /* every staged input has been answered */
 }
 
+void spw_python_op_run_many(struct spw_op_call *calls, struct spw_value *const *vs, int *rcs, int n)
+{
+    run(calls, vs, rcs, n, true);
+}
+
 int spw_python_op_run(struct spw_op_call *call, struct spw_value *v)
 {
     struct spw_value *vs[1] = {v};
     int rc = 0;
-    spw_python_op_run_many(call, vs, &rc, 1);
+    run(call, vs, &rc, 1, false);
     return rc;
 }

@@ -18,7 +18,8 @@ int spw_python_op_run(struct spw_op_call *call, struct spw_value *v);
 /* The op's run on many elements (its registry row's cpu_many): the same results as spw_python_op_run on
  * each, with one round trip to the helper per SPW_PYTHON_OP_MANY_MAX of them; a function that hangs or
  * crashes the helper fails only the element it was running (the helper says which through the shared
- * memory), and the others are run again by a new helper. */
+ * memory), and the others are run again by a new helper. The results are borrowed (value.h): they lie in
+ * the thread's shared memory until its next spw_python_op_stage, the CPU backend's next micro-batch. */
 void spw_python_op_run_many(struct spw_op_call *calls, struct spw_value *const *vs, int *rcs, int n);
 #define SPW_PYTHON_OP_MANY_MAX 32
 

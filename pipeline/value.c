@@ -2,6 +2,7 @@
  * and the copy into a batch slot in HWC or CHW. Thread-safe: no shared state. */
 #include "pipeline/value.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -9,11 +10,36 @@ void spw_value_free(struct spw_value *v)
 {
     if (!v)
         return;
-    if (!v->placed) {
+    if (!v->placed && !v->borrowed) {
         spw_image_free(&v->img);
         spw_tensor_free(&v->t);
     }
     memset(v, 0, sizeof *v);
+}
+
+int spw_value_own(struct spw_value *v)
+{
+    if (!v->borrowed)
+        return 0;
+    struct spw_value own = *v;
+    own.borrowed = false;
+    int rc;
+    if (v->is_tensor) {
+        rc = spw_tensor_alloc(&own.t, v->t.dtype, v->t.ndim, v->t.shape);
+        if (rc == 0)
+            memcpy(own.t.data, v->t.data, v->t.nbytes);
+    } else {
+        rc = spw_image_alloc(&own.img, v->img.w, v->img.h, v->img.c);
+        for (int y = 0; rc == 0 && y < v->img.h; y++)
+            memcpy(own.img.data + own.img.stride * (size_t)y, v->img.data + v->img.stride * (size_t)y,
+                   (size_t)v->img.w * (size_t)v->img.c);
+    }
+    if (rc != 0) {
+        spw_value_free(v);
+        return -ENOMEM;
+    }
+    *v = own;
+    return 0;
 }
 
 size_t spw_value_bytes(const struct spw_value *v)
@@ -21,12 +47,35 @@ size_t spw_value_bytes(const struct spw_value *v)
     return v->is_tensor ? v->t.nbytes : (size_t)v->img.w * (size_t)v->img.h * (size_t)v->img.c;
 }
 
+/* Whether an array of this dtype and shape is an image: uint8 [h, w, 3]. */
+static bool is_image(enum spw_dtype dt, int ndim, const int64_t *shape)
+{
+    return dt == SPW_DTYPE_U8 && ndim == 3 && shape[2] == 3 && shape[0] > 0 && shape[1] > 0 && shape[0] <= INT32_MAX &&
+           shape[1] <= INT32_MAX;
+}
+
+void spw_value_borrow_array(struct spw_value *v, enum spw_dtype dt, int ndim, const int64_t *shape, void *data)
+{
+    memset(v, 0, sizeof *v);
+    v->borrowed = true;
+    if (is_image(dt, ndim, shape)) {
+        v->img = (struct spw_image){.w = (int)shape[1], .h = (int)shape[0], .c = 3, .stride = (size_t)shape[1] * 3,
+                                    .data = data};
+        return;
+    }
+    v->is_tensor = true;
+    v->t = (struct spw_tensor){.dtype = dt, .ndim = ndim, .nbytes = spw_dtype_size(dt), .data = data};
+    for (int i = 0; i < ndim; i++) {
+        v->t.shape[i] = shape[i];
+        v->t.nbytes *= (size_t)shape[i];
+    }
+}
+
 int spw_value_alloc_array(struct spw_value *v, enum spw_dtype dt, int ndim, const int64_t *shape, void **data)
 {
     memset(v, 0, sizeof *v);
     int rc;
-    if (dt == SPW_DTYPE_U8 && ndim == 3 && shape[2] == 3 && shape[0] > 0 && shape[1] > 0 && shape[0] <= INT32_MAX &&
-        shape[1] <= INT32_MAX) {
+    if (is_image(dt, ndim, shape)) {
         rc = spw_image_alloc(&v->img, (int)shape[1], (int)shape[0], 3);
         *data = v->img.data;
     } else {

@@ -15,12 +15,18 @@
 struct spw_value {
     bool is_tensor;
     bool placed;                /* the data went to memory from spw_element_dest.place (not owned) */
+    bool borrowed;              /* the data is not owned: it lies in memory the thread that made it reuses
+                                   for its next micro-batch (a Python op's shared memory): spw_value_own
+                                   what is kept past the micro-batch's done, or changed by an op */
     struct spw_image img;       /* owned, when !is_tensor */
     struct spw_tensor t;        /* owned, when is_tensor */
     int sample_rate;            /* audio: Hz; 0 when unknown (a tensor that came over the wire) */
 };
 
 void spw_value_free(struct spw_value *v);
+/* A borrowed value made to own a copy of its data (others are left as they are). Returns 0, or -ENOMEM with
+ * *v freed (empty). */
+int spw_value_own(struct spw_value *v);
 /* The value's shape as one element of a batch with that layout (uint8 images: HWC, or CHW planes). */
 void spw_value_out_shape(const struct spw_value *v, enum spw_layout layout, enum spw_dtype *dt, int *ndim,
                          int64_t *shape);
@@ -32,5 +38,8 @@ size_t spw_value_bytes(const struct spw_value *v);
  * is uint8 [h, w, 3], a tensor otherwise; *data is where its C-contiguous bytes go. Returns 0, or -ENOMEM /
  * -EINVAL (then *v is left zeroed). */
 int spw_value_alloc_array(struct spw_value *v, enum spw_dtype dt, int ndim, const int64_t *shape, void **data);
+/* Make *v a borrowed value (not owned) of the C-contiguous array at data, an image or a tensor as
+ * spw_value_alloc_array decides. */
+void spw_value_borrow_array(struct spw_value *v, enum spw_dtype dt, int ndim, const int64_t *shape, void *data);
 
 #endif

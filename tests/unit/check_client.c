@@ -195,6 +195,36 @@ START_TEST(test_assembler_parks_beyond_window_and_places_later)
 }
 END_TEST
 
+/* A parked value outlives the producer's micro-batch: a borrowed one (a Python op's result in its thread's
+ * shared memory, reused for the next micro-batch) is parked as its own copy, so overwriting the memory it
+ * borrowed does not change the batch it lands in. */
+START_TEST(test_assembler_parks_a_borrowed_value_as_its_own_copy)
+{
+    struct spw_pipeline_spec *spec = spec_of(2, false, false);
+    struct assembler *a = make(spec, true, 1);         /* the window is the minimum, 2 batches */
+    ck_assert_int_eq(put(a, 0), ASM_PLACE);
+    struct asm_ticket t;
+    ck_assert_int_eq(asm_claim(a, 0, 9, &t), ASM_PARK);
+    float room[1] = {9.0f};
+    int64_t shape[1] = {1};
+    struct spw_value v;
+    spw_value_borrow_array(&v, SPW_DTYPE_F32, 1, shape, room);
+    ck_assert(v.borrowed && v.is_tensor && v.t.data == (void *)room);
+    asm_park(a, &t, &v);
+    room[0] = -1.0f;                                    /* the next micro-batch reuses the memory */
+    for (int64_t pos = 1; pos < 9; pos++)
+        put(a, pos);
+    for (int b = 0; b < 5; b++) {
+        struct spw_batch *bt = next(a);
+        for (int i = 0; i < bt->n; i++)
+            ck_assert_float_eq(((float *)bt->tensors[0].data)[i], (float)(2 * b + i));
+        asm_release(a, bt);
+    }
+    asm_destroy(a);
+    spw_spec_free(spec);
+}
+END_TEST
+
 START_TEST(test_assembler_drop_remainder_counts_but_drops_the_tail)
 {
     struct spw_pipeline_spec *spec = spec_of(4, true, false);
@@ -439,6 +469,7 @@ int main(void)
     tcase_add_test(tc, test_assembler_duplicates_dropped_and_splits_acked);
     tcase_add_test(tc, test_assembler_unordered_fills_in_arrival_order);
     tcase_add_test(tc, test_assembler_parks_beyond_window_and_places_later);
+    tcase_add_test(tc, test_assembler_parks_a_borrowed_value_as_its_own_copy);
     tcase_add_test(tc, test_assembler_drop_remainder_counts_but_drops_the_tail);
     tcase_add_test(tc, test_assembler_skipped_sample_compacts_its_batch);
     tcase_add_test(tc, test_assembler_head_missing_lists_unclaimed_positions);

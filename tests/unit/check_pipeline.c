@@ -530,7 +530,8 @@ END_TEST
 
 /* A destination takes the last write of a run that stops before the pipeline's end (how the CPU backend
  * stages a Python op's input in its shared memory): the value is placed, an HWC view of that memory, with
- * the bytes of the run without one; the groups after it read it there; only the run's last write goes. */
+ * the bytes of the run without one; the groups after it read it there; only the run's last write goes.
+ * A borrowed value is copied before an op changes it. */
 START_TEST(test_produce_partial_run_writes_through_dest)
 {
     make_folder(g_root);
@@ -559,6 +560,21 @@ START_TEST(test_produce_partial_run_writes_through_dest)
     ck_assert_int_eq(memcmp(a.t.data, b.t.data, a.t.nbytes), 0);
     spw_value_free(&a);
     spw_value_free(&b);
+    /* a borrowed value (a Python op's result in its shared memory) is copied before an op changes it: the
+     * memory it borrowed stays as it was */
+    uint8_t *lent = malloc(20 * 24 * 3), *kept = malloc(20 * 24 * 3);
+    for (int k = 0; k < 20 * 24 * 3; k++)
+        lent[k] = kept[k] = (uint8_t)(k * 7);
+    spw_value_borrow_array(&b, SPW_DTYPE_U8, 3, (int64_t[]){20, 24, 3}, lent);
+    ck_assert(b.borrowed && !b.is_tensor && b.img.data == lent);
+    ck_assert_int_eq(spw_produce_more(&p, 1, 2, 0, 1, &b, NULL, NULL, err, sizeof err), 0);      /* invert */
+    ck_assert(!b.borrowed && b.img.data != lent);
+    ck_assert_int_eq(memcmp(lent, kept, 20 * 24 * 3), 0);
+    for (int k = 0; k < 20 * 24 * 3; k++)
+        ck_assert_int_eq(b.img.data[(size_t)(k / 72) * b.img.stride + (size_t)(k % 72)], 255 - kept[k]);
+    spw_value_free(&b);
+    free(lent);
+    free(kept);
     /* a run of all three groups with the destination writes only its last op there (a tensor) */
     float *last = malloc(20 * 24 * 3 * sizeof *last);
     dest.opaque = last;
