@@ -212,8 +212,8 @@ static int get_shape(struct vctx *c, const char *loc, const json_t *v, struct sp
         return fail(c, loc, "must be null or a list of 1 to %d dimensions", SPW_TENSOR_MAX_DIMS);
     for (size_t i = 0; i < json_array_size(v); i++) {
         long long d;
-        char at[112];
-        snprintf(at, sizeof at, "%s[%zu]", loc, i);
+        char at[128];
+        snprintf(at, sizeof at, "%.96s[%d]", loc, (int)i);
         if (get_int(c, at, json_array_get(v, i), 1, INT32_MAX, &d) != 0)
             return SPW_ESPEC;
         op->out_shape[i] = d;

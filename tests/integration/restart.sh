@@ -2,15 +2,17 @@
 # tests/integration/restart.sh - a dispatcher with --work-dir survives kill -9: its journal of durable updates
 # (jobs, acks, incarnations, ids) is replayed at start, the workers register again under their ids and the
 # running trainer's heartbeats find its job, so the job completes with every key exactly once and the trainer
-# never sees an error. Three restarts at different points of the job; then a torn record at the journal's end
-# (cut off and logged), ids that are never reused, and a second dispatcher refused on the same directory; a
-# dispatcher gone for good fails the trainer after --dispatcher-wait-ms; one not up yet is waited for.
+# never sees an error. Three restarts at different points of the job, and one of a job with a Python op;
+# then a torn record at the journal's end (cut off and logged), ids that are never reused, and a second
+# dispatcher refused on the same directory; a dispatcher gone for good fails the trainer after
+# --dispatcher-wait-ms; one not up yet is waited for.
 # Real processes on loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 image_job "$WORK/p.json" 2 5 "$WORK/local.keys" || exit 1
+export SPILLWAY_PYTHON=/usr/bin/python3 SPILLWAY_PYTHONPATH=$ROOT/tests/python   # the Python-op job's function
 
 WD=$WORK/wd
 dispatcher() {   # dispatcher NAME: on the journal in $WD, on the same port each time; sets D, DPORT
@@ -41,7 +43,28 @@ for at in 1.0 2.5 4.0; do     # seconds into the job (800 elements at 100/s: abo
   check "restart at ${at}s: the trainer said it waits for the dispatcher, then that it is back" \
     bash -c "grep -q 'does not answer .*retrying for up to 300 s' '$WORK/c$n.err' && grep -q 'the dispatcher answers again after' '$WORK/c$n.err'"
 done
-jobs_before=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job"])' "$WORK/c3.json")
+
+# A job with a Python op, on the workers only, across a restart: the same exactly-once, and the helpers the
+# workers started go on serving it (the dispatcher restart is no worker's restart).
+/usr/bin/python3 - "$WORK/p.json" "$WORK/py.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["ops"].append({"op": "python", "function": "pyops_fixture:stamp_rng"})
+json.dump(d, open(sys.argv[2], "w"))
+PY
+"$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/py.json" --local-cores 0 --cut all \
+  --consume-rate 100 --keys "$WORK/py.keys" --json --quiet > "$WORK/py.out" 2> "$WORK/py.err" &
+C=$!
+PIDS+=("$C")
+sleep 2
+kill -9 "$D"; wait "$D" 2>/dev/null
+sleep 0.5
+dispatcher d-py || exit 1
+wait "$C"
+check "a Python-op job across a restart: the trainer exits 0" test $? -eq 0
+check "... every key exactly once" bash -c "diff <(sort '$WORK/local.keys') <(sort '$WORK/py.keys') > /dev/null"
+check "... the workers ran the op, without an error" bash -c "! grep -q 'python.* error\| error .*python' '$WORK'/w*.err"
+jobs_before=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job"])' "$WORK/py.out")
 
 # A torn record at the end (a crash mid-append): cut off and logged; the journal goes on.
 kill -9 "$D"; wait "$D" 2>/dev/null
