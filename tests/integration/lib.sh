@@ -22,6 +22,9 @@ trap cleanup EXIT
 ok() { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
+# within SECONDS CMD...: CMD succeeds within SECONDS (polled every 0.2 s), for what happens when it happens
+within() { local until=$(( $(date +%s%N) + $1 * 1000000000 )); shift
+  until "$@"; do [ "$(date +%s%N)" -lt "$until" ] || return 1; sleep 0.2; done; }
 # wait_port FILE: prints the port of the "listening on HOST:PORT" line FILE gets within 5 s.
 wait_port() {
   for _ in $(seq 1 100); do
