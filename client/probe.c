@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "lib/clock.h"
+#include "lib/methods.h"
 #include "lib/rpc.h"
 #include "proto/spillway.pb-c.h"
 
@@ -96,7 +97,7 @@ static void *prober_main(void *arg)
     bool counted = false;
     if (spw_rpc_channel_create(p->addr, &co, &ch) != 0)
         goto out;
-    if (spw_rpc_stream_open(ch, "/spillway.v1.Worker/Probe", 0, &st) != 0) {
+    if (spw_rpc_stream_open(ch, SPW_PATH(PROBE), 0, &st) != 0) {
         spw_rpc_channel_destroy(ch);
         goto out;
     }
@@ -181,7 +182,7 @@ int probe_links(const char *dispatcher, const struct spw_rpc_channel_opts *peer,
     Spillway__V1__ListWorkersRequest lw = SPILLWAY__V1__LIST_WORKERS_REQUEST__INIT;
     ProtobufCMessage *reply;
     char msg[256] = "";
-    int st = spw_rpc_call_reply(disp, "/spillway.v1.Dispatcher/ListWorkers", &lw.base, 10000,
+    int st = spw_rpc_call_reply(disp, SPW_PATH(LIST_WORKERS), &lw.base, 10000,
                                 &spillway__v1__list_workers_response__descriptor, &reply, msg, sizeof msg);
     spw_rpc_channel_destroy(disp);
     Spillway__V1__ListWorkersResponse *ws = (Spillway__V1__ListWorkersResponse *)reply;

@@ -18,6 +18,7 @@
 #include "lib/direct.h"
 #include "lib/err.h"
 #include "lib/log.h"
+#include "lib/methods.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
 #include "pipeline/compress.h"
@@ -167,7 +168,7 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
     int st, backoff_ms = 100;
     bool cancelled = false;
     for (;;) {
-        st = spw_rpc_call_msg(r->disp, "/spillway.v1.Dispatcher/CreateJob", &cj.base, 30000, &resp, &len, msg,
+        st = spw_rpc_call_msg(r->disp, SPW_PATH(CREATE_JOB), &cj.base, 30000, &resp, &len, msg,
                               sizeof msg);
         /* A cap of unfinished jobs: those of a trainer killed a moment ago make room once silent for 3 s
          * (dispatcher/create_job.c): worth a few seconds, not the dispatcher's whole wait. */
@@ -677,7 +678,7 @@ static void *stream_main(void *arg)
     int fd = -1;                /* the data connection, once the worker's offer is taken */
     bool closed = false;        /* the worker closed it between messages: its call ends with a status */
     if (spw_rpc_channel_create(s->addr, &co, &ch) != 0 ||
-        spw_rpc_stream_open(ch, "/spillway.v1.Worker/StreamElements", 0, &st) != 0)
+        spw_rpc_stream_open(ch, SPW_PATH(STREAM_ELEMENTS), 0, &st) != 0)
         goto out;
     pthread_mutex_lock(&r->mu);
     s->st = st;
@@ -996,7 +997,7 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
     }
     uint8_t *resp = NULL;
     size_t len = 0;
-    *st = spw_rpc_call_msg(r->disp, "/spillway.v1.Dispatcher/ClientHeartbeat", &hb.base, 5000, &resp, &len, msg,
+    *st = spw_rpc_call_msg(r->disp, SPW_PATH(CLIENT_HEARTBEAT), &hb.base, 5000, &resp, &len, msg,
                            msglen);
     Spillway__V1__ClientHeartbeatResponse *hr =
         *st == SPW_RPC_OK ? spillway__v1__client_heartbeat_response__unpack(NULL, len, resp) : NULL;
@@ -1047,7 +1048,7 @@ static int reattach(struct remote *r, char *why, size_t whylen)
     uint8_t *resp = NULL;
     size_t len = 0;
     char msg[512] = "";
-    const int st = pipe ? spw_rpc_call_msg(r->disp, "/spillway.v1.Dispatcher/CreateJob", &cj.base, 30000, &resp,
+    const int st = pipe ? spw_rpc_call_msg(r->disp, SPW_PATH(CREATE_JOB), &cj.base, 30000, &resp,
                                            &len, msg, sizeof msg) : SPW_RPC_INTERNAL;
     spillway__v1__pipeline__free_unpacked(pipe, NULL);
     free(done);
@@ -1210,7 +1211,7 @@ int remote_lease(struct remote *r, struct remote_lease *l)
     req.manifest_hash = r->o.manifest_hash;
     uint8_t *resp = NULL;
     size_t len = 0;
-    int st = spw_rpc_call_msg(r->disp, "/spillway.v1.Dispatcher/LeaseSplit", &req.base, 5000, &resp, &len, NULL, 0);
+    int st = spw_rpc_call_msg(r->disp, SPW_PATH(LEASE_SPLIT), &req.base, 5000, &resp, &len, NULL, 0);
     Spillway__V1__LeaseSplitResponse *lr =
         st == SPW_RPC_OK ? spillway__v1__lease_split_response__unpack(NULL, len, resp) : NULL;
     free(resp);

@@ -10,6 +10,7 @@
 #include "lib/config.h"
 #include "lib/health.h"
 #include "lib/log.h"
+#include "lib/methods.h"
 #include "lib/metrics.h"
 #include "lib/metrics_http.h"
 #include "lib/rpc.h"
@@ -173,26 +174,19 @@ int main(int argc, char **argv)
         goto out;
     }
     static const struct {
-        const char *method;
+        enum spw_method id;
         spw_rpc_unary_fn fn;
-        int slow;                   /* may block: CreateJob and GetManifest list the job's source */
-        unsigned callers;           /* whose token it takes (with --worker-token-file) */
+        int slow;
+        unsigned callers;
     } methods[] = {
-        {"/spillway.v1.Dispatcher/RegisterWorker", disp_register_worker, 0, SPW_RPC_CALLER_WORKER},
-        {"/spillway.v1.Dispatcher/WorkerHeartbeat", disp_worker_heartbeat, 0, SPW_RPC_CALLER_WORKER},
-        {"/spillway.v1.Dispatcher/CreateJob", disp_create_job, 1, SPW_RPC_CALLER_CLIENT},
-        {"/spillway.v1.Dispatcher/ClientHeartbeat", disp_client_heartbeat, 0, SPW_RPC_CALLER_CLIENT},
-        {"/spillway.v1.Dispatcher/LeaseSplit", disp_lease_split, 0, SPW_RPC_CALLER_CLIENT | SPW_RPC_CALLER_WORKER},
-        {"/spillway.v1.Dispatcher/ListWorkers", disp_list_workers, 0, SPW_RPC_CALLER_CLIENT},
-        {"/spillway.v1.Dispatcher/ListJobs", disp_list_jobs, 0, SPW_RPC_CALLER_CLIENT},
-        {"/spillway.v1.Dispatcher/DescribeJob", disp_describe_job, 0, SPW_RPC_CALLER_CLIENT},
-        {"/spillway.v1.Dispatcher/CancelJob", disp_cancel_job, 0, SPW_RPC_CALLER_CLIENT},
-        {"/spillway.v1.Dispatcher/GetManifest", disp_get_manifest, 1, SPW_RPC_CALLER_CLIENT | SPW_RPC_CALLER_WORKER},
+#define DISP_METHOD_ROW(ID, fn, slow, callers) {SPW_M_##ID, fn, slow, callers},
+        DISP_METHODS(DISP_METHOD_ROW)
+#undef DISP_METHOD_ROW
     };
     for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++) {
-        (methods[i].slow ? spw_rpc_server_add_unary_slow : spw_rpc_server_add_unary)(srv, methods[i].method,
-                                                                                     methods[i].fn, svc);
-        spw_rpc_server_set_callers(srv, methods[i].method, methods[i].callers);
+        const char *path = spw_method_path(methods[i].id);
+        (methods[i].slow ? spw_rpc_server_add_unary_slow : spw_rpc_server_add_unary)(srv, path, methods[i].fn, svc);
+        spw_rpc_server_set_callers(srv, path, methods[i].callers);
     }
     spw_health_add(srv, &health);
     int port = 0;

@@ -42,27 +42,27 @@ struct spw_prom;
 /* The service's Prometheus samples (dispatcher/metrics.c), for --metrics-port. Any thread. */
 void disp_service_metrics(struct disp_service *s, struct spw_prom *p);
 
-/* One handler per Dispatcher method, in the lib/rpc unary shape: request bytes in, *resp (malloc'd) out,
- * a gRPC status returned, with its message in msg. */
-int disp_register_worker(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                         size_t msglen);
-int disp_worker_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                          size_t msglen);
-int disp_create_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                    size_t msglen);
-int disp_client_heartbeat(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                          size_t msglen);
-int disp_lease_split(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                     size_t msglen);
-int disp_list_workers(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                      size_t msglen);
-int disp_list_jobs(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                   size_t msglen);
-int disp_describe_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                      size_t msglen);
-int disp_cancel_job(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                    size_t msglen);
-int disp_get_manifest(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                      size_t msglen);
+/* The Dispatcher's methods, X(ID, handler, slow, callers): ID is lib/methods.h's (the path); slow: it may
+ * block (CreateJob and GetManifest list the job's source) and runs off the I/O threads; callers: whose token
+ * it takes with --worker-token-file (SPW_RPC_CALLER_*, lib/rpc.h). main.c registers them from this list;
+ * check_service holds it to lib/methods.h's Dispatcher ids. */
+#define DISP_METHODS(X)                                                                                        \
+    X(REGISTER_WORKER, disp_register_worker, 0, SPW_RPC_CALLER_WORKER)                                        \
+    X(WORKER_HEARTBEAT, disp_worker_heartbeat, 0, SPW_RPC_CALLER_WORKER)                                      \
+    X(CREATE_JOB, disp_create_job, 1, SPW_RPC_CALLER_CLIENT)                                                  \
+    X(CLIENT_HEARTBEAT, disp_client_heartbeat, 0, SPW_RPC_CALLER_CLIENT)                                      \
+    X(LEASE_SPLIT, disp_lease_split, 0, SPW_RPC_CALLER_CLIENT | SPW_RPC_CALLER_WORKER)                        \
+    X(LIST_WORKERS, disp_list_workers, 0, SPW_RPC_CALLER_CLIENT)                                              \
+    X(LIST_JOBS, disp_list_jobs, 0, SPW_RPC_CALLER_CLIENT)                                                    \
+    X(DESCRIBE_JOB, disp_describe_job, 0, SPW_RPC_CALLER_CLIENT)                                              \
+    X(GET_MANIFEST, disp_get_manifest, 1, SPW_RPC_CALLER_CLIENT | SPW_RPC_CALLER_WORKER)                      \
+    X(CANCEL_JOB, disp_cancel_job, 0, SPW_RPC_CALLER_CLIENT)
+
+/* One handler per method, in the lib/rpc unary shape: request bytes in, *resp (malloc'd) out, a gRPC status
+ * returned, with its message in msg. */
+#define DISP_HANDLER_PROTO(ID, fn, slow, callers)                                                              \
+    int fn(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg, size_t msglen);
+DISP_METHODS(DISP_HANDLER_PROTO)
+#undef DISP_HANDLER_PROTO
 
 #endif

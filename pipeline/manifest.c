@@ -14,6 +14,7 @@
 #include <zstd.h>
 
 #include "lib/err.h"
+#include "lib/methods.h"
 #include "lib/rpc.h"
 #include "pipeline/brace.h"
 #include "proto/spillway.pb-c.h"
@@ -299,7 +300,7 @@ int spw_manifest_fetch(struct spw_rpc_channel *ch, uint64_t job, const struct Pr
         req.max_workers = plan_ahead_workers > 0 ? plan_ahead_workers : 0;
         ProtobufCMessage *reply = NULL;
         char msg[512] = "";
-        const int st = spw_rpc_call_reply(ch, "/spillway.v1.Dispatcher/GetManifest", &req.base,
+        const int st = spw_rpc_call_reply(ch, SPW_PATH(GET_MANIFEST), &req.base,
                                           got ? 60000 : first_timeout_ms, &spillway__v1__get_manifest_response__descriptor,
                                           &reply, msg, sizeof msg);
         const Spillway__V1__GetManifestResponse *m = (const Spillway__V1__GetManifestResponse *)reply;

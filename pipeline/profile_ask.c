@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 
+#include "lib/methods.h"
 #include "lib/parallel.h"
 #include "lib/rpc.h"
 #include "pipeline/plan_proto.h"
@@ -34,7 +35,7 @@ static void ask_one(void *ctx, int i)
     pr.pipeline = (Spillway__V1__Pipeline *)r->pipe;
     pr.samples = r->samples;
     ProtobufCMessage *reply = NULL;
-    a->status = spw_rpc_call_reply(ch, "/spillway.v1.Worker/Profile", &pr.base, r->timeout_ms,
+    a->status = spw_rpc_call_reply(ch, SPW_PATH(PROFILE), &pr.base, r->timeout_ms,
                                    &spillway__v1__profile_response__descriptor, &reply, a->msg, sizeof a->msg);
     spw_rpc_channel_destroy(ch);
     if (reply && spw_plan_worker_from_proto((Spillway__V1__ProfileResponse *)reply, r->n_cuts, &a->w, a->bytes) == 0)

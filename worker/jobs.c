@@ -16,6 +16,7 @@
 #include "lib/err.h"
 #include "lib/heap.h"
 #include "lib/log.h"
+#include "lib/methods.h"
 #include "pipeline/backend.h"
 #include "pipeline/compress.h"
 #include "pipeline/element.h"
@@ -409,7 +410,7 @@ static int lease(struct job *jb, Spillway__V1__Lease *out, int want)
     uint8_t *resp = NULL;
     size_t len = 0;
     char msg[256];
-    int st = spw_rpc_call_msg(jb->owner->ch, "/spillway.v1.Dispatcher/LeaseSplit", &req.base, 3000, &resp, &len,
+    int st = spw_rpc_call_msg(jb->owner->ch, SPW_PATH(LEASE_SPLIT), &req.base, 3000, &resp, &len,
                               msg, sizeof msg);
     if (st != SPW_RPC_OK) {
         free(resp);

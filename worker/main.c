@@ -19,6 +19,7 @@
 #include "lib/health.h"
 #include "lib/heap.h"
 #include "lib/log.h"
+#include "lib/methods.h"
 #include "lib/metrics.h"
 #include "lib/metrics_http.h"
 #include "lib/rpc.h"
@@ -243,14 +244,14 @@ int main(int argc, char **argv)
         spw_log(SPW_LOG_ERROR, "worker", "cannot set up job serving");
         goto out;
     }
-    spw_rpc_server_add_stream(srv, "/spillway.v1.Worker/StreamElements", wrk_jobs_stream, jobs);
+    spw_rpc_server_add_stream(srv, SPW_PATH(STREAM_ELEMENTS), wrk_jobs_stream, jobs);
     static struct wrk_profile_opts profile_opts;
     profile_opts.threads = threads;
     profile_opts.gpu = gpu;
-    spw_rpc_server_add_unary_slow(srv, "/spillway.v1.Worker/Profile", wrk_profile, &profile_opts);
+    spw_rpc_server_add_unary_slow(srv, SPW_PATH(PROFILE), wrk_profile, &profile_opts);
     /* Clients profile workers while they plan, and so does the dispatcher when it re-plans. */
-    spw_rpc_server_set_callers(srv, "/spillway.v1.Worker/Profile", SPW_RPC_CALLER_CLIENT | SPW_RPC_CALLER_WORKER);
-    spw_rpc_server_add_stream(srv, "/spillway.v1.Worker/Probe", wrk_probe, NULL);
+    spw_rpc_server_set_callers(srv, SPW_PATH(PROFILE), SPW_RPC_CALLER_CLIENT | SPW_RPC_CALLER_WORKER);
+    spw_rpc_server_add_stream(srv, SPW_PATH(PROBE), wrk_probe, NULL);
     spw_health_add(srv, &g_health);
     int port = 0;
     if (spw_rpc_server_start(srv, &port) != 0) {

@@ -13,6 +13,7 @@
 #include "lib/clock.h"
 #include "lib/heap.h"
 #include "lib/log.h"
+#include "lib/methods.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
 #include "proto/spillway.pb-c.h"
@@ -79,7 +80,7 @@ static bool register_worker(struct wrk_registration *r)
         uint8_t *resp = NULL;
         size_t len = 0;
         char msg[256] = "";
-        int st = call(r, "/spillway.v1.Dispatcher/RegisterWorker", &req.base, &resp, &len, msg, sizeof msg);
+        int st = call(r, SPW_PATH(REGISTER_WORKER), &req.base, &resp, &len, msg, sizeof msg);
         Spillway__V1__RegisterWorkerResponse *out =
             st == SPW_RPC_OK ? spillway__v1__register_worker_response__unpack(NULL, len, resp) : NULL;
         free(resp);
@@ -177,7 +178,7 @@ static void *thread_main(void *arg)
         uint8_t *resp = NULL;
         size_t len = 0;
         char msg[256] = "";
-        int st = call(r, "/spillway.v1.Dispatcher/WorkerHeartbeat", &req.base, &resp, &len, msg, sizeof msg);
+        int st = call(r, SPW_PATH(WORKER_HEARTBEAT), &req.base, &resp, &len, msg, sizeof msg);
         if (st == SPW_RPC_OK) {
             Spillway__V1__WorkerHeartbeatResponse *out = spillway__v1__worker_heartbeat_response__unpack(NULL, len, resp);
             if (out && !out->tasks_unchanged) {     /* a whole list: it replaces the one held */

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "lib/direct.h"
+#include "lib/methods.h"
 #include "lib/rpc.h"
 #include "pipeline/wire.h"
 #include "proto/spillway.pb-c.h"
@@ -181,7 +182,7 @@ static int server(const char *mode)
             fprintf(stderr, "%s\n", err);
             return 1;
         }
-        spw_rpc_server_add_stream(srv, "/spillway.v1.Worker/StreamElements", serve_stream, dl);
+        spw_rpc_server_add_stream(srv, SPW_PATH(STREAM_ELEMENTS), serve_stream, dl);
         int port;
         spw_rpc_server_start(srv, &port);
         printf("listening on 127.0.0.1:%d\n", port);
@@ -245,7 +246,7 @@ static void *receive_stream(void *arg)
         r->failed = 1;
         return NULL;
     }
-    if (spw_rpc_stream_open(own ? own : r->ch, "/spillway.v1.Worker/StreamElements", 0, &st)) {
+    if (spw_rpc_stream_open(own ? own : r->ch, SPW_PATH(STREAM_ELEMENTS), 0, &st)) {
         r->failed = 1;
         return NULL;
     }

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "lib/clock.h"
+#include "lib/methods.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
 #include "proto/spillway.pb-c.h"
@@ -127,7 +128,7 @@ static int register_worker(struct sim_worker *w, int k, struct stat_set *st)
     r.build = "disp_load";
     Spillway__V1__RegisterWorkerResponse *o = NULL;
     int64_t t0 = spw_now_ns();
-    int rc = spw_rpc_call_reply(w->ch, "/spillway.v1.Dispatcher/RegisterWorker", &r.base, RPC_TIMEOUT_MS,
+    int rc = spw_rpc_call_reply(w->ch, SPW_PATH(REGISTER_WORKER), &r.base, RPC_TIMEOUT_MS,
                                 &spillway__v1__register_worker_response__descriptor, (ProtobufCMessage **)&o, NULL, 0);
     record(st, rc, t0);
     if (rc != SPW_RPC_OK)
@@ -160,7 +161,7 @@ static void worker_heartbeat(struct sim_worker *w, int64_t now, struct stat_set 
     r.tasks_digest = w->tasks_digest;       /* as workers do: the whole list only when it changed */
     Spillway__V1__WorkerHeartbeatResponse *o = NULL;
     int64_t t0 = spw_now_ns();
-    int rc = spw_rpc_call_reply(w->ch, "/spillway.v1.Dispatcher/WorkerHeartbeat", &r.base, RPC_TIMEOUT_MS,
+    int rc = spw_rpc_call_reply(w->ch, SPW_PATH(WORKER_HEARTBEAT), &r.base, RPC_TIMEOUT_MS,
                                 &spillway__v1__worker_heartbeat_response__descriptor, (ProtobufCMessage **)&o, NULL,
                                 0);
     record(st, rc, t0);
@@ -199,7 +200,7 @@ static void lease(struct sim_worker *w, struct sim_job *j, int64_t now, struct s
     r.max_splits = LEASE_AHEAD - j->n_held;
     Spillway__V1__LeaseSplitResponse *o = NULL;
     int64_t t0 = spw_now_ns();
-    int rc = spw_rpc_call_reply(w->ch, "/spillway.v1.Dispatcher/LeaseSplit", &r.base, RPC_TIMEOUT_MS,
+    int rc = spw_rpc_call_reply(w->ch, SPW_PATH(LEASE_SPLIT), &r.base, RPC_TIMEOUT_MS,
                                 &spillway__v1__lease_split_response__descriptor, (ProtobufCMessage **)&o, NULL, 0);
     record(st, rc, t0);
     int wait_ms = g_idle_ms;
@@ -270,7 +271,7 @@ static int64_t step_client(struct client *c, int64_t now, struct stat_set *st)
     r.workers_digest = c->workers_digest;
     Spillway__V1__ClientHeartbeatResponse *o = NULL;
     int64_t t0 = spw_now_ns();
-    int rc = spw_rpc_call_reply(c->ch, "/spillway.v1.Dispatcher/ClientHeartbeat", &r.base, RPC_TIMEOUT_MS,
+    int rc = spw_rpc_call_reply(c->ch, SPW_PATH(CLIENT_HEARTBEAT), &r.base, RPC_TIMEOUT_MS,
                                 &spillway__v1__client_heartbeat_response__descriptor, (ProtobufCMessage **)&o, NULL,
                                 0);
     record(st, rc, t0);
@@ -345,7 +346,7 @@ static int create_job(struct client *c, const char *data, int split_size, bool p
     Spillway__V1__CreateJobResponse *o = NULL;
     char msg[512] = "";
     int64_t t0 = spw_now_ns();
-    int rc = spw_rpc_call_reply(c->ch, "/spillway.v1.Dispatcher/CreateJob", &r.base, 120000,
+    int rc = spw_rpc_call_reply(c->ch, SPW_PATH(CREATE_JOB), &r.base, 120000,
                                 &spillway__v1__create_job_response__descriptor, (ProtobufCMessage **)&o, msg,
                                 sizeof msg);
     record(st, rc, t0);
@@ -395,7 +396,7 @@ static int alive_workers(void)
     Spillway__V1__ListWorkersRequest r = SPILLWAY__V1__LIST_WORKERS_REQUEST__INIT;
     Spillway__V1__ListWorkersResponse *o = NULL;
     int alive = -1;
-    if (spw_rpc_call_reply(ch, "/spillway.v1.Dispatcher/ListWorkers", &r.base, 30000,
+    if (spw_rpc_call_reply(ch, SPW_PATH(LIST_WORKERS), &r.base, 30000,
                            &spillway__v1__list_workers_response__descriptor, (ProtobufCMessage **)&o, NULL,
                            0) == SPW_RPC_OK) {
         alive = 0;

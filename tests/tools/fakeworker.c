@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "lib/direct.h"
+#include "lib/methods.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
 #include "pipeline/fusion.h"
@@ -279,8 +280,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "fakeworker: %s\n", err);
         return 1;
     }
-    spw_rpc_server_add_stream(srv, "/spillway.v1.Worker/StreamElements", serve, NULL);
-    spw_rpc_server_add_unary_slow(srv, "/spillway.v1.Worker/Profile", profile, NULL);
+    spw_rpc_server_add_stream(srv, SPW_PATH(STREAM_ELEMENTS), serve, NULL);
+    spw_rpc_server_add_unary_slow(srv, SPW_PATH(PROFILE), profile, NULL);
     int port = 0;
     spw_rpc_server_start(srv, &port);
     printf("listening on 127.0.0.1:%d\n", port);
@@ -296,7 +297,7 @@ int main(int argc, char **argv)
     uint8_t *resp = NULL;
     size_t len = 0;
     uint64_t id = 0, secret = 0;
-    if (spw_rpc_call_msg(disp, "/spillway.v1.Dispatcher/RegisterWorker", &rq.base, 5000, &resp, &len, err,
+    if (spw_rpc_call_msg(disp, SPW_PATH(REGISTER_WORKER), &rq.base, 5000, &resp, &len, err,
                          sizeof err) == SPW_RPC_OK) {
         Spillway__V1__RegisterWorkerResponse *r = spillway__v1__register_worker_response__unpack(NULL, len, resp);
         id = r ? r->worker_id : 0;
@@ -314,7 +315,7 @@ int main(int argc, char **argv)
         hb.worker_id = id;
         hb.secret = secret;
         resp = NULL;
-        spw_rpc_call_msg(disp, "/spillway.v1.Dispatcher/WorkerHeartbeat", &hb.base, 5000, &resp, &len, NULL, 0);
+        spw_rpc_call_msg(disp, SPW_PATH(WORKER_HEARTBEAT), &hb.base, 5000, &resp, &len, NULL, 0);
         free(resp);
         usleep(100 * 1000);
     }

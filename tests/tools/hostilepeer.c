@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "lib/clock.h"
+#include "lib/methods.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
 #include "pipeline/spec.h"
@@ -33,7 +34,7 @@
 static int stream(struct spw_rpc_channel *ch, uint64_t job)
 {
     struct spw_rpc_stream *st;
-    if (spw_rpc_stream_open(ch, "/spillway.v1.Worker/StreamElements", 20000, &st) != 0)
+    if (spw_rpc_stream_open(ch, SPW_PATH(STREAM_ELEMENTS), 20000, &st) != 0)
         return 1;
     Spillway__V1__StreamRequest req = SPILLWAY__V1__STREAM_REQUEST__INIT;
     uint8_t buf[64];
@@ -69,7 +70,7 @@ static int idle_streams(struct spw_rpc_channel *ch, int n)
     int64_t held_max = 0;
     for (int i = 0; i < n; i++) {
         opened[i] = spw_now_ms();
-        if (spw_rpc_stream_open(ch, "/spillway.v1.Worker/StreamElements", 20000, &st[i]) != 0)
+        if (spw_rpc_stream_open(ch, SPW_PATH(STREAM_ELEMENTS), 20000, &st[i]) != 0)
             return 1;
     }
     for (int i = 0; i < n; i++) {       /* one after another: each ends by itself (or at 15 s, cancelled) */
@@ -100,7 +101,7 @@ static int get_manifest(struct spw_rpc_channel *ch, uint64_t job, Spillway__V1__
     req.pipeline = pipe;
     ProtobufCMessage *reply = NULL;
     char msg[512] = "";
-    int st = spw_rpc_call_reply(ch, "/spillway.v1.Dispatcher/GetManifest", &req.base, 30000,
+    int st = spw_rpc_call_reply(ch, SPW_PATH(GET_MANIFEST), &req.base, 30000,
                                 &spillway__v1__get_manifest_response__descriptor, &reply, msg, sizeof msg);
     const Spillway__V1__GetManifestResponse *m = (const Spillway__V1__GetManifestResponse *)reply;
     printf("status=%s msg=%s total=%llu samples=%lld\n", spw_rpc_status_name(st), msg,
@@ -125,7 +126,7 @@ static int ahead_flood(struct spw_rpc_channel *ch, Spillway__V1__Pipeline *pipe,
         req.plan_ahead = 1;
         ProtobufCMessage *reply = NULL;
         char msg[512] = "";
-        const int st = spw_rpc_call_reply(ch, "/spillway.v1.Dispatcher/GetManifest", &req.base, 30000,
+        const int st = spw_rpc_call_reply(ch, SPW_PATH(GET_MANIFEST), &req.base, 30000,
                                           &spillway__v1__get_manifest_response__descriptor, &reply, msg, sizeof msg);
         ok += st == SPW_RPC_OK;
         if (st != SPW_RPC_OK)
@@ -198,9 +199,9 @@ int main(int argc, char **argv)
         cj.protocol_version = SPW_PROTOCOL_VERSION;
         cj.build = "hostilepeer";
     }
-    const char *method = !strcmp(argv[2], "heartbeat") ? "/spillway.v1.Dispatcher/ClientHeartbeat"
-                         : !strcmp(argv[2], "lease")   ? "/spillway.v1.Dispatcher/LeaseSplit"
-                                                       : "/spillway.v1.Dispatcher/CreateJob";
+    const char *method = !strcmp(argv[2], "heartbeat") ? SPW_PATH(CLIENT_HEARTBEAT)
+                         : !strcmp(argv[2], "lease")   ? SPW_PATH(LEASE_SPLIT)
+                                                       : SPW_PATH(CREATE_JOB);
     const ProtobufCMessage *req = !strcmp(argv[2], "heartbeat") ? &hb.base
                                   : !strcmp(argv[2], "lease")   ? &lr.base
                                                                 : &cj.base;

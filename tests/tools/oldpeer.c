@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/methods.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
 #include "proto/spillway.pb-c.h"
@@ -56,7 +57,7 @@ int main(int argc, char **argv)
     uint8_t *resp = NULL;
     size_t len = 0;
     char msg[512] = "";
-    int st = spw_rpc_call_msg(ch, create ? "/spillway.v1.Dispatcher/CreateJob" : "/spillway.v1.Dispatcher/RegisterWorker",
+    int st = spw_rpc_call_msg(ch, create ? SPW_PATH(CREATE_JOB) : SPW_PATH(REGISTER_WORKER),
                               create ? &cj.base : &reg.base, 10000, &resp, &len, msg, sizeof msg);
     printf("status=%s msg=%s\n", spw_rpc_status_name(st), msg);
     free(resp);

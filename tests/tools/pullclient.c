@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "lib/clock.h"
+#include "lib/methods.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
 #include "pipeline/spec.h"
@@ -94,7 +95,7 @@ static void *receiver(void *arg)
     struct spw_rpc_stream *st;
     if (spw_rpc_channel_create(sa->addr, NULL, &ch) != 0)
         return NULL;
-    if (spw_rpc_stream_open(ch, "/spillway.v1.Worker/StreamElements", 0, &st) != 0) {
+    if (spw_rpc_stream_open(ch, SPW_PATH(STREAM_ELEMENTS), 0, &st) != 0) {
         spw_rpc_channel_destroy(ch);
         return NULL;
     }
@@ -183,7 +184,7 @@ int main(int argc, char **argv)
     cj.incarnation = 1;
     uint8_t *resp;
     size_t len;
-    int st = spw_rpc_call_msg(disp, "/spillway.v1.Dispatcher/CreateJob", &cj.base, 10000, &resp, &len, err,
+    int st = spw_rpc_call_msg(disp, SPW_PATH(CREATE_JOB), &cj.base, 10000, &resp, &len, err,
                               sizeof err);
     if (st != SPW_RPC_OK) {
         fprintf(stderr, "pullclient: CreateJob: %s: %s\n", spw_rpc_status_name(st), err);
@@ -222,7 +223,7 @@ int main(int argc, char **argv)
         pthread_mutex_lock(&g_mu);            /* the ack list is read while packing */
         hb.n_acked = g_n_acks;
         hb.acked = g_acks;
-        st = spw_rpc_call_msg(disp, "/spillway.v1.Dispatcher/ClientHeartbeat", &hb.base, 5000, &resp, &len, err,
+        st = spw_rpc_call_msg(disp, SPW_PATH(CLIENT_HEARTBEAT), &hb.base, 5000, &resp, &len, err,
                               sizeof err);
         pthread_mutex_unlock(&g_mu);
         if (st == SPW_RPC_OK) {

@@ -14,7 +14,10 @@
 #include "dispatcher/profile_ahead.h"
 #include "dispatcher/service.h"
 #include "lib/clock.h"
+#include "lib/methods.h"
+#include "lib/rpc.h"
 #include "lib/version.h"
+#include "proto/spillway.pb-c.h"
 #include "proto/spillway.pb-c.h"
 
 #define FIX "tests/data/fixtures/"
@@ -477,6 +480,34 @@ START_TEST(test_service_profiles_asked_ahead_are_taken_once)
 }
 END_TEST
 
+/* The one method list (lib/methods.h) is the proto's two services, method for method, and the dispatcher's
+ * list (DISP_METHODS) registers each Dispatcher method once and nothing else. */
+START_TEST(test_service_method_lists_are_the_protos)
+{
+    const ProtobufCServiceDescriptor *services[] = {&spillway__v1__dispatcher__descriptor,
+                                                    &spillway__v1__worker__descriptor};
+    int n = 0;
+    for (size_t s = 0; s < 2; s++) {
+        for (unsigned i = 0; i < services[s]->n_methods; i++, n++) {
+            char path[128];
+            snprintf(path, sizeof path, "/spillway.v1.%s/%s", services[s]->short_name, services[s]->methods[i].name);
+            int found = 0;
+            for (int m = 0; m < SPW_METHOD_COUNT; m++)
+                found += !strcmp(spw_method_path((enum spw_method)m), path);
+            ck_assert_msg(found == 1, "%s is in lib/methods.h %d times", path, found);
+        }
+    }
+    ck_assert_int_eq(n, SPW_METHOD_COUNT);
+    ck_assert_ptr_null(spw_method_path(SPW_METHOD_COUNT));
+    int registered[SPW_METHOD_COUNT] = {0};
+#define COUNT(ID, fn, slow, callers) registered[SPW_M_##ID]++;
+    DISP_METHODS(COUNT)
+#undef COUNT
+    for (int m = 0; m < SPW_METHOD_COUNT; m++)
+        ck_assert_int_eq(registered[m], !strncmp(spw_method_path((enum spw_method)m), "/spillway.v1.Dispatcher/", 24));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("service");
@@ -488,6 +519,7 @@ int main(void)
     tcase_add_test(tc, test_service_client_heartbeat_sends_workers_only_when_changed);
     tcase_add_test(tc, test_service_bad_requests_say_what_is_wrong);
     tcase_add_test(tc, test_service_profiles_asked_ahead_are_taken_once);
+    tcase_add_test(tc, test_service_method_lists_are_the_protos);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/methods.h"
 #include "lib/rpc.h"
 #include "pipeline/fusion.h"
 #include "pipeline/spec.h"
@@ -116,7 +117,7 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
     int rc;
     if (!strcmp(what, "workers")) {
         Spillway__V1__ListWorkersRequest req = SPILLWAY__V1__LIST_WORKERS_REQUEST__INIT;
-        if ((rc = call(target, token, "/spillway.v1.Dispatcher/ListWorkers", &req.base, timeout_ms, &resp, &len)))
+        if ((rc = call(target, token, SPW_PATH(LIST_WORKERS), &req.base, timeout_ms, &resp, &len)))
             return rc;
         Spillway__V1__ListWorkersResponse *r = spillway__v1__list_workers_response__unpack(NULL, len, resp);
         free(resp);
@@ -158,7 +159,7 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
     }
     if (!strcmp(what, "jobs")) {
         Spillway__V1__ListJobsRequest req = SPILLWAY__V1__LIST_JOBS_REQUEST__INIT;
-        if ((rc = call(target, token, "/spillway.v1.Dispatcher/ListJobs", &req.base, timeout_ms, &resp, &len)))
+        if ((rc = call(target, token, SPW_PATH(LIST_JOBS), &req.base, timeout_ms, &resp, &len)))
             return rc;
         Spillway__V1__ListJobsResponse *r = spillway__v1__list_jobs_response__unpack(NULL, len, resp);
         free(resp);
@@ -191,7 +192,7 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
             return 2;
         Spillway__V1__CancelJobRequest req = SPILLWAY__V1__CANCEL_JOB_REQUEST__INIT;
         req.job = id;
-        if ((rc = call(target, token, "/spillway.v1.Dispatcher/CancelJob", &req.base, timeout_ms, &resp, &len)))
+        if ((rc = call(target, token, SPW_PATH(CANCEL_JOB), &req.base, timeout_ms, &resp, &len)))
             return rc;
         Spillway__V1__CancelJobResponse *r = spillway__v1__cancel_job_response__unpack(NULL, len, resp);
         free(resp);
@@ -209,7 +210,7 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
         if (spw_ctl_job_id(job_id, "job", &id))
             return 2;
         Spillway__V1__ListWorkersRequest wreq = SPILLWAY__V1__LIST_WORKERS_REQUEST__INIT;
-        if (call(target, token, "/spillway.v1.Dispatcher/ListWorkers", &wreq.base, timeout_ms, &resp, &len) == 0) {
+        if (call(target, token, SPW_PATH(LIST_WORKERS), &wreq.base, timeout_ms, &resp, &len) == 0) {
             Spillway__V1__ListWorkersResponse *wr = spillway__v1__list_workers_response__unpack(NULL, len, resp);
             for (size_t i = 0; wr && i < wr->n_workers && g_n_gpu_workers < 256; i++)
                 if (wr->workers[i]->gpu && *wr->workers[i]->gpu)
@@ -220,7 +221,7 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
         }
         Spillway__V1__DescribeJobRequest req = SPILLWAY__V1__DESCRIBE_JOB_REQUEST__INIT;
         req.job = id;
-        if ((rc = call(target, token, "/spillway.v1.Dispatcher/DescribeJob", &req.base, timeout_ms, &resp, &len)))
+        if ((rc = call(target, token, SPW_PATH(DESCRIBE_JOB), &req.base, timeout_ms, &resp, &len)))
             return rc;
         Spillway__V1__DescribeJobResponse *r = spillway__v1__describe_job_response__unpack(NULL, len, resp);
         free(resp);
@@ -325,7 +326,7 @@ int spw_inspect_profile(const char *worker, const char *auth_token, const char *
     req.samples = samples;
     uint8_t *resp = NULL;
     size_t len = 0;
-    int rc = call(worker, auth_token, "/spillway.v1.Worker/Profile", &req.base, timeout_ms, &resp, &len);
+    int rc = call(worker, auth_token, SPW_PATH(PROFILE), &req.base, timeout_ms, &resp, &len);
     spw_spec_proto_free(pipe);
     Spillway__V1__ProfileResponse *r = rc ? NULL : spillway__v1__profile_response__unpack(NULL, len, resp);
     free(resp);

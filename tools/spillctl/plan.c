@@ -17,6 +17,7 @@
 #include "client/probe.h"
 #include "lib/cpulimit.h"
 #include "lib/err.h"
+#include "lib/methods.h"
 #include "lib/rpc.h"
 #include "pipeline/fusion.h"
 #include "pipeline/plan_proto.h"
@@ -196,7 +197,7 @@ int spw_explain_cli(const char *dispatcher, const char *auth_token, const char *
     req.job = id;
     ProtobufCMessage *reply;
     char msg[512] = "";
-    int st = spw_rpc_call_reply(ch, "/spillway.v1.Dispatcher/DescribeJob", &req.base, timeout_ms,
+    int st = spw_rpc_call_reply(ch, SPW_PATH(DESCRIBE_JOB), &req.base, timeout_ms,
                                 &spillway__v1__describe_job_response__descriptor, &reply, msg, sizeof msg);
     spw_rpc_channel_destroy(ch);
     Spillway__V1__DescribeJobResponse *r = (Spillway__V1__DescribeJobResponse *)reply;

@@ -14,6 +14,7 @@
 
 #include "tools/spillctl/inspect.h"
 #include "lib/clock.h"
+#include "lib/methods.h"
 #include "proto/spillway.pb-c.h"
 
 #define MAX_JOBS 32             /* described per view */
@@ -87,11 +88,11 @@ static int view(FILE *f, const char *target, const char *token, uint64_t only, i
     size_t len = 0;
     Spillway__V1__ListWorkersRequest wreq = SPILLWAY__V1__LIST_WORKERS_REQUEST__INIT;
     Spillway__V1__ListJobsRequest jreq = SPILLWAY__V1__LIST_JOBS_REQUEST__INIT;
-    if (spw_inspect_call(target, token, "/spillway.v1.Dispatcher/ListWorkers", &wreq.base, timeout_ms, &resp, &len))
+    if (spw_inspect_call(target, token, SPW_PATH(LIST_WORKERS), &wreq.base, timeout_ms, &resp, &len))
         return 1;
     Spillway__V1__ListWorkersResponse *w = spillway__v1__list_workers_response__unpack(NULL, len, resp);
     free(resp);
-    if (!w || spw_inspect_call(target, token, "/spillway.v1.Dispatcher/ListJobs", &jreq.base, timeout_ms, &resp,
+    if (!w || spw_inspect_call(target, token, SPW_PATH(LIST_JOBS), &jreq.base, timeout_ms, &resp,
                                &len)) {
         if (w)
             spillway__v1__list_workers_response__free_unpacked(w, NULL);
@@ -107,7 +108,7 @@ static int view(FILE *f, const char *target, const char *token, uint64_t only, i
             continue;
         Spillway__V1__DescribeJobRequest req = SPILLWAY__V1__DESCRIBE_JOB_REQUEST__INIT;
         req.job = j->job;
-        if (spw_inspect_call(target, token, "/spillway.v1.Dispatcher/DescribeJob", &req.base, timeout_ms, &resp, &len))
+        if (spw_inspect_call(target, token, SPW_PATH(DESCRIBE_JOB), &req.base, timeout_ms, &resp, &len))
             continue;
         d[n] = spillway__v1__describe_job_response__unpack(NULL, len, resp);
         free(resp);
