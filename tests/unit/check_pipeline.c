@@ -492,18 +492,26 @@ END_TEST
 
 /* With per-group counters (a worker's metrics) spw_produce runs the groups one by one: the same element, and
  * each group's elements and CPU counted. */
-START_TEST(test_produce_counts_cpu_per_group)
+/* The test folder through decode_jpeg, resize [20, 24], invert and to_tensor: its spec, source and context. */
+static struct spw_pipeline_spec *invert_pipeline(struct spw_source **src, struct spw_element_ctx *ctx)
 {
     make_folder(g_root);
     struct spw_pipeline_spec *s = spec_of(
         "{\"source\":{\"format\":\"image_folder\",\"path\":\"%s\",\"shuffle\":false},\"ops\":[{\"op\":\"decode_jpeg\"},"
         "{\"op\":\"resize\",\"size\":[20,24]},{\"op\":\"invert\"},{\"op\":\"to_tensor\"}],\"batch\":{\"size\":2}}",
         g_root);
-    struct spw_source *src;
     char err[512];
-    ck_assert_int_eq(spw_source_open(&s->source, &src, err, sizeof err), 0);
+    ck_assert_msg(spw_source_open(&s->source, src, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(spw_element_ctx_init(ctx, s), 0);
+    return s;
+}
+
+START_TEST(test_produce_counts_cpu_per_group)
+{
+    struct spw_source *src;
     struct spw_element_ctx ctx;
-    ck_assert_int_eq(spw_element_ctx_init(&ctx, s), 0);
+    char err[512];
+    struct spw_pipeline_spec *s = invert_pipeline(&src, &ctx);
     ck_assert_int_ge(ctx.n_groups, 2);
     int64_t ns[8] = {0}, n[8] = {0};
     struct spw_producer plain = {.spec = s, .src = src, .ctx = &ctx, .component = "test"};
@@ -534,16 +542,10 @@ END_TEST
  * A borrowed value is copied before an op changes it. */
 START_TEST(test_produce_partial_run_writes_through_dest)
 {
-    make_folder(g_root);
-    struct spw_pipeline_spec *s = spec_of(
-        "{\"source\":{\"format\":\"image_folder\",\"path\":\"%s\",\"shuffle\":false},\"ops\":[{\"op\":\"decode_jpeg\"},"
-        "{\"op\":\"resize\",\"size\":[20,24]},{\"op\":\"invert\"},{\"op\":\"to_tensor\"}],\"batch\":{\"size\":2}}",
-        g_root);
     struct spw_source *src;
-    char err[512];
-    ck_assert_int_eq(spw_source_open(&s->source, &src, err, sizeof err), 0);
     struct spw_element_ctx ctx;
-    ck_assert_int_eq(spw_element_ctx_init(&ctx, s), 0);
+    char err[512];
+    struct spw_pipeline_spec *s = invert_pipeline(&src, &ctx);
     ck_assert_int_eq(ctx.n_groups, 3);         /* decode+resize | invert | to_tensor */
     struct spw_producer p = {.spec = s, .src = src, .ctx = &ctx, .component = "test"};
     uint8_t *room = malloc(20 * 24 * 3);
