@@ -59,7 +59,9 @@ check "on the workers only (--cut all): exit 0" test $? -eq 0
 check "... the same batches, byte for byte, as in-process" same_dump remote local
 remote_count() { sed -n 's/.*"remote": \([0-9]*\).*/\1/p' "$WORK/$1.json"; }
 check "... all 82 elements made by the workers ($(remote_count remote))" test "$(remote_count remote)" -eq 82
-run hybrid "$WORK/p-rng.json" --cut all --local-cores 1
+# at the pace of a trainer (40 elements/s): the trainer's own thread, 32 elements per helper round trip, would
+# otherwise make all 82 before the workers' helpers have started
+run hybrid "$WORK/p-rng.json" --cut all --local-cores 1 --consume-rate 40
 check "shared by the trainer and the workers: exit 0" test $? -eq 0
 check "... the same batches, byte for byte" same_dump hybrid local
 check "... some made by the workers, some by the trainer ($(remote_count hybrid) remote)" \
