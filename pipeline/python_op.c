@@ -550,6 +550,14 @@ static void answer(struct item *it, int rc)
     it->answered = true;
 }
 
+/* Every item of u[0..m) fails with rc: "ops[I] python FUNCTION: why". */
+static void fail_all(struct item *const *u, int m, int rc, const char *why)
+{
+    for (int j = 0; j < m; j++)
+        answer(u[j], spw_fail(u[j]->call->err, u[j]->call->errlen, rc, "ops[%d] python %s: %s", u[j]->call->index,
+                              u[j]->call->op->function, why));
+}
+
 /* The helper is running (started when it is not); else every unanswered item fails with why. */
 static bool have_helper(struct helper *h, struct item *const *u, int m)
 {
@@ -569,9 +577,8 @@ static bool have_helper(struct helper *h, struct item *const *u, int m)
         rc = start(h, h->start_error, sizeof h->start_error);
         h->failed_start_ms = rc ? spw_now_ms() : 0;
     }
-    for (int j = 0; j < m && rc; j++)
-        answer(u[j], spw_fail(u[j]->call->err, u[j]->call->errlen, rc, "ops[%d] python %s: %s", u[j]->call->index,
-                              u[j]->call->op->function, h->start_error));
+    if (rc)
+        fail_all(u, m, rc, h->start_error);
     return rc == 0;
 }
 
@@ -605,20 +612,16 @@ static void round_trip(struct helper *h, struct item *const *u, int m)
     struct spw_op_call *call = u[0]->call;
     size_t out_off, len;
     int rc = put_inputs(h, u, m, &out_off);
-    if (rc != 0) {
-        helper_stop(h);
-        for (int j = 0; j < m; j++)
-            answer(u[j], spw_fail(u[j]->call->err, u[j]->call->errlen, rc == -ENOMEM ? -ENOMEM : SPW_EUSER,
-                                  "ops[%d] python: cannot place %d elements in shared memory: %s", call->index, m,
-                                  strerror(-rc)));
+    if (rc != 0) {              /* the room outlives helpers: this one stays */
+        char why[160];
+        snprintf(why, sizeof why, "cannot place %d elements in shared memory: %s", m, strerror(-rc));
+        fail_all(u, m, rc == -ENOMEM ? -ENOMEM : SPW_EUSER, why);
         return;
     }
     __atomic_store_n((int64_t *)h->map, -1, __ATOMIC_RELEASE);
     char *req = request(h, u, m, out_off, &len);
     if (!req) {
-        for (int j = 0; j < m; j++)
-            answer(u[j], spw_fail(u[j]->call->err, u[j]->call->errlen, -ENOMEM, "ops[%d] python: out of memory",
-                                  call->index));
+        fail_all(u, m, -ENOMEM, "out of memory");
         return;
     }
     rc = write_all(h->sock, req, len);
@@ -695,9 +698,7 @@ static void run(struct spw_op_call *calls, struct spw_value *const *vs, int *rcs
             if (m == 0)
                 break;
             if (!h) {
-                for (int j = 0; j < m; j++)
-                    answer(u[j], spw_fail(u[j]->call->err, u[j]->call->errlen, -ENOMEM, "ops[%d] python: out of "
-                                          "memory", u[j]->call->index));
+                fail_all(u, m, -ENOMEM, "out of memory");
                 break;
             }
             if (have_helper(h, u, m))
