@@ -34,11 +34,4 @@ int disp_unary(void *svc, const ProtobufCMessageDescriptor *desc, disp_typed_fn 
         return disp_unary(svc, &(desc), fn, req, len, resp, resp_len, msg, msglen);                           \
     }
 
-struct disp_update;
-/* A durable update as a journal record (a packed JournalUpdate): malloc'd *out of *len bytes, or -ENOMEM. */
-int disp_update_encode(const struct disp_update *u, uint8_t **out, size_t *len);
-/* A journal record back into *u, whose strings, pipeline and splits point into *msg (free it with
- * protobuf_c_message_free_unpacked after applying u). Returns 0 or -EINVAL for bytes that are not one. */
-int disp_update_decode(const uint8_t *rec, size_t len, struct disp_update *u, ProtobufCMessage **msg);
-
 #endif

@@ -17,6 +17,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "dispatcher/journal_record.h"
 #include "dispatcher/progress.h"
 #include "dispatcher/service_internal.h"
 #include "dispatcher/state.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dispatcher/codec.h"
+#include "dispatcher/journal_record.h"
 #include "dispatcher/state.h"
 #include "lib/journal.h"
 #include "lib/log.h"

@@ -3,7 +3,8 @@
 # tests/data/fixtures/journal-flat (the flat JournalUpdate records of 2026-12-05; make.sh there says how it
 # was written) under today's dispatcher gives back its jobs as they stood - one finished, one ended (its
 # summary), one mid-epoch with 3 of 10 splits acked, waiting for its trainer - its worker, and its id floor
-# (a new job gets a higher id); the journal still dumps clean afterwards. Real processes on loopback; kills
+# (a new job gets a higher id); the journal still dumps clean afterwards, its old records in the flat form,
+# the new ones as one message per kind. Real processes on loopback; kills
 # all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
@@ -35,4 +36,11 @@ check "... with an id above the journal's floor (4)" \
 kill -9 "$D"; wait "$D" 2> /dev/null
 "$B/bin/spillctl" journal dump "$WORK/wd" > "$WORK/dump.txt" 2>&1
 check "the journal dumps clean after the new records" bash -c "tail -1 '$WORK/dump.txt' | grep -q ', clean'"
+"$B/bin/spillctl" journal dump "$WORK/wd" --json > "$WORK/dump.json" 2>&1
+check "its 10 old records read as the flat form, the new ones (a job's create, heartbeat, removal) as typed records" \
+  /usr/bin/python3 -c "import json,sys
+r=[json.loads(l) for l in open('$WORK/dump.json') if '\"record\"' in l]
+old, new = r[:10], r[10:]
+sys.exit(not (all(x['form'] == 'flat' for x in old) and len(new) >= 3 and all(x['form'] == 'typed' for x in new)
+  and {'CREATE_JOB', 'CLIENT_HEARTBEAT', 'REMOVE_JOB'} <= {x['kind'] for x in new}))"
 finish

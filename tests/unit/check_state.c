@@ -8,9 +8,11 @@
 
 #include "tests/unit/check_run.h"
 #include "dispatcher/codec.h"
+#include "dispatcher/journal_record.h"
 #include "dispatcher/state.h"
 #include "lib/err.h"
 #include "lib/rng.h"
+#include "proto/spillway.pb-c.h"
 
 static struct disp_state *S;
 static char err[256];
@@ -912,6 +914,98 @@ static void same_state(struct disp_state *a, struct disp_state *b)
     ck_assert_uint_eq(ja.job, jb.job);
 }
 
+/* An update of `kind` with every member set, to values no two members share. */
+static struct disp_update every_member(enum disp_update_kind kind)
+{
+    static const uint8_t pipe[] = {1, 2, 3, 4};
+    static const uint64_t splits[] = {5, 9, 13};
+    return (struct disp_update){.kind = kind, .worker = 11, .job = 12, .producer = 13, .manifest_hash = 14,
+                                .incarnation = 15, .now_ms = 16, .epoch = 17, .split = 18, .generation = 19,
+                                .n_samples = 20, .epochs = 21, .first_epoch = 22, .split_size = 23, .cut = 24,
+                                .world_size = 25, .rank = 26, .threads = 27, .max_workers = 28, .address = "a:1",
+                                .pipeline = pipe, .pipeline_len = sizeof pipe, .name = "nm", .client = "cl",
+                                .splits = splits, .n_splits = 3, .reason = "why", .secret = 29, .acked = 30,
+                                .pending = 31, .refusals = 32, .flags = 33, .buffered_bytes = 34};
+}
+
+static struct disp_update round_trip(const struct disp_update *u, ProtobufCMessage **m)
+{
+    uint8_t *rec;
+    size_t len;
+    struct disp_update v;
+    ck_assert_int_eq(disp_update_encode(u, &rec, &len), 0);
+    ck_assert_int_eq(disp_update_decode(rec, len, &v, m), 0);
+    free(rec);
+    return v;
+}
+
+START_TEST(test_journal_records_keep_each_kinds_members_and_read_the_flat_form)
+{
+    /* Every kind has a record message, and each keeps what its kind uses (dispatcher/state.h), no more. */
+    for (int k = DISP_REGISTER_WORKER; k <= DISP_RESTORE_ENDED; k++) {
+        ck_assert_msg(disp_update_record_of(k) != NULL, "kind %d has no record message", k);
+        const struct disp_update u = every_member((enum disp_update_kind)k);
+        ProtobufCMessage *m;
+        const struct disp_update v = round_trip(&u, &m);
+        ck_assert_int_eq(v.kind, k);
+        ck_assert_int_eq(v.producer, k == DISP_LEASE ? 13 : 0);
+        ck_assert_int_eq(v.secret, k == DISP_REGISTER_WORKER || k == DISP_CREATE_JOB ? 29 : 0);
+        ck_assert_int_eq(v.buffered_bytes, k == DISP_WORKER_HEARTBEAT ? 34 : 0);
+        protobuf_c_message_free_unpacked(m, NULL);
+    }
+    ProtobufCMessage *m;
+    struct disp_update c = every_member(DISP_CREATE_JOB), v = round_trip(&c, &m);
+    ck_assert(v.job == 12 && v.manifest_hash == 14 && v.n_samples == 20 && v.split_size == 23 && v.epochs == 21 &&
+              v.cut == 24 && v.world_size == 25 && v.max_workers == 28 && v.first_epoch == 22 && v.now_ms == 16);
+    ck_assert(v.pipeline_len == 4 && memcmp(v.pipeline, c.pipeline, 4) == 0);
+    ck_assert_str_eq(v.name, "nm");
+    ck_assert_str_eq(v.client, "cl");
+    ck_assert(v.address == NULL && v.reason == NULL && v.n_splits == 0 && v.rank == 0 && v.worker == 0);
+    protobuf_c_message_free_unpacked(m, NULL);
+    c = every_member(DISP_REGISTER_WORKER);
+    v = round_trip(&c, &m);
+    ck_assert(v.worker == 11 && v.threads == 27 && v.now_ms == 16 && v.job == 0);
+    ck_assert_str_eq(v.address, "a:1");
+    ck_assert_str_eq(v.name, "nm");     /* its GPU */
+    protobuf_c_message_free_unpacked(m, NULL);
+    c = every_member(DISP_CLIENT_RESUME);
+    v = round_trip(&c, &m);
+    ck_assert(v.job == 12 && v.rank == 26 && v.epoch == 17 && v.n_splits == 3 && v.splits[2] == 13);
+    protobuf_c_message_free_unpacked(m, NULL);
+    c = every_member(DISP_RESTORE_ENDED);
+    v = round_trip(&c, &m);
+    ck_assert(v.acked == 30 && v.pending == 31 && v.refusals == 32 && v.flags == 33 && v.epoch == 17 &&
+              v.pipeline == NULL);
+    protobuf_c_message_free_unpacked(m, NULL);
+
+    /* The previous release's flat record (a kind and the fields it used) reads as the same update. */
+    Spillway__V1__JournalUpdate flat = SPILLWAY__V1__JOURNAL_UPDATE__INIT;
+    flat.kind = DISP_CLIENT_RESUME;
+    flat.job = 12;
+    flat.rank = 26;
+    flat.epoch = 17;
+    flat.n_splits = 3;
+    flat.splits = (uint64_t[]){5, 9, 13};
+    uint8_t buf[128];
+    size_t len = spillway__v1__journal_update__pack(&flat, buf);
+    ck_assert_int_eq(disp_update_decode(buf, len, &v, &m), 0);
+    ck_assert(v.kind == DISP_CLIENT_RESUME && v.job == 12 && v.rank == 26 && v.epoch == 17 && v.n_splits == 3 &&
+              v.splits[1] == 9);
+    protobuf_c_message_free_unpacked(m, NULL);
+
+    /* No kind this release knows: refused, whichever form (and nothing to free). */
+    flat.kind = DISP_RESTORE_ENDED + 1;
+    len = spillway__v1__journal_update__pack(&flat, buf);
+    ck_assert_int_eq(disp_update_decode(buf, len, &v, &m), -EINVAL);
+    ck_assert_int_eq(disp_update_decode(buf, 0, &v, &m), -EINVAL);
+    static const uint8_t later[] = {0xfa, 0x02, 0x02, 0x08, 0x01};   /* field 47 (a later kind), length 2 */
+    ck_assert_int_eq(disp_update_decode(later, sizeof later, &v, &m), -EINVAL);
+    uint8_t *rec;
+    ck_assert_int_eq(disp_update_encode(&(struct disp_update){.kind = 0}, &rec, &len), -EINVAL);
+    ck_assert_int_eq(disp_update_encode(&(struct disp_update){.kind = DISP_RESTORE_ENDED + 1}, &rec, &len), -EINVAL);
+}
+END_TEST
+
 /* disp_state_snapshot's emit: each update through the journal's codec, applied to the state in ctx. */
 static int replay_into(void *ctx, struct disp_update *u)
 {
@@ -1043,6 +1137,7 @@ int main(void)
     tcase_add_test(tc, test_state_dead_workers_free_their_slots);
     tcase_add_test(tc, test_state_replay_of_journal_records_rebuilds_every_prefix);
     tcase_add_test(tc, test_state_snapshot_rebuilds_the_journaled_state);
+    tcase_add_test(tc, test_journal_records_keep_each_kinds_members_and_read_the_flat_form);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }

@@ -1,6 +1,7 @@
 /* tools/spillctl/journal.c - `spillctl journal dump DIR` (see journal.h): lib/journal's read-only replay,
- * each record decoded as a JournalUpdate and its set fields printed through protobuf-c's descriptor (so a
- * new field prints without a change here), secrets as "set". Single-threaded. */
+ * each record decoded as a JournalUpdate (either form) and its set fields printed through protobuf-c's
+ * descriptors (so a new field or kind prints without a change here), secrets as "set". Single-threaded. */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -80,39 +81,60 @@ static void print_field(const ProtobufCFieldDescriptor *f, const void *p, int js
     *first = 0;
 }
 
+/* Every set field of msg but the flat form's `kind`: repeated ones as their count. */
+static void print_fields(const ProtobufCMessage *msg, int json)
+{
+    const ProtobufCMessageDescriptor *desc = msg->descriptor;
+    for (unsigned i = 0; i < desc->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &desc->fields[i];
+        if (!strcmp(f->name, "kind") || f->type == PROTOBUF_C_TYPE_MESSAGE)
+            continue;
+        const char *base = (const char *)msg + f->offset;
+        int first = 0;
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            const size_t n = *(const size_t *)((const char *)msg + f->quantifier_offset);
+            if (n)
+                printf(json ? ", \"%s_count\": %zu" : " %s=[%zu]", f->name, n);
+            continue;
+        }
+        print_field(f, base, json, &first);
+    }
+}
+
+/* A record is a JournalUpdate: one message per kind in its oneof `update` (the field's name is the kind's,
+ * in lower case), or, written before 2026-12-05, the flat form (`kind` and the fields it used). */
 static int print_record(void *ctx, const uint8_t *rec, size_t len)
 {
     struct dump *d = ctx;
     const int64_t at = d->offset;
     d->offset += 8 + (int64_t)len;
     Spillway__V1__JournalUpdate *m = spillway__v1__journal_update__unpack(NULL, len, rec);
-    const ProtobufCEnumValue *kind = m ? protobuf_c_enum_descriptor_get_value(
-                                             &spillway__v1__journal_kind__descriptor, m->kind) : NULL;
-    const char *name = kind ? kind->name + strlen("JOURNAL_") : m ? "UNKNOWN" : "UNDECODABLE";
-    if (d->json)
-        printf("{\"record\": %" PRId64 ", \"offset\": %" PRId64 ", \"bytes\": %zu, \"kind\": \"%s\"", d->index, at,
-               len, name);
-    else
-        printf("%6" PRId64 " @%-10" PRId64 " %-17s", d->index, at, name);
-    d->index++;
-    if (m) {
-        const ProtobufCMessageDescriptor *desc = m->base.descriptor;
-        for (unsigned i = 0; i < desc->n_fields; i++) {
-            const ProtobufCFieldDescriptor *f = &desc->fields[i];
-            if (!strcmp(f->name, "kind"))
-                continue;
-            const char *base = (const char *)m + f->offset;
-            int first = 0;
-            if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-                const size_t n = *(const size_t *)((const char *)m + f->quantifier_offset);
-                if (n)
-                    printf(d->json ? ", \"%s_count\": %zu" : " %s=[%zu]", f->name, n);
-                continue;
-            }
-            print_field(f, base, d->json, &first);
-        }
-        spillway__v1__journal_update__free_unpacked(m, NULL);
+    const ProtobufCMessage *fields = m ? &m->base : NULL;
+    char name[48] = "UNDECODABLE";
+    const char *form = "none";
+    if (m && m->update_case != SPILLWAY__V1__JOURNAL_UPDATE__UPDATE__NOT_SET) {
+        const ProtobufCFieldDescriptor *slot =
+            protobuf_c_message_descriptor_get_field(m->base.descriptor, m->update_case);
+        fields = *(ProtobufCMessage *const *)((const char *)m + slot->offset);
+        for (size_t i = 0; i + 1 < sizeof name && slot->name[i]; i++)
+            name[i] = (char)toupper((unsigned char)slot->name[i]), name[i + 1] = 0;
+        form = "typed";
+    } else if (m) {
+        const ProtobufCEnumValue *kind = protobuf_c_enum_descriptor_get_value(&spillway__v1__journal_kind__descriptor,
+                                                                              m->kind);
+        snprintf(name, sizeof name, "%s", kind ? kind->name + strlen("JOURNAL_") : "UNKNOWN");
+        form = "flat";
     }
+    if (d->json)
+        printf("{\"record\": %" PRId64 ", \"offset\": %" PRId64 ", \"bytes\": %zu, \"kind\": \"%s\", \"form\": \"%s\"",
+               d->index, at, len, name, form);
+    else
+        printf("%6" PRId64 " @%-10" PRId64 " %-17s%s", d->index, at, name, !strcmp(form, "flat") ? " (flat)" : "");
+    d->index++;
+    if (fields)
+        print_fields(fields, d->json);
+    if (m)
+        spillway__v1__journal_update__free_unpacked(m, NULL);
     printf(d->json ? "}\n" : "\n");
     return 0;
 }
