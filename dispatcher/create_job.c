@@ -39,22 +39,33 @@ struct call {                       /* one CreateJob call's working state */
     bool answered;                  /* a step sent the reply itself (the client runs the job alone) */
 };
 
+static void free_unpacked_plan(void *plan)
+{
+    spillway__v1__plan__free_unpacked(plan, NULL);
+}
+
+static void free_plan(void *plan)
+{
+    spw_plan_proto_free(plan);
+}
+
 /* Answer a rank of a named job another rank of which was told to run in its client: the same plan. Returns
- * SPW_RPC_NOT_FOUND (nothing sent) when there is no such decision. */
+ * SPW_RPC_NOT_FOUND (nothing answered) when there is no such decision. */
 static int reply_named_local(struct disp_service *s, const Spillway__V1__CreateJobRequest *r, int n_groups,
-                             uint8_t **resp, size_t *resp_len, char *msg, size_t msglen)
+                             struct disp_reply *reply)
 {
     Spillway__V1__Plan *same = disp_replanner_named_local(s->replanner, r->job_name);
     if (!same)
         return SPW_RPC_NOT_FOUND;
-    Spillway__V1__CreateJobResponse out = SPILLWAY__V1__CREATE_JOB_RESPONSE__INIT;
-    out.groups = n_groups;
-    out.plan = same;
+    disp_reply_later(reply, same, free_unpacked_plan);
     spw_log(SPW_LOG_INFO, "dispatcher", "no offload for rank %d of job name \"%s\", as planned for another rank "
             "why=\"%s\"", r->rank, r->job_name, same->why);
-    int status = disp_pack(&out.base, resp, resp_len, msg, msglen);
-    spillway__v1__plan__free_unpacked(same, NULL);
-    return status;
+    Spillway__V1__CreateJobResponse *out = disp_reply_new(reply, &spillway__v1__create_job_response__descriptor);
+    if (out) {
+        out->groups = n_groups;
+        out->plan = same;
+    }
+    return SPW_RPC_OK;
 }
 
 /* Remember that the named job runs in its clients (for its other ranks), unless another rank has created a job
@@ -183,7 +194,7 @@ static int find_job(struct disp_service *s, struct call *c, char *msg, size_t ms
 
 /* Step 3: a new job with cut -2 is planned: its cut, or no job at all when offloading does not pay (answered
  * here: the client runs it alone). */
-static int plan(struct disp_service *s, struct call *c, uint8_t **resp, size_t *resp_len, char *msg, size_t msglen)
+static int plan(struct disp_service *s, struct call *c, struct disp_reply *reply, char *msg, size_t msglen)
 {
     const Spillway__V1__CreateJobRequest *r = c->r;
     if (r->cut != CUT_PLAN || c->job)
@@ -194,7 +205,7 @@ static int plan(struct disp_service *s, struct call *c, uint8_t **resp, size_t *
      * another on the service would leave the service job's rank unserved). */
     const bool named = r->job_name[0] && c->world > 1;
     int status;
-    if (named && (status = reply_named_local(s, r, c->n_groups, resp, resp_len, msg, msglen)) != SPW_RPC_NOT_FOUND) {
+    if (named && (status = reply_named_local(s, r, c->n_groups, reply)) != SPW_RPC_NOT_FOUND) {
         c->answered = true;
         return status;
     }
@@ -214,12 +225,14 @@ static int plan(struct disp_service *s, struct call *c, uint8_t **resp, size_t *
         return SPW_RPC_OK;
     }
     /* Offloading does not pay: no job on the service; the client runs it alone. */
-    Spillway__V1__CreateJobResponse out = SPILLWAY__V1__CREATE_JOB_RESPONSE__INIT;
-    out.groups = c->n_groups;
-    out.plan = c->plan;
     spw_log(SPW_LOG_INFO, "dispatcher", "planned: no offload why=\"%s\"", c->plan->why);
     c->answered = true;
-    return disp_pack(&out.base, resp, resp_len, msg, msglen);
+    Spillway__V1__CreateJobResponse *out = disp_reply_new(reply, &spillway__v1__create_job_response__descriptor);
+    if (out) {
+        out->groups = c->n_groups;
+        out->plan = c->plan;    /* create_job hands it to the reply */
+    }
+    return SPW_RPC_OK;
 }
 
 /* A cap (the host's unfinished jobs, or all) that the new job would pass, held by a job nobody uses (paused,
@@ -244,7 +257,7 @@ static void make_room(struct disp_service *s, const char *client, int64_t now)
 
 /* Step 4: the job joined must take this client; a new one is created (its source listed outside the lock, a
  * big folder takes time; or the listing its client fetched a moment before: dispatcher/listing.c). */
-static int create(struct disp_service *s, struct call *c, uint8_t **resp, size_t *resp_len, char *msg,
+static int create(struct disp_service *s, struct call *c, struct disp_reply *reply, char *msg,
                   size_t msglen)
 {
     const Spillway__V1__CreateJobRequest *r = c->r;
@@ -297,7 +310,7 @@ static int create(struct disp_service *s, struct call *c, uint8_t **resp, size_t
     free(pipe_bytes);
     if (told_local) {
         c->answered = true;
-        return reply_named_local(s, r, c->n_groups, resp, resp_len, msg, msglen);
+        return reply_named_local(s, r, c->n_groups, reply);
     }
     if (status == SPW_RPC_OK && named)      /* another rank created it meanwhile (planning runs unlocked) */
         return check_join(s, c->job = named, r, c->world, msg, msglen);
@@ -319,7 +332,7 @@ static int create(struct disp_service *s, struct call *c, uint8_t **resp, size_t
 
 /* Step 5: the client is attached to the job (its incarnation fences an older one; a resumed rank's
  * delivered splits count as acked) and told the job, its cut and the workers to stream from. */
-static int attach_and_reply(struct disp_service *s, struct call *c, uint8_t **resp, size_t *resp_len, char *msg,
+static int attach_and_reply(struct disp_service *s, struct call *c, struct disp_reply *reply, char *msg,
                             size_t msglen)
 {
     const Spillway__V1__CreateJobRequest *r = c->r;
@@ -338,36 +351,37 @@ static int attach_and_reply(struct disp_service *s, struct call *c, uint8_t **re
     }
     if (rc == 0)
         rc = disp_state_job(s->st, c->job, &ji);
-    if (rc == 0 && !ji.client_only)
+    if (rc == 0 && !ji.client_only) {
         n_workers = disp_alive_workers(s, ji.id, ji.max_workers, &workers);
+        disp_reply_later(reply, workers, disp_free_addresses);
+    }
     const uint64_t secret = disp_state_job_secret(s->st, c->job);
     pthread_mutex_unlock(&s->mu);
     if (rc)
         return disp_status_of(rc);
-    Spillway__V1__CreateJobResponse out = SPILLWAY__V1__CREATE_JOB_RESPONSE__INIT;
-    out.job = c->job;
-    out.manifest_hash = ji.manifest_hash;
-    out.samples = ji.n_samples;
-    out.cut = ji.cut;
-    out.split_size = ji.split_size;
-    out.splits_per_epoch = ji.splits_per_epoch;
-    out.n_workers = n_workers;
-    out.workers = workers;
-    out.groups = c->n_groups;
-    out.plan = c->plan;
-    out.open_epoch = ji.epoch;
-    out.job_secret = secret;
     if (r->resume || r->job || r->job_name[0])
         spw_log(SPW_LOG_INFO, "dispatcher", "client joined job=%llu rank=%d resume_epoch=%lld open_epoch=%lld",
                 (unsigned long long)c->job, r->rank, r->resume ? (long long)r->resume->epoch : -1LL,
                 (long long)ji.epoch);
-    const int status = disp_pack(&out.base, resp, resp_len, msg, msglen);
-    disp_free_addresses(workers, n_workers);
-    return status;
+    Spillway__V1__CreateJobResponse *out = disp_reply_new(reply, &spillway__v1__create_job_response__descriptor);
+    if (out) {
+        out->job = c->job;
+        out->manifest_hash = ji.manifest_hash;
+        out->samples = ji.n_samples;
+        out->cut = ji.cut;
+        out->split_size = ji.split_size;
+        out->splits_per_epoch = ji.splits_per_epoch;
+        out->n_workers = n_workers;
+        out->workers = workers;
+        out->groups = c->n_groups;
+        out->plan = c->plan;    /* create_job hands it to the reply */
+        out->open_epoch = ji.epoch;
+        out->job_secret = secret;
+    }
+    return SPW_RPC_OK;
 }
 
-static int create_job(void *svc, const ProtobufCMessage *req, uint8_t **resp, size_t *resp_len, char *msg,
-                      size_t msglen)
+static int create_job(void *svc, const ProtobufCMessage *req, struct disp_reply *reply, char *msg, size_t msglen)
 {
     struct disp_service *s = svc;
     const Spillway__V1__CreateJobRequest *r = (const Spillway__V1__CreateJobRequest *)req;
@@ -376,12 +390,12 @@ static int create_job(void *svc, const ProtobufCMessage *req, uint8_t **resp, si
     if (status == SPW_RPC_OK)
         status = find_job(s, &c, msg, msglen);
     if (status == SPW_RPC_OK)
-        status = plan(s, &c, resp, resp_len, msg, msglen);
+        status = plan(s, &c, reply, msg, msglen);
     if (status == SPW_RPC_OK && !c.answered)
-        status = create(s, &c, resp, resp_len, msg, msglen);
+        status = create(s, &c, reply, msg, msglen);
     if (status == SPW_RPC_OK && !c.answered)
-        status = attach_and_reply(s, &c, resp, resp_len, msg, msglen);
-    spw_plan_proto_free(c.plan);
+        status = attach_and_reply(s, &c, reply, msg, msglen);
+    disp_reply_later(reply, c.plan, free_plan);     /* the reply may point to it */
     free(c.profiles);
     spw_spec_free(c.spec);
     return status;

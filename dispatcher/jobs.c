@@ -28,7 +28,7 @@ static int check_client(struct disp_service *s, uint64_t job, int32_t rank, uint
     return SPW_RPC_OK;
 }
 
-static int client_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **resp, size_t *resp_len, char *msg,
+static int client_heartbeat(void *svc, const ProtobufCMessage *req, struct disp_reply *reply, char *msg,
                             size_t msglen)
 {
     struct disp_service *s = svc;
@@ -61,8 +61,10 @@ static int client_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
         if (r->unreachable[i]->job == r->job && r->unreachable[i]->worker_id)   /* its own job only */
             disp_note_refusal(s, r->unreachable[i]->worker_id, r->unreachable[i]);
     uint64_t workers_digest = 0;
-    if (rc == 0 && !ji.client_only)
+    if (rc == 0 && !ji.client_only) {
         n_workers = disp_serving_workers(s, ji.id, r->workers_digest, &workers_digest, &workers);
+        disp_reply_later(reply, workers, disp_free_addresses);
+    }
     uint64_t refuser = 0;
     const char *no_worker = rc == 0 ? disp_state_no_worker(s->st, r->job, &refuser) : NULL;
     char no_worker_why[DISP_REASON_MAX + 64] = "";
@@ -111,29 +113,33 @@ static int client_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
     if (rc) {
         status = disp_status_of(rc);
     } else {
-        Spillway__V1__ClientHeartbeatResponse out = SPILLWAY__V1__CLIENT_HEARTBEAT_RESPONSE__INIT;
-        out.n_workers = n_workers;
-        out.workers = workers;
-        out.workers_digest = workers_digest;
-        out.workers_unchanged = r->workers_digest && r->workers_digest == workers_digest;
-        out.finished = ji.finished;
-        out.client_only = ji.client_only;
-        out.no_worker = no_worker_why;
-        status = disp_pack(&out.base, resp, resp_len, msg, msglen);
+        Spillway__V1__ClientHeartbeatResponse *out =
+            disp_reply_new(reply, &spillway__v1__client_heartbeat_response__descriptor);
+        if (out) {
+            out->n_workers = n_workers;
+            out->workers = workers;
+            out->workers_digest = workers_digest;
+            out->workers_unchanged = r->workers_digest && r->workers_digest == workers_digest;
+            out->finished = ji.finished;
+            out->client_only = ji.client_only;
+            out->no_worker = disp_reply_strdup(reply, no_worker_why);
+        }
     }
-    disp_free_addresses(workers, n_workers);
     return status;
 }
 
-static int lease_split(void *svc, const ProtobufCMessage *req, uint8_t **resp, size_t *resp_len, char *msg,
-                       size_t msglen)
+static int lease_split(void *svc, const ProtobufCMessage *req, struct disp_reply *reply, char *msg, size_t msglen)
 {
     struct disp_service *s = svc;
     const Spillway__V1__LeaseSplitRequest *r = (const Spillway__V1__LeaseSplitRequest *)req;
     enum { MAX_LEASES = 64 };
-    Spillway__V1__Lease leases[MAX_LEASES], *ptrs[MAX_LEASES];
     int n = 0, status = SPW_RPC_OK;
     const int want = r->max_splits <= 0 ? 1 : r->max_splits > MAX_LEASES ? MAX_LEASES : r->max_splits;
+    Spillway__V1__LeaseSplitResponse *out = disp_reply_new(reply, &spillway__v1__lease_split_response__descriptor);
+    Spillway__V1__Lease *leases = disp_reply_alloc(reply, MAX_LEASES * sizeof *leases);
+    Spillway__V1__Lease **ptrs = disp_reply_alloc(reply, MAX_LEASES * sizeof *ptrs);
+    if (!out || !leases || !ptrs)
+        return SPW_RPC_OK;      /* the adapter answers RESOURCE_EXHAUSTED */
     if ((status = disp_lock_call(s, msg, msglen)) != 0)
         return status;
     struct disp_job_info ji;
@@ -206,19 +212,15 @@ static int lease_split(void *svc, const ProtobufCMessage *req, uint8_t **resp, s
         n++;
     }
     disp_state_job(s->st, r->job, &ji);
+    out->n_leases = (size_t)n;
+    out->leases = ptrs;
+    out->finished = ji.finished;
 out:
     pthread_mutex_unlock(&s->mu);
-    if (status == SPW_RPC_OK) {
-        Spillway__V1__LeaseSplitResponse out = SPILLWAY__V1__LEASE_SPLIT_RESPONSE__INIT;
-        out.n_leases = (size_t)n;
-        out.leases = ptrs;
-        out.finished = ji.finished;
-        status = disp_pack(&out.base, resp, resp_len, msg, msglen);
-    }
     return status;
 }
 
-static void job_info_msg(const struct disp_job_info *ji, Spillway__V1__JobInfo *m)
+static void job_info_msg(struct disp_reply *reply, const struct disp_job_info *ji, Spillway__V1__JobInfo *m)
 {
     spillway__v1__job_info__init(m);
     m->job = ji->id;
@@ -239,104 +241,52 @@ static void job_info_msg(const struct disp_job_info *ji, Spillway__V1__JobInfo *
     m->expired = ji->expired;
     m->cancelled = ji->cancelled;
     m->closed = ji->closed;
-    m->client = (char *)ji->client;     /* lives as long as *ji */
-    m->name = (char *)ji->name;     /* lives as long as *ji */
+    m->client = disp_reply_strdup(reply, ji->client);
+    m->name = disp_reply_strdup(reply, ji->name);
 }
 
-int disp_list_jobs(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                   size_t msglen)
+static int list_jobs(void *svc, const ProtobufCMessage *req, struct disp_reply *reply, char *msg, size_t msglen)
 {
     struct disp_service *s = svc;
-    (void)req;
-    (void)len;
     pthread_mutex_lock(&s->mu);
     /* The ended jobs' summaries (oldest first), then the jobs in the table. */
     const int ne = disp_state_ended_count(s->st), nj = ne + disp_state_job_count(s->st);
-    Spillway__V1__JobInfo *infos = calloc((size_t)nj + 1, sizeof *infos);
-    Spillway__V1__JobInfo **ptrs = calloc((size_t)nj + 1, sizeof *ptrs);
-    struct disp_job_info *jis = calloc((size_t)nj + 1, sizeof *jis);   /* the messages point into them */
-    int status = SPW_RPC_RESOURCE_EXHAUSTED;
-    if (infos && ptrs && jis) {
-        for (int i = 0; i < nj; i++) {
-            if (i < ne)
-                disp_state_ended_at(s->st, i, &jis[i]);
-            else
-                disp_state_job_at(s->st, i - ne, &jis[i]);
-            job_info_msg(&jis[i], &infos[i]);
-            infos[i].ended = i < ne;
-            ptrs[i] = &infos[i];
-        }
-        Spillway__V1__ListJobsResponse out = SPILLWAY__V1__LIST_JOBS_RESPONSE__INIT;
-        out.n_jobs = (size_t)nj;
-        out.jobs = ptrs;
-        status = disp_pack(&out.base, resp, resp_len, msg, msglen);
+    Spillway__V1__ListJobsResponse *out = disp_reply_new(reply, &spillway__v1__list_jobs_response__descriptor);
+    Spillway__V1__JobInfo *infos = disp_reply_alloc(reply, ((size_t)nj + 1) * sizeof *infos);
+    Spillway__V1__JobInfo **ptrs = disp_reply_alloc(reply, ((size_t)nj + 1) * sizeof *ptrs);
+    for (int i = 0; out && infos && ptrs && i < nj; i++) {
+        struct disp_job_info ji;
+        if (i < ne)
+            disp_state_ended_at(s->st, i, &ji);
+        else
+            disp_state_job_at(s->st, i - ne, &ji);
+        job_info_msg(reply, &ji, &infos[i]);
+        infos[i].ended = i < ne;
+        ptrs[i] = &infos[i];
+        out->jobs = ptrs;
+        out->n_jobs = (size_t)i + 1;
     }
     pthread_mutex_unlock(&s->mu);
-    free(ptrs);
-    free(infos);
-    free(jis);
-    return status;
+    return SPW_RPC_OK;
 }
 
-static int describe_job(void *svc, const ProtobufCMessage *req, uint8_t **resp, size_t *resp_len, char *msg,
-                        size_t msglen)
+static void free_plan(void *plan)
 {
-    struct disp_service *s = svc;
-    const Spillway__V1__DescribeJobRequest *r = (const Spillway__V1__DescribeJobRequest *)req;
-    enum { MAX_HOLDERS = 4096 };
-    int status = SPW_RPC_OK;
-    Spillway__V1__SplitHolder *holders = NULL, **ptrs = NULL;
-    size_t n = 0;
-    pthread_mutex_lock(&s->mu);
-    struct disp_job_info ji;
-    if (disp_state_job(s->st, r->job, &ji) != 0) {
-        if (disp_state_ended_job(s->st, r->job, &ji) == 0) {    /* ended: its summary */
-            Spillway__V1__JobInfo info;
-            job_info_msg(&ji, &info);
-            info.ended = true;
-            Spillway__V1__DescribeJobResponse out = SPILLWAY__V1__DESCRIBE_JOB_RESPONSE__INIT;
-            out.job = &info;
-            status = disp_pack(&out.base, resp, resp_len, msg, msglen);
-            goto out;
-        }
-        snprintf(msg, msglen, "unknown job %llu (or ended longer ago than the dispatcher's history)",
-                 (unsigned long long)r->job);
-        status = SPW_RPC_NOT_FOUND;
-        goto out;
-    }
-    holders = calloc(MAX_HOLDERS, sizeof *holders);
-    ptrs = calloc(MAX_HOLDERS, sizeof *ptrs);
-    if (!holders || !ptrs) {
-        status = SPW_RPC_RESOURCE_EXHAUSTED;
-        goto out;
-    }
-    for (int64_t e = ji.epoch; !ji.finished && e >= 0 && e < ji.epoch + 2; e++)
-        for (int64_t sp = 0; sp < ji.splits_per_epoch && n < MAX_HOLDERS; sp++) {
-            enum disp_split_state st;
-            uint64_t gen, holder;
-            if (disp_state_split(s->st, r->job, (uint64_t)e, (uint64_t)sp, &st, &gen, &holder) != 0 ||
-                st != DISP_SPLIT_LEASED)
-                continue;
-            spillway__v1__split_holder__init(&holders[n]);
-            holders[n].epoch = (uint64_t)e;
-            holders[n].split = (uint64_t)sp;
-            holders[n].generation = gen;
-            holders[n].holder = holder;
-            ptrs[n] = &holders[n];
-            n++;
-        }
-    Spillway__V1__JobInfo info;
-    job_info_msg(&ji, &info);
-    Spillway__V1__DescribeJobResponse out = SPILLWAY__V1__DESCRIBE_JOB_RESPONSE__INIT;
-    out.job = &info;
-    out.n_leased = n;
-    out.leased = ptrs;
+    spillway__v1__plan__free_unpacked(plan, NULL);
+}
+
+/* The producers' rates as the job's progress rows hold them. */
+static void producer_stats(struct disp_service *s, struct disp_reply *reply, uint64_t job,
+                           Spillway__V1__DescribeJobResponse *out)
+{
     enum { MAX_PRODUCERS = 128 };
     struct disp_progress_entry pe[MAX_PRODUCERS];
-    Spillway__V1__ProducerStats ps[MAX_PRODUCERS], *pp[MAX_PRODUCERS];
-    Spillway__V1__SourceIo io[MAX_PRODUCERS];
-    int np = disp_progress_of_job(&s->progress, r->job, pe, MAX_PRODUCERS);
-    for (int i = 0; i < np; i++) {
+    const int np = disp_progress_of_job(&s->progress, job, pe, MAX_PRODUCERS);
+    Spillway__V1__ProducerStats *ps = disp_reply_alloc(reply, (size_t)(np + 1) * sizeof *ps);
+    Spillway__V1__ProducerStats **pp = disp_reply_alloc(reply, (size_t)(np + 1) * sizeof *pp);
+    Spillway__V1__SourceIo *io = disp_reply_alloc(reply, (size_t)(np + 1) * sizeof *io);
+    out->client_wait_fraction = -1;
+    for (int i = 0; ps && pp && io && i < np; i++) {
         spillway__v1__producer_stats__init(&ps[i]);
         ps[i].producer = pe[i].producer;
         ps[i].elements = pe[i].elements;
@@ -352,44 +302,81 @@ static int describe_job(void *svc, const ProtobufCMessage *req, uint8_t **resp, 
             ps[i].source = &io[i];
         }
         pp[i] = &ps[i];
-    }
-    out.n_producers = (size_t)np;
-    out.producers = pp;
-    out.client_remote_ns = disp_client_remote_ns(s, r->job);
-    out.client_wait_fraction = -1;
-    for (int i = 0; i < np; i++)
-        if (pe[i].producer == DISP_CLIENT_PRODUCER(r->job, 0) && pe[i].wait_fraction >= 0) {
-            out.client_elements_per_s = pe[i].consumed_per_s;
-            out.client_wait_fraction = pe[i].wait_fraction;
+        out->n_producers = (size_t)i + 1;
+        out->producers = pp;
+        if (pe[i].producer == DISP_CLIENT_PRODUCER(job, 0) && pe[i].wait_fraction >= 0) {
+            out->client_elements_per_s = pe[i].consumed_per_s;
+            out->client_wait_fraction = pe[i].wait_fraction;
         }
-    Spillway__V1__JobRefusal *refs = calloc((size_t)ji.refusals + 1, sizeof *refs);
-    Spillway__V1__JobRefusal **refp = calloc((size_t)ji.refusals + 1, sizeof *refp);
+    }
+}
+
+static int describe_job(void *svc, const ProtobufCMessage *req, struct disp_reply *reply, char *msg, size_t msglen)
+{
+    struct disp_service *s = svc;
+    const Spillway__V1__DescribeJobRequest *r = (const Spillway__V1__DescribeJobRequest *)req;
+    enum { MAX_HOLDERS = 4096 };
+    int status = SPW_RPC_OK;
+    Spillway__V1__DescribeJobResponse *out = disp_reply_new(reply, &spillway__v1__describe_job_response__descriptor);
+    Spillway__V1__JobInfo *info = disp_reply_alloc(reply, sizeof *info);
+    if (!out || !info)
+        return SPW_RPC_OK;      /* the adapter answers RESOURCE_EXHAUSTED */
+    pthread_mutex_lock(&s->mu);
+    struct disp_job_info ji;
+    if (disp_state_job(s->st, r->job, &ji) != 0) {
+        if (disp_state_ended_job(s->st, r->job, &ji) == 0) {    /* ended: its summary */
+            job_info_msg(reply, &ji, info);
+            info->ended = true;
+            out->job = info;
+        } else {
+            snprintf(msg, msglen, "unknown job %llu (or ended longer ago than the dispatcher's history)",
+                     (unsigned long long)r->job);
+            status = SPW_RPC_NOT_FOUND;
+        }
+        pthread_mutex_unlock(&s->mu);
+        return status;
+    }
+    job_info_msg(reply, &ji, info);
+    out->job = info;
+    Spillway__V1__SplitHolder *holders = disp_reply_alloc(reply, MAX_HOLDERS * sizeof *holders);
+    Spillway__V1__SplitHolder **ptrs = disp_reply_alloc(reply, MAX_HOLDERS * sizeof *ptrs);
+    for (int64_t e = ji.epoch; holders && ptrs && !ji.finished && e >= 0 && e < ji.epoch + 2; e++)
+        for (int64_t sp = 0; sp < ji.splits_per_epoch && out->n_leased < MAX_HOLDERS; sp++) {
+            enum disp_split_state st;
+            uint64_t gen, holder;
+            if (disp_state_split(s->st, r->job, (uint64_t)e, (uint64_t)sp, &st, &gen, &holder) != 0 ||
+                st != DISP_SPLIT_LEASED)
+                continue;
+            Spillway__V1__SplitHolder *h = &holders[out->n_leased];
+            spillway__v1__split_holder__init(h);
+            h->epoch = (uint64_t)e;
+            h->split = (uint64_t)sp;
+            h->generation = gen;
+            h->holder = holder;
+            ptrs[out->n_leased++] = h;
+            out->leased = ptrs;
+        }
+    producer_stats(s, reply, r->job, out);
+    out->client_remote_ns = disp_client_remote_ns(s, r->job);
+    Spillway__V1__JobRefusal *refs = disp_reply_alloc(reply, ((size_t)ji.refusals + 1) * sizeof *refs);
+    Spillway__V1__JobRefusal **refp = disp_reply_alloc(reply, ((size_t)ji.refusals + 1) * sizeof *refp);
     for (int i = 0; refs && refp && i < ji.refusals; i++) {
         const char *why;
         spillway__v1__job_refusal__init(&refs[i]);
         refs[i].job = r->job;
         if (disp_state_refusal_at(s->st, r->job, i, &refs[i].worker_id, &why) == 0)
-            refs[i].reason = (char *)why;       /* owned by the state; packed under mu */
-        refp[out.n_cannot_serve++] = &refs[i];
+            refs[i].reason = disp_reply_strdup(reply, why);
+        refp[out->n_cannot_serve++] = &refs[i];
+        out->cannot_serve = refp;
     }
-    out.cannot_serve = refp;
-    Spillway__V1__Plan *plan = disp_replanner_plan_of(s->replanner, r->job);
-    out.plan = plan;
-    status = disp_pack(&out.base, resp, resp_len, msg, msglen);
-    if (plan)
-        spillway__v1__plan__free_unpacked(plan, NULL);
-    free(refp);
-    free(refs);
-out:
+    out->plan = disp_replanner_plan_of(s->replanner, r->job);
+    disp_reply_later(reply, out->plan, free_plan);
     pthread_mutex_unlock(&s->mu);
-    free(ptrs);
-    free(holders);
     return status;
 }
 
 /* spillctl job cancel ID: end a job now, finished or not (its workers stop, its trainers are told). */
-static int cancel_job(void *svc, const ProtobufCMessage *req, uint8_t **resp, size_t *resp_len, char *msg,
-                      size_t msglen)
+static int cancel_job(void *svc, const ProtobufCMessage *req, struct disp_reply *reply, char *msg, size_t msglen)
 {
     struct disp_service *s = svc;
     const Spillway__V1__CancelJobRequest *r = (const Spillway__V1__CancelJobRequest *)req;
@@ -412,11 +399,10 @@ static int cancel_job(void *svc, const ProtobufCMessage *req, uint8_t **resp, si
         status = rc ? disp_status_of(rc) : SPW_RPC_OK;
     }
     pthread_mutex_unlock(&s->mu);
-    if (status == SPW_RPC_OK) {
-        Spillway__V1__CancelJobResponse out = SPILLWAY__V1__CANCEL_JOB_RESPONSE__INIT;
-        out.was_finished = ji.finished;
-        status = disp_pack(&out.base, resp, resp_len, msg, msglen);
-    }
+    Spillway__V1__CancelJobResponse *out = status == SPW_RPC_OK
+        ? disp_reply_new(reply, &spillway__v1__cancel_job_response__descriptor) : NULL;
+    if (out)
+        out->was_finished = ji.finished;
     return status;
 }
 
@@ -427,3 +413,5 @@ DISP_UNARY(disp_client_heartbeat, spillway__v1__client_heartbeat_request__descri
 DISP_UNARY(disp_lease_split, spillway__v1__lease_split_request__descriptor, lease_split)
 
 DISP_UNARY(disp_describe_job, spillway__v1__describe_job_request__descriptor, describe_job)
+
+DISP_UNARY(disp_list_jobs, spillway__v1__list_jobs_request__descriptor, list_jobs)

@@ -104,7 +104,7 @@ static void profile_ahead(struct disp_service *s, const Spillway__V1__GetManifes
                 : rc == -E2BIG ? "a pipeline over 1 MiB"
                                : "out of memory");
     free(addrs);
-    disp_free_addresses(ws, n);
+    disp_free_addresses(ws);
 }
 
 /* Which listing a request names: a job's (a worker; listed again if it was evicted, and it must still be the
@@ -172,8 +172,7 @@ static int resolve(struct disp_service *s, const Spillway__V1__GetManifestReques
     return st;
 }
 
-static int get_manifest(void *svc, const ProtobufCMessage *req, uint8_t **resp, size_t *resp_len, char *msg,
-                        size_t msglen)
+static int get_manifest(void *svc, const ProtobufCMessage *req, struct disp_reply *reply, char *msg, size_t msglen)
 {
     struct disp_service *s = svc;
     const Spillway__V1__GetManifestRequest *r = (const Spillway__V1__GetManifestRequest *)req;
@@ -181,10 +180,13 @@ static int get_manifest(void *svc, const ProtobufCMessage *req, uint8_t **resp, 
     uint64_t hash = 0;
     int st = resolve(s, r, &key, &hash, msg, msglen);
     uint8_t *chunk = NULL;
-    Spillway__V1__GetManifestResponse out = SPILLWAY__V1__GET_MANIFEST_RESPONSE__INIT;
+    size_t len = 0;
+    uint64_t total = 0;
+    int64_t samples = 0;
     if (st == SPW_RPC_OK) {
         const int rc = disp_manifests_read(s->manifests, r->job ? NULL : key, hash, r->offset, SPW_MANIFEST_CHUNK,
-                                           spw_now_ms(), &chunk, &out.chunk.len, &out.total_bytes, &out.samples);
+                                           spw_now_ms(), &chunk, &len, &total, &samples);
+        disp_reply_later(reply, chunk, free);
         if (rc == -ERANGE)
             st = SPW_RPC_OUT_OF_RANGE, snprintf(msg, msglen, "offset %llu is past the manifest's end",
                                                 (unsigned long long)r->offset);
@@ -194,13 +196,15 @@ static int get_manifest(void *svc, const ProtobufCMessage *req, uint8_t **resp, 
         else if (rc)
             st = SPW_RPC_RESOURCE_EXHAUSTED, snprintf(msg, msglen, "out of memory");
     }
-    if (st == SPW_RPC_OK) {
-        out.manifest_hash = hash;
-        out.chunk.data = chunk;
-        st = disp_pack(&out.base, resp, resp_len, msg, msglen);
-    }
-    free(chunk);
     free(key);
+    Spillway__V1__GetManifestResponse *out =
+        st == SPW_RPC_OK ? disp_reply_new(reply, &spillway__v1__get_manifest_response__descriptor) : NULL;
+    if (out) {
+        out->manifest_hash = hash;
+        out->chunk = (ProtobufCBinaryData){.len = len, .data = chunk};
+        out->total_bytes = total;
+        out->samples = samples;
+    }
     return st;
 }
 

@@ -73,7 +73,7 @@ out:
     }
     free(p);
     free(addrs);
-    disp_free_addresses(ws, n);
+    disp_free_addresses(ws);
     return status;
 }
 

@@ -484,13 +484,14 @@ size_t disp_alive_workers(struct disp_service *s, uint64_t job, int max, Spillwa
     return n;
 }
 
-void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n)
+void disp_free_addresses(void *v)
 {
-    for (size_t i = 0; i < n; i++) {
-        free(v[i]->address);
-        free(v[i]);
+    Spillway__V1__WorkerAddress **a = v;
+    for (size_t i = 0; a && a[i]; i++) {
+        free(a[i]->address);
+        free(a[i]);
     }
-    free(v);
+    free(a);
 }
 
 /* A worker says it cannot serve a job, or a client of the job that it cannot reach the worker: stop giving

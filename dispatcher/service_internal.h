@@ -52,13 +52,15 @@ struct disp_service {
 };
 
 /* Alive workers' addresses into a response field: those that serve `job` (disp_state_worker_serves), or
- * with job 0 all or the first max; malloc'd arrays, free with disp_free_addresses. Call with mu held. */
+ * with job 0 all or the first max; a malloc'd array (NULL after the last), free with disp_free_addresses.
+ * Call with mu held. */
 size_t disp_alive_workers(struct disp_service *s, uint64_t job, int max, Spillway__V1__WorkerAddress ***out);
 /* The workers serving job as disp_alive_workers lists them, and *digest of that list (never 0; 0 for an
  * unknown job); none (*out NULL) when the caller's `known` digest is that one already. Call with mu held. */
 size_t disp_serving_workers(struct disp_service *s, uint64_t job, uint64_t known, uint64_t *digest,
                             Spillway__V1__WorkerAddress ***out);
-void disp_free_addresses(Spillway__V1__WorkerAddress **v, size_t n);
+/* Free such an array (a Spillway__V1__WorkerAddress **; a void * to be a disp_reply_later function). */
+void disp_free_addresses(void *v);
 /* The only way the service changes its state: a durable update (disp_update_durable) goes to the journal
  * first (there is none yet: issue 17 adds it here), then every update is applied; ids the state allocates
  * are written back into *u. Returns disp_state_apply's code. Call with mu held. */

@@ -40,7 +40,7 @@ static bool dialable_address(const char *adv, char *out, size_t outlen)
     return true;
 }
 
-static int register_worker(void *svc, const ProtobufCMessage *req, uint8_t **resp, size_t *resp_len, char *msg,
+static int register_worker(void *svc, const ProtobufCMessage *req, struct disp_reply *reply, char *msg,
                            size_t msglen)
 {
     struct disp_service *s = svc;
@@ -85,12 +85,14 @@ static int register_worker(void *svc, const ProtobufCMessage *req, uint8_t **res
         spw_log(SPW_LOG_INFO, "dispatcher", "worker registered worker=%llu address=%s advertised=%s threads=%d%s%s",
                 (unsigned long long)u.worker, address, r->address, r->threads, r->gpu && *r->gpu ? " gpu=" : "",
                 r->gpu && *r->gpu ? "yes" : "");
-        Spillway__V1__RegisterWorkerResponse out = SPILLWAY__V1__REGISTER_WORKER_RESPONSE__INIT;
-        out.worker_id = u.worker;
-        out.secret = secret;
-        out.address = address;
-        out.heartbeat_interval_ms = s->o.heartbeat_interval_ms;
-        status = disp_pack(&out.base, resp, resp_len, msg, msglen);
+        Spillway__V1__RegisterWorkerResponse *out =
+            disp_reply_new(reply, &spillway__v1__register_worker_response__descriptor);
+        if (out) {
+            out->worker_id = u.worker;
+            out->secret = secret;
+            out->address = disp_reply_strdup(reply, address);
+            out->heartbeat_interval_ms = s->o.heartbeat_interval_ms;
+        }
     }
     return status;
 }
@@ -109,12 +111,12 @@ static uint64_t tasks_digest(const Spillway__V1__JobTaskWire *tasks, int n)
     return h ? h : 1;
 }
 
-static int worker_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **resp, size_t *resp_len, char *msg,
+static int worker_heartbeat(void *svc, const ProtobufCMessage *req, struct disp_reply *reply, char *msg,
                             size_t msglen)
 {
     struct disp_service *s = svc;
     const Spillway__V1__WorkerHeartbeatRequest *r = (const Spillway__V1__WorkerHeartbeatRequest *)req;
-    Spillway__V1__WorkerHeartbeatResponseWire out = SPILLWAY__V1__WORKER_HEARTBEAT_RESPONSE_WIRE__INIT;
+    Spillway__V1__WorkerHeartbeatResponseWire *out = NULL;
     Spillway__V1__JobTaskWire *tasks = NULL, **ptrs = NULL;
     bool *serves = NULL;
     int status = SPW_RPC_OK, n = 0;
@@ -147,10 +149,12 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
                                      io->retries);
         }
     int nj = disp_state_job_count(s->st);
-    tasks = calloc((size_t)nj + 1, sizeof *tasks);
-    ptrs = calloc((size_t)nj + 1, sizeof *ptrs);
+    out = disp_reply_new(reply, &spillway__v1__worker_heartbeat_response_wire__descriptor);
+    tasks = disp_reply_alloc(reply, ((size_t)nj + 1) * sizeof *tasks);
+    ptrs = disp_reply_alloc(reply, ((size_t)nj + 1) * sizeof *ptrs);
     serves = calloc((size_t)nj + 1, sizeof *serves);
-    if (!tasks || !ptrs || !serves) {
+    if (!out || !tasks || !ptrs || !serves) {
+        snprintf(msg, msglen, "out of memory");
         status = SPW_RPC_RESOURCE_EXHAUSTED;
         goto out;
     }
@@ -166,7 +170,7 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
         const uint8_t *p = disp_state_job_pipeline(s->st, ji.id, &plen);
         spillway__v1__job_task_wire__init(&tasks[n]);
         tasks[n].job = ji.id;
-        tasks[n].pipeline = (ProtobufCBinaryData){.len = plen, .data = (uint8_t *)p};   /* packed under mu */
+        tasks[n].pipeline = (ProtobufCBinaryData){.len = plen, .data = (uint8_t *)p};   /* the state's: below */
         tasks[n].manifest_hash = ji.manifest_hash;
         tasks[n].cut = ji.cut;
         tasks[n].world_size = ji.world_size;
@@ -174,28 +178,24 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, uint8_t **re
         ptrs[n] = &tasks[n];
         n++;
     }
-    out.tasks_digest = tasks_digest(tasks, n);
-    if (r->tasks_digest == out.tasks_digest) {
-        out.tasks_unchanged = true;     /* the worker holds this list: a few bytes instead of every pipeline */
+    out->tasks_digest = tasks_digest(tasks, n);
+    if (r->tasks_digest == out->tasks_digest) {
+        out->tasks_unchanged = true;    /* the worker holds this list: a few bytes instead of every pipeline */
     } else {
-        out.n_tasks = (size_t)n;
-        out.tasks = ptrs;
+        for (int i = 0; i < n; i++)     /* the reply is packed after mu is released: its own copies */
+            tasks[i].pipeline.data = disp_reply_copy(reply, tasks[i].pipeline.data, tasks[i].pipeline.len);
+        out->n_tasks = (size_t)n;
+        out->tasks = ptrs;
     }
-    status = disp_pack(&out.base, resp, resp_len, msg, msglen);
 out:
     pthread_mutex_unlock(&s->mu);
     free(serves);
-    free(ptrs);
-    free(tasks);
     return status;
 }
 
-int disp_list_workers(void *svc, const uint8_t *req, size_t len, uint8_t **resp, size_t *resp_len, char *msg,
-                      size_t msglen)
+static int list_workers(void *svc, const ProtobufCMessage *req, struct disp_reply *reply, char *msg, size_t msglen)
 {
     struct disp_service *s = svc;
-    (void)req;
-    (void)len;
     pthread_mutex_lock(&s->mu);
     const int64_t now = spw_now_ms();
     int nw = disp_state_worker_count(s->st), nj = disp_state_job_count(s->st), nref = 0;
@@ -203,13 +203,13 @@ int disp_list_workers(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
         struct disp_job_info ji;
         nref += disp_state_job_at(s->st, k, &ji) == 0 ? ji.refusals : 0;
     }
-    Spillway__V1__WorkerInfo *infos = calloc((size_t)nw + 1, sizeof *infos);
-    Spillway__V1__WorkerInfo **ptrs = calloc((size_t)nw + 1, sizeof *ptrs);
-    struct disp_worker_info *wi = calloc((size_t)nw + 1, sizeof *wi);
-    Spillway__V1__JobRefusal *refs = calloc((size_t)nref + 1, sizeof *refs);     /* every job's refusals */
-    Spillway__V1__JobRefusal **refp = calloc((size_t)nref + 1, sizeof *refp);    /* grouped by worker */
-    int status = SPW_RPC_RESOURCE_EXHAUSTED;
-    if (infos && ptrs && wi && refs && refp) {
+    Spillway__V1__ListWorkersResponse *out = disp_reply_new(reply, &spillway__v1__list_workers_response__descriptor);
+    Spillway__V1__WorkerInfo *infos = disp_reply_alloc(reply, ((size_t)nw + 1) * sizeof *infos);
+    Spillway__V1__WorkerInfo **ptrs = disp_reply_alloc(reply, ((size_t)nw + 1) * sizeof *ptrs);
+    /* every job's refusals, and pointers to them grouped by worker */
+    Spillway__V1__JobRefusal *refs = disp_reply_alloc(reply, ((size_t)nref + 1) * sizeof *refs);
+    Spillway__V1__JobRefusal **refp = disp_reply_alloc(reply, ((size_t)nref + 1) * sizeof *refp);
+    if (out && infos && ptrs && refs && refp) {
         int r = 0, used = 0;
         for (int k = 0; k < nj; k++) {
             struct disp_job_info ji;
@@ -219,43 +219,39 @@ int disp_list_workers(void *svc, const uint8_t *req, size_t len, uint8_t **resp,
                 spillway__v1__job_refusal__init(&refs[r]);
                 refs[r].job = ji.id;
                 if (disp_state_refusal_at(s->st, ji.id, x, &refs[r].worker_id, &why) == 0)
-                    refs[r].reason = (char *)why;   /* owned by the state; packed under mu */
+                    refs[r].reason = disp_reply_strdup(reply, why);
                 r++;
             }
         }
         for (int i = 0; i < nw; i++) {
-            disp_state_worker_at(s->st, i, &wi[i]);
+            struct disp_worker_info wi;
+            disp_state_worker_at(s->st, i, &wi);
             spillway__v1__worker_info__init(&infos[i]);
-            infos[i].worker_id = wi[i].id;
-            infos[i].address = wi[i].address;
-            infos[i].threads = wi[i].threads;
-            infos[i].gpu = wi[i].gpu;
-            infos[i].alive = wi[i].alive;
-            infos[i].last_heartbeat_ms_ago = now - wi[i].last_heartbeat_ms;
-            infos[i].leases = wi[i].leases;
-            infos[i].buffered_bytes = wi[i].buffered_bytes;
+            infos[i].worker_id = wi.id;
+            infos[i].address = disp_reply_strdup(reply, wi.address);
+            infos[i].threads = wi.threads;
+            infos[i].gpu = disp_reply_strdup(reply, wi.gpu);
+            infos[i].alive = wi.alive;
+            infos[i].last_heartbeat_ms_ago = now - wi.last_heartbeat_ms;
+            infos[i].leases = wi.leases;
+            infos[i].buffered_bytes = wi.buffered_bytes;
             infos[i].cannot_serve = refp + used;
             for (int x = 0; x < r; x++)
-                if (refs[x].worker_id == wi[i].id) {
+                if (refs[x].worker_id == wi.id) {
                     refp[used++] = &refs[x];
                     infos[i].n_cannot_serve++;
                 }
             ptrs[i] = &infos[i];
         }
-        Spillway__V1__ListWorkersResponse out = SPILLWAY__V1__LIST_WORKERS_RESPONSE__INIT;
-        out.n_workers = (size_t)nw;
-        out.workers = ptrs;
-        status = disp_pack(&out.base, resp, resp_len, msg, msglen);
+        out->n_workers = (size_t)nw;
+        out->workers = ptrs;
     }
     pthread_mutex_unlock(&s->mu);
-    free(refp);
-    free(refs);
-    free(wi);
-    free(ptrs);
-    free(infos);
-    return status;
+    return SPW_RPC_OK;
 }
 
 DISP_UNARY(disp_register_worker, spillway__v1__register_worker_request__descriptor, register_worker)
 
 DISP_UNARY(disp_worker_heartbeat, spillway__v1__worker_heartbeat_request__descriptor, worker_heartbeat)
+
+DISP_UNARY(disp_list_workers, spillway__v1__list_workers_request__descriptor, list_workers)

@@ -1,9 +1,11 @@
 /* tests/unit/check_service.c - the dispatcher's handlers called directly (no sockets): a worker registers and
  * heartbeats, a client creates a job over a real image folder, the worker leases splits, the client acks
  * them to the end; bad requests get a status that says what is wrong (malformed bytes, bad pipeline, wrong
- * manifest hash, a zombie client incarnation, unknown ids); profiles asked ahead of CreateJob are taken once. */
+ * manifest hash, a zombie client incarnation, unknown ids); profiles asked ahead of CreateJob are taken once;
+ * the reply adapter packs what a handler filled and frees what it handed over. */
 #include <check.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,13 +13,13 @@
 #include <unistd.h>
 
 #include "tests/unit/check_run.h"
+#include "dispatcher/codec.h"
 #include "dispatcher/profile_ahead.h"
 #include "dispatcher/service.h"
 #include "lib/clock.h"
 #include "lib/methods.h"
 #include "lib/rpc.h"
 #include "lib/version.h"
-#include "proto/spillway.pb-c.h"
 #include "proto/spillway.pb-c.h"
 
 #define FIX "tests/data/fixtures/"
@@ -508,6 +510,64 @@ START_TEST(test_service_method_lists_are_the_protos)
 }
 END_TEST
 
+/* The reply adapter: typed handlers that fill a reply from memory the reply owns. */
+static int g_later;
+static void count_later(void *p)
+{
+    g_later++;
+    free(p);
+}
+
+static int fill_cancel_reply(void *svc, const ProtobufCMessage *req, struct disp_reply *reply, char *m, size_t mlen)
+{
+    const Spillway__V1__CancelJobRequest *r = (const Spillway__V1__CancelJobRequest *)req;
+    disp_reply_later(reply, malloc(16), count_later);
+    if (r->job == 2) {
+        snprintf(m, mlen, "job 2 is refused");
+        return SPW_RPC_NOT_FOUND;
+    }
+    if (r->job == 3)
+        ck_assert_ptr_null(disp_reply_alloc(reply, SIZE_MAX - 8));     /* cannot be had: the call fails */
+    Spillway__V1__CancelJobResponse *out = disp_reply_new(reply, &spillway__v1__cancel_job_response__descriptor);
+    ck_assert_ptr_nonnull(out);
+    out->was_finished = r->job == 1;
+    return SPW_RPC_OK;
+}
+
+START_TEST(test_codec_adapter_packs_the_reply_and_frees_its_memory)
+{
+    for (uint64_t job = 1; job <= 3; job++) {
+        Spillway__V1__CancelJobRequest rq = SPILLWAY__V1__CANCEL_JOB_REQUEST__INIT;
+        rq.job = job;
+        uint8_t buf[32], *resp = NULL;
+        size_t len = spillway__v1__cancel_job_request__pack(&rq, buf), rlen = 0;
+        g_later = 0;
+        msg[0] = 0;
+        const int st = disp_unary(NULL, &spillway__v1__cancel_job_request__descriptor, fill_cancel_reply, buf, len,
+                                  &resp, &rlen, msg, sizeof msg);
+        ck_assert_int_eq(g_later, 1);       /* what was handed over is freed, whatever the outcome */
+        if (job == 1) {
+            ck_assert_int_eq(st, SPW_RPC_OK);
+            Spillway__V1__CancelJobResponse *out = spillway__v1__cancel_job_response__unpack(NULL, rlen, resp);
+            ck_assert(out && out->was_finished);
+            spillway__v1__cancel_job_response__free_unpacked(out, NULL);
+        } else {
+            ck_assert_int_eq(st, job == 2 ? SPW_RPC_NOT_FOUND : SPW_RPC_RESOURCE_EXHAUSTED);
+            ck_assert_ptr_null(resp);
+            ck_assert_str_eq(msg, job == 2 ? "job 2 is refused" : "out of memory");
+        }
+        free(resp);
+    }
+    uint8_t *resp = NULL;
+    size_t rlen = 0;
+    g_later = 0;
+    ck_assert_int_eq(disp_unary(NULL, &spillway__v1__cancel_job_request__descriptor, fill_cancel_reply,
+                                (const uint8_t *)"\xff\xff", 2, &resp, &rlen, msg, sizeof msg),
+                     SPW_RPC_INVALID_ARGUMENT);
+    ck_assert_int_eq(g_later, 0);       /* malformed: the handler never ran */
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("service");
@@ -520,6 +580,7 @@ int main(void)
     tcase_add_test(tc, test_service_bad_requests_say_what_is_wrong);
     tcase_add_test(tc, test_service_profiles_asked_ahead_are_taken_once);
     tcase_add_test(tc, test_service_method_lists_are_the_protos);
+    tcase_add_test(tc, test_codec_adapter_packs_the_reply_and_frees_its_memory);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }
