@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/channel.h"
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/heap.h"
@@ -29,6 +30,7 @@
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
 #include "pipeline/spec_proto.h"
+#include "pipeline/stream_msgs.h"
 #include "pipeline/wire.h"
 
 #define MSG_TARGET_BYTES (1u << 20)
@@ -996,50 +998,6 @@ static bool job_stopping(void *arg)
     return s;
 }
 
-/* Offer the client of this stream a data connection (it asked): a ticket on the stream, then its answer.
- * Returns the connection's fd (the stream's elements go there), -1 to send them on the gRPC stream (the
- * client could not connect), or -2 when the stream must end (it failed, or the client said it connected and
- * no connection came with the ticket). Credit that comes with the answer is added to *credit. */
-static int offer_direct(struct wrk_jobs *w, struct spw_rpc_stream *st, uint64_t job, int rank, int64_t *credit)
-{
-    struct spw_wire_batch b = {.job = job, .direct_port = (uint32_t)spw_direct_port(w->o.direct)};
-    uint8_t scratch[64], *in = NULL;
-    size_t inlen = 0;
-    struct iovec iov[1];
-    if (spw_direct_ticket(w->o.direct, b.direct_ticket) != 0 ||
-        spw_wire_encode(&b, scratch, sizeof scratch, iov, 1) != 1)
-        return -1;                      /* too many offers outstanding: this one goes on gRPC */
-    int state = SPILLWAY__V1__DIRECT_STATE__DIRECT_UNSET, fd = -1;
-    if (spw_rpc_stream_send(st, iov, 1) == 0 && spw_rpc_stream_recv(st, 10000, &in, &inlen) == 1) {
-        Spillway__V1__StreamRequest *req = spillway__v1__stream_request__unpack(NULL, inlen, in);
-        if (req) {
-            *credit += req->credit_bytes;
-            state = req->direct_state;
-            spillway__v1__stream_request__free_unpacked(req, NULL);
-        }
-    }
-    free(in);
-    const bool connected = state == SPILLWAY__V1__DIRECT_STATE__DIRECT_CONNECTED;
-    spw_direct_take(w->o.direct, b.direct_ticket, connected ? 3000 : 0, &fd);     /* spends the ticket */
-    if (fd >= 0 && !connected) {
-        close(fd);
-        fd = -1;
-    }
-    if (state == SPILLWAY__V1__DIRECT_STATE__DIRECT_FAILED) {
-        spw_log(SPW_LOG_INFO, "worker", "job=%llu rank=%d: the client could not open a data connection to port "
-                "%d: its elements go on the gRPC stream", (unsigned long long)job, rank, spw_direct_port(w->o.direct));
-        return -1;
-    }
-    if (fd < 0)
-        spw_log(SPW_LOG_WARN, "worker", "job=%llu rank=%d: %s: ending the stream", (unsigned long long)job, rank,
-                connected ? "the client said it connected, and no connection presented its ticket"
-                          : "no answer to the data connection's offer");
-    else
-        spw_log(SPW_LOG_DEBUG, "worker", "job=%llu rank=%d: elements on a data connection", (unsigned long long)job,
-                rank);
-    return fd >= 0 ? fd : -2;
-}
-
 int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen)
 {
     struct wrk_jobs *w = ctx;
@@ -1058,7 +1016,7 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
     }
     uint64_t job = req->job, secret = req->job_secret;
     int rank = req->rank, level = req->compress_level;
-    const bool want_direct = req->direct && w->o.direct;
+    const bool want_direct = req->direct;
     int64_t credit = req->credit_bytes;
     spillway__v1__stream_request__free_unpacked(req, NULL);
     if (level != 0 && (level < SPW_ZSTD_MIN_LEVEL || level > SPW_ZSTD_MAX_LEVEL)) {
@@ -1122,15 +1080,18 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
     q->attached = true;
     __atomic_store_n(&q->compress_level, level, __ATOMIC_RELAXED);     /* messages made from now on */
     pthread_mutex_unlock(&jb->mu);
-    const int data_fd = want_direct ? offer_direct(w, st, job, rank, &credit) : -1;
-    pthread_mutex_lock(&jb->mu);
-    q->direct = data_fd >= 0;
-    pthread_mutex_unlock(&jb->mu);
-    if (data_fd == -2) {
-        snprintf(msg, msglen, "the data connection was not made");
+    char peer[64];
+    snprintf(peer, sizeof peer, "job=%llu rank=%d", (unsigned long long)job, rank);
+    const struct spw_stream_request rq = {.job = job};
+    const struct spw_channel_opts co = {.call = st, .peer = peer, .stop = job_stopping, .stop_ctx = jb,
+                                        .codec = &spw_stream_codec, .codec_ctx = (void *)&rq};
+    struct spw_channel *chan = NULL;
+    if (spw_channel_accept(&co, w->o.direct, want_direct, &credit, &chan, msg, msglen) != 0)
         status = SPW_RPC_UNAVAILABLE;
-    }
-    for (; data_fd != -2;) {
+    pthread_mutex_lock(&jb->mu);
+    q->direct = chan && !strcmp(spw_channel_kind(chan), "direct");
+    pthread_mutex_unlock(&jb->mu);
+    while (chan) {
         struct msg *m = NULL;
         pthread_mutex_lock(&jb->mu);
         if (!jb->stopping && !q->head) {           /* wait a little for producers; then look at credit */
@@ -1154,9 +1115,7 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
         if (stopping)
             break;
         if (m) {
-            int rc = data_fd >= 0 ? spw_direct_send(data_fd, m->iov, m->iovcnt, job_stopping, jb)
-                                  : spw_rpc_stream_send(st, m->iov, m->iovcnt);
-            if (rc != 0) {
+            if (spw_channel_send(chan, m->iov, m->iovcnt) != 0) {
                 /* The client is gone: put the message back at the head for its next stream. */
                 pthread_mutex_lock(&jb->mu);
                 m->next = q->head;
@@ -1175,7 +1134,7 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
             continue;
         }
         /* Nothing sendable: wait for credit (or the client's end). */
-        int r = spw_rpc_stream_recv(st, 100, &in, &inlen);
+        int r = spw_channel_hear(chan, 100, &in, &inlen);
         if (r == -ETIMEDOUT)
             continue;
         if (r != 1)
@@ -1188,8 +1147,7 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
             spillway__v1__stream_request__free_unpacked(more, NULL);
         }
     }
-    if (data_fd >= 0)
-        close(data_fd);         /* the client reads its end, then this call's status */
+    spw_channel_destroy(chan);     /* a data connection's client reads its end, then this call's status */
     pthread_mutex_lock(&jb->mu);
     q->attached = q->direct = false;
     __atomic_store_n(&q->credit, 0, __ATOMIC_RELAXED);
