@@ -1,7 +1,7 @@
-/* client/remote_internal.h - the client's side of the service as its three files share it: session.c (the
- * dispatcher: create, heartbeats, re-attach, leases), streams.c (one receive thread per worker: a channel
- * in, intake_message on every message) and intake.c (a message into the batches). Only those include it.
- * Threads: as remote.h; r->mu guards the stream table and the stats. */
+/* client/remote_internal.h - the client's side of the service as its files share it: attach.c (CreateJob:
+ * create, join, re-attach), session.c (heartbeats, leases, the end), streams.c (one receive thread per
+ * worker: a channel in, intake_message on every message) and intake.c (a message into the batches). Only
+ * those include it. Threads: as remote.h; r->mu guards the stream table and the stats. */
 #ifndef SPW_CLIENT_REMOTE_INTERNAL_H
 #define SPW_CLIENT_REMOTE_INTERNAL_H
 
@@ -79,6 +79,11 @@ struct remote {
     int64_t transport_seen;             /* the transport threads' CPU when last shared out (heartbeat thread) */
 };
 
+/* The dispatcher no longer knows the job (it restarted without a journal, or gave its id to another job):
+ * create it again from what the trainer has been given and take its new id and secret (attach.c). Returns
+ * 0; -EAGAIN when the dispatcher could not be asked (try again later); another negative code with why when
+ * it refused. Heartbeat thread only. */
+int session_reattach(struct remote *r, char *why, size_t whylen);
 /* Start a stream thread for every listed worker that has none. Called with r->mu held. */
 void streams_start(struct remote *r);
 /* Merge the dispatcher's worker list into the stream table. Called with r->mu held. */
