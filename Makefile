@@ -159,6 +159,11 @@ $(BUILD)/tests/check_%: $(BUILD)/obj/tests/unit/check_%.o $(CLI_LIB) $(DISP_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
+# The worker's outbox is tested alone (no sockets), linked from its object.
+$(BUILD)/tests/check_outbox: $(BUILD)/obj/tests/unit/check_outbox.o $(BUILD)/obj/worker/outbox.o $(CORE_LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
 
 $(GPU_PLUGIN): ops/cuda/plugin.cu ops/cuda/gpu_plugin.h ops/cuda/pixel.h
 	@mkdir -p $(dir $@)
