@@ -275,6 +275,7 @@ static uint8_t *compress_elements(struct wrk_outbox *o, struct wrk_builder *bd, 
     *zlen = z ? spw_zstd_compress(bd->z, bd->data, bd->n, bd->elem_bytes, z, cap) : 0;
     if (!*zlen || *zlen > raw - raw / 32) {
         free(z);
+        *zlen = 0;          /* sent raw: the message must not say zstd */
         return NULL;
     }
     if (o->o.zstd_in)

@@ -192,8 +192,10 @@ START_TEST(test_outbox_a_streams_zstd_level_compresses_what_is_made_after)
     ck_assert_int_eq(wrk_outbox_attach(O, 0, 3), 0);
     add_images(&bd, 4, 32, 4, false);                            /* flat images: compress well */
     ck_assert_int_eq(wrk_builder_flush(O, &bd, false), 0);
-    const enum spw_wire_encoding want[2] = {SPW_WIRE_RAW, SPW_WIRE_ZSTD};
-    for (int i = 0; i < 2; i++) {
+    add_images(&bd, 4, 32, 8, true);     /* noise: sent raw (no saving), and said to be raw */
+    ck_assert_int_eq(wrk_builder_flush(O, &bd, true), 0);
+    const enum spw_wire_encoding want[3] = {SPW_WIRE_RAW, SPW_WIRE_ZSTD, SPW_WIRE_RAW};
+    for (int i = 0; i < 3; i++) {
         struct wrk_msg *m = take(0, 1 << 30);
         struct spw_wire_batch b;
         char err[128];
