@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/integration/compression.sh - element payloads compressed on the wire (--compress zstd[:N]): through a
 # dispatcher and two workers, ordered runs of a uint8 pipeline and a float32 one deliver batches byte-identical
-# to a local run with fewer bytes on the wire than raw, the workers count what they compressed (/metrics); a
+# to a local run with fewer bytes on the wire than raw, noise photographs (which zstd cannot shrink) arrive
+# raw and identical, the workers count what they compressed (/metrics); a
 # worker killed -9 mid-run still leaves every key exactly once; bad --compress values are refused naming the
 # flag, and a level out of range sent straight to a worker is refused by it. Kills all it starts.
 # shellcheck source=tests/integration/lib.sh
@@ -64,6 +65,23 @@ for p in u8 f32; do
 done
 run_service f32-z9 "$WORK/f32.json" --ordered --compress zstd:9
 check "zstd:9: batches byte-identical to a local run" same_batches f32-z9 f32-local
+# Elements zstd cannot shrink (noise photographs) go raw, and say so: before, such a message claimed zstd
+# and the client closed the stream as a bad one.
+mkdir -p "$WORK/noise/train/a"
+"$PY" -c "
+import numpy as np, PIL.Image as I
+r = np.random.default_rng(5)
+for i in range(48):
+    I.fromarray(r.integers(0, 256, (72, 72, 3), dtype=np.uint8)).save('$WORK/noise/train/a/%02d.jpg' % i, quality=100)"
+cat > "$WORK/noise.json" <<JSON
+{"source": {"format": "image_folder", "path": "$WORK/noise/train", "shuffle": true, "seed": 3, "epochs": 2},
+ "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [64, 64]}], "batch": {"size": 16}}
+JSON
+"$B/bin/spillctl" run --local --pipeline "$WORK/noise.json" --threads 2 --dump "$WORK/noise-local" --quiet || exit 1
+run_service noise-zstd "$WORK/noise.json" --ordered --compress zstd
+check "noise: --compress zstd exits 0, no bad message" \
+  bash -c "test $? -eq 0 && ! grep -q 'bad message' '$WORK/noise-zstd.err'"
+check "noise: batches byte-identical to a local run" same_batches noise-zstd noise-local
 
 MPORT=$(sed -n 's/^metrics listening on .*:\([0-9]*\)$/\1/p' "$WORK/w1.out" | head -1)
 if [ -n "$MPORT" ]; then
