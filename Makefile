@@ -198,8 +198,8 @@ test: deps
 	$(MAKE) lint unit equiv corrupt integration python deploy-check
 
 lint:
-	bash scripts/lint.sh
-	/usr/bin/python3 scripts/plots.py --out $(BUILD)/plots-check > /dev/null   # make plots keeps working
+	bash scripts/dev/lint.sh
+	/usr/bin/python3 scripts/dev/plots.py --out $(BUILD)/plots-check > /dev/null   # make plots keeps working
 	test "$$(ls $(BUILD)/plots-check/plot-*.png | wc -l)" = 7
 	@# libspillway.so must not need a symbol only the tools have (client/ files that spillctl alone links)
 	@! nm -D --undefined-only $(BUILD)/lib/libspillway.so 2>/dev/null | grep ' spw_' || \
@@ -239,9 +239,9 @@ fuzz:
 	FUZZ_BUILD=build-fuzz bash tests/fuzz/run.sh
 
 # deploy/: the Kubernetes manifests render and validate, podman builds the image, and the image runs as pods in
-# network namespaces on this machine (root; scripts/check-deploy.sh; part of make test).
+# network namespaces on this machine (root; deploy/scripts/check.sh; part of make test).
 deploy-check: all
-	bash scripts/check-deploy.sh all
+	bash deploy/scripts/check.sh all
 
 # The threaded audio path (FFTW and resampling plans made concurrently) under ThreadSanitizer.
 tsan-audio:
@@ -254,7 +254,7 @@ soak: all
 
 # Four job lanes for SOAK_MINUTES (30) under worker and dispatcher faults, RSS sampled (by hand; docs).
 soak-long: all
-	bash scripts/soak-long.sh
+	bash scripts/eval/soak-long.sh
 
 demo: deps
 	$(MAKE) all
@@ -262,15 +262,15 @@ demo: deps
 
 bench: deps
 	$(MAKE) all $(BENCH_BIN)
-	/usr/bin/python3 scripts/bench_targets.py clear
+	/usr/bin/python3 scripts/lib/bench_targets.py clear
 	@fail=0; for b in ops stream offload compress audio audio-decode png python-heap python-op dispatcher; do \
-	  bash scripts/bench-$$b.sh || { echo "make bench: scripts/bench-$$b.sh failed" >&2; fail=1; }; \
-	done; /usr/bin/python3 scripts/bench_targets.py report; exit $$fail
+	  bash scripts/bench/$$b.sh || { echo "make bench: scripts/bench/$$b.sh failed" >&2; fail=1; }; \
+	done; /usr/bin/python3 scripts/lib/bench_targets.py report; exit $$fail
 
-# The benchmark figures as PNGs in docs/ (scripts/plots.py: from build/'s benchmark outputs, else docs/data/).
+# The benchmark figures as PNGs in docs/ (scripts/dev/plots.py: from build/'s benchmark outputs, else docs/data/).
 .PHONY: plots
 plots:
-	/usr/bin/python3 scripts/plots.py
+	/usr/bin/python3 scripts/dev/plots.py
 
 # make install [PREFIX=/usr/local] [DESTDIR=] - binaries, man pages (help2man, from each binary's --help),
 # the header, libspillway.a and .so, spillway.pc, the GPU plugin where built, and the Python package (whose

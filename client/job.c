@@ -44,7 +44,7 @@
 #define MICROBATCH 16          /* places a backend makes at a time */
 #define PLAN_SAMPLES 256       /* fewer are biased: the first elements cost ~20% more here */
 #define GPU_PLAN_SAMPLES 64    /* the GPU producer's: 15 micro-batches after a warm-up */
-/* Client CPU per received byte besides the copy, from scripts/bench-stream.sh. The probe measures its own
+/* Client CPU per received byte besides the copy, from scripts/bench/stream.sh. The probe measures its own
  * (sent along as recv_ns_per_byte) but read 1.3-2 ns/byte on a loaded 2-core VM where the bench reads 0.3:
  * not trusted for planning until the evaluation says which is right. */
 #define RECV_NS_PER_BYTE 0.3

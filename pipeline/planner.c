@@ -151,7 +151,7 @@ static int workers_needed(const struct spw_plan_input *in, const struct spw_plan
 
 /* Whether candidate a is preferred to b among near-equal throughputs: fewer workers to reach R, less client
  * CPU, fewer bytes on the wire, then the higher prediction (not the lower cut: with the client saturated
- * either way and elements of one size, bench-offload.sh measured the higher-predicted cut 2 ahead of cut 1). */
+ * either way and elements of one size, bench/offload.sh measured the higher-predicted cut 2 ahead of cut 1). */
 static bool preferred(const struct spw_plan_candidate *a, const struct spw_plan_candidate *b)
 {
     const int wa = a->workers_needed < 0 ? 1 << 30 : a->workers_needed;

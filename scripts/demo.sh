@@ -6,7 +6,8 @@
 # clean shutdown (no process left behind). Env: SPILLCTL.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/lib/harness.sh
+source "$(dirname "$0")/lib/harness.sh"     # ROOT, wait_port, stop_daemons
 cd "$ROOT"
 PY=/usr/bin/python3
 SPILLCTL=${SPILLCTL:-build/bin/spillctl}
@@ -17,7 +18,7 @@ THREADS=$(nproc)
 die() { echo "demo: error: $*" >&2; exit 1; }
 [[ -x $SPILLCTL ]] || die "$SPILLCTL not found or not executable: build it first ('make all'; 'make demo' builds it)"
 
-bash scripts/make-dataset.sh "$DATA"
+bash scripts/data/make-dataset.sh "$DATA"
 mkdir -p "$OUT"
 
 "$PY" - "$ROOT/$DATA" "$OUT" <<'EOF'
@@ -96,29 +97,15 @@ sys.exit(0 if ok else "demo: error: the eval pipeline returned %d elements, the 
 
 echo
 echo "== the same training job through the service: a dispatcher and 2 workers (1 thread each) on loopback"
-DAEMONS=()
-stop_daemons() {
-  [ ${#DAEMONS[@]} -eq 0 ] && return 0
-  kill -TERM "${DAEMONS[@]}" 2>/dev/null || true
-  for p in "${DAEMONS[@]}"; do wait "$p" 2>/dev/null || true; done
-  DAEMONS=()
-}
-trap stop_daemons EXIT
-listening_port() {   # listening_port FILE: the port of its "listening on" line, waiting up to 10 s
-  for _ in $(seq 1 200); do
-    sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$1" | grep . && return 0
-    sleep 0.05
-  done
-  return 1
-}
+trap 'stop_daemons TERM' EXIT
 build/bin/spillway-dispatcher --listen 127.0.0.1 --port 0 > "$OUT/dispatcher.out" 2> "$OUT/dispatcher.log" &
-DAEMONS+=($!)
-DPORT=$(listening_port "$OUT/dispatcher.out") || die "the dispatcher did not start; see $OUT/dispatcher.log"
+PIDS+=($!)
+DPORT=$(wait_port "$OUT/dispatcher.out") || die "the dispatcher did not start; see $OUT/dispatcher.log"
 for i in 1 2; do
   build/bin/spillway-worker --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 \
     > "$OUT/worker$i.out" 2> "$OUT/worker$i.log" &
-  DAEMONS+=($!)
-  listening_port "$OUT/worker$i.out" > /dev/null || die "worker $i did not start; see $OUT/worker$i.log"
+  PIDS+=($!)
+  wait_port "$OUT/worker$i.out" > /dev/null || die "worker $i did not start; see $OUT/worker$i.log"
 done
 sleep 0.5
 "$SPILLCTL" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$OUT/train.json" --local-cores 1 --json \
@@ -139,8 +126,8 @@ print("   local:   %d elements, %.0f elements/s with %d threads in one process" 
 print("   (here all of it shares this machine'"'"'s %s cores; on a real cluster the workers add their own cores)" % sys.argv[3])
 sys.exit(0 if svc["elements"] == loc["elements"] else "demo: error: the service delivered %d elements, the local run %d" % (svc["elements"], loc["elements"]))
 ' "$OUT/service.out" "$OUT/train.out" "$THREADS"
-STARTED=("${DAEMONS[@]}")
-stop_daemons
+STARTED=("${PIDS[@]}")
+stop_daemons TERM
 for p in "${STARTED[@]}"; do ! kill -0 "$p" 2>/dev/null || die "process $p was left behind"; done
 echo "   dispatcher and workers stopped (SIGTERM, drained)"
 

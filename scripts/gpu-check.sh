@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/gpu-check.sh - the checks that need a GPU, as one prepared run. Two halves:
 #   bash scripts/gpu-check.sh --prepare   here, where the project builds: the CUDA plugin (nvcc), gpucheck
-#       (tests/tools/gpucheck.c), 400 real photos (scripts/make-dataset.sh) and the shared libraries gpucheck
+#       (tests/tools/gpucheck.c), 400 real photos (scripts/data/make-dataset.sh) and the shared libraries gpucheck
 #       needs besides glibc go to build/gpu-carry (under the device tool's 64 MiB carry limit).
 #   bash scripts/gpu-check.sh             on the device machine (device tool, carry build/gpu-carry): nvidia-smi,
 #       gpucheck (every pipeline's GPU elements against the CPU's, throughput of GPU / CPU / both, memory
@@ -19,7 +19,7 @@ if [ "${1:-}" = "--prepare" ]; then
   set -e
   make -C "$ROOT" -s all build/tests/gpucheck
   [ -f "$ROOT/build/lib/libspillway-gpu.so" ] || { echo "gpu-check: no nvcc here, no plugin built" >&2; exit 1; }
-  bash "$ROOT/scripts/make-dataset.sh" "$ROOT/build/data/gpu-check" 400 > /dev/null
+  bash "$ROOT/scripts/data/make-dataset.sh" "$ROOT/build/data/gpu-check" 400 > /dev/null
   rm -rf "$C" && mkdir -p "$C/bin" "$C/lib" "$C/data"
   cp "$ROOT/build/tests/gpucheck" "$C/bin/"
   cp "$ROOT/build/lib/libspillway-gpu.so" "$C/lib/"

@@ -23,7 +23,7 @@ missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
-# The manifest checks (scripts/check-deploy.sh) run on Node.js; Debian's when the machine has none.
+# The manifest checks (deploy/scripts/check.sh) run on Node.js; Debian's when the machine has none.
 command -v node > /dev/null && command -v npm > /dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PKGS[@]} packages present"

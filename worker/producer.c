@@ -34,7 +34,7 @@ static void *place_cb(void *opaque, enum spw_dtype dt, int ndim, const int64_t *
 /* A producer with nothing to lease waits before asking again: 50 ms for its first IDLE_POLLS_FLAT empty
  * polls (a split freed now and then is picked up at once), then doubling to 800 ms while the job stays empty,
  * back to 50 ms once a lease comes. Every producer thread of a worker polls every job it serves, so at a flat
- * 50 ms idle polls were most of a dispatcher's load (bench-dispatcher.sh: 10-17 k/s from 100-1000 workers of
+ * 50 ms idle polls were most of a dispatcher's load (bench/dispatcher.sh: 10-17 k/s from 100-1000 workers of
  * small jobs); a busy producer asks as soon as it has room, so only surplus ones wait longer. *idle counts the
  * empty polls in a row. */
 #define IDLE_POLL_MIN_MS 50

@@ -1,4 +1,4 @@
-// deploy/check/podspec.mjs - what a rendered manifest tells a container to run, for scripts/deploy-pods.sh to
+// deploy/check/podspec.mjs - what a rendered manifest tells a container to run, for deploy/scripts/pods.sh to
 // start the same container with podman (the arguments and environment are read, not retyped):
 //   node podspec.mjs FILE.yaml pod KIND NAME POD_IP  -> "arg VALUE" and "env KEY=VALUE" lines, the first
 //        container's args, its envFrom ConfigMaps (from the same file), env values, fieldRef status.podIP,

@@ -3,7 +3,7 @@
 // ajv validators: types, required fields, enums; prometheus-operator's and KEDA's resources from the same
 // family's packages), then all of them through TypeScript in strict mode, where
 // an object literal typed as its kind's interface fails on any unknown field (`spec.replica`). Prints one
-// line per problem and "ok N objects" at the end; exits 1 on any problem. Run by scripts/check-deploy.sh
+// line per problem and "ok N objects" at the end; exits 1 on any problem. Run by deploy/scripts/check.sh
 // from a folder holding node_modules (npm ci of deploy/check/package.json).
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";

@@ -9,7 +9,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=${SPW_BUILD:-$ROOT/build}
 PY=/usr/bin/python3
 DATA=$B/data/speech-test
-bash "$ROOT/scripts/make-audio-dataset.sh" "$DATA" 20 || exit 1
+bash "$ROOT/scripts/data/make-audio-dataset.sh" "$DATA" 20 || exit 1
 rc=0
 echo "== STFT and mel filterbanks vs torch.stft / torchaudio.functional.melscale_fbanks"
 "$PY" "$ROOT/tests/audio/dsp_reference.py" "$B/tests/dsp_tool" > "$B/dsp_reference.log" 2>&1 || rc=1

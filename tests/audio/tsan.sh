@@ -7,7 +7,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=$ROOT/build-thread
 DATA=$ROOT/build/data/speech-test
-bash "$ROOT/scripts/make-audio-dataset.sh" "$DATA" 20 > /dev/null
+bash "$ROOT/scripts/data/make-audio-dataset.sh" "$DATA" 20 > /dev/null
 WORK=$(mktemp -d /tmp/spw-tsan-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 cat > "$WORK/p.json" <<JSON

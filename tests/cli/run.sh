@@ -17,7 +17,7 @@ bad() { echo "FAIL $1"; fail=$((fail + 1)); }
 check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
 
 DATA=$ROOT/build/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 >/dev/null || { echo "FAIL dataset"; exit 1; }
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 >/dev/null || { echo "FAIL dataset"; exit 1; }
 MEAN='[0.485, 0.456, 0.406]' STD='[0.229, 0.224, 0.225]'
 
 spec() {  # spec FILE SOURCE_JSON OPS_JSON BATCH_JSON [EXTRA]

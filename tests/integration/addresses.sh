@@ -14,7 +14,7 @@ source "$(dirname "$0")/lib.sh"
 export SPILLWAY_INSECURE=1
 
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 cat > "$WORK/p.json" <<JSON
 {"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 9, "epochs": 8},
  "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [48, 48]}, {"op": "rand_augment"}],

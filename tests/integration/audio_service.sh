@@ -9,7 +9,7 @@ set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
 DATA=$B/data/speech-test
-bash "$ROOT/scripts/make-audio-dataset.sh" "$DATA" 20 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-audio-dataset.sh" "$DATA" 20 > /dev/null || exit 1
 cat > "$WORK/p.json" <<JSON
 {"source": {"format": "wav_folder", "path": "$DATA/train", "shuffle": true, "seed": 11, "epochs": 2},
  "ops": [{"op": "decode_wav"}, {"op": "stft", "n_fft": 512, "hop_length": 160, "win_length": 400},

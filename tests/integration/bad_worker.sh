@@ -13,7 +13,7 @@ set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 cat > "$WORK/p.json" <<JSON
 {"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 5, "epochs": 10},
  "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [64, 64]}, {"op": "random_horizontal_flip"},

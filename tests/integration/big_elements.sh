@@ -10,7 +10,7 @@ set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 for n in 5000 4500; do
   mkdir -p "$WORK/d$n/a"
   find "$DATA/train" -name '*.JPEG' | LC_ALL=C sort | head -7 | xargs cp -t "$WORK/d$n/a"

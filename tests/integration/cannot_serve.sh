@@ -16,7 +16,7 @@ if ! unshare --mount --propagation private true 2>/dev/null; then
   exit 1
 fi
 DATA=$WORK/data
-bash "$ROOT/scripts/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || exit 1
 mkdir -p "$DATA" && cp -r "$B/data/cli-test/train" "$DATA/train"
 cp -r "$DATA/train" "$WORK/train-extra"
 first=$(find "$WORK/train-extra" -name '*.JPEG' | sort | head -1)

@@ -14,7 +14,7 @@ wait_log() {  # wait_log FILE PATTERN SECONDS
 }
 
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 cat > "$WORK/p.json" <<JSON
 {"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 3, "epochs": 0},
  "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [224, 224]},

@@ -10,10 +10,9 @@ source "$(dirname "$0")/lib.sh"
 # Wildcard and namespace addresses with no token: allowed on this test machine (closed_default.sh tests the refusal).
 export SPILLWAY_INSECURE=1
 unset SPILLWAY_CUT          # the users' default: planned
-PY=/usr/bin/python3
 netns_usable
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 # Float32 tensors at the last cut compress about 2.5x (photos, normalized); uint8 images less.
 cat > "$WORK/p.json" <<JSON
 {"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 8, "epochs": 2},
@@ -23,7 +22,6 @@ cat > "$WORK/p.json" <<JSON
  "batch": {"size": 32}}
 JSON
 "$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 2 --dump "$WORK/local" --quiet || exit 1
-field() { "$PY" -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(eval('d' + sys.argv[2]))" "$1" "$2"; }
 same_batches() {    # every .npy and keys.txt of dump $1 equals dump $2's
   [ "$(ls "$WORK/$1" | wc -l)" = "$(ls "$WORK/$2" | wc -l)" ] || return 1
   for f in "$WORK/$2"/*; do cmp -s "$f" "$WORK/$1/$(basename "$f")" || return 1; done
@@ -44,23 +42,23 @@ sleep 0.6
 
 run capped
 check "capped, default flags: the run exits 0" test $? -eq 0
-level=$(field "$WORK/capped.json" '["compress_level"]')
-echo "     plan: $(field "$WORK/capped.json" '["plan"]["why"]')"
+level=$(json_field "$WORK/capped.json" '["compress_level"]')
+echo "     plan: $(json_field "$WORK/capped.json" '["plan"]["why"]')"
 check "capped, default flags: planned, and the streams compressed (level $level)" \
-  test "$(field "$WORK/capped.json" '["plan"]["planned"]')" = True -a "$level" -ge 1
+  test "$(json_field "$WORK/capped.json" '["plan"]["planned"]')" = True -a "$level" -ge 1
 check "capped: batches byte-identical to a local run" same_batches capped local
-JOB=$(field "$WORK/capped.json" '["job"]')
+JOB=$(json_field "$WORK/capped.json" '["job"]')
 "$B/bin/spillctl" --dispatcher $NS_NET.1:"$DPORT" explain "$JOB" > "$WORK/explain.txt" 2>&1
 check "spillctl explain says the payloads are compressed" grep -q "payloads compressed (zstd" "$WORK/explain.txt"
 run off --compress off
-check "capped, --compress off: raw" test "$(field "$WORK/off.json" '["compress_level"]')" = 0
+check "capped, --compress off: raw" test "$(json_field "$WORK/off.json" '["compress_level"]')" = 0
 check "capped, --compress off: batches byte-identical to a local run" same_batches off local
-echo "     bytes received: compressed $(field "$WORK/capped.json" '["bytes_received"]'), raw $(field "$WORK/off.json" '["bytes_received"]')"
+echo "     bytes received: compressed $(json_field "$WORK/capped.json" '["bytes_received"]'), raw $(json_field "$WORK/off.json" '["bytes_received"]')"
 
 netns_cap 1 off
 run free
 check "no cap: the run exits 0" test $? -eq 0
-echo "     plan: $(field "$WORK/free.json" '["plan"]["why"]')"
-check "no cap: the plan ships raw" test "$(field "$WORK/free.json" '["compress_level"]')" = 0
+echo "     plan: $(json_field "$WORK/free.json" '["plan"]["why"]')"
+check "no cap: the plan ships raw" test "$(json_field "$WORK/free.json" '["compress_level"]')" = 0
 check "no cap: batches byte-identical to a local run" same_batches free local
 finish

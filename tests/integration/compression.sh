@@ -9,7 +9,7 @@
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 pipeline() {    # pipeline FILE SEED EPOCHS [NORMALIZE]: decode, crop 64, flip (uint8; float32 with normalize)
   local norm=""
   [ -n "${4:-}" ] && norm=', {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}'
@@ -20,7 +20,6 @@ pipeline() {    # pipeline FILE SEED EPOCHS [NORMALIZE]: decode, crop 64, flip (
  "batch": {"size": 16}}
 JSON
 }
-field() { "$PY" -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(eval('d' + sys.argv[2]))" "$1" "$2"; }
 run_service() {     # run_service NAME PIPELINE [spillctl options...]: dump to WORK/NAME, JSON to WORK/NAME.json
   local name=$1 p=$2
   shift 2
@@ -57,9 +56,9 @@ for p in u8 f32; do
   run_service "$p-zstd" "$WORK/$p.json" --ordered --compress zstd
   check "$p: --compress zstd exits 0" test $? -eq 0
   check "$p: batches byte-identical to a local run" same_batches "$p-zstd" "$p-local"
-  check "$p: the JSON says level 1" test "$(field "$WORK/$p-zstd.json" '["compress_level"]')" = 1
-  raw=$(field "$WORK/$p-raw.json" '["bytes_received"]')
-  z=$(field "$WORK/$p-zstd.json" '["bytes_received"]')
+  check "$p: the JSON says level 1" test "$(json_field "$WORK/$p-zstd.json" '["compress_level"]')" = 1
+  raw=$(json_field "$WORK/$p-raw.json" '["bytes_received"]')
+  z=$(json_field "$WORK/$p-zstd.json" '["bytes_received"]')
   echo "     $p: bytes received raw $raw, zstd $z"
   check "$p: fewer bytes on the wire than raw" test "$z" -lt "$raw"
 done

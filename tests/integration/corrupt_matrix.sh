@@ -11,7 +11,7 @@ set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 mkdir -p "$WORK/bad/a" "$WORK/bad/b"
 find "$DATA/train" -name '*.JPEG' | LC_ALL=C sort | head -20 | xargs cp -t "$WORK/bad/a"
 good=$(find "$DATA/train" -name '*.JPEG' | LC_ALL=C sort | head -1)

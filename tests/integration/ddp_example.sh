@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 start_service 2 || { finish; exit; }
 mkdir -p "$WORK/keys"
 # In its own process group: the ranks it spawns go too, whatever happens to it.

@@ -13,7 +13,7 @@ export SPILLWAY_INSECURE=1
 netns_usable
 
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 cat > "$WORK/p.json" <<JSON
 {"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 3, "epochs": 4},
  "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [64, 64]}], "batch": {"size": 32}}

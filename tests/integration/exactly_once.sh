@@ -8,10 +8,9 @@
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
-PY=/usr/bin/python3
 
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 pipeline() {  # pipeline FILE SEED [EPOCHS]
   cat > "$1" <<JSON
 {"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": $2, "epochs": ${3:-2}},
@@ -34,7 +33,6 @@ start_cluster() {   # start_cluster NAME: a dispatcher and two workers; sets DPO
   done
   sleep 0.3
 }
-field() { "$PY" -c "import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])['$2'])" "$1"; }
 
 pipeline "$WORK/p1.json" 7
 pipeline "$WORK/p2.json" 8
@@ -42,8 +40,8 @@ pipeline "$WORK/longer.json" 10 24    # 3840 elements: ~4.8 s at 800 elements/s,
 
 start_cluster healthy || exit 1
 timeout 60 "$B/tests/pullclient" "127.0.0.1:$DPORT" "$WORK/p1.json" 40 > "$WORK/healthy.json"
-check "healthy: every position of 2 epochs exactly once" test "$(field "$WORK/healthy.json" exactly_once)" = True
-check "healthy: 320 elements, none dropped" test "$(field "$WORK/healthy.json" elements)" = 320
+check "healthy: every position of 2 epochs exactly once" test "$(json_field "$WORK/healthy.json" '["exactly_once"]')" = True
+check "healthy: 320 elements, none dropped" test "$(json_field "$WORK/healthy.json" '["elements"]')" = 320
 check "healthy: both workers produced" bash -c "grep -q 'serving job=' '$WORK/healthy-w1.err' && grep -q 'serving job=' '$WORK/healthy-w2.err'"
 
 timeout 60 "$B/tests/pullclient" "127.0.0.1:$DPORT" "$WORK/p1.json" 40 > "$WORK/j1.json" &
@@ -61,7 +59,7 @@ sleep 1.2
 check "worker killed mid-run: the dispatcher declares it dead" grep -q 'worker dead' "$WORK/healthy-d.err"
 check "worker killed mid-run: the job was still running then" bash -c "kill -0 $C 2>/dev/null"
 wait "$C"
-check "worker killed mid-run: still exactly once" test "$(field "$WORK/killed.json" exactly_once)" = True
+check "worker killed mid-run: still exactly once" test "$(json_field "$WORK/killed.json" '["exactly_once"]')" = True
 
 "$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 --threads 1 \
   > "$WORK/w3.out" 2> "$WORK/w3.err" &
@@ -75,7 +73,7 @@ sleep 0.5
 kill -STOP "$W2"; sleep 1.5; kill -CONT "$W2"
 check "zombie: the job was still running when it came back" bash -c "kill -0 $C 2>/dev/null"
 wait "$C"
-check "worker stopped past its timeout, then continued: still exactly once" test "$(field "$WORK/zombie.json" exactly_once)" = True
+check "worker stopped past its timeout, then continued: still exactly once" test "$(json_field "$WORK/zombie.json" '["exactly_once"]')" = True
 check "the zombie registered again" grep -q 'registering again' "$WORK/healthy-w2.err"
 kill -TERM "$W3" "$W2"
 

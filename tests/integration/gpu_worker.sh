@@ -18,7 +18,7 @@ source "$(dirname "$0")/lib.sh"
 
 EMU=$B/lib/libspillway-gpuemu.so
 [ -f "$EMU" ] || make -s -C "$ROOT" "$EMU" > /dev/null || exit 1
-bash "$ROOT/scripts/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || exit 1
 pipeline() {   # pipeline FILE OPS
   cat > "$1" <<JSON
 {"source": {"format": "image_folder", "path": "$B/data/cli-test/train", "shuffle": true, "seed": 3, "epochs": 2},

@@ -28,7 +28,7 @@ until_serving() {   # until_serving ADDR WANT [SERVICE [TOKEN]]: polls for up to
   return 1
 }
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 
 DPORT=$(free_port) || exit 1
 HPORT=$(free_port) || exit 1

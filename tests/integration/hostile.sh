@@ -11,7 +11,7 @@ set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 cat > "$WORK/p.json" <<JSON
 {"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 6, "epochs": 3},
  "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [32, 32]}], "batch": {"size": 16}}

@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.sh"
 export PYTHONPATH=$ROOT/client/python${PYTHONPATH:+:$PYTHONPATH}
 export SPILLWAY_LIB=$B/lib/libspillway.so
 mkdir -p "$WORK/data/a"
-bash "$ROOT/scripts/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || exit 1
 find "$B/data/cli-test/train" -name '*.JPEG' | sort | head -8 | xargs cp -t "$WORK/data/a"
 
 "$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port 0 --paused-job-ms 3000 > "$WORK/d.out" 2> "$WORK/d.err" &

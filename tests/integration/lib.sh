@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
-# tests/integration/lib.sh - shared by the integration tests (source it): result counters and check
-# helpers, waiting for a daemon's "listening on HOST:PORT" line, and a cleanup trap that kills every process
-# recorded in PIDS (continuing stopped ones first) and removes WORK (kept when KEEP is set); start_service
-# for a dispatcher and N workers on loopback.
+# tests/integration/lib.sh - shared by the integration tests (source it): scripts/lib/harness.sh (ROOT, B,
+# PIDS, wait_port, json_field, ...), result counters and check helpers, and a cleanup trap that kills every
+# process recorded in PIDS (continuing stopped ones first) and removes WORK (kept when KEEP is set);
+# start_service for a dispatcher and N workers on loopback.
 # shellcheck disable=SC2034  # PIDS, WORK, pass and fail are used by the sourcing script
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-B=${SPW_BUILD:-$ROOT/build}   # SPW_BUILD: run against another build (e.g. a sanitizer build)
+# shellcheck source=scripts/lib/harness.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/harness.sh"   # ROOT, B (SPW_BUILD), PIDS, wait_port...
 WORK=$(mktemp -d /tmp/spw-int-XXXXXX)
-PIDS=()
 TEST_TOKENS=()
 # These tests check what workers send and how faults are survived: jobs offload every fusion group unless a
 # test says otherwise. Users' default (SPILLWAY_CUT unset: planned) is tested in default_plan.sh.
@@ -15,7 +14,7 @@ export SPILLWAY_CUT=all
 pass=0
 fail=0
 cleanup() {
-  for p in "${PIDS[@]}"; do kill -CONT "$p" 2>/dev/null; kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  stop_daemons
   [ -n "${KEEP:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -25,18 +24,10 @@ check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; 
 # within SECONDS CMD...: CMD succeeds within SECONDS (polled every 0.2 s), for what happens when it happens
 within() { local until=$(( $(date +%s%N) + $1 * 1000000000 )); shift
   until "$@"; do [ "$(date +%s%N)" -lt "$until" ] || return 1; sleep 0.2; done; }
-# wait_port FILE: prints the port of the "listening on HOST:PORT" line FILE gets within 5 s.
-wait_port() {
-  for _ in $(seq 1 100); do
-    sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$1" | grep . && return 0
-    sleep 0.05
-  done
-  return 1
-}
 # image_job JSON SEED EPOCHS KEYS: a pipeline over the 160-image test set (made once) - decode, a 32x32 centre
 # crop, batches of 16, shuffled with SEED - written to JSON, and its keys from a local run written to KEYS.
 image_job() {
-  bash "$ROOT/scripts/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || return 1
+  bash "$ROOT/scripts/data/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || return 1
   cat > "$1" <<JSON
 {"source": {"format": "image_folder", "path": "$B/data/cli-test/train", "shuffle": true, "seed": $2, "epochs": $3},
  "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [32, 32]}], "batch": {"size": 16}}
@@ -46,7 +37,7 @@ JSON
 # augment_job JSON SEED EPOCHS KEYS: a pipeline expensive per element (rand_augment at 160 px, so offloading
 # to a worker pays) over the 160-image test set, batches of 32, written to JSON; a local run's keys to KEYS.
 augment_job() {
-  bash "$ROOT/scripts/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || return 1
+  bash "$ROOT/scripts/data/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || return 1
   cat > "$1" <<JSON
 {"source": {"format": "image_folder", "path": "$B/data/cli-test/train", "shuffle": true, "seed": $2, "epochs": $3},
  "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [160, 160]},

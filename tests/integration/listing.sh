@@ -8,7 +8,7 @@ set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-bash "$ROOT/scripts/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || exit 1
 DATA=$WORK/data
 mkdir -p "$DATA" && cp -r "$B/data/cli-test/train" "$DATA/" || exit 1    # a copy: this test changes it
 cat > "$WORK/p.json" <<JSON

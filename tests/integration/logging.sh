@@ -8,7 +8,7 @@ set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-bash "$ROOT/scripts/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || exit 1
 mkdir -p "$WORK/data/a"
 find "$B/data/cli-test/train" -name '*.JPEG' | head -3 | xargs -I{} cp {} "$WORK/data/a/"
 printf 'not a "JPEG"' > "$WORK/data/a/bad.JPEG"      # a warning with quotes in it (skipped)

@@ -17,7 +17,7 @@ if ! command -v prometheus > /dev/null || ! command -v promtool > /dev/null; the
   echo "metrics.sh: needs Debian's prometheus package (scripts/install-deps.sh)"
   exit 1
 fi
-bash "$ROOT/scripts/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || exit 1
 cat > "$WORK/p.json" <<JSON
 {"source": {"format": "image_folder", "path": "$B/data/cli-test/train", "shuffle": true, "seed": 5, "epochs": 400},
  "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [32, 32]}], "batch": {"size": 16}}
@@ -129,10 +129,10 @@ for port in "$DM" "${WM[0]}" "${WM[1]}"; do
   check "promtool check metrics passes on :$port" promtool check metrics < "$WORK/body-$port.txt"
 done
 check "the Grafana dashboard's every series is exported (deploy/grafana/spillway.json)" \
-  python3 "$ROOT/scripts/check-dashboard.py" "$ROOT/deploy/grafana/spillway.json" "$WORK"/body-*.txt
+  python3 "$ROOT/deploy/scripts/check-dashboard.py" "$ROOT/deploy/grafana/spillway.json" "$WORK"/body-*.txt
 sed 's/spillway_worker_queue_bytes/spillway_worker_queue_byte/' "$ROOT/deploy/grafana/spillway.json" > "$WORK/bad.json"
 check "... and the checker refuses a dashboard with a misspelt one" \
-  bash -c "! python3 '$ROOT/scripts/check-dashboard.py' '$WORK/bad.json' '$WORK'/body-*.txt > /dev/null"
+  bash -c "! python3 '$ROOT/deploy/scripts/check-dashboard.py' '$WORK/bad.json' '$WORK'/body-*.txt > /dev/null"
 check "/healthz answers ok" bash -c "[ \"\$(curl -s http://127.0.0.1:$DM/healthz)\" = ok ]"
 check "another path: 404" bash -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$DM/x)\" = 404 ]"
 check "another method: 405" bash -c \

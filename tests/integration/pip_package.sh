@@ -26,7 +26,7 @@ check "import spillway from another directory loads the package's own library" \
 check "spillway.__version__ is the release" grep -q "^$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$ROOT/client/python/spillway/_version.py") " "$WORK/import.out"
 
 start_service 1 || { finish; exit 1; }
-bash "$ROOT/scripts/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null
+bash "$ROOT/scripts/data/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null
 cp "$ROOT/examples/train_resnet.py" "$ELSEWHERE/"
 (cd "$ELSEWHERE" && "${CLEAN[@]}" timeout 300 "$WORK/venv/bin/python" train_resnet.py --data "$B/data/cli-test/train" \
   --dispatcher "127.0.0.1:$DPORT" --steps 4 --size 32 --batch-size 16 --json) > "$WORK/train.out" 2> "$WORK/train.err"

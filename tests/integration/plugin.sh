@@ -29,7 +29,7 @@ SPILLWAY_OP_PLUGINS=$WORK/libspw_old.so "$CTL" ops --json 2> /dev/null > "$WORK/
 check "a plugin built for another ABI is refused, both numbers said" \
   grep -q 'built for op plugin ABI 99; this Spillway loads ABI 1' "$WORK/old.json"
 
-bash "$ROOT/scripts/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null
+bash "$ROOT/scripts/data/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null
 spec() {    # spec FILE OPS...: the 160-image set, a 24-pixel centre crop, then OPS
   local f=$1 ops
   shift

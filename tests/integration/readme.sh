@@ -8,7 +8,7 @@ source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 T=$WORK/user
 mkdir -p "$T/home" "$T/data"
-bash "$ROOT/scripts/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null
+bash "$ROOT/scripts/data/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null
 ln -s "$B/data/cli-test/train" "$T/data/train"
 ln -s "$ROOT/client" "$T/client"
 

@@ -12,7 +12,7 @@ PY=/usr/bin/python3
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$NGINX" ] || { echo "SKIP remote_shards: nginx is not installed (scripts/install-deps.sh installs it)"; exit 0; }
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 mkdir -p "$WORK/www" "$WORK/nginx/logs"
 "$PY" - "$DATA/train" "$WORK/www" <<'PY'
 import io, os, sys, tarfile
@@ -28,7 +28,7 @@ for s in range(4):
             info.size = len(label)
             t.addfile(info, io.BytesIO(label))
 PY
-bash "$ROOT/scripts/make-certs.sh" "$WORK/certs" > /dev/null || exit 1
+bash "$ROOT/scripts/dev/make-certs.sh" "$WORK/certs" > /dev/null || exit 1
 printf 'Authorization: Bearer s3cret-%s\n' "$$" > "$WORK/header"
 PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 cat > "$WORK/nginx/nginx.conf" <<CONF

@@ -15,7 +15,7 @@ netns_usable
 NET=$NS_NET
 
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 # decode+crop+flip | rand_augment | normalize+3 erasings (3 groups); random noise erasing makes the tensor group
 # cost the client (its own production off: --local-share off) more than receiving floats, so with free
 # bandwidth the workers take all of it (cut 3). Floats are 4x the bytes of the uint8 images of cut 2: under

@@ -13,7 +13,7 @@ PY=/usr/bin/python3
 SOAK_RUNS=${SOAK_RUNS:-2}
 
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 pipeline() {  # pipeline FILE SEED EPOCHS: decode+crop+flip | rand_augment | normalize+erasing (3 groups)
   cat > "$1" <<JSON
 {"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": $2, "epochs": $3},
@@ -39,7 +39,6 @@ start_worker() {    # start_worker N: sets WN
   eval "W$1=$!"
   wait_port "$WORK/w$1.out" > /dev/null
 }
-field() { "$PY" -c "import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1]); print(eval('d' + sys.argv[2]))" "$1" "$2"; }
 run_service() {     # run_service NAME PIPELINE [spillctl options...]: dump to $WORK/NAME, JSON to $WORK/NAME.json
   local name=$1 p=$2
   shift 2
@@ -132,7 +131,7 @@ check "cut auto, run here: every key exactly once" same_keys autolocal local
 run_service remote "$WORK/p.json" --local-cores 0
 check "workers only: exits 0" test $? -eq 0
 check "workers only: every key of 2 epochs exactly once" same_keys remote local
-check "workers only: 320 elements, all from workers" test "$(field "$WORK/remote.json" "['producers']['remote']")" = 320
+check "workers only: 320 elements, all from workers" test "$(json_field "$WORK/remote.json" "['producers']['remote']")" = 320
 
 run_service hybrid "$WORK/p.json" --local-cores 1
 check "hybrid: every key exactly once" same_keys hybrid local
@@ -141,15 +140,15 @@ import json, sys
 p = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])['plan']
 assert p['cut'] == 3 and 0 < p['local_share'] < 1 and p['workers'] == 2, p
 " "$WORK/hybrid.json"
-check "hybrid: workers delivered >= 10%" test "$(field "$WORK/hybrid.json" "['producers']['remote']")" -ge 32
-check "hybrid: the client's own threads delivered >= 10%" test "$(field "$WORK/hybrid.json" "['producers']['local']")" -ge 32
+check "hybrid: workers delivered >= 10%" test "$(json_field "$WORK/hybrid.json" "['producers']['remote']")" -ge 32
+check "hybrid: the client's own threads delivered >= 10%" test "$(json_field "$WORK/hybrid.json" "['producers']['local']")" -ge 32
 sleep 0.5     # the final counts arrive with the next heartbeats
-"$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" job "$(field "$WORK/hybrid.json" "['job']")" --json > "$WORK/hybrid-job.json"
+"$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" job "$(json_field "$WORK/hybrid.json" "['job']")" --json > "$WORK/hybrid-job.json"
 # Producers report what they made: the 320 delivered plus the copies the client dropped (an idle client
 # thread computes a stalled head batch's missing elements; the worker's later copies are duplicates).
 check "hybrid: spillctl job's per-producer counts add up to the 320 elements and the duplicates dropped" \
   test "$("$PY" -c "import json,sys; print(sum(p['elements'] for p in json.load(open(sys.argv[1]))['producers']))" "$WORK/hybrid-job.json")" \
-  = $((320 + $(field "$WORK/hybrid.json" "['duplicates_dropped']")))
+  = $((320 + $(json_field "$WORK/hybrid.json" "['duplicates_dropped']")))
 check "hybrid: spillctl job lists the client and both workers as producers" \
   test "$("$PY" -c "import json,sys; print(sorted(p['producer'].split(':')[0] for p in json.load(open(sys.argv[1]))['producers']))" "$WORK/hybrid-job.json")" = "['client', 'worker', 'worker']"
 
@@ -157,7 +156,7 @@ check "hybrid: spillctl job lists the client and both workers as producers" \
 run_service oneworker "$WORK/p.json" --local-cores 0 --workers 1
 check "--workers 1: every key exactly once" same_keys oneworker local
 sleep 0.5
-"$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" job "$(field "$WORK/oneworker.json" "['job']")" --json > "$WORK/oneworker-job.json"
+"$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" job "$(json_field "$WORK/oneworker.json" "['job']")" --json > "$WORK/oneworker-job.json"
 check "--workers 1: one worker produced all 320 elements, the other none" "$PY" -c "
 import json, sys
 ps = [p for p in json.load(open(sys.argv[1]))['producers'] if p['elements'] > 0]
@@ -167,7 +166,7 @@ assert len(ps) == 1 and ps[0]['producer'].startswith('worker') and ps[0]['elemen
 for cut in 0 1 2 3; do
   run_service "ordered$cut" "$WORK/p.json" --ordered --cut "$cut"
   check "ordered, cut $cut: batches byte-identical to run --local" same_batches "ordered$cut" local
-  check "ordered, cut $cut: the job ran at that cut" test "$(field "$WORK/ordered$cut.json" "['cut']")" = "$cut"
+  check "ordered, cut $cut: the job ran at that cut" test "$(json_field "$WORK/ordered$cut.json" "['cut']")" = "$cut"
 done
 
 # The last group a lone normalize (no erasing after it): at cut 2 the client normalizes each received element
@@ -177,7 +176,7 @@ sed -z 's/,[[:space:]]*{"op": "random_erasing"}//' "$WORK/p.json" > "$WORK/pn.js
 run_service orderedn "$WORK/pn.json" --ordered --cut 2
 check "ordered, cut 2 before a lone normalize: batches byte-identical to run --local" same_batches orderedn localn
 check "ordered, cut 2 before a lone normalize: the workers made elements" \
-  test "$(field "$WORK/orderedn.json" "['producers']['remote']")" -gt 0
+  test "$(json_field "$WORK/orderedn.json" "['producers']['remote']")" -gt 0
 
 pipeline "$WORK/q.json" 8 2
 "$B/bin/spillctl" run --local --pipeline "$WORK/q.json" --threads 2 --dump "$WORK/localq" --quiet || exit 1
@@ -189,8 +188,8 @@ check "two jobs at once: each has every key exactly once" bash -c "$(declare -f 
 # A trainer that stops early (fewer batches than the job has) frees the workers at once, not after its timeout.
 pipeline "$WORK/early-p.json" 9 30
 run_service early "$WORK/early-p.json" --max-batches 3
-check "early stop: 3 batches, exit 0" test "$(field "$WORK/early.json" "['batches']")" = 3
-EARLY_JOB=$(field "$WORK/early.json" "['job']")
+check "early stop: 3 batches, exit 0" test "$(json_field "$WORK/early.json" "['batches']")" = 3
+EARLY_JOB=$(json_field "$WORK/early.json" "['job']")
 check "early stop: the dispatcher releases the client at once" grep -q "client closed job=$EARLY_JOB " "$WORK/d.err"
 check "early stop: the workers stop the job within a second" \
   bash -c "sleep 1; grep -q 'stopping job=$EARLY_JOB ' '$WORK/w1.err' && grep -q 'stopping job=$EARLY_JOB ' '$WORK/w2.err'"
@@ -229,7 +228,7 @@ sleep 1.5
 start_worker 2
 wait "$C"
 check "re-plan: the run exits 0" test $? -eq 0
-RJOB=$(field "$WORK/replan.json" "['job']")
+RJOB=$(json_field "$WORK/replan.json" "['job']")
 check "re-plan: the dispatcher re-planned the job when the second worker joined" \
   grep -q "re-planned job=$RJOB why=\"workers changed\" workers=2/2" "$WORK/d.err"
 check "re-plan: batches identical to a local run (every key once, whatever the cuts)" same_batches replan replan-local

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/integration/tls.sh - TLS on every connection, with gRPC's own SSL credentials: a dispatcher and a
-# worker serving with certificates from scripts/make-certs.sh, requiring client certificates (mutual TLS)
+# worker serving with certificates from scripts/dev/make-certs.sh, requiring client certificates (mutual TLS)
 # and a token. Proves: a job through them delivers every key once from the worker (spillctl and the Python
 # Loader); a plaintext caller, a caller without a certificate, one with a certificate of another CA, one that
 # does not trust the server's CA, and one with a wrong token are each refused with a message that says which;
@@ -12,12 +12,12 @@ set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
 C=$WORK/certs
-bash "$ROOT/scripts/make-certs.sh" "$C" > /dev/null || exit 1
+bash "$ROOT/scripts/dev/make-certs.sh" "$C" > /dev/null || exit 1
 TOKEN=tls-test-token-7f3a9c
 TEST_TOKENS=("$TOKEN")
 printf '%s\n' "$TOKEN" > "$WORK/token"
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 cat > "$WORK/p.json" <<JSON
 {"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 8, "epochs": 2},
  "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [32, 32]}], "batch": {"size": 16}}

@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 
 DATA=$B/data/cli-test
-bash "$ROOT/scripts/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 start_service 2 || { finish; exit; }
 SPILLWAY_LIB=$B/lib/libspillway.so timeout 600 "$PY" "$ROOT/examples/train_resnet.py" --data "$DATA/train" \
   --dispatcher "127.0.0.1:$DPORT" --steps 60 --json > "$WORK/train.out" 2> "$WORK/train.err"

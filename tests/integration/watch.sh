@@ -11,7 +11,7 @@ source "$(dirname "$0")/lib.sh"
 command -v tmux > /dev/null || { echo "watch.sh: needs tmux (scripts/install-deps.sh)"; exit 1; }
 SESSION=spw-watch-$$
 trap 'tmux kill-session -t "$SESSION" 2> /dev/null; cleanup' EXIT
-bash "$ROOT/scripts/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || exit 1
+bash "$ROOT/scripts/data/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || exit 1
 cat > "$WORK/p.json" <<JSON
 {"source": {"format": "image_folder", "path": "$B/data/cli-test/train", "shuffle": true, "seed": 5, "epochs": 400},
  "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [32, 32]}], "batch": {"size": 16}}

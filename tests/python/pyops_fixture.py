@@ -1,7 +1,7 @@
 # tests/python/pyops_fixture.py - module-level functions the Python-op tests name (helper processes import
 # them as pyops_fixture:NAME): stamps with and without rng, functions that raise, crash (a segfault through
 # ctypes) or hang on an all-black image, one of a known CPU cost, results that cannot be elements, one that
-# outgrows the shared memory, one whose outputs fill a request's room, and scripts/bench-python-op.sh's identity and numpy-heavy ones.
+# outgrows the shared memory, one whose outputs fill a request's room, and scripts/bench/python-op.sh's identity and numpy-heavy ones.
 # Thread model: pure functions, one call at a time.
 import ctypes
 import time

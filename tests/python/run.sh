@@ -9,7 +9,7 @@ export SPW_BUILD=$B
 export PYTHONPATH=$ROOT/client/python${PYTHONPATH:+:$PYTHONPATH}
 export SPILLWAY_LIB=$B/lib/libspillway.so
 [ -f "$SPILLWAY_LIB" ] || { echo "tests/python: $SPILLWAY_LIB is missing (make all)" >&2; exit 1; }
-bash "$ROOT/scripts/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null
-bash "$ROOT/scripts/make-audio-dataset.sh" "$B/data/speech-test" 20 > /dev/null
+bash "$ROOT/scripts/data/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null
+bash "$ROOT/scripts/data/make-audio-dataset.sh" "$B/data/speech-test" 20 > /dev/null
 cd "$ROOT"
 exec /usr/bin/python3 -m unittest discover -s tests/python -t tests/python -v

@@ -306,7 +306,7 @@ START_TEST(test_planner_ties_go_to_fewer_bytes)
 }
 END_TEST
 
-/* The costs `spillctl plan` measured for bench-offload.sh's train pipeline (2026-12-04): cuts 1 and 2 ship
+/* The costs `spillctl plan` measured for bench/offload.sh's train pipeline (2026-12-04): cuts 1 and 2 ship
  * the same 150.5 KB, the client is saturated at both mixes, and cut 2 predicts ~1% more: it wins, not the
  * lower cut (the tie used to fall to cut 1; measured, cut 2 ran 1.72-1.95x local-only and cut 1 1.71-1.74x). */
 START_TEST(test_planner_equal_ties_go_to_the_higher_prediction)

@@ -1,6 +1,6 @@
 /* tools/spillctl/plan.c - spillctl plan (see plan.h). The client's side of DESIGN §7's costs comes from measuring
  * here: f = read + every group + the copy into the batch; s(k) = receiving b_k bytes + groups [k, n) + the
- * copy, receiving charged at 0.3 ns/byte (scripts/bench-stream.sh; the probe's own reading is shown, not
+ * copy, receiving charged at 0.3 ns/byte (scripts/bench/stream.sh; the probe's own reading is shown, not
  * used yet). A short probe of the workers' links (client/probe.c) gives each worker's link and the client's
  * total (its NIC).
  * Single-threaded apart from the probe's and the measuring threads and the workers' Profile calls (all at

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# scripts/bench/audio-decode.sh - `make bench`: FLAC decode per core, Spillway's decode_audio (libFLAC over the
+# file's buffer, planar float32) vs soundfile.read(dtype="float32") (libsndfile over libFLAC), the same clips
+# (the espeak-ng speech set, 16 kHz mono, 2-10 s, encoded with flac -5), each side pinned to one core.
+# BENCH_RUNS interleaved runs, medians; prints both rates and the ratio. Informational: exits 0 unless a side
+# crashes or decodes something else; a spillctl without decode_audio (an old build) is reported and skipped.
+# Env: BENCH_FLAC_N (60) BENCH_RUNS (3) BENCH_CPU (1) SPILLCTL (build/bin/spillctl).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+PY=/usr/bin/python3
+N=${BENCH_FLAC_N:-60}
+RUNS=${BENCH_RUNS:-3}
+CPU=${BENCH_CPU:-1}
+SPILLCTL=${SPILLCTL:-build/bin/spillctl}
+WORK=build/bench/audio-decode
+
+die() { echo "bench-audio-decode: error: $*" >&2; exit 1; }
+[[ $N =~ ^[0-9]+$ && $N -ge 10 ]] || die "BENCH_FLAC_N must be an integer >= 10 (got '$N')"
+[[ $RUNS =~ ^[0-9]+$ && $RUNS -ge 1 ]] || die "BENCH_RUNS must be an integer >= 1 (got '$RUNS')"
+command -v flac > /dev/null || die "flac not found (bash scripts/install-deps.sh)"
+command -v taskset > /dev/null || die "taskset not found (util-linux)"
+if [ ! -x "$SPILLCTL" ]; then
+  echo "bench-audio-decode: skipped: $SPILLCTL is not built (make all)"
+  exit 0
+fi
+
+mkdir -p "$WORK"
+bash scripts/data/make-audio-dataset.sh "$WORK/speech" "$N" > /dev/null
+if [ ! -f "$WORK/flac/stamp" ] || ! cmp -s "$WORK/speech/stamp.json" "$WORK/flac/stamp"; then
+  rm -rf "$WORK/flac"
+  (cd "$WORK/speech/train" && find . -name '*.wav') | while read -r f; do
+    mkdir -p "$WORK/flac/$(dirname "$f")"
+    flac -s -5 -o "$WORK/flac/${f%.wav}.flac" "$WORK/speech/train/$f"
+  done
+  cp "$WORK/speech/stamp.json" "$WORK/flac/stamp"
+fi
+cat > "$WORK/spec.json" <<EOF
+{"source": {"format": "audio_folder", "path": "$ROOT/$WORK/flac", "shuffle": false},
+ "ops": [{"op": "decode_audio"}], "batch": {"size": 1}, "on_error": "fail"}
+EOF
+if ! "$SPILLCTL" validate --pipeline "$WORK/spec.json" > /dev/null 2>&1; then
+  echo "bench-audio-decode: skipped: $SPILLCTL does not know decode_audio/audio_folder (rebuild: make all)"
+  exit 0
+fi
+
+"$PY" - "$SPILLCTL" "$WORK" "$RUNS" "$CPU" <<'PY'
+import glob, os, statistics, subprocess, sys, time
+
+import numpy as np
+import soundfile as sf
+
+ctl, work, runs, cpu = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+files = sorted(glob.glob(os.path.join(work, "flac", "*", "*.flac")))
+samples = sum(sf.info(f).frames for f in files)
+peer = ("import sys, time, soundfile as sf\n"
+        "files = sys.argv[1:]\n"
+        "t = time.perf_counter()\n"
+        "for f in files: sf.read(f, dtype='float32')\n"
+        "print(time.perf_counter() - t)\n")
+dump = os.path.join(work, "dump")
+# once, untimed: the engine's samples equal soundfile's (lossless), clip for clip
+subprocess.run(["rm", "-rf", dump], check=True)
+subprocess.run([ctl, "run", "--local", "--threads", "1", "--pipeline", os.path.join(work, "spec.json"), "--dump",
+                dump, "--quiet"], check=True)
+with open(os.path.join(dump, "keys.txt")) as f:
+    keys = [line.split()[2] for line in f if line.strip()]
+for i, k in enumerate(keys):
+    x = np.load(os.path.join(dump, "b%06d_t0.npy" % i))[0, 0]
+    if not np.array_equal(x, sf.read(k, dtype="float32")[0]):
+        sys.exit("bench-audio-decode: %s decodes differently from soundfile" % k)
+ours, theirs = [], []
+for _ in range(runs):
+    t = time.perf_counter()
+    subprocess.run(["taskset", "-c", cpu, ctl, "run", "--local", "--threads", "1", "--pipeline",
+                    os.path.join(work, "spec.json"), "--quiet"], check=True, stdout=subprocess.DEVNULL)
+    ours.append(time.perf_counter() - t)
+    r = subprocess.run(["taskset", "-c", cpu, sys.executable, "-c", peer] + files, check=True,
+                       capture_output=True, text=True)
+    theirs.append(float(r.stdout))
+o, p = statistics.median(ours), statistics.median(theirs)
+print("FLAC decode, one core, %d clips (%.1f s of 16 kHz speech), median of %d:" % (len(files), samples / 16000, runs))
+print("  spillway decode_audio (spillctl run, whole process): %7.1f clips/s  %6.1f Msamples/s" % (len(files) / o, samples / o / 1e6))
+print("  soundfile.read(dtype=float32):                       %7.1f clips/s  %6.1f Msamples/s" % (len(files) / p, samples / p / 1e6))
+print("  ratio spillway / soundfile: %.2fx" % (p / o))
+PY
