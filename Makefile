@@ -271,6 +271,7 @@ bench: deps
 .PHONY: plots
 plots:
 	/usr/bin/python3 scripts/dev/plots.py
+	gnuplot scripts/dev/architecture.gp         # docs/architecture.png, the rooms and an element's path
 
 # make install [PREFIX=/usr/local] [DESTDIR=] - binaries, man pages (help2man, from each binary's --help),
 # the header, libspillway.a and .so, spillway.pc, the GPU plugin where built, and the Python package (whose
