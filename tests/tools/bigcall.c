@@ -1,6 +1,7 @@
-/* tests/tools/bigcall.c - sends N concurrent unary calls of SIZE_MB MiB (zero bytes) to one method on one
- * channel and prints one line per call, "status=NAME", so a test can see what large requests cost a server
- * (not the client library; no retries, no parsing of the reply).
+/* tests/tools/bigcall.c - sends N concurrent unary calls of SIZE_MB MiB to one method on one channel and
+ * prints one line per call, "status=NAME", so a test can see what large requests cost a server (not the
+ * client library; no retries, no parsing of the reply). The body is a valid protobuf message of any type:
+ * one unknown length-delimited field (number 15) of zero bytes, which a proto3 decoder reads and ignores.
  *   bigcall HOST:PORT METHOD SIZE_MB N [TOKEN]
  * TOKEN: sent as "authorization: Bearer TOKEN"; absent: no authorization metadata. Exit 0 when every call came
  * back with a status (whichever), 1 on local failure, 2 on bad arguments. */
@@ -50,6 +51,15 @@ int main(int argc, char **argv)
                                      .auth_token = argc == 6 ? argv[5] : NULL};
     struct spw_rpc_channel *ch = NULL;
     uint8_t *req = calloc(1, len);
+    size_t at = 0;
+    if (req) {          /* field 15, wire type 2, then its length as a varint: the rest of the body */
+        size_t vlen = 1;
+        while (vlen < 10 && (len - 1 - vlen) >> (7 * vlen))
+            vlen++;
+        req[at++] = 15 << 3 | 2;
+        for (size_t v = len - 1 - vlen, i = 0; i < vlen; i++, v >>= 7)
+            req[at++] = (uint8_t)((v & 0x7f) | (i + 1 < vlen ? 0x80 : 0));
+    }
     struct call_arg args[MAX_CALLS];
     pthread_t tids[MAX_CALLS];
     int ret = 1, started = 0;
