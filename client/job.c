@@ -181,9 +181,12 @@ struct local_mb {
     struct spw_job *j;
     uint64_t epoch;
     bool wait;                  /* wait for each place's prefetch window (leased splits) */
-    const int64_t *places;
-    int64_t samples[MICROBATCH];
-    int64_t *count[MICROBATCH]; /* what each delivered element adds to */
+    const int64_t *base;        /* every place of the run */
+    int n_first;                /* the first n_first delivered add to *first, the others to *rest */
+    int64_t *first, *rest;
+    const int64_t *places;      /* the micro-batch running now: its places, samples ... */
+    const int64_t *samples;
+    int64_t *count[MICROBATCH]; /* ... and what each delivered element adds to */
     struct lazy_claim claim[MICROBATCH];
     struct spw_element_dest dest[MICROBATCH];
 };
@@ -233,6 +236,26 @@ static void local_done(void *opaque, int k, int rc, struct spw_value *v, const c
     spw_value_free(v);
 }
 
+static int64_t local_sample(void *opaque, int i)
+{
+    struct local_mb *m = opaque;
+    return spw_order_at(&m->j->order, m->epoch, asm_pos_of(m->j->a, m->base[i]));
+}
+
+static void local_begin(void *opaque, int k0, int n, const int64_t *samples)
+{
+    struct local_mb *m = opaque;
+    m->places = m->base + k0;
+    m->samples = samples;
+    for (int k = 0; k < n; k++)
+        m->count[k] = k0 + k < m->n_first ? m->first : m->rest;
+}
+
+static bool local_stop(void *opaque)
+{
+    return job_stopping(((struct local_mb *)opaque)->j);
+}
+
 /* Make places[0..n) of epoch (gpu: on the GPU first); the first n_first delivered add to *first, the others
  * to *rest. */
 static void make_places(struct spw_job *j, bool gpu, uint64_t epoch, const int64_t *places, int n, bool wait,
@@ -240,18 +263,12 @@ static void make_places(struct spw_job *j, bool gpu, uint64_t epoch, const int64
 {
     const struct spw_backend *const *table = gpu ? j->backends : j->backends + j->gpu_rows;
     const int64_t cpu0 = spw_thread_cpu_ns();
-    for (int i0 = 0; i0 < n && !job_stopping(j); i0 += MICROBATCH) {
-        struct local_mb m = {.j = j, .epoch = epoch, .wait = wait, .places = places + i0};
-        const int mb_n = n - i0 < MICROBATCH ? n - i0 : MICROBATCH;
-        for (int k = 0; k < mb_n; k++) {
-            m.samples[k] = spw_order_at(&j->order, epoch, asm_pos_of(j->a, m.places[k]));
-            m.count[k] = i0 + k < n_first ? first : rest;
-        }
-        const struct spw_microbatch mb = {.epoch = epoch, .cut = j->ctx.n_groups, .n = mb_n, .samples = m.samples,
-                                          .opaque = &m, .want = local_want, .dest = local_dest,
-                                          .done = local_done};
-        spw_backend_run(table, gpu ? 2 : 1, &j->prod, &mb);
-    }
+    struct local_mb m = {.j = j, .epoch = epoch, .wait = wait, .base = places, .n_first = n_first, .first = first,
+                         .rest = rest};
+    const struct spw_run run = {.epoch = epoch, .cut = j->ctx.n_groups, .n = n, .mb_max = MICROBATCH,
+                                .opaque = &m, .sample_of = local_sample, .begin = local_begin, .stop = local_stop,
+                                .want = local_want, .dest = local_dest, .done = local_done};
+    spw_backend_run_all(table, gpu ? 2 : 1, &j->prod, &run);
     __atomic_add_fetch(&j->own_cpu_ns, spw_thread_cpu_ns() - cpu0, __ATOMIC_RELAXED);
 }
 

@@ -80,3 +80,23 @@ int spw_backend_run(const struct spw_backend *const *table, int n, const struct 
         rc = table[i]->run(table[i], p, mb);
     return rc;
 }
+
+int spw_backend_run_all(const struct spw_backend *const *table, int n_table, const struct spw_producer *p,
+                        const struct spw_run *r)
+{
+    int64_t samples[SPW_RUN_MB_MAX];
+    const int mb_max = r->mb_max < 1 ? 1 : r->mb_max > SPW_RUN_MB_MAX ? SPW_RUN_MB_MAX : r->mb_max;
+    int k0 = 0;
+    for (; k0 < r->n && !(r->stop && r->stop(r->opaque)); k0 += mb_max) {
+        const int n = r->n - k0 < mb_max ? r->n - k0 : mb_max;
+        for (int k = 0; k < n; k++)
+            samples[k] = r->sample_of(r->opaque, k0 + k);
+        if (r->begin)
+            r->begin(r->opaque, k0, n, samples);
+        const struct spw_microbatch mb = {.epoch = r->epoch, .cut = r->cut, .n = n, .samples = samples,
+                                          .opaque = r->opaque, .want = r->want, .dest = r->dest,
+                                          .done = r->done};
+        spw_backend_run(table, n_table, p, &mb);
+    }
+    return k0 < r->n ? k0 : r->n;
+}

@@ -55,4 +55,26 @@ extern const struct spw_backend spw_backend_cpu;
 int spw_backend_run(const struct spw_backend *const *table, int n, const struct spw_producer *p,
                     const struct spw_microbatch *mb);
 
+/* n elements of one epoch made a micro-batch at a time: the worker's leased split, the client's own places.
+ * The caller supplies only its sink. */
+#define SPW_RUN_MB_MAX 64
+struct spw_run {
+    uint64_t epoch;
+    int cut;                    /* run groups [0, cut) */
+    int n;                      /* elements, run indexes 0 .. n-1 */
+    int mb_max;                 /* elements per micro-batch, 1 .. SPW_RUN_MB_MAX */
+    void *opaque;               /* every callback's first argument */
+    int64_t (*sample_of)(void *opaque, int i);          /* run element i's sample */
+    /* Micro-batch [k0, k0 + n) runs next, its samples[0 .. n); its callbacks' k are 0 .. n-1. NULL: none. */
+    void (*begin)(void *opaque, int k0, int n, const int64_t *samples);
+    bool (*stop)(void *opaque);                         /* NULL: never; true: the rest is not made */
+    bool (*want)(void *opaque, int k);                  /* as struct spw_microbatch's */
+    const struct spw_element_dest *(*dest)(void *opaque, int k);
+    void (*done)(void *opaque, int k, int rc, struct spw_value *v, const char *err);
+};
+/* Make r's elements in micro-batches of r->mb_max, each on the first backend of table[0..n_table) that
+ * takes it. Returns how many elements it went through (r->n unless stop ended it). */
+int spw_backend_run_all(const struct spw_backend *const *table, int n_table, const struct spw_producer *p,
+                        const struct spw_run *r);
+
 #endif

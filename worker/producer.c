@@ -128,34 +128,62 @@ static void tombstone(struct job *jb, struct wrk_builder *bd, int64_t pos, int64
     wrk_builder_tombstone(jb->out, bd, pos, err);
 }
 
-/* A micro-batch of a split: where its elements go. */
-struct split_mb {
+/* Positions [first, first + n) of a split: where their elements go (spw_backend_run_all's sink). */
+struct split_run {
     struct job *jb;
     struct wrk_builder *bd;
     int cut;
+    uint64_t epoch;
+    int64_t first;
+    int k0;                     /* the micro-batch running now: run indexes k0 ... */
+    const int64_t *samples;     /* ... and their samples */
     struct spw_element_dest dest;
     struct place_ctx pc;
-    int64_t pos[MICROBATCH], samples[MICROBATCH];
 };
 
-/* A run of the whole pipeline writes its output straight into the message. */
-static const struct spw_element_dest *mb_dest(void *opaque, int k)
+static int64_t run_sample(void *opaque, int i)
 {
-    struct split_mb *m = opaque;
+    struct split_run *m = opaque;
+    return spw_order_at(&m->jb->order, m->epoch, m->first + i);
+}
+
+static void run_begin(void *opaque, int k0, int n, const int64_t *samples)
+{
+    struct split_run *m = opaque;
+    m->k0 = k0;
+    m->samples = samples;
+}
+
+/* A run of the whole pipeline writes its output straight into the message. */
+static const struct spw_element_dest *run_dest(void *opaque, int k)
+{
+    struct split_run *m = opaque;
     return m->cut == m->jb->ctx.n_groups ? &m->dest : NULL;
 }
 
-static void mb_done(void *opaque, int k, int rc, struct spw_value *v, const char *why)
+static void run_done(void *opaque, int k, int rc, struct spw_value *v, const char *why)
 {
-    struct split_mb *m = opaque;
+    struct split_run *m = opaque;
+    const int64_t pos = m->first + m->k0 + k, sample = m->samples[k];
     char err[512];
     snprintf(err, sizeof err, "%s", rc ? why : "");
-    if (rc == 0 && (rc = wrk_builder_add(m->jb->out, m->bd, m->pos[k], m->samples[k],
-                                         m->jb->src->samples[m->samples[k]].label, v)) != 0)
+    if (rc == 0 && (rc = wrk_builder_add(m->jb->out, m->bd, pos, sample, m->jb->src->samples[sample].label, v)) != 0)
         slot_error(m->jb, m->bd, m->cut, err, sizeof err);
     if (rc != 0)
-        tombstone(m->jb, m->bd, m->pos[k], m->samples[k], rc, err);
+        tombstone(m->jb, m->bd, pos, sample, rc, err);
     spw_value_free(v);
+}
+
+/* Make positions [first, first + n) of lease l's epoch into the builder's messages, mb_max at a time. */
+static void make_positions(struct job *jb, struct wrk_builder *bd, const struct spw_backend *const *table,
+                           int n_table, const Spillway__V1__Lease *l, int64_t first, int n, int mb_max)
+{
+    struct split_run m = {.jb = jb, .bd = bd, .cut = l->cut, .epoch = l->epoch, .first = first,
+                          .dest = {place_cb, &m.pc, SPW_LAYOUT_HWC}, .pc = {jb, bd}};
+    const struct spw_run run = {.epoch = l->epoch, .cut = l->cut, .n = n, .mb_max = mb_max, .opaque = &m,
+                                .sample_of = run_sample, .begin = run_begin, .dest = run_dest,
+                                .done = run_done};
+    spw_backend_run_all(table, n_table, &jb->prod, &run);
 }
 
 /* Lease splits and make them, a micro-batch at a time, on the first backend of table that takes each. */
@@ -189,18 +217,7 @@ static void produce_splits(struct job *jb, const struct spw_backend *const *tabl
         Spillway__V1__Lease l = held[0];
         memmove(held, held + 1, sizeof held[0] * (size_t)--n_held);
         wrk_builder_begin(&bd, jb->id, l.epoch, l.split, l.generation, l.cut);
-        /* The split in micro-batches, each made by the first backend that takes it. */
-        struct split_mb m = {jb, &bd, l.cut, {place_cb, &m.pc, SPW_LAYOUT_HWC}, {jb, &bd}, {0}, {0}};
-        for (int32_t k0 = 0; k0 < l.count; k0 += MICROBATCH) {
-            const int n = l.count - k0 < MICROBATCH ? l.count - k0 : MICROBATCH;
-            for (int k = 0; k < n; k++) {
-                m.pos[k] = l.first_position + k0 + k;
-                m.samples[k] = spw_order_at(&jb->order, l.epoch, m.pos[k]);
-            }
-            const struct spw_microbatch mb = {.epoch = l.epoch, .cut = l.cut, .n = n, .samples = m.samples,
-                                              .opaque = &m, .dest = mb_dest, .done = mb_done};
-            spw_backend_run(table, n_table, &jb->prod, &mb);
-        }
+        make_positions(jb, &bd, table, n_table, &l, l.first_position, l.count, MICROBATCH);
         wrk_builder_flush(jb->out, &bd, true);
         __atomic_sub_fetch(&jb->held_splits, 1, __ATOMIC_RELEASE);
     }
@@ -247,14 +264,7 @@ static void make_entry(struct job *jb, struct wrk_builder *bd, const struct spw_
     struct split_work *sw = e->tag;
     const Spillway__V1__Lease *l = &sw->lease;
     wrk_builder_begin(bd, jb->id, l->epoch, l->split, l->generation, l->cut);
-    struct split_mb m = {jb, bd, l->cut, {place_cb, &m.pc, SPW_LAYOUT_HWC}, {jb, bd}, {0}, {0}};
-    for (int k = 0; k < e->n; k++) {
-        m.pos[k] = e->first + k;
-        m.samples[k] = spw_order_at(&jb->order, l->epoch, m.pos[k]);
-    }
-    const struct spw_microbatch mb = {.epoch = l->epoch, .cut = l->cut, .n = e->n, .samples = m.samples,
-                                      .opaque = &m, .dest = mb_dest, .done = mb_done};
-    spw_backend_run(table, n_table, &jb->prod, &mb);
+    make_positions(jb, bd, table, n_table, l, e->first, e->n, GPU_MB);
     pthread_mutex_lock(&jb->mu);
     const bool last = --sw->left == 0;
     pthread_mutex_unlock(&jb->mu);

@@ -786,6 +786,68 @@ START_TEST(test_mb_queue_concurrent_ends)
 }
 END_TEST
 
+/* spw_backend_run_all with a backend that declines (-ENODEV) and one that records: micro-batches of mb_max,
+ * each announced to the sink with its first index and samples, every element done once, a stop honoured
+ * between micro-batches. */
+struct run_log {
+    int begins, k0[8], n[8], done[64], stop_after;
+    int64_t samples[64];
+};
+static int declines(const struct spw_backend *b, const struct spw_producer *p, const struct spw_microbatch *mb)
+{
+    return -ENODEV;
+}
+static int records(const struct spw_backend *b, const struct spw_producer *p, const struct spw_microbatch *mb)
+{
+    for (int k = 0; k < mb->n; k++) {
+        struct spw_value v = {0};
+        mb->done(mb->opaque, k, 0, &v, "");
+    }
+    return 0;
+}
+static int64_t log_sample(void *opaque, int i)
+{
+    return 1000 + i;
+}
+static void log_begin(void *opaque, int k0, int n, const int64_t *samples)
+{
+    struct run_log *l = opaque;
+    l->k0[l->begins] = k0;
+    l->n[l->begins++] = n;
+    for (int k = 0; k < n; k++)
+        l->samples[k0 + k] = samples[k];
+}
+static bool log_stop(void *opaque)
+{
+    struct run_log *l = opaque;
+    return l->stop_after && l->begins >= l->stop_after;
+}
+static void log_done(void *opaque, int k, int rc, struct spw_value *v, const char *err)
+{
+    struct run_log *l = opaque;
+    l->done[l->k0[l->begins - 1] + k]++;
+}
+
+START_TEST(test_backend_run_all_makes_micro_batches_for_a_sink)
+{
+    const struct spw_backend no = {.name = "no", .run = declines}, yes = {.name = "yes", .run = records};
+    const struct spw_backend *const table[] = {&no, &yes};
+    struct run_log l = {0};
+    struct spw_run r = {.epoch = 3, .cut = 1, .n = 37, .mb_max = 16, .opaque = &l, .sample_of = log_sample,
+                        .begin = log_begin, .stop = log_stop, .done = log_done};
+    ck_assert_int_eq(spw_backend_run_all(table, 2, NULL, &r), 37);
+    ck_assert_int_eq(l.begins, 3);
+    ck_assert(l.k0[0] == 0 && l.k0[1] == 16 && l.k0[2] == 32 && l.n[0] == 16 && l.n[1] == 16 && l.n[2] == 5);
+    for (int i = 0; i < 37; i++)
+        ck_assert(l.done[i] == 1 && l.samples[i] == 1000 + i);
+    memset(&l, 0, sizeof l);
+    l.stop_after = 2;       /* stops before the third micro-batch */
+    ck_assert_int_eq(spw_backend_run_all(table, 2, NULL, &r), 32);
+    ck_assert_int_eq(l.begins, 2);
+    ck_assert(l.done[31] == 1 && l.done[32] == 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pipeline");
@@ -811,6 +873,7 @@ int main(void)
     tcase_add_test(tc, test_mb_queue_two_ends);
     tcase_add_test(tc, test_mb_queue_concurrent_ends);
     tcase_add_test(tc, test_profile_budget_bounds_a_slow_pipeline);
+    tcase_add_test(tc, test_backend_run_all_makes_micro_batches_for_a_sink);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }
