@@ -7,7 +7,7 @@
 set -euo pipefail
 
 # shellcheck source=scripts/lib/harness.sh
-source "$(dirname "$0")/lib/harness.sh"     # ROOT, wait_port, stop_daemons
+source "$(dirname "$0")/lib/harness.sh"     # ROOT, wait_port, stop_daemons, json_field
 cd "$ROOT"
 PY=/usr/bin/python3
 SPILLCTL=${SPILLCTL:-build/bin/spillctl}
@@ -57,9 +57,10 @@ echo "== Spillway demo: local training pipeline, $THREADS thread(s)"
 echo "   decode_jpeg -> random_resized_crop(224) -> random_horizontal_flip -> rand_augment(2, 9) -> normalize"
 run_pipeline train
 # Summary of spillctl's --json report (its last line): throughput, then per-op time, largest first.
-/usr/bin/python3 -c '
-import json, sys
-obj = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+PYTHONPATH=scripts/lib /usr/bin/python3 -c '
+import sys
+import spw_report
+obj = spw_report.run_report(sys.argv[1])
 print("   %d elements in %d batches, %.2f s: %.0f elements/s" % (
     obj["elements"], obj["batches"], obj["seconds"], obj["elements_per_s"]))
 print("   fusion groups (the cut points): " + " | ".join("+".join(g["ops"]) for g in obj["groups"]))
@@ -75,20 +76,11 @@ echo
 echo "== eval pipeline: val set, no shuffle, resize(256) -> center_crop(224) -> normalize"
 run_pipeline eval
 VAL_N=$(find "$DATA/val" -name '*.JPEG' | wc -l)
-/usr/bin/python3 -c '
-import json, sys
-text, n_val = open(sys.argv[1]).read(), int(sys.argv[2])
-dec, obj = json.JSONDecoder(), None
-for i in sorted((i for i, c in enumerate(text) if c == "{" and (i == 0 or text[i - 1] == "\n")), reverse=True):
-    try:
-        cand, end = dec.raw_decode(text, i)
-    except ValueError:
-        continue
-    if isinstance(cand, dict) and not text[end:].strip():
-        obj = cand
-        break
-if obj is None:
-    sys.exit("demo: error: no JSON report at the end of " + sys.argv[1])
+PYTHONPATH=scripts/lib /usr/bin/python3 -c '
+import sys
+import spw_report
+n_val = int(sys.argv[2])
+obj = spw_report.run_report(sys.argv[1], ("elements",))
 ok = int(obj["elements"]) == n_val
 print("   %d elements in %s batches (val set: %d images) %.0f elements/s  %s" % (
     obj["elements"], obj.get("batches", "?"), n_val, obj["elements_per_s"], "OK" if ok else "MISMATCH"))
@@ -110,13 +102,15 @@ done
 sleep 0.5
 "$SPILLCTL" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$OUT/train.json" --local-cores 1 --json \
   > "$OUT/service.out" 2> "$OUT/service.err" || { tail -n 20 "$OUT/service.err" >&2; die "the service run failed"; }
-JOB=$(/usr/bin/python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["job"])' "$OUT/service.out")
+JOB=$(json_field "$OUT/service.out" '["job"]')
 sleep 1.2     # producers report their final counts in their next heartbeat (1 s)
 "$SPILLCTL" --dispatcher "127.0.0.1:$DPORT" job "$JOB" | sed 's/^/   /'
-/usr/bin/python3 -c '
-import json, sys
-last = lambda p: json.loads(open(p).read().strip().splitlines()[-1])
-svc, loc = last(sys.argv[1]), last(sys.argv[2])
+PYTHONPATH=scripts/lib /usr/bin/python3 -c '
+import sys
+import spw_report
+svc = spw_report.run_report(sys.argv[1], ("elements", "batches", "seconds", "elements_per_s", "producers", "cut",
+                                         "groups"))
+loc = spw_report.run_report(sys.argv[2], ("elements", "elements_per_s", "threads"))
 p = svc["producers"]
 print("   service: %d elements in %d batches, %.2f s: %.0f elements/s (from workers %d, client threads %d, "
       "rescued %d; cut %d of %d groups)" % (svc["elements"], svc["batches"], svc["seconds"], svc["elements_per_s"],

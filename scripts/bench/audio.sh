@@ -122,24 +122,11 @@ print("\t".join(map(str, ["peer", sys.argv[2], d["clips_per_s"], d["clips"], d["
 # spw_report OUT RUN N: checks spillctl's report (the last JSON object on stdout) and prints a results.tsv
 # line; keeps the object as .json beside the raw output. Exits non-zero with a reason.
 spw_report() {
-  "$PY" - "$@" <<'EOF'
+  PYTHONPATH="$ROOT/scripts/lib" "$PY" - "$@" <<'EOF'
 import json, sys
+import spw_report
 path, run, n = sys.argv[1:4]
-text = open(path).read()
-obj, dec = None, json.JSONDecoder()
-for i in sorted((i for i, ch in enumerate(text) if ch == "{" and (i == 0 or text[i - 1] == "\n")), reverse=True):
-    try:
-        cand, end = dec.raw_decode(text, i)
-    except ValueError:
-        continue
-    if isinstance(cand, dict) and not text[end:].strip():
-        obj = cand
-        break
-if obj is None:
-    sys.exit(f"no JSON object at the end of {path}")
-missing = [k for k in ("elements", "batches", "seconds", "elements_per_s", "ops") if k not in obj]
-if missing:
-    sys.exit(f"{path}: the report lacks {', '.join(missing)}")
+obj = spw_report.run_report(path)
 if int(obj["elements"]) != int(n) or int(obj.get("skipped", 0)):
     sys.exit(f"{path}: {obj['elements']} clips ({obj.get('skipped')} skipped), expected {n} (one epoch)")
 if not float(obj["seconds"]) > 0:

@@ -94,25 +94,11 @@ print("\t".join(map(str, [sys.argv[2], "torchvision", 1, sys.argv[3], d["img_per
 # spw_report OUT CASE RUN THREADS: checks spillctl's report (the last JSON object on stdout) and prints a
 # results.tsv line; keeps the object as .json beside the raw output. Exits non-zero with a reason.
 spw_report() {
-  "$PY" - "$@" "$N" <<'EOF'
+  PYTHONPATH="$ROOT/scripts/lib" "$PY" - "$@" "$N" <<'EOF'
 import json, sys
+import spw_report
 path, case, run, threads, n = sys.argv[1:6]
-text = open(path).read()
-obj, dec = None, json.JSONDecoder()
-# The object may be pretty-printed and may follow log lines: try each line-initial '{' from the end.
-for i in sorted((i for i, ch in enumerate(text) if ch == "{" and (i == 0 or text[i - 1] == "\n")), reverse=True):
-    try:
-        cand, end = dec.raw_decode(text, i)
-    except ValueError:
-        continue
-    if isinstance(cand, dict) and not text[end:].strip():
-        obj = cand
-        break
-if obj is None:
-    sys.exit(f"no JSON object at the end of {path}")
-missing = [k for k in ("elements", "batches", "seconds", "elements_per_s", "ops") if k not in obj]
-if missing:
-    sys.exit(f"{path}: the report lacks {', '.join(missing)}")
+obj = spw_report.run_report(path)
 if int(obj["elements"]) != int(n):
     sys.exit(f"{path}: {obj['elements']} elements, expected {n} (one epoch of the train set)")
 if not float(obj["seconds"]) > 0:

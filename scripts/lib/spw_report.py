@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""scripts/lib/spw_report.py - spillctl's --json reports as the tests, benches and evals read them: the last
-JSON line of a file (earlier lines are progress or other output), and a value in it.
+"""scripts/lib/spw_report.py - spillctl's --json reports as the tests, benches, evals and the demo read them:
+the JSON object that ends a file (after log lines, maybe pretty-printed), a run's report with the fields a
+caller needs, and a value in it.
 
   spw_report.py FILE EXPR     print the value at EXPR (a subscript, '["plan"]["cut"]') of FILE's report
                               (FILE - : stdin)
@@ -11,18 +12,37 @@ import re
 import sys
 
 
-def last_json(text):
-    """The last line of text that is a JSON object, parsed."""
-    for line in reversed(text.strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            return json.loads(line)
-    raise ValueError("no JSON report in the output")
+def last_json(text, where="the output"):
+    """The JSON object that ends text, parsed: it may be pretty-printed and may follow log lines, so each
+    line-initial '{' is tried from the end. ValueError names `where` when there is none."""
+    dec = json.JSONDecoder()
+    starts = [i for i, ch in enumerate(text) if ch == "{" and (i == 0 or text[i - 1] == "\n")]
+    for i in reversed(starts):
+        try:
+            obj, end = dec.raw_decode(text, i)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and not text[end:].strip():
+            return obj
+    raise ValueError("no JSON object at the end of %s" % where)
+
+
+def run_report(path, keys=("elements", "batches", "seconds", "elements_per_s", "ops")):
+    """A spillctl run --json report read from the file at path, with every one of keys: else SystemExit
+    naming the file and what is missing."""
+    try:
+        obj = last_json(open(path).read(), path)
+    except ValueError as e:
+        sys.exit(str(e))
+    missing = [k for k in keys if k not in obj]
+    if missing:
+        sys.exit("%s: the report lacks %s" % (path, ", ".join(missing)))
+    return obj
 
 
 def read(path):
     """The report in the file at path (- : stdin)."""
-    return last_json(sys.stdin.read() if path == "-" else open(path).read())
+    return last_json(sys.stdin.read() if path == "-" else open(path).read(), path)
 
 
 def value(report, expr):
