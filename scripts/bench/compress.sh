@@ -58,33 +58,4 @@ for r in $(seq 1 "$RUNS"); do
     "$PY" -c 'import json,sys; d=json.loads(sys.argv[3]); print("  run %s/%s  %-8s cut %d level %d  %7.0f elements/s  %8.0f bytes/element" % (sys.argv[1], sys.argv[4], sys.argv[2], d["cut"], d["compress_level"], d["elements_per_s"], d["bytes_received"] / max(d["elements"], 1)))' "$r" "$kind" "$line" "$RUNS"
   done
 done
-PYTHONPATH="$ROOT/scripts/lib" "$PY" - "$RESULTS" "$OUT/compress.md" "$LINK" <<'PY'
-import json, statistics, sys
-import bench_targets
-rows = [l.rstrip("\n").split("\t", 2) for l in open(sys.argv[1]) if l.strip()]
-by = {}
-for kind, run, line in rows:
-    by.setdefault(kind, []).append(json.loads(line))
-med = {k: statistics.median(d["elements_per_s"] for d in v) for k, v in by.items()}
-per = {k: statistics.median(d["bytes_received"] / max(d["elements"], 1) for d in v) for k, v in by.items()}
-compressed = sum(1 for d in by["planned"] if d["compress_level"] > 0)
-gain, ratio = med["zstd"] / med["raw"], per["raw"] / per["zstd"]
-lines = ["| plan (worker behind %s, client receiving) | elements/s (median) | bytes/element | |" % sys.argv[3],
-         "|---|---:|---:|---|",
-         "| default (planned; compressed in %d of %d runs) | %.0f | %.0f | %.2fx raw |" % (
-             compressed, len(by["planned"]), med["planned"], per["planned"], med["planned"] / med["raw"]),
-         "| forced raw (--compress off) | %.0f | %.0f | |" % (med["raw"], per["raw"]),
-         "| forced zstd (--compress zstd) | %.0f | %.0f | %.2fx raw |" % (med["zstd"], per["zstd"], gain),
-         "",
-         "zstd's gain over raw %.2fx for a %.2fx smaller payload: %s (target: within 15%%)." % (
-             gain, ratio, "met" if abs(gain / ratio - 1) <= 0.15 else "NOT met")]
-open(sys.argv[2], "w").write("\n".join(lines) + "\n")
-print("\n".join(lines))
-bench_targets.record("compress", [
-    ("zstd on a %s link: gain over raw vs the ratio the bytes shrank by" % sys.argv[3],
-     "raw, --compress off (%.0f elements/s)" % med["raw"], "%.2fx gain for a %.2fx ratio" % (gain, ratio),
-     "within 15%", abs(gain / ratio - 1) <= 0.15),
-    ("the planner's choice on that link", "forced zstd", "compressed in %d of %d runs, %.2fx raw" % (
-        compressed, len(by["planned"]), med["planned"] / med["raw"]), "compresses where it wins",
-     compressed == len(by["planned"]))])
-PY
+PYTHONPATH="$ROOT/scripts/lib" "$PY" "$ROOT/scripts/bench/compress_report.py" "$RESULTS" "$OUT/compress.md" "$LINK"

@@ -84,17 +84,4 @@ for r in $(seq "$ROUNDS"); do
   run glibc SPILLWAY_MALLOC=default
   echo "bench-python-heap: round $r of $ROUNDS done" >&2
 done
-"$PY" - "$OUT/runs.txt" "$CORES" <<'PYEOF'
-import statistics, sys
-runs = {}
-for line in open(sys.argv[1]):
-    name, us, faults = line.split()
-    runs.setdefault(name, []).append((float(us), float(faults)))
-med = {k: (statistics.median(u for u, _ in v), statistics.median(f for _, f in v)) for k, v in runs.items()}
-print("Python trainer, 150 KB elements through the service, trainer at %s core; medians of %d rounds"
-      % (sys.argv[2], len(runs["library"])))
-for k in ("library", "tunables", "glibc"):
-    print("  %-9s %7.0f us CPU per element  %6.2f minor faults per element" % (k, med[k][0], med[k][1]))
-print("library/tunables CPU per element: %.2f   glibc/tunables: %.2f"
-      % (med["library"][0] / med["tunables"][0], med["glibc"][0] / med["tunables"][0]))
-PYEOF
+"$PY" "$ROOT/scripts/bench/python_heap_report.py" "$OUT/runs.txt" "$CORES"
