@@ -15,7 +15,6 @@
 #include "pipeline/stream_msgs.h"
 #include "worker/jobs_internal.h"
 
-
 static bool job_stopping(void *arg)
 {
     struct job *jb = arg;

@@ -29,7 +29,7 @@ _made = set()
 
 
 def _make(script, out, n):
-    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", script), out, n], capture_output=True, text=True)
+    r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "data", script), out, n], capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError("%s %s %s failed:\n%s%s" % (script, out, n, r.stdout, r.stderr))
 
