@@ -119,11 +119,7 @@ job=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["job"])' "
 both_made() {
   for _ in $(seq 1 10); do
     in_trainer --dispatcher spillway-dispatcher:5050 job "${job:-0}" --json > "$WORK/job.json" 2>&1
-    python3 - "$WORK/job.json" <<'PY' && return 0
-import json, sys
-made = [p["elements"] for p in json.load(open(sys.argv[1]))["producers"] if p["producer"].startswith("worker:")]
-assert len(made) == 2 and min(made) > 0, made
-PY
+    python3 "$ROOT/deploy/scripts/pods_job_done.py" "$WORK/job.json" && return 0
     sleep 1
   done
   return 1
@@ -136,12 +132,7 @@ run_pod w1 Deployment spillway-worker
 check "the restarted worker registers again at its address" wait_log w1 "registered worker=.* address=${IP[w1]}:5051"
 sleep 11                                    # the old registration is declared dead (SPILLWAY_WORKER_TIMEOUT_MS)
 in_trainer --dispatcher spillway-dispatcher:5050 workers --json > "$WORK/workers.json" 2>&1
-check "two workers alive, one of them the restarted one" python3 - "$WORK/workers.json" "${IP[w1]}" <<'PY'
-import json, sys
-ws = json.load(open(sys.argv[1]))["workers"]
-alive = sorted(w["address"] for w in ws if w["alive"])
-assert len(alive) == 2 and sys.argv[2] + ":5051" in alive, ws
-PY
+check "two workers alive, one of them the restarted one" python3 "$ROOT/deploy/scripts/pods_two_workers.py" "$WORK/workers.json" "${IP[w1]}"
 in_trainer run --dispatcher spillway-dispatcher:5050 --pipeline /trainer/p.json --local-cores 0 --cut all \
   --keys /trainer/svc2.keys --json --quiet > "$WORK/run2.json" 2> "$WORK/run2.err"
 check "a job after the restart: every key exactly once" \

@@ -48,33 +48,15 @@ if [ "$CORES" != 0 ]; then
   cpu_quota_cgroup spw-bench-heap "$CORES"
 fi
 
-# The trainer: the installed-package way (PYTHONPATH to the source, the build's library), numpy imported
+# The trainer (python_heap_trainer.py): the installed-package way (PYTHONPATH to the source, the build's library), numpy imported
 # first as a trainer's would be; one JSON line: elements, CPU seconds, minor faults (this process).
-cat > "$OUT/trainer.py" <<'PYEOF'
-import json, resource, sys
-import numpy as np
-import spillway
-spec, address, batches = open(sys.argv[1]).read(), sys.argv[2], int(sys.argv[3])
-with spillway.Loader(spec, dispatcher=address, local_cores=0, cut="all", max_batches=batches + 10) as ld:
-    it = ld.batches()
-    for _ in range(10):                 # warm-up: the job's start is not the figure
-        next(it)
-    r0 = resource.getrusage(resource.RUSAGE_SELF)
-    elements = checksum = 0
-    for b in it:
-        elements += b.n
-        checksum += int(b.data[:, 0, 0, 0].sum())
-    r1 = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"elements": elements, "cpu_s": r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime,
-                  "minflt": r1.ru_minflt - r0.ru_minflt}))
-PYEOF
 run() {   # run NAME ENV...: one trainer run in the quota's group; appends "NAME us_per_element faults_per_element"
   local name=$1
   shift
   # shellcheck disable=SC2016  # $$ and $CG are the child shell's
   env -u GLIBC_TUNABLES -u SPILLWAY_MALLOC "$@" PYTHONPATH="$ROOT/client/python" SPILLWAY_LIB="$B/lib/libspillway.so" \
     CG="$CGDIR" taskset -c 0 bash -c '[ -z "$CG" ] || echo $$ > "$CG/cgroup.procs"; exec "$0" "$@"' \
-    "$PY" "$OUT/trainer.py" "$OUT/train.json" "127.0.0.1:$DPORT" "$BATCHES" 2>> "$OUT/trainer.err" | tail -1 |
+    "$PY" "$ROOT/scripts/bench/python_heap_trainer.py" "$OUT/train.json" "127.0.0.1:$DPORT" "$BATCHES" 2>> "$OUT/trainer.err" | tail -1 |
     "$PY" -c "import json,sys; d=json.loads(sys.stdin.read()); print('$name', 1e6*d['cpu_s']/d['elements'], d['minflt']/d['elements'])" \
     >> "$OUT/runs.txt"
 }

@@ -75,19 +75,7 @@ echo "== capacity: unpaced, k = 0..$NW workers (cut 2)"
 for ((r = 1; r <= REPEATS; r++)); do
   for ((k = 0; k <= NW; k++)); do run capacity 0 "$k" "$r"; done
 done
-mapfile -t RATES < <("$PY" - "$OUT/runs.tsv" "$NW" <<'PY'
-import statistics, sys
-t = {}
-for line in open(sys.argv[1]):
-    phase, rate, k, rep, v, need = line.rstrip("\n").split("\t")
-    if phase == "capacity":
-        t.setdefault(int(k), []).append(float(v))
-m = [statistics.median(t[k]) for k in range(int(sys.argv[2]) + 1)]
-print(round(0.8 * m[0], 1))
-for k in range(1, len(m)):
-    print(round((m[k - 1] + m[k]) / 2, 1))
-PY
-)
+mapfile -t RATES < <("$PY" "$ROOT/scripts/eval/workers_rates.py" "$OUT/runs.tsv" "$NW")
 for rate in "${RATES[@]}"; do
   echo "== rate $rate elements/s"
   for ((r = 1; r <= REPEATS; r++)); do

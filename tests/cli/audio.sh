@@ -65,17 +65,7 @@ while IFS=$'\t' read -r path frag; do
   check "skip: $(basename "$path") logged: $frag" logged "$path" "$frag" "$WORK/skip2.err"
 done < "$A/main.bad"
 check "skip: dumps byte-identical for --threads 1 and 2" diff -r -q "$WORK/s1" "$WORK/s2"
-"$PY" - "$WORK/s2" <<'PY' && ok "skip: mel batches [n, 80, 101] float32, finite; labels cat=0 dog=1" || bad "skip: batch tensors"
-import glob, sys, numpy as np
-d = sys.argv[1]
-keys = [l.split()[2] for l in open(d + "/keys.txt")]
-xs = [np.load(f) for f in sorted(glob.glob(d + "/b*_t0.npy"))]
-ys = np.concatenate([np.load(f) for f in sorted(glob.glob(d + "/b*_t1.npy"))])
-xs = [x for x in xs if x.shape[0]]      # a batch whose samples were all skipped comes out empty
-assert all(x.shape[1:] == (80, 101) and x.dtype == np.float32 and np.isfinite(x).all() for x in xs)
-assert sum(x.shape[0] for x in xs) == len(keys) == len(ys)
-assert list(ys) == [0 if "/cat/" in k else 1 for k in keys], (list(ys), keys)
-PY
+"$PY" "$ROOT/tests/cli/audio_checks.py" skip_batches "$WORK/s2" && ok "skip: mel batches [n, 80, 101] float32, finite; labels cat=0 dog=1" || bad "skip: batch tensors"
 
 # on_error fail: one thread visits the sorted listing in order, so the first bad file is the one named
 first_bad=$(head -1 "$A/main.bad" | cut -f1)
@@ -102,19 +92,7 @@ n_dec=$(find "$A/decode" -name '*.wav' | wc -l)
 for mono in false true; do
   spec "$WORK/dec.json" "$(folder wav_folder "$A/decode")" '[{"op": "decode_wav", "mono": '$mono'}]' '{"size": 1}' ', "on_error": "fail"'
   ctl "dec_$mono" run --local --pipeline "$WORK/dec.json" --dump "$WORK/dec_$mono" --quiet
-  "$PY" - "$WORK/dec_$mono" "$mono" "$n_dec" <<'PY' && ok "decode (mono $mono): $n_dec layouts equal soundfile's float32" || bad "decode (mono $mono)"
-import sys, numpy as np, soundfile as sf
-d, mono = sys.argv[1], sys.argv[2] == "true"
-keys = [l.split()[2] for l in open(d + "/keys.txt")]
-assert len(keys) == int(sys.argv[3]), keys
-for i, k in enumerate(keys):
-    x = np.load("%s/b%06d_t0.npy" % (d, i))[0]
-    ref = sf.read(k, dtype="float32", always_2d=True)[0].T
-    if mono:
-        ref = ref.mean(axis=0, keepdims=True)
-    assert x.shape == ref.shape and x.dtype == np.float32, (k, x.shape, ref.shape)
-    assert np.abs(x - ref).max() <= (1e-6 if mono else 0.0), (k, np.abs(x - ref).max())
-PY
+  "$PY" "$ROOT/tests/cli/audio_checks.py" decode_equals_soundfile "$WORK/dec_$mono" "$mono" "$n_dec" && ok "decode (mono $mono): $n_dec layouts equal soundfile's float32" || bad "decode (mono $mono)"
 done
 
 # --- "mono": false keeps both channels through crop and stft ---
@@ -122,12 +100,7 @@ spec "$WORK/st.json" "$(folder wav_folder "$A/stereo")" '[{"op": "decode_wav", "
 ctl st run --local --pipeline "$WORK/st.json" --dump "$WORK/st" --quiet
 spec "$WORK/st2.json" "$(folder wav_folder "$A/stereo")" '[{"op": "decode_wav", "mono": false}, {"op": "stft", "n_fft": 512, "hop_length": 160}]' '{"size": 3}'
 ctl st2 run --local --pipeline "$WORK/st2.json" --dump "$WORK/st2" --quiet
-"$PY" - "$WORK" <<'PY' && ok "mono false: [3, 2, 12000] waveforms (left != right), [3, 2, 257, 101] spectrograms" || bad "mono false shapes"
-import sys, numpy as np
-x, s = np.load(sys.argv[1] + "/st/b000000_t0.npy"), np.load(sys.argv[1] + "/st2/b000000_t0.npy")
-assert x.shape == (3, 2, 12000) and s.shape == (3, 2, 257, 101), (x.shape, s.shape)
-assert not np.allclose(x[:, 0], x[:, 1])
-PY
+"$PY" "$ROOT/tests/cli/audio_checks.py" mono_false_shapes "$WORK" && ok "mono false: [3, 2, 12000] waveforms (left != right), [3, 2, 257, 101] spectrograms" || bad "mono false shapes"
 
 # --- scipy's own test WAVs (python3-scipy) against soundfile: equal where it reads them, refused with a reason
 # otherwise, no crash (tests/cli/wav_reference.py prints one line per file) ---
@@ -139,17 +112,7 @@ check "scipy test WAVs: $(tail -1 "$WORK/wavref.out")" test "$wavref_rc" -eq 0
 # --- resample to 16 kHz: ceil(16000 * n / orig) samples (22050, 44100, 8000 Hz; a 1-sample clip) ---
 spec "$WORK/rs.json" "$(folder wav_folder "$A/rates")" '[{"op": "decode_wav"}, {"op": "resample", "rate": 16000}]' '{"size": 1}' ', "on_error": "fail"'
 ctl rs run --local --pipeline "$WORK/rs.json" --dump "$WORK/rs" --quiet
-"$PY" - "$WORK/rs" <<'PY' && ok "resample: 4 clips have ceil(16000 n / orig) samples" || bad "resample lengths"
-import os, sys, numpy as np
-d = sys.argv[1]
-keys = [l.split()[2] for l in open(d + "/keys.txt")]
-assert len(keys) == 4
-for i, k in enumerate(keys):
-    rate, n = map(int, os.path.basename(k)[1:-4].split("_"))
-    want = -(-16000 * n // rate)
-    x = np.load("%s/b%06d_t0.npy" % (d, i))
-    assert x.shape == (1, 1, want), (k, x.shape, want)
-PY
+"$PY" "$ROOT/tests/cli/audio_checks.py" resample_lengths "$WORK/rs" && ok "resample: 4 clips have ceil(16000 n / orig) samples" || bad "resample lengths"
 
 # --- max_samples bounds what resample and pad_audio make, not only what decode makes ---
 spec "$WORK/slow.json" "$(folder wav_folder "$A/slow")" '[{"op": "decode_wav"}, {"op": "resample", "rate": 16000}]' '{"size": 1}' ', "max_samples": 20000, "on_error": "fail"'
@@ -169,15 +132,7 @@ check "cap: ... and gives [3, 1, 30000]" "$PY" -c "import numpy as np; assert np
 spec "$WORK/flat.json" "$(folder wav_folder "$A/flat")" '[{"op": "decode_wav"}, {"op": "pad_audio", "samples": 16000}]' '{"size": 4}' ', "on_error": "fail"'
 ctl flat run --local --pipeline "$WORK/flat.json" --dump "$WORK/flat" --quiet
 check "labels.tsv: run succeeds" test "$rc" -eq 0
-"$PY" - "$WORK/flat" "$A/flat.expect" <<'PY' && ok "labels.tsv: listed clips once, sorted by path, labels = sorted class names" || bad "labels.tsv: keys and labels"
-import glob, sys, numpy as np
-d = sys.argv[1]
-keys = [l.split()[2] for l in open(d + "/keys.txt")]
-ys = np.concatenate([np.load(f) for f in sorted(glob.glob(d + "/b*_t1.npy"))])
-expect = [l.rstrip("\n").split("\t") for l in open(sys.argv[2])]
-assert keys == [p for p, _ in expect], keys                 # unlisted.wav left out
-assert list(ys) == [int(y) for _, y in expect], list(ys)
-PY
+"$PY" "$ROOT/tests/cli/audio_checks.py" labels_tsv "$WORK/flat" "$A/flat.expect" && ok "labels.tsv: listed clips once, sorted by path, labels = sorted class names" || bad "labels.tsv: keys and labels"
 # labels.tsv errors: LINES (printf format) and the message fragment; each exits 1 naming labels.tsv:LINE
 good_wav=$(head -1 "$A/main.good")
 while IFS='|' read -r name lines frag; do
@@ -199,14 +154,7 @@ spec "$WORK/tar.json" '{"format": "tar_shards", "path": "'"$A"'/shards/*.tar", "
 ctl tar run --local --pipeline "$WORK/tar.json" --threads 2 --dump "$WORK/tar" --json --quiet
 check "tar shards: run succeeds" test "$rc" -eq 0
 check "tar shards: 9 key pairs are samples (lone .wav ignored)" test "$(json_field "$WORK/tar.out" samples_in_source)" = 9
-"$PY" - "$WORK/tar" "$A/shards.expect" <<'PY' && ok "tar shards: every good sample once with its .cls label" || bad "tar shards: keys and labels"
-import glob, sys, numpy as np
-d = sys.argv[1]
-keys = [l.split()[2] for l in open(d + "/keys.txt")]
-ys = np.concatenate([np.load(f) for f in sorted(glob.glob(d + "/b*_t1.npy"))])
-got = sorted("%s\t%d" % (k, y) for k, y in zip(keys, ys))
-assert got == [l.rstrip("\n") for l in open(sys.argv[2])], got
-PY
+"$PY" "$ROOT/tests/cli/audio_checks.py" tar_shards "$WORK/tar" "$A/shards.expect" && ok "tar shards: every good sample once with its .cls label" || bad "tar shards: keys and labels"
 check "tar shards: the truncated member is skipped, named shard:key" \
   logged "$A/shards/shard-1.tar:clips/s1_bad.wav" "WAV: truncated data" "$WORK/tar.err"
 

@@ -84,13 +84,7 @@ check "keys.txt has one line per element" test "$(wc -l < "$WORK/d1/keys.txt")" 
 check "every epoch visits every sample once" bash -c "for e in 0 1; do [ \"\$(awk -v e=\$e '\$1==e {print \$2}' '$WORK/d1/keys.txt' | sort -n | uniq | wc -l)\" = 160 ] || exit 1; done"
 check "epochs are shuffled differently" bash -c "! diff -q <(awk '\$1==0 {print \$2}' '$WORK/d1/keys.txt') <(awk '\$1==1 {print \$2}' '$WORK/d1/keys.txt') >/dev/null"
 check "a batch mixes classes" bash -c "[ \$(head -32 '$WORK/d1/keys.txt' | awk '{print \$3}' | xargs -n1 dirname | sort -u | wc -l) -ge 3 ]"
-"$PY" - "$WORK/d1" <<'PY' && ok "batch tensors: [32,3,224,224] float32 + [32] int64 labels" || bad "batch tensor shapes"
-import sys, numpy as np
-x, y = np.load(sys.argv[1] + "/b000000_t0.npy"), np.load(sys.argv[1] + "/b000000_t1.npy")
-assert x.shape == (32, 3, 224, 224) and x.dtype == np.float32, (x.shape, x.dtype)
-assert y.shape == (32,) and y.dtype == np.int64 and y.min() >= 0 and y.max() < 10
-assert np.isfinite(x).all() and -3 < x.min() < 0 < x.max() < 3
-PY
+"$PY" "$ROOT/tests/cli/run_checks.py" batch_tensors "$WORK/d1" && ok "batch tensors: [32,3,224,224] float32 + [32] int64 labels" || bad "batch tensor shapes"
 "$PY" -c "import json; d=json.load(open('$WORK/t1.json')); assert d['elements_per_s'] > 0 and len(d['ops']) >= 2 and all(o['ns_per_element'] > 0 for o in d['ops']) and len(d['groups']) == 3" \
   && ok "--json has throughput, fusion groups and per-op stats" || bad "--json content"
 
@@ -101,13 +95,7 @@ spec "$WORK/eval.json" '{"format": "image_folder", "path": "'"$DATA"'/val", "shu
 nval=$(find "$DATA/val" -name '*.JPEG' | wc -l)
 check "eval delivers every val image once" test "$(json_field "$WORK/ev.json" elements)" = "$nval"
 check "eval order is the sorted listing" bash -c "diff -q <(awk '{print \$3}' '$WORK/ev/keys.txt') <(find '$DATA/val' -name '*.JPEG' | LC_ALL=C sort) >/dev/null"
-"$PY" - "$WORK/ev" "$nval" <<'PY' && ok "eval last batch is partial, uint8 CHW" || bad "eval batch shapes"
-import sys, glob, numpy as np
-files = sorted(glob.glob(sys.argv[1] + "/b*_t0.npy")); n = int(sys.argv[2])
-last = np.load(files[-1])
-assert last.dtype == np.uint8 and last.shape[1:] == (3, 224, 224), last.shape
-assert last.shape[0] == n - 64 * (len(files) - 1) and 0 < last.shape[0] <= 64
-PY
+"$PY" "$ROOT/tests/cli/run_checks.py" eval_batches "$WORK/ev" "$nval" && ok "eval last batch is partial, uint8 CHW" || bad "eval batch shapes"
 
 # tar shards (WebDataset convention)
 spec "$WORK/tar.json" '{"format": "tar_shards", "path": "'"$DATA"'/shards/*.tar", "shuffle": true}' "$EVAL_OPS" '{"size": 16}'
@@ -140,15 +128,7 @@ mkdir -p "$TR/bad" "$TR/good"
 find "$DATA/train/class_00" -name '*.JPEG' | LC_ALL=C sort | head -12 | while read -r f; do cp "$f" "$TR/good/"; done
 half_src=$DATA/train/class_01/class_01_00071.JPEG
 head -c $(( $(stat -c %s "$half_src") / 2 )) "$half_src" > "$TR/bad/half.jpg"
-"$PY" - "$TR/bad/half.jpg" <<'PY' && ok "Pillow fails on the half-truncated JPEG" || bad "Pillow fails on the half-truncated JPEG"
-import sys
-from PIL import Image
-try:
-    Image.open(sys.argv[1]).convert("RGB")
-except OSError as e:
-    sys.exit(0 if "truncated" in str(e) else f"unexpected Pillow error: {e}")
-sys.exit("Pillow decoded it")
-PY
+"$PY" "$ROOT/tests/cli/run_checks.py" pillow_fails "$TR/bad/half.jpg" && ok "Pillow fails on the half-truncated JPEG" || bad "Pillow fails on the half-truncated JPEG"
 EPOCHS=5
 for geo in '{"op": "center_crop", "size": 224}' '{"op": "random_resized_crop", "size": 224}' \
            '{"op": "resize", "size": [224, 224]}'; do
@@ -175,49 +155,7 @@ done
 # overwritten, a marker written into the scan, of a baseline photo and a progressive file, and the fixture
 # without EOI that Pillow accepts (tests/unit/check_decode.c has the same cases with fixed verdicts).
 MX=$WORK/matrix
-"$PY" - "$MX/c" "$half_src" "$ROOT/tests/data/fixtures" <<'PY' > "$MX.pillow_ok"
-import os, random, sys
-from PIL import Image
-out, photo, fix = sys.argv[1:4]
-os.makedirs(out)
-
-def scan_start(b):
-    i = 2
-    while b[i + 1] != 0xDA:
-        i += 2 + (b[i + 2] << 8 | b[i + 3])
-    return i + 2 + (b[i + 2] << 8 | b[i + 3])
-
-def cases(b):
-    mid = scan_start(b) + (len(b) - scan_start(b)) // 2
-    def put(data, at=mid):
-        v = bytearray(b)
-        v[at:at + len(data)] = data
-        return bytes(v)
-    rng = random.Random(len(b))
-    yield "intact", b
-    for pct in (50, 90, 99):
-        yield f"cut{pct}", b[:len(b) * pct // 100]
-    yield "no-eoi", b[:-2]
-    yield "garbage-after-eoi", b + b"\xff\xd8\xff\xe0" + bytes(rng.randrange(256) for _ in range(500))
-    yield "zeroed", put(bytes(64))
-    yield "overwritten", put(b"\x55" * 64)
-    yield "random-bytes", put(bytes(rng.randrange(256) for _ in range(16)))
-    for code in (0xD8, 0xD9, 0xD3, 0xC4):
-        yield f"marker-{code:02x}", put(bytes([0xFF, code]))
-
-for src, name in ((photo, "photo"), (fix + "/progressive.jpg", "progressive")):
-    for case, data in cases(open(src, "rb").read()):
-        with open(f"{out}/{name}-{case}.jpg", "wb") as f:
-            f.write(data)
-with open(f"{out}/fixture-no-eoi-pillow-ok.jpg", "wb") as f:
-    f.write(open(fix + "/no_eoi_pillow_ok.jpg", "rb").read())
-for p in sorted(os.listdir(out)):
-    try:
-        Image.open(f"{out}/{p}").convert("RGB")
-        print(f"{out}/{p}")
-    except OSError:
-        pass
-PY
+"$PY" "$ROOT/tests/cli/run_checks.py" pillow_matrix "$MX/c" "$half_src" "$ROOT/tests/data/fixtures" > "$MX.pillow_ok"
 npil=$(wc -l < "$MX.pillow_ok")
 check "damage matrix: Pillow decodes some files and fails on others" \
   test "$npil" -gt 5 -a "$npil" -lt "$(find "$MX/c" -name '*.jpg' | wc -l)"
@@ -241,11 +179,7 @@ spec "$WORK/forever.json" '{"format": "image_folder", "path": "'"$DATA"'/train",
 check "epochs 0: runs past the first epoch" test "$(json_field "$WORK/fe.json" elements)" = 260
 check "epochs 0: the epoch's last batch is partial" test "$(awk 'NR > 150 && NR <= 160' "$WORK/fe/keys.txt" | awk '{print $1}' | sort -u)" = 0
 check "epochs 0: epoch 1 starts a new batch" test "$(sed -n '161p;260p' "$WORK/fe/keys.txt" | awk '{print $1}' | sort -u)" = 1
-"$PY" - "$WORK/fe" <<'PY' && ok "epochs 0: batch sizes 50 50 50 10 50 50" || bad "epochs 0: batch sizes"
-import sys, numpy as np
-sizes = [np.load("%s/b%06d_t1.npy" % (sys.argv[1], i)).shape[0] for i in range(6)]
-assert sizes == [50, 50, 50, 10, 50, 50], sizes
-PY
+"$PY" "$ROOT/tests/cli/run_checks.py" epochs_zero_sizes "$WORK/fe" && ok "epochs 0: batch sizes 50 50 50 10 50 50" || bad "epochs 0: batch sizes"
 
 # an op whose output would exceed max_pixels is refused before allocating
 spec "$WORK/big.json" '{"format": "image_folder", "path": "'"$DATA"'/val"}' '[{"op": "decode_jpeg"}, {"op": "resize", "size": [60000, 60000]}]' '{"size": 1}' ', "on_error": "fail"'

@@ -14,15 +14,7 @@ bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 for n in 5000 4500; do
   mkdir -p "$WORK/d$n/a"
   find "$DATA/train" -name '*.JPEG' | LC_ALL=C sort | head -7 | xargs cp -t "$WORK/d$n/a"
-  /usr/bin/python3 - "$n" "$WORK/d$n/a/big.jpg" <<'PY' || exit 1
-import sys
-import numpy as np
-from PIL import Image
-n = int(sys.argv[1])
-y, x = np.mgrid[0:n, 0:n]
-Image.fromarray(np.stack([x * 255 // n, y * 255 // n, (x + y) * 255 // (2 * n)], -1).astype("uint8")).save(
-    sys.argv[2], quality=60)
-PY
+  /usr/bin/python3 "$ROOT/tests/integration/checks.py" big_elements_1 "$n" "$WORK/d$n/a/big.jpg" || exit 1
 done
 spec() {   # spec FILE DIR OPS POLICY
   printf '{"source": {"format": "image_folder", "path": "%s", "shuffle": false}, "ops": %s, "batch": {"size": 4}, "on_error": "%s"}\n' \

@@ -73,13 +73,7 @@ check "the dispatcher logs each refusal once" test "$(grep -c 'worker cannot ser
 check "spillctl job shows both reasons" \
   bash -c "grep -q 'cannot serve this job: .*listing differs' '$WORK/job1.txt' && grep -q 'cannot serve this job: .*train' '$WORK/job1.txt'"
 "$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" workers --json > "$WORK/workers.json" 2>&1
-check "spillctl workers --json lists each refusal under its worker" python3 - "$WORK/workers.json" <<'PY'
-import json, sys
-ws = json.load(open(sys.argv[1]))["workers"]
-refused = sorted(len(w["cannot_serve"]) for w in ws)
-assert refused == [0, 0, 1, 1], refused
-assert all(r["job"] == 1 and r["reason"] for w in ws for r in w["cannot_serve"])
-PY
+check "spillctl workers --json lists each refusal under its worker" python3 "$ROOT/tests/integration/checks.py" cannot_serve_1 "$WORK/workers.json"
 
 # The good workers go: nobody else can serve the next jobs.
 kill -9 "${WPID[good]}" "${WPID[extra]}"; wait "${WPID[good]}" "${WPID[extra]}" 2>/dev/null

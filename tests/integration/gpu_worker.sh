@@ -143,12 +143,7 @@ wait "$JOB"
 check "a GPU-side worker killed mid-job (after it took the job): the job ends (exit 0)" test $? -eq 0
 check "... with every batch identical to a local run" same_as_local long "$WORK/killed"
 curl -s "http://127.0.0.1:$DM/metrics" > "$WORK/killed-metrics.txt"
-check "... and the dispatcher's metrics count the death" python3 - "$WORK/killed-metrics.txt" <<'PY'
-import sys
-m = dict(l.rsplit(" ", 1) for l in open(sys.argv[1]) if l.strip() and not l.startswith("#"))
-raise SystemExit(not (float(m["spillway_dispatcher_workers_declared_dead_total"]) >= 1
-                      and "spillway_dispatcher_leases_expired_total" in m))
-PY
+check "... and the dispatcher's metrics count the death" python3 "$ROOT/tests/integration/checks.py" gpu_worker_1 "$WORK/killed-metrics.txt"
 
 # The trainer's own GPU with a dispatcher: one more client thread makes the client's own splits on it first.
 SPILLWAY_GPU_PLUGIN="$EMU" timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline \

@@ -33,30 +33,11 @@ check "... each ended its job on exit (none left running or paused)" \
   test "$(in_table running)$(in_table paused)" = 00
 check "... listed as closed" bash -c "'$CTL' --dispatcher 127.0.0.1:$DPORT jobs | awk '\$10 == \"closed\"' | grep -q ."
 
-/usr/bin/python3 - "127.0.0.1:$DPORT" "$B/data/cli-test/train" > "$WORK/py.out" 2> "$WORK/py.err" <<'PY'
-import sys
-from spillway import Loader, Pipeline
-pipe = Pipeline.image_folder(sys.argv[2], shuffle=True, seed=1, epochs=50).decode_jpeg().center_crop(16).batch(8)
-for i in range(200):
-    with Loader(pipe, dispatcher=sys.argv[1], local_cores=1, cut=0) as loader:
-        next(iter(loader))
-print("ok 200")
-PY
+/usr/bin/python3 "$ROOT/tests/integration/checks.py" job_life_1 "127.0.0.1:$DPORT" "$B/data/cli-test/train" > "$WORK/py.out" 2> "$WORK/py.err"
 check "200 Python loaders opened and closed early: all succeed" grep -q '^ok 200$' "$WORK/py.out"
 check "... each ended its job (none left running or paused)" test "$(in_table running)$(in_table paused)" = 00
 
-/usr/bin/python3 - "127.0.0.1:$DPORT" "$B/data/cli-test/train" > "$WORK/keep.out" 2> "$WORK/keep.err" <<'PY'
-import sys
-from spillway import Loader, Pipeline
-pipe = Pipeline.image_folder(sys.argv[2], shuffle=True, seed=1, epochs=50).decode_jpeg().center_crop(16).batch(8)
-with Loader(pipe, dispatcher=sys.argv[1], local_cores=1, cut=0) as loader:
-    it = iter(loader)
-    next(it)
-    loader.state_dict()
-with Loader(pipe, dispatcher=sys.argv[1], local_cores=1, cut=0, keep_job=True) as loader:
-    next(iter(loader))
-print("ok")
-PY
+/usr/bin/python3 "$ROOT/tests/integration/checks.py" job_life_2 "127.0.0.1:$DPORT" "$B/data/cli-test/train" > "$WORK/keep.out" 2> "$WORK/keep.err"
 check "a loader that took a state_dict, and one with keep_job, leave their jobs paused for a resume" \
   bash -c "grep -q '^ok$' '$WORK/keep.out' && test $(in_table paused) -eq 2"
 
@@ -66,17 +47,7 @@ done
 check "spillctl job cancel ends paused jobs too" test "$(in_table paused)" -eq 0
 
 # A process that creates 64 jobs (the per-host cap) and is killed -9: the host's next job still runs.
-/usr/bin/python3 - "127.0.0.1:$DPORT" "$B/data/cli-test/train" > "$WORK/k.out" 2> "$WORK/k.err" <<'PY' &
-import sys, time
-from spillway import Loader, Pipeline
-pipe = Pipeline.image_folder(sys.argv[2], shuffle=True, seed=1, epochs=50).decode_jpeg().center_crop(16).batch(8)
-loaders = []
-for i in range(64):
-    loaders.append(Loader(pipe, dispatcher=sys.argv[1], local_cores=1, cut=0))
-    next(iter(loaders[-1]))
-print("created", flush=True)
-time.sleep(600)
-PY
+/usr/bin/python3 "$ROOT/tests/integration/checks.py" job_life_3 "127.0.0.1:$DPORT" "$B/data/cli-test/train" > "$WORK/k.out" 2> "$WORK/k.err" &
 K=$!
 PIDS+=("$K")
 for _ in $(seq 1 300); do grep -q created "$WORK/k.out" && break; sleep 0.1; done

@@ -17,22 +17,13 @@ cat > "$WORK/p.json" <<JSON
  "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": 8}], "batch": {"size": 2}}
 JSON
 all_json() {   # all_json FILE: every line an object with ts, level, component, msg
-  python3 - "$1" <<'PY'
-import json, sys
-lines = open(sys.argv[1]).read().splitlines()
-assert lines, "no lines"
-for l in lines:
-    o = json.loads(l)
-    assert set(o) == {"ts", "level", "component", "msg"}, o
-PY
+  python3 "$ROOT/tests/integration/checks.py" logging_1 "$1"
 }
 
 "$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 1 --quiet --log-format json 2> "$WORK/run.err"
 check "spillctl --log-format json: every line is a JSON object (ts, level, component, msg)" all_json "$WORK/run.err"
-check "... the skipped sample's warning is one of them, its quotes intact" python3 -c "
-import json
-ws = [json.loads(l) for l in open('$WORK/run.err')]
-raise SystemExit(not any(w['level'] == 'warn' and 'bad.JPEG' in w['msg'] and 'skipped' in w['msg'] for w in ws))"
+check "... the skipped sample's warning is one of them, its quotes intact" \
+  python3 "$ROOT/tests/integration/checks.py" logging_skipped_warning "$WORK/run.err"
 SPILLWAY_LOG_LEVEL=error "$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 1 --quiet \
   2> "$WORK/quiet.err"
 check "SPILLWAY_LOG_LEVEL=error: no warning" bash -c "! grep -q ' warn ' '$WORK/quiet.err'"

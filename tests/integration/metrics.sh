@@ -53,10 +53,7 @@ prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/tsdb"
 PIDS+=($!)
 promql() {   # promql QUERY [TIME]: the first sample's value (now, or at unix TIME), or nothing
   curl -s --get "http://127.0.0.1:$PP/api/v1/query" --data-urlencode "query=$1" ${2:+--data-urlencode "time=$2"} |
-    python3 -c '
-import json, sys
-r = json.load(sys.stdin).get("data", {}).get("result", [])
-print(r[0]["value"][1] if r else "")'
+    python3 "$ROOT/tests/integration/checks.py" metrics_promql_value
 }
 
 # A planned job (--cut auto; the client makes none itself) for a trainer of 300 elements/s: a workers_needed
@@ -81,10 +78,8 @@ for _ in $(seq 1 100); do
 done
 sleep 3
 delivered() {   # the job's elements as spillctl job reports them (its producers'; a client's GPU row is a part)
-  "$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" job "$JOB" --json | python3 -c '
-import json, sys
-print(sum(p["elements"] for p in json.load(sys.stdin)["producers"]
-          if not (p["producer"].startswith("client:") and p["producer"].endswith(":gpu"))))'
+  "$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" job "$JOB" --json |
+    python3 "$ROOT/tests/integration/checks.py" metrics_delivered
 }
 # The same 15 s both ways: spillctl job's counts at its ends, and Prometheus's series at the same instants.
 E1=$(delivered)
@@ -101,9 +96,8 @@ S2=$(promql "max(timestamp(spillway_job_elements_total{job_id=\"$JOB\"}))" "$T2"
 SJ=$(python3 -c "print(round((${E2:-0} - ${E1:-0}) / ($T2 - $T1), 1))")
 PQ=$(python3 -c "print(round((${Q2:-0} - ${Q1:-0}) / max(${S2:-1} - ${S1:-0}, 1), 1))")
 echo "     scrapes at T1$(python3 -c "print('%+.1f s, T2%+.1f s' % (${S1:-0} - $T1, ${S2:-0} - $T2))")"
-check "Prometheus's delivered rate over 15 s ($PQ/s) is within 20% of spillctl job's ($SJ/s)" python3 -c "
-q, s = float('${PQ:-0}'), float('${SJ:-0}')
-raise SystemExit(not (s > 0 and abs(q - s) <= 0.2 * s))"
+check "Prometheus's delivered rate over 15 s ($PQ/s) is within 20% of spillctl job's ($SJ/s)" \
+  python3 "$ROOT/tests/integration/checks.py" metrics_rates_agree "${PQ:-0}" "${SJ:-0}"
 NEED=$(promql "spillway_job_workers_needed{job_id=\"$JOB\"}")
 EXPL=$("$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" explain "$JOB" --json |
        python3 -c 'import json, sys; print(json.load(sys.stdin)["workers_needed"])')
@@ -146,24 +140,7 @@ check "the planned job's profiles were asked ahead and taken by its CreateJob" b
 
 # 64 slowloris connections (a header line every second, never the request's end) on the metrics port: every
 # scrape meanwhile is answered; each slow connection is cut when it has taken 5 s.
-python3 - "$DM" > "$WORK/slow.log" 2>&1 <<'PY' &
-import socket, sys, time
-port, socks = int(sys.argv[1]), []
-for i in range(64):
-    s = socket.create_connection(("127.0.0.1", port), timeout=2)
-    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
-    socks.append(s)
-cut = 0
-for t in range(12):
-    time.sleep(1)
-    for s in list(socks):
-        try:
-            s.sendall(b"X-Slow: %d\r\n" % t)
-        except OSError:
-            socks.remove(s)
-            cut += 1
-print("cut", cut)
-PY
+python3 "$ROOT/tests/integration/checks.py" metrics_1 "$DM" > "$WORK/slow.log" 2>&1 &
 SLOW=$!
 sleep 0.5
 scrapes=0
@@ -176,20 +153,7 @@ check "64 slowloris connections on the metrics port: 10 of 10 scrapes answered (
 check "... and the slow connections were cut" grep -q '^cut 64$' "$WORK/slow.log"
 
 # 1000 connections of bad requests (garbage, a huge header, a slow half-request) at the dispatcher's port.
-python3 - "$DM" > "$WORK/flood.log" 2>&1 <<'PY' &
-import socket, sys, time
-port, socks = int(sys.argv[1]), []
-for i in range(1000):
-    try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=2)
-        s.sendall([b"\x00\xff garbage\r\n\r\n", b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 65536 + b"\r\n\r\n",
-                   b"GET /metr"][i % 3])
-        socks.append(s)
-    except OSError:
-        pass
-print("open", len(socks))
-time.sleep(3)
-PY
+python3 "$ROOT/tests/integration/checks.py" metrics_2 "$DM" > "$WORK/flood.log" 2>&1 &
 FLOOD=$!
 sleep 1
 check "during the flood the dispatcher still serves gRPC" \

@@ -45,20 +45,7 @@ spec "$WORK/both.json" '{"op": "blur.box", "radius": 1}' '{"op": "blur.flip_h", 
 "$CTL" run --local --pipeline "$WORK/plain.json" --threads 2 --dump "$WORK/plain" --quiet 2> /dev/null &&
   "$CTL" run --local --pipeline "$WORK/box.json" --threads 2 --dump "$WORK/box" --quiet 2> /dev/null
 check "in-process runs with the plugin succeed" test $? -eq 0
-"$PY" - "$WORK/plain" "$WORK/box" > "$WORK/ref.out" 2>&1 <<'PYEOF'
-import glob, os, sys
-import numpy as np
-def box(img, r):    # the plugin's rule: the mean of the (2r+1)^2 window, edges repeated, rounded half up
-    h, w, _ = img.shape
-    p = np.pad(img.astype(np.uint32), ((r, r), (r, r), (0, 0)), mode="edge")
-    s = sum(p[dy:dy + h, dx:dx + w] for dy in range(2 * r + 1) for dx in range(2 * r + 1))
-    n = (2 * r + 1) ** 2
-    return ((s + n // 2) // n).astype(np.uint8)
-files = sorted(glob.glob(os.path.join(sys.argv[1], "b*_t0.npy")))
-same = all((np.stack([box(x, 2) for x in np.load(f)]) == np.load(f.replace(sys.argv[1], sys.argv[2]))).all()
-           for f in files)
-print("batches", len(files), "same", same)
-PYEOF
+"$PY" "$ROOT/tests/integration/checks.py" plugin_1 "$WORK/plain" "$WORK/box" > "$WORK/ref.out" 2>&1
 check "blur.box is byte-equal to the numpy reference ($(cat "$WORK/ref.out"))" \
   grep -q 'batches 20 same True' "$WORK/ref.out"
 "$CTL" run --local --pipeline "$WORK/both.json" --threads 1 --dump "$WORK/local1" --quiet 2> /dev/null

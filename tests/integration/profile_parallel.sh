@@ -40,14 +40,7 @@ timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$W
 check "a planned job over the slow workers and a real one exits 0" test $? -eq 0
 # Asked ahead: the workers profile while the client measures itself (its GetManifest said plan_ahead), not
 # after; and a worker whose ahead profile was refused is not asked again by CreateJob.
-measured_ms=$(/usr/bin/python3 -c '
-import json, sys, datetime
-for line in open(sys.argv[1]):
-    try: d = json.loads(line)
-    except ValueError: continue
-    if "measured for the planner" in d.get("msg", ""):
-        t = datetime.datetime.strptime(d["ts"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.timezone.utc)
-        print(int(t.timestamp() * 1000))' "$WORK/run.err")
+measured_ms=$(/usr/bin/python3 "$ROOT/tests/integration/checks.py" profile_parallel_measured_ms "$WORK/run.err")
 check "the client logged when it had measured itself and its links" test -n "$measured_ms"
 check "the slow workers were asked for the run's profiles before the client had measured itself" \
   test "$(stamps asked | sed -n 4p)" -lt "${measured_ms:-0}" -a "$(stamps asked | sed -n 6p)" -lt "${measured_ms:-0}"

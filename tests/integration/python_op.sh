@@ -14,17 +14,7 @@ PY=/usr/bin/python3
 export SPILLWAY_PYTHON=$PY SPILLWAY_PYTHONPATH=$ROOT/tests/python   # the workers' --python, --python-path
 
 # 40 noise PNGs in two classes (exact pixels) and black.png
-"$PY" - "$WORK/data" <<'PYEOF' || exit 1
-import os, sys
-import numpy as np
-from PIL import Image
-rng = np.random.default_rng(11)
-for i in range(40):
-    d = os.path.join(sys.argv[1], "ab"[i % 2])
-    os.makedirs(d, exist_ok=True)
-    Image.fromarray(rng.integers(0, 256, size=(24 + i % 5, 28, 3), dtype=np.uint8)).save("%s/img%02d.png" % (d, i))
-Image.fromarray(np.zeros((24, 24, 3), np.uint8)).save(os.path.join(sys.argv[1], "b", "black.png"))
-PYEOF
+"$PY" "$ROOT/tests/integration/checks.py" python_op_1 "$WORK/data" || exit 1
 spec() {   # spec FILE FUNCTION [TIMEOUT_S]
   cat > "$1" <<JSON
 {"source": {"format": "image_folder", "path": "$WORK/data", "seed": 4, "epochs": 2},

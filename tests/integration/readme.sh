@@ -14,13 +14,7 @@ ln -s "$ROOT/client" "$T/client"
 
 # block SECTION LANG: the first ```LANG block under the README's "## SECTION" heading
 block() {
-  "$PY" - "$ROOT/README.md" "$1" "$2" <<'PYEOF'
-import re, sys
-text = open(sys.argv[1]).read()
-part = text.split("\n## " + sys.argv[2] + "\n", 1)[1].split("\n## ", 1)[0]
-m = re.search(r"^```" + re.escape(sys.argv[3]) + r"\n(.*?)^```$", part, re.M | re.S)
-sys.stdout.write(m.group(1))
-PYEOF
+  "$PY" "$ROOT/tests/integration/checks.py" readme_1 "$ROOT/README.md" "$1" "$2"
 }
 block "The library in C" sh > "$T/c.sh" && block "The library in C" c > "$T/loop.c" &&
   block "PyTorch" sh > "$T/py.sh" && block "PyTorch" python > "$T/train.py"

@@ -14,20 +14,7 @@ NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 DATA=$B/data/cli-test
 bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 mkdir -p "$WORK/www" "$WORK/nginx/logs"
-"$PY" - "$DATA/train" "$WORK/www" <<'PY'
-import io, os, sys, tarfile
-files = sorted((c, f) for c in os.listdir(sys.argv[1]) for f in os.listdir(os.path.join(sys.argv[1], c)))
-classes = sorted({c for c, _ in files})
-for s in range(4):
-    with tarfile.open(os.path.join(sys.argv[2], "shard-%d.tar" % s), "w", format=tarfile.PAX_FORMAT) as t:
-        for i, (c, f) in enumerate(files[s::4]):
-            key = "s%d/%s" % (s, os.path.splitext(f)[0])
-            t.add(os.path.join(sys.argv[1], c, f), key + ".jpg")
-            label = str(classes.index(c)).encode()
-            info = tarfile.TarInfo(key + ".cls")
-            info.size = len(label)
-            t.addfile(info, io.BytesIO(label))
-PY
+"$PY" "$ROOT/tests/integration/checks.py" remote_shards_1 "$DATA/train" "$WORK/www"
 bash "$ROOT/scripts/dev/make-certs.sh" "$WORK/certs" > /dev/null || exit 1
 printf 'Authorization: Bearer s3cret-%s\n' "$$" > "$WORK/header"
 PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -90,14 +77,7 @@ check "... every key exactly once" same_keys "$WORK/svc.keys"
 JOB=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["job"])' "$WORK/svc.json")
 workers_read() {    # both workers' remote reads are in spillctl job (their next heartbeat brings them)
   "$B/bin/spillctl" --dispatcher 127.0.0.1:"$DPORT" job "$JOB" --json > "$WORK/job.json" 2>&1
-  "$PY" - "$WORK/job.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-w = [p for p in d["producers"] if p["producer"].startswith("worker") and "source" in p]
-assert len(w) == 2 and all(p["source"]["bytes"] > 0 and p["source"]["requests"] > 0 for p in w), d["producers"]
-print("     " + "; ".join("%s: %d bytes, %d requests" % (p["producer"], p["source"]["bytes"], p["source"]["requests"])
-                          for p in w))
-PY
+  "$PY" "$ROOT/tests/integration/checks.py" remote_shards_2 "$WORK/job.json"
 }
 within_6s() { for _ in $(seq 1 30); do "$@" 2> /dev/null && return 0; sleep 0.2; done; return 1; }
 check "spillctl job shows both workers' remote reads" within_6s workers_read
@@ -107,11 +87,7 @@ check "the dispatcher listed the shards once" test "$(grep -c 'listed source pat
 check "the client took the dispatcher's listing" grep -q "source from the dispatcher's listing" "$WORK/svc.err"
 check "both workers took it" bash -c "grep -q \"source from the dispatcher's listing job=$JOB\" '$WORK/w1.err' &&
   grep -q \"source from the dispatcher's listing job=$JOB\" '$WORK/w2.err'"
-check "... and read no tar header: 4 shard opens + one request per sample" "$PY" - "$WORK/job.json" <<'PY'
-import json, sys
-w = [p for p in json.load(open(sys.argv[1]))["producers"] if p["producer"].startswith("worker")]
-assert all(p["source"]["requests"] == 4 + p["elements"] for p in w), w
-PY
+check "... and read no tar header: 4 shard opens + one request per sample" "$PY" "$ROOT/tests/integration/checks.py" remote_shards_3 "$WORK/job.json"
 
 # nginx stopped and started again mid-epoch: reads retry with backoff and the job finishes exactly once.
 pipeline "$WORK/long.json" "$URL" 12 "$AUTH"

@@ -29,10 +29,5 @@ check "the dispatcher handed the job back once the worker was dead" \
 check "spillctl jobs shows it as the client's" grep -Eq "^$JOB .* client" "$WORK/jobs.txt"
 check "the client heard it and produced the rest itself" grep -q "handed back to this client" "$WORK/run.err"
 check "every key of the job exactly once" cmp -s <(sort "$WORK/local-keys.txt") <(sort "$WORK/keys.txt")
-check "most elements came from the client's own threads" "$PY" - "$WORK/run.json" <<'EOF'
-import json, sys
-d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
-p = d["producers"]
-assert p["local"] + p["rescue"] > p["remote"], p
-EOF
+check "most elements came from the client's own threads" "$PY" "$ROOT/tests/integration/checks.py" replan_handback_1 "$WORK/run.json"
 finish

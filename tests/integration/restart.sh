@@ -46,12 +46,7 @@ done
 
 # A job with a Python op, on the workers only, across a restart: the same exactly-once, and the helpers the
 # workers started go on serving it (the dispatcher restart is no worker's restart).
-/usr/bin/python3 - "$WORK/p.json" "$WORK/py.json" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-d["ops"].append({"op": "python", "function": "pyops_fixture:stamp_rng"})
-json.dump(d, open(sys.argv[2], "w"))
-PY
+/usr/bin/python3 "$ROOT/tests/integration/checks.py" restart_1 "$WORK/p.json" "$WORK/py.json"
 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/py.json" --local-cores 0 --cut all \
   --consume-rate 100 --keys "$WORK/py.keys" --json --quiet > "$WORK/py.out" 2> "$WORK/py.err" &
 C=$!

@@ -45,15 +45,7 @@ check "the elements came from the worker (its stream is TLS too)" \
 check "... on that stream: a TLS worker opens no plaintext data port" bash -c \
   "grep -q '^listening on' '$WORK/w.out' && ! grep -q 'data listening' '$WORK/w.out' && grep -q 'data_port=-1' '$WORK/w.err'"
 SPW_BUILD=$B PYTHONPATH=$ROOT/client/python SPILLWAY_LIB=$B/lib/libspillway.so SPILLWAY_AUTH_TOKEN_FILE=$WORK/token \
-  /usr/bin/python3 - "$DATA/train" "127.0.0.1:$DPORT" "$C" > "$WORK/py.out" 2> "$WORK/py.err" <<'PY'
-import sys
-from spillway import Loader, Pipeline
-data, disp, c = sys.argv[1:]
-p = Pipeline.image_folder(data, shuffle=True, seed=8, epochs=1).decode_jpeg().center_crop(32).batch(16)
-with Loader(p, dispatcher=disp, local_cores=0, tls_ca=c + "/ca.pem", tls_cert=c + "/client.pem",
-            tls_key=c + "/client.key") as loader:
-    print(sum(b.n for b in loader))
-PY
+  /usr/bin/python3 "$ROOT/tests/integration/checks.py" tls_1 "$DATA/train" "127.0.0.1:$DPORT" "$C" > "$WORK/py.out" 2> "$WORK/py.err"
 check "the Python Loader over mutual TLS gets every element" grep -qx 160 "$WORK/py.out"
 
 refused() {   # refused NAME PATTERN ARGS...: spillctl workers with ARGS fails, its message matching PATTERN
@@ -84,15 +76,7 @@ timeout 20 "$B/bin/spillway-worker" --dispatcher 127.0.0.1:1 --listen 127.0.0.1 
 check "... as does one whose own calls would be plaintext (no --tls-ca)" \
   grep -q 'a token would travel in the clear (no TLS on its calls)' "$WORK/wclear.err"
 SPW_BUILD=$B PYTHONPATH=$ROOT/client/python SPILLWAY_LIB=$B/lib/libspillway.so SPILLWAY_AUTH_TOKEN_FILE=$WORK/token \
-  /usr/bin/python3 - "$DATA/train" "127.0.0.1:$DPORT" > "$WORK/pyclear.out" 2>&1 <<'PY'
-import sys
-from spillway import Loader, Pipeline
-p = Pipeline.image_folder(sys.argv[1], epochs=1).decode_jpeg().center_crop(32).batch(16)
-try:
-    Loader(p, dispatcher=sys.argv[2], local_cores=0)
-except Exception as e:
-    print(e)
-PY
+  /usr/bin/python3 "$ROOT/tests/integration/checks.py" tls_2 "$DATA/train" "127.0.0.1:$DPORT" > "$WORK/pyclear.out" 2>&1
 check "the Python Loader with a token and no tls_ca refuses, naming insecure" \
   grep -q 'a token would travel in the clear: give tls_ca (SPILLWAY_TLS_CA), or insecure' "$WORK/pyclear.out"
 check "a token from a file draws no warning" bash -c "! grep -q 'token was given on the command line' '$WORK/d.err'"
