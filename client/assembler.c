@@ -461,7 +461,7 @@ uint8_t *asm_dst(struct assembler *a, const struct asm_ticket *t, enum spw_dtype
     s->shape_error = dst == NULL;
     if (first && spw_batch_fill_started(&s->fill)) {
         /* Now that a batch's size is known, the window is what 3/4 of the prefetch budget holds (the rest is
-         * for parked elements, see remote.c and job.c). */
+         * for parked elements, see streams.c and job.c). */
         const size_t bytes = spw_batch_fill_bytes(&s->fill, s->n_pos);
         int64_t w = a->o.prefetch_bytes / 4 * 3 / (int64_t)(bytes ? bytes : 1);
         a->window = (int)(w < MIN_WINDOW ? MIN_WINDOW : w > RING ? RING : w);

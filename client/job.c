@@ -1,5 +1,5 @@
 /* client/job.c - libspillway's public API (spillway/client.h). In-process jobs wrap the executor. Service
- * jobs tie together the dispatcher session and worker streams (remote.c), the prefetch buffer (assembler.c)
+ * jobs tie together the dispatcher session and worker streams (remote.h), the prefetch buffer (assembler.c)
  * and the client's own threads, which lease whole splits as the job's client producer; the consumer thread
  * also rescues a stalled head batch by computing its missing elements (dedupe makes any copy safe).
  * Thread model: one consumer thread calls next/release/stats/destroy; local threads are owned here. */
@@ -49,7 +49,7 @@
  * not trusted for planning until the evaluation says which is right. */
 #define RECV_NS_PER_BYTE 0.3
 #define PROBE_MS 600
-#define PROBE_DISPATCHER_WAIT_MS 300000     /* opts.dispatcher_wait_ms 0: as CreateJob (client/remote.c) */
+#define PROBE_DISPATCHER_WAIT_MS 300000     /* opts.dispatcher_wait_ms 0: as CreateJob (client/attach.c) */
 #define PLAN_LOCAL_OFF 0.02    /* a planned local share below this: the client produces no splits itself */
 #define QUOTA_LOCAL_MIN 0.1     /* under a binding CPU quota, own threads run only for a planned share this big */
 #define IDLE_HELP_MS 100        /* an idle local thread computes head elements missing this long */
@@ -400,7 +400,7 @@ static int probe_first(struct spw_job *j, char *err, size_t errlen)
     if (!(j->links = calloc(1, sizeof *j->links)))
         return -ENOMEM;
     /* A dispatcher not up yet (a trainer pod that starts first) or restarting is waited for, as CreateJob
-     * waits for it (client/remote.c), for dispatcher_wait_ms; logged once. */
+     * waits for it (client/attach.c), for dispatcher_wait_ms; logged once. */
     const int64_t wait_ms = j->o.dispatcher_wait_ms > 0 ? j->o.dispatcher_wait_ms : PROBE_DISPATCHER_WAIT_MS;
     int rc, backoff_ms = 100;
     while ((rc = probe_links(j->o.dispatcher, &j->peer, j->o.max_workers, PROBE_MS, j->links, err, errlen)) ==

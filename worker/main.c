@@ -1,7 +1,7 @@
 /* worker/main.c - spillway-worker: parse config, listen, register with the dispatcher and heartbeat; serve
  * the jobs the heartbeats list (lease splits, run the pipeline prefix, stream elements against credit);
- * drain on SIGTERM. No logic here: registration.c and jobs.c. Signals are blocked in all threads and taken
- * by main with sigwait. */
+ * drain on SIGTERM. No logic here: registration.c and the jobs (jobs.c, producer.c, outbox.c, stream.c).
+ * Signals are blocked in all threads and taken by main with sigwait. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>

@@ -2,7 +2,7 @@
  * connection, at the real components' periods: workers register, heartbeat at the interval the dispatcher
  * gives, lease LEASE_AHEAD splits ahead per job they serve and produce them one after another, --split-ms each
  * (so each (worker, job) pair asks for one split per --split-ms: the "due" rate), and when a job has
- * nothing pending poll again after --idle-poll-ms, four times, then doubling to 800 ms (worker/jobs.c's
+ * nothing pending poll again after --idle-poll-ms, four times, then doubling to 800 ms (worker/producer.c's
  * idle_wait; --no-backoff: the flat 50 ms workers used before); one client per job creates it (cut
  * auto with --planned) and heartbeats every 200 ms with the splits its workers finished as acks. Reports per
  * RPC method the calls, errors, p50/p99 latency, and the dispatcher's CPU and RSS (--pid) over --seconds,
