@@ -1,9 +1,11 @@
 /* dispatcher/journal_record.c - journal records (see journal_record.h). One table names struct disp_update's
  * members; a kind's record message lists which of them it keeps, so encode and decode walk the message's
- * descriptor and copy each field to or from the member of the same name. Pure; safe from any thread. */
+ * descriptor and copy each field to or from the member of the same name (matched once, at first use, not per
+ * record: acks are journaled on the heartbeat's path). Pure; safe from any thread (pthread_once). */
 #include "dispatcher/journal_record.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -93,7 +95,31 @@ static const struct member *member_of(const ProtobufCFieldDescriptor *f)
     return NULL;
 }
 
+/* Each kind's record fields matched to their members, once: members[kind][i] for field i of its record
+ * message (NULL: no member of that name and type, which encoding refuses). */
+#define RECORD_MAX_FIELDS 32
+static const struct member *record_members[DISP_RESTORE_ENDED + 1][RECORD_MAX_FIELDS];
+static bool record_ok[DISP_RESTORE_ENDED + 1];
+static pthread_once_t records_once = PTHREAD_ONCE_INIT;
+
+static const ProtobufCMessageDescriptor *record_descriptor(int kind);
+
+static void match_records(void)
+{
+    for (int k = 1; k <= DISP_RESTORE_ENDED; k++) {
+        const ProtobufCMessageDescriptor *d = record_descriptor(k);
+        record_ok[k] = d && d->n_fields <= RECORD_MAX_FIELDS;
+        for (unsigned i = 0; record_ok[k] && i < d->n_fields; i++)
+            record_ok[k] = (record_members[k][i] = member_of(&d->fields[i])) != NULL;
+    }
+}
+
 const ProtobufCMessageDescriptor *disp_update_record_of(int kind)
+{
+    return record_descriptor(kind);
+}
+
+static const ProtobufCMessageDescriptor *record_descriptor(int kind)
 {
     if (kind <= 0)
         return NULL;
@@ -148,21 +174,18 @@ static void copy_field(const ProtobufCFieldDescriptor *f, const struct member *m
 
 int disp_update_encode(const struct disp_update *u, uint8_t **out, size_t *len)
 {
-    const ProtobufCMessageDescriptor *d = disp_update_record_of((int)u->kind);
+    pthread_once(&records_once, match_records);
+    const int kind = (int)u->kind;
+    const ProtobufCMessageDescriptor *d = kind > 0 && kind <= DISP_RESTORE_ENDED && record_ok[kind]
+                                              ? record_descriptor(kind) : NULL;
     if (!d)
         return -EINVAL;
     ProtobufCMessage *rec = malloc(d->sizeof_message);
     if (!rec)
         return -ENOMEM;
     d->message_init(rec);
-    for (unsigned i = 0; i < d->n_fields; i++) {
-        const struct member *mb = member_of(&d->fields[i]);
-        if (!mb) {
-            free(rec);
-            return -EINVAL;
-        }
-        copy_field(&d->fields[i], mb, (char *)rec, (char *)u, true);
-    }
+    for (unsigned i = 0; i < d->n_fields; i++)
+        copy_field(&d->fields[i], record_members[kind][i], (char *)rec, (char *)u, true);
     Spillway__V1__JournalUpdate m = SPILLWAY__V1__JOURNAL_UPDATE__INIT;
     m.update_case = (Spillway__V1__JournalUpdate__UpdateCase)((int)u->kind + RECORD_FIELD_BASE);
     const ProtobufCFieldDescriptor *slot = protobuf_c_message_descriptor_get_field(
@@ -198,16 +221,16 @@ int disp_update_decode(const uint8_t *rec, size_t len, struct disp_update *u, Pr
         decode_flat(m, u);
     } else {
         const int kind = (int)m->update_case - RECORD_FIELD_BASE;
-        const ProtobufCMessageDescriptor *d = disp_update_record_of(kind);
+        pthread_once(&records_once, match_records);
+        const ProtobufCMessageDescriptor *d = kind > 0 && kind <= DISP_RESTORE_ENDED ? record_descriptor(kind)
+                                                                                      : NULL;
         const ProtobufCFieldDescriptor *slot = protobuf_c_message_descriptor_get_field(
             &spillway__v1__journal_update__descriptor, m->update_case);
         const ProtobufCMessage *sub = *(ProtobufCMessage *const *)((const char *)m + slot->offset);
         *u = (struct disp_update){.kind = (enum disp_update_kind)kind};
-        for (unsigned i = 0; d && sub && i < d->n_fields; i++) {
-            const struct member *mb = member_of(&d->fields[i]);
-            if (mb)
-                copy_field(&d->fields[i], mb, (char *)sub, (char *)u, false);
-        }
+        for (unsigned i = 0; d && sub && i < d->n_fields && i < RECORD_MAX_FIELDS; i++)
+            if (record_members[kind][i])
+                copy_field(&d->fields[i], record_members[kind][i], (char *)sub, (char *)u, false);
     }
     if (u->kind <= 0 || u->kind > DISP_RESTORE_ENDED) {  /* neither form: a later release's kind, or no record */
         spillway__v1__journal_update__free_unpacked(m, NULL);
