@@ -40,6 +40,22 @@ def run_report(path, keys=("elements", "batches", "seconds", "elements_per_s", "
     return obj
 
 
+def kept_run(path, n, no_skips=False):
+    """A bench run's report (run_report) that made one epoch of n elements (no skipped sample either, with
+    no_skips) in a positive time, kept as .json beside the raw output: (report, the .json's path); else
+    SystemExit naming the file and what is wrong."""
+    obj = run_report(path)
+    if int(obj["elements"]) != int(n) or (no_skips and int(obj.get("skipped", 0))):
+        sys.exit("%s: %s elements (%s skipped), expected %s (one epoch)" % (path, obj["elements"],
+                                                                           obj.get("skipped", 0), n))
+    if not float(obj["seconds"]) > 0:
+        sys.exit("%s: seconds is %s" % (path, obj["seconds"]))
+    keep = path.rsplit(".", 1)[0] + ".json"
+    with open(keep, "w") as f:
+        json.dump(obj, f, indent=1)
+    return obj, keep
+
+
 def read(path):
     """The report in the file at path (- : stdin)."""
     return last_json(sys.stdin.read() if path == "-" else open(path).read(), path)
