@@ -334,6 +334,22 @@ def profile_parallel_measured_ms():
             print(int(t.timestamp() * 1000))
 
 
+def journal_compat_later_kind():
+    """journal_compat.sh: append to the journal at argv 1 a well-framed record (length, CRC32C) of a kind a
+    later release might add: JournalUpdate field 47, which this release does not know"""
+    import struct
+
+    def crc32c(data):
+        c = 0xFFFFFFFF
+        for b in data:
+            c ^= b
+            for _ in range(8):
+                c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+        return c ^ 0xFFFFFFFF
+    rec = bytes([0xFA, 0x02, 0x02, 0x08, 0x01])     # field 47, length 2: a message with field 1 = 1
+    with open(sys.argv[1], "ab") as f:
+        f.write(struct.pack("<II", len(rec), crc32c(rec)) + rec)
+
 if __name__ == "__main__":
     check = globals()[sys.argv[1]]
     sys.argv = [sys.argv[0]] + sys.argv[2:]

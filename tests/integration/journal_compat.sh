@@ -43,4 +43,18 @@ r=[json.loads(l) for l in open('$WORK/dump.json') if '\"record\"' in l]
 old, new = r[:10], r[10:]
 sys.exit(not (all(x['form'] == 'flat' for x in old) and len(new) >= 3 and all(x['form'] == 'typed' for x in new)
   and {'CREATE_JOB', 'CLIENT_HEARTBEAT', 'REMOVE_JOB'} <= {x['kind'] for x in new}))"
+
+# A record this release does not know (a later release's kind): the start is refused, naming the record, and
+# the journal is left as it was, so the release that wrote it can still replay it.
+mkdir -p "$WORK/later"
+cp "$ROOT/tests/data/fixtures/journal-flat/journal" "$WORK/later/journal"
+/usr/bin/python3 "$ROOT/tests/integration/checks.py" journal_compat_later_kind "$WORK/later/journal"
+cp "$WORK/later/journal" "$WORK/later.copy"
+timeout 20 "$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port 0 --work-dir "$WORK/later" \
+  > "$WORK/later.out" 2> "$WORK/later.err"
+rc=$?
+check "a journal with a later release's record: the dispatcher refuses to start (exit $rc, not a timeout)" \
+  test "$rc" -ne 0 -a "$rc" -ne 124
+check "... naming the record it cannot read" grep -q 'record 10 refused' "$WORK/later.err"
+check "... and leaves the journal as it was" cmp -s "$WORK/later/journal" "$WORK/later.copy"
 finish
