@@ -232,9 +232,11 @@ int disp_update_decode(const uint8_t *rec, size_t len, struct disp_update *u, Pr
             if (record_members[kind][i])
                 copy_field(&d->fields[i], record_members[kind][i], (char *)sub, (char *)u, false);
     }
-    if (u->kind <= 0 || u->kind > DISP_RESTORE_ENDED) {  /* neither form: a later release's kind, or no record */
+    if (u->kind <= 0 || u->kind > DISP_RESTORE_ENDED) {
+        /* A kind past ours, or a member this release has no field for: a later release's record. */
+        const bool later = u->kind > DISP_RESTORE_ENDED || (u->kind == 0 && m->base.n_unknown_fields > 0);
         spillway__v1__journal_update__free_unpacked(m, NULL);
-        return -EINVAL;
+        return later ? -EPROTONOSUPPORT : -EINVAL;
     }
     *msg = &m->base;
     return 0;

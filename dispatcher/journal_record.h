@@ -16,8 +16,8 @@ struct disp_update;
  * tests catch). */
 int disp_update_encode(const struct disp_update *u, uint8_t **out, size_t *len);
 /* A journal record (either form) back into *u, whose strings, pipeline and splits point into *msg (free it
- * with protobuf_c_message_free_unpacked after applying u). Returns 0, or -EINVAL for bytes that are not a
- * record, or one of no kind this release knows (a later release's). */
+ * with protobuf_c_message_free_unpacked after applying u). Returns 0, -EINVAL for bytes that are not a
+ * record, or -EPROTONOSUPPORT for one of a kind this release does not know (a later release's). */
 int disp_update_decode(const uint8_t *rec, size_t len, struct disp_update *u, ProtobufCMessage **msg);
 /* The record message of an update kind (NULL for none): for tools that print records. */
 const ProtobufCMessageDescriptor *disp_update_record_of(int kind);

@@ -220,13 +220,17 @@ int disp_batch_end(struct disp_service *s, char *err, size_t errlen)
 }
 
 /* spw_journal_open's replay: each durable update, applied as when it was first committed. */
-static int replay_one(void *ctx, const uint8_t *rec, size_t len)
+static int replay_one(void *ctx, const uint8_t *rec, size_t len, char *why, size_t whylen)
 {
     struct disp_service *s = ctx;
     struct disp_update u;
     ProtobufCMessage *m;
-    if (disp_update_decode(rec, len, &u, &m) != 0)
-        return -EINVAL;
+    const int rc = disp_update_decode(rec, len, &u, &m);
+    if (rc == -EPROTONOSUPPORT)
+        return spw_fail(why, whylen, rc, "an update kind this release does not know (written by a later "
+                                         "release? run that release on this work dir)");
+    if (rc)
+        return spw_fail(why, whylen, rc, "not a journal update this release can read");
     disp_state_apply(s->st, &u, NULL, 0);  /* refused the first time too: the same outcome now */
     protobuf_c_message_free_unpacked(m, NULL);
     return 0;

@@ -267,9 +267,11 @@ static int replay(struct spw_journal *j, unsigned flags, spw_journal_record_fn f
             why = "a record whose CRC32C does not match";
             break;
         }
-        if (fn && (rc = fn(ctx, buf, len)) != 0) {
+        char refusal[256] = "";
+        if (fn && (rc = fn(ctx, buf, len, refusal, sizeof refusal)) != 0) {
             if (err && errlen && !err[0])
-                snprintf(err, errlen, "journal %s: record %lld refused", j->path, (long long)info->records);
+                snprintf(err, errlen, "journal %s: record %lld refused%s%s", j->path, (long long)info->records,
+                         refusal[0] ? ": " : "", refusal);
             break;
         }
         info->records++;

@@ -15,8 +15,9 @@
 
 struct spw_journal;
 
-/* Called for each record in order while opening; a non-zero return stops the replay and fails the open. */
-typedef int (*spw_journal_record_fn)(void *ctx, const uint8_t *rec, size_t len);
+/* Called for each record in order while opening; a non-zero return stops the replay and fails the open, the
+ * error naming the record and, when fn wrote one into why, the reason. */
+typedef int (*spw_journal_record_fn)(void *ctx, const uint8_t *rec, size_t len, char *why, size_t whylen);
 
 struct spw_journal_opened {
     int64_t records;        /* replayed */

@@ -15,8 +15,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char dir[64], path[96];
 
-static int apply(void *ctx, const uint8_t *rec, size_t len)
+static int apply(void *ctx, const uint8_t *rec, size_t len, char *why, size_t whylen)
 {
+    (void)why, (void)whylen;
     struct disp_update u;
     ProtobufCMessage *m;
     if (disp_update_decode(rec, len, &u, &m) == 0) {

@@ -55,6 +55,7 @@ timeout 20 "$B/bin/spillway-dispatcher" --listen 127.0.0.1 --port 0 --work-dir "
 rc=$?
 check "a journal with a later release's record: the dispatcher refuses to start (exit $rc, not a timeout)" \
   test "$rc" -ne 0 -a "$rc" -ne 124
-check "... naming the record it cannot read" grep -q 'record 10 refused' "$WORK/later.err"
+check "... naming the record it cannot read, and why" \
+  grep -q 'record 10 refused: an update kind this release does not know (written by a later release' "$WORK/later.err"
 check "... and leaves the journal as it was" cmp -s "$WORK/later/journal" "$WORK/later.copy"
 finish

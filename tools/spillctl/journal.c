@@ -103,8 +103,9 @@ static void print_fields(const ProtobufCMessage *msg, int json)
 
 /* A record is a JournalUpdate: one message per kind in its oneof `update` (the field's name is the kind's,
  * in lower case), or, written before 2026-12-05, the flat form (`kind` and the fields it used). */
-static int print_record(void *ctx, const uint8_t *rec, size_t len)
+static int print_record(void *ctx, const uint8_t *rec, size_t len, char *why, size_t whylen)
 {
+    (void)why, (void)whylen;
     struct dump *d = ctx;
     const int64_t at = d->offset;
     d->offset += 8 + (int64_t)len;
