@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "lib/err.h"
+#include "lib/failpoint.h"
 #include "lib/log.h"
 
 #define HEADER 8
@@ -427,15 +428,9 @@ int spw_journal_write(struct spw_journal *j, const uint8_t *rec, size_t len)
  * journal-sync:N:eio makes that sync fail with EIO (a full or failing disk). Returns 0 or -EIO. */
 static int failpoint_sync(struct spw_journal *j)
 {
-    static int armed = -1, left;
-    static char mode[16];
-    if (armed < 0) {
-        const char *f = getenv("SPILLWAY_FAILPOINT");
-        armed = f && sscanf(f, "journal-sync:%d:%15s", &left, mode) == 2 && left > 0;
-    }
-    if (!armed || --left > 0)
+    char mode[16];
+    if (!spw_failpoint("journal-sync", mode, sizeof mode))
         return 0;
-    armed = 0;                  /* once */
     if (!strcmp(mode, "eio")) {
         spw_log(SPW_LOG_WARN, "journal", "failpoint journal-sync: this fsync fails with EIO");
         return -EIO;

@@ -1,7 +1,8 @@
 /* worker/stream.c - the StreamElements handler (see jobs.h): a client's rank shows its job's secret, gets a
  * channel (lib/channel.h: on the call, or on a data connection when it asked and one could be made) and
- * drains its rank's queue of the job's outbox against the credit it grants. Threads: one per stream (the RPC
- * server's); w->mu to find the job, which it holds a reference to. */
+ * drains its rank's queue of the job's outbox against the credit it grants; a message it took but could not
+ * send goes back to the queue's head (test failpoint stream-send:N:cut cuts the Nth send). Threads: one per
+ * stream (the RPC server's); w->mu to find the job, which it holds a reference to. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 
 #include "lib/channel.h"
 #include "lib/clock.h"
+#include "lib/failpoint.h"
 #include "lib/log.h"
 #include "pipeline/compress.h"
 #include "pipeline/stream_msgs.h"
@@ -118,8 +120,17 @@ int wrk_jobs_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msgl
         if (stopped)
             break;
         if (m) {
-            if (spw_channel_send(chan, m->iov, m->iovcnt) != 0) {
+            char fp[16];
+            const bool cut = spw_failpoint("stream-send", fp, sizeof fp);
+            if (cut || spw_channel_send(chan, m->iov, m->iovcnt) != 0) {
                 wrk_outbox_put_back(jb->out, rank, m);    /* the client is gone: for its next stream */
+                spw_log(cut ? SPW_LOG_WARN : SPW_LOG_INFO, "worker",
+                        "stream to %s lost%s: its message of %lld elements kept for the rank's next stream", peer,
+                        cut ? " (failpoint stream-send)" : "", (long long)m->elements);
+                if (cut) {
+                    snprintf(msg, msglen, "failpoint stream-send: the stream cut after a message was taken");
+                    status = SPW_RPC_UNAVAILABLE;
+                }
                 break;
             }
             credit -= (int64_t)m->bytes;

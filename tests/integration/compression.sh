@@ -27,10 +27,6 @@ run_service() {     # run_service NAME PIPELINE [spillctl options...]: dump to W
   timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$p" --dump "$WORK/$name" --json \
     --quiet --local-cores 0 "$@" > "$WORK/$name.json" 2> "$WORK/$name.err"
 }
-same_batches() {    # every .npy and keys.txt of dump $1 equals dump $2's
-  [ "$(ls "$WORK/$1" | wc -l)" = "$(ls "$WORK/$2" | wc -l)" ] || return 1
-  for f in "$WORK/$2"/*; do cmp -s "$f" "$WORK/$1/$(basename "$f")" || return 1; done
-}
 start_worker() {    # start_worker N [--metrics-port P]: sets WN
   local n=$1
   shift

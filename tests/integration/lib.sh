@@ -79,6 +79,12 @@ start_service() {
   dispatcher_on d "$@" && add_workers "$n" || return 1
   sleep 0.3
 }
+# same_batches A B: dump WORK/A holds the same files as dump WORK/B (every .npy and keys.txt), byte for byte.
+same_batches() {
+  [ "$(ls "$WORK/$1" | wc -l)" = "$(ls "$WORK/$2" | wc -l)" ] || return 1
+  local f
+  for f in "$WORK/$2"/*; do cmp -s "$f" "$WORK/$1/$(basename "$f")" || return 1; done
+}
 # finish: the closing line and the exit status; first, no file the test's processes wrote may hold one of the
 # tokens it used (TEST_TOKENS: tokens appear in no log line, anywhere in the suite).
 finish() {

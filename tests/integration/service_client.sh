@@ -47,10 +47,6 @@ run_service() {     # run_service NAME PIPELINE [spillctl options...]: dump to $
     --quiet "$@" > "$WORK/$name.json" 2> "$WORK/$name.err"
 }
 same_keys() { cmp -s <(sort "$WORK/$1/keys.txt") <(sort "$WORK/$2/keys.txt"); }
-same_batches() {    # every .npy and keys.txt of dump $1 equals dump $2's
-  [ "$(ls "$WORK/$1" | wc -l)" = "$(ls "$WORK/$2" | wc -l)" ] || return 1
-  for f in "$WORK/$2"/*; do cmp -s "$f" "$WORK/$1/$(basename "$f")" || return 1; done
-}
 
 pipeline "$WORK/p.json" 7 2
 "$B/bin/spillctl" run --local --pipeline "$WORK/p.json" --threads 2 --dump "$WORK/local" --quiet || exit 1
