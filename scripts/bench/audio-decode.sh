@@ -7,13 +7,13 @@
 # Env: BENCH_FLAC_N (60) BENCH_RUNS (3) BENCH_CPU (1) SPILLCTL (build/bin/spillctl).
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=scripts/lib/harness.sh
+source "$(dirname "$0")/../lib/harness.sh"   # ROOT, B, PY, need_built, wait_port, ...
 cd "$ROOT"
-PY=/usr/bin/python3
 N=${BENCH_FLAC_N:-60}
 RUNS=${BENCH_RUNS:-3}
 CPU=${BENCH_CPU:-1}
-SPILLCTL=${SPILLCTL:-build/bin/spillctl}
+SPILLCTL=${SPILLCTL:-$B/bin/spillctl}
 WORK=build/bench/audio-decode
 
 die() { echo "bench-audio-decode: error: $*" >&2; exit 1; }

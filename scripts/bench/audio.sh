@@ -6,14 +6,14 @@
 # Env: BENCH_AUDIO_N (200) BENCH_RUNS (3) BENCH_WARMUP_BATCHES (3) BENCH_CPU (1) BENCH_GLIBC_TUNABLES SPILLCTL.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=scripts/lib/harness.sh
+source "$(dirname "$0")/../lib/harness.sh"   # ROOT, B, PY, need_built, wait_port, ...
 cd "$ROOT"
-PY=/usr/bin/python3
 N=${BENCH_AUDIO_N:-200}
 RUNS=${BENCH_RUNS:-3}
 WARMUP=${BENCH_WARMUP_BATCHES:-3}   # untimed clips before each timed epoch, the same on both sides
 CPU=${BENCH_CPU:-1}
-SPILLCTL=${SPILLCTL:-build/bin/spillctl}
+SPILLCTL=${SPILLCTL:-$B/bin/spillctl}
 TARGET=3.0                          # Spillway clips/s over the peer's, one core each
 # As scripts/bench/ops.sh: both sides keep freed memory in the process (no per-clip mmap/munmap of big
 # buffers, whose first-touch page faults cost ~10 us a page on this kind of VM; torch.stft's 1.4 MB complex

@@ -8,18 +8,16 @@
 # ratio on a link-bound job). Needs root (ip netns, tc); uses tests/integration/lib.sh's namespace helpers.
 # Writes build/bench/compress.md.
 set -uo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/integration/lib.sh
-source "$ROOT/tests/integration/lib.sh"
+source "$(dirname "$0")/../../tests/integration/lib.sh"   # the harness, check, netns helpers
 # Wildcard and namespace addresses with no token: allowed on this test machine (closed_default.sh tests the refusal).
 export SPILLWAY_INSECURE=1
 unset SPILLWAY_CUT
 RUNS=${BENCH_RUNS:-3}
 LINK=${BENCH_LINK:-50mbit}
-PY=/usr/bin/python3
 OUT=$B/bench
 DATA=$B/data/imagenet-like
-[ -x "$B/bin/spillctl" ] || { echo "bench-compress: build first (make all)" >&2; exit 1; }
+need_built "$B/bin/spillctl" "$B/bin/spillway-worker" "$B/bin/spillway-dispatcher"
 [ "$(id -u)" = 0 ] || { echo "bench-compress: SKIP: needs root (ip netns, tc)"; exit 0; }
 netns_usable
 mkdir -p "$OUT"

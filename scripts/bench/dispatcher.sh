@@ -15,8 +15,8 @@
 #      number of jobs, so jobs / 15 s is that worker: 6667 for 100 jobs); BENCH_DISPATCHER_CORES (root: the
 #      dispatcher in a cgroup with that CPU quota, e.g. 0.25: an overload test).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-B=${SPW_BUILD:-$ROOT/build}
+# shellcheck source=scripts/lib/harness.sh
+source "$(dirname "$0")/../lib/harness.sh"   # ROOT, B, PY, need_built, wait_port, ...
 WORKERS=${BENCH_WORKERS:-100 300 1000}
 JOBS=${BENCH_JOBS:-10 30}
 SPLITS=${BENCH_SPLITS:-32 20000}

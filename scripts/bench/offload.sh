@@ -10,26 +10,23 @@
 # BENCH_REMOTE_CORES="0.25 0.5 0.75 1" (root, cgroup cpu quotas on the worker) also measures the gain at cut
 # BENCH_SWEEP_CUT (default 2) against the worker's share of its core (results.tsv's fifth column; make plots).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$ROOT"
 # shellcheck source=scripts/lib/harness.sh
-source scripts/lib/harness.sh       # wait_port, stop_daemons
+source "$(dirname "$0")/../lib/harness.sh"   # ROOT, B, PY, need_built, wait_port, ...
+cd "$ROOT"
 RUNS=${BENCH_RUNS:-3}
 EPOCHS=${BENCH_EPOCHS:-8}
-B=build
 OUT=$B/bench/offload
-PY=/usr/bin/python3
 DATA=$B/data/imagenet-like
 CUTS=${BENCH_CUTS:-"auto 2 3"}    # auto: the default, planned
 REMOTE_CORES=${BENCH_REMOTE_CORES:-}
 SWEEP_CUT=${BENCH_SWEEP_CUT:-2}
-[ -x $B/bin/spillctl ] && [ -x $B/bin/spillway-worker ] || { echo "bench-offload: build first (make all)" >&2; exit 1; }
+need_built "$B/bin/spillctl" "$B/bin/spillway-worker" "$B/bin/spillway-dispatcher"
 [ "$(nproc)" -ge 2 ] || { echo "bench-offload: needs 2 CPUs (client on CPU 0, worker on CPU 1)" >&2; exit 1; }
 bash scripts/data/make-dataset.sh "$DATA" > /dev/null
 mkdir -p "$OUT"
 : > "$OUT/results.tsv"
 cat > "$OUT/train.json" <<JSON
-{"source": {"format": "image_folder", "path": "$ROOT/$DATA/train", "shuffle": true, "seed": 7, "epochs": $EPOCHS},
+{"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 7, "epochs": $EPOCHS},
  "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [224, 224]},
          {"op": "random_horizontal_flip", "p": 0.5}, {"op": "rand_augment", "num_ops": 2, "magnitude": 9},
          {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}],

@@ -6,16 +6,16 @@
 # BENCH_SIDES (both|torchvision) SPILLCTL.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=scripts/lib/harness.sh
+source "$(dirname "$0")/../lib/harness.sh"   # ROOT, B, PY, need_built, wait_port, ...
 cd "$ROOT"
-PY=/usr/bin/python3
 N=${BENCH_N:-2000}
 RUNS=${BENCH_RUNS:-3}
 WARMUP=${BENCH_WARMUP_BATCHES:-3}   # untimed batches before each timed epoch, the same on both sides
 CPU=${BENCH_CPU:-1}
 CPUS2=${BENCH_CPUS2:-0,1}
 SIDES=${BENCH_SIDES:-both}
-SPILLCTL=${SPILLCTL:-build/bin/spillctl}
+SPILLCTL=${SPILLCTL:-$B/bin/spillctl}
 # Both sides run with glibc keeping freed memory in the process: on this kind of VM a first touch of a page
 # costs ~10 us, and torchvision's collate allocates a fresh 38.5 MB batch (over glibc's 32 MB mmap cap)
 # every batch, which would slow the peer by ~1.5 ms/image for reasons unrelated to preprocessing.

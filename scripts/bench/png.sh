@@ -5,16 +5,16 @@
 # interleaved, medians of BENCH_RUNS (default 3). Prints images/s and the ratio (target >= 1.0); writes
 # build/bench/png.md.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=scripts/lib/harness.sh
+source "$(dirname "$0")/../lib/harness.sh"   # ROOT, B, PY, need_built, wait_port, ...
 cd "$ROOT"
-PY=/usr/bin/python3
 N=${BENCH_PNG_N:-300}
 RUNS=${BENCH_RUNS:-3}
 CPU=${BENCH_CPU:-1}
-SPILLCTL=${SPILLCTL:-build/bin/spillctl}
+SPILLCTL=${SPILLCTL:-$B/bin/spillctl}
 OUT=build/bench
 DATA=build/data/png-like-n$N
-[ -x "$SPILLCTL" ] || { echo "bench-png: $SPILLCTL is missing (make all)" >&2; exit 1; }
+need_built "$SPILLCTL"
 mkdir -p "$OUT"
 bash scripts/data/make-dataset.sh build/data/imagenet-like 2000 > /dev/null
 if [ ! -f "$DATA/stamp" ]; then

@@ -8,14 +8,14 @@
 # apart rather than spread into the figure (target: at most 20 us per element per thread). Also the heavy
 # pipeline's scaling from 1 to 2 threads (target >= 1.8x); writes build/bench/python-op.md.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=scripts/lib/harness.sh
+source "$(dirname "$0")/../lib/harness.sh"   # ROOT, B, PY, need_built, wait_port, ...
 cd "$ROOT"
-PY=/usr/bin/python3
 N=${BENCH_PY_N:-1920}
 RUNS=${BENCH_RUNS:-3}
-SPILLCTL=${SPILLCTL:-build/bin/spillctl}
+SPILLCTL=${SPILLCTL:-$B/bin/spillctl}
 OUT=build/bench
-[ -x "$SPILLCTL" ] || { echo "bench-python-op: $SPILLCTL is missing (make all)" >&2; exit 1; }
+need_built "$SPILLCTL"
 mkdir -p "$OUT"
 bash scripts/data/make-dataset.sh build/data/imagenet-like 2000 > /dev/null
 export SPILLWAY_PYTHON=$PY SPILLWAY_PYTHONPATH=$ROOT/tests/python

@@ -6,12 +6,12 @@
 # receiver to CPU 1; medians of BENCH_RUNS. Prints MB/s, the ratio (target >= 0.70) and CPU-seconds per GB
 # at both ends; writes build/bench/stream.md.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BIN=${STREAMBENCH:-$ROOT/build/tests/streambench}
+# shellcheck source=scripts/lib/harness.sh
+source "$(dirname "$0")/../lib/harness.sh"   # ROOT, B, PY, need_built, wait_port, ...
+BIN=${STREAMBENCH:-$B/tests/streambench}
 RUNS=${BENCH_RUNS:-3}
-OUT=$ROOT/build/bench
-PY=/usr/bin/python3
-[ -x "$BIN" ] || { echo "bench-stream: $BIN is missing: run make bench" >&2; exit 1; }
+OUT=$B/bench
+need_built "$BIN"
 mkdir -p "$OUT"
 RESULTS=$OUT/stream.tsv
 : > "$RESULTS"

@@ -16,7 +16,7 @@ eval_preflight() {
   command -v ip > /dev/null && command -v tc > /dev/null || die "needs ip and tc (Debian: iproute2)"
   command -v gnuplot > /dev/null || die "needs gnuplot (Debian: apt-get install gnuplot-nox)"
   [ "$(nproc)" -ge 2 ] || die "needs 2 CPUs (client on CPU 0, workers on CPU 1)"
-  [ -x $B/bin/spillctl ] && [ -x $B/bin/spillway-worker ] || die "build first (make all)"
+  need_built "$B/bin/spillctl" "$B/bin/spillway-worker" "$B/bin/spillway-dispatcher"
   if [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then CG=v1; CGROOT=/sys/fs/cgroup/cpu
   elif [ -f /sys/fs/cgroup/cgroup.controllers ]; then CG=v2; CGROOT=/sys/fs/cgroup
   else die "no cgroup cpu controller found (v1 /sys/fs/cgroup/cpu or v2 /sys/fs/cgroup)"; fi

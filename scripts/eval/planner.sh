@@ -17,11 +17,10 @@
 # Writes build/eval/planner/{results.tsv,status.tsv,steady.tsv,table.md,eval.png} and diag.tsv (per run: the
 # client's CPU and minor faults per element, the periods its quota throttled).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=scripts/lib/harness.sh
+source "$(dirname "$0")/../lib/harness.sh"   # ROOT, B, PY, need_built, wait_port, ...
 cd "$ROOT"
-B=build
 OUT=$B/eval/planner
-PY=/usr/bin/python3
 REPEATS=${EVAL_REPEATS:-3}
 SECS=${EVAL_SECONDS:-8}   # 8 s: the re-plan on measured costs (3 s in) lands inside a planned run
 SRC_DATA=$B/data/eval-20k    # big enough that no run reaches an epoch's end (epoch tails are another matter)

@@ -14,11 +14,10 @@
 # Target: the planner's count within one worker of the measured one. Needs root (netns, cgroups) and gnuplot.
 # Writes build/eval/workers/{runs.tsv,plans.tsv,table.md}; scripts/eval/workers.py analyses them.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=scripts/lib/harness.sh
+source "$(dirname "$0")/../lib/harness.sh"   # ROOT, B, PY, need_built, wait_port, ...
 cd "$ROOT"
-B=build
 OUT=$B/eval/workers
-PY=/usr/bin/python3
 REPEATS=${EVAL_REPEATS:-3}
 SECS=${EVAL_SECONDS:-10}   # a planned job spends its first ~4 s measuring
 CCORES=${EVAL_CLIENT_CORES:-0.5}

@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
 # scripts/lib/harness.sh - what the integration tests, benches, evals, the soak and the demo share to run
-# Spillway's daemons (source it; it starts nothing by itself): ROOT and B (the build; SPW_BUILD picks
-# another), wait_port (the port a daemon prints on its "listening on HOST:PORT" line), stop_daemons (every
-# pid in PIDS, stopped ones continued first, waited for), json_field (a value of spillctl's --json report)
-# and median (of numbers on stdin). Python helpers are in scripts/lib/*.py.
-# shellcheck disable=SC2034  # ROOT, B and PIDS are the sourcing script's
+# Spillway's daemons (source it; it starts nothing by itself): ROOT, B (the build; SPW_BUILD picks another),
+# PY, need_built (build outputs are there, or exit saying so), wait_port (the port a daemon prints on its
+# "listening on HOST:PORT" line), stop_daemons (every pid in PIDS, stopped ones continued first, waited for),
+# json_field (a value of spillctl's --json report) and median (of numbers on stdin). Python helpers are in
+# scripts/lib/*.py.
+# shellcheck disable=SC2034  # ROOT, B, PY and PIDS are the sourcing script's
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 : "${B:=${SPW_BUILD:-$ROOT/build}}"     # a B the sourcing script set first is kept
+PY=/usr/bin/python3                     # Debian's, with numpy and torch: the peers' and the reports' Python
 PIDS=()
+
+# need_built FILE...: exit 1, naming the first missing one, unless every FILE (a build output) is there.
+need_built() {
+  local f
+  for f in "$@"; do
+    [ -e "$f" ] || { echo "$(basename "$0" .sh): $f is missing: build first (make all, or make bench)" >&2; exit 1; }
+  done
+}
 
 # wait_port FILE [SECONDS]: prints the port of the "listening on HOST:PORT" line FILE gets within SECONDS
 # (10); 1 when none came.
