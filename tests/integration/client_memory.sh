@@ -2,8 +2,9 @@
 # tests/integration/client_memory.sh - a trainer that stalls does not make the client or the workers grow
 # without bound: 4 workers stream 600 KB float32 elements to a client (spillctl run --dispatcher on
 # libspillway) that consumes one batch and then stalls for 30 s. The client's peak RSS stays within credits +
-# prefetch budget + 20 MB of an idle client's (same job, no workers); each worker stays within its buffer
-# (+64 MB slack). Real processes on loopback; kills all it starts.
+# prefetch budget + 20 MB of an idle client's (same job, no workers), after the workers delivered more than
+# its credits to it (a real load: how much of it the RSS shows depends on what the allocator reuses); each
+# worker stays within its buffer (+64 MB slack). Real processes on loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -59,7 +60,12 @@ PEAK=$(kb "$C" VmHWM)
 LIMIT=$((IDLE + (CREDIT_MB + PREFETCH_MB + 20) * 1024))
 echo "     client peak RSS: ${PEAK} kB; idle client ${IDLE} kB; limit ${LIMIT} kB"
 check "stalled client: peak RSS <= idle + credits + prefetch + 20 MB" test "$PEAK" -le "$LIMIT"
-check "the stall filled the client (peak grew by over 32 MB)" test "$PEAK" -ge $((IDLE + 32 * 1024))
+# The stall must have been a real load: the workers delivered more to the stalled client than its credits.
+"$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" job 1 --json > "$WORK/job.json"
+delivered=$(/usr/bin/python3 -c "import json; j=json.load(open('$WORK/job.json'))
+print(sum(p['bytes'] for p in j['producers'] if p['producer'].startswith('worker')) // 1024)")
+echo "     delivered to the stalled client: ${delivered} kB; its RSS grew by $((PEAK - IDLE)) kB"
+check "the stall filled the client (the workers delivered over $CREDIT_MB MB to it)" test "$delivered" -gt $((CREDIT_MB * 1024))
 streams=$(grep -c 'serving job=' "$WORK"/w[1-4].err | awk -F: '$2 > 0' | wc -l)
 check "all 4 workers served the job" test "$streams" -eq 4
 for i in 0 1 2 3; do
