@@ -242,6 +242,20 @@ int spw_solarize_run(const struct spw_image *in, double threshold, struct spw_im
     return 0;
 }
 
+int spw_grayscale_run(const struct spw_image *in, struct spw_image *out)
+{
+    int rc = check_pair(in, out);
+    if (rc)
+        return rc;
+    for (int y = 0; y < in->h; y++) {
+        const uint8_t *s = row_in(in, y);
+        uint8_t *d = row_out(out, y);
+        for (int x = 0; x < in->w; x++, s += 3, d += 3)
+            d[0] = d[1] = d[2] = (uint8_t)spw_px_luma(s[0], s[1], s[2]);
+    }
+    return 0;
+}
+
 int spw_invert_run(const struct spw_image *in, struct spw_image *out)
 {
     int rc = check_pair(in, out);

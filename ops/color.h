@@ -30,6 +30,10 @@ int spw_adjust_sharpness_run(const struct spw_image *in, double factor, struct s
  * hue_factor in [-0.5, 0.5]; note 0 is not an identity (PIL's HSV round trip is lossy). In place allowed. */
 int spw_adjust_hue_run(const struct spw_image *in, double hue_factor, struct spw_image *out);
 
+/* torchvision F.rgb_to_grayscale on PIL with num_output_channels=3: convert('L') (ITU-R 601-2 luma, PIL's
+ * fixed-point rounding) in all three channels. In place allowed. */
+int spw_grayscale_run(const struct spw_image *in, struct spw_image *out);
+
 /* ImageOps.posterize: keep the top `bits` (0..8) bits of every channel. In place allowed. */
 int spw_posterize_run(const struct spw_image *in, int bits, struct spw_image *out);
 

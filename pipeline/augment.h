@@ -21,6 +21,10 @@ int spw_augment_solarize(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_equalize(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_autocontrast(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_invert(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_grayscale(struct spw_op_call *c, struct spw_value *v);
+/* The random_<op> rows (random_grayscale, random_posterize, ...): with probability p, their op; else v
+ * unchanged. One draw from the op's stream either way. */
+int spw_augment_random(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_color_jitter(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_rotate(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_affine(struct spw_op_call *c, struct spw_value *v);

@@ -76,6 +76,16 @@ static const struct spw_op_field hue_fields[] = {
 static const struct spw_op_field posterize_fields[] = {{"bits", SPW_FK_INT, OFF(bits), 0, 8, SPW_F_REQ, NULL}, F_END};
 static const struct spw_op_field solarize_fields[] = {
     {"threshold", SPW_FK_NUM, OFF(threshold), 0, 255, SPW_F_REQ, NULL}, F_END};
+static const struct spw_op_field grayscale_fields[] = {
+    {"num_output_channels", SPW_FK_INT, OFF(num_output_channels), 1, 3, 0, NULL}, F_END};
+static const struct spw_op_field random_posterize_fields[] = {
+    {"bits", SPW_FK_INT, OFF(bits), 0, 8, SPW_F_REQ, NULL}, {"p", SPW_FK_NUM, OFF(p), 0, 1, 0, NULL}, F_END};
+static const struct spw_op_field random_solarize_fields[] = {
+    {"threshold", SPW_FK_NUM, OFF(threshold), 0, 255, SPW_F_REQ, NULL}, {"p", SPW_FK_NUM, OFF(p), 0, 1, 0, NULL},
+    F_END};
+static const struct spw_op_field random_sharpness_fields[] = {
+    {"sharpness_factor", SPW_FK_NUM, OFF(factor), 0, INF, SPW_F_REQ, NULL}, {"p", SPW_FK_NUM, OFF(p), 0, 1, 0, NULL},
+    F_END};
 static const struct spw_op_field jitter_fields[] = {
     {"brightness", SPW_FK_JITTER, OFF(brightness), 0, INF, 0, NULL},
     {"contrast", SPW_FK_JITTER, OFF(contrast), 0, INF, 0, NULL},
@@ -195,6 +205,16 @@ static int warp_check(struct spw_op_spec *op, const char **field, char *msg, siz
 static int policy_check(struct spw_op_spec *op, const char **field, char *msg, size_t msglen)
 {
     return interp_check(op, true, field, msg, msglen);
+}
+
+/* The image ops work on RGB: a one-channel grey image has nowhere to go yet. */
+static int grayscale_check(struct spw_op_spec *op, const char **field, char *msg, size_t msglen)
+{
+    if (op->num_output_channels == 3)
+        return 0;
+    *field = "num_output_channels";
+    return snprintf(msg, msglen, "%d is not supported (the image ops here work on RGB images): use 3, the grey "
+                                 "value in all three channels", op->num_output_channels), 1;
 }
 
 /* torch.stft's defaults: hop n_fft / 4, window n_fft. */
@@ -338,6 +358,40 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
     [SPW_OP_INVERT] = IMAGE_OP("invert", no_fields, spw_augment_invert, spw_gpu_op_invert,
                                .doc = "Invert every value (F.invert).",
                                .args = ""),
+    [SPW_OP_GRAYSCALE] = IMAGE_OP("grayscale", grayscale_fields, spw_augment_grayscale, NULL,
+                                  .defaults = {.num_output_channels = 1}, .check = grayscale_check,
+                                  .doc = "Grey (PIL's convert('L')) in num_output_channels channels (Grayscale); "
+                                         "3 only for now.",
+                                  .args = "num_output_channels"),
+    [SPW_OP_RANDOM_GRAYSCALE] = IMAGE_OP("random_grayscale", p_fields, spw_augment_random, NULL,
+                                         .defaults = {.p = 0.1, .num_output_channels = 3},
+                                         .doc = "Grey in all three channels with probability p (RandomGrayscale).",
+                                         .args = "p"),
+    [SPW_OP_RANDOM_POSTERIZE] = IMAGE_OP("random_posterize", random_posterize_fields, spw_augment_random, NULL,
+                                         .defaults = {.p = 0.5},
+                                         .doc = "posterize with probability p (RandomPosterize).",
+                                         .args = "bits p"),
+    [SPW_OP_RANDOM_SOLARIZE] = IMAGE_OP("random_solarize", random_solarize_fields, spw_augment_random, NULL,
+                                        .defaults = {.p = 0.5},
+                                        .doc = "solarize with probability p (RandomSolarize).",
+                                        .args = "threshold p"),
+    [SPW_OP_RANDOM_EQUALIZE] = IMAGE_OP("random_equalize", p_fields, spw_augment_random, NULL,
+                                        .defaults = {.p = 0.5},
+                                        .doc = "equalize with probability p (RandomEqualize).",
+                                        .args = "p"),
+    [SPW_OP_RANDOM_AUTOCONTRAST] = IMAGE_OP("random_autocontrast", p_fields, spw_augment_random, NULL,
+                                            .defaults = {.p = 0.5},
+                                            .doc = "autocontrast with probability p (RandomAutocontrast).",
+                                            .args = "p"),
+    [SPW_OP_RANDOM_INVERT] = IMAGE_OP("random_invert", p_fields, spw_augment_random, NULL,
+                                      .defaults = {.p = 0.5},
+                                      .doc = "invert with probability p (RandomInvert).",
+                                      .args = "p"),
+    [SPW_OP_RANDOM_ADJUST_SHARPNESS] = IMAGE_OP("random_adjust_sharpness", random_sharpness_fields,
+                                                spw_augment_random, NULL, .defaults = {.p = 0.5},
+                                                .doc = "adjust_sharpness by sharpness_factor with probability p "
+                                                       "(RandomAdjustSharpness).",
+                                                .args = "sharpness_factor p"),
     [SPW_OP_COLOR_JITTER] = IMAGE_OP("color_jitter", jitter_fields, spw_augment_color_jitter,
                                      spw_gpu_op_color_jitter,
                                      .doc = "Random brightness, contrast, saturation and hue, in a random "

@@ -60,6 +60,14 @@ enum spw_op_kind {
     SPW_OP_DECODE_AUDIO,
     SPW_OP_PYTHON,
     SPW_OP_PLUGIN,          /* any op of a loaded C plugin (pipeline/plugin_ops.h): named "<plugin>.<op>" */
+    SPW_OP_GRAYSCALE,
+    SPW_OP_RANDOM_GRAYSCALE,
+    SPW_OP_RANDOM_POSTERIZE,
+    SPW_OP_RANDOM_SOLARIZE,
+    SPW_OP_RANDOM_EQUALIZE,
+    SPW_OP_RANDOM_AUTOCONTRAST,
+    SPW_OP_RANDOM_INVERT,
+    SPW_OP_RANDOM_ADJUST_SHARPNESS,
     SPW_OP_COUNT
 };
 
@@ -77,7 +85,8 @@ struct spw_op_spec {
     enum spw_interp interpolation;      /* resize/rrc: bilinear; rotate/affine/policies: nearest */
     bool antialias;                     /* resize/rrc: true (PIL always antialiases) */
     double scale[2], ratio[2];          /* random_resized_crop, random_erasing */
-    double p;                           /* random flips 0.5, random_erasing 0.5 */
+    double p;                           /* random flips 0.5, random_erasing 0.5, random_grayscale 0.1,
+                                           random_<colour op> 0.5: the chance the op runs */
     int top, left, height, width;       /* crop */
     int padding;                        /* random_crop: 0 */
     bool pad_if_needed;                 /* random_crop */
@@ -90,6 +99,7 @@ struct spw_op_spec {
     double factor;                      /* adjust_*: brightness/contrast/saturation/sharpness >= 0,
                                            hue in [-0.5, 0.5] */
     int bits;                           /* posterize: [0, 8] */
+    int num_output_channels;            /* grayscale: 1 (torchvision's default) or 3 */
     double threshold;                   /* solarize: [0, 255] */
     double brightness[2], contrast[2], saturation[2], hue[2]; /* color_jitter ranges (min, max);
                                            0,0 = off */

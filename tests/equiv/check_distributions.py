@@ -3,7 +3,9 @@ Two-sample tests between Spillway's draws (fusedcheck, the real parameter functi
 torchvision 0.14's own sampler run here: RandomResizedCrop.get_params (area fraction, aspect ratio, offsets;
 Kolmogorov-Smirnov at alpha = 0.001) on several image shapes, including ones that hit the fallback; and
 RandAugment's op choice (chi-square homogeneity over the 14 ops) and magnitudes (the same value set, with
-signs split evenly). Prints one line per check and "N passed, M failed".
+signs split evenly); and how often each random_<op> row runs its op (two-proportion z-test against
+torchvision's RandomX on the same image, 10,000 draws each). Prints one line per check and "N passed,
+M failed".
 usage: check_distributions.py FUSEDCHECK"""
 import collections
 import json
@@ -108,12 +110,39 @@ def check_rand_augment(n=14000):
             result("rand_augment %s sign is a fair coin" % o, abs(neg - 0.5) < 4 * sd, "P(neg)=%.3f" % neg)
 
 
+GATES = [  # (our op, torchvision's transform with the same p)
+    ({"op": "random_grayscale"}, T.RandomGrayscale()),
+    ({"op": "random_posterize", "bits": 4, "p": 0.3}, T.RandomPosterize(4, p=0.3)),
+    ({"op": "random_solarize", "threshold": 128, "p": 0.7}, T.RandomSolarize(128, p=0.7)),
+    ({"op": "random_equalize"}, T.RandomEqualize()),
+    ({"op": "random_autocontrast", "p": 0.2}, T.RandomAutocontrast(p=0.2)),
+    ({"op": "random_invert", "p": 0.9}, T.RandomInvert(p=0.9)),
+    ({"op": "random_adjust_sharpness", "sharpness_factor": 2.0}, T.RandomAdjustSharpness(2.0)),
+]
+
+
+def check_gates(n=10000):
+    k = [(i * 37 + (i // 3) * 11) % 176 for i in range(32 * 24 * 3)]
+    data = np.array([40 + x * x // 176 for x in k], np.uint8)
+    img = Image.fromarray(data.reshape(24, 32, 3), "RGB")      # the image fusedcheck gate uses
+    torch.manual_seed(0)
+    for op, tv in GATES:
+        out = subprocess.run([FUSED, "gate", spec_file(op), str(n)], capture_output=True, text=True, check=True)
+        k1 = sum(int(x) for x in out.stdout.split())
+        k2 = sum(1 for _ in range(n) if not np.array_equal(np.asarray(tv(img)), data.reshape(24, 32, 3)))
+        p1, p2, pool = k1 / n, k2 / n, (k1 + k2) / (2 * n)
+        z = abs(p1 - p2) / math.sqrt(max(pool * (1 - pool) * 2 / n, 1e-12))
+        result("%s ran its op" % op["op"], z < 3.29 and abs(p1 - tv.p) < 0.02,
+               "P=%.4f torchvision %.4f (p %.2f) z=%.2f" % (p1, p2, tv.p, z))
+
+
 def main():
     check_rrc(500, 375, [0.08, 1.0], [3 / 4, 4 / 3])
     check_rrc(301, 799, [0.08, 1.0], [3 / 4, 4 / 3])
     check_rrc(1000, 60, [0.5, 1.0], [3 / 4, 4 / 3])      # mostly the central fallback
     check_rrc(640, 480, [0.25, 0.5], [0.5, 2.0])
     check_rand_augment()
+    check_gates()
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

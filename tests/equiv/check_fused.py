@@ -2,7 +2,8 @@
 Runs the real element runner (fusedcheck: ROI decode, DCT scaling, one resample pass, flip and normalize
 folded in) and redoes the same geometry with torchvision.transforms.functional on PIL.Image.open().
 Proves: full decode is bit-exact with PIL; crops are exact; resize/resized_crop are within 1 level (mean
-absolute difference) and mostly exact; normalize matches ToTensor+Normalize in float32 and float16.
+absolute difference) and mostly exact; normalize matches ToTensor+Normalize in float32 and float16; the
+colour ops through the pipeline's adapters, the random_<op> rows at p=1 and p=0, and grayscale, are exact.
 usage: check_fused.py FUSEDCHECK PHOTO_DIR"""
 import os
 import sys
@@ -10,6 +11,7 @@ import tempfile
 
 import numpy as np
 import torch
+import torchvision.transforms as T
 import torchvision.transforms.functional as F
 from PIL import Image
 
@@ -111,6 +113,26 @@ def main():
                    interpolation=F.InterpolationMode.BILINEAR)
     ref = F.invert(F.autocontrast(F.equalize(F.solarize(F.posterize(ref, 5), 190))))
     check("adapter chain of 13 ops + to_tensor", ours, F.to_tensor(ref).numpy(), 0, exact=True)
+    # 6b. the random_<op> rows at p=1 are their ops (the same chain, from torchvision's RandomX at p=1), at
+    # p=0 the identity; grayscale in three channels is PIL's convert('L')
+    rnd = [{"op": "random_posterize", "bits": 5}, {"op": "random_solarize", "threshold": 190},
+           {"op": "random_equalize"}, {"op": "random_autocontrast"}, {"op": "random_invert"},
+           {"op": "random_adjust_sharpness", "sharpness_factor": 2.0}, {"op": "random_grayscale"}]
+    tv = [T.RandomPosterize(5, p=1), T.RandomSolarize(190, p=1), T.RandomEqualize(p=1),
+          T.RandomAutocontrast(p=1), T.RandomInvert(p=1), T.RandomAdjustSharpness(2.0, p=1),
+          T.RandomGrayscale(p=1)]
+    for p in (1, 0):
+        for path in imgs[:3]:
+            pil = Image.open(path).convert("RGB")
+            ours, _ = run([{"op": "decode_jpeg"}] + [dict(o, p=p) for o in rnd], path)
+            ref = T.Compose(tv)(pil) if p else pil
+            check("random_<op> chain of 7 at p=%d %s" % (p, os.path.basename(path)), ours, np.asarray(ref), 0,
+                  exact=True)
+    for path in imgs[:3]:
+        pil = Image.open(path).convert("RGB")
+        ours, _ = run([{"op": "decode_jpeg"}, {"op": "grayscale", "num_output_channels": 3}], path)
+        check("grayscale(3) %s" % os.path.basename(path), ours, np.asarray(F.rgb_to_grayscale(pil, 3)), 0,
+              exact=True)
     # 7. a crop larger than the image pads with zeros, as torchvision does
     path = imgs[0]
     pil = Image.open(path).convert("RGB")

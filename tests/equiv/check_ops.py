@@ -107,7 +107,8 @@ def all_colours_image():
 
 def point_cases():
     cases = [({"op": "invert"}, F.invert), ({"op": "equalize"}, F.equalize),
-             ({"op": "autocontrast"}, F.autocontrast)]
+             ({"op": "autocontrast"}, F.autocontrast),
+             ({"op": "grayscale"}, lambda i: F.rgb_to_grayscale(i, 3))]
     for bits in (0, 1, 3, 4, 7, 8):
         cases.append(({"op": "posterize", "bits": bits}, lambda i, b=bits: F.posterize(i, b)))
     for t in (0, 1, 100.5, 128, 255, 256):

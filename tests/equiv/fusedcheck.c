@@ -4,7 +4,10 @@
  *   fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE     -> stdout: {"rect":[left,top,w,h],"hflip":0|1}
  *   fusedcheck rrc SPEC.json W H N                     -> N lines "left top w h" (op 1 must be rrc)
  *   fusedcheck ra SPEC.json N                          -> N lines of RandAugment's "Op magnitude" steps
- *                                                         (op 1 must be rand_augment), on a 32x24 image */
+ *                                                         (op 1 must be rand_augment), on a 32x24 image
+ *   fusedcheck gate SPEC.json N                        -> N lines 1|0: whether op 1 (a random_<op> row, run
+ *                                                         through its registry row) changed samples 0..N-1's
+ *                                                         32x24 image */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,7 @@
 #include "ops/policy.h"
 #include "pipeline/element.h"
 #include "pipeline/geometry.h"
+#include "pipeline/op_registry.h"
 #include "pipeline/spec.h"
 
 static uint8_t *read_file(const char *path, size_t *len)
@@ -128,11 +132,43 @@ static int cmd_ra(const struct spw_pipeline_spec *spec, int n)
     return 0;
 }
 
+static int cmd_gate(const struct spw_pipeline_spec *spec, int n)
+{
+    struct spw_element_ctx ctx;
+    if (spec->n_ops < 2 || spw_element_ctx_init(&ctx, spec) != 0)
+        return 1;
+    const struct spw_op_def *def = spw_op_def(spec->ops[1].kind);
+    enum { W = 32, H = 24 };   /* 768 pixels: PIL equalize is the identity under 256 */
+    int rc = 0;
+    for (int s = 0; s < n && rc == 0; s++) {
+        struct spw_value v = {0};
+        uint8_t before[W * H * 3];
+        if (spw_image_alloc(&v.img, W, H, 3) != 0)
+            return 1;
+        for (int i = 0; i < W * H * 3; i++) {   /* colours in [40, 215], skewed: every op tested changes them */
+            const int k = (i * 37 + (i / 3) * 11) % 176;
+            before[i] = v.img.data[i] = (uint8_t)(40 + k * k / 176);
+        }
+        char err[256];
+        struct spw_op_call c = {.ctx = &ctx, .op = &spec->ops[1], .index = 1, .sample = s, .err = err,
+                                .errlen = sizeof err};
+        spw_element_rng(&ctx, 0, s, 1, &c.rng);
+        rc = def->cpu(&c, &v);
+        if (rc)
+            fprintf(stderr, "gate: %s\n", err);
+        else
+            printf("%d\n", memcmp(before, v.img.data, sizeof before) != 0);
+        spw_value_free(&v);
+    }
+    spw_element_ctx_destroy(&ctx);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE | rrc SPEC.json W H N | "
-                        "ra SPEC.json N\n");
+                        "ra SPEC.json N | gate SPEC.json N\n");
         return 2;
     }
     struct spw_pipeline_spec *spec;
@@ -146,6 +182,8 @@ int main(int argc, char **argv)
         rc = cmd_run(spec, argv[3], argv[4], atoll(argv[5]));
     else if (!strcmp(argv[1], "ra") && argc == 4)
         rc = cmd_ra(spec, atoi(argv[3]));
+    else if (!strcmp(argv[1], "gate") && argc == 4)
+        rc = cmd_gate(spec, atoi(argv[3]));
     else if (!strcmp(argv[1], "rrc") && argc == 6)
         rc = cmd_rrc(spec, atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
     else

@@ -234,6 +234,8 @@ static int run_kernel(const char *op, const json_t *spec, struct spw_image *img,
         return spw_autocontrast_run(img, img);
     if (!strcmp(op, "invert"))
         return spw_invert_run(img, img);
+    if (!strcmp(op, "grayscale"))
+        return spw_grayscale_run(img, img);
 
     int rc;
     if (!strcmp(op, "sharpness")) {

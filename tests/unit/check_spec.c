@@ -48,7 +48,11 @@
     "{\"op\": \"adjust_saturation\", \"factor\": 2}, {\"op\": \"adjust_hue\", \"factor\": -0.25},"          \
     "{\"op\": \"adjust_sharpness\", \"factor\": 3}, {\"op\": \"posterize\", \"bits\": 3},"                 \
     "{\"op\": \"solarize\", \"threshold\": 128.5}, {\"op\": \"equalize\"}, {\"op\": \"autocontrast\"},"   \
-    "{\"op\": \"invert\"},"                                                                                \
+    "{\"op\": \"invert\"}, {\"op\": \"grayscale\", \"num_output_channels\": 3},"                          \
+    "{\"op\": \"random_grayscale\", \"p\": 0.2}, {\"op\": \"random_posterize\", \"bits\": 2, \"p\": 0.3},"   \
+    "{\"op\": \"random_solarize\", \"threshold\": 99.5, \"p\": 0.4}, {\"op\": \"random_equalize\", \"p\": 0}," \
+    "{\"op\": \"random_autocontrast\", \"p\": 1}, {\"op\": \"random_invert\", \"p\": 0.75},"           \
+    "{\"op\": \"random_adjust_sharpness\", \"sharpness_factor\": 0.5, \"p\": 0.6},"                     \
     "{\"op\": \"color_jitter\", \"brightness\": 0.4, \"contrast\": [0.5, 1.5], \"saturation\": 0,"          \
     " \"hue\": 0.1},"                                                                                      \
     "{\"op\": \"rand_augment\", \"num_ops\": 3, \"magnitude\": 5, \"num_magnitude_bins\": 11,"              \
@@ -321,6 +325,11 @@ START_TEST(test_spec_rejects_what_kernels_lack)
                      "ops[1].interpolation: \"bicubic\" is not supported for \"rotate\" (use nearest or bilinear)");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"rotate\", \"angle\": 3, \"expand\": true}",
                      "ops[1].expand: true is not supported (the output keeps the input's size)");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"grayscale\"}",
+                     "ops[1].num_output_channels: 1 is not supported (the image ops here work on RGB images): use 3, "
+                     "the grey value in all three channels");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_adjust_sharpness\", \"p\": 0.5}",
+                     "ops[1].sharpness_factor: required");
 }
 END_TEST
 
