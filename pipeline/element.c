@@ -48,7 +48,8 @@ void spw_element_ctx_destroy(struct spw_element_ctx *ctx)
     ctx->mel_banks = NULL;
 }
 
-void spw_element_rng(const struct spw_element_ctx *ctx, uint64_t epoch, int64_t sample, int op, struct spw_rng *r)
+void spw_element_rng(const struct spw_element_ctx *ctx, uint64_t epoch, int64_t sample, uint32_t op,
+                     struct spw_rng *r)
 {
     spw_rng_init(r, ctx->spec->source.seed, epoch, (uint64_t)sample, (uint32_t)op);
 }

@@ -44,7 +44,8 @@ struct spw_element_dest {
 };
 
 /* The RNG of op `op` for a sample: every random choice of that op draws from it. */
-void spw_element_rng(const struct spw_element_ctx *ctx, uint64_t epoch, int64_t sample, int op, struct spw_rng *r);
+void spw_element_rng(const struct spw_element_ctx *ctx, uint64_t epoch, int64_t sample, uint32_t op,
+                     struct spw_rng *r);
 
 int spw_element_ctx_init(struct spw_element_ctx *ctx, const struct spw_pipeline_spec *spec);
 void spw_element_ctx_destroy(struct spw_element_ctx *ctx);

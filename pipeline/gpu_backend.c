@@ -71,7 +71,7 @@ bool spw_gpu_can_make(const struct spw_element_ctx *ctx, int cut, char *why, siz
              * ops with kernels (random_erasing) on the output */
             const bool tensor_ok = gi == ctx->n_groups - 1 &&
                                    (d->cls == SPW_OPC_TO_TENSOR ? i == g->first : d->gpu && d->cls == SPW_OPC_TENSOR);
-            if (g->kind == SPW_GROUP_TENSOR ? !tensor_ok : !d->gpu)
+            if (g->kind == SPW_GROUP_TENSOR ? !tensor_ok : !spw_gpu_op_has_kernel(&spec->ops[i]))
                 snprintf(no, sizeof no, "ops[%d] %s has no GPU kernel%s", i, d->name,
                          g->kind == SPW_GROUP_TENSOR ? " here (after normalize / to_tensor)" : "");
         }

@@ -10,6 +10,7 @@
 #ifndef SPW_PIPELINE_GPU_OPS_H
 #define SPW_PIPELINE_GPU_OPS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "ops/cuda/gpu_plugin.h"
@@ -60,5 +61,11 @@ int spw_gpu_op_rand_augment(struct spw_gpu_call *c);
 int spw_gpu_op_auto_augment(struct spw_gpu_call *c);
 int spw_gpu_op_trivial_augment(struct spw_gpu_call *c);
 int spw_gpu_op_random_erasing(struct spw_gpu_call *c);
+/* The random_<colour op> rows: the CPU's draw, then their op's kernel. */
+int spw_gpu_op_random(struct spw_gpu_call *c);
+/* The combinators: the CPU's plan (spw_combinator_plan), then each op's GPU run with the CPU's stream. */
+int spw_gpu_op_combinator(struct spw_gpu_call *c);
+/* Whether op has a GPU run, and (a combinator) so do all its ops. */
+bool spw_gpu_op_has_kernel(const struct spw_op_spec *op);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "pipeline/audio.h"
 #include "pipeline/augment.h"
+#include "pipeline/combinators.h"
 #include "pipeline/gpu_ops.h"
 #include "pipeline/image_ops.h"
 #include "pipeline/plugin_ops.h"
@@ -86,6 +87,11 @@ static const struct spw_op_field random_solarize_fields[] = {
 static const struct spw_op_field random_sharpness_fields[] = {
     {"sharpness_factor", SPW_FK_NUM, OFF(factor), 0, INF, SPW_F_REQ, NULL}, {"p", SPW_FK_NUM, OFF(p), 0, 1, 0, NULL},
     F_END};
+static const struct spw_op_field random_apply_fields[] = {
+    {"ops", SPW_FK_OPS, 0, 0, 0, SPW_F_REQ, NULL}, {"p", SPW_FK_NUM, OFF(p), 0, 1, 0, NULL}, F_END};
+static const struct spw_op_field random_choice_fields[] = {
+    {"ops", SPW_FK_OPS, 0, 0, 0, SPW_F_REQ, NULL}, {"p", SPW_FK_WEIGHTS, 0, 0, INF, 0, NULL}, F_END};
+static const struct spw_op_field random_order_fields[] = {{"ops", SPW_FK_OPS, 0, 0, 0, SPW_F_REQ, NULL}, F_END};
 static const struct spw_op_field jitter_fields[] = {
     {"brightness", SPW_FK_JITTER, OFF(brightness), 0, INF, 0, NULL},
     {"contrast", SPW_FK_JITTER, OFF(contrast), 0, INF, 0, NULL},
@@ -215,6 +221,22 @@ static int grayscale_check(struct spw_op_spec *op, const char **field, char *msg
     *field = "num_output_channels";
     return snprintf(msg, msglen, "%d is not supported (the image ops here work on RGB images): use 3, the grey "
                                  "value in all three channels", op->num_output_channels), 1;
+}
+
+/* random_choice's p: a weight per op, not all zero (random.choices). */
+static int choice_check(struct spw_op_spec *op, const char **field, char *msg, size_t msglen)
+{
+    *field = "p";
+    if (!op->weights)
+        return 0;
+    if (op->n_weights != op->n_ops)
+        return snprintf(msg, msglen, "%d weights for %d ops: one per op", op->n_weights, op->n_ops), 1;
+    double total = 0;
+    for (int k = 0; k < op->n_weights; k++)
+        total += op->weights[k];
+    if (!(total > 0))
+        return snprintf(msg, msglen, "the weights are all 0: at least one must be above 0"), 1;
+    return 0;
 }
 
 /* torch.stft's defaults: hop n_fft / 4, window n_fft. */
@@ -367,31 +389,45 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
                                          .defaults = {.p = 0.1, .num_output_channels = 3},
                                          .doc = "Grey in all three channels with probability p (RandomGrayscale).",
                                          .args = "p"),
-    [SPW_OP_RANDOM_POSTERIZE] = IMAGE_OP("random_posterize", random_posterize_fields, spw_augment_random, NULL,
+    [SPW_OP_RANDOM_POSTERIZE] = IMAGE_OP("random_posterize", random_posterize_fields, spw_augment_random,
+                                         spw_gpu_op_random,
                                          .defaults = {.p = 0.5},
                                          .doc = "posterize with probability p (RandomPosterize).",
                                          .args = "bits p"),
-    [SPW_OP_RANDOM_SOLARIZE] = IMAGE_OP("random_solarize", random_solarize_fields, spw_augment_random, NULL,
+    [SPW_OP_RANDOM_SOLARIZE] = IMAGE_OP("random_solarize", random_solarize_fields, spw_augment_random,
+                                        spw_gpu_op_random,
                                         .defaults = {.p = 0.5},
                                         .doc = "solarize with probability p (RandomSolarize).",
                                         .args = "threshold p"),
-    [SPW_OP_RANDOM_EQUALIZE] = IMAGE_OP("random_equalize", p_fields, spw_augment_random, NULL,
+    [SPW_OP_RANDOM_EQUALIZE] = IMAGE_OP("random_equalize", p_fields, spw_augment_random, spw_gpu_op_random,
                                         .defaults = {.p = 0.5},
                                         .doc = "equalize with probability p (RandomEqualize).",
                                         .args = "p"),
-    [SPW_OP_RANDOM_AUTOCONTRAST] = IMAGE_OP("random_autocontrast", p_fields, spw_augment_random, NULL,
+    [SPW_OP_RANDOM_AUTOCONTRAST] = IMAGE_OP("random_autocontrast", p_fields, spw_augment_random, spw_gpu_op_random,
                                             .defaults = {.p = 0.5},
                                             .doc = "autocontrast with probability p (RandomAutocontrast).",
                                             .args = "p"),
-    [SPW_OP_RANDOM_INVERT] = IMAGE_OP("random_invert", p_fields, spw_augment_random, NULL,
+    [SPW_OP_RANDOM_INVERT] = IMAGE_OP("random_invert", p_fields, spw_augment_random, spw_gpu_op_random,
                                       .defaults = {.p = 0.5},
                                       .doc = "invert with probability p (RandomInvert).",
                                       .args = "p"),
     [SPW_OP_RANDOM_ADJUST_SHARPNESS] = IMAGE_OP("random_adjust_sharpness", random_sharpness_fields,
-                                                spw_augment_random, NULL, .defaults = {.p = 0.5},
+                                                spw_augment_random, spw_gpu_op_random, .defaults = {.p = 0.5},
                                                 .doc = "adjust_sharpness by sharpness_factor with probability p "
                                                        "(RandomAdjustSharpness).",
                                                 .args = "sharpness_factor p"),
+    [SPW_OP_RANDOM_APPLY] = IMAGE_OP("random_apply", random_apply_fields, spw_combinator_run, spw_gpu_op_combinator,
+                                     .defaults = {.p = 0.5},
+                                     .doc = "Its ops in order with probability p, else none (RandomApply).",
+                                     .args = "ops p"),
+    [SPW_OP_RANDOM_CHOICE] = IMAGE_OP("random_choice", random_choice_fields, spw_combinator_run, spw_gpu_op_combinator,
+                                      .check = choice_check,
+                                      .doc = "One of its ops, chosen with the weights p (default: equally) "
+                                             "(RandomChoice).",
+                                      .args = "ops p"),
+    [SPW_OP_RANDOM_ORDER] = IMAGE_OP("random_order", random_order_fields, spw_combinator_run, spw_gpu_op_combinator,
+                                     .doc = "All its ops, in a random order (RandomOrder).",
+                                     .args = "ops"),
     [SPW_OP_COLOR_JITTER] = IMAGE_OP("color_jitter", jitter_fields, spw_augment_color_jitter,
                                      spw_gpu_op_color_jitter,
                                      .doc = "Random brightness, contrast, saturation and hue, in a random "

@@ -82,6 +82,8 @@ enum spw_field_kind {
     SPW_FK_KWARGS,      /* a JSON object -> kwargs (its canonical text) */
     SPW_FK_SHAPE,       /* null | [d, ...]: 1 to 5 ints, each in [1, 2^31) -> out_shape, out_ndim (0: null) */
     SPW_FK_ARRAY_DTYPE, /* null | "uint8" | "float32" | "float16" | "int64" -> out_dtype, has_out_dtype */
+    SPW_FK_OPS,         /* [op, ...]: 1 to SPW_OP_MAX_NESTED image ops that keep the size -> ops, n_ops */
+    SPW_FK_WEIGHTS,     /* null | [w, ...], each >= 0 -> weights (checked against n_ops by the row) */
 };
 
 enum { SPW_F_REQ = 1, SPW_F_LO_OPEN = 2, SPW_F_HUE = 4 };
@@ -105,10 +107,11 @@ struct spw_value;
 struct spw_op_call {
     const struct spw_element_ctx *ctx;
     const struct spw_op_spec *op;       /* &ctx->spec->ops[index] */
-    int index;
+    int index;                          /* in the spec's ops (a combinator's ops: their combinator's) */
+    uint32_t key;                       /* the rng's op key when not index (a combinator's ops; never 0) */
     uint64_t epoch;
     int64_t sample;
-    struct spw_rng rng;                 /* keyed by (seed, epoch, sample, index): the op's random draws */
+    struct spw_rng rng;                 /* keyed by (seed, epoch, sample, key or index): its draws */
     const struct spw_element_dest *dest; /* the pipeline's last write may go there; NULL otherwise */
     char *err;
     size_t errlen;

@@ -53,6 +53,8 @@ static const char *type_name(enum spw_field_kind k)
     case SPW_FK_KWARGS: return "object";
     case SPW_FK_SHAPE: return "null or [d, ...]";
     case SPW_FK_ARRAY_DTYPE: return "string or null";
+    case SPW_FK_OPS: return "ops";
+    case SPW_FK_WEIGHTS: return "null or [w, ...]";
     }
     return NULL;
 }

@@ -68,6 +68,9 @@ enum spw_op_kind {
     SPW_OP_RANDOM_AUTOCONTRAST,
     SPW_OP_RANDOM_INVERT,
     SPW_OP_RANDOM_ADJUST_SHARPNESS,
+    SPW_OP_RANDOM_APPLY,    /* the combinators: their own ops (below), run by pipeline/combinators.c */
+    SPW_OP_RANDOM_CHOICE,
+    SPW_OP_RANDOM_ORDER,
     SPW_OP_COUNT
 };
 
@@ -139,7 +142,16 @@ struct spw_op_spec {
     enum spw_dtype out_dtype;
     const struct spw_plugin_op_ref *plugin;     /* plugin: the loaded op (lives as long as the process) */
     double *params;                     /* plugin: its fields' values in its field order (owned) */
+    /* combinators (random_apply, random_choice, random_order) */
+    struct spw_op_spec *ops;            /* their ops, in order (owned, each with what it owns) */
+    int n_ops;                          /* 1 to SPW_OP_MAX_NESTED */
+    double *weights;                    /* random_choice's p: one weight per op (owned); NULL: all equal */
+    int n_weights;
 };
+
+/* A combinator's ops: at most this many, nested at most SPW_OP_MAX_DEPTH deep (a top-level op is depth 1). */
+#define SPW_OP_MAX_NESTED 16
+#define SPW_OP_MAX_DEPTH 4
 
 /* The largest python op kwargs (and plugin op fields) as JSON text, in bytes; a longer one is refused. */
 #define SPW_OP_MAX_KWARGS_BYTES (64 << 10)

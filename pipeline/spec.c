@@ -30,6 +30,9 @@
 #define DEFAULT_MAX_PIXELS 89478485LL           /* PIL's Image.MAX_IMAGE_PIXELS */
 #define DEFAULT_MAX_FILE_BYTES (64LL << 20)
 #define DEFAULT_MAX_SAMPLES (1LL << 26)         /* decoded audio samples: 70 min at 16 kHz, 256 MiB */
+/* Message locations: an op's ("ops[255].ops[15].ops[15].ops[15]"), then one of its fields, then an element. */
+#define SPW_WHERE_BYTES 64
+#define SPW_LOC_BYTES 128
 
 /* ---- names ---------------------------------------------------------------------------------------- */
 
@@ -64,6 +67,8 @@ static void op_defaults(struct spw_op_spec *op, enum spw_op_kind kind)
 struct vctx {
     char *err;
     size_t errlen;
+    int depth;          /* of the op being parsed, less one: 0 for the spec's own ops, 1 for a combinator's */
+    int total;          /* ops parsed so far, a combinator's included (at most SPW_SPEC_MAX_OPS) */
 };
 
 #if defined(__GNUC__)
@@ -258,7 +263,7 @@ static void elem_loc(char *buf, size_t len, const char *loc, size_t i)
 static int get_numbers(struct vctx *c, const char *loc, const json_t *v, size_t n, double lo, double hi,
                        unsigned flags, const char *what, double *out)
 {
-    char el[128];
+    char el[SPW_LOC_BYTES];
     double tmp[3];
     if (!json_is_array(v))
         return fail_type(c, loc, what, v);
@@ -280,7 +285,7 @@ static int get_fill3(struct vctx *c, const char *loc, const json_t *v, double lo
     double tmp[3] = {0, 0, 0};
     int rc;
     if (json_is_number(v) || (json_is_array(v) && json_array_size(v) == 1)) {
-        char el[128];
+        char el[SPW_LOC_BYTES];
         const json_t *x = v;
         if (json_is_array(v)) {
             elem_loc(el, sizeof(el), loc, 0);
@@ -301,7 +306,7 @@ static int get_size(struct vctx *c, const char *loc, const json_t *v, struct spw
 {
     long long h, w = 0;
     int rc;
-    char el[128];
+    char el[SPW_LOC_BYTES];
     if (json_is_integer(v))
         rc = get_int(c, loc, v, 1, MAX_EDGE, &h);
     else if (!json_is_array(v))
@@ -341,7 +346,7 @@ static int get_jitter(struct vctx *c, const char *loc, const json_t *v, const st
         if (!hue && r[0] < 0)
             r[0] = 0;
     } else if (json_is_array(v) && json_array_size(v) == 2) {
-        char el[128];
+        char el[SPW_LOC_BYTES];
         for (size_t i = 0; i < 2; i++) {
             elem_loc(el, sizeof(el), loc, i);
             if ((rc = get_num(c, el, json_array_get(v, i), -INF, INF, 0, &r[i])))
@@ -393,7 +398,7 @@ static int get_shear(struct vctx *c, const char *loc, const json_t *v, double *o
         return 0;
     }
     if (json_is_array(v) && json_array_size(v) == 1) {
-        char el[128];
+        char el[SPW_LOC_BYTES];
         elem_loc(el, sizeof(el), loc, 0);
         if ((rc = get_num(c, el, json_array_get(v, 0), -INF, INF, 0, &s)))
             return rc;
@@ -481,6 +486,9 @@ static int get_kwargs(struct vctx *c, const char *loc, const json_t *v, char **o
     *out = text;
     return 0;
 }
+
+static int parse_children(struct vctx *c, const char *loc, const json_t *v, struct spw_op_spec *op);
+static int get_weights(struct vctx *c, const char *loc, const json_t *v, struct spw_op_spec *op);
 
 static int parse_field(struct vctx *c, const char *loc, const json_t *v, const struct spw_op_field *f,
                        struct spw_op_spec *op)
@@ -576,6 +584,10 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
         if ((rc = get_enum(c, loc, v, spw_array_dtype_names, spw_array_dtype_names_n, &e)) == 0)
             op->out_dtype = (enum spw_dtype)e, op->has_out_dtype = true;
         return rc;
+    case SPW_FK_OPS:
+        return parse_children(c, loc, v, op);
+    case SPW_FK_WEIGHTS:
+        return get_weights(c, loc, v, op);
     }
     return fail(c, loc, "internal: unhandled field kind");
 }
@@ -713,12 +725,10 @@ static int parse_plugin_fields(struct vctx *c, const char *where, json_t *obj, s
     return 0;
 }
 
-/* ops[idx] from obj: which op, whether it may stand there, then its fields. */
-static int parse_op(struct vctx *c, int idx, json_t *obj, struct spw_op_spec *ops, int *tensor_at)
+/* Which op obj names, into *op with that op's defaults (a plugin op's too). */
+static int op_begin(struct vctx *c, const char *where, json_t *obj, struct spw_op_spec *op)
 {
-    struct spw_op_spec *op = &ops[idx];
-    char where[32], loc[96];
-    snprintf(where, sizeof(where), "ops[%d]", idx);
+    char loc[SPW_LOC_BYTES - 8];
     if (!json_is_object(obj))
         return fail_type(c, where, "an object", obj);
     json_t *name = json_object_get(obj, "op");
@@ -740,14 +750,19 @@ static int parse_op(struct vctx *c, int idx, json_t *obj, struct spw_op_spec *op
     }
     op_defaults(op, plugin ? SPW_OP_PLUGIN : (enum spw_op_kind)kind);
     op->plugin = plugin;
-    int rc = check_order(c, idx, ops, tensor_at);
-    if (rc)
-        return rc;
-    if (plugin)
+    return 0;
+}
+
+/* The fields of the op op_begin found, then its row's checks. */
+static int op_fields(struct vctx *c, const char *where, json_t *obj, struct spw_op_spec *op)
+{
+    if (op->plugin)
         return parse_plugin_fields(c, where, obj, op);
-    const struct spw_op_def *def = spw_op_def((enum spw_op_kind)kind);
+    const struct spw_op_def *def = spw_op_def(op->kind);
+    char loc[SPW_LOC_BYTES - 8];
     const char *key;
     json_t *v;
+    int rc;
     json_object_foreach(obj, key, v) {
         if (strcmp(key, "op") != 0 && !find_field(def->fields, key)) {
             char q[80];
@@ -769,6 +784,81 @@ static int parse_op(struct vctx *c, int idx, json_t *obj, struct spw_op_spec *op
     return op_check(c, where, op);
 }
 
+/* ops[idx] from obj: which op, whether it may stand there, then its fields. */
+static int parse_op(struct vctx *c, int idx, json_t *obj, struct spw_op_spec *ops, int *tensor_at)
+{
+    char where[32];
+    snprintf(where, sizeof(where), "ops[%d]", idx);
+    int rc = op_begin(c, where, obj, &ops[idx]);
+    if (rc == 0)
+        rc = check_order(c, idx, ops, tensor_at);
+    return rc ? rc : op_fields(c, where, obj, &ops[idx]);
+}
+
+/* A combinator's ops (at loc, e.g. "ops[3].ops"): 1 to SPW_OP_MAX_NESTED image ops that keep the image's
+ * size (colour ops, flips, warps, policies, other combinators), nested at most SPW_OP_MAX_DEPTH deep. They
+ * run wherever their combinator runs, on the image it has, so no crop, decode, tensor or user op. */
+static int parse_children(struct vctx *c, const char *loc, const json_t *v, struct spw_op_spec *op)
+{
+    if (!json_is_array(v))
+        return fail_type(c, loc, "an array of ops", v);
+    const size_t n = json_array_size(v);
+    if (n == 0 || n > SPW_OP_MAX_NESTED)
+        return fail(c, loc, "%zu ops: give 1 to %d", n, SPW_OP_MAX_NESTED);
+    if (c->depth + 2 > SPW_OP_MAX_DEPTH)
+        return fail(c, loc, "combinators nested more than %d deep", SPW_OP_MAX_DEPTH);
+    if ((c->total += (int)n) > SPW_SPEC_MAX_OPS)
+        return fail(c, loc, "more than %d ops in all, a combinator's counted too", SPW_SPEC_MAX_OPS);
+    if (!(op->ops = calloc(n, sizeof *op->ops)))
+        return fail_oom(c);
+    op->n_ops = (int)n;
+    int rc = 0;
+    c->depth++;
+    for (size_t k = 0; k < n && rc == 0; k++) {
+        char where[SPW_WHERE_BYTES];
+        if (snprintf(where, sizeof where, "%s[%zu]", loc, k) >= (int)sizeof where) {
+            rc = fail(c, loc, "combinators nested too deep to name");    /* cannot happen within the caps */
+            break;
+        }
+        struct spw_op_spec *child = &op->ops[k];
+        if ((rc = op_begin(c, where, json_array_get(v, k), child)))
+            break;
+        const struct spw_op_def *def = spw_op_def(child->kind);
+        if (child->plugin || def->cls != SPW_OPC_IMAGE || def->size != SPW_SIZE_KEEPS || !def->cpu) {
+            rc = fail(c, where, "\"%s\" cannot be one of %s's ops: only image ops that keep the image's size "
+                      "(colour ops, flips, warps, policies, combinators) can", child->plugin ? child->plugin->name
+                      : def->name, spw_op_name(op->kind));
+            break;
+        }
+        rc = op_fields(c, where, json_array_get(v, k), child);
+    }
+    c->depth--;
+    return rc;
+}
+
+/* random_choice's p: null (equal weights) or a list of numbers >= 0 (its length is the row's check). */
+static int get_weights(struct vctx *c, const char *loc, const json_t *v, struct spw_op_spec *op)
+{
+    if (json_is_null(v))
+        return 0;
+    if (!json_is_array(v))
+        return fail_type(c, loc, "null or a list of weights", v);
+    const size_t n = json_array_size(v);
+    if (n == 0 || n > SPW_OP_MAX_NESTED)
+        return fail(c, loc, "%zu weights: give one per op (1 to %d)", n, SPW_OP_MAX_NESTED);
+    if (!(op->weights = calloc(n, sizeof *op->weights)))
+        return fail_oom(c);
+    op->n_weights = (int)n;
+    for (size_t k = 0; k < n; k++) {
+        char el[SPW_LOC_BYTES];
+        snprintf(el, sizeof el, "%s[%zu]", loc, k);
+        const int rc = get_num(c, el, json_array_get(v, k), 0, INF, 0, &op->weights[k]);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 static int parse_ops(struct vctx *c, json_t *arr, struct spw_pipeline_spec *spec)
 {
     if (!json_is_array(arr))
@@ -782,6 +872,7 @@ static int parse_ops(struct vctx *c, json_t *arr, struct spw_pipeline_spec *spec
     if (!spec->ops)
         return fail_oom(c);
     spec->n_ops = (int)n;
+    c->total = (int)n;
     int tensor_at = -1;
     for (size_t i = 0; i < n; i++) {
         int rc = parse_op(c, (int)i, json_array_get(arr, i), spec->ops, &tensor_at);
@@ -983,7 +1074,7 @@ static int parse_root(struct vctx *c, json_t *root, struct spw_pipeline_spec *sp
 
 int spw_spec__from_json_value(struct json_t *root, struct spw_pipeline_spec **out, char *err, size_t errlen)
 {
-    struct vctx c = {err, errlen};
+    struct vctx c = {err, errlen, 0, 0};
     struct spw_pipeline_spec *spec = calloc(1, sizeof(*spec));
     if (!spec)
         return fail_oom(&c);
@@ -1000,7 +1091,7 @@ int spw_spec__from_json_value(struct json_t *root, struct spw_pipeline_spec **ou
 static int parse_buffer(const char *buf, size_t len, const char *name, struct spw_pipeline_spec **out,
                         char *err, size_t errlen)
 {
-    struct vctx c = {err, errlen};
+    struct vctx c = {err, errlen, 0, 0};
     json_error_t je;
     json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
@@ -1022,7 +1113,7 @@ static int parse_buffer(const char *buf, size_t len, const char *name, struct sp
 
 int spw_spec_parse_json(const char *text, struct spw_pipeline_spec **out, char *err, size_t errlen)
 {
-    struct vctx c = {err, errlen};
+    struct vctx c = {err, errlen, 0, 0};
     if (!text)
         return fail(&c, NULL, "no spec text");
     size_t len = strnlen(text, (size_t)SPW_SPEC_MAX_JSON_BYTES + 1);
@@ -1033,7 +1124,7 @@ int spw_spec_parse_json(const char *text, struct spw_pipeline_spec **out, char *
 
 int spw_spec_load_file(const char *path, struct spw_pipeline_spec **out, char *err, size_t errlen)
 {
-    struct vctx c = {err, errlen};
+    struct vctx c = {err, errlen, 0, 0};
     char *buf = NULL;
     int rc;
     if (!path)
@@ -1068,6 +1159,18 @@ out:
     return rc;
 }
 
+/* What op owns (not op itself). */
+static void op_free(struct spw_op_spec *op)
+{
+    free(op->function);
+    free(op->kwargs);
+    free(op->params);
+    free(op->weights);
+    for (int k = 0; op->ops && k < op->n_ops; k++)
+        op_free(&op->ops[k]);
+    free(op->ops);
+}
+
 void spw_spec_free(struct spw_pipeline_spec *spec)
 {
     if (!spec)
@@ -1076,11 +1179,8 @@ void spw_spec_free(struct spw_pipeline_spec *spec)
     free(spec->source.label_key);
     free(spec->source.ca_file);
     free(spec->source.header_file);
-    for (int i = 0; spec->ops && i < spec->n_ops; i++) {
-        free(spec->ops[i].function);
-        free(spec->ops[i].kwargs);
-        free(spec->ops[i].params);
-    }
+    for (int i = 0; spec->ops && i < spec->n_ops; i++)
+        op_free(&spec->ops[i]);
     free(spec->ops);
     free(spec);
 }
@@ -1118,6 +1218,8 @@ static json_t *name_json(const char *name)
 {
     return name ? json_string(name) : NULL;
 }
+
+static json_t *op_json(struct jb *b, const struct spw_op_spec *op);
 
 static json_t *field_to_json(struct jb *b, const struct spw_op_field *f, const struct spw_op_spec *op)
 {
@@ -1189,8 +1291,35 @@ static json_t *field_to_json(struct jb *b, const struct spw_op_field *f, const s
     }
     case SPW_FK_ARRAY_DTYPE:
         return op->has_out_dtype ? name_json(spw_dtype_name(op->out_dtype)) : json_null();
+    case SPW_FK_OPS: {
+        json_t *a = jb_new(b, json_array());
+        for (int k = 0; a && k < op->n_ops; k++)
+            if (json_array_append_new(a, op_json(b, &op->ops[k])))
+                b->oom = true;
+        return a;
+    }
+    case SPW_FK_WEIGHTS:
+        return op->weights ? jb_numbers(b, op->weights, (size_t)op->n_weights) : json_null();
     }
     return NULL;
+}
+
+/* One op as the canonical JSON writes it: its name and every field of its row (a plugin op: its table's). */
+static json_t *op_json(struct jb *b, const struct spw_op_spec *op)
+{
+    json_t *o = jb_new(b, json_object());
+    const char *name = op->plugin ? op->plugin->name : spw_op_name(op->kind);
+    jb_set(b, o, "op", name_json(name));
+    for (int k = 0; op->plugin && k < op->plugin->op->n_fields; k++) {
+        const struct spw_plugin_field *f = &op->plugin->op->fields[k];
+        jb_set(b, o, f->name, f->type == SPW_PLUGIN_BOOL  ? json_boolean(op->params[k] != 0)
+                              : f->type == SPW_PLUGIN_INT ? json_integer((json_int_t)op->params[k])
+                                                          : json_real(op->params[k]));
+    }
+    if (name && !op->plugin)
+        for (const struct spw_op_field *f = spw_op_def(op->kind)->fields; f->name; f++)
+            jb_set(b, o, f->name, field_to_json(b, f, op));
+    return o;
 }
 
 json_t *spw_spec__op_field_json(const struct spw_op_field *f, const struct spw_op_spec *op)
@@ -1225,23 +1354,9 @@ json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
     jb_set(&b, root, "source", src);
 
     json_t *ops = jb_new(&b, json_array());
-    for (int i = 0; ops && i < spec->n_ops; i++) {
-        const struct spw_op_spec *op = &spec->ops[i];
-        json_t *o = jb_new(&b, json_object());
-        const char *name = op->plugin ? op->plugin->name : spw_op_name(op->kind);
-        jb_set(&b, o, "op", name_json(name));
-        for (int k = 0; op->plugin && k < op->plugin->op->n_fields; k++) {
-            const struct spw_plugin_field *f = &op->plugin->op->fields[k];
-            jb_set(&b, o, f->name, f->type == SPW_PLUGIN_BOOL  ? json_boolean(op->params[k] != 0)
-                                   : f->type == SPW_PLUGIN_INT ? json_integer((json_int_t)op->params[k])
-                                                               : json_real(op->params[k]));
-        }
-        if (name && !op->plugin)
-            for (const struct spw_op_field *f = spw_op_def(op->kind)->fields; f->name; f++)
-                jb_set(&b, o, f->name, field_to_json(&b, f, op));
-        if (json_array_append_new(ops, o))
+    for (int i = 0; ops && i < spec->n_ops; i++)
+        if (json_array_append_new(ops, op_json(&b, &spec->ops[i])))
             b.oom = true;
-    }
     jb_set(&b, root, "ops", ops);
 
     json_t *batch = jb_new(&b, json_object());

@@ -202,6 +202,13 @@ static json_t *op_to_json(struct jb *b, const Spillway__V1__Op *op)
         set(b, o, "value", json_string("random"));
     else if (op->n_value)
         set(b, o, "value", doubles_json(b, "value", op->value, op->n_value));
+    if (op->n_weights) {                /* random_choice's p: always a list */
+        json_t *a = json_array();
+        for (size_t i = 0; a && i < op->n_weights; i++)
+            if (json_array_append_new(a, real_json(b, "p", (long)i, op->weights[i])))
+                b->oom = true;
+        set(b, o, "p", a);
+    }
     /* user code: strings a peer sent; kwargs is an object's JSON text (anything else goes to the validator
      * as the string itself, which it refuses as not an object) */
     if (op->opt_function_case == OP_CASE(FUNCTION))
@@ -247,6 +254,44 @@ static bool utf8_valid(const char *str)
     return true;
 }
 
+/* msg->ops[*i] and, for a combinator, the ops after it that are its own (Op.children, depth first), as one
+ * nested JSON op; *i moves past them. depth: the op's (1 for the pipeline's own); the caps are checked here,
+ * before anything is nested, so a peer's list cannot make this recurse deeper than SPW_OP_MAX_DEPTH. */
+static json_t *op_tree_json(struct jb *b, const Spillway__V1__Pipeline *msg, size_t *i, int depth)
+{
+    const size_t at = (*i)++;           /* < n_ops: the callers see to it */
+    const Spillway__V1__Op *op = msg->ops[at];
+    b->op = at;
+    /* a NULL element cannot come off the wire; treat a hand-built one as an empty object */
+    json_t *o = op ? op_to_json(b, op) : json_object();
+    if (!op || op->opt_children_case != OP_CASE(CHILDREN))
+        return o;
+    const size_t left = msg->n_ops - *i;
+    if (op->children < 1 || op->children > SPW_OP_MAX_NESTED || (size_t)op->children > left ||
+        depth >= SPW_OP_MAX_DEPTH) {
+        if (!b->bad && b->err && b->errlen)
+            snprintf(b->err, b->errlen, "ops[%zu].children: %d: a combinator has 1 to %d ops, nested at most %d "
+                     "deep, and they must follow it (%zu do)", at, op->children, SPW_OP_MAX_NESTED,
+                     SPW_OP_MAX_DEPTH, left);
+        b->bad = true;
+        return o;
+    }
+    json_t *a = json_array();
+    for (int k = 0; a && k < op->children && !b->bad; k++) {
+        if (*i >= msg->n_ops) {         /* its ops' own ops took the ones that were to be its */
+            if (b->err && b->errlen)
+                snprintf(b->err, b->errlen, "ops[%zu].children: %d, but the list ends after %d of them", at,
+                         op->children, k);
+            b->bad = true;
+            break;
+        }
+        if (json_array_append_new(a, op_tree_json(b, msg, i, depth + 1)))
+            b->oom = true;
+    }
+    set(b, o, "ops", a);
+    return o;
+}
+
 static json_t *pipeline_to_json(struct jb *b, const Spillway__V1__Pipeline *msg)
 {
     json_t *root = json_object();
@@ -289,13 +334,9 @@ static json_t *pipeline_to_json(struct jb *b, const Spillway__V1__Pipeline *msg)
     }
     if (msg->n_ops) {
         json_t *ops = json_array();
-        for (size_t i = 0; ops && i < msg->n_ops; i++) {
-            /* a NULL element cannot come off the wire; treat a hand-built one as an empty object */
-            b->op = i;
-            json_t *o = msg->ops[i] ? op_to_json(b, msg->ops[i]) : json_object();
-            if (json_array_append_new(ops, o))
+        for (size_t i = 0; ops && i < msg->n_ops && !b->bad;)
+            if (json_array_append_new(ops, op_tree_json(b, msg, &i, 1)))
                 b->oom = true;
-        }
         set(b, root, "ops", ops);
     } else {
         set(b, root, "ops", json_array()); /* repeated: empty and absent are the same on the wire */
@@ -431,6 +472,7 @@ static void op_proto_free(Spillway__V1__Op *op)
     OP_DOUBLE_LISTS(LIST_FREE)
 #undef LIST_FREE
     free(op->value);
+    free(op->weights);
     if (op->function != protobuf_c_empty_string)
         free(op->function);
     if (op->kwargs != protobuf_c_empty_string)
@@ -498,6 +540,8 @@ static int op_from_json(json_t *o, Spillway__V1__Op **out)
         used++;                                                                                            \
         if (json_is_number(v))                                                                             \
             op->opt_##f##_case = OP_CASE(F), op->f = json_number_value(v);                                 \
+        else if (json_is_array(v) && !strcmp(#f, "p")) /* random_choice's weights */                     \
+            rc = doubles_from_json(v, &op->weights, &op->n_weights);                                       \
         else if (!json_is_null(v))                                                                         \
             rc = SPW_EINTERNAL;                                                                            \
     }
@@ -546,6 +590,11 @@ static int op_from_json(json_t *o, Spillway__V1__Op **out)
         }
         op->opt_kwargs_case = OP_CASE(KWARGS);
     }
+    if ((v = json_object_get(o, "ops"))) {    /* its ops: counted here, made by ops_from_json after it */
+        used++;
+        op->opt_children_case = OP_CASE(CHILDREN);
+        op->children = (int32_t)json_array_size(v);
+    }
     if ((v = json_object_get(o, "value"))) {
         used++;
         if (json_is_string(v)) {
@@ -563,6 +612,31 @@ out:
         return rc;
     }
     *out = op;
+    return 0;
+}
+
+/* The ops of a canonical op list, a combinator's ops (nested in "ops") included. */
+static size_t count_ops(const json_t *ops)
+{
+    size_t n = json_array_size(ops);
+    for (size_t i = 0; i < json_array_size(ops); i++)
+        n += count_ops(json_object_get(json_array_get(ops, i), "ops"));
+    return n;
+}
+
+/* Append the ops of a canonical op list to msg->ops (room for count_ops), each combinator followed by its
+ * own ops, depth first (Op.children). */
+static int ops_from_json(const json_t *ops, Spillway__V1__Pipeline *msg)
+{
+    for (size_t i = 0; i < json_array_size(ops); i++) {
+        json_t *o = json_array_get(ops, i);
+        int rc = op_from_json(o, &msg->ops[msg->n_ops]);
+        if (rc)
+            return rc;
+        msg->n_ops++;
+        if ((rc = ops_from_json(json_object_get(o, "ops"), msg)))
+            return rc;
+    }
     return 0;
 }
 
@@ -635,16 +709,13 @@ int spw_spec_to_proto(const struct spw_pipeline_spec *spec, Spillway__V1__Pipeli
         }
 
     json_t *ops = json_object_get(root, "ops");
-    size_t n = json_array_size(ops);
+    size_t n = count_ops(ops);
     if (n && !(msg->ops = calloc(n, sizeof(*msg->ops)))) {
         rc = -ENOMEM;
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        if ((rc = op_from_json(json_array_get(ops, i), &msg->ops[i])))
-            goto out;
-        msg->n_ops = i + 1;
-    }
+    if ((rc = ops_from_json(ops, msg)))
+        goto out;
 
     json_t *jbatch = json_object_get(root, "batch");
     batch->opt_size_case = SPILLWAY__V1__BATCH__OPT_SIZE_SIZE, batch->size = spec->batch.size;

@@ -4,13 +4,16 @@ torchvision 0.14's own sampler run here: RandomResizedCrop.get_params (area frac
 Kolmogorov-Smirnov at alpha = 0.001) on several image shapes, including ones that hit the fallback; and
 RandAugment's op choice (chi-square homogeneity over the 14 ops) and magnitudes (the same value set, with
 signs split evenly); and how often each random_<op> row runs its op (two-proportion z-test against
-torchvision's RandomX on the same image, 10,000 draws each). Prints one line per check and "N passed,
+torchvision's RandomX on the same image, 10,000 draws each); and what the combinators run (random_apply:
+whether, random_choice: which op, random_order: which order), against torchvision's RandomApply,
+RandomChoice and RandomOrder over recording callables (chi-square homogeneity, 10,000 draws each). Prints one line per check and "N passed,
 M failed".
 usage: check_distributions.py FUSEDCHECK"""
 import collections
 import json
 import math
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -136,6 +139,51 @@ def check_gates(n=10000):
                "P=%.4f torchvision %.4f (p %.2f) z=%.2f" % (p1, p2, tv.p, z))
 
 
+def chi_square(ours, ref):
+    """Chi-square homogeneity statistic of two samples of outcomes, and its degrees of freedom."""
+    co, cr = collections.Counter(ours), collections.Counter(ref)
+    chi = 0.0
+    for o in set(co) | set(cr):
+        tot = co[o] + cr[o]
+        for c, m in ((co[o], len(ours)), (cr[o], len(ref))):
+            e = tot * m / (len(ours) + len(ref))
+            chi += (c - e) ** 2 / e
+    return chi, len(set(co) | set(cr)) - 1
+
+
+CHI_CRIT = {1: 10.83, 2: 13.82, 5: 20.52}     # alpha = 0.001
+
+
+def check_combinators(n=10000):
+    kids = [{"op": "invert"}, {"op": "equalize"}, {"op": "autocontrast"}]
+    cases = [({"op": "random_apply", "ops": kids[:2], "p": 0.3}, lambda f: T.RandomApply(f[:2], p=0.3)),
+             ({"op": "random_choice", "ops": kids}, lambda f: T.RandomChoice(f)),
+             ({"op": "random_choice", "ops": kids, "p": [1, 2, 5]}, lambda f: T.RandomChoice(f, p=[1, 2, 5])),
+             ({"op": "random_order", "ops": kids}, lambda f: T.RandomOrder(f))]
+    for op, make in cases:
+        out = subprocess.run([FUSED, "plan", spec_file(op), str(n)], capture_output=True, text=True, check=True)
+        ours = out.stdout.splitlines()
+        log = []
+
+        def rec(k):
+            def f(img):
+                log.append(k)
+                return img
+            return f
+        t = make([rec(0), rec(1), rec(2)])
+        random.seed(0)
+        torch.manual_seed(0)
+        ref = []
+        for _ in range(n):
+            log.clear()
+            t(None)
+            ref.append(" ".join(str(k) for k in log) or "-")
+        chi, dof = chi_square(ours, ref)
+        name = "%s%s" % (op["op"], " p=%s" % op["p"] if "p" in op else "")
+        result("%s: what it runs" % name, len(ours) == n and chi < CHI_CRIT[dof],
+               "chi2=%.2f dof=%d (crit %.2f); %d outcomes" % (chi, dof, CHI_CRIT[dof], dof + 1))
+
+
 def main():
     check_rrc(500, 375, [0.08, 1.0], [3 / 4, 4 / 3])
     check_rrc(301, 799, [0.08, 1.0], [3 / 4, 4 / 3])
@@ -143,6 +191,7 @@ def main():
     check_rrc(640, 480, [0.25, 0.5], [0.5, 2.0])
     check_rand_augment()
     check_gates()
+    check_combinators()
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

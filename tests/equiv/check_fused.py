@@ -3,9 +3,11 @@ Runs the real element runner (fusedcheck: ROI decode, DCT scaling, one resample 
 folded in) and redoes the same geometry with torchvision.transforms.functional on PIL.Image.open().
 Proves: full decode is bit-exact with PIL; crops are exact; resize/resized_crop are within 1 level (mean
 absolute difference) and mostly exact; normalize matches ToTensor+Normalize in float32 and float16; the
-colour ops through the pipeline's adapters, the random_<op> rows at p=1 and p=0, and grayscale, are exact.
+colour ops through the pipeline's adapters, the random_<op> rows at p=1 and p=0, grayscale and the
+combinators (random_apply, random_choice, random_order) are exact.
 usage: check_fused.py FUSEDCHECK PHOTO_DIR"""
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -133,6 +135,36 @@ def main():
         ours, _ = run([{"op": "decode_jpeg"}, {"op": "grayscale", "num_output_channels": 3}], path)
         check("grayscale(3) %s" % os.path.basename(path), ours, np.asarray(F.rgb_to_grayscale(pil, 3)), 0,
               exact=True)
+    # 6c. the combinators: random_apply at p=1 is its ops in order, at p=0 nothing; random_choice with one
+    # weight is that op; random_order runs its ops in the order the engine's plan says (fusedcheck plan, the
+    # same draws), which over 8 samples is more than one order
+    path = imgs[2]
+    pil = Image.open(path).convert("RGB")
+    jitter = {"op": "adjust_contrast", "factor": 0.6}
+    ours, _ = run([{"op": "decode_jpeg"}, {"op": "random_apply", "p": 1, "ops": [jitter, {"op": "invert"}]}], path)
+    check("random_apply p=1 [adjust_contrast, invert]", ours, np.asarray(F.invert(F.adjust_contrast(pil, 0.6))), 0,
+          exact=True)
+    ours, _ = run([{"op": "decode_jpeg"}, {"op": "random_apply", "p": 0, "ops": [jitter]}], path)
+    check("random_apply p=0", ours, np.asarray(pil), 0, exact=True)
+    ours, _ = run([{"op": "decode_jpeg"}, {"op": "random_choice", "p": [0, 1, 0],
+                                           "ops": [{"op": "invert"}, {"op": "posterize", "bits": 3},
+                                                   {"op": "equalize"}]}], path)
+    check("random_choice p=[0, 1, 0] is posterize", ours, np.asarray(F.posterize(pil, 3)), 0, exact=True)
+    kids = [(lambda i: F.invert(i)), (lambda i: F.posterize(i, 3)), (lambda i: F.autocontrast(i))]
+    order_op = {"op": "random_order", "ops": [{"op": "invert"}, {"op": "posterize", "bits": 3},
+                                               {"op": "autocontrast"}]}
+    orders = set()
+    for sample in range(8):
+        ours, _ = run([{"op": "decode_jpeg"}, order_op], path, sample)
+        plan = subprocess.run([FUSED, "plan", os.path.join(TMP, "spec.json"), str(sample + 1)], capture_output=True,
+                              text=True, check=True).stdout.split("\n")[sample]
+        ref = pil
+        for k in plan.split():
+            ref = kids[int(k)](ref)
+        orders.add(plan)
+        check("random_order sample %d: order %s" % (sample, plan), ours, np.asarray(ref), 0, exact=True)
+    check("random_order: more than one order over 8 samples (%d)" % len(orders), np.array(len(orders) > 1),
+          np.array(True), 0, exact=True)
     # 7. a crop larger than the image pads with zeros, as torchvision does
     path = imgs[0]
     pil = Image.open(path).convert("RGB")

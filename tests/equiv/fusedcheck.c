@@ -7,7 +7,9 @@
  *                                                         (op 1 must be rand_augment), on a 32x24 image
  *   fusedcheck gate SPEC.json N                        -> N lines 1|0: whether op 1 (a random_<op> row, run
  *                                                         through its registry row) changed samples 0..N-1's
- *                                                         32x24 image */
+ *                                                         32x24 image
+ *   fusedcheck plan SPEC.json N                        -> N lines: the indices of op 1's ops (a combinator)
+ *                                                         that samples 0..N-1 run, in their order ("-": none) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 #include "lib/rng.h"
 #include "ops/image_decode.h"
 #include "ops/policy.h"
+#include "pipeline/combinators.h"
 #include "pipeline/element.h"
 #include "pipeline/geometry.h"
 #include "pipeline/op_registry.h"
@@ -164,11 +167,30 @@ static int cmd_gate(const struct spw_pipeline_spec *spec, int n)
     return rc ? 1 : 0;
 }
 
+static int cmd_plan(const struct spw_pipeline_spec *spec, int n)
+{
+    struct spw_element_ctx ctx;
+    if (spec->n_ops < 2 || spw_element_ctx_init(&ctx, spec) != 0)
+        return 1;
+    int order[SPW_OP_MAX_NESTED], rc = 0;
+    for (int s = 0; s < n && rc == 0; s++) {
+        struct spw_rng r;
+        spw_element_rng(&ctx, 0, s, 1, &r);
+        const int k = spw_combinator_plan(&spec->ops[1], &r, order);
+        rc = k < 0;
+        for (int i = 0; i < k; i++)
+            printf("%s%d", i ? " " : "", order[i]);
+        printf("%s\n", k == 0 ? "-" : "");
+    }
+    spw_element_ctx_destroy(&ctx);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE | rrc SPEC.json W H N | "
-                        "ra SPEC.json N | gate SPEC.json N\n");
+                        "ra SPEC.json N | gate SPEC.json N | plan SPEC.json N\n");
         return 2;
     }
     struct spw_pipeline_spec *spec;
@@ -182,6 +204,8 @@ int main(int argc, char **argv)
         rc = cmd_run(spec, argv[3], argv[4], atoll(argv[5]));
     else if (!strcmp(argv[1], "ra") && argc == 4)
         rc = cmd_ra(spec, atoi(argv[3]));
+    else if (!strcmp(argv[1], "plan") && argc == 4)
+        rc = cmd_plan(spec, atoi(argv[3]));
     else if (!strcmp(argv[1], "gate") && argc == 4)
         rc = cmd_gate(spec, atoi(argv[3]));
     else if (!strcmp(argv[1], "rrc") && argc == 6)

@@ -2,7 +2,9 @@
 # the builder's JSON passes `spillctl validate` with the canonical form of a hand-written equivalent (image
 # and audio); positional arguments land in each op's main fields; a field the op does not have is a
 # TypeError at the call (through op() it reaches the C validator), and values the C validator refuses reach
-# it unchanged and come back as SpecError with its message.
+# it unchanged and come back as SpecError with its message. spillway.ops makes a combinator's ops: an SSL
+# augmentation (SimCLR's colour part) built with them runs, its nested ops in the JSON as written, and a
+# nested op the C validator refuses is named by its place.
 # Thread model: single-threaded.
 import json
 import unittest
@@ -10,7 +12,7 @@ import unittest
 import numpy as np
 
 import spwtest
-from spillway import Loader, Pipeline, SpecError
+from spillway import Loader, Pipeline, SpecError, ops
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
@@ -133,6 +135,28 @@ class TestPipeline(spwtest.TempDir, unittest.TestCase):
         with self.assertRaises(SpecError) as cm:
             Loader(Pipeline.image_folder(spwtest.images()).op("random_resize_crop", size=8).batch(4))
         self.assertIn('unknown op "random_resize_crop"', str(cm.exception))
+
+    def test_pipeline_combinators_with_ops(self):
+        p = (Pipeline.image_folder(spwtest.images(), seed=3).decode_jpeg().random_resized_crop(32)
+             .random_apply([ops.color_jitter(0.4, 0.4, 0.2, 0.1)], p=0.8).random_grayscale(p=0.2)
+             .random_choice([ops.grayscale(3), ops.random_solarize(128, p=1)], p=[1, 3])
+             .to_tensor().batch(8))
+        self.assertEqual(p.to_dict()["ops"][2], {"op": "random_apply", "ops": [
+            {"op": "color_jitter", "brightness": 0.4, "contrast": 0.4, "saturation": 0.2, "hue": 0.1}], "p": 0.8})
+        self.assertEqual(ops.random_posterize(4), {"op": "random_posterize", "bits": 4})
+        with self.assertRaises(TypeError):
+            ops.random_apply(p=0.5)                        # ops is required
+        ld = Loader(p, local_cores=1)
+        try:
+            b = next(iter(ld.batches()))
+            self.assertEqual(b.data.shape, (8, 3, 32, 32))
+        finally:
+            ld.close()
+        bad = Pipeline.image_folder(spwtest.images()).decode_jpeg().random_order([ops.invert(), ops.resize(8)])
+        with self.assertRaises(SpecError) as cm:
+            Loader(bad.batch(4), local_cores=1)
+        self.assertEqual(str(cm.exception), 'ops[1].ops[1]: "resize" cannot be one of random_order\'s ops: only '
+                         "image ops that keep the image's size (colour ops, flips, warps, policies, combinators) can")
 
 
 if __name__ == "__main__":

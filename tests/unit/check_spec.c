@@ -53,6 +53,10 @@
     "{\"op\": \"random_solarize\", \"threshold\": 99.5, \"p\": 0.4}, {\"op\": \"random_equalize\", \"p\": 0}," \
     "{\"op\": \"random_autocontrast\", \"p\": 1}, {\"op\": \"random_invert\", \"p\": 0.75},"           \
     "{\"op\": \"random_adjust_sharpness\", \"sharpness_factor\": 0.5, \"p\": 0.6},"                     \
+    "{\"op\": \"random_apply\", \"p\": 0.8, \"ops\": [{\"op\": \"color_jitter\", \"brightness\": 0.4},"        \
+    " {\"op\": \"random_choice\", \"ops\": [{\"op\": \"invert\"}, {\"op\": \"random_order\", \"ops\":"          \
+    " [{\"op\": \"equalize\"}, {\"op\": \"posterize\", \"bits\": 2}]}], \"p\": [0.25, 3]}]},"                 \
+    "{\"op\": \"random_choice\", \"ops\": [{\"op\": \"rotate\", \"angle\": 3}]},"                           \
     "{\"op\": \"color_jitter\", \"brightness\": 0.4, \"contrast\": [0.5, 1.5], \"saturation\": 0,"          \
     " \"hue\": 0.1},"                                                                                      \
     "{\"op\": \"rand_augment\", \"num_ops\": 3, \"magnitude\": 5, \"num_magnitude_bins\": 11,"              \
@@ -91,6 +95,16 @@ static struct spw_pipeline_spec *parse_ops_ok(const char *ops)
 }
 
 /* Field-by-field equality (no memcmp: padding is not part of a spec). */
+static bool op_equal(const struct spw_op_spec *a, const struct spw_op_spec *b);
+
+static bool children_equal(const struct spw_op_spec *a, const struct spw_op_spec *b)
+{
+    for (int k = 0; k < a->n_ops && k < b->n_ops; k++)
+        if (!op_equal(&a->ops[k], &b->ops[k]))
+            return false;
+    return true;
+}
+
 static bool op_equal(const struct spw_op_spec *a, const struct spw_op_spec *b)
 {
 #define EQ(f) (a->f == b->f)
@@ -105,7 +119,10 @@ static bool op_equal(const struct spw_op_spec *a, const struct spw_op_spec *b)
            EQ(rate) && EQ(lowpass_filter_width) && EQ(rolloff) && EQ(samples) && EQ(n_fft) && EQ(hop_length) &&
            EQ(win_length) && EQ(center) && EQ(power) && EQ(sample_rate) && EQ(n_mels) && EQ(f_min) && EQ(f_max) &&
            EQ(mel_scale) && EQ(mel_norm) && EQ(eps) && EQ(stype) && EQ(top_db) && EQ(freq_mask_param) &&
-           EQ(time_mask_param) && EQ(num_freq_masks) && EQ(num_time_masks);
+           EQ(time_mask_param) && EQ(num_freq_masks) && EQ(num_time_masks) && EQ(num_output_channels) &&
+           EQ(n_ops) && EQ(n_weights) && !a->weights == !b->weights &&
+           (!a->weights || !memcmp(a->weights, b->weights, (size_t)a->n_weights * sizeof *a->weights)) &&
+           children_equal(a, b);
 #undef EQ
 #undef EQ2
 #undef EQ3
@@ -1123,8 +1140,9 @@ END_TEST
 
 
 /* The proto's Op mirrors the op registry: OpKind value k is OP_KIND_<NAME of op k>, every field of every op
- * is a member of Op, and every member of Op (besides `op`, the value_random form of `value` and a plugin
- * op's `name` and `params`) is some op's field. A registry change the proto does not follow fails here. */
+ * (but a combinator's `ops`, which follow it as Op.children) is a member of Op, and every member of Op
+ * (besides `op`, the value_random form of `value`, a plugin op's `name` and `params`, and `children` and
+ * random_choice's `weights`) is some op's field. A registry change the proto does not follow fails here. */
 START_TEST(test_spec_proto_op_mirrors_registry)
 {
     const ProtobufCMessageDescriptor *msg = &spillway__v1__op__descriptor;
@@ -1139,14 +1157,15 @@ START_TEST(test_spec_proto_op_mirrors_registry)
                 want[o++] = (char)(d->name[i] >= 'a' && d->name[i] <= 'z' ? d->name[i] - 32 : d->name[i]);
         ck_assert_msg(v && !strcmp(v->name, want), "OpKind %d is %s, the registry's op %s", k, v ? v->name : "none",
                       d->name);
-        for (const struct spw_op_field *f = d->fields; f->name; f++)
-            ck_assert_msg(protobuf_c_message_descriptor_get_field_by_name(msg, f->name),
+        for (const struct spw_op_field *f = d->fields; f->name; f++)    /* a combinator's ops: Op.children */
+            ck_assert_msg(f->kind == SPW_FK_OPS || protobuf_c_message_descriptor_get_field_by_name(msg, f->name),
                           "the proto's Op has no field %s (op %s)", f->name, d->name);
     }
     for (unsigned i = 0; i < msg->n_fields; i++) {
         const char *name = msg->fields[i].name;
         bool used = !strcmp(name, "op") || !strcmp(name, "value_random") || !strcmp(name, "name") ||
-                    !strcmp(name, "params");        /* a plugin op's name and fields */
+                    !strcmp(name, "params") ||      /* a plugin op's name and fields */
+                    !strcmp(name, "children") || !strcmp(name, "weights");  /* a combinator's ops, choice's p */
         for (int k = 0; !used && k < SPW_OP_COUNT; k++)
             for (const struct spw_op_field *f = spw_op_def((enum spw_op_kind)k)->fields; !used && f->name; f++)
                 used = !strcmp(f->name, name);
@@ -1155,6 +1174,88 @@ START_TEST(test_spec_proto_op_mirrors_registry)
 }
 END_TEST
 
+
+/* from_proto on msg must fail with exactly this message. */
+static void expect_proto_error(const Spillway__V1__Pipeline *msg, const char *want)
+{
+    struct spw_pipeline_spec *s = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(spw_spec_from_proto(msg, &s, err, sizeof err), SPW_ESPEC);
+    ck_assert_str_eq(err, want);
+}
+
+/* The combinators: what may be nested, how deep, how many, random_choice's weights; and on the wire, where a
+ * combinator's ops follow it in the flat list (Op.children), a peer's counts that do not fit are refused
+ * before anything is nested. */
+START_TEST(test_spec_combinators)
+{
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_apply\", \"ops\": [{\"op\": \"invert\"},"
+                     " {\"op\": \"normalize\", \"mean\": [0, 0, 0], \"std\": [1, 1, 1]}]}",
+                     "ops[1].ops[1]: \"normalize\" cannot be one of random_apply's ops: only image ops that keep the "
+                     "image's size (colour ops, flips, warps, policies, combinators) can");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_order\", \"ops\": {\"op\": \"invert\"}}",
+                     "ops[1].ops: expected an array of ops, got object");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_apply\"}", "ops[1].ops: required");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_choice\", \"ops\": [{\"op\": \"invert\"},"
+                     " {\"op\": \"equalize\"}], \"p\": [1]}", "ops[1].p: 1 weights for 2 ops: one per op");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_choice\", \"ops\": [{\"op\": \"invert\"}],"
+                     " \"p\": [-1]}", "ops[1].p[0]: -1 must be >= 0");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_apply\", \"ops\": [{\"op\": \"random_apply\","
+                     " \"ops\": [{\"op\": \"random_apply\", \"ops\": [{\"op\": \"random_apply\", \"ops\":"
+                     " [{\"op\": \"invert\"}]}]}]}]}",
+                     "ops[1].ops[0].ops[0].ops[0].ops: combinators nested more than 4 deep");
+    /* 17 ops in one combinator; 256 in all */
+    char ops[8192] = "{\"op\": \"decode_jpeg\"}, {\"op\": \"random_order\", \"ops\": [{\"op\": \"invert\"}";
+    for (int k = 1; k < 17; k++)
+        strcat(ops, ", {\"op\": \"invert\"}");
+    strcat(ops, "]}");
+    expect_ops_error(ops, "ops[1].ops: 17 ops: give 1 to 16");
+    char *many = calloc(1, 64 * 1024);
+    ck_assert_ptr_nonnull(many);
+    strcat(many, "{\"op\": \"decode_jpeg\"}");
+    for (int c = 0; c < 16; c++) {      /* 1 + 16 x (1 + 15) = 257 */
+        strcat(many, ", {\"op\": \"random_order\", \"ops\": [{\"op\": \"invert\"}");
+        for (int k = 1; k < 15; k++)
+            strcat(many, ", {\"op\": \"invert\"}");
+        strcat(many, "]}");
+    }
+    expect_ops_error(many, "ops[16].ops: more than 256 ops in all, a combinator's counted too");
+    free(many);
+
+    /* On the wire: a valid nested spec flattens depth first, then hostile counts. */
+    char *t = spec_text("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_apply\", \"ops\": [{\"op\": \"random_order\","
+                        " \"ops\": [{\"op\": \"invert\"}, {\"op\": \"equalize\"}]}, {\"op\": \"autocontrast\"}]}");
+    struct spw_pipeline_spec *a = parse_ok(t);
+    Spillway__V1__Pipeline *msg = NULL;
+    ck_assert_int_eq(spw_spec_to_proto(a, &msg), 0);
+    ck_assert_uint_eq(msg->n_ops, 6);
+    ck_assert_int_eq(msg->ops[1]->children, 2);
+    ck_assert_int_eq(msg->ops[2]->op, SPILLWAY__V1__OP_KIND__OP_KIND_RANDOM_ORDER);
+    ck_assert_int_eq(msg->ops[2]->children, 2);
+    ck_assert_int_eq(msg->ops[5]->op, SPILLWAY__V1__OP_KIND__OP_KIND_AUTOCONTRAST);
+    msg->ops[1]->children = 3;          /* its ops' own ops take what would be its third */
+    expect_proto_error(msg, "ops[1].children: 3, but the list ends after 2 of them");
+    msg->ops[1]->children = 0;
+    expect_proto_error(msg, "ops[1].children: 0: a combinator has 1 to 16 ops, nested at most 4 deep, and they "
+                            "must follow it (4 do)");
+    msg->ops[1]->children = 2;
+    msg->ops[2]->children = 9;
+    expect_proto_error(msg, "ops[2].children: 9: a combinator has 1 to 16 ops, nested at most 4 deep, and they "
+                            "must follow it (3 do)");
+    msg->ops[2]->children = 2;
+    for (int k = 1; k < 5; k++) {       /* a chain: each op the one child of the one before, 5 deep */
+        msg->ops[k]->op = SPILLWAY__V1__OP_KIND__OP_KIND_RANDOM_APPLY;
+        msg->ops[k]->opt_children_case = SPILLWAY__V1__OP__OPT_CHILDREN_CHILDREN;
+        msg->ops[k]->children = 1;
+    }
+    msg->ops[5]->op = SPILLWAY__V1__OP_KIND__OP_KIND_INVERT;
+    expect_proto_error(msg, "ops[4].children: 1: a combinator has 1 to 16 ops, nested at most 4 deep, and they "
+                            "must follow it (1 do)");
+    spw_spec_proto_free(msg);
+    spw_spec_free(a);
+    free(t);
+}
+END_TEST
 
 /* The python op: its fields round-trip through JSON and the proto (kwargs as canonical JSON), and the names a
  * helper could not import, kwargs that are not an object and unknown plugin ops are refused by name. */
@@ -1228,6 +1329,7 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, test_spec_defaults_filled);
     tcase_add_test(tc, test_spec_proto_op_mirrors_registry);
     tcase_add_test(tc, test_spec_python_op);
+    tcase_add_test(tc, test_spec_combinators);
     tcase_add_test(tc, test_spec_example_parses);
     tcase_add_test(tc, test_spec_value_forms);
     tcase_add_test(tc, test_spec_color_jitter_matches_torchvision);

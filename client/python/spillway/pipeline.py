@@ -215,35 +215,66 @@ def _field_line(f):
     return "    %s: %s, %s%s" % (f["name"], kind, how, rng)
 
 
-def _op_method(op):
-    """Pipeline.<op>(...): the registry's op as a method with its real signature and docstring."""
+def _op_builder(op):
+    """The registry's op as (signature, build): build(*args, **kwargs) binds them as the op's fields (its
+    positional ones first, in torchvision's order) and returns the op's dict, with only what was given."""
     name, fields = op["name"], {f["name"]: f for f in op["fields"]}
     P = inspect.Parameter
 
     def default(f):
         return P.empty if f["required"] else (None if "derived" in f else f["default"])
-    params = [P("self", P.POSITIONAL_OR_KEYWORD)]
-    params += [P(a, P.POSITIONAL_OR_KEYWORD, default=default(fields[a])) for a in op["args"]]
+    params = [P(a, P.POSITIONAL_OR_KEYWORD, default=default(fields[a])) for a in op["args"]]
     params += [P(f["name"], P.KEYWORD_ONLY, default=default(f)) for f in op["fields"] if f["name"] not in op["args"]]
     sig = inspect.Signature(params)
     derived = {f["name"] for f in op["fields"] if "derived" in f}
 
-    def method(self, *args, **kwargs):
+    def build(*args, **kwargs):
         try:
-            bound = sig.bind(self, *args, **kwargs)
+            bound = sig.bind(*args, **kwargs)
         except TypeError as e:
             raise TypeError("%s(): %s (its fields: %s; docs/pipeline.md)"
                             % (name, e, ", ".join(fields) or "none")) from None
         o = {"op": name}
-        for k, v in list(bound.arguments.items())[1:]:      # only what the caller gave: the spec stays short
+        for k, v in bound.arguments.items():        # only what the caller gave: the spec stays short
             if not (v is None and k in derived):
                 o[k] = v
-        return self._append(o)
-    method.__name__ = name
-    method.__qualname__ = "Pipeline." + name
-    method.__signature__ = sig
-    method.__doc__ = "%s\n\n%s\n" % (op["doc"], "\n".join(_field_line(f) for f in op["fields"]) or "    no fields")
+        return o
+    return sig, build
+
+
+def _op_doc(op):
+    return "%s\n\n%s\n" % (op["doc"], "\n".join(_field_line(f) for f in op["fields"]) or "    no fields")
+
+
+def _op_method(op):
+    """Pipeline.<op>(...): the registry's op as a method with its real signature and docstring."""
+    sig, build = _op_builder(op)
+
+    def method(self, *args, **kwargs):
+        return self._append(build(*args, **kwargs))
+    method.__name__ = op["name"]
+    method.__qualname__ = "Pipeline." + op["name"]
+    method.__signature__ = sig.replace(parameters=[inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+                                       + list(sig.parameters.values()))
+    method.__doc__ = _op_doc(op)
     return method
+
+
+class _Ops:
+    """spillway.ops.<op>(...): one op as a dict, for a combinator's list of ops, as torchvision nests
+    transforms: Pipeline...random_apply([ops.color_jitter(0.4, 0.4, 0.2, 0.1)], p=0.8). The same signatures
+    and docs as the Pipeline methods."""
+
+
+ops = _Ops()
+
+
+def _op_function(op):
+    sig, build = _op_builder(op)
+    build.__name__ = build.__qualname__ = op["name"]
+    build.__signature__ = sig
+    build.__doc__ = _op_doc(op)
+    return build
 
 
 _SCHEMA = _lib.op_schema()
@@ -251,4 +282,5 @@ OPS = {op["name"]: tuple(op["args"]) for op in _SCHEMA["ops"]}    # op -> its po
 for _op in _SCHEMA["ops"]:
     if "plugin" not in _op:          # "<plugin>.<op>" is no Python name: Pipeline.op("blur.box", radius=2)
         setattr(Pipeline, _op["name"], _op_method(_op))
+        setattr(ops, _op["name"], _op_function(_op))
 del _op
