@@ -3,10 +3,13 @@
  * needs and hands back the result in v. Thread-safe: state is per call. */
 #include "pipeline/augment.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "lib/err.h"
 #include "lib/rng.h"
+#include "ops/blur.h"
 #include "ops/color.h"
 #include "ops/geometry.h"
 #include "ops/policy.h"
@@ -68,6 +71,37 @@ int spw_augment_invert(struct spw_op_call *c, struct spw_value *v)
 int spw_augment_grayscale(struct spw_op_call *c, struct spw_value *v)
 {
     return done(c, &v->img, spw_grayscale_run(&v->img, &v->img));
+}
+
+double spw_augment_blur_sigma(const struct spw_op_spec *op, struct spw_rng *r)
+{
+    /* GaussianBlur.get_params: torch.empty(1).uniform_(min, max), a float32, used for both axes */
+    return (float)spw_rng_range(r, op->sigma[0], op->sigma[1]);
+}
+
+int spw_augment_gaussian_blur(struct spw_op_call *c, struct spw_value *v)
+{
+    const struct spw_op_spec *op = c->op;
+    const double sigma = spw_augment_blur_sigma(op, &c->rng);
+    struct spw_image *img = &v->img, out = {0};
+    if (op->kernel_size[0] / 2 >= img->w || op->kernel_size[1] / 2 >= img->h) {
+        snprintf(c->err, c->errlen, "ops[%d] gaussian_blur: kernel_size [%d, %d] needs an image over %d x %d "
+                 "(reflect padding, as torch), got %d x %d", c->index, op->kernel_size[0], op->kernel_size[1],
+                 op->kernel_size[0] / 2, op->kernel_size[1] / 2, img->w, img->h);
+        return SPW_EUNSUPPORTED;
+    }
+    void *scratch = malloc(spw_gaussian_blur_scratch(img->w, op->kernel_size[0]));
+    int rc = scratch ? spw_image_alloc(&out, img->w, img->h, 3) : -ENOMEM;
+    if (rc == 0)
+        rc = spw_gaussian_blur_run(img, op->kernel_size[0], op->kernel_size[1], sigma, sigma, scratch, &out);
+    if (rc == 0) {
+        struct spw_image t = *img;
+        *img = out;
+        out = t;
+    }
+    spw_image_free(&out);
+    free(scratch);
+    return done(c, img, rc);
 }
 
 int spw_augment_random(struct spw_op_call *c, struct spw_value *v)

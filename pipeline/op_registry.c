@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/blur.h"
 #include "pipeline/audio.h"
 #include "pipeline/augment.h"
 #include "pipeline/combinators.h"
@@ -92,6 +93,10 @@ static const struct spw_op_field random_apply_fields[] = {
 static const struct spw_op_field random_choice_fields[] = {
     {"ops", SPW_FK_OPS, 0, 0, 0, SPW_F_REQ, NULL}, {"p", SPW_FK_WEIGHTS, 0, 0, INF, 0, NULL}, F_END};
 static const struct spw_op_field random_order_fields[] = {{"ops", SPW_FK_OPS, 0, 0, 0, SPW_F_REQ, NULL}, F_END};
+static const struct spw_op_field blur_fields[] = {
+    {"kernel_size", SPW_FK_KSIZE, OFF(kernel_size), 1, SPW_BLUR_MAX_KERNEL, SPW_F_REQ, NULL},
+    {"sigma", SPW_FK_SIGMA, OFF(sigma), 0, INF, SPW_F_LO_OPEN, NULL},
+    F_END};
 static const struct spw_op_field jitter_fields[] = {
     {"brightness", SPW_FK_JITTER, OFF(brightness), 0, INF, 0, NULL},
     {"contrast", SPW_FK_JITTER, OFF(contrast), 0, INF, 0, NULL},
@@ -428,6 +433,11 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
     [SPW_OP_RANDOM_ORDER] = IMAGE_OP("random_order", random_order_fields, spw_combinator_run, spw_gpu_op_combinator,
                                      .doc = "All its ops, in a random order (RandomOrder).",
                                      .args = "ops"),
+    [SPW_OP_GAUSSIAN_BLUR] = IMAGE_OP("gaussian_blur", blur_fields, spw_augment_gaussian_blur, NULL,
+                                      .defaults = {.sigma = {0.1, 2.0}},
+                                      .doc = "Blur with a kernel_size Gaussian, sigma drawn from [min, max] per "
+                                             "sample (GaussianBlur).",
+                                      .args = "kernel_size sigma"),
     [SPW_OP_COLOR_JITTER] = IMAGE_OP("color_jitter", jitter_fields, spw_augment_color_jitter,
                                      spw_gpu_op_color_jitter,
                                      .doc = "Random brightness, contrast, saturation and hue, in a random "

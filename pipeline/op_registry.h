@@ -84,6 +84,8 @@ enum spw_field_kind {
     SPW_FK_ARRAY_DTYPE, /* null | "uint8" | "float32" | "float16" | "int64" -> out_dtype, has_out_dtype */
     SPW_FK_OPS,         /* [op, ...]: 1 to SPW_OP_MAX_NESTED image ops that keep the size -> ops, n_ops */
     SPW_FK_WEIGHTS,     /* null | [w, ...], each >= 0 -> weights (checked against n_ops by the row) */
+    SPW_FK_KSIZE,       /* k | [kx, ky]: odd, 1 to hi -> kernel_size ([k, k]) */
+    SPW_FK_SIGMA,       /* s | [min, max]: each > 0 (lo open), min <= max -> sigma ([s, s]) */
 };
 
 enum { SPW_F_REQ = 1, SPW_F_LO_OPEN = 2, SPW_F_HUE = 4 };

@@ -71,6 +71,7 @@ enum spw_op_kind {
     SPW_OP_RANDOM_APPLY,    /* the combinators: their own ops (below), run by pipeline/combinators.c */
     SPW_OP_RANDOM_CHOICE,
     SPW_OP_RANDOM_ORDER,
+    SPW_OP_GAUSSIAN_BLUR,
     SPW_OP_COUNT
 };
 
@@ -103,6 +104,8 @@ struct spw_op_spec {
                                            hue in [-0.5, 0.5] */
     int bits;                           /* posterize: [0, 8] */
     int num_output_channels;            /* grayscale: 1 (torchvision's default) or 3 */
+    int kernel_size[2];                 /* gaussian_blur: [kx, ky] (width, height as torchvision), odd */
+    double sigma[2];                    /* gaussian_blur: drawn from [min, max] per sample; (0.1, 2.0) */
     double threshold;                   /* solarize: [0, 255] */
     double brightness[2], contrast[2], saturation[2], hue[2]; /* color_jitter ranges (min, max);
                                            0,0 = off */

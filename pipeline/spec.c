@@ -387,6 +387,39 @@ static int get_range(struct vctx *c, const char *loc, const json_t *v, const str
     return 0;
 }
 
+/* gaussian_blur's kernel_size: k or [kx, ky], each odd in [1, hi] (F.gaussian_blur's checks). */
+static int get_ksize(struct vctx *c, const char *loc, const json_t *v, const struct spw_op_field *f, int *out)
+{
+    long long k[2];
+    char el[SPW_LOC_BYTES];
+    const size_t n = json_is_array(v) ? json_array_size(v) : 1;
+    if (!json_is_integer(v) && !(json_is_array(v) && (n == 1 || n == 2)))
+        return fail_type(c, loc, "an odd integer or [kx, ky]", v);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
+        if (json_is_array(v))
+            elem_loc(el, sizeof(el), loc, i);
+        const int rc = get_int(c, json_is_array(v) ? el : loc, e, (long long)f->lo, (long long)f->hi, &k[i]);
+        if (rc)
+            return rc;
+        if (k[i] % 2 == 0)
+            return fail(c, json_is_array(v) ? el : loc, "%lld is even: a kernel size is odd", k[i]);
+    }
+    out[0] = (int)k[0], out[1] = (int)k[n - 1];
+    return 0;
+}
+
+/* gaussian_blur's sigma: s (fixed) or [min, max], each > 0 (GaussianBlur's checks). */
+static int get_sigma(struct vctx *c, const char *loc, const json_t *v, const struct spw_op_field *f, double *out)
+{
+    if (json_is_number(v)) {
+        const int rc = get_num(c, loc, v, f->lo, f->hi, f->flags, &out[0]);
+        out[1] = out[0];
+        return rc;
+    }
+    return get_range(c, loc, v, f, out);
+}
+
 static int get_shear(struct vctx *c, const char *loc, const json_t *v, double *out)
 {
     double s;
@@ -588,6 +621,10 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
         return parse_children(c, loc, v, op);
     case SPW_FK_WEIGHTS:
         return get_weights(c, loc, v, op);
+    case SPW_FK_KSIZE:
+        return get_ksize(c, loc, v, f, (int *)(void *)base);
+    case SPW_FK_SIGMA:
+        return get_sigma(c, loc, v, f, (double *)(void *)base);
     }
     return fail(c, loc, "internal: unhandled field kind");
 }
@@ -1300,6 +1337,12 @@ static json_t *field_to_json(struct jb *b, const struct spw_op_field *f, const s
     }
     case SPW_FK_WEIGHTS:
         return op->weights ? jb_numbers(b, op->weights, (size_t)op->n_weights) : json_null();
+    case SPW_FK_KSIZE: {
+        const int *k = (const int *)(const void *)base;
+        return json_pack("[ii]", k[0], k[1]);
+    }
+    case SPW_FK_SIGMA:
+        return jb_numbers(b, (const double *)(const void *)base, 2);
     }
     return NULL;
 }

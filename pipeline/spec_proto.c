@@ -42,7 +42,7 @@
 /* X(field): repeated double; `value` is handled with value_random */
 #define OP_DOUBLE_LISTS(X)                                                                                 \
     X(scale) X(ratio) X(translate) X(shear) X(fill) X(brightness) X(contrast) X(saturation) X(hue) X(mean) \
-    X(std)
+    X(std) X(sigma)
 
 #define OP_CASE(FIELD) SPILLWAY__V1__OP__OPT_##FIELD##_##FIELD
 
@@ -164,6 +164,8 @@ static json_t *op_to_json(struct jb *b, const Spillway__V1__Op *op)
     set(b, o, "op", enum_json(op_n, (int)op->op));
     if (op->n_size)
         set(b, o, "size", ints_json(b, op->size, op->n_size));
+    if (op->n_kernel_size)
+        set(b, o, "kernel_size", ints_json(b, op->kernel_size, op->n_kernel_size));
     if (op->n_output_shape) {           /* always a list, even of one dimension */
         json_t *a = json_array();
         for (size_t i = 0; a && i < op->n_output_shape; i++)
@@ -467,6 +469,7 @@ static void op_proto_free(Spillway__V1__Op *op)
     if (!op)
         return;
     free(op->size);
+    free(op->kernel_size);
     free(op->output_shape);
 #define LIST_FREE(f) free(op->f);
     OP_DOUBLE_LISTS(LIST_FREE)
@@ -515,6 +518,11 @@ static int op_from_json(json_t *o, Spillway__V1__Op **out)
     used++;
     if ((v = json_object_get(o, "size"))) {
         if ((rc = ints_from_json(v, &op->size, &op->n_size)))
+            goto out;
+        used++;
+    }
+    if ((v = json_object_get(o, "kernel_size"))) {
+        if ((rc = ints_from_json(v, &op->kernel_size, &op->n_kernel_size)))
             goto out;
         used++;
     }

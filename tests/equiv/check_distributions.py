@@ -6,7 +6,8 @@ RandAugment's op choice (chi-square homogeneity over the 14 ops) and magnitudes 
 signs split evenly); and how often each random_<op> row runs its op (two-proportion z-test against
 torchvision's RandomX on the same image, 10,000 draws each); and what the combinators run (random_apply:
 whether, random_choice: which op, random_order: which order), against torchvision's RandomApply,
-RandomChoice and RandomOrder over recording callables (chi-square homogeneity, 10,000 draws each). Prints one line per check and "N passed,
+RandomChoice and RandomOrder over recording callables (chi-square homogeneity, 10,000 draws each); and
+gaussian_blur's sigma against GaussianBlur.get_params (KS). Prints one line per check and "N passed,
 M failed".
 usage: check_distributions.py FUSEDCHECK"""
 import collections
@@ -184,6 +185,18 @@ def check_combinators(n=10000):
                "chi2=%.2f dof=%d (crit %.2f); %d outcomes" % (chi, dof, CHI_CRIT[dof], dof + 1))
 
 
+def check_blur_sigma(n=10000):
+    for lo, hi in ((0.1, 2.0), (0.5, 0.5), (1.0, 7.5)):
+        spec = spec_file({"op": "gaussian_blur", "kernel_size": 23, "sigma": [lo, hi]})
+        out = subprocess.run([FUSED, "sigma", spec, str(n)], capture_output=True, text=True, check=True)
+        ours = np.array([float(x) for x in out.stdout.split()])
+        torch.manual_seed(0)
+        ref = np.array([T.GaussianBlur.get_params(lo, hi) for _ in range(n)])
+        d, crit = ks(ours, ref)
+        result("gaussian_blur sigma in [%g, %g]" % (lo, hi), len(ours) == n and d < crit and ours.min() >= lo and
+               ours.max() <= hi, "KS D=%.4f crit=%.4f" % (d, crit))
+
+
 def main():
     check_rrc(500, 375, [0.08, 1.0], [3 / 4, 4 / 3])
     check_rrc(301, 799, [0.08, 1.0], [3 / 4, 4 / 3])
@@ -192,6 +205,7 @@ def main():
     check_rand_augment()
     check_gates()
     check_combinators()
+    check_blur_sigma()
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

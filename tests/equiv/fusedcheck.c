@@ -9,7 +9,8 @@
  *                                                         through its registry row) changed samples 0..N-1's
  *                                                         32x24 image
  *   fusedcheck plan SPEC.json N                        -> N lines: the indices of op 1's ops (a combinator)
- *                                                         that samples 0..N-1 run, in their order ("-": none) */
+ *                                                         that samples 0..N-1 run, in their order ("-": none)
+ *   fusedcheck sigma SPEC.json N                       -> N lines: the sigma op 1 (gaussian_blur) draws */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "lib/rng.h"
 #include "ops/image_decode.h"
 #include "ops/policy.h"
+#include "pipeline/augment.h"
 #include "pipeline/combinators.h"
 #include "pipeline/element.h"
 #include "pipeline/geometry.h"
@@ -186,11 +188,25 @@ static int cmd_plan(const struct spw_pipeline_spec *spec, int n)
     return rc;
 }
 
+static int cmd_sigma(const struct spw_pipeline_spec *spec, int n)
+{
+    if (spec->n_ops < 2 || spec->ops[1].kind != SPW_OP_GAUSSIAN_BLUR) {
+        fprintf(stderr, "sigma: ops[1] must be gaussian_blur\n");
+        return 1;
+    }
+    for (int s = 0; s < n; s++) {
+        struct spw_rng r;
+        spw_rng_init(&r, spec->source.seed, 0, (uint64_t)s, 1);
+        printf("%.9g\n", spw_augment_blur_sigma(&spec->ops[1], &r));
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE | rrc SPEC.json W H N | "
-                        "ra SPEC.json N | gate SPEC.json N | plan SPEC.json N\n");
+                        "ra SPEC.json N | gate SPEC.json N | plan SPEC.json N | sigma SPEC.json N\n");
         return 2;
     }
     struct spw_pipeline_spec *spec;
@@ -204,6 +220,8 @@ int main(int argc, char **argv)
         rc = cmd_run(spec, argv[3], argv[4], atoll(argv[5]));
     else if (!strcmp(argv[1], "ra") && argc == 4)
         rc = cmd_ra(spec, atoi(argv[3]));
+    else if (!strcmp(argv[1], "sigma") && argc == 4)
+        rc = cmd_sigma(spec, atoi(argv[3]));
     else if (!strcmp(argv[1], "plan") && argc == 4)
         rc = cmd_plan(spec, atoi(argv[3]));
     else if (!strcmp(argv[1], "gate") && argc == 4)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/integration/augment_placement.sh - the recipe ops give the same batches wherever they run: a pipeline
 # of the SSL colour ops (random_grayscale, random_posterize, random_solarize, random_equalize,
-# random_autocontrast, random_invert, random_adjust_sharpness) and the combinators (random_apply,
+# random_autocontrast, random_invert, random_adjust_sharpness, gaussian_blur) and the combinators (random_apply,
 # random_choice with weights, random_order, nested) run ordered through a dispatcher and
 # two workers at every cut, workers only and with the client producing too, is byte-identical to run
 # --local: each op's draws come from the sample's own stream, not from the thread or machine that runs it.
@@ -23,6 +23,7 @@ cat > "$WORK/p.json" <<JSON
          {"op": "random_adjust_sharpness", "sharpness_factor": 2.0},
          {"op": "random_apply", "p": 0.8, "ops": [{"op": "color_jitter", "brightness": 0.4, "contrast": 0.4,
                                                    "saturation": 0.2, "hue": 0.1}]},
+         {"op": "random_apply", "ops": [{"op": "gaussian_blur", "kernel_size": 23}]},
          {"op": "random_choice", "p": [1, 2, 1], "ops": [{"op": "grayscale", "num_output_channels": 3},
            {"op": "random_order", "ops": [{"op": "posterize", "bits": 5}, {"op": "random_horizontal_flip"},
                                           {"op": "rotate", "angle": 10}]},

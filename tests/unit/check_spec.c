@@ -57,6 +57,8 @@
     " {\"op\": \"random_choice\", \"ops\": [{\"op\": \"invert\"}, {\"op\": \"random_order\", \"ops\":"          \
     " [{\"op\": \"equalize\"}, {\"op\": \"posterize\", \"bits\": 2}]}], \"p\": [0.25, 3]}]},"                 \
     "{\"op\": \"random_choice\", \"ops\": [{\"op\": \"rotate\", \"angle\": 3}]},"                           \
+    "{\"op\": \"gaussian_blur\", \"kernel_size\": [7, 3], \"sigma\": [0.5, 1.5]},"                          \
+    "{\"op\": \"gaussian_blur\", \"kernel_size\": 23, \"sigma\": 2},"                                         \
     "{\"op\": \"color_jitter\", \"brightness\": 0.4, \"contrast\": [0.5, 1.5], \"saturation\": 0,"          \
     " \"hue\": 0.1},"                                                                                      \
     "{\"op\": \"rand_augment\", \"num_ops\": 3, \"magnitude\": 5, \"num_magnitude_bins\": 11,"              \
@@ -119,7 +121,7 @@ static bool op_equal(const struct spw_op_spec *a, const struct spw_op_spec *b)
            EQ(rate) && EQ(lowpass_filter_width) && EQ(rolloff) && EQ(samples) && EQ(n_fft) && EQ(hop_length) &&
            EQ(win_length) && EQ(center) && EQ(power) && EQ(sample_rate) && EQ(n_mels) && EQ(f_min) && EQ(f_max) &&
            EQ(mel_scale) && EQ(mel_norm) && EQ(eps) && EQ(stype) && EQ(top_db) && EQ(freq_mask_param) &&
-           EQ(time_mask_param) && EQ(num_freq_masks) && EQ(num_time_masks) && EQ(num_output_channels) &&
+           EQ(time_mask_param) && EQ(num_freq_masks) && EQ(num_time_masks) && EQ(num_output_channels) && EQ2(kernel_size) && EQ2(sigma) &&
            EQ(n_ops) && EQ(n_weights) && !a->weights == !b->weights &&
            (!a->weights || !memcmp(a->weights, b->weights, (size_t)a->n_weights * sizeof *a->weights)) &&
            children_equal(a, b);
@@ -347,6 +349,14 @@ START_TEST(test_spec_rejects_what_kernels_lack)
                      "the grey value in all three channels");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_adjust_sharpness\", \"p\": 0.5}",
                      "ops[1].sharpness_factor: required");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"gaussian_blur\", \"kernel_size\": [7, 4]}",
+                     "ops[1].kernel_size[1]: 4 is even: a kernel size is odd");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"gaussian_blur\", \"kernel_size\": 3, \"sigma\": 0}",
+                     "ops[1].sigma: 0 must be > 0");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"gaussian_blur\", \"kernel_size\": 3, \"sigma\": [2, 1]}",
+                     "ops[1].sigma: [2, 1] must be [min, max] with min <= max");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"gaussian_blur\", \"kernel_size\": 1025}",
+                     "ops[1].kernel_size: 1025 is outside [1, 1023]");
 }
 END_TEST
 
