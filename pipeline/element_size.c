@@ -60,6 +60,11 @@ int spw_element_fixed_bytes(const struct spw_pipeline_spec *spec, int n_ops, int
         case SPW_SIZE_VARIES:
             fixed = false;          /* clip lengths vary */
             break;
+        case SPW_SIZE_PADDED:
+            h += o->padding[1] + o->padding[3];
+            w += o->padding[0] + o->padding[2];
+            at = fixed ? i : at;
+            break;
         case SPW_SIZE_KEEPS:        /* flips, colour ops, policies, rotate, affine, erasing */
             break;
         }

@@ -64,8 +64,8 @@ struct spw_rect spw_center_crop_rect(const struct spw_op_spec *op, int W, int H)
 struct spw_rect spw_random_crop_rect(const struct spw_op_spec *op, struct spw_rng *r, int W, int H)
 {
     int th = spw_crop_h(op), tw = spw_crop_w(op);
-    int pl = op->padding, pt = op->padding;
-    int pw = W + 2 * op->padding, ph = H + 2 * op->padding;
+    int pl = op->padding[0], pt = op->padding[1];
+    int pw = W + op->padding[0] + op->padding[2], ph = H + op->padding[1] + op->padding[3];
     if (op->pad_if_needed && pw < tw) {
         pl += tw - pw;
         pw += 2 * (tw - pw);

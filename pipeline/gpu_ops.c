@@ -235,6 +235,8 @@ int spw_gpu_op_center_crop(struct spw_gpu_call *c)
 int spw_gpu_op_random_crop(struct spw_gpu_call *c)
 {
     const struct spw_op_spec *op = c->op->op;
+    if (op->padding_mode != SPW_PAD_CONSTANT)   /* the mirrored pads: the CPU's */
+        return -ENOTSUP;
     uint8_t fill[3];
     for (int k = 0; k < 3; k++)
         fill[k] = (uint8_t)(op->fill[k] < 0 ? 0 : op->fill[k] > 255 ? 255 : op->fill[k]);
@@ -311,6 +313,8 @@ int spw_gpu_op_random(struct spw_gpu_call *c)
 bool spw_gpu_op_has_kernel(const struct spw_op_spec *op)
 {
     const struct spw_op_def *d = spw_op_def(op->kind);
+    if (op->kind == SPW_OP_RANDOM_CROP && op->padding_mode != SPW_PAD_CONSTANT)
+        return false;                           /* a crop of a mirrored pad: the CPU's */
     for (int k = 0; d->gpu && k < op->n_ops; k++)
         if (!spw_gpu_op_has_kernel(&op->ops[k]))
             return false;

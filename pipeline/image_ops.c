@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lib/err.h"
+#include "ops/pad.h"
 #include "ops/resample.h"
 
 /* ---- outputs ---- */
@@ -241,13 +242,65 @@ int spw_image_op_crop(struct spw_op_call *c, struct spw_value *v)
                       c->err, c->errlen);
 }
 
-int spw_image_op_random_crop(struct spw_op_call *c, struct spw_value *v)
+static void op_fill(const struct spw_op_spec *op, uint8_t fill[3])
+{
+    for (int k = 0; k < 3; k++)
+        fill[k] = (uint8_t)(op->fill[k] < 0 ? 0 : op->fill[k] > 255 ? 255 : op->fill[k]);
+}
+
+/* v's image padded by pad (left, top, right, bottom) under mode: a new image (F.pad). */
+static int pad_value(struct spw_value *v, const int pad[4], enum spw_pad_mode mode, const uint8_t fill[3],
+                     char *err, size_t errlen)
+{
+    if (!pad[0] && !pad[1] && !pad[2] && !pad[3])
+        return 0;
+    const int64_t w = (int64_t)v->img.w + pad[0] + pad[2], h = (int64_t)v->img.h + pad[1] + pad[3];
+    struct spw_image out = {0};
+    int rc = w > 65535 || h > 65535 ? SPW_ETOOBIG : spw_image_alloc(&out, (int)w, (int)h, 3);
+    if (rc == 0)
+        rc = spw_pad_run(&v->img, pad, mode, fill, &out);
+    if (rc) {
+        snprintf(err, errlen, "pad %dx%d by [%d, %d, %d, %d]: %s", v->img.w, v->img.h, pad[0], pad[1], pad[2],
+                 pad[3], spw_strerror(rc));
+        spw_image_free(&out);
+        return rc;
+    }
+    spw_value_free(v);
+    v->img = out;
+    return 0;
+}
+
+int spw_image_op_pad(struct spw_op_call *c, struct spw_value *v)
 {
     uint8_t fill[3];
-    for (int k = 0; k < 3; k++)
-        fill[k] = (uint8_t)(c->op->fill[k] < 0 ? 0 : c->op->fill[k] > 255 ? 255 : c->op->fill[k]);
-    return crop_value(c->ctx, v, spw_random_crop_rect(c->op, &c->rng, v->img.w, v->img.h), fill, c->dest, c->err,
-                      c->errlen);
+    op_fill(c->op, fill);
+    return pad_value(v, c->op->padding, c->op->padding_mode, fill, c->err, c->errlen);
+}
+
+int spw_image_op_random_crop(struct spw_op_call *c, struct spw_value *v)
+{
+    const struct spw_op_spec *op = c->op;
+    uint8_t fill[3];
+    op_fill(op, fill);
+    struct spw_rect r = spw_random_crop_rect(op, &c->rng, v->img.w, v->img.h);
+    if (op->padding_mode == SPW_PAD_CONSTANT)     /* the fill where the crop leaves the image: no copy */
+        return crop_value(c->ctx, v, r, fill, c->dest, c->err, c->errlen);
+    /* RandomCrop.forward's pads, one F.pad each (a mirror of a mirror is not one mirror): padding, then
+     * pad_if_needed's [tw - w, 0] and [0, th - h]; then the crop, at r moved into the padded image */
+    const int tw = spw_crop_w(op), th = spw_crop_h(op);
+    int rc = pad_value(v, op->padding, op->padding_mode, fill, c->err, c->errlen);
+    r.x += op->padding[0], r.y += op->padding[1];
+    if (rc == 0 && op->pad_if_needed && v->img.w < tw) {
+        const int dx = tw - v->img.w, p[4] = {dx, 0, dx, 0};
+        rc = pad_value(v, p, op->padding_mode, fill, c->err, c->errlen);
+        r.x += dx;
+    }
+    if (rc == 0 && op->pad_if_needed && v->img.h < th) {
+        const int dy = th - v->img.h, p[4] = {0, dy, 0, dy};
+        rc = pad_value(v, p, op->padding_mode, fill, c->err, c->errlen);
+        r.y += dy;
+    }
+    return rc ? rc : crop_value(c->ctx, v, r, fill, c->dest, c->err, c->errlen);
 }
 
 int spw_image_op_flip(struct spw_op_call *c, struct spw_value *v)

@@ -45,9 +45,15 @@ static const struct spw_op_field crop_fields[] = {
     F_END};
 static const struct spw_op_field random_crop_fields[] = {
     {"size", SPW_FK_SIZE, 0, 0, 0, SPW_F_REQ, NULL},
-    {"padding", SPW_FK_INT, OFF(padding), 0, MAX_EDGE, 0, NULL},
+    {"padding", SPW_FK_PADDING, 0, 0, MAX_EDGE, 0, NULL},
     {"pad_if_needed", SPW_FK_BOOL, OFF(pad_if_needed), 0, 0, 0, NULL},
     {"fill", SPW_FK_FILL, 0, 0, 255, 0, NULL},
+    {"padding_mode", SPW_FK_PAD_MODE, 0, 0, 0, 0, NULL},
+    F_END};
+static const struct spw_op_field pad_fields[] = {
+    {"padding", SPW_FK_PADDING, 0, 0, MAX_EDGE, SPW_F_REQ, NULL},
+    {"fill", SPW_FK_FILL, 0, 0, 255, 0, NULL},
+    {"padding_mode", SPW_FK_PAD_MODE, 0, 0, 0, 0, NULL},
     F_END};
 static const struct spw_op_field rrc_fields[] = {
     {"size", SPW_FK_SIZE, 0, 0, 0, SPW_F_REQ, NULL},
@@ -320,6 +326,10 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
                                     .size = SPW_SIZE_SIZE_FIELD,
                                     .doc = "Crop a random window of size, after optional padding (RandomCrop).",
                                     .args = "size"),
+    [SPW_OP_PAD] = IMAGE_OP("pad", pad_fields, spw_image_op_pad, NULL, .size = SPW_SIZE_PADDED,
+                            .doc = "Pad the sides by padding with fill, or the edge, reflect or symmetric mode "
+                                   "(Pad).",
+                            .args = "padding fill padding_mode"),
     [SPW_OP_RANDOM_RESIZED_CROP] = IMAGE_OP("random_resized_crop", rrc_fields, spw_image_op_random_resized_crop,
                                             NULL, .fuse = SPW_FUSE_CROP, .size = SPW_SIZE_SIZE_FIELD,
                                             .defaults = {.scale = {0.08, 1.0}, .ratio = {3.0 / 4.0, 4.0 / 3.0},

@@ -53,6 +53,7 @@ enum spw_size_effect {
     SPW_SIZE_TO_TENSOR,         /* the size stays; the dtype becomes the op's */
     SPW_SIZE_VARIES,            /* audio: clip lengths vary */
     SPW_SIZE_DECLARED,          /* user code: its output_shape and output_dtype when both are declared */
+    SPW_SIZE_PADDED,            /* pad: the image's size plus its padding */
 };
 
 /* A JSON field of an op: how to read it and where it goes in struct spw_op_spec. */
@@ -86,6 +87,8 @@ enum spw_field_kind {
     SPW_FK_WEIGHTS,     /* null | [w, ...], each >= 0 -> weights (checked against n_ops by the row) */
     SPW_FK_KSIZE,       /* k | [kx, ky]: odd, 1 to hi -> kernel_size ([k, k]) */
     SPW_FK_SIGMA,       /* s | [min, max]: each > 0 (lo open), min <= max -> sigma ([s, s]) */
+    SPW_FK_PADDING,     /* p | [lr, tb] | [l, t, r, b], each in lo/hi -> padding (left, top, right, bottom) */
+    SPW_FK_PAD_MODE,    /* "constant" | "edge" | "reflect" | "symmetric" -> padding_mode */
 };
 
 enum { SPW_F_REQ = 1, SPW_F_LO_OPEN = 2, SPW_F_HUE = 4 };

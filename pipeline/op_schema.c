@@ -57,6 +57,8 @@ static const char *type_name(enum spw_field_kind k)
     case SPW_FK_WEIGHTS: return "null or [w, ...]";
     case SPW_FK_KSIZE: return "odd integer or [kx, ky]";
     case SPW_FK_SIGMA: return "number or [min, max]";
+    case SPW_FK_PADDING: return "padding";
+    case SPW_FK_PAD_MODE: return "string";
     }
     return NULL;
 }
@@ -75,6 +77,7 @@ static json_t *choices(enum spw_field_kind k)
     case SPW_FK_MEL_SCALE: names = spw_mel_scale_names, n = spw_mel_scale_names_n; break;
     case SPW_FK_MEL_NORM: names = spw_mel_norm_names, n = spw_mel_norm_names_n; break;
     case SPW_FK_STYPE: names = spw_db_stype_names, n = spw_db_stype_names_n; break;
+    case SPW_FK_PAD_MODE: names = spw_pad_mode_names, n = spw_pad_mode_names_n; break;
     default: return NULL;
     }
     json_t *a = json_array();
@@ -91,14 +94,16 @@ static bool bounded(enum spw_field_kind k)
     switch (k) {
     case SPW_FK_MAX_SIZE: case SPW_FK_INT: case SPW_FK_NUM: case SPW_FK_RANGE: case SPW_FK_PAIR:
     case SPW_FK_SHEAR: case SPW_FK_FILL: case SPW_FK_JITTER: case SPW_FK_ERASE_VALUE: case SPW_FK_TRIPLE:
-    case SPW_FK_OPT_NUM: case SPW_FK_KSIZE: case SPW_FK_SIGMA: return true;
+    case SPW_FK_OPT_NUM: case SPW_FK_KSIZE: case SPW_FK_SIGMA: case SPW_FK_PADDING: return true;
     default: return false;
     }
 }
 
 static json_t *bound(enum spw_field_kind k, double v)
 {
-    return k == SPW_FK_INT || k == SPW_FK_MAX_SIZE || k == SPW_FK_KSIZE ? json_integer((json_int_t)v) : json_real(v);
+    return k == SPW_FK_INT || k == SPW_FK_MAX_SIZE || k == SPW_FK_KSIZE || k == SPW_FK_PADDING
+               ? json_integer((json_int_t)v)
+               : json_real(v);
 }
 
 static json_t *field_json(const struct spw_op_field *f, const struct spw_op_spec *defaults, bool *oom)

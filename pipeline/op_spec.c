@@ -13,6 +13,7 @@ LIST(spw_window_names, "hann")
 LIST(spw_mel_scale_names, "htk", "slaney")
 LIST(spw_mel_norm_names, "none", "slaney")                /* "none" is JSON null */
 LIST(spw_db_stype_names, "power", "magnitude")
+LIST(spw_pad_mode_names, "constant", "edge", "reflect", "symmetric")
 
 static const char *name_at(const char *const *names, size_t n, int v)
 {
@@ -35,4 +36,8 @@ const char *spw_mel_norm_name(enum spw_mel_norm v)
 const char *spw_db_stype_name(enum spw_db_stype v)
 {
     return name_at(spw_db_stype_names, spw_db_stype_names_n, (int)v);
+}
+const char *spw_pad_mode_name(enum spw_pad_mode v)
+{
+    return name_at(spw_pad_mode_names, spw_pad_mode_names_n, (int)v);
 }

@@ -11,6 +11,7 @@
 #include "lib/tensor.h"   /* enum spw_dtype */
 #include "ops/image.h"    /* enum spw_interp */
 #include "ops/mel.h"      /* enum spw_mel_scale, spw_mel_norm */
+#include "ops/pad.h"      /* enum spw_pad_mode */
 
 struct spw_plugin_op_ref;
 
@@ -72,6 +73,7 @@ enum spw_op_kind {
     SPW_OP_RANDOM_CHOICE,
     SPW_OP_RANDOM_ORDER,
     SPW_OP_GAUSSIAN_BLUR,
+    SPW_OP_PAD,
     SPW_OP_COUNT
 };
 
@@ -92,7 +94,8 @@ struct spw_op_spec {
     double p;                           /* random flips 0.5, random_erasing 0.5, random_grayscale 0.1,
                                            random_<colour op> 0.5: the chance the op runs */
     int top, left, height, width;       /* crop */
-    int padding;                        /* random_crop: 0 */
+    int padding[4];                     /* random_crop (0), pad: left, top, right, bottom */
+    enum spw_pad_mode padding_mode;     /* random_crop, pad: constant */
     bool pad_if_needed;                 /* random_crop */
     double angle;                       /* rotate, affine (degrees) */
     double translate[2];                /* affine: pixels (x, y) */
@@ -167,15 +170,17 @@ const char *spw_aa_policy_name(enum spw_aa_policy v);
 const char *spw_mel_scale_name(enum spw_mel_scale v);
 const char *spw_mel_norm_name(enum spw_mel_norm v);          /* "none" (JSON null) or "slaney" */
 const char *spw_db_stype_name(enum spw_db_stype v);
+const char *spw_pad_mode_name(enum spw_pad_mode v);
 
 /* The same names as NULL-terminated lists indexed by value, for the parser (tensor dtypes: by spw_dtype
  * value, NULL where a dtype is not an op's output). */
 extern const char *const spw_interp_names[], *const spw_op_dtype_names[], *const spw_array_dtype_names[],
     *const spw_aa_policy_names[],
-    *const spw_window_names[], *const spw_mel_scale_names[], *const spw_mel_norm_names[], *const spw_db_stype_names[];
+    *const spw_window_names[], *const spw_mel_scale_names[], *const spw_mel_norm_names[], *const spw_db_stype_names[],
+    *const spw_pad_mode_names[];
 /* How many names each list holds (without its NULL). */
 extern const size_t spw_interp_names_n, spw_op_dtype_names_n, spw_array_dtype_names_n, spw_aa_policy_names_n,
     spw_window_names_n,
-    spw_mel_scale_names_n, spw_mel_norm_names_n, spw_db_stype_names_n;
+    spw_mel_scale_names_n, spw_mel_norm_names_n, spw_db_stype_names_n, spw_pad_mode_names_n;
 
 #endif

@@ -256,7 +256,8 @@ static int get_enum(struct vctx *c, const char *loc, const json_t *v, const char
 
 static void elem_loc(char *buf, size_t len, const char *loc, size_t i)
 {
-    snprintf(buf, len, "%s[%zu]", loc, i);
+    if (snprintf(buf, len, "%s[%zu]", loc, i) >= (int)len)     /* cut short: locations are far shorter */
+        buf[len - 1] = '\0';
 }
 
 /* An array of exactly n numbers, each in lo/hi. */
@@ -406,6 +407,27 @@ static int get_ksize(struct vctx *c, const char *loc, const json_t *v, const str
             return fail(c, json_is_array(v) ? el : loc, "%lld is even: a kernel size is odd", k[i]);
     }
     out[0] = (int)k[0], out[1] = (int)k[n - 1];
+    return 0;
+}
+
+/* Pad's and RandomCrop's padding: p on all sides, [lr, tb] or [left, top, right, bottom], each in lo/hi. */
+static int get_padding(struct vctx *c, const char *loc, const json_t *v, const struct spw_op_field *f, int *out)
+{
+    const size_t n = json_is_array(v) ? json_array_size(v) : 1;
+    if (!json_is_integer(v) && !(json_is_array(v) && (n == 1 || n == 2 || n == 4)))
+        return fail_type(c, loc, "an integer, [left/right, top/bottom] or [left, top, right, bottom]", v);
+    long long p[4];
+    char el[SPW_LOC_BYTES];
+    for (size_t i = 0; i < n; i++) {
+        if (json_is_array(v))
+            elem_loc(el, sizeof(el), loc, i);
+        const int rc = get_int(c, json_is_array(v) ? el : loc, json_is_array(v) ? json_array_get(v, i) : v,
+                               (long long)f->lo, (long long)f->hi, &p[i]);
+        if (rc)
+            return rc;
+    }
+    for (int i = 0; i < 4; i++)     /* torchvision: one for all, [lr, tb], or each side */
+        out[i] = (int)(n == 4 ? p[i] : n == 2 ? p[i % 2] : p[0]);
     return 0;
 }
 
@@ -623,6 +645,12 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
         return get_weights(c, loc, v, op);
     case SPW_FK_KSIZE:
         return get_ksize(c, loc, v, f, (int *)(void *)base);
+    case SPW_FK_PADDING:
+        return get_padding(c, loc, v, f, op->padding);
+    case SPW_FK_PAD_MODE:
+        if ((rc = get_enum(c, loc, v, spw_pad_mode_names, spw_pad_mode_names_n, &e)) == 0)
+            op->padding_mode = (enum spw_pad_mode)e;
+        return rc;
     case SPW_FK_SIGMA:
         return get_sigma(c, loc, v, f, (double *)(void *)base);
     }
@@ -1343,6 +1371,14 @@ static json_t *field_to_json(struct jb *b, const struct spw_op_field *f, const s
     }
     case SPW_FK_SIGMA:
         return jb_numbers(b, (const double *)(const void *)base, 2);
+    case SPW_FK_PADDING: {          /* one number when the sides agree (the form specs had before) */
+        const int *p = op->padding;
+        if (p[0] == p[1] && p[0] == p[2] && p[0] == p[3])
+            return json_integer(p[0]);
+        return json_pack("[iiii]", p[0], p[1], p[2], p[3]);
+    }
+    case SPW_FK_PAD_MODE:
+        return name_json(spw_pad_mode_name(op->padding_mode));
     }
     return NULL;
 }

@@ -38,7 +38,7 @@
 #define OP_ENUMS(X)                                                                                        \
     X(interpolation, INTERPOLATION, interp_n) X(policy, POLICY, policy_n) X(dtype, DTYPE, dtype_n)         \
     X(window, WINDOW, window_n) X(mel_scale, MEL_SCALE, mel_scale_n) X(norm, NORM, mel_norm_n)             \
-    X(stype, STYPE, stype_n) X(output_dtype, OUTPUT_DTYPE, dtype_n)
+    X(stype, STYPE, stype_n) X(output_dtype, OUTPUT_DTYPE, dtype_n) X(padding_mode, PADDING_MODE, pad_mode_n)
 /* X(field): repeated double; `value` is handled with value_random */
 #define OP_DOUBLE_LISTS(X)                                                                                 \
     X(scale) X(ratio) X(translate) X(shear) X(fill) X(brightness) X(contrast) X(saturation) X(hue) X(mean) \
@@ -56,6 +56,7 @@ static const char *window_n(int v) { return v == 0 ? "hann" : NULL; }
 static const char *mel_scale_n(int v) { return spw_mel_scale_name((enum spw_mel_scale)v); }
 static const char *mel_norm_n(int v) { return spw_mel_norm_name((enum spw_mel_norm)v); }
 static const char *stype_n(int v) { return spw_db_stype_name((enum spw_db_stype)v); }
+static const char *pad_mode_n(int v) { return spw_pad_mode_name((enum spw_pad_mode)v); }
 static const char *format_n(int v) { return spw_source_format_name((enum spw_source_format)v); }
 static const char *layout_n(int v) { return spw_layout_name((enum spw_layout)v); }
 static const char *on_error_n(int v) { return spw_on_error_name((enum spw_on_error)v); }
@@ -178,6 +179,8 @@ static json_t *op_to_json(struct jb *b, const Spillway__V1__Op *op)
         set(b, o, #f, json_integer(op->f));
     OP_INTS(INT_TO_JSON)
 #undef INT_TO_JSON
+    if (op->n_padding_sides)            /* sides that differ: over the scalar form */
+        set(b, o, "padding", ints_json(b, op->padding_sides, op->n_padding_sides));
 #define DOUBLE_TO_JSON(f, F)                                                                               \
     if (op->opt_##f##_case == OP_CASE(F))                                                                  \
         set(b, o, #f, real_json(b, #f, -1, op->f));
@@ -470,6 +473,7 @@ static void op_proto_free(Spillway__V1__Op *op)
         return;
     free(op->size);
     free(op->kernel_size);
+    free(op->padding_sides);
     free(op->output_shape);
 #define LIST_FREE(f) free(op->f);
     OP_DOUBLE_LISTS(LIST_FREE)
@@ -538,6 +542,8 @@ static int op_from_json(json_t *o, Spillway__V1__Op **out)
         used++;                                                                                            \
         if (json_is_integer(v))                                                                            \
             op->opt_##f##_case = OP_CASE(F), op->f = (int32_t)json_integer_value(v);                        \
+        else if (json_is_array(v) && !strcmp(#f, "padding")) /* [left, top, right, bottom] */             \
+            rc = ints_from_json(v, &op->padding_sides, &op->n_padding_sides);                              \
         else if (!json_is_null(v)) /* null: max_size none */                                              \
             rc = SPW_EINTERNAL;                                                                            \
     }

@@ -194,6 +194,40 @@ def main():
     print("%s gaussian_blur on an image smaller than its kernel fails that element, saying why: %s" % (
         "ok  " if ok else "FAIL", msg[-90:]))
     passed, failed = passed + ok, failed + (not ok)
+    # 6e. pad in each mode, any widths (wider than the image: np.pad's periodic mirror), and RandomCrop with
+    # padding, padding_mode and pad_if_needed, its pads done one F.pad at a time as RandomCrop.forward does
+    # (offsets: the engine's draw, reported by fusedcheck): byte-equal
+    path = imgs[1]
+    pil = Image.open(path).convert("RGB")
+    small = F.center_crop(pil, [37, 53])
+    for mode in ("constant", "edge", "reflect", "symmetric"):
+        for padding in (3, [5, 0], [1, 2, 3, 4], [60, 45, 0, 120]):
+            ours, _ = run([{"op": "decode_jpeg"}, {"op": "center_crop", "size": [37, 53]},
+                           {"op": "pad", "padding": padding, "fill": [10, 20, 30], "padding_mode": mode}], path)
+            check("pad %s %s" % (mode, padding), ours,
+                  np.asarray(F.pad(small, padding, fill=(10, 20, 30), padding_mode=mode)), 0, exact=True)
+    small_path = os.path.join(TMP, "small.jpg")         # 53 x 37: smaller than some crops below
+    small.save(small_path, quality=95)
+    small = Image.open(small_path).convert("RGB")
+    for mode in ("constant", "edge", "reflect", "symmetric"):
+        for size, padding, ifneeded in (([32, 32], 4, False), ([80, 70], [2, 6], True), ([30, 90], 0, True)):
+            for sample in range(3):
+                op = {"op": "random_crop", "size": size, "padding": padding, "pad_if_needed": ifneeded,
+                      "fill": 7, "padding_mode": mode}
+                ours, rep = run([{"op": "decode_jpeg"}, op], small_path, sample)
+                x, y, w, h = rep["crop"]
+                ref = F.pad(small, padding, fill=7, padding_mode=mode) if padding else small
+                pl = padding if isinstance(padding, int) else padding[0]
+                pt = padding if isinstance(padding, int) else padding[1]
+                if ifneeded and ref.size[0] < size[1]:
+                    pl += size[1] - ref.size[0]
+                    ref = F.pad(ref, [size[1] - ref.size[0], 0], fill=7, padding_mode=mode)
+                if ifneeded and ref.size[1] < size[0]:
+                    pt += size[0] - ref.size[1]
+                    ref = F.pad(ref, [0, size[0] - ref.size[1]], fill=7, padding_mode=mode)
+                check("random_crop %s %s padding %s%s sample %d" % (mode, size, padding,
+                      " pad_if_needed" if ifneeded else "", sample), ours,
+                      np.asarray(F.crop(ref, y + pt, x + pl, h, w)), 0, exact=True)
     # 7. a crop larger than the image pads with zeros, as torchvision does
     path = imgs[0]
     pil = Image.open(path).convert("RGB")

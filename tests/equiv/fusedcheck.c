@@ -1,7 +1,8 @@
 /* tests/equiv/fusedcheck.c - test driver: runs a pipeline's ops on one image through the real element runner
  * (fused decode group included) and writes the result as .npy, printing the random geometry it drew so a
  * torchvision reference can redo it; or prints many RandomResizedCrop draws for a distribution test.
- *   fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE     -> stdout: {"rect":[left,top,w,h],"hflip":0|1}
+ *   fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE     -> stdout: {"rect":[left,top,w,h],"hflip":0|1} (rect:
+ *                                                         op 1's random_resized_crop; "crop": its random_crop) 
  *   fusedcheck rrc SPEC.json W H N                     -> N lines "left top w h" (op 1 must be rrc)
  *   fusedcheck ra SPEC.json N                          -> N lines of RandAugment's "Op magnitude" steps
  *                                                         (op 1 must be rand_augment), on a 32x24 image
@@ -85,6 +86,10 @@ static int cmd_run(const struct spw_pipeline_spec *spec, const char *in, const c
         if (op->kind == SPW_OP_RANDOM_RESIZED_CROP && i == 1) {
             struct spw_rect c = spw_rrc_params(op, &r, W, H);
             printf("\"rect\": [%d, %d, %d, %d], ", c.x, c.y, c.w, c.h);
+        }
+        if (op->kind == SPW_OP_RANDOM_CROP && i == 1) {    /* in the unpadded image: negative in the padding */
+            struct spw_rect c = spw_random_crop_rect(op, &r, W, H);
+            printf("\"crop\": [%d, %d, %d, %d], ", c.x, c.y, c.w, c.h);
         }
         spw_flip_decision(op, &r, &h, &vf);
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/integration/augment_placement.sh - the recipe ops give the same batches wherever they run: a pipeline
 # of the SSL colour ops (random_grayscale, random_posterize, random_solarize, random_equalize,
-# random_autocontrast, random_invert, random_adjust_sharpness, gaussian_blur) and the combinators (random_apply,
+# random_autocontrast, random_invert, random_adjust_sharpness, gaussian_blur, pad and random_crop with a
+# padding_mode) and the combinators (random_apply,
 # random_choice with weights, random_order, nested) run ordered through a dispatcher and
 # two workers at every cut, workers only and with the client producing too, is byte-identical to run
 # --local: each op's draws come from the sample's own stream, not from the thread or machine that runs it.
@@ -17,6 +18,8 @@ bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 cat > "$WORK/p.json" <<JSON
 {"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 21, "epochs": 1},
  "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [48, 48]},
+         {"op": "random_crop", "size": 48, "padding": 4, "padding_mode": "reflect"},
+         {"op": "pad", "padding": [2, 1], "padding_mode": "symmetric"},
          {"op": "random_grayscale", "p": 0.2}, {"op": "random_posterize", "bits": 4},
          {"op": "random_solarize", "threshold": 128, "p": 0.3}, {"op": "random_equalize", "p": 0.4},
          {"op": "random_autocontrast"}, {"op": "random_invert", "p": 0.2},
@@ -73,7 +76,9 @@ check "cut 2, hybrid: exits 0" test $? -eq 0
 check "cut 2, hybrid: batches byte-identical to run --local" same_batches hybrid local
 check "cut 2, hybrid: both the workers and the client produced" /usr/bin/python3 -c "import json,sys
 p=json.load(open('$WORK/hybrid.json'))['producers']; sys.exit(not (p['remote'] > 0 and p['local'] > 0))"
-# A GPU-side worker (emulated plugin) beside the two CPU ones.
+# A GPU-side worker (emulated plugin), the only worker of a dispatcher of its own.
+DPORT=0
+dispatcher_on d2 --heartbeat-ms 100 || exit 1
 SPILLWAY_GPU_PLUGIN="$EMU" "$B/bin/spillway-worker" --dispatcher "127.0.0.1:$DPORT" --listen 127.0.0.1 --port 0 \
   --threads 1 --gpu 0 --gpu-mem-budget 64Mi > "$WORK/wg.out" 2> "$WORK/wg.err" &
 WG=$!

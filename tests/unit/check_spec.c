@@ -37,6 +37,9 @@
     "{\"op\": \"center_crop\", \"size\": [200, 180]},"                                                     \
     "{\"op\": \"crop\", \"top\": -3, \"left\": 4, \"height\": 100, \"width\": 90},"                        \
     "{\"op\": \"random_crop\", \"size\": 64, \"padding\": 4, \"pad_if_needed\": true, \"fill\": [1, 2, 3]}," \
+    "{\"op\": \"random_crop\", \"size\": 64, \"padding\": [1, 2, 3, 4], \"padding_mode\": \"reflect\"},"     \
+    "{\"op\": \"pad\", \"padding\": [3, 5], \"fill\": 9, \"padding_mode\": \"symmetric\"},"                 \
+    "{\"op\": \"pad\", \"padding\": 2},"                                                                   \
     "{\"op\": \"random_resized_crop\", \"size\": [32], \"scale\": [0.5, 0.9], \"ratio\": [0.5, 2],"          \
     " \"interpolation\": \"nearest\", \"antialias\": false},"                                              \
     "{\"op\": \"horizontal_flip\"}, {\"op\": \"vertical_flip\"},"                                          \
@@ -113,7 +116,8 @@ static bool op_equal(const struct spw_op_spec *a, const struct spw_op_spec *b)
 #define EQ2(f) (a->f[0] == b->f[0] && a->f[1] == b->f[1])
 #define EQ3(f) (EQ2(f) && a->f[2] == b->f[2])
     return EQ(kind) && EQ(size_h) && EQ(size_w) && EQ(max_size) && EQ(interpolation) && EQ(antialias) &&
-           EQ2(scale) && EQ2(ratio) && EQ(p) && EQ(top) && EQ(left) && EQ(height) && EQ(width) && EQ(padding) &&
+           EQ2(scale) && EQ2(ratio) && EQ(p) && EQ(top) && EQ(left) && EQ(height) && EQ(width) && EQ2(padding) &&
+           a->padding[2] == b->padding[2] && a->padding[3] == b->padding[3] && EQ(padding_mode) &&
            EQ(pad_if_needed) && EQ(angle) && EQ2(translate) && EQ(affine_scale) && EQ2(shear) && EQ(expand) &&
            EQ3(fill) && EQ(factor) && EQ(bits) && EQ(threshold) && EQ2(brightness) && EQ2(contrast) &&
            EQ2(saturation) && EQ2(hue) && EQ(num_ops) && EQ(magnitude) && EQ(num_magnitude_bins) && EQ(policy) &&
@@ -121,8 +125,8 @@ static bool op_equal(const struct spw_op_spec *a, const struct spw_op_spec *b)
            EQ(rate) && EQ(lowpass_filter_width) && EQ(rolloff) && EQ(samples) && EQ(n_fft) && EQ(hop_length) &&
            EQ(win_length) && EQ(center) && EQ(power) && EQ(sample_rate) && EQ(n_mels) && EQ(f_min) && EQ(f_max) &&
            EQ(mel_scale) && EQ(mel_norm) && EQ(eps) && EQ(stype) && EQ(top_db) && EQ(freq_mask_param) &&
-           EQ(time_mask_param) && EQ(num_freq_masks) && EQ(num_time_masks) && EQ(num_output_channels) && EQ2(kernel_size) && EQ2(sigma) &&
-           EQ(n_ops) && EQ(n_weights) && !a->weights == !b->weights &&
+           EQ(time_mask_param) && EQ(num_freq_masks) && EQ(num_time_masks) && EQ(num_output_channels) &&
+           EQ2(kernel_size) && EQ2(sigma) && EQ(n_ops) && EQ(n_weights) && !a->weights == !b->weights &&
            (!a->weights || !memcmp(a->weights, b->weights, (size_t)a->n_weights * sizeof *a->weights)) &&
            children_equal(a, b);
 #undef EQ
@@ -243,7 +247,8 @@ START_TEST(test_spec_defaults_filled)
     }
 
     ck_assert_int_eq(o[10].size_h, 9);
-    ck_assert_int_eq(o[10].padding, 0);
+    ck_assert_int_eq(o[10].padding[0] | o[10].padding[1] | o[10].padding[2] | o[10].padding[3], 0);
+    ck_assert_int_eq(o[10].padding_mode, SPW_PAD_CONSTANT);
     ck_assert(!o[10].pad_if_needed);
 
     ck_assert_int_eq(o[11].dtype, SPW_DTYPE_F32);
@@ -425,6 +430,12 @@ START_TEST(test_spec_error_messages_fields)
         {"{\"op\": \"random_crop\", \"size\": 8, \"fill\": [1, 2]}", "ops[1].fill: expected 1 or 3 numbers, got 2"},
         {"{\"op\": \"random_crop\", \"size\": 8, \"fill\": 256}", "ops[1].fill: 256 is outside [0, 255]"},
         {"{\"op\": \"random_crop\", \"size\": 8, \"padding\": -1}", "ops[1].padding: -1 is outside [0, 65535]"},
+        {"{\"op\": \"random_crop\", \"size\": 8, \"padding\": [1, 2, 3]}",
+         "ops[1].padding: expected an integer, [left/right, top/bottom] or [left, top, right, bottom], got array"},
+        {"{\"op\": \"pad\", \"padding\": [1, -2]}", "ops[1].padding[1]: -2 is outside [0, 65535]"},
+        {"{\"op\": \"pad\", \"padding\": 1, \"padding_mode\": \"wrap\"}",
+         "ops[1].padding_mode: \"wrap\" is not one of constant, edge, reflect, symmetric"},
+        {"{\"op\": \"pad\"}", "ops[1].padding: required"},
         {"{\"op\": \"random_resized_crop\", \"size\": 8, \"scale\": [0.9, 0.1]}",
          "ops[1].scale: [0.9, 0.1] must be [min, max] with min <= max"},
         {"{\"op\": \"random_resized_crop\", \"size\": 8, \"ratio\": [0, 1]}", "ops[1].ratio[0]: 0 must be > 0"},
@@ -1086,7 +1097,13 @@ START_TEST(test_spec_fixed_element_bytes_follow_crops_resizes_and_dtypes)
     ck_assert_int_eq(fixed_bytes("[{\"op\": \"decode_jpeg\"}, {\"op\": \"resize\", \"size\": [30, 40]}, "
                                  "{\"op\": \"to_tensor\"}]", 3, &op), 30 * 40 * 3 * 4);
     ck_assert_int_eq(fixed_bytes("[{\"op\": \"decode_jpeg\"}, {\"op\": \"crop\", \"top\": 0, \"left\": 0, "
-                                 "\"height\": 5, \"width\": 7}, {\"op\": \"rotate\", \"angle\": 30}]", 3, &op), 5 * 7 * 3);
+                                 "\"height\": 5, \"width\": 7}, {\"op\": \"rotate\", \"angle\": 30}]", 3, &op),
+                     5 * 7 * 3);
+    /* pad adds its sides to a known size; after an unknown one nothing is fixed */
+    ck_assert_int_eq(fixed_bytes("[{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": [30, 40]}, "
+                                 "{\"op\": \"pad\", \"padding\": [1, 2, 3, 4]}]", 3, &op), (30 + 6) * (40 + 4) * 3);
+    ck_assert_int_eq(op, 2);
+    ck_assert_int_eq(fixed_bytes("[{\"op\": \"decode_jpeg\"}, {\"op\": \"pad\", \"padding\": 4}]", 2, &op), -1);
     /* a python op fixes what it declares, shape and dtype both: an image again, or a tensor */
     const char *user = "[{\"op\": \"decode_jpeg\"}, {\"op\": \"python\", \"function\": \"m:f\", \"output_shape\": "
                        "[20, 30, 3], \"output_dtype\": \"uint8\"}, {\"op\": \"horizontal_flip\"}, "
@@ -1175,7 +1192,8 @@ START_TEST(test_spec_proto_op_mirrors_registry)
         const char *name = msg->fields[i].name;
         bool used = !strcmp(name, "op") || !strcmp(name, "value_random") || !strcmp(name, "name") ||
                     !strcmp(name, "params") ||      /* a plugin op's name and fields */
-                    !strcmp(name, "children") || !strcmp(name, "weights");  /* a combinator's ops, choice's p */
+                    !strcmp(name, "children") || !strcmp(name, "weights") ||  /* a combinator's ops, choice's p */
+                    !strcmp(name, "padding_sides");   /* padding whose sides differ */
         for (int k = 0; !used && k < SPW_OP_COUNT; k++)
             for (const struct spw_op_field *f = spw_op_def((enum spw_op_kind)k)->fields; !used && f->name; f++)
                 used = !strcmp(f->name, name);
