@@ -652,12 +652,14 @@ int asm_next(struct assembler *a, int timeout_ms, struct spw_batch **out, char *
     pthread_mutex_unlock(&a->mu);
     /* The slot is ours: nobody claims a finished batch's positions again. */
     struct spw_batch *b;
-    rc = spw_batch_build(a->o.src, gb / a->per_epoch, gb % a->per_epoch, s->n_pos, s->samples, s->ok, &s->fill,
-                         &b);
+    rc = spw_batch_build(a->o.spec, a->o.src, gb / a->per_epoch, gb % a->per_epoch, s->n_pos, s->samples, s->ok,
+                         &s->fill, &b);
     pthread_mutex_lock(&a->mu);
     if (rc) {
         a->fail_rc = rc;
-        snprintf(a->errmsg, sizeof a->errmsg, "out of memory building a batch");
+        snprintf(a->errmsg, sizeof a->errmsg, rc == -ENOMEM ? "out of memory building a batch"
+                                                            : "batch.mix: batch %lld's elements are not float32 "
+                                                              "[C, H, W] images", (long long)gb);
         goto out;
     }
     while (slot_of(a, a->next_deliver)->gbatch == a->next_deliver && slot_of(a, a->next_deliver)->delivered) {

@@ -30,6 +30,7 @@
 #include "pipeline/fusion.h"
 #include "pipeline/gpu_backend.h"
 #include "pipeline/manifest.h"
+#include "pipeline/mix.h"
 #include "pipeline/order.h"
 #include "pipeline/planner.h"
 #include "pipeline/produce.h"
@@ -758,6 +759,8 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
         rc = probe_first(j, err, errlen);
     if (rc == 0)
         rc = open_source(j, err, errlen);
+    if (rc == 0)
+        rc = spw_mix_check_source(&j->spec->batch.mix, j->src, err, errlen);
     if (rc)
         return rc;
     j->st.samples = j->src->n;

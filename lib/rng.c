@@ -96,3 +96,28 @@ double spw_rng_normal(struct spw_rng *r)
         u1 = 1e-300;
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
+
+double spw_rng_gamma(struct spw_rng *r, double alpha)
+{
+    if (alpha < 1.0) {                  /* Gamma(a) = Gamma(a + 1) U^(1/a) */
+        double u = spw_rng_uniform(r);
+        if (u < 1e-300)
+            u = 1e-300;
+        return spw_rng_gamma(r, alpha + 1.0) * pow(u, 1.0 / alpha);
+    }
+    const double d = alpha - 1.0 / 3.0, c = 1.0 / sqrt(9.0 * d);
+    for (;;) {
+        const double x = spw_rng_normal(r), t = 1.0 + c * x;
+        if (t <= 0)
+            continue;
+        const double v = t * t * t, u = spw_rng_uniform(r);
+        if (u < 1.0 - 0.0331 * x * x * x * x || log(u) < 0.5 * x * x + d * (1.0 - v + log(v)))
+            return d * v;
+    }
+}
+
+double spw_rng_beta(struct spw_rng *r, double a, double b)
+{
+    const double x = spw_rng_gamma(r, a), y = spw_rng_gamma(r, b);
+    return x + y > 0 ? x / (x + y) : 0.5;
+}

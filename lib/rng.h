@@ -25,6 +25,10 @@ double spw_rng_range(struct spw_rng *r, double lo, double hi);
 uint32_t spw_rng_below(struct spw_rng *r, uint32_t n);
 /* Standard normal (Box-Muller). */
 double spw_rng_normal(struct spw_rng *r);
+/* Gamma(alpha, 1), alpha > 0 (Marsaglia-Tsang; alpha < 1 boosted by U^(1 / alpha)). */
+double spw_rng_gamma(struct spw_rng *r, double alpha);
+/* Beta(a, b) = X / (X + Y), X ~ Gamma(a), Y ~ Gamma(b) (torch._sample_dirichlet([a, b])[0]). */
+double spw_rng_beta(struct spw_rng *r, double a, double b);
 /* One round of a stateless 64-bit mixer (splitmix64 finaliser): handy for hashing keys. */
 uint64_t spw_mix64(uint64_t x);
 

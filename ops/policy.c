@@ -136,12 +136,12 @@ int spw_augment_warp(int op, double magnitude, struct spw_aug_warp *w)
 }
 
 int spw_augment_op_run(struct spw_image *img, struct spw_image *tmp, int op, double magnitude,
-                       const double fill[3])
+                       const double fill[3], int interp)
 {
     int rc = check_pair(img, tmp);
     if (rc)
         return rc;
-    if (!isfinite(magnitude))
+    if (!isfinite(magnitude) || (interp != SPW_INTERP_NEAREST && interp != SPW_INTERP_BILINEAR))
         return -EINVAL;
     static const double origin[2] = {0.0, 0.0};
     struct spw_aug_warp w;
@@ -149,9 +149,9 @@ int spw_augment_op_run(struct spw_image *img, struct spw_image *tmp, int op, dou
     if (warp < 0)
         return warp;
     if (warp) {
-        rc = w.rotate ? spw_rotate_run(img, w.angle, SPW_INTERP_NEAREST, fill, tmp)
-                      : spw_affine_run(img, 0.0, w.translate, 1.0, w.shear, SPW_INTERP_NEAREST, fill,
-                                       w.origin ? origin : NULL, tmp);
+        rc = w.rotate ? spw_rotate_run(img, w.angle, interp, fill, tmp)
+                      : spw_affine_run(img, 0.0, w.translate, 1.0, w.shear, interp, fill, w.origin ? origin : NULL,
+                                       tmp);
         if (rc == 0)
             swap_images(img, tmp);
         return rc;
@@ -229,10 +229,10 @@ int spw_trivial_augment_plan(struct spw_rng *rng, int num_bins, int w, int h, st
 
 /* Apply n planned steps (op -1: skipped). */
 static int apply_steps(struct spw_image *img, struct spw_image *tmp, const struct spw_aug_step *steps, int n,
-                       const double fill[3])
+                       const double fill[3], int interp)
 {
     for (int i = 0; i < n; i++) {
-        int rc = steps[i].op < 0 ? 0 : spw_augment_op_run(img, tmp, steps[i].op, steps[i].magnitude, fill);
+        int rc = steps[i].op < 0 ? 0 : spw_augment_op_run(img, tmp, steps[i].op, steps[i].magnitude, fill, interp);
         if (rc)
             return rc;
     }
@@ -240,7 +240,8 @@ static int apply_steps(struct spw_image *img, struct spw_image *tmp, const struc
 }
 
 int spw_rand_augment_run(struct spw_image *img, struct spw_image *tmp, struct spw_rng *rng, int num_ops,
-                         int magnitude, int num_bins, const double fill[3], struct spw_aug_step *steps_out)
+                         int magnitude, int num_bins, const double fill[3], int interp,
+                         struct spw_aug_step *steps_out)
 {
     int rc = check_pair(img, tmp);
     if (rc)
@@ -250,11 +251,11 @@ int spw_rand_augment_run(struct spw_image *img, struct spw_image *tmp, struct sp
     if (!steps_out && num_ops > SPW_AUG_MAX_STEPS)
         return -EINVAL;
     const int n = spw_rand_augment_plan(rng, num_ops, magnitude, num_bins, img->w, img->h, steps);
-    return n < 0 ? n : apply_steps(img, tmp, steps, n, fill);
+    return n < 0 ? n : apply_steps(img, tmp, steps, n, fill, interp);
 }
 
 int spw_trivial_augment_run(struct spw_image *img, struct spw_image *tmp, struct spw_rng *rng, int num_bins,
-                            const double fill[3], struct spw_aug_step *step_out)
+                            const double fill[3], int interp, struct spw_aug_step *step_out)
 {
     int rc = check_pair(img, tmp);
     if (rc)
@@ -262,7 +263,7 @@ int spw_trivial_augment_run(struct spw_image *img, struct spw_image *tmp, struct
     struct spw_aug_step step;
     if ((rc = spw_trivial_augment_plan(rng, num_bins, img->w, img->h, &step)) < 0)
         return rc;
-    rc = apply_steps(img, tmp, &step, 1, fill);
+    rc = apply_steps(img, tmp, &step, 1, fill, interp);
     if (rc == 0 && step_out)
         *step_out = step;
     return rc;
@@ -384,7 +385,7 @@ int spw_auto_augment_plan(struct spw_rng *rng, int policy, int w, int h, struct 
 }
 
 int spw_auto_augment_run(struct spw_image *img, struct spw_image *tmp, struct spw_rng *rng, int policy,
-                         const double fill[3], int *subpolicy_out, struct spw_aug_step *steps_out)
+                         const double fill[3], int interp, int *subpolicy_out, struct spw_aug_step *steps_out)
 {
     int rc = check_pair(img, tmp);
     if (rc)
@@ -393,7 +394,7 @@ int spw_auto_augment_run(struct spw_image *img, struct spw_image *tmp, struct sp
     int id;
     if ((rc = spw_auto_augment_plan(rng, policy, img->w, img->h, steps, &id)) < 0)
         return rc;
-    if ((rc = apply_steps(img, tmp, steps, 2, fill)) != 0)
+    if ((rc = apply_steps(img, tmp, steps, 2, fill, interp)) != 0)
         return rc;
     if (subpolicy_out)
         *subpolicy_out = id;

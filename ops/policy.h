@@ -70,26 +70,28 @@ int spw_augment_warp(int op, double magnitude, struct spw_aug_warp *w);
 /* Degrees of the shear whose tangent is magnitude (ShearX/ShearY), as torchvision computes them. */
 double spw_augment_shear_degrees(double magnitude);
 
-/* torchvision autoaugment._apply_op(img, op, magnitude, NEAREST, fill): fill NULL = black.
- * Returns 0 or -EINVAL (bad op, views or magnitude). */
+/* torchvision autoaugment._apply_op(img, op, magnitude, interpolation, fill): fill NULL = black; interp
+ * SPW_INTERP_NEAREST or SPW_INTERP_BILINEAR, for the warps. Returns 0 or -EINVAL (bad op, views, magnitude
+ * or interpolation). */
 int spw_augment_op_run(struct spw_image *img, struct spw_image *tmp, int op, double magnitude,
-                       const double fill[3]);
+                       const double fill[3], int interp);
 
 /* Magnitude table entry `bin` of `op` for an h x w image, as torchvision builds it: `wide` selects
  * TrivialAugmentWide's table, else RandAugment/AutoAugment's. Ops without a table give 0. Unsigned. */
 double spw_augment_magnitude(int op, int num_bins, int bin, int wide, int w, int h);
 
-/* RandAugment(num_ops, magnitude, num_magnitude_bins, NEAREST, fill): each of num_ops ops is uniform
+/* RandAugment(num_ops, magnitude, num_magnitude_bins, interp, fill): each of num_ops ops is uniform
  * over SPW_RAND_AUGMENT_OPS, signed ops negated with probability 1/2. steps_out (may be NULL) gets
  * num_ops entries. Returns 0, or -EINVAL (bad views, num_ops < 0, num_bins < 2,
  * magnitude outside [0, num_bins)). */
 int spw_rand_augment_run(struct spw_image *img, struct spw_image *tmp, struct spw_rng *rng, int num_ops,
-                         int magnitude, int num_bins, const double fill[3], struct spw_aug_step *steps_out);
+                         int magnitude, int num_bins, const double fill[3], int interp,
+                         struct spw_aug_step *steps_out);
 
-/* AutoAugment(policy, NEAREST, fill): one of the 25 sub-policies uniformly, each of its two ops applied
+/* AutoAugment(policy, interp, fill): one of the 25 sub-policies uniformly, each of its two ops applied
  * with its probability. subpolicy_out and steps_out (2 entries) may be NULL. Returns 0 or -EINVAL. */
 int spw_auto_augment_run(struct spw_image *img, struct spw_image *tmp, struct spw_rng *rng, int policy,
-                         const double fill[3], int *subpolicy_out, struct spw_aug_step *steps_out);
+                         const double fill[3], int interp, int *subpolicy_out, struct spw_aug_step *steps_out);
 
 /* The steps a policy applies to a w x h image, drawn from rng exactly as its _run draws them (the draws never
  * depend on pixels), so that another device can apply them: _run is plan, then spw_augment_op_run per step.
@@ -101,10 +103,10 @@ int spw_trivial_augment_plan(struct spw_rng *rng, int num_bins, int w, int h, st
 int spw_auto_augment_plan(struct spw_rng *rng, int policy, int w, int h, struct spw_aug_step steps[2],
                           int *subpolicy);
 
-/* TrivialAugmentWide(num_magnitude_bins, NEAREST, fill): one op uniformly, a uniform magnitude bin,
+/* TrivialAugmentWide(num_magnitude_bins, interp, fill): one op uniformly, a uniform magnitude bin,
  * signed ops negated with probability 1/2. step_out may be NULL. Returns 0 or -EINVAL. */
 int spw_trivial_augment_run(struct spw_image *img, struct spw_image *tmp, struct spw_rng *rng, int num_bins,
-                            const double fill[3], struct spw_aug_step *step_out);
+                            const double fill[3], int interp, struct spw_aug_step *step_out);
 
 /* What ColorJitter drew: the order the four adjustments were visited (0 brightness, 1 contrast,
  * 2 saturation, 3 hue) and, for the enabled ones, the factor applied. */

@@ -182,19 +182,20 @@ static int run_policy(struct spw_op_call *c, struct spw_value *v, policy_fn run)
 static int rand_augment(const struct spw_op_spec *op, struct spw_rng *r, struct spw_image *img,
                         struct spw_image *tmp)
 {
-    return spw_rand_augment_run(img, tmp, r, op->num_ops, op->magnitude, op->num_magnitude_bins, op->fill, NULL);
+    return spw_rand_augment_run(img, tmp, r, op->num_ops, op->magnitude, op->num_magnitude_bins, op->fill,
+                                (int)op->interpolation, NULL);
 }
 
 static int auto_augment(const struct spw_op_spec *op, struct spw_rng *r, struct spw_image *img,
                         struct spw_image *tmp)
 {
-    return spw_auto_augment_run(img, tmp, r, SPW_AUTO_AUGMENT_IMAGENET, op->fill, NULL, NULL);
+    return spw_auto_augment_run(img, tmp, r, SPW_AUTO_AUGMENT_IMAGENET, op->fill, (int)op->interpolation, NULL, NULL);
 }
 
 static int trivial_augment(const struct spw_op_spec *op, struct spw_rng *r, struct spw_image *img,
                            struct spw_image *tmp)
 {
-    return spw_trivial_augment_run(img, tmp, r, op->num_magnitude_bins, op->fill, NULL);
+    return spw_trivial_augment_run(img, tmp, r, op->num_magnitude_bins, op->fill, (int)op->interpolation, NULL);
 }
 
 int spw_augment_rand(struct spw_op_call *c, struct spw_value *v) { return run_policy(c, v, rand_augment); }

@@ -16,6 +16,7 @@
 #include "pipeline/element.h"
 #include "pipeline/fusion.h"
 #include "pipeline/gpu_backend.h"
+#include "pipeline/mix.h"
 #include "pipeline/order.h"
 #include "pipeline/produce.h"
 
@@ -479,6 +480,10 @@ int spw_executor_create(const struct spw_pipeline_spec *spec, const struct spw_s
         free(ex);
         return SPW_ESPEC;
     }
+    if (spw_mix_check_source(&spec->batch.mix, src, err, errlen) != 0) {
+        free(ex);
+        return SPW_ESPEC;
+    }
     ex->next_claim_batch = ex->next_deliver = opts->first_batch;
     if (opts->max_batches > 0 && (ex->total < 0 || opts->first_batch + opts->max_batches < ex->total))
         ex->total = opts->first_batch + opts->max_batches;
@@ -492,6 +497,10 @@ int spw_executor_create(const struct spw_pipeline_spec *spec, const struct spw_s
     ex->slots = calloc((size_t)ex->window, sizeof *ex->slots);
     ex->gpu = opts->gpu;
     ex->dev = opts->device_batches ? opts->gpu : NULL;
+    if (ex->dev && spec->batch.mix.num_classes) {
+        spw_log(SPW_LOG_INFO, "executor", "batches are handed over in host memory: batch.mix mixes them there");
+        ex->dev = NULL;
+    }
     char why[256];
     if (rc == 0 && ex->gpu && !spw_gpu_can_make(&ex->ctx, ex->ctx.n_groups, why, sizeof why)) {
         spw_log(SPW_LOG_INFO, "executor", "the job is made on the CPU only: %s", why);
@@ -636,8 +645,8 @@ int spw_executor_next(struct spw_executor *ex, struct spw_batch **out)
     /* The slot is ours until next_deliver moves: build the batch without the lock. */
     const uint64_t dev = ex->dev && spw_batch_fill_started(&s->fill) && !s->fill.pad ? device_batch(ex, s) : 0;
     struct spw_batch *b;
-    int rc = spw_batch_build(ex->src, s->gbatch / ex->per_epoch, s->gbatch % ex->per_epoch, s->n_pos, s->samples,
-                             s->ok, &s->fill, &b);
+    int rc = spw_batch_build(ex->spec, ex->src, s->gbatch / ex->per_epoch, s->gbatch % ex->per_epoch, s->n_pos,
+                             s->samples, s->ok, &s->fill, &b);
     if (rc) {
         if (dev)
             spw_gpu_backend_block_free(ex->dev, dev);
@@ -851,8 +860,9 @@ static int build_padded(struct spw_batch_fill *f, int n_pos, const bool *ok, str
     return 0;
 }
 
-int spw_batch_build(const struct spw_source *src, int64_t epoch, int64_t index, int n_pos, const int64_t *samples,
-                    const bool *ok, struct spw_batch_fill *f, struct spw_batch **out)
+int spw_batch_build(const struct spw_pipeline_spec *spec, const struct spw_source *src, int64_t epoch, int64_t index,
+                    int n_pos, const int64_t *samples, const bool *ok, struct spw_batch_fill *f,
+                    struct spw_batch **out)
 {
     struct spw_batch *b = calloc(1, sizeof *b);
     if (b)
@@ -906,6 +916,18 @@ int spw_batch_build(const struct spw_source *src, int64_t epoch, int64_t index, 
         spw_batch_fill_clear(f);
         int64_t eshape[1] = {0};
         spw_tensor_alloc(&b->tensors[0], SPW_DTYPE_U8, 1, eshape);
+    }
+    const struct spw_mix_spec *mix = &spec->batch.mix;
+    if (mix->num_classes) {
+        struct spw_mix_draw d = {0};
+        const struct spw_tensor *t = &b->tensors[0];
+        if (t->ndim == 4)
+            spw_mix_plan(mix, spec->source.seed, epoch, index, (int)t->shape[3], (int)t->shape[2], &d);
+        const int rc = spw_batch_mix(mix, &d, &b->tensors[0], &b->tensors[1]);
+        if (rc) {
+            spw_batch_free(b);
+            return rc;
+        }
     }
     *out = b;
     return 0;

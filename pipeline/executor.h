@@ -90,9 +90,11 @@ struct spw_batch_fill {
 /* Build a batch from an assembled slot: n_pos positions with their manifest samples, ok[p] false for a
  * skipped one; takes the fill's data (reset on return) and closes the gaps of skipped positions; a padded
  * fill becomes [n, ..., longest] zero-padded data plus an int64 lengths tensor. Labels and keys come from
- * src. Returns 0 or -ENOMEM. */
-int spw_batch_build(const struct spw_source *src, int64_t epoch, int64_t index, int n_pos, const int64_t *samples,
-                    const bool *ok, struct spw_batch_fill *f, struct spw_batch **out);
+ * src; with the spec's batch.mix, the batch is mixed and its labels are float32 [n, num_classes]
+ * (pipeline/mix.h). Returns 0, -EINVAL (a batch mix cannot take) or -ENOMEM. */
+int spw_batch_build(const struct spw_pipeline_spec *spec, const struct spw_source *src, int64_t epoch, int64_t index,
+                    int n_pos, const int64_t *samples, const bool *ok, struct spw_batch_fill *f,
+                    struct spw_batch **out);
 /* Where element idx of an n-element batch goes, given its dtype and shape: the first call allocates the
  * fill's data (spw_batch_buffer_size(n * element bytes) from take(ctx, bytes)), or for a padded fill the
  * row arrays; later calls check the element has the same dtype and shape (padded: all but the last

@@ -360,8 +360,8 @@ int spw_gpu_op_color_jitter(struct spw_gpu_call *c)
     return rc;
 }
 
-/* One policy step, as spw_augment_op_run applies it. */
-static int aug_step(struct spw_gpu_call *c, int op, double m, const double fill[3])
+/* One policy step, as spw_augment_op_run applies it (its warps nearest or bilinear, as the policy's). */
+static int aug_step(struct spw_gpu_call *c, int op, double m, const double fill[3], int interp)
 {
     static const double origin[2] = {0.0, 0.0};
     struct spw_warp_plan plan;
@@ -373,7 +373,9 @@ static int aug_step(struct spw_gpu_call *c, int op, double m, const double fill[
         rc = w.rotate ? spw_rotate_warp_plan(c->img.w, c->img.h, w.angle, fill, &plan)
                       : spw_affine_warp_plan(c->img.w, c->img.h, 0.0, w.translate, 1.0, w.shear,
                                              w.origin ? origin : NULL, fill, &plan);
-        return rc ? rc : warp(c, &plan);
+        if (rc == 0 && interp == SPW_INTERP_BILINEAR)
+            spw_warp_plan_bilinear(&plan);
+        return rc ? rc : interp != SPW_INTERP_NEAREST && interp != SPW_INTERP_BILINEAR ? -ENOTSUP : warp(c, &plan);
     }
     if (rc < 0)
         return rc;
@@ -398,7 +400,7 @@ static int aug_steps(struct spw_gpu_call *c, const struct spw_aug_step *steps, i
 {
     int rc = n < 0 ? n : 0;
     for (int i = 0; i < n && rc == 0; i++)
-        rc = aug_step(c, steps[i].op, steps[i].magnitude, c->op->op->fill);
+        rc = aug_step(c, steps[i].op, steps[i].magnitude, c->op->op->fill, (int)c->op->op->interpolation);
     return rc;
 }
 

@@ -199,15 +199,15 @@ static int resize_check(struct spw_op_spec *op, const char **field, char *msg, s
     return 0;
 }
 
-/* What the kernels implement: the warps sample nearest or bilinear, the policies nearest only
- * (torchvision's default). */
-static int interp_check(const struct spw_op_spec *op, bool policy, const char **field, char *msg, size_t msglen)
+/* What the kernels implement: the warps (rotate, affine, the policies' shears, translations and rotations)
+ * sample nearest or bilinear. */
+static int interp_check(struct spw_op_spec *op, const char **field, char *msg, size_t msglen)
 {
-    if (policy ? op->interpolation == SPW_INTERP_NEAREST : op->interpolation != SPW_INTERP_BICUBIC)
+    if (op->interpolation != SPW_INTERP_BICUBIC)
         return 0;
     *field = "interpolation";
-    return snprintf(msg, msglen, "\"%s\" is not supported for \"%s\" (use %s)", spw_interp_name(op->interpolation),
-                    spw_op_name(op->kind), policy ? "nearest" : "nearest or bilinear"), 1;
+    return snprintf(msg, msglen, "\"%s\" is not supported for \"%s\" (use nearest or bilinear)",
+                    spw_interp_name(op->interpolation), spw_op_name(op->kind)), 1;
 }
 
 static int warp_check(struct spw_op_spec *op, const char **field, char *msg, size_t msglen)
@@ -216,12 +216,7 @@ static int warp_check(struct spw_op_spec *op, const char **field, char *msg, siz
         *field = "expand";
         return snprintf(msg, msglen, "true is not supported (the output keeps the input's size)"), 1;
     }
-    return interp_check(op, false, field, msg, msglen);
-}
-
-static int policy_check(struct spw_op_spec *op, const char **field, char *msg, size_t msglen)
-{
-    return interp_check(op, true, field, msg, msglen);
+    return interp_check(op, field, msg, msglen);
 }
 
 /* The image ops work on RGB: a one-channel grey image has nowhere to go yet. */
@@ -456,19 +451,19 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
     [SPW_OP_RAND_AUGMENT] = IMAGE_OP("rand_augment", rand_augment_fields, spw_augment_rand, spw_gpu_op_rand_augment,
                                      .defaults = {.num_ops = 2, .magnitude = 9, .num_magnitude_bins = 31,
                                                   .interpolation = SPW_INTERP_NEAREST},
-                                     .check = policy_check,
+                                     .check = interp_check,
                                      .doc = "num_ops random ops at the given magnitude (RandAugment).",
                                      .args = "num_ops magnitude"),
     [SPW_OP_AUTO_AUGMENT] = IMAGE_OP("auto_augment", auto_augment_fields, spw_augment_auto, spw_gpu_op_auto_augment,
                                      .defaults = {.policy = SPW_AA_IMAGENET, .interpolation = SPW_INTERP_NEAREST},
-                                     .check = policy_check,
+                                     .check = interp_check,
                                      .doc = "A random sub-policy of the ImageNet policy (AutoAugment).",
                                      .args = "policy"),
     [SPW_OP_TRIVIAL_AUGMENT_WIDE] = IMAGE_OP("trivial_augment_wide", trivial_fields, spw_augment_trivial,
                                              spw_gpu_op_trivial_augment,
                                              .defaults = {.num_magnitude_bins = 31,
                                                           .interpolation = SPW_INTERP_NEAREST},
-                                             .check = policy_check,
+                                             .check = interp_check,
                                              .doc = "One random op at a random magnitude (TrivialAugmentWide).",
                                              .args = "num_magnitude_bins"),
     [SPW_OP_RANDOM_ERASING] = {.name = "random_erasing",

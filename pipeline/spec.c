@@ -1041,9 +1041,50 @@ static int parse_source(struct vctx *c, json_t *obj, struct spw_source_spec *src
     return 0;
 }
 
-static int parse_batch(struct vctx *c, json_t *obj, enum spw_media media, struct spw_batch_spec *b)
+/* batch.mix: MixUp / CutMix on float32 image batches (the references' RandomMixup / RandomCutmix). */
+static int parse_mix(struct vctx *c, json_t *obj, const struct spw_pipeline_spec *spec, struct spw_mix_spec *m)
 {
-    static const char *const known[] = {"size", "drop_remainder", "layout", "pad", NULL};
+    static const char *const known[] = {"num_classes", "mixup_alpha", "cutmix_alpha", "p", "switch_prob", NULL};
+    json_t *v;
+    long long i;
+    int rc;
+    if (!json_is_object(obj))
+        return fail_type(c, "batch.mix", "an object", obj);
+    if ((rc = check_keys(c, obj, "batch.mix", known)))
+        return rc;
+    if (!(v = json_object_get(obj, "num_classes")))
+        return fail(c, "batch.mix.num_classes", "required");
+    if ((rc = get_int(c, "batch.mix.num_classes", v, 1, SPW_MIX_MAX_CLASSES, &i)))
+        return rc;
+    m->num_classes = (int)i;
+    m->p = 1.0, m->switch_prob = 0.5;
+    const struct {
+        const char *key, *loc;
+        double *at, hi;
+    } nums[] = {{"mixup_alpha", "batch.mix.mixup_alpha", &m->mixup_alpha, INF},
+                {"cutmix_alpha", "batch.mix.cutmix_alpha", &m->cutmix_alpha, INF},
+                {"p", "batch.mix.p", &m->p, 1}, {"switch_prob", "batch.mix.switch_prob", &m->switch_prob, 1}};
+    for (size_t k = 0; k < sizeof nums / sizeof *nums; k++)
+        if ((v = json_object_get(obj, nums[k].key)) && (rc = get_num(c, nums[k].loc, v, 0, nums[k].hi, 0, nums[k].at)))
+            return rc;
+    if (m->mixup_alpha == 0 && m->cutmix_alpha == 0)
+        return fail(c, "batch.mix", "mixup_alpha and cutmix_alpha are both 0: set one above 0 (or drop \"mix\")");
+    const struct spw_op_spec *last = &spec->ops[spec->n_ops - 1];
+    int tensor_at = -1;
+    for (int k = 0; k < spec->n_ops; k++)
+        if (spw_op_def(spec->ops[k].kind)->cls == SPW_OPC_TO_TENSOR)
+            tensor_at = k;
+    if (spw_media_is_audio(spec->source.media) || tensor_at < 0 || spec->ops[tensor_at].dtype != SPW_DTYPE_F32 ||
+        spw_op_def(last->kind)->cls == SPW_OPC_USER)
+        return fail(c, "batch.mix", "needs float32 image tensors: end an image pipeline with normalize or "
+                    "to_tensor (dtype float32) and no python op after them, as RandomMixup and RandomCutmix do");
+    return 0;
+}
+
+static int parse_batch(struct vctx *c, json_t *obj, const struct spw_pipeline_spec *spec, struct spw_batch_spec *b)
+{
+    static const char *const known[] = {"size", "drop_remainder", "layout", "pad", "mix", NULL};
+    const enum spw_media media = spec->source.media;
     json_t *v;
     int rc, e = 0;
     long long i;
@@ -1071,6 +1112,9 @@ static int parse_batch(struct vctx *c, json_t *obj, enum spw_media media, struct
         return rc;
     if (b->pad && !spw_media_is_audio(media))
         return fail(c, "batch.pad", "true is for audio pipelines (images: crop or resize to one size)");
+    b->mix = (struct spw_mix_spec){0};
+    if ((v = json_object_get(obj, "mix")) && (rc = parse_mix(c, v, spec, &b->mix)))
+        return rc;
     return 0;
 }
 
@@ -1108,7 +1152,7 @@ static int parse_root(struct vctx *c, json_t *root, struct spw_pipeline_spec *sp
                     : decode == SPW_OP_DECODE_WAV ? "wav_folder or tar_shards" : "audio_folder or tar_shards");
     if (!(v = json_object_get(root, "batch")))
         return fail(c, "batch", "required");
-    if ((rc = parse_batch(c, v, spec->source.media, &spec->batch)))
+    if ((rc = parse_batch(c, v, spec, &spec->batch)))
         return rc;
     spec->on_error = SPW_ON_ERROR_SKIP;
     if ((v = json_object_get(root, "on_error"))) {
@@ -1444,6 +1488,16 @@ json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
     if (spw_media_is_audio(spec->source.media))
         jb_set(&b, batch, "pad", json_boolean(spec->batch.pad));
     jb_set(&b, batch, "layout", name_json(spw_layout_name(spec->batch.layout)));
+    const struct spw_mix_spec *m = &spec->batch.mix;
+    if (m->num_classes) {               /* absent when off, so specs without it keep their canonical text */
+        json_t *mix = jb_new(&b, json_object());
+        jb_set(&b, mix, "num_classes", json_integer(m->num_classes));
+        jb_set(&b, mix, "mixup_alpha", json_real(m->mixup_alpha));
+        jb_set(&b, mix, "cutmix_alpha", json_real(m->cutmix_alpha));
+        jb_set(&b, mix, "p", json_real(m->p));
+        jb_set(&b, mix, "switch_prob", json_real(m->switch_prob));
+        jb_set(&b, batch, "mix", mix);
+    }
     jb_set(&b, root, "batch", batch);
     jb_set(&b, root, "on_error", name_json(spw_on_error_name(spec->on_error)));
     jb_set(&b, root, "max_pixels", json_integer(spec->max_pixels));

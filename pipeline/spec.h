@@ -42,12 +42,24 @@ struct spw_source_spec {
     enum spw_media media;               /* derived from the first op, not a JSON key */
 };
 
+/* MixUp / CutMix on whole batches, as torchvision's classification references (RandomMixup, RandomCutmix
+ * under a RandomChoice): off while num_classes is 0. */
+#define SPW_MIX_MAX_CLASSES 1000000
+
+struct spw_mix_spec {
+    int num_classes;                    /* labels become float32 [n, num_classes] (one-hot, then mixed) */
+    double mixup_alpha, cutmix_alpha;   /* Beta(alpha, alpha) of each; 0: that one off (one must be on) */
+    double p;                           /* the chance a batch is mixed (1.0) */
+    double switch_prob;                 /* with both on: the chance of cutmix (0.5, RandomChoice's) */
+};
+
 struct spw_batch_spec {
     int size;                           /* >= 1 */
     bool drop_remainder;                /* default false */
     enum spw_layout layout;             /* layout of uint8 image outputs: HWC (default) or CHW */
     bool pad;                           /* audio (default true): elements may differ in their last dimension;
                                            a batch pads them to the longest and adds a lengths tensor */
+    struct spw_mix_spec mix;
 };
 
 struct spw_pipeline_spec {

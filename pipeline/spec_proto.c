@@ -357,6 +357,24 @@ static json_t *pipeline_to_json(struct jb *b, const Spillway__V1__Pipeline *msg)
             set(b, batch, "pad", json_boolean(bt->pad));
         if (bt->opt_layout_case == SPILLWAY__V1__BATCH__OPT_LAYOUT_LAYOUT)
             set(b, batch, "layout", enum_json(layout_n, (int)bt->layout));
+        const Spillway__V1__Mix *m = bt->mix;
+        if (m) {
+            json_t *mix = json_object();
+#define MIX_TO_JSON(f, F)                                                                                  \
+    if (m->opt_##f##_case == SPILLWAY__V1__MIX__OPT_##F##_##F && isfinite(m->f)) {                       \
+        set(b, mix, #f, json_real(m->f));                                                                  \
+    } else if (m->opt_##f##_case == SPILLWAY__V1__MIX__OPT_##F##_##F) {                                  \
+        if (!b->bad && b->err && b->errlen)                                                                \
+            snprintf(b->err, b->errlen, "batch.mix." #f ": %g is not a finite number", m->f);             \
+        b->bad = true;                                                                                     \
+    }
+            MIX_TO_JSON(mixup_alpha, MIXUP_ALPHA) MIX_TO_JSON(cutmix_alpha, CUTMIX_ALPHA) MIX_TO_JSON(p, P)
+            MIX_TO_JSON(switch_prob, SWITCH_PROB)
+#undef MIX_TO_JSON
+            if (m->opt_num_classes_case == SPILLWAY__V1__MIX__OPT_NUM_CLASSES_NUM_CLASSES)
+                set(b, mix, "num_classes", json_integer(m->num_classes));
+            set(b, batch, "mix", mix);
+        }
         set(b, root, "batch", batch);
     }
     if (msg->opt_on_error_case == SPILLWAY__V1__PIPELINE__OPT_ON_ERROR_ON_ERROR)
@@ -670,6 +688,8 @@ void spw_spec_proto_free(Spillway__V1__Pipeline *msg)
     for (size_t i = 0; msg->ops && i < msg->n_ops; i++)
         op_proto_free(msg->ops[i]);
     free(msg->ops);
+    if (msg->batch)
+        free(msg->batch->mix);
     free(msg->batch);
     free(msg);
 }
@@ -743,6 +763,21 @@ int spw_spec_to_proto(const struct spw_pipeline_spec *spec, Spillway__V1__Pipeli
         batch->opt_layout_case = SPILLWAY__V1__BATCH__OPT_LAYOUT_LAYOUT, batch->layout = e;
     else
         rc = SPW_EINTERNAL;
+    const struct spw_mix_spec *ms = &spec->batch.mix;
+    if (ms->num_classes) {              /* every field set (defaults explicit), as the rest of the message */
+        Spillway__V1__Mix *m = batch->mix = malloc(sizeof *m);
+        if (!m) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        spillway__v1__mix__init(m);
+        m->opt_num_classes_case = SPILLWAY__V1__MIX__OPT_NUM_CLASSES_NUM_CLASSES, m->num_classes = ms->num_classes;
+        m->opt_mixup_alpha_case = SPILLWAY__V1__MIX__OPT_MIXUP_ALPHA_MIXUP_ALPHA, m->mixup_alpha = ms->mixup_alpha;
+        m->opt_cutmix_alpha_case = SPILLWAY__V1__MIX__OPT_CUTMIX_ALPHA_CUTMIX_ALPHA;
+        m->cutmix_alpha = ms->cutmix_alpha;
+        m->opt_p_case = SPILLWAY__V1__MIX__OPT_P_P, m->p = ms->p;
+        m->opt_switch_prob_case = SPILLWAY__V1__MIX__OPT_SWITCH_PROB_SWITCH_PROB, m->switch_prob = ms->switch_prob;
+    }
     if ((v = json_object_get(root, "on_error")) && value_of(on_error_n, v, &e) == 0)
         msg->opt_on_error_case = SPILLWAY__V1__PIPELINE__OPT_ON_ERROR_ON_ERROR, msg->on_error = e;
     else

@@ -7,8 +7,8 @@ Usage: /usr/bin/python3 tests/equiv/check_ops.py build/tests/opcheck  -> one lin
 """
 # Point ops and brightness/contrast/saturation/sharpness must be bit-exact; hue, rotate and affine must have a
 # mean abs difference <= 1.0 (today they are exact too; the worst values are printed as `summary` lines).
-# Policies are checked by replaying the ops opcheck reports through torchvision's own _apply_op, and their
-# magnitudes against torchvision's tables.
+# Policies (nearest and bilinear) are checked by replaying the ops opcheck reports through torchvision's own
+# _apply_op, and their magnitudes against torchvision's tables.
 import glob
 import json
 import os
@@ -179,10 +179,10 @@ def magnitude_ok(got, want):
     return abs(abs(got) - want) <= 1e-6 * max(1.0, abs(want))
 
 
-def replay(img, steps, fill):
+def replay(img, steps, fill, interpolation="nearest"):
     for s in steps:
         if s["name"] is not None:
-            img = _apply_op(img, s["name"], s["magnitude"], interpolation=NEAREST, fill=fill)
+            img = _apply_op(img, s["name"], s["magnitude"], interpolation=IM[interpolation], fill=fill)
     return img
 
 
@@ -193,14 +193,17 @@ def check_policies(opcheck, tmp, images):
         img.save(ppm)
         h, w = img.height, img.width
         jobs = []
-        for seed in range(24):
+        for seed in range(36):
             fill = fills[seed % 2]
+            interp = "bilinear" if seed % 3 == 2 else None      # the ResNet-50 v2 recipe's TA-wide: bilinear
             mag, bins = [(9, 31), (30, 31), (0, 31), (5, 10)][seed % 4]
             jobs.append(({"op": "rand_augment", "seed": seed, "num_ops": 3, "magnitude": mag, "num_bins": bins,
-                          "fill": fill}, "rand"))
-            jobs.append(({"op": "trivial_augment", "seed": seed, "num_bins": 31, "fill": fill}, "trivial"))
+                          "fill": fill, "interpolation": interp}, "rand"))
+            jobs.append(({"op": "trivial_augment", "seed": seed, "num_bins": 31, "fill": fill,
+                          "interpolation": interp}, "trivial"))
             pol = ["imagenet", "cifar10", "svhn"][seed % 3]
-            jobs.append(({"op": "auto_augment", "seed": seed, "policy": pol, "fill": fill}, "auto"))
+            jobs.append(({"op": "auto_augment", "seed": seed, "policy": pol, "fill": fill, "interpolation": interp},
+                         "auto"))
         for spec, kind in jobs:
             label = json.dumps({k: v for k, v in spec.items() if v is not None}, separators=(",", ":"))
             got, out = run_opcheck(opcheck, ppm, os.path.join(tmp, "out.npy"), spec)
@@ -237,8 +240,8 @@ def check_policies(opcheck, tmp, images):
                 report(False, label, f"img={name} " + "; ".join(bad))
                 continue
             desc = ",".join(f"{s['name']}:{s['magnitude']:.4g}" for s in steps if s["name"])
-            compare(label + " [" + desc + "]", "policy/" + kind, name, got, replay(img, steps, spec["fill"]),
-                    exact=False)
+            compare(label + " [" + desc + "]", "policy/" + kind, name, got,
+                    replay(img, steps, spec["fill"], spec["interpolation"] or "nearest"), exact=False)
 
 
 def check_color_jitter(opcheck, tmp, images):

@@ -11,7 +11,10 @@
  *                                                         32x24 image
  *   fusedcheck plan SPEC.json N                        -> N lines: the indices of op 1's ops (a combinator)
  *                                                         that samples 0..N-1 run, in their order ("-": none)
- *   fusedcheck sigma SPEC.json N                       -> N lines: the sigma op 1 (gaussian_blur) draws */
+ *   fusedcheck sigma SPEC.json N                       -> N lines: the sigma op 1 (gaussian_blur) draws
+ *   fusedcheck mix SPEC.json N W H                     -> N lines "kind lambda x1 y1 x2 y2": batch.mix's draws
+ *                                                         for batches 0..N-1 of epoch 0 (kind 0 none, 1 mixup,
+ *                                                         2 cutmix) of W x H images */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,7 @@
 #include "pipeline/augment.h"
 #include "pipeline/combinators.h"
 #include "pipeline/element.h"
+#include "pipeline/mix.h"
 #include "pipeline/geometry.h"
 #include "pipeline/op_registry.h"
 #include "pipeline/spec.h"
@@ -132,7 +136,7 @@ static int cmd_ra(const struct spw_pipeline_spec *spec, int n)
         struct spw_rng r;
         spw_rng_init(&r, spec->source.seed, 0, (uint64_t)s, 1);
         if (spw_rand_augment_run(&img, &tmp, &r, op->num_ops, op->magnitude, op->num_magnitude_bins, op->fill,
-                                 steps) != 0)
+                                 (int)op->interpolation, steps) != 0)
             return 1;
         for (int k = 0; k < op->num_ops && k < 64; k++)
             printf("%s %.6f\n", spw_augment_op_name(steps[k].op), steps[k].magnitude);
@@ -207,11 +211,22 @@ static int cmd_sigma(const struct spw_pipeline_spec *spec, int n)
     return 0;
 }
 
+static int cmd_mix(const struct spw_pipeline_spec *spec, int n, int w, int h)
+{
+    for (int b = 0; b < n; b++) {
+        struct spw_mix_draw d;
+        spw_mix_plan(&spec->batch.mix, spec->source.seed, 0, b, w, h, &d);
+        printf("%d %.17g %d %d %d %d\n", (int)d.kind, d.lambda, d.x1, d.y1, d.x2, d.y2);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE | rrc SPEC.json W H N | "
-                        "ra SPEC.json N | gate SPEC.json N | plan SPEC.json N | sigma SPEC.json N\n");
+                        "ra SPEC.json N | gate SPEC.json N | plan SPEC.json N | sigma SPEC.json N | "
+                        "mix SPEC.json N W H\n");
         return 2;
     }
     struct spw_pipeline_spec *spec;
@@ -225,6 +240,8 @@ int main(int argc, char **argv)
         rc = cmd_run(spec, argv[3], argv[4], atoll(argv[5]));
     else if (!strcmp(argv[1], "ra") && argc == 4)
         rc = cmd_ra(spec, atoi(argv[3]));
+    else if (!strcmp(argv[1], "mix") && argc == 6)
+        rc = cmd_mix(spec, atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
     else if (!strcmp(argv[1], "sigma") && argc == 4)
         rc = cmd_sigma(spec, atoi(argv[3]));
     else if (!strcmp(argv[1], "plan") && argc == 4)

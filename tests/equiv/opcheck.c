@@ -161,14 +161,15 @@ static int run_policy(const char *op, const json_t *spec, struct spw_image *img,
         if (n < 0 || n > 64)
             return -EINVAL;
         int rc = spw_rand_augment_run(img, tmp, &rng, n, (int)num(spec, "magnitude", 9),
-                                      (int)num(spec, "num_bins", 31), fill, steps);
+                                      (int)num(spec, "num_bins", 31), fill, interp(spec), steps);
         if (!rc)
             *report = json_pack("{s:o}", "steps", steps_json(steps, n));
         return rc;
     }
     if (!strcmp(op, "trivial_augment")) {
         struct spw_aug_step step;
-        int rc = spw_trivial_augment_run(img, tmp, &rng, (int)num(spec, "num_bins", 31), fill, &step);
+        int rc = spw_trivial_augment_run(img, tmp, &rng, (int)num(spec, "num_bins", 31), fill, interp(spec),
+                                         &step);
         if (!rc)
             *report = json_pack("{s:o}", "steps", steps_json(&step, 1));
         return rc;
@@ -181,7 +182,7 @@ static int run_policy(const char *op, const json_t *spec, struct spw_image *img,
             if (!strcmp(p, names[i]))
                 policy = i;
         struct spw_aug_step steps[2];
-        int rc = spw_auto_augment_run(img, tmp, &rng, policy, fill, &sub, steps);
+        int rc = spw_auto_augment_run(img, tmp, &rng, policy, fill, interp(spec), &sub, steps);
         if (!rc)
             *report = json_pack("{s:i,s:o}", "subpolicy", sub, "steps", steps_json(steps, 2));
         return rc;
@@ -256,7 +257,7 @@ static int run_kernel(const char *op, const json_t *spec, struct spw_image *img,
         for (int i = 0; name && i < SPW_AUG_OP_COUNT; i++)
             if (!strcmp(name, spw_augment_op_name(i)))
                 which = i;
-        return spw_augment_op_run(img, tmp, which, num(spec, "magnitude", 0), fill);
+        return spw_augment_op_run(img, tmp, which, num(spec, "magnitude", 0), fill, interp(spec));
     } else {
         return -ENOENT;
     }

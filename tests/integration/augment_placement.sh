@@ -3,12 +3,13 @@
 # of the SSL colour ops (random_grayscale, random_posterize, random_solarize, random_equalize,
 # random_autocontrast, random_invert, random_adjust_sharpness, gaussian_blur, pad and random_crop with a
 # padding_mode) and the combinators (random_apply,
-# random_choice with weights, random_order, nested) run ordered through a dispatcher and
+# random_choice with weights, random_order, nested), batches mixed (batch.mix: MixUp / CutMix, on the
+# client), run ordered through a dispatcher and
 # two workers at every cut, workers only and with the client producing too, is byte-identical to run
 # --local: each op's draws come from the sample's own stream, not from the thread or machine that runs it.
 # The GPU producer (on the host emulation of the CUDA plugin, tests/gpuemu) makes a pipeline of the ones
-# with GPU kernels, nested combinators included, identical to the CPU, in the executor and in a GPU-side
-# worker. Real processes on loopback; kills all it starts.
+# with GPU kernels, nested combinators and a bilinear TrivialAugmentWide included, identical to the CPU, in
+# the executor and in a GPU-side worker. Real processes on loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -32,7 +33,7 @@ cat > "$WORK/p.json" <<JSON
                                           {"op": "rotate", "angle": 10}]},
            {"op": "rand_augment"}]},
          {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}],
- "batch": {"size": 16}}
+ "batch": {"size": 16, "mix": {"num_classes": 10, "mixup_alpha": 0.2, "cutmix_alpha": 1.0}}}
 JSON
 # The GPU's: every op has a kernel (grayscale has none yet).
 cat > "$WORK/g.json" <<JSON
@@ -47,6 +48,7 @@ cat > "$WORK/g.json" <<JSON
            {"op": "random_order", "ops": [{"op": "posterize", "bits": 5}, {"op": "random_vertical_flip"},
                                           {"op": "rotate", "angle": 10}]},
            {"op": "rand_augment"}]},
+         {"op": "trivial_augment_wide", "interpolation": "bilinear"},
          {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}],
  "batch": {"size": 16}}
 JSON

@@ -83,7 +83,7 @@ START_TEST(test_policy_rand_augment_op_choice_uniform)
         struct spw_rng rng;
         struct spw_aug_step step;
         spw_rng_init(&rng, 42, 0, (uint64_t)i, 0);
-        ck_assert_int_eq(spw_rand_augment_run(&img, &tmp, &rng, 1, 9, 31, NULL, &step), 0);
+        ck_assert_int_eq(spw_rand_augment_run(&img, &tmp, &rng, 1, 9, 31, NULL, SPW_INTERP_NEAREST, &step), 0);
         ck_assert(step.op >= 0 && step.op < SPW_RAND_AUGMENT_OPS);
         counts[step.op]++;
     }
@@ -103,7 +103,7 @@ START_TEST(test_policy_trivial_augment_op_choice_uniform)
         struct spw_rng rng;
         struct spw_aug_step step;
         spw_rng_init(&rng, 7, 1, (uint64_t)i, 3);
-        ck_assert_int_eq(spw_trivial_augment_run(&img, &tmp, &rng, 31, NULL, &step), 0);
+        ck_assert_int_eq(spw_trivial_augment_run(&img, &tmp, &rng, 31, NULL, SPW_INTERP_NEAREST, &step), 0);
         counts[step.op]++;
     }
     const double x2 = chi_square(counts, SPW_RAND_AUGMENT_OPS, n);
@@ -122,7 +122,8 @@ START_TEST(test_policy_auto_augment_subpolicy_choice_uniform)
         struct spw_rng rng;
         int sub = -1;
         spw_rng_init(&rng, 9, 0, (uint64_t)i, 1);
-        ck_assert_int_eq(spw_auto_augment_run(&img, &tmp, &rng, SPW_AUTO_AUGMENT_IMAGENET, NULL, &sub, NULL), 0);
+        ck_assert_int_eq(spw_auto_augment_run(&img, &tmp, &rng, SPW_AUTO_AUGMENT_IMAGENET, NULL, SPW_INTERP_NEAREST,
+                                              &sub, NULL), 0);
         ck_assert(sub >= 0 && sub < SPW_AUTO_AUGMENT_SUBPOLICIES);
         counts[sub]++;
     }
@@ -143,7 +144,8 @@ START_TEST(test_policy_auto_augment_applies_listed_ops_with_their_probability)
         struct spw_aug_step steps[2];
         int sub;
         spw_rng_init(&rng, 5, 0, (uint64_t)i, 2);
-        ck_assert_int_eq(spw_auto_augment_run(&img, &tmp, &rng, SPW_AUTO_AUGMENT_IMAGENET, NULL, &sub, steps), 0);
+        ck_assert_int_eq(spw_auto_augment_run(&img, &tmp, &rng, SPW_AUTO_AUGMENT_IMAGENET, NULL, SPW_INTERP_NEAREST,
+                                              &sub, steps), 0);
         if (sub == 0) {
             seen0++;
             ck_assert(steps[0].op == -1 || (steps[0].op == SPW_AUG_POSTERIZE && steps[0].magnitude == 4.0));
@@ -176,7 +178,7 @@ START_TEST(test_policy_signed_ops_negated_half_the_time)
         struct spw_rng rng;
         struct spw_aug_step step;
         spw_rng_init(&rng, 11, 0, (uint64_t)i, 0);
-        ck_assert_int_eq(spw_rand_augment_run(&img, &tmp, &rng, 1, 20, 31, NULL, &step), 0);
+        ck_assert_int_eq(spw_rand_augment_run(&img, &tmp, &rng, 1, 20, 31, NULL, SPW_INTERP_NEAREST, &step), 0);
         if (step.op >= SPW_AUG_SHEAR_X && step.op <= SPW_AUG_SHARPNESS)
             counts[step.magnitude < 0]++;
         else
@@ -198,8 +200,8 @@ START_TEST(test_policy_same_rng_key_gives_identical_output)
         struct spw_aug_step s1[3], s2[3];
         spw_rng_init(&r1, 1234, 2, sample, 4);
         spw_rng_init(&r2, 1234, 2, sample, 4);
-        ck_assert_int_eq(spw_rand_augment_run(&a, &at, &r1, 3, 15, 31, NULL, s1), 0);
-        ck_assert_int_eq(spw_rand_augment_run(&b, &bt, &r2, 3, 15, 31, NULL, s2), 0);
+        ck_assert_int_eq(spw_rand_augment_run(&a, &at, &r1, 3, 15, 31, NULL, SPW_INTERP_NEAREST, s1), 0);
+        ck_assert_int_eq(spw_rand_augment_run(&b, &bt, &r2, 3, 15, 31, NULL, SPW_INTERP_NEAREST, s2), 0);
         for (int k = 0; k < 3; k++) {
             ck_assert_int_eq(s1[k].op, s2[k].op);
             ck_assert_double_eq(s1[k].magnitude, s2[k].magnitude);
@@ -221,7 +223,7 @@ START_TEST(test_policy_different_samples_draw_different_ops)
         struct spw_rng rng;
         struct spw_aug_step step;
         spw_rng_init(&rng, 1, 0, sample, 0);
-        ck_assert_int_eq(spw_trivial_augment_run(&img, &tmp, &rng, 31, NULL, &step), 0);
+        ck_assert_int_eq(spw_trivial_augment_run(&img, &tmp, &rng, 31, NULL, SPW_INTERP_NEAREST, &step), 0);
         if (first < 0)
             first = step.op;
         distinct += step.op != first;
@@ -238,7 +240,7 @@ START_TEST(test_policy_magnitude_zero_brightness_is_identity)
     const int ops[] = {SPW_AUG_IDENTITY, SPW_AUG_BRIGHTNESS, SPW_AUG_COLOR, SPW_AUG_CONTRAST, SPW_AUG_SHARPNESS,
                        SPW_AUG_TRANSLATE_X, SPW_AUG_SHEAR_Y, SPW_AUG_ROTATE};
     for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
-        ck_assert_int_eq(spw_augment_op_run(&img, &tmp, ops[k], 0.0, NULL), 0);
+        ck_assert_int_eq(spw_augment_op_run(&img, &tmp, ops[k], 0.0, NULL, SPW_INTERP_NEAREST), 0);
         ck_assert_msg(memcmp(img.data, ref.data, 9 * 7 * 3) == 0, "%s(0) changed the image",
                       spw_augment_op_name(ops[k]));
     }
@@ -255,7 +257,7 @@ START_TEST(test_policy_geometric_op_leaves_result_in_img)
     uint8_t *const bufs[2] = {img.data, tmp.data};
     uint8_t corner[3];
     memcpy(corner, spw_image_at(&img, 7, 0), 3);
-    ck_assert_int_eq(spw_augment_op_run(&img, &tmp, SPW_AUG_ROTATE, 90.0, NULL), 0);
+    ck_assert_int_eq(spw_augment_op_run(&img, &tmp, SPW_AUG_ROTATE, 90.0, NULL, SPW_INTERP_NEAREST), 0);
     ck_assert_mem_eq(spw_image_at(&img, 0, 0), corner, 3);
     ck_assert(img.data != tmp.data);
     ck_assert(img.data == bufs[0] || img.data == bufs[1]);
@@ -321,13 +323,13 @@ START_TEST(test_policy_rejects_bad_arguments)
     struct spw_image img = make_noise(4, 4, 12), tmp = make_blank(4, 4), small = make_blank(3, 4);
     struct spw_rng rng;
     spw_rng_init(&rng, 1, 0, 0, 0);
-    ck_assert_int_eq(spw_rand_augment_run(&img, &tmp, &rng, 2, 31, 31, NULL, NULL), -EINVAL);
-    ck_assert_int_eq(spw_rand_augment_run(&img, &tmp, &rng, 2, 0, 1, NULL, NULL), -EINVAL);
-    ck_assert_int_eq(spw_rand_augment_run(&img, &small, &rng, 2, 9, 31, NULL, NULL), -EINVAL);
-    ck_assert_int_eq(spw_rand_augment_run(&img, &img, &rng, 2, 9, 31, NULL, NULL), -EINVAL);
-    ck_assert_int_eq(spw_auto_augment_run(&img, &tmp, &rng, 7, NULL, NULL, NULL), -EINVAL);
-    ck_assert_int_eq(spw_trivial_augment_run(&img, &tmp, NULL, 31, NULL, NULL), -EINVAL);
-    ck_assert_int_eq(spw_augment_op_run(&img, &tmp, SPW_AUG_OP_COUNT, 0.0, NULL), -EINVAL);
+    ck_assert_int_eq(spw_rand_augment_run(&img, &tmp, &rng, 2, 31, 31, NULL, SPW_INTERP_NEAREST, NULL), -EINVAL);
+    ck_assert_int_eq(spw_rand_augment_run(&img, &tmp, &rng, 2, 0, 1, NULL, SPW_INTERP_NEAREST, NULL), -EINVAL);
+    ck_assert_int_eq(spw_rand_augment_run(&img, &small, &rng, 2, 9, 31, NULL, SPW_INTERP_NEAREST, NULL), -EINVAL);
+    ck_assert_int_eq(spw_rand_augment_run(&img, &img, &rng, 2, 9, 31, NULL, SPW_INTERP_NEAREST, NULL), -EINVAL);
+    ck_assert_int_eq(spw_auto_augment_run(&img, &tmp, &rng, 7, NULL, SPW_INTERP_NEAREST, NULL, NULL), -EINVAL);
+    ck_assert_int_eq(spw_trivial_augment_run(&img, &tmp, NULL, 31, NULL, SPW_INTERP_NEAREST, NULL), -EINVAL);
+    ck_assert_int_eq(spw_augment_op_run(&img, &tmp, SPW_AUG_OP_COUNT, 0.0, NULL, SPW_INTERP_NEAREST), -EINVAL);
     const double bad_hue[2] = {-0.6, 0.1}, reversed[2] = {1.2, 0.8};
     ck_assert_int_eq(spw_color_jitter_run(&img, &rng, NULL, NULL, NULL, bad_hue, NULL), -EINVAL);
     ck_assert_int_eq(spw_color_jitter_run(&img, &rng, reversed, NULL, NULL, NULL, NULL), -EINVAL);

@@ -151,6 +151,10 @@ static void assert_spec_equal(const struct spw_pipeline_spec *a, const struct sp
     ck_assert_int_eq(a->batch.drop_remainder, b->batch.drop_remainder);
     ck_assert_int_eq(a->batch.layout, b->batch.layout);
     ck_assert_int_eq(a->batch.pad, b->batch.pad);
+    ck_assert_int_eq(a->batch.mix.num_classes, b->batch.mix.num_classes);
+    ck_assert(a->batch.mix.mixup_alpha == b->batch.mix.mixup_alpha &&
+              a->batch.mix.cutmix_alpha == b->batch.mix.cutmix_alpha && a->batch.mix.p == b->batch.mix.p &&
+              a->batch.mix.switch_prob == b->batch.mix.switch_prob);
     ck_assert_int_eq(a->on_error, b->on_error);
     ck_assert_int_eq(a->max_pixels, b->max_pixels);
     ck_assert_int_eq(a->max_file_bytes, b->max_file_bytes);
@@ -343,8 +347,9 @@ END_TEST
 
 START_TEST(test_spec_rejects_what_kernels_lack)
 {
-    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"rand_augment\", \"interpolation\": \"bilinear\"}",
-                     "ops[1].interpolation: \"bilinear\" is not supported for \"rand_augment\" (use nearest)");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"rand_augment\", \"interpolation\": \"bicubic\"}",
+                     "ops[1].interpolation: \"bicubic\" is not supported for \"rand_augment\" (use nearest or "
+                     "bilinear)");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"rotate\", \"angle\": 3, \"interpolation\": \"bicubic\"}",
                      "ops[1].interpolation: \"bicubic\" is not supported for \"rotate\" (use nearest or bilinear)");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"rotate\", \"angle\": 3, \"expand\": true}",
@@ -1285,6 +1290,47 @@ START_TEST(test_spec_combinators)
 }
 END_TEST
 
+/* batch.mix: its fields, defaults and errors; JSON and proto round trips; absent from specs without it. */
+START_TEST(test_spec_batch_mix)
+{
+#define MIXSPEC(OPS, MIX)                                                                                  \
+    "{\"source\": {\"format\": \"image_folder\", \"path\": \"/d\"}, \"ops\": [{\"op\": \"decode_jpeg\"}" OPS "],"   \
+    " \"batch\": {\"size\": 8, \"mix\": " MIX "}}"
+#define NORM                                                                                               \
+    ", {\"op\": \"center_crop\", \"size\": 8}, {\"op\": \"normalize\", \"mean\": [0, 0, 0], \"std\": [1, 1, 1]}"
+    const char *ok = MIXSPEC(NORM, "{\"num_classes\": 1000, \"mixup_alpha\": 0.2, \"cutmix_alpha\": 1}");
+    struct spw_pipeline_spec *s = parse_ok(ok);
+    ck_assert_int_eq(s->batch.mix.num_classes, 1000);
+    ck_assert_double_eq(s->batch.mix.p, 1.0);
+    ck_assert_double_eq(s->batch.mix.switch_prob, 0.5);
+    spw_spec_free(s);
+    check_json_round_trip(ok);
+    check_proto_round_trip(ok);
+    check_proto_round_trip(MIXSPEC(NORM, "{\"num_classes\": 3, \"cutmix_alpha\": 0.5, \"p\": 0.25,"
+                                         " \"switch_prob\": 0}"));
+    char *j = spw_spec_to_json(s = parse_ok(EXAMPLE));
+    ck_assert_ptr_null(strstr(j, "\"mix\""));
+    free(j);
+    spw_spec_free(s);
+    expect_error(MIXSPEC(NORM, "{\"mixup_alpha\": 1}"), "batch.mix.num_classes: required");
+    expect_error(MIXSPEC(NORM, "{\"num_classes\": 10}"),
+                 "batch.mix: mixup_alpha and cutmix_alpha are both 0: set one above 0 (or drop \"mix\")");
+    expect_error(MIXSPEC(NORM, "{\"num_classes\": 10, \"mixup_alpha\": 1, \"cut\": 1}"),
+                 "batch.mix: unknown key \"cut\"");
+    expect_error(MIXSPEC(NORM, "{\"num_classes\": 10, \"mixup_alpha\": 1, \"p\": 2}"),
+                 "batch.mix.p: 2 is outside [0, 1]");
+    expect_error(MIXSPEC(", {\"op\": \"center_crop\", \"size\": 8}", "{\"num_classes\": 10, \"mixup_alpha\": 1}"),
+                 "batch.mix: needs float32 image tensors: end an image pipeline with normalize or to_tensor "
+                 "(dtype float32) and no python op after them, as RandomMixup and RandomCutmix do");
+    expect_error(MIXSPEC(", {\"op\": \"to_tensor\", \"dtype\": \"float16\"}",
+                         "{\"num_classes\": 10, \"mixup_alpha\": 1}"),
+                 "batch.mix: needs float32 image tensors: end an image pipeline with normalize or to_tensor "
+                 "(dtype float32) and no python op after them, as RandomMixup and RandomCutmix do");
+#undef NORM
+#undef MIXSPEC
+}
+END_TEST
+
 /* The python op: its fields round-trip through JSON and the proto (kwargs as canonical JSON), and the names a
  * helper could not import, kwargs that are not an object and unknown plugin ops are refused by name. */
 START_TEST(test_spec_python_op)
@@ -1358,6 +1404,7 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, test_spec_proto_op_mirrors_registry);
     tcase_add_test(tc, test_spec_python_op);
     tcase_add_test(tc, test_spec_combinators);
+    tcase_add_test(tc, test_spec_batch_mix);
     tcase_add_test(tc, test_spec_example_parses);
     tcase_add_test(tc, test_spec_value_forms);
     tcase_add_test(tc, test_spec_color_jitter_matches_torchvision);
