@@ -350,6 +350,18 @@ def journal_compat_later_kind():
     with open(sys.argv[1], "ab") as f:
         f.write(struct.pack("<II", len(rec), crc32c(rec)) + rec)
 
+def recipes_on_test_data():
+    """recipes.sh: the recipe at argv 1 with its source moved to the test dataset at argv 2 (an image folder's
+    train/, or its shards/*.tar), one epoch, batches of 8: written to argv 3"""
+    import json
+    spec = json.load(open(sys.argv[1]))
+    src = spec["source"]
+    src["path"] = sys.argv[2] + ("/shards/shard-*.tar" if src["format"] == "tar_shards" else "/train")
+    src["epochs"] = 1
+    spec["batch"]["size"] = 8
+    json.dump(spec, open(sys.argv[3], "w"))
+
+
 if __name__ == "__main__":
     check = globals()[sys.argv[1]]
     sys.argv = [sys.argv[0]] + sys.argv[2:]
