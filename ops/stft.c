@@ -230,6 +230,14 @@ void spw_stft_run_frames(const struct spw_stft_plan *pl, const float *x, int64_t
     }
 }
 
+void spw_stft_frame_power(const struct spw_stft_plan *pl, float *scratch, float *power)
+{
+    float *spec = scratch + round_up_floats(pl->p.n_fft);
+    fftwf_execute_dft_r2c(pl->fft, scratch, (fftwf_complex *)spec);
+    for (int f = 0; f < pl->n_freqs; f++)
+        power[f] = spec[2 * f] * spec[2 * f] + spec[2 * f + 1] * spec[2 * f + 1];
+}
+
 struct column_writer {
     int n_freqs;
     int64_t frames;

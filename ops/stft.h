@@ -41,5 +41,8 @@ void spw_stft_run(const struct spw_stft_plan *plan, const float *x, int64_t n, f
 typedef void (*spw_stft_emit_fn)(void *ctx, const float *mag, int stride, int64_t t0, int count);
 void spw_stft_run_frames(const struct spw_stft_plan *plan, const float *x, int64_t n, spw_stft_emit_fn emit,
                          void *ctx, float *scratch);
+/* One frame the caller windowed itself (Kaldi's features): |rfft|^2 of the plan's n_fft samples at
+ * scratch[0 ..) (scratch as spw_stft_run's) into power[n_fft / 2 + 1]. The plan's window is not applied. */
+void spw_stft_frame_power(const struct spw_stft_plan *plan, float *scratch, float *power);
 
 #endif

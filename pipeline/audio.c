@@ -14,6 +14,7 @@
 #include "lib/err.h"
 #include "lib/simd.h"
 #include "ops/audio_decode.h"
+#include "ops/fbank.h"
 #include "ops/stft.h"
 #include "ops/wav.h"
 #include "ops/wave_resample.h"
@@ -505,6 +506,53 @@ int spw_audio_op_stft(struct spw_op_call *c, struct spw_value *v)
     const bool fuse = i + 1 < spec->n_ops && spec->ops[i + 1].kind == SPW_OP_MEL;
     return stft(c->op, fuse ? &spec->ops[i + 1] : NULL, fuse ? &c->ctx->mel_banks[i + 1] : NULL, i, v, c->err,
                 c->errlen);
+}
+
+int spw_audio_op_fbank(struct spw_op_call *c, struct spw_value *v)
+{
+    const struct spw_op_spec *op = c->op;
+    const int i = c->index;
+    int64_t ch, n;
+    if (!waveform(v, i, "fbank", &ch, &n, c->err, c->errlen))
+        return SPW_EUNSUPPORTED;
+    if (v->sample_rate > 0 && v->sample_rate != op->sample_frequency) {
+        snprintf(c->err, c->errlen, "ops[%d] fbank: the audio is %d Hz and sample_frequency %g (resample it, or "
+                 "set sample_frequency)", i, v->sample_rate, op->sample_frequency);
+        return SPW_EUNSUPPORTED;
+    }
+    const struct spw_fbank_params p = {
+        .num_mel_bins = op->n_mels, .frame_length = op->frame_length, .frame_shift = op->frame_shift,
+        .sample_frequency = op->sample_frequency, .dither = op->dither,
+        .preemphasis_coefficient = op->preemphasis_coefficient, .energy_floor = op->energy_floor,
+        .low_freq = op->f_min, .high_freq = op->f_max, .window_type = op->window_type,
+        .remove_dc_offset = op->remove_dc_offset, .raw_energy = op->raw_energy, .use_energy = op->use_energy,
+        .htk_compat = op->htk_compat, .snip_edges = op->snip_edges};
+    const struct spw_fbank *fb;
+    char why[200];
+    int rc = spw_fbank_get(&p, &fb, why, sizeof why);
+    if (rc) {
+        snprintf(c->err, c->errlen, "ops[%d] fbank: %s", i, why);
+        return rc == -EINVAL ? SPW_EUNSUPPORTED : rc;
+    }
+    const int64_t frames = spw_fbank_frames(fb, n);
+    if (frames < 1) {
+        snprintf(c->err, c->errlen, "ops[%d] fbank: %lld samples are fewer than one frame of %d", i, (long long)n,
+                 fb->window_size);
+        return SPW_EUNSUPPORTED;
+    }
+    struct spw_value out;
+    if ((rc = new_f32(v, 2, (int64_t[]){spw_fbank_rows(fb), frames}, &out)) != 0)
+        return rc;
+    const size_t scratch_bytes = ((size_t)spw_fbank_scratch_floats(fb) * sizeof(float) + 63) / 64 * 64;
+    float *scratch = aligned_alloc(64, scratch_bytes);
+    if (!scratch) {
+        spw_value_free(&out);
+        return -ENOMEM;
+    }
+    spw_fbank_run(fb, v->t.data, n, &c->rng, out.t.data, scratch);     /* channel 0, as torchaudio's */
+    free(scratch);
+    replace(v, &out);
+    return 0;
 }
 
 int spw_audio_op_mel(struct spw_op_call *c, struct spw_value *v)

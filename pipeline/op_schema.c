@@ -58,7 +58,8 @@ static const char *type_name(enum spw_field_kind k)
     case SPW_FK_KSIZE: return "odd integer or [kx, ky]";
     case SPW_FK_SIGMA: return "number or [min, max]";
     case SPW_FK_PADDING: return "padding";
-    case SPW_FK_PAD_MODE: return "string";
+    case SPW_FK_PAD_MODE:
+    case SPW_FK_KALDI_WINDOW: return "string";
     }
     return NULL;
 }
@@ -78,6 +79,7 @@ static json_t *choices(enum spw_field_kind k)
     case SPW_FK_MEL_NORM: names = spw_mel_norm_names, n = spw_mel_norm_names_n; break;
     case SPW_FK_STYPE: names = spw_db_stype_names, n = spw_db_stype_names_n; break;
     case SPW_FK_PAD_MODE: names = spw_pad_mode_names, n = spw_pad_mode_names_n; break;
+    case SPW_FK_KALDI_WINDOW: names = spw_kaldi_window_names, n = spw_kaldi_window_names_n; break;
     default: return NULL;
     }
     json_t *a = json_array();

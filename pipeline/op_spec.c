@@ -14,6 +14,7 @@ LIST(spw_mel_scale_names, "htk", "slaney")
 LIST(spw_mel_norm_names, "none", "slaney")                /* "none" is JSON null */
 LIST(spw_db_stype_names, "power", "magnitude")
 LIST(spw_pad_mode_names, "constant", "edge", "reflect", "symmetric")
+LIST(spw_kaldi_window_names, "hamming", "hanning", "povey", "rectangular", "blackman")
 
 static const char *name_at(const char *const *names, size_t n, int v)
 {
@@ -40,4 +41,8 @@ const char *spw_db_stype_name(enum spw_db_stype v)
 const char *spw_pad_mode_name(enum spw_pad_mode v)
 {
     return name_at(spw_pad_mode_names, spw_pad_mode_names_n, (int)v);
+}
+const char *spw_kaldi_window_name(enum spw_kaldi_window v)
+{
+    return name_at(spw_kaldi_window_names, spw_kaldi_window_names_n, (int)v);
 }

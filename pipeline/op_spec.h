@@ -11,6 +11,7 @@
 #include "lib/tensor.h"   /* enum spw_dtype */
 #include "ops/image.h"    /* enum spw_interp */
 #include "ops/mel.h"      /* enum spw_mel_scale, spw_mel_norm */
+#include "ops/fbank.h"    /* enum spw_kaldi_window */
 #include "ops/pad.h"      /* enum spw_pad_mode */
 
 struct spw_plugin_op_ref;
@@ -74,6 +75,7 @@ enum spw_op_kind {
     SPW_OP_RANDOM_ORDER,
     SPW_OP_GAUSSIAN_BLUR,
     SPW_OP_PAD,
+    SPW_OP_FBANK,
     SPW_OP_COUNT
 };
 
@@ -137,6 +139,10 @@ struct spw_op_spec {
     enum spw_db_stype stype;            /* amplitude_to_db: power (10 log10) or magnitude (20 log10) */
     double top_db;                      /* amplitude_to_db: 0 = none (JSON null) */
     int freq_mask_param, time_mask_param;       /* spec_augment: widths drawn from [0, param] */
+    /* fbank (torchaudio.compliance.kaldi's names; num_mel_bins in n_mels, low/high_freq in f_min/f_max) */
+    double frame_length, frame_shift, sample_frequency, dither, preemphasis_coefficient, energy_floor;
+    enum spw_kaldi_window window_type;
+    bool remove_dc_offset, raw_energy, use_energy, htk_compat, snip_edges;
     int num_freq_masks, num_time_masks;         /* spec_augment: 1 each */
     /* user code (pipeline/python_op.h) */
     char *function;                     /* python: "package.module:qualname" (owned by the spec) */
@@ -171,16 +177,17 @@ const char *spw_mel_scale_name(enum spw_mel_scale v);
 const char *spw_mel_norm_name(enum spw_mel_norm v);          /* "none" (JSON null) or "slaney" */
 const char *spw_db_stype_name(enum spw_db_stype v);
 const char *spw_pad_mode_name(enum spw_pad_mode v);
+const char *spw_kaldi_window_name(enum spw_kaldi_window v);
 
 /* The same names as NULL-terminated lists indexed by value, for the parser (tensor dtypes: by spw_dtype
  * value, NULL where a dtype is not an op's output). */
 extern const char *const spw_interp_names[], *const spw_op_dtype_names[], *const spw_array_dtype_names[],
     *const spw_aa_policy_names[],
     *const spw_window_names[], *const spw_mel_scale_names[], *const spw_mel_norm_names[], *const spw_db_stype_names[],
-    *const spw_pad_mode_names[];
+    *const spw_pad_mode_names[], *const spw_kaldi_window_names[];
 /* How many names each list holds (without its NULL). */
 extern const size_t spw_interp_names_n, spw_op_dtype_names_n, spw_array_dtype_names_n, spw_aa_policy_names_n,
     spw_window_names_n,
-    spw_mel_scale_names_n, spw_mel_norm_names_n, spw_db_stype_names_n, spw_pad_mode_names_n;
+    spw_mel_scale_names_n, spw_mel_norm_names_n, spw_db_stype_names_n, spw_pad_mode_names_n, spw_kaldi_window_names_n;
 
 #endif

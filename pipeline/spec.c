@@ -651,6 +651,10 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
         if ((rc = get_enum(c, loc, v, spw_pad_mode_names, spw_pad_mode_names_n, &e)) == 0)
             op->padding_mode = (enum spw_pad_mode)e;
         return rc;
+    case SPW_FK_KALDI_WINDOW:
+        if ((rc = get_enum(c, loc, v, spw_kaldi_window_names, spw_kaldi_window_names_n, &e)) == 0)
+            op->window_type = (enum spw_kaldi_window)e;
+        return rc;
     case SPW_FK_SIGMA:
         return get_sigma(c, loc, v, f, (double *)(void *)base);
     }
@@ -692,11 +696,15 @@ static int check_audio_order(struct vctx *c, const char *where, int i, const str
     if (i == 0 || spw_op_def(ops[0].kind)->cls != SPW_OPC_DECODE_AUDIO)
         return fail(c, where, "audio op \"%s\" needs \"decode_audio\" or \"decode_wav\" as the first op", name);
     if (cls == SPW_OPC_WAVE && *stft_at >= 0)
-        return fail(c, where, "waveform op \"%s\" must come before \"stft\" (ops[%d])", name, *stft_at);
+        return fail(c, where, "waveform op \"%s\" must come before \"%s\" (ops[%d])", name,
+                    spw_op_name(ops[*stft_at].kind), *stft_at);
     if (cls == SPW_OPC_STFT && *stft_at >= 0)
-        return fail(c, where, "at most one \"stft\" (ops[%d] is one)", *stft_at);
+        return fail(c, where, "at most one of stft/fbank (ops[%d] is \"%s\")", *stft_at,
+                    spw_op_name(ops[*stft_at].kind));
     if (cls == SPW_OPC_SPECTRAL && *stft_at < 0)
         return fail(c, where, "\"%s\" works on spectrograms and must come after \"stft\"", name);
+    if (ops[i].kind == SPW_OP_MEL && *stft_at >= 0 && ops[*stft_at].kind == SPW_OP_FBANK)
+        return fail(c, where, "\"mel\" after \"fbank\" (ops[%d]): fbank's rows are mel bins already", *stft_at);
     if (cls == SPW_OPC_STFT)
         *stft_at = i;
     return 0;
@@ -1423,6 +1431,8 @@ static json_t *field_to_json(struct jb *b, const struct spw_op_field *f, const s
     }
     case SPW_FK_PAD_MODE:
         return name_json(spw_pad_mode_name(op->padding_mode));
+    case SPW_FK_KALDI_WINDOW:
+        return name_json(spw_kaldi_window_name(op->window_type));
     }
     return NULL;
 }

@@ -25,20 +25,24 @@
     X(hop_length, HOP_LENGTH) X(win_length, WIN_LENGTH) X(sample_rate, SAMPLE_RATE) X(n_mels, N_MELS)     \
     X(freq_mask_param, FREQ_MASK_PARAM) X(time_mask_param, TIME_MASK_PARAM)                               \
     X(num_freq_masks, NUM_FREQ_MASKS) X(num_time_masks, NUM_TIME_MASKS)                                   \
-    X(num_output_channels, NUM_OUTPUT_CHANNELS)
+    X(num_output_channels, NUM_OUTPUT_CHANNELS) X(num_mel_bins, NUM_MEL_BINS)
 /* JSON null (f_max, top_db) is an absent field */
 #define OP_DOUBLES(X)                                                                                      \
     X(p, P) X(angle, ANGLE) X(factor, FACTOR) X(threshold, THRESHOLD) X(rolloff, ROLLOFF) X(power, POWER)  \
     X(f_min, F_MIN) X(f_max, F_MAX) X(eps, EPS) X(top_db, TOP_DB) X(timeout_s, TIMEOUT_S)                 \
-    X(sharpness_factor, SHARPNESS_FACTOR)
+    X(sharpness_factor, SHARPNESS_FACTOR) X(frame_length, FRAME_LENGTH) X(frame_shift, FRAME_SHIFT)           \
+    X(sample_frequency, SAMPLE_FREQUENCY) X(dither, DITHER) X(preemphasis_coefficient, PREEMPHASIS_COEFFICIENT) \
+    X(energy_floor, ENERGY_FLOOR) X(low_freq, LOW_FREQ) X(high_freq, HIGH_FREQ)
 #define OP_BOOLS(X)                                                                                        \
     X(antialias, ANTIALIAS) X(pad_if_needed, PAD_IF_NEEDED) X(expand, EXPAND) X(mono, MONO)                \
-    X(center, CENTER) X(exif_transpose, EXIF_TRANSPOSE)
+    X(center, CENTER) X(exif_transpose, EXIF_TRANSPOSE) X(remove_dc_offset, REMOVE_DC_OFFSET)                 \
+    X(raw_energy, RAW_ENERGY) X(use_energy, USE_ENERGY) X(htk_compat, HTK_COMPAT) X(snip_edges, SNIP_EDGES)
 /* X(field, FIELD, name adapter); JSON null (norm) is an absent field */
 #define OP_ENUMS(X)                                                                                        \
     X(interpolation, INTERPOLATION, interp_n) X(policy, POLICY, policy_n) X(dtype, DTYPE, dtype_n)         \
     X(window, WINDOW, window_n) X(mel_scale, MEL_SCALE, mel_scale_n) X(norm, NORM, mel_norm_n)             \
-    X(stype, STYPE, stype_n) X(output_dtype, OUTPUT_DTYPE, dtype_n) X(padding_mode, PADDING_MODE, pad_mode_n)
+    X(stype, STYPE, stype_n) X(output_dtype, OUTPUT_DTYPE, dtype_n) X(padding_mode, PADDING_MODE, pad_mode_n)  \
+    X(window_type, WINDOW_TYPE, kaldi_window_n)
 /* X(field): repeated double; `value` is handled with value_random */
 #define OP_DOUBLE_LISTS(X)                                                                                 \
     X(scale) X(ratio) X(translate) X(shear) X(fill) X(brightness) X(contrast) X(saturation) X(hue) X(mean) \
@@ -57,6 +61,7 @@ static const char *mel_scale_n(int v) { return spw_mel_scale_name((enum spw_mel_
 static const char *mel_norm_n(int v) { return spw_mel_norm_name((enum spw_mel_norm)v); }
 static const char *stype_n(int v) { return spw_db_stype_name((enum spw_db_stype)v); }
 static const char *pad_mode_n(int v) { return spw_pad_mode_name((enum spw_pad_mode)v); }
+static const char *kaldi_window_n(int v) { return spw_kaldi_window_name((enum spw_kaldi_window)v); }
 static const char *format_n(int v) { return spw_source_format_name((enum spw_source_format)v); }
 static const char *layout_n(int v) { return spw_layout_name((enum spw_layout)v); }
 static const char *on_error_n(int v) { return spw_on_error_name((enum spw_on_error)v); }

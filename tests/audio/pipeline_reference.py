@@ -1,7 +1,7 @@
 # tests/audio/pipeline_reference.py SPILLCTL DATA_DIR - the audio pipeline end to end against independent
 # references: each case runs `spillctl run --local --dump` over WAV files (batch 1: whole clips of any length)
 # and recomputes every element from the same file with soundfile + torch.stft + torchaudio (melscale_fbanks,
-# resample, AmplitudeToDB). Also: spec_augment masks are zero bands, the same per sample key in two runs and
+# resample, AmplitudeToDB), and Kaldi fbank against torchaudio.compliance.kaldi.fbank. Also: spec_augment masks are zero bands, the same per sample key in two runs and
 # different across keys. Prints one line per case; exits 1 on any failure.
 import glob
 import json
@@ -86,6 +86,24 @@ def check_features(folder, label, n_fft, hop, win, center, power, n_mels, scale,
            (len(outs), "absolute" if tail else "relative", worst, limit))
 
 
+def check_fbank(folder, label, fields, scale_dither=False):
+    """fbank against torchaudio.compliance.kaldi.fbank (its [frames, bins], transposed here) within 1e-4 of the
+    largest value; with dither the noise differs draw for draw, so the shape and each clip's mean feature
+    (within 1% of torchaudio's) are checked."""
+    paths, outs = run(folder, [{"op": "decode_wav"}, dict({"op": "fbank"}, **fields)])
+    worst, shapes_ok, mean_gap = 0.0, True, 0.0
+    for path, got in zip(paths, outs):
+        x, rate = load(path)
+        want = torchaudio.compliance.kaldi.fbank(x, **fields).numpy().T
+        shapes_ok &= got.shape == want.shape
+        if got.shape == want.shape:
+            worst = max(worst, rel_err(got, want))
+            mean_gap = max(mean_gap, abs(float(np.mean(got)) - float(np.mean(want))) / abs(float(np.mean(want))))
+    ok = shapes_ok and (mean_gap < 0.01 if scale_dither else worst <= 1e-4)
+    report("fbank " + label, ok, "%d clips, shapes equal: %s, worst error %.2e of the max, clip means %.2e apart" % (
+        len(outs), shapes_ok, worst, mean_gap))
+
+
 def check_resample(folder):
     paths, outs = run(folder, [{"op": "decode_wav"}, {"op": "resample", "rate": 16000}])
     worst = 0.0
@@ -150,6 +168,19 @@ check_features(speech, "mel 80 htk + log", 512, 160, 400, True, 2, 80, "htk", No
 check_features(speech, "mel 40 slaney/slaney + amplitude_to_db top_db 80", 1024, 256, 1024, True, 2, 40, "slaney",
                "slaney", [{"op": "amplitude_to_db", "stype": "power", "top_db": 80.0}])
 check_features(speech, "mel 128 htk magnitude, no center", 256, 128, 200, False, 1, 128, "htk", None, [])
+check_fbank(speech, "Kaldi defaults (23 bins, povey, snip_edges)", {})
+check_fbank(speech, "80 bins, use_energy, hamming, 20-7600 Hz, no dc removal", {
+    "num_mel_bins": 80, "use_energy": True, "window_type": "hamming", "low_freq": 20.0, "high_freq": 7600.0,
+    "remove_dc_offset": False})
+check_fbank(speech, "40 bins, snip_edges off, htk_compat energy, raw_energy off, frames 20/8 ms, high_freq -400", {
+    "num_mel_bins": 40, "snip_edges": False, "use_energy": True, "htk_compat": True, "raw_energy": False,
+    "frame_length": 20.0, "frame_shift": 8.0, "high_freq": -400.0, "window_type": "blackman",
+    "preemphasis_coefficient": 0.5, "energy_floor": 0.0})
+check_fbank(speech, "rectangular / hanning windows, no preemphasis", {
+    "num_mel_bins": 64, "window_type": "rectangular", "preemphasis_coefficient": 0.0})
+check_fbank(speech, "hanning window", {"num_mel_bins": 24, "window_type": "hanning"})
+check_fbank(speech, "dither 1e-4 (noise: the shapes and each clip's mean)", {"num_mel_bins": 80, "dither": 1e-4},
+            scale_dither=True)
 check_resample(tone_folder())
 check_spec_augment(speech)
 sys.exit(1 if failures else 0)

@@ -351,12 +351,15 @@ def journal_compat_later_kind():
         f.write(struct.pack("<II", len(rec), crc32c(rec)) + rec)
 
 def recipes_on_test_data():
-    """recipes.sh: the recipe at argv 1 with its source moved to the test dataset at argv 2 (an image folder's
-    train/, or its shards/*.tar), one epoch, batches of 8: written to argv 3"""
+    """recipes.sh: the recipe at argv 1 with its source moved to the test photos at argv 2 (an image folder's
+    train/, or its shards/*.tar) or, for audio, the test speech at argv 4 (its train/), one epoch, batches of
+    8: written to argv 3"""
     import json
     spec = json.load(open(sys.argv[1]))
     src = spec["source"]
-    src["path"] = sys.argv[2] + ("/shards/shard-*.tar" if src["format"] == "tar_shards" else "/train")
+    audio = src["format"] in ("audio_folder", "wav_folder")
+    src["path"] = sys.argv[4] + "/train" if audio else \
+        sys.argv[2] + ("/shards/shard-*.tar" if src["format"] == "tar_shards" else "/train")
     src["epochs"] = 1
     spec["batch"]["size"] = 8
     json.dump(spec, open(sys.argv[3], "w"))

@@ -653,8 +653,31 @@ END_TEST
 
 static void check_proto_round_trip(const char *text);
 
+#define FBANK_ALL                                                                                          \
+    "{\"op\": \"decode_wav\"}, {\"op\": \"fbank\", \"num_mel_bins\": 80, \"frame_length\": 20,"               \
+    " \"frame_shift\": 8.5, \"sample_frequency\": 8000, \"dither\": 0.001, \"preemphasis_coefficient\": 0.5,"  \
+    " \"window_type\": \"blackman\", \"remove_dc_offset\": false, \"energy_floor\": 0, \"raw_energy\": false,"  \
+    " \"use_energy\": true, \"htk_compat\": true, \"low_freq\": 60, \"high_freq\": -400, \"snip_edges\": false},"  \
+    " {\"op\": \"spec_augment\", \"time_mask_param\": 20}"
+
 START_TEST(test_spec_audio_round_trips)
 {
+    check_json_round_trip(AUDIO_SPEC(FBANK_ALL));
+    check_proto_round_trip(AUDIO_SPEC(FBANK_ALL));
+    struct spw_pipeline_spec *f = parse_ok(AUDIO_SPEC("{\"op\": \"decode_wav\"}, {\"op\": \"fbank\"}"));
+    ck_assert(f->ops[1].n_mels == 23 && f->ops[1].frame_length == 25.0 && f->ops[1].frame_shift == 10.0 &&
+              f->ops[1].sample_frequency == 16000.0 && f->ops[1].dither == 0.0 &&
+              f->ops[1].preemphasis_coefficient == 0.97 && f->ops[1].window_type == SPW_KALDI_POVEY &&
+              f->ops[1].remove_dc_offset && f->ops[1].energy_floor == 1.0 && f->ops[1].raw_energy &&
+              !f->ops[1].use_energy && !f->ops[1].htk_compat && f->ops[1].f_min == 20.0 && f->ops[1].f_max == 0.0 &&
+              f->ops[1].snip_edges);     /* torchaudio.compliance.kaldi.fbank's defaults */
+    spw_spec_free(f);
+    expect_error(AUDIO_SPEC("{\"op\": \"decode_wav\"}, {\"op\": \"fbank\"}, {\"op\": \"mel\"}"),
+                 "ops[2]: \"mel\" after \"fbank\" (ops[1]): fbank's rows are mel bins already");
+    expect_error(AUDIO_SPEC("{\"op\": \"decode_wav\"}, {\"op\": \"fbank\"}, {\"op\": \"stft\", \"n_fft\": 8}"),
+                 "ops[2]: at most one of stft/fbank (ops[1] is \"fbank\")");
+    expect_error(AUDIO_SPEC("{\"op\": \"decode_wav\"}, {\"op\": \"fbank\", \"window_type\": \"hann\"}"),
+                 "ops[1].window_type: \"hann\" is not one of hamming, hanning, povey, rectangular, blackman");
     check_json_round_trip(AUDIO_SPEC(AUDIO_ALL));
     check_json_round_trip(AUDIO_SPEC(AUDIO_DEFAULTS));
     check_proto_round_trip(AUDIO_SPEC(AUDIO_ALL));
