@@ -23,7 +23,8 @@ for recipe in "$ROOT"/examples/pipelines/*.json; do
     "$SPEECH"
   "$B/bin/spillctl" run --local --pipeline "$WORK/$name.json" --threads 2 --max-batches 2 \
     --dump "$WORK/$name-local" --quiet 2> "$WORK/$name-local.err"
-  check "$name: two batches in process" test "$(ls "$WORK/$name-local" | grep -c '_t0.npy$')" -eq 2
+  batches=("$WORK/$name-local"/*_t0.npy)
+  check "$name: two batches in process" test "${#batches[@]}" -eq 2
   timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/$name.json" --ordered \
     --local-cores 0 --max-batches 2 --dump "$WORK/$name-remote" --quiet 2> "$WORK/$name-remote.err"
   check "$name: the same two batches through a worker" same_batches "$name-remote" "$name-local"
