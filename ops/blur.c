@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "lib/simd.h"
 
@@ -66,6 +68,90 @@ static void blur(const struct spw_image *in, int kx, int ky, const float *wx, co
             d[i] = (uint8_t)nearbyint(acc);  /* torch.round: half to even (the default rounding mode) */
         }
     }
+}
+
+/* Pillow's _gaussian_blur_radius: the extended box's radius for `passes` passes, in its float arithmetic. */
+static float pil_box_radius(float radius, int passes)
+{
+    float sigma2, big_l, l, a;
+    sigma2 = radius * radius / passes;
+    big_l = (float)sqrt(12.0 * sigma2 + 1.0);
+    l = (float)floor((big_l - 1.0) / 2.0);
+    a = (2 * l + 1) * (l * (l + 1) - 3 * sigma2);
+    a /= 6 * (sigma2 - (l + 1) * (l + 1));
+    return l + a;
+}
+
+/* Pillow's ImagingLineBoxBlur on one channel of a line: n values `step` bytes apart, in place (tmp: n bytes). */
+static void pil_line_blur(uint8_t *line, size_t step, int n, int radius, uint32_t ww, uint32_t fw, uint8_t *tmp)
+{
+    const int last = n - 1, edge_a = radius + 1 < n ? radius + 1 : n, edge_b = n - radius - 1 > 0 ? n - radius - 1 : 0;
+#define IN(i) ((uint32_t)line[(size_t)(i) * step])
+#define MOVE(sub, add) acc += IN(add) - IN(sub)
+#define SAVE(x, left, right) tmp[x] = (uint8_t)((acc * ww + (IN(left) + IN(right)) * fw + (1u << 23)) >> 24)
+    uint32_t acc = IN(0) * (uint32_t)(radius + 1);
+    for (int x = 0; x < edge_a - 1; x++)
+        acc += IN(x);
+    acc += IN(last) * (uint32_t)(radius - edge_a + 1);
+    if (edge_a <= edge_b) {
+        for (int x = 0; x < edge_a; x++) {
+            MOVE(0, x + radius);
+            SAVE(x, 0, x + radius + 1);
+        }
+        for (int x = edge_a; x < edge_b; x++) {
+            MOVE(x - radius - 1, x + radius);
+            SAVE(x, x - radius - 1, x + radius + 1);
+        }
+        for (int x = edge_b; x <= last; x++) {
+            MOVE(x - radius - 1, last);
+            SAVE(x, x - radius - 1, last);
+        }
+    } else {
+        for (int x = 0; x < edge_b; x++) {
+            MOVE(0, x + radius);
+            SAVE(x, 0, x + radius + 1);
+        }
+        for (int x = edge_b; x < edge_a; x++) {
+            MOVE(0, last);
+            SAVE(x, 0, last);
+        }
+        for (int x = edge_a; x <= last; x++) {
+            MOVE(x - radius - 1, last);
+            SAVE(x, x - radius - 1, last);
+        }
+    }
+#undef IN
+#undef MOVE
+#undef SAVE
+    for (int x = 0; x < n; x++)
+        line[(size_t)x * step] = tmp[x];
+}
+
+int spw_pil_gaussian_blur_run(const struct spw_image *in, double radius, struct spw_image *out)
+{
+    if (!in || !out || !in->data || !out->data || in->c != 3 || out->c != 3 || in->w <= 0 || in->h <= 0 ||
+        in->w != out->w || in->h != out->h || !(radius >= 0) || !isfinite(radius))
+        return -EINVAL;
+    if (in->data != out->data)
+        for (int y = 0; y < in->h; y++)
+            memcpy(out->data + (size_t)y * out->stride, in->data + (size_t)y * in->stride, 3 * (size_t)in->w);
+    const float r = pil_box_radius((float)radius, 3);
+    const int ri = (int)r;
+    const uint32_t ww = (uint32_t)((float)(1u << 24) / (r * 2 + 1));
+    const uint32_t fw = ((1u << 24) - (uint32_t)(ri * 2 + 1) * ww) / 2;
+    uint8_t *tmp = malloc((size_t)(in->w > in->h ? in->w : in->h));
+    if (!tmp)
+        return -ENOMEM;
+    for (int pass = 0; pass < 3; pass++)            /* ImagingBoxBlur: three horizontal passes ... */
+        for (int y = 0; y < out->h; y++)
+            for (int ch = 0; ch < 3; ch++)
+                pil_line_blur(out->data + (size_t)y * out->stride + ch, 3, out->w, ri, ww, fw, tmp);
+    for (int pass = 0; pass < 3; pass++)            /* ... then three on the transposed image */
+        for (int x = 0; x < out->w; x++)
+            for (int ch = 0; ch < 3; ch++)
+                pil_line_blur(out->data + 3 * (size_t)x + ch, out->stride, out->h, ri, ww, fw, tmp);
+    free(tmp);
+    return 0;
 }
 
 int spw_gaussian_blur_run(const struct spw_image *in, int kx, int ky, double sx, double sy, void *scratch,

@@ -1,7 +1,7 @@
-/* ops/blur.h - torchvision's gaussian_blur on RGB HWC uint8 images: F.gaussian_blur on a PIL image goes
- * through its tensor path (a float32 kernel from torch.linspace/exp, reflect padding, conv2d, round half to
- * even), and so does this, in double precision over the same float32 kernel (separable: a column pass, then a
- * row pass). Pure kernels: no allocation (the caller hands scratch), no I/O, no globals; thread-safe. */
+/* ops/blur.h - Gaussian blurs on RGB HWC uint8 images. torchvision's gaussian_blur: F.gaussian_blur on a PIL
+ * image goes through its tensor path (a float32 kernel from torch.linspace/exp, reflect padding, conv2d, round
+ * half to even), and so does this, in double precision over the same float32 kernel (separable: a column pass,
+ * then a row pass). Pillow's GaussianBlur: its extended box blur, bit-exact. No I/O, no globals; thread-safe. */
 #ifndef SPW_OPS_BLUR_H
 #define SPW_OPS_BLUR_H
 
@@ -21,5 +21,11 @@ size_t spw_gaussian_blur_scratch(int w, int kx);
  * condition). Returns 0, or -EINVAL (a bad view, kernel or sigma; a kernel the image is too small for). */
 int spw_gaussian_blur_run(const struct spw_image *in, int kx, int ky, double sx, double sy, void *scratch,
                           struct spw_image *out);
+
+/* Pillow 9.4's ImageFilter.GaussianBlur(radius) on RGB (image.gaussian_blur: three passes of its extended box
+ * blur each way, the box radius from Gwosdek et al., in Pillow's float and 8.24 fixed-point arithmetic, edges
+ * extended): what DINO's and DeiT III's GaussianBlur call. out may be in (done in place); radius >= 0.
+ * Returns 0 or -EINVAL. */
+int spw_pil_gaussian_blur_run(const struct spw_image *in, double radius, struct spw_image *out);
 
 #endif

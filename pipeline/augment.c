@@ -104,6 +104,13 @@ int spw_augment_gaussian_blur(struct spw_op_call *c, struct spw_value *v)
     return done(c, img, rc);
 }
 
+int spw_augment_pil_gaussian_blur(struct spw_op_call *c, struct spw_value *v)
+{
+    /* DINO / DeiT III: ImageFilter.GaussianBlur(radius=random.uniform(min, max)), Pillow taking a float */
+    const double radius = spw_augment_blur_sigma(c->op, &c->rng);
+    return done(c, &v->img, spw_pil_gaussian_blur_run(&v->img, radius, &v->img));
+}
+
 int spw_augment_random(struct spw_op_call *c, struct spw_value *v)
 {
     if (!(spw_rng_uniform(&c->rng) < c->op->p))    /* torchvision: torch.rand(1) < p, then the op */

@@ -23,7 +23,9 @@ int spw_augment_autocontrast(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_invert(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_grayscale(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_gaussian_blur(struct spw_op_call *c, struct spw_value *v);
-/* gaussian_blur's sigma for one element: uniform in the op's [min, max], as a float32 (its first draw). */
+int spw_augment_pil_gaussian_blur(struct spw_op_call *c, struct spw_value *v);
+/* gaussian_blur's sigma (pil_gaussian_blur's radius) for one element: uniform in the op's [min, max], as a
+ * float32 (its first draw). */
 double spw_augment_blur_sigma(const struct spw_op_spec *op, struct spw_rng *r);
 /* The random_<op> rows (random_grayscale, random_posterize, ...): with probability p, their op; else v
  * unchanged. One draw from the op's stream either way. */

@@ -103,6 +103,8 @@ static const struct spw_op_field blur_fields[] = {
     {"kernel_size", SPW_FK_KSIZE, OFF(kernel_size), 1, SPW_BLUR_MAX_KERNEL, SPW_F_REQ, NULL},
     {"sigma", SPW_FK_SIGMA, OFF(sigma), 0, INF, SPW_F_LO_OPEN, NULL},
     F_END};
+static const struct spw_op_field pil_blur_fields[] = {
+    {"radius", SPW_FK_SIGMA, OFF(sigma), 0, 1000, 0, NULL}, F_END};
 static const struct spw_op_field jitter_fields[] = {
     {"brightness", SPW_FK_JITTER, OFF(brightness), 0, INF, 0, NULL},
     {"contrast", SPW_FK_JITTER, OFF(contrast), 0, INF, 0, NULL},
@@ -460,6 +462,11 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
                                       .doc = "Blur with a kernel_size Gaussian, sigma drawn from [min, max] per "
                                              "sample (GaussianBlur).",
                                       .args = "kernel_size sigma"),
+    [SPW_OP_PIL_GAUSSIAN_BLUR] = IMAGE_OP("pil_gaussian_blur", pil_blur_fields, spw_augment_pil_gaussian_blur, NULL,
+                                          .defaults = {.sigma = {0.1, 2.0}},
+                                          .doc = "Pillow's ImageFilter.GaussianBlur(radius), radius drawn from "
+                                                 "[min, max] per sample (DINO's and DeiT III's GaussianBlur).",
+                                          .args = "radius"),
     [SPW_OP_COLOR_JITTER] = IMAGE_OP("color_jitter", jitter_fields, spw_augment_color_jitter,
                                      spw_gpu_op_color_jitter,
                                      .doc = "Random brightness, contrast, saturation and hue, in a random "

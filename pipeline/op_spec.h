@@ -76,6 +76,7 @@ enum spw_op_kind {
     SPW_OP_GAUSSIAN_BLUR,
     SPW_OP_PAD,
     SPW_OP_FBANK,
+    SPW_OP_PIL_GAUSSIAN_BLUR,
     SPW_OP_COUNT
 };
 
@@ -110,7 +111,8 @@ struct spw_op_spec {
     int bits;                           /* posterize: [0, 8] */
     int num_output_channels;            /* grayscale: 1 (torchvision's default) or 3 */
     int kernel_size[2];                 /* gaussian_blur: [kx, ky] (width, height as torchvision), odd */
-    double sigma[2];                    /* gaussian_blur: drawn from [min, max] per sample; (0.1, 2.0) */
+    double sigma[2];                    /* gaussian_blur: drawn from [min, max] per sample; (0.1, 2.0);
+                                           pil_gaussian_blur: its radius, the same way */
     double threshold;                   /* solarize: [0, 255] */
     double brightness[2], contrast[2], saturation[2], hue[2]; /* color_jitter ranges (min, max);
                                            0,0 = off */

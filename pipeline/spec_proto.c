@@ -46,7 +46,7 @@
 /* X(field): repeated double; `value` is handled with value_random */
 #define OP_DOUBLE_LISTS(X)                                                                                 \
     X(scale) X(ratio) X(translate) X(shear) X(fill) X(brightness) X(contrast) X(saturation) X(hue) X(mean) \
-    X(std) X(sigma)
+    X(std) X(sigma) X(radius)
 
 #define OP_CASE(FIELD) SPILLWAY__V1__OP__OPT_##FIELD##_##FIELD
 

@@ -195,6 +195,14 @@ def check_blur_sigma(n=10000):
         d, crit = ks(ours, ref)
         result("gaussian_blur sigma in [%g, %g]" % (lo, hi), len(ours) == n and d < crit and ours.min() >= lo and
                ours.max() <= hi, "KS D=%.4f crit=%.4f" % (d, crit))
+    # pil_gaussian_blur's radius: DINO's random.uniform(radius_min, radius_max)
+    spec = spec_file({"op": "pil_gaussian_blur", "radius": [0.1, 2.0]})
+    out = subprocess.run([FUSED, "sigma", spec, str(n)], capture_output=True, text=True, check=True)
+    ours = np.array([float(x) for x in out.stdout.split()])
+    random.seed(0)
+    ref = np.array([random.uniform(0.1, 2.0) for _ in range(n)])
+    d, crit = ks(ours, ref)
+    result("pil_gaussian_blur radius in [0.1, 2]", d < crit, "KS D=%.4f crit=%.4f" % (d, crit))
 
 
 def main():

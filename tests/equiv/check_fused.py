@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torchvision.transforms as T
 import torchvision.transforms.functional as F
-from PIL import Image
+from PIL import Image, ImageFilter
 
 sys.path.insert(0, os.path.dirname(__file__))
 import photos  # noqa: E402
@@ -228,6 +228,13 @@ def main():
                 check("random_crop %s %s padding %s%s sample %d" % (mode, size, padding,
                       " pad_if_needed" if ifneeded else "", sample), ours,
                       np.asarray(F.crop(ref, y + pt, x + pl, h, w)), 0, exact=True)
+    # 6f. pil_gaussian_blur at a fixed radius through the pipeline's adapter is Pillow's GaussianBlur, exactly
+    for path in imgs[:3]:
+        pil = Image.open(path).convert("RGB")
+        for r in (0.1, 1.3, 2.0):
+            ours, _ = run([{"op": "decode_jpeg"}, {"op": "pil_gaussian_blur", "radius": r}], path)
+            check("pil_gaussian_blur radius %g %s" % (r, os.path.basename(path)), ours,
+                  np.asarray(pil.filter(ImageFilter.GaussianBlur(radius=r))), 0, exact=True)
     # 7. a crop larger than the image pads with zeros, as torchvision does
     path = imgs[0]
     pil = Image.open(path).convert("RGB")

@@ -18,7 +18,7 @@ import tempfile
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageFilter
 import torchvision.transforms.functional as F
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms.autoaugment import (AutoAugment, AutoAugmentPolicy, RandAugment,
@@ -109,6 +109,9 @@ def point_cases():
     cases = [({"op": "invert"}, F.invert), ({"op": "equalize"}, F.equalize),
              ({"op": "autocontrast"}, F.autocontrast),
              ({"op": "grayscale"}, lambda i: F.rgb_to_grayscale(i, 3))]
+    for r in (0.0, 0.1, 0.37, 1.0, 1.7777, 2.0, 5.5, 40.0):   # Pillow's GaussianBlur (DINO's, DeiT III's)
+        cases.append(({"op": "pil_gaussian_blur", "radius": r},
+                      lambda i, r=r: i.filter(ImageFilter.GaussianBlur(radius=r))))
     for bits in (0, 1, 3, 4, 7, 8):
         cases.append(({"op": "posterize", "bits": bits}, lambda i, b=bits: F.posterize(i, b)))
     for t in (0, 1, 100.5, 128, 255, 256):

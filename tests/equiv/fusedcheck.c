@@ -11,7 +11,8 @@
  *                                                         32x24 image
  *   fusedcheck plan SPEC.json N                        -> N lines: the indices of op 1's ops (a combinator)
  *                                                         that samples 0..N-1 run, in their order ("-": none)
- *   fusedcheck sigma SPEC.json N                       -> N lines: the sigma op 1 (gaussian_blur) draws
+ *   fusedcheck sigma SPEC.json N                       -> N lines: the sigma (radius) op 1 (gaussian_blur,
+ *                                                         pil_gaussian_blur) draws
  *   fusedcheck mix SPEC.json N W H                     -> N lines "kind lambda x1 y1 x2 y2": batch.mix's draws
  *                                                         for batches 0..N-1 of epoch 0 (kind 0 none, 1 mixup,
  *                                                         2 cutmix) of W x H images */
@@ -199,8 +200,9 @@ static int cmd_plan(const struct spw_pipeline_spec *spec, int n)
 
 static int cmd_sigma(const struct spw_pipeline_spec *spec, int n)
 {
-    if (spec->n_ops < 2 || spec->ops[1].kind != SPW_OP_GAUSSIAN_BLUR) {
-        fprintf(stderr, "sigma: ops[1] must be gaussian_blur\n");
+    if (spec->n_ops < 2 || (spec->ops[1].kind != SPW_OP_GAUSSIAN_BLUR && spec->ops[1].kind !=
+                                                                        SPW_OP_PIL_GAUSSIAN_BLUR)) {
+        fprintf(stderr, "sigma: ops[1] must be gaussian_blur or pil_gaussian_blur\n");
         return 1;
     }
     for (int s = 0; s < n; s++) {

@@ -11,6 +11,7 @@
 
 #include "lib/err.h"
 #include "lib/rng.h"
+#include "ops/blur.h"
 #include "ops/color.h"
 #include "ops/geometry.h"
 #include "ops/image.h"
@@ -237,6 +238,8 @@ static int run_kernel(const char *op, const json_t *spec, struct spw_image *img,
         return spw_invert_run(img, img);
     if (!strcmp(op, "grayscale"))
         return spw_grayscale_run(img, img);
+    if (!strcmp(op, "pil_gaussian_blur"))
+        return spw_pil_gaussian_blur_run(img, num(spec, "radius", 2.0), img);
 
     int rc;
     if (!strcmp(op, "sharpness")) {

@@ -38,12 +38,13 @@ START_TEST(test_registry_audio_by_class)
     ck_assert(spw_op_class_audio(spw_op_def(SPW_OP_DECODE_WAV)->cls));
     ck_assert(spw_op_class_audio(spw_op_def(SPW_OP_DECODE_AUDIO)->cls));
     ck_assert(spw_op_class_audio(spw_op_def(SPW_OP_SPEC_AUGMENT)->cls));
+    ck_assert(spw_op_class_audio(spw_op_def(SPW_OP_FBANK)->cls));
     ck_assert(!spw_op_class_audio(spw_op_def(SPW_OP_DECODE_JPEG)->cls));
     ck_assert(!spw_op_class_audio(spw_op_def(SPW_OP_TO_TENSOR)->cls));
     int audio = 0;
     for (int k = 0; k < SPW_OP_COUNT; k++)
         audio += spw_op_class_audio(spw_op_def((enum spw_op_kind)k)->cls);
-    ck_assert_int_eq(audio, 11);
+    ck_assert_int_eq(audio, 12);     /* decode_wav, decode_audio, 4 waveform ops, stft, fbank, 4 spectrogram ops */
 }
 END_TEST
 

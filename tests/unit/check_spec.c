@@ -62,6 +62,7 @@
     "{\"op\": \"random_choice\", \"ops\": [{\"op\": \"rotate\", \"angle\": 3}]},"                           \
     "{\"op\": \"gaussian_blur\", \"kernel_size\": [7, 3], \"sigma\": [0.5, 1.5]},"                          \
     "{\"op\": \"gaussian_blur\", \"kernel_size\": 23, \"sigma\": 2},"                                         \
+    "{\"op\": \"pil_gaussian_blur\", \"radius\": [0, 3.5]}, {\"op\": \"pil_gaussian_blur\", \"radius\": 1},"  \
     "{\"op\": \"color_jitter\", \"brightness\": 0.4, \"contrast\": [0.5, 1.5], \"saturation\": 0,"          \
     " \"hue\": 0.1},"                                                                                      \
     "{\"op\": \"rand_augment\", \"num_ops\": 3, \"magnitude\": 5, \"num_magnitude_bins\": 11,"              \
