@@ -263,7 +263,7 @@ demo: deps
 bench: deps
 	$(MAKE) all $(BENCH_BIN)
 	/usr/bin/python3 scripts/lib/bench_targets.py clear
-	@fail=0; for b in ops stream offload compress audio audio-decode png python-heap python-op dispatcher; do \
+	@fail=0; for b in ops stream offload compress audio audio-decode png python-heap python-op dispatcher recipes; do \
 	  bash scripts/bench/$$b.sh || { echo "make bench: scripts/bench/$$b.sh failed" >&2; fail=1; }; \
 	done; /usr/bin/python3 scripts/lib/bench_targets.py report; exit $$fail
 

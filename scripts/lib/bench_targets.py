@@ -18,7 +18,7 @@ DIR = os.path.join(os.environ.get("SPW_BUILD") or os.path.join(ROOT, "build"), "
 DOC = os.path.join(ROOT, "docs", "benchmarks.md")
 BEGIN, END = "<!-- make-bench-targets:begin -->", "<!-- make-bench-targets:end -->"
 # What `make bench` runs, in order, and what the by-hand evaluations are (rows only when they were run).
-BENCHES = ["ops", "stream", "offload", "compress", "audio", "png", "python-op", "dispatcher"]
+BENCHES = ["ops", "stream", "offload", "compress", "audio", "png", "python-op", "dispatcher", "recipes"]
 BY_HAND = {"planner": "scripts/eval/planner.sh (root, ~60 min)", "workers": "scripts/eval/workers.sh (root)"}
 
 

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# scripts/bench/recipes.sh - the image recipes of examples/pipelines/ per core: Spillway (spillctl run --local
+# --threads 1) against the transforms each was written from (scripts/bench/recipes_peer.py: torchvision on
+# PIL, DataLoader with num_workers=0, torch on one thread, the references' MixUp/CutMix collate), both on the
+# same BENCH_RECIPES_N (default 500) real-photo crops of the benchmark set (scripts/data/make-dataset.sh), one
+# core (BENCH_CPU, default 1), runs interleaved, medians of BENCH_RUNS (default 3). Recipes over shards run
+# on the same photos as a folder (the decode is what costs). Prints images/s per side and the ratio (target
+# >= 3x torchvision per core); writes build/bench/recipes.md and its rows of the targets table. Batches of 64
+# on both sides.
+set -euo pipefail
+# shellcheck source=scripts/lib/harness.sh
+source "$(dirname "$0")/../lib/harness.sh"   # ROOT, B, PY, need_built, wait_port, ...
+cd "$ROOT"
+N=${BENCH_RECIPES_N:-500}
+RUNS=${BENCH_RUNS:-3}
+CPU=${BENCH_CPU:-1}
+SPILLCTL=${SPILLCTL:-$B/bin/spillctl}
+OUT=$B/bench/recipes
+need_built "$SPILLCTL"
+bash scripts/data/make-dataset.sh "$B/data/imagenet-like" 2000 > /dev/null
+DATA=$OUT/data
+rm -rf "$OUT"
+mkdir -p "$DATA"
+# N photos spread over the set's classes (every k-th by name), as symlinks: both sides read the same files.
+find "$B/data/imagenet-like/train" -name '*.JPEG' | sort > "$OUT/all.txt"
+"$PY" -c 'import sys
+paths = open(sys.argv[1]).read().split()
+n = int(sys.argv[2])
+print("\n".join(paths[i * len(paths) // n] for i in range(min(n, len(paths)))))' "$OUT/all.txt" "$N" > "$OUT/picked.txt"
+while read -r f; do
+  c=$(basename "$(dirname "$f")")
+  mkdir -p "$DATA/$c"
+  ln -s "$f" "$DATA/$c/"
+done < "$OUT/picked.txt"
+: > "$OUT/results.tsv"
+echo "bench-recipes: $RUNS runs of $N photos on CPU $CPU; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+for recipe in examples/pipelines/*.json; do
+  name=$(basename "$recipe" .json)
+  "$PY" -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+if s["source"]["format"] in ("audio_folder", "wav_folder"):
+    sys.exit(3)
+s["source"].update(format="image_folder", path=sys.argv[2], shuffle=True, seed=7, epochs=1)
+s["ops"][0]["op"] = "decode_jpeg"
+s["batch"].update(size=64, drop_remainder=False)     # both sides: batches of 64, as scripts/bench/ops.sh
+mix = s["batch"].get("mix")
+if mix:
+    mix["num_classes"] = 1000
+json.dump(s, open(sys.argv[3], "w"))' "$recipe" "$DATA" "$OUT/$name.json" || continue
+  for r in $(seq 1 "$RUNS"); do
+    tv=$(taskset -c "$CPU" "$PY" scripts/bench/recipes_peer.py "$OUT/$name.json" "$DATA" |
+      "$PY" -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["per_s"])')
+    sp=$(taskset -c "$CPU" "$SPILLCTL" run --local --threads 1 --pipeline "$OUT/$name.json" --json --quiet |
+      "$PY" -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["elements_per_s"])')
+    printf '%s\t%s\t%s\t%s\n' "$name" "$r" "$tv" "$sp" >> "$OUT/results.tsv"
+    echo "  $name run $r: torchvision $tv/s, Spillway $sp/s"
+  done
+done
+echo "bench-recipes: load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$PY" scripts/bench/recipes_report.py "$OUT/results.tsv" "$OUT/recipes.md" "$N" "$RUNS" "$CPU"

@@ -1,0 +1,175 @@
+#!/usr/bin/python3
+"""scripts/bench/recipes_peer.py - the torchvision / torchaudio side of scripts/bench/recipes.sh: a recipe file
+of examples/pipelines/ as the transforms it was written from, one timed pass over a dataset on one core.
+
+Images: ImageFolder + transforms.Compose (each op of the spec as its torchvision transform; combinators as
+RandomApply / RandomChoice / RandomOrder) + DataLoader(num_workers=0), batch.mix as the classification
+references' RandomMixup / RandomCutmix under a RandomChoice in the collate step (re-typed from their
+algorithm: Debian's torchvision has no references). Audio: soundfile, torchaudio.functional.resample,
+torchaudio.compliance.kaldi.fbank and FrequencyMasking / TimeMasking per clip. torch.set_num_threads(1); the
+caller pins the process (taskset). A couple of batches run untimed first. Prints one JSON object.
+usage: recipes_peer.py RECIPE.json DATA_DIR"""
+import glob
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import torch
+import torchvision.transforms as T
+from torch.utils.data import DataLoader
+from torchvision import datasets
+
+IM = {"nearest": T.InterpolationMode.NEAREST, "bilinear": T.InterpolationMode.BILINEAR,
+      "bicubic": T.InterpolationMode.BICUBIC}
+
+
+class PilBlur:
+    """DINO's / DeiT III's GaussianBlur at p=1: ImageFilter.GaussianBlur(radius=random.uniform(lo, hi))."""
+    def __init__(self, lo, hi):
+        self.lo, self.hi = lo, hi
+
+    def __call__(self, img):
+        from PIL import ImageFilter
+        return img.filter(ImageFilter.GaussianBlur(radius=random.uniform(self.lo, self.hi)))
+
+
+def transform(o):
+    """One spec op as its torchvision transform (a list: normalize is ToTensor + Normalize)."""
+    k, g = o["op"], o.get
+    interp = IM[g("interpolation", "bilinear")]
+    if k in ("decode_jpeg", "decode_image"):
+        return []
+    table = {
+        "resize": lambda: T.Resize(o["size"], interpolation=interp),
+        "random_crop": lambda: T.RandomCrop(o["size"], padding=g("padding"),
+                                            padding_mode=g("padding_mode", "constant")),
+        "grayscale": lambda: T.Grayscale(g("num_output_channels", 1)),
+        "solarize": lambda: T.RandomSolarize(o["threshold"], p=1.0),
+        "pil_gaussian_blur": lambda: PilBlur(*(g("radius", [0.1, 2.0]) if isinstance(g("radius"), list)
+                                             else [g("radius")] * 2)),
+        "center_crop": lambda: T.CenterCrop(o["size"]),
+        "random_resized_crop": lambda: T.RandomResizedCrop(o["size"], scale=tuple(g("scale", (0.08, 1.0))),
+                                                           interpolation=interp),
+        "random_horizontal_flip": lambda: T.RandomHorizontalFlip(g("p", 0.5)),
+        "trivial_augment_wide": lambda: T.TrivialAugmentWide(interpolation=IM[g("interpolation", "nearest")]),
+        "rand_augment": lambda: T.RandAugment(g("num_ops", 2), g("magnitude", 9)),
+        "random_erasing": lambda: T.RandomErasing(g("p", 0.5)),
+        "color_jitter": lambda: T.ColorJitter(g("brightness", 0), g("contrast", 0), g("saturation", 0),
+                                              g("hue", 0)),
+        "random_grayscale": lambda: T.RandomGrayscale(g("p", 0.1)),
+        "random_posterize": lambda: T.RandomPosterize(o["bits"], g("p", 0.5)),
+        "random_solarize": lambda: T.RandomSolarize(o["threshold"], g("p", 0.5)),
+        "random_equalize": lambda: T.RandomEqualize(g("p", 0.5)),
+        "random_autocontrast": lambda: T.RandomAutocontrast(g("p", 0.5)),
+        "random_invert": lambda: T.RandomInvert(g("p", 0.5)),
+        "random_adjust_sharpness": lambda: T.RandomAdjustSharpness(o["sharpness_factor"], g("p", 0.5)),
+        "random_apply": lambda: T.RandomApply(flat(o["ops"]), p=g("p", 0.5)),
+        "random_choice": lambda: T.RandomChoice(flat(o["ops"]), p=g("p")),
+        "random_order": lambda: T.RandomOrder(flat(o["ops"])),
+    }
+    if k == "normalize":
+        return [T.ToTensor(), T.Normalize(o["mean"], o["std"])]
+    if k not in table:
+        sys.exit("recipes_peer: no torchvision transform for op %r" % k)
+    return [table[k]()]
+
+
+def flat(ops):
+    return [t for o in ops for t in transform(o)]
+
+
+def mixer(mix):
+    """The references' collate: RandomChoice([RandomMixup, RandomCutmix]) on (batch, target)."""
+    def mixup(b, t, alpha):
+        rb, rt = b.roll(1, 0), t.roll(1, 0)
+        lam = float(torch._sample_dirichlet(torch.tensor([alpha, alpha]))[0])
+        rb.mul_(1.0 - lam)
+        b.mul_(lam).add_(rb)
+        rt.mul_(1.0 - lam)
+        t.mul_(lam).add_(rt)
+        return b, t
+
+    def cutmix(b, t, alpha):
+        rb, rt = b.roll(1, 0), t.roll(1, 0)
+        lam = float(torch._sample_dirichlet(torch.tensor([alpha, alpha]))[0])
+        H, W = b.shape[-2:]
+        rx, ry = int(torch.randint(W, (1,))), int(torch.randint(H, (1,)))
+        r = 0.5 * math.sqrt(1.0 - lam)
+        rw, rh = int(r * W), int(r * H)
+        x1, y1, x2, y2 = max(rx - rw, 0), max(ry - rh, 0), min(rx + rw, W), min(ry + rh, H)
+        b[:, :, y1:y2, x1:x2] = rb[:, :, y1:y2, x1:x2]
+        lam = 1.0 - (x2 - x1) * (y2 - y1) / (W * H)
+        rt.mul_(1.0 - lam)
+        t.mul_(lam).add_(rt)
+        return b, t
+    ways = [(f, a) for f, a in ((mixup, mix.get("mixup_alpha", 0)), (cutmix, mix.get("cutmix_alpha", 0))) if a > 0]
+
+    def collate(items):
+        b, t = torch.utils.data.default_collate(items)
+        t = torch.nn.functional.one_hot(t, num_classes=mix["num_classes"]).to(b.dtype)
+        f, a = random.choice(ways)
+        return f(b, t, a) if torch.rand(1).item() < mix.get("p", 1.0) else (b, t)
+    return collate
+
+
+def images(spec, data, warmup=2):
+    tf = T.Compose(flat(spec["ops"]))
+    ds = datasets.ImageFolder(data, transform=tf)
+    mix = spec["batch"].get("mix")
+    loader = DataLoader(ds, batch_size=spec["batch"]["size"], shuffle=True, num_workers=0,
+                        collate_fn=mixer(mix) if mix else None, generator=torch.Generator().manual_seed(7))
+    it = iter(loader)
+    for _ in range(min(warmup, len(loader))):
+        next(it)
+    n, t0 = 0, time.perf_counter()
+    for b, _ in loader:
+        n += len(b)
+    return n, time.perf_counter() - t0
+
+
+def audio(spec, data, warmup=4):
+    import soundfile
+    import torchaudio
+    ops = {o["op"]: o for o in spec["ops"]}
+    fb, sa, rate = ops["fbank"], ops.get("spec_augment"), ops.get("resample", {}).get("rate")
+    fields = {k: v for k, v in fb.items() if k != "op"}
+    fm = torchaudio.transforms.FrequencyMasking(sa["freq_mask_param"]) if sa else None
+    tm = torchaudio.transforms.TimeMasking(sa["time_mask_param"]) if sa else None
+    files = sorted(glob.glob(os.path.join(data, "*", "*.wav")) + glob.glob(os.path.join(data, "*", "*.flac")))
+
+    def one(path):
+        x, r = soundfile.read(path, dtype="float32", always_2d=True)
+        w = torch.from_numpy(x.T.copy()).mean(0, keepdim=True)
+        if rate and r != rate:
+            w = torchaudio.functional.resample(w, r, rate)
+        f = torchaudio.compliance.kaldi.fbank(w, **fields).T[None]
+        for _ in range(sa.get("num_freq_masks", 1) if sa else 0):
+            f = fm(f)
+        for _ in range(sa.get("num_time_masks", 1) if sa else 0):
+            f = tm(f)
+        return f
+    for p in files[:warmup]:
+        one(p)
+    t0 = time.perf_counter()
+    for p in files:
+        one(p)
+    return len(files), time.perf_counter() - t0
+
+
+def main():
+    spec, data = json.load(open(sys.argv[1])), sys.argv[2]
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    torch.manual_seed(7)
+    random.seed(7)
+    is_audio = spec["source"]["format"] in ("audio_folder", "wav_folder")
+    n, s = (audio if is_audio else images)(spec, data)
+    print(json.dumps({"side": "torchaudio" if is_audio else "torchvision", "elements": n, "seconds": round(s, 4),
+                      "per_s": round(n / s, 2)}))
+
+
+if __name__ == "__main__":
+    main()
