@@ -244,6 +244,8 @@ static int crop_or_pad(const struct spw_pipeline_spec *spec, const struct spw_op
             return SPW_ETOOBIG;
         return window_samples(v, ch, n, 0, op->samples);
     }
+    if (op->kind == SPW_OP_PAD_AUDIO && op->trim && n > op->samples)
+        return window_samples(v, ch, n, 0, op->samples);
     return 0;
 }
 
@@ -558,6 +560,34 @@ int spw_audio_op_fbank(struct spw_op_call *c, struct spw_value *v)
 int spw_audio_op_mel(struct spw_op_call *c, struct spw_value *v)
 {
     return mel(c->op, &c->ctx->mel_banks[c->index], c->index, v, c->err, c->errlen);
+}
+
+int spw_audio_op_trim_frames(struct spw_op_call *c, struct spw_value *v)
+{
+    int64_t lead, rows, frames;
+    if (!spectrogram(v, c->index, "trim_frames", &lead, &rows, &frames, c->err, c->errlen))
+        return SPW_EUNSUPPORTED;
+    const int64_t keep = c->op->frames;
+    if (frames <= keep)
+        return 0;
+    float *x = v->t.data;                   /* rows of `frames` become rows of `keep`, in place */
+    for (int64_t r = 0; r < lead * rows; r++)
+        memmove(x + r * keep, x + r * frames, (size_t)keep * sizeof(float));
+    v->t.shape[v->t.ndim - 1] = keep;
+    v->t.nbytes = (size_t)(lead * rows * keep) * sizeof(float);
+    return 0;
+}
+
+int spw_audio_op_scale_shift(struct spw_op_call *c, struct spw_value *v)
+{
+    int64_t lead, rows, frames;
+    if (!spectrogram(v, c->index, "scale_shift", &lead, &rows, &frames, c->err, c->errlen))
+        return SPW_EUNSUPPORTED;
+    float *x = v->t.data;
+    const float a = (float)c->op->factor, b = (float)c->op->offset;
+    for (int64_t k = 0; k < lead * rows * frames; k++)
+        x[k] = x[k] * a + b;
+    return 0;
 }
 
 int spw_audio_op_log_scale(struct spw_op_call *c, struct spw_value *v)

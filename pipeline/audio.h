@@ -35,6 +35,8 @@ int spw_audio_op_stft(struct spw_op_call *c, struct spw_value *v);
 int spw_audio_op_mel(struct spw_op_call *c, struct spw_value *v);
 /* fbank: channel 0 of the waveform (torchaudio's channel=-1), its rate (when known) sample_frequency. */
 int spw_audio_op_fbank(struct spw_op_call *c, struct spw_value *v);
+int spw_audio_op_trim_frames(struct spw_op_call *c, struct spw_value *v);
+int spw_audio_op_scale_shift(struct spw_op_call *c, struct spw_value *v);
 int spw_audio_op_log_scale(struct spw_op_call *c, struct spw_value *v);
 int spw_audio_op_spec_augment(struct spw_op_call *c, struct spw_value *v);
 

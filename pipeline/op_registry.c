@@ -151,6 +151,14 @@ static const struct spw_op_field resample_fields[] = {
     F_END};
 static const struct spw_op_field samples_fields[] = {
     {"samples", SPW_FK_INT, OFF(samples), 1, MAX_SAMPLES, SPW_F_REQ, NULL}, F_END};
+static const struct spw_op_field pad_audio_fields[] = {
+    {"samples", SPW_FK_INT, OFF(samples), 1, MAX_SAMPLES, SPW_F_REQ, NULL},
+    {"trim", SPW_FK_BOOL, OFF(trim), 0, 0, 0, NULL}, F_END};
+static const struct spw_op_field trim_frames_fields[] = {
+    {"frames", SPW_FK_INT, OFF(frames), 1, MAX_SAMPLES, SPW_F_REQ, NULL}, F_END};
+static const struct spw_op_field scale_shift_fields[] = {
+    {"factor", SPW_FK_NUM, OFF(factor), -INF, INF, 0, NULL},
+    {"offset", SPW_FK_NUM, OFF(offset), -INF, INF, 0, NULL}, F_END};
 static const struct spw_op_field stft_fields[] = {
     {"n_fft", SPW_FK_INT, OFF(n_fft), 2, 65536, SPW_F_REQ, NULL},
     {"hop_length", SPW_FK_INT, OFF(hop_length), 1, 65536, 0, "n_fft / 4"},
@@ -532,9 +540,10 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
                                   .fuse = SPW_FUSE_WAVE, .size = SPW_SIZE_VARIES, .fields = samples_fields,
                                   .cpu = spw_audio_op_crop_or_pad},
     [SPW_OP_PAD_AUDIO] = {.name = "pad_audio",
-                          .doc = "Zeros at the end up to that many samples; longer clips pass unchanged.",
+                          .doc = "Zeros at the end up to that many samples; longer clips pass unchanged, or with "
+                                 "trim are cut to their first samples (whisper.pad_or_trim).",
                           .args = "samples", .cls = SPW_OPC_WAVE, .group = SPW_GROUP_AUGMENT,
-                          .fuse = SPW_FUSE_WAVE, .size = SPW_SIZE_VARIES, .fields = samples_fields,
+                          .fuse = SPW_FUSE_WAVE, .size = SPW_SIZE_VARIES, .fields = pad_audio_fields,
                           .cpu = spw_audio_op_crop_or_pad},
     [SPW_OP_NORMALIZE_AUDIO] = {.name = "normalize_audio",
                                 .doc = "Peak-normalize each channel: max |x| becomes 1 (librosa.util.normalize).",
@@ -555,6 +564,14 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
                                    .sample_frequency = 16000.0, .preemphasis_coefficient = 0.97,
                                    .window_type = SPW_KALDI_POVEY, .remove_dc_offset = true, .energy_floor = 1.0,
                                    .raw_energy = true, .snip_edges = true, .f_min = 20.0}},
+    [SPW_OP_TRIM_FRAMES] = SPECTRAL("trim_frames", trim_frames_fields, SPW_GROUP_TENSOR, spw_audio_op_trim_frames,
+                                    .doc = "Keep a spectrogram's first frames (Whisper's [..., :N]); shorter ones "
+                                           "pass unchanged.",
+                                    .args = "frames"),
+    [SPW_OP_SCALE_SHIFT] = SPECTRAL("scale_shift", scale_shift_fields, SPW_GROUP_TENSOR, spw_audio_op_scale_shift,
+                                    .defaults = {.factor = 1.0},
+                                    .doc = "x * factor + offset on a spectrogram (Whisper's (log_spec + 4) / 4).",
+                                    .args = "factor offset"),
     [SPW_OP_MEL] = SPECTRAL("mel", mel_fields, SPW_GROUP_TENSOR, spw_audio_op_mel,
                             .defaults = {.sample_rate = 16000, .n_mels = 128, .mel_scale = SPW_MEL_HTK,
                                          .mel_norm = SPW_MEL_NORM_NONE},

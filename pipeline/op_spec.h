@@ -77,6 +77,8 @@ enum spw_op_kind {
     SPW_OP_PAD,
     SPW_OP_FBANK,
     SPW_OP_PIL_GAUSSIAN_BLUR,
+    SPW_OP_TRIM_FRAMES,
+    SPW_OP_SCALE_SHIFT,
     SPW_OP_COUNT
 };
 
@@ -129,6 +131,9 @@ struct spw_op_spec {
     int lowpass_filter_width;           /* resample: 6 */
     double rolloff;                     /* resample: 0.99 */
     int samples;                        /* random_crop_audio / pad_audio: the length (samples) */
+    bool trim;                          /* pad_audio: longer clips are cut to their first `samples` */
+    int frames;                         /* trim_frames: the frames kept */
+    double offset;                      /* scale_shift: x * factor + offset */
     int n_fft, hop_length, win_length;  /* stft: n_fft required; hop n_fft / 4, win n_fft (torch.stft) */
     bool center;                        /* stft: true (reflect padding) */
     double power;                       /* stft: 2 (power) or 1 (magnitude) */

@@ -25,18 +25,19 @@
     X(hop_length, HOP_LENGTH) X(win_length, WIN_LENGTH) X(sample_rate, SAMPLE_RATE) X(n_mels, N_MELS)     \
     X(freq_mask_param, FREQ_MASK_PARAM) X(time_mask_param, TIME_MASK_PARAM)                               \
     X(num_freq_masks, NUM_FREQ_MASKS) X(num_time_masks, NUM_TIME_MASKS)                                   \
-    X(num_output_channels, NUM_OUTPUT_CHANNELS) X(num_mel_bins, NUM_MEL_BINS)
+    X(num_output_channels, NUM_OUTPUT_CHANNELS) X(num_mel_bins, NUM_MEL_BINS) X(frames, FRAMES)
 /* JSON null (f_max, top_db) is an absent field */
 #define OP_DOUBLES(X)                                                                                      \
     X(p, P) X(angle, ANGLE) X(factor, FACTOR) X(threshold, THRESHOLD) X(rolloff, ROLLOFF) X(power, POWER)  \
     X(f_min, F_MIN) X(f_max, F_MAX) X(eps, EPS) X(top_db, TOP_DB) X(timeout_s, TIMEOUT_S)                 \
     X(sharpness_factor, SHARPNESS_FACTOR) X(frame_length, FRAME_LENGTH) X(frame_shift, FRAME_SHIFT)           \
     X(sample_frequency, SAMPLE_FREQUENCY) X(dither, DITHER) X(preemphasis_coefficient, PREEMPHASIS_COEFFICIENT) \
-    X(energy_floor, ENERGY_FLOOR) X(low_freq, LOW_FREQ) X(high_freq, HIGH_FREQ)
+    X(energy_floor, ENERGY_FLOOR) X(low_freq, LOW_FREQ) X(high_freq, HIGH_FREQ) X(offset, OFFSET)
 #define OP_BOOLS(X)                                                                                        \
     X(antialias, ANTIALIAS) X(pad_if_needed, PAD_IF_NEEDED) X(expand, EXPAND) X(mono, MONO)                \
     X(center, CENTER) X(exif_transpose, EXIF_TRANSPOSE) X(remove_dc_offset, REMOVE_DC_OFFSET)                 \
-    X(raw_energy, RAW_ENERGY) X(use_energy, USE_ENERGY) X(htk_compat, HTK_COMPAT) X(snip_edges, SNIP_EDGES)
+    X(raw_energy, RAW_ENERGY) X(use_energy, USE_ENERGY) X(htk_compat, HTK_COMPAT) X(snip_edges, SNIP_EDGES)     \
+    X(trim, TRIM)
 /* X(field, FIELD, name adapter); JSON null (norm) is an absent field */
 #define OP_ENUMS(X)                                                                                        \
     X(interpolation, INTERPOLATION, interp_n) X(policy, POLICY, policy_n) X(dtype, DTYPE, dtype_n)         \

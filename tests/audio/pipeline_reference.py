@@ -1,7 +1,8 @@
 # tests/audio/pipeline_reference.py SPILLCTL DATA_DIR - the audio pipeline end to end against independent
 # references: each case runs `spillctl run --local --dump` over WAV files (batch 1: whole clips of any length)
 # and recomputes every element from the same file with soundfile + torch.stft + torchaudio (melscale_fbanks,
-# resample, AmplitudeToDB), and Kaldi fbank against torchaudio.compliance.kaldi.fbank. Also: spec_augment masks are zero bands, the same per sample key in two runs and
+# resample, AmplitudeToDB), Kaldi fbank against torchaudio.compliance.kaldi.fbank, and Whisper's log-mel
+# front-end. Also: spec_augment masks are zero bands, the same per sample key in two runs and
 # different across keys. Prints one line per case; exits 1 on any failure.
 import glob
 import json
@@ -104,6 +105,41 @@ def check_fbank(folder, label, fields, scale_dither=False):
         len(outs), shapes_ok, worst, mean_gap))
 
 
+def check_whisper(folder, n_mels):
+    """Whisper's log_mel_spectrogram (openai/whisper audio.py, re-typed: pad_or_trim to 30 s, torch.stft(400,
+    160, hann), the last frame dropped, |X|^2, librosa's slaney mel bank (as torchaudio's slaney/slaney),
+    log10 clamped at 1e-10, floored at max - 8, (x + 4) / 4) against the pipeline of existing ops that makes
+    it: pad_audio with trim, stft, mel, trim_frames, amplitude_to_db (top_db 80), scale_shift (1/40, +1)."""
+    ops = [{"op": "decode_wav"}, {"op": "pad_audio", "samples": 480000, "trim": True},
+           {"op": "stft", "n_fft": 400, "hop_length": 160}, {"op": "mel", "sample_rate": 16000, "n_mels": n_mels,
+                                                              "mel_scale": "slaney", "norm": "slaney"},
+           {"op": "trim_frames", "frames": 3000}, {"op": "amplitude_to_db", "top_db": 80.0},
+           {"op": "scale_shift", "factor": 0.025, "offset": 1.0}]
+    paths, outs = run(folder, ops)
+    fb = torchaudio.functional.melscale_fbanks(201, 0.0, 8000.0, n_mels, 16000, norm="slaney", mel_scale="slaney").T
+    worst = 0.0
+    for path, got in zip(paths, outs):
+        x, rate = load(path)
+        a = torch.nn.functional.pad(x[0], (0, max(0, 480000 - x.shape[1])))[:480000]
+        st = torch.stft(a, 400, 160, window=torch.hann_window(400), return_complex=True)
+        mel = fb @ (st[..., :-1].abs() ** 2)
+        ls = torch.clamp(mel, min=1e-10).log10()
+        ls = (torch.maximum(ls, ls.max() - 8.0) + 4.0) / 4.0
+        worst = max(worst, float(np.max(np.abs(got - ls.numpy()))) if got.shape == tuple(ls.shape) else 1e9)
+    report("Whisper log-mel, %d mels (pad_audio trim + stft + mel + trim_frames + amplitude_to_db + scale_shift)"
+           % n_mels, worst <= 2e-4, "%d clips, [%d, 3000] each, max abs error %.2e (limit 2e-4)" % (
+               len(outs), n_mels, worst))
+
+
+def check_pad_or_trim(folder):
+    """pad_audio with trim is whisper.pad_or_trim: a clip longer than `samples` becomes its first samples."""
+    paths, outs = run(folder, [{"op": "decode_wav"}, {"op": "pad_audio", "samples": 16000, "trim": True}])
+    ok = all(got.shape == (1, 16000) and np.array_equal(got, load(p)[0][:, :16000].numpy())
+             for p, got in zip(paths, outs))
+    report("pad_audio trim: longer clips cut to their first 16000 samples", ok and len(outs) > 0,
+           "%d clips" % len(outs))
+
+
 def check_resample(folder):
     paths, outs = run(folder, [{"op": "decode_wav"}, {"op": "resample", "rate": 16000}])
     worst = 0.0
@@ -181,6 +217,9 @@ check_fbank(speech, "rectangular / hanning windows, no preemphasis", {
 check_fbank(speech, "hanning window", {"num_mel_bins": 24, "window_type": "hanning"})
 check_fbank(speech, "dither 1e-4 (noise: the shapes and each clip's mean)", {"num_mel_bins": 80, "dither": 1e-4},
             scale_dither=True)
+check_pad_or_trim(subset(3))
+check_whisper(subset(3), 80)
+check_whisper(subset(2), 128)
 check_resample(tone_folder())
 check_spec_augment(speech)
 sys.exit(1 if failures else 0)

@@ -123,7 +123,8 @@ static bool op_equal(const struct spw_op_spec *a, const struct spw_op_spec *b)
            EQ3(fill) && EQ(factor) && EQ(bits) && EQ(threshold) && EQ2(brightness) && EQ2(contrast) &&
            EQ2(saturation) && EQ2(hue) && EQ(num_ops) && EQ(magnitude) && EQ(num_magnitude_bins) && EQ(policy) &&
            EQ(erase_random_value) && EQ3(erase_value) && EQ3(mean) && EQ3(std) && EQ(dtype) && EQ(mono) &&
-           EQ(rate) && EQ(lowpass_filter_width) && EQ(rolloff) && EQ(samples) && EQ(n_fft) && EQ(hop_length) &&
+           EQ(rate) && EQ(lowpass_filter_width) && EQ(rolloff) && EQ(samples) && EQ(trim) && EQ(frames) &&
+           EQ(offset) && EQ(n_fft) && EQ(hop_length) &&
            EQ(win_length) && EQ(center) && EQ(power) && EQ(sample_rate) && EQ(n_mels) && EQ(f_min) && EQ(f_max) &&
            EQ(mel_scale) && EQ(mel_norm) && EQ(eps) && EQ(stype) && EQ(top_db) && EQ(freq_mask_param) &&
            EQ(time_mask_param) && EQ(num_freq_masks) && EQ(num_time_masks) && EQ(num_output_channels) &&
@@ -659,12 +660,21 @@ static void check_proto_round_trip(const char *text);
     " \"frame_shift\": 8.5, \"sample_frequency\": 8000, \"dither\": 0.001, \"preemphasis_coefficient\": 0.5,"  \
     " \"window_type\": \"blackman\", \"remove_dc_offset\": false, \"energy_floor\": 0, \"raw_energy\": false,"  \
     " \"use_energy\": true, \"htk_compat\": true, \"low_freq\": 60, \"high_freq\": -400, \"snip_edges\": false},"  \
-    " {\"op\": \"spec_augment\", \"time_mask_param\": 20}"
+    " {\"op\": \"spec_augment\", \"time_mask_param\": 20}, {\"op\": \"trim_frames\", \"frames\": 300},"        \
+    " {\"op\": \"scale_shift\", \"factor\": 0.025, \"offset\": -1.5}"
+#define WHISPER                                                                                            \
+    "{\"op\": \"decode_wav\"}, {\"op\": \"pad_audio\", \"samples\": 480000, \"trim\": true},"               \
+    " {\"op\": \"stft\", \"n_fft\": 400, \"hop_length\": 160}, {\"op\": \"scale_shift\"}"
 
 START_TEST(test_spec_audio_round_trips)
 {
     check_json_round_trip(AUDIO_SPEC(FBANK_ALL));
     check_proto_round_trip(AUDIO_SPEC(FBANK_ALL));
+    check_json_round_trip(AUDIO_SPEC(WHISPER));
+    check_proto_round_trip(AUDIO_SPEC(WHISPER));
+    struct spw_pipeline_spec *w = parse_ok(AUDIO_SPEC(WHISPER));
+    ck_assert(w->ops[1].trim && w->ops[3].factor == 1.0 && w->ops[3].offset == 0.0);
+    spw_spec_free(w);
     struct spw_pipeline_spec *f = parse_ok(AUDIO_SPEC("{\"op\": \"decode_wav\"}, {\"op\": \"fbank\"}"));
     ck_assert(f->ops[1].n_mels == 23 && f->ops[1].frame_length == 25.0 && f->ops[1].frame_shift == 10.0 &&
               f->ops[1].sample_frequency == 16000.0 && f->ops[1].dither == 0.0 &&
