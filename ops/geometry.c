@@ -172,6 +172,72 @@ int spw_transform_affine_run(const struct spw_image *in, const double m[6], int 
     return 0;
 }
 
+int spw_perspective_coeffs(const int start[4][2], const int end[4][2], double c[8])
+{
+    double a[8][9];                         /* [A | b], the rows torchvision builds */
+    for (int i = 0; i < 4; i++) {
+        const double ex = end[i][0], ey = end[i][1], sx = start[i][0], sy = start[i][1];
+        const double r0[9] = {ex, ey, 1, 0, 0, 0, -sx * ex, -sx * ey, sx};
+        const double r1[9] = {0, 0, 0, ex, ey, 1, -sy * ex, -sy * ey, sy};
+        memcpy(a[2 * i], r0, sizeof r0);
+        memcpy(a[2 * i + 1], r1, sizeof r1);
+    }
+    for (int col = 0; col < 8; col++) {     /* Gaussian elimination, partial pivoting */
+        int piv = col;
+        for (int r = col + 1; r < 8; r++)
+            if (fabs(a[r][col]) > fabs(a[piv][col]))
+                piv = r;
+        if (fabs(a[piv][col]) < 1e-12)
+            return -EINVAL;
+        for (int k = 0; k < 9; k++) {
+            const double t = a[col][k];
+            a[col][k] = a[piv][k];
+            a[piv][k] = t;
+        }
+        for (int r = 0; r < 8; r++) {
+            if (r == col)
+                continue;
+            const double f = a[r][col] / a[col][col];
+            for (int k = col; k < 9; k++)
+                a[r][k] -= f * a[col][k];
+        }
+    }
+    for (int i = 0; i < 8; i++)
+        c[i] = (float)(a[i][8] / a[i][i]);
+    return 0;
+}
+
+int spw_perspective_run(const struct spw_image *in, const double c[8], int interpolation, const double fill[3],
+                        struct spw_image *out)
+{
+    uint8_t ink[3];
+    int rc = check_views(in, out);
+    if (rc)
+        return rc;
+    if (!c || (interpolation != SPW_INTERP_NEAREST && interpolation != SPW_INTERP_BILINEAR))
+        return -EINVAL;
+    for (int i = 0; i < 8; i++)
+        if (!isfinite(c[i]))
+            return -EINVAL;
+    if ((rc = fill_color(fill, ink)) != 0)
+        return rc;
+    for (int y = 0; y < out->h; y++) {
+        uint8_t *d = out->data + (size_t)y * out->stride;
+        for (int x = 0; x < out->w; x++, d += 3) {
+            const double xc = x + 0.5, yc = y + 0.5, den = c[6] * xc + c[7] * yc + 1;
+            const double xin = (c[0] * xc + c[1] * yc + c[2]) / den, yin = (c[3] * xc + c[4] * yc + c[5]) / den;
+            if (interpolation == SPW_INTERP_BILINEAR) {
+                spw_px_bilinear_at(in->data, in->stride, in->w, in->h, xin, yin, ink, d);
+                continue;
+            }
+            const int xi = spw_px_coord(xin), yi = spw_px_coord(yin);     /* nearest_filter32 */
+            put_px(d, xi >= 0 && xi < in->w && yi >= 0 && yi < in->h
+                          ? in->data + (size_t)yi * in->stride + (size_t)xi * 3 : ink);
+        }
+    }
+    return 0;
+}
+
 void spw_affine_inverse_matrix(int w, int h, double angle, const double translate[2], double scale,
                                const double shear[2], const double center[2], double m[6])
 {

@@ -28,6 +28,16 @@ int spw_affine_run(const struct spw_image *in, double angle, const double transl
 int spw_rotate_run(const struct spw_image *in, double angle, int interpolation, const double fill[3],
                    struct spw_image *out);
 
+/* torchvision's _get_perspective_coeffs(start, end): the 8 coefficients of the map from end's corners to
+ * start's ([top-left, top-right, bottom-right, bottom-left], (x, y) each), solved in double and rounded to
+ * float32 as torch's float32 lstsq returns them. Returns 0, or -EINVAL for corners no map takes (singular). */
+int spw_perspective_coeffs(const int start[4][2], const int end[4][2], double c[8]);
+/* PIL Image.transform(size, PERSPECTIVE, c, interp) (torchvision F.perspective on PIL): out(x, y) samples in at
+ * ((c0 x' + c1 y' + c2) / (c6 x' + c7 y' + 1), (c3 x' + c4 y' + c5) / (c6 x' + c7 y' + 1)), x' = x + 0.5,
+ * nearest (Pillow's COORD) or bilinear, fill outside. Returns 0 or -EINVAL. */
+int spw_perspective_run(const struct spw_image *in, const double c[8], int interpolation, const double fill[3],
+                        struct spw_image *out);
+
 /* The inverse (output -> input) matrix torchvision's _get_inverse_affine_matrix hands to PIL, computed
  * with the same floating-point operations, for a w x h image. center NULL = (w / 2, h / 2). */
 void spw_affine_inverse_matrix(int w, int h, double angle, const double translate[2], double scale,

@@ -27,15 +27,12 @@ SPW_PX int spw_px_floor(double v)
     return v < 0.0 ? (int)floor(v) : spw_px_coord(v);
 }
 
-/* Output pixel (x, y) of the inverse map a into d (3 bytes): sample at the mapped pixel centre, ink for points
- * outside [0, w) x [0, h), the 2x2 taps clamped to the w x h RGB image src (rows stride bytes apart),
- * interpolated in double and truncated. */
-SPW_PX void spw_px_bilinear(const uint8_t *src, size_t stride, int w, int h, const double a[6],
-                            const uint8_t ink[3], int x, int y, uint8_t *d)
+/* Pillow's bilinear_filter32RGB at input point (xin, yin) into d (3 bytes): ink for points outside
+ * [0, w) x [0, h), the 2x2 taps clamped to the w x h RGB image src (rows stride bytes apart), interpolated in
+ * double and truncated. */
+SPW_PX void spw_px_bilinear_at(const uint8_t *src, size_t stride, int w, int h, double xin, double yin,
+                               const uint8_t ink[3], uint8_t *d)
 {
-    const double xc = x + 0.5, yc = y + 0.5;
-    double xin = a[0] * xc + a[1] * yc + a[2];
-    double yin = a[3] * xc + a[4] * yc + a[5];
     if (!(xin >= 0.0 && xin < w && yin >= 0.0 && yin < h)) {
         d[0] = ink[0];
         d[1] = ink[1];
@@ -62,6 +59,14 @@ SPW_PX void spw_px_bilinear(const uint8_t *src, size_t stride, int w, int h, con
         v1 = v1 + (v2 - v1) * dy;
         d[c] = v1 <= 0.0 ? 0 : v1 >= 255.0 ? 255 : (uint8_t)v1;
     }
+}
+
+/* Output pixel (x, y) of the inverse affine map a into d: spw_px_bilinear_at the mapped pixel centre. */
+SPW_PX void spw_px_bilinear(const uint8_t *src, size_t stride, int w, int h, const double a[6],
+                            const uint8_t ink[3], int x, int y, uint8_t *d)
+{
+    const double xc = x + 0.5, yc = y + 0.5;
+    spw_px_bilinear_at(src, stride, w, h, a[0] * xc + a[1] * yc + a[2], a[3] * xc + a[4] * yc + a[5], ink, d);
 }
 
 #endif

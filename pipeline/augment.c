@@ -13,6 +13,7 @@
 #include "ops/color.h"
 #include "ops/geometry.h"
 #include "ops/policy.h"
+#include "pipeline/geometry.h"
 
 /* A kernel's result, explained in the call's err. */
 static int done(struct spw_op_call *c, const struct spw_image *img, int rc)
@@ -109,6 +110,28 @@ int spw_augment_pil_gaussian_blur(struct spw_op_call *c, struct spw_value *v)
     /* DINO / DeiT III: ImageFilter.GaussianBlur(radius=random.uniform(min, max)), Pillow taking a float */
     const double radius = spw_augment_blur_sigma(c->op, &c->rng);
     return done(c, &v->img, spw_pil_gaussian_blur_run(&v->img, radius, &v->img));
+}
+
+int spw_augment_random_perspective(struct spw_op_call *c, struct spw_value *v)
+{
+    struct spw_image *img = &v->img, out = {0};
+    int end[4][2];
+    if (!spw_perspective_draw(c->op, &c->rng, img->w, img->h, end))
+        return 0;
+    const int start[4][2] = {{0, 0}, {img->w - 1, 0}, {img->w - 1, img->h - 1}, {0, img->h - 1}};
+    double coeffs[8];
+    int rc = spw_perspective_coeffs(start, end, coeffs);
+    if (rc == 0)
+        rc = spw_image_alloc(&out, img->w, img->h, 3);
+    if (rc == 0)
+        rc = spw_perspective_run(img, coeffs, (int)c->op->interpolation, c->op->fill, &out);
+    if (rc == 0) {
+        struct spw_image t = *img;
+        *img = out;
+        out = t;
+    }
+    spw_image_free(&out);
+    return done(c, img, rc);
 }
 
 int spw_augment_random(struct spw_op_call *c, struct spw_value *v)

@@ -24,6 +24,7 @@ int spw_augment_invert(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_grayscale(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_gaussian_blur(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_pil_gaussian_blur(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_random_perspective(struct spw_op_call *c, struct spw_value *v);
 /* gaussian_blur's sigma (pil_gaussian_blur's radius) for one element: uniform in the op's [min, max], as a
  * float32 (its first draw). */
 double spw_augment_blur_sigma(const struct spw_op_spec *op, struct spw_rng *r);

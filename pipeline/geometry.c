@@ -88,6 +88,20 @@ int spw_rect_inside(struct spw_rect c, int W, int H)
 }
 
 
+bool spw_perspective_draw(const struct spw_op_spec *op, struct spw_rng *r, int W, int H, int end[4][2])
+{
+    if (!(spw_rng_uniform(r) < op->p))
+        return false;
+    const int dw = (int)(op->distortion_scale * (W / 2)), dh = (int)(op->distortion_scale * (H / 2));
+    const uint32_t nw = (uint32_t)dw + 1, nh = (uint32_t)dh + 1;
+    /* torch.randint(lo, hi) each, in get_params' order: top-left x y, top-right, bottom-right, bottom-left */
+    end[0][0] = (int)spw_rng_below(r, nw), end[0][1] = (int)spw_rng_below(r, nh);
+    end[1][0] = W - dw - 1 + (int)spw_rng_below(r, nw), end[1][1] = (int)spw_rng_below(r, nh);
+    end[2][0] = W - dw - 1 + (int)spw_rng_below(r, nw), end[2][1] = H - dh - 1 + (int)spw_rng_below(r, nh);
+    end[3][0] = (int)spw_rng_below(r, nw), end[3][1] = H - dh - 1 + (int)spw_rng_below(r, nh);
+    return true;
+}
+
 void spw_flip_decision(const struct spw_op_spec *op, struct spw_rng *r, bool *h, bool *v)
 {
     switch (op->kind) {

@@ -27,6 +27,9 @@ int spw_crop_h(const struct spw_op_spec *op);
 int spw_crop_w(const struct spw_op_spec *op);
 /* Toggle *h / *v as flip op `op` decides (random flips: U(0,1) < p, as torchvision). */
 void spw_flip_decision(const struct spw_op_spec *op, struct spw_rng *r, bool *h, bool *v);
+/* RandomPerspective's draws for a W x H image: whether it runs (< p; false: end untouched) and, when it does,
+ * the corners the image's corners go to ([top-left, top-right, bottom-right, bottom-left], get_params). */
+bool spw_perspective_draw(const struct spw_op_spec *op, struct spw_rng *r, int W, int H, int end[4][2]);
 /* Whether c lies inside a W x H image. */
 int spw_rect_inside(struct spw_rect c, int W, int H);
 

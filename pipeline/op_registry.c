@@ -105,6 +105,12 @@ static const struct spw_op_field blur_fields[] = {
     F_END};
 static const struct spw_op_field pil_blur_fields[] = {
     {"radius", SPW_FK_SIGMA, OFF(sigma), 0, 1000, 0, NULL}, F_END};
+static const struct spw_op_field perspective_fields[] = {
+    {"distortion_scale", SPW_FK_NUM, OFF(distortion_scale), 0, 1, 0, NULL},
+    {"p", SPW_FK_NUM, OFF(p), 0, 1, 0, NULL},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0, NULL},
+    {"fill", SPW_FK_FILL, 0, 0, 255, 0, NULL},
+    F_END};
 static const struct spw_op_field jitter_fields[] = {
     {"brightness", SPW_FK_JITTER, OFF(brightness), 0, INF, 0, NULL},
     {"contrast", SPW_FK_JITTER, OFF(contrast), 0, INF, 0, NULL},
@@ -475,6 +481,13 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
                                           .doc = "Pillow's ImageFilter.GaussianBlur(radius), radius drawn from "
                                                  "[min, max] per sample (DINO's and DeiT III's GaussianBlur).",
                                           .args = "radius"),
+    [SPW_OP_RANDOM_PERSPECTIVE] = IMAGE_OP("random_perspective", perspective_fields, spw_augment_random_perspective,
+                                           NULL, .check = interp_check,
+                                           .defaults = {.distortion_scale = 0.5, .p = 0.5,
+                                                        .interpolation = SPW_INTERP_BILINEAR},
+                                           .doc = "With probability p, a random perspective warp of the corners "
+                                                  "by up to distortion_scale (RandomPerspective).",
+                                           .args = "distortion_scale p interpolation"),
     [SPW_OP_COLOR_JITTER] = IMAGE_OP("color_jitter", jitter_fields, spw_augment_color_jitter,
                                      spw_gpu_op_color_jitter,
                                      .doc = "Random brightness, contrast, saturation and hue, in a random "

@@ -79,6 +79,7 @@ enum spw_op_kind {
     SPW_OP_PIL_GAUSSIAN_BLUR,
     SPW_OP_TRIM_FRAMES,
     SPW_OP_SCALE_SHIFT,
+    SPW_OP_RANDOM_PERSPECTIVE,
     SPW_OP_COUNT
 };
 
@@ -134,6 +135,7 @@ struct spw_op_spec {
     bool trim;                          /* pad_audio: longer clips are cut to their first `samples` */
     int frames;                         /* trim_frames: the frames kept */
     double offset;                      /* scale_shift: x * factor + offset */
+    double distortion_scale;            /* random_perspective: 0.5 */
     int n_fft, hop_length, win_length;  /* stft: n_fft required; hop n_fft / 4, win n_fft (torch.stft) */
     bool center;                        /* stft: true (reflect padding) */
     double power;                       /* stft: 2 (power) or 1 (magnitude) */

@@ -32,7 +32,8 @@
     X(f_min, F_MIN) X(f_max, F_MAX) X(eps, EPS) X(top_db, TOP_DB) X(timeout_s, TIMEOUT_S)                 \
     X(sharpness_factor, SHARPNESS_FACTOR) X(frame_length, FRAME_LENGTH) X(frame_shift, FRAME_SHIFT)           \
     X(sample_frequency, SAMPLE_FREQUENCY) X(dither, DITHER) X(preemphasis_coefficient, PREEMPHASIS_COEFFICIENT) \
-    X(energy_floor, ENERGY_FLOOR) X(low_freq, LOW_FREQ) X(high_freq, HIGH_FREQ) X(offset, OFFSET)
+    X(energy_floor, ENERGY_FLOOR) X(low_freq, LOW_FREQ) X(high_freq, HIGH_FREQ) X(offset, OFFSET)   \
+    X(distortion_scale, DISTORTION_SCALE)
 #define OP_BOOLS(X)                                                                                        \
     X(antialias, ANTIALIAS) X(pad_if_needed, PAD_IF_NEEDED) X(expand, EXPAND) X(mono, MONO)                \
     X(center, CENTER) X(exif_transpose, EXIF_TRANSPOSE) X(remove_dc_offset, REMOVE_DC_OFFSET)                 \

@@ -44,6 +44,8 @@ def transform(o):
         return []
     table = {
         "resize": lambda: T.Resize(o["size"], interpolation=interp),
+        "random_perspective": lambda: T.RandomPerspective(g("distortion_scale", 0.5), g("p", 0.5),
+                                                          interpolation=interp),
         "random_crop": lambda: T.RandomCrop(o["size"], padding=g("padding"),
                                             padding_mode=g("padding_mode", "constant")),
         "grayscale": lambda: T.Grayscale(g("num_output_channels", 1)),

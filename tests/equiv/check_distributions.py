@@ -205,6 +205,30 @@ def check_blur_sigma(n=10000):
     result("pil_gaussian_blur radius in [0.1, 2]", d < crit, "KS D=%.4f crit=%.4f" % (d, crit))
 
 
+def check_perspective(n=10000, W=224, H=160):
+    """random_perspective's p gate and corners against RandomPerspective: how often it runs (chi-square) and
+    each of the 8 corner coordinates (KS)."""
+    spec = spec_file({"op": "random_perspective", "distortion_scale": 0.5, "p": 0.7})
+    out = subprocess.run([FUSED, "persp", spec, str(n), str(W), str(H)], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    ours = [[int(v) for v in line.split()] for line in out if line != "-"]
+    torch.manual_seed(0)
+    t = T.RandomPerspective(distortion_scale=0.5, p=0.7)
+    ran, ref = 0, []
+    for _ in range(n):
+        if torch.rand(1) < t.p:
+            ran += 1
+            _, end = T.RandomPerspective.get_params(W, H, 0.5)
+            ref.append([v for pt in end for v in pt])
+    chi, dof = chi_square(["run"] * len(ours) + ["skip"] * (n - len(ours)), ["run"] * ran + ["skip"] * (n - ran))
+    result("random_perspective ran", chi < CHI_CRIT[dof], "ours %d, torchvision %d of %d" % (len(ours), ran, n))
+    names = ["top-left x", "top-left y", "top-right x", "top-right y", "bottom-right x", "bottom-right y",
+             "bottom-left x", "bottom-left y"]
+    for k, name in enumerate(names):
+        d, crit = ks(np.array([o[k] for o in ours], float), np.array([r[k] for r in ref], float))
+        result("random_perspective %s" % name, d < crit, "KS D=%.4f crit=%.4f" % (d, crit))
+
+
 def main():
     check_rrc(500, 375, [0.08, 1.0], [3 / 4, 4 / 3])
     check_rrc(301, 799, [0.08, 1.0], [3 / 4, 4 / 3])
@@ -214,6 +238,7 @@ def main():
     check_gates()
     check_combinators()
     check_blur_sigma()
+    check_perspective()
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

@@ -13,6 +13,8 @@
  *                                                         that samples 0..N-1 run, in their order ("-": none)
  *   fusedcheck sigma SPEC.json N                       -> N lines: the sigma (radius) op 1 (gaussian_blur,
  *                                                         pil_gaussian_blur) draws
+ *   fusedcheck persp SPEC.json N W H                   -> N lines: op 1's (random_perspective) 8 corner
+ *                                                         coordinates, or "-" where its p draw skipped it
  *   fusedcheck mix SPEC.json N W H                     -> N lines "kind lambda x1 y1 x2 y2": batch.mix's draws
  *                                                         for batches 0..N-1 of epoch 0 (kind 0 none, 1 mixup,
  *                                                         2 cutmix) of W x H images */
@@ -92,6 +94,10 @@ static int cmd_run(const struct spw_pipeline_spec *spec, const char *in, const c
             struct spw_rect c = spw_rrc_params(op, &r, W, H);
             printf("\"rect\": [%d, %d, %d, %d], ", c.x, c.y, c.w, c.h);
         }
+        int end[4][2];
+        if (op->kind == SPW_OP_RANDOM_PERSPECTIVE && i == 1 && spw_perspective_draw(op, &r, W, H, end))
+            printf("\"perspective\": [[%d, %d], [%d, %d], [%d, %d], [%d, %d]], ", end[0][0], end[0][1], end[1][0],
+                   end[1][1], end[2][0], end[2][1], end[3][0], end[3][1]);
         if (op->kind == SPW_OP_RANDOM_CROP && i == 1) {    /* in the unpadded image: negative in the padding */
             struct spw_rect c = spw_random_crop_rect(op, &r, W, H);
             printf("\"crop\": [%d, %d, %d, %d], ", c.x, c.y, c.w, c.h);
@@ -213,6 +219,22 @@ static int cmd_sigma(const struct spw_pipeline_spec *spec, int n)
     return 0;
 }
 
+static int cmd_persp(const struct spw_pipeline_spec *spec, int n, int w, int h)
+{
+    if (spec->n_ops < 2 || spec->ops[1].kind != SPW_OP_RANDOM_PERSPECTIVE)
+        return 1;
+    for (int s = 0; s < n; s++) {
+        struct spw_rng r;
+        int e[4][2];
+        spw_rng_init(&r, spec->source.seed, 0, (uint64_t)s, 1);
+        if (spw_perspective_draw(&spec->ops[1], &r, w, h, e))
+            printf("%d %d %d %d %d %d %d %d\n", e[0][0], e[0][1], e[1][0], e[1][1], e[2][0], e[2][1], e[3][0], e[3][1]);
+        else
+            printf("-\n");
+    }
+    return 0;
+}
+
 static int cmd_mix(const struct spw_pipeline_spec *spec, int n, int w, int h)
 {
     for (int b = 0; b < n; b++) {
@@ -228,7 +250,7 @@ int main(int argc, char **argv)
     if (argc < 3) {
         fprintf(stderr, "usage: fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE | rrc SPEC.json W H N | "
                         "ra SPEC.json N | gate SPEC.json N | plan SPEC.json N | sigma SPEC.json N | "
-                        "mix SPEC.json N W H\n");
+                        "mix SPEC.json N W H | persp SPEC.json N W H\n");
         return 2;
     }
     struct spw_pipeline_spec *spec;
@@ -242,6 +264,8 @@ int main(int argc, char **argv)
         rc = cmd_run(spec, argv[3], argv[4], atoll(argv[5]));
     else if (!strcmp(argv[1], "ra") && argc == 4)
         rc = cmd_ra(spec, atoi(argv[3]));
+    else if (!strcmp(argv[1], "persp") && argc == 6)
+        rc = cmd_persp(spec, atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
     else if (!strcmp(argv[1], "mix") && argc == 6)
         rc = cmd_mix(spec, atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
     else if (!strcmp(argv[1], "sigma") && argc == 4)

@@ -63,6 +63,8 @@
     "{\"op\": \"gaussian_blur\", \"kernel_size\": [7, 3], \"sigma\": [0.5, 1.5]},"                          \
     "{\"op\": \"gaussian_blur\", \"kernel_size\": 23, \"sigma\": 2},"                                         \
     "{\"op\": \"pil_gaussian_blur\", \"radius\": [0, 3.5]}, {\"op\": \"pil_gaussian_blur\", \"radius\": 1},"  \
+    "{\"op\": \"random_perspective\", \"distortion_scale\": 0.25, \"p\": 0.75, \"interpolation\": \"nearest\","  \
+    " \"fill\": [1, 2, 3]},"                                                                                  \
     "{\"op\": \"color_jitter\", \"brightness\": 0.4, \"contrast\": [0.5, 1.5], \"saturation\": 0,"          \
     " \"hue\": 0.1},"                                                                                      \
     "{\"op\": \"rand_augment\", \"num_ops\": 3, \"magnitude\": 5, \"num_magnitude_bins\": 11,"              \
@@ -124,7 +126,7 @@ static bool op_equal(const struct spw_op_spec *a, const struct spw_op_spec *b)
            EQ2(saturation) && EQ2(hue) && EQ(num_ops) && EQ(magnitude) && EQ(num_magnitude_bins) && EQ(policy) &&
            EQ(erase_random_value) && EQ3(erase_value) && EQ3(mean) && EQ3(std) && EQ(dtype) && EQ(mono) &&
            EQ(rate) && EQ(lowpass_filter_width) && EQ(rolloff) && EQ(samples) && EQ(trim) && EQ(frames) &&
-           EQ(offset) && EQ(n_fft) && EQ(hop_length) &&
+           EQ(offset) && EQ(distortion_scale) && EQ(n_fft) && EQ(hop_length) &&
            EQ(win_length) && EQ(center) && EQ(power) && EQ(sample_rate) && EQ(n_mels) && EQ(f_min) && EQ(f_max) &&
            EQ(mel_scale) && EQ(mel_norm) && EQ(eps) && EQ(stype) && EQ(top_db) && EQ(freq_mask_param) &&
            EQ(time_mask_param) && EQ(num_freq_masks) && EQ(num_time_masks) && EQ(num_output_channels) &&
