@@ -295,11 +295,17 @@ int spw_gpu_op_equalize(struct spw_gpu_call *c) { return device_lut(c, SPW_GPU_L
 int spw_gpu_op_autocontrast(struct spw_gpu_call *c) { return device_lut(c, SPW_GPU_LUT_AUTOCONTRAST, 0); }
 int spw_gpu_op_invert(struct spw_gpu_call *c) { return invert(c); }
 
+int spw_gpu_op_grayscale(struct spw_gpu_call *c)
+{
+    return saturation(c, 0.0);      /* the blend with convert('L') at factor 0 is that grey, exactly */
+}
+
 int spw_gpu_op_random(struct spw_gpu_call *c)
 {
     if (!(spw_rng_uniform(&c->op->rng) < c->op->op->p))    /* the CPU's draw (spw_augment_random) */
         return 0;
     switch (c->op->op->kind) {
+    case SPW_OP_RANDOM_GRAYSCALE: return spw_gpu_op_grayscale(c);
     case SPW_OP_RANDOM_POSTERIZE: return spw_gpu_op_posterize(c);
     case SPW_OP_RANDOM_SOLARIZE: return spw_gpu_op_solarize(c);
     case SPW_OP_RANDOM_EQUALIZE: return spw_gpu_op_equalize(c);

@@ -61,6 +61,8 @@ int spw_gpu_op_rand_augment(struct spw_gpu_call *c);
 int spw_gpu_op_auto_augment(struct spw_gpu_call *c);
 int spw_gpu_op_trivial_augment(struct spw_gpu_call *c);
 int spw_gpu_op_random_erasing(struct spw_gpu_call *c);
+/* grayscale (three channels): the saturation blend at factor 0, which is PIL's convert('L') grey exactly. */
+int spw_gpu_op_grayscale(struct spw_gpu_call *c);
 /* The random_<colour op> rows: the CPU's draw, then their op's kernel. */
 int spw_gpu_op_random(struct spw_gpu_call *c);
 /* The combinators: the CPU's plan (spw_combinator_plan), then each op's GPU run with the CPU's stream. */
