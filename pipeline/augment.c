@@ -138,18 +138,7 @@ int spw_augment_random(struct spw_op_call *c, struct spw_value *v)
 {
     if (!(spw_rng_uniform(&c->rng) < c->op->p))    /* torchvision: torch.rand(1) < p, then the op */
         return 0;
-    switch (c->op->kind) {
-    case SPW_OP_RANDOM_GRAYSCALE: return spw_augment_grayscale(c, v);
-    case SPW_OP_RANDOM_POSTERIZE: return spw_augment_posterize(c, v);
-    case SPW_OP_RANDOM_SOLARIZE: return spw_augment_solarize(c, v);
-    case SPW_OP_RANDOM_EQUALIZE: return spw_augment_equalize(c, v);
-    case SPW_OP_RANDOM_AUTOCONTRAST: return spw_augment_autocontrast(c, v);
-    case SPW_OP_RANDOM_INVERT: return spw_augment_invert(c, v);
-    case SPW_OP_RANDOM_ADJUST_SHARPNESS: return spw_augment_sharpness(c, v);
-    default:
-        snprintf(c->err, c->errlen, "ops[%d] %s has no random form", c->index, spw_op_name(c->op->kind));
-        return SPW_EUNSUPPORTED;
-    }
+    return spw_op_def(spw_op_def(c->op->kind)->gated)->cpu(c, v);  /* its fields are the row's own */
 }
 
 const double *spw_augment_jitter_range(const double r[2])

@@ -50,6 +50,15 @@ uint32_t spw_combinator_key(uint32_t parent, int k)
     return 0x80000000u | (uint32_t)(spw_mix64(((uint64_t)parent << 8) ^ (uint64_t)(k + 1)) & 0x7fffffffu);
 }
 
+void spw_combinator_sub(const struct spw_op_call *c, int k, struct spw_op_call *sub)
+{
+    *sub = *c;
+    sub->op = &c->op->ops[k];
+    sub->key = spw_combinator_key(c->key ? c->key : (uint32_t)c->index, k);
+    sub->dest = NULL;                   /* not the pipeline's last write */
+    spw_element_rng(c->ctx, c->epoch, c->sample, sub->key, &sub->rng);
+}
+
 int spw_combinator_run(struct spw_op_call *c, struct spw_value *v)
 {
     int order[SPW_OP_MAX_NESTED];
@@ -58,13 +67,9 @@ int spw_combinator_run(struct spw_op_call *c, struct spw_value *v)
         snprintf(c->err, c->errlen, "ops[%d] %s is not a combinator", c->index, spw_op_name(c->op->kind));
         return SPW_EUNSUPPORTED;
     }
-    const uint32_t key = c->key ? c->key : (uint32_t)c->index;
     for (int i = 0; i < n; i++) {
-        struct spw_op_call sub = *c;
-        sub.op = &c->op->ops[order[i]];
-        sub.key = spw_combinator_key(key, order[i]);
-        sub.dest = NULL;                /* not the pipeline's last write */
-        spw_element_rng(c->ctx, c->epoch, c->sample, sub.key, &sub.rng);
+        struct spw_op_call sub;
+        spw_combinator_sub(c, order[i], &sub);
         const int rc = spw_op_def(sub.op->kind)->cpu(&sub, v);
         if (rc)
             return rc;

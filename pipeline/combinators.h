@@ -19,6 +19,8 @@ int spw_combinator_plan(const struct spw_op_spec *op, struct spw_rng *r, int ord
 /* The rng op key of the k-th op of a combinator whose own key is parent (a top-level op's key is its index):
  * never 0, and distinct from every top-level index (its high bit is set). */
 uint32_t spw_combinator_key(uint32_t parent, int k);
+/* The call of c's combinator's op k: its spec, its key and its stream (spw_combinator_key under c's). */
+void spw_combinator_sub(const struct spw_op_call *c, int k, struct spw_op_call *sub);
 /* The rows' CPU run (spw_op_run_fn). */
 int spw_combinator_run(struct spw_op_call *c, struct spw_value *v);
 

@@ -14,7 +14,6 @@
 #include "ops/policy.h"
 #include "pipeline/augment.h"
 #include "pipeline/combinators.h"
-#include "pipeline/element.h"
 #include "pipeline/geometry.h"
 #include "pipeline/image_ops.h"
 
@@ -304,16 +303,8 @@ int spw_gpu_op_random(struct spw_gpu_call *c)
 {
     if (!(spw_rng_uniform(&c->op->rng) < c->op->op->p))    /* the CPU's draw (spw_augment_random) */
         return 0;
-    switch (c->op->op->kind) {
-    case SPW_OP_RANDOM_GRAYSCALE: return spw_gpu_op_grayscale(c);
-    case SPW_OP_RANDOM_POSTERIZE: return spw_gpu_op_posterize(c);
-    case SPW_OP_RANDOM_SOLARIZE: return spw_gpu_op_solarize(c);
-    case SPW_OP_RANDOM_EQUALIZE: return spw_gpu_op_equalize(c);
-    case SPW_OP_RANDOM_AUTOCONTRAST: return spw_gpu_op_autocontrast(c);
-    case SPW_OP_RANDOM_INVERT: return spw_gpu_op_invert(c);
-    case SPW_OP_RANDOM_ADJUST_SHARPNESS: return spw_gpu_op_sharpness(c);
-    default: return -ENOTSUP;
-    }
+    const struct spw_op_def *gated = spw_op_def(spw_op_def(c->op->op->kind)->gated);
+    return gated->gpu ? gated->gpu(c) : -ENOTSUP;
 }
 
 bool spw_gpu_op_has_kernel(const struct spw_op_spec *op)
@@ -332,13 +323,10 @@ int spw_gpu_op_combinator(struct spw_gpu_call *c)
     int order[SPW_OP_MAX_NESTED];
     const struct spw_op_call *oc = c->op;
     const int n = spw_combinator_plan(oc->op, &c->op->rng, order);     /* the CPU's plan, the same draws */
-    const uint32_t key = oc->key ? oc->key : (uint32_t)oc->index;
     int rc = n < 0 ? -ENOTSUP : 0;
     for (int i = 0; i < n && rc == 0; i++) {
-        struct spw_op_call sub = *oc;
-        sub.op = &oc->op->ops[order[i]];
-        sub.key = spw_combinator_key(key, order[i]);
-        spw_element_rng(oc->ctx, oc->epoch, oc->sample, sub.key, &sub.rng);
+        struct spw_op_call sub;
+        spw_combinator_sub(oc, order[i], &sub);
         const struct spw_op_def *d = spw_op_def(sub.op->kind);
         struct spw_gpu_call gc = *c;
         gc.op = &sub;

@@ -162,6 +162,8 @@ struct spw_op_def {
      * CPU backend when it makes elements for cpu_many. Valid until cpu_many on them returns. */
     const struct spw_element_dest *(*stage)(const struct spw_op_spec *op);
     spw_op_gpu_fn gpu;                  /* image ops with a GPU kernel; NULL: CPU only */
+    enum spw_op_kind gated;             /* the random_<op> rows: the op they run with probability p (its
+                                           fields in the same members); 0 (decode_jpeg) for the others */
 };
 
 /* The op's row; NULL when kind is out of range. */

@@ -25,6 +25,11 @@ START_TEST(test_registry_rows_complete_and_unique)
         for (const struct spw_op_field *f = d->fields; f->name; f++)
             for (const struct spw_op_field *g = f + 1; g->name; g++)
                 ck_assert_msg(strcmp(f->name, g->name) != 0, "%s: field %s twice", d->name, f->name);
+        if (d->gated) {     /* a random_<op> row runs its op's row: a CPU run, a GPU run where it has one */
+            const struct spw_op_def *g = spw_op_def(d->gated);
+            ck_assert_msg(g->cpu && !g->gated && (!d->gpu || g->gpu), "%s: gated op %s", d->name, g->name);
+            ck_assert_msg(!strncmp(d->name, "random_", 7), "%s: gated but not random_", d->name);
+        }
     }
     ck_assert_ptr_null(spw_op_def(SPW_OP_COUNT));
     ck_assert_ptr_null(spw_op_name(SPW_OP_COUNT));
