@@ -388,47 +388,50 @@ static int get_range(struct vctx *c, const char *loc, const json_t *v, const str
     return 0;
 }
 
+/* An integer, or a list of 1 to 4 of them whose length is in `lengths` (a bit per length), each in the field's
+ * lo/hi; `odd` refuses an even one. Into out, *n of them (1 for the bare integer). */
+static int get_int_list(struct vctx *c, const char *loc, const json_t *v, const struct spw_op_field *f,
+                        unsigned lengths, bool odd, const char *what, long long out[4], size_t *n)
+{
+    char el[SPW_LOC_BYTES];
+    *n = json_is_array(v) ? json_array_size(v) : 1;
+    if (!json_is_integer(v) && !(json_is_array(v) && *n <= 4 && (lengths >> *n & 1u)))
+        return fail_type(c, loc, what, v);
+    for (size_t i = 0; i < *n; i++) {
+        const char *at = loc;
+        if (json_is_array(v))
+            elem_loc(el, sizeof(el), loc, i), at = el;
+        const int rc = get_int(c, at, json_is_array(v) ? json_array_get(v, i) : v, (long long)f->lo,
+                               (long long)f->hi, &out[i]);
+        if (rc)
+            return rc;
+        if (odd && out[i] % 2 == 0)
+            return fail(c, at, "%lld is even: a kernel size is odd", out[i]);
+    }
+    return 0;
+}
+
 /* gaussian_blur's kernel_size: k or [kx, ky], each odd in [1, hi] (F.gaussian_blur's checks). */
 static int get_ksize(struct vctx *c, const char *loc, const json_t *v, const struct spw_op_field *f, int *out)
 {
-    long long k[2];
-    char el[SPW_LOC_BYTES];
-    const size_t n = json_is_array(v) ? json_array_size(v) : 1;
-    if (!json_is_integer(v) && !(json_is_array(v) && (n == 1 || n == 2)))
-        return fail_type(c, loc, "an odd integer or [kx, ky]", v);
-    for (size_t i = 0; i < n; i++) {
-        const json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
-        if (json_is_array(v))
-            elem_loc(el, sizeof(el), loc, i);
-        const int rc = get_int(c, json_is_array(v) ? el : loc, e, (long long)f->lo, (long long)f->hi, &k[i]);
-        if (rc)
-            return rc;
-        if (k[i] % 2 == 0)
-            return fail(c, json_is_array(v) ? el : loc, "%lld is even: a kernel size is odd", k[i]);
-    }
-    out[0] = (int)k[0], out[1] = (int)k[n - 1];
-    return 0;
+    long long k[4];
+    size_t n;
+    const int rc = get_int_list(c, loc, v, f, 1u << 1 | 1u << 2, true, "an odd integer or [kx, ky]", k, &n);
+    if (rc == 0)
+        out[0] = (int)k[0], out[1] = (int)k[n - 1];
+    return rc;
 }
 
 /* Pad's and RandomCrop's padding: p on all sides, [lr, tb] or [left, top, right, bottom], each in lo/hi. */
 static int get_padding(struct vctx *c, const char *loc, const json_t *v, const struct spw_op_field *f, int *out)
 {
-    const size_t n = json_is_array(v) ? json_array_size(v) : 1;
-    if (!json_is_integer(v) && !(json_is_array(v) && (n == 1 || n == 2 || n == 4)))
-        return fail_type(c, loc, "an integer, [left/right, top/bottom] or [left, top, right, bottom]", v);
     long long p[4];
-    char el[SPW_LOC_BYTES];
-    for (size_t i = 0; i < n; i++) {
-        if (json_is_array(v))
-            elem_loc(el, sizeof(el), loc, i);
-        const int rc = get_int(c, json_is_array(v) ? el : loc, json_is_array(v) ? json_array_get(v, i) : v,
-                               (long long)f->lo, (long long)f->hi, &p[i]);
-        if (rc)
-            return rc;
-    }
-    for (int i = 0; i < 4; i++)     /* torchvision: one for all, [lr, tb], or each side */
+    size_t n;
+    const int rc = get_int_list(c, loc, v, f, 1u << 1 | 1u << 2 | 1u << 4, false,
+                                "an integer, [left/right, top/bottom] or [left, top, right, bottom]", p, &n);
+    for (int i = 0; rc == 0 && i < 4; i++)     /* torchvision: one for all, [lr, tb], or each side */
         out[i] = (int)(n == 4 ? p[i] : n == 2 ? p[i % 2] : p[0]);
-    return 0;
+    return rc;
 }
 
 /* gaussian_blur's sigma: s (fixed) or [min, max], each > 0 (GaussianBlur's checks). */
@@ -924,7 +927,7 @@ static int get_weights(struct vctx *c, const char *loc, const json_t *v, struct 
     op->n_weights = (int)n;
     for (size_t k = 0; k < n; k++) {
         char el[SPW_LOC_BYTES];
-        snprintf(el, sizeof el, "%s[%zu]", loc, k);
+        elem_loc(el, sizeof el, loc, k);
         const int rc = get_num(c, el, json_array_get(v, k), 0, INF, 0, &op->weights[k]);
         if (rc)
             return rc;
