@@ -145,19 +145,26 @@ static void bilinear(const struct spw_image *in, const double a[6], const uint8_
     }
 }
 
-int spw_transform_affine_run(const struct spw_image *in, const double m[6], int interpolation,
-                             const double fill[3], struct spw_image *out)
+/* A transform's arguments: the views, n finite coefficients, nearest or bilinear, the fill as ink. */
+static int transform_args(const struct spw_image *in, struct spw_image *out, const double *m, int n,
+                          int interpolation, const double fill[3], uint8_t ink[3])
 {
-    uint8_t ink[3];
     int rc = check_views(in, out);
     if (rc)
         return rc;
     if (!m || (interpolation != SPW_INTERP_NEAREST && interpolation != SPW_INTERP_BILINEAR))
         return -EINVAL;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < n; i++)
         if (!isfinite(m[i]))
             return -EINVAL;
-    rc = fill_color(fill, ink);
+    return fill_color(fill, ink);
+}
+
+int spw_transform_affine_run(const struct spw_image *in, const double m[6], int interpolation,
+                             const double fill[3], struct spw_image *out)
+{
+    uint8_t ink[3];
+    const int rc = transform_args(in, out, m, 6, interpolation, fill, ink);
     if (rc)
         return rc;
 
@@ -211,15 +218,8 @@ int spw_perspective_run(const struct spw_image *in, const double c[8], int inter
                         struct spw_image *out)
 {
     uint8_t ink[3];
-    int rc = check_views(in, out);
+    const int rc = transform_args(in, out, c, 8, interpolation, fill, ink);
     if (rc)
-        return rc;
-    if (!c || (interpolation != SPW_INTERP_NEAREST && interpolation != SPW_INTERP_BILINEAR))
-        return -EINVAL;
-    for (int i = 0; i < 8; i++)
-        if (!isfinite(c[i]))
-            return -EINVAL;
-    if ((rc = fill_color(fill, ink)) != 0)
         return rc;
     for (int y = 0; y < out->h; y++) {
         uint8_t *d = out->data + (size_t)y * out->stride;
