@@ -80,6 +80,18 @@ check "cut 2, hybrid: exits 0" test $? -eq 0
 check "cut 2, hybrid: batches byte-identical to run --local" same_batches hybrid local
 check "cut 2, hybrid: both the workers and the client produced" /usr/bin/python3 -c "import json,sys
 p=json.load(open('$WORK/hybrid.json'))['producers']; sys.exit(not (p['remote'] > 0 and p['local'] > 0))"
+# batch.mix with fewer classes than the source has labels (0-9): refused at the start, locally and through the
+# service, saying which labels, rather than one-hot labels that would fail a batch later.
+sed 's/"num_classes": 10/"num_classes": 5/' "$WORK/p.json" > "$WORK/few.json"
+"$B/bin/spillctl" run --local --pipeline "$WORK/few.json" --max-batches 1 --quiet > /dev/null 2> "$WORK/few-local.err"
+rc=$?
+check "batch.mix num_classes below the labels: run --local refuses (exit $rc), saying why" bash -c "[ $rc -ne 0 ] &&
+  grep -q 'batch.mix.num_classes: 5, but the source has labels up to 9' '$WORK/few-local.err'"
+timeout 60 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/few.json" --local-cores 0 \
+  --max-batches 1 --quiet > /dev/null 2> "$WORK/few-remote.err"
+rc=$?
+check "... and so does a run through the service (exit $rc)" bash -c "[ $rc -ne 0 -a $rc -ne 124 ] &&
+  grep -q 'batch.mix.num_classes: 5, but the source has labels up to 9' '$WORK/few-remote.err'"
 # A GPU-side worker (emulated plugin), the only worker of a dispatcher of its own.
 DPORT=0
 dispatcher_on d2 --heartbeat-ms 100 || exit 1
