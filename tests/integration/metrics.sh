@@ -145,7 +145,9 @@ SLOW=$!
 sleep 0.5
 scrapes=0
 for _ in $(seq 1 10); do
-  curl -sf --max-time 3 "http://127.0.0.1:$DM/metrics" | grep -q spillway_dispatcher_workers && scrapes=$((scrapes + 1))
+  # Read whole, then searched: `curl | grep -q` under pipefail fails when grep quits before curl's last write.
+  body=$(curl -sf --max-time 3 "http://127.0.0.1:$DM/metrics") && grep -q spillway_dispatcher_workers <<< "$body" &&
+    scrapes=$((scrapes + 1))
   sleep 1
 done
 wait "$SLOW"
