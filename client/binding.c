@@ -202,6 +202,11 @@ int spw_batch_tensor_count(const struct spw_batch *b)
     return b ? b->n_tensors : 0;
 }
 
+int spw_batch_view_count(const struct spw_batch *b)
+{
+    return b ? b->n_views : 0;
+}
+
 int spw_batch_tensor_at(const struct spw_batch *b, int i, int *dtype, int *ndim, int64_t *shape, void **data,
                         size_t *nbytes)
 {

@@ -33,6 +33,17 @@ int spw_element_ctx_init(struct spw_element_ctx *ctx, const struct spw_pipeline_
     for (int i = 0; i < spec->n_ops; i++)     /* to_tensor is normalize with mean 0, std 1 */
         if (spw_op_def(spec->ops[i].kind)->cls == SPW_OPC_TO_TENSOR)
             spw_normalize_lut_init(&ctx->luts[i], spec->ops[i].mean, spec->ops[i].std);
+    if (spec->n_views && !(ctx->views = calloc((size_t)spec->n_views, sizeof *ctx->views))) {
+        spw_element_ctx_destroy(ctx);
+        return -ENOMEM;
+    }
+    for (int v = 0; v < spec->n_views; v++) {
+        const int rc = spw_element_ctx_init(&ctx->views[v], spec->views[v].ops);
+        if (rc) {
+            spw_element_ctx_destroy(ctx);
+            return rc;
+        }
+    }
     return 0;
 }
 
@@ -46,6 +57,10 @@ void spw_element_ctx_destroy(struct spw_element_ctx *ctx)
         spw_audio_banks_free(ctx->spec, ctx->mel_banks);
     free(ctx->mel_banks);
     ctx->mel_banks = NULL;
+    for (int v = 0; ctx->views && v < ctx->spec->n_views; v++)
+        spw_element_ctx_destroy(&ctx->views[v]);
+    free(ctx->views);
+    ctx->views = NULL;
 }
 
 void spw_element_rng(const struct spw_element_ctx *ctx, uint64_t epoch, int64_t sample, uint32_t op,
@@ -79,21 +94,22 @@ static int check_input(const struct spw_op_call *c, const struct spw_op_def *def
     return 0;
 }
 
-static void call_init(struct spw_op_call *c, const struct spw_element_ctx *ctx, int i, uint64_t epoch,
-                      int64_t sample, const struct spw_element_dest *dest, char *err, size_t errlen)
+/* key: 0 for the spec's own ops (op i draws from stream i), else a view instance's base (stream key | i). */
+static void call_init(struct spw_op_call *c, const struct spw_element_ctx *ctx, int i, uint32_t key,
+                      uint64_t epoch, int64_t sample, const struct spw_element_dest *dest, char *err, size_t errlen)
 {
-    *c = (struct spw_op_call){.ctx = ctx, .op = &ctx->spec->ops[i], .index = i, .epoch = epoch, .sample = sample,
-                              .dest = dest, .err = err, .errlen = errlen};
-    spw_element_rng(ctx, epoch, sample, i, &c->rng);
+    *c = (struct spw_op_call){.ctx = ctx, .op = &ctx->spec->ops[i], .index = i, .key = key ? key | (uint32_t)i : 0,
+                              .epoch = epoch, .sample = sample, .dest = dest, .err = err, .errlen = errlen};
+    spw_element_rng(ctx, epoch, sample, key ? key | (uint32_t)i : (uint32_t)i, &c->rng);
 }
 
 /* Op i on *v: 0, SPW_OP_RAN_NEXT or an error. */
-static int run_op(const struct spw_element_ctx *ctx, int i, uint64_t epoch, int64_t sample, struct spw_value *v,
-                  const struct spw_element_dest *dest, char *err, size_t errlen)
+static int run_op(const struct spw_element_ctx *ctx, int i, uint32_t key, uint64_t epoch, int64_t sample,
+                  struct spw_value *v, const struct spw_element_dest *dest, char *err, size_t errlen)
 {
     const struct spw_op_def *def = spw_op_def(ctx->spec->ops[i].kind);
     struct spw_op_call c;
-    call_init(&c, ctx, i, epoch, sample, dest, err, errlen);
+    call_init(&c, ctx, i, key, epoch, sample, dest, err, errlen);
     int rc = check_input(&c, def, v);
     return rc ? rc : def->cpu(&c, v);
 }
@@ -107,9 +123,9 @@ static void note_ns(struct spw_element_stats *stats, int i, int64_t ns, const st
     stats->ran[i] = true;
 }
 
-int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uint64_t epoch, int64_t sample,
-                    const uint8_t *buf, size_t len, struct spw_value *v, struct spw_element_stats *stats,
-                    const struct spw_element_dest *dest, char *err, size_t errlen)
+static int run_groups(const struct spw_element_ctx *ctx, int g_from, int g_to, uint32_t key, uint64_t epoch,
+                      int64_t sample, const uint8_t *buf, size_t len, struct spw_value *v,
+                      struct spw_element_stats *stats, const struct spw_element_dest *dest, char *err, size_t errlen)
 {
     /* the run's last write is the one that may go to the destination */
     const int last_op = g_to > g_from ? ctx->groups[g_to - 1].first + ctx->groups[g_to - 1].count - 1 : -1;
@@ -124,14 +140,14 @@ int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uin
             /* The decode runs as much of its group as it fuses; the rest runs one by one. */
             int consumed = 1;
             struct spw_op_call c;
-            call_init(&c, ctx, i, epoch, sample, end - 1 == last_op ? dest : NULL, err, errlen);
+            call_init(&c, ctx, i, key, epoch, sample, end - 1 == last_op ? dest : NULL, err, errlen);
             rc = spw_op_def(ctx->spec->ops[i].kind)->decode(&c, g, buf, len, v, &consumed);
             i += consumed;
         }
         for (; i < end && rc == 0; i++) {
             if (!decode && stats)
                 t0 = spw_now_ns();
-            rc = run_op(ctx, i, epoch, sample, v, i == last_op ? dest : NULL, err, errlen);
+            rc = run_op(ctx, i, key, epoch, sample, v, i == last_op ? dest : NULL, err, errlen);
             const bool ran_next = rc == SPW_OP_RAN_NEXT;      /* stft+mel as one: reported on the stft */
             rc = ran_next ? 0 : rc;
             if (!decode && rc == 0)
@@ -144,6 +160,19 @@ int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uin
     if (rc)
         spw_value_free(v);
     return rc;
+}
+
+int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uint64_t epoch, int64_t sample,
+                    const uint8_t *buf, size_t len, struct spw_value *v, struct spw_element_stats *stats,
+                    const struct spw_element_dest *dest, char *err, size_t errlen)
+{
+    return run_groups(ctx, g_from, g_to, 0, epoch, sample, buf, len, v, stats, dest, err, errlen);
+}
+
+int spw_element_run_keyed(const struct spw_element_ctx *ctx, uint32_t key, uint64_t epoch, int64_t sample,
+                          struct spw_value *v, char *err, size_t errlen)
+{
+    return run_groups(ctx, 0, ctx->n_groups, key, epoch, sample, NULL, 0, v, NULL, NULL, err, errlen);
 }
 
 bool spw_element_group_batches(const struct spw_element_ctx *ctx, int g)
@@ -170,7 +199,7 @@ void spw_element_run_many(const struct spw_element_ctx *ctx, int g, uint64_t epo
         for (int k = 0; k < n; k++) {
             if (rcs[k] != 0)
                 continue;
-            call_init(&calls[m], ctx, i, epoch, samples[k], NULL, errs + (size_t)k * errlen, errlen);
+            call_init(&calls[m], ctx, i, 0, epoch, samples[k], NULL, errs + (size_t)k * errlen, errlen);
             if ((rcs[k] = check_input(&calls[m], def, vs[k])) != 0) {
                 spw_value_free(vs[k]);
                 continue;

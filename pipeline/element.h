@@ -25,6 +25,7 @@ struct spw_element_ctx {
     int n_groups;
     struct spw_normalize_lut *luts;     /* one per op (used by normalize / to_tensor) */
     struct spw_mel_bank *mel_banks;     /* one per op (made for mel ops) */
+    struct spw_element_ctx *views;      /* one per view of the spec (spec->n_views): its ops' context */
 };
 
 /* Per-op timing of one element: ns[i] and out_bytes[i] for op i; a fused group reports on its first op. */
@@ -59,6 +60,11 @@ void spw_element_ctx_destroy(struct spw_element_ctx *ctx);
 int spw_element_run(const struct spw_element_ctx *ctx, int g_from, int g_to, uint64_t epoch, int64_t sample,
                     const uint8_t *buf, size_t len, struct spw_value *v, struct spw_element_stats *stats,
                     const struct spw_element_dest *dest, char *err, size_t errlen);
+
+/* All groups of ctx (a view's: its first op is not a decode) on *v, which they replace, op i drawing from the
+ * stream keyed key | i (pipeline/views.h spw_views_key). Returns as spw_element_run. */
+int spw_element_run_keyed(const struct spw_element_ctx *ctx, uint32_t key, uint64_t epoch, int64_t sample,
+                          struct spw_value *v, char *err, size_t errlen);
 
 /* The most elements spw_element_run_many takes. */
 #define SPW_ELEMENT_MANY_MAX 32

@@ -4,6 +4,7 @@
 #include "pipeline/executor.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "pipeline/mix.h"
 #include "pipeline/order.h"
 #include "pipeline/produce.h"
+#include "pipeline/views.h"
 
 struct slot {
     int64_t gbatch;             /* global batch number, -1 when free */
@@ -497,8 +499,9 @@ int spw_executor_create(const struct spw_pipeline_spec *spec, const struct spw_s
     ex->slots = calloc((size_t)ex->window, sizeof *ex->slots);
     ex->gpu = opts->gpu;
     ex->dev = opts->device_batches ? opts->gpu : NULL;
-    if (ex->dev && spec->batch.mix.num_classes) {
-        spw_log(SPW_LOG_INFO, "executor", "batches are handed over in host memory: batch.mix mixes them there");
+    if (ex->dev && (spec->batch.mix.num_classes || spec->n_views)) {
+        spw_log(SPW_LOG_INFO, "executor", "batches are handed over in host memory: %s there",
+                spec->n_views ? "the views are split into their tensors" : "batch.mix mixes them");
         ex->dev = NULL;
     }
     char why[256];
@@ -860,6 +863,30 @@ static int build_padded(struct spw_batch_fill *f, int n_pos, const bool *ok, str
     return 0;
 }
 
+/* A views batch's packed data [n, bytes] (tensors[0]) into one tensor per instance, then the labels. */
+static int split_views(const struct spw_pipeline_spec *spec, struct spw_batch *b)
+{
+    const int k = spw_views_instances(spec);
+    struct spw_tensor parts[SPW_VIEWS_MAX_INSTANCES];
+    char err[160];
+    const int rc = spw_views_unpack(spec, &b->tensors[0], b->n, parts, err, sizeof err);
+    if (rc) {
+        spw_log(SPW_LOG_WARN, "batch", "batch %" PRId64 " of epoch %" PRId64 ": %s", b->index, b->epoch, err);
+        return rc;
+    }
+    if (b->data_capacity)
+        spw_batch_buffer_put(b->tensors[0].data, b->data_capacity);
+    else
+        spw_tensor_free(&b->tensors[0]);
+    b->data_capacity = 0;
+    const struct spw_tensor labels = b->tensors[1];
+    memcpy(b->tensors, parts, sizeof *parts * (size_t)k);
+    b->tensors[k] = labels;
+    b->n_tensors = k + 1;
+    b->n_views = k;
+    return 0;
+}
+
 int spw_batch_build(const struct spw_pipeline_spec *spec, const struct spw_source *src, int64_t epoch, int64_t index,
                     int n_pos, const int64_t *samples, const bool *ok, struct spw_batch_fill *f,
                     struct spw_batch **out)
@@ -916,6 +943,13 @@ int spw_batch_build(const struct spw_pipeline_spec *spec, const struct spw_sourc
         spw_batch_fill_clear(f);
         int64_t eshape[1] = {0};
         spw_tensor_alloc(&b->tensors[0], SPW_DTYPE_U8, 1, eshape);
+    }
+    if (spec->n_views) {
+        const int rc = split_views(spec, b);
+        if (rc) {
+            spw_batch_free(b);
+            return rc;
+        }
     }
     const struct spw_mix_spec *mix = &spec->batch.mix;
     if (mix->num_classes) {

@@ -31,6 +31,8 @@ struct spw_executor_opts {
                                    there, host-made rows uploaded), as long as one fits; else in host memory */
 };
 
+#define SPW_BATCH_MAX_TENSORS (SPW_VIEWS_MAX_INSTANCES + 2)
+
 struct spw_sample_key {
     int64_t epoch, sample;      /* sample = index in the source's manifest */
     const char *path;           /* owned by the source */
@@ -41,7 +43,10 @@ struct spw_batch {
     int n;                      /* elements in it (positions minus skipped samples) */
     int skipped;
     int n_tensors;
-    struct spw_tensor tensors[3];   /* [n, ...] data, [n] int64 labels; padded batches: [n] int64 lengths */
+    /* [n, ...] data, [n] int64 labels; padded batches: [n] int64 lengths after them; with views, one
+     * [n, ...] tensor per view instance (n_views of them) in place of the data */
+    struct spw_tensor tensors[SPW_BATCH_MAX_TENSORS];
+    int n_views;
     struct spw_sample_key *keys;    /* n, in delivery order */
     size_t data_capacity;           /* bytes allocated for tensors[0] (for recycling) */
     int device_type, device_id;     /* where tensors[0].data is, as a DLPack DLDevice: 1 (kDLCPU), host memory,
@@ -91,7 +96,8 @@ struct spw_batch_fill {
  * skipped one; takes the fill's data (reset on return) and closes the gaps of skipped positions; a padded
  * fill becomes [n, ..., longest] zero-padded data plus an int64 lengths tensor. Labels and keys come from
  * src; with the spec's batch.mix, the batch is mixed and its labels are float32 [n, num_classes]
- * (pipeline/mix.h). Returns 0, -EINVAL (a batch mix cannot take) or -ENOMEM. */
+ * (pipeline/mix.h); with views, the packed elements become one tensor per view instance (pipeline/views.h).
+ * Returns 0, -EINVAL (a batch mix cannot take, or elements views cannot split) or -ENOMEM. */
 int spw_batch_build(const struct spw_pipeline_spec *spec, const struct spw_source *src, int64_t epoch, int64_t index,
                     int n_pos, const int64_t *samples, const bool *ok, struct spw_batch_fill *f,
                     struct spw_batch **out);

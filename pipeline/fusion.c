@@ -11,6 +11,7 @@ const char *spw_group_kind_name(enum spw_group_kind kind)
     case SPW_GROUP_AUGMENT: return "augment";
     case SPW_GROUP_TENSOR: return "tensor";
     case SPW_GROUP_USER: return "user";
+    case SPW_GROUP_VIEWS: return "views";
     }
     return "?";
 }

@@ -16,6 +16,7 @@
 #include "pipeline/image_ops.h"
 #include "pipeline/plugin_ops.h"
 #include "pipeline/python_op.h"
+#include "pipeline/views.h"
 
 #define MAX_EDGE 65535          /* JPEG's own limit on a side; larger outputs cannot come from a decode */
 #define MAX_NUM_OPS 32          /* rand_augment num_ops */
@@ -619,6 +620,12 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
                        .doc = "An op of a loaded C plugin, named \"<plugin>.<op>\".", .args = "",
                        .cls = SPW_OPC_USER, .group = SPW_GROUP_USER, .size = SPW_SIZE_VARIES, .fields = no_fields,
                        .cpu = spw_plugin_op_run},
+    /* the spec's top-level "views", never written as an op: the parser appends it after the ops */
+    [SPW_OP_VIEWS] = {.name = "views", .generic = true,
+                      .doc = "Each view's ops on its own copy of the element, every repeat with its own draws "
+                             "(multi-crop views: DINO, SimCLR).", .args = "",
+                      .cls = SPW_OPC_USER, .group = SPW_GROUP_VIEWS, .size = SPW_SIZE_VARIES, .fields = no_fields,
+                      .cpu = spw_views_run},
 };
 
 const struct spw_op_def *spw_op_def(enum spw_op_kind kind)

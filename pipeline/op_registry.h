@@ -30,8 +30,15 @@ enum spw_op_class {
 };
 
 /* The groups ops run in (fusion.h): a decode op heads a decode group; any other op outside a decode group
- * runs in an augment, a tensor or a user group (user code: a cut may fall right before or after it). */
-enum spw_group_kind { SPW_GROUP_DECODE = 0, SPW_GROUP_AUGMENT = 1, SPW_GROUP_TENSOR = 2, SPW_GROUP_USER = 3 };
+ * runs in an augment, a tensor or a user group (user code: a cut may fall right before or after it), and the
+ * spec's views in a group of their own at the end. */
+enum spw_group_kind {
+    SPW_GROUP_DECODE = 0,
+    SPW_GROUP_AUGMENT = 1,
+    SPW_GROUP_TENSOR = 2,
+    SPW_GROUP_USER = 3,
+    SPW_GROUP_VIEWS = 4
+};
 
 /* How an op may join the decode group before it (flags). */
 enum {

@@ -80,6 +80,7 @@ enum spw_op_kind {
     SPW_OP_TRIM_FRAMES,
     SPW_OP_SCALE_SHIFT,
     SPW_OP_RANDOM_PERSPECTIVE,
+    SPW_OP_VIEWS,           /* the spec's "views" (pipeline/views.h): appended after its ops by the parser */
     SPW_OP_COUNT
 };
 

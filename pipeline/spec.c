@@ -69,7 +69,20 @@ struct vctx {
     size_t errlen;
     int depth;          /* of the op being parsed, less one: 0 for the spec's own ops, 1 for a combinator's */
     int total;          /* ops parsed so far, a combinator's included (at most SPW_SPEC_MAX_OPS) */
+    int view;           /* parsing views[view]'s ops after the prefix's prefix_n ops; -1: the spec's ops */
+    int prefix_n;
 };
+
+/* Where ops[i] of the list being parsed stands, as its writer wrote it: "ops[2]", or in a view (whose list is
+ * the prefix's ops, then its own) "views[1].ops[0]". */
+static const char *op_where(const struct vctx *c, int i, char *buf, size_t n)
+{
+    if (c->view >= 0 && i >= c->prefix_n)
+        snprintf(buf, n, "views[%d].ops[%d]", c->view, i - c->prefix_n);
+    else
+        snprintf(buf, n, "ops[%d]", i);
+    return buf;
+}
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
@@ -717,9 +730,9 @@ static int check_audio_order(struct vctx *c, const char *where, int i, const str
  * stft (audio), or -1. */
 static int check_order(struct vctx *c, int i, const struct spw_op_spec *ops, int *tensor_at)
 {
-    char where[32];
+    char where[48], at[48];
     const char *name = ops[i].plugin ? ops[i].plugin->name : spw_op_name(ops[i].kind);
-    snprintf(where, sizeof(where), "ops[%d]", i);
+    op_where(c, i, where, sizeof where);
     const enum spw_op_class cls = spw_op_def(ops[i].kind)->cls;
     if (cls == SPW_OPC_USER)            /* an image or a tensor, image or audio pipeline: after the decode */
         return i == 0 ? fail(c, where, "\"%s\" needs a decode op (decode_jpeg, decode_audio, ...) before it", name)
@@ -738,15 +751,15 @@ static int check_order(struct vctx *c, int i, const struct spw_op_spec *ops, int
         if (i == 0)
             return fail(c, where, "\"decode_jpeg\" must come before image ops");
         if (*tensor_at >= 0)
-            return fail(c, where, "image op \"%s\" must come before \"%s\" (ops[%d])", name,
-                        spw_op_name(ops[*tensor_at].kind), *tensor_at);
+            return fail(c, where, "image op \"%s\" must come before \"%s\" (%s)", name,
+                        spw_op_name(ops[*tensor_at].kind), op_where(c, *tensor_at, at, sizeof at));
         return 0;
     case SPW_OPC_TO_TENSOR:
         if (i == 0)
             return fail(c, where, "\"decode_jpeg\" must come before \"%s\"", name);
         if (*tensor_at >= 0)
-            return fail(c, where, "at most one of normalize/to_tensor (ops[%d] is \"%s\")", *tensor_at,
-                        spw_op_name(ops[*tensor_at].kind));
+            return fail(c, where, "at most one of normalize/to_tensor (%s is \"%s\")",
+                        op_where(c, *tensor_at, at, sizeof at), spw_op_name(ops[*tensor_at].kind));
         *tensor_at = i;
         return 0;
     case SPW_OPC_TENSOR:
@@ -863,8 +876,8 @@ static int op_fields(struct vctx *c, const char *where, json_t *obj, struct spw_
 /* ops[idx] from obj: which op, whether it may stand there, then its fields. */
 static int parse_op(struct vctx *c, int idx, json_t *obj, struct spw_op_spec *ops, int *tensor_at)
 {
-    char where[32];
-    snprintf(where, sizeof(where), "ops[%d]", idx);
+    char where[48];
+    op_where(c, idx, where, sizeof where);
     int rc = op_begin(c, where, obj, &ops[idx]);
     if (rc == 0)
         rc = check_order(c, idx, ops, tensor_at);
@@ -1129,10 +1142,111 @@ static int parse_batch(struct vctx *c, json_t *obj, const struct spw_pipeline_sp
     return 0;
 }
 
+static void op_free(struct spw_op_spec *op);
+
+/* Ops in ops[0, n), a combinator's own counted too (as vctx.total counts them). */
+static int count_parsed(const struct spw_op_spec *ops, int n)
+{
+    int total = n;
+    for (int i = 0; ops && i < n; i++)
+        total += count_parsed(ops[i].ops, ops[i].n_ops);
+    return total;
+}
+
+/* views[v]: its ops parsed as the list (prefix ops, then its own), so the order rules hold from the state the
+ * prefix leaves; the view keeps its own ops only, as a pipeline of their own with the spec's seed and caps. */
+static int parse_view(struct vctx *c, int v, json_t *obj, json_t *prefix, struct spw_pipeline_spec *spec)
+{
+    static const char *const known[] = {"repeat", "ops", NULL};
+    char where[32], loc[48];
+    snprintf(where, sizeof where, "views[%d]", v);
+    if (!json_is_object(obj))
+        return fail_type(c, where, "an object with \"ops\" (and \"repeat\")", obj);
+    int rc = check_keys(c, obj, where, known);
+    if (rc)
+        return rc;
+    struct spw_view_spec *view = &spec->views[v];
+    long long repeat = 1;
+    json_t *x = json_object_get(obj, "repeat");
+    snprintf(loc, sizeof loc, "%s.repeat", where);
+    if (x && (rc = get_int(c, loc, x, 1, SPW_VIEWS_MAX_INSTANCES, &repeat)))
+        return rc;
+    view->repeat = (int)repeat;
+    snprintf(loc, sizeof loc, "%s.ops", where);
+    json_t *ops = json_object_get(obj, "ops");
+    if (!ops)
+        return fail(c, loc, "required");
+    if (!json_is_array(ops) || json_array_size(ops) == 0)
+        return json_is_array(ops) ? fail(c, loc, "empty: give the view's ops") : fail_type(c, loc, "an array", ops);
+    const int n_prefix = (int)json_array_size(prefix), total = c->total;
+    json_t *all = json_array();
+    if (!all || json_array_extend(all, prefix) || json_array_extend(all, ops)) {
+        json_decref(all);
+        return fail_oom(c);
+    }
+    struct spw_pipeline_spec *sub = view->ops = calloc(1, sizeof *sub);
+    c->view = v, c->prefix_n = n_prefix;
+    rc = sub ? parse_ops(c, all, sub) : fail_oom(c);
+    c->view = -1;
+    json_decref(all);
+    /* the prefix's ops were counted already: this view adds its own */
+    c->total = total + (rc == 0 ? c->total - count_parsed(sub->ops, n_prefix) : 0);
+    if (rc == 0 && c->total > SPW_SPEC_MAX_OPS - 1)
+        rc = fail(c, loc, "more than %d ops in all, the views' counted too", SPW_SPEC_MAX_OPS - 1);
+    for (int i = n_prefix; rc == 0 && i < sub->n_ops; i++)
+        if (spw_op_def(sub->ops[i].kind)->cls == SPW_OPC_USER) {
+            snprintf(loc, sizeof loc, "%s.ops[%d]", where, i - n_prefix);
+            rc = fail(c, loc, "user code (python and plugin ops) cannot be in a view yet: put it in \"ops\" "
+                      "before the views");
+        }
+    if (!sub)
+        return rc;
+    /* keep the view's own ops: the prefix's copies go */
+    for (int i = 0; i < n_prefix && i < sub->n_ops; i++)
+        op_free(&sub->ops[i]);
+    const int own = sub->n_ops > n_prefix ? sub->n_ops - n_prefix : 0;
+    memmove(sub->ops, sub->ops + (sub->n_ops - own), (size_t)own * sizeof *sub->ops);
+    sub->n_ops = own;
+    sub->source = (struct spw_source_spec){.seed = spec->source.seed, .media = spec->source.media};
+    return rc;
+}
+
+static int parse_views(struct vctx *c, json_t *arr, json_t *prefix, struct spw_pipeline_spec *spec)
+{
+    if (!json_is_array(arr))
+        return fail_type(c, "views", "an array of views ({\"repeat\": 2, \"ops\": [...]})", arr);
+    const size_t n = json_array_size(arr);
+    if (n == 0 || n > SPW_VIEWS_MAX)
+        return fail(c, "views", "%zu views: give 1 to %d", n, SPW_VIEWS_MAX);
+    if (spw_media_is_audio(spec->source.media))
+        return fail(c, "views", "views are for image pipelines (ops[0] is \"%s\")", spw_op_name(spec->ops[0].kind));
+    if (spec->batch.mix.num_classes)
+        return fail(c, "views", "views and batch.mix together: no recipe does both; drop one");
+    if (!(spec->views = calloc(n, sizeof *spec->views)))
+        return fail_oom(c);
+    spec->n_views = (int)n;
+    int instances = 0;
+    for (size_t v = 0; v < n; v++) {
+        const int rc = parse_view(c, (int)v, json_array_get(arr, v), prefix, spec);
+        if (rc)
+            return rc;
+        if ((instances += spec->views[v].repeat) > SPW_VIEWS_MAX_INSTANCES)
+            return fail(c, "views", "%d view instances (repeats summed) or more: at most %d", instances,
+                        SPW_VIEWS_MAX_INSTANCES);
+    }
+    /* the views run as one op after the prefix's (pipeline/views.h) */
+    struct spw_op_spec *ops = realloc(spec->ops, (size_t)(spec->n_ops + 1) * sizeof *ops);
+    if (!ops)
+        return fail_oom(c);
+    spec->ops = ops;
+    op_defaults(&spec->ops[spec->n_ops++], SPW_OP_VIEWS);
+    return 0;
+}
+
 static int parse_root(struct vctx *c, json_t *root, struct spw_pipeline_spec *spec)
 {
-    static const char *const known[] = {"source", "ops", "batch", "on_error", "max_pixels", "max_file_bytes",
-                                        "max_samples", NULL};
+    static const char *const known[] = {"source", "ops", "views", "batch", "on_error", "max_pixels",
+                                        "max_file_bytes", "max_samples", NULL};
     json_t *v;
     int rc, e = 0;
     long long i;
@@ -1189,12 +1303,22 @@ static int parse_root(struct vctx *c, json_t *root, struct spw_pipeline_spec *sp
             return rc;
         spec->max_samples = i;
     }
+    if ((v = json_object_get(root, "views"))) {      /* last: it copies the caps and checks the batch */
+        if ((rc = parse_views(c, v, json_object_get(root, "ops"), spec)))
+            return rc;
+        for (int k = 0; k < spec->n_views; k++) {
+            spec->views[k].ops->max_pixels = spec->max_pixels;
+            spec->views[k].ops->max_file_bytes = spec->max_file_bytes;
+            spec->views[k].ops->max_samples = spec->max_samples;
+            spec->views[k].ops->batch.layout = spec->batch.layout;
+        }
+    }
     return 0;
 }
 
 int spw_spec__from_json_value(struct json_t *root, struct spw_pipeline_spec **out, char *err, size_t errlen)
 {
-    struct vctx c = {err, errlen, 0, 0};
+    struct vctx c = {err, errlen, 0, 0, -1, 0};
     struct spw_pipeline_spec *spec = calloc(1, sizeof(*spec));
     if (!spec)
         return fail_oom(&c);
@@ -1211,7 +1335,7 @@ int spw_spec__from_json_value(struct json_t *root, struct spw_pipeline_spec **ou
 static int parse_buffer(const char *buf, size_t len, const char *name, struct spw_pipeline_spec **out,
                         char *err, size_t errlen)
 {
-    struct vctx c = {err, errlen, 0, 0};
+    struct vctx c = {err, errlen, 0, 0, -1, 0};
     json_error_t je;
     json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
@@ -1233,7 +1357,7 @@ static int parse_buffer(const char *buf, size_t len, const char *name, struct sp
 
 int spw_spec_parse_json(const char *text, struct spw_pipeline_spec **out, char *err, size_t errlen)
 {
-    struct vctx c = {err, errlen, 0, 0};
+    struct vctx c = {err, errlen, 0, 0, -1, 0};
     if (!text)
         return fail(&c, NULL, "no spec text");
     size_t len = strnlen(text, (size_t)SPW_SPEC_MAX_JSON_BYTES + 1);
@@ -1244,7 +1368,7 @@ int spw_spec_parse_json(const char *text, struct spw_pipeline_spec **out, char *
 
 int spw_spec_load_file(const char *path, struct spw_pipeline_spec **out, char *err, size_t errlen)
 {
-    struct vctx c = {err, errlen, 0, 0};
+    struct vctx c = {err, errlen, 0, 0, -1, 0};
     char *buf = NULL;
     int rc;
     if (!path)
@@ -1302,6 +1426,9 @@ void spw_spec_free(struct spw_pipeline_spec *spec)
     for (int i = 0; spec->ops && i < spec->n_ops; i++)
         op_free(&spec->ops[i]);
     free(spec->ops);
+    for (int v = 0; spec->views && v < spec->n_views; v++)
+        spw_spec_free(spec->views[v].ops);
+    free(spec->views);
     free(spec);
 }
 
@@ -1491,9 +1618,24 @@ json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
 
     json_t *ops = jb_new(&b, json_array());
     for (int i = 0; ops && i < spec->n_ops; i++)
-        if (json_array_append_new(ops, op_json(&b, &spec->ops[i])))
+        if (spec->ops[i].kind != SPW_OP_VIEWS && json_array_append_new(ops, op_json(&b, &spec->ops[i])))
             b.oom = true;
     jb_set(&b, root, "ops", ops);
+    if (spec->n_views) {                /* absent when none, so specs without them keep their canonical text */
+        json_t *views = jb_new(&b, json_array());
+        for (int v = 0; views && v < spec->n_views; v++) {
+            const struct spw_pipeline_spec *sub = spec->views[v].ops;
+            json_t *view = jb_new(&b, json_object()), *vops = jb_new(&b, json_array());
+            jb_set(&b, view, "repeat", json_integer(spec->views[v].repeat));
+            for (int i = 0; vops && i < sub->n_ops; i++)
+                if (json_array_append_new(vops, op_json(&b, &sub->ops[i])))
+                    b.oom = true;
+            jb_set(&b, view, "ops", vops);
+            if (json_array_append_new(views, view))
+                b.oom = true;
+        }
+        jb_set(&b, root, "views", views);
+    }
 
     json_t *batch = jb_new(&b, json_object());
     jb_set(&b, batch, "size", json_integer(spec->batch.size));

@@ -62,10 +62,24 @@ struct spw_batch_spec {
     struct spw_mix_spec mix;
 };
 
+/* Multi-crop views (DINO, SimCLR): after the ops (the shared prefix, run once per sample), each view's ops run
+ * `repeat` times on copies of the prefix's output, each time with its own draws; a batch carries one tensor
+ * per view instance, in order, then the labels. */
+#define SPW_VIEWS_MAX 16                /* views in a spec */
+#define SPW_VIEWS_MAX_INSTANCES 32      /* view instances (repeats summed) per sample */
+
+struct spw_view_spec {
+    int repeat;                         /* 1 (default) to SPW_VIEWS_MAX_INSTANCES */
+    struct spw_pipeline_spec *ops;      /* its ops as a pipeline of their own (no decode; the spec's seed and
+                                           caps; no views, no source path): owned */
+};
+
 struct spw_pipeline_spec {
     struct spw_source_spec source;
     int n_ops;
-    struct spw_op_spec *ops;
+    struct spw_op_spec *ops;            /* with views, the last is SPW_OP_VIEWS (not written in JSON "ops") */
+    int n_views;                        /* 0: none */
+    struct spw_view_spec *views;
     struct spw_batch_spec batch;
     enum spw_on_error on_error;         /* default skip */
     int64_t max_pixels;                 /* decode cap: width*height; default 89478485 (PIL's) */

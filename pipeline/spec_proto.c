@@ -266,10 +266,29 @@ static bool utf8_valid(const char *str)
     return true;
 }
 
+/* A list of ops as the messages hold them: the pipeline's, or a view's. */
+struct op_list {
+    Spillway__V1__Op *const *ops;
+    size_t n_ops;
+};
+
+/* The ops of a list as a JSON array (nested), or NULL (b says why). */
+static json_t *op_tree_json(struct jb *b, const struct op_list *msg, size_t *i, int depth);
+static json_t *ops_json(struct jb *b, const struct op_list *list)
+{
+    json_t *ops = json_array();
+    for (size_t i = 0; ops && i < list->n_ops && !b->bad;)
+        if (json_array_append_new(ops, op_tree_json(b, list, &i, 1)))
+            b->oom = true;
+    if (!ops)
+        b->oom = true;
+    return ops;
+}
+
 /* msg->ops[*i] and, for a combinator, the ops after it that are its own (Op.children, depth first), as one
  * nested JSON op; *i moves past them. depth: the op's (1 for the pipeline's own); the caps are checked here,
  * before anything is nested, so a peer's list cannot make this recurse deeper than SPW_OP_MAX_DEPTH. */
-static json_t *op_tree_json(struct jb *b, const Spillway__V1__Pipeline *msg, size_t *i, int depth)
+static json_t *op_tree_json(struct jb *b, const struct op_list *msg, size_t *i, int depth)
 {
     const size_t at = (*i)++;           /* < n_ops: the callers see to it */
     const Spillway__V1__Op *op = msg->ops[at];
@@ -344,14 +363,20 @@ static json_t *pipeline_to_json(struct jb *b, const Spillway__V1__Pipeline *msg)
         }
         set(b, root, "source", src);
     }
-    if (msg->n_ops) {
-        json_t *ops = json_array();
-        for (size_t i = 0; ops && i < msg->n_ops && !b->bad;)
-            if (json_array_append_new(ops, op_tree_json(b, msg, &i, 1)))
+    /* repeated: empty and absent are the same on the wire */
+    set(b, root, "ops", ops_json(b, &(struct op_list){msg->ops, msg->n_ops}));
+    if (msg->n_views) {
+        json_t *views = json_array();
+        for (size_t v = 0; views && v < msg->n_views && !b->bad; v++) {
+            const Spillway__V1__View *mv = msg->views[v];
+            json_t *view = json_object();
+            if (mv && mv->opt_repeat_case == SPILLWAY__V1__VIEW__OPT_REPEAT_REPEAT)
+                set(b, view, "repeat", json_integer(mv->repeat));
+            set(b, view, "ops", ops_json(b, &(struct op_list){mv ? mv->ops : NULL, mv ? mv->n_ops : 0}));
+            if (!view || json_array_append_new(views, view))
                 b->oom = true;
-        set(b, root, "ops", ops);
-    } else {
-        set(b, root, "ops", json_array()); /* repeated: empty and absent are the same on the wire */
+        }
+        set(b, root, "views", views);
     }
     const Spillway__V1__Batch *bt = msg->batch;
     if (bt) {
@@ -412,6 +437,18 @@ int spw_spec_from_proto(const Spillway__V1__Pipeline *msg, struct spw_pipeline_s
             snprintf(err, errlen, "ops: %zu ops, more than the cap of %d", msg->n_ops, SPW_SPEC_MAX_OPS);
         return SPW_ESPEC;
     }
+    if (msg->n_views > SPW_VIEWS_MAX) {
+        if (err && errlen)
+            snprintf(err, errlen, "views: %zu views: give 1 to %d", msg->n_views, SPW_VIEWS_MAX);
+        return SPW_ESPEC;
+    }
+    for (size_t v = 0; v < msg->n_views; v++)
+        if (msg->views[v] && msg->views[v]->n_ops > SPW_SPEC_MAX_OPS) {
+            if (err && errlen)
+                snprintf(err, errlen, "views[%zu].ops: %zu ops, more than the cap of %d", v, msg->views[v]->n_ops,
+                         SPW_SPEC_MAX_OPS);
+            return SPW_ESPEC;
+        }
     if (msg->source && msg->source->opt_seed_case == SPILLWAY__V1__SOURCE__OPT_SEED_SEED &&
         msg->source->seed > (uint64_t)INT64_MAX) {
         if (err && errlen)
@@ -663,17 +700,48 @@ static size_t count_ops(const json_t *ops)
     return n;
 }
 
-/* Append the ops of a canonical op list to msg->ops (room for count_ops), each combinator followed by its
- * own ops, depth first (Op.children). */
-static int ops_from_json(const json_t *ops, Spillway__V1__Pipeline *msg)
+/* Append the ops of a canonical op list to *out (room for count_ops), each combinator followed by its own
+ * ops, depth first (Op.children). */
+static int ops_append(const json_t *ops, Spillway__V1__Op **out, size_t *n)
 {
     for (size_t i = 0; i < json_array_size(ops); i++) {
         json_t *o = json_array_get(ops, i);
-        int rc = op_from_json(o, &msg->ops[msg->n_ops]);
+        int rc = op_from_json(o, &out[*n]);
         if (rc)
             return rc;
-        msg->n_ops++;
-        if ((rc = ops_from_json(json_object_get(o, "ops"), msg)))
+        (*n)++;
+        if ((rc = ops_append(json_object_get(o, "ops"), out, n)))
+            return rc;
+    }
+    return 0;
+}
+
+/* A canonical op list as a message's flat list into (*out, *n); 0 or -ENOMEM / SPW_EINTERNAL. */
+static int ops_from_json(const json_t *ops, Spillway__V1__Op ***out, size_t *n)
+{
+    const size_t count = count_ops(ops);
+    if (count && !(*out = calloc(count, sizeof **out)))
+        return -ENOMEM;
+    return ops_append(ops, *out, n);
+}
+
+/* The canonical views (absent: none) into msg->views. */
+static int views_from_json(const json_t *views, Spillway__V1__Pipeline *msg)
+{
+    const size_t n = json_array_size(views);
+    if (n && !(msg->views = calloc(n, sizeof *msg->views)))
+        return -ENOMEM;
+    for (size_t v = 0; v < n; v++) {
+        Spillway__V1__View *mv = msg->views[v] = malloc(sizeof *mv);
+        if (!mv)
+            return -ENOMEM;
+        spillway__v1__view__init(mv);
+        msg->n_views++;
+        const json_t *jv = json_array_get(views, v);
+        mv->opt_repeat_case = SPILLWAY__V1__VIEW__OPT_REPEAT_REPEAT;
+        mv->repeat = (int32_t)json_integer_value(json_object_get(jv, "repeat"));
+        const int rc = ops_from_json(json_object_get(jv, "ops"), &mv->ops, &mv->n_ops);
+        if (rc)
             return rc;
     }
     return 0;
@@ -695,6 +763,13 @@ void spw_spec_proto_free(Spillway__V1__Pipeline *msg)
     for (size_t i = 0; msg->ops && i < msg->n_ops; i++)
         op_proto_free(msg->ops[i]);
     free(msg->ops);
+    for (size_t v = 0; msg->views && v < msg->n_views; v++) {
+        for (size_t i = 0; msg->views[v]->ops && i < msg->views[v]->n_ops; i++)
+            op_proto_free(msg->views[v]->ops[i]);
+        free(msg->views[v]->ops);
+        free(msg->views[v]);
+    }
+    free(msg->views);
     if (msg->batch)
         free(msg->batch->mix);
     free(msg->batch);
@@ -749,13 +824,8 @@ int spw_spec_to_proto(const struct spw_pipeline_spec *spec, Spillway__V1__Pipeli
             goto out;
         }
 
-    json_t *ops = json_object_get(root, "ops");
-    size_t n = count_ops(ops);
-    if (n && !(msg->ops = calloc(n, sizeof(*msg->ops)))) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    if ((rc = ops_from_json(ops, msg)))
+    if ((rc = ops_from_json(json_object_get(root, "ops"), &msg->ops, &msg->n_ops)) ||
+        (rc = views_from_json(json_object_get(root, "views"), msg)))
         goto out;
 
     json_t *jbatch = json_object_get(root, "batch");

@@ -88,6 +88,23 @@ int spw_value_alloc_array(struct spw_value *v, enum spw_dtype dt, int ndim, cons
     return rc;
 }
 
+int spw_value_copy(const struct spw_value *src, struct spw_value *dst)
+{
+    *dst = (struct spw_value){.is_tensor = src->is_tensor, .sample_rate = src->sample_rate};
+    if (src->is_tensor) {
+        if (spw_tensor_alloc(&dst->t, src->t.dtype, src->t.ndim, src->t.shape) != 0)
+            return -ENOMEM;
+        memcpy(dst->t.data, src->t.data, src->t.nbytes);
+        return 0;
+    }
+    const struct spw_image *im = &src->img;
+    if (spw_image_alloc(&dst->img, im->w, im->h, im->c) != 0)
+        return -ENOMEM;
+    for (int y = 0; y < im->h; y++)
+        memcpy(spw_image_at(&dst->img, 0, y), spw_image_at(im, 0, y), (size_t)im->w * (size_t)im->c);
+    return 0;
+}
+
 void spw_value_out_shape(const struct spw_value *v, enum spw_layout layout, enum spw_dtype *dt, int *ndim,
                          int64_t *shape)
 {

@@ -27,6 +27,8 @@ void spw_value_free(struct spw_value *v);
 /* A borrowed value made to own a copy of its data (others are left as they are). Returns 0, or -ENOMEM with
  * *v freed (empty). */
 int spw_value_own(struct spw_value *v);
+/* Make *dst an owned copy of src (an image or a tensor). Returns 0, or -ENOMEM with *dst empty. */
+int spw_value_copy(const struct spw_value *src, struct spw_value *dst);
 /* The value's shape as one element of a batch with that layout (uint8 images: HWC, or CHW planes). */
 void spw_value_out_shape(const struct spw_value *v, enum spw_layout layout, enum spw_dtype *dt, int *ndim,
                          int64_t *shape);

@@ -27,6 +27,7 @@
 #include "pipeline/profile.h"
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
+#include "pipeline/views.h"
 
 #define FIX "tests/data/fixtures/"
 
@@ -353,6 +354,135 @@ START_TEST(test_executor_same_bytes_any_thread_count)
     ck_assert(memcmp(a, c, n1) == 0);
     free(a);
     free(c);
+    spw_spec_free(s);
+}
+END_TEST
+
+/* The first batch of a pipeline, in a copy the caller frees (spw_batch_free). */
+static struct spw_batch *first_batch(const struct spw_pipeline_spec *s)
+{
+    struct spw_source *src;
+    char err[512];
+    ck_assert_int_eq(spw_source_open(&s->source, &src, err, sizeof err), 0);
+    struct spw_executor *ex;
+    struct spw_executor_opts o = {.threads = 2};
+    ck_assert_int_eq(spw_executor_create(s, src, &o, &ex, err, sizeof err), 0);
+    struct spw_batch *b = NULL, *copy = calloc(1, sizeof *copy);
+    ck_assert_int_eq(spw_executor_next(ex, &b), 0);
+    *copy = *b;
+    copy->data_capacity = 0;
+    copy->keys = NULL;
+    for (int t = 0; t < b->n_tensors; t++) {
+        copy->tensors[t].data = malloc(b->tensors[t].nbytes);
+        memcpy(copy->tensors[t].data, b->tensors[t].data, b->tensors[t].nbytes);
+    }
+    spw_executor_release(ex, b);
+    spw_executor_destroy(ex);
+    spw_source_close(src);
+    return copy;
+}
+
+#define VIEWS_SOURCE "{\"source\":{\"format\":\"image_folder\",\"path\":\"%s\",\"seed\":3,\"epochs\":2}"
+
+/* Views: a batch carries one tensor per view instance, in order, with each view's dtype and shape, then the
+ * labels; each repeat draws anew; a view without random ops equals its ops written inline after the prefix;
+ * and the bytes are the same for any thread count. */
+START_TEST(test_executor_views)
+{
+    make_folder(g_root);
+    struct spw_pipeline_spec *s = spec_of(
+        VIEWS_SOURCE ",\"ops\":[{\"op\":\"decode_jpeg\"}],\"views\":["
+        "{\"repeat\":2,\"ops\":[{\"op\":\"random_resized_crop\",\"size\":[24,32]},{\"op\":\"random_horizontal_flip\"},"
+        "{\"op\":\"random_apply\",\"p\":0.5,\"ops\":[{\"op\":\"invert\"}]},"
+        "{\"op\":\"normalize\",\"mean\":[0.5,0.4,0.3],\"std\":[0.2,0.2,0.2]}]},"
+        "{\"ops\":[{\"op\":\"center_crop\",\"size\":16},{\"op\":\"to_tensor\"}]},"
+        "{\"ops\":[{\"op\":\"resize\",\"size\":[8,8]}]}],\"batch\":{\"size\":4}}", g_root);
+    size_t n1, n3;
+    int64_t b1, e1, b3, e3;
+    int rc;
+    uint8_t *a = run_all(s, 1, &n1, &b1, &e1, &rc);
+    ck_assert_int_eq(rc, SPW_ECLOSED);
+    uint8_t *c = run_all(s, 3, &n3, &b3, &e3, &rc);
+    ck_assert_int_eq(b1, 6);
+    ck_assert_int_eq(e1, 18);
+    ck_assert_uint_eq(n1, n3);
+    ck_assert(memcmp(a, c, n1) == 0);
+    free(a);
+    free(c);
+
+    struct spw_batch *b = first_batch(s);
+    ck_assert_int_eq(b->n_views, 4);
+    ck_assert_int_eq(b->n_tensors, 5);
+    const int64_t want[4][4] = {{4, 3, 24, 32}, {4, 3, 24, 32}, {4, 3, 16, 16}, {4, 8, 8, 3}};
+    for (int t = 0; t < 4; t++) {
+        ck_assert_int_eq(b->tensors[t].dtype, t < 3 ? SPW_DTYPE_F32 : SPW_DTYPE_U8);
+        ck_assert_int_eq(b->tensors[t].ndim, 4);
+        for (int d = 0; d < 4; d++)
+            ck_assert_int_eq(b->tensors[t].shape[d], want[t][d]);
+    }
+    ck_assert_int_eq(b->tensors[4].dtype, SPW_DTYPE_I64);
+    ck_assert_int_eq(b->tensors[4].shape[0], 4);
+    ck_assert(memcmp(b->tensors[0].data, b->tensors[1].data, b->tensors[0].nbytes) != 0);    /* own draws */
+    /* the deterministic views against the same ops inline */
+    struct spw_pipeline_spec *inl = spec_of(
+        VIEWS_SOURCE ",\"ops\":[{\"op\":\"decode_jpeg\"},{\"op\":\"center_crop\",\"size\":16},{\"op\":\"to_tensor\"}],"
+        "\"batch\":{\"size\":4}}", g_root);
+    struct spw_batch *ib = first_batch(inl);
+    ck_assert_int_eq(ib->n_views, 0);
+    ck_assert_uint_eq(ib->tensors[0].nbytes, b->tensors[2].nbytes);
+    ck_assert(memcmp(ib->tensors[0].data, b->tensors[2].data, ib->tensors[0].nbytes) == 0);
+    ck_assert(memcmp(ib->tensors[1].data, b->tensors[4].data, ib->tensors[1].nbytes) == 0);   /* labels */
+    spw_batch_free(ib);
+    spw_spec_free(inl);
+    /* two inverts keep this resize out of the decode's group, where it would decode at a DCT scale: a view's
+     * ops run on the whole decoded image, as torchvision's do */
+    inl = spec_of(VIEWS_SOURCE ",\"ops\":[{\"op\":\"decode_jpeg\"},{\"op\":\"invert\"},{\"op\":\"invert\"},"
+                  "{\"op\":\"resize\",\"size\":[8,8]}],\"batch\":{\"size\":4}}", g_root);
+    ib = first_batch(inl);
+    ck_assert_uint_eq(ib->tensors[0].nbytes, b->tensors[3].nbytes);
+    ck_assert(memcmp(ib->tensors[0].data, b->tensors[3].data, ib->tensors[0].nbytes) == 0);
+    spw_batch_free(ib);
+    spw_spec_free(inl);
+    spw_batch_free(b);
+    spw_spec_free(s);
+}
+END_TEST
+
+/* Packed elements that do not split: a batch whose instances' shapes differ between elements (a view with
+ * no fixed size) is refused with a message, not split wrong. */
+START_TEST(test_views_unpack_refuses_what_does_not_split)
+{
+    make_folder(g_root);
+    struct spw_pipeline_spec *s = spec_of(
+        VIEWS_SOURCE ",\"ops\":[{\"op\":\"decode_jpeg\"}],\"views\":[{\"repeat\":2,\"ops\":[{\"op\":\"invert\"}]}],"
+        "\"batch\":{\"size\":4}}", g_root);
+    uint8_t packed[2][8 + 2 * 24 + 2 * 12];
+    struct spw_tensor data = {.dtype = SPW_DTYPE_U8, .ndim = 2, .shape = {2, sizeof packed[0]},
+                              .nbytes = sizeof packed, .data = packed};
+    for (int k = 0; k < 2; k++) {       /* two uint8 instances: [2, 2, 3] and [1, 4, 3] (swapped in element 1) */
+        uint32_t head[14] = {0x57565053u, 2, 0, 3, 2, 2, 3, 0, 0, 3, 1, 4, 3, 0};
+        if (k) {
+            head[4] = 1, head[5] = 4, head[10] = 2, head[11] = 2;
+        }
+        memcpy(packed[k], head, sizeof head);
+        memset(packed[k] + sizeof head, k + 1, sizeof packed[k] - sizeof head);
+    }
+    struct spw_tensor out[SPW_VIEWS_MAX_INSTANCES];
+    char err[160] = "";
+    ck_assert_int_eq(spw_views_unpack(s, &data, 1, out, err, sizeof err), 0);     /* element 0 alone splits */
+    ck_assert_int_eq(out[0].shape[1], 2);
+    ck_assert_int_eq(out[1].shape[1], 1);
+    spw_tensor_free(&out[0]), spw_tensor_free(&out[1]);
+    ck_assert_int_eq(spw_views_unpack(s, &data, 2, out, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "views: elements of one batch differ in their instances' shapes (end each view with a "
+                          "crop or a fixed-size resize)");
+    ((uint32_t *)packed[0])[1] = 3;     /* a count the spec does not have */
+    ck_assert_int_eq(spw_views_unpack(s, &data, 1, out, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "views: an element that is not a packed one of 2 instances");
+    ((uint32_t *)packed[0])[1] = 2;
+    ((uint32_t *)packed[0])[4] = 3;     /* sizes that do not add up to the element's */
+    ck_assert_int_eq(spw_views_unpack(s, &data, 1, out, err, sizeof err), -EINVAL);
+    ck_assert_str_eq(err, "views: instances of 86 bytes in a 80-byte element");
     spw_spec_free(s);
 }
 END_TEST
@@ -863,6 +993,8 @@ int main(void)
     tcase_add_test(tc, test_fusion_groups_train_pipeline);
     tcase_add_test(tc, test_rows_from_parts_same_bytes);
     tcase_add_test(tc, test_executor_same_bytes_any_thread_count);
+    tcase_add_test(tc, test_executor_views);
+    tcase_add_test(tc, test_views_unpack_refuses_what_does_not_split);
     tcase_add_test(tc, test_executor_drop_remainder);
     tcase_add_test(tc, test_executor_skip_policy_counts_and_continues);
     tcase_add_test(tc, test_executor_fail_policy_stops_with_path);

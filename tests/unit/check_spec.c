@@ -1431,6 +1431,140 @@ START_TEST(test_spec_python_op)
 }
 END_TEST
 
+/* A spec with views: "ops" the prefix, then views[] (each its repeat and ops, nested as the spec's). */
+static char *views_text(const char *ops, const char *views, const char *batch)
+{
+    char *t = malloc(16384);
+    ck_assert_ptr_nonnull(t);
+    snprintf(t, 16384, "{\"source\": {\"format\": \"image_folder\", \"path\": \"/d\", \"seed\": 7}, \"ops\": [%s], "
+             "\"views\": %s, \"batch\": {\"size\": 8%s}}", ops, views, batch ? batch : "");
+    return t;
+}
+
+static void expect_views_error(const char *ops, const char *views, const char *msg)
+{
+    char *t = views_text(ops, views, NULL);
+    expect_error(t, msg);
+    free(t);
+}
+
+#define DINO_VIEWS                                                                                           \
+    "[{\"repeat\": 2, \"ops\": [{\"op\": \"random_resized_crop\", \"size\": 224, \"scale\": [0.4, 1]},"       \
+    " {\"op\": \"random_apply\", \"p\": 0.8, \"ops\": [{\"op\": \"color_jitter\", \"brightness\": 0.4}]},"     \
+    " {\"op\": \"normalize\", \"mean\": [0.5, 0.5, 0.5], \"std\": [0.2, 0.2, 0.2]}]},"                       \
+    " {\"repeat\": 6, \"ops\": [{\"op\": \"random_resized_crop\", \"size\": 96, \"scale\": [0.05, 0.4]},"     \
+    " {\"op\": \"random_horizontal_flip\"}, {\"op\": \"to_tensor\"}]}]"
+
+/* Views: what the parser keeps (the prefix's ops, then one views op; each view its own ops as a pipeline
+ * with the spec's seed), the canonical JSON and the wire carry them as written, and every way to get them
+ * wrong is named where it stands; the order rules run on from the prefix's state. */
+START_TEST(test_spec_views)
+{
+    char *t = views_text("{\"op\": \"decode_jpeg\"}", DINO_VIEWS, NULL);
+    struct spw_pipeline_spec *a = parse_ok(t);
+    free(t);
+    ck_assert_int_eq(a->n_ops, 2);
+    ck_assert_int_eq(a->ops[1].kind, SPW_OP_VIEWS);
+    ck_assert_int_eq(a->n_views, 2);
+    ck_assert_int_eq(a->views[0].repeat, 2);
+    ck_assert_int_eq(a->views[1].repeat, 6);
+    ck_assert_int_eq(a->views[0].ops->n_ops, 3);
+    ck_assert_int_eq(a->views[0].ops->ops[1].kind, SPW_OP_RANDOM_APPLY);
+    ck_assert_int_eq(a->views[1].ops->ops[2].kind, SPW_OP_TO_TENSOR);
+    ck_assert_uint_eq(a->views[1].ops->source.seed, 7);
+    /* canonical JSON: "views" after "ops", which does not list the views op; it reads back the same */
+    char *j = spw_spec_to_json(a);
+    ck_assert_ptr_nonnull(strstr(j, "\"views\": ["));
+    ck_assert_ptr_null(strstr(j, "\"op\": \"views\""));
+    struct spw_pipeline_spec *b = parse_ok(j);
+    char *j2 = spw_spec_to_json(b);
+    ck_assert_str_eq(j, j2);
+    /* the wire: Pipeline.views, each view's ops flat as the pipeline's */
+    Spillway__V1__Pipeline *msg = NULL;
+    ck_assert_int_eq(spw_spec_to_proto(a, &msg), 0);
+    ck_assert_uint_eq(msg->n_ops, 1);
+    ck_assert_uint_eq(msg->n_views, 2);
+    ck_assert_int_eq(msg->views[0]->repeat, 2);
+    ck_assert_uint_eq(msg->views[0]->n_ops, 4);         /* random_apply and its color_jitter */
+    ck_assert_int_eq(msg->views[0]->ops[1]->children, 1);
+    const size_t n = spillway__v1__pipeline__get_packed_size(msg);
+    uint8_t *wire = malloc(n);
+    ck_assert_ptr_nonnull(wire);
+    spillway__v1__pipeline__pack(msg, wire);
+    Spillway__V1__Pipeline *m = spillway__v1__pipeline__unpack(NULL, n, wire);
+    ck_assert_ptr_nonnull(m);
+    struct spw_pipeline_spec *c = NULL;
+    char err[256] = "";
+    ck_assert_msg(spw_spec_from_proto(m, &c, err, sizeof err) == 0, "%s", err);
+    char *j3 = spw_spec_to_json(c);
+    ck_assert_str_eq(j, j3);
+    /* a peer's hostile counts: refused before anything is made */
+    m->views[0]->ops[1]->children = 5;
+    expect_proto_error(m, "ops[1].children: 5: a combinator has 1 to 16 ops, nested at most 4 deep, and they "
+                          "must follow it (2 do)");
+    m->views[0]->ops[1]->children = 1;
+    m->views[1]->repeat = 31;
+    expect_proto_error(m, "views: 33 view instances (repeats summed) or more: at most 32");
+    const size_t had = m->n_views;
+    m->n_views = 17;                    /* past the array: refused on the count alone, never read */
+    expect_proto_error(m, "views: 17 views: give 1 to 16");
+    m->n_views = had;
+    spillway__v1__pipeline__free_unpacked(m, NULL);
+    free(wire);
+    spw_spec_proto_free(msg);
+    free(j), free(j2), free(j3);
+    spw_spec_free(a), spw_spec_free(b), spw_spec_free(c);
+
+    const char *dec = "{\"op\": \"decode_jpeg\"}", *crop = "{\"op\": \"center_crop\", \"size\": 8}";
+    char v[1024];
+    expect_views_error(dec, "{}", "views: expected an array of views ({\"repeat\": 2, \"ops\": [...]}), got object");
+    expect_views_error(dec, "[]", "views: 0 views: give 1 to 16");
+    expect_views_error(dec, "[{\"repeat\": 2}]", "views[0].ops: required");
+    expect_views_error(dec, "[{\"ops\": []}]", "views[0].ops: empty: give the view's ops");
+    snprintf(v, sizeof v, "[{\"ops\": [%s], \"crops\": 2}]", crop);
+    expect_views_error(dec, v, "views[0]: unknown key \"crops\"");
+    snprintf(v, sizeof v, "[{\"repeat\": 0, \"ops\": [%s]}]", crop);
+    expect_views_error(dec, v, "views[0].repeat: 0 is outside [1, 32]");
+    snprintf(v, sizeof v, "[{\"repeat\": 20, \"ops\": [%s]}, {\"repeat\": 13, \"ops\": [%s]}]", crop, crop);
+    expect_views_error(dec, v, "views: 33 view instances (repeats summed) or more: at most 32");
+    snprintf(v, sizeof v, "[{\"ops\": [%s]}, {\"ops\": [%s, %s]}]", crop, crop, dec);
+    expect_views_error(dec, v, "views[1].ops[1]: \"decode_jpeg\" must be the first op and appear once");
+    snprintf(v, sizeof v, "[{\"ops\": [{\"op\": \"to_tensor\"}, %s]}]", crop);
+    expect_views_error(dec, v, "views[0].ops[1]: image op \"center_crop\" must come before \"to_tensor\" "
+                               "(views[0].ops[0])");
+    snprintf(v, sizeof v, "[{\"ops\": [%s]}]", crop);   /* the rules run on from the prefix's state */
+    expect_views_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"to_tensor\"}", v,
+                       "views[0].ops[0]: image op \"center_crop\" must come before \"to_tensor\" (ops[1])");
+    expect_views_error(dec, "[{\"ops\": [{\"op\": \"python\", \"function\": \"m:f\"}]}]",
+                       "views[0].ops[0]: user code (python and plugin ops) cannot be in a view yet: put it in "
+                       "\"ops\" before the views");
+    expect_views_error(dec, "[{\"ops\": [{\"op\": \"center_crop\", \"size\": 0}]}]",
+                       "views[0].ops[0].size: 0 is outside [1, 65535]");
+    t = views_text(dec, "[{\"ops\": [{\"op\": \"to_tensor\"}]}]",
+                   ", \"mix\": {\"num_classes\": 10, \"mixup_alpha\": 0.2}");
+    expect_error(t, "batch.mix: needs float32 image tensors: end an image pipeline with normalize or to_tensor "
+                    "(dtype float32) and no python op after them, as RandomMixup and RandomCutmix do");
+    free(t);
+    t = views_text("{\"op\": \"decode_jpeg\"}, {\"op\": \"to_tensor\"}", "[{\"ops\": [{\"op\": \"random_erasing\"}]}]",
+                   ", \"mix\": {\"num_classes\": 10, \"mixup_alpha\": 0.2}");
+    expect_error(t, "views: views and batch.mix together: no recipe does both; drop one");
+    free(t);
+    t = calloc(1, 96 * 1024);           /* 1 + 16 views of 16 = 257 ops with the views op */
+    ck_assert_ptr_nonnull(t);
+    char *views = t + 64 * 1024;
+    strcpy(views, "[");
+    for (int k = 0; k < 16; k++) {
+        strcat(views, k ? ", {\"ops\": [" : "{\"ops\": [");
+        for (int i = 0; i < 16; i++)
+            strcat(views, i ? ", {\"op\": \"invert\"}" : "{\"op\": \"invert\"}");
+        strcat(views, "]}");
+    }
+    strcat(views, "]");
+    expect_views_error(dec, views, "views[15].ops: more than 255 ops in all, the views' counted too");
+    free(t);
+}
+END_TEST
+
 static Suite *spec_suite(void)
 {
     Suite *s = suite_create("spec");
@@ -1463,6 +1597,7 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, test_spec_names);
     tcase_add_test(tc, test_spec_truncated_and_mutated_inputs_never_crash);
     tcase_add_test(tc, test_spec_mutated_proto_never_crashes);
+    tcase_add_test(tc, test_spec_views);
     tcase_add_test(tc, test_spec_fixed_element_bytes_follow_crops_resizes_and_dtypes);
     suite_add_tcase(s, tc);
     return s;

@@ -197,10 +197,12 @@ SPW_API int64_t spw_job_batches_per_epoch(const struct spw_job *job);
 /* Elements in the batch (>= 1), and samples of its positions skipped (on_error: skip). */
 SPW_API int spw_batch_elements(const struct spw_batch *b);
 SPW_API int spw_batch_skipped(const struct spw_batch *b);
-/* Its tensors: 2 (data, labels) or 3 (padded batches: lengths). Tensor i: dtype (enum spw_dtype), ndim and
- * up to SPW_TENSOR_MAX_DIMS dims into shape, its data (owned by the batch) and size. -EINVAL for an index
- * out of range. */
+/* Its tensors: 2 (data, labels) or 3 (padded batches: lengths); with views, one per view instance, then the
+ * labels. Tensor i: dtype (enum spw_dtype), ndim and up to SPW_TENSOR_MAX_DIMS dims into shape, its data
+ * (owned by the batch) and size. -EINVAL for an index out of range. */
 SPW_API int spw_batch_tensor_count(const struct spw_batch *b);
+/* With views: how many of its tensors are view instances (the first ones); 0 for a pipeline without. */
+SPW_API int spw_batch_view_count(const struct spw_batch *b);
 SPW_API int spw_batch_tensor_at(const struct spw_batch *b, int i, int *dtype, int *ndim, int64_t *shape,
                                 void **data, size_t *nbytes);
 /* Element i's key: its epoch, its sample index in the source's manifest, its path (owned by the batch). */
