@@ -76,6 +76,7 @@ struct jb {
     size_t op;  /* index of the op being converted, for that message */
     char *err;
     size_t errlen;
+    char list[32];  /* the list it is in, for messages: "ops", "views[1].ops" */
 };
 
 static void set(struct jb *b, json_t *obj, const char *key, json_t *v)
@@ -103,9 +104,9 @@ static json_t *real_json(struct jb *b, const char *field, long elem, double v)
         return json_real(v);
     if (!b->bad && b->err && b->errlen) {
         if (elem < 0)
-            snprintf(b->err, b->errlen, "ops[%zu].%s: %g is not a finite number", b->op, field, v);
+            snprintf(b->err, b->errlen, "%s[%zu].%s: %g is not a finite number", b->list, b->op, field, v);
         else
-            snprintf(b->err, b->errlen, "ops[%zu].%s[%ld]: %g is not a finite number", b->op, field, elem, v);
+            snprintf(b->err, b->errlen, "%s[%zu].%s[%ld]: %g is not a finite number", b->list, b->op, field, elem, v);
     }
     b->bad = true;
     return json_null();
@@ -141,7 +142,7 @@ static json_t *string_json(struct jb *b, const char *s)
 {
     if (!utf8_valid(s ? s : "")) {
         if (!b->bad && b->err && b->errlen)
-            snprintf(b->err, b->errlen, "ops[%zu]: a string that is not valid UTF-8", b->op);
+            snprintf(b->err, b->errlen, "%s[%zu]: a string that is not valid UTF-8", b->list, b->op);
         b->bad = true;
         return json_null();
     }
@@ -301,8 +302,8 @@ static json_t *op_tree_json(struct jb *b, const struct op_list *msg, size_t *i, 
     if (op->children < 1 || op->children > SPW_OP_MAX_NESTED || (size_t)op->children > left ||
         depth >= SPW_OP_MAX_DEPTH) {
         if (!b->bad && b->err && b->errlen)
-            snprintf(b->err, b->errlen, "ops[%zu].children: %d: a combinator has 1 to %d ops, nested at most %d "
-                     "deep, and they must follow it (%zu do)", at, op->children, SPW_OP_MAX_NESTED,
+            snprintf(b->err, b->errlen, "%s[%zu].children: %d: a combinator has 1 to %d ops, nested at most %d "
+                     "deep, and they must follow it (%zu do)", b->list, at, op->children, SPW_OP_MAX_NESTED,
                      SPW_OP_MAX_DEPTH, left);
         b->bad = true;
         return o;
@@ -311,7 +312,7 @@ static json_t *op_tree_json(struct jb *b, const struct op_list *msg, size_t *i, 
     for (int k = 0; a && k < op->children && !b->bad; k++) {
         if (*i >= msg->n_ops) {         /* its ops' own ops took the ones that were to be its */
             if (b->err && b->errlen)
-                snprintf(b->err, b->errlen, "ops[%zu].children: %d, but the list ends after %d of them", at,
+                snprintf(b->err, b->errlen, "%s[%zu].children: %d, but the list ends after %d of them", b->list, at,
                          op->children, k);
             b->bad = true;
             break;
@@ -372,7 +373,9 @@ static json_t *pipeline_to_json(struct jb *b, const Spillway__V1__Pipeline *msg)
             json_t *view = json_object();
             if (mv && mv->opt_repeat_case == SPILLWAY__V1__VIEW__OPT_REPEAT_REPEAT)
                 set(b, view, "repeat", json_integer(mv->repeat));
+            snprintf(b->list, sizeof b->list, "views[%zu].ops", v);
             set(b, view, "ops", ops_json(b, &(struct op_list){mv ? mv->ops : NULL, mv ? mv->n_ops : 0}));
+            snprintf(b->list, sizeof b->list, "ops");
             if (!view || json_array_append_new(views, view))
                 b->oom = true;
         }
@@ -423,7 +426,7 @@ static json_t *pipeline_to_json(struct jb *b, const Spillway__V1__Pipeline *msg)
 int spw_spec_from_proto(const Spillway__V1__Pipeline *msg, struct spw_pipeline_spec **out, char *err,
                         size_t errlen)
 {
-    struct jb b = {false, false, 0, err, errlen};
+    struct jb b = {false, false, 0, err, errlen, "ops"};
     if (!msg) {
         if (err && errlen)
             snprintf(err, errlen, "no pipeline message");
@@ -456,12 +459,19 @@ int spw_spec_from_proto(const Spillway__V1__Pipeline *msg, struct spw_pipeline_s
                      INT64_MAX);
         return SPW_ESPEC;
     }
-    for (size_t i = 0; i < msg->n_ops; i++) {
-        const Spillway__V1__Op *op = msg->ops[i];
-        if (op && op->opt_value_random_case == OP_CASE(VALUE_RANDOM) && op->value_random && op->n_value) {
-            if (err && errlen)
-                snprintf(err, errlen, "ops[%zu].value: value_random and value are both set", i);
-            return SPW_ESPEC;
+    for (size_t v = 0; v <= msg->n_views; v++) {        /* the ops, then each view's */
+        const Spillway__V1__View *mv = v ? msg->views[v - 1] : NULL;
+        Spillway__V1__Op *const *ops = v ? (mv ? mv->ops : NULL) : msg->ops;
+        const size_t n = v ? (mv ? mv->n_ops : 0) : msg->n_ops;
+        for (size_t i = 0; i < n; i++) {
+            const Spillway__V1__Op *op = ops[i];
+            if (op && op->opt_value_random_case == OP_CASE(VALUE_RANDOM) && op->value_random && op->n_value) {
+                if (err && errlen && v)
+                    snprintf(err, errlen, "views[%zu].ops[%zu].value: value_random and value are both set", v - 1, i);
+                else if (err && errlen)
+                    snprintf(err, errlen, "ops[%zu].value: value_random and value are both set", i);
+                return SPW_ESPEC;
+            }
         }
     }
     json_t *root = pipeline_to_json(&b, msg);

@@ -1500,7 +1500,7 @@ START_TEST(test_spec_views)
     ck_assert_str_eq(j, j3);
     /* a peer's hostile counts: refused before anything is made */
     m->views[0]->ops[1]->children = 5;
-    expect_proto_error(m, "ops[1].children: 5: a combinator has 1 to 16 ops, nested at most 4 deep, and they "
+    expect_proto_error(m, "views[0].ops[1].children: 5: a combinator has 1 to 16 ops, nested at most 4 deep, and they "
                           "must follow it (2 do)");
     m->views[0]->ops[1]->children = 1;
     m->views[1]->repeat = 31;
