@@ -4,7 +4,8 @@
 # TypeError at the call (through op() it reaches the C validator), and values the C validator refuses reach
 # it unchanged and come back as SpecError with its message. spillway.ops makes a combinator's ops: an SSL
 # augmentation (SimCLR's colour part) built with them runs, its nested ops in the JSON as written, and a
-# nested op the C validator refuses is named by its place.
+# nested op the C validator refuses is named by its place. Views (spillway.view) give one array per view
+# instance, each repeat its own draws, and a view op out of order is named as views[0].ops[3].
 # Thread model: single-threaded.
 import json
 import unittest
@@ -12,7 +13,7 @@ import unittest
 import numpy as np
 
 import spwtest
-from spillway import Loader, Pipeline, SpecError, ops
+from spillway import Loader, Pipeline, SpecError, ops, view
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
@@ -135,6 +136,32 @@ class TestPipeline(spwtest.TempDir, unittest.TestCase):
         with self.assertRaises(SpecError) as cm:
             Loader(Pipeline.image_folder(spwtest.images()).op("random_resize_crop", size=8).batch(4))
         self.assertIn('unknown op "random_resize_crop"', str(cm.exception))
+
+    def test_pipeline_views(self):
+        norm = ops.normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+        p = (Pipeline.image_folder(spwtest.images(), seed=5).decode_jpeg()
+             .views(view([ops.random_resized_crop(32, scale=(0.4, 1.0)), ops.random_horizontal_flip(), norm],
+                         repeat=2),
+                    view([ops.random_resized_crop(16, scale=(0.05, 0.4)), norm], repeat=3))
+             .batch(8))
+        self.assertEqual(p.to_dict()["views"][1], {"repeat": 3, "ops": [
+            {"op": "random_resized_crop", "size": 16, "scale": [0.05, 0.4]}, norm]})
+        ld = Loader(p, local_cores=1)
+        try:
+            b = next(iter(ld.batches()))
+            self.assertEqual(len(b), 6)
+            self.assertEqual([v.shape for v in b.views], [(8, 3, 32, 32)] * 2 + [(8, 3, 16, 16)] * 3)
+            self.assertIs(b.data[0], b.views[0])
+            self.assertEqual((b.labels.shape, b.labels.dtype, b.n, b.lengths), ((8,), np.int64, 8, None))
+            self.assertFalse(np.array_equal(b.views[0], b.views[1]))      # each repeat its own draws
+        finally:
+            ld.close()
+        bad = p.to_dict()
+        bad["views"][0]["ops"].append({"op": "center_crop", "size": 8})
+        with self.assertRaises(SpecError) as cm:
+            Loader(Pipeline.from_dict(bad), local_cores=1)
+        self.assertEqual(str(cm.exception), 'views[0].ops[3]: image op "center_crop" must come before "normalize" '
+                         "(views[0].ops[2])")
 
     def test_pipeline_combinators_with_ops(self):
         p = (Pipeline.image_folder(spwtest.images(), seed=3).decode_jpeg().random_resized_crop(32)

@@ -2,7 +2,8 @@
 # batch's address, torch.from_numpy over the views), equal the C dump, and survive the next batches;
 # loader() is a DataLoader(num_workers=0) passing batches through; dtype converts the data only;
 # DataLoader(num_workers=2) fails at once with the documented message (fork: iter() in the worker; spawn:
-# pickling); len, classes, class_to_idx and set_epoch. Thread model: single-threaded.
+# pickling); len, classes, class_to_idx and set_epoch; with views, one tensor per view instance, dtype
+# converting every one. Thread model: single-threaded.
 import os
 import unittest
 import warnings
@@ -11,7 +12,7 @@ import torch
 import torch.utils.data
 
 import spwtest
-from spillway import Batch, Pipeline, SpillwayError
+from spillway import Batch, Pipeline, SpillwayError, ops, view
 from spillway.torch import FORK_MESSAGE, SpillwayDataset, loader
 from test_loader import audio_pipeline, image_pipeline
 
@@ -90,6 +91,16 @@ class TestTorch(spwtest.TempDir, unittest.TestCase):
             self.assertEqual(next(iter(ds))[0].dtype, torch.uint8)
         with self.assertRaises(ValueError):
             SpillwayDataset(p, dtype="float33")
+
+    def test_torch_views_as_tensors(self):
+        p = (Pipeline.image_folder(spwtest.images(), seed=4).decode_jpeg()
+             .views(view([ops.random_resized_crop(24)], repeat=2), view([ops.center_crop(8)])).batch(16))
+        with SpillwayDataset(p, dtype="float32", local_cores=1) as ds:
+            b = next(iter(ds))
+            self.assertEqual(len(b), 4)
+            self.assertEqual([tuple(v.shape) for v in b.views], [(16, 24, 24, 3)] * 2 + [(16, 8, 8, 3)])
+            self.assertEqual({v.dtype for v in b.data}, {torch.float32})   # every view converted
+            self.assertEqual(b.labels.dtype, torch.int64)
 
     def test_torch_pin_memory_without_cuda_is_a_noop(self):
         if torch.cuda.is_available():

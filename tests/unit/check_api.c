@@ -82,6 +82,7 @@ static int drain(struct spw_job *job, int *seen, int cap, int64_t *last_epoch, i
         void *data;
         size_t nbytes;
         ck_assert_int_eq(spw_batch_tensor_count(b), 2);
+        ck_assert_int_eq(spw_batch_view_count(b), 0);
         ck_assert_int_eq(spw_batch_tensor_at(b, 0, &dtype, &ndim, shape, &data, &nbytes), 0);
         ck_assert_int_eq(dtype, SPW_DTYPE_U8);
         ck_assert_int_eq(ndim, 4);

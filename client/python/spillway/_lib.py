@@ -44,6 +44,7 @@ _PROTOS = {   # name: (restype, argtypes)
     "spw_batch_position": (_I, [_P, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64)]),
     "spw_batch_elements": (_I, [_P]),
     "spw_batch_tensor_count": (_I, [_P]),
+    "spw_batch_view_count": (_I, [_P]),
     "spw_batch_tensor_at": (_I, [_P, _I, ctypes.POINTER(_I), ctypes.POINTER(_I), ctypes.POINTER(ctypes.c_int64),
                                  ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_size_t)]),
     "spw_batch_key_at": (_I, [_P, _I, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64),

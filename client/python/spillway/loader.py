@@ -190,28 +190,36 @@ class _View:
 
 class Batch(tuple):
     """(data, labels), or (data, labels, lengths) for a padded audio batch: arrays [n, ...], int64 [n] and
-    int64 [n] (valid samples or frames of each row). They view the library's memory: they stay valid while
-    referenced, and the batch goes back to the library when all of them (and this object) are gone.
-    .keys lists each element's Key(epoch, sample, path)."""
+    int64 [n] (valid samples or frames of each row); with views, (view_0, ..., view_k-1, labels): one array
+    per view instance, in order (.views lists them; .data is that list). They view the library's memory: they
+    stay valid while referenced, and the batch goes back to the library when all of them (and this object)
+    are gone. .keys lists each element's Key(epoch, sample, path)."""
 
-    def __new__(cls, arrays=(), owner=None):
+    def __new__(cls, arrays=(), owner=None, n_views=0):
         b = tuple.__new__(cls, arrays)
         b._owner = owner
         b._keys = None
+        b._n_views = n_views
         return b
 
     @property
+    def views(self):
+        """The view instances' arrays, in order (a spec with "views"), else None."""
+        return list(self[:self._n_views]) if self._n_views else None
+
+    @property
     def data(self):
-        return self[0]
+        """The data array; with views, the list of view arrays (as DINO's collate gives the crops)."""
+        return self.views if self._n_views else self[0]
 
     @property
     def labels(self):
-        return self[1]
+        return self[self._n_views] if self._n_views else self[1]
 
     @property
     def lengths(self):
         """The lengths of a padded batch, else None."""
-        return self[2] if len(self) > 2 else None
+        return self[2] if len(self) > 2 and not self._n_views else None
 
     @property
     def n(self):
@@ -244,7 +252,7 @@ class Batch(tuple):
 
     def with_tensors(self, tensors):
         """The same batch (keys, lifetime) over other tensors, e.g. torch views of these arrays."""
-        b = Batch(tensors, self._owner)
+        b = Batch(tensors, self._owner, self._n_views)
         b._keys = self._keys
         return b
 
@@ -295,7 +303,7 @@ def _make_batch(job, bp, device_batches=False):
             continue
         arrays.append(np.asarray(_View(owner, data.value, shp, typestr)))
         owner.addresses.append(data.value)
-    return Batch(arrays, owner)
+    return Batch(arrays, owner, L.spw_batch_view_count(bp))
 
 
 def _spec_text(pipeline):

@@ -110,6 +110,13 @@ class Pipeline:
         p._spec.setdefault("ops", []).append(_plain(o))
         return p
 
+    def views(self, *views):
+        """Multi-crop views after the ops (the shared prefix, run once per sample): each a view(ops, repeat),
+        whose ops run `repeat` times on copies of the prefix's output, each time with its own draws; a batch
+        then holds one array per view instance, in order, then the labels (DINO: views(view(global_ops, 2),
+        view(local_ops, 6)))."""
+        return self._top("views", [dict(v) for v in views])
+
     def batch(self, size, drop_remainder=False, layout=None, pad=None, **extra):
         """Group elements: size, drop_remainder, layout ("HWC"/"CHW", uint8 images), pad (audio)."""
         b = {"size": size, "drop_remainder": drop_remainder}
@@ -165,6 +172,12 @@ class Pipeline:
 
     def __repr__(self):
         return "Pipeline.from_json(%r)" % self.to_json()
+
+
+def view(ops, repeat=1):
+    """One view of Pipeline.views: its ops (spillway.ops.<op>(...) dicts, as a combinator's) and how many
+    instances of it each sample yields."""
+    return {"repeat": int(repeat), "ops": [_plain(o) for o in ops]}
 
 
 def _dtype_name(d):

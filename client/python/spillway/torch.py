@@ -29,11 +29,12 @@ class SpillwayDataset(torch.utils.data.IterableDataset):
     """Batches of a Spillway pipeline as torch tensors: each item is a spillway.Batch (a tuple) of
     (data, labels) or (data, labels, lengths), with .keys. The tensors share the library's memory (no copy)
     and keep their batch alive; the batch goes back to the library when the last of them is gone.
-    Each iteration is one epoch of the spec's (as spillway.Loader); len() is batches per epoch.
+    Each iteration is one epoch of the spec's (as spillway.Loader); len() is batches per epoch. With views,
+    the tuple is (view_0, ..., view_k-1, labels), and .views / .data list the views.
 
     pipeline and **loader_options: as spillway.Loader (the job is created here, eagerly).
     dtype: None keeps the pipeline's dtype (uint8 images, or float32/float16 after normalize / to_tensor).
-      Another dtype converts the data tensor with .to(dtype) - a copy, without scaling: put normalize or
+      Another dtype converts the data tensor (every view's) with .to(dtype) - a copy, without scaling: put normalize or
       to_tensor in the pipeline for scaled floats (in C, and without the copy).
     pin_memory: copy each tensor into page-locked memory (tensor.pin_memory()) when CUDA is available, for
       non_blocking transfers; without CUDA a no-op (with a warning once, at construction).
@@ -71,8 +72,9 @@ class SpillwayDataset(torch.utils.data.IterableDataset):
         ts = [torch.from_dlpack(a) if isinstance(a, DeviceTensor) else torch.from_numpy(a) for a in batch]
         if self.device is not None:
             ts = [t.to(self.device) for t in ts]        # no-op for the data already there
-        if self.dtype is not None and ts[0].dtype != self.dtype:
-            ts[0] = ts[0].to(self.dtype)
+        for i in range(batch._n_views or 1):             # the data, or every view's
+            if self.dtype is not None and ts[i].dtype != self.dtype:
+                ts[i] = ts[i].to(self.dtype)
         if self.pin_memory and self.device is None:
             ts = [t.pin_memory() for t in ts]
         return batch.with_tensors(ts)
