@@ -4,6 +4,7 @@
 #include "pipeline/views.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,13 +29,18 @@ static size_t header_bytes(int instances)
     return sizeof(uint32_t) * (2 + (size_t)ENTRY_WORDS * (size_t)instances);
 }
 
-/* One view instance: a copy of the prefix's output through the view's ops. */
-static int run_instance(struct spw_op_call *c, int view, int r, const struct spw_value *prefix,
+/* One view instance: a copy of the prefix's output through the view's ops; the last instance takes the
+ * prefix's output itself (last: nothing reads it after). */
+static int run_instance(struct spw_op_call *c, int view, int r, struct spw_value *prefix, bool last,
                         struct spw_value *out)
 {
-    int rc = spw_value_copy(prefix, out);
-    if (rc)
+    int rc = 0;
+    if (last && !prefix->placed && !prefix->borrowed) {
+        *out = *prefix;
+        *prefix = (struct spw_value){0};
+    } else if ((rc = spw_value_copy(prefix, out))) {
         return spw_fail(c->err, c->errlen, rc, "views[%d]: out of memory for its copy of the element", view);
+    }
     rc = spw_element_run_keyed(&c->ctx->views[view], spw_views_key(view, r), c->epoch, c->sample, out, c->err,
                                c->errlen);
     if (rc) {
@@ -55,7 +61,7 @@ int spw_views_run(struct spw_op_call *c, struct spw_value *v)
     int k = 0, rc = 0;
     for (int view = 0; view < spec->n_views && rc == 0; view++)
         for (int r = 0; r < spec->views[view].repeat && rc == 0; r++)
-            rc = run_instance(c, view, r, v, &outs[k++]);
+            rc = run_instance(c, view, r, v, k == n - 1, &outs[k]), k++;
     uint32_t head[2 + ENTRY_WORDS * SPW_VIEWS_MAX_INSTANCES];
     size_t bytes = header_bytes(n);
     head[0] = PACK_MAGIC;

@@ -3,7 +3,8 @@
 of examples/pipelines/ as the transforms it was written from, one timed pass over a dataset on one core.
 
 Images: ImageFolder + transforms.Compose (each op of the spec as its torchvision transform; combinators as
-RandomApply / RandomChoice / RandomOrder) + DataLoader(num_workers=0), batch.mix as the classification
+RandomApply / RandomChoice / RandomOrder; views as DINO's multi-crop callable returning a list) +
+DataLoader(num_workers=0), batch.mix as the classification
 references' RandomMixup / RandomCutmix under a RandomChoice in the collate step (re-typed from their
 algorithm: Debian's torchvision has no references). Audio: soundfile, torchaudio.functional.resample,
 torchaudio.compliance.kaldi.fbank and FrequencyMasking / TimeMasking per clip. torch.set_num_threads(1); the
@@ -68,12 +69,16 @@ def transform(o):
         "random_autocontrast": lambda: T.RandomAutocontrast(g("p", 0.5)),
         "random_invert": lambda: T.RandomInvert(g("p", 0.5)),
         "random_adjust_sharpness": lambda: T.RandomAdjustSharpness(o["sharpness_factor"], g("p", 0.5)),
+        "gaussian_blur": lambda: T.GaussianBlur(o["kernel_size"], sigma=tuple(g("sigma", (0.1, 2.0)))
+                                                if isinstance(g("sigma", [0.1, 2.0]), list) else g("sigma")),
         "random_apply": lambda: T.RandomApply(flat(o["ops"]), p=g("p", 0.5)),
         "random_choice": lambda: T.RandomChoice(flat(o["ops"]), p=g("p")),
         "random_order": lambda: T.RandomOrder(flat(o["ops"])),
     }
     if k == "normalize":
         return [T.ToTensor(), T.Normalize(o["mean"], o["std"])]
+    if k == "to_tensor":
+        return [T.ToTensor()]
     if k not in table:
         sys.exit("recipes_peer: no torchvision transform for op %r" % k)
     return [table[k]()]
@@ -117,8 +122,20 @@ def mixer(mix):
     return collate
 
 
+class Views:
+    """DINO's DataAugmentationDINO / SimCLR's view generator: the prefix once, then each view's transform on
+    it, repeat times, as a list (the default collate stacks each position into its batch)."""
+    def __init__(self, prefix, views):
+        self.prefix = T.Compose(prefix)
+        self.views = [(T.Compose(flat(v["ops"])), v.get("repeat", 1)) for v in views]
+
+    def __call__(self, img):
+        img = self.prefix(img)
+        return [tf(img) for tf, r in self.views for _ in range(r)]
+
+
 def images(spec, data, warmup=2):
-    tf = T.Compose(flat(spec["ops"]))
+    tf = Views(flat(spec["ops"]), spec["views"]) if spec.get("views") else T.Compose(flat(spec["ops"]))
     ds = datasets.ImageFolder(data, transform=tf)
     mix = spec["batch"].get("mix")
     loader = DataLoader(ds, batch_size=spec["batch"]["size"], shuffle=True, num_workers=0,
@@ -127,8 +144,8 @@ def images(spec, data, warmup=2):
     for _ in range(min(warmup, len(loader))):
         next(it)
     n, t0 = 0, time.perf_counter()
-    for b, _ in loader:
-        n += len(b)
+    for _, labels in loader:
+        n += len(labels)
     return n, time.perf_counter() - t0
 
 
