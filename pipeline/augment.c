@@ -121,8 +121,11 @@ int spw_augment_random_perspective(struct spw_op_call *c, struct spw_value *v)
     const int start[4][2] = {{0, 0}, {img->w - 1, 0}, {img->w - 1, img->h - 1}, {0, img->h - 1}};
     double coeffs[8];
     int rc = spw_perspective_coeffs(start, end, coeffs);
-    if (rc == 0)
-        rc = spw_image_alloc(&out, img->w, img->h, 3);
+    if (rc)     /* torchvision's lstsq would answer anyway; no exact equal here, so the sample is refused */
+        return spw_fail(c->err, c->errlen, SPW_EUNSUPPORTED, "ops[%d] random_perspective: the corners drawn for a "
+                        "%dx%d image make a singular map (torchvision solves it by least squares)", c->index,
+                        img->w, img->h);
+    rc = spw_image_alloc(&out, img->w, img->h, 3);
     if (rc == 0)
         rc = spw_perspective_run(img, coeffs, (int)c->op->interpolation, c->op->fill, &out);
     if (rc == 0) {
