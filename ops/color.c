@@ -192,6 +192,81 @@ int spw_adjust_sharpness_run(const struct spw_image *in, double factor, struct s
     return sharpness_run(in, factor, out);
 }
 
+/* spw_px_hue's arithmetic with what depends on one value only taken from tables (hsv_to_rgb's sector, f and
+ * fs per h and s) and only the divisions rgb_to_hsv's branch reads (the minimum channel's ratio is 1 exactly),
+ * and round() of a value >= 0 as floor(x + 0.5): equal to spw_px_hue for all 2^24 colours at every shift
+ * (tests/unit/check_color.c proves it exhaustively). */
+struct hue_tables {
+    uint8_t sector[256];        /* (int)floor(h * 6.0 / 255.0) % 6 */
+    float f[256];               /* its fraction, as hsv_to_rgb computes it */
+    float fs[256];              /* s / 255 */
+    double p[256];              /* 1.0 - fs */
+};
+
+static void hue_tables_init(struct hue_tables *t)
+{
+    for (int v = 0; v < 256; v++) {
+        const int i = (int)floor((float)v * 6.0 / 255.0);
+        t->sector[v] = (uint8_t)(i % 6);
+        t->f[v] = (float)((float)v * 6.0 / 255.0 - (float)i);
+        t->fs[v] = (float)((float)v / 255.0);
+        t->p[v] = 1.0 - t->fs[v];
+    }
+}
+
+static inline uint8_t round_clip(double x)      /* x >= 0: clip((int)round(x)) */
+{
+    const int i = (int)(x + 0.5);
+    return i >= 255 ? 255 : (uint8_t)i;
+}
+
+static inline void hue_px(const struct hue_tables *t, const uint8_t *in, int shift, uint8_t *o)
+{
+    const int r = in[0], g = in[1], b = in[2];
+    const int maxc = r > g ? (r > b ? r : b) : (g > b ? g : b);
+    const int minc = r < g ? (r < b ? r : b) : (g < b ? g : b);
+    if (minc == maxc) {         /* s = 0: grey stays grey */
+        o[0] = o[1] = o[2] = (uint8_t)maxc;
+        return;
+    }
+    const float cr = (float)(maxc - minc);
+    const float rc = r == minc ? 1.0f : (float)(maxc - r) / cr;
+    const float gc = g == minc ? 1.0f : (float)(maxc - g) / cr;
+    const float bc = b == minc ? 1.0f : (float)(maxc - b) / cr;
+    float h;
+    if (r == maxc)
+        h = bc - gc;
+    else if (g == maxc)
+        h = (float)(2.0 + rc - bc);
+    else
+        h = (float)(4.0 + gc - rc);
+    double hd = h / 6.0 + 1.0;
+    if (hd >= 1.0)
+        hd -= 1.0;
+    h = (float)hd;
+    const int hue = spw_px_clip_int((int)(h * 255.0));
+    const int sat = spw_px_clip_int((int)(cr / (float)maxc * 255.0));
+    if (sat == 0) {
+        o[0] = o[1] = o[2] = (uint8_t)maxc;
+        return;
+    }
+    const int hs = (hue + shift) & 255;
+    const float fs = t->fs[sat], f = t->f[hs];
+    const double v = (double)(float)maxc;
+    const uint8_t p = round_clip(v * t->p[sat]);
+    const uint8_t q = round_clip(v * (1.0 - fs * f));
+    const uint8_t tt = round_clip(v * (1.0 - fs * (1.0 - f)));
+    const uint8_t vv = (uint8_t)maxc;
+    switch (t->sector[hs]) {
+    case 0: o[0] = vv; o[1] = tt; o[2] = p; break;
+    case 1: o[0] = q; o[1] = vv; o[2] = p; break;
+    case 2: o[0] = p; o[1] = vv; o[2] = tt; break;
+    case 3: o[0] = p; o[1] = q; o[2] = vv; break;
+    case 4: o[0] = tt; o[1] = p; o[2] = vv; break;
+    default: o[0] = vv; o[1] = p; o[2] = q; break;
+    }
+}
+
 int spw_adjust_hue_run(const struct spw_image *in, double hue_factor, struct spw_image *out)
 {
     int rc = check_pair(in, out);
@@ -200,12 +275,13 @@ int spw_adjust_hue_run(const struct spw_image *in, double hue_factor, struct spw
     if (!(hue_factor >= -0.5 && hue_factor <= 0.5))
         return -EINVAL;
     const int shift = spw_px_hue_shift(hue_factor);
+    struct hue_tables t;
+    hue_tables_init(&t);
     for (int y = 0; y < in->h; y++) {
         const uint8_t *s = row_in(in, y);
         uint8_t *d = row_out(out, y);
-        for (int x = 0; x < in->w; x++, s += 3, d += 3) {
-            spw_px_hue(s, shift, d);
-        }
+        for (int x = 0; x < in->w; x++, s += 3, d += 3)
+            hue_px(&t, s, shift, d);
     }
     return 0;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ops/color.h"
+#include "ops/color_px.h"
 
 /* Four pixels whose PIL results are pinned below. */
 static const uint8_t quad[12] = {100, 150, 200, 10, 250, 30, 255, 0, 128, 77, 77, 77};
@@ -221,6 +222,45 @@ START_TEST(test_color_hue_matches_pil_hsv_round_trip)
 }
 END_TEST
 
+/* Hue at shift (0..255 but 128, which no factor in [-0.5, 0.5] makes) on colours c0, c0 + step, ... < 2^24,
+ * through spw_adjust_hue_run, against spw_px_hue per pixel. */
+static void hue_against_reference(int shift, uint32_t step)
+{
+    const uint32_t n = ((1u << 24) + step - 1) / step;
+    struct spw_image in = make((int)n, 1, NULL), out = make((int)n, 1, NULL);
+    for (uint32_t k = 0; k < n; k++) {
+        const uint32_t c = k * step;
+        in.data[3 * k] = (uint8_t)(c >> 16), in.data[3 * k + 1] = (uint8_t)(c >> 8), in.data[3 * k + 2] = (uint8_t)c;
+    }
+    const int s = shift < 128 ? shift : shift - 256;       /* the factor whose uint8(factor * 255) is shift */
+    const double factor = (s + (s < 0 ? -0.5 : 0.5)) / 255.0;
+    ck_assert_int_eq(spw_px_hue_shift(factor), shift);
+    ck_assert_int_eq(spw_adjust_hue_run(&in, factor, &out), 0);
+    for (uint32_t k = 0; k < n; k++) {
+        uint8_t want[3];
+        spw_px_hue(in.data + 3 * k, shift, want);
+        if (memcmp(want, out.data + 3 * k, 3) != 0)
+            ck_abort_msg("rgb (%d, %d, %d) shift %d: %d %d %d, reference %d %d %d", in.data[3 * k],
+                         in.data[3 * k + 1], in.data[3 * k + 2], shift, out.data[3 * k], out.data[3 * k + 1],
+                         out.data[3 * k + 2], want[0], want[1], want[2]);
+    }
+    spw_image_free(&in);
+    spw_image_free(&out);
+}
+
+/* The CPU's hue path (tables, fewer divisions, round as floor(x + 0.5)) against spw_px_hue, the shared
+ * reference the GPU kernel also runs: every one of the 2^24 colours at shifts 0 and 129, and every 251st at
+ * every shift a factor can make, so each (hue, saturation, value) the second half meets is covered. */
+START_TEST(test_color_hue_fast_path_equals_reference_exhaustively)
+{
+    hue_against_reference(0, 1);
+    hue_against_reference(129, 1);
+    for (int shift = 0; shift < 256; shift++)
+        if (shift != 128)
+            hue_against_reference(shift, 251);
+}
+END_TEST
+
 /* Kernel k of the in-place-capable set, with fixed parameters. */
 static int run_inplace_capable(int k, const struct spw_image *in, struct spw_image *out)
 {
@@ -309,6 +349,10 @@ static Suite *color_suite(void)
     tcase_add_test(tc, test_color_respects_stride_padding);
     tcase_add_test(tc, test_color_rejects_bad_views_and_factors);
     suite_add_tcase(s, tc);
+    TCase *ex = tcase_create("exhaustive");        /* 2^24 colours twice, then 2^16 at 255 shifts */
+    tcase_set_timeout(ex, 300);
+    tcase_add_test(ex, test_color_hue_fast_path_equals_reference_exhaustively);
+    suite_add_tcase(s, ex);
     return s;
 }
 
