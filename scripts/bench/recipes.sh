@@ -3,7 +3,10 @@
 # --threads 1) against the transforms each was written from (scripts/bench/recipes_peer.py: torchvision on
 # PIL, DataLoader with num_workers=0, torch on one thread, the references' MixUp/CutMix collate), both on the
 # same BENCH_RECIPES_N (default 500) real-photo crops of the benchmark set (scripts/data/make-dataset.sh), one
-# core (BENCH_CPU, default 1), runs interleaved, medians of BENCH_RUNS (default 3). Recipes over shards run
+# core (BENCH_CPU, default 1), runs interleaved, medians of BENCH_RUNS (default 3). Both sides first make two
+# batches untimed; Spillway's side then runs BENCH_RECIPES_EPOCHS (default 4) epochs of the photos (its
+# fastest recipes take about 0.3 s an epoch, too short to time), torchvision's one: images per second on the
+# same photos either way. Recipes over shards run
 # on the same photos as a folder (the decode is what costs). Prints images/s per side and the ratio (target
 # >= 3x torchvision per core); writes build/bench/recipes.md and its rows of the targets table. Batches of 64
 # on both sides.
@@ -13,6 +16,7 @@ source "$(dirname "$0")/../lib/harness.sh"   # ROOT, B, PY, need_built, wait_por
 cd "$ROOT"
 N=${BENCH_RECIPES_N:-500}
 RUNS=${BENCH_RUNS:-3}
+EPOCHS=${BENCH_RECIPES_EPOCHS:-4}   # Spillway's side: its fast recipes would run well under a second in one
 CPU=${BENCH_CPU:-1}
 SPILLCTL=${SPILLCTL:-$B/bin/spillctl}
 OUT=$B/bench/recipes
@@ -46,11 +50,15 @@ s["batch"].update(size=64, drop_remainder=False)     # both sides: batches of 64
 mix = s["batch"].get("mix")
 if mix:
     mix["num_classes"] = 1000
-json.dump(s, open(sys.argv[3], "w"))' "$recipe" "$DATA" "$OUT/$name.json" || continue
+json.dump(s, open(sys.argv[3], "w"))
+s["source"]["epochs"] = int(sys.argv[4])
+json.dump(s, open(sys.argv[3].replace(".json", "-sp.json"), "w"))' "$recipe" "$DATA" "$OUT/$name.json" "$EPOCHS" ||
+    continue
   for r in $(seq 1 "$RUNS"); do
     tv=$(taskset -c "$CPU" "$PY" scripts/bench/recipes_peer.py "$OUT/$name.json" "$DATA" |
       "$PY" -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["per_s"])')
-    sp=$(taskset -c "$CPU" "$SPILLCTL" run --local --threads 1 --pipeline "$OUT/$name.json" --json --quiet |
+    sp=$(taskset -c "$CPU" "$SPILLCTL" run --local --threads 1 --pipeline "$OUT/$name-sp.json" --warmup-batches 2 \
+      --json --quiet |
       "$PY" -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["elements_per_s"])')
     printf '%s\t%s\t%s\t%s\n' "$name" "$r" "$tv" "$sp" >> "$OUT/results.tsv"
     echo "  $name run $r: torchvision $tv/s, Spillway $sp/s"
