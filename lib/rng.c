@@ -3,6 +3,7 @@
 #include "lib/rng.h"
 
 #include <math.h>
+#include <pthread.h>
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
@@ -120,4 +121,84 @@ double spw_rng_beta(struct spw_rng *r, double a, double b)
 {
     const double x = spw_rng_gamma(r, a), y = spw_rng_gamma(r, b);
     return x + y > 0 ? x / (x + y) : 0.5;
+}
+
+/* ---- the fast stream ---- */
+
+static inline uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+void spw_fastrng_seed(struct spw_fastrng *f, struct spw_rng *from)
+{
+    for (int i = 0; i < 4; i++)
+        f->s[i] = spw_rng_u64(from);
+    if (!(f->s[0] | f->s[1] | f->s[2] | f->s[3]))   /* the one state xoshiro cannot leave */
+        f->s[0] = 1;
+}
+
+uint64_t spw_fastrng_u64(struct spw_fastrng *f)
+{
+    uint64_t *s = f->s;
+    const uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+/* The ziggurat: 128 layers of equal area V under the normal density; x[0] = V / f(R) (the base with the
+ * tail), x[1] = R, x[128] = 0; ratio[i] = x[i + 1] / x[i]. Made once. */
+#define ZIG_LAYERS 128
+#define ZIG_R 3.442619855899
+#define ZIG_V 9.91256303526217e-3
+static double zig_x[ZIG_LAYERS + 1], zig_ratio[ZIG_LAYERS];
+static pthread_once_t zig_once = PTHREAD_ONCE_INIT;
+
+static void zig_init(void)
+{
+    double f = exp(-0.5 * ZIG_R * ZIG_R);
+    zig_x[0] = ZIG_V / f;
+    zig_x[1] = ZIG_R;
+    zig_x[ZIG_LAYERS] = 0;
+    for (int i = 2; i < ZIG_LAYERS; i++) {
+        zig_x[i] = sqrt(-2.0 * log(ZIG_V / zig_x[i - 1] + f));
+        f = exp(-0.5 * zig_x[i] * zig_x[i]);
+    }
+    for (int i = 0; i < ZIG_LAYERS; i++)
+        zig_ratio[i] = zig_x[i + 1] / zig_x[i];
+}
+
+static double open_uniform(struct spw_fastrng *f)     /* (0, 1) */
+{
+    return ((double)(spw_fastrng_u64(f) >> 11) + 0.5) * 0x1.0p-53;
+}
+
+double spw_fastrng_normal(struct spw_fastrng *f)
+{
+    pthread_once(&zig_once, zig_init);
+    for (;;) {
+        const uint64_t w = spw_fastrng_u64(f);
+        const double u = 2.0 * ((double)(w >> 11) * 0x1.0p-53) - 1.0;     /* [-1, 1): the top 53 bits */
+        const int i = (int)(w & (ZIG_LAYERS - 1));                      /* the layer: the low 7 */
+        if (fabs(u) < zig_ratio[i])             /* inside the layer's rectangle */
+            return u * zig_x[i];
+        if (i == 0) {                           /* the base: the tail beyond R (Marsaglia's method) */
+            double x, y;
+            do {
+                x = log(open_uniform(f)) / ZIG_R;
+                y = log(open_uniform(f));
+            } while (-2.0 * y < x * x);
+            return u < 0 ? x - ZIG_R : ZIG_R - x;
+        }
+        const double x = u * zig_x[i];          /* the wedge: accept under the density */
+        const double f0 = exp(-0.5 * (zig_x[i] * zig_x[i] - x * x));
+        const double f1 = exp(-0.5 * (zig_x[i + 1] * zig_x[i + 1] - x * x));
+        if (f1 + open_uniform(f) * (f0 - f1) < 1.0)
+            return x;
+    }
 }

@@ -69,7 +69,8 @@ int spw_fbank_init(struct spw_fbank *fb, const struct spw_fbank_params *p, char 
     int rc = spw_stft_plan_get(&sp, &fb->fft);
     fb->window = malloc(sizeof(float) * (size_t)fb->window_size);
     fb->banks = calloc((size_t)p->num_mel_bins * (size_t)fb->n_freqs, sizeof(float));
-    if (rc || !fb->window || !fb->banks) {
+    fb->band = calloc(2 * (size_t)p->num_mel_bins, sizeof(int));
+    if (rc || !fb->window || !fb->banks || !fb->band) {
         spw_fbank_free(fb);
         return spw_fail(err, errlen, -ENOMEM, "out of memory for fbank's tables");
     }
@@ -82,6 +83,12 @@ int spw_fbank_init(struct spw_fbank *fb, const struct spw_fbank_params *p, char 
             const double w = up < down ? up : down;
             fb->banks[(size_t)b * fb->n_freqs + k] = w > 0 ? (float)w : 0.0f;
         }
+        int first = 0, end = fb->n_freqs;       /* the sum skips zero weights: x + 0.0 * finite is x */
+        while (first < end && fb->banks[(size_t)b * fb->n_freqs + first] == 0.0f)
+            first++;
+        while (end > first && fb->banks[(size_t)b * fb->n_freqs + end - 1] == 0.0f)
+            end--;
+        fb->band[2 * b] = first, fb->band[2 * b + 1] = end;
     }
     return 0;
 }
@@ -90,7 +97,9 @@ void spw_fbank_free(struct spw_fbank *fb)
 {
     free(fb->window);
     free(fb->banks);
+    free(fb->band);
     fb->window = fb->banks = NULL;
+    fb->band = NULL;
 }
 
 #define MAX_SHARED 64
@@ -180,13 +189,16 @@ void spw_fbank_run(const struct spw_fbank *fb, const float *x, int64_t n, struct
     float *in = scratch, *power = scratch + round_up(fb->padded) + round_up(2 * (int64_t)fb->n_freqs);
     double *frame = (double *)(power + round_up(fb->n_freqs));
     const int energy_row = p->htk_compat ? bins : 0, mel_row = p->use_energy && !p->htk_compat ? 1 : 0;
+    struct spw_fastrng noise;           /* the dither: a normal per sample, from the op's stream */
+    if (p->dither != 0)
+        spw_fastrng_seed(&noise, rng);
     for (int64_t t = 0; t < frames; t++) {
         const int64_t start = t * fb->window_shift - pad;
         double mean = 0;
         for (int k = 0; k < size; k++) {
             double v = mirrored(x, n, start + k);
             if (p->dither != 0)
-                v += spw_rng_normal(rng) * p->dither;
+                v += spw_fastrng_normal(&noise) * p->dither;
             frame[k] = v;
             mean += v;
         }
@@ -206,7 +218,7 @@ void spw_fbank_run(const struct spw_fbank *fb, const float *x, int64_t n, struct
         for (int b = 0; b < bins; b++) {
             const float *w = fb->banks + (size_t)b * fb->n_freqs;
             double e = 0;
-            for (int k = 0; k < fb->n_freqs; k++)
+            for (int k = fb->band[2 * b]; k < fb->band[2 * b + 1]; k++)
                 e += (double)w[k] * power[k];
             out[(size_t)(mel_row + b) * frames + t] = (float)log(e > FLT_EPSILON ? e : FLT_EPSILON);
         }

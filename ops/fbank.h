@@ -42,6 +42,7 @@ struct spw_fbank {
     int window_size, window_shift, padded, n_freqs;   /* samples; padded: the FFT size */
     float *window;                      /* window_size */
     float *banks;                       /* [num_mel_bins][n_freqs], the Nyquist column 0 as torchaudio's pad */
+    int *band;                          /* [num_mel_bins][2]: each bank's nonzero columns [first, end) */
     const struct spw_stft_plan *fft;
 };
 

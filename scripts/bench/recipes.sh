@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# scripts/bench/recipes.sh - the image recipes of examples/pipelines/ per core: Spillway (spillctl run --local
+# scripts/bench/recipes.sh - the recipes of examples/pipelines/ per core: Spillway (spillctl run --local
 # --threads 1) against the transforms each was written from (scripts/bench/recipes_peer.py: torchvision on
-# PIL, DataLoader with num_workers=0, torch on one thread, the references' MixUp/CutMix collate), both on the
-# same BENCH_RECIPES_N (default 500) real-photo crops of the benchmark set (scripts/data/make-dataset.sh), one
+# PIL, DataLoader with num_workers=0, torch on one thread, the references' MixUp/CutMix collate; torchaudio's
+# kaldi.fbank or Whisper's front-end per clip), on the same BENCH_RECIPES_N (default 500) real-photo crops of
+# the benchmark set (scripts/data/make-dataset.sh) or the 200-clip speech set of scripts/bench/audio.sh, one
 # core (BENCH_CPU, default 1), runs interleaved, medians of BENCH_RUNS (default 3). Both sides first make two
-# batches untimed; Spillway's side then runs BENCH_RECIPES_EPOCHS (default 4) epochs of the photos (its
-# fastest recipes take about 0.3 s an epoch, too short to time), torchvision's one: images per second on the
-# same photos either way. Recipes over shards run
-# on the same photos as a folder (the decode is what costs). Prints images/s per side and the ratio (target
-# >= 3x torchvision per core); writes build/bench/recipes.md and its rows of the targets table. Batches of 64
-# on both sides.
+# batches untimed; Spillway's side then runs BENCH_RECIPES_EPOCHS (default 4) epochs of the data (its
+# fastest recipes take about 0.3 s an epoch, too short to time), the peer's one: samples per second on the
+# same files either way. Recipes over shards run on the same photos as a folder (the decode is what costs).
+# Prints samples/s per side and the ratio (target >= 3x per core); writes build/bench/recipes.md and its
+# rows of the targets table. Image batches of 64 on both sides, audio batches of 16.
 set -euo pipefail
 # shellcheck source=scripts/lib/harness.sh
 source "$(dirname "$0")/../lib/harness.sh"   # ROOT, B, PY, need_built, wait_port, ...
@@ -22,6 +22,8 @@ SPILLCTL=${SPILLCTL:-$B/bin/spillctl}
 OUT=$B/bench/recipes
 need_built "$SPILLCTL"
 bash scripts/data/make-dataset.sh "$B/data/imagenet-like" 2000 > /dev/null
+bash scripts/data/make-audio-dataset.sh "$B/data/speech-bench" 200 > /dev/null      # as scripts/bench/audio.sh
+SPEECH=$B/data/speech-bench/train
 DATA=$OUT/data
 rm -rf "$OUT"
 mkdir -p "$DATA"
@@ -42,20 +44,24 @@ for recipe in examples/pipelines/*.json; do
   name=$(basename "$recipe" .json)
   "$PY" -c 'import json, sys
 s = json.load(open(sys.argv[1]))
-if s["source"]["format"] in ("audio_folder", "wav_folder"):
-    sys.exit(3)
-s["source"].update(format="image_folder", path=sys.argv[2], shuffle=True, seed=7, epochs=1)
-s["ops"][0]["op"] = "decode_jpeg"
-s["batch"].update(size=64, drop_remainder=False)     # both sides: batches of 64, as scripts/bench/ops.sh
+if s["source"]["format"] in ("audio_folder", "wav_folder"):    # per clip on the peer, batches of 16 here
+    s["source"].update(path=sys.argv[5], shuffle=True, seed=7, epochs=1)
+    s["batch"].update(size=16, drop_remainder=False)
+else:
+    s["source"].update(format="image_folder", path=sys.argv[2], shuffle=True, seed=7, epochs=1)
+    s["ops"][0]["op"] = "decode_jpeg"
+    s["batch"].update(size=64, drop_remainder=False)     # both sides: batches of 64, as scripts/bench/ops.sh
 mix = s["batch"].get("mix")
 if mix:
     mix["num_classes"] = 1000
 json.dump(s, open(sys.argv[3], "w"))
 s["source"]["epochs"] = int(sys.argv[4])
-json.dump(s, open(sys.argv[3].replace(".json", "-sp.json"), "w"))' "$recipe" "$DATA" "$OUT/$name.json" "$EPOCHS" ||
-    continue
+json.dump(s, open(sys.argv[3].replace(".json", "-sp.json"), "w"))' "$recipe" "$DATA" "$OUT/$name.json" "$EPOCHS" \
+    "$SPEECH" || continue
+  data=$DATA
+  grep -q '"decode_audio"\|"decode_wav"' "$recipe" && data=$SPEECH
   for r in $(seq 1 "$RUNS"); do
-    tv=$(taskset -c "$CPU" "$PY" scripts/bench/recipes_peer.py "$OUT/$name.json" "$DATA" |
+    tv=$(taskset -c "$CPU" "$PY" scripts/bench/recipes_peer.py "$OUT/$name.json" "$data" |
       "$PY" -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["per_s"])')
     sp=$(taskset -c "$CPU" "$SPILLCTL" run --local --threads 1 --pipeline "$OUT/$name-sp.json" --warmup-batches 2 \
       --json --quiet |

@@ -6,8 +6,9 @@ Images: ImageFolder + transforms.Compose (each op of the spec as its torchvision
 RandomApply / RandomChoice / RandomOrder; views as DINO's multi-crop callable returning a list) +
 DataLoader(num_workers=0), batch.mix as the classification
 references' RandomMixup / RandomCutmix under a RandomChoice in the collate step (re-typed from their
-algorithm: Debian's torchvision has no references). Audio: soundfile, torchaudio.functional.resample,
-torchaudio.compliance.kaldi.fbank and FrequencyMasking / TimeMasking per clip. torch.set_num_threads(1); the
+algorithm: Debian's torchvision has no references). Audio: soundfile, torchaudio.functional.resample, then
+per clip torchaudio.compliance.kaldi.fbank and FrequencyMasking / TimeMasking, or Whisper's log-mel front-end
+(pad or trim, torch.stft, slaney mel, log10 floored at its max - 8, (x + 4) / 4). torch.set_num_threads(1); the
 caller pins the process (taskset). A couple of batches run untimed first. Prints one JSON object.
 usage: recipes_peer.py RECIPE.json DATA_DIR"""
 import glob
@@ -149,14 +150,50 @@ def images(spec, data, warmup=2):
     return n, time.perf_counter() - t0
 
 
+def whisper_features(ops):
+    """whisper.log_mel_spectrogram(whisper.pad_or_trim(audio)) as openai-whisper writes it, with librosa's
+    slaney mel bank taken from torchaudio (the same filters; whisper ships them precomputed)."""
+    import torchaudio
+    n, n_fft, hop = ops["pad_audio"]["samples"], ops["stft"]["n_fft"], ops["stft"]["hop_length"]
+    mel = ops["mel"]
+    filters = torchaudio.functional.melscale_fbanks(n_fft // 2 + 1, 0.0, mel["sample_rate"] / 2, mel["n_mels"],
+                                                    mel["sample_rate"], norm="slaney", mel_scale="slaney").T
+    window = torch.hann_window(n_fft)
+
+    def features(w):
+        x = w[0, :n] if w.shape[1] >= n else torch.nn.functional.pad(w[0], (0, n - w.shape[1]))
+        stft = torch.stft(x, n_fft, hop, window=window, return_complex=True)
+        mags = stft[..., :-1].abs() ** 2
+        log_spec = torch.clamp(filters @ mags, min=1e-10).log10()
+        log_spec = torch.maximum(log_spec, log_spec.max() - 8.0)
+        return (log_spec + 4.0) / 4.0
+    return features
+
+
+def kaldi_features(ops):
+    """torchaudio.compliance.kaldi.fbank, then FrequencyMasking / TimeMasking as the recipe counts them."""
+    import torchaudio
+    fb, sa = ops["fbank"], ops.get("spec_augment")
+    fields = {k: v for k, v in fb.items() if k != "op"}
+    fm = torchaudio.transforms.FrequencyMasking(sa["freq_mask_param"]) if sa else None
+    tm = torchaudio.transforms.TimeMasking(sa["time_mask_param"]) if sa else None
+
+    def features(w):
+        f = torchaudio.compliance.kaldi.fbank(w, **fields).T[None]
+        for _ in range(sa.get("num_freq_masks", 1) if sa else 0):
+            f = fm(f)
+        for _ in range(sa.get("num_time_masks", 1) if sa else 0):
+            f = tm(f)
+        return f
+    return features
+
+
 def audio(spec, data, warmup=4):
     import soundfile
     import torchaudio
     ops = {o["op"]: o for o in spec["ops"]}
-    fb, sa, rate = ops["fbank"], ops.get("spec_augment"), ops.get("resample", {}).get("rate")
-    fields = {k: v for k, v in fb.items() if k != "op"}
-    fm = torchaudio.transforms.FrequencyMasking(sa["freq_mask_param"]) if sa else None
-    tm = torchaudio.transforms.TimeMasking(sa["time_mask_param"]) if sa else None
+    rate = ops.get("resample", {}).get("rate")
+    features = kaldi_features(ops) if "fbank" in ops else whisper_features(ops)
     files = sorted(glob.glob(os.path.join(data, "*", "*.wav")) + glob.glob(os.path.join(data, "*", "*.flac")))
 
     def one(path):
@@ -164,12 +201,7 @@ def audio(spec, data, warmup=4):
         w = torch.from_numpy(x.T.copy()).mean(0, keepdim=True)
         if rate and r != rate:
             w = torchaudio.functional.resample(w, r, rate)
-        f = torchaudio.compliance.kaldi.fbank(w, **fields).T[None]
-        for _ in range(sa.get("num_freq_masks", 1) if sa else 0):
-            f = fm(f)
-        for _ in range(sa.get("num_time_masks", 1) if sa else 0):
-            f = tm(f)
-        return f
+        return features(w)
     for p in files[:warmup]:
         one(p)
     t0 = time.perf_counter()

@@ -26,6 +26,54 @@ START_TEST(test_rng_same_key_same_stream)
 }
 END_TEST
 
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The fast normal (xoshiro256** + ziggurat): keyed by its Philox seed stream, and standard normal: the
+ * Kolmogorov-Smirnov distance of 400,000 draws against the normal CDF under the 1% critical value, the
+ * moments, and the share beyond the ziggurat's base (|x| > R = 3.4426, drawn by the tail method) and beyond 4
+ * as the normal has them. */
+START_TEST(test_fastrng_normal_is_standard_normal)
+{
+    struct spw_rng a, b;
+    struct spw_fastrng fa, fb;
+    spw_rng_init(&a, 7, 1, 99, 3);
+    spw_rng_init(&b, 7, 1, 99, 3);
+    spw_fastrng_seed(&fa, &a);
+    spw_fastrng_seed(&fb, &b);
+    for (int i = 0; i < 1000; i++)
+        ck_assert(spw_fastrng_normal(&fa) == spw_fastrng_normal(&fb));
+    enum { N = 400000 };
+    double *x = malloc(sizeof *x * N), sum = 0, sq = 0, q4 = 0;
+    ck_assert_ptr_nonnull(x);
+    int beyond_r = 0, beyond_4 = 0;
+    for (int i = 0; i < N; i++) {
+        x[i] = spw_fastrng_normal(&fa);
+        sum += x[i], sq += x[i] * x[i], q4 += x[i] * x[i] * x[i] * x[i];
+        beyond_r += fabs(x[i]) > 3.442619855899;
+        beyond_4 += fabs(x[i]) > 4.0;
+    }
+    const double mean = sum / N, var = sq / N - mean * mean;
+    ck_assert_msg(fabs(mean) < 0.006 && fabs(var - 1) < 0.01 && fabs(q4 / N - 3) < 0.06, "mean %g var %g m4 %g",
+                  mean, var, q4 / N);
+    /* P(|x| > R) = 5.76e-4 (230 of N), P(|x| > 4) = 6.33e-5 (25 of N): within 4 standard deviations */
+    ck_assert_msg(abs(beyond_r - 230) < 4 * 15, "%d beyond R", beyond_r);
+    ck_assert_msg(abs(beyond_4 - 25) < 4 * 5 + 1, "%d beyond 4", beyond_4);
+    qsort(x, N, sizeof *x, cmp_double);
+    double d = 0;
+    for (int i = 0; i < N; i++) {
+        const double cdf = 0.5 * erfc(-x[i] / sqrt(2.0));
+        const double lo = cdf - (double)i / N, hi = (double)(i + 1) / N - cdf;
+        d = fmax(d, fmax(lo, hi));
+    }
+    ck_assert_msg(d < 1.628 / sqrt((double)N), "KS D = %g", d);
+    free(x);
+}
+END_TEST
+
 START_TEST(test_rng_each_key_part_changes_stream)
 {
     struct spw_rng base, r;
@@ -293,6 +341,7 @@ int main(void)
     Suite *s = suite_create("lib");
     TCase *tc = tcase_create("lib");
     tcase_add_test(tc, test_rng_same_key_same_stream);
+    tcase_add_test(tc, test_fastrng_normal_is_standard_normal);
     tcase_add_test(tc, test_rng_each_key_part_changes_stream);
     tcase_add_test(tc, test_rng_uniform_moments);
     tcase_add_test(tc, test_rng_below_is_uniform);
