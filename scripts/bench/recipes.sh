@@ -67,7 +67,7 @@ json.dump(s, open(sys.argv[3].replace(".json", "-sp.json"), "w"))' "$recipe" "$D
       --json --quiet |
       "$PY" -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["elements_per_s"])')
     printf '%s\t%s\t%s\t%s\n' "$name" "$r" "$tv" "$sp" >> "$OUT/results.tsv"
-    echo "  $name run $r: torchvision $tv/s, Spillway $sp/s"
+    echo "  $name run $r: peer $tv/s, Spillway $sp/s"
   done
 done
 echo "bench-recipes: load after: $(cut -d' ' -f1-3 /proc/loadavg)"
