@@ -423,6 +423,36 @@ static void log_inplace(float *x, int64_t n, float eps)
     }
 }
 
+/* x[k] = mult * log10(max(x[k], amin)) (as ln times mult * log10(e), by fast_log_block where every value is
+ * a normal float, else log10f); returns the largest. */
+static float db_inplace(float *x, int64_t n, float mult, float amin)
+{
+    enum { BLOCK = 64 };
+    const float scale = mult * 0.4342944819032518f;
+    float top = -INFINITY;
+    for (int64_t b = 0; b < n; b += BLOCK) {
+        const int len = n - b < BLOCK ? (int)(n - b) : BLOCK;
+        float *v = x + b;
+        uint32_t odd = 0;
+        for (int k = 0; k < len; k++) {
+            v[k] = v[k] > amin ? v[k] : amin;
+            union { float f; uint32_t u; } a = {.f = v[k]};
+            odd |= a.u - 0x00800000u >= 0x7f000000u;           /* not in [FLT_MIN, FLT_MAX] */
+        }
+        if (odd) {
+            for (int k = 0; k < len; k++)
+                v[k] = mult * log10f(v[k]);
+        } else {
+            fast_log_block(v, len, 0.0f);
+            for (int k = 0; k < len; k++)
+                v[k] *= scale;
+        }
+        for (int k = 0; k < len; k++)
+            top = v[k] > top ? v[k] : top;
+    }
+    return top;
+}
+
 /* log(x + eps), or torchaudio's AmplitudeToDB: multiplier * log10(max(x, 1e-10)) (ref 1), then with top_db
  * floored at the spectrogram's max - top_db. */
 static int log_scale(const struct spw_op_spec *op, int i, struct spw_value *v, char *err, size_t errlen)
@@ -436,12 +466,8 @@ static int log_scale(const struct spw_op_spec *op, int i, struct spw_value *v, c
         log_inplace(x, n, (float)op->eps);
         return 0;
     }
-    const float mult = op->stype == SPW_DB_POWER ? 10.0f : 20.0f, amin = 1e-10f;
-    float top = -INFINITY;
-    for (int64_t k = 0; k < n; k++) {
-        x[k] = mult * log10f(x[k] > amin ? x[k] : amin);
-        top = x[k] > top ? x[k] : top;
-    }
+    const float mult = op->stype == SPW_DB_POWER ? 10.0f : 20.0f;
+    const float top = db_inplace(x, n, mult, 1e-10f);
     if (op->top_db > 0) {
         const float floor_db = top - (float)op->top_db;
         for (int64_t k = 0; k < n; k++)
