@@ -60,8 +60,8 @@ int spw_views_run(struct spw_op_call *c, struct spw_value *v)
     memset(outs, 0, sizeof outs);
     int k = 0, rc = 0;
     for (int view = 0; view < spec->n_views && rc == 0; view++)
-        for (int r = 0; r < spec->views[view].repeat && rc == 0; r++)
-            rc = run_instance(c, view, r, v, k == n - 1, &outs[k]), k++;
+        for (int r = 0; r < spec->views[view].repeat && rc == 0; r++, k++)
+            rc = run_instance(c, view, r, v, k == n - 1, &outs[k]);
     uint32_t head[2 + ENTRY_WORDS * SPW_VIEWS_MAX_INSTANCES];
     size_t bytes = header_bytes(n);
     head[0] = PACK_MAGIC;
