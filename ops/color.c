@@ -192,8 +192,7 @@ int spw_adjust_sharpness_run(const struct spw_image *in, double factor, struct s
     return sharpness_run(in, factor, out);
 }
 
-/* spw_px_hue's arithmetic with what depends on one value only taken from tables (hsv_to_rgb's sector, f and
- * fs per h and s) and only the divisions rgb_to_hsv's branch reads (the minimum channel's ratio is 1 exactly),
+/* spw_px_hue with hsv_to_rgb's per-h and per-s constants (sector, f, fs) taken from tables made per call,
  * and round() of a value >= 0 as floor(x + 0.5): equal to spw_px_hue for all 2^24 colours at every shift
  * (tests/unit/check_color.c proves it exhaustively). */
 struct hue_tables {
@@ -222,31 +221,9 @@ static inline uint8_t round_clip(double x)      /* x >= 0: clip((int)round(x)) *
 
 static inline void hue_px(const struct hue_tables *t, const uint8_t *in, int shift, uint8_t *o)
 {
-    const int r = in[0], g = in[1], b = in[2];
-    const int maxc = r > g ? (r > b ? r : b) : (g > b ? g : b);
-    const int minc = r < g ? (r < b ? r : b) : (g < b ? g : b);
-    if (minc == maxc) {         /* s = 0: grey stays grey */
-        o[0] = o[1] = o[2] = (uint8_t)maxc;
-        return;
-    }
-    const float cr = (float)(maxc - minc);
-    const float rc = r == minc ? 1.0f : (float)(maxc - r) / cr;
-    const float gc = g == minc ? 1.0f : (float)(maxc - g) / cr;
-    const float bc = b == minc ? 1.0f : (float)(maxc - b) / cr;
-    float h;
-    if (r == maxc)
-        h = bc - gc;
-    else if (g == maxc)
-        h = (float)(2.0 + rc - bc);
-    else
-        h = (float)(4.0 + gc - rc);
-    double hd = h / 6.0 + 1.0;
-    if (hd >= 1.0)
-        hd -= 1.0;
-    h = (float)hd;
-    const int hue = spw_px_clip_int((int)(h * 255.0));
-    const int sat = spw_px_clip_int((int)(cr / (float)maxc * 255.0));
-    if (sat == 0) {
+    int hue, sat, maxc;
+    spw_px_rgb_to_hsv(in[0], in[1], in[2], &hue, &sat, &maxc);
+    if (sat == 0) {             /* grey, or too little chroma for a step: the value alone */
         o[0] = o[1] = o[2] = (uint8_t)maxc;
         return;
     }

@@ -126,9 +126,10 @@ SPW_PX void spw_px_rgb_to_hsv(int r, int g, int b, int *hue, int *sat, int *val)
     }
     const float cr = (float)(maxc - minc);
     const float s = cr / (float)maxc;
-    const float rc = (float)(maxc - r) / cr;
-    const float gc = (float)(maxc - g) / cr;
-    const float bc = (float)(maxc - b) / cr;
+    /* the minimum channel's ratio is cr / cr: 1 exactly, so it is not divided for */
+    const float rc = r == minc ? 1.0f : (float)(maxc - r) / cr;
+    const float gc = g == minc ? 1.0f : (float)(maxc - g) / cr;
+    const float bc = b == minc ? 1.0f : (float)(maxc - b) / cr;
     float h;
     if (r == maxc)
         h = bc - gc;
