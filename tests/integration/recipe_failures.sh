@@ -44,7 +44,6 @@ remote() {   # NAME: the pipeline made on the worker, ordered; its JSON and log 
   timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/$1.json" --ordered \
     --cut all --local-cores 0 --json --keys "$WORK/$1.keys" > "$WORK/$1.out" 2> "$WORK/$1.err"
 }
-skipped() { /usr/bin/python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["skipped"])' "$1"; }
 for t in "blur:small.jpg tall.jpg thin.jpg:kernel_size \[23, 23\] needs an image over 11 x 11 (reflect padding, as torch)" \
          "pad:tall.jpg:pad 9x30000 by \[0, 20000, 0, 20000\]: input exceeds a configured size cap" \
          "persp:thin.jpg:random_perspective: the corners drawn for a 1x40 image make a singular map" \
@@ -57,7 +56,7 @@ for t in "blur:small.jpg tall.jpg thin.jpg:kernel_size \[23, 23\] needs an image
   nbad=$(wc -w <<< "$bad")
   check "$name: every other sample delivered once ($((total - nbad)))" \
     test "$(sort -u "$WORK/$name.keys" | wc -l)" -eq "$((total - nbad))" -a "$(wc -l < "$WORK/$name.keys")" -eq "$((total - nbad))"
-  check "$name: the bad ones counted as skipped ($nbad)" test "$(skipped "$WORK/$name.out")" -eq "$nbad"
+  check "$name: the bad ones counted as skipped ($nbad)" test "$(json_field "$WORK/$name.out" '["skipped"]')" -eq "$nbad"
   for f in $bad; do
     check "$name: $f's reason reaches the client's log" grep -q "$f.*$why" "$WORK/$name.err"
   done
