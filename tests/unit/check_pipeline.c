@@ -4,6 +4,8 @@
  * micro-batch through the CPU backend, the size-sorted micro-batch queue, and a profile's time budget.
  * Datasets are built in a temp dir from the committed fixtures. */
 #include <check.h>
+#include <float.h>
+#include <math.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -28,6 +30,8 @@
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
 #include "pipeline/views.h"
+#include "pipeline/audio.h"
+#include "pipeline/op_registry.h"
 
 #define FIX "tests/data/fixtures/"
 
@@ -483,6 +487,41 @@ START_TEST(test_views_unpack_refuses_what_does_not_split)
     ((uint32_t *)packed[0])[4] = 3;     /* sizes that do not add up to the element's */
     ck_assert_int_eq(spw_views_unpack(s, &data, 1, out, err, sizeof err), -EINVAL);
     ck_assert_str_eq(err, "views: instances of 86 bytes in a 80-byte element");
+    spw_spec_free(s);
+}
+END_TEST
+
+/* amplitude_to_db on a spectrogram whose blocks hold what the vectorised log cannot take (inf, NaN, zero,
+ * values under amin) beside ordinary ones: each value 10 log10(max(x, 1e-10)) within 2 float ulps of log10f's
+ * (the fast ln is within 0.94 ulp), inf stays inf, NaN and 0 become amin's -100 dB. */
+START_TEST(test_amplitude_to_db_odd_values)
+{
+    struct spw_pipeline_spec *s = spec_of("{\"source\":{\"format\":\"wav_folder\",\"path\":\"/x\"},\"ops\":["
+                                          "{\"op\":\"decode_wav\"},{\"op\":\"stft\",\"n_fft\":64},"
+                                          "{\"op\":\"amplitude_to_db\"}],\"batch\":{\"size\":1}}");
+    enum { ROWS = 3, FRAMES = 100 };
+    struct spw_value v = {.is_tensor = true};
+    const int64_t shape[2] = {ROWS, FRAMES};
+    ck_assert_int_eq(spw_tensor_alloc(&v.t, SPW_DTYPE_F32, 2, shape), 0);
+    float *x = v.t.data, in[ROWS * FRAMES];
+    for (int k = 0; k < ROWS * FRAMES; k++)
+        x[k] = (float)(k + 1) * 37.25f;
+    x[5] = INFINITY, x[70] = NAN, x[130] = 0.0f, x[131] = 1e-12f, x[200] = 1e-10f, x[260] = 3e38f;
+    memcpy(in, x, sizeof in);
+    char err[256] = "";
+    struct spw_op_call c = {.op = &s->ops[2], .index = 2, .err = err, .errlen = sizeof err};
+    ck_assert_int_eq(spw_audio_op_log_scale(&c, &v), 0);
+    for (int k = 0; k < ROWS * FRAMES; k++) {
+        const float want = 10.0f * log10f(in[k] > 1e-10f ? in[k] : 1e-10f);
+        if (isinf(want))
+            ck_assert(isinf(x[k]) && x[k] > 0);
+        else
+            ck_assert_msg(fabsf(x[k] - want) <= 2 * fabsf(want) * FLT_EPSILON + 1e-6f, "x[%d]: %g, log10f: %g", k,
+                          (double)x[k], (double)want);
+    }
+    ck_assert_float_eq(x[70], -100.0f);
+    ck_assert_float_eq(x[130], -100.0f);
+    spw_value_free(&v);
     spw_spec_free(s);
 }
 END_TEST
@@ -995,6 +1034,7 @@ int main(void)
     tcase_add_test(tc, test_executor_same_bytes_any_thread_count);
     tcase_add_test(tc, test_executor_views);
     tcase_add_test(tc, test_views_unpack_refuses_what_does_not_split);
+    tcase_add_test(tc, test_amplitude_to_db_odd_values);
     tcase_add_test(tc, test_executor_drop_remainder);
     tcase_add_test(tc, test_executor_skip_policy_counts_and_continues);
     tcase_add_test(tc, test_executor_fail_policy_stops_with_path);
