@@ -3,9 +3,9 @@
 # same batches wherever they run: ordered through a dispatcher and two workers with the cut in the prefix
 # (views made on the client), after the views (shipped packed, split on the client), with the client
 # producing too, and with zstd on the wire, each byte-identical to run --local; a batch holds one tensor per
-# view instance with its shape, then the labels. A raw CreateJob lying about its views (17 views, 40
-# repeats, a combinator's count past its list) is refused by the dispatcher, naming the field, and it
-# serves on. Real processes on loopback; kills all it starts.
+# view instance with its shape, then the labels; a worker killed -9 mid-run changes none of it. A raw
+# CreateJob lying about its views (17 views, 40 repeats, a combinator's count past its list) is refused by
+# the dispatcher, naming the field, and it serves on. Real processes on loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -84,6 +84,27 @@ check "dino: ... batches byte-identical to run --local" same_batches dino-hybrid
 run_views dino-zstd dino --cut 2 --local-cores 0 --compress zstd
 check "dino: packed views compressed on the wire: exits 0" test $? -eq 0
 check "dino: ... batches byte-identical to run --local" same_batches dino-zstd dino-local
+
+# A worker killed -9 mid-run (3 epochs, the trainer consuming at 120 elements/s): the run finishes and its
+# batches are still byte-identical to run --local's.
+/usr/bin/python3 - "$WORK/dino.json" "$WORK/dino3.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["source"]["epochs"] = 3
+json.dump(s, open(sys.argv[2], "w"))
+PY
+"$B/bin/spillctl" run --local --pipeline "$WORK/dino3.json" --threads 2 --dump "$WORK/dino3-local" --quiet \
+  2> "$WORK/dino3-local.err"
+run_views dino3-killed dino3 --cut 2 --local-cores 0 --consume-rate 120 &
+RUN=$!
+sleep 1.5
+check "dino: the run was still going when a worker was killed" kill -0 "$RUN"
+check "dino: ... and that worker was serving it" grep -q 'serving job=' "$WORK/w1.err"
+kill -9 "${PIDS[1]}"
+wait "${PIDS[1]}" 2> /dev/null
+wait "$RUN"
+check "dino: a worker killed -9 mid-run: the run finishes" test $? -eq 0
+check "dino: ... batches byte-identical to run --local" same_batches dino3-killed dino3-local
 
 # Lies about the views' structure, sent raw (tests/tools/oldpeer): refused before anything is nested or run,
 # naming where, and the dispatcher serves on. spillctl refuses the same before it sends.
