@@ -1,7 +1,7 @@
 /* ops/policy.c - RandAugment / AutoAugment / TrivialAugmentWide / ColorJitter as in torchvision 0.14
  * (transforms/autoaugment.py, transforms.ColorJitter), driven by a counter-based spw_rng.
- * Not AugMix and not the tensor path. No allocation, no globals beyond const tables; thread-safe.
- * Magnitude tables repeat torch 1.13's float32 linspace arithmetic (see torch_linspace below). */
+ * Not AugMix (ops/augmix.c) and not the tensor path. No allocation, no globals beyond const tables; thread-safe.
+ * Magnitude tables repeat torch 1.13's float32 linspace arithmetic (see spw_torch_linspace below). */
 #include "ops/policy.h"
 
 #include <errno.h>
@@ -36,7 +36,7 @@ static int op_has_table(int op)
 /* One element of torch.linspace(start, end, steps) in float32 as torch 1.13's CPU kernel computes it on
  * an AVX2 host: the scalar formula (from the nearer end, FMA-contracted) for the tail, and for blocks of
  * 2 x 8 lanes a scalar base plus lane * step (not contracted). Checked against torch for 2..70 bins. */
-static float torch_linspace(float start, float end, int steps, int idx)
+float spw_torch_linspace(float start, float end, int steps, int idx)
 {
     if (steps == 1)
         return start;
@@ -80,12 +80,12 @@ double spw_augment_magnitude(int op, int num_bins, int bin, int wide, int w, int
     case SPW_AUG_POSTERIZE:
         return posterize_bits(num_bins, bin, wide ? 6.0 : 4.0);
     case SPW_AUG_SOLARIZE:
-        return torch_linspace(255.0f, 0.0f, num_bins, bin);
+        return spw_torch_linspace(255.0f, 0.0f, num_bins, bin);
     default:   /* Brightness, Color, Contrast, Sharpness */
         end = wide ? 0.99f : 0.9f;
         break;
     }
-    return torch_linspace(0.0f, end, num_bins, bin);
+    return spw_torch_linspace(0.0f, end, num_bins, bin);
 }
 
 static void swap_images(struct spw_image *a, struct spw_image *b)

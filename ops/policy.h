@@ -2,7 +2,7 @@
  * ColorJitter) over the PIL-exact kernels in ops/color.h and ops/geometry.h. Same op lists, magnitude
  * tables (float32 torch.linspace values), signs, probabilities, nearest interpolation and fill as
  * torchvision; randomness comes from a caller-owned struct spw_rng instead of torch's global generator,
- * drawn in torchvision's order. Not AugMix. No allocation; thread-safe given distinct images and rngs. */
+ * drawn in torchvision's order. Not AugMix (ops/augmix.h). No allocation; thread-safe given distinct images and rngs. */
 #ifndef SPW_OPS_POLICY_H
 #define SPW_OPS_POLICY_H
 
@@ -66,6 +66,9 @@ struct spw_aug_warp {
 /* 1 with *w filled when op is a warp (shears, translations, rotate), 0 when it is not, -EINVAL for a
  * translation beyond 1e9 pixels. One definition for the CPU's _run and the GPU's steps. */
 int spw_augment_warp(int op, double magnitude, struct spw_aug_warp *w);
+
+/* One element of torch.linspace(start, end, steps) in float32, as torch 1.13's CPU kernel computes it. */
+float spw_torch_linspace(float start, float end, int steps, int idx);
 
 /* Degrees of the shear whose tangent is magnitude (ShearX/ShearY), as torchvision computes them. */
 double spw_augment_shear_degrees(double magnitude);
