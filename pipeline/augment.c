@@ -9,6 +9,7 @@
 
 #include "lib/err.h"
 #include "lib/rng.h"
+#include "ops/augmix.h"
 #include "ops/blur.h"
 #include "ops/color.h"
 #include "ops/geometry.h"
@@ -223,3 +224,21 @@ static int trivial_augment(const struct spw_op_spec *op, struct spw_rng *r, stru
 int spw_augment_rand(struct spw_op_call *c, struct spw_value *v) { return run_policy(c, v, rand_augment); }
 int spw_augment_auto(struct spw_op_call *c, struct spw_value *v) { return run_policy(c, v, auto_augment); }
 int spw_augment_trivial(struct spw_op_call *c, struct spw_value *v) { return run_policy(c, v, trivial_augment); }
+
+void spw_augment_augmix_params(const struct spw_op_spec *op, struct spw_augmix_params *p)
+{
+    *p = (struct spw_augmix_params){.severity = op->severity, .mixture_width = op->mixture_width,
+                                    .chain_depth = op->chain_depth, .alpha = op->alpha, .all_ops = op->all_ops,
+                                    .interp = (int)op->interpolation, .fill = op->has_fill ? op->fill : NULL};
+}
+
+int spw_augment_aug_mix(struct spw_op_call *c, struct spw_value *v)
+{
+    struct spw_augmix_params p;
+    struct spw_augmix_plan plan;
+    spw_augment_augmix_params(c->op, &p);
+    int rc = spw_augmix_plan(&c->rng, &p, &plan);
+    if (rc == 0)
+        rc = spw_augmix_apply(&v->img, &p, &plan);
+    return done(c, &v->img, rc);
+}

@@ -4,6 +4,7 @@
 #ifndef SPW_PIPELINE_AUGMENT_H
 #define SPW_PIPELINE_AUGMENT_H
 
+#include "ops/augmix.h"
 #include "pipeline/op_registry.h"
 #include "pipeline/value.h"
 
@@ -16,6 +17,9 @@ int spw_augment_contrast(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_saturation(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_hue(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_sharpness(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_aug_mix(struct spw_op_call *c, struct spw_value *v);
+/* aug_mix's fields as ops/augmix.h takes them. */
+void spw_augment_augmix_params(const struct spw_op_spec *op, struct spw_augmix_params *p);
 int spw_augment_posterize(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_solarize(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_equalize(struct spw_op_call *c, struct spw_value *v);

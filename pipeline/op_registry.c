@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/augmix.h"
 #include "ops/blur.h"
 #include "pipeline/audio.h"
 #include "pipeline/augment.h"
@@ -129,6 +130,15 @@ static const struct spw_op_field auto_augment_fields[] = {
     {"policy", SPW_FK_POLICY, 0, 0, 0, 0, NULL},
     {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0, NULL},
     {"fill", SPW_FK_FILL, 0, 0, 255, 0, NULL},
+    F_END};
+static const struct spw_op_field augmix_fields[] = {
+    {"severity", SPW_FK_INT, OFF(severity), 1, SPW_AUGMIX_MAX_SEVERITY, 0, NULL},
+    {"mixture_width", SPW_FK_INT, OFF(mixture_width), 1, SPW_AUGMIX_MAX_WIDTH, 0, NULL},
+    {"chain_depth", SPW_FK_INT, OFF(chain_depth), -1, SPW_AUGMIX_MAX_DEPTH, 0, NULL},
+    {"alpha", SPW_FK_NUM, OFF(alpha), 0, 1e6, SPW_F_LO_OPEN, NULL},
+    {"all_ops", SPW_FK_BOOL, OFF(all_ops), 0, 0, 0, NULL},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0, NULL},
+    {"fill", SPW_FK_OPT_FILL, 0, 0, 255, 0, NULL},
     F_END};
 static const struct spw_op_field trivial_fields[] = {
     {"num_magnitude_bins", SPW_FK_INT, OFF(num_magnitude_bins), 2, MAX_BINS, 0, NULL},
@@ -506,6 +516,13 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
                                      .check = interp_check,
                                      .doc = "A random sub-policy of the ImageNet policy (AutoAugment).",
                                      .args = "policy"),
+    [SPW_OP_AUG_MIX] = IMAGE_OP("aug_mix", augmix_fields, spw_augment_aug_mix, NULL,
+                                .defaults = {.severity = 3, .mixture_width = 3, .chain_depth = -1, .alpha = 1.0,
+                                             .all_ops = true, .interpolation = SPW_INTERP_BILINEAR},
+                                .check = interp_check,
+                                .doc = "Chains of random ops mixed with the image by Dirichlet weights, on "
+                                       "torchvision's tensor path (AugMix).",
+                                .args = "severity mixture_width chain_depth alpha"),
     [SPW_OP_TRIVIAL_AUGMENT_WIDE] = IMAGE_OP("trivial_augment_wide", trivial_fields, spw_augment_trivial,
                                              spw_gpu_op_trivial_augment,
                                              .defaults = {.num_magnitude_bins = 31,

@@ -81,6 +81,7 @@ enum spw_op_kind {
     SPW_OP_SCALE_SHIFT,
     SPW_OP_RANDOM_PERSPECTIVE,
     SPW_OP_VIEWS,           /* the spec's "views" (pipeline/views.h): appended after its ops by the parser */
+    SPW_OP_AUG_MIX,
     SPW_OP_COUNT
 };
 
@@ -110,6 +111,7 @@ struct spw_op_spec {
     double shear[2];                    /* affine: degrees (x, y) */
     bool expand;                        /* rotate */
     double fill[3];                     /* rotate/affine/policies/random_crop: 0 */
+    bool has_fill;                      /* aug_mix: fill given (false: JSON null, torchvision's None) */
     double factor;                      /* adjust_*: brightness/contrast/saturation/sharpness >= 0,
                                            hue in [-0.5, 0.5] */
     int bits;                           /* posterize: [0, 8] */
@@ -122,6 +124,9 @@ struct spw_op_spec {
                                            0,0 = off */
     int num_ops, magnitude, num_magnitude_bins;   /* rand_augment: 2, 9, 31 */
     enum spw_aa_policy policy;          /* auto_augment */
+    int severity, mixture_width, chain_depth;     /* aug_mix: 3, 3, -1 (1 to 3 per chain) */
+    double alpha;                       /* aug_mix: 1.0 */
+    bool all_ops;                       /* aug_mix: true */
     bool erase_random_value;            /* random_erasing: value "random" (normal noise) */
     double erase_value[3];              /* random_erasing: constant value per channel (default 0) */
     double mean[3], std[3];             /* normalize */

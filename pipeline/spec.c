@@ -610,6 +610,13 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
         return get_shear(c, loc, v, op->shear);
     case SPW_FK_FILL:
         return get_fill3(c, loc, v, f->lo, f->hi, op->fill);
+    case SPW_FK_OPT_FILL:
+        op->has_fill = !json_is_null(v);
+        if (!op->has_fill) {
+            op->fill[0] = op->fill[1] = op->fill[2] = 0;
+            return 0;
+        }
+        return get_fill3(c, loc, v, f->lo, f->hi, op->fill);
     case SPW_FK_JITTER:
         return get_jitter(c, loc, v, f, (double *)(void *)base);
     case SPW_FK_ERASE_VALUE:
@@ -1499,6 +1506,8 @@ static json_t *field_to_json(struct jb *b, const struct spw_op_field *f, const s
         return jb_numbers(b, op->shear, 2);
     case SPW_FK_FILL:
         return jb_numbers(b, op->fill, 3);
+    case SPW_FK_OPT_FILL:
+        return op->has_fill ? jb_numbers(b, op->fill, 3) : json_null();
     case SPW_FK_JITTER: {
         const double *r = (const double *)(const void *)base;
         if (r[0] == 0 && r[1] == 0)

@@ -25,7 +25,8 @@
     X(hop_length, HOP_LENGTH) X(win_length, WIN_LENGTH) X(sample_rate, SAMPLE_RATE) X(n_mels, N_MELS)     \
     X(freq_mask_param, FREQ_MASK_PARAM) X(time_mask_param, TIME_MASK_PARAM)                               \
     X(num_freq_masks, NUM_FREQ_MASKS) X(num_time_masks, NUM_TIME_MASKS)                                   \
-    X(num_output_channels, NUM_OUTPUT_CHANNELS) X(num_mel_bins, NUM_MEL_BINS) X(frames, FRAMES)
+    X(num_output_channels, NUM_OUTPUT_CHANNELS) X(num_mel_bins, NUM_MEL_BINS) X(frames, FRAMES)             \
+    X(severity, SEVERITY) X(mixture_width, MIXTURE_WIDTH) X(chain_depth, CHAIN_DEPTH)
 /* JSON null (f_max, top_db) is an absent field */
 #define OP_DOUBLES(X)                                                                                      \
     X(p, P) X(angle, ANGLE) X(factor, FACTOR) X(threshold, THRESHOLD) X(rolloff, ROLLOFF) X(power, POWER)  \
@@ -33,12 +34,12 @@
     X(sharpness_factor, SHARPNESS_FACTOR) X(frame_length, FRAME_LENGTH) X(frame_shift, FRAME_SHIFT)           \
     X(sample_frequency, SAMPLE_FREQUENCY) X(dither, DITHER) X(preemphasis_coefficient, PREEMPHASIS_COEFFICIENT) \
     X(energy_floor, ENERGY_FLOOR) X(low_freq, LOW_FREQ) X(high_freq, HIGH_FREQ) X(offset, OFFSET)   \
-    X(distortion_scale, DISTORTION_SCALE)
+    X(distortion_scale, DISTORTION_SCALE) X(alpha, ALPHA)
 #define OP_BOOLS(X)                                                                                        \
     X(antialias, ANTIALIAS) X(pad_if_needed, PAD_IF_NEEDED) X(expand, EXPAND) X(mono, MONO)                \
     X(center, CENTER) X(exif_transpose, EXIF_TRANSPOSE) X(remove_dc_offset, REMOVE_DC_OFFSET)                 \
     X(raw_energy, RAW_ENERGY) X(use_energy, USE_ENERGY) X(htk_compat, HTK_COMPAT) X(snip_edges, SNIP_EDGES)     \
-    X(trim, TRIM)
+    X(trim, TRIM) X(all_ops, ALL_OPS)
 /* X(field, FIELD, name adapter); JSON null (norm) is an absent field */
 #define OP_ENUMS(X)                                                                                        \
     X(interpolation, INTERPOLATION, interp_n) X(policy, POLICY, policy_n) X(dtype, DTYPE, dtype_n)         \
@@ -653,9 +654,9 @@ static int op_from_json(json_t *o, Spillway__V1__Op **out)
     if (rc)
         goto out;
 #define LIST_FROM_JSON(f)                                                                                  \
-    if ((v = json_object_get(o, #f))) {                                                                    \
+    if ((v = json_object_get(o, #f))) {  /* null (aug_mix's fill): absent */                             \
         used++;                                                                                            \
-        if ((rc = doubles_from_json(v, &op->f, &op->n_##f)))                                               \
+        if (!json_is_null(v) && (rc = doubles_from_json(v, &op->f, &op->n_##f)))                           \
             goto out;                                                                                      \
     }
     OP_DOUBLE_LISTS(LIST_FROM_JSON)

@@ -60,6 +60,8 @@ def transform(o):
         "random_horizontal_flip": lambda: T.RandomHorizontalFlip(g("p", 0.5)),
         "trivial_augment_wide": lambda: T.TrivialAugmentWide(interpolation=IM[g("interpolation", "nearest")]),
         "rand_augment": lambda: T.RandAugment(g("num_ops", 2), g("magnitude", 9)),
+        "aug_mix": lambda: T.AugMix(g("severity", 3), g("mixture_width", 3), g("chain_depth", -1), g("alpha", 1.0),
+                                    g("all_ops", True), interpolation=interp, fill=g("fill")),
         "random_erasing": lambda: T.RandomErasing(g("p", 0.5)),
         "color_jitter": lambda: T.ColorJitter(g("brightness", 0), g("contrast", 0), g("saturation", 0),
                                               g("hue", 0)),

@@ -15,6 +15,8 @@
  *                                                         pil_gaussian_blur) draws
  *   fusedcheck persp SPEC.json N W H                   -> N lines: op 1's (random_perspective) 8 corner
  *                                                         coordinates, or "-" where its p draw skipped it
+ *   fusedcheck augmix SPEC.json N                      -> N lines: op 1's (aug_mix) draws for samples 0..N-1,
+ *                                                         "m0 m1 | d0 d1 ... | int draws in torchvision's order"
  *   fusedcheck mix SPEC.json N W H                     -> N lines "kind lambda x1 y1 x2 y2": batch.mix's draws
  *                                                         for batches 0..N-1 of epoch 0 (kind 0 none, 1 mixup,
  *                                                         2 cutmix) of W x H images */
@@ -50,6 +52,35 @@ static uint8_t *read_file(const char *path, size_t *len)
     fclose(f);
     *len = (size_t)n;
     return buf;
+}
+
+/* aug_mix's draws, as torchvision's forward makes them: the two Dirichlet draws (floats), then the randints
+ * in order (depth when it is drawn, op index, bin when the op has a table, sign when it is signed). */
+static void print_augmix(const struct spw_op_spec *op, struct spw_rng *r, const char *open, const char *close)
+{
+    struct spw_augmix_params p;
+    struct spw_augmix_plan plan;
+    spw_augment_augmix_params(op, &p);
+    if (spw_augmix_plan(r, &p, &plan))
+        return;
+    printf("%s[%.9g, %.9g], [", open, plan.m[0], plan.m[1]);
+    for (int i = 0; i < plan.width; i++)
+        printf("%s%.9g", i ? ", " : "", plan.dirichlet[i]);
+    printf("], [");
+    const char *sep = "";
+    for (int i = 0; i < plan.width; i++) {
+        if (op->chain_depth <= 0)
+            printf("%s%d", sep, plan.depth[i]), sep = ", ";
+        for (int d = 0; d < plan.depth[i]; d++) {
+            const struct spw_augmix_step *s = &plan.step[i][d];
+            printf("%s%d", sep, s->index), sep = ", ";
+            if (s->bin >= 0)
+                printf(", %d", s->bin);
+            if (s->negate >= 0)
+                printf(", %d", s->negate);
+        }
+    }
+    printf("]%s", close);
 }
 
 static int cmd_run(const struct spw_pipeline_spec *spec, const char *in, const char *out, int64_t sample)
@@ -102,6 +133,8 @@ static int cmd_run(const struct spw_pipeline_spec *spec, const char *in, const c
             struct spw_rect c = spw_random_crop_rect(op, &r, W, H);
             printf("\"crop\": [%d, %d, %d, %d], ", c.x, c.y, c.w, c.h);
         }
+        if (op->kind == SPW_OP_AUG_MIX)
+            print_augmix(op, &r, "\"augmix\": [", "], ");
         spw_flip_decision(op, &r, &h, &vf);
     }
     printf("\"hflip\": %d, \"vflip\": %d}\n", h, vf);
@@ -235,6 +268,18 @@ static int cmd_persp(const struct spw_pipeline_spec *spec, int n, int w, int h)
     return 0;
 }
 
+static int cmd_augmix(const struct spw_pipeline_spec *spec, int n)
+{
+    if (spec->n_ops < 2 || spec->ops[1].kind != SPW_OP_AUG_MIX)
+        return 1;
+    for (int s = 0; s < n; s++) {
+        struct spw_rng r;
+        spw_rng_init(&r, spec->source.seed, 0, (uint64_t)s, 1);
+        print_augmix(&spec->ops[1], &r, "", "\n");
+    }
+    return 0;
+}
+
 static int cmd_mix(const struct spw_pipeline_spec *spec, int n, int w, int h)
 {
     for (int b = 0; b < n; b++) {
@@ -250,7 +295,7 @@ int main(int argc, char **argv)
     if (argc < 3) {
         fprintf(stderr, "usage: fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE | rrc SPEC.json W H N | "
                         "ra SPEC.json N | gate SPEC.json N | plan SPEC.json N | sigma SPEC.json N | "
-                        "mix SPEC.json N W H | persp SPEC.json N W H\n");
+                        "mix SPEC.json N W H | persp SPEC.json N W H | augmix SPEC.json N\n");
         return 2;
     }
     struct spw_pipeline_spec *spec;
@@ -266,6 +311,8 @@ int main(int argc, char **argv)
         rc = cmd_ra(spec, atoi(argv[3]));
     else if (!strcmp(argv[1], "persp") && argc == 6)
         rc = cmd_persp(spec, atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+    else if (!strcmp(argv[1], "augmix") && argc == 4)
+        rc = cmd_augmix(spec, atoi(argv[3]));
     else if (!strcmp(argv[1], "mix") && argc == 6)
         rc = cmd_mix(spec, atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
     else if (!strcmp(argv[1], "sigma") && argc == 4)

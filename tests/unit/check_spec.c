@@ -70,7 +70,9 @@
     "{\"op\": \"rand_augment\", \"num_ops\": 3, \"magnitude\": 5, \"num_magnitude_bins\": 11,"              \
     " \"interpolation\": \"nearest\", \"fill\": 128},"                                                     \
     "{\"op\": \"auto_augment\", \"policy\": \"imagenet\", \"fill\": [1, 1, 1]},"                           \
-    "{\"op\": \"trivial_augment_wide\", \"num_magnitude_bins\": 5, \"interpolation\": \"nearest\"}"
+    "{\"op\": \"trivial_augment_wide\", \"num_magnitude_bins\": 5, \"interpolation\": \"nearest\"},"   \
+    "{\"op\": \"aug_mix\"}, {\"op\": \"aug_mix\", \"severity\": 10, \"mixture_width\": 16, \"chain_depth\": 2,"  \
+    " \"alpha\": 0.25, \"all_ops\": false, \"interpolation\": \"nearest\", \"fill\": [0, 0, 0]}"
 
 static char *spec_text(const char *ops)
 {
@@ -126,7 +128,8 @@ static bool op_equal(const struct spw_op_spec *a, const struct spw_op_spec *b)
            EQ2(saturation) && EQ2(hue) && EQ(num_ops) && EQ(magnitude) && EQ(num_magnitude_bins) && EQ(policy) &&
            EQ(erase_random_value) && EQ3(erase_value) && EQ3(mean) && EQ3(std) && EQ(dtype) && EQ(mono) &&
            EQ(rate) && EQ(lowpass_filter_width) && EQ(rolloff) && EQ(samples) && EQ(trim) && EQ(frames) &&
-           EQ(offset) && EQ(distortion_scale) && EQ(n_fft) && EQ(hop_length) &&
+           EQ(offset) && EQ(distortion_scale) && EQ(has_fill) && EQ(severity) && EQ(mixture_width) &&
+           EQ(chain_depth) && EQ(alpha) && EQ(all_ops) && EQ(n_fft) && EQ(hop_length) &&
            EQ(win_length) && EQ(center) && EQ(power) && EQ(sample_rate) && EQ(n_mels) && EQ(f_min) && EQ(f_max) &&
            EQ(mel_scale) && EQ(mel_norm) && EQ(eps) && EQ(stype) && EQ(top_db) && EQ(freq_mask_param) &&
            EQ(time_mask_param) && EQ(num_freq_masks) && EQ(num_time_masks) && EQ(num_output_channels) &&
@@ -361,6 +364,12 @@ START_TEST(test_spec_rejects_what_kernels_lack)
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"grayscale\"}",
                      "ops[1].num_output_channels: 1 is not supported (the image ops here work on RGB images): use 3, "
                      "the grey value in all three channels");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"interpolation\": \"bicubic\"}",
+                     "ops[1].interpolation: \"bicubic\" is not supported for \"aug_mix\" (use nearest or bilinear)");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"severity\": 11}", "ops[1].severity: 11 is outside [1, 10]");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"alpha\": 0}", "ops[1].alpha: 0 is outside (0, 1000000]");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"chain_depth\": 17}", "ops[1].chain_depth: 17 is outside [-1, 16]");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"fill\": [1, 2]}", "ops[1].fill: expected 1 or 3 numbers, got 2");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_adjust_sharpness\", \"p\": 0.5}",
                      "ops[1].sharpness_factor: required");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"gaussian_blur\", \"kernel_size\": [7, 4]}",
