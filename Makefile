@@ -20,7 +20,7 @@ ifeq ($(WERROR),1)
 WARN += -Werror
 endif
 # -fvisibility=hidden: libspillway.so exports what spillway/client.h marks SPW_API, nothing else.
-CFLAGS  := -std=c11 -D_GNU_SOURCE -ffp-contract=off $(OPT) -g -march=x86-64-v2 -fPIC -fvisibility=hidden $(WARN) -I. -Iclient/include -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP $(EXTRA_CFLAGS)
+CFLAGS  := -std=c11 -D_GNU_SOURCE -ffp-contract=off -fno-math-errno $(OPT) -g -march=x86-64-v2 -fPIC -fvisibility=hidden $(WARN) -I. -Iclient/include -I$(BUILD)/gen $(PKG_CFLAGS) -MMD -MP $(EXTRA_CFLAGS)
 LDLIBS  := $(PKG_LIBS) -lpthread -lm
 ifneq ($(SANITIZER),)
 CFLAGS  += -fsanitize=$(SANITIZER) -fno-omit-frame-pointer

@@ -1,5 +1,5 @@
-/* ops/fbank.c - Kaldi fbank (see fbank.h). Frames are prepared in double (torchaudio does it in float32; the
- * difference is far below the features' own float32 rounding) and transformed in float32. Thread-safe. */
+/* ops/fbank.c - Kaldi fbank (see fbank.h), in float32 as torchaudio computes it (a frame's sums in double),
+ * each pass over a frame a loop the compiler vectorizes. Tables shared, read-only after init; thread-safe. */
 #include "ops/fbank.h"
 
 #include <errno.h>
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lib/err.h"
+#include "lib/fastmath.h"
 #include "ops/stft.h"
 
 #define SCRATCH_ALIGN 16    /* floats: 64 bytes, as ops/stft.c lays its scratch out */
@@ -155,9 +156,10 @@ int spw_fbank_rows(const struct spw_fbank *fb)
 
 int64_t spw_fbank_scratch_floats(const struct spw_fbank *fb)
 {
-    /* the FFT's input and output (as spw_stft_run's scratch), the power spectrum, one frame in double */
+    /* the FFT's input and output (as spw_stft_run's scratch), the power spectrum, one frame, its dither, the
+     * mel energies */
     return round_up(fb->padded) + round_up(2 * (int64_t)fb->n_freqs) + round_up(fb->n_freqs) +
-           2 * round_up(fb->window_size);
+           2 * round_up(fb->window_size) + round_up(fb->p.num_mel_bins);
 }
 
 /* Sample i of Kaldi's mirrored signal: x[-1 - j] = x[j] and x[n + j] = x[n - 1 - j] (the edge repeated). */
@@ -170,13 +172,66 @@ static float mirrored(const float *x, int64_t n, int64_t i)
     return x[i < 0 ? 0 : i >= n ? n - 1 : i];
 }
 
-static double log_energy(const double *f, int n, double floor)
+/* ln(max(sum of squares, FLT_EPSILON)), floored at ln(energy_floor) when that is set. */
+static float log_energy(const float *f, int n, double floor)
 {
     double e = 0;
     for (int k = 0; k < n; k++)
-        e += f[k] * f[k];
+        e += (double)f[k] * f[k];
     e = log(e > FLT_EPSILON ? e : FLT_EPSILON);
-    return floor > 0 && e < log(floor) ? log(floor) : e;
+    return (float)(floor > 0 && e < log(floor) ? log(floor) : e);
+}
+
+/* Mel bank b's energy in the power spectrum (its band only: the rest of the row is zeros), floored at
+ * FLT_EPSILON: a float32 dot product as torch.mm's, in eight partial sums the compiler vectorizes. */
+static float mel_energy(const struct spw_fbank *fb, const float *restrict power, int b)
+{
+    const float *restrict w = fb->banks + (size_t)b * fb->n_freqs;
+    const int end = fb->band[2 * b + 1];
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, e = 0;
+    int k = fb->band[2 * b];
+    for (; k + 8 <= end; k += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += w[k + j] * power[k + j];
+    for (; k < end; k++)
+        e += w[k] * power[k];
+    e += ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    return e > FLT_EPSILON ? e : FLT_EPSILON;
+}
+
+/* One frame as torchaudio's _get_window prepares it, in float32: dither, DC offset, raw energy, pre-emphasis
+ * (the first sample against itself) and the window, into the FFT's zero-padded input. Returns the log
+ * energy (when the frame's energy is wanted). */
+static float prepare_frame(const struct spw_fbank *fb, float *restrict f, const float *restrict noise,
+                           float *restrict in)
+{
+    const struct spw_fbank_params *p = &fb->p;
+    const int size = fb->window_size;
+    if (noise) {
+        const float dither = (float)p->dither;
+        for (int k = 0; k < size; k++)
+            f[k] += noise[k] * dither;
+    }
+    if (p->remove_dc_offset) {
+        double sum = 0;
+        for (int k = 0; k < size; k++)
+            sum += f[k];
+        const float mean = (float)(sum / size);
+        for (int k = 0; k < size; k++)
+            f[k] -= mean;
+    }
+    float energy = 0;
+    if (p->use_energy && p->raw_energy)
+        energy = log_energy(f, size, p->energy_floor);
+    const float coef = (float)p->preemphasis_coefficient, *restrict w = fb->window;
+    in[0] = (f[0] - coef * f[0]) * w[0];
+    for (int k = 1; k < size; k++)
+        in[k] = (f[k] - coef * f[k - 1]) * w[k];
+    for (int k = size; k < fb->padded; k++)
+        in[k] = 0.0f;
+    if (p->use_energy && !p->raw_energy)
+        energy = log_energy(in, size, p->energy_floor);
+    return energy;
 }
 
 void spw_fbank_run(const struct spw_fbank *fb, const float *x, int64_t n, struct spw_rng *rng, float *out,
@@ -187,42 +242,36 @@ void spw_fbank_run(const struct spw_fbank *fb, const float *x, int64_t n, struct
     const int size = fb->window_size, bins = p->num_mel_bins;
     const int64_t pad = p->snip_edges ? 0 : fb->window_size / 2 - fb->window_shift / 2;
     float *in = scratch, *power = scratch + round_up(fb->padded) + round_up(2 * (int64_t)fb->n_freqs);
-    double *frame = (double *)(power + round_up(fb->n_freqs));
+    float *frame = power + round_up(fb->n_freqs), *noise = frame + round_up(size), *mel = noise + round_up(size);
     const int energy_row = p->htk_compat ? bins : 0, mel_row = p->use_energy && !p->htk_compat ? 1 : 0;
-    struct spw_fastrng noise;           /* the dither: a normal per sample, from the op's stream */
+    struct spw_fastrng rand;            /* the dither: a normal per sample, from the op's stream */
     if (p->dither != 0)
-        spw_fastrng_seed(&noise, rng);
+        spw_fastrng_seed(&rand, rng);
     for (int64_t t = 0; t < frames; t++) {
         const int64_t start = t * fb->window_shift - pad;
-        double mean = 0;
-        for (int k = 0; k < size; k++) {
-            double v = mirrored(x, n, start + k);
-            if (p->dither != 0)
-                v += spw_fastrng_normal(&noise) * p->dither;
-            frame[k] = v;
-            mean += v;
-        }
-        mean /= size;
-        for (int k = 0; p->remove_dc_offset && k < size; k++)
-            frame[k] -= mean;
-        double energy = p->raw_energy ? log_energy(frame, size, p->energy_floor) : 0;
-        for (int k = size - 1; k >= 0; k--)     /* pre-emphasis, the first sample against itself */
-            frame[k] -= p->preemphasis_coefficient * frame[k ? k - 1 : 0];
-        for (int k = 0; k < size; k++)
-            frame[k] *= fb->window[k];
-        if (!p->raw_energy)
-            energy = log_energy(frame, size, p->energy_floor);
-        for (int k = 0; k < fb->padded; k++)
-            in[k] = k < size ? (float)frame[k] : 0.0f;
+        if (start >= 0 && start + size <= n)
+            memcpy(frame, x + start, (size_t)size * sizeof *frame);
+        else
+            for (int k = 0; k < size; k++)
+                frame[k] = mirrored(x, n, start + k);
+        if (p->dither != 0)
+            spw_fastrng_normals(&rand, noise, size);
+        const float energy = prepare_frame(fb, frame, p->dither != 0 ? noise : NULL, in);
         spw_stft_frame_power(fb->fft, scratch, power);
+        uint32_t odd = 0;
         for (int b = 0; b < bins; b++) {
-            const float *w = fb->banks + (size_t)b * fb->n_freqs;
-            double e = 0;
-            for (int k = fb->band[2 * b]; k < fb->band[2 * b + 1]; k++)
-                e += (double)w[k] * power[k];
-            out[(size_t)(mel_row + b) * frames + t] = (float)log(e > FLT_EPSILON ? e : FLT_EPSILON);
+            union { float f; uint32_t u; } e = {.f = mel_energy(fb, power, b)};
+            mel[b] = e.f;
+            odd |= e.u >= 0x7f800000u;      /* infinite or NaN (a huge or broken input) */
         }
+        if (odd)
+            for (int b = 0; b < bins; b++)
+                mel[b] = logf(mel[b]);
+        else                                /* normal floats: the vectorized ln, within an ulp */
+            spw_fast_log_block(mel, bins, 0.0f);
+        for (int b = 0; b < bins; b++)
+            out[(size_t)(mel_row + b) * frames + t] = mel[b];
         if (p->use_energy)
-            out[(size_t)energy_row * frames + t] = (float)energy;
+            out[(size_t)energy_row * frames + t] = energy;
     }
 }

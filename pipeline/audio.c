@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "lib/err.h"
-#include "lib/simd.h"
+#include "lib/fastmath.h"
 #include "ops/audio_decode.h"
 #include "ops/fbank.h"
 #include "ops/stft.h"
@@ -372,35 +372,6 @@ static int mel(const struct spw_op_spec *op, const struct spw_mel_bank *bank, in
     return 0;
 }
 
-/* v[k] = ln(v[k] + eps) for a block whose sums are all normal positive floats, branch-free so the compiler
- * vectorizes it (Cephes' logf method: x = m 2^e with m in [sqrt(1/2), sqrt(2)), a degree-9 polynomial in
- * m - 1; within 0.94 ulp of the exact value over every 13th normal float). No FP compares or selects: under
- * GCC's default -ftrapping-math they would keep the loop scalar. */
-SPW_VECTOR_CLONES static void fast_log_block(float *restrict v, int len, float eps)
-{
-    for (int k = 0; k < len; k++) {
-        union { float f; uint32_t u; } a = {.f = v[k] + eps}, mant;
-        mant.u = (a.u & 0x807fffffu) | 0x3f000000u;             /* a = mant 2^e, mant in [0.5, 1) */
-        const int low = mant.u < 0x3f3504f3u;                   /* mant < sqrt(1/2), compared as bits */
-        const float fe = (float)((int)((a.u >> 23) & 0xff) - 126 - low);
-        const float m = (mant.f - 1.0f) + (float)low * mant.f;  /* exactly 2 mant - 1 or mant - 1 */
-        const float z = m * m;
-        float y = 7.0376836292e-2f;
-        y = y * m - 1.1514610310e-1f;
-        y = y * m + 1.1676998740e-1f;
-        y = y * m - 1.2420140846e-1f;
-        y = y * m + 1.4249322787e-1f;
-        y = y * m - 1.6668057665e-1f;
-        y = y * m + 2.0000714765e-1f;
-        y = y * m - 2.4999993993e-1f;
-        y = y * m + 3.3333331174e-1f;
-        y = y * m * z;
-        y += -2.12194440e-4f * fe;
-        y += -0.5f * z;
-        v[k] = m + y + 0.693359375f * fe;
-    }
-}
-
 /* x[k] = ln(x[k] + eps) for n values: the fast path for blocks of normal positive sums, libm's logf for a
  * block holding anything else (zeros, subnormals, infinities, NaN), which come out as logf gives them. */
 static void log_inplace(float *x, int64_t n, float eps)
@@ -418,12 +389,12 @@ static void log_inplace(float *x, int64_t n, float eps)
             for (int k = 0; k < len; k++)
                 v[k] = logf(v[k] + eps);
         } else {
-            fast_log_block(v, len, eps);
+            spw_fast_log_block(v, len, eps);
         }
     }
 }
 
-/* x[k] = mult * log10(max(x[k], amin)) (as ln times mult * log10(e), by fast_log_block where every value is
+/* x[k] = mult * log10(max(x[k], amin)) (as ln times mult * log10(e), by spw_fast_log_block where every value is
  * a normal float, else log10f); returns the largest. */
 static float db_inplace(float *x, int64_t n, float mult, float amin)
 {
@@ -443,7 +414,7 @@ static float db_inplace(float *x, int64_t n, float mult, float amin)
             for (int k = 0; k < len; k++)
                 v[k] = mult * log10f(v[k]);
         } else {
-            fast_log_block(v, len, 0.0f);
+            spw_fast_log_block(v, len, 0.0f);
             for (int k = 0; k < len; k++)
                 v[k] *= scale;
         }

@@ -105,6 +105,30 @@ def check_fbank(folder, label, fields, scale_dither=False):
         len(outs), shapes_ok, worst, mean_gap))
 
 
+def check_fbank_dither_noise():
+    """The dither alone: on a silent 4 s clip every feature is the noise's, so its distribution is the dither's.
+    fbank's values against torchaudio's kaldi.fbank on the same silence (dither 1.0, its own torch.randn), by
+    two-sample Kolmogorov-Smirnov over the 80 x 398 features (alpha 0.001), and their means and spreads."""
+    with tempfile.TemporaryDirectory() as d:
+        os.makedirs(os.path.join(d, "silence"))
+        soundfile.write(os.path.join(d, "silence", "zeros.wav"), np.zeros(64000, np.float32), 16000,
+                        subtype="FLOAT")
+        fields = {"num_mel_bins": 80, "dither": 1.0}
+        _, outs = run(d, [{"op": "decode_wav"}, dict({"op": "fbank"}, **fields)])
+    torch.manual_seed(0)
+    want = torchaudio.compliance.kaldi.fbank(torch.zeros(1, 64000), **fields).numpy().T.ravel()
+    got = outs[0].ravel() if outs else np.zeros(0)
+    a, b = np.sort(got), np.sort(want)
+    allv = np.concatenate([a, b])
+    dist = np.max(np.abs(np.searchsorted(a, allv, side="right") / max(len(a), 1) -
+                         np.searchsorted(b, allv, side="right") / len(b)))
+    crit = 1.95 * np.sqrt((len(a) + len(b)) / (max(len(a), 1) * len(b)))
+    ok = len(a) == len(b) and dist < crit and abs(a.mean() - b.mean()) < 0.02 and abs(a.std() / b.std() - 1) < 0.02
+    report("fbank dither on silence: the noise's features against torchaudio's", ok,
+           "%d values, KS D=%.4f (crit %.4f), mean %.3f vs %.3f, sd %.3f vs %.3f" % (
+               len(a), dist, crit, a.mean() if len(a) else 0, b.mean(), a.std() if len(a) else 0, b.std()))
+
+
 def check_whisper(folder, n_mels):
     """Whisper's log_mel_spectrogram (openai/whisper audio.py, re-typed: pad_or_trim to 30 s, torch.stft(400,
     160, hann), the last frame dropped, |X|^2, librosa's slaney mel bank (as torchaudio's slaney/slaney),
@@ -217,6 +241,7 @@ check_fbank(speech, "rectangular / hanning windows, no preemphasis", {
 check_fbank(speech, "hanning window", {"num_mel_bins": 24, "window_type": "hanning"})
 check_fbank(speech, "dither 1e-4 (noise: the shapes and each clip's mean)", {"num_mel_bins": 80, "dither": 1e-4},
             scale_dither=True)
+check_fbank_dither_noise()
 check_pad_or_trim(subset(3))
 check_whisper(subset(3), 80)
 check_whisper(subset(2), 128)
