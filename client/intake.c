@@ -70,9 +70,10 @@ static struct spw_value view_of(const struct spw_wire_tensor *t, const uint8_t *
     struct spw_value v = {.placed = true};
     const size_t eb = t->nbytes / (size_t)t->shape[0];
     uint8_t *p = (uint8_t *)data;
-    if (t->dtype == SPW_DTYPE_U8 && t->ndim == 4 && t->shape[3] == 3) {
-        v.img = (struct spw_image){.w = (int)t->shape[2], .h = (int)t->shape[1], .c = 3,
-                                   .stride = (size_t)t->shape[2] * 3, .data = p};
+    if (t->dtype == SPW_DTYPE_U8 && t->ndim == 4 && (t->shape[3] == 3 || t->shape[3] == 1)) {
+        const int c = (int)t->shape[3];     /* RGB, or the one channel of a grey output */
+        v.img = (struct spw_image){.w = (int)t->shape[2], .h = (int)t->shape[1], .c = c,
+                                   .stride = (size_t)t->shape[2] * (size_t)c, .data = p};
     } else {
         v.is_tensor = true;
         v.t.dtype = t->dtype;
@@ -95,9 +96,9 @@ static int own(const struct spw_value *view, struct spw_value *out)
         out->is_tensor = true;
         return 0;
     }
-    if (spw_image_alloc(&out->img, view->img.w, view->img.h, 3) != 0)
+    if (spw_image_alloc(&out->img, view->img.w, view->img.h, view->img.c) != 0)
         return -ENOMEM;
-    memcpy(out->img.data, view->img.data, (size_t)view->img.w * view->img.h * 3);
+    memcpy(out->img.data, view->img.data, (size_t)view->img.w * view->img.h * (size_t)view->img.c);
     return 0;
 }
 

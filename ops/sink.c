@@ -17,11 +17,31 @@ void spw_normalize_lut_init(struct spw_normalize_lut *lut, const double mean[3],
     }
 }
 
+/* A grey row's channel 0 into one plane (HWC and CHW are the same then). */
+static void put_grey_row(const struct spw_sink *s, int oy, const uint8_t *row)
+{
+    const int w = s->w;
+    const size_t at = s->kind == SPW_SINK_U8_HWC ? (size_t)oy * s->stride : (size_t)oy * (size_t)w;
+    for (int x = 0; x < w; x++) {
+        const uint8_t v = row[3 * (size_t)(s->hflip ? w - 1 - x : x)];
+        switch (s->kind) {
+        case SPW_SINK_U8_HWC:
+        case SPW_SINK_U8_CHW: ((uint8_t *)s->data)[at + (size_t)x] = v; break;
+        case SPW_SINK_F32_CHW: ((float *)s->data)[at + (size_t)x] = s->lut->v[0][v]; break;
+        case SPW_SINK_F16_CHW: ((uint16_t *)s->data)[at + (size_t)x] = s->lut->h[0][v]; break;
+        }
+    }
+}
+
 void spw_sink_put_row(const struct spw_sink *s, int y, const uint8_t *row)
 {
     const int w = s->w;
     const int oy = s->vflip ? s->h - 1 - y : y;
     const size_t plane = (size_t)s->w * (size_t)s->h;
+    if (s->grey) {
+        put_grey_row(s, oy, row);
+        return;
+    }
     switch (s->kind) {
     case SPW_SINK_U8_HWC: {
         uint8_t *dst = (uint8_t *)s->data + (size_t)oy * s->stride;

@@ -1,5 +1,6 @@
 /* ops/sink.h - where an image kernel's output rows go: a uint8 HWC image, or CHW float32/float16 planes
- * through a per-channel 256-entry table (normalize / to_tensor), optionally mirrored. Every path that
+ * through a per-channel 256-entry table (normalize / to_tensor), optionally mirrored, in three channels or,
+ * from grey rows, one. Every path that
  * flips or normalizes writes through spw_sink_put_row, so fused and separate runs give identical bytes.
  * Pure; thread-safe on distinct outputs. */
 #ifndef SPW_OPS_SINK_H
@@ -24,6 +25,7 @@ struct spw_sink {
     size_t stride;            /* HWC only */
     const struct spw_normalize_lut *lut;   /* float kinds only */
     bool hflip, vflip;
+    bool grey;                /* one channel out (rows are grey RGB): channel 0, table 0 */
 };
 
 /* Fill a table for mean/std (to_tensor: mean 0, std 1). */

@@ -13,6 +13,7 @@
 #include "lib/err.h"
 #include "lib/rng.h"
 #include "pipeline/audio.h"
+#include "pipeline/channels.h"
 #include "pipeline/image_ops.h"
 #include "pipeline/op_registry.h"
 #include "pipeline/wire.h"
@@ -123,6 +124,27 @@ static void note_ns(struct spw_element_stats *stats, int i, int64_t ns, const st
     stats->ran[i] = true;
 }
 
+/* The pipeline's image output in one channel where a grayscale made it so (pipeline/channels.h): the grey
+ * RGB image's first channel. Outputs a sink wrote (tensors, placed images) are one channel already. */
+static int one_channel_output(const struct spw_element_ctx *ctx, struct spw_value *v, char *err, size_t errlen)
+{
+    if (v->is_tensor || v->placed || v->img.c != 3 || !v->img.data ||
+        spw_out_channels(ctx->spec, ctx->spec->n_ops) != 1)
+        return 0;
+    struct spw_image grey;
+    if (spw_image_alloc(&grey, v->img.w, v->img.h, 1))
+        return spw_fail(err, errlen, -ENOMEM, "out of memory for a %dx%d grey image", v->img.w, v->img.h);
+    for (int y = 0; y < grey.h; y++) {
+        const uint8_t *s = spw_image_at(&v->img, 0, y);
+        uint8_t *d = spw_image_at(&grey, 0, y);
+        for (int x = 0; x < grey.w; x++)
+            d[x] = s[3 * x];
+    }
+    spw_value_free(v);
+    v->img = grey;
+    return 0;
+}
+
 static int run_groups(const struct spw_element_ctx *ctx, int g_from, int g_to, uint32_t key, uint64_t epoch,
                       int64_t sample, const uint8_t *buf, size_t len, struct spw_value *v,
                       struct spw_element_stats *stats, const struct spw_element_dest *dest, char *err, size_t errlen)
@@ -157,6 +179,8 @@ static int run_groups(const struct spw_element_ctx *ctx, int g_from, int g_to, u
         if (decode && rc == 0)
             note_ns(stats, g->first, stats ? spw_now_ns() - t0 : 0, v);
     }
+    if (rc == 0 && g_to == ctx->n_groups)
+        rc = one_channel_output(ctx, v, err, errlen);
     if (rc)
         spw_value_free(v);
     return rc;

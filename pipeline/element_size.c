@@ -6,13 +6,14 @@
 #include <stdbool.h>
 
 #include "lib/tensor.h"
+#include "pipeline/channels.h"
 #include "pipeline/op_registry.h"
 
 int spw_element_fixed_bytes(const struct spw_pipeline_spec *spec, int n_ops, int64_t *bytes, int *op)
 {
     bool fixed = false;
     int64_t h = 0, w = 0, tensor = 0;   /* tensor: a declared output that is no image, in bytes */
-    int at = -1;
+    int at = -1, channels = 3;
     enum spw_dtype dt = SPW_DTYPE_U8;
     for (int i = 0; i < n_ops && i < spec->n_ops; i++) {
         const struct spw_op_spec *o = &spec->ops[i];
@@ -55,6 +56,7 @@ int spw_element_fixed_bytes(const struct spw_pipeline_spec *spec, int n_ops, int
             break;
         case SPW_SIZE_TO_TENSOR:
             dt = o->dtype == SPW_DTYPE_F16 ? SPW_DTYPE_F16 : SPW_DTYPE_F32;
+            channels = spw_out_channels(spec, i);   /* the tensor's: one after a one-channel grayscale */
             at = fixed ? i : at;
             break;
         case SPW_SIZE_VARIES:
@@ -71,7 +73,9 @@ int spw_element_fixed_bytes(const struct spw_pipeline_spec *spec, int n_ops, int
     }
     if (!fixed || (!tensor && (h <= 0 || w <= 0)))
         return 0;
-    *bytes = tensor ? tensor : h * w * 3 * (int64_t)spw_dtype_size(dt);
+    if (n_ops >= spec->n_ops)       /* the pipeline's output: its image in one channel after such a grayscale */
+        channels = spw_out_channels(spec, spec->n_ops);
+    *bytes = tensor ? tensor : h * w * channels * (int64_t)spw_dtype_size(dt);
     *op = at;
     return 1;
 }

@@ -16,6 +16,7 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "ops/gpu_load.h"
+#include "pipeline/channels.h"
 #include "pipeline/gpu_ops.h"
 #include "pipeline/image_ops.h"
 #include "pipeline/op_registry.h"
@@ -63,6 +64,8 @@ bool spw_gpu_can_make(const struct spw_element_ctx *ctx, int cut, char *why, siz
         snprintf(no, sizeof no, "it makes JPEG pipelines only");
     else if (cut != ctx->n_groups)
         snprintf(no, sizeof no, "it makes whole pipelines only (cut %d of %d groups)", cut, ctx->n_groups);
+    else if (spw_out_channels(spec, spec->n_ops) == 1)
+        snprintf(no, sizeof no, "it makes three-channel outputs only (a grayscale has num_output_channels 1)");
     for (int gi = 1; gi < ctx->n_groups && !no[0]; gi++) {
         const struct spw_group *g = &ctx->groups[gi];
         for (int i = g->first; i < g->first + g->count && !no[0]; i++) {

@@ -11,6 +11,7 @@
 #include "lib/err.h"
 #include "ops/pad.h"
 #include "ops/resample.h"
+#include "pipeline/channels.h"
 
 /* ---- outputs ---- */
 
@@ -27,16 +28,18 @@ static int make_sink_inner(const struct spw_element_ctx *ctx, int norm_op, int w
     s->vflip = vflip;
     if (norm_op >= 0) {
         const struct spw_op_spec *op = &ctx->spec->ops[norm_op];
-        int64_t shape[3] = {3, h, w};
+        const int channels = spw_out_channels(ctx->spec, norm_op);
+        int64_t shape[3] = {channels, h, w};
         enum spw_dtype dt = op->dtype == SPW_DTYPE_F16 ? SPW_DTYPE_F16 : SPW_DTYPE_F32;
         void *mem = dest && dest->place ? dest->place(dest->opaque, dt, 3, shape) : NULL;
+        s->grey = channels == 1;
         if (mem) {
             out->placed = true;
             out->t.data = mem;          /* not owned: spw_value_free leaves it */
             out->t.dtype = dt;
             out->t.ndim = 3;
             memcpy(out->t.shape, shape, sizeof shape);
-            out->t.nbytes = (size_t)3 * w * h * spw_dtype_size(dt);
+            out->t.nbytes = (size_t)channels * w * h * spw_dtype_size(dt);
         } else {
             int rc = spw_tensor_alloc(&out->t, dt, 3, shape);
             if (rc)
@@ -49,17 +52,19 @@ static int make_sink_inner(const struct spw_element_ctx *ctx, int norm_op, int w
         s->lut = &ctx->luts[norm_op];
         return 0;
     }
-    if (dest && dest->place) {
-        bool chw = dest->layout == SPW_LAYOUT_CHW;
-        int64_t shape[3] = {chw ? 3 : h, chw ? h : w, chw ? w : 3};
+    if (dest && dest->place) {         /* the element's output, into its batch */
+        const bool chw = dest->layout == SPW_LAYOUT_CHW;
+        const int ch = spw_out_channels(ctx->spec, ctx->spec->n_ops);
+        int64_t shape[3] = {chw ? ch : h, chw ? h : w, chw ? w : ch};
         void *mem = dest->place(dest->opaque, SPW_DTYPE_U8, 3, shape);
         if (mem) {
             out->placed = true;
-            out->img = (struct spw_image){.w = w, .h = h, .c = 3, .stride = (size_t)w * 3,
+            out->img = (struct spw_image){.w = w, .h = h, .c = ch, .stride = (size_t)w * ch,
                                           .data = chw ? NULL : mem};    /* an HWC view; not owned */
             s->kind = chw ? SPW_SINK_U8_CHW : SPW_SINK_U8_HWC;
             s->data = mem;
-            s->stride = (size_t)w * 3;
+            s->stride = (size_t)w * ch;
+            s->grey = ch == 1;
             return 0;
         }
     }

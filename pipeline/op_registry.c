@@ -263,14 +263,13 @@ static int warp_check(struct spw_op_spec *op, const char **field, char *msg, siz
     return interp_check(op, field, msg, msglen);
 }
 
-/* The image ops work on RGB: a one-channel grey image has nowhere to go yet. */
+/* torchvision's Grayscale takes 1 or 3 (pipeline/channels.h: what 1 allows after it). */
 static int grayscale_check(struct spw_op_spec *op, const char **field, char *msg, size_t msglen)
 {
-    if (op->num_output_channels == 3)
+    if (op->num_output_channels == 1 || op->num_output_channels == 3)
         return 0;
     *field = "num_output_channels";
-    return snprintf(msg, msglen, "%d is not supported (the image ops here work on RGB images): use 3, the grey "
-                                 "value in all three channels", op->num_output_channels), 1;
+    return snprintf(msg, msglen, "%d: give 1 or 3", op->num_output_channels), 1;
 }
 
 /* random_choice's p: a weight per op, not all zero (random.choices). */
@@ -436,8 +435,7 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
                                .args = ""),
     [SPW_OP_GRAYSCALE] = IMAGE_OP("grayscale", grayscale_fields, spw_augment_grayscale, spw_gpu_op_grayscale,
                                   .defaults = {.num_output_channels = 1}, .check = grayscale_check,
-                                  .doc = "Grey (PIL's convert('L')) in num_output_channels channels (Grayscale); "
-                                         "3 only for now.",
+                                  .doc = "Grey (PIL's convert('L')) in num_output_channels channels (Grayscale).",
                                   .args = "num_output_channels"),
     [SPW_OP_RANDOM_GRAYSCALE] = IMAGE_OP("random_grayscale", p_fields, spw_augment_random, spw_gpu_op_random,
                                          .gated = SPW_OP_GRAYSCALE, .defaults = {.p = 0.1, .num_output_channels = 3},

@@ -81,7 +81,7 @@ enum spw_field_kind {
     SPW_FK_OPT_FILL,    /* null | what SPW_FK_FILL takes -> fill, has_fill (null: false, fill 0) */
     SPW_FK_JITTER,      /* ColorJitter._check_input; SPW_F_HUE selects hue's center and bound */
     SPW_FK_ERASE_VALUE, /* number | [v] | [r, g, b] | "random" */
-    SPW_FK_TRIPLE,      /* exactly 3 numbers, each in lo/hi -> double[3] at off */
+    SPW_FK_TRIPLE,      /* number | [v] | 3 numbers, each in lo/hi -> double[3] at off (one: every channel) */
     SPW_FK_OPT_NUM,     /* null | double in lo/hi at off (0 = null: lo must exclude 0) */
     SPW_FK_WINDOW,      /* "hann" (the one window there is) */
     SPW_FK_MEL_SCALE,   /* "htk" | "slaney" -> mel_scale */

@@ -41,7 +41,7 @@ static const char *type_name(enum spw_field_kind k)
     case SPW_FK_OPT_FILL: return "null or fill";
     case SPW_FK_JITTER: return "number or [min, max]";
     case SPW_FK_ERASE_VALUE: return "number, [v], [r, g, b] or \"random\"";
-    case SPW_FK_TRIPLE: return "3 numbers";
+    case SPW_FK_TRIPLE: return "number or 1 or 3 numbers";
     case SPW_FK_OPT_NUM: return "number or null";
     case SPW_FK_INTERP: return "interpolation";
     case SPW_FK_DTYPE:

@@ -8,6 +8,7 @@
 #include "pipeline/spec.h"
 
 #include "lib/err.h"
+#include "pipeline/channels.h"
 #include "pipeline/op_registry.h"
 #include "pipeline/plugin_ops.h"
 
@@ -621,9 +622,20 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
         return get_jitter(c, loc, v, f, (double *)(void *)base);
     case SPW_FK_ERASE_VALUE:
         return get_erase_value(c, loc, v, op);
-    case SPW_FK_TRIPLE:
-        return get_numbers(c, loc, v, 3, f->lo, f->hi, f->flags, "an array of 3 numbers",
-                           (double *)(void *)base);
+    case SPW_FK_TRIPLE: {      /* a number or [v]: every channel (torch broadcasts it) */
+        double *out = (double *)(void *)base;
+        if (json_is_number(v) || (json_is_array(v) && json_array_size(v) == 1)) {
+            char el[SPW_LOC_BYTES];
+            elem_loc(el, sizeof el, loc, 0);
+            rc = get_num(c, json_is_array(v) ? el : loc, json_is_array(v) ? json_array_get(v, 0) : v, f->lo, f->hi,
+                         f->flags, &out[0]);
+            out[1] = out[2] = out[0];
+            return rc;
+        }
+        if (json_is_array(v) && json_array_size(v) != 3)
+            return fail(c, loc, "expected 1 or 3 numbers, got %zu", json_array_size(v));
+        return get_numbers(c, loc, v, 3, f->lo, f->hi, f->flags, "a number or an array of 1 or 3 numbers", out);
+    }
     case SPW_FK_OPT_NUM:
         if (json_is_null(v)) {
             *(double *)(void *)base = 0;
@@ -1320,6 +1332,9 @@ static int parse_root(struct vctx *c, json_t *root, struct spw_pipeline_spec *sp
             spec->views[k].ops->batch.layout = spec->batch.layout;
         }
     }
+    char loc[SPW_LOC_BYTES], msg[256];
+    if (spw_spec_check_channels(spec, loc, sizeof loc, msg, sizeof msg))
+        return fail(c, loc, "%s", msg);
     return 0;
 }
 

@@ -136,6 +136,27 @@ def main():
         ours, _ = run([{"op": "decode_jpeg"}, {"op": "grayscale", "num_output_channels": 3}], path)
         check("grayscale(3) %s" % os.path.basename(path), ours, np.asarray(F.rgb_to_grayscale(pil, 3)), 0,
               exact=True)
+    # 6b'. one channel (grayscale num_output_channels 1): the ops after it as torchvision runs them on the
+    # "L" image, the uint8 output [H, W, 1] and the tensor [1, H, W]
+    for path in imgs[:3]:
+        pil = Image.open(path).convert("RGB")
+        grey = F.rgb_to_grayscale(pil, 1)
+        ours, _ = run([{"op": "decode_jpeg"}, {"op": "grayscale", "num_output_channels": 1}], path)
+        check("grayscale(1) %s" % os.path.basename(path), ours, np.asarray(grey)[..., None], 0, exact=True)
+        ops = [{"op": "decode_jpeg"}, {"op": "grayscale", "num_output_channels": 1},
+               {"op": "resize", "size": [57, 43]}, {"op": "rotate", "angle": 17, "interpolation": "bilinear",
+                                                    "fill": 30},
+               {"op": "adjust_contrast", "factor": 1.4}, {"op": "color_jitter", "saturation": [1.5, 1.5],
+                                                          "hue": [0.2, 0.2]},
+               {"op": "equalize"}, {"op": "center_crop", "size": 40},
+               {"op": "random_horizontal_flip", "p": 1.0}, {"op": "normalize", "mean": [0.5], "std": 0.25}]
+        ours, _ = run(ops, path)
+        ref = F.rotate(F.resize(grey, [57, 43]), 17, interpolation=F.InterpolationMode.BILINEAR, fill=30)
+        ref = F.hflip(F.center_crop(F.equalize(F.adjust_hue(F.adjust_saturation(F.adjust_contrast(ref, 1.4), 1.5),
+                                                            0.2)), 40))
+        ref = F.normalize(F.to_tensor(ref), [0.5], [0.25]).numpy()
+        check("grayscale(1) + resize, rotate, colour ops, crop, flip, normalize %s" % os.path.basename(path),
+              ours, ref, 0, exact=True)
     # 6c. the combinators: random_apply at p=1 is its ops in order, at p=0 nothing; random_choice with one
     # weight is that op; random_order runs its ops in the order the engine's plan says (fusedcheck plan, the
     # same draws), which over 8 samples is more than one order

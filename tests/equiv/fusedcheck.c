@@ -107,8 +107,8 @@ static int cmd_run(const struct spw_pipeline_spec *spec, const char *in, const c
         t.ndim = 3;
         t.shape[0] = v.img.h;
         t.shape[1] = v.img.w;
-        t.shape[2] = 3;
-        t.nbytes = (size_t)v.img.w * v.img.h * 3;
+        t.shape[2] = v.img.c;
+        t.nbytes = (size_t)v.img.w * v.img.h * (size_t)v.img.c;
         t.data = v.img.data;
     }
     rc = spw_tensor_write_npy(&t, out);

@@ -12,7 +12,7 @@ import torch
 import torch.utils.data
 
 import spwtest
-from spillway import Batch, Pipeline, SpillwayError, ops, view
+from spillway import Batch, Pipeline, SpecError, SpillwayError, ops, view
 from spillway.torch import FORK_MESSAGE, SpillwayDataset, loader
 from test_loader import audio_pipeline, image_pipeline
 
@@ -101,6 +101,21 @@ class TestTorch(spwtest.TempDir, unittest.TestCase):
             self.assertEqual([tuple(v.shape) for v in b.views], [(16, 24, 24, 3)] * 2 + [(16, 8, 8, 3)])
             self.assertEqual({v.dtype for v in b.data}, {torch.float32})   # every view converted
             self.assertEqual(b.labels.dtype, torch.int64)
+
+    def test_torch_one_channel_outputs(self):
+        """grayscale(1): [n, 1, H, W] tensors after normalize, [n, H, W, 1] uint8 images without; refused where
+        the image needs three channels, naming the op."""
+        p = (Pipeline.image_folder(spwtest.images(), seed=4).decode_jpeg().center_crop(20).grayscale(1)
+             .normalize([0.5], [0.25]).batch(8))
+        with SpillwayDataset(p, local_cores=1) as ds:
+            b = next(iter(ds))
+            self.assertEqual((tuple(b.data.shape), b.data.dtype), ((8, 1, 20, 20), torch.float32))
+        p = Pipeline.image_folder(spwtest.images(), seed=4).decode_jpeg().center_crop(20).grayscale(1).batch(8)
+        with SpillwayDataset(p, local_cores=1) as ds:
+            self.assertEqual(tuple(next(iter(ds)).data.shape), (8, 20, 20, 1))
+        p = Pipeline.image_folder(spwtest.images()).decode_jpeg().center_crop(20).grayscale(1).aug_mix().batch(8)
+        with self.assertRaisesRegex(SpecError, r'^ops\[3\]: "aug_mix" after a grayscale with num_output_channels 1'):
+            SpillwayDataset(p, local_cores=1)
 
     def test_torch_pin_memory_without_cuda_is_a_noop(self):
         if torch.cuda.is_available():

@@ -361,15 +361,45 @@ START_TEST(test_spec_rejects_what_kernels_lack)
                      "ops[1].interpolation: \"bicubic\" is not supported for \"rotate\" (use nearest or bilinear)");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"rotate\", \"angle\": 3, \"expand\": true}",
                      "ops[1].expand: true is not supported (the output keeps the input's size)");
-    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"grayscale\"}",
-                     "ops[1].num_output_channels: 1 is not supported (the image ops here work on RGB images): use 3, "
-                     "the grey value in all three channels");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"grayscale\", \"num_output_channels\": 2}",
+                     "ops[1].num_output_channels: 2: give 1 or 3");
+    /* one channel: what may follow a grayscale with num_output_channels 1 (pipeline/channels.h) */
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_apply\", \"ops\": [{\"op\": \"grayscale\"}]}",
+                     "ops[1].ops[0].num_output_channels: 1 inside a combinator: the output's channels would "
+                     "depend on the draw");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"grayscale\"}, {\"op\": \"aug_mix\"}",
+                     "ops[2]: \"aug_mix\" after a grayscale with num_output_channels 1 is not supported (it needs "
+                     "three channels; put it before, or use num_output_channels 3)");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"grayscale\"}, {\"op\": \"rotate\", \"angle\": 3,"
+                     " \"fill\": [1, 2, 3]}",
+                     "ops[2].fill: per-channel values differ on a one-channel image (after a grayscale with "
+                     "num_output_channels 1): give one value");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"grayscale\"}, {\"op\": \"normalize\","
+                     " \"mean\": [0.485, 0.456, 0.406], \"std\": [0.5]}",
+                     "ops[2].mean: per-channel values differ on a one-channel image (after a grayscale with "
+                     "num_output_channels 1): give one value");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"grayscale\"}, {\"op\": \"random_choice\", \"ops\":"
+                     " [{\"op\": \"grayscale\", \"num_output_channels\": 3}]}",
+                     "ops[2].ops[0].num_output_channels: 3 inside a combinator: the output's channels would depend "
+                     "on the draw (the image is one channel here)");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"grayscale\"}, {\"op\": \"python\","
+                     " \"function\": \"m:f\"}",
+                     "ops[2]: \"python\" after a grayscale with num_output_channels 1 is not supported (it needs "
+                     "three channels; put it before, or use num_output_channels 3)");
+    expect_error("{\"source\": {\"format\": \"image_folder\", \"path\": \"/d\"}, \"ops\": [{\"op\": \"decode_jpeg\"},"
+                 " {\"op\": \"grayscale\"}], \"views\": [{\"ops\": [{\"op\": \"center_crop\", \"size\": 8}]}],"
+                 " \"batch\": {\"size\": 8}}",
+                     "views: not supported yet after a grayscale with num_output_channels 1 (use 3)");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"interpolation\": \"bicubic\"}",
                      "ops[1].interpolation: \"bicubic\" is not supported for \"aug_mix\" (use nearest or bilinear)");
-    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"severity\": 11}", "ops[1].severity: 11 is outside [1, 10]");
-    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"alpha\": 0}", "ops[1].alpha: 0 is outside (0, 1000000]");
-    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"chain_depth\": 17}", "ops[1].chain_depth: 17 is outside [-1, 16]");
-    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"fill\": [1, 2]}", "ops[1].fill: expected 1 or 3 numbers, got 2");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"severity\": 11}",
+                     "ops[1].severity: 11 is outside [1, 10]");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"alpha\": 0}",
+                     "ops[1].alpha: 0 is outside (0, 1000000]");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"chain_depth\": 17}",
+                     "ops[1].chain_depth: 17 is outside [-1, 16]");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"fill\": [1, 2]}",
+                     "ops[1].fill: expected 1 or 3 numbers, got 2");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_adjust_sharpness\", \"p\": 0.5}",
                      "ops[1].sharpness_factor: required");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"gaussian_blur\", \"kernel_size\": [7, 4]}",
@@ -403,7 +433,8 @@ END_TEST
 
 START_TEST(test_spec_error_messages_structure)
 {
-    expect_ops_error("", "ops: must start with \"decode_jpeg\", \"decode_image\", \"decode_audio\" or \"decode_wav\"");
+    expect_ops_error("",
+                     "ops: must start with \"decode_jpeg\", \"decode_image\", \"decode_audio\" or \"decode_wav\"");
     expect_ops_error("{\"op\": \"normalize\", \"mean\": [0, 0, 0], \"std\": [1, 1, 1]}",
                      "ops[0]: \"decode_jpeg\" must come before \"normalize\"");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"invert\"}, {\"op\": \"decode_jpeg\"}",
@@ -493,7 +524,7 @@ START_TEST(test_spec_error_messages_fields)
         expect_ops_error(ops, cases[i].msg);
     }
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"normalize\", \"mean\": [0, 0], \"std\": [1, 1, 1]}",
-                     "ops[1].mean: expected 3 numbers, got 2");
+                     "ops[1].mean: expected 1 or 3 numbers, got 2");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"normalize\", \"mean\": [0, 0, 0], \"std\": [1, 0, 1]}",
                      "ops[1].std[1]: 0 must be > 0");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"normalize\", \"mean\": [0, 0, 0]}",
