@@ -5,6 +5,7 @@
 #include "ops/tensor_path.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <math.h>
 #include <string.h>
 
@@ -31,7 +32,8 @@ static uint8_t *row_out(const struct spw_image *img, int y)
 /* float -> uint8 as .clamp(0, 255).to(torch.uint8): truncation toward zero. */
 static inline uint8_t clamp_trunc(float v)
 {
-    return v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)v;
+    const int i = (int)v;           /* truncated first, then clamped: the same, and integer ops vectorize */
+    return (uint8_t)(i < 0 ? 0 : i > 255 ? 255 : i);
 }
 
 /* torch.round then .to(uint8): half to even (the default rounding mode), kept in range. */
@@ -45,6 +47,46 @@ static inline uint8_t round_even(float v)
 static inline const uint8_t *texel(const struct spw_image *in, int x, int y)
 {
     return x >= 0 && y >= 0 && x < in->w && y < in->h ? row_in(in, y) + (size_t)x * 3 : NULL;
+}
+
+/* One output pixel's sample at (ix, iy) away from the fast path: nearest, a fill, or taps outside. */
+static void sample_edge(const struct spw_image *in, float ix, float iy, int interp, const double *fill,
+                        const float fill_f[3], uint8_t *o)
+{
+    const int w = in->w, h = in->h;
+    float v[3] = {0, 0, 0}, mask = 0.0f;
+    if (interp == SPW_INTERP_NEAREST) {
+        const float nx = nearbyintf(ix), ny = nearbyintf(iy);
+        if (nx >= 0.0f && ny >= 0.0f && nx < (float)w && ny < (float)h) {
+            const uint8_t *p = row_in(in, (int)ny) + (size_t)(int)nx * 3;
+            for (int c = 0; c < 3; c++)
+                v[c] = (float)p[c];
+            mask = 1.0f;
+        }
+        for (int c = 0; c < 3; c++)
+            o[c] = round_even(fill && mask < 0.5f ? fill_f[c] : v[c]);
+        return;
+    }
+    const float x0 = floorf(ix), y0 = floorf(iy);
+    if (!(x0 >= -1.0f && y0 >= -1.0f && x0 < (float)w && y0 < (float)h)) {     /* NaN falls here */
+        for (int c = 0; c < 3; c++)
+            o[c] = round_even(fill ? fill_f[c] : 0.0f);
+        return;
+    }
+    const float wx = ix - x0, ex = 1.0f - wx, ny = iy - y0, sy = 1.0f - ny;
+    const float wt[4] = {sy * ex, sy * wx, ny * ex, ny * wx};   /* nw, ne, sw, se */
+    const int xi = (int)x0, yi = (int)y0;
+    const uint8_t *p[4] = {texel(in, xi, yi), texel(in, xi + 1, yi), texel(in, xi, yi + 1),
+                           texel(in, xi + 1, yi + 1)};
+    for (int k = 0; k < 4; k++) {
+        if (!p[k])
+            continue;
+        for (int c = 0; c < 3; c++)
+            v[c] = fmaf((float)p[k][c], wt[k], v[c]);
+        mask = fmaf(1.0f, wt[k], mask);
+    }
+    for (int c = 0; c < 3; c++)
+        o[c] = round_even(fill ? v[c] * mask + (1.0f - mask) * fill_f[c] : v[c]);
 }
 
 SPW_FMA_CLONES
@@ -62,54 +104,48 @@ int spw_tensor_affine_run(const struct spw_image *in, const double matrix[6], in
         r[k][0] = (float)matrix[k] / half_w;
         r[k][1] = (float)matrix[3 + k] / half_h;
     }
-    const float size_x = (float)w / 2.0f, size_y = (float)h / 2.0f;
+    const float size_x = (float)w / 2.0f, size_y = (float)h / 2.0f, cx = (float)(w * 0.5 - 0.5);
+    const float last_x = (float)(w - 1), last_y = (float)(h - 1);
     float fill_f[3] = {0, 0, 0};
     for (int c = 0; fill && c < 3; c++)
         fill_f[c] = (float)fill[c];
+    const bool fast = interp == SPW_INTERP_BILINEAR && !fill;
+    enum { CHUNK = 256 };
+    float ixs[CHUNK], iys[CHUNK];
     for (int y = 0; y < h; y++) {
         /* _gen_affine_grid's base grid: linspace(-n / 2 + 0.5, n / 2 - 0.5, n), exact half-integers */
         const float yb = (float)y - (float)(h * 0.5 - 0.5);
         uint8_t *o = row_out(out, y);
-        for (int x = 0; x < w; x++, o += 3) {
-            const float xb = (float)x - (float)(w * 0.5 - 0.5);
-            /* bmm([x, y, 1], rescaled_theta) as OpenBLAS's sgemm accumulates it, then grid_sample's
-             * unnormalize ((g + 1) * size / 2 - 0.5, fused) */
-            const float gx = fmaf(yb, r[1][0], xb * r[0][0]) + r[2][0];
-            const float gy = fmaf(yb, r[1][1], xb * r[0][1]) + r[2][1];
-            const float ix = fmaf(gx + 1.0f, size_x, -0.5f), iy = fmaf(gy + 1.0f, size_y, -0.5f);
-            float v[3] = {0, 0, 0}, mask = 0.0f;
-            if (interp == SPW_INTERP_NEAREST) {
-                const float nx = nearbyintf(ix), ny = nearbyintf(iy);
-                if (nx >= 0.0f && ny >= 0.0f && nx < (float)w && ny < (float)h) {
-                    const uint8_t *p = row_in(in, (int)ny) + (size_t)(int)nx * 3;
-                    for (int c = 0; c < 3; c++)
-                        v[c] = (float)p[c];
-                    mask = 1.0f;
-                }
-                for (int c = 0; c < 3; c++)
-                    o[c] = round_even(fill && mask < 0.5f ? fill_f[c] : v[c]);
-                continue;
+        for (int x0 = 0; x0 < w; x0 += CHUNK) {
+            const int n = w - x0 < CHUNK ? w - x0 : CHUNK;
+            for (int k = 0; k < n; k++) {      /* the grid: a loop the fma clone vectorizes */
+                const float xb = (float)(x0 + k) - cx;
+                /* bmm([x, y, 1], rescaled_theta) as OpenBLAS's sgemm accumulates it, then grid_sample's
+                 * unnormalize ((g + 1) * size / 2 - 0.5, fused) */
+                const float gx = fmaf(yb, r[1][0], xb * r[0][0]) + r[2][0];
+                const float gy = fmaf(yb, r[1][1], xb * r[0][1]) + r[2][1];
+                ixs[k] = fmaf(gx + 1.0f, size_x, -0.5f);
+                iys[k] = fmaf(gy + 1.0f, size_y, -0.5f);
             }
-            const float x0 = floorf(ix), y0 = floorf(iy);
-            if (!(x0 >= -1.0f && y0 >= -1.0f && x0 < (float)w && y0 < (float)h)) {     /* NaN falls here */
-                for (int c = 0; c < 3; c++)
-                    o[c] = round_even(fill ? fill_f[c] : 0.0f);
-                continue;
-            }
-            const float wx = ix - x0, ex = 1.0f - wx, ny = iy - y0, sy = 1.0f - ny;
-            const float wt[4] = {sy * ex, sy * wx, ny * ex, ny * wx};   /* nw, ne, sw, se */
-            const int xi = (int)x0, yi = (int)y0;
-            const uint8_t *p[4] = {texel(in, xi, yi), texel(in, xi + 1, yi), texel(in, xi, yi + 1),
-                                   texel(in, xi + 1, yi + 1)};
-            for (int k = 0; k < 4; k++) {
-                if (!p[k])
+            for (int k = 0; k < n; k++, o += 3) {
+                const float ix = ixs[k], iy = iys[k], fx = floorf(ix), fy = floorf(iy);
+                if (!fast || !(fx >= 0.0f && fy >= 0.0f && fx < last_x && fy < last_y)) {
+                    sample_edge(in, ix, iy, interp, fill, fill_f, o);
                     continue;
-                for (int c = 0; c < 3; c++)
-                    v[c] = fmaf((float)p[k][c], wt[k], v[c]);
-                mask = fmaf(1.0f, wt[k], mask);
+                }
+                /* all four taps inside: grid_sample's weights and its fused accumulation, nw ne sw se */
+                const float wx = ix - fx, ex = 1.0f - wx, ny = iy - fy, sy = 1.0f - ny;
+                const float nw = sy * ex, ne = sy * wx, sw = ny * ex, se = ny * wx;
+                const uint8_t *p = row_in(in, (int)fy) + (size_t)(int)fx * 3, *q = p + in->stride;
+                for (int c = 0; c < 3; c++) {
+                    float v = (float)p[c] * nw;
+                    v = fmaf((float)p[c + 3], ne, v);
+                    v = fmaf((float)q[c], sw, v);
+                    v = fmaf((float)q[c + 3], se, v);
+                    const long i = lrintf(v);   /* half to even (the rounding mode); v is in [0, 255 + ulps] */
+                    o[c] = (uint8_t)(i > 255 ? 255 : i);
+                }
             }
-            for (int c = 0; c < 3; c++)
-                o[c] = round_even(fill ? v[c] * mask + (1.0f - mask) * fill_f[c] : v[c]);
         }
     }
     return 0;
@@ -189,34 +225,46 @@ int spw_tensor_contrast_run(const struct spw_image *in, double factor, struct sp
     return 0;
 }
 
+/* One row of adjust_sharpness: x in [x0, x1) (in channel values) blended with its smoothed value (smooth) or
+ * with itself (the border). */
+SPW_VECTOR_CLONES static void sharpen_row(const uint8_t *restrict up, const uint8_t *restrict s,
+                                          const uint8_t *restrict dn, uint8_t *restrict d, int n, float f,
+                                          float rest)
+{
+    /* conv2d with [1 1 1; 1 5 1; 1 1 1] / 13 in float32, rounded: the sum is k / 13 for an integer k, never
+     * within float error of a half, so the integer rounding (2k + 13) / 26 is the same */
+    for (int i = 3; i < n - 3; i++) {
+        const int k = up[i - 3] + up[i] + up[i + 3] + s[i - 3] + 5 * s[i] + s[i + 3] + dn[i - 3] + dn[i] +
+                      dn[i + 3];
+        d[i] = clamp_trunc(f * (float)s[i] + rest * (float)((2 * k + 13) / 26));
+    }
+}
+
+static void blend_self(const uint8_t *s, uint8_t *d, int n, float f, float rest)
+{
+    for (int i = 0; i < n; i++)
+        d[i] = clamp_trunc(f * (float)s[i] + rest * (float)s[i]);
+}
+
 int spw_tensor_sharpness_run(const struct spw_image *in, double factor, struct spw_image *out)
 {
     int rc = check_pair(in, out);
     if (rc || in->data == out->data || !(factor >= 0))
         return rc ? rc : -EINVAL;
-    const int w = in->w, h = in->h;
+    const int w = in->w, h = in->h, n = w * 3;
     const float f = (float)factor, rest = (float)(1.0 - factor);
     for (int y = 0; y < h; y++) {
         const uint8_t *s = row_in(in, y);
         uint8_t *d = row_out(out, y);
         if (w <= 2 || h <= 2) {     /* torchvision returns such images as they are */
-            memcpy(d, s, (size_t)w * 3);
-            continue;
+            memcpy(d, s, (size_t)n);
+        } else if (y == 0 || y == h - 1) {      /* the border keeps its values: a blend with itself */
+            blend_self(s, d, n, f, rest);
+        } else {
+            sharpen_row(s - in->stride, s, s + in->stride, d, n, f, rest);
+            blend_self(s, d, 3, f, rest);
+            blend_self(s + n - 3, d + n - 3, 3, f, rest);
         }
-        for (int x = 0; x < w; x++)
-            for (int c = 0; c < 3; c++) {
-                const int i = x * 3 + c;
-                int deg = s[i];
-                if (x > 0 && y > 0 && x < w - 1 && y < h - 1) {
-                    /* conv2d with [1 1 1; 1 5 1; 1 1 1] / 13 in float32, rounded: the sum is k / 13 for an
-                     * integer k, never within float error of a half, so the integer rounding is the same */
-                    const uint8_t *up = s - in->stride, *dn = s + in->stride;
-                    const int k = up[i - 3] + up[i] + up[i + 3] + s[i - 3] + 5 * s[i] + s[i + 3] + dn[i - 3] +
-                                  dn[i] + dn[i + 3];
-                    deg = (2 * k + 13) / 26;
-                }
-                d[i] = clamp_trunc(f * (float)s[i] + rest * (float)deg);
-            }
     }
     return 0;
 }
