@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "lib/simd.h"
+#include "ops/policy.h"
 
 static int check_pair(const struct spw_image *in, const struct spw_image *out)
 {
@@ -89,33 +90,69 @@ static void sample_edge(const struct spw_image *in, float ix, float iy, int inte
         o[c] = round_even(fill ? v[c] * mask + (1.0f - mask) * fill_f[c] : v[c]);
 }
 
+/* One output row's pixels from their sample points (ix, iy), in input pixels: all four taps inside go the
+ * fast way (grid_sample's weights and its fused accumulation, nw ne sw se; lrintf rounds half to even as
+ * torch.round), the rest through sample_edge. */
+SPW_FMA_CLONES static void sample_row(const struct spw_image *in, const float *ixs, const float *iys, int n,
+                                      int interp, const double *fill, const float fill_f[3], uint8_t *o)
+{
+    const bool fast = interp == SPW_INTERP_BILINEAR && !fill;
+    const float last_x = (float)(in->w - 1), last_y = (float)(in->h - 1);
+    for (int k = 0; k < n; k++, o += 3) {
+        const float ix = ixs[k], iy = iys[k], fx = floorf(ix), fy = floorf(iy);
+        if (!fast || !(fx >= 0.0f && fy >= 0.0f && fx < last_x && fy < last_y)) {
+            sample_edge(in, ix, iy, interp, fill, fill_f, o);
+            continue;
+        }
+        const float wx = ix - fx, ex = 1.0f - wx, ny = iy - fy, sy = 1.0f - ny;
+        const float nw = sy * ex, ne = sy * wx, sw = ny * ex, se = ny * wx;
+        const uint8_t *p = row_in(in, (int)fy) + (size_t)(int)fx * 3, *q = p + in->stride;
+        for (int c = 0; c < 3; c++) {
+            float v = (float)p[c] * nw;
+            v = fmaf((float)p[c + 3], ne, v);
+            v = fmaf((float)q[c], sw, v);
+            v = fmaf((float)q[c + 3], se, v);
+            const long i = lrintf(v);   /* v is in [0, 255 + ulps] */
+            o[c] = (uint8_t)(i > 255 ? 255 : i);
+        }
+    }
+}
+
+static int check_warp(const struct spw_image *in, const struct spw_image *out, int interp)
+{
+    int rc = check_pair(in, out);
+    return rc ? rc : in->data == out->data || (interp != SPW_INTERP_NEAREST && interp != SPW_INTERP_BILINEAR)
+                         ? -EINVAL : 0;
+}
+
+static void fill_floats(const double *fill, float fill_f[3])
+{
+    for (int c = 0; c < 3; c++)
+        fill_f[c] = fill ? (float)fill[c] : 0.0f;
+}
+
+enum { CHUNK = 256 };   /* sample points worked out at a time */
+
 SPW_FMA_CLONES
 int spw_tensor_affine_run(const struct spw_image *in, const double matrix[6], int interp, const double *fill,
                           struct spw_image *out)
 {
-    int rc = check_pair(in, out);
-    if (rc || in->data == out->data || (interp != SPW_INTERP_NEAREST && interp != SPW_INTERP_BILINEAR))
-        return rc ? rc : -EINVAL;
+    int rc = check_warp(in, out, interp);
+    if (rc)
+        return rc;
     const int w = in->w, h = in->h;
     /* theta = the matrix in float32; rescaled_theta = theta^T / [w / 2, h / 2] */
     const float half_w = (float)(0.5 * w), half_h = (float)(0.5 * h);
-    float r[3][2];
+    float r[3][2], fill_f[3], ixs[CHUNK], iys[CHUNK];
     for (int k = 0; k < 3; k++) {
         r[k][0] = (float)matrix[k] / half_w;
         r[k][1] = (float)matrix[3 + k] / half_h;
     }
+    fill_floats(fill, fill_f);
     const float size_x = (float)w / 2.0f, size_y = (float)h / 2.0f, cx = (float)(w * 0.5 - 0.5);
-    const float last_x = (float)(w - 1), last_y = (float)(h - 1);
-    float fill_f[3] = {0, 0, 0};
-    for (int c = 0; fill && c < 3; c++)
-        fill_f[c] = (float)fill[c];
-    const bool fast = interp == SPW_INTERP_BILINEAR && !fill;
-    enum { CHUNK = 256 };
-    float ixs[CHUNK], iys[CHUNK];
     for (int y = 0; y < h; y++) {
         /* _gen_affine_grid's base grid: linspace(-n / 2 + 0.5, n / 2 - 0.5, n), exact half-integers */
         const float yb = (float)y - (float)(h * 0.5 - 0.5);
-        uint8_t *o = row_out(out, y);
         for (int x0 = 0; x0 < w; x0 += CHUNK) {
             const int n = w - x0 < CHUNK ? w - x0 : CHUNK;
             for (int k = 0; k < n; k++) {      /* the grid: a loop the fma clone vectorizes */
@@ -127,25 +164,38 @@ int spw_tensor_affine_run(const struct spw_image *in, const double matrix[6], in
                 ixs[k] = fmaf(gx + 1.0f, size_x, -0.5f);
                 iys[k] = fmaf(gy + 1.0f, size_y, -0.5f);
             }
-            for (int k = 0; k < n; k++, o += 3) {
-                const float ix = ixs[k], iy = iys[k], fx = floorf(ix), fy = floorf(iy);
-                if (!fast || !(fx >= 0.0f && fy >= 0.0f && fx < last_x && fy < last_y)) {
-                    sample_edge(in, ix, iy, interp, fill, fill_f, o);
-                    continue;
-                }
-                /* all four taps inside: grid_sample's weights and its fused accumulation, nw ne sw se */
-                const float wx = ix - fx, ex = 1.0f - wx, ny = iy - fy, sy = 1.0f - ny;
-                const float nw = sy * ex, ne = sy * wx, sw = ny * ex, se = ny * wx;
-                const uint8_t *p = row_in(in, (int)fy) + (size_t)(int)fx * 3, *q = p + in->stride;
-                for (int c = 0; c < 3; c++) {
-                    float v = (float)p[c] * nw;
-                    v = fmaf((float)p[c + 3], ne, v);
-                    v = fmaf((float)q[c], sw, v);
-                    v = fmaf((float)q[c + 3], se, v);
-                    const long i = lrintf(v);   /* half to even (the rounding mode); v is in [0, 255 + ulps] */
-                    o[c] = (uint8_t)(i > 255 ? 255 : i);
-                }
+            sample_row(in, ixs, iys, n, interp, fill, fill_f, row_out(out, y) + (size_t)x0 * 3);
+        }
+    }
+    return 0;
+}
+
+SPW_FMA_CLONES
+int spw_tensor_displace_run(const struct spw_image *in, const float *disp, int interp, const double *fill,
+                            struct spw_image *out)
+{
+    int rc = check_warp(in, out, interp);
+    if (rc || !disp)
+        return rc ? rc : -EINVAL;
+    const int w = in->w, h = in->h;
+    const float size_x = (float)w / 2.0f, size_y = (float)h / 2.0f;
+    float fill_f[3], ixs[CHUNK], iys[CHUNK];
+    fill_floats(fill, fill_f);
+    /* _create_identity_grid: linspace((-n + 1) / n, (n - 1) / n, n) each way, in float32 */
+    const float x_lo = (float)((-w + 1) / (double)w), x_hi = (float)((w - 1) / (double)w);
+    const float y_lo = (float)((-h + 1) / (double)h), y_hi = (float)((h - 1) / (double)h);
+    for (int y = 0; y < h; y++) {
+        const float gy0 = spw_torch_linspace(y_lo, y_hi, h, y);
+        const float *d = disp + (size_t)y * w * 2;
+        for (int x0 = 0; x0 < w; x0 += CHUNK) {
+            const int n = w - x0 < CHUNK ? w - x0 : CHUNK;
+            for (int k = 0; k < n; k++) {
+                const float gx = spw_torch_linspace(x_lo, x_hi, w, x0 + k) + d[2 * (x0 + k)];
+                const float gy = gy0 + d[2 * (x0 + k) + 1];
+                ixs[k] = fmaf(gx + 1.0f, size_x, -0.5f);
+                iys[k] = fmaf(gy + 1.0f, size_y, -0.5f);
             }
+            sample_row(in, ixs, iys, n, interp, fill, fill_f, row_out(out, y) + (size_t)x0 * 3);
         }
     }
     return 0;

@@ -17,6 +17,11 @@
 int spw_tensor_affine_run(const struct spw_image *in, const double matrix[6], int interp, const double *fill,
                           struct spw_image *out);
 
+/* F_t.elastic_transform: grid_sample (as spw_tensor_affine_run samples) at _create_identity_grid + disp, disp
+ * h x w x 2 floats (x, y) in grid units ([-1, 1] spans the image). Returns 0 or -EINVAL. */
+int spw_tensor_displace_run(const struct spw_image *in, const float *disp, int interp, const double *fill,
+                            struct spw_image *out);
+
 /* adjust_brightness / adjust_saturation / adjust_contrast / adjust_sharpness: _blend(img, other, factor) =
  * (factor * img + (1 - factor) * other).clamp(0, 255), truncated to uint8, where other is zeros, the
  * truncated grey (0.2989 r + 0.587 g + 0.114 b), the grey's mean, or the rounded 3x3 smoothing ([1 1 1; 1 5

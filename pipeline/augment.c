@@ -12,6 +12,7 @@
 #include "ops/augmix.h"
 #include "ops/blur.h"
 #include "ops/color.h"
+#include "ops/elastic.h"
 #include "ops/geometry.h"
 #include "ops/policy.h"
 #include "pipeline/geometry.h"
@@ -224,6 +225,17 @@ static int trivial_augment(const struct spw_op_spec *op, struct spw_rng *r, stru
 int spw_augment_rand(struct spw_op_call *c, struct spw_value *v) { return run_policy(c, v, rand_augment); }
 int spw_augment_auto(struct spw_op_call *c, struct spw_value *v) { return run_policy(c, v, auto_augment); }
 int spw_augment_trivial(struct spw_op_call *c, struct spw_value *v) { return run_policy(c, v, trivial_augment); }
+
+int spw_augment_elastic(struct spw_op_call *c, struct spw_value *v)
+{
+    char why[200];
+    const int rc = spw_elastic_run(&v->img, &c->rng, c->op->elastic_alpha, c->op->sigma, (int)c->op->interpolation,
+                                   c->op->fill, why, sizeof why);
+    if (rc)
+        snprintf(c->err, c->errlen, "ops[%d] elastic_transform failed on a %dx%d image: %s", c->index, v->img.w,
+                 v->img.h, why);
+    return rc;
+}
 
 void spw_augment_augmix_params(const struct spw_op_spec *op, struct spw_augmix_params *p)
 {

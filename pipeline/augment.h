@@ -18,6 +18,7 @@ int spw_augment_saturation(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_hue(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_sharpness(struct spw_op_call *c, struct spw_value *v);
 int spw_augment_aug_mix(struct spw_op_call *c, struct spw_value *v);
+int spw_augment_elastic(struct spw_op_call *c, struct spw_value *v);
 /* aug_mix's fields as ops/augmix.h takes them. */
 void spw_augment_augmix_params(const struct spw_op_spec *op, struct spw_augmix_params *p);
 int spw_augment_posterize(struct spw_op_call *c, struct spw_value *v);

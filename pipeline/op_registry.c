@@ -10,6 +10,7 @@
 
 #include "ops/augmix.h"
 #include "ops/blur.h"
+#include "ops/elastic.h"
 #include "pipeline/audio.h"
 #include "pipeline/augment.h"
 #include "pipeline/combinators.h"
@@ -140,6 +141,12 @@ static const struct spw_op_field augmix_fields[] = {
     {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0, NULL},
     {"fill", SPW_FK_OPT_FILL, 0, 0, 255, 0, NULL},
     F_END};
+static const struct spw_op_field elastic_fields[] = {
+    {"alpha", SPW_FK_XY, OFF(elastic_alpha), 0, 1e6, 0, NULL},
+    {"sigma", SPW_FK_XY, OFF(sigma), 0, SPW_ELASTIC_MAX_SIGMA, 0, NULL},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0, NULL},
+    {"fill", SPW_FK_FILL, 0, 0, 255, 0, NULL},
+    F_END};
 static const struct spw_op_field trivial_fields[] = {
     {"num_magnitude_bins", SPW_FK_INT, OFF(num_magnitude_bins), 2, MAX_BINS, 0, NULL},
     {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0, NULL},
@@ -259,6 +266,16 @@ static int warp_check(struct spw_op_spec *op, const char **field, char *msg, siz
     if (op->kind == SPW_OP_ROTATE && op->expand) {
         *field = "expand";
         return snprintf(msg, msglen, "true is not supported (the output keeps the input's size)"), 1;
+    }
+    return interp_check(op, field, msg, msglen);
+}
+
+/* torchvision's blur in get_params refuses a zero sigma beside a positive one; both zero is no blur. */
+static int elastic_check(struct spw_op_spec *op, const char **field, char *msg, size_t msglen)
+{
+    if ((op->sigma[0] > 0) != (op->sigma[1] > 0)) {
+        *field = "sigma";
+        return snprintf(msg, msglen, "[%g, %g]: give both > 0, or both 0 (no blur)", op->sigma[0], op->sigma[1]), 1;
     }
     return interp_check(op, field, msg, msglen);
 }
@@ -521,6 +538,13 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
                                 .doc = "Chains of random ops mixed with the image by Dirichlet weights, on "
                                        "torchvision's tensor path (AugMix).",
                                 .args = "severity mixture_width chain_depth alpha"),
+    [SPW_OP_ELASTIC_TRANSFORM] = IMAGE_OP("elastic_transform", elastic_fields, spw_augment_elastic, NULL,
+                                          .defaults = {.elastic_alpha = {50.0, 50.0}, .sigma = {5.0, 5.0},
+                                                       .interpolation = SPW_INTERP_BILINEAR},
+                                          .check = elastic_check,
+                                          .doc = "Displace every pixel by smoothed random offsets, on torchvision's "
+                                                 "tensor path (ElasticTransform).",
+                                          .args = "alpha sigma interpolation fill"),
     [SPW_OP_TRIVIAL_AUGMENT_WIDE] = IMAGE_OP("trivial_augment_wide", trivial_fields, spw_augment_trivial,
                                              spw_gpu_op_trivial_augment,
                                              .defaults = {.num_magnitude_bins = 31,

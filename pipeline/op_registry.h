@@ -79,6 +79,7 @@ enum spw_field_kind {
     SPW_FK_SHEAR,       /* number s -> (s, 0); [s] -> (s, s); [x, y] (torchvision F.affine) */
     SPW_FK_FILL,        /* number | [v] | [r, g, b], each in [0, 255] -> fill */
     SPW_FK_OPT_FILL,    /* null | what SPW_FK_FILL takes -> fill, has_fill (null: false, fill 0) */
+    SPW_FK_XY,          /* v | [v] | [x, y], each in lo/hi -> double[2] at off ([v, v]) */
     SPW_FK_JITTER,      /* ColorJitter._check_input; SPW_F_HUE selects hue's center and bound */
     SPW_FK_ERASE_VALUE, /* number | [v] | [r, g, b] | "random" */
     SPW_FK_TRIPLE,      /* number | [v] | 3 numbers, each in lo/hi -> double[3] at off (one: every channel) */

@@ -39,6 +39,7 @@ static const char *type_name(enum spw_field_kind k)
     case SPW_FK_SHEAR: return "number, [s] or [x, y]";
     case SPW_FK_FILL: return "fill";
     case SPW_FK_OPT_FILL: return "null or fill";
+    case SPW_FK_XY: return "number or [x, y]";
     case SPW_FK_JITTER: return "number or [min, max]";
     case SPW_FK_ERASE_VALUE: return "number, [v], [r, g, b] or \"random\"";
     case SPW_FK_TRIPLE: return "number or 1 or 3 numbers";
@@ -96,7 +97,7 @@ static bool bounded(enum spw_field_kind k)
 {
     switch (k) {
     case SPW_FK_MAX_SIZE: case SPW_FK_INT: case SPW_FK_NUM: case SPW_FK_RANGE: case SPW_FK_PAIR:
-    case SPW_FK_SHEAR: case SPW_FK_FILL: case SPW_FK_OPT_FILL: case SPW_FK_JITTER: case SPW_FK_ERASE_VALUE: case SPW_FK_TRIPLE:
+    case SPW_FK_SHEAR: case SPW_FK_FILL: case SPW_FK_OPT_FILL: case SPW_FK_XY: case SPW_FK_JITTER: case SPW_FK_ERASE_VALUE: case SPW_FK_TRIPLE:
     case SPW_FK_OPT_NUM: case SPW_FK_KSIZE: case SPW_FK_SIGMA: case SPW_FK_PADDING: return true;
     default: return false;
     }

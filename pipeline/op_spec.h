@@ -82,6 +82,7 @@ enum spw_op_kind {
     SPW_OP_RANDOM_PERSPECTIVE,
     SPW_OP_VIEWS,           /* the spec's "views" (pipeline/views.h): appended after its ops by the parser */
     SPW_OP_AUG_MIX,
+    SPW_OP_ELASTIC_TRANSFORM,
     SPW_OP_COUNT
 };
 
@@ -126,6 +127,7 @@ struct spw_op_spec {
     enum spw_aa_policy policy;          /* auto_augment */
     int severity, mixture_width, chain_depth;     /* aug_mix: 3, 3, -1 (1 to 3 per chain) */
     double alpha;                       /* aug_mix: 1.0 */
+    double elastic_alpha[2];            /* elastic_transform: [50, 50] (x, y); its sigma in sigma */
     bool all_ops;                       /* aug_mix: true */
     bool erase_random_value;            /* random_erasing: value "random" (normal noise) */
     double erase_value[3];              /* random_erasing: constant value per channel (default 0) */

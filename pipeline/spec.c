@@ -692,6 +692,20 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
         return rc;
     case SPW_FK_SIGMA:
         return get_sigma(c, loc, v, f, (double *)(void *)base);
+    case SPW_FK_XY: {
+        double *out = (double *)(void *)base;
+        if (json_is_number(v) || (json_is_array(v) && json_array_size(v) == 1)) {
+            char el[SPW_LOC_BYTES];
+            elem_loc(el, sizeof el, loc, 0);
+            rc = get_num(c, json_is_array(v) ? el : loc, json_is_array(v) ? json_array_get(v, 0) : v, f->lo, f->hi,
+                         f->flags, &out[0]);
+            out[1] = out[0];
+            return rc;
+        }
+        if (json_is_array(v) && json_array_size(v) != 2)
+            return fail(c, loc, "expected 1 or 2 numbers, got %zu", json_array_size(v));
+        return get_numbers(c, loc, v, 2, f->lo, f->hi, f->flags, "a number or [x, y]", out);
+    }
     }
     return fail(c, loc, "internal: unhandled field kind");
 }
@@ -1576,6 +1590,7 @@ static json_t *field_to_json(struct jb *b, const struct spw_op_field *f, const s
         return json_pack("[ii]", k[0], k[1]);
     }
     case SPW_FK_SIGMA:
+    case SPW_FK_XY:
         return jb_numbers(b, (const double *)(const void *)base, 2);
     case SPW_FK_PADDING: {          /* one number when the sides agree (the form specs had before) */
         const int *p = op->padding;

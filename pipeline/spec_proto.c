@@ -223,6 +223,8 @@ static json_t *op_to_json(struct jb *b, const Spillway__V1__Op *op)
                 b->oom = true;
         set(b, o, "p", a);
     }
+    if (op->n_alpha_xy)                 /* elastic_transform's alpha: a list (aug_mix's is a number) */
+        set(b, o, "alpha", doubles_json(b, "alpha", op->alpha_xy, op->n_alpha_xy));
     /* user code: strings a peer sent; kwargs is an object's JSON text (anything else goes to the validator
      * as the string itself, which it refuses as not an object) */
     if (op->opt_function_case == OP_CASE(FUNCTION))
@@ -553,6 +555,7 @@ static void op_proto_free(Spillway__V1__Op *op)
 #undef LIST_FREE
     free(op->value);
     free(op->weights);
+    free(op->alpha_xy);
     if (op->function != protobuf_c_empty_string)
         free(op->function);
     if (op->kwargs != protobuf_c_empty_string)
@@ -629,6 +632,8 @@ static int op_from_json(json_t *o, Spillway__V1__Op **out)
             op->opt_##f##_case = OP_CASE(F), op->f = json_number_value(v);                                 \
         else if (json_is_array(v) && !strcmp(#f, "p")) /* random_choice's weights */                     \
             rc = doubles_from_json(v, &op->weights, &op->n_weights);                                       \
+        else if (json_is_array(v) && !strcmp(#f, "alpha")) /* elastic_transform's [x, y] */              \
+            rc = doubles_from_json(v, &op->alpha_xy, &op->n_alpha_xy);                                     \
         else if (!json_is_null(v))                                                                         \
             rc = SPW_EINTERNAL;                                                                            \
     }

@@ -2,7 +2,8 @@
  * (fused decode group included) and writes the result as .npy, printing the random geometry it drew so a
  * torchvision reference can redo it; or prints many RandomResizedCrop draws for a distribution test.
  *   fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE     -> stdout: {"rect":[left,top,w,h],"hflip":0|1} (rect:
- *                                                         op 1's random_resized_crop; "crop": its random_crop) 
+ *                                                         op 1's random_resized_crop; "crop": its random_crop);
+ *                                                         an elastic_transform's displacement in OUT.npy.disp.npy
  *   fusedcheck rrc SPEC.json W H N                     -> N lines "left top w h" (op 1 must be rrc)
  *   fusedcheck ra SPEC.json N                          -> N lines of RandAugment's "Op magnitude" steps
  *                                                         (op 1 must be rand_augment), on a 32x24 image
@@ -17,6 +18,9 @@
  *                                                         coordinates, or "-" where its p draw skipped it
  *   fusedcheck augmix SPEC.json N                      -> N lines: op 1's (aug_mix) draws for samples 0..N-1,
  *                                                         "m0 m1 | d0 d1 ... | int draws in torchvision's order"
+ *   fusedcheck elastic SPEC.json N W H                 -> N lines: op 1's (elastic_transform) displacement at a
+ *                                                         W x H image's centre c: dx(c) dy(c) dx(c + 3 right)
+ *                                                         dy(c + 3 down)
  *   fusedcheck mix SPEC.json N W H                     -> N lines "kind lambda x1 y1 x2 y2": batch.mix's draws
  *                                                         for batches 0..N-1 of epoch 0 (kind 0 none, 1 mixup,
  *                                                         2 cutmix) of W x H images */
@@ -26,6 +30,7 @@
 
 #include "lib/err.h"
 #include "lib/rng.h"
+#include "ops/elastic.h"
 #include "ops/image_decode.h"
 #include "ops/policy.h"
 #include "pipeline/augment.h"
@@ -83,6 +88,24 @@ static void print_augmix(const struct spw_op_spec *op, struct spw_rng *r, const 
     printf("]%s", close);
 }
 
+/* elastic_transform's displacement for the output's w x h (the op keeps the size; it must be the last that
+ * changes it), drawn again from its key, into OUT.disp.npy: float32 [h, w, 2]. */
+static int write_displacement(const struct spw_op_spec *op, struct spw_rng *r, int w, int h, const char *out)
+{
+    struct spw_tensor t = {.dtype = SPW_DTYPE_F32, .ndim = 3, .shape = {h, w, 2},
+                           .nbytes = (size_t)w * (size_t)h * 2 * sizeof(float)};
+    char path[4096], err[256];
+    if (!(t.data = malloc(t.nbytes)) || spw_elastic_displacement(r, op->elastic_alpha, op->sigma, w, h, t.data, err,
+                                                                 sizeof err)) {
+        free(t.data);
+        return 1;
+    }
+    snprintf(path, sizeof path, "%s.disp.npy", out);
+    const int rc = spw_tensor_write_npy(&t, path);
+    free(t.data);
+    return rc ? 1 : 0;
+}
+
 static int cmd_run(const struct spw_pipeline_spec *spec, const char *in, const char *out, int64_t sample)
 {
     size_t len;
@@ -135,6 +158,8 @@ static int cmd_run(const struct spw_pipeline_spec *spec, const char *in, const c
         }
         if (op->kind == SPW_OP_AUG_MIX)
             print_augmix(op, &r, "\"augmix\": [", "], ");
+        if (op->kind == SPW_OP_ELASTIC_TRANSFORM && write_displacement(op, &r, (int)t.shape[1], (int)t.shape[0], out))
+            rc = 1;
         spw_flip_decision(op, &r, &h, &vf);
     }
     printf("\"hflip\": %d, \"vflip\": %d}\n", h, vf);
@@ -280,6 +305,24 @@ static int cmd_augmix(const struct spw_pipeline_spec *spec, int n)
     return 0;
 }
 
+static int cmd_elastic(const struct spw_pipeline_spec *spec, int n, int w, int h)
+{
+    if (spec->n_ops < 2 || spec->ops[1].kind != SPW_OP_ELASTIC_TRANSFORM || w < 8 || h < 8)
+        return 1;
+    float *d = malloc((size_t)w * (size_t)h * 2 * sizeof *d);
+    char err[256];
+    for (int s = 0; d && s < n; s++) {
+        struct spw_rng r;
+        spw_rng_init(&r, spec->source.seed, 0, (uint64_t)s, 1);
+        if (spw_elastic_displacement(&r, spec->ops[1].elastic_alpha, spec->ops[1].sigma, w, h, d, err, sizeof err))
+            break;
+        const size_t c = (size_t)(h / 2) * w + (size_t)(w / 2);
+        printf("%.9g %.9g %.9g %.9g\n", d[2 * c], d[2 * c + 1], d[2 * (c + 3)], d[2 * (c + 3 * (size_t)w) + 1]);
+    }
+    free(d);
+    return 0;
+}
+
 static int cmd_mix(const struct spw_pipeline_spec *spec, int n, int w, int h)
 {
     for (int b = 0; b < n; b++) {
@@ -295,7 +338,7 @@ int main(int argc, char **argv)
     if (argc < 3) {
         fprintf(stderr, "usage: fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE | rrc SPEC.json W H N | "
                         "ra SPEC.json N | gate SPEC.json N | plan SPEC.json N | sigma SPEC.json N | "
-                        "mix SPEC.json N W H | persp SPEC.json N W H | augmix SPEC.json N\n");
+                        "mix SPEC.json N W H | persp SPEC.json N W H | augmix SPEC.json N | elastic SPEC.json N W H\n");
         return 2;
     }
     struct spw_pipeline_spec *spec;
@@ -311,6 +354,8 @@ int main(int argc, char **argv)
         rc = cmd_ra(spec, atoi(argv[3]));
     else if (!strcmp(argv[1], "persp") && argc == 6)
         rc = cmd_persp(spec, atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+    else if (!strcmp(argv[1], "elastic") && argc == 6)
+        rc = cmd_elastic(spec, atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
     else if (!strcmp(argv[1], "augmix") && argc == 4)
         rc = cmd_augmix(spec, atoi(argv[3]));
     else if (!strcmp(argv[1], "mix") && argc == 6)

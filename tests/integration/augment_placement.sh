@@ -2,7 +2,7 @@
 # tests/integration/augment_placement.sh - the recipe ops give the same batches wherever they run: a pipeline
 # of the SSL colour ops (random_grayscale, random_posterize, random_solarize, random_equalize,
 # random_autocontrast, random_invert, random_adjust_sharpness, gaussian_blur, pad and random_crop with a
-# padding_mode, random_perspective, aug_mix) and the combinators (random_apply,
+# padding_mode, random_perspective, aug_mix, elastic_transform) and the combinators (random_apply,
 # random_choice with weights, random_order, nested), batches mixed (batch.mix: MixUp / CutMix, on the
 # client), run ordered through a dispatcher and
 # two workers at every cut, workers only and with the client producing too, is byte-identical to run
@@ -22,6 +22,7 @@ cat > "$WORK/p.json" <<JSON
          {"op": "random_crop", "size": 48, "padding": 4, "padding_mode": "reflect"},
          {"op": "pad", "padding": [2, 1], "padding_mode": "symmetric"},
          {"op": "random_perspective", "distortion_scale": 0.4}, {"op": "aug_mix", "mixture_width": 2},
+         {"op": "elastic_transform", "alpha": 20.0, "sigma": 3.0},
          {"op": "random_grayscale", "p": 0.2}, {"op": "random_posterize", "bits": 4},
          {"op": "random_solarize", "threshold": 128, "p": 0.3}, {"op": "random_equalize", "p": 0.4},
          {"op": "random_autocontrast"}, {"op": "random_invert", "p": 0.2},

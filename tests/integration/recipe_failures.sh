@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/integration/recipe_failures.sh - the recipe ops' bad cases on real processes: a gaussian_blur kernel
 # larger than its image, a pad past the 65535-pixel side cap, a random_perspective whose corners make a
-# singular map (a 1-pixel-wide photo) and an fbank clip shorter than one frame, each made on a worker
+# singular map (a 1-pixel-wide photo), an fbank clip shorter than one frame and an elastic_transform whose
+# blur is wider than its image, each made on a worker
 # (--cut all, the client making nothing): with on_error skip the job finishes, every other sample delivered
 # once and the bad one counted as skipped, its reason in the client's log as the worker said it; with
 # on_error fail the run stops naming the file and the reason. Real processes on loopback; kills all it
@@ -37,6 +38,7 @@ spec blur image '{"op": "gaussian_blur", "kernel_size": 23}'
 spec pad image '{"op": "pad", "padding": [0, 20000]}'
 spec persp image '{"op": "random_perspective", "distortion_scale": 0.5, "p": 1.0}'
 spec fbank audio '{"op": "fbank", "num_mel_bins": 23}'
+spec elastic image '{"op": "elastic_transform", "sigma": 2.0}'
 spec pad_fail image '{"op": "pad", "padding": [0, 20000]}' fail
 
 start_service 1 --heartbeat-ms 100 || exit 1
@@ -47,7 +49,8 @@ remote() {   # NAME: the pipeline made on the worker, ordered; its JSON and log 
 for t in "blur:small.jpg tall.jpg thin.jpg:kernel_size \[23, 23\] needs an image over 11 x 11 (reflect padding, as torch)" \
          "pad:tall.jpg:pad 9x30000 by \[0, 20000, 0, 20000\]: input exceeds a configured size cap" \
          "persp:thin.jpg:random_perspective: the corners drawn for a 1x40 image make a singular map" \
-         "fbank:short.wav:ops\[1\] fbank: 100 samples are fewer than one frame of 400"; do
+         "fbank:short.wav:ops\[1\] fbank: 100 samples are fewer than one frame of 400" \
+         "elastic:small.jpg thin.jpg:sigma 2 blurs with a 17-tap kernel; its reflect padding needs the image larger than 8 pixels each way"; do
   name=${t%%:*} rest=${t#*:}
   bad=${rest%%:*} why=${rest#*:}
   remote "$name"

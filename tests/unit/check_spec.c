@@ -72,7 +72,9 @@
     "{\"op\": \"auto_augment\", \"policy\": \"imagenet\", \"fill\": [1, 1, 1]},"                           \
     "{\"op\": \"trivial_augment_wide\", \"num_magnitude_bins\": 5, \"interpolation\": \"nearest\"},"   \
     "{\"op\": \"aug_mix\"}, {\"op\": \"aug_mix\", \"severity\": 10, \"mixture_width\": 16, \"chain_depth\": 2,"  \
-    " \"alpha\": 0.25, \"all_ops\": false, \"interpolation\": \"nearest\", \"fill\": [0, 0, 0]}"
+    " \"alpha\": 0.25, \"all_ops\": false, \"interpolation\": \"nearest\", \"fill\": [0, 0, 0]},"           \
+    "{\"op\": \"elastic_transform\"}, {\"op\": \"elastic_transform\", \"alpha\": [20, 70.5], \"sigma\": 0,"   \
+    " \"interpolation\": \"nearest\", \"fill\": 7}"
 
 static char *spec_text(const char *ops)
 {
@@ -129,7 +131,7 @@ static bool op_equal(const struct spw_op_spec *a, const struct spw_op_spec *b)
            EQ(erase_random_value) && EQ3(erase_value) && EQ3(mean) && EQ3(std) && EQ(dtype) && EQ(mono) &&
            EQ(rate) && EQ(lowpass_filter_width) && EQ(rolloff) && EQ(samples) && EQ(trim) && EQ(frames) &&
            EQ(offset) && EQ(distortion_scale) && EQ(has_fill) && EQ(severity) && EQ(mixture_width) &&
-           EQ(chain_depth) && EQ(alpha) && EQ(all_ops) && EQ(n_fft) && EQ(hop_length) &&
+           EQ(chain_depth) && EQ(alpha) && EQ(all_ops) && EQ2(elastic_alpha) && EQ(n_fft) && EQ(hop_length) &&
            EQ(win_length) && EQ(center) && EQ(power) && EQ(sample_rate) && EQ(n_mels) && EQ(f_min) && EQ(f_max) &&
            EQ(mel_scale) && EQ(mel_norm) && EQ(eps) && EQ(stype) && EQ(top_db) && EQ(freq_mask_param) &&
            EQ(time_mask_param) && EQ(num_freq_masks) && EQ(num_time_masks) && EQ(num_output_channels) &&
@@ -392,6 +394,10 @@ START_TEST(test_spec_rejects_what_kernels_lack)
                      "views: not supported yet after a grayscale with num_output_channels 1 (use 3)");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"interpolation\": \"bicubic\"}",
                      "ops[1].interpolation: \"bicubic\" is not supported for \"aug_mix\" (use nearest or bilinear)");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"elastic_transform\", \"sigma\": [3, 0]}",
+                     "ops[1].sigma: [3, 0]: give both > 0, or both 0 (no blur)");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"elastic_transform\", \"alpha\": [1, 2, 3]}",
+                     "ops[1].alpha: expected 1 or 2 numbers, got 3");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"severity\": 11}",
                      "ops[1].severity: 11 is outside [1, 10]");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"alpha\": 0}",
@@ -1249,8 +1255,8 @@ END_TEST
 
 /* The proto's Op mirrors the op registry: OpKind value k is OP_KIND_<NAME of op k>, every field of every op
  * (but a combinator's `ops`, which follow it as Op.children) is a member of Op, and every member of Op
- * (besides `op`, the value_random form of `value`, a plugin op's `name` and `params`, and `children` and
- * random_choice's `weights`) is some op's field. A registry change the proto does not follow fails here. */
+ * (besides `op`, the value_random form of `value`, a plugin op's `name` and `params`, `children`,
+ * random_choice's `weights`, padding's sides and elastic_transform's alpha pair) is some op's field. A registry change the proto does not follow fails here. */
 START_TEST(test_spec_proto_op_mirrors_registry)
 {
     const ProtobufCMessageDescriptor *msg = &spillway__v1__op__descriptor;
@@ -1274,7 +1280,8 @@ START_TEST(test_spec_proto_op_mirrors_registry)
         bool used = !strcmp(name, "op") || !strcmp(name, "value_random") || !strcmp(name, "name") ||
                     !strcmp(name, "params") ||      /* a plugin op's name and fields */
                     !strcmp(name, "children") || !strcmp(name, "weights") ||  /* a combinator's ops, choice's p */
-                    !strcmp(name, "padding_sides");   /* padding whose sides differ */
+                    !strcmp(name, "padding_sides") ||   /* padding whose sides differ */
+                    !strcmp(name, "alpha_xy");          /* elastic_transform's alpha pair (aug_mix's: a number) */
         for (int k = 0; !used && k < SPW_OP_COUNT; k++)
             for (const struct spw_op_field *f = spw_op_def((enum spw_op_kind)k)->fields; !used && f->name; f++)
                 used = !strcmp(f->name, name);
