@@ -133,9 +133,10 @@ static void fill_floats(const double *fill, float fill_f[3])
 
 enum { CHUNK = 256 };   /* sample points worked out at a time */
 
-SPW_FMA_CLONES
-int spw_tensor_affine_run(const struct spw_image *in, const double matrix[6], int interp, const double *fill,
-                          struct spw_image *out)
+/* The API functions below call these (static: GCC exports a target_clones function's ifunc whatever
+ * -fvisibility says). */
+SPW_FMA_CLONES static int affine_run(const struct spw_image *in, const double matrix[6], int interp,
+                                     const double *fill, struct spw_image *out)
 {
     int rc = check_warp(in, out, interp);
     if (rc)
@@ -170,9 +171,8 @@ int spw_tensor_affine_run(const struct spw_image *in, const double matrix[6], in
     return 0;
 }
 
-SPW_FMA_CLONES
-int spw_tensor_displace_run(const struct spw_image *in, const float *disp, int interp, const double *fill,
-                            struct spw_image *out)
+SPW_FMA_CLONES static int displace_run(const struct spw_image *in, const float *disp, int interp,
+                                       const double *fill, struct spw_image *out)
 {
     int rc = check_warp(in, out, interp);
     if (rc || !disp)
@@ -199,6 +199,18 @@ int spw_tensor_displace_run(const struct spw_image *in, const float *disp, int i
         }
     }
     return 0;
+}
+
+int spw_tensor_affine_run(const struct spw_image *in, const double matrix[6], int interp, const double *fill,
+                          struct spw_image *out)
+{
+    return affine_run(in, matrix, interp, fill, out);
+}
+
+int spw_tensor_displace_run(const struct spw_image *in, const float *disp, int interp, const double *fill,
+                            struct spw_image *out)
+{
+    return displace_run(in, disp, interp, fill, out);
 }
 
 /* _blend against a constant per value: a LUT of clamp(factor * v + (1 - factor) * other). */

@@ -8,8 +8,8 @@ severity (each op alone at every bin), nearest with a fill, and all_ops false. D
 10,000 samples against torchvision's sampler (Dirichlet weights by KS, depth, op, bin and sign by
 chi-square). elastic_transform: the engine reports the displacement it drew (fusedcheck writes it beside
 the image); F.elastic_transform with it must give the same bytes (bilinear and nearest, fills, odd sizes);
-the displacement's values at a pixel and beside it against get_params' over 2,000 draws (KS: the noise, its
-blur and its scale). Prints one line per check and "N passed, M failed".
+the displacement's values at a pixel and beside it against get_params' over 10,000 draws (KS: the noise,
+its blur and its scale). Prints one line per check and "N passed, M failed".
 usage: check_augmix.py FUSEDCHECK PHOTO_DIR"""
 import json
 import os
@@ -181,8 +181,8 @@ def check_elastic_bytes(imgs):
                "%d of %d images byte-equal" % (total - bad, total))
 
 
-def check_elastic_draws(n=2000, W=48, H=40):
-    alpha, sigma = [40.0, 60.0], [3.0, 2.0]
+def check_elastic_draws(n=10000, W=40, H=32):
+    alpha, sigma = [40.0, 60.0], [2.0, 1.5]
     spec = os.path.join(TMP, "spec.json")
     with open(spec, "w") as f:
         json.dump({"source": {"format": "image_folder", "path": "/x", "seed": 78},

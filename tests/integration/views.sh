@@ -3,7 +3,8 @@
 # same batches wherever they run: ordered through a dispatcher and two workers with the cut in the prefix
 # (views made on the client), after the views (shipped packed, split on the client), with the client
 # producing too, and with zstd on the wire, each byte-identical to run --local; a batch holds one tensor per
-# view instance with its shape, then the labels; a worker killed -9 mid-run changes none of it. A raw
+# view instance with its shape, then the labels; a worker killed -9 mid-run changes none of it; the GPU
+# producer (emulated) declines views and the CPU makes the same batches. A raw
 # CreateJob lying about its views (17 views, 40 repeats, a combinator's count past its list) is refused by
 # the dispatcher, naming the field, and it serves on. Real processes on loopback; kills all it starts.
 set -uo pipefail
@@ -63,6 +64,16 @@ for t in (0, 1):
     assert a.shape == (16, 3, 32, 32) and a.dtype == np.uint8, (a.shape, a.dtype)
 assert np.load(d + "/b000000_t2.npy").dtype == np.int64
 PY
+# The GPU producer (the emulated plugin) declines views (it makes one output per element) and the CPU makes
+# them: the same batches.
+EMU=$B/lib/libspillway-gpuemu.so
+[ -f "$EMU" ] || make -s -C "$ROOT" "$EMU" > /dev/null || exit 1
+SPILLWAY_GPU_PLUGIN="$EMU" "$B/bin/spillctl" run --local --pipeline "$WORK/simclr.json" --threads 1 --gpu 0 \
+  --gpu-mem-budget 64Mi --dump "$WORK/simclr-gpu" > /dev/null 2> "$WORK/simclr-gpu.err"
+check "simclr with the GPU producer (emulated): batches byte-identical to run --local" same_batches simclr-gpu \
+  simclr-local
+check "... made by the CPU (the device made none)" bash -c "! grep -q 'gpu: [1-9][0-9]* elements made on the \
+device' '$WORK/simclr-gpu.err'"
 
 start_service 2 --heartbeat-ms 100 || exit 1
 run_views() {   # NAME PIPELINE ARGS...: an ordered run through the service, dumped to WORK/NAME
