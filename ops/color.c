@@ -12,17 +12,6 @@
 #include <math.h>
 #include <string.h>
 
-static int check_pair(const struct spw_image *in, const struct spw_image *out)
-{
-    if (!in || !out || !in->data || !out->data)
-        return -EINVAL;
-    if (in->c != 3 || out->c != 3 || in->w <= 0 || in->h <= 0 || in->w != out->w || in->h != out->h)
-        return -EINVAL;
-    if (in->stride < (size_t)in->w * 3 || out->stride < (size_t)out->w * 3)
-        return -EINVAL;
-    return 0;
-}
-
 static const uint8_t *row_in(const struct spw_image *img, int y)
 {
     return img->data + (size_t)y * img->stride;
@@ -83,7 +72,7 @@ static void histogram3(const struct spw_image *in, uint64_t hist[3][256])
 
 int spw_adjust_brightness_run(const struct spw_image *in, double factor, struct spw_image *out)
 {
-    int rc = check_pair(in, out);
+    int rc = spw_image_rgb_pair(in, out);
     if (rc)
         return rc;
     if (spw_px_bad_factor(factor))
@@ -96,7 +85,7 @@ int spw_adjust_brightness_run(const struct spw_image *in, double factor, struct 
 
 int spw_adjust_contrast_run(const struct spw_image *in, double factor, struct spw_image *out)
 {
-    int rc = check_pair(in, out);
+    int rc = spw_image_rgb_pair(in, out);
     if (rc)
         return rc;
     if (spw_px_bad_factor(factor))
@@ -122,7 +111,7 @@ int spw_adjust_contrast_run(const struct spw_image *in, double factor, struct sp
 SPW_VECTOR_CLONES
 static int saturation_run(const struct spw_image *in, double factor, struct spw_image *out)
 {
-    int rc = check_pair(in, out);
+    int rc = spw_image_rgb_pair(in, out);
     if (rc)
         return rc;
     if (spw_px_bad_factor(factor))
@@ -162,7 +151,7 @@ int spw_adjust_saturation_run(const struct spw_image *in, double factor, struct 
 SPW_VECTOR_CLONES
 static int sharpness_run(const struct spw_image *in, double factor, struct spw_image *out)
 {
-    int rc = check_pair(in, out);
+    int rc = spw_image_rgb_pair(in, out);
     if (rc)
         return rc;
     if (spw_px_bad_factor(factor) || in->data == out->data)
@@ -246,7 +235,7 @@ static inline void hue_px(const struct hue_tables *t, const uint8_t *in, int shi
 
 int spw_adjust_hue_run(const struct spw_image *in, double hue_factor, struct spw_image *out)
 {
-    int rc = check_pair(in, out);
+    int rc = spw_image_rgb_pair(in, out);
     if (rc)
         return rc;
     if (!(hue_factor >= -0.5 && hue_factor <= 0.5))
@@ -265,7 +254,7 @@ int spw_adjust_hue_run(const struct spw_image *in, double hue_factor, struct spw
 
 int spw_posterize_run(const struct spw_image *in, int bits, struct spw_image *out)
 {
-    int rc = check_pair(in, out);
+    int rc = spw_image_rgb_pair(in, out);
     if (rc)
         return rc;
     if (bits < 0 || bits > 8)
@@ -284,7 +273,7 @@ int spw_solarize_first(double threshold)
 
 int spw_solarize_run(const struct spw_image *in, double threshold, struct spw_image *out)
 {
-    int rc = check_pair(in, out);
+    int rc = spw_image_rgb_pair(in, out);
     if (rc)
         return rc;
     if (isnan(threshold))
@@ -297,7 +286,7 @@ int spw_solarize_run(const struct spw_image *in, double threshold, struct spw_im
 
 int spw_grayscale_run(const struct spw_image *in, struct spw_image *out)
 {
-    int rc = check_pair(in, out);
+    int rc = spw_image_rgb_pair(in, out);
     if (rc)
         return rc;
     for (int y = 0; y < in->h; y++) {
@@ -311,7 +300,7 @@ int spw_grayscale_run(const struct spw_image *in, struct spw_image *out)
 
 int spw_invert_run(const struct spw_image *in, struct spw_image *out)
 {
-    int rc = check_pair(in, out);
+    int rc = spw_image_rgb_pair(in, out);
     if (rc)
         return rc;
     const size_t n = (size_t)in->w * 3;
@@ -328,7 +317,7 @@ int spw_invert_run(const struct spw_image *in, struct spw_image *out)
 static int histogram_lut_run(const struct spw_image *in, struct spw_image *out,
                              void (*make)(const uint64_t hist[256], uint8_t lut[256]))
 {
-    int rc = check_pair(in, out);
+    int rc = spw_image_rgb_pair(in, out);
     if (rc)
         return rc;
     uint64_t hist[3][256];

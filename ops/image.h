@@ -4,6 +4,7 @@
 #ifndef SPW_OPS_IMAGE_H
 #define SPW_OPS_IMAGE_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,6 +21,16 @@ struct spw_image {
 int spw_image_alloc(struct spw_image *img, int w, int h, int c);
 /* Free pixels made by spw_image_alloc(); accepts a zeroed view. */
 void spw_image_free(struct spw_image *img);
+/* Whether in and out are RGB views of the same size with data (the colour kernels' input and output):
+ * 0 or -EINVAL. */
+static inline int spw_image_rgb_pair(const struct spw_image *in, const struct spw_image *out)
+{
+    if (!in || !out || !in->data || !out->data || in->c != 3 || out->c != 3 || in->w <= 0 || in->h <= 0 ||
+        in->w != out->w || in->h != out->h || in->stride < (size_t)in->w * 3 || out->stride < (size_t)out->w * 3)
+        return -EINVAL;
+    return 0;
+}
+
 /* Pointer to pixel (x, y). */
 static inline uint8_t *spw_image_at(const struct spw_image *img, int x, int y)
 {

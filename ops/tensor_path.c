@@ -12,14 +12,6 @@
 #include "lib/simd.h"
 #include "ops/policy.h"
 
-static int check_pair(const struct spw_image *in, const struct spw_image *out)
-{
-    if (!in || !out || !in->data || !out->data || in->c != 3 || out->c != 3 || in->w <= 0 || in->h <= 0 ||
-        in->w != out->w || in->h != out->h || in->stride < (size_t)in->w * 3 || out->stride < (size_t)out->w * 3)
-        return -EINVAL;
-    return 0;
-}
-
 static const uint8_t *row_in(const struct spw_image *img, int y)
 {
     return img->data + (size_t)y * img->stride;
@@ -120,7 +112,7 @@ SPW_FMA_CLONES static void sample_row(const struct spw_image *in, const float *i
 
 static int check_warp(const struct spw_image *in, const struct spw_image *out, int interp)
 {
-    int rc = check_pair(in, out);
+    int rc = spw_image_rgb_pair(in, out);
     return rc ? rc : in->data == out->data || (interp != SPW_INTERP_NEAREST && interp != SPW_INTERP_BILINEAR)
                          ? -EINVAL : 0;
 }
@@ -232,7 +224,7 @@ static void apply_lut(const struct spw_image *in, const uint8_t lut[256], struct
 
 int spw_tensor_brightness_run(const struct spw_image *in, double factor, struct spw_image *out)
 {
-    int rc = check_pair(in, out);
+    int rc = spw_image_rgb_pair(in, out);
     if (rc || !(factor >= 0))
         return rc ? rc : -EINVAL;
     uint8_t lut[256];
@@ -249,7 +241,7 @@ static inline uint8_t grey(const uint8_t *p)
 
 int spw_tensor_saturation_run(const struct spw_image *in, double factor, struct spw_image *out)
 {
-    int rc = check_pair(in, out);
+    int rc = spw_image_rgb_pair(in, out);
     if (rc || !(factor >= 0))
         return rc ? rc : -EINVAL;
     const float f = (float)factor, rest = (float)(1.0 - factor);
@@ -269,7 +261,7 @@ int spw_tensor_saturation_run(const struct spw_image *in, double factor, struct 
 
 int spw_tensor_contrast_run(const struct spw_image *in, double factor, struct spw_image *out)
 {
-    int rc = check_pair(in, out);
+    int rc = spw_image_rgb_pair(in, out);
     if (rc || !(factor >= 0))
         return rc ? rc : -EINVAL;
     /* torch.mean of the grey in float32: a sum of integers, exact while it stays below 2^24 (65,793 pixels
@@ -310,7 +302,7 @@ static void blend_self(const uint8_t *s, uint8_t *d, int n, float f, float rest)
 
 int spw_tensor_sharpness_run(const struct spw_image *in, double factor, struct spw_image *out)
 {
-    int rc = check_pair(in, out);
+    int rc = spw_image_rgb_pair(in, out);
     if (rc || in->data == out->data || !(factor >= 0))
         return rc ? rc : -EINVAL;
     const int w = in->w, h = in->h, n = w * 3;
@@ -333,7 +325,7 @@ int spw_tensor_sharpness_run(const struct spw_image *in, double factor, struct s
 
 int spw_tensor_autocontrast_run(const struct spw_image *in, struct spw_image *out)
 {
-    int rc = check_pair(in, out);
+    int rc = spw_image_rgb_pair(in, out);
     if (rc)
         return rc;
     uint8_t lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};

@@ -294,27 +294,29 @@ static int get_numbers(struct vctx *c, const char *loc, const json_t *v, size_t 
     return 0;
 }
 
-/* number | [v] | [a, b, c] -> out[3], each in lo/hi. */
-static int get_fill3(struct vctx *c, const char *loc, const json_t *v, double lo, double hi, double *out)
+/* number | [v] | [n numbers] -> out[n] (one value: every entry), each in lo/hi (flags: get_num's). */
+static int get_broadcast(struct vctx *c, const char *loc, const json_t *v, size_t n, double lo, double hi,
+                         unsigned flags, double *out)
 {
-    double tmp[3] = {0, 0, 0};
-    int rc;
     if (json_is_number(v) || (json_is_array(v) && json_array_size(v) == 1)) {
         char el[SPW_LOC_BYTES];
         const json_t *x = v;
+        double one;
         if (json_is_array(v)) {
             elem_loc(el, sizeof(el), loc, 0);
             x = json_array_get(v, 0);
             loc = el;
         }
-        if ((rc = get_num(c, loc, x, lo, hi, 0, &tmp[0])))
-            return rc;
-        out[0] = out[1] = out[2] = tmp[0];
-        return 0;
+        const int rc = get_num(c, loc, x, lo, hi, flags, &one);
+        for (size_t i = 0; rc == 0 && i < n; i++)
+            out[i] = one;
+        return rc;
     }
-    if (json_is_array(v) && json_array_size(v) != 3)
-        return fail(c, loc, "expected 1 or 3 numbers, got %zu", json_array_size(v));
-    return get_numbers(c, loc, v, 3, lo, hi, 0, "a number or an array of 3 numbers", out);
+    if (json_is_array(v) && json_array_size(v) != n)
+        return fail(c, loc, "expected 1 or %zu numbers, got %zu", n, json_array_size(v));
+    char what[48];
+    snprintf(what, sizeof what, "a number or an array of %zu numbers", n);
+    return get_numbers(c, loc, v, n, lo, hi, flags, what, out);
 }
 
 static int get_size(struct vctx *c, const char *loc, const json_t *v, struct spw_op_spec *op)
@@ -497,7 +499,7 @@ static int get_erase_value(struct vctx *c, const char *loc, const json_t *v, str
     if (!json_is_number(v) && !json_is_array(v))
         return fail_type(c, loc, "a number, an array of 3 numbers or \"random\"", v);
     op->erase_random_value = false;
-    return get_fill3(c, loc, v, -INF, INF, op->erase_value);
+    return get_broadcast(c, loc, v, 3, -INF, INF, 0, op->erase_value);
 }
 
 /* A dotted run of Python identifiers ("pkg.mod", "Outer.method"): the characters before *end. */
@@ -610,32 +612,20 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
     case SPW_FK_SHEAR:
         return get_shear(c, loc, v, op->shear);
     case SPW_FK_FILL:
-        return get_fill3(c, loc, v, f->lo, f->hi, op->fill);
+        return get_broadcast(c, loc, v, 3, f->lo, f->hi, 0, op->fill);
     case SPW_FK_OPT_FILL:
         op->has_fill = !json_is_null(v);
         if (!op->has_fill) {
             op->fill[0] = op->fill[1] = op->fill[2] = 0;
             return 0;
         }
-        return get_fill3(c, loc, v, f->lo, f->hi, op->fill);
+        return get_broadcast(c, loc, v, 3, f->lo, f->hi, 0, op->fill);
     case SPW_FK_JITTER:
         return get_jitter(c, loc, v, f, (double *)(void *)base);
     case SPW_FK_ERASE_VALUE:
         return get_erase_value(c, loc, v, op);
-    case SPW_FK_TRIPLE: {      /* a number or [v]: every channel (torch broadcasts it) */
-        double *out = (double *)(void *)base;
-        if (json_is_number(v) || (json_is_array(v) && json_array_size(v) == 1)) {
-            char el[SPW_LOC_BYTES];
-            elem_loc(el, sizeof el, loc, 0);
-            rc = get_num(c, json_is_array(v) ? el : loc, json_is_array(v) ? json_array_get(v, 0) : v, f->lo, f->hi,
-                         f->flags, &out[0]);
-            out[1] = out[2] = out[0];
-            return rc;
-        }
-        if (json_is_array(v) && json_array_size(v) != 3)
-            return fail(c, loc, "expected 1 or 3 numbers, got %zu", json_array_size(v));
-        return get_numbers(c, loc, v, 3, f->lo, f->hi, f->flags, "a number or an array of 1 or 3 numbers", out);
-    }
+    case SPW_FK_TRIPLE:         /* a number or [v]: every channel (torch broadcasts it) */
+        return get_broadcast(c, loc, v, 3, f->lo, f->hi, f->flags, (double *)(void *)base);
     case SPW_FK_OPT_NUM:
         if (json_is_null(v)) {
             *(double *)(void *)base = 0;
@@ -692,20 +682,8 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
         return rc;
     case SPW_FK_SIGMA:
         return get_sigma(c, loc, v, f, (double *)(void *)base);
-    case SPW_FK_XY: {
-        double *out = (double *)(void *)base;
-        if (json_is_number(v) || (json_is_array(v) && json_array_size(v) == 1)) {
-            char el[SPW_LOC_BYTES];
-            elem_loc(el, sizeof el, loc, 0);
-            rc = get_num(c, json_is_array(v) ? el : loc, json_is_array(v) ? json_array_get(v, 0) : v, f->lo, f->hi,
-                         f->flags, &out[0]);
-            out[1] = out[0];
-            return rc;
-        }
-        if (json_is_array(v) && json_array_size(v) != 2)
-            return fail(c, loc, "expected 1 or 2 numbers, got %zu", json_array_size(v));
-        return get_numbers(c, loc, v, 2, f->lo, f->hi, f->flags, "a number or [x, y]", out);
-    }
+    case SPW_FK_XY:
+        return get_broadcast(c, loc, v, 2, f->lo, f->hi, f->flags, (double *)(void *)base);
     }
     return fail(c, loc, "internal: unhandled field kind");
 }
