@@ -2,9 +2,10 @@
 # tests/integration/grey_output.sh - one-channel outputs (grayscale with num_output_channels 1) give the same
 # batches wherever they run: a normalized pipeline ([n, 1, H, W] float32) and a uint8 one that ends on the
 # grayscale ([n, H, W, 1], and [n, 1, H, W] in CHW), ordered through a dispatcher and two workers at every
-# cut, workers only and with the client producing too, byte-identical to run --local; the GPU producer
-# (emulated plugin) declines them and the CPU makes them, the same bytes. Real processes on loopback; kills
-# all it starts.
+# cut, workers only and with the client producing too, byte-identical to run --local, and with a worker
+# killed -9 mid-run; the GPU producer (emulated plugin) declines them and the CPU makes them, the same bytes;
+# raw CreateJobs lying (a one-channel grayscale in a combinator; aug_mix's alpha as a pair) are refused,
+# naming the field. Real processes on loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -65,4 +66,28 @@ done
 timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/c.json" --ordered \
   --local-cores 0 --dump "$WORK/c-remote" --quiet 2> "$WORK/c-remote.err"
 check "c.json (CHW) workers only: batches byte-identical to run --local" same_batches c-remote local-c
+# A worker killed -9 mid-run: the one-channel batches come out unchanged (three epochs, the trainer's pace).
+sed 's/"epochs": 1/"epochs": 3/' "$WORK/t.json" > "$WORK/t3.json"
+"$B/bin/spillctl" run --local --pipeline "$WORK/t3.json" --threads 2 --dump "$WORK/t3-local" --quiet \
+  2> "$WORK/t3-local.err"
+timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/t3.json" --ordered \
+  --local-cores 0 --consume-rate 150 --dump "$WORK/t3-killed" --quiet 2> "$WORK/t3-killed.err" &
+RUN=$!
+sleep 1.5
+check "the run was still going when a worker was killed" kill -0 "$RUN"
+kill -9 "${PIDS[1]}"
+wait "${PIDS[1]}" 2> /dev/null
+wait "$RUN"
+check "a worker killed -9 mid-run: the run finishes" test $? -eq 0
+check "... batches byte-identical to run --local" same_batches t3-killed t3-local
+# Lies sent raw (tests/tools/oldpeer): refused by the dispatcher, naming the field; it serves on.
+OLDPEER=$B/tests/oldpeer
+[ -x "$OLDPEER" ] || make -s -C "$ROOT" "$OLDPEER" > /dev/null || exit 1
+for lie in "grey:ops\[1\]\.ops\[0\]\.num_output_channels: 1 inside a combinator" "alpha:ops\[1\]\.alpha: "; do
+  "$OLDPEER" "127.0.0.1:$DPORT" spec "${lie%%:*}" > "$WORK/lie.out" 2>&1
+  check "a CreateJob with ${lie%%:*} lying: refused, naming the field" \
+    grep -q "^status=INVALID_ARGUMENT msg=${lie#*:}" "$WORK/lie.out"
+done
+check "... and the dispatcher serves on" bash -c "'$B/bin/spillctl' --dispatcher 127.0.0.1:$DPORT workers --json |
+  /usr/bin/python3 -c 'import json, sys; json.load(sys.stdin)'"
 finish

@@ -3,11 +3,12 @@
  * RegisterWorker of this protocol claiming worker id ID (0: a new one) with no secret (taking another
  * worker's place), from ADDRESS (default 127.0.0.1:1: a quote or newline in it is a lie too).
  * Or (spec) a CreateJob of this protocol whose pipeline lies about its own structure: KIND views (17 views),
- * repeat (a view repeated 40 times), children (a combinator claiming more ops than follow it, in a view).
+ * repeat (a view repeated 40 times), children (a combinator claiming more ops than follow it, in a view),
+ * grey (a one-channel grayscale inside a random_apply), alpha (aug_mix's alpha as a pair).
  * Prints "status=NAME msg=..." so a test can check the refusal.
  *   oldpeer HOST:PORT register|create VERSION [PIPELINE_PATH]
  *   oldpeer HOST:PORT register-as ID [ADDRESS]
- *   oldpeer HOST:PORT spec views|repeat|children
+ *   oldpeer HOST:PORT spec views|repeat|children|grey|alpha
  * Exit 0 when the call came back with a status, 1 on local failure, 2 on bad arguments. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,9 +23,10 @@ int main(int argc, char **argv)
 {
     const int as = argc >= 4 && !strcmp(argv[2], "register-as"), lie = argc == 4 && !strcmp(argv[2], "spec");
     if (argc < 4 || argc > 5 || (strcmp(argv[2], "register") && strcmp(argv[2], "create") && !as && !lie) ||
-        (lie && strcmp(argv[3], "views") && strcmp(argv[3], "repeat") && strcmp(argv[3], "children"))) {
+        (lie && strcmp(argv[3], "views") && strcmp(argv[3], "repeat") && strcmp(argv[3], "children") &&
+         strcmp(argv[3], "grey") && strcmp(argv[3], "alpha"))) {
         fprintf(stderr, "usage: oldpeer HOST:PORT register|create VERSION [PIPELINE_PATH] | register-as ID [ADDRESS]"
-                        " | spec views|repeat|children\n");
+                        " | spec views|repeat|children|grey|alpha\n");
         return 2;
     }
     spw_rpc_init();
@@ -60,13 +62,27 @@ int main(int argc, char **argv)
     apply.op = SPILLWAY__V1__OP_KIND__OP_KIND_RANDOM_APPLY;
     apply.opt_children_case = SPILLWAY__V1__OP__OPT_CHILDREN_CHILDREN, apply.children = 9;
     Spillway__V1__Op *crop_ops[1] = {&crop}, *lying_ops[2] = {&apply, &crop};
+    /* grey: a one-channel grayscale inside a random_apply; alpha: aug_mix's alpha as a pair (elastic's form) */
+    Spillway__V1__Op grey_apply = SPILLWAY__V1__OP__INIT, grey = SPILLWAY__V1__OP__INIT, mix = SPILLWAY__V1__OP__INIT;
+    grey_apply.op = SPILLWAY__V1__OP_KIND__OP_KIND_RANDOM_APPLY;
+    grey_apply.opt_children_case = SPILLWAY__V1__OP__OPT_CHILDREN_CHILDREN, grey_apply.children = 1;
+    grey.op = SPILLWAY__V1__OP_KIND__OP_KIND_GRAYSCALE;
+    grey.opt_num_output_channels_case = SPILLWAY__V1__OP__OPT_NUM_OUTPUT_CHANNELS_NUM_OUTPUT_CHANNELS;
+    grey.num_output_channels = 1;
+    double pair[2] = {1, 2};
+    mix.op = SPILLWAY__V1__OP_KIND__OP_KIND_AUG_MIX;
+    mix.n_alpha_xy = 2, mix.alpha_xy = pair;
+    Spillway__V1__Op *grey_ops[3] = {&decode, &grey_apply, &grey}, *mix_ops[2] = {&decode, &mix};
     Spillway__V1__View views[17], *view_ptrs[17];
     for (int v = 0; v < 17; v++) {
         spillway__v1__view__init(&views[v]);
         views[v].n_ops = 1, views[v].ops = crop_ops;
         view_ptrs[v] = &views[v];
     }
-    if (lie) {
+    if (lie && (!strcmp(argv[3], "grey") || !strcmp(argv[3], "alpha"))) {
+        const int g = !strcmp(argv[3], "grey");
+        pipe.n_ops = g ? 3 : 2, pipe.ops = g ? grey_ops : mix_ops;
+    } else if (lie) {
         const char *kind = argv[3];
         pipe.views = view_ptrs;
         pipe.n_views = !strcmp(kind, "views") ? 17 : 1;
