@@ -165,13 +165,16 @@ $(BUILD)/tests/check_outbox: $(BUILD)/obj/tests/unit/check_outbox.o $(BUILD)/obj
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
 
-$(GPU_PLUGIN): ops/cuda/plugin.cu ops/cuda/gpu_plugin.h ops/cuda/pixel.h
+# the per-pixel arithmetic both share: pixel.h and the headers it includes
+GPU_PIXEL_H := ops/cuda/gpu_plugin.h ops/cuda/pixel.h ops/color_px.h ops/px.h ops/warp_px.h
+
+$(GPU_PLUGIN): ops/cuda/plugin.cu $(GPU_PIXEL_H)
 	@mkdir -p $(dir $@)
 	@echo "  NVCC    $@"
 	$(Q)$(NVCC) -O3 -std=c++17 -fmad=false -I. -Xcompiler -fPIC,-fvisibility=hidden -cudart static \
 	  $(GPU_ARCH) -shared $< -o $@
 
-$(GPU_EMU): tests/gpuemu/gpuemu.c ops/cuda/gpu_plugin.h ops/cuda/pixel.h
+$(GPU_EMU): tests/gpuemu/gpuemu.c $(GPU_PIXEL_H)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $@"
 	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -shared $(LDFLAGS) $< -o $@

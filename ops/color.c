@@ -222,15 +222,7 @@ static inline void hue_px(const struct hue_tables *t, const uint8_t *in, int shi
     const uint8_t p = round_clip(v * t->p[sat]);
     const uint8_t q = round_clip(v * (1.0 - fs * f));
     const uint8_t tt = round_clip(v * (1.0 - fs * (1.0 - f)));
-    const uint8_t vv = (uint8_t)maxc;
-    switch (t->sector[hs]) {
-    case 0: o[0] = vv; o[1] = tt; o[2] = p; break;
-    case 1: o[0] = q; o[1] = vv; o[2] = p; break;
-    case 2: o[0] = p; o[1] = vv; o[2] = tt; break;
-    case 3: o[0] = p; o[1] = q; o[2] = vv; break;
-    case 4: o[0] = tt; o[1] = p; o[2] = vv; break;
-    default: o[0] = vv; o[1] = p; o[2] = q; break;
-    }
+    spw_px_hsv_sector(t->sector[hs], (uint8_t)maxc, p, q, tt, o);
 }
 
 int spw_adjust_hue_run(const struct spw_image *in, double hue_factor, struct spw_image *out)

@@ -146,6 +146,19 @@ SPW_PX void spw_px_rgb_to_hsv(int r, int g, int b, int *hue, int *sat, int *val)
     *sat = spw_px_clip_int((int)(s * 255.0));
 }
 
+/* Pillow hsv2rgb's last step: sector i (of 6) of the hue puts v, p, q and t in their channels. */
+SPW_PX void spw_px_hsv_sector(int i, uint8_t v, uint8_t p, uint8_t q, uint8_t t, uint8_t *o)
+{
+    switch (i) {
+    case 0: o[0] = v; o[1] = t; o[2] = p; break;
+    case 1: o[0] = q; o[1] = v; o[2] = p; break;
+    case 2: o[0] = p; o[1] = v; o[2] = t; break;
+    case 3: o[0] = p; o[1] = q; o[2] = v; break;
+    case 4: o[0] = t; o[1] = p; o[2] = v; break;
+    default: o[0] = v; o[1] = p; o[2] = q; break;
+    }
+}
+
 /* Pillow hsv2rgb (Convert.c). Note `fs * f` is a float product, the rest double. */
 SPW_PX void spw_px_hsv_to_rgb(int h, int s, int v, uint8_t *o)
 {
@@ -159,15 +172,7 @@ SPW_PX void spw_px_hsv_to_rgb(int h, int s, int v, uint8_t *o)
     const uint8_t p = spw_px_clip_int((int)round((float)v * (1.0 - fs)));
     const uint8_t q = spw_px_clip_int((int)round((float)v * (1.0 - fs * f)));
     const uint8_t t = spw_px_clip_int((int)round((float)v * (1.0 - fs * (1.0 - f))));
-    const uint8_t vv = (uint8_t)v;
-    switch (i % 6) {
-    case 0: o[0] = vv; o[1] = t; o[2] = p; break;
-    case 1: o[0] = q; o[1] = vv; o[2] = p; break;
-    case 2: o[0] = p; o[1] = vv; o[2] = t; break;
-    case 3: o[0] = p; o[1] = q; o[2] = vv; break;
-    case 4: o[0] = t; o[1] = p; o[2] = vv; break;
-    default: o[0] = vv; o[1] = p; o[2] = q; break;
-    }
+    spw_px_hsv_sector(i % 6, (uint8_t)v, p, q, t, o);
 }
 
 /* torchvision adjust_hue: np_h += np.uint8(hue_factor * 255): truncate toward zero, then wrap modulo 256. */
