@@ -171,19 +171,21 @@ SPW_FMA_CLONES static int displace_run(const struct spw_image *in, const float *
         return rc ? rc : -EINVAL;
     const int w = in->w, h = in->h;
     const float size_x = (float)w / 2.0f, size_y = (float)h / 2.0f;
-    float fill_f[3], ixs[CHUNK], iys[CHUNK];
+    float fill_f[3], lin_x[CHUNK], ixs[CHUNK], iys[CHUNK];
     fill_floats(fill, fill_f);
-    /* _create_identity_grid: linspace((-n + 1) / n, (n - 1) / n, n) each way, in float32 */
+    /* _create_identity_grid: linspace((-n + 1) / n, (n - 1) / n, n) each way, in float32; a column chunk's x
+     * values once, then every row of that chunk */
     const float x_lo = (float)((-w + 1) / (double)w), x_hi = (float)((w - 1) / (double)w);
     const float y_lo = (float)((-h + 1) / (double)h), y_hi = (float)((h - 1) / (double)h);
-    for (int y = 0; y < h; y++) {
-        const float gy0 = spw_torch_linspace(y_lo, y_hi, h, y);
-        const float *d = disp + (size_t)y * w * 2;
-        for (int x0 = 0; x0 < w; x0 += CHUNK) {
-            const int n = w - x0 < CHUNK ? w - x0 : CHUNK;
+    for (int x0 = 0; x0 < w; x0 += CHUNK) {
+        const int n = w - x0 < CHUNK ? w - x0 : CHUNK;
+        for (int k = 0; k < n; k++)
+            lin_x[k] = spw_torch_linspace(x_lo, x_hi, w, x0 + k);
+        for (int y = 0; y < h; y++) {
+            const float gy0 = spw_torch_linspace(y_lo, y_hi, h, y);
+            const float *d = disp + ((size_t)y * w + (size_t)x0) * 2;
             for (int k = 0; k < n; k++) {
-                const float gx = spw_torch_linspace(x_lo, x_hi, w, x0 + k) + d[2 * (x0 + k)];
-                const float gy = gy0 + d[2 * (x0 + k) + 1];
+                const float gx = lin_x[k] + d[2 * k], gy = gy0 + d[2 * k + 1];
                 ixs[k] = fmaf(gx + 1.0f, size_x, -0.5f);
                 iys[k] = fmaf(gy + 1.0f, size_y, -0.5f);
             }

@@ -25,6 +25,7 @@ int spw_element_ctx_init(struct spw_element_ctx *ctx, const struct spw_pipeline_
     if (spec->n_ops > 256)
         return -EINVAL;
     ctx->n_groups = spw_fusion_groups(spec, ctx->groups);
+    ctx->out_channels = spw_out_channels(spec, spec->n_ops);
     ctx->luts = calloc(spec->n_ops ? (size_t)spec->n_ops : 1, sizeof *ctx->luts);
     ctx->mel_banks = calloc(spec->n_ops ? (size_t)spec->n_ops : 1, sizeof *ctx->mel_banks);
     if (!ctx->luts || !ctx->mel_banks || spw_audio_banks_init(spec, ctx->mel_banks) != 0) {
@@ -128,8 +129,7 @@ static void note_ns(struct spw_element_stats *stats, int i, int64_t ns, const st
  * RGB image's first channel. Outputs a sink wrote (tensors, placed images) are one channel already. */
 static int one_channel_output(const struct spw_element_ctx *ctx, struct spw_value *v, char *err, size_t errlen)
 {
-    if (v->is_tensor || v->placed || v->img.c != 3 || !v->img.data ||
-        spw_out_channels(ctx->spec, ctx->spec->n_ops) != 1)
+    if (v->is_tensor || v->placed || v->img.c != 3 || !v->img.data || ctx->out_channels != 1)
         return 0;
     struct spw_image grey;
     if (spw_image_alloc(&grey, v->img.w, v->img.h, 1))

@@ -26,6 +26,8 @@ struct spw_element_ctx {
     struct spw_normalize_lut *luts;     /* one per op (used by normalize / to_tensor) */
     struct spw_mel_bank *mel_banks;     /* one per op (made for mel ops) */
     struct spw_element_ctx *views;      /* one per view of the spec (spec->n_views): its ops' context */
+    int out_channels;                   /* of the image output and of normalize's tensor: 1 after a one-channel
+                                           grayscale (pipeline/channels.h; image ops precede normalize), else 3 */
 };
 
 /* Per-op timing of one element: ns[i] and out_bytes[i] for op i; a fused group reports on its first op. */

@@ -11,7 +11,6 @@
 #include "lib/err.h"
 #include "ops/pad.h"
 #include "ops/resample.h"
-#include "pipeline/channels.h"
 
 /* ---- outputs ---- */
 
@@ -28,7 +27,7 @@ static int make_sink_inner(const struct spw_element_ctx *ctx, int norm_op, int w
     s->vflip = vflip;
     if (norm_op >= 0) {
         const struct spw_op_spec *op = &ctx->spec->ops[norm_op];
-        const int channels = spw_out_channels(ctx->spec, norm_op);
+        const int channels = ctx->out_channels == 1 ? 1 : 3;
         int64_t shape[3] = {channels, h, w};
         enum spw_dtype dt = op->dtype == SPW_DTYPE_F16 ? SPW_DTYPE_F16 : SPW_DTYPE_F32;
         void *mem = dest && dest->place ? dest->place(dest->opaque, dt, 3, shape) : NULL;
@@ -54,7 +53,7 @@ static int make_sink_inner(const struct spw_element_ctx *ctx, int norm_op, int w
     }
     if (dest && dest->place) {         /* the element's output, into its batch */
         const bool chw = dest->layout == SPW_LAYOUT_CHW;
-        const int ch = spw_out_channels(ctx->spec, ctx->spec->n_ops);
+        const int ch = ctx->out_channels == 1 ? 1 : 3;
         int64_t shape[3] = {chw ? ch : h, chw ? h : w, chw ? w : ch};
         void *mem = dest->place(dest->opaque, SPW_DTYPE_U8, 3, shape);
         if (mem) {
