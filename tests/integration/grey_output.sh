@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/integration/grey_output.sh - one-channel outputs (grayscale with num_output_channels 1) give the same
-# batches wherever they run: a normalized pipeline ([n, 1, H, W] float32) and a uint8 one that ends on the
+# batches wherever they run: a normalized pipeline ([n, 1, H, W] float32; aug_mix and elastic_transform
+# before its grayscale, so they meet the worker kill too) and a uint8 one that ends on the
 # grayscale ([n, H, W, 1], and [n, 1, H, W] in CHW), ordered through a dispatcher and two workers at every
 # cut, workers only and with the client producing too, byte-identical to run --local, and with a worker
 # killed -9 mid-run; the GPU producer (emulated plugin) declines them and the CPU makes them, the same bytes;
@@ -15,6 +16,7 @@ bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 cat > "$WORK/t.json" <<JSON
 {"source": {"format": "image_folder", "path": "$DATA/train", "shuffle": true, "seed": 41, "epochs": 1},
  "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [36, 36]},
+         {"op": "aug_mix", "mixture_width": 2}, {"op": "elastic_transform", "alpha": 20.0, "sigma": 3.0},
          {"op": "grayscale", "num_output_channels": 1}, {"op": "rotate", "angle": 12, "fill": 40},
          {"op": "random_apply", "p": 0.6, "ops": [{"op": "color_jitter", "brightness": 0.4, "contrast": 0.4}]},
          {"op": "center_crop", "size": 32}, {"op": "normalize", "mean": [0.5], "std": [0.25]}],
