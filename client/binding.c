@@ -221,6 +221,17 @@ int spw_batch_tensor_at(const struct spw_batch *b, int i, int *dtype, int *ndim,
     return 0;
 }
 
+const char *spw_batch_tensor_name(const struct spw_batch *b, int i)
+{
+    return b && i >= 0 && i < b->n_tensors ? b->names[i] : NULL;
+}
+
+int spw_batch_tensor_index(const struct spw_batch *b, const char *name)
+{
+    const int i = b && name ? spw_batch_find(b, name) : -1;
+    return i >= 0 ? i : -ENOENT;
+}
+
 int spw_batch_device(const struct spw_batch *b, int i, int *type, int *id)
 {
     if (!b || i < 0 || i >= b->n_tensors)

@@ -64,6 +64,7 @@ class TestLoader(spwtest.TempDir, unittest.TestCase):
         self.assertEqual(got[0].data.dtype, np.float32)
         self.assertEqual(got[-1].n, 160 - 6 * 24)
         self.assertIsNone(got[0].lengths)
+        self.assertEqual(got[0].names, ["data", "labels"])
 
     def test_loader_gpu_equals_c_dump(self):
         """gpu=0 with the host emulation of the CUDA plugin (the kernels' own per-pixel code): one more thread
@@ -130,6 +131,15 @@ class TestLoader(spwtest.TempDir, unittest.TestCase):
         self.assertEqual(data.shape[:2], (6, 80))
         self.assertEqual(data.shape[2], lengths.max())
         self.assertTrue(np.all(data[np.argmin(lengths), :, lengths.min():] == 0))   # the padding
+        b = got[0]
+        self.assertEqual(b.names, ["data", "labels", "lengths"])
+        self.assertIs(b["lengths"], b.lengths)
+        self.assertIs(b["labels"], b[1])
+        self.assertIn("lengths", b)
+        self.assertEqual(b.n, 6)
+        with self.assertRaisesRegex(KeyError, "no part 'caption'.*data, labels, lengths"):
+            b["caption"]
+        self.assertIsNone(b.get("caption"))
 
     def test_loader_arrays_view_the_batch(self):
         with Loader(image_pipeline(), local_cores=1) as loader:

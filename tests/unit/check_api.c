@@ -83,6 +83,13 @@ static int drain(struct spw_job *job, int *seen, int cap, int64_t *last_epoch, i
         size_t nbytes;
         ck_assert_int_eq(spw_batch_tensor_count(b), 2);
         ck_assert_int_eq(spw_batch_view_count(b), 0);
+        ck_assert_str_eq(spw_batch_tensor_name(b, 0), "data");
+        ck_assert_str_eq(spw_batch_tensor_name(b, 1), "labels");
+        ck_assert_ptr_null(spw_batch_tensor_name(b, 2));
+        ck_assert_ptr_null(spw_batch_tensor_name(b, -1));
+        ck_assert_int_eq(spw_batch_tensor_index(b, "labels"), 1);
+        ck_assert_int_eq(spw_batch_tensor_index(b, "lengths"), -ENOENT);
+        ck_assert_int_eq(spw_batch_tensor_index(b, NULL), -ENOENT);
         ck_assert_int_eq(spw_batch_tensor_at(b, 0, &dtype, &ndim, shape, &data, &nbytes), 0);
         ck_assert_int_eq(dtype, SPW_DTYPE_U8);
         ck_assert_int_eq(ndim, 4);

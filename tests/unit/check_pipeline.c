@@ -426,6 +426,11 @@ START_TEST(test_executor_views)
     }
     ck_assert_int_eq(b->tensors[4].dtype, SPW_DTYPE_I64);
     ck_assert_int_eq(b->tensors[4].shape[0], 4);
+    ck_assert_str_eq(b->names[0], "view0");
+    ck_assert_str_eq(b->names[3], "view3");
+    ck_assert_str_eq(b->names[4], "labels");
+    ck_assert_int_eq(spw_batch_find(b, "labels"), 4);
+    ck_assert_int_eq(spw_batch_find(b, "data"), -1);
     ck_assert(memcmp(b->tensors[0].data, b->tensors[1].data, b->tensors[0].nbytes) != 0);    /* own draws */
     /* the deterministic views against the same ops inline */
     struct spw_pipeline_spec *inl = spec_of(

@@ -197,14 +197,19 @@ SPW_API int64_t spw_job_batches_per_epoch(const struct spw_job *job);
 /* Elements in the batch (>= 1), and samples of its positions skipped (on_error: skip). */
 SPW_API int spw_batch_elements(const struct spw_batch *b);
 SPW_API int spw_batch_skipped(const struct spw_batch *b);
-/* Its tensors: 2 (data, labels) or 3 (padded batches: lengths); with views, one per view instance, then the
- * labels. Tensor i: dtype (enum spw_dtype), ndim and up to SPW_TENSOR_MAX_DIMS dims into shape, its data
- * (owned by the batch) and size. -EINVAL for an index out of range. */
+/* Its tensors, each a named part: "data" [n, ...], "labels" int64 [n] (float32 [n, classes] when batch.mix
+ * mixes), "lengths" int64 [n] (padded audio batches); with views, "view0" .. "view<k-1>", one [n, ...] per
+ * view instance, in the data's place. Tensor i: dtype (enum spw_dtype), ndim and up to SPW_TENSOR_MAX_DIMS
+ * dims into shape, its data (owned by the batch) and size. -EINVAL for an index out of range. */
 SPW_API int spw_batch_tensor_count(const struct spw_batch *b);
 /* With views: how many of its tensors are view instances (the first ones); 0 for a pipeline without. */
 SPW_API int spw_batch_view_count(const struct spw_batch *b);
 SPW_API int spw_batch_tensor_at(const struct spw_batch *b, int i, int *dtype, int *ndim, int64_t *shape,
                                 void **data, size_t *nbytes);
+/* Tensor i's part name (owned by the batch; NULL for an index out of range), and the index of the part
+ * called name (-ENOENT when the batch has none). */
+SPW_API const char *spw_batch_tensor_name(const struct spw_batch *b, int i);
+SPW_API int spw_batch_tensor_index(const struct spw_batch *b, const char *name);
 /* Element i's key: its epoch, its sample index in the source's manifest, its path (owned by the batch). */
 SPW_API int spw_batch_key_at(const struct spw_batch *b, int i, int64_t *epoch, int64_t *sample,
                              const char **path);

@@ -45,6 +45,7 @@ _PROTOS = {   # name: (restype, argtypes)
     "spw_batch_elements": (_I, [_P]),
     "spw_batch_tensor_count": (_I, [_P]),
     "spw_batch_view_count": (_I, [_P]),
+    "spw_batch_tensor_name": (ctypes.c_char_p, [_P, _I]),
     "spw_batch_tensor_at": (_I, [_P, _I, ctypes.POINTER(_I), ctypes.POINTER(_I), ctypes.POINTER(ctypes.c_int64),
                                  ctypes.POINTER(_P), ctypes.POINTER(ctypes.c_size_t)]),
     "spw_batch_key_at": (_I, [_P, _I, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64),

@@ -189,18 +189,42 @@ class _View:
 
 
 class Batch(tuple):
-    """(data, labels), or (data, labels, lengths) for a padded audio batch: arrays [n, ...], int64 [n] and
-    int64 [n] (valid samples or frames of each row); with views, (view_0, ..., view_k-1, labels): one array
-    per view instance, in order (.views lists them; .data is that list). They view the library's memory: they
-    stay valid while referenced, and the batch goes back to the library when all of them (and this object)
-    are gone. .keys lists each element's Key(epoch, sample, path)."""
+    """The batch's tensors as a tuple, each a named part (.names): (data, labels), or (data, labels, lengths)
+    for a padded audio batch: arrays [n, ...], int64 [n] and int64 [n] (valid samples or frames of each
+    row); with views, (view_0, ..., view_k-1, labels): one array per view instance, in order (.views lists
+    them; .data is that list). batch["labels"] (any part by name) as well as batch[1]. They view the
+    library's memory: they stay valid while referenced, and the batch goes back to the library when all of
+    them (and this object) are gone. .keys lists each element's Key(epoch, sample, path)."""
 
-    def __new__(cls, arrays=(), owner=None, n_views=0):
+    def __new__(cls, arrays=(), owner=None, n_views=0, names=None):
         b = tuple.__new__(cls, arrays)
         b._owner = owner
         b._keys = None
         b._n_views = n_views
+        b._names = tuple(names) if names is not None else ()
         return b
+
+    @property
+    def names(self):
+        """The parts' names in tuple order: "data", "labels", "lengths", "view0" ..."""
+        return list(self._names)
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            try:
+                return tuple.__getitem__(self, self._names.index(key))
+            except ValueError:
+                raise KeyError("batch: no part %r (it has %s)" % (key, ", ".join(self._names))) from None
+        return tuple.__getitem__(self, key)
+
+    def get(self, name, default=None):
+        """The part called name, or default when the batch has none."""
+        return self[name] if name in self._names else default
+
+    def __contains__(self, item):
+        if isinstance(item, str):
+            return item in self._names
+        return tuple.__contains__(self, item)
 
     @property
     def views(self):
@@ -210,21 +234,22 @@ class Batch(tuple):
     @property
     def data(self):
         """The data array; with views, the list of view arrays (as DINO's collate gives the crops)."""
-        return self.views if self._n_views else self[0]
+        return self.views if self._n_views else self["data"]
 
     @property
     def labels(self):
-        return self[self._n_views] if self._n_views else self[1]
+        """The labels, or None for a batch without them."""
+        return self.get("labels")
 
     @property
     def lengths(self):
         """The lengths of a padded batch, else None."""
-        return self[2] if len(self) > 2 and not self._n_views else None
+        return self.get("lengths")
 
     @property
     def n(self):
         """Elements in the batch."""
-        return len(self[1])
+        return int(self[0].shape[0])
 
     @property
     def keys(self):
@@ -252,7 +277,7 @@ class Batch(tuple):
 
     def with_tensors(self, tensors):
         """The same batch (keys, lifetime) over other tensors, e.g. torch views of these arrays."""
-        b = Batch(tensors, self._owner, self._n_views)
+        b = Batch(tensors, self._owner, self._n_views, self._names)
         b._keys = self._keys
         return b
 
@@ -279,8 +304,9 @@ def _make_batch(job, bp, device_batches=False):
     dtype, ndim, data, nbytes = ctypes.c_int(), ctypes.c_int(), ctypes.c_void_p(), ctypes.c_size_t()
     dev_type, dev_id = ctypes.c_int(), ctypes.c_int()
     shape = (ctypes.c_int64 * _lib.TENSOR_MAX_DIMS)()
-    arrays = []
+    arrays, names = [], []
     for i in range(L.spw_batch_tensor_count(bp)):
+        names.append(L.spw_batch_tensor_name(bp, i).decode())
         rc = L.spw_batch_tensor_at(bp, i, ctypes.byref(dtype), ctypes.byref(ndim), shape, ctypes.byref(data),
                                    ctypes.byref(nbytes))
         if rc:
@@ -303,7 +329,7 @@ def _make_batch(job, bp, device_batches=False):
             continue
         arrays.append(np.asarray(_View(owner, data.value, shp, typestr)))
         owner.addresses.append(data.value)
-    return Batch(arrays, owner, L.spw_batch_view_count(bp))
+    return Batch(arrays, owner, L.spw_batch_view_count(bp), names)
 
 
 def _spec_text(pipeline):

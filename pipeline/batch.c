@@ -1,0 +1,367 @@
+/* pipeline/batch.c - batches (see batch.h): filling slots element by element, building the named parts
+ * (closing skipped samples, padding audio rows, splitting views, mixing) and the process-wide cache of
+ * batch buffers. Thread model: a fill or batch is one thread's at a time; the cache has its own mutex. */
+#include "pipeline/batch.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "lib/log.h"
+#include "pipeline/mix.h"
+#include "pipeline/views.h"
+
+/* Batch buffers outlive an executor in a small process-wide cache, so the next executor (the next epoch's
+ * iterator, or the timed run after a warm-up) reuses memory that is already mapped: first touches of fresh
+ * memory are slow under virtualization. Bounded by count and bytes. */
+#define CACHE_SLOTS 4
+#define CACHE_MAX_BYTES ((size_t)512 << 20)
+static pthread_mutex_t g_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *g_cache[CACHE_SLOTS];
+static size_t g_cache_cap[CACHE_SLOTS];
+static int g_cache_n;
+
+static size_t buffer_size(size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20;
+    return bytes >= huge ? (bytes + huge - 1) / huge * huge : (bytes ? bytes : 1);
+}
+
+/* Give a buffer (of buffer_size() bytes) to the cache, or free it. */
+static void cache_put(void *p, size_t cap)
+{
+    size_t total = cap;
+    pthread_mutex_lock(&g_cache_mu);
+    for (int i = 0; i < g_cache_n; i++)
+        total += g_cache_cap[i];
+    if (g_cache_n < CACHE_SLOTS && total <= CACHE_MAX_BYTES) {
+        g_cache[g_cache_n] = p;
+        g_cache_cap[g_cache_n++] = cap;
+        p = NULL;
+    }
+    pthread_mutex_unlock(&g_cache_mu);
+    free(p);
+}
+
+static void *cache_take(size_t cap)
+{
+    void *p = NULL;
+    pthread_mutex_lock(&g_cache_mu);
+    for (int i = 0; i < g_cache_n; i++) {
+        if (g_cache_cap[i] == cap) {
+            p = g_cache[i];
+            g_cache[i] = g_cache[--g_cache_n];
+            g_cache_cap[i] = g_cache_cap[g_cache_n];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_cache_mu);
+    return p;
+}
+
+size_t spw_batch_buffer_size(size_t bytes)
+{
+    return buffer_size(bytes);
+}
+
+void spw_batch_buffer_put(void *p, size_t cap)
+{
+    cache_put(p, cap);
+}
+
+void *spw_batch_buffer_take(size_t bytes)
+{
+    const size_t cap = buffer_size(bytes);
+    void *p = cache_take(cap);
+    if (p)
+        return p;
+    /* Batches are tens of MB: ask for transparent huge pages, so filling a new buffer takes one fault per
+     * 2 MiB instead of one per 4 KiB page. */
+    const size_t huge = (size_t)2 << 20;
+    if (cap >= huge) {
+        if (posix_memalign(&p, huge, cap) != 0)
+            return NULL;
+        madvise(p, cap, MADV_HUGEPAGE);
+        return p;
+    }
+    return malloc(cap);
+}
+
+static size_t shape_bytes(enum spw_dtype dt, int ndim, const int64_t *shape)
+{
+    size_t bytes = spw_dtype_size(dt);
+    for (int i = 0; i < ndim; i++)
+        bytes *= (size_t)shape[i];
+    return bytes;
+}
+
+static const char shape_msg[] =
+    "batch: elements of one batch differ in shape (add a crop or a fixed-size resize, or use batch size 1)";
+
+/* A padded fill's element: its own buffer; all dimensions but the last must match the first element's. */
+static uint8_t *place_row(struct spw_batch_fill *f, int n, int idx, enum spw_dtype dt, int ndim,
+                          const int64_t *shape, char *err, size_t errlen)
+{
+    struct spw_tensor *d = &f->data;
+    if (!f->rows) {
+        f->rows = calloc((size_t)n, sizeof *f->rows);
+        f->lens = calloc((size_t)n, sizeof *f->lens);
+        f->n_rows = f->rows ? n : 0;
+        if (!f->rows || !f->lens || ndim < 1) {
+            snprintf(err, errlen, ndim < 1 ? "batch: a scalar element cannot be padded" : "out of memory for a batch");
+            return NULL;
+        }
+        d->dtype = dt;
+        d->ndim = ndim + 1;
+        d->shape[0] = n;
+        memcpy(d->shape + 1, shape, sizeof(int64_t) * (size_t)ndim);
+        f->elem_bytes = shape_bytes(dt, ndim, shape);
+    }
+    if (d->dtype != dt || d->ndim != ndim + 1 || memcmp(d->shape + 1, shape, sizeof(int64_t) * (size_t)(ndim - 1))) {
+        snprintf(err, errlen, "batch: elements of one batch differ in more than their last dimension (length)");
+        return NULL;
+    }
+    free(f->rows[idx]);
+    f->rows[idx] = malloc(shape_bytes(dt, ndim, shape) + 1);
+    f->lens[idx] = shape[ndim - 1];
+    if (!f->rows[idx])
+        snprintf(err, errlen, "out of memory for a batch");
+    return f->rows[idx];
+}
+
+uint8_t *spw_batch_element_place(struct spw_batch_fill *f, int n, int idx, enum spw_dtype dt, int ndim,
+                                 const int64_t *shape, void *(*take)(void *ctx, size_t bytes), void *ctx, char *err,
+                                 size_t errlen)
+{
+    if (f->pad)
+        return place_row(f, n, idx, dt, ndim, shape, err, errlen);
+    struct spw_tensor *data = &f->data;
+    if (!data->data) {
+        const size_t elem = shape_bytes(dt, ndim, shape);
+        if (!(data->data = take(ctx, elem * (size_t)n))) {
+            snprintf(err, errlen, "out of memory for a batch");
+            return NULL;
+        }
+        data->dtype = dt;
+        data->ndim = ndim + 1;
+        data->shape[0] = n;
+        memcpy(data->shape + 1, shape, sizeof(int64_t) * (size_t)ndim);
+        f->elem_bytes = elem;
+        data->nbytes = elem * (size_t)n;
+    }
+    if (data->dtype != dt || data->ndim != ndim + 1 ||
+        memcmp(data->shape + 1, shape, sizeof(int64_t) * (size_t)ndim) != 0) {
+        snprintf(err, errlen, "%s", shape_msg);
+        return NULL;
+    }
+    return (uint8_t *)data->data + f->elem_bytes * (size_t)idx;
+}
+
+bool spw_batch_fill_started(const struct spw_batch_fill *f)
+{
+    return f->data.data || f->rows;
+}
+
+size_t spw_batch_fill_bytes(const struct spw_batch_fill *f, int n)
+{
+    return f->elem_bytes * (size_t)n;
+}
+
+void spw_batch_fill_clear(struct spw_batch_fill *f)
+{
+    if (f->data.data)
+        cache_put(f->data.data, buffer_size(f->data.nbytes));
+    for (int i = 0; i < f->n_rows; i++)
+        free(f->rows[i]);
+    free(f->rows);
+    free(f->lens);
+    const bool pad = f->pad;
+    memset(f, 0, sizeof *f);
+    f->pad = pad;
+}
+
+/* A padded fill's ok rows as [n_ok, ..., longest] zero-padded into b->tensors[0], and their lengths into
+ * *lengths. Returns 0 or -ENOMEM. */
+static int build_padded(struct spw_batch_fill *f, int n_pos, const bool *ok, struct spw_batch *b,
+                        struct spw_tensor *lengths_out)
+{
+    const struct spw_tensor *d = &f->data;
+    int64_t longest = 0;
+    for (int p = 0; p < n_pos; p++)
+        if (ok[p] && f->lens[p] > longest)
+            longest = f->lens[p];
+    int64_t shape[SPW_TENSOR_MAX_DIMS];
+    memcpy(shape, d->shape, sizeof shape);
+    shape[0] = b->n;
+    shape[d->ndim - 1] = longest;
+    int64_t lshape[1] = {b->n};
+    if (spw_tensor_alloc(&b->tensors[0], d->dtype, d->ndim, shape) != 0 ||
+        spw_tensor_alloc(lengths_out, SPW_DTYPE_I64, 1, lshape) != 0)
+        return -ENOMEM;
+    const size_t es = spw_dtype_size(d->dtype), out_row = (size_t)longest * es;
+    size_t outer = 1;                                   /* rows of the last dimension per element */
+    for (int i = 1; i < d->ndim - 1; i++)
+        outer *= (size_t)d->shape[i];
+    uint8_t *dst = b->tensors[0].data;
+    int64_t *lengths = lengths_out->data;
+    for (int p = 0, k = 0; p < n_pos; p++) {
+        if (!ok[p])
+            continue;
+        const size_t in_row = (size_t)f->lens[p] * es;
+        for (size_t r = 0; r < outer; r++, dst += out_row) {
+            memcpy(dst, f->rows[p] + r * in_row, in_row);
+            memset(dst + in_row, 0, out_row - in_row);
+        }
+        lengths[k++] = f->lens[p];
+    }
+    return 0;
+}
+
+int spw_batch_find(const struct spw_batch *b, const char *name)
+{
+    for (int i = 0; i < b->n_tensors; i++)
+        if (strcmp(b->names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+/* Append a part (the batch owns t from here, also on failure). Returns 0 or -ENOSPC. */
+static int add_part(struct spw_batch *b, const char *name, struct spw_tensor *t)
+{
+    if (b->n_tensors >= SPW_BATCH_MAX_TENSORS) {
+        spw_tensor_free(t);
+        return -ENOSPC;
+    }
+    b->tensors[b->n_tensors] = *t;
+    snprintf(b->names[b->n_tensors++], SPW_BATCH_NAME_MAX, "%s", name);
+    memset(t, 0, sizeof *t);
+    return 0;
+}
+
+/* A views batch's packed data [n, bytes] (tensors[0]) into one part per instance, the other parts after them. */
+static int split_views(const struct spw_pipeline_spec *spec, struct spw_batch *b)
+{
+    const int k = spw_views_instances(spec);
+    struct spw_tensor parts[SPW_VIEWS_MAX_INSTANCES];
+    char err[160];
+    const int rc = spw_views_unpack(spec, &b->tensors[0], b->n, parts, err, sizeof err);
+    if (rc) {
+        spw_log(SPW_LOG_WARN, "batch", "batch %" PRId64 " of epoch %" PRId64 ": %s", b->index, b->epoch, err);
+        return rc;
+    }
+    if (b->data_capacity)
+        spw_batch_buffer_put(b->tensors[0].data, b->data_capacity);
+    else
+        spw_tensor_free(&b->tensors[0]);
+    b->data_capacity = 0;
+    const int rest = b->n_tensors - 1;                  /* the parts after the data move behind the views */
+    memmove(b->tensors + k, b->tensors + 1, sizeof *b->tensors * (size_t)rest);
+    memmove(b->names + k, b->names + 1, sizeof *b->names * (size_t)rest);
+    for (int v = 0; v < k; v++) {
+        b->tensors[v] = parts[v];
+        snprintf(b->names[v], SPW_BATCH_NAME_MAX, "view%d", v);
+    }
+    b->n_tensors = k + rest;
+    b->n_views = k;
+    return 0;
+}
+
+int spw_batch_build(const struct spw_pipeline_spec *spec, const struct spw_source *src, int64_t epoch, int64_t index,
+                    int n_pos, const int64_t *samples, const bool *ok, struct spw_batch_fill *f,
+                    struct spw_batch **out)
+{
+    struct spw_batch *b = calloc(1, sizeof *b);
+    if (b)
+        b->device_type = 1;     /* kDLCPU */
+    int n_ok = 0;
+    for (int p = 0; p < n_pos; p++)
+        n_ok += ok[p];
+    if (!b || !(b->keys = calloc((size_t)(n_ok ? n_ok : 1), sizeof *b->keys))) {
+        free(b);
+        return -ENOMEM;
+    }
+    b->epoch = epoch;
+    b->index = index;
+    b->skipped = n_pos - n_ok;
+    b->n = n_ok;
+    b->n_tensors = 1;
+    snprintf(b->names[0], SPW_BATCH_NAME_MAX, "data");
+    struct spw_tensor lt;
+    int64_t lshape[1] = {n_ok};
+    if (spw_tensor_alloc(&lt, SPW_DTYPE_I64, 1, lshape) != 0 || add_part(b, "labels", &lt) != 0) {
+        spw_batch_free(b);
+        return -ENOMEM;
+    }
+    int64_t *labels = b->tensors[1].data;
+    int k = 0;
+    struct spw_tensor *data = &f->data;
+    uint8_t *base = data->data;
+    const size_t elem_bytes = f->elem_bytes;
+    for (int p = 0; p < n_pos; p++) {
+        if (!ok[p])
+            continue;
+        if (k != p && base)     /* close the gap a skipped sample left */
+            memmove(base + elem_bytes * (size_t)k, base + elem_bytes * (size_t)p, elem_bytes);
+        const struct spw_sample *sm = &src->samples[samples[p]];
+        labels[k] = sm->label;
+        b->keys[k] = (struct spw_sample_key){epoch, samples[p], sm->path};
+        k++;
+    }
+    if (f->rows && n_ok) {
+        struct spw_tensor lengths = {0};
+        int rc = build_padded(f, n_pos, ok, b, &lengths);
+        spw_batch_fill_clear(f);
+        if (rc == 0)
+            rc = add_part(b, "lengths", &lengths);
+        spw_tensor_free(&lengths);
+        if (rc) {
+            spw_batch_free(b);
+            return rc;
+        }
+    } else if (data->data) {
+        b->data_capacity = buffer_size(data->nbytes);
+        b->tensors[0] = *data;
+        b->tensors[0].shape[0] = n_ok;
+        b->tensors[0].nbytes = elem_bytes * (size_t)n_ok;
+        memset(data, 0, sizeof *data);
+    } else {
+        spw_batch_fill_clear(f);
+        int64_t eshape[1] = {0};
+        spw_tensor_alloc(&b->tensors[0], SPW_DTYPE_U8, 1, eshape);
+    }
+    if (spec->n_views) {
+        const int rc = split_views(spec, b);
+        if (rc) {
+            spw_batch_free(b);
+            return rc;
+        }
+    }
+    const struct spw_mix_spec *mix = &spec->batch.mix;
+    if (mix->num_classes) {
+        struct spw_mix_draw d = {0};
+        const struct spw_tensor *t = &b->tensors[0];
+        if (t->ndim == 4)
+            spw_mix_plan(mix, spec->source.seed, epoch, index, (int)t->shape[3], (int)t->shape[2], &d);
+        const int rc = spw_batch_mix(mix, &d, &b->tensors[0], &b->tensors[spw_batch_find(b, "labels")]);
+        if (rc) {
+            spw_batch_free(b);
+            return rc;
+        }
+    }
+    *out = b;
+    return 0;
+}
+
+void spw_batch_free(struct spw_batch *b)
+{
+    if (!b)
+        return;
+    for (int i = b->device_block ? 1 : 0; i < b->n_tensors; i++)
+        spw_tensor_free(&b->tensors[i]);
+    free(b->keys);
+    free(b);
+}
