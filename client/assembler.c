@@ -42,6 +42,7 @@ struct parked {
     struct parked *next;
     struct asm_ticket t;        /* unordered: gbatch -1 until it gets a place */
     struct spw_value v;
+    struct spw_fields *fields;
 };
 
 struct assembler {
@@ -188,6 +189,7 @@ int asm_create(const struct asm_opts *o, struct assembler **out)
 static void value_free_parked(struct parked *p)
 {
     spw_value_free(&p->v);
+    spw_fields_free(p->fields);
     free(p);
 }
 
@@ -482,6 +484,24 @@ struct spw_element_dest asm_element_dest(struct assembler *a, const struct asm_t
     return (struct spw_element_dest){place_cb, place, a->o.spec->batch.layout};
 }
 
+/* asm_done, with the element's fields (taken) kept in its batch when it is in. */
+static void done_with(struct assembler *a, const struct asm_ticket *t, bool ok, struct spw_fields *fields)
+{
+    pthread_mutex_lock(&a->mu);
+    struct slot *s = slot_of(a, t->gbatch);
+    if (ok && fields && spw_batch_fill_fields(&s->fill, s->n_pos, t->idx, fields) != 0) {
+        a->fail_rc = -ENOMEM;   /* not placeable: the batch fails rather than silently missing a field */
+        snprintf(a->errmsg, sizeof a->errmsg, "out of memory for an element's fields");
+        ok = false;
+    } else if (!ok) {
+        spw_fields_free(fields);
+    }
+    s->ok[t->idx] = ok;
+    if (++s->finished == s->n_pos)
+        pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
 void asm_done(struct assembler *a, const struct asm_ticket *t, bool ok)
 {
     pthread_mutex_lock(&a->mu);
@@ -492,7 +512,7 @@ void asm_done(struct assembler *a, const struct asm_ticket *t, bool ok)
     pthread_mutex_unlock(&a->mu);
 }
 
-void asm_park(struct assembler *a, const struct asm_ticket *t, struct spw_value *v)
+void asm_park(struct assembler *a, const struct asm_ticket *t, struct spw_value *v, struct spw_fields *fields)
 {
     /* kept past the producer's micro-batch: a borrowed value gets its own copy */
     struct parked *p = spw_value_own(v) == 0 ? calloc(1, sizeof *p) : NULL;
@@ -504,10 +524,12 @@ void asm_park(struct assembler *a, const struct asm_ticket *t, struct spw_value 
         pthread_cond_broadcast(&a->cv);
         pthread_mutex_unlock(&a->mu);
         spw_value_free(v);
+        spw_fields_free(fields);
         return;
     }
     p->t = *t;
     p->v = *v;
+    p->fields = fields;
     memset(v, 0, sizeof *v);
     struct parked **tail = &a->parked;      /* FIFO: unordered elements take places in arrival order */
     while (*tail)
@@ -520,7 +542,7 @@ void asm_park(struct assembler *a, const struct asm_ticket *t, struct spw_value 
 /* Copy a value into its ticket's place and finish it (outside the lock); an empty value is a skipped
  * sample. Returns whether the element is in. */
 static bool place_value(struct assembler *a, const struct asm_ticket *t, const struct spw_value *v,
-                        int64_t *delivered)
+                        struct spw_fields *fields, int64_t *delivered)
 {
     const bool empty = !v->is_tensor && !v->img.data;
     enum spw_dtype dt;
@@ -534,23 +556,25 @@ static bool place_value(struct assembler *a, const struct asm_ticket *t, const s
     }
     if (dst && delivered)
         __atomic_add_fetch(delivered, 1, __ATOMIC_RELAXED);
-    asm_done(a, t, dst != NULL);
+    done_with(a, t, dst != NULL, fields);
     return dst != NULL;
 }
 
-void asm_finish(struct assembler *a, const struct asm_ticket *t, enum asm_claim c, struct spw_value *v, bool ok,
-                int64_t *delivered)
+void asm_finish(struct assembler *a, const struct asm_ticket *t, enum asm_claim c, struct spw_value *v,
+                struct spw_fields *fields, bool ok, int64_t *delivered)
 {
     if (c == ASM_PARK) {
         if (ok && delivered)
             __atomic_add_fetch(delivered, 1, __ATOMIC_RELAXED);
-        asm_park(a, t, v);
+        asm_park(a, t, v, ok ? fields : NULL);
+        if (!ok)
+            spw_fields_free(fields);
     } else if (ok && !v->placed) {
-        place_value(a, t, v, delivered);
+        place_value(a, t, v, fields, delivered);
     } else {
         if (ok && delivered)
             __atomic_add_fetch(delivered, 1, __ATOMIC_RELAXED);
-        asm_done(a, t, ok);
+        done_with(a, t, ok, fields);
     }
 }
 
@@ -587,7 +611,8 @@ static void unpark(struct assembler *a)
     while (ready_list) {
         struct parked *p = ready_list;
         ready_list = p->next;
-        place_value(a, &p->t, &p->v, NULL);
+        place_value(a, &p->t, &p->v, p->fields, NULL);
+        p->fields = NULL;
         value_free_parked(p);
     }
 }

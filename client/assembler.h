@@ -13,6 +13,7 @@
 
 #include "pipeline/element.h"
 #include "pipeline/executor.h"
+#include "pipeline/fields.h"
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
 
@@ -75,9 +76,9 @@ enum asm_claim asm_claim_place(struct assembler *a, uint64_t epoch, int64_t plac
 uint8_t *asm_dst(struct assembler *a, const struct asm_ticket *t, enum spw_dtype dt, int ndim, const int64_t *shape);
 /* Finish a claimed ASM_PLACE element: ok = its data is in place; !ok = skipped (tombstone). */
 void asm_done(struct assembler *a, const struct asm_ticket *t, bool ok);
-/* Take an ASM_PARK element's value (owned; an empty value is a skipped sample); placed when the window
- * reaches it. */
-void asm_park(struct assembler *a, const struct asm_ticket *t, struct spw_value *v);
+/* Take an ASM_PARK element's value (owned; an empty value is a skipped sample) and fields (NULL: none); placed
+ * when the window reaches it. */
+void asm_park(struct assembler *a, const struct asm_ticket *t, struct spw_value *v, struct spw_fields *fields);
 
 /* Next batch per the delivery mode, waiting up to timeout_ms. Returns 0, -ETIMEDOUT, SPW_ECLOSED at the end,
  * SPW_ESPEC (mixed shapes; message in err) or the error set by asm_fail. */
@@ -91,10 +92,11 @@ struct asm_place {
 };
 struct spw_element_dest asm_element_dest(struct assembler *a, const struct asm_ticket *t, struct asm_place *place);
 /* Hand over a claimed element (ASM_PLACE or ASM_PARK): ok with its value (copied into its place unless the
- * run already wrote it there, v->placed; parked, taking v, for ASM_PARK), or !ok (skipped; v empty).
- * *delivered (may be NULL) counts it, atomically, before its batch can complete. The caller frees v. */
-void asm_finish(struct assembler *a, const struct asm_ticket *t, enum asm_claim c, struct spw_value *v, bool ok,
-                int64_t *delivered);
+ * run already wrote it there, v->placed; parked, taking v, for ASM_PARK) and its source.fields (taken; NULL
+ * without), or !ok (skipped; v empty). *delivered (may be NULL) counts it, atomically, before its batch can
+ * complete. The caller frees v. */
+void asm_finish(struct assembler *a, const struct asm_ticket *t, enum asm_claim c, struct spw_value *v,
+                struct spw_fields *fields, bool ok, int64_t *delivered);
 /* Stop with an error: asm_next returns rc from now on. */
 void asm_fail(struct assembler *a, int rc, const char *msg);
 

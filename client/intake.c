@@ -11,6 +11,7 @@
 #include "lib/err.h"
 #include "pipeline/compress.h"
 #include "pipeline/element_size.h"
+#include "pipeline/fields.h"
 #include "pipeline/op_registry.h"
 #include "pipeline/produce.h"
 #include "pipeline/wire.h"
@@ -123,15 +124,24 @@ static void sample_failed(const struct intake *in, int64_t sample, int rc, const
 /* The end of take_element: v (made by rc's run) handed to the assembler, a failure logged (an empty value parks
  * as a skipped sample). */
 static bool finish_taken(const struct intake *in, int64_t sample, struct asm_ticket *t, enum asm_claim c, int rc,
-                         struct spw_value *v, const char *err)
+                         struct spw_value *v, struct spw_fields *fields, const char *err)
 {
     if (rc != 0) {
         sample_failed(in, sample, rc, rc == -ENOMEM && !err[0] ? "out of memory" : err, NULL);
         spw_value_free(v);
     }
-    asm_finish(in->a, t, c, v, rc == 0, in->elements);
+    asm_finish(in->a, t, c, v, fields, rc == 0, in->elements);
     spw_value_free(v);
     return true;
+}
+
+/* Element i's fields, taken from the message's (checked when it arrived; NULL without fields). */
+static struct spw_fields *element_fields(struct intake_rx *rx, size_t i)
+{
+    struct spw_fields *f = i < rx->n_unpacked ? rx->unpacked[i] : NULL;
+    if (f)
+        rx->unpacked[i] = NULL;
+    return f;
 }
 
 /* Finish one received element: claim it, run the suffix if any, put it in its batch (or park it).
@@ -147,6 +157,7 @@ static bool take_element(const struct intake *in, struct intake_rx *rx, const st
     const size_t eb = wt->nbytes / (size_t)wt->shape[0], off = wt->offset + i * eb;
     char err[256] = "";
     int rc = 0;
+    struct spw_fields *fields = element_fields(rx, i);
     struct spw_value shape_only = view_of(wt, NULL), v = {0};
     if (b->cut == in->job->groups && c == ASM_PLACE && (shape_only.is_tensor || layout == SPW_LAYOUT_HWC)) {
         /* The one copy: from the received parts straight into the batch. */
@@ -158,7 +169,7 @@ static bool take_element(const struct intake *in, struct intake_rx *rx, const st
         if (dst)
             spw_wire_copy(rx->parts, rx->n, off, eb, dst);
         struct spw_value written = {.placed = true};
-        asm_finish(in->a, &t, c, &written, dst != NULL, in->elements);
+        asm_finish(in->a, &t, c, &written, fields, dst != NULL, in->elements);
         return true;
     }
     if (b->cut < in->job->groups && !shape_only.is_tensor && spw_element_rows_group(in->ctx, b->cut)) {
@@ -168,11 +179,11 @@ static bool take_element(const struct intake *in, struct intake_rx *rx, const st
         struct spw_element_dest dest = asm_element_dest(in->a, &t, &place);
         rc = spw_element_run_rows(in->ctx, b->cut, shape_only.img.w, shape_only.img.h, rx->parts, rx->n, off, &v,
                                   c == ASM_PLACE ? &dest : NULL, err, sizeof err);
-        return finish_taken(in, b->samples[i], &t, c, rc, &v, err);
+        return finish_taken(in, b->samples[i], &t, c, rc, &v, fields, err);
     }
     const uint8_t *bytes = contiguous(rx, off, eb);
     if (!bytes) {
-        asm_finish(in->a, &t, c, &v, false, NULL);
+        asm_finish(in->a, &t, c, &v, fields, false, NULL);
         asm_fail(in->a, -ENOMEM, "out of memory receiving an element");
         return true;
     }
@@ -180,7 +191,7 @@ static bool take_element(const struct intake *in, struct intake_rx *rx, const st
     if (b->cut == in->job->groups && c == ASM_PLACE) {
         struct spw_value copy = view;   /* copied once, into the batch; the message stays the owner */
         copy.placed = false;
-        asm_finish(in->a, &t, c, &copy, true, in->elements);
+        asm_finish(in->a, &t, c, &copy, fields, true, in->elements);
         return true;
     }
     struct asm_place place;
@@ -198,7 +209,7 @@ static bool take_element(const struct intake *in, struct intake_rx *rx, const st
         rc = spw_element_run(in->ctx, b->cut, in->job->groups, b->epoch, b->samples[i], NULL, 0, &v, NULL, NULL, err,
                              sizeof err);
     }
-    return finish_taken(in, b->samples[i], &t, c, rc, &v, err);
+    return finish_taken(in, b->samples[i], &t, c, rc, &v, fields, err);
 }
 
 /* Check what a worker controls before trusting it: the job, the cut, the counts and sizes, and that each
@@ -232,6 +243,15 @@ static const char *check_batch(const struct intake *in, uint64_t job, const stru
             (int64_t)elem != fixed)
             return "element size is not what the pipeline makes at this cut";
     }
+    const bool fields = in->ctx->spec->source.n_fields > 0;
+    if (b->n_positions && fields && b->n_tensors != 4)
+        return "elements without their fields (source.fields)";
+    if (b->n_positions && fields) {
+        const struct spw_wire_tensor *f = &b->tensors[2], *o = &b->tensors[3];
+        if (f->dtype != SPW_DTYPE_U8 || f->ndim != 1 || f->encoding != SPW_WIRE_RAW || o->dtype != SPW_DTYPE_I64 ||
+            o->ndim != 1 || o->encoding != SPW_WIRE_RAW || o->shape[0] != (int64_t)b->n_positions + 1)
+            return "fields tensors of the wrong type or count";
+    }
     for (size_t i = 0; i < b->n_positions; i++) {
         if (b->positions[i] < 0 || b->positions[i] >= in->job->samples)
             return "position outside the epoch";
@@ -260,8 +280,65 @@ static void take_tombstone(const struct intake *in, const struct spw_wire_batch 
         asm_done(in->a, &t, false);
     } else if (c == ASM_PARK) {
         struct spw_value none = {0};
-        asm_park(in->a, &t, &none);
+        asm_park(in->a, &t, &none, NULL);
     }
+}
+
+static void drop_unpacked(struct intake_rx *rx)
+{
+    for (size_t i = 0; i < rx->n_unpacked; i++)
+        spw_fields_free(rx->unpacked[i]);
+    rx->n_unpacked = 0;
+}
+
+/* The fields of a checked message, each element's unpacked into rx->unpacked: the offsets from 0, in order,
+ * ending at the bytes sent, and what each slice holds checked by spw_fields_unpack (lengths against the caps,
+ * text as UTF-8). A worker lying about one element's fields has the whole message refused (nothing of it is
+ * claimed: the split goes to another producer). Returns NULL or why the message is refused (in err). */
+static const char *gather_fields(const struct spw_source_spec *spec, struct intake_rx *rx,
+                                 const struct spw_wire_batch *b, char *err, size_t errlen)
+{
+    const struct spw_wire_tensor *f = &b->tensors[2], *o = &b->tensors[3];
+    const size_t n_off = b->n_positions + 1;
+    if (rx->field_offsets_cap < n_off) {
+        int64_t *no = realloc(rx->field_offsets, n_off * sizeof *no);
+        if (!no)
+            return "out of memory for an element's fields";
+        rx->field_offsets = no;
+        rx->field_offsets_cap = n_off;
+    }
+    if (rx->fields_cap < f->nbytes + 1) {
+        uint8_t *nf = realloc(rx->fields, f->nbytes + 1);
+        if (!nf)
+            return "out of memory for an element's fields";
+        rx->fields = nf;
+        rx->fields_cap = f->nbytes + 1;
+    }
+    spw_wire_copy(rx->parts, rx->n, o->offset, n_off * 8, (uint8_t *)rx->field_offsets);
+    spw_wire_copy(rx->parts, rx->n, f->offset, f->nbytes, rx->fields);
+    if (rx->field_offsets[0] != 0 || rx->field_offsets[b->n_positions] != (int64_t)f->nbytes)
+        return "fields offsets do not span the fields sent";
+    for (size_t i = 0; i < b->n_positions; i++)
+        if (rx->field_offsets[i + 1] < rx->field_offsets[i])
+            return "fields offsets out of order";
+    if (rx->unpacked_cap < b->n_positions) {
+        struct spw_fields **nu = realloc(rx->unpacked, b->n_positions * sizeof *nu);
+        if (!nu)
+            return "out of memory for an element's fields";
+        rx->unpacked = nu;
+        rx->unpacked_cap = b->n_positions;
+    }
+    for (size_t i = 0; i < b->n_positions; i++) {
+        const int64_t at = rx->field_offsets[i], len = rx->field_offsets[i + 1] - at;
+        char why[200];
+        if (spw_fields_unpack(spec, rx->fields + at, (size_t)len, &rx->unpacked[i], why, sizeof why) != 0) {
+            drop_unpacked(rx);
+            snprintf(err, errlen, "element %zu: %s", i, why);
+            return err;
+        }
+        rx->n_unpacked = i + 1;
+    }
+    return NULL;
 }
 
 const char *intake_message(const struct intake *in, struct intake_rx *rx, uint64_t job, const struct iovec *parts,
@@ -276,7 +353,10 @@ const char *intake_message(const struct intake *in, struct intake_rx *rx, uint64
         return err;
     if (b.direct_port)      /* the channel takes the one offer it asked for, first */
         bad = "a data connection offered unasked";
-    else if (!(bad = check_batch(in, job, &b)) && b.n_positions && b.tensors[0].encoding == SPW_WIRE_ZSTD)
+    else if (!(bad = check_batch(in, job, &b)) && b.n_positions && in->ctx->spec->source.n_fields)
+        bad = gather_fields(&in->ctx->spec->source, rx, &b, err, errlen);  /* before a decompression points
+                                                                               the parts elsewhere */
+    if (!bad && b.n_positions && b.tensors[0].encoding == SPW_WIRE_ZSTD)
         bad = decompress_into(rx, &b.tensors[0], err, errlen);
     if (!bad) {
         *elements = (int64_t)b.n_positions;
@@ -285,6 +365,7 @@ const char *intake_message(const struct intake *in, struct intake_rx *rx, uint64
         for (size_t i = 0; i < b.n_tombstones; i++)
             take_tombstone(in, &b, i, from);
     }
+    drop_unpacked(rx);                  /* duplicates' */
     spw_wire_batch_free(&b);
     return bad;
 }
@@ -293,6 +374,10 @@ void intake_rx_free(struct intake_rx *rx)
 {
     free(rx->scratch);
     free(rx->raw);
+    drop_unpacked(rx);
+    free(rx->unpacked);
+    free(rx->fields);
+    free(rx->field_offsets);
     spw_zstd_destroy(rx->z);
     memset(rx, 0, sizeof *rx);
 }

@@ -38,6 +38,12 @@ struct intake_rx {
     size_t raw_cap;
     struct iovec raw_part;              /* parts then point here */
     struct spw_zstd *z;                 /* made at the first compressed message */
+    uint8_t *fields;                    /* the message's source.fields bytes, gathered */
+    size_t fields_cap;
+    int64_t *field_offsets;             /* [positions + 1], checked */
+    size_t field_offsets_cap;
+    struct spw_fields **unpacked;       /* [positions]: each element's fields, checked, until taken */
+    size_t unpacked_cap, n_unpacked;
 };
 
 /* Take one message from worker `from` on a stream opened for job. Returns NULL with the elements it held

@@ -229,10 +229,14 @@ static void local_done(void *opaque, int k, int rc, struct spw_value *v, const c
     struct asm_ticket t = m->claim[k].t;
     enum asm_claim c = m->claim[k].claimed ? m->claim[k].c : asm_claim_place(j->a, m->epoch, m->places[k], &t);
     if (c != ASM_DUP && c != ASM_DROP) {
-        char msg[1024];
+        char msg[1024], ferr[512];
+        struct spw_fields *fields = NULL;
+        if (rc == 0 && j->spec->source.n_fields &&
+            (rc = spw_fields_read(j->src, &j->spec->source, m->samples[k], &fields, ferr, sizeof ferr)) != 0)
+            err = ferr;
         if (rc != 0 && spw_produce_failed(&j->prod, m->samples[k], rc, err, NULL, msg, sizeof msg))
             asm_fail(j->a, rc, msg);
-        asm_finish(j->a, &t, c, v, rc == 0, m->count[k]);
+        asm_finish(j->a, &t, c, v, fields, rc == 0, m->count[k]);
     }
     spw_value_free(v);
 }

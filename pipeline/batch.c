@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 
 #include "lib/log.h"
+#include "pipeline/fields.h"
 #include "pipeline/mix.h"
 #include "pipeline/views.h"
 
@@ -179,6 +180,9 @@ void spw_batch_fill_clear(struct spw_batch_fill *f)
         free(f->rows[i]);
     free(f->rows);
     free(f->lens);
+    for (int i = 0; i < f->n_fields; i++)
+        spw_fields_free(f->fields[i]);
+    free(f->fields);
     const bool pad = f->pad;
     memset(f, 0, sizeof *f);
     f->pad = pad;
@@ -218,6 +222,20 @@ static int build_padded(struct spw_batch_fill *f, int n_pos, const bool *ok, str
         }
         lengths[k++] = f->lens[p];
     }
+    return 0;
+}
+
+int spw_batch_fill_fields(struct spw_batch_fill *f, int n, int idx, struct spw_fields *fields)
+{
+    if (!f->fields) {
+        if (!(f->fields = calloc((size_t)n, sizeof *f->fields))) {
+            spw_fields_free(fields);
+            return -ENOMEM;
+        }
+        f->n_fields = n;
+    }
+    spw_fields_free(f->fields[idx]);
+    f->fields[idx] = fields;
     return 0;
 }
 
@@ -270,9 +288,52 @@ static int split_views(const struct spw_pipeline_spec *spec, struct spw_batch *b
     return 0;
 }
 
-int spw_batch_build(const struct spw_pipeline_spec *spec, const struct spw_source *src, int64_t epoch, int64_t index,
-                    int n_pos, const int64_t *samples, const bool *ok, struct spw_batch_fill *f,
-                    struct spw_batch **out)
+/* Each source.fields entry as two parts: "NAME" uint8 [n, longest] zero-padded, "NAME_lengths" int64 [n], from
+ * the fill's fields of the ok positions. Returns 0, -ENOMEM or -ENOSPC. */
+static int add_fields(const struct spw_source_spec *spec, struct spw_fields *const *fields, int n_pos,
+                      const bool *ok, struct spw_batch *b)
+{
+    for (int k = 0; k < spec->n_fields; k++) {
+        size_t longest = 0;
+        for (int p = 0; p < n_pos; p++)
+            if (ok[p] && fields && fields[p] && fields[p]->f[k].len > longest)
+                longest = fields[p]->f[k].len;
+        struct spw_tensor bytes, lengths;
+        const int64_t shape[2] = {b->n, (int64_t)longest};
+        if (spw_tensor_alloc(&bytes, SPW_DTYPE_U8, 2, shape) != 0)
+            return -ENOMEM;
+        if (spw_tensor_alloc(&lengths, SPW_DTYPE_I64, 1, shape) != 0) {
+            spw_tensor_free(&bytes);
+            return -ENOMEM;
+        }
+        uint8_t *row = bytes.data;
+        int64_t *len = lengths.data;
+        for (int p = 0; p < n_pos; p++) {
+            if (!ok[p])
+                continue;
+            const struct spw_field_bytes *fb = fields && fields[p] ? &fields[p]->f[k] : NULL;
+            const size_t n = fb ? fb->len : 0;
+            if (n)
+                memcpy(row, fb->data, n);
+            memset(row + n, 0, longest - n);
+            row += longest;
+            *len++ = (int64_t)n;
+        }
+        char name[SPW_BATCH_NAME_MAX];
+        snprintf(name, sizeof name, "%s_lengths", spec->fields[k].name);
+        int rc = add_part(b, spec->fields[k].name, &bytes);
+        if (rc == 0)
+            rc = add_part(b, name, &lengths);
+        spw_tensor_free(&lengths);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int build(const struct spw_pipeline_spec *spec, const struct spw_source *src, int64_t epoch, int64_t index,
+                 int n_pos, const int64_t *samples, const bool *ok, struct spw_batch_fill *f,
+                 struct spw_fields *const *fields, struct spw_batch **out)
 {
     struct spw_batch *b = calloc(1, sizeof *b);
     if (b)
@@ -292,11 +353,12 @@ int spw_batch_build(const struct spw_pipeline_spec *spec, const struct spw_sourc
     snprintf(b->names[0], SPW_BATCH_NAME_MAX, "data");
     struct spw_tensor lt;
     int64_t lshape[1] = {n_ok};
-    if (spw_tensor_alloc(&lt, SPW_DTYPE_I64, 1, lshape) != 0 || add_part(b, "labels", &lt) != 0) {
+    if (!spec->source.no_labels &&
+        (spw_tensor_alloc(&lt, SPW_DTYPE_I64, 1, lshape) != 0 || add_part(b, "labels", &lt) != 0)) {
         spw_batch_free(b);
         return -ENOMEM;
     }
-    int64_t *labels = b->tensors[1].data;
+    int64_t *labels = spec->source.no_labels ? NULL : b->tensors[1].data;
     int k = 0;
     struct spw_tensor *data = &f->data;
     uint8_t *base = data->data;
@@ -307,7 +369,8 @@ int spw_batch_build(const struct spw_pipeline_spec *spec, const struct spw_sourc
         if (k != p && base)     /* close the gap a skipped sample left */
             memmove(base + elem_bytes * (size_t)k, base + elem_bytes * (size_t)p, elem_bytes);
         const struct spw_sample *sm = &src->samples[samples[p]];
-        labels[k] = sm->label;
+        if (labels)
+            labels[k] = sm->label;
         b->keys[k] = (struct spw_sample_key){epoch, samples[p], sm->path};
         k++;
     }
@@ -333,6 +396,11 @@ int spw_batch_build(const struct spw_pipeline_spec *spec, const struct spw_sourc
         int64_t eshape[1] = {0};
         spw_tensor_alloc(&b->tensors[0], SPW_DTYPE_U8, 1, eshape);
     }
+    const int frc = add_fields(&spec->source, fields, n_pos, ok, b);
+    if (frc) {
+        spw_batch_free(b);
+        return frc;
+    }
     if (spec->n_views) {
         const int rc = split_views(spec, b);
         if (rc) {
@@ -354,6 +422,21 @@ int spw_batch_build(const struct spw_pipeline_spec *spec, const struct spw_sourc
     }
     *out = b;
     return 0;
+}
+
+int spw_batch_build(const struct spw_pipeline_spec *spec, const struct spw_source *src, int64_t epoch, int64_t index,
+                    int n_pos, const int64_t *samples, const bool *ok, struct spw_batch_fill *f,
+                    struct spw_batch **out)
+{
+    struct spw_fields **fields = f->fields;        /* ours from here: the fill may be cleared while building */
+    const int n_fields = f->n_fields;
+    f->fields = NULL;
+    f->n_fields = 0;
+    const int rc = build(spec, src, epoch, index, n_pos, samples, ok, f, fields, out);
+    for (int p = 0; p < n_fields; p++)
+        spw_fields_free(fields[p]);
+    free(fields);
+    return rc;
 }
 
 void spw_batch_free(struct spw_batch *b)

@@ -13,8 +13,10 @@
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
 
-#define SPW_BATCH_MAX_TENSORS (SPW_VIEWS_MAX_INSTANCES + 3)
+#define SPW_BATCH_MAX_TENSORS (SPW_VIEWS_MAX_INSTANCES + 3 + 2 * SPW_SAMPLE_FIELDS_MAX)
 #define SPW_BATCH_NAME_MAX 48
+
+struct spw_fields;
 
 struct spw_sample_key {
     int64_t epoch, sample;      /* sample = index in the source's manifest */
@@ -27,8 +29,9 @@ struct spw_batch {
     int skipped;
     int n_tensors;
     /* Its parts, each [n, ...], in this order: "data" (with views, one tensor per view instance in its place,
-     * "view0" .. "view<k-1>"), "labels" (int64, or float32 [n, classes] when mixed), "lengths" (padded
-     * batches: int64 valid lengths of the rows) */
+     * "view0" .. "view<k-1>"), "labels" (int64, or float32 [n, classes] when mixed; none with source.labels false), "lengths" (padded
+     * batches: int64 valid lengths of the rows), then per source.fields entry NAME: "NAME" uint8 [n, longest]
+     * zero-padded bytes and "NAME_lengths" int64 [n] */
     struct spw_tensor tensors[SPW_BATCH_MAX_TENSORS];
     char names[SPW_BATCH_MAX_TENSORS][SPW_BATCH_NAME_MAX];
     int n_views;
@@ -52,6 +55,8 @@ struct spw_batch_fill {
     int n_rows;
     uint8_t **rows;                 /* padded: [n_rows] element buffers */
     int64_t *lens;                  /* padded: [n] last-dimension lengths */
+    int n_fields;                   /* slots of fields (n once the first is filled) */
+    struct spw_fields **fields;     /* [n_fields]: each element's source.fields (pipeline/fields.h), owned */
 };
 
 /* Build a batch from an assembled slot: n_pos positions with their manifest samples, ok[p] false for a
@@ -71,6 +76,9 @@ int spw_batch_build(const struct spw_pipeline_spec *spec, const struct spw_sourc
 uint8_t *spw_batch_element_place(struct spw_batch_fill *f, int n, int idx, enum spw_dtype dt, int ndim,
                                  const int64_t *shape, void *(*take)(void *ctx, size_t bytes), void *ctx, char *err,
                                  size_t errlen);
+/* Element idx's fields (source.fields) into the fill, which owns them from here (also on failure). Returns 0
+ * or -ENOMEM. Not thread-safe on one fill. */
+int spw_batch_fill_fields(struct spw_batch_fill *f, int n, int idx, struct spw_fields *fields);
 /* Whether the fill has its first element, and about how many bytes the whole batch takes. */
 bool spw_batch_fill_started(const struct spw_batch_fill *f);
 size_t spw_batch_fill_bytes(const struct spw_batch_fill *f, int n);

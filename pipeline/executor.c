@@ -15,6 +15,7 @@
 #include "lib/err.h"
 #include "lib/log.h"
 #include "pipeline/element.h"
+#include "pipeline/fields.h"
 #include "pipeline/fusion.h"
 #include "pipeline/gpu_backend.h"
 #include "pipeline/mix.h"
@@ -168,9 +169,20 @@ static void *place_cb(void *opaque, enum spw_dtype dt, int ndim, const int64_t *
     return p;
 }
 
-/* Record a finished element, copying its value into the batch unless it was written there already. */
+static void element_failed(struct spw_executor *ex, int64_t sample, int rc, const char *err);
+
+/* Record a finished element, copying its value into the batch unless it was written there already, with its
+ * fields (source.fields), read here: a field that cannot be read fails the element. */
 static void finish_element(struct spw_executor *ex, struct slot *s, int pos, const struct spw_value *v, bool ok)
 {
+    struct spw_fields *fields = NULL;
+    if (ok && ex->spec->source.n_fields) {
+        char err[512];
+        const int rc = spw_fields_read(ex->src, &ex->spec->source, s->samples[pos], &fields, err, sizeof err);
+        if (rc)
+            element_failed(ex, s->samples[pos], rc, err);
+        ok = rc == 0;
+    }
     uint8_t *dst = NULL;
     if (ok && !v->placed) {
         int ndim;
@@ -183,6 +195,16 @@ static void finish_element(struct spw_executor *ex, struct slot *s, int pos, con
         if (dst)
             spw_value_copy_out(v, ex->spec->batch.layout, dst);
         ok = dst != NULL;
+    }
+    if (ok && fields) {
+        pthread_mutex_lock(&ex->mu);
+        const int rc = spw_batch_fill_fields(&s->fill, s->n_pos, pos, fields);     /* takes them */
+        pthread_mutex_unlock(&ex->mu);
+        if (rc)
+            element_failed(ex, s->samples[pos], rc, "out of memory for its fields");
+        ok = rc == 0;
+    } else {
+        spw_fields_free(fields);
     }
     pthread_mutex_lock(&ex->mu);
     s->ok[pos] = ok;

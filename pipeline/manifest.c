@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,8 @@
 #include "proto/spillway.pb-c.h"
 
 static const char MAGIC[8] = "SPWMAN1\n";
+static const char MAGIC_FIELDS[8] = "SPWMAN2\n";  /* then u32 fields after the hash; each sample's field
+                                                      members (i64 offset, i64 size) after its size */
 #define SAMPLE_MIN_BYTES (4 + 1 + 8 + 4 + 8 + 8)    /* a one-byte path */
 
 struct wbuf {
@@ -65,13 +68,15 @@ static void put_str(struct wbuf *w, const char *s)
 int spw_manifest_pack(const struct spw_source *src, uint8_t **out, size_t *len)
 {
     struct wbuf w = {0};
-    put(&w, MAGIC, sizeof MAGIC);
+    put(&w, src->n_fields ? MAGIC_FIELDS : MAGIC, sizeof MAGIC);     /* without fields, as before them */
     put_u32(&w, (uint32_t)src->format);
     put_u32(&w, (uint32_t)src->n_classes);
     put_u32(&w, (uint32_t)src->n_shards);
     put_i64(&w, src->n);
     put_i64(&w, src->ignored);
     put_i64(&w, (int64_t)src->manifest_hash);
+    if (src->n_fields)
+        put_u32(&w, (uint32_t)src->n_fields);
     for (int i = 0; i < src->n_classes; i++)
         put_str(&w, src->classes[i]);
     for (int i = 0; i < src->n_shards; i++) {
@@ -87,6 +92,10 @@ int spw_manifest_pack(const struct spw_source *src, uint8_t **out, size_t *len)
         put(&w, &file, sizeof file);
         put_i64(&w, s->offset);
         put_i64(&w, s->size);
+        for (int f = 0; f < src->n_fields; f++) {
+            put_i64(&w, src->field_locs[i * src->n_fields + f].offset);
+            put_i64(&w, src->field_locs[i * src->n_fields + f].size);
+        }
     }
     if (w.failed) {
         free(w.p);
@@ -153,19 +162,26 @@ static char *get_str(struct rbuf *r, bool *nomem)
     return s;
 }
 
-/* The listing's fields from the unpacked bytes into src (shards not opened: their names in *names). */
+/* The listing from the unpacked bytes into src, whose format and n_fields are the spec's (shards not opened:
+ * their names in *names). */
 static int parse(struct rbuf *r, struct spw_source *src, char ***names, char *err, size_t errlen)
 {
     char magic[sizeof MAGIC];
     get(r, magic, sizeof magic);
-    if (r->bad || memcmp(magic, MAGIC, sizeof MAGIC) != 0)
+    const bool fields = !r->bad && memcmp(magic, MAGIC_FIELDS, sizeof MAGIC) == 0;
+    if (r->bad || (!fields && memcmp(magic, MAGIC, sizeof MAGIC) != 0))
         return spw_fail(err, errlen, SPW_ESOURCE, "manifest: not a Spillway manifest (bad magic)");
     const uint32_t format = get_u32(r), n_classes = get_u32(r), n_shards = get_u32(r);
     const int64_t n = get_i64(r);
     src->ignored = get_i64(r);
     src->manifest_hash = (uint64_t)get_i64(r);
+    const uint32_t n_fields = fields ? get_u32(r) : 0;
+    if (!r->bad && n_fields != (uint32_t)src->n_fields)
+        return spw_fail(err, errlen, SPW_ESOURCE, "manifest: a listing with %u fields per sample, for a source with "
+                        "%d", n_fields, src->n_fields);
     const size_t left = r->n - r->at;
-    if (r->bad || format != (uint32_t)src->format || n <= 0 || (uint64_t)n > left / SAMPLE_MIN_BYTES ||
+    if (r->bad || format != (uint32_t)src->format || n <= 0 ||
+        (uint64_t)n > left / (SAMPLE_MIN_BYTES + 16 * n_fields) ||
         n_classes > left / 5 || n_shards > left / 6 || n_shards > SPW_BRACE_MAX_ITEMS)
         return spw_fail(err, errlen, SPW_ESOURCE, "manifest: a listing of another source kind, or counts (%lld "
                         "samples, %u classes, %u shards) beyond its %zu bytes", (long long)n, n_classes,
@@ -175,7 +191,8 @@ static int parse(struct rbuf *r, struct spw_source *src, char ***names, char *er
         !(*names = calloc(n_shards ? n_shards : 1, sizeof **names)) ||
         !(src->shards = calloc(n_shards ? n_shards : 1, sizeof *src->shards)) ||
         !(src->streamed = calloc(n_shards ? n_shards : 1, sizeof *src->streamed)) ||
-        !(src->samples = calloc((size_t)n, sizeof *src->samples)))
+        !(src->samples = calloc((size_t)n, sizeof *src->samples)) ||
+        (n_fields && !(src->field_locs = calloc((size_t)n * n_fields, sizeof *src->field_locs))))
         return -ENOMEM;
     for (; src->n_classes < (int)n_classes && !r->bad && !nomem; src->n_classes++)
         src->classes[src->n_classes] = get_str(r, &nomem);
@@ -194,8 +211,16 @@ static int parse(struct rbuf *r, struct spw_source *src, char ***names, char *er
         s->file = file;
         s->offset = get_i64(r);
         s->size = get_i64(r);
-        if (file < -1 || file >= (int32_t)n_shards || (file >= 0 && (s->offset < 0 || s->size < 0)))
+        if (file < -1 || file >= (int32_t)n_shards ||
+            (file >= 0 && (s->offset < 0 || s->size < 0 || s->size > INT64_MAX - s->offset)) ||
+            (n_fields && file < 0))
             r->bad = true;
+        for (uint32_t f = 0; f < n_fields; f++) {
+            struct spw_member_loc *m = &src->field_locs[src->n * n_fields + f];
+            m->offset = get_i64(r);
+            m->size = get_i64(r);
+            r->bad |= m->offset < 0 || m->size < 0 || m->size > INT64_MAX - m->offset;
+        }
     }
     if (nomem)
         return -ENOMEM;
@@ -213,9 +238,14 @@ static int check_here(const struct spw_source *src, char *err, size_t errlen)
     for (int64_t i = 0; i < src->n; i++) {
         const struct spw_sample *s = &src->samples[i];
         struct stat st;
-        if (s->file >= 0 && !src->streamed[s->file] && s->offset + s->size > spw_shard_size(src->shards[s->file]))
-            return spw_fail(err, errlen, SPW_ESOURCE, "the dispatcher's listing has \"%s\" at bytes %lld-%lld of a "
-                            "shard of %lld bytes here", s->path, (long long)s->offset, (long long)(s->offset + s->size),
+        int64_t end = s->offset + s->size;
+        for (int f = 0; f < src->n_fields; f++) {
+            const struct spw_member_loc *m = &src->field_locs[i * src->n_fields + f];
+            end = m->offset + m->size > end ? m->offset + m->size : end;
+        }
+        if (s->file >= 0 && !src->streamed[s->file] && end > spw_shard_size(src->shards[s->file]))
+            return spw_fail(err, errlen, SPW_ESOURCE, "the dispatcher's listing has \"%s\" and its members up to "
+                            "byte %lld of a shard of %lld bytes here", s->path, (long long)end,
                             (long long)spw_shard_size(src->shards[s->file]));
         if (s->file < 0 && stat(s->path, &st) != 0)
             return spw_fail(err, errlen, SPW_ESOURCE, "the dispatcher's listing names \"%s\": %s here", s->path,
@@ -251,11 +281,12 @@ int spw_manifest_open(const struct spw_source_spec *spec, const uint8_t *buf, si
         goto out;
     }
     src->format = spec->format;
+    src->n_fields = spec->n_fields;
     struct rbuf r = {.p = plain, .n = got};
     if ((rc = n_shards = parse(&r, src, &names, err, errlen)) < 0)
         goto out;
     rc = 0;
-    const uint64_t h = spw_source_hash(src->samples, src->n);
+    const uint64_t h = spw_source_hash(src);
     if (h != src->manifest_hash || (expect_hash && h != expect_hash)) {
         rc = spw_fail(err, errlen, SPW_ESOURCE, "manifest: its listing hashes to %016llx, not %016llx",
                       (unsigned long long)h,

@@ -22,9 +22,12 @@
 struct vec {
     struct spw_sample *v;
     int64_t n, cap;
+    int n_fields;
+    struct spw_member_loc *locs;    /* [cap * n_fields] */
 };
 
-static int vec_push(struct vec *a, struct spw_sample s)
+/* Append a sample and its n_fields field locations (locs may be NULL without fields). */
+static int vec_push(struct vec *a, struct spw_sample s, const struct spw_member_loc *locs)
 {
     if (a->n == a->cap) {
         int64_t cap = a->cap ? a->cap * 2 : 1024;
@@ -32,8 +35,16 @@ static int vec_push(struct vec *a, struct spw_sample s)
         if (!p)
             return -ENOMEM;
         a->v = p;
+        if (a->n_fields) {
+            void *l = realloc(a->locs, (size_t)cap * (size_t)a->n_fields * sizeof *a->locs);
+            if (!l)
+                return -ENOMEM;
+            a->locs = l;
+        }
         a->cap = cap;
     }
+    if (a->n_fields && locs)
+        memcpy(a->locs + a->n * a->n_fields, locs, sizeof *locs * (size_t)a->n_fields);
     a->v[a->n++] = s;
     return 0;
 }
@@ -124,6 +135,31 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
     return h;
 }
 
+/* The sample files among names[n] (files of dir) as samples of that label; the others count as ignored. */
+static int add_files(struct spw_source *src, const char *dir, char *const *names, int n, enum spw_media media,
+                     int64_t label, struct vec *out)
+{
+    for (int i = 0; i < n; i++) {
+        if (!is_media_name(names[i], media)) {
+            src->ignored++;
+            continue;
+        }
+        struct spw_sample s = {.label = label, .file = -1};
+        struct stat st;
+        const size_t len = strlen(dir) + strlen(names[i]) + 2;
+        if (!(s.path = malloc(len)))
+            return -ENOMEM;
+        snprintf(s.path, len, "%s/%s", dir, names[i]);
+        s.size = stat(s.path, &st) == 0 ? st.st_size : -1;
+        const int rc = vec_push(out, s, NULL);
+        if (rc) {
+            free(s.path);
+            return rc;
+        }
+    }
+    return 0;
+}
+
 /* Class sub-folders of root (sorted names = labels 0, 1, ...), each holding sample files, as torchvision's
  * ImageFolder. */
 static int open_class_folders(struct spw_source *src, const char *root, enum spw_media media, struct vec *out,
@@ -151,27 +187,40 @@ static int open_class_folders(struct spw_source *src, const char *root, enum spw
             rc = SPW_ESOURCE;
             break;
         }
-        for (int i = 0; i < n_files && rc == 0; i++) {
-            if (!is_media_name(files[i], media)) {
-                src->ignored++;
-                continue;
-            }
-            struct spw_sample s = {.label = c, .file = -1};
-            struct stat st;
-            size_t len = strlen(dir) + strlen(files[i]) + 2;
-            if (!(s.path = malloc(len))) {
-                rc = -ENOMEM;
-                break;
-            }
-            snprintf(s.path, len, "%s/%s", dir, files[i]);
-            s.size = stat(s.path, &st) == 0 ? st.st_size : -1;
-            if ((rc = vec_push(out, s)) != 0)
-                free(s.path);
-        }
+        rc = add_files(src, dir, files, n_files, media, c, out);
         free_names(files, n_files);
     }
     src->classes = classes;
     src->n_classes = n_classes;
+    return rc;
+}
+
+/* Without labels: every sample file under dir at any depth, no classes: a folder's files in name order, then
+ * its sub-folders' in name order. At most 64 folders deep (a link loop stops there). */
+static int open_any_folder(struct spw_source *src, const char *dir, int depth, enum spw_media media, struct vec *out,
+                           char *err, size_t errlen)
+{
+    if (depth > 64)
+        return spw_fail(err, errlen, SPW_ESOURCE, "source.path: \"%.200s\" is more than 64 folders deep (a link "
+                        "loop?)", dir);
+    char **files = NULL, **dirs = NULL;
+    int n_files = 0, n_dirs = 0;
+    int rc = list_dir(dir, 0, &files, &n_files);
+    if (rc == 0 && (rc = list_dir(dir, 1, &dirs, &n_dirs)) != 0)
+        free_names(files, n_files), files = NULL, n_files = 0;
+    if (rc)
+        return spw_fail(err, errlen, SPW_ESOURCE, "%s: cannot read directory \"%.200s\": %s",
+                        depth ? "source" : "source.path", dir, spw_strerror(rc));
+    rc = add_files(src, dir, files, n_files, media, -1, out);
+    for (int i = 0; i < n_dirs && rc == 0; i++) {
+        char sub[4096];
+        if ((size_t)snprintf(sub, sizeof sub, "%s/%s", dir, dirs[i]) >= sizeof sub)
+            rc = spw_fail(err, errlen, SPW_ESOURCE, "source: a path under \"%.200s\" is longer than 4095 bytes", dir);
+        else
+            rc = open_any_folder(src, sub, depth + 1, media, out, err, errlen);
+    }
+    free_names(files, n_files);
+    free_names(dirs, n_dirs);
     return rc;
 }
 
@@ -243,7 +292,7 @@ static int add_tar_sample(void *p, const struct spw_tar_sample *t)
     if (!(s.path = malloc(len)))
         return -ENOMEM;
     snprintf(s.path, len, "%s:%s", c->shard, t->name);
-    int rc = vec_push(c->out, s);
+    int rc = vec_push(c->out, s, t->fields);
     if (rc)
         free(s.path);
     return rc;
@@ -261,7 +310,9 @@ static int open_tar_shards(struct spw_source *src, const struct spw_source_spec 
     src->streamed = calloc((size_t)n, sizeof *src->streamed);
     if (!src->shards || !src->streamed)
         rc = -ENOMEM;
-    const struct spw_tar_rules rules = {.media = spec->media, .label_key = spec->label_key};
+    const struct spw_tar_rules rules = {.media = spec->media, .label_key = spec->label_key,
+                                        .no_labels = spec->no_labels, .n_fields = spec->n_fields,
+                                        .fields = spec->fields};
     const struct spw_http_opts http = {.ca_file = spec->ca_file, .header_file = spec->header_file};
     for (int64_t i = 0; i < n && rc == 0; i++) {
         if ((rc = spw_shard_open(paths[i], &http, &src->io, &src->shards[i], err, errlen)) != 0)
@@ -404,7 +455,7 @@ static int open_labeled_folder(struct spw_source *src, const char *root, struct 
         }
         smp.size = st.st_size;
         names[out->n] = tab + 1;
-        if ((rc = vec_push(out, smp)) != 0)
+        if ((rc = vec_push(out, smp, NULL)) != 0)
             free(smp.path);
     }
     if (rc == 0)
@@ -425,9 +476,12 @@ int spw_source_open(const struct spw_source_spec *spec, struct spw_source **out,
     if (!src)
         return -ENOMEM;
     src->format = spec->format;
+    src->n_fields = v.n_fields = spec->n_fields;
     int rc;
     if (spec->format == SPW_SOURCE_TAR_SHARDS)
         rc = open_tar_shards(src, spec, &v, err, errlen);
+    else if (spec->no_labels)
+        rc = open_any_folder(src, spec->path, 0, spec->media, &v, err, errlen);
     else if ((spec->format == SPW_SOURCE_WAV_FOLDER || spec->format == SPW_SOURCE_AUDIO_FOLDER) &&
              has_labels_file(spec->path))
         rc = open_labeled_folder(src, spec->path, &v, err, errlen);
@@ -440,24 +494,27 @@ int spw_source_open(const struct spw_source_spec *spec, struct spw_source **out,
     }
     src->samples = v.v;
     src->n = v.n;
+    src->field_locs = v.locs;
     if (rc) {
         spw_source_close(src);
         return rc;
     }
-    src->manifest_hash = spw_source_hash(src->samples, src->n);
+    src->manifest_hash = spw_source_hash(src);
     *out = src;
     return 0;
 }
 
-uint64_t spw_source_hash(const struct spw_sample *samples, int64_t n)
+uint64_t spw_source_hash(const struct spw_source *src)
 {
     uint64_t h = 0xcbf29ce484222325ull;
-    for (int64_t i = 0; i < n; i++) {
-        const struct spw_sample *s = &samples[i];
+    for (int64_t i = 0; i < src->n; i++) {
+        const struct spw_sample *s = &src->samples[i];
         h = fnv1a(h, s->path, strlen(s->path) + 1);
         h = fnv1a(h, &s->label, sizeof s->label);
         h = fnv1a(h, &s->size, sizeof s->size);
     }
+    for (int64_t k = 0; k < src->n * src->n_fields; k++)
+        h = fnv1a(h, &src->field_locs[k].size, sizeof src->field_locs[k].size);
     return h;
 }
 
@@ -475,51 +532,52 @@ static int pread_all(int fd, uint8_t *p, int64_t size)
     return 0;
 }
 
+/* size bytes at off of tar file `file` (its shard) into a new buffer; SPW_ETOOBIG over max_bytes. */
+static int read_member(const struct spw_source *src, int file, int64_t off, int64_t size, int64_t max_bytes,
+                       uint8_t **buf, size_t *len)
+{
+    if (size > max_bytes)
+        return SPW_ETOOBIG;
+    uint8_t *p = malloc(size ? (size_t)size : 1);
+    if (!p)
+        return -ENOMEM;
+    const int rc = src->streamed[file] ? spw_tar_read_streamed(src->shards[file], off, size, p)
+                                       : spw_shard_pread(src->shards[file], p, (size_t)size, off);
+    if (rc) {
+        free(p);
+        return rc;
+    }
+    *buf = p;
+    *len = (size_t)size;
+    return 0;
+}
+
+int spw_source_read_field(const struct spw_source *src, int64_t i, int f, uint8_t **buf, size_t *len)
+{
+    const struct spw_member_loc *m = &src->field_locs[i * src->n_fields + f];
+    return read_member(src, src->samples[i].file, m->offset, m->size, SPW_SAMPLE_FIELD_MAX_BYTES, buf, len);
+}
+
 int spw_source_read(const struct spw_source *src, int64_t i, int64_t max_bytes, uint8_t **buf, size_t *len)
 {
     const struct spw_sample *s = &src->samples[i];
-    int fd = -1, own = 0;
-    int64_t off = 0, size = s->size;
-    if (s->file >= 0) {
-        off = s->offset;
-    } else {
-        fd = open(s->path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            return -errno;
-        own = 1;
-        struct stat st;
-        if (fstat(fd, &st) != 0) {
-            int e = -errno;
-            close(fd);
-            return e;
-        }
-        size = st.st_size;
-    }
-    int rc = 0;
+    if (s->file >= 0)
+        return read_member(src, s->file, s->offset, s->size, max_bytes, buf, len);
+    const int fd = open(s->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
     uint8_t *p = NULL;
-    if (size > max_bytes) {
-        rc = SPW_ETOOBIG;
-        goto out;
-    }
-    if (!(p = malloc(size ? (size_t)size : 1))) {
+    int rc = fstat(fd, &st) != 0 ? -errno : st.st_size > max_bytes ? SPW_ETOOBIG : 0;
+    if (rc == 0 && !(p = malloc(st.st_size ? (size_t)st.st_size : 1)))
         rc = -ENOMEM;
-        goto out;
+    if (rc == 0 && (rc = pread_all(fd, p, st.st_size)) == 0) {
+        *buf = p;
+        *len = (size_t)st.st_size;
+        p = NULL;
     }
-    if (s->file >= 0 && src->streamed[s->file])
-        rc = spw_tar_read_streamed(src->shards[s->file], off, size, p);
-    else if (s->file >= 0)
-        rc = spw_shard_pread(src->shards[s->file], p, (size_t)size, off);
-    else
-        rc = pread_all(fd, p, size);
-    if (rc)
-        goto out;
-    *buf = p;
-    *len = (size_t)size;
-    p = NULL;
-out:
     free(p);
-    if (own)
-        close(fd);
+    close(fd);
     return rc;
 }
 
@@ -530,6 +588,7 @@ void spw_source_close(struct spw_source *src)
     for (int64_t i = 0; i < src->n; i++)
         free(src->samples[i].path);
     free(src->samples);
+    free(src->field_locs);
     free_names(src->classes, src->n_classes);
     for (int i = 0; i < src->n_shards; i++)
         spw_shard_close(src->shards[i]);

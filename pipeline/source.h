@@ -1,6 +1,7 @@
 /* pipeline/source.h - data sources: an image folder (class sub-folders -> int64 label, as torchvision's
  * ImageFolder), a wav folder (class sub-folders, or a flat folder with labels.tsv: FILE<TAB>CLASS lines) or
- * WebDataset tar shards (KEY.jpg or KEY.wav with a KEY.cls, KEY.txt or KEY.json label; pipeline/tar_index.h).
+ * WebDataset tar shards (KEY.jpg or KEY.wav with a KEY.cls, KEY.txt or KEY.json label, and the field members
+ * of source.fields; pipeline/tar_index.h); without labels, folders of any nesting.
  * Opening a source enumerates it once, sorted, into a manifest with a hash; reading a sample is then
  * thread-safe (pread, or a streamed read of a compressed shard). */
 #ifndef SPW_PIPELINE_SOURCE_H
@@ -12,10 +13,11 @@
 
 #include "pipeline/shard_io.h"
 #include "pipeline/spec.h"
+#include "pipeline/tar_index.h"
 
 struct spw_sample {
     char *path;             /* image_folder: file path; tar: "shard.tar:member" (the image/audio member) */
-    int64_t label;
+    int64_t label;          /* -1: none (source.labels false) */
     int file;               /* index into the source's open files (tar shards); -1 for image_folder */
     int64_t offset, size;   /* tar: member data (in the decompressed stream); image_folder: size from stat */
 };
@@ -30,7 +32,9 @@ struct spw_source {
     bool *streamed;         /* per shard: compressed, so its samples are read by decompressing from its start */
     int n_shards;
     struct spw_shard_stats io;  /* what reading remote shards took: bytes, requests, retries (atomics) */
-    uint64_t manifest_hash; /* over (path, label, size) of every sample in order */
+    int n_fields;           /* the spec's source.fields: where each sample's field members lie */
+    struct spw_member_loc *field_locs;  /* [n * n_fields]: sample i's field f at i * n_fields + f */
+    uint64_t manifest_hash; /* over (path, label, size) of every sample in order, and its fields' sizes */
     int64_t ignored;        /* files seen but not samples (other media, incomplete tar keys) */
 };
 
@@ -41,7 +45,11 @@ int spw_source_open(const struct spw_source_spec *spec, struct spw_source **out,
  * bigger than max_bytes with SPW_ETOOBIG before allocating. Returns 0 or -errno / SPW_ETOOBIG. */
 int spw_source_read(const struct spw_source *src, int64_t i, int64_t max_bytes, uint8_t **buf, size_t *len);
 void spw_source_close(struct spw_source *src);
-/* The manifest hash of a listing: FNV-1a over (path, label, size) of every sample in order. */
-uint64_t spw_source_hash(const struct spw_sample *samples, int64_t n);
+/* Read field f of sample i (a member of its tar key) into a malloc'd buffer, as spw_source_read; bigger than
+ * SPW_SAMPLE_FIELD_MAX_BYTES is SPW_ETOOBIG, refused before allocating. */
+int spw_source_read_field(const struct spw_source *src, int64_t i, int f, uint8_t **buf, size_t *len);
+/* The manifest hash of a listing: FNV-1a over (path, label, size) of every sample in order, then (with
+ * fields) each sample's field sizes. */
+uint64_t spw_source_hash(const struct spw_source *src);
 
 #endif

@@ -11,7 +11,9 @@
 #include "pipeline/channels.h"
 #include "pipeline/op_registry.h"
 #include "pipeline/plugin_ops.h"
+#include "pipeline/tar_index.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -21,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define MAX_EDGE 65535          /* JPEG's own limit on a side; larger outputs cannot come from a decode */
 #define MAX_PATH_BYTES 4096     /* PATH_MAX */
@@ -1003,10 +1006,105 @@ static int check_keys(struct vctx *c, json_t *obj, const char *where, const char
     return 0;
 }
 
+static const char *const field_kind_names[] = {"text", "raw", NULL};
+
+const char *spw_sample_field_kind_name(enum spw_sample_field_kind v)
+{
+    return (unsigned)v < NAMES_COUNT(field_kind_names) ? field_kind_names[v] : NULL;
+}
+
+/* A string of 1 to max bytes without NUL into a new copy at *dst. */
+static int get_str(struct vctx *c, const char *loc, json_t *v, size_t max, char **dst)
+{
+    if (!json_is_string(v))
+        return fail_type(c, loc, "a string", v);
+    const size_t len = json_string_length(v);
+    if (len == 0 || len > max)
+        return fail(c, loc, "%zu bytes, outside [1, %zu]", len, max);
+    if (strlen(json_string_value(v)) != len)
+        return fail(c, loc, "must not contain NUL");
+    return (*dst = strdup(json_string_value(v))) ? 0 : fail_oom(c);
+}
+
+/* Names a batch already uses for its own parts, or for a field's companions. */
+static bool field_name_taken(const char *name)
+{
+    static const char *const own[] = {"data", "labels", "lengths", NULL};
+    for (int i = 0; own[i]; i++)
+        if (!strcmp(name, own[i]))
+            return true;
+    const size_t n = strlen(name);
+    return (!strncmp(name, "view", 4) && n > 4 && strspn(name + 4, "0123456789") == n - 4) ||
+           (n > 8 && !strcmp(name + n - 8, "_lengths"));
+}
+
+/* source.fields: {"NAME": {"from": EXT, "as": "text" | "raw", "key": FIELD}, ...}, in the object's order. */
+static int parse_fields(struct vctx *c, json_t *obj, struct spw_source_spec *src)
+{
+    static const char *const known[] = {"from", "as", "key", NULL};
+    if (!json_is_object(obj))
+        return fail_type(c, "source.fields", "an object", obj);
+    if (src->format != SPW_SOURCE_TAR_SHARDS)
+        return fail(c, "source.fields", "only for tar_shards for now (members of a sample's key)");
+    if (json_object_size(obj) > SPW_SAMPLE_FIELDS_MAX)
+        return fail(c, "source.fields", "%zu fields, more than the cap of %d", json_object_size(obj), SPW_SAMPLE_FIELDS_MAX);
+    const char *name;
+    json_t *f, *v;
+    int rc, e = 0;
+    json_object_foreach(obj, name, f) {
+        char loc[96], sub[112], q[80];
+        fmt_str(q, sizeof q, name);
+        const size_t len = strlen(name);
+        bool ok = len >= 1 && len <= SPW_SAMPLE_FIELD_NAME_MAX && (isalpha((unsigned char)name[0]) || name[0] == '_');
+        for (size_t i = 1; ok && i < len; i++)
+            ok = isalnum((unsigned char)name[i]) || name[i] == '_';
+        if (!ok)
+            return fail(c, "source.fields", "name %s: use 1 to %d of A-Z a-z 0-9 _, not starting with a digit", q,
+                        SPW_SAMPLE_FIELD_NAME_MAX);
+        if (field_name_taken(name))
+            return fail(c, "source.fields", "name %s is a batch part's own name (data, labels, lengths, viewN, "
+                        "NAME_lengths)", q);
+        snprintf(loc, sizeof loc, "source.fields.%s", name);
+        if (!json_is_object(f))
+            return fail_type(c, loc, "an object", f);
+        if ((rc = check_keys(c, f, loc, known)))
+            return rc;
+        struct spw_sample_field_spec *fs = &src->fields[src->n_fields++];
+        snprintf(fs->name, sizeof fs->name, "%s", name);
+        snprintf(sub, sizeof sub, "%s.as", loc);
+        if ((v = json_object_get(f, "as"))) {
+            if ((rc = get_enum(c, sub, v, field_kind_names, NAMES_COUNT(field_kind_names), &e)))
+                return rc;
+            fs->kind = (enum spw_sample_field_kind)e;
+        }
+        snprintf(sub, sizeof sub, "%s.from", loc);
+        if (!(v = json_object_get(f, "from")))
+            return fail(c, sub, "required (the member's extension, e.g. \"txt\" for KEY.txt)");
+        if ((rc = get_str(c, sub, v, 64, &fs->from)))
+            return rc;
+        if (fs->from[0] == '.' || strchr(fs->from, '/'))
+            return fail(c, sub, "the extension after KEY., without a leading dot or a slash");
+        for (int k = 0; k + 1 < src->n_fields; k++)
+            if (!strcasecmp(src->fields[k].from, fs->from) && !fs->key && !src->fields[k].key)
+                return fail(c, sub, "\"%s\" is field %s's member too", fs->from, src->fields[k].name);
+        snprintf(sub, sizeof sub, "%s.key", loc);
+        if ((v = json_object_get(f, "key"))) {
+            const char *last = strrchr(fs->from, '.');
+            if (strcasecmp(last ? last + 1 : fs->from, "json"))
+                return fail(c, sub, "only for a .json member (from is \"%s\")", fs->from);
+            if (fs->kind != SPW_SAMPLE_FIELD_TEXT)
+                return fail(c, sub, "only for a text field (the string at that key)");
+            if ((rc = get_str(c, sub, v, MAX_LABEL_KEY_BYTES, &fs->key)))
+                return rc;
+        }
+    }
+    return 0;
+}
+
 static int parse_source(struct vctx *c, json_t *obj, struct spw_source_spec *src)
 {
     static const char *const known[] = {"format", "path", "shuffle", "seed", "epochs", "label_key", "ca_file",
-                                        "header_file", NULL};
+                                        "header_file", "labels", "fields", NULL};
     json_t *v;
     int rc, e = 0;
     long long i;
@@ -1073,6 +1171,14 @@ static int parse_source(struct vctx *c, json_t *obj, struct spw_source_spec *src
         if (!(*dst = strdup(json_string_value(v))))
             return fail_oom(c);
     }
+    bool labels = true;
+    if ((v = json_object_get(obj, "labels")) && (rc = get_bool(c, "source.labels", v, &labels)))
+        return rc;
+    src->no_labels = !labels;
+    if (src->no_labels && src->label_key)
+        return fail(c, "source.label_key", "is for labels, and source.labels is false");
+    if ((v = json_object_get(obj, "fields")) && (rc = parse_fields(c, v, src)))
+        return rc;
     return 0;
 }
 
@@ -1087,6 +1193,8 @@ static int parse_mix(struct vctx *c, json_t *obj, const struct spw_pipeline_spec
         return fail_type(c, "batch.mix", "an object", obj);
     if ((rc = check_keys(c, obj, "batch.mix", known)))
         return rc;
+    if (spec->source.no_labels)
+        return fail(c, "batch.mix", "mixes labels, and source.labels is false");
     if (!(v = json_object_get(obj, "num_classes")))
         return fail(c, "batch.mix.num_classes", "required");
     if ((rc = get_int(c, "batch.mix.num_classes", v, 1, SPW_MIX_MAX_CLASSES, &i)))
@@ -1286,6 +1394,12 @@ static int parse_root(struct vctx *c, json_t *root, struct spw_pipeline_spec *sp
                     format_names[spec->source.format], audio ? "audio" : "images", spw_op_name(decode),
                     !audio ? "image_folder or tar_shards"
                     : decode == SPW_OP_DECODE_WAV ? "wav_folder or tar_shards" : "audio_folder or tar_shards");
+    for (int k = 0; k < spec->source.n_fields; k++) {
+        const struct spw_sample_field_spec *f = &spec->source.fields[k];
+        if (!strchr(f->from, '.') && spw_tar_media_ext(f->from, spec->source.media))
+            return fail(c, "source.fields", "field %s: \"%s\" members are the samples' own media (ops[0] \"%s\")",
+                        f->name, f->from, spw_op_name(decode));
+    }
     if (!(v = json_object_get(root, "batch")))
         return fail(c, "batch", "required");
     if ((rc = parse_batch(c, v, spec, &spec->batch)))
@@ -1435,6 +1549,10 @@ void spw_spec_free(struct spw_pipeline_spec *spec)
         return;
     free(spec->source.path);
     free(spec->source.label_key);
+    for (int k = 0; k < spec->source.n_fields; k++) {
+        free(spec->source.fields[k].from);
+        free(spec->source.fields[k].key);
+    }
     free(spec->source.ca_file);
     free(spec->source.header_file);
     for (int i = 0; spec->ops && i < spec->n_ops; i++)
@@ -1631,6 +1749,21 @@ json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
         jb_set(&b, src, "ca_file", json_string(spec->source.ca_file));
     if (spec->source.header_file)
         jb_set(&b, src, "header_file", json_string(spec->source.header_file));
+    if (spec->source.no_labels)
+        jb_set(&b, src, "labels", json_false());
+    if (spec->source.n_fields) {
+        json_t *fields = jb_new(&b, json_object());
+        for (int k = 0; fields && k < spec->source.n_fields; k++) {
+            const struct spw_sample_field_spec *f = &spec->source.fields[k];
+            json_t *fo = jb_new(&b, json_object());
+            jb_set(&b, fo, "from", json_string(f->from));
+            jb_set(&b, fo, "as", json_string(field_kind_names[f->kind]));
+            if (f->key)
+                jb_set(&b, fo, "key", json_string(f->key));
+            jb_set(&b, fields, f->name, fo);
+        }
+        jb_set(&b, src, "fields", fields);
+    }
     jb_set(&b, root, "source", src);
 
     json_t *ops = jb_new(&b, json_array());

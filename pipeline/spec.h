@@ -26,6 +26,24 @@ enum spw_media { SPW_MEDIA_IMAGE = 0, SPW_MEDIA_AUDIO = 1, SPW_MEDIA_ANY_IMAGE =
 static inline bool spw_media_is_audio(enum spw_media m) { return m == SPW_MEDIA_AUDIO || m == SPW_MEDIA_ANY_AUDIO; }
 enum spw_on_error { SPW_ON_ERROR_SKIP = 0, SPW_ON_ERROR_FAIL = 1 };
 
+/* A sample's extra member (source.fields), delivered beside its data in the batch part of that name. */
+enum spw_sample_field_kind {
+    SPW_SAMPLE_FIELD_TEXT = 0,                 /* UTF-8 text: a member's bytes, or a string field of a .json member */
+    SPW_SAMPLE_FIELD_RAW = 1                   /* a member's bytes as they are */
+};
+#define SPW_SAMPLE_FIELDS_MAX 8                /* fields per source */
+#define SPW_SAMPLE_FIELD_NAME_MAX 32           /* bytes of a field's name */
+#define SPW_SAMPLE_FIELD_MAX_BYTES (1 << 20)   /* a text or raw field's bytes, checked before reading */
+
+struct spw_sample_field_spec {
+    char name[SPW_SAMPLE_FIELD_NAME_MAX + 1];  /* [A-Za-z_][A-Za-z0-9_]*, not a batch part's own name */
+    enum spw_sample_field_kind kind;           /* JSON "as"; default text */
+    char *from;                         /* tar_shards: the member's extension after the key ("txt", "json",
+                                           "meta.json"), matched ignoring case */
+    char *key;                          /* from a .json member: the string field that is the text; NULL: the
+                                           whole member */
+};
+
 struct spw_source_spec {
     enum spw_source_format format;
     char *path;                         /* image_folder: a directory; tar_shards: shard paths, with glob
@@ -36,6 +54,10 @@ struct spw_source_spec {
                                            (NULL: the system's) */
     char *header_file;                  /* tar_shards at URLs: a file with one "Name: value" header sent
                                            with every request (a bearer token); NULL: none */
+    bool no_labels;                     /* JSON "labels": false: samples have no class (any folder nesting;
+                                           tar keys need only their media member); batches have no labels */
+    int n_fields;
+    struct spw_sample_field_spec fields[SPW_SAMPLE_FIELDS_MAX];   /* JSON "fields", in the object's order */
     bool shuffle;                       /* default true */
     uint64_t seed;                      /* default 0 */
     int64_t epochs;                     /* default 1; 0 = forever */
@@ -105,6 +127,7 @@ void spw_spec_free(struct spw_pipeline_spec *spec);
 /* JSON names of the spec's own enum values ("HWC", "tar_shards", "skip"); NULL if out of range. The ops'
  * enums are named in pipeline/op_spec.h. */
 const char *spw_layout_name(enum spw_layout v);
+const char *spw_sample_field_kind_name(enum spw_sample_field_kind v);
 const char *spw_source_format_name(enum spw_source_format v);
 const char *spw_on_error_name(enum spw_on_error v);
 

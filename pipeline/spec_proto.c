@@ -8,6 +8,7 @@
 #include "pipeline/spec_proto.h"
 
 #include "lib/err.h"
+#include "lib/utf8.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -68,6 +69,7 @@ static const char *kaldi_window_n(int v) { return spw_kaldi_window_name((enum sp
 static const char *format_n(int v) { return spw_source_format_name((enum spw_source_format)v); }
 static const char *layout_n(int v) { return spw_layout_name((enum spw_layout)v); }
 static const char *on_error_n(int v) { return spw_on_error_name((enum spw_on_error)v); }
+static const char *field_kind_n(int v) { return spw_sample_field_kind_name((enum spw_sample_field_kind)v); }
 
 /* ---- proto -> JSON value (from_proto) ------------------------------------------------------------- */
 
@@ -95,6 +97,39 @@ static json_t *enum_json(name_fn fn, int v)
         return json_string(fn(v));
     snprintf(num, sizeof(num), "%d", v);
     return json_string(num);
+}
+
+static bool utf8_valid(const char *str);
+
+/* source.fields from the peer's list: an object in its order; a name given twice, or text that is not
+ * UTF-8, is refused here (an object cannot hold both). */
+static json_t *fields_json(struct jb *b, const Spillway__V1__Source *s)
+{
+    json_t *o = json_object();
+    for (size_t k = 0; o && k < s->n_fields && !b->bad; k++) {
+        const Spillway__V1__SourceField *f = s->fields[k];
+        const char *strs[] = {f->name, f->from, f->key};
+        bool ok = true;
+        for (size_t i = 0; i < 3; i++)
+            ok = ok && (!strs[i] || utf8_valid(strs[i]));
+        if (!ok || !f->name || json_object_get(o, f->name)) {
+            if (b->err && b->errlen)
+                snprintf(b->err, b->errlen, "source.fields[%zu]: %s", k, ok ? "a name given twice" : "not valid UTF-8");
+            b->bad = true;
+            break;
+        }
+        json_t *fo = json_object();
+        if (f->from && f->from[0])
+            set(b, fo, "from", json_string(f->from));
+        if (f->opt_as_case == SPILLWAY__V1__SOURCE_FIELD__OPT_AS_AS)
+            set(b, fo, "as", enum_json(field_kind_n, (int)f->as));
+        if (f->key && f->key[0])
+            set(b, fo, "key", json_string(f->key));
+        set(b, o, f->name, fo);
+    }
+    if (!o)
+        b->oom = true;
+    return o;
 }
 
 /* JSON has no NaN or infinity, so a peer's non-finite double is refused here (the one field-level check
@@ -237,37 +272,10 @@ static json_t *op_to_json(struct jb *b, const Spillway__V1__Op *op)
     return o;
 }
 
-/* Well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF), as JSON and proto3
- * strings require; protobuf-c does not check it on unpack. */
+/* Well-formed UTF-8, as JSON and proto3 strings require; protobuf-c does not check it on unpack. */
 static bool utf8_valid(const char *str)
 {
-    const unsigned char *s = (const unsigned char *)str;
-    while (*s) {
-        unsigned c = *s, n;
-        uint32_t cp;
-        if (c < 0x80) {
-            s++;
-            continue;
-        } else if (c >= 0xc2 && c <= 0xdf) {
-            n = 1, cp = c & 0x1f;
-        } else if (c >= 0xe0 && c <= 0xef) {
-            n = 2, cp = c & 0x0f;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            n = 3, cp = c & 0x07;
-        } else {
-            return false;
-        }
-        for (unsigned i = 1; i <= n; i++) {
-            if ((s[i] & 0xc0) != 0x80)
-                return false;
-            cp = (cp << 6) | (s[i] & 0x3f);
-        }
-        if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-            return false;
-        s += n + 1;
-    }
-    return true;
+    return spw_utf8_valid((const uint8_t *)str, strlen(str));
 }
 
 /* A list of ops as the messages hold them: the pipeline's, or a view's. */
@@ -365,6 +373,10 @@ static json_t *pipeline_to_json(struct jb *b, const Spillway__V1__Pipeline *msg)
                 set(b, src, strs[k][0], json_string(strs[k][1]));
             }
         }
+        if (s->opt_labels_case == SPILLWAY__V1__SOURCE__OPT_LABELS_LABELS)
+            set(b, src, "labels", json_boolean(s->labels));
+        if (s->n_fields)
+            set(b, src, "fields", fields_json(b, s));
         set(b, root, "source", src);
     }
     /* repeated: empty and absent are the same on the wire */
@@ -763,6 +775,33 @@ static int views_from_json(const json_t *views, Spillway__V1__Pipeline *msg)
     return 0;
 }
 
+/* The spec's fields into src->fields (freed by spw_spec_proto_free, also when this fails half way). */
+static int fields_to_proto(const struct spw_source_spec *spec, Spillway__V1__Source *src)
+{
+    if (!spec->n_fields)
+        return 0;
+    if (!(src->fields = calloc((size_t)spec->n_fields, sizeof *src->fields)))
+        return -ENOMEM;
+    for (int k = 0; k < spec->n_fields; k++) {
+        const struct spw_sample_field_spec *fs = &spec->fields[k];
+        Spillway__V1__SourceField *f = malloc(sizeof *f);
+        if (!f)
+            return -ENOMEM;
+        spillway__v1__source_field__init(f);
+        src->fields[src->n_fields++] = f;
+        f->opt_as_case = SPILLWAY__V1__SOURCE_FIELD__OPT_AS_AS;
+        f->as = (Spillway__V1__FieldKind)fs->kind;
+        const char *from[] = {fs->name, fs->from, fs->key};
+        char **to[] = {&f->name, &f->from, &f->key};
+        for (size_t i = 0; i < 3; i++)
+            if (from[i] && !(*to[i] = strdup(from[i]))) {
+                *to[i] = (char *)protobuf_c_empty_string;
+                return -ENOMEM;
+            }
+    }
+    return 0;
+}
+
 void spw_spec_proto_free(Spillway__V1__Pipeline *msg)
 {
     if (!msg)
@@ -774,6 +813,15 @@ void spw_spec_proto_free(Spillway__V1__Pipeline *msg)
         for (size_t k = 0; k < sizeof strs / sizeof *strs; k++)
             if (strs[k] != protobuf_c_empty_string)
                 free(strs[k]);
+        for (size_t k = 0; msg->source->fields && k < msg->source->n_fields; k++) {
+            Spillway__V1__SourceField *f = msg->source->fields[k];
+            char *fs[] = {f->name, f->from, f->key};
+            for (size_t i = 0; i < 3; i++)
+                if (fs[i] != protobuf_c_empty_string)
+                    free(fs[i]);
+            free(f);
+        }
+        free(msg->source->fields);
         free(msg->source);
     }
     for (size_t i = 0; msg->ops && i < msg->n_ops; i++)
@@ -839,6 +887,10 @@ int spw_spec_to_proto(const struct spw_pipeline_spec *spec, Spillway__V1__Pipeli
             rc = -ENOMEM;
             goto out;
         }
+    if (spec->source.no_labels)
+        src->opt_labels_case = SPILLWAY__V1__SOURCE__OPT_LABELS_LABELS, src->labels = false;
+    if ((rc = fields_to_proto(&spec->source, src)))
+        goto out;
 
     if ((rc = ops_from_json(json_object_get(root, "ops"), &msg->ops, &msg->n_ops)) ||
         (rc = views_from_json(json_object_get(root, "views"), msg)))

@@ -113,6 +113,8 @@ struct pending {               /* the key being gathered: adjacent members shari
     char *txt;                 /* a .txt member's path, its text read only if it is the label */
     char txt_text[SPW_TAR_MAX_LABEL_BYTES + 1];
     bool txt_long;
+    struct spw_member_loc field[SPW_SAMPLE_FIELDS_MAX];
+    bool have_field[SPW_SAMPLE_FIELDS_MAX];
 };
 
 static void pending_clear(struct pending *pd)
@@ -153,8 +155,8 @@ struct scan {
     struct pending pd;
 };
 
-/* The pending key becomes a sample (sample member and a label: .cls, else .json's label_key, else .txt)
- * or one ignored key. */
+/* The pending key becomes a sample (sample member, every field member and a label: .cls, else .json's
+ * label_key, else .txt; none with no_labels) or one ignored key. */
 static int flush(struct scan *sc)
 {
     struct pending *pd = &sc->pd;
@@ -166,6 +168,13 @@ static int flush(struct scan *sc)
         (*sc->ignored)++;
         goto out;
     }
+    for (int f = 0; f < sc->rules->n_fields; f++)
+        if (!pd->have_field[f]) {
+            (*sc->ignored)++;
+            goto out;
+        }
+    if (sc->rules->no_labels)
+        goto add;
     if (pd->have_cls)
         label = pd->cls;
     else if (pd->have_json)
@@ -179,8 +188,9 @@ static int flush(struct scan *sc)
         (*sc->ignored)++;
         goto out;
     }
+add:;
     const struct spw_tar_sample s = {.name = pd->media, .offset = pd->media_off, .size = pd->media_size,
-                                     .label = label};
+                                     .label = label, .fields = pd->field};
     rc = sc->add(sc->ctx, &s);
 out:
     pending_clear(pd);
@@ -283,6 +293,14 @@ static int member(struct scan *sc, const char *name, int64_t offset, int64_t siz
             return -ENOMEM;
     }
     const char *ext = dot + 1;
+    bool field = false;                   /* a field's member ("seg.png") is not the sample's media */
+    for (int f = 0; f < sc->rules->n_fields; f++)
+        if (!strcasecmp(ext, sc->rules->fields[f].from) && !pd->have_field[f]) {
+            pd->field[f] = (struct spw_member_loc){offset, size};
+            pd->have_field[f] = field = true;
+        }
+    if (field && strcasecmp(ext, "json"))
+        return 0;                         /* nor a label, though a .json may hold one beside a field */
     if (spw_tar_media_ext(ext, sc->rules->media)) {
         const bool exact = !strchr(ext, '.');
         if (pd->media && (pd->media_exact || !exact))
@@ -295,6 +313,8 @@ static int member(struct scan *sc, const char *name, int64_t offset, int64_t siz
         pd->media_exact = exact;
         return 0;
     }
+    if (sc->rules->no_labels)
+        return 0;
     if (!strcasecmp(ext, "cls"))
         return read_cls(sc, name, size);
     if (!strcasecmp(ext, "txt"))

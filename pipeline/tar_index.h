@@ -22,19 +22,29 @@
 struct spw_tar_rules {
     enum spw_media media;      /* which member is the sample: jpg/jpeg (image) or wav (audio) */
     const char *label_key;     /* NULL: .json members carry no label; else the integer field to read */
+    bool no_labels;            /* samples need no label (and get -1) */
+    int n_fields;              /* extra members each sample must have, by extension (source.fields) */
+    const struct spw_sample_field_spec *fields;
 };
 
-/* One sample of a shard: its image/audio member and label. name lives until the callback returns. */
+/* Where a member's data lies in the (uncompressed) tar stream. */
+struct spw_member_loc {
+    int64_t offset, size;
+};
+
+/* One sample of a shard: its image/audio member, label and field members. name lives until the callback
+ * returns. */
 struct spw_tar_sample {
     const char *name;          /* the member's path in the archive */
     int64_t offset, size;      /* its data in the (uncompressed) tar stream */
-    int64_t label;
+    int64_t label;             /* -1 with no_labels */
+    const struct spw_member_loc *fields;    /* rules.n_fields, in the rules' order */
 };
 
 typedef int (*spw_tar_sample_fn)(void *ctx, const struct spw_tar_sample *s);
 
 /* List the shard open on sh (named shard in messages), calling add for each sample in member order; keys
- * without a sample member or a label add 1 to *ignored. *streamed is set when the shard is compressed: its
+ * without a sample member, a label (unless no_labels) or one of the field members add 1 to *ignored. *streamed is set when the shard is compressed: its
  * samples are then read with spw_tar_read_streamed, not pread. Returns 0, what add returned, SPW_ESOURCE
  * (message in err names the shard and the member or offset: corrupt, truncated, over a cap, a bad label)
  * or -ENOMEM. */

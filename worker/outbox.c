@@ -47,6 +47,8 @@ void wrk_msg_free(struct wrk_msg *m)
     free(m->scratch);
     free(m->data);
     free(m->labels);
+    free(m->fields);
+    free(m->field_offsets);
     free(m);
 }
 
@@ -239,6 +241,9 @@ void wrk_builder_release(struct wrk_builder *bd)
 {
     free(bd->data);
     bd->data = NULL;
+    free(bd->fields);
+    bd->fields = NULL;
+    bd->fields_len = bd->fields_cap = 0;
     spw_zstd_destroy(bd->z);
     bd->z = NULL;
     for (size_t i = 0; i < bd->b.n_tombstones; i++)
@@ -255,6 +260,7 @@ void wrk_builder_begin(struct wrk_builder *bd, uint64_t job, uint64_t epoch, uin
     bd->b.generation = generation;
     bd->b.cut = cut;
     bd->n = 0;
+    bd->fields_len = 0;
     bd->b.n_tombstones = 0;
 }
 
@@ -322,6 +328,22 @@ int wrk_builder_flush(struct wrk_outbox *o, struct wrk_builder *bd, bool end)
         memcpy(b->tensors[0].shape + 1, bd->shape, sizeof(int64_t) * (size_t)bd->ndim);
         b->tensors[1] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_I64, .ndim = 1, .shape = {(int64_t)bd->n},
                                                  .data = (uint8_t *)m->labels, .nbytes = bd->n * 8};
+        if (bd->with_fields) {          /* the fields' bytes, and where each element's start: [n + 1] */
+            const size_t offs = (bd->n + 1) * 8;
+            if (!(m->field_offsets = malloc(offs)) || !(m->fields = malloc(bd->fields_len + 1))) {
+                wrk_msg_free(m);
+                return -ENOMEM;
+            }
+            memcpy(m->field_offsets, bd->field_offsets, offs);
+            memcpy(m->fields, bd->fields, bd->fields_len);
+            b->n_tensors = 4;
+            b->tensors[2] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_U8, .ndim = 1,
+                                                     .shape = {(int64_t)bd->fields_len}, .data = m->fields,
+                                                     .nbytes = bd->fields_len};
+            b->tensors[3] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_I64, .ndim = 1,
+                                                     .shape = {(int64_t)bd->n + 1},
+                                                     .data = (uint8_t *)m->field_offsets, .nbytes = offs};
+        }
     }
     size_t sc = spw_wire_scratch_size(b);
     if (!(m->scratch = malloc(sc + 1))) {
@@ -341,6 +363,7 @@ int wrk_builder_flush(struct wrk_outbox *o, struct wrk_builder *bd, bool end)
     }
     push(o, rank, m);
     bd->n = 0;
+    bd->fields_len = 0;
     b->n_tombstones = 0;
     return 0;
 }
@@ -361,7 +384,7 @@ uint8_t *wrk_builder_slot(struct wrk_outbox *o, struct wrk_builder *bd, enum spw
     bd->slot_err = -ENOMEM;
     bd->slot_bytes = eb;
     bool same = bd->n && bd->dtype == dt && bd->ndim == ndim && !memcmp(bd->shape, shape, sizeof shape);
-    if (bd->n && (!same || (bd->n + 1) * eb > WRK_MSG_TARGET_BYTES || bd->n == bd->cap_elems) &&
+    if (bd->n && (!same || (bd->n + 1) * eb + bd->fields_len > WRK_MSG_TARGET_BYTES || bd->n == bd->cap_elems) &&
         wrk_builder_flush(o, bd, false) != 0)
         return NULL;
     if (!bd->n) {
@@ -384,16 +407,39 @@ uint8_t *wrk_builder_slot(struct wrk_outbox *o, struct wrk_builder *bd, enum spw
     return bd->data + bd->n * eb;
 }
 
-void wrk_builder_added(struct wrk_builder *bd, int64_t pos, int64_t sample, int64_t label)
+int wrk_builder_added(struct wrk_builder *bd, int64_t pos, int64_t sample, int64_t label,
+                      const struct spw_fields *fields)
 {
+    if (bd->with_fields) {
+        const size_t need = fields ? spw_fields_packed_size(fields) : 0;
+        bd->slot_bytes = bd->elem_bytes;
+        if (need > SPW_WIRE_MAX_ELEMENT_BYTES - bd->elem_bytes)
+            return bd->slot_err = SPW_ETOOBIG;
+        if (bd->fields_len + need > bd->fields_cap) {
+            size_t cap = bd->fields_cap ? bd->fields_cap : 4096;
+            while (cap < bd->fields_len + need)
+                cap *= 2;
+            uint8_t *p = realloc(bd->fields, cap);
+            if (!p)
+                return bd->slot_err = -ENOMEM;
+            bd->fields = p;
+            bd->fields_cap = cap;
+        }
+        if (fields)
+            spw_fields_pack(fields, bd->fields + bd->fields_len);
+        bd->field_offsets[bd->n] = (int64_t)bd->fields_len;
+        bd->fields_len += need;
+        bd->field_offsets[bd->n + 1] = (int64_t)bd->fields_len;
+    }
     bd->labels[bd->n] = label;
     bd->positions[bd->n] = pos;
     bd->samples[bd->n] = sample;
     bd->n++;
+    return 0;
 }
 
 int wrk_builder_add(struct wrk_outbox *o, struct wrk_builder *bd, int64_t pos, int64_t sample, int64_t label,
-                    const struct spw_value *v)
+                    const struct spw_value *v, const struct spw_fields *fields)
 {
     if (!v->placed) {
         enum spw_dtype dt;
@@ -405,8 +451,7 @@ int wrk_builder_add(struct wrk_outbox *o, struct wrk_builder *bd, int64_t pos, i
             return bd->slot_err;
         spw_value_copy_out(v, SPW_LAYOUT_HWC, dst);
     }
-    wrk_builder_added(bd, pos, sample, label);
-    return 0;
+    return wrk_builder_added(bd, pos, sample, label, fields);
 }
 
 void wrk_builder_tombstone(struct wrk_outbox *o, struct wrk_builder *bd, int64_t pos, const char *err)

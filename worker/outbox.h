@@ -15,6 +15,7 @@
 
 #include "lib/tensor.h"
 #include "pipeline/element.h"
+#include "pipeline/fields.h"
 #include "pipeline/wire.h"
 
 #define WRK_MSG_TARGET_BYTES (1u << 20)     /* a message holds about this much */
@@ -24,6 +25,8 @@ struct wrk_msg {                /* one encoded ElementBatch: iovecs over scratch
     struct wrk_msg *next;
     uint8_t *scratch, *data;    /* owned; data holds the elements raw or compressed */
     int64_t *labels;            /* owned */
+    uint8_t *fields;            /* owned: the elements' packed source.fields (NULL: none) */
+    int64_t *field_offsets;     /* owned: [elements + 1] where each element's fields start in fields */
     struct iovec iov[1 + 2 * SPW_WIRE_MAX_TENSORS];
     int iovcnt;
     size_t bytes;
@@ -59,6 +62,10 @@ struct wrk_builder {
     size_t slot_bytes;          /* the element size it was asked for */
     struct spw_zstd *z;         /* this producer's compression context, at level z_level */
     int z_level;
+    bool with_fields;           /* the job's source has fields: every message carries them */
+    uint8_t *fields;            /* the elements' packed fields (pipeline/fields.h), back to back */
+    size_t fields_len, fields_cap;
+    int64_t field_offsets[WRK_BUILDER_MAX + 1];
 };
 void wrk_builder_init(struct wrk_builder *bd);
 void wrk_builder_release(struct wrk_builder *bd);
@@ -69,11 +76,14 @@ void wrk_builder_begin(struct wrk_builder *bd, uint64_t job, uint64_t epoch, uin
  * changes: where its bytes go, or NULL (bd->slot_err: SPW_ETOOBIG over the wire's element cap, -ENOMEM). */
 uint8_t *wrk_builder_slot(struct wrk_outbox *o, struct wrk_builder *bd, enum spw_dtype dt, int ndim,
                           const int64_t *shape);
-/* The element just written at wrk_builder_slot's address. */
-void wrk_builder_added(struct wrk_builder *bd, int64_t pos, int64_t sample, int64_t label);
-/* One element's value added (copied, unless the run wrote it at a slot already: v->placed). 0 or slot_err. */
+/* The element just written at wrk_builder_slot's address, with its fields (NULL without; packed here). 0, or
+ * -ENOMEM / SPW_ETOOBIG (element and fields over the wire's element cap): then it is not added. */
+int wrk_builder_added(struct wrk_builder *bd, int64_t pos, int64_t sample, int64_t label,
+                      const struct spw_fields *fields);
+/* One element's value added (copied, unless the run wrote it at a slot already: v->placed), with its fields
+ * (NULL without). 0, slot_err, or wrk_builder_added's error. */
 int wrk_builder_add(struct wrk_outbox *o, struct wrk_builder *bd, int64_t pos, int64_t sample, int64_t label,
-                    const struct spw_value *v);
+                    const struct spw_value *v, const struct spw_fields *fields);
 /* A sample that could not be made, sent as a tombstone with err (flushing first when the list is full). */
 void wrk_builder_tombstone(struct wrk_outbox *o, struct wrk_builder *bd, int64_t pos, const char *err);
 /* Encode what the builder holds as one message (end: the split's last) and queue it for the split's rank,

@@ -112,7 +112,10 @@ static void slot_error(const struct job *jb, const struct wrk_builder *bd, int c
         const struct spw_group *g = &jb->ctx.groups[cut - 1];
         what = spw_op_name(jb->spec->ops[g->first + g->count - 1].kind);
     }
-    if (bd->slot_err == SPW_ETOOBIG)
+    if (bd->slot_err == SPW_ETOOBIG && bd->slot_bytes <= SPW_WIRE_MAX_ELEMENT_BYTES)
+        snprintf(err, errlen, "an element of %zu bytes (after %s) with its fields exceeds the message cap of %zu "
+                 "bytes", bd->slot_bytes, what, SPW_WIRE_MAX_ELEMENT_BYTES);
+    else if (bd->slot_err == SPW_ETOOBIG)
         snprintf(err, errlen, "an element of %zu bytes (after %s) exceeds the message cap of %zu bytes: a smaller "
                  "output or a later cut", bd->slot_bytes, what, SPW_WIRE_MAX_ELEMENT_BYTES);
     else
@@ -167,8 +170,13 @@ static void run_done(void *opaque, int k, int rc, struct spw_value *v, const cha
     const int64_t pos = m->first + m->k0 + k, sample = m->samples[k];
     char err[512];
     snprintf(err, sizeof err, "%s", rc ? why : "");
-    if (rc == 0 && (rc = wrk_builder_add(m->jb->out, m->bd, pos, sample, m->jb->src->samples[sample].label, v)) != 0)
+    struct spw_fields *fields = NULL;
+    if (rc == 0 && m->jb->spec->source.n_fields)
+        rc = spw_fields_read(m->jb->src, &m->jb->spec->source, sample, &fields, err, sizeof err);
+    if (rc == 0 && (rc = wrk_builder_add(m->jb->out, m->bd, pos, sample, m->jb->src->samples[sample].label, v,
+                                         fields)) != 0)
         slot_error(m->jb, m->bd, m->cut, err, sizeof err);
+    spw_fields_free(fields);
     if (rc != 0)
         tombstone(m->jb, m->bd, pos, sample, rc, err);
     spw_value_free(v);
@@ -191,6 +199,7 @@ static void produce_splits(struct job *jb, const struct spw_backend *const *tabl
 {
     struct wrk_builder bd;
     wrk_builder_init(&bd);
+    bd.with_fields = jb->spec->source.n_fields > 0;
     Spillway__V1__Lease held[LEASE_AHEAD];     /* leased, not started: the next split is at hand */
     int n_held = 0, idle = 0;
     for (;;) {
@@ -283,6 +292,7 @@ static void produce_shared(struct job *jb, const struct spw_backend *const *tabl
 {
     struct wrk_builder bd;
     wrk_builder_init(&bd);
+    bd.with_fields = jb->spec->source.n_fields > 0;
     bool finished = false;
     int idle = 0;
     for (;;) {

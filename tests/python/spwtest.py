@@ -50,6 +50,28 @@ def speech():
     return os.path.join(SPEECH, "train")
 
 
+def caption_shards(dirname, n=24):
+    """A WebDataset shard of n of the test images as KEY.jpg + KEY.txt (a non-ASCII caption) + KEY.json
+    ({"title", "id"}): its path, and {member path: (caption, title, json bytes)}."""
+    import io
+    import tarfile
+    imgs = sorted(glob.glob(os.path.join(images(), "*", "*.JPEG")))[:n]
+    path, want = os.path.join(dirname, "caps-0.tar"), {}
+    with tarfile.open(path, "w") as t:
+        for i, img in enumerate(imgs):
+            key = "k%03d" % i
+            caption, title = "caption %d: ünïcödé ✓ %s" % (i, "x" * i), "título %d" % i
+            meta = ('{"title": "%s", "id": %d}' % (title, i)).encode()
+            with open(img, "rb") as f:
+                jpg = f.read()
+            for name, data in ((key + ".jpg", jpg), (key + ".txt", caption.encode()), (key + ".json", meta)):
+                ti = tarfile.TarInfo(name)
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
+            want[key + ".jpg"] = (caption, title, meta)
+    return path, want
+
+
 def spillctl(*args, check=True):
     return subprocess.run([SPILLCTL] + list(args), check=check, capture_output=True, text=True)
 

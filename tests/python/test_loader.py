@@ -7,6 +7,7 @@
 # SPW_EFORKED message); gpu=0 with the emulated CUDA plugin gives the same batches, and device_batches
 # DLPack views of them that give every batch back. Thread model: single-threaded.
 import gc
+import glob
 import json
 import os
 import unittest
@@ -123,6 +124,54 @@ class TestLoader(spwtest.TempDir, unittest.TestCase):
              .batch(32, drop_remainder=True, layout="CHW"))
         got = self.assert_equals_dump(p, local_cores=1)
         self.assertEqual((got[0].data.dtype, got[0].data.shape), (np.uint8, (32, 3, 40, 40)))
+
+    def test_loader_fields_without_labels(self):
+        """source.labels false and source.fields: no labels part; captions as str, titles out of the .json,
+        the .json itself as bytes, by name and in batch.fields; the tuple holds their padded bytes and
+        lengths (equal to the C dump)."""
+        shard, want = spwtest.caption_shards(self.tmp)
+        p = (Pipeline.tar_shards(shard, seed=3, labels=False,
+                                 fields={"caption": {"from": "txt"}, "title": {"from": "json", "key": "title"},
+                                         "meta": {"from": "json", "as": "raw"}})
+             .decode_jpeg().center_crop(16).batch(10))
+        got = self.assert_equals_dump(p, local_cores=2)
+        b = got[0]
+        self.assertEqual(b.names, ["data", "caption", "caption_lengths", "title", "title_lengths", "meta",
+                                   "meta_lengths"])
+        self.assertIsNone(b.labels)
+        self.assertEqual(b["caption"][0], want[b.keys[0].path.split(":")[1]][0])
+        self.assertEqual(set(b.fields), {"caption", "title", "meta"})
+        seen = set()
+        for b in got:
+            for k, c, t, m in zip(b.keys, b["caption"], b["title"], b["meta"]):
+                member = k.path.split(":")[1]
+                self.assertEqual((c, t, m), want[member])
+                self.assertIsInstance(m, bytes)
+                seen.add(member)
+        self.assertEqual(seen, set(want))
+
+    def test_loader_image_folder_without_labels_any_nesting(self):
+        """labels=False on a folder: every image at any depth, no classes, batches without labels."""
+        root = os.path.join(self.tmp, "flat")
+        for sub in ("", "a", os.path.join("a", "b", "c")):
+            os.makedirs(os.path.join(root, sub), exist_ok=True)
+        imgs = sorted(glob.glob(os.path.join(spwtest.images(), "*", "*.JPEG")))[:9]
+        for i, img in enumerate(imgs):
+            sub = ("", "a", os.path.join("a", "b", "c"))[i % 3]
+            with open(img, "rb") as f, open(os.path.join(root, sub, "i%d.jpg" % i), "wb") as g:
+                g.write(f.read())
+        p = Pipeline.image_folder(root, shuffle=False, labels=False).decode_jpeg().center_crop(8).batch(4)
+        with Loader(p, local_cores=1) as loader:
+            got = list(loader)
+            self.assertEqual(loader.classes, [])
+        self.assertEqual([b.names for b in got], [["data"]] * 3)
+        self.assertEqual(sum(b.n for b in got), 9)
+        paths = [os.path.relpath(k.path, root) for b in got for k in b.keys]
+        self.assertEqual(paths, ["i0.jpg", "i3.jpg", "i6.jpg", "a/i1.jpg", "a/i4.jpg", "a/i7.jpg",
+                                 "a/b/c/i2.jpg", "a/b/c/i5.jpg", "a/b/c/i8.jpg"])
+        with self.assertRaisesRegex(SpecError, "batch.mix: mixes labels, and source.labels is false"):
+            Loader(Pipeline.image_folder(root, labels=False).decode_jpeg().center_crop(8).normalize(
+                [0.5] * 3, [0.5] * 3).batch(4, mix={"num_classes": 2, "mixup_alpha": 0.2}))
 
     def test_loader_padded_audio_equals_c_dump(self):
         got = self.assert_equals_dump(audio_pipeline(), local_cores=2)

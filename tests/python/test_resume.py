@@ -127,6 +127,24 @@ class ServiceResumeTest(spwtest.ServiceCase, unittest.TestCase):
             want = sorted((e, s) for e in (0, 1) for s in range(160))
             self.assertEqual(sorted(keys), want, "killed after batch %d" % kill_at)
 
+    def test_service_fields_resume_exactly_once(self):
+        """A state taken mid-run through the service, resumed by another Loader: every (key, caption) once."""
+        with tempfile.TemporaryDirectory() as d:
+            shard, want = spwtest.caption_shards(d)
+            p = (Pipeline.tar_shards(shard, seed=3, labels=False, fields={"caption": {"from": "txt"}})
+                 .decode_jpeg().center_crop(16).batch(5))
+            pairs = []
+            with Loader(p, dispatcher=self.dispatcher, local_cores=0) as ld:
+                it = iter(ld)
+                for _ in range(2):
+                    b = next(it)
+                    pairs += [(k.path.split(":")[1], c) for k, c in zip(b.keys, b["caption"])]
+                state = ld.state_dict()
+            with Loader(p, dispatcher=self.dispatcher, local_cores=0, resume=state) as again:
+                for b in again:
+                    pairs += [(k.path.split(":")[1], c) for k, c in zip(b.keys, b["caption"])]
+            self.assertEqual(sorted(pairs), sorted((k, v[0]) for k, v in want.items()))
+
     def test_service_rank_killed_and_resumed_while_the_other_runs(self):
         with tempfile.TemporaryDirectory() as d:
             other_file = os.path.join(d, "other.json")

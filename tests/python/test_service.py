@@ -7,7 +7,7 @@ import os
 import unittest
 
 import spwtest
-from spillway import Loader
+from spillway import Loader, Pipeline
 from test_loader import audio_pipeline, image_pipeline
 
 
@@ -36,6 +36,18 @@ class TestService(spwtest.ServiceCase, unittest.TestCase):
     def test_service_padded_audio_ordered_equals_local_dump(self):
         got = self.assert_service_equals_dump(audio_pipeline())
         self.assertEqual(len(got[0]), 3)
+
+    def test_service_fields_without_labels_equal_local_dump(self):
+        """Captions, titles and raw .json bytes travel with their elements from the worker."""
+        shard, want = spwtest.caption_shards(self.tmp)
+        p = (Pipeline.tar_shards(shard, seed=3, labels=False,
+                                 fields={"caption": {"from": "txt"}, "title": {"from": "json", "key": "title"},
+                                         "meta": {"from": "json", "as": "raw"}})
+             .decode_jpeg().center_crop(16).batch(10))
+        got = self.assert_service_equals_dump(p)
+        pairs = [(k.path.split(":")[1], c, t, m) for b in got for k, c, t, m in
+                 zip(b.keys, b["caption"], b["title"], b["meta"])]
+        self.assertEqual(sorted(pairs), sorted((k,) + v for k, v in want.items()))
 
     def test_service_default_cut_is_planned_and_explicit_cuts_override_it(self):
         pipeline = image_pipeline()

@@ -117,6 +117,18 @@ class TestTorch(spwtest.TempDir, unittest.TestCase):
         with self.assertRaisesRegex(SpecError, r'^ops\[3\]: "aug_mix" after a grayscale with num_output_channels 1'):
             SpillwayDataset(p, local_cores=1)
 
+    def test_torch_fields_by_name(self):
+        """source.fields through SpillwayDataset: the tensors are torch's, the captions still str by name."""
+        shard, want = spwtest.caption_shards(self.tmp, 12)
+        p = (Pipeline.tar_shards(shard, seed=3, labels=False, fields={"caption": {"from": "txt"}})
+             .decode_jpeg().center_crop(16).batch(6))
+        with SpillwayDataset(p, dtype="float32", local_cores=1) as ds:
+            b = next(iter(ds))
+            self.assertIsInstance(b.data, torch.Tensor)
+            self.assertIsInstance(b[1], torch.Tensor)           # the padded caption bytes
+            self.assertIsNone(b.labels)
+            self.assertEqual(b["caption"], [want[k.path.split(":")[1]][0] for k in b.keys])
+
     def test_torch_pin_memory_without_cuda_is_a_noop(self):
         if torch.cuda.is_available():
             self.skipTest("CUDA is available: pin_memory pins")

@@ -17,7 +17,10 @@
  * offered when the client asks and taken with its ticket: direct-garbage (a message of bytes that are no
  * ElementBatch), direct-wrong-sample (as wrong-sample), direct-oversized (a header announcing 80 MB: refused
  * before it is read), direct-cut (a header announcing 1000 bytes, 10 sent, then closed), direct-reoffer (a
- * second offer of a data connection, on the data connection). */
+ * second offer of a data connection, on the data connection). For a pipeline with one text field
+ * (source.fields), an element of the right sample whose fields lie: fields-missing (none sent), fields-offsets
+ * (offsets that do not span the bytes sent), fields-length (a length of 2 GiB), fields-utf8 (text that is not
+ * UTF-8). */
 #include <errno.h>
 #include <signal.h>
 #include <time.h>
@@ -137,6 +140,26 @@ static int send_bad(struct spw_rpc_stream *st, int fd, uint64_t job)
         b.tensors[0].encoding = SPW_WIRE_ZSTD;
         if (!strcmp(g_mode, "zstd-bomb"))
             b.tensors[0].shape[1] = b.tensors[0].shape[2] = 1 << 20;
+    }
+    /* fields-*: a pipeline with one text field (source.fields); the element of the right sample at cut 0 with
+     * fields that lie: none sent, offsets that do not span them, a length past the cap, bytes that are not
+     * UTF-8. */
+    static uint8_t packed[16];
+    static int64_t offsets[2];
+    if (!strncmp(g_mode, "fields-", 7)) {
+        sample = g_sample0;
+        b.cut = 0;
+        b.tensors[0].ndim = 2;
+        b.tensors[0].shape[1] = b.tensors[0].nbytes = 100;
+        const bool utf8 = !strcmp(g_mode, "fields-utf8");
+        put32(packed, !strcmp(g_mode, "fields-length") ? 0x7fffffffu : 4);
+        memcpy(packed + 4, utf8 ? "\xff\xfe\xfd\xfc" : "text", 4);
+        offsets[1] = !strcmp(g_mode, "fields-offsets") ? 4 : 8;
+        b.n_tensors = !strcmp(g_mode, "fields-missing") ? 2 : 4;
+        b.tensors[2] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_U8, .ndim = 1, .shape = {8}, .data = packed,
+                                                .nbytes = 8};
+        b.tensors[3] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_I64, .ndim = 1, .shape = {2},
+                                                .data = (const uint8_t *)offsets, .nbytes = 16};
     }
     uint8_t scratch[4096];
     struct iovec iov[1 + 2 * SPW_WIRE_MAX_TENSORS];

@@ -80,7 +80,7 @@ static enum asm_claim put(struct assembler *a, int64_t pos)
         int64_t shape[1] = {1};
         ck_assert_int_eq(spw_tensor_alloc(&v.t, SPW_DTYPE_F32, 1, shape), 0);
         *(float *)v.t.data = (float)pos;
-        asm_park(a, &t, &v);
+        asm_park(a, &t, &v, NULL);
     }
     return c;
 }
@@ -210,7 +210,7 @@ START_TEST(test_assembler_parks_a_borrowed_value_as_its_own_copy)
     struct spw_value v;
     spw_value_borrow_array(&v, SPW_DTYPE_F32, 1, shape, room);
     ck_assert(v.borrowed && v.is_tensor && v.t.data == (void *)room);
-    asm_park(a, &t, &v);
+    asm_park(a, &t, &v, NULL);
     room[0] = -1.0f;                                    /* the next micro-batch reuses the memory */
     for (int64_t pos = 1; pos < 9; pos++)
         put(a, pos);

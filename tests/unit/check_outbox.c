@@ -40,7 +40,7 @@ static void add_images(struct wrk_builder *bd, int n, int w, int64_t pos0, bool 
         ck_assert_ptr_nonnull(dst);
         for (int k = 0; k < w * w * 3; k++)
             dst[k] = noisy ? (uint8_t)rand() : (uint8_t)(pos0 + i);
-        wrk_builder_added(bd, pos0 + i, 40 + pos0 + i, 100 + 40 + pos0 + i);
+        ck_assert_int_eq(wrk_builder_added(bd, pos0 + i, 40 + pos0 + i, 100 + 40 + pos0 + i, NULL), 0);
     }
 }
 

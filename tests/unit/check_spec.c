@@ -153,6 +153,17 @@ static void assert_spec_equal(const struct spw_pipeline_spec *a, const struct sp
     ck_assert_int_eq(!a->source.label_key, !b->source.label_key);
     if (a->source.label_key)
         ck_assert_str_eq(a->source.label_key, b->source.label_key);
+    ck_assert_int_eq(a->source.no_labels, b->source.no_labels);
+    ck_assert_int_eq(a->source.n_fields, b->source.n_fields);
+    for (int k = 0; k < a->source.n_fields; k++) {
+        const struct spw_sample_field_spec *x = &a->source.fields[k], *y = &b->source.fields[k];
+        ck_assert_str_eq(x->name, y->name);
+        ck_assert_str_eq(x->from, y->from);
+        ck_assert_int_eq(x->kind, y->kind);
+        ck_assert_int_eq(!x->key, !y->key);
+        if (x->key)
+            ck_assert_str_eq(x->key, y->key);
+    }
     ck_assert_int_eq(a->n_ops, b->n_ops);
     for (int i = 0; i < a->n_ops; i++)
         ck_assert_msg(op_equal(&a->ops[i], &b->ops[i]), "ops[%d] (%s) differs", i, spw_op_name(a->ops[i].kind));
@@ -876,6 +887,91 @@ START_TEST(test_spec_label_key_round_trips_and_is_only_for_tar)
                  "source.label_key: only for tar_shards (it names a field of KEY.json members)");
     expect_error(LABEL_KEY_SPEC("tar_shards", "3"), "source.label_key: expected a string, got integer");
     expect_error(LABEL_KEY_SPEC("tar_shards", "\"\""), "source.label_key: 0 bytes, outside [1, 256]");
+}
+END_TEST
+
+#define FIELDS_SPEC(FORMAT, SOURCE_MORE, BATCH_MORE)                                                       \
+    "{\"source\": {\"format\": \"" FORMAT "\", \"path\": \"/d/s-{0..9}.tar\"" SOURCE_MORE "},"                   \
+    " \"ops\": [{\"op\": \"decode_jpeg\"}, {\"op\": \"center_crop\", \"size\": 8},"                              \
+    " {\"op\": \"normalize\", \"mean\": [0, 0, 0], \"std\": [1, 1, 1]}], \"batch\": {\"size\": 2" BATCH_MORE "}}"
+
+/* source.labels and source.fields: parsed in order, written back only when set (older specs keep their
+ * canonical text), carried by the proto form; what is wrong is named. */
+START_TEST(test_spec_labels_and_fields)
+{
+    const char *text = FIELDS_SPEC("tar_shards", ", \"labels\": false, \"fields\": {\"caption\": {\"from\": \"txt\"},"
+                                   " \"title\": {\"from\": \"json\", \"key\": \"title\"}, \"raw_meta\": "
+                                   "{\"from\": \"Meta.JSON\", \"as\": \"raw\"}, \"mask\": {\"from\": \"seg.jpg\"}}", "");
+    struct spw_pipeline_spec *s = parse_ok(text);
+    ck_assert(s->source.no_labels);
+    ck_assert_int_eq(s->source.n_fields, 4);
+    ck_assert_str_eq(s->source.fields[0].name, "caption");
+    ck_assert_int_eq(s->source.fields[0].kind, SPW_SAMPLE_FIELD_TEXT);
+    ck_assert_ptr_null(s->source.fields[0].key);
+    ck_assert_str_eq(s->source.fields[1].key, "title");
+    ck_assert_int_eq(s->source.fields[2].kind, SPW_SAMPLE_FIELD_RAW);
+    ck_assert_str_eq(s->source.fields[3].from, "seg.jpg");      /* a longer extension is not the media */
+    spw_spec_free(s);
+    check_json_round_trip(text);
+    check_proto_round_trip(text);
+    s = parse_ok(EXAMPLE);
+    char *j = spw_spec_to_json(s);
+    ck_assert_ptr_null(strstr(j, "labels"));
+    ck_assert_ptr_null(strstr(j, "fields"));
+    free(j);
+    spw_spec_free(s);
+    expect_error(FIELDS_SPEC("image_folder", ", \"fields\": {\"c\": {\"from\": \"txt\"}}", ""),
+                 "source.fields: only for tar_shards for now (members of a sample's key)");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"labels\": {\"from\": \"txt\"}}", ""),
+                 "source.fields: name \"labels\" is a batch part's own name (data, labels, lengths, viewN, "
+                 "NAME_lengths)");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"a_lengths\": {\"from\": \"txt\"}}", ""),
+                 "source.fields: name \"a_lengths\" is a batch part's own name (data, labels, lengths, viewN, "
+                 "NAME_lengths)");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"1x\": {\"from\": \"txt\"}}", ""),
+                 "source.fields: name \"1x\": use 1 to 32 of A-Z a-z 0-9 _, not starting with a digit");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {}}", ""),
+                 "source.fields.c.from: required (the member's extension, e.g. \"txt\" for KEY.txt)");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \".txt\"}}", ""),
+                 "source.fields.c.from: the extension after KEY., without a leading dot or a slash");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \"txt\", \"as\": \"mask\"}}", ""),
+                 "source.fields.c.as: \"mask\" is not one of text, raw");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \"txt\", \"key\": \"k\"}}", ""),
+                 "source.fields.c.key: only for a .json member (from is \"txt\")");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \"txt\", \"size\": 1}}", ""),
+                 "source.fields.c: unknown key \"size\"");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \"txt\"}, \"d\": {\"from\": \"TXT\"}}", ""),
+                 "source.fields.d.from: \"TXT\" is field c's member too");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \"jpg\"}}", ""),
+                 "source.fields: field c: \"jpg\" members are the samples' own media (ops[0] \"decode_jpeg\")");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"labels\": false, \"label_key\": \"l\"", ""),
+                 "source.label_key: is for labels, and source.labels is false");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"labels\": 0", ""), "source.labels: expected a boolean, got integer");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"labels\": false", ", \"mix\": {\"num_classes\": 10, \"mixup_alpha\": 0.2}"),
+                 "batch.mix: mixes labels, and source.labels is false");
+}
+END_TEST
+
+static void expect_proto_error(const Spillway__V1__Pipeline *msg, const char *want);
+
+/* A peer's fields on the wire: a name given twice or not UTF-8 is refused before the JSON rules run. */
+START_TEST(test_spec_fields_from_proto)
+{
+    Spillway__V1__Pipeline *msg = NULL;
+    struct spw_pipeline_spec *s = parse_ok(FIELDS_SPEC("tar_shards", ", \"fields\": {\"a\": {\"from\": \"txt\"},"
+                                                       " \"b\": {\"from\": \"json\"}}", ""));
+    ck_assert_int_eq(spw_spec_to_proto(s, &msg), 0);
+    spw_spec_free(s);
+    ck_assert_int_eq((int)msg->source->n_fields, 2);
+    char *saved = msg->source->fields[1]->name;
+    msg->source->fields[1]->name = (char *)"a";
+    expect_proto_error(msg, "source.fields[1]: a name given twice");
+    msg->source->fields[1]->name = (char *)"\xc3\x28";
+    expect_proto_error(msg, "source.fields[1]: not valid UTF-8");
+    msg->source->fields[1]->name = saved;
+    msg->source->fields[1]->as = (Spillway__V1__FieldKind)7;
+    expect_proto_error(msg, "source.fields.b.as: \"7\" is not one of text, raw");
+    spw_spec_proto_free(msg);
 }
 END_TEST
 
@@ -1639,6 +1735,8 @@ static Suite *spec_suite(void)
     tcase_add_test(tc, test_spec_to_json_is_canonical_text);
     tcase_add_test(tc, test_spec_proto_round_trip);
     tcase_add_test(tc, test_spec_label_key_round_trips_and_is_only_for_tar);
+    tcase_add_test(tc, test_spec_labels_and_fields);
+    tcase_add_test(tc, test_spec_fields_from_proto);
     tcase_add_test(tc, test_spec_from_proto_validates_like_json);
     tcase_add_test(tc, test_spec_load_file);
     tcase_add_test(tc, test_spec_names);

@@ -61,5 +61,14 @@ write("labels.tar", [
     ("both.jpg", jpgs[2]), ("both.txt", b"a caption"), ("both.cls", b"2\n"),
 ])
 write("bad-txt.tar", [("x.jpg", jpgs[0]), ("x.txt", b"a caption")])
+# Fields: captions (.txt, once as .TXT), a .json with and without its "caption", a key without a .txt, a
+# caption that is not UTF-8, a member over the 1 MiB cap.
+write("fields.tar", [
+    ("k1.jpg", jpgs[0]), ("k1.txt", "h\u00e9llo \u2713".encode()), ("k1.json", b'{"caption": "c1", "id": 1}'),
+    ("k2.jpg", jpgs[1]), ("k2.txt", b"two"), ("k2.json", b'{"id": 2}'),
+    ("k3.jpg", jpgs[2]), ("k3.json", b'{"caption": "c3"}'),
+    ("k4.TXT", b"\xff\xfe"), ("k4.jpg", jpgs[0]), ("k4.json", b'{"caption": 4}'),
+    ("k5.jpg", jpgs[1]), ("k5.txt", b"x" * ((1 << 20) + 1)), ("k5.json", b'[]'),
+])
 write("bad-json.tar", [("x.jpg", jpgs[0]), ("x.json", b'{"label": "cat"}')])
 write("long-name.tar", [("n" * 5000 + ".jpg", jpgs[0]), ("n" * 5000 + ".cls", b"1")])

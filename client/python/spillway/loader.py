@@ -196,12 +196,14 @@ class Batch(tuple):
     library's memory: they stay valid while referenced, and the batch goes back to the library when all of
     them (and this object) are gone. .keys lists each element's Key(epoch, sample, path)."""
 
-    def __new__(cls, arrays=(), owner=None, n_views=0, names=None):
+    def __new__(cls, arrays=(), owner=None, n_views=0, names=None, fields=None):
         b = tuple.__new__(cls, arrays)
         b._owner = owner
         b._keys = None
         b._n_views = n_views
         b._names = tuple(names) if names is not None else ()
+        b._fields = fields or {}        # source.fields: name -> "text" | "raw"
+        b._decoded = {}
         return b
 
     @property
@@ -210,6 +212,10 @@ class Batch(tuple):
         return list(self._names)
 
     def __getitem__(self, key):
+        if isinstance(key, str) and key in self._fields and key in self._names:
+            if key not in self._decoded:
+                self._decoded[key] = self._field_list(key)
+            return self._decoded[key]
         if isinstance(key, str):
             try:
                 return tuple.__getitem__(self, self._names.index(key))
@@ -225,6 +231,19 @@ class Batch(tuple):
         if isinstance(item, str):
             return item in self._names
         return tuple.__contains__(self, item)
+
+    def _field_list(self, name):
+        """A source field per element: str for text, bytes for raw (from its padded bytes and lengths)."""
+        data, lengths = tuple.__getitem__(self, self._names.index(name)), self[name + "_lengths"]
+        data = data.numpy() if hasattr(data, "numpy") else data
+        lengths = lengths.tolist()
+        rows = [data[i, :n].tobytes() for i, n in enumerate(lengths)]
+        return [r.decode("utf-8") for r in rows] if self._fields[name] == "text" else rows
+
+    @property
+    def fields(self):
+        """The source's fields (source.fields) by name: {"caption": [str, ...], ...}."""
+        return {name: self[name] for name in self._fields if name in self._names}
 
     @property
     def views(self):
@@ -277,7 +296,7 @@ class Batch(tuple):
 
     def with_tensors(self, tensors):
         """The same batch (keys, lifetime) over other tensors, e.g. torch views of these arrays."""
-        b = Batch(tensors, self._owner, self._n_views, self._names)
+        b = Batch(tensors, self._owner, self._n_views, self._names, self._fields)
         b._keys = self._keys
         return b
 
@@ -297,7 +316,16 @@ def _read_keys(owner, limit=None):
     return keys
 
 
-def _make_batch(job, bp, device_batches=False):
+def _field_kinds(spec_text):
+    """source.fields of a spec's JSON: {name: "text" | "raw"} in order."""
+    try:
+        fields = json.loads(spec_text).get("source", {}).get("fields") or {}
+    except (ValueError, AttributeError):
+        return {}                       # the C parser says what is wrong with it
+    return {name: (f.get("as", "text") if isinstance(f, dict) else "text") for name, f in fields.items()}
+
+
+def _make_batch(job, bp, device_batches=False, fields=None):
     """A Batch of numpy views; with device_batches its data is a DeviceTensor (DLPack) wherever it is."""
     owner = _BatchOwner(job, bp)        # from here on the owner releases it, whatever happens
     L = _lib.lib()
@@ -329,7 +357,7 @@ def _make_batch(job, bp, device_batches=False):
             continue
         arrays.append(np.asarray(_View(owner, data.value, shp, typestr)))
         owner.addresses.append(data.value)
-    return Batch(arrays, owner, L.spw_batch_view_count(bp), names)
+    return Batch(arrays, owner, L.spw_batch_view_count(bp), names, fields)
 
 
 def _spec_text(pipeline):
@@ -439,6 +467,7 @@ class Loader:
         self._cur = None                # the epoch being iterated
         self._classes = None
         self.spec = _spec_text(pipeline)
+        self._fields = _field_kinds(self.spec)
         _python_op_env()
         if insecure is None:
             insecure = os.environ.get("SPILLWAY_INSECURE", "").lower() in ("1", "true", "yes")
@@ -584,7 +613,7 @@ class Loader:
         if bp is None:
             self._done = True
             return None
-        return _make_batch(self._job, bp, self._device_batches)
+        return _make_batch(self._job, bp, self._device_batches, self._fields)
 
     def __len__(self):
         """Batches per epoch (the last one short unless batch.drop_remainder)."""
