@@ -121,11 +121,15 @@ static void sample_failed(const struct intake *in, int64_t sample, int rc, const
         asm_fail(in->a, rc, msg);
 }
 
-/* The end of take_element: v (made by rc's run) handed to the assembler, a failure logged (an empty value parks
- * as a skipped sample). */
+/* The end of take_element: v (made by rc's run) and its fields (these, or v's) handed to the assembler, a
+ * failure logged (an empty value parks as a skipped sample). */
 static bool finish_taken(const struct intake *in, int64_t sample, struct asm_ticket *t, enum asm_claim c, int rc,
                          struct spw_value *v, struct spw_fields *fields, const char *err)
 {
+    if (!fields) {          /* or those riding on the value */
+        fields = v->fields;
+        v->fields = NULL;
+    }
     if (rc != 0) {
         sample_failed(in, sample, rc, rc == -ENOMEM && !err[0] ? "out of memory" : err, NULL);
         spw_value_free(v);
@@ -196,20 +200,27 @@ static bool take_element(const struct intake *in, struct intake_rx *rx, const st
     }
     struct asm_place place;
     struct spw_element_dest dest = asm_element_dest(in->a, &t, &place);
-    if (b->cut == 0)        /* the encoded file: the whole pipeline runs here */
+    /* the suffix runs with the fields riding on the value (its geometric ops move a mask too) */
+    if (b->cut == 0) {      /* the encoded file: the whole pipeline runs here */
+        v.fields = fields;
         rc = spw_element_run(in->ctx, 0, in->job->groups, b->epoch, b->samples[i], view.t.data, view.t.nbytes, &v,
                              NULL, c == ASM_PLACE ? &dest : NULL, err, sizeof err);
-    else if (b->cut < in->job->groups && c == ASM_PLACE && reads_input_only(in->ctx, b->cut)) {
+    } else if (b->cut < in->job->groups && c == ASM_PLACE && reads_input_only(in->ctx, b->cut)) {
         /* The suffix reads the element where it arrived (its first op makes a new tensor and leaves its input
          * alone): no copy. */
         v = view;
+        v.fields = fields;
         rc = spw_element_run(in->ctx, b->cut, in->job->groups, b->epoch, b->samples[i], NULL, 0, &v, NULL, &dest, err,
                              sizeof err);
-    } else if ((rc = own(&view, &v)) == 0 && b->cut < in->job->groups) {
-        rc = spw_element_run(in->ctx, b->cut, in->job->groups, b->epoch, b->samples[i], NULL, 0, &v, NULL, NULL, err,
-                             sizeof err);
+    } else if ((rc = own(&view, &v)) == 0) {
+        v.fields = fields;
+        if (b->cut < in->job->groups)
+            rc = spw_element_run(in->ctx, b->cut, in->job->groups, b->epoch, b->samples[i], NULL, 0, &v, NULL, NULL,
+                                 err, sizeof err);
+    } else {
+        spw_fields_free(fields);
     }
-    return finish_taken(in, b->samples[i], &t, c, rc, &v, fields, err);
+    return finish_taken(in, b->samples[i], &t, c, rc, &v, NULL, err);
 }
 
 /* Check what a worker controls before trusting it: the job, the cut, the counts and sizes, and that each

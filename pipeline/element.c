@@ -14,6 +14,7 @@
 #include "lib/rng.h"
 #include "pipeline/audio.h"
 #include "pipeline/channels.h"
+#include "pipeline/fields.h"
 #include "pipeline/image_ops.h"
 #include "pipeline/op_registry.h"
 #include "pipeline/wire.h"
@@ -149,6 +150,8 @@ static int run_groups(const struct spw_element_ctx *ctx, int g_from, int g_to, u
                       int64_t sample, const uint8_t *buf, size_t len, struct spw_value *v,
                       struct spw_element_stats *stats, const struct spw_element_dest *dest, char *err, size_t errlen)
 {
+    struct spw_fields *fields = v->fields;     /* held here while the ops run: none of them sees it */
+    v->fields = NULL;
     /* the run's last write is the one that may go to the destination */
     const int last_op = g_to > g_from ? ctx->groups[g_to - 1].first + ctx->groups[g_to - 1].count - 1 : -1;
     int rc = 0;
@@ -181,8 +184,12 @@ static int run_groups(const struct spw_element_ctx *ctx, int g_from, int g_to, u
     }
     if (rc == 0 && g_to == ctx->n_groups)
         rc = one_channel_output(ctx, v, err, errlen);
-    if (rc)
+    if (rc) {
         spw_value_free(v);
+        spw_fields_free(fields);
+    } else {
+        v->fields = fields;
+    }
     return rc;
 }
 
@@ -215,8 +222,13 @@ void spw_element_run_many(const struct spw_element_ctx *ctx, int g, uint64_t epo
     const struct spw_group *grp = &ctx->groups[g];
     struct spw_op_call calls[SPW_ELEMENT_MANY_MAX];
     struct spw_value *live[SPW_ELEMENT_MANY_MAX];
+    struct spw_fields *fields[SPW_ELEMENT_MANY_MAX];
     int at[SPW_ELEMENT_MANY_MAX], got[SPW_ELEMENT_MANY_MAX];
     n = n < SPW_ELEMENT_MANY_MAX ? n : SPW_ELEMENT_MANY_MAX;
+    for (int k = 0; k < n; k++) {               /* held here while the ops run, as run_groups does */
+        fields[k] = vs[k]->fields;
+        vs[k]->fields = NULL;
+    }
     for (int i = grp->first; i < grp->first + grp->count; i++) {
         const struct spw_op_def *def = spw_op_def(ctx->spec->ops[i].kind);
         int m = 0;
@@ -246,6 +258,12 @@ void spw_element_run_many(const struct spw_element_ctx *ctx, int g, uint64_t epo
             else
                 spw_value_free(vs[k]);
         }
+    }
+    for (int k = 0; k < n; k++) {
+        if (rcs[k] == 0)
+            vs[k]->fields = fields[k];
+        else
+            spw_fields_free(fields[k]);
     }
 }
 

@@ -172,13 +172,14 @@ static void *place_cb(void *opaque, enum spw_dtype dt, int ndim, const int64_t *
 static void element_failed(struct spw_executor *ex, int64_t sample, int rc, const char *err);
 
 /* Record a finished element, copying its value into the batch unless it was written there already, with its
- * fields (source.fields), read here: a field that cannot be read fails the element. */
-static void finish_element(struct spw_executor *ex, struct slot *s, int pos, const struct spw_value *v, bool ok)
+ * fields (source.fields: v's, or read now for an element the GPU made): a field that cannot be read fails
+ * the element. */
+static void finish_element(struct spw_executor *ex, struct slot *s, int pos, struct spw_value *v, bool ok)
 {
     struct spw_fields *fields = NULL;
-    if (ok && ex->spec->source.n_fields) {
+    if (ok) {
         char err[512];
-        const int rc = spw_fields_read(ex->src, &ex->spec->source, s->samples[pos], &fields, err, sizeof err);
+        const int rc = spw_fields_take(v, ex->src, &ex->spec->source, s->samples[pos], &fields, err, sizeof err);
         if (rc)
             element_failed(ex, s->samples[pos], rc, err);
         ok = rc == 0;

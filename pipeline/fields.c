@@ -9,6 +9,7 @@
 
 #include "lib/err.h"
 #include "lib/utf8.h"
+#include "pipeline/value.h"
 
 void spw_fields_free(struct spw_fields *f)
 {
@@ -76,6 +77,16 @@ int spw_fields_read(const struct spw_source *src, const struct spw_source_spec *
     }
     *out = f;
     return 0;
+}
+
+int spw_fields_take(struct spw_value *v, const struct spw_source *src, const struct spw_source_spec *spec,
+                    int64_t sample, struct spw_fields **out, char *err, size_t errlen)
+{
+    *out = v->fields;
+    v->fields = NULL;
+    if (*out || !spec->n_fields)
+        return 0;
+    return spw_fields_read(src, spec, sample, out, err, errlen);
 }
 
 size_t spw_fields_packed_size(const struct spw_fields *f)

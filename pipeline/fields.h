@@ -29,6 +29,12 @@ int spw_fields_read(const struct spw_source *src, const struct spw_source_spec *
                     struct spw_fields **out, char *err, size_t errlen);
 /* Accepts NULL. */
 void spw_fields_free(struct spw_fields *f);
+struct spw_value;
+/* An element's fields for its batch: those riding on v (taken from it), or, where its producer made it
+ * without them (the GPU's kernels), read from src now. *out NULL for a spec without fields. Returns 0 or
+ * spw_fields_read's error with the reason in err. */
+int spw_fields_take(struct spw_value *v, const struct spw_source *src, const struct spw_source_spec *spec,
+                    int64_t sample, struct spw_fields **out, char *err, size_t errlen);
 
 /* Packed: per field a u32 length (little-endian) and its bytes. */
 size_t spw_fields_packed_size(const struct spw_fields *f);

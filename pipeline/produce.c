@@ -10,6 +10,7 @@
 #include "lib/clock.h"
 #include "lib/err.h"
 #include "lib/log.h"
+#include "pipeline/fields.h"
 #include "pipeline/op_registry.h"
 
 int spw_produce_read(const struct spw_producer *p, int64_t sample, uint8_t **buf, size_t *len, char *err,
@@ -60,6 +61,11 @@ int spw_produce(const struct spw_producer *p, uint64_t epoch, int64_t sample, in
         free(buf);
         snprintf(err, errlen, "empty file (0 bytes)");
         return SPW_EFORMAT;     /* nothing to decode: a failed sample, not a malformed empty element */
+    }
+    if (p->spec->source.n_fields &&
+        (rc = spw_fields_read(p->src, &p->spec->source, sample, &v->fields, err, errlen)) != 0) {
+        free(buf);
+        return rc;
     }
     if (cut == 0) {
         /* The element travels encoded: the bytes become a uint8 [len] tensor without a copy. */

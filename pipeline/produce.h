@@ -38,8 +38,9 @@ struct spw_producer {
  * with "read failed: ..." in err. */
 int spw_produce_read(const struct spw_producer *p, int64_t sample, uint8_t **buf, size_t *len, char *err,
                      size_t errlen);
-/* Read sample and run groups [0, cut) into *v (empty). With cut 0, *v is the encoded bytes as a uint8
- * [len] tensor, and an empty file is refused (nothing to decode). stats and dest as spw_element_run.
+/* Read sample (and its source.fields, into v->fields) and run groups [0, cut) into *v (empty). With cut 0,
+ * *v is the encoded bytes as a uint8 [len] tensor, and an empty file is refused (nothing to decode). stats
+ * and dest as spw_element_run.
  * Returns 0, or an error with the reason in err ("read failed: ..." for I/O); *v is then empty. */
 int spw_produce(const struct spw_producer *p, uint64_t epoch, int64_t sample, int cut, struct spw_value *v,
                 struct spw_element_stats *stats, const struct spw_element_dest *dest, char *err, size_t errlen);

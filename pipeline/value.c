@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "pipeline/fields.h"
+
 void spw_value_free(struct spw_value *v)
 {
     if (!v)
@@ -14,6 +16,7 @@ void spw_value_free(struct spw_value *v)
         spw_image_free(&v->img);
         spw_tensor_free(&v->t);
     }
+    spw_fields_free(v->fields);
     memset(v, 0, sizeof *v);
 }
 

@@ -12,6 +12,8 @@
 #include "ops/image.h"
 #include "pipeline/spec.h"  /* enum spw_layout */
 
+struct spw_fields;
+
 struct spw_value {
     bool is_tensor;
     bool placed;                /* the data went to memory from spw_element_dest.place (not owned) */
@@ -21,13 +23,18 @@ struct spw_value {
     struct spw_image img;       /* owned, when !is_tensor */
     struct spw_tensor t;        /* owned, when is_tensor */
     int sample_rate;            /* audio: Hz; 0 when unknown (a tensor that came over the wire) */
+    struct spw_fields *fields;  /* owned: the sample's source.fields (pipeline/fields.h) riding with it from
+                                   its read to its batch; the element runner holds them while ops run, so no
+                                   op sees them (NULL: none) */
 };
 
+/* Free the value's data (unless placed or borrowed) and its fields; *v is left empty. */
 void spw_value_free(struct spw_value *v);
 /* A borrowed value made to own a copy of its data (others are left as they are). Returns 0, or -ENOMEM with
  * *v freed (empty). */
 int spw_value_own(struct spw_value *v);
-/* Make *dst an owned copy of src (an image or a tensor). Returns 0, or -ENOMEM with *dst empty. */
+/* Make *dst an owned copy of src (an image or a tensor; not its fields). Returns 0, or -ENOMEM with *dst
+ * empty. */
 int spw_value_copy(const struct spw_value *src, struct spw_value *dst);
 /* The value's shape as one element of a batch with that layout (uint8 images: HWC, or CHW planes). */
 void spw_value_out_shape(const struct spw_value *v, enum spw_layout layout, enum spw_dtype *dt, int *ndim,
