@@ -306,7 +306,7 @@ static void drop_unpacked(struct intake_rx *rx)
  * ending at the bytes sent, and what each slice holds checked by spw_fields_unpack (lengths against the caps,
  * text as UTF-8). A worker lying about one element's fields has the whole message refused (nothing of it is
  * claimed: the split goes to another producer). Returns NULL or why the message is refused (in err). */
-static const char *gather_fields(const struct spw_source_spec *spec, struct intake_rx *rx,
+static const char *gather_fields(const struct spw_pipeline_spec *spec, struct intake_rx *rx,
                                  const struct spw_wire_batch *b, char *err, size_t errlen)
 {
     const struct spw_wire_tensor *f = &b->tensors[2], *o = &b->tensors[3];
@@ -365,7 +365,7 @@ const char *intake_message(const struct intake *in, struct intake_rx *rx, uint64
     if (b.direct_port)      /* the channel takes the one offer it asked for, first */
         bad = "a data connection offered unasked";
     else if (!(bad = check_batch(in, job, &b)) && b.n_positions && in->ctx->spec->source.n_fields)
-        bad = gather_fields(&in->ctx->spec->source, rx, &b, err, errlen);  /* before a decompression points
+        bad = gather_fields(in->ctx->spec, rx, &b, err, errlen);  /* before a decompression points
                                                                                the parts elsewhere */
     if (!bad && b.n_positions && b.tensors[0].encoding == SPW_WIRE_ZSTD)
         bad = decompress_into(rx, &b.tensors[0], err, errlen);

@@ -231,7 +231,7 @@ static void local_done(void *opaque, int k, int rc, struct spw_value *v, const c
     if (c != ASM_DUP && c != ASM_DROP) {
         char msg[1024], ferr[512];
         struct spw_fields *fields = NULL;
-        if (rc == 0 && (rc = spw_fields_take(v, j->src, &j->spec->source, m->samples[k], &fields, ferr,
+        if (rc == 0 && (rc = spw_fields_take(v, j->src, j->spec, m->samples[k], &fields, ferr,
                                              sizeof ferr)) != 0)
             err = ferr;
         if (rc != 0 && spw_produce_failed(&j->prod, m->samples[k], rc, err, NULL, msg, sizeof msg))

@@ -24,6 +24,7 @@ struct decode_state {
     int header_only;
     int w, h;                   /* set by on_info */
     int interlaced, grey16;
+    int labels;                 /* a label map: palette indices or grey values, one byte a pixel */
     int stop_rc;                /* on_info stopped the decode with this result (0: header only, done) */
     int stopped;
     struct spw_image img;
@@ -69,21 +70,28 @@ static void on_info(png_structp png, png_infop info)
     if (st->header_only)
         stop(st, 0);
 
+    if (st->labels && (ctype & PNG_COLOR_MASK_COLOR ? ctype != PNG_COLOR_TYPE_PALETTE : ctype != PNG_COLOR_TYPE_GRAY || depth == 16)) {
+        snprintf(st->msg, sizeof st->msg, "a label map is a palette or 8-bit greyscale PNG (this one is colour type "
+                 "%d at %d bits)", ctype, depth);
+        stop(st, SPW_EUNSUPPORTED);
+    }
     const int grey16 = st->grey16 = depth == 16 && ctype == PNG_COLOR_TYPE_GRAY;
-    if (ctype == PNG_COLOR_TYPE_PALETTE)
+    if (st->labels && ctype == PNG_COLOR_TYPE_PALETTE)
+        png_set_packing(png);                   /* 1/2/4-bit indices, a byte each, not scaled (Pillow's "P") */
+    else if (ctype == PNG_COLOR_TYPE_PALETTE)
         png_set_palette_to_rgb(png);            /* expands tRNS to alpha too; stripped below */
     if (ctype == PNG_COLOR_TYPE_GRAY && depth < 8)
         png_set_expand_gray_1_2_4_to_8(png);    /* bit replication: Pillow's "1", "L;2", "L;4" */
     if (depth == 16 && !grey16)
         png_set_strip_16(png);                  /* the high byte: Pillow's "RGB;16B", "LA;16B", "RGBA;16B" */
     png_set_strip_alpha(png);                   /* convert("RGB") drops alpha, no compositing */
-    if (!(ctype & PNG_COLOR_MASK_COLOR) && !grey16)
+    if (!(ctype & PNG_COLOR_MASK_COLOR) && !grey16 && !st->labels)
         png_set_gray_to_rgb(png);
     st->interlaced = interlace != PNG_INTERLACE_NONE;
     if (st->interlaced)
         png_set_interlace_handling(png);
     png_read_update_info(png, info);
-    const size_t want = (size_t)w * (grey16 ? 2 : 3);
+    const size_t want = (size_t)w * (st->labels ? 1 : grey16 ? 2 : 3);
     if (png_get_rowbytes(png, info) != want) {
         snprintf(st->msg, sizeof st->msg, "PNG colour type %d at %d bits gives %zu bytes a row, not %zu", ctype,
                  depth, (size_t)png_get_rowbytes(png, info), want);
@@ -131,6 +139,13 @@ static void grey16_row_to_rgb(uint8_t *row, int w)
     }
 }
 
+/* A label row (w bytes at the row's start) to three equal channels, in place from the right. */
+static void labels_row_to_rgb(uint8_t *row, int w)
+{
+    for (int x = w - 1; x >= 0; x--)
+        row[3 * x] = row[3 * x + 1] = row[3 * x + 2] = row[x];
+}
+
 /* Push the whole buffer; 0 when the header (header_only) or every row is in, else an error with st->msg. */
 static int run(struct decode_state *st, const uint8_t *buf, size_t len)
 {
@@ -161,14 +176,15 @@ static int run(struct decode_state *st, const uint8_t *buf, size_t len)
     return 0;
 }
 
-static int decode(const uint8_t *buf, size_t len, int64_t max_pixels, int header_only, struct spw_image *out,
-                  int *w, int *h, char *err, size_t errlen)
+static int decode(const uint8_t *buf, size_t len, int64_t max_pixels, int header_only, int labels,
+                  struct spw_image *out, int *w, int *h, char *err, size_t errlen)
 {
     struct decode_state *st = calloc(1, sizeof *st);
     if (!st)
         return spw_fail(err, errlen, -ENOMEM, "out of memory for a PNG decoder");
     st->max_pixels = max_pixels;
     st->header_only = header_only;
+    st->labels = labels;
     int rc;
     st->png = png_create_read_struct(PNG_LIBPNG_VER_STRING, st, on_error, on_warning);
     if (!st->png || !(st->info = png_create_info_struct(st->png))) {
@@ -191,9 +207,8 @@ static int decode(const uint8_t *buf, size_t len, int64_t max_pixels, int header
     *w = st->w;
     *h = st->h;
     if (!header_only) {
-        if (st->grey16)
-            for (int y = 0; y < st->img.h; y++)
-                grey16_row_to_rgb(st->rows[y], st->img.w);
+        for (int y = 0; (st->grey16 || st->labels) && y < st->img.h; y++)
+            (st->labels ? labels_row_to_rgb : grey16_row_to_rgb)(st->rows[y], st->img.w);
         *out = st->img;
         st->img.data = NULL;
     }
@@ -209,12 +224,19 @@ out:
 int spw_png_header(const uint8_t *buf, size_t len, int64_t max_pixels, int *w, int *h, char *err,
                    size_t errlen)
 {
-    return decode(buf, len, max_pixels, 1, NULL, w, h, err, errlen);
+    return decode(buf, len, max_pixels, 1, 0, NULL, w, h, err, errlen);
 }
 
 int spw_png_decode(const uint8_t *buf, size_t len, int64_t max_pixels, struct spw_image *out, char *err,
                    size_t errlen)
 {
     int w, h;
-    return decode(buf, len, max_pixels, 0, out, &w, &h, err, errlen);
+    return decode(buf, len, max_pixels, 0, 0, out, &w, &h, err, errlen);
+}
+
+int spw_png_decode_labels(const uint8_t *buf, size_t len, int64_t max_pixels, struct spw_image *out, char *err,
+                          size_t errlen)
+{
+    int w, h;
+    return decode(buf, len, max_pixels, 0, 1, out, &w, &h, err, errlen);
 }

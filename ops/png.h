@@ -22,4 +22,11 @@ int spw_png_header(const uint8_t *buf, size_t len, int64_t max_pixels, int *w, i
 int spw_png_decode(const uint8_t *buf, size_t len, int64_t max_pixels, struct spw_image *out, char *err,
                    size_t errlen);
 
+/* Decode a label map (a segmentation mask) as np.array(Image.open(...)) reads it: a palette PNG's indices
+ * (1/2/4-bit unpacked, not scaled; tRNS ignored), an 8-bit or 1/2/4-bit grey PNG's values (bit replication,
+ * as Pillow's "L"). Into *out as HWC with three equal channels (the image kernels' layout). Colour, grey with
+ * alpha and 16-bit grey PNGs are SPW_EUNSUPPORTED; otherwise as spw_png_decode. */
+int spw_png_decode_labels(const uint8_t *buf, size_t len, int64_t max_pixels, struct spw_image *out, char *err,
+                          size_t errlen);
+
 #endif

@@ -288,12 +288,54 @@ static int split_views(const struct spw_pipeline_spec *spec, struct spw_batch *b
     return 0;
 }
 
-/* Each source.fields entry as two parts: "NAME" uint8 [n, longest] zero-padded, "NAME_lengths" int64 [n], from
- * the fill's fields of the ok positions. Returns 0, -ENOMEM or -ENOSPC. */
+/* Each source.fields entry as parts, from the fields of the ok positions: text and raw as "NAME" uint8 [n,
+ * longest] zero-padded and "NAME_lengths" int64 [n]; masks as "NAME" uint8 [n, H, W]. Returns 0, -ENOMEM,
+ * -EINVAL (masks differing in size) or -ENOSPC. */
+/* Field k's masks as one part "NAME", uint8 [n, H, W] (the first channel of each). Returns 0, -ENOMEM, -EINVAL
+ * (masks of one batch differing in size, logged) or -ENOSPC. */
+static int add_masks(const struct spw_source_spec *spec, int k, struct spw_fields *const *fields, int n_pos,
+                     const bool *ok, struct spw_batch *b)
+{
+    int w = -1, h = -1;
+    for (int p = 0; p < n_pos; p++) {
+        const struct spw_image *m = ok[p] && fields && fields[p] ? &fields[p]->f[k].mask : NULL;
+        if (!m)
+            continue;
+        if (w < 0)
+            w = m->w, h = m->h;
+        if (m->w != w || m->h != h) {
+            spw_log(SPW_LOG_WARN, "batch", "batch %" PRId64 " of epoch %" PRId64 ": field %s: masks of %dx%d and "
+                    "%dx%d in one batch (add a crop or a fixed-size resize)", b->index, b->epoch, spec->fields[k].name,
+                    w, h, m->w, m->h);
+            return -EINVAL;
+        }
+    }
+    struct spw_tensor t;
+    const int64_t shape[3] = {b->n, h < 0 ? 0 : h, w < 0 ? 0 : w};
+    if (spw_tensor_alloc(&t, SPW_DTYPE_U8, 3, shape) != 0)
+        return -ENOMEM;
+    uint8_t *dst = t.data;
+    for (int p = 0; p < n_pos; p++) {
+        if (!ok[p])
+            continue;
+        const struct spw_image *m = fields && fields[p] ? &fields[p]->f[k].mask : NULL;
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+                *dst++ = m && m->data ? spw_image_at(m, x, y)[0] : 0;
+    }
+    return add_part(b, spec->fields[k].name, &t);
+}
+
 static int add_fields(const struct spw_source_spec *spec, struct spw_fields *const *fields, int n_pos,
                       const bool *ok, struct spw_batch *b)
 {
     for (int k = 0; k < spec->n_fields; k++) {
+        if (spec->fields[k].kind == SPW_SAMPLE_FIELD_MASK) {
+            const int rc = add_masks(spec, k, fields, n_pos, ok, b);
+            if (rc)
+                return rc;
+            continue;
+        }
         size_t longest = 0;
         for (int p = 0; p < n_pos; p++)
             if (ok[p] && fields && fields[p] && fields[p]->f[k].len > longest)
@@ -311,7 +353,7 @@ static int add_fields(const struct spw_source_spec *spec, struct spw_fields *con
         for (int p = 0; p < n_pos; p++) {
             if (!ok[p])
                 continue;
-            const struct spw_field_bytes *fb = fields && fields[p] ? &fields[p]->f[k] : NULL;
+            const struct spw_field *fb = fields && fields[p] ? &fields[p]->f[k] : NULL;
             const size_t n = fb ? fb->len : 0;
             if (n)
                 memcpy(row, fb->data, n);

@@ -31,7 +31,7 @@ struct spw_batch {
     /* Its parts, each [n, ...], in this order: "data" (with views, one tensor per view instance in its place,
      * "view0" .. "view<k-1>"), "labels" (int64, or float32 [n, classes] when mixed; none with source.labels false), "lengths" (padded
      * batches: int64 valid lengths of the rows), then per source.fields entry NAME: "NAME" uint8 [n, longest]
-     * zero-padded bytes and "NAME_lengths" int64 [n] */
+     * zero-padded bytes and "NAME_lengths" int64 [n] (text, raw), or "NAME" uint8 [n, H, W] (a mask) */
     struct spw_tensor tensors[SPW_BATCH_MAX_TENSORS];
     char names[SPW_BATCH_MAX_TENSORS][SPW_BATCH_NAME_MAX];
     int n_views;

@@ -15,6 +15,7 @@
 #include "pipeline/audio.h"
 #include "pipeline/channels.h"
 #include "pipeline/fields.h"
+#include "ops/image_decode.h"
 #include "pipeline/image_ops.h"
 #include "pipeline/op_registry.h"
 #include "pipeline/wire.h"
@@ -117,6 +118,58 @@ static int run_op(const struct spw_element_ctx *ctx, int i, uint32_t key, uint64
     return rc ? rc : def->cpu(&c, v);
 }
 
+/* ---- masks: each geometric op again, with its same draws, on each mask ---- */
+
+/* Op i (a geometric one) on the element's masks: the op's row run on each mask as on an image, with the
+ * op's rng stream (so the same draws: they depend on the size alone, which the mask shares), nearest
+ * sampling and ignore_index where it fills. */
+static int move_masks(const struct spw_element_ctx *ctx, int i, uint32_t key, uint64_t epoch, int64_t sample,
+                      struct spw_fields *fields, char *err, size_t errlen)
+{
+    const struct spw_op_def *def = spw_op_def(ctx->spec->ops[i].kind);
+    for (int k = 0; fields && def->targets == SPW_TARGET_GEOMETRIC && k < fields->n; k++) {
+        struct spw_field *f = &fields->f[k];
+        if (!f->mask.data)
+            continue;
+        struct spw_op_spec op = ctx->spec->ops[i];
+        op.interpolation = SPW_INTERP_NEAREST;
+        for (int c = 0; c < 3; c++)
+            op.fill[c] = ctx->spec->source.fields[k].ignore_index;
+        struct spw_op_call c;
+        call_init(&c, ctx, i, key, epoch, sample, NULL, err, errlen);
+        c.op = &op;
+        struct spw_value m = {.img = f->mask};
+        f->mask = (struct spw_image){0};
+        const int rc = def->cpu(&c, &m);
+        f->mask = m.img;            /* the op replaced it (or left it), owned */
+        if (rc) {
+            spw_value_free(&m);
+            f->mask = (struct spw_image){0};
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Before the decode: a mask must be the size of the image it labels (the size the decode's draws see). */
+static int check_mask_size(const struct spw_element_ctx *ctx, const struct spw_fields *fields, const uint8_t *buf,
+                           size_t len, char *err, size_t errlen)
+{
+    int w = 0, h = 0, rc = 0;
+    for (int k = 0; fields && k < fields->n && rc == 0; k++) {
+        const struct spw_image *m = &fields->f[k].mask;
+        if (!m->data)
+            continue;
+        if (!w && (rc = spw_image_header(buf, len, ctx->spec->max_pixels, ctx->spec->ops[0].exif_transpose, &w, &h,
+                                         err, errlen)) != 0)
+            break;
+        if (m->w != w || m->h != h)
+            rc = spw_fail(err, errlen, SPW_EDECODE, "field %s: a %dx%d mask for a %dx%d image",
+                          ctx->spec->source.fields[k].name, m->w, m->h, w, h);
+    }
+    return rc;
+}
+
 static void note_ns(struct spw_element_stats *stats, int i, int64_t ns, const struct spw_value *v)
 {
     if (!stats)
@@ -166,7 +219,11 @@ static int run_groups(const struct spw_element_ctx *ctx, int g_from, int g_to, u
             int consumed = 1;
             struct spw_op_call c;
             call_init(&c, ctx, i, key, epoch, sample, end - 1 == last_op ? dest : NULL, err, errlen);
-            rc = spw_op_def(ctx->spec->ops[i].kind)->decode(&c, g, buf, len, v, &consumed);
+            rc = check_mask_size(ctx, fields, buf, len, err, errlen);
+            if (rc == 0)
+                rc = spw_op_def(ctx->spec->ops[i].kind)->decode(&c, g, buf, len, v, &consumed);
+            for (int k = i + 1; k < i + consumed && rc == 0; k++)     /* the ops it fused, on the masks */
+                rc = move_masks(ctx, k, key, epoch, sample, fields, err, errlen);
             i += consumed;
         }
         for (; i < end && rc == 0; i++) {
@@ -175,6 +232,8 @@ static int run_groups(const struct spw_element_ctx *ctx, int g_from, int g_to, u
             rc = run_op(ctx, i, key, epoch, sample, v, i == last_op ? dest : NULL, err, errlen);
             const bool ran_next = rc == SPW_OP_RAN_NEXT;      /* stft+mel as one: reported on the stft */
             rc = ran_next ? 0 : rc;
+            if (rc == 0)
+                rc = move_masks(ctx, i, key, epoch, sample, fields, err, errlen);
             if (!decode && rc == 0)
                 note_ns(stats, i, stats ? spw_now_ns() - t0 : 0, v);
             i += ran_next;

@@ -179,7 +179,7 @@ static void finish_element(struct spw_executor *ex, struct slot *s, int pos, str
     struct spw_fields *fields = NULL;
     if (ok) {
         char err[512];
-        const int rc = spw_fields_take(v, ex->src, &ex->spec->source, s->samples[pos], &fields, err, sizeof err);
+        const int rc = spw_fields_take(v, ex->src, ex->spec, s->samples[pos], &fields, err, sizeof err);
         if (rc)
             element_failed(ex, s->samples[pos], rc, err);
         ok = rc == 0;

@@ -9,19 +9,44 @@
 
 #include "lib/err.h"
 #include "lib/utf8.h"
+#include "ops/png.h"
 #include "pipeline/value.h"
 
 void spw_fields_free(struct spw_fields *f)
 {
     if (!f)
         return;
-    for (int i = 0; i < f->n; i++)
+    for (int i = 0; i < f->n; i++) {
         free(f->f[i].data);
+        spw_image_free(&f->f[i].mask);
+    }
     free(f);
 }
 
+bool spw_fields_have_masks(const struct spw_source_spec *spec)
+{
+    for (int k = 0; k < spec->n_fields; k++)
+        if (spec->fields[k].kind == SPW_SAMPLE_FIELD_MASK)
+            return true;
+    return false;
+}
+
+/* A mask member's PNG in b->data decoded into b->mask (the bytes then freed). */
+static int decode_mask(const struct spw_pipeline_spec *spec, const struct spw_sample_field_spec *fs,
+                       struct spw_field *b, char *err, size_t errlen)
+{
+    char why[200];
+    const int rc = spw_png_decode_labels(b->data, b->len, spec->max_pixels, &b->mask, why, sizeof why);
+    if (rc)
+        return spw_fail(err, errlen, rc, "field %s: %s", fs->name, why);
+    free(b->data);
+    b->data = NULL;
+    b->len = 0;
+    return 0;
+}
+
 /* A .json member's string field `key` in place of the member's bytes. */
-static int json_text(const struct spw_sample_field_spec *fs, struct spw_field_bytes *b, char *err, size_t errlen)
+static int json_text(const struct spw_sample_field_spec *fs, struct spw_field *b, char *err, size_t errlen)
 {
     json_error_t je;
     json_t *root = json_loadb((const char *)b->data, b->len, JSON_REJECT_DUPLICATES, &je);
@@ -47,25 +72,31 @@ static int json_text(const struct spw_sample_field_spec *fs, struct spw_field_by
     return rc;
 }
 
-int spw_fields_read(const struct spw_source *src, const struct spw_source_spec *spec, int64_t sample,
+int spw_fields_read(const struct spw_source *src, const struct spw_pipeline_spec *pspec, int64_t sample,
                     struct spw_fields **out, char *err, size_t errlen)
 {
+    const struct spw_source_spec *spec = &pspec->source;
     struct spw_fields *f = calloc(1, sizeof *f);
     if (!f)
         return -ENOMEM;
     int rc = 0;
     for (; f->n < spec->n_fields && rc == 0; f->n++) {
         const struct spw_sample_field_spec *fs = &spec->fields[f->n];
-        struct spw_field_bytes *b = &f->f[f->n];
-        rc = spw_source_read_field(src, sample, f->n, &b->data, &b->len);
+        struct spw_field *b = &f->f[f->n];
+        const bool mask = fs->kind == SPW_SAMPLE_FIELD_MASK;
+        rc = spw_source_read_field(src, sample, f->n, mask ? pspec->max_file_bytes : SPW_SAMPLE_FIELD_MAX_BYTES,
+                                   &b->data, &b->len);
         if (rc == SPW_ETOOBIG)
-            spw_fail(err, errlen, rc, "field %s: a member of %lld bytes, over the cap of %d", fs->name,
-                     (long long)src->field_locs[sample * src->n_fields + f->n].size, SPW_SAMPLE_FIELD_MAX_BYTES);
+            spw_fail(err, errlen, rc, "field %s: a member of %lld bytes, over the cap of %lld", fs->name,
+                     (long long)src->field_locs[sample * src->n_fields + f->n].size,
+                     mask ? (long long)pspec->max_file_bytes : (long long)SPW_SAMPLE_FIELD_MAX_BYTES);
         else if (rc)
             spw_fail(err, errlen, rc, "field %s: read failed: %s", fs->name, spw_strerror(rc));
         if (rc)
             break;
-        if (fs->key)
+        if (mask)
+            rc = decode_mask(pspec, fs, b, err, errlen);
+        else if (fs->key)
             rc = json_text(fs, b, err, errlen);
         else if (fs->kind == SPW_SAMPLE_FIELD_TEXT && !spw_utf8_valid(b->data, b->len))
             rc = spw_fail(err, errlen, SPW_EFORMAT, "field %s: not UTF-8 text (\"as\": \"raw\" takes any bytes)",
@@ -79,12 +110,12 @@ int spw_fields_read(const struct spw_source *src, const struct spw_source_spec *
     return 0;
 }
 
-int spw_fields_take(struct spw_value *v, const struct spw_source *src, const struct spw_source_spec *spec,
+int spw_fields_take(struct spw_value *v, const struct spw_source *src, const struct spw_pipeline_spec *spec,
                     int64_t sample, struct spw_fields **out, char *err, size_t errlen)
 {
     *out = v->fields;
     v->fields = NULL;
-    if (*out || !spec->n_fields)
+    if (*out || !spec->source.n_fields)
         return 0;
     return spw_fields_read(src, spec, sample, out, err, errlen);
 }
@@ -93,23 +124,59 @@ size_t spw_fields_packed_size(const struct spw_fields *f)
 {
     size_t n = 0;
     for (int i = 0; i < f->n; i++)
-        n += 4 + f->f[i].len;
+        n += 4 + (f->f[i].mask.data ? 8 + (size_t)f->f[i].mask.w * (size_t)f->f[i].mask.h : f->f[i].len);
     return n;
+}
+
+static uint8_t *put_u32(uint8_t *dst, uint32_t v)
+{
+    memcpy(dst, &v, 4);
+    return dst + 4;
 }
 
 void spw_fields_pack(const struct spw_fields *f, uint8_t *dst)
 {
     for (int i = 0; i < f->n; i++) {
-        const uint32_t len = (uint32_t)f->f[i].len;
-        memcpy(dst, &len, 4);
-        memcpy(dst + 4, f->f[i].data, len);
-        dst += 4 + len;
+        const struct spw_image *m = &f->f[i].mask;
+        if (!m->data) {
+            dst = put_u32(dst, (uint32_t)f->f[i].len);
+            memcpy(dst, f->f[i].data, f->f[i].len);
+            dst += f->f[i].len;
+            continue;
+        }
+        dst = put_u32(put_u32(put_u32(dst, 8 + (uint32_t)(m->w * m->h)), (uint32_t)m->w), (uint32_t)m->h);
+        for (int y = 0; y < m->h; y++)          /* one byte a pixel: the first channel */
+            for (int x = 0; x < m->w; x++)
+                *dst++ = spw_image_at(m, x, y)[0];
     }
 }
 
-int spw_fields_unpack(const struct spw_source_spec *spec, const uint8_t *p, size_t len, struct spw_fields **out,
+/* A packed mask (u32 w, u32 h, w * h bytes; n bytes in all, checked) into b->mask, three equal channels. */
+static int unpack_mask(const struct spw_pipeline_spec *spec, const struct spw_sample_field_spec *fs,
+                       const uint8_t *p, uint32_t n, struct spw_field *b, char *err, size_t errlen)
+{
+    uint32_t w = 0, h = 0;
+    if (n >= 8) {
+        memcpy(&w, p, 4);
+        memcpy(&h, p + 4, 4);
+    }
+    if (n < 8 || w == 0 || h == 0 || (uint64_t)w * h > (uint64_t)spec->max_pixels || (uint64_t)w * h != n - 8)
+        return spw_fail(err, errlen, SPW_EFORMAT, "field %s: a mask of %ux%u in %u bytes (max_pixels %lld)",
+                        fs->name, w, h, n, (long long)spec->max_pixels);
+    if (spw_image_alloc(&b->mask, (int)w, (int)h, 3) != 0)
+        return -ENOMEM;
+    for (uint32_t y = 0; y < h; y++)
+        for (uint32_t x = 0; x < w; x++) {
+            uint8_t *px = spw_image_at(&b->mask, (int)x, (int)y);
+            px[0] = px[1] = px[2] = p[8 + (size_t)y * w + x];
+        }
+    return 0;
+}
+
+int spw_fields_unpack(const struct spw_pipeline_spec *pspec, const uint8_t *p, size_t len, struct spw_fields **out,
                       char *err, size_t errlen)
 {
+    const struct spw_source_spec *spec = &pspec->source;
     struct spw_fields *f = calloc(1, sizeof *f);
     if (!f)
         return -ENOMEM;
@@ -117,13 +184,19 @@ int spw_fields_unpack(const struct spw_source_spec *spec, const uint8_t *p, size
     int rc = 0;
     for (; f->n < spec->n_fields && rc == 0; f->n++) {
         const struct spw_sample_field_spec *fs = &spec->fields[f->n];
+        const bool mask = fs->kind == SPW_SAMPLE_FIELD_MASK;
         uint32_t n = 0;
-        if (len - at < 4 || (memcpy(&n, p + at, 4), n > SPW_SAMPLE_FIELD_MAX_BYTES) || n > len - at - 4) {
+        if (len - at < 4 || (memcpy(&n, p + at, 4), !mask && n > SPW_SAMPLE_FIELD_MAX_BYTES) || n > len - at - 4) {
             rc = spw_fail(err, errlen, SPW_EFORMAT, "field %s: a length past the cap of 1 MiB or the %zu bytes "
                           "sent", fs->name, len);
             break;
         }
         at += 4;
+        if (mask) {
+            rc = unpack_mask(pspec, fs, p + at, n, &f->f[f->n], err, errlen);
+            at += n;
+            continue;
+        }
         if (!(f->f[f->n].data = malloc(n ? n : 1))) {
             rc = -ENOMEM;
             break;

@@ -63,6 +63,13 @@ enum spw_size_effect {
     SPW_SIZE_PADDED,            /* pad: the image's size plus its padding */
 };
 
+/* What an image op does to a sample's masks (source.fields "as": "mask"). */
+enum spw_target_effect {
+    SPW_TARGET_KEEPS = 0,       /* photometric (and tensor) ops: masks as they are */
+    SPW_TARGET_GEOMETRIC,       /* the same op, with its same draws, on each mask: nearest, fill = ignore_index */
+    SPW_TARGET_REFUSED,         /* moves pixels in ways a mask cannot follow yet (policies, elastic, user code) */
+};
+
 /* A JSON field of an op: how to read it and where it goes in struct spw_op_spec. */
 enum spw_field_kind {
     SPW_FK_SIZE,        /* int | [s] | [h, w] -> size_h, size_w (size_w 0 for the single-int form) */
@@ -173,6 +180,7 @@ struct spw_op_def {
     spw_op_gpu_fn gpu;                  /* image ops with a GPU kernel; NULL: CPU only */
     enum spw_op_kind gated;             /* the random_<op> rows: the op they run with probability p (its
                                            fields in the same members); 0 (decode_jpeg) for the others */
+    enum spw_target_effect targets;     /* what it does to masks */
 };
 
 /* The op's row; NULL when kind is out of range. */

@@ -63,7 +63,7 @@ int spw_produce(const struct spw_producer *p, uint64_t epoch, int64_t sample, in
         return SPW_EFORMAT;     /* nothing to decode: a failed sample, not a malformed empty element */
     }
     if (p->spec->source.n_fields &&
-        (rc = spw_fields_read(p->src, &p->spec->source, sample, &v->fields, err, errlen)) != 0) {
+        (rc = spw_fields_read(p->src, p->spec, sample, &v->fields, err, errlen)) != 0) {
         free(buf);
         return rc;
     }

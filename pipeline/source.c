@@ -552,10 +552,11 @@ static int read_member(const struct spw_source *src, int file, int64_t off, int6
     return 0;
 }
 
-int spw_source_read_field(const struct spw_source *src, int64_t i, int f, uint8_t **buf, size_t *len)
+int spw_source_read_field(const struct spw_source *src, int64_t i, int f, int64_t max_bytes, uint8_t **buf,
+                          size_t *len)
 {
     const struct spw_member_loc *m = &src->field_locs[i * src->n_fields + f];
-    return read_member(src, src->samples[i].file, m->offset, m->size, SPW_SAMPLE_FIELD_MAX_BYTES, buf, len);
+    return read_member(src, src->samples[i].file, m->offset, m->size, max_bytes, buf, len);
 }
 
 int spw_source_read(const struct spw_source *src, int64_t i, int64_t max_bytes, uint8_t **buf, size_t *len)

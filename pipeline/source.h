@@ -46,8 +46,9 @@ int spw_source_open(const struct spw_source_spec *spec, struct spw_source **out,
 int spw_source_read(const struct spw_source *src, int64_t i, int64_t max_bytes, uint8_t **buf, size_t *len);
 void spw_source_close(struct spw_source *src);
 /* Read field f of sample i (a member of its tar key) into a malloc'd buffer, as spw_source_read; bigger than
- * SPW_SAMPLE_FIELD_MAX_BYTES is SPW_ETOOBIG, refused before allocating. */
-int spw_source_read_field(const struct spw_source *src, int64_t i, int f, uint8_t **buf, size_t *len);
+ * max_bytes is SPW_ETOOBIG, refused before allocating. */
+int spw_source_read_field(const struct spw_source *src, int64_t i, int f, int64_t max_bytes, uint8_t **buf,
+                          size_t *len);
 /* The manifest hash of a listing: FNV-1a over (path, label, size) of every sample in order, then (with
  * fields) each sample's field sizes. */
 uint64_t spw_source_hash(const struct spw_source *src);

@@ -1006,7 +1006,7 @@ static int check_keys(struct vctx *c, json_t *obj, const char *where, const char
     return 0;
 }
 
-static const char *const field_kind_names[] = {"text", "raw", NULL};
+static const char *const field_kind_names[] = {"text", "raw", "mask", NULL};
 
 const char *spw_sample_field_kind_name(enum spw_sample_field_kind v)
 {
@@ -1041,7 +1041,7 @@ static bool field_name_taken(const char *name)
 /* source.fields: {"NAME": {"from": EXT, "as": "text" | "raw", "key": FIELD}, ...}, in the object's order. */
 static int parse_fields(struct vctx *c, json_t *obj, struct spw_source_spec *src)
 {
-    static const char *const known[] = {"from", "as", "key", NULL};
+    static const char *const known[] = {"from", "as", "key", "ignore_index", NULL};
     if (!json_is_object(obj))
         return fail_type(c, "source.fields", "an object", obj);
     if (src->format != SPW_SOURCE_TAR_SHARDS)
@@ -1087,6 +1087,16 @@ static int parse_fields(struct vctx *c, json_t *obj, struct spw_source_spec *src
         for (int k = 0; k + 1 < src->n_fields; k++)
             if (!strcasecmp(src->fields[k].from, fs->from) && !fs->key && !src->fields[k].key)
                 return fail(c, sub, "\"%s\" is field %s's member too", fs->from, src->fields[k].name);
+        fs->ignore_index = 255;
+        snprintf(sub, sizeof sub, "%s.ignore_index", loc);
+        if ((v = json_object_get(f, "ignore_index"))) {
+            long long ii;
+            if (fs->kind != SPW_SAMPLE_FIELD_MASK)
+                return fail(c, sub, "only for a mask (\"as\": \"mask\")");
+            if ((rc = get_int(c, sub, v, 0, 255, &ii)))
+                return rc;
+            fs->ignore_index = (int)ii;
+        }
         snprintf(sub, sizeof sub, "%s.key", loc);
         if ((v = json_object_get(f, "key"))) {
             const char *last = strrchr(fs->from, '.');
@@ -1096,6 +1106,29 @@ static int parse_fields(struct vctx *c, json_t *obj, struct spw_source_spec *src
                 return fail(c, sub, "only for a text field (the string at that key)");
             if ((rc = get_str(c, sub, v, MAX_LABEL_KEY_BYTES, &fs->key)))
                 return rc;
+        }
+    }
+    return 0;
+}
+
+/* A mask field needs an image pipeline whose ops it can follow: every geometric op moves it (the same draws,
+ * nearest); ops that move pixels otherwise (policies, elastic, user code), combinators holding a geometric op
+ * and views are refused for now, naming the op. */
+static int check_mask_ops(struct vctx *c, const struct spw_pipeline_spec *spec, const struct spw_sample_field_spec *f)
+{
+    if (spw_media_is_audio(spec->source.media))
+        return fail(c, "source.fields", "field %s: a mask is for image pipelines", f->name);
+    for (int i = 1; i < spec->n_ops; i++) {
+        const struct spw_op_spec *op = &spec->ops[i];
+        const struct spw_op_def *d = spw_op_def(op->kind);
+        bool refused = d->targets == SPW_TARGET_REFUSED || d->cls == SPW_OPC_USER;
+        for (int k = 0; !refused && k < op->n_ops; k++)
+            refused = spw_op_def(op->ops[k].kind)->targets != SPW_TARGET_KEEPS;
+        if (refused) {
+            char loc[32];
+            snprintf(loc, sizeof loc, "ops[%d]", i);
+            return fail(c, loc, "\"%s\" moves pixels in a way a mask (field %s) cannot follow yet", d->name,
+                        f->name);
         }
     }
     return 0;
@@ -1195,6 +1228,9 @@ static int parse_mix(struct vctx *c, json_t *obj, const struct spw_pipeline_spec
         return rc;
     if (spec->source.no_labels)
         return fail(c, "batch.mix", "mixes labels, and source.labels is false");
+    for (int k = 0; k < spec->source.n_fields; k++)
+        if (spec->source.fields[k].kind == SPW_SAMPLE_FIELD_MASK)
+            return fail(c, "batch.mix", "not with a mask field (%s)", spec->source.fields[k].name);
     if (!(v = json_object_get(obj, "num_classes")))
         return fail(c, "batch.mix.num_classes", "required");
     if ((rc = get_int(c, "batch.mix.num_classes", v, 1, SPW_MIX_MAX_CLASSES, &i)))
@@ -1332,6 +1368,9 @@ static int parse_view(struct vctx *c, int v, json_t *obj, json_t *prefix, struct
 
 static int parse_views(struct vctx *c, json_t *arr, json_t *prefix, struct spw_pipeline_spec *spec)
 {
+    for (int k = 0; k < spec->source.n_fields; k++)
+        if (spec->source.fields[k].kind == SPW_SAMPLE_FIELD_MASK)
+            return fail(c, "views", "not with a mask field (%s) yet", spec->source.fields[k].name);
     if (!json_is_array(arr))
         return fail_type(c, "views", "an array of views ({\"repeat\": 2, \"ops\": [...]})", arr);
     const size_t n = json_array_size(arr);
@@ -1399,6 +1438,8 @@ static int parse_root(struct vctx *c, json_t *root, struct spw_pipeline_spec *sp
         if (!strchr(f->from, '.') && spw_tar_media_ext(f->from, spec->source.media))
             return fail(c, "source.fields", "field %s: \"%s\" members are the samples' own media (ops[0] \"%s\")",
                         f->name, f->from, spw_op_name(decode));
+        if (f->kind == SPW_SAMPLE_FIELD_MASK && (rc = check_mask_ops(c, spec, f)))
+            return rc;
     }
     if (!(v = json_object_get(root, "batch")))
         return fail(c, "batch", "required");
@@ -1760,6 +1801,8 @@ json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
             jb_set(&b, fo, "as", json_string(field_kind_names[f->kind]));
             if (f->key)
                 jb_set(&b, fo, "key", json_string(f->key));
+            if (f->kind == SPW_SAMPLE_FIELD_MASK)
+                jb_set(&b, fo, "ignore_index", json_integer(f->ignore_index));
             jb_set(&b, fields, f->name, fo);
         }
         jb_set(&b, src, "fields", fields);

@@ -29,7 +29,9 @@ enum spw_on_error { SPW_ON_ERROR_SKIP = 0, SPW_ON_ERROR_FAIL = 1 };
 /* A sample's extra member (source.fields), delivered beside its data in the batch part of that name. */
 enum spw_sample_field_kind {
     SPW_SAMPLE_FIELD_TEXT = 0,                 /* UTF-8 text: a member's bytes, or a string field of a .json member */
-    SPW_SAMPLE_FIELD_RAW = 1                   /* a member's bytes as they are */
+    SPW_SAMPLE_FIELD_RAW = 1,                  /* a member's bytes as they are */
+    SPW_SAMPLE_FIELD_MASK = 2                  /* a PNG label map the size of the image, moved with it by every
+                                                  geometric op (pipeline/op_registry.h spw_target_effect) */
 };
 #define SPW_SAMPLE_FIELDS_MAX 8                /* fields per source */
 #define SPW_SAMPLE_FIELD_NAME_MAX 32           /* bytes of a field's name */
@@ -42,6 +44,7 @@ struct spw_sample_field_spec {
                                            "meta.json"), matched ignoring case */
     char *key;                          /* from a .json member: the string field that is the text; NULL: the
                                            whole member */
+    int ignore_index;                   /* masks: where geometric ops fill (padding, rotated-in corners); 255 */
 };
 
 struct spw_source_spec {

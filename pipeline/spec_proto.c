@@ -125,6 +125,8 @@ static json_t *fields_json(struct jb *b, const Spillway__V1__Source *s)
             set(b, fo, "as", enum_json(field_kind_n, (int)f->as));
         if (f->key && f->key[0])
             set(b, fo, "key", json_string(f->key));
+        if (f->opt_ignore_index_case == SPILLWAY__V1__SOURCE_FIELD__OPT_IGNORE_INDEX_IGNORE_INDEX)
+            set(b, fo, "ignore_index", json_integer(f->ignore_index));
         set(b, o, f->name, fo);
     }
     if (!o)
@@ -791,6 +793,9 @@ static int fields_to_proto(const struct spw_source_spec *spec, Spillway__V1__Sou
         src->fields[src->n_fields++] = f;
         f->opt_as_case = SPILLWAY__V1__SOURCE_FIELD__OPT_AS_AS;
         f->as = (Spillway__V1__FieldKind)fs->kind;
+        if (fs->kind == SPW_SAMPLE_FIELD_MASK)
+            f->opt_ignore_index_case = SPILLWAY__V1__SOURCE_FIELD__OPT_IGNORE_INDEX_IGNORE_INDEX,
+            f->ignore_index = fs->ignore_index;
         const char *from[] = {fs->name, fs->from, fs->key};
         char **to[] = {&f->name, &f->from, &f->key};
         for (size_t i = 0; i < 3; i++)

@@ -172,7 +172,7 @@ static void run_done(void *opaque, int k, int rc, struct spw_value *v, const cha
     snprintf(err, sizeof err, "%s", rc ? why : "");
     struct spw_fields *fields = NULL;
     if (rc == 0)
-        rc = spw_fields_take(v, m->jb->src, &m->jb->spec->source, sample, &fields, err, sizeof err);
+        rc = spw_fields_take(v, m->jb->src, m->jb->spec, sample, &fields, err, sizeof err);
     if (rc == 0 && (rc = wrk_builder_add(m->jb->out, m->bd, pos, sample, m->jb->src->samples[sample].label, v,
                                          fields)) != 0)
         slot_error(m->jb, m->bd, m->cut, err, sizeof err);

@@ -934,8 +934,8 @@ START_TEST(test_spec_labels_and_fields)
                  "source.fields.c.from: required (the member's extension, e.g. \"txt\" for KEY.txt)");
     expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \".txt\"}}", ""),
                  "source.fields.c.from: the extension after KEY., without a leading dot or a slash");
-    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \"txt\", \"as\": \"mask\"}}", ""),
-                 "source.fields.c.as: \"mask\" is not one of text, raw");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \"txt\", \"as\": \"box\"}}", ""),
+                 "source.fields.c.as: \"box\" is not one of text, raw, mask");
     expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \"txt\", \"key\": \"k\"}}", ""),
                  "source.fields.c.key: only for a .json member (from is \"txt\")");
     expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \"txt\", \"size\": 1}}", ""),
@@ -944,6 +944,44 @@ START_TEST(test_spec_labels_and_fields)
                  "source.fields.d.from: \"TXT\" is field c's member too");
     expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \"jpg\"}}", ""),
                  "source.fields: field c: \"jpg\" members are the samples' own media (ops[0] \"decode_jpeg\")");
+    /* masks: ignore_index, and the ops a mask cannot follow yet refused, naming them */
+    s = parse_ok(FIELDS_SPEC("tar_shards", ", \"fields\": {\"seg\": {\"from\": \"seg.png\", \"as\": \"mask\"}}", ""));
+    ck_assert_int_eq(s->source.fields[0].kind, SPW_SAMPLE_FIELD_MASK);
+    ck_assert_int_eq(s->source.fields[0].ignore_index, 255);
+    spw_spec_free(s);
+    text = FIELDS_SPEC("tar_shards", ", \"fields\": {\"seg\": {\"from\": \"png\", \"as\": \"mask\", "
+                       "\"ignore_index\": 0}}", "");
+    check_json_round_trip(text);
+    check_proto_round_trip(text);
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \"txt\", \"ignore_index\": 3}}", ""),
+                 "source.fields.c.ignore_index: only for a mask (\"as\": \"mask\")");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"m\": {\"from\": \"png\", \"as\": \"mask\", "
+                             "\"ignore_index\": 256}}", ""),
+                 "source.fields.m.ignore_index: 256 is outside [0, 255]");
+    expect_error("{\"source\": {\"format\": \"tar_shards\", \"path\": \"/d/s.tar\", \"fields\": {\"m\": "
+                 "{\"from\": \"png\", \"as\": \"mask\"}}}, \"ops\": [{\"op\": \"decode_jpeg\"}, {\"op\": "
+                 "\"rand_augment\"}], \"batch\": {\"size\": 2}}",
+                 "ops[1]: \"rand_augment\" moves pixels in a way a mask (field m) cannot follow yet");
+    expect_error("{\"source\": {\"format\": \"tar_shards\", \"path\": \"/d/s.tar\", \"fields\": {\"m\": "
+                 "{\"from\": \"png\", \"as\": \"mask\"}}}, \"ops\": [{\"op\": \"decode_jpeg\"}, {\"op\": "
+                 "\"random_apply\", \"ops\": [{\"op\": \"invert\"}, {\"op\": \"horizontal_flip\"}]}], "
+                 "\"batch\": {\"size\": 2}}",
+                 "ops[1]: \"random_apply\" moves pixels in a way a mask (field m) cannot follow yet");
+    s = parse_ok("{\"source\": {\"format\": \"tar_shards\", \"path\": \"/d/s.tar\", \"fields\": {\"m\": "
+                 "{\"from\": \"png\", \"as\": \"mask\"}}}, \"ops\": [{\"op\": \"decode_jpeg\"}, {\"op\": "
+                 "\"random_apply\", \"ops\": [{\"op\": \"invert\"}]}], \"batch\": {\"size\": 2}}");
+    spw_spec_free(s);                               /* photometric ones in a combinator: the mask stays */
+    expect_error("{\"source\": {\"format\": \"tar_shards\", \"path\": \"/d/s.tar\", \"fields\": {\"m\": "
+                 "{\"from\": \"png\", \"as\": \"mask\"}}}, \"ops\": [{\"op\": \"decode_wav\"}], "
+                 "\"batch\": {\"size\": 2}}",
+                 "source.fields: field m: a mask is for image pipelines");
+    expect_error("{\"source\": {\"format\": \"tar_shards\", \"path\": \"/d/s.tar\", \"fields\": {\"m\": "
+                 "{\"from\": \"png\", \"as\": \"mask\"}}}, \"ops\": [{\"op\": \"decode_jpeg\"}], \"views\": "
+                 "[{\"ops\": [{\"op\": \"center_crop\", \"size\": 8}]}], \"batch\": {\"size\": 2}}",
+                 "views: not with a mask field (m) yet");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"m\": {\"from\": \"png\", \"as\": \"mask\"}}",
+                             ", \"mix\": {\"num_classes\": 10, \"mixup_alpha\": 0.2}"),
+                 "batch.mix: not with a mask field (m)");
     expect_error(FIELDS_SPEC("tar_shards", ", \"labels\": false, \"label_key\": \"l\"", ""),
                  "source.label_key: is for labels, and source.labels is false");
     expect_error(FIELDS_SPEC("tar_shards", ", \"labels\": 0", ""), "source.labels: expected a boolean, got integer");
@@ -970,7 +1008,7 @@ START_TEST(test_spec_fields_from_proto)
     expect_proto_error(msg, "source.fields[1]: not valid UTF-8");
     msg->source->fields[1]->name = saved;
     msg->source->fields[1]->as = (Spillway__V1__FieldKind)7;
-    expect_proto_error(msg, "source.fields.b.as: \"7\" is not one of text, raw");
+    expect_proto_error(msg, "source.fields.b.as: \"7\" is not one of text, raw, mask");
     spw_spec_proto_free(msg);
 }
 END_TEST

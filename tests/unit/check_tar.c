@@ -175,11 +175,13 @@ START_TEST(test_tar_fields_list_read_and_pack)
     snprintf(path, sizeof path, "%s/fields.tar", g_root);
     struct spw_sample_field_spec fields[2] = {{.name = "caption", .from = (char *)"txt"},
                                               {.name = "title", .from = (char *)"json", .key = (char *)"caption"}};
-    struct spw_source_spec ss = {.format = SPW_SOURCE_TAR_SHARDS, .path = path, .media = SPW_MEDIA_IMAGE,
-                                 .no_labels = true, .n_fields = 2};
-    memcpy(ss.fields, fields, sizeof fields);
+    struct spw_pipeline_spec ps = {.source = {.format = SPW_SOURCE_TAR_SHARDS, .path = path,
+                                              .media = SPW_MEDIA_IMAGE, .no_labels = true, .n_fields = 2},
+                                   .max_pixels = 1 << 20, .max_file_bytes = 1 << 24};
+    struct spw_source_spec *ss = &ps.source;
+    memcpy(ss->fields, fields, sizeof fields);
     struct spw_source *s = NULL;
-    ck_assert_msg(spw_source_open(&ss, &s, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(spw_source_open(ss, &s, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(s->n, 4);                     /* k3 has no .txt: not a sample */
     ck_assert_int_eq(s->ignored, 1);
     const char *want_member[] = {"k1.jpg", "k2.jpg", "k4.jpg", "k5.jpg"};
@@ -188,7 +190,7 @@ START_TEST(test_tar_fields_list_read_and_pack)
         ck_assert_int_eq(s->samples[i].label, -1);
     }
     struct spw_fields *f = NULL;
-    ck_assert_msg(spw_fields_read(s, &ss, 0, &f, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(spw_fields_read(s, &ps, 0, &f, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(f->n, 2);
     ck_assert_uint_eq(f->f[0].len, 10);
     ck_assert(memcmp(f->f[0].data, "h\xc3\xa9llo \xe2\x9c\x93", 10) == 0);
@@ -200,41 +202,41 @@ START_TEST(test_tar_fields_list_read_and_pack)
     ck_assert_uint_eq(n, 4 + 10 + 4 + 2);
     spw_fields_pack(f, packed);
     struct spw_fields *g = NULL;
-    ck_assert_int_eq(spw_fields_unpack(&ss, packed, n, &g, err, sizeof err), 0);
+    ck_assert_int_eq(spw_fields_unpack(&ps, packed, n, &g, err, sizeof err), 0);
     ck_assert(g->f[0].len == 10 && !memcmp(g->f[0].data, f->f[0].data, 10) && g->f[1].len == 2);
     spw_fields_free(g);
     for (size_t cut = 0; cut < n; cut++)
-        ck_assert_int_eq(spw_fields_unpack(&ss, packed, cut, &g, err, sizeof err), SPW_EFORMAT);
+        ck_assert_int_eq(spw_fields_unpack(&ps, packed, cut, &g, err, sizeof err), SPW_EFORMAT);
     packed[n] = 0;
-    ck_assert_int_eq(spw_fields_unpack(&ss, packed, n + 1, &g, err, sizeof err), SPW_EFORMAT);
+    ck_assert_int_eq(spw_fields_unpack(&ps, packed, n + 1, &g, err, sizeof err), SPW_EFORMAT);
     ck_assert_msg(strstr(err, "1 bytes left over"), "%s", err);
     packed[3] = 0x7f;                               /* a length of 2 GiB */
-    ck_assert_int_eq(spw_fields_unpack(&ss, packed, n, &g, err, sizeof err), SPW_EFORMAT);
+    ck_assert_int_eq(spw_fields_unpack(&ps, packed, n, &g, err, sizeof err), SPW_EFORMAT);
     ck_assert_msg(strstr(err, "field caption: a length past the cap of 1 MiB"), "%s", err);
     packed[3] = 0;
     packed[5] = 0xc3, packed[6] = 0x28;             /* not UTF-8 */
-    ck_assert_int_eq(spw_fields_unpack(&ss, packed, n, &g, err, sizeof err), SPW_EFORMAT);
+    ck_assert_int_eq(spw_fields_unpack(&ps, packed, n, &g, err, sizeof err), SPW_EFORMAT);
     ck_assert_msg(strstr(err, "field caption: not UTF-8 text"), "%s", err);
     spw_fields_free(f);
-    ck_assert_int_eq(spw_fields_read(s, &ss, 1, &f, err, sizeof err), SPW_EFORMAT);
+    ck_assert_int_eq(spw_fields_read(s, &ps, 1, &f, err, sizeof err), SPW_EFORMAT);
     ck_assert_msg(strstr(err, "field title: the .json member has no such key"), "%s", err);
-    ck_assert_int_eq(spw_fields_read(s, &ss, 2, &f, err, sizeof err), SPW_EFORMAT);
+    ck_assert_int_eq(spw_fields_read(s, &ps, 2, &f, err, sizeof err), SPW_EFORMAT);
     ck_assert_msg(strstr(err, "field caption: not UTF-8 text"), "%s", err);
-    ck_assert_int_eq(spw_fields_read(s, &ss, 3, &f, err, sizeof err), SPW_ETOOBIG);
+    ck_assert_int_eq(spw_fields_read(s, &ps, 3, &f, err, sizeof err), SPW_ETOOBIG);
     ck_assert_msg(strstr(err, "field caption: a member of 1048577 bytes, over the cap of 1048576"), "%s", err);
-    ss.fields[0].kind = SPW_SAMPLE_FIELD_RAW;       /* raw: any bytes; a .json value that is no string refused */
-    ss.n_fields = 1;
-    ck_assert_msg(spw_fields_read(s, &ss, 2, &f, err, sizeof err) == 0, "%s", err);
+    ss->fields[0].kind = SPW_SAMPLE_FIELD_RAW;       /* raw: any bytes; a .json value that is no string refused */
+    ss->n_fields = 1;
+    ck_assert_msg(spw_fields_read(s, &ps, 2, &f, err, sizeof err) == 0, "%s", err);
     ck_assert(f->f[0].len == 2 && f->f[0].data[0] == 0xff);
     spw_fields_free(f);
-    ss.n_fields = 2;
-    ss.fields[0].kind = SPW_SAMPLE_FIELD_TEXT;
+    ss->n_fields = 2;
+    ss->fields[0].kind = SPW_SAMPLE_FIELD_TEXT;
     /* the listing, packed: rebuilt with the same members and hash; a source without fields refuses it */
     uint8_t *man;
     size_t len;
     ck_assert_int_eq(spw_manifest_pack(s, &man, &len), 0);
     struct spw_source *b = NULL;
-    ck_assert_msg(spw_manifest_open(&ss, man, len, s->manifest_hash, &b, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(spw_manifest_open(ss, man, len, s->manifest_hash, &b, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(b->n_fields, 2);
     ck_assert(memcmp(b->field_locs, s->field_locs, sizeof *s->field_locs * 8) == 0);
     assert_same_samples(s, b);
@@ -242,25 +244,65 @@ START_TEST(test_tar_fields_list_read_and_pack)
     for (size_t i = 0; i < len; i++) {      /* every byte changed: refused, or (bits zstd does not use) the same */
         man[i] ^= 0x5a;
         b = NULL;
-        const int rc = spw_manifest_open(&ss, man, len, 0, &b, err, sizeof err);
+        const int rc = spw_manifest_open(ss, man, len, 0, &b, err, sizeof err);
         ck_assert_msg(rc == SPW_ESOURCE || (rc == 0 && b->manifest_hash == s->manifest_hash &&
                                             !memcmp(b->field_locs, s->field_locs, sizeof *s->field_locs * 8)),
                       "a manifest with byte %zu of %zu changed was taken as another listing", i, len);
         spw_source_close(b);
         man[i] ^= 0x5a;
     }
-    ss.n_fields = 1;
-    ck_assert_int_eq(spw_manifest_open(&ss, man, len, 0, &b, err, sizeof err), SPW_ESOURCE);
+    ss->n_fields = 1;
+    ck_assert_int_eq(spw_manifest_open(ss, man, len, 0, &b, err, sizeof err), SPW_ESOURCE);
     ck_assert_msg(strstr(err, "a listing with 2 fields per sample, for a source with 1"), "%s", err);
     free(man);
     /* the hash covers the fields: the same samples without them hash otherwise */
-    ss.n_fields = 0;
+    ss->n_fields = 0;
     struct spw_source *plain = NULL;
-    ck_assert_msg(spw_source_open(&ss, &plain, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(spw_source_open(ss, &plain, err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(plain->n, 5);
     ck_assert_uint_ne(plain->manifest_hash, s->manifest_hash);
     spw_source_close(plain);
     spw_source_close(s);
+}
+END_TEST
+
+/* A mask's packed form: w, h and one byte a pixel, back as three equal channels; a peer's lies about its size
+ * (zero, past max_pixels, other than the bytes sent) refused before allocating. */
+START_TEST(test_fields_mask_pack_and_lies)
+{
+    struct spw_pipeline_spec ps = {.source = {.n_fields = 1}, .max_pixels = 100};
+    ps.source.fields[0] = (struct spw_sample_field_spec){.name = "m", .kind = SPW_SAMPLE_FIELD_MASK};
+    struct spw_fields *f = calloc(1, sizeof *f), *g = NULL;
+    ck_assert_ptr_nonnull(f);
+    f->n = 1;
+    ck_assert_int_eq(spw_image_alloc(&f->f[0].mask, 5, 3, 3), 0);
+    for (int y = 0; y < 3; y++)
+        for (int x = 0; x < 5; x++)
+            memset(spw_image_at(&f->f[0].mask, x, y), 10 * y + x, 3);
+    uint8_t packed[64];
+    const size_t n = spw_fields_packed_size(f);
+    ck_assert_uint_eq(n, 4 + 8 + 15);
+    spw_fields_pack(f, packed);
+    char err[256];
+    ck_assert_int_eq(spw_fields_unpack(&ps, packed, n, &g, err, sizeof err), 0);
+    ck_assert(g->f[0].mask.w == 5 && g->f[0].mask.h == 3);
+    for (int y = 0; y < 3; y++)
+        for (int x = 0; x < 5; x++) {
+            const uint8_t *px = spw_image_at(&g->f[0].mask, x, y);
+            ck_assert(px[0] == 10 * y + x && px[1] == px[0] && px[2] == px[0]);
+        }
+    spw_fields_free(g);
+    const uint32_t lies[][3] = {{0, 3, 8}, {5, 0, 8}, {11, 10, 8 + 110}, {5, 3, 8 + 14}, {0xffffffffu, 0xffffffffu, 8}};
+    for (size_t i = 0; i < sizeof lies / sizeof *lies; i++) {
+        uint8_t bad[4 + 8 + 120] = {0};
+        const uint32_t len = lies[i][2];
+        memcpy(bad, &len, 4);
+        memcpy(bad + 4, &lies[i][0], 4);
+        memcpy(bad + 8, &lies[i][1], 4);
+        ck_assert_int_eq(spw_fields_unpack(&ps, bad, 4 + len, &g, err, sizeof err), SPW_EFORMAT);
+        ck_assert_msg(strstr(err, "field m: a mask of"), "%s", err);
+    }
+    spw_fields_free(f);
 }
 END_TEST
 
@@ -511,6 +553,7 @@ int main(void)
     tcase_add_test(tc, test_tar_webdataset_keys_and_json_label_key);
     tcase_add_test(tc, test_tar_cls_and_txt_labels);
     tcase_add_test(tc, test_tar_fields_list_read_and_pack);
+    tcase_add_test(tc, test_fields_mask_pack_and_lies);
     tcase_add_test(tc, test_tar_gz_shard_reads_like_plain);
     tcase_add_test(tc, test_brace_expand_ranges_padding_and_lists);
     tcase_add_test(tc, test_brace_expand_cap_refused_before_allocating);

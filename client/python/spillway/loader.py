@@ -202,7 +202,7 @@ class Batch(tuple):
         b._keys = None
         b._n_views = n_views
         b._names = tuple(names) if names is not None else ()
-        b._fields = fields or {}        # source.fields: name -> "text" | "raw"
+        b._fields = fields or {}        # source.fields: name -> "text" | "raw" | "mask"
         b._decoded = {}
         return b
 
@@ -212,7 +212,7 @@ class Batch(tuple):
         return list(self._names)
 
     def __getitem__(self, key):
-        if isinstance(key, str) and key in self._fields and key in self._names:
+        if isinstance(key, str) and self._fields.get(key) in ("text", "raw") and key in self._names:
             if key not in self._decoded:
                 self._decoded[key] = self._field_list(key)
             return self._decoded[key]
@@ -242,7 +242,7 @@ class Batch(tuple):
 
     @property
     def fields(self):
-        """The source's fields (source.fields) by name: {"caption": [str, ...], ...}."""
+        """The source's fields (source.fields) by name: {"caption": [str, ...], "mask": array [n, H, W]}."""
         return {name: self[name] for name in self._fields if name in self._names}
 
     @property
@@ -317,7 +317,7 @@ def _read_keys(owner, limit=None):
 
 
 def _field_kinds(spec_text):
-    """source.fields of a spec's JSON: {name: "text" | "raw"} in order."""
+    """source.fields of a spec's JSON: {name: "text" | "raw" | "mask"} in order."""
     try:
         fields = json.loads(spec_text).get("source", {}).get("fields") or {}
     except (ValueError, AttributeError):

@@ -1,0 +1,203 @@
+"""tests/equiv/check_masks.py - segmentation masks (source.fields "as": "mask") against torchvision 0.14 +
+Pillow on real photos: WebDataset shards of a photo (PNG, odd sizes) and its label map (a palette PNG, and a
+greyscale one) go through spillway.Loader in this process.
+Fixed parameters: each geometric op alone (resize to [h, w] and to an edge, crop, center_crop, pad, rotate
+(nearest and bilinear), affine, both flips, random_crop with padding and pad_if_needed at p 1 forms) gives
+the image byte-equal to the torchvision functional op on the PIL image and the mask byte-equal to the same op
+on the PIL mask with NEAREST and fill = ignore_index, as torchvision's segmentation references do.
+Random forms: a synthetic image whose colours are a lookup of its own mask (nothing maps to black), every
+random geometric op with nearest sampling and black fill: after each pipeline, the mask equals the inverse
+lookup of the image at every pixel, and is ignore_index exactly where the image is fill: image and mask
+aligned, whatever was drawn. Also: a mask of another size than its image fails its sample, saying so;
+a colour PNG as a mask fails naming the field. Prints one line per check and "N passed, M failed".
+usage: check_masks.py PHOTO_DIR"""
+import io
+import os
+import sys
+import tarfile
+import tempfile
+
+import numpy as np
+import torchvision.transforms.functional as F
+from PIL import Image
+from torchvision.transforms import InterpolationMode as IM
+
+sys.path.insert(0, os.path.dirname(__file__))
+import photos  # noqa: E402
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+os.environ.setdefault("SPILLWAY_LIB", os.path.join(ROOT, "build", "lib", "libspillway.so"))
+from spillway import Loader  # noqa: E402
+
+TMP = tempfile.mkdtemp(prefix="spw-masks-")
+IGNORE = 255
+passed = failed = 0
+
+
+def result(name, ok, detail=""):
+    global passed, failed
+    print("%s %-66s %s" % ("ok  " if ok else "FAIL", name, detail))
+    passed, failed = passed + ok, failed + (not ok)
+
+
+def png(im):
+    b = io.BytesIO()
+    im.save(b, "PNG")
+    return b.getvalue()
+
+
+def write_shard(path, samples):
+    """samples: [(key, image PIL, mask PIL)] as KEY.png + KEY.seg.png."""
+    with tarfile.open(path, "w") as t:
+        for key, im, mask in samples:
+            for name, data in ((key + ".png", png(im)), (key + ".seg.png", png(mask))):
+                ti = tarfile.TarInfo(name)
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
+
+
+def label_map(im, mode):
+    """A label map of a photo: its grey level in 6 classes, as a palette ("P") or greyscale ("L") PNG."""
+    lab = (np.asarray(im.convert("L"), dtype=np.uint16) * 6 // 256).astype(np.uint8)
+    m = Image.fromarray(lab, "L")
+    if mode == "P":
+        m = m.convert("P")
+        m.putpalette([c for i in range(256) for c in ((i * 40) % 256, (i * 90) % 256, (i * 160) % 256)])
+    return m
+
+
+def run(shard, ops, n, seed=0, **loader):
+    spec = {"source": {"format": "tar_shards", "path": shard, "shuffle": False, "labels": False, "seed": seed,
+                       "fields": {"mask": {"from": "seg.png", "as": "mask", "ignore_index": IGNORE}}},
+            "ops": [{"op": "decode_image"}] + ops, "batch": {"size": 1}, "on_error": "skip"}
+    out = {}
+    with Loader(spec, local_cores=1, **loader) as ld:
+        for b in ld:
+            out[b.keys[0].path.rsplit(":", 1)[1][:-4]] = (np.array(b.data[0]), np.array(b["mask"][0]))
+    return out
+
+
+def photo_samples(count):
+    made = photos.make(os.path.join(ROOT, "build", "equiv", "photos"), count=24)
+    samples = []
+    for i, p in enumerate(made[:count]):
+        im = Image.open(p).convert("RGB")
+        samples.append(("p%02d" % i, im, label_map(im, "P" if i % 2 == 0 else "L")))
+    return samples
+
+
+def check_fixed():
+    samples = photo_samples(6)
+    shard = os.path.join(TMP, "fixed.tar")
+    write_shard(shard, samples)
+    cases = [
+        ("resize [h, w]", [{"op": "resize", "size": [91, 67]}],
+         lambda x, m: F.resize(x, [91, 67], IM.BILINEAR, antialias=True) if not m else F.resize(x, [91, 67], IM.NEAREST)),
+        ("resize edge", [{"op": "resize", "size": 75}],
+         lambda x, m: F.resize(x, 75, IM.BILINEAR, antialias=True) if not m else F.resize(x, 75, IM.NEAREST)),
+        ("crop", [{"op": "crop", "top": 7, "left": 11, "height": 53, "width": 61}],
+         lambda x, m: F.crop(x, 7, 11, 53, 61)),
+        ("crop + resize (resized_crop)", [{"op": "crop", "top": 9, "left": 4, "height": 71, "width": 58},
+                                          {"op": "resize", "size": [40, 31]}],
+         lambda x, m: F.resized_crop(x, 9, 4, 71, 58, [40, 31], IM.NEAREST if m else IM.BILINEAR, antialias=True)),
+        ("center_crop", [{"op": "center_crop", "size": [101, 77]}], lambda x, m: F.center_crop(x, [101, 77])),
+        ("pad", [{"op": "pad", "padding": [3, 5, 7, 2], "fill": 9}],
+         lambda x, m: F.pad(x, [3, 5, 7, 2], fill=IGNORE if m else 9)),
+        ("rotate", [{"op": "rotate", "angle": 33.0, "fill": 9}],
+         lambda x, m: F.rotate(x, 33.0, IM.NEAREST, fill=IGNORE if m else 9)),
+        ("rotate bilinear", [{"op": "rotate", "angle": -21.5, "interpolation": "bilinear"}],
+         lambda x, m: F.rotate(x, -21.5, IM.NEAREST if m else IM.BILINEAR, fill=IGNORE if m else 0)),
+        ("affine", [{"op": "affine", "angle": 12.0, "translate": [5, -4], "scale": 0.9, "shear": [8.0, 3.0],
+                     "fill": 9}],
+         lambda x, m: F.affine(x, 12.0, [5, -4], 0.9, [8.0, 3.0], IM.NEAREST, fill=IGNORE if m else 9)),
+        ("horizontal_flip", [{"op": "horizontal_flip"}], lambda x, m: F.hflip(x)),
+        ("vertical_flip", [{"op": "vertical_flip"}], lambda x, m: F.vflip(x)),
+    ]
+    for name, ops, ref in cases:
+        got = run(shard, ops, len(samples))
+        bad = []
+        for key, im, mask in samples:
+            gi, gm = got.get(key, (None, None))
+            wi = np.asarray(ref(im, False))
+            wm = np.asarray(ref(mask, True).convert("L") if mask.mode != "P" else ref(mask, True))
+            if gi is None or gi.shape != wi.shape or not np.array_equal(gi, wi):
+                bad.append(key + " image")
+            if gm is None or gm.shape != wm.shape or not np.array_equal(gm, wm):
+                bad.append(key + " mask")
+        result("%s: image and mask byte-equal to torchvision (P and L masks)" % name, not bad,
+               ", ".join(bad[:4]) or "%d samples" % len(samples))
+
+
+LUT = np.array([[200, 40, 40], [40, 200, 40], [40, 40, 200], [200, 200, 40], [40, 200, 200], [120, 60, 160]],
+               dtype=np.uint8)
+
+
+def synthetic(i, w, h):
+    """A label map of blobs and stripes, and the image that is its lookup (no class maps to black)."""
+    yy, xx = np.mgrid[0:h, 0:w]
+    lab = ((xx // (7 + i) + yy // (5 + 2 * i) + (xx * yy) // (97 + 13 * i)) % 6).astype(np.uint8)
+    return Image.fromarray(LUT[lab], "RGB"), Image.fromarray(lab, "L")
+
+
+def check_aligned():
+    samples = []
+    for i in range(8):
+        im, mask = synthetic(i, 83 + 14 * i, 61 + 9 * i)
+        samples.append(("s%02d" % i, im, mask))
+    shard = os.path.join(TMP, "aligned.tar")
+    write_shard(shard, samples)
+    nearest = {"interpolation": "nearest"}
+    pipelines = [
+        ("random_resized_crop + flips", [dict({"op": "random_resized_crop", "size": [48, 40]}, **nearest),
+                                          {"op": "random_horizontal_flip"}, {"op": "random_vertical_flip"}]),
+        ("random_crop padded", [{"op": "random_crop", "size": [90, 120], "padding": [4, 9], "pad_if_needed": True}]),
+        ("random_perspective", [dict({"op": "random_perspective", "p": 1.0, "distortion_scale": 0.6}, **nearest)]),
+        ("resize, rotate, pad, crop", [dict({"op": "resize", "size": 57}, **nearest),
+                                       {"op": "rotate", "angle": 17.0},
+                                       {"op": "pad", "padding": [2, 3]}, {"op": "center_crop", "size": 50}]),
+        ("affine then random_resized_crop", [{"op": "affine", "angle": -9.0, "translate": [3, 2], "scale": 1.1,
+                                              "shear": [5.0, 0.0]},
+                                             dict({"op": "random_resized_crop", "size": 37}, **nearest)]),
+    ]
+    inverse = {tuple(c): k for k, c in enumerate(LUT)}
+    for name, ops in pipelines:
+        bad, pixels = [], 0
+        for seed in range(3):
+            got = run(shard, ops, len(samples), seed=seed)
+            for key, (img, mask) in got.items():
+                flat = img.reshape(-1, 3)
+                lab = np.array([inverse.get(tuple(p), IGNORE if not p.any() else 254) for p in flat], np.uint8)
+                want = lab.reshape(mask.shape)
+                pixels += want.size
+                if img.shape[:2] != mask.shape or not np.array_equal(want, mask):
+                    bad.append(key)
+        result("%s: mask = the image's classes, ignore where filled" % name, not bad,
+               ", ".join(bad[:4]) or "%d pixels" % pixels)
+
+
+def check_refused():
+    im, mask = synthetic(1, 40, 30)
+    shard = os.path.join(TMP, "bad.tar")
+    write_shard(shard, [("a", im, mask.resize((41, 30))), ("b", im, Image.new("RGB", (40, 30))), ("c", im, mask)])
+    log = os.path.join(TMP, "stderr")
+    saved = os.dup(2)
+    with open(log, "w") as f:
+        os.dup2(f.fileno(), 2)
+        try:
+            got = run(shard, [{"op": "center_crop", "size": 20}], 3)
+        finally:
+            os.dup2(saved, 2)
+    text = open(log).read()
+    result("a mask of another size fails its sample, saying so",
+           "a.png" in text and "field mask: a 41x30 mask for a 40x30 image" in text and "a" not in got, "")
+    result("a colour PNG as a mask fails, naming the field",
+           "field mask: a label map is a palette or 8-bit greyscale PNG" in text and "b" not in got, "")
+    result("... the good sample is delivered", "c" in got, "")
+
+
+check_fixed()
+check_aligned()
+check_refused()
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
