@@ -25,10 +25,20 @@
 static char *listing_key(const struct spw_source_spec *sp)
 {
     char *key = NULL;
-    if (asprintf(&key, "%d\x1f%d\x1f%s\x1f%s\x1f%s\x1f%s", (int)sp->format, (int)sp->media, sp->path,
+    if (asprintf(&key, "%d\x1f%d\x1f%s\x1f%s\x1f%s\x1f%s\x1f%d\x1f%s", (int)sp->format, (int)sp->media, sp->path,
                  sp->label_key ? sp->label_key : "", sp->ca_file ? sp->ca_file : "",
-                 sp->header_file ? sp->header_file : "") < 0)
+                 sp->header_file ? sp->header_file : "", sp->no_labels, sp->annotations ? sp->annotations : "") < 0)
         return NULL;
+    for (int f = 0; f < sp->n_fields; f++) {        /* which members (or files) a sample needs */
+        char *more = NULL;
+        if (asprintf(&more, "%s\x1f%s\x1e%s", key, sp->fields[f].from, sp->fields[f].path ? sp->fields[f].path : "")
+            < 0) {
+            free(key);
+            return NULL;
+        }
+        free(key);
+        key = more;
+    }
     return key;
 }
 

@@ -326,12 +326,56 @@ static int add_masks(const struct spw_source_spec *spec, int k, struct spw_field
     return add_part(b, spec->fields[k].name, &t);
 }
 
+/* Field k's boxes as three parts: "NAME" float32 [n, most, 4] (zero-padded), "NAME_labels" int64 [n, most]
+ * (-1 padded) and "NAME_counts" int64 [n]. Returns 0, -ENOMEM or -ENOSPC. */
+static int add_boxes(const struct spw_source_spec *spec, int k, struct spw_fields *const *fields, int n_pos,
+                     const bool *ok, struct spw_batch *b)
+{
+    int most = 0;
+    for (int p = 0; p < n_pos; p++)
+        if (ok[p] && fields && fields[p] && fields[p]->f[k].n_boxes > most)
+            most = fields[p]->f[k].n_boxes;
+    struct spw_tensor t[3] = {0};
+    const int64_t shape[3] = {b->n, most, 4};
+    if (spw_tensor_alloc(&t[0], SPW_DTYPE_F32, 3, shape) || spw_tensor_alloc(&t[1], SPW_DTYPE_I64, 2, shape) ||
+        spw_tensor_alloc(&t[2], SPW_DTYPE_I64, 1, shape)) {
+        for (int i = 0; i < 3; i++)
+            spw_tensor_free(&t[i]);
+        return -ENOMEM;
+    }
+    float *box = t[0].data;
+    int64_t *label = t[1].data, *count = t[2].data;
+    for (int p = 0; p < n_pos; p++) {
+        if (!ok[p])
+            continue;
+        const struct spw_field *f = fields && fields[p] ? &fields[p]->f[k] : NULL;
+        const int n = f ? f->n_boxes : 0;
+        memcpy(box, f ? f->boxes : box, sizeof *box * 4 * (size_t)n);
+        memset(box + 4 * n, 0, sizeof *box * 4 * (size_t)(most - n));
+        for (int i = 0; i < most; i++)
+            label[i] = i < n ? f->box_labels[i] : -1;
+        box += 4 * most;
+        label += most;
+        *count++ = n;
+    }
+    char name[SPW_BATCH_NAME_MAX];
+    int rc = add_part(b, spec->fields[k].name, &t[0]);
+    snprintf(name, sizeof name, "%s_labels", spec->fields[k].name);
+    rc = rc ? rc : add_part(b, name, &t[1]);
+    snprintf(name, sizeof name, "%s_counts", spec->fields[k].name);
+    rc = rc ? rc : add_part(b, name, &t[2]);
+    for (int i = 0; i < 3; i++)
+        spw_tensor_free(&t[i]);     /* those not handed over on a failure */
+    return rc;
+}
+
 static int add_fields(const struct spw_source_spec *spec, struct spw_fields *const *fields, int n_pos,
                       const bool *ok, struct spw_batch *b)
 {
     for (int k = 0; k < spec->n_fields; k++) {
-        if (spec->fields[k].kind == SPW_SAMPLE_FIELD_MASK) {
-            const int rc = add_masks(spec, k, fields, n_pos, ok, b);
+        if (spec->fields[k].kind == SPW_SAMPLE_FIELD_MASK || spec->fields[k].kind == SPW_SAMPLE_FIELD_BOXES) {
+            const int rc = spec->fields[k].kind == SPW_SAMPLE_FIELD_MASK ? add_masks(spec, k, fields, n_pos, ok, b)
+                                                                         : add_boxes(spec, k, fields, n_pos, ok, b);
             if (rc)
                 return rc;
             continue;

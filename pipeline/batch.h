@@ -13,7 +13,7 @@
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
 
-#define SPW_BATCH_MAX_TENSORS (SPW_VIEWS_MAX_INSTANCES + 3 + 2 * SPW_SAMPLE_FIELDS_MAX)
+#define SPW_BATCH_MAX_TENSORS (SPW_VIEWS_MAX_INSTANCES + 3 + 3 * SPW_SAMPLE_FIELDS_MAX)
 #define SPW_BATCH_NAME_MAX 48
 
 struct spw_fields;
@@ -31,7 +31,8 @@ struct spw_batch {
     /* Its parts, each [n, ...], in this order: "data" (with views, one tensor per view instance in its place,
      * "view0" .. "view<k-1>"), "labels" (int64, or float32 [n, classes] when mixed; none with source.labels false), "lengths" (padded
      * batches: int64 valid lengths of the rows), then per source.fields entry NAME: "NAME" uint8 [n, longest]
-     * zero-padded bytes and "NAME_lengths" int64 [n] (text, raw), or "NAME" uint8 [n, H, W] (a mask) */
+     * zero-padded bytes and "NAME_lengths" int64 [n] (text, raw), "NAME" uint8 [n, H, W] (a mask), or "NAME"
+     * float32 [n, most, 4] x0 y0 x1 y1, "NAME_labels" int64 [n, most] (-1 padded), "NAME_counts" (boxes) */
     struct spw_tensor tensors[SPW_BATCH_MAX_TENSORS];
     char names[SPW_BATCH_MAX_TENSORS][SPW_BATCH_NAME_MAX];
     int n_views;

@@ -15,6 +15,7 @@
 #include "pipeline/audio.h"
 #include "pipeline/channels.h"
 #include "pipeline/fields.h"
+#include "pipeline/geometry.h"
 #include "ops/image_decode.h"
 #include "pipeline/image_ops.h"
 #include "pipeline/op_registry.h"
@@ -118,54 +119,73 @@ static int run_op(const struct spw_element_ctx *ctx, int i, uint32_t key, uint64
     return rc ? rc : def->cpu(&c, v);
 }
 
-/* ---- masks: each geometric op again, with its same draws, on each mask ---- */
+/* ---- targets (masks, boxes): moved by each geometric op with its same draws ---- */
 
-/* Op i (a geometric one) on the element's masks: the op's row run on each mask as on an image, with the
- * op's rng stream (so the same draws: they depend on the size alone, which the mask shares), nearest
- * sampling and ignore_index where it fills. */
-static int move_masks(const struct spw_element_ctx *ctx, int i, uint32_t key, uint64_t epoch, int64_t sample,
-                      struct spw_fields *fields, char *err, size_t errlen)
+/* Op i (a geometric one) on the element's targets, the image having been tw x th before it (updated to its
+ * size after): each mask gets the op's row run on it as on an image, with the op's rng stream (so the same
+ * draws: they depend on the size alone, which the mask shares), nearest sampling and ignore_index where it
+ * fills; boxes go through the op's point map (pipeline/geometry.h spw_geo_map, the same draws again). */
+static int move_targets(const struct spw_element_ctx *ctx, int i, uint32_t key, uint64_t epoch, int64_t sample,
+                        struct spw_fields *fields, int *tw, int *th, char *err, size_t errlen)
 {
     const struct spw_op_def *def = spw_op_def(ctx->spec->ops[i].kind);
-    for (int k = 0; fields && def->targets == SPW_TARGET_GEOMETRIC && k < fields->n; k++) {
+    if (!fields || def->targets != SPW_TARGET_GEOMETRIC)
+        return 0;
+    struct spw_op_call c;
+    int ow = *tw, oh = *th;
+    double m[9];
+    bool mapped = false;
+    for (int k = 0; k < fields->n; k++) {
         struct spw_field *f = &fields->f[k];
-        if (!f->mask.data)
+        const struct spw_sample_field_spec *fs = &ctx->spec->source.fields[k];
+        if (f->kind == SPW_SAMPLE_FIELD_BOXES) {
+            call_init(&c, ctx, i, key, epoch, sample, NULL, err, errlen);
+            if (!mapped && spw_geo_map(c.op, &c.rng, *tw, *th, m, &ow, &oh) != 0)
+                return spw_fail(err, errlen, SPW_EUNSUPPORTED, "ops[%d] %s: no map for the boxes of a %dx%d image",
+                                i, def->name, *tw, *th);
+            mapped = true;
+            spw_geo_boxes(m, ow, oh, fs->min_size, f->boxes, f->box_labels, &f->n_boxes);
+            continue;
+        }
+        if (f->kind != SPW_SAMPLE_FIELD_MASK)
             continue;
         struct spw_op_spec op = ctx->spec->ops[i];
         op.interpolation = SPW_INTERP_NEAREST;
-        for (int c = 0; c < 3; c++)
-            op.fill[c] = ctx->spec->source.fields[k].ignore_index;
-        struct spw_op_call c;
+        for (int ch = 0; ch < 3; ch++)
+            op.fill[ch] = fs->ignore_index;
         call_init(&c, ctx, i, key, epoch, sample, NULL, err, errlen);
         c.op = &op;
-        struct spw_value m = {.img = f->mask};
+        struct spw_value mv = {.img = f->mask};
         f->mask = (struct spw_image){0};
-        const int rc = def->cpu(&c, &m);
-        f->mask = m.img;            /* the op replaced it (or left it), owned */
+        const int rc = def->cpu(&c, &mv);
+        f->mask = mv.img;           /* the op replaced it (or left it), owned */
         if (rc) {
-            spw_value_free(&m);
+            spw_value_free(&mv);
             f->mask = (struct spw_image){0};
             return rc;
         }
+        ow = f->mask.w, oh = f->mask.h;
     }
+    *tw = ow, *th = oh;
     return 0;
 }
 
-/* Before the decode: a mask must be the size of the image it labels (the size the decode's draws see). */
-static int check_mask_size(const struct spw_element_ctx *ctx, const struct spw_fields *fields, const uint8_t *buf,
-                           size_t len, char *err, size_t errlen)
+/* Before the decode: the size its draws see (the file's, after orientation) into *w, *h when the element has
+ * masks or boxes; a mask must have that size. */
+static int targets_begin(const struct spw_element_ctx *ctx, const struct spw_fields *fields, const uint8_t *buf,
+                         size_t len, int *w, int *h, char *err, size_t errlen)
 {
-    int w = 0, h = 0, rc = 0;
-    for (int k = 0; fields && k < fields->n && rc == 0; k++) {
+    bool any = false;
+    for (int k = 0; fields && k < fields->n; k++)
+        any |= fields->f[k].kind == SPW_SAMPLE_FIELD_MASK || fields->f[k].kind == SPW_SAMPLE_FIELD_BOXES;
+    if (!any)
+        return 0;
+    int rc = spw_image_header(buf, len, ctx->spec->max_pixels, ctx->spec->ops[0].exif_transpose, w, h, err, errlen);
+    for (int k = 0; k < fields->n && rc == 0; k++) {
         const struct spw_image *m = &fields->f[k].mask;
-        if (!m->data)
-            continue;
-        if (!w && (rc = spw_image_header(buf, len, ctx->spec->max_pixels, ctx->spec->ops[0].exif_transpose, &w, &h,
-                                         err, errlen)) != 0)
-            break;
-        if (m->w != w || m->h != h)
+        if (fields->f[k].kind == SPW_SAMPLE_FIELD_MASK && (m->w != *w || m->h != *h))
             rc = spw_fail(err, errlen, SPW_EDECODE, "field %s: a %dx%d mask for a %dx%d image",
-                          ctx->spec->source.fields[k].name, m->w, m->h, w, h);
+                          ctx->spec->source.fields[k].name, m->w, m->h, *w, *h);
     }
     return rc;
 }
@@ -205,6 +225,7 @@ static int run_groups(const struct spw_element_ctx *ctx, int g_from, int g_to, u
 {
     struct spw_fields *fields = v->fields;     /* held here while the ops run: none of them sees it */
     v->fields = NULL;
+    int tw = 0, th = 0;                         /* the targets' frame: the image's size before an op */
     /* the run's last write is the one that may go to the destination */
     const int last_op = g_to > g_from ? ctx->groups[g_to - 1].first + ctx->groups[g_to - 1].count - 1 : -1;
     int rc = 0;
@@ -219,21 +240,23 @@ static int run_groups(const struct spw_element_ctx *ctx, int g_from, int g_to, u
             int consumed = 1;
             struct spw_op_call c;
             call_init(&c, ctx, i, key, epoch, sample, end - 1 == last_op ? dest : NULL, err, errlen);
-            rc = check_mask_size(ctx, fields, buf, len, err, errlen);
+            rc = targets_begin(ctx, fields, buf, len, &tw, &th, err, errlen);
             if (rc == 0)
                 rc = spw_op_def(ctx->spec->ops[i].kind)->decode(&c, g, buf, len, v, &consumed);
-            for (int k = i + 1; k < i + consumed && rc == 0; k++)     /* the ops it fused, on the masks */
-                rc = move_masks(ctx, k, key, epoch, sample, fields, err, errlen);
+            for (int k = i + 1; k < i + consumed && rc == 0; k++)     /* the ops it fused, on the targets */
+                rc = move_targets(ctx, k, key, epoch, sample, fields, &tw, &th, err, errlen);
             i += consumed;
         }
         for (; i < end && rc == 0; i++) {
             if (!decode && stats)
                 t0 = spw_now_ns();
+            if (!v->is_tensor && v->img.data)
+                tw = v->img.w, th = v->img.h;       /* the size the op's draws see */
             rc = run_op(ctx, i, key, epoch, sample, v, i == last_op ? dest : NULL, err, errlen);
             const bool ran_next = rc == SPW_OP_RAN_NEXT;      /* stft+mel as one: reported on the stft */
             rc = ran_next ? 0 : rc;
             if (rc == 0)
-                rc = move_masks(ctx, i, key, epoch, sample, fields, err, errlen);
+                rc = move_targets(ctx, i, key, epoch, sample, fields, &tw, &th, err, errlen);
             if (!decode && rc == 0)
                 note_ns(stats, i, stats ? spw_now_ns() - t0 : 0, v);
             i += ran_next;

@@ -1,7 +1,7 @@
 /* pipeline/fields.h - a sample's extra fields (source.fields) as an element carries them: read from the
  * members of its tar key (text checked to be UTF-8, a .json member's string field taken out, a mask decoded
- * as a PNG label map), packed into bytes for the wire and unpacked with every size checked against the caps
- * before use. Pure but for the read; a fields object belongs to one thread at a time. */
+ * as a PNG label map, boxes and their class ids out of a .json), packed into bytes for the wire and unpacked
+ * with every size checked against the caps before use. Pure but for the read; a fields object belongs to one thread at a time. */
 #ifndef SPW_PIPELINE_FIELDS_H
 #define SPW_PIPELINE_FIELDS_H
 
@@ -13,9 +13,13 @@
 #include "pipeline/spec.h"
 
 struct spw_field {
+    enum spw_sample_field_kind kind;
     uint8_t *data;              /* text and raw: owned; text is UTF-8 without a terminating NUL */
     size_t len;
     struct spw_image mask;      /* masks: owned, HWC with three equal channels (the image kernels' layout) */
+    int n_boxes;                /* boxes: how many; */
+    float *boxes;               /* ... [n_boxes][4] x0 y0 x1 y1 in the image's pixels (owned) */
+    int64_t *box_labels;        /* ... [n_boxes] their class ids (owned) */
 };
 
 /* One element's fields, in the spec's source.fields order. */
@@ -32,17 +36,17 @@ int spw_fields_read(const struct spw_source *src, const struct spw_pipeline_spec
                     struct spw_fields **out, char *err, size_t errlen);
 /* Accepts NULL. */
 void spw_fields_free(struct spw_fields *f);
-/* Whether any of the spec's fields is a mask. */
-bool spw_fields_have_masks(const struct spw_source_spec *spec);
+/* Whether any of the spec's fields moves with the image (a mask or boxes). */
+bool spw_fields_have_targets(const struct spw_source_spec *spec);
 struct spw_value;
 /* An element's fields for its batch: those riding on v (taken from it), or, where its producer made it
- * without them (the GPU's kernels; never with masks), read from src now. *out NULL for a spec without
+ * without them (the GPU's kernels; never with masks or boxes), read from src now. *out NULL for a spec without
  * fields. Returns 0 or spw_fields_read's error with the reason in err. */
 int spw_fields_take(struct spw_value *v, const struct spw_source *src, const struct spw_pipeline_spec *spec,
                     int64_t sample, struct spw_fields **out, char *err, size_t errlen);
 
 /* Packed: per field a u32 length (little-endian) and its bytes; a mask's are u32 width, u32 height and its
- * width * height label bytes. */
+ * width * height label bytes; boxes' u32 count, count * 4 float32 corners, count int64 class ids. */
 size_t spw_fields_packed_size(const struct spw_fields *f);
 void spw_fields_pack(const struct spw_fields *f, uint8_t *dst);
 /* The fields of spec in the len bytes at p (a peer's): each length checked against the caps (a mask's size

@@ -1,7 +1,11 @@
 /* pipeline/geometry.c - torchvision's geometric parameter rules (see geometry.h). Pure; thread-safe. */
 #include "pipeline/geometry.h"
 
+#include <errno.h>
 #include <math.h>
+#include <string.h>
+
+#include "ops/geometry.h"
 
 /* torchvision RandomResizedCrop.get_params, with Python's round-half-even. */
 struct spw_rect spw_rrc_params(const struct spw_op_spec *op, struct spw_rng *r, int W, int H)
@@ -117,4 +121,121 @@ void spw_flip_decision(const struct spw_op_spec *op, struct spw_rng *r, bool *h,
         break;
     default: break;
     }
+}
+
+/* ---- the point maps, for boxes ---- */
+
+static void map_scale_translate(double m[9], double sx, double sy, double tx, double ty)
+{
+    const double r[9] = {sx, 0, tx, 0, sy, ty, 0, 0, 1};
+    memcpy(m, r, sizeof r);
+}
+
+/* The inverse of a 3x3 matrix; false when it is singular. */
+static bool invert3(const double a[9], double out[9])
+{
+    const double c00 = a[4] * a[8] - a[5] * a[7], c01 = a[5] * a[6] - a[3] * a[8], c02 = a[3] * a[7] - a[4] * a[6];
+    const double det = a[0] * c00 + a[1] * c01 + a[2] * c02;
+    if (!isfinite(det) || fabs(det) < 1e-12)
+        return false;
+    const double r[9] = {c00 / det, (a[2] * a[7] - a[1] * a[8]) / det, (a[1] * a[5] - a[2] * a[4]) / det,
+                         c01 / det, (a[0] * a[8] - a[2] * a[6]) / det, (a[2] * a[3] - a[0] * a[5]) / det,
+                         c02 / det, (a[1] * a[6] - a[0] * a[7]) / det, (a[0] * a[4] - a[1] * a[3]) / det};
+    memcpy(out, r, sizeof r);
+    return true;
+}
+
+/* A crop rectangle c (then scaled to sw x sh when sw > 0) as a map. */
+static void map_rect(double m[9], struct spw_rect c, int sw, int sh, int *ow, int *oh)
+{
+    const double sx = sw > 0 ? (double)sw / c.w : 1.0, sy = sw > 0 ? (double)sh / c.h : 1.0;
+    map_scale_translate(m, sx, sy, -c.x * sx, -c.y * sy);
+    *ow = sw > 0 ? sw : c.w;
+    *oh = sw > 0 ? sh : c.h;
+}
+
+int spw_geo_map(const struct spw_op_spec *op, struct spw_rng *r, int W, int H, double m[9], int *ow, int *oh)
+{
+    *ow = W;
+    *oh = H;
+    map_scale_translate(m, 1, 1, 0, 0);
+    switch (op->kind) {
+    case SPW_OP_RESIZE:
+        spw_resize_size(op, W, H, ow, oh);
+        map_scale_translate(m, (double)*ow / W, (double)*oh / H, 0, 0);
+        return 0;
+    case SPW_OP_CENTER_CROP:
+        map_rect(m, spw_center_crop_rect(op, W, H), 0, 0, ow, oh);
+        return 0;
+    case SPW_OP_CROP:
+        map_rect(m, (struct spw_rect){op->left, op->top, op->width, op->height}, 0, 0, ow, oh);
+        return 0;
+    case SPW_OP_RANDOM_CROP:
+        map_rect(m, spw_random_crop_rect(op, r, W, H), 0, 0, ow, oh);
+        return 0;
+    case SPW_OP_RANDOM_RESIZED_CROP:
+        map_rect(m, spw_rrc_params(op, r, W, H), spw_crop_w(op), spw_crop_h(op), ow, oh);
+        return 0;
+    case SPW_OP_PAD:
+        *ow = W + op->padding[0] + op->padding[2];
+        *oh = H + op->padding[1] + op->padding[3];
+        map_scale_translate(m, 1, 1, op->padding[0], op->padding[1]);
+        return 0;
+    case SPW_OP_HORIZONTAL_FLIP:
+    case SPW_OP_VERTICAL_FLIP:
+    case SPW_OP_RANDOM_HORIZONTAL_FLIP:
+    case SPW_OP_RANDOM_VERTICAL_FLIP: {
+        bool h = false, v = false;
+        spw_flip_decision(op, r, &h, &v);
+        map_scale_translate(m, h ? -1 : 1, v ? -1 : 1, h ? W : 0, v ? H : 0);
+        return 0;
+    }
+    case SPW_OP_ROTATE:
+    case SPW_OP_AFFINE: {
+        double inv[6];          /* F.rotate(a) turns the image as F.affine(-a) does, about the centre */
+        if (op->kind == SPW_OP_ROTATE)
+            spw_affine_inverse_matrix(W, H, -op->angle, NULL, 1.0, NULL, NULL, inv);
+        else
+            spw_affine_inverse_matrix(W, H, op->angle, op->translate, op->affine_scale, op->shear, NULL, inv);
+        const double a[9] = {inv[0], inv[1], inv[2], inv[3], inv[4], inv[5], 0, 0, 1};
+        return invert3(a, m) ? 0 : -EINVAL;
+    }
+    case SPW_OP_RANDOM_PERSPECTIVE: {
+        int end[4][2];
+        if (!spw_perspective_draw(op, r, W, H, end))
+            return 0;
+        const int start[4][2] = {{0, 0}, {W - 1, 0}, {W - 1, H - 1}, {0, H - 1}};
+        double c[8];
+        if (spw_perspective_coeffs(start, end, c) != 0)
+            return -EINVAL;
+        const double a[9] = {c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], 1};
+        return invert3(a, m) ? 0 : -EINVAL;
+    }
+    default:
+        return -EINVAL;
+    }
+}
+
+void spw_geo_boxes(const double m[9], int ow, int oh, double min_size, float *boxes, int64_t *labels, int *n)
+{
+    int kept = 0;
+    for (int i = 0; i < *n; i++) {
+        const float *b = boxes + 4 * i;
+        const double xs[4] = {b[0], b[2], b[2], b[0]}, ys[4] = {b[1], b[1], b[3], b[3]};
+        double x0 = INFINITY, y0 = INFINITY, x1 = -INFINITY, y1 = -INFINITY;
+        for (int k = 0; k < 4; k++) {
+            const double w = m[6] * xs[k] + m[7] * ys[k] + m[8];
+            const double x = (m[0] * xs[k] + m[1] * ys[k] + m[2]) / w, y = (m[3] * xs[k] + m[4] * ys[k] + m[5]) / w;
+            x0 = fmin(x0, x), y0 = fmin(y0, y), x1 = fmax(x1, x), y1 = fmax(y1, y);
+        }
+        x0 = fmin(fmax(x0, 0), ow), x1 = fmin(fmax(x1, 0), ow);
+        y0 = fmin(fmax(y0, 0), oh), y1 = fmin(fmax(y1, 0), oh);
+        const bool keep = min_size > 0 ? x1 - x0 >= min_size && y1 - y0 >= min_size : x1 > x0 && y1 > y0;
+        if (!keep || !isfinite(x0 + y0 + x1 + y1))
+            continue;
+        float *o = boxes + 4 * kept;
+        o[0] = (float)x0, o[1] = (float)y0, o[2] = (float)x1, o[3] = (float)y1;
+        labels[kept++] = labels[i];
+    }
+    *n = kept;
 }

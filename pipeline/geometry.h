@@ -5,6 +5,7 @@
 #define SPW_PIPELINE_GEOMETRY_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "lib/rng.h"
 #include "pipeline/spec.h"
@@ -32,5 +33,17 @@ void spw_flip_decision(const struct spw_op_spec *op, struct spw_rng *r, bool *h,
 bool spw_perspective_draw(const struct spw_op_spec *op, struct spw_rng *r, int W, int H, int end[4][2]);
 /* Whether c lies inside a W x H image. */
 int spw_rect_inside(struct spw_rect c, int W, int H);
+
+/* Where a geometric op (pipeline/op_registry.h: targets GEOMETRIC) takes the points of a W x H image, with
+ * its draws taken from r as its run takes them: m, a 3x3 projective matrix (row-major) from the input's
+ * continuous pixel coordinates (0 at the top-left corner's edge, x right, y down) to the output's, and the
+ * output's size. For rotate, affine and random_perspective m is the inverse of the map the image is
+ * sampled through. Returns 0, or -EINVAL (an op that is not geometric, a singular map). */
+int spw_geo_map(const struct spw_op_spec *op, struct spw_rng *r, int W, int H, double m[9], int *ow, int *oh);
+/* Boxes (n of them, x0 y0 x1 y1, with their labels) through m into an ow x oh image, as torchvision's detection
+ * transforms move them: each box's corners mapped, the box spanning them taken, clipped to the image; those
+ * left narrower or lower than min_size (or empty, with min_size 0) dropped with their labels, the rest kept in
+ * order. Updates *n. */
+void spw_geo_boxes(const double m[9], int ow, int oh, double min_size, float *boxes, int64_t *labels, int *n);
 
 #endif

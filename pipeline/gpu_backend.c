@@ -67,8 +67,8 @@ bool spw_gpu_can_make(const struct spw_element_ctx *ctx, int cut, char *why, siz
         snprintf(no, sizeof no, "it makes whole pipelines only (cut %d of %d groups)", cut, ctx->n_groups);
     else if (spw_out_channels(spec, spec->n_ops) == 1)
         snprintf(no, sizeof no, "it makes three-channel outputs only (a grayscale has num_output_channels 1)");
-    else if (spw_fields_have_masks(&spec->source))
-        snprintf(no, sizeof no, "it does not move masks (source.fields)");
+    else if (spw_fields_have_targets(&spec->source))
+        snprintf(no, sizeof no, "it does not move masks or boxes (source.fields)");
     for (int gi = 1; gi < ctx->n_groups && !no[0]; gi++) {
         const struct spw_group *g = &ctx->groups[gi];
         for (int i = g->first; i < g->first + g->count && !no[0]; i++) {

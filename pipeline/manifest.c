@@ -6,6 +6,7 @@
 #include "pipeline/manifest.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -96,6 +97,10 @@ int spw_manifest_pack(const struct spw_source *src, uint8_t **out, size_t *len)
             put_i64(&w, src->field_locs[i * src->n_fields + f].offset);
             put_i64(&w, src->field_locs[i * src->n_fields + f].size);
         }
+        if (src->coco) {        /* a COCO set's boxes travel in its listing */
+            put(&w, src->coco[i].boxes, sizeof(float) * 4 * (size_t)src->coco[i].n_boxes);
+            put(&w, src->coco[i].labels, sizeof(int64_t) * (size_t)src->coco[i].n_boxes);
+        }
     }
     if (w.failed) {
         free(w.p);
@@ -162,6 +167,26 @@ static char *get_str(struct rbuf *r, bool *nomem)
     return s;
 }
 
+/* A COCO sample's n boxes and ids from the listing into *im (n checked against the cap and the bytes left).
+ * Returns true when out of memory (r->bad on a count that does not fit). */
+static bool coco_boxes(struct rbuf *r, struct spw_coco_image *im, int64_t n)
+{
+    if (n > SPW_BOXES_MAX || (uint64_t)n * 24 > r->n - r->at) {
+        r->bad = true;
+        return false;
+    }
+    im->boxes = malloc(sizeof *im->boxes * 4 * (size_t)(n ? n : 1));
+    im->labels = malloc(sizeof *im->labels * (size_t)(n ? n : 1));
+    if (!im->boxes || !im->labels)
+        return true;
+    get(r, im->boxes, sizeof *im->boxes * 4 * (size_t)n);
+    get(r, im->labels, sizeof *im->labels * (size_t)n);
+    im->n_boxes = (int)n;
+    for (int64_t k = 0; k < 4 * n; k++)
+        r->bad |= !isfinite(im->boxes[k]);
+    return false;
+}
+
 /* The listing from the unpacked bytes into src, whose format and n_fields are the spec's (shards not opened:
  * their names in *names). */
 static int parse(struct rbuf *r, struct spw_source *src, char ***names, char *err, size_t errlen)
@@ -176,6 +201,9 @@ static int parse(struct rbuf *r, struct spw_source *src, char ***names, char *er
     src->ignored = get_i64(r);
     src->manifest_hash = (uint64_t)get_i64(r);
     const uint32_t n_fields = fields ? get_u32(r) : 0;
+    const bool coco = src->format == SPW_SOURCE_COCO;
+    if (coco && n_fields != 1)
+        return spw_fail(err, errlen, SPW_ESOURCE, "manifest: a coco listing without its boxes");
     if (!r->bad && n_fields != (uint32_t)src->n_fields)
         return spw_fail(err, errlen, SPW_ESOURCE, "manifest: a listing with %u fields per sample, for a source with "
                         "%d", n_fields, src->n_fields);
@@ -192,7 +220,8 @@ static int parse(struct rbuf *r, struct spw_source *src, char ***names, char *er
         !(src->shards = calloc(n_shards ? n_shards : 1, sizeof *src->shards)) ||
         !(src->streamed = calloc(n_shards ? n_shards : 1, sizeof *src->streamed)) ||
         !(src->samples = calloc((size_t)n, sizeof *src->samples)) ||
-        (n_fields && !(src->field_locs = calloc((size_t)n * n_fields, sizeof *src->field_locs))))
+        (n_fields && !(src->field_locs = calloc((size_t)n * n_fields, sizeof *src->field_locs))) ||
+        (coco && !(src->coco = calloc((size_t)n, sizeof *src->coco))))
         return -ENOMEM;
     for (; src->n_classes < (int)n_classes && !r->bad && !nomem; src->n_classes++)
         src->classes[src->n_classes] = get_str(r, &nomem);
@@ -212,15 +241,17 @@ static int parse(struct rbuf *r, struct spw_source *src, char ***names, char *er
         s->offset = get_i64(r);
         s->size = get_i64(r);
         if (file < -1 || file >= (int32_t)n_shards ||
-            (file >= 0 && (s->offset < 0 || s->size < 0 || s->size > INT64_MAX - s->offset)) ||
-            (n_fields && file < 0))
+            (file >= 0 && (s->offset < 0 || s->size < 0 || s->size > INT64_MAX - s->offset)))
             r->bad = true;
-        for (uint32_t f = 0; f < n_fields; f++) {
+        for (uint32_t f = 0; f < n_fields; f++) {       /* a member of a shard, or (offset -1) a file */
             struct spw_member_loc *m = &src->field_locs[src->n * n_fields + f];
             m->offset = get_i64(r);
             m->size = get_i64(r);
-            r->bad |= m->offset < 0 || m->size < 0 || m->size > INT64_MAX - m->offset;
+            r->bad |= m->size < 0 || (file >= 0 ? m->offset < 0 || m->size > INT64_MAX - m->offset
+                                                : m->offset != (coco ? -2 : -1));
         }
+        if (coco && !r->bad)
+            nomem = coco_boxes(r, &src->coco[src->n], src->field_locs[src->n * n_fields].size);
     }
     if (nomem)
         return -ENOMEM;
@@ -254,6 +285,15 @@ static int check_here(const struct spw_source *src, char *err, size_t errlen)
             return spw_fail(err, errlen, SPW_ESOURCE, "the dispatcher's listing has \"%s\" of %lld bytes; here it "
                             "is %lld bytes%s", s->path, (long long)s->size, (long long)st.st_size,
                             S_ISREG(st.st_mode) ? "" : " and not a file");
+        for (int f = 0; s->file < 0 && !src->coco && f < src->n_fields; f++) {    /* a folder field's file */
+            char path[8192];
+            const int64_t size = src->field_locs[i * src->n_fields + f].size;
+            if (spw_source_field_path(src->spec, f, s->path, path, sizeof path) != 0 || stat(path, &st) != 0 ||
+                !S_ISREG(st.st_mode) || st.st_size != size)
+                return spw_fail(err, errlen, SPW_ESOURCE, "the dispatcher's listing has field %s of \"%s\" in a "
+                                "file of %lld bytes; here it is not, or of another size", src->spec->fields[f].name,
+                                s->path, (long long)size);
+        }
     }
     return 0;
 }
@@ -282,6 +322,7 @@ int spw_manifest_open(const struct spw_source_spec *spec, const uint8_t *buf, si
     }
     src->format = spec->format;
     src->n_fields = spec->n_fields;
+    src->spec = spec->format != SPW_SOURCE_TAR_SHARDS && spec->n_fields ? spec : NULL;
     struct rbuf r = {.p = plain, .n = got};
     if ((rc = n_shards = parse(&r, src, &names, err, errlen)) < 0)
         goto out;

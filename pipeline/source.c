@@ -224,6 +224,87 @@ static int open_any_folder(struct spw_source *src, const char *dir, int depth, e
     return rc;
 }
 
+/* ---- fields of folder sources: a parallel folder of the same relative names ---- */
+
+int spw_source_field_path(const struct spw_source_spec *spec, int f, const char *sample_path, char *out, size_t len)
+{
+    const char *rel = sample_path + strlen(spec->path);
+    while (*rel == '/')
+        rel++;
+    const char *base = strrchr(rel, '/'), *dot = strrchr(base ? base : rel, '.');
+    const int stem = (int)(dot ? (size_t)(dot - rel) : strlen(rel));
+    const int n = snprintf(out, len, "%s/%.*s.%s", spec->fields[f].path, stem, rel, spec->fields[f].from);
+    return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* Keep the listed samples whose every field file is there (their sizes into v->locs); the others count as
+ * ignored. */
+static int attach_folder_fields(struct spw_source *src, const struct spw_source_spec *spec, struct vec *v)
+{
+    const int nf = spec->n_fields;
+    struct spw_member_loc *locs = malloc(sizeof *locs * (size_t)nf * (size_t)(v->n ? v->n : 1));
+    if (!locs)
+        return -ENOMEM;
+    int64_t kept = 0;
+    for (int64_t i = 0; i < v->n; i++) {
+        bool all = true;
+        for (int f = 0; f < nf && all; f++) {
+            char path[8192];
+            struct stat st = {0};
+            all = spw_source_field_path(spec, f, v->v[i].path, path, sizeof path) == 0 && stat(path, &st) == 0 &&
+                  S_ISREG(st.st_mode);
+            locs[kept * nf + f] = (struct spw_member_loc){-1, all ? st.st_size : 0};
+        }
+        if (!all) {
+            free(v->v[i].path);
+            src->ignored++;
+            continue;
+        }
+        v->v[kept++] = v->v[i];
+    }
+    v->n = kept;
+    free(v->locs);
+    v->locs = locs;
+    return 0;
+}
+
+/* ---- a COCO set: the images its annotations list, with their boxes ---- */
+
+static int open_coco(struct spw_source *src, const struct spw_source_spec *spec, struct vec *v, char *err,
+                     size_t errlen)
+{
+    struct spw_coco_image *ims = NULL;
+    int64_t n = 0, dropped = 0;
+    int rc = spw_coco_read(spec->annotations, &ims, &n, &dropped, err, errlen);
+    if (rc)
+        return rc;
+    if (!(src->coco = calloc((size_t)(n ? n : 1), sizeof *src->coco)))
+        rc = -ENOMEM;
+    for (int64_t i = 0; rc == 0 && i < n; i++) {
+        struct spw_sample s = {.label = -1, .file = -1};
+        struct stat st;
+        const size_t len = strlen(spec->path) + strlen(ims[i].file_name) + 2;
+        if (!(s.path = malloc(len))) {
+            rc = -ENOMEM;
+            break;
+        }
+        snprintf(s.path, len, "%s/%s", spec->path, ims[i].file_name);
+        if (stat(s.path, &st) != 0 || !S_ISREG(st.st_mode)) {     /* listed, not here: not a sample */
+            free(s.path);
+            src->ignored++;
+            continue;
+        }
+        s.size = st.st_size;
+        const struct spw_member_loc loc = {-2, ims[i].n_boxes};
+        src->coco[v->n] = ims[i];
+        ims[i] = (struct spw_coco_image){0};
+        if ((rc = vec_push(v, s, &loc)) != 0)
+            free(s.path);
+    }
+    spw_coco_free(ims, n);
+    return rc;
+}
+
 /* ---- tar shards ---- */
 
 static bool has_glob_chars(const char *s)
@@ -477,9 +558,13 @@ int spw_source_open(const struct spw_source_spec *spec, struct spw_source **out,
         return -ENOMEM;
     src->format = spec->format;
     src->n_fields = v.n_fields = spec->n_fields;
+    src->spec = spec->format != SPW_SOURCE_TAR_SHARDS && spec->format != SPW_SOURCE_COCO && spec->n_fields ? spec
+                                                                                                        : NULL;
     int rc;
     if (spec->format == SPW_SOURCE_TAR_SHARDS)
         rc = open_tar_shards(src, spec, &v, err, errlen);
+    else if (spec->format == SPW_SOURCE_COCO)
+        rc = open_coco(src, spec, &v, err, errlen);
     else if (spec->no_labels)
         rc = open_any_folder(src, spec->path, 0, spec->media, &v, err, errlen);
     else if ((spec->format == SPW_SOURCE_WAV_FOLDER || spec->format == SPW_SOURCE_AUDIO_FOLDER) &&
@@ -487,6 +572,8 @@ int spw_source_open(const struct spw_source_spec *spec, struct spw_source **out,
         rc = open_labeled_folder(src, spec->path, &v, err, errlen);
     else
         rc = open_class_folders(src, spec->path, spec->media, &v, err, errlen);
+    if (rc == 0 && spec->format != SPW_SOURCE_TAR_SHARDS && spec->format != SPW_SOURCE_COCO && spec->n_fields)
+        rc = attach_folder_fields(src, spec, &v);
     if (rc == 0 && v.n == 0) {
         snprintf(err, errlen, "source.path: \"%s\" holds no %s samples (%lld other files ignored)", spec->path,
                  media_name(spec->media), (long long)src->ignored);
@@ -515,6 +602,10 @@ uint64_t spw_source_hash(const struct spw_source *src)
     }
     for (int64_t k = 0; k < src->n * src->n_fields; k++)
         h = fnv1a(h, &src->field_locs[k].size, sizeof src->field_locs[k].size);
+    for (int64_t i = 0; src->coco && i < src->n; i++) {
+        h = fnv1a(h, src->coco[i].boxes, sizeof *src->coco[i].boxes * 4 * (size_t)src->coco[i].n_boxes);
+        h = fnv1a(h, src->coco[i].labels, sizeof *src->coco[i].labels * (size_t)src->coco[i].n_boxes);
+    }
     return h;
 }
 
@@ -552,19 +643,10 @@ static int read_member(const struct spw_source *src, int file, int64_t off, int6
     return 0;
 }
 
-int spw_source_read_field(const struct spw_source *src, int64_t i, int f, int64_t max_bytes, uint8_t **buf,
-                          size_t *len)
+/* A whole file into a new buffer; SPW_ETOOBIG over max_bytes (before allocating). */
+static int read_file(const char *path, int64_t max_bytes, uint8_t **buf, size_t *len)
 {
-    const struct spw_member_loc *m = &src->field_locs[i * src->n_fields + f];
-    return read_member(src, src->samples[i].file, m->offset, m->size, max_bytes, buf, len);
-}
-
-int spw_source_read(const struct spw_source *src, int64_t i, int64_t max_bytes, uint8_t **buf, size_t *len)
-{
-    const struct spw_sample *s = &src->samples[i];
-    if (s->file >= 0)
-        return read_member(src, s->file, s->offset, s->size, max_bytes, buf, len);
-    const int fd = open(s->path, O_RDONLY | O_CLOEXEC);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
     struct stat st;
@@ -582,6 +664,24 @@ int spw_source_read(const struct spw_source *src, int64_t i, int64_t max_bytes, 
     return rc;
 }
 
+int spw_source_read_field(const struct spw_source *src, int64_t i, int f, int64_t max_bytes, uint8_t **buf,
+                          size_t *len)
+{
+    const struct spw_member_loc *m = &src->field_locs[i * src->n_fields + f];
+    if (src->samples[i].file >= 0)
+        return read_member(src, src->samples[i].file, m->offset, m->size, max_bytes, buf, len);
+    char path[8192];
+    const int rc = spw_source_field_path(src->spec, f, src->samples[i].path, path, sizeof path);
+    return rc ? rc : read_file(path, max_bytes, buf, len);
+}
+
+int spw_source_read(const struct spw_source *src, int64_t i, int64_t max_bytes, uint8_t **buf, size_t *len)
+{
+    const struct spw_sample *s = &src->samples[i];
+    return s->file >= 0 ? read_member(src, s->file, s->offset, s->size, max_bytes, buf, len)
+                        : read_file(s->path, max_bytes, buf, len);
+}
+
 void spw_source_close(struct spw_source *src)
 {
     if (!src)
@@ -590,6 +690,7 @@ void spw_source_close(struct spw_source *src)
         free(src->samples[i].path);
     free(src->samples);
     free(src->field_locs);
+    spw_coco_free(src->coco, src->coco ? src->n : 0);
     free_names(src->classes, src->n_classes);
     for (int i = 0; i < src->n_shards; i++)
         spw_shard_close(src->shards[i]);

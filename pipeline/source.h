@@ -13,6 +13,7 @@
 
 #include "pipeline/shard_io.h"
 #include "pipeline/spec.h"
+#include "pipeline/coco.h"
 #include "pipeline/tar_index.h"
 
 struct spw_sample {
@@ -33,7 +34,13 @@ struct spw_source {
     int n_shards;
     struct spw_shard_stats io;  /* what reading remote shards took: bytes, requests, retries (atomics) */
     int n_fields;           /* the spec's source.fields: where each sample's field members lie */
-    struct spw_member_loc *field_locs;  /* [n * n_fields]: sample i's field f at i * n_fields + f */
+    struct spw_member_loc *field_locs;  /* [n * n_fields]: sample i's field f at i * n_fields + f (folders:
+                                           offset -1, the file's size) */
+    struct spw_coco_image *coco;        /* coco: [n] each sample's boxes (pipeline/coco.h; field 0's locs hold
+                                           offset -2 and the count); NULL otherwise */
+    const struct spw_source_spec *spec; /* folders with fields: the spec they were listed for (its path and
+                                           fields' folders name each sample's field files), which outlives the
+                                           source; NULL otherwise */
     uint64_t manifest_hash; /* over (path, label, size) of every sample in order, and its fields' sizes */
     int64_t ignored;        /* files seen but not samples (other media, incomplete tar keys) */
 };
@@ -45,10 +52,14 @@ int spw_source_open(const struct spw_source_spec *spec, struct spw_source **out,
  * bigger than max_bytes with SPW_ETOOBIG before allocating. Returns 0 or -errno / SPW_ETOOBIG. */
 int spw_source_read(const struct spw_source *src, int64_t i, int64_t max_bytes, uint8_t **buf, size_t *len);
 void spw_source_close(struct spw_source *src);
-/* Read field f of sample i (a member of its tar key) into a malloc'd buffer, as spw_source_read; bigger than
- * max_bytes is SPW_ETOOBIG, refused before allocating. */
+/* Read field f of sample i (a member of its tar key, or its file in the field's folder) into a malloc'd
+ * buffer, as spw_source_read; bigger than max_bytes is SPW_ETOOBIG, refused before allocating. */
 int spw_source_read_field(const struct spw_source *src, int64_t i, int f, int64_t max_bytes, uint8_t **buf,
                           size_t *len);
+/* The file of field f (a folder field) for a sample at sample_path, listed under spec: the field's folder, the
+ * sample's path relative to spec->path, the field's extension in place of its own. Returns 0, or -ENAMETOOLONG
+ * (the path would not fit in len bytes). */
+int spw_source_field_path(const struct spw_source_spec *spec, int f, const char *sample_path, char *out, size_t len);
 /* The manifest hash of a listing: FNV-1a over (path, label, size) of every sample in order, then (with
  * fields) each sample's field sizes. */
 uint64_t spw_source_hash(const struct spw_source *src);

@@ -41,7 +41,7 @@
 /* ---- names ---------------------------------------------------------------------------------------- */
 
 static const char *const layout_names[] = {"HWC", "CHW", NULL};
-static const char *const format_names[] = {"image_folder", "tar_shards", "wav_folder", "audio_folder", NULL};
+static const char *const format_names[] = {"image_folder", "tar_shards", "wav_folder", "audio_folder", "coco", NULL};
 static const char *const on_error_names[] = {"skip", "fail", NULL};
 
 #define NAMES_COUNT(a) (sizeof(a) / sizeof((a)[0]) - 1)
@@ -1006,11 +1006,17 @@ static int check_keys(struct vctx *c, json_t *obj, const char *where, const char
     return 0;
 }
 
-static const char *const field_kind_names[] = {"text", "raw", "mask", NULL};
+static const char *const field_kind_names[] = {"text", "raw", "mask", "boxes", NULL};
+static const char *const box_format_names[] = {"xyxy", "xywh", NULL};
 
 const char *spw_sample_field_kind_name(enum spw_sample_field_kind v)
 {
     return (unsigned)v < NAMES_COUNT(field_kind_names) ? field_kind_names[v] : NULL;
+}
+
+const char *spw_box_format_name(enum spw_box_format v)
+{
+    return (unsigned)v < NAMES_COUNT(box_format_names) ? box_format_names[v] : NULL;
 }
 
 /* A string of 1 to max bytes without NUL into a new copy at *dst. */
@@ -1034,18 +1040,23 @@ static bool field_name_taken(const char *name)
         if (!strcmp(name, own[i]))
             return true;
     const size_t n = strlen(name);
-    return (!strncmp(name, "view", 4) && n > 4 && strspn(name + 4, "0123456789") == n - 4) ||
-           (n > 8 && !strcmp(name + n - 8, "_lengths"));
+    static const char *const suffixes[] = {"_lengths", "_labels", "_counts", NULL};
+    for (int i = 0; suffixes[i]; i++) {
+        const size_t k = strlen(suffixes[i]);
+        if (n > k && !strcmp(name + n - k, suffixes[i]))
+            return true;
+    }
+    return !strncmp(name, "view", 4) && n > 4 && strspn(name + 4, "0123456789") == n - 4;
 }
 
 /* source.fields: {"NAME": {"from": EXT, "as": "text" | "raw", "key": FIELD}, ...}, in the object's order. */
 static int parse_fields(struct vctx *c, json_t *obj, struct spw_source_spec *src)
 {
-    static const char *const known[] = {"from", "as", "key", "ignore_index", NULL};
+    static const char *const known[] = {"from", "as", "key", "ignore_index", "format", "labels_key", "min_size",
+                                        "path", NULL};
+    const bool tar = src->format == SPW_SOURCE_TAR_SHARDS || src->format == SPW_SOURCE_COCO;  /* no "path" */
     if (!json_is_object(obj))
         return fail_type(c, "source.fields", "an object", obj);
-    if (src->format != SPW_SOURCE_TAR_SHARDS)
-        return fail(c, "source.fields", "only for tar_shards for now (members of a sample's key)");
     if (json_object_size(obj) > SPW_SAMPLE_FIELDS_MAX)
         return fail(c, "source.fields", "%zu fields, more than the cap of %d", json_object_size(obj), SPW_SAMPLE_FIELDS_MAX);
     const char *name;
@@ -1063,7 +1074,7 @@ static int parse_fields(struct vctx *c, json_t *obj, struct spw_source_spec *src
                         SPW_SAMPLE_FIELD_NAME_MAX);
         if (field_name_taken(name))
             return fail(c, "source.fields", "name %s is a batch part's own name (data, labels, lengths, viewN, "
-                        "NAME_lengths)", q);
+                        "NAME_lengths, NAME_labels, NAME_counts)", q);
         snprintf(loc, sizeof loc, "source.fields.%s", name);
         if (!json_is_object(f))
             return fail_type(c, loc, "an object", f);
@@ -1077,14 +1088,23 @@ static int parse_fields(struct vctx *c, json_t *obj, struct spw_source_spec *src
                 return rc;
             fs->kind = (enum spw_sample_field_kind)e;
         }
+        snprintf(sub, sizeof sub, "%s.path", loc);
+        if ((v = json_object_get(f, "path")) && tar)
+            return fail(c, sub, "only for folders (a tar_shards field is a member of the sample's key: \"from\")");
+        if (!v && !tar)
+            return fail(c, sub, "required for a folder source (the folder of each sample's file, under the same "
+                        "relative name)");
+        if (v && (rc = get_str(c, sub, v, MAX_PATH_BYTES, &fs->path)))
+            return rc;
         snprintf(sub, sizeof sub, "%s.from", loc);
         if (!(v = json_object_get(f, "from")))
-            return fail(c, sub, "required (the member's extension, e.g. \"txt\" for KEY.txt)");
+            return fail(c, sub, tar ? "required (the member's extension, e.g. \"txt\" for KEY.txt)"
+                                    : "required (the extension of the files in path, e.g. \"png\")");
         if ((rc = get_str(c, sub, v, 64, &fs->from)))
             return rc;
         if (fs->from[0] == '.' || strchr(fs->from, '/'))
             return fail(c, sub, "the extension after KEY., without a leading dot or a slash");
-        for (int k = 0; k + 1 < src->n_fields; k++)
+        for (int k = 0; tar && k + 1 < src->n_fields; k++)
             if (!strcasecmp(src->fields[k].from, fs->from) && !fs->key && !src->fields[k].key)
                 return fail(c, sub, "\"%s\" is field %s's member too", fs->from, src->fields[k].name);
         fs->ignore_index = 255;
@@ -1097,27 +1117,56 @@ static int parse_fields(struct vctx *c, json_t *obj, struct spw_source_spec *src
                 return rc;
             fs->ignore_index = (int)ii;
         }
+        const char *last = strrchr(fs->from, '.');
+        const bool coco = src->format == SPW_SOURCE_COCO;
+        const bool json_member = !strcasecmp(last ? last + 1 : fs->from, "json") || coco;
+        const bool boxes = fs->kind == SPW_SAMPLE_FIELD_BOXES;
+        if (coco && (!boxes || strcmp(fs->from, "annotations")))
+            return fail(c, loc, "a coco source's field is its boxes: {\"from\": \"annotations\", \"as\": \"boxes\"}");
         snprintf(sub, sizeof sub, "%s.key", loc);
         if ((v = json_object_get(f, "key"))) {
-            const char *last = strrchr(fs->from, '.');
-            if (strcasecmp(last ? last + 1 : fs->from, "json"))
+            if (!json_member)
                 return fail(c, sub, "only for a .json member (from is \"%s\")", fs->from);
-            if (fs->kind != SPW_SAMPLE_FIELD_TEXT)
-                return fail(c, sub, "only for a text field (the string at that key)");
+            if (fs->kind != SPW_SAMPLE_FIELD_TEXT && !boxes)
+                return fail(c, sub, "only for a text field (the string at that key) or boxes (their list)");
             if ((rc = get_str(c, sub, v, MAX_LABEL_KEY_BYTES, &fs->key)))
                 return rc;
         }
+        static const char *const box_keys[] = {"format", "labels_key", "min_size"};
+        for (size_t i = 0; !boxes && i < sizeof box_keys / sizeof *box_keys; i++)
+            if (json_object_get(f, box_keys[i]))
+                return fail(c, loc, "\"%s\" is for boxes (\"as\": \"boxes\")", box_keys[i]);
+        snprintf(sub, sizeof sub, "%s.from", loc);
+        if (boxes && !json_member)
+            return fail(c, sub, "boxes come from a .json member, not \"%s\"", fs->from);
+        if (boxes && !fs->key && !(fs->key = strdup("boxes")))
+            return fail_oom(c);
+        snprintf(sub, sizeof sub, "%s.format", loc);
+        if ((v = json_object_get(f, "format"))) {
+            if ((rc = get_enum(c, sub, v, box_format_names, NAMES_COUNT(box_format_names), &e)))
+                return rc;
+            fs->box_format = (enum spw_box_format)e;
+        }
+        snprintf(sub, sizeof sub, "%s.labels_key", loc);
+        if ((v = json_object_get(f, "labels_key")) && (rc = get_str(c, sub, v, MAX_LABEL_KEY_BYTES, &fs->labels_key)))
+            return rc;
+        if (boxes && !fs->labels_key && !(fs->labels_key = strdup("labels")))
+            return fail_oom(c);
+        snprintf(sub, sizeof sub, "%s.min_size", loc);
+        if ((v = json_object_get(f, "min_size")) && (rc = get_num(c, sub, v, 0, 1e6, 0, &fs->min_size)))
+            return rc;
     }
     return 0;
 }
 
-/* A mask field needs an image pipeline whose ops it can follow: every geometric op moves it (the same draws,
- * nearest); ops that move pixels otherwise (policies, elastic, user code), combinators holding a geometric op
- * and views are refused for now, naming the op. */
+/* A mask or boxes field needs an image pipeline whose ops it can follow: every geometric op moves it (the same
+ * draws); ops that move pixels otherwise (policies, elastic, user code) and combinators holding a geometric
+ * op are refused for now, naming the op (views and batch.mix where they are parsed). */
 static int check_mask_ops(struct vctx *c, const struct spw_pipeline_spec *spec, const struct spw_sample_field_spec *f)
 {
     if (spw_media_is_audio(spec->source.media))
-        return fail(c, "source.fields", "field %s: a mask is for image pipelines", f->name);
+        return fail(c, "source.fields", "field %s: %s for image pipelines", f->name,
+                    f->kind == SPW_SAMPLE_FIELD_MASK ? "a mask is" : "boxes are");
     for (int i = 1; i < spec->n_ops; i++) {
         const struct spw_op_spec *op = &spec->ops[i];
         const struct spw_op_def *d = spw_op_def(op->kind);
@@ -1127,8 +1176,8 @@ static int check_mask_ops(struct vctx *c, const struct spw_pipeline_spec *spec, 
         if (refused) {
             char loc[32];
             snprintf(loc, sizeof loc, "ops[%d]", i);
-            return fail(c, loc, "\"%s\" moves pixels in a way a mask (field %s) cannot follow yet", d->name,
-                        f->name);
+            return fail(c, loc, "\"%s\" moves pixels in a way %s (field %s) cannot follow yet", d->name,
+                        f->kind == SPW_SAMPLE_FIELD_MASK ? "a mask" : "boxes", f->name);
         }
     }
     return 0;
@@ -1137,7 +1186,7 @@ static int check_mask_ops(struct vctx *c, const struct spw_pipeline_spec *spec, 
 static int parse_source(struct vctx *c, json_t *obj, struct spw_source_spec *src)
 {
     static const char *const known[] = {"format", "path", "shuffle", "seed", "epochs", "label_key", "ca_file",
-                                        "header_file", "labels", "fields", NULL};
+                                        "header_file", "labels", "fields", "annotations", NULL};
     json_t *v;
     int rc, e = 0;
     long long i;
@@ -1204,14 +1253,31 @@ static int parse_source(struct vctx *c, json_t *obj, struct spw_source_spec *src
         if (!(*dst = strdup(json_string_value(v))))
             return fail_oom(c);
     }
-    bool labels = true;
+    const bool coco = src->format == SPW_SOURCE_COCO;
+    if ((v = json_object_get(obj, "annotations")) && !coco)
+        return fail(c, "source.annotations", "only for coco (its instances_*.json)");
+    if (coco && !v)
+        return fail(c, "source.annotations", "required for coco (the instances_*.json of the images in path)");
+    if (v && (rc = get_str(c, "source.annotations", v, MAX_PATH_BYTES, &src->annotations)))
+        return rc;
+    bool labels = !coco;
     if ((v = json_object_get(obj, "labels")) && (rc = get_bool(c, "source.labels", v, &labels)))
         return rc;
+    if (coco && labels)
+        return fail(c, "source.labels", "a coco source has boxes, not a class per image (leave labels out)");
     src->no_labels = !labels;
     if (src->no_labels && src->label_key)
         return fail(c, "source.label_key", "is for labels, and source.labels is false");
     if ((v = json_object_get(obj, "fields")) && (rc = parse_fields(c, v, src)))
         return rc;
+    if (coco && src->n_fields != 1) {           /* its boxes: one field, "boxes" unless named otherwise */
+        if (src->n_fields)
+            return fail(c, "source.fields", "a coco source has one field, its boxes");
+        struct spw_sample_field_spec *fs = &src->fields[src->n_fields++];
+        *fs = (struct spw_sample_field_spec){.name = "boxes", .kind = SPW_SAMPLE_FIELD_BOXES, .ignore_index = 255};
+        if (!(fs->from = strdup("annotations")) || !(fs->key = strdup("boxes")) || !(fs->labels_key = strdup("labels")))
+            return fail_oom(c);
+    }
     return 0;
 }
 
@@ -1229,8 +1295,9 @@ static int parse_mix(struct vctx *c, json_t *obj, const struct spw_pipeline_spec
     if (spec->source.no_labels)
         return fail(c, "batch.mix", "mixes labels, and source.labels is false");
     for (int k = 0; k < spec->source.n_fields; k++)
-        if (spec->source.fields[k].kind == SPW_SAMPLE_FIELD_MASK)
-            return fail(c, "batch.mix", "not with a mask field (%s)", spec->source.fields[k].name);
+        if (spec->source.fields[k].kind >= SPW_SAMPLE_FIELD_MASK)
+            return fail(c, "batch.mix", "not with a %s field (%s)",
+                        field_kind_names[spec->source.fields[k].kind], spec->source.fields[k].name);
     if (!(v = json_object_get(obj, "num_classes")))
         return fail(c, "batch.mix.num_classes", "required");
     if ((rc = get_int(c, "batch.mix.num_classes", v, 1, SPW_MIX_MAX_CLASSES, &i)))
@@ -1369,8 +1436,9 @@ static int parse_view(struct vctx *c, int v, json_t *obj, json_t *prefix, struct
 static int parse_views(struct vctx *c, json_t *arr, json_t *prefix, struct spw_pipeline_spec *spec)
 {
     for (int k = 0; k < spec->source.n_fields; k++)
-        if (spec->source.fields[k].kind == SPW_SAMPLE_FIELD_MASK)
-            return fail(c, "views", "not with a mask field (%s) yet", spec->source.fields[k].name);
+        if (spec->source.fields[k].kind >= SPW_SAMPLE_FIELD_MASK)
+            return fail(c, "views", "not with a %s field (%s) yet", field_kind_names[spec->source.fields[k].kind],
+                        spec->source.fields[k].name);
     if (!json_is_array(arr))
         return fail_type(c, "views", "an array of views ({\"repeat\": 2, \"ops\": [...]})", arr);
     const size_t n = json_array_size(arr);
@@ -1428,17 +1496,18 @@ static int parse_root(struct vctx *c, json_t *root, struct spw_pipeline_spec *sp
     const bool audio = spw_media_is_audio(spec->source.media);
     const bool audio_folder = spec->source.format == SPW_SOURCE_WAV_FOLDER ||
                               spec->source.format == SPW_SOURCE_AUDIO_FOLDER;
-    if (audio ? spec->source.format == SPW_SOURCE_IMAGE_FOLDER : audio_folder)
+    if (audio ? spec->source.format == SPW_SOURCE_IMAGE_FOLDER || spec->source.format == SPW_SOURCE_COCO
+              : audio_folder)
         return fail(c, "source.format", "\"%s\" does not hold %s (ops[0] is \"%s\"; use %s)",
                     format_names[spec->source.format], audio ? "audio" : "images", spw_op_name(decode),
                     !audio ? "image_folder or tar_shards"
                     : decode == SPW_OP_DECODE_WAV ? "wav_folder or tar_shards" : "audio_folder or tar_shards");
     for (int k = 0; k < spec->source.n_fields; k++) {
         const struct spw_sample_field_spec *f = &spec->source.fields[k];
-        if (!strchr(f->from, '.') && spw_tar_media_ext(f->from, spec->source.media))
+        if (!f->path && !strchr(f->from, '.') && spw_tar_media_ext(f->from, spec->source.media))
             return fail(c, "source.fields", "field %s: \"%s\" members are the samples' own media (ops[0] \"%s\")",
                         f->name, f->from, spw_op_name(decode));
-        if (f->kind == SPW_SAMPLE_FIELD_MASK && (rc = check_mask_ops(c, spec, f)))
+        if ((f->kind == SPW_SAMPLE_FIELD_MASK || f->kind == SPW_SAMPLE_FIELD_BOXES) && (rc = check_mask_ops(c, spec, f)))
             return rc;
     }
     if (!(v = json_object_get(root, "batch")))
@@ -1590,9 +1659,12 @@ void spw_spec_free(struct spw_pipeline_spec *spec)
         return;
     free(spec->source.path);
     free(spec->source.label_key);
+    free(spec->source.annotations);
     for (int k = 0; k < spec->source.n_fields; k++) {
         free(spec->source.fields[k].from);
         free(spec->source.fields[k].key);
+        free(spec->source.fields[k].labels_key);
+        free(spec->source.fields[k].path);
     }
     free(spec->source.ca_file);
     free(spec->source.header_file);
@@ -1790,6 +1862,8 @@ json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
         jb_set(&b, src, "ca_file", json_string(spec->source.ca_file));
     if (spec->source.header_file)
         jb_set(&b, src, "header_file", json_string(spec->source.header_file));
+    if (spec->source.annotations)
+        jb_set(&b, src, "annotations", json_string(spec->source.annotations));
     if (spec->source.no_labels)
         jb_set(&b, src, "labels", json_false());
     if (spec->source.n_fields) {
@@ -1798,11 +1872,18 @@ json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
             const struct spw_sample_field_spec *f = &spec->source.fields[k];
             json_t *fo = jb_new(&b, json_object());
             jb_set(&b, fo, "from", json_string(f->from));
+            if (f->path)
+                jb_set(&b, fo, "path", json_string(f->path));
             jb_set(&b, fo, "as", json_string(field_kind_names[f->kind]));
             if (f->key)
                 jb_set(&b, fo, "key", json_string(f->key));
             if (f->kind == SPW_SAMPLE_FIELD_MASK)
                 jb_set(&b, fo, "ignore_index", json_integer(f->ignore_index));
+            if (f->kind == SPW_SAMPLE_FIELD_BOXES) {
+                jb_set(&b, fo, "format", json_string(box_format_names[f->box_format]));
+                jb_set(&b, fo, "labels_key", json_string(f->labels_key));
+                jb_set(&b, fo, "min_size", json_real(f->min_size));
+            }
             jb_set(&b, fields, f->name, fo);
         }
         jb_set(&b, src, "fields", fields);

@@ -18,7 +18,8 @@ enum spw_source_format {
     SPW_SOURCE_IMAGE_FOLDER = 0,
     SPW_SOURCE_TAR_SHARDS = 1,
     SPW_SOURCE_WAV_FOLDER = 2,
-    SPW_SOURCE_AUDIO_FOLDER = 3
+    SPW_SOURCE_AUDIO_FOLDER = 3,
+    SPW_SOURCE_COCO = 4                 /* images of a folder listed by a COCO instances_*.json, with their boxes */
 };
 /* What a source's samples are: set by the parser from the first op (decode_jpeg: JPEG files; decode_wav: WAV
  * files; decode_image: JPEG, PNG or WebP files; decode_audio: WAV, FLAC, MP3, Ogg Vorbis or Opus files). */
@@ -30,9 +31,13 @@ enum spw_on_error { SPW_ON_ERROR_SKIP = 0, SPW_ON_ERROR_FAIL = 1 };
 enum spw_sample_field_kind {
     SPW_SAMPLE_FIELD_TEXT = 0,                 /* UTF-8 text: a member's bytes, or a string field of a .json member */
     SPW_SAMPLE_FIELD_RAW = 1,                  /* a member's bytes as they are */
-    SPW_SAMPLE_FIELD_MASK = 2                  /* a PNG label map the size of the image, moved with it by every
+    SPW_SAMPLE_FIELD_MASK = 2,                 /* a PNG label map the size of the image, moved with it by every
                                                   geometric op (pipeline/op_registry.h spw_target_effect) */
+    SPW_SAMPLE_FIELD_BOXES = 3                 /* boxes and their class ids from a .json member, moved (corners
+                                                  mapped, clipped, the empty dropped) by every geometric op */
 };
+enum spw_box_format { SPW_BOX_XYXY = 0, SPW_BOX_XYWH = 1 };     /* [x0, y0, x1, y1] or COCO's [x, y, w, h] */
+#define SPW_BOXES_MAX 4096              /* boxes in one sample */
 #define SPW_SAMPLE_FIELDS_MAX 8                /* fields per source */
 #define SPW_SAMPLE_FIELD_NAME_MAX 32           /* bytes of a field's name */
 #define SPW_SAMPLE_FIELD_MAX_BYTES (1 << 20)   /* a text or raw field's bytes, checked before reading */
@@ -41,10 +46,18 @@ struct spw_sample_field_spec {
     char name[SPW_SAMPLE_FIELD_NAME_MAX + 1];  /* [A-Za-z_][A-Za-z0-9_]*, not a batch part's own name */
     enum spw_sample_field_kind kind;           /* JSON "as"; default text */
     char *from;                         /* tar_shards: the member's extension after the key ("txt", "json",
-                                           "meta.json"), matched ignoring case */
+                                           "meta.json"), matched ignoring case; folders: the extension of the
+                                           file in `path` */
+    char *path;                         /* folders: the folder holding each sample's file under the same
+                                           relative name, its extension `from` (VOC's SegmentationClass beside
+                                           JPEGImages); NULL for tar_shards */
     char *key;                          /* from a .json member: the string field that is the text; NULL: the
                                            whole member */
     int ignore_index;                   /* masks: where geometric ops fill (padding, rotated-in corners); 255 */
+    enum spw_box_format box_format;     /* boxes: how the member writes them (JSON "format"); xyxy */
+    char *labels_key;                   /* boxes: the .json key of their class ids ("labels") */
+    double min_size;                    /* boxes: after an op, narrower or lower than this is dropped; 0: only
+                                           empty ones */
 };
 
 struct spw_source_spec {
@@ -57,6 +70,8 @@ struct spw_source_spec {
                                            (NULL: the system's) */
     char *header_file;                  /* tar_shards at URLs: a file with one "Name: value" header sent
                                            with every request (a bearer token); NULL: none */
+    char *annotations;                  /* coco: the instances_*.json listing the images of path and their
+                                           boxes */
     bool no_labels;                     /* JSON "labels": false: samples have no class (any folder nesting;
                                            tar keys need only their media member); batches have no labels */
     int n_fields;
@@ -131,6 +146,7 @@ void spw_spec_free(struct spw_pipeline_spec *spec);
  * enums are named in pipeline/op_spec.h. */
 const char *spw_layout_name(enum spw_layout v);
 const char *spw_sample_field_kind_name(enum spw_sample_field_kind v);
+const char *spw_box_format_name(enum spw_box_format v);
 const char *spw_source_format_name(enum spw_source_format v);
 const char *spw_on_error_name(enum spw_on_error v);
 

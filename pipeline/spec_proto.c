@@ -70,6 +70,7 @@ static const char *format_n(int v) { return spw_source_format_name((enum spw_sou
 static const char *layout_n(int v) { return spw_layout_name((enum spw_layout)v); }
 static const char *on_error_n(int v) { return spw_on_error_name((enum spw_on_error)v); }
 static const char *field_kind_n(int v) { return spw_sample_field_kind_name((enum spw_sample_field_kind)v); }
+static const char *box_format_n(int v) { return spw_box_format_name((enum spw_box_format)v); }
 
 /* ---- proto -> JSON value (from_proto) ------------------------------------------------------------- */
 
@@ -108,9 +109,9 @@ static json_t *fields_json(struct jb *b, const Spillway__V1__Source *s)
     json_t *o = json_object();
     for (size_t k = 0; o && k < s->n_fields && !b->bad; k++) {
         const Spillway__V1__SourceField *f = s->fields[k];
-        const char *strs[] = {f->name, f->from, f->key};
+        const char *strs[] = {f->name, f->from, f->key, f->labels_key, f->path};
         bool ok = true;
-        for (size_t i = 0; i < 3; i++)
+        for (size_t i = 0; i < 5; i++)
             ok = ok && (!strs[i] || utf8_valid(strs[i]));
         if (!ok || !f->name || json_object_get(o, f->name)) {
             if (b->err && b->errlen)
@@ -127,6 +128,21 @@ static json_t *fields_json(struct jb *b, const Spillway__V1__Source *s)
             set(b, fo, "key", json_string(f->key));
         if (f->opt_ignore_index_case == SPILLWAY__V1__SOURCE_FIELD__OPT_IGNORE_INDEX_IGNORE_INDEX)
             set(b, fo, "ignore_index", json_integer(f->ignore_index));
+        if (f->opt_format_case == SPILLWAY__V1__SOURCE_FIELD__OPT_FORMAT_FORMAT)
+            set(b, fo, "format", enum_json(box_format_n, (int)f->format));
+        if (f->labels_key && f->labels_key[0])
+            set(b, fo, "labels_key", json_string(f->labels_key));
+        if (f->path && f->path[0])
+            set(b, fo, "path", json_string(f->path));
+        if (f->opt_min_size_case == SPILLWAY__V1__SOURCE_FIELD__OPT_MIN_SIZE_MIN_SIZE) {
+            if (!isfinite(f->min_size)) {
+                if (b->err && b->errlen)
+                    snprintf(b->err, b->errlen, "source.fields[%zu].min_size: %g is not a finite number", k,
+                             f->min_size);
+                b->bad = true;
+            }
+            set(b, fo, "min_size", json_real(isfinite(f->min_size) ? f->min_size : 0));
+        }
         set(b, o, f->name, fo);
     }
     if (!o)
@@ -363,7 +379,7 @@ static json_t *pipeline_to_json(struct jb *b, const Spillway__V1__Pipeline *msg)
         if (s->opt_epochs_case == SPILLWAY__V1__SOURCE__OPT_EPOCHS_EPOCHS)
             set(b, src, "epochs", json_integer(s->epochs));
         const char *const strs[][2] = {{"label_key", s->label_key}, {"ca_file", s->ca_file},
-                                       {"header_file", s->header_file}};
+                                       {"header_file", s->header_file}, {"annotations", s->annotations}};
         for (size_t k = 0; k < sizeof strs / sizeof *strs; k++) {
             if (!strs[k][1] || !strs[k][1][0])
                 continue;
@@ -796,9 +812,15 @@ static int fields_to_proto(const struct spw_source_spec *spec, Spillway__V1__Sou
         if (fs->kind == SPW_SAMPLE_FIELD_MASK)
             f->opt_ignore_index_case = SPILLWAY__V1__SOURCE_FIELD__OPT_IGNORE_INDEX_IGNORE_INDEX,
             f->ignore_index = fs->ignore_index;
-        const char *from[] = {fs->name, fs->from, fs->key};
-        char **to[] = {&f->name, &f->from, &f->key};
-        for (size_t i = 0; i < 3; i++)
+        if (fs->kind == SPW_SAMPLE_FIELD_BOXES) {
+            f->opt_format_case = SPILLWAY__V1__SOURCE_FIELD__OPT_FORMAT_FORMAT;
+            f->format = (Spillway__V1__BoxFormat)fs->box_format;
+            f->opt_min_size_case = SPILLWAY__V1__SOURCE_FIELD__OPT_MIN_SIZE_MIN_SIZE;
+            f->min_size = fs->min_size;
+        }
+        const char *from[] = {fs->name, fs->from, fs->key, fs->labels_key, fs->path};
+        char **to[] = {&f->name, &f->from, &f->key, &f->labels_key, &f->path};
+        for (size_t i = 0; i < 5; i++)
             if (from[i] && !(*to[i] = strdup(from[i]))) {
                 *to[i] = (char *)protobuf_c_empty_string;
                 return -ENOMEM;
@@ -814,14 +836,15 @@ void spw_spec_proto_free(Spillway__V1__Pipeline *msg)
     if (msg->source) {
         if (msg->source->path != protobuf_c_empty_string)
             free(msg->source->path);
-        char *strs[] = {msg->source->label_key, msg->source->ca_file, msg->source->header_file};
+        char *strs[] = {msg->source->label_key, msg->source->ca_file, msg->source->header_file,
+                        msg->source->annotations};
         for (size_t k = 0; k < sizeof strs / sizeof *strs; k++)
             if (strs[k] != protobuf_c_empty_string)
                 free(strs[k]);
         for (size_t k = 0; msg->source->fields && k < msg->source->n_fields; k++) {
             Spillway__V1__SourceField *f = msg->source->fields[k];
-            char *fs[] = {f->name, f->from, f->key};
-            for (size_t i = 0; i < 3; i++)
+            char *fs[] = {f->name, f->from, f->key, f->labels_key, f->path};
+            for (size_t i = 0; i < 5; i++)
                 if (fs[i] != protobuf_c_empty_string)
                     free(fs[i]);
             free(f);
@@ -884,8 +907,9 @@ int spw_spec_to_proto(const struct spw_pipeline_spec *spec, Spillway__V1__Pipeli
     src->seed = spec->source.seed;
     src->opt_epochs_case = SPILLWAY__V1__SOURCE__OPT_EPOCHS_EPOCHS;
     src->epochs = spec->source.epochs;
-    const char *const from[] = {spec->source.label_key, spec->source.ca_file, spec->source.header_file};
-    char **to[] = {&src->label_key, &src->ca_file, &src->header_file};
+    const char *const from[] = {spec->source.label_key, spec->source.ca_file, spec->source.header_file,
+                                spec->source.annotations};
+    char **to[] = {&src->label_key, &src->ca_file, &src->header_file, &src->annotations};
     for (size_t k = 0; k < sizeof from / sizeof *from; k++)
         if (from[k] && !(*to[k] = strdup(from[k]))) {
             *to[k] = (char *)protobuf_c_empty_string;

@@ -9,7 +9,8 @@ Random forms: a synthetic image whose colours are a lookup of its own mask (noth
 random geometric op with nearest sampling and black fill: after each pipeline, the mask equals the inverse
 lookup of the image at every pixel, and is ignore_index exactly where the image is fill: image and mask
 aligned, whatever was drawn. Also: a mask of another size than its image fails its sample, saying so;
-a colour PNG as a mask fails naming the field. Prints one line per check and "N passed, M failed".
+a colour PNG as a mask fails naming the field; VOC's folder layout (masks in a parallel folder under the
+same relative names, an image without one not a sample). Prints one line per check and "N passed, M failed".
 usage: check_masks.py PHOTO_DIR"""
 import io
 import os
@@ -196,8 +197,39 @@ def check_refused():
     result("... the good sample is delivered", "c" in got, "")
 
 
+def check_folders():
+    """VOC's layout: JPEGImages/*.png beside SegmentationClass/*.png (one image without a mask), at any depth."""
+    root = os.path.join(TMP, "voc")
+    samples = photo_samples(4)
+    for i, (key, im, mask) in enumerate(samples):
+        sub = "" if i % 2 else "nested"
+        os.makedirs(os.path.join(root, "JPEGImages", sub), exist_ok=True)
+        os.makedirs(os.path.join(root, "SegmentationClass", sub), exist_ok=True)
+        im.save(os.path.join(root, "JPEGImages", sub, key + ".png"))
+        if i != 3:
+            mask.save(os.path.join(root, "SegmentationClass", sub, key + ".png"))
+    spec = {"source": {"format": "image_folder", "path": os.path.join(root, "JPEGImages"), "shuffle": False,
+                       "labels": False,
+                       "fields": {"mask": {"path": os.path.join(root, "SegmentationClass"), "from": "png",
+                                           "as": "mask"}}},
+            "ops": [{"op": "decode_image"}, {"op": "rotate", "angle": 8.0}, {"op": "center_crop", "size": 61}],
+            "batch": {"size": 1}}
+    got = {}
+    with Loader(spec, local_cores=1) as ld:
+        for b in ld:
+            got[os.path.basename(b.keys[0].path)[:-4]] = np.array(b["mask"][0])
+    bad = []
+    for key, im, mask in samples[:3]:
+        want = np.asarray(F.center_crop(F.rotate(mask, 8.0, IM.NEAREST, fill=IGNORE), 61))
+        if key not in got or not np.array_equal(got[key], want):
+            bad.append(key)
+    result("folder layout (VOC): each image's mask from the parallel folder", not bad and len(got) == 3,
+           ", ".join(bad) or "%d of 4 images have masks" % len(got))
+
+
 check_fixed()
 check_aligned()
 check_refused()
+check_folders()
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

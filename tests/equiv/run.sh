@@ -4,7 +4,8 @@
 # geometry and policy kernels (check_ops.py), the random ops' distributions (check_distributions.py), and
 # decode_image's PNG, WebP and EXIF orientation against Pillow on real files (check_images.py), and
 # batch.mix against torchvision's references' MixUp / CutMix (check_mix.py), aug_mix against AugMix
-# (check_augmix.py), segmentation masks through every geometric op (check_masks.py).
+# (check_augmix.py), segmentation masks and detection boxes through every geometric op (check_masks.py,
+# check_boxes.py; COCO's annotations too).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3
@@ -17,6 +18,7 @@ status=0
 "$PY" "$ROOT/tests/equiv/check_augmix.py" "$ROOT/build/tests/fusedcheck" "$PHOTOS" || status=1
 "$PY" "$ROOT/tests/equiv/check_images.py" "$ROOT/build/tests/fusedcheck" "$PHOTOS" || status=1
 "$PY" "$ROOT/tests/equiv/check_masks.py" "$PHOTOS" || status=1
+"$PY" "$ROOT/tests/equiv/check_boxes.py" "$ROOT/build/tests/fusedcheck" || status=1
 bash "$ROOT/scripts/data/make-dataset.sh" "$ROOT/build/data/cli-test" 160 > /dev/null
 "$PY" "$ROOT/tests/equiv/check_mix.py" "$ROOT/build/bin/spillctl" "$ROOT/build/tests/fusedcheck" \
   "$ROOT/build/data/cli-test/train" || status=1

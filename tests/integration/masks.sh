@@ -4,8 +4,9 @@
 # fused into the JPEG decode, flips, rotate, random_perspective) with a colour op and normalize between
 # them; ordered runs through a dispatcher and two workers byte-identical to the local run at every cut (the
 # mask moved by the ops on either side), hybrid, the gRPC stream with zstd, and with a worker killed -9
-# mid-run; the GPU producer (emulated plugin) declines the pipeline and the CPU makes the same batches. Real
-# processes on loopback; kills all it starts.
+# mid-run; the GPU producer (emulated plugin) declines the pipeline and the CPU makes the same batches; the
+# same pairs in VOC's folder layout (masks in a parallel folder) through the workers. Real processes on
+# loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -28,7 +29,23 @@ for s in range(2):
                 b = io.BytesIO(); im.save(b, "JPEG" if name.endswith("jpg") else "PNG", quality=95)
                 data = b.getvalue()
                 ti = tarfile.TarInfo(name); ti.size = len(data); t.addfile(ti, io.BytesIO(data))
+# the same pairs in VOC's layout: JPEGImages/ and SegmentationClass/ under the same names
+import os
+for d in ("JPEGImages", "SegmentationClass"):
+    os.makedirs(os.path.join(work, "voc", d), exist_ok=True)
+for s in range(2):
+    with tarfile.open("%s/seg-%d.tar" % (work, s)) as t:
+        for m in t.getmembers():
+            d = "SegmentationClass" if m.name.endswith(".seg.png") else "JPEGImages"
+            with open(os.path.join(work, "voc", d, m.name.replace(".seg.png", ".png")), "wb") as f:
+                f.write(t.extractfile(m).read())
 PY
+cat > "$WORK/voc.json" <<JSON
+{"source": {"format": "image_folder", "path": "$WORK/voc/JPEGImages", "seed": 8, "labels": false,
+            "fields": {"mask": {"path": "$WORK/voc/SegmentationClass", "from": "png", "as": "mask"}}},
+ "ops": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": 40}, {"op": "random_horizontal_flip"}],
+ "batch": {"size": 12}}
+JSON
 cat > "$WORK/p.json" <<JSON
 {"source": {"format": "tar_shards", "path": "$WORK/seg-{0..1}.tar", "shuffle": true, "seed": 8, "epochs": 3,
             "labels": false, "fields": {"mask": {"from": "seg.png", "as": "mask", "ignore_index": 250}}},
@@ -78,4 +95,11 @@ wait "${PIDS[1]}" 2> /dev/null
 wait "$RUN"
 check "a worker killed -9 mid-run: the run finishes" test $? -eq 0
 check "... batches byte-identical to run --local" same_batches killed local
+# VOC's folder layout: the workers read each image's mask from the parallel folder.
+"$B/bin/spillctl" run --local --pipeline "$WORK/voc.json" --threads 2 --dump "$WORK/voc-local" --quiet \
+  2> "$WORK/voc-local.err"
+check "VOC layout, run --local: exits 0" test $? -eq 0
+timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/voc.json" --ordered --cut 1 \
+  --local-cores 0 --dump "$WORK/voc-remote" --quiet 2> "$WORK/voc-remote.err"
+check "VOC layout through the workers: byte-identical to run --local" same_batches voc-remote voc-local
 finish

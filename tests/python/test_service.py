@@ -49,6 +49,31 @@ class TestService(spwtest.ServiceCase, unittest.TestCase):
                  zip(b.keys, b["caption"], b["title"], b["meta"])]
         self.assertEqual(sorted(pairs), sorted((k,) + v for k, v in want.items()))
 
+    def test_service_coco_boxes_equal_local_dump(self):
+        """A COCO set's boxes come from the dispatcher's listing to the worker, and travel with their images
+        through random crops and flips, equal to the in-process run."""
+        import json
+        import numpy as np
+        from PIL import Image
+        root = os.path.join(self.tmp, "coco")
+        os.makedirs(root)
+        images, anns = [], []
+        for i in range(24):
+            Image.fromarray(np.full((40 + i, 50, 3), 9 * i, np.uint8)).save(os.path.join(root, "i%02d.png" % i))
+            images.append({"id": i, "file_name": "i%02d.png" % i, "width": 50, "height": 40 + i})
+            for k in range(i % 4):
+                anns.append({"image_id": i, "bbox": [3 * k, 2 + k, 20, 15], "category_id": k + 1, "iscrowd": 0})
+        with open(os.path.join(self.tmp, "ann.json"), "w") as f:
+            json.dump({"images": images, "annotations": anns}, f)
+        p = (Pipeline.coco(root, os.path.join(self.tmp, "ann.json"), seed=4).decode_image()
+             .random_resized_crop(32, scale=(0.3, 1.0)).random_horizontal_flip().batch(6))
+        got = self.assert_service_equals_dump(p)
+        self.assertEqual(got[0].names, ["data", "boxes", "boxes_labels", "boxes_counts"])
+        t = got[0].targets
+        self.assertEqual(len(t), 6)
+        self.assertEqual(sorted(t[0]), ["boxes", "labels"])
+        self.assertEqual(sum(len(d["labels"]) for b in got for d in b.targets) > 0, True)
+
     def test_service_default_cut_is_planned_and_explicit_cuts_override_it(self):
         pipeline = image_pipeline()
         _, want_keys = spwtest.dump_local(pipeline.to_json(), self.tmp)

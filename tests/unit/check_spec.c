@@ -163,6 +163,10 @@ static void assert_spec_equal(const struct spw_pipeline_spec *a, const struct sp
         ck_assert_int_eq(!x->key, !y->key);
         if (x->key)
             ck_assert_str_eq(x->key, y->key);
+        ck_assert_int_eq(!x->labels_key, !y->labels_key);
+        if (x->labels_key)
+            ck_assert_str_eq(x->labels_key, y->labels_key);
+        ck_assert(x->ignore_index == y->ignore_index && x->box_format == y->box_format && x->min_size == y->min_size);
     }
     ck_assert_int_eq(a->n_ops, b->n_ops);
     for (int i = 0; i < a->n_ops; i++)
@@ -442,7 +446,7 @@ START_TEST(test_spec_error_messages_from_brief)
                      "ops[2].p: expected a number, got string");
     expect_error("{\"source\": {\"format\": \"csv\", \"path\": \"x\"}, \"ops\": [{\"op\": \"decode_jpeg\"}],"
                  " \"batch\": {\"size\": 1}}",
-                 "source.format: \"csv\" is not one of image_folder, tar_shards, wav_folder, audio_folder");
+                 "source.format: \"csv\" is not one of image_folder, tar_shards, wav_folder, audio_folder, coco");
     expect_ops_error("{\"op\": \"resize\", \"size\": 224}, {\"op\": \"decode_jpeg\"}",
                      "ops[0]: \"decode_jpeg\" must come before image ops");
 }
@@ -921,13 +925,46 @@ START_TEST(test_spec_labels_and_fields)
     free(j);
     spw_spec_free(s);
     expect_error(FIELDS_SPEC("image_folder", ", \"fields\": {\"c\": {\"from\": \"txt\"}}", ""),
-                 "source.fields: only for tar_shards for now (members of a sample's key)");
+                 "source.fields.c.path: required for a folder source (the folder of each sample's file, under the "
+                 "same relative name)");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \"txt\", \"path\": \"/x\"}}", ""),
+                 "source.fields.c.path: only for folders (a tar_shards field is a member of the sample's key: "
+                 "\"from\")");
+    text = FIELDS_SPEC("image_folder", ", \"labels\": false, \"fields\": {\"m\": {\"from\": \"png\", \"path\": "
+                       "\"/d/seg\", \"as\": \"mask\"}}", "");
+    check_json_round_trip(text);                    /* a folder's mask: png as the images are */
+    check_proto_round_trip(text);
+    /* coco: annotations required and only there; one boxes field, "boxes" by default; no labels */
+    s = parse_ok("{\"source\": {\"format\": \"coco\", \"path\": \"/c/img\", \"annotations\": \"/c/a.json\"}, "
+                 "\"ops\": [{\"op\": \"decode_image\"}], \"batch\": {\"size\": 2}}");
+    ck_assert(s->source.no_labels && s->source.n_fields == 1 && s->source.fields[0].kind == SPW_SAMPLE_FIELD_BOXES);
+    ck_assert_str_eq(s->source.fields[0].name, "boxes");
+    char *coco = spw_spec_to_json(s);
+    spw_spec_free(s);
+    check_json_round_trip(coco);
+    check_proto_round_trip(coco);
+    free(coco);
+    expect_error("{\"source\": {\"format\": \"coco\", \"path\": \"/c/img\"}, \"ops\": [{\"op\": "
+                 "\"decode_image\"}], \"batch\": {\"size\": 2}}",
+                 "source.annotations: required for coco (the instances_*.json of the images in path)");
+    expect_error("{\"source\": {\"format\": \"coco\", \"path\": \"/c/img\", \"annotations\": \"/a.json\", "
+                 "\"labels\": true}, \"ops\": [{\"op\": \"decode_image\"}], \"batch\": {\"size\": 2}}",
+                 "source.labels: a coco source has boxes, not a class per image (leave labels out)");
+    expect_error("{\"source\": {\"format\": \"coco\", \"path\": \"/c/img\", \"annotations\": \"/a.json\", "
+                 "\"fields\": {\"c\": {\"from\": \"txt\"}}}, \"ops\": [{\"op\": \"decode_image\"}], "
+                 "\"batch\": {\"size\": 2}}",
+                 "source.fields.c: a coco source's field is its boxes: {\"from\": \"annotations\", \"as\": \"boxes\"}");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"annotations\": \"/a.json\"", ""),
+                 "source.annotations: only for coco (its instances_*.json)");
+    expect_error("{\"source\": {\"format\": \"coco\", \"path\": \"/c/img\", \"annotations\": \"/a.json\"}, "
+                 "\"ops\": [{\"op\": \"decode_wav\"}], \"batch\": {\"size\": 2}}",
+                 "source.format: \"coco\" does not hold audio (ops[0] is \"decode_wav\"; use wav_folder or tar_shards)");
     expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"labels\": {\"from\": \"txt\"}}", ""),
                  "source.fields: name \"labels\" is a batch part's own name (data, labels, lengths, viewN, "
-                 "NAME_lengths)");
+                 "NAME_lengths, NAME_labels, NAME_counts)");
     expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"a_lengths\": {\"from\": \"txt\"}}", ""),
                  "source.fields: name \"a_lengths\" is a batch part's own name (data, labels, lengths, viewN, "
-                 "NAME_lengths)");
+                 "NAME_lengths, NAME_labels, NAME_counts)");
     expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"1x\": {\"from\": \"txt\"}}", ""),
                  "source.fields: name \"1x\": use 1 to 32 of A-Z a-z 0-9 _, not starting with a digit");
     expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {}}", ""),
@@ -935,7 +972,7 @@ START_TEST(test_spec_labels_and_fields)
     expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \".txt\"}}", ""),
                  "source.fields.c.from: the extension after KEY., without a leading dot or a slash");
     expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \"txt\", \"as\": \"box\"}}", ""),
-                 "source.fields.c.as: \"box\" is not one of text, raw, mask");
+                 "source.fields.c.as: \"box\" is not one of text, raw, mask, boxes");
     expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \"txt\", \"key\": \"k\"}}", ""),
                  "source.fields.c.key: only for a .json member (from is \"txt\")");
     expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \"txt\", \"size\": 1}}", ""),
@@ -982,6 +1019,35 @@ START_TEST(test_spec_labels_and_fields)
     expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"m\": {\"from\": \"png\", \"as\": \"mask\"}}",
                              ", \"mix\": {\"num_classes\": 10, \"mixup_alpha\": 0.2}"),
                  "batch.mix: not with a mask field (m)");
+    /* boxes: the .json's list and ids (defaults "boxes", "labels"), xyxy or xywh, min_size */
+    s = parse_ok(FIELDS_SPEC("tar_shards", ", \"fields\": {\"b\": {\"from\": \"json\", \"as\": \"boxes\"}}", ""));
+    ck_assert_int_eq(s->source.fields[0].kind, SPW_SAMPLE_FIELD_BOXES);
+    ck_assert_str_eq(s->source.fields[0].key, "boxes");
+    ck_assert_str_eq(s->source.fields[0].labels_key, "labels");
+    ck_assert_int_eq(s->source.fields[0].box_format, SPW_BOX_XYXY);
+    ck_assert(s->source.fields[0].min_size == 0);
+    spw_spec_free(s);
+    text = FIELDS_SPEC("tar_shards", ", \"fields\": {\"b\": {\"from\": \"ann.json\", \"as\": \"boxes\", \"key\": "
+                       "\"bbox\", \"labels_key\": \"category_id\", \"format\": \"xywh\", \"min_size\": 2.5}}", "");
+    check_json_round_trip(text);
+    check_proto_round_trip(text);
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"b\": {\"from\": \"txt\", \"as\": \"boxes\"}}", ""),
+                 "source.fields.b.from: boxes come from a .json member, not \"txt\"");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"c\": {\"from\": \"json\", \"format\": \"xywh\"}}", ""),
+                 "source.fields.c: \"format\" is for boxes (\"as\": \"boxes\")");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"b\": {\"from\": \"json\", \"as\": \"boxes\", "
+                             "\"format\": \"cxcywh\"}}", ""),
+                 "source.fields.b.format: \"cxcywh\" is not one of xyxy, xywh");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"b\": {\"from\": \"json\", \"as\": \"boxes\", "
+                             "\"min_size\": -1}}", ""),
+                 "source.fields.b.min_size: -1 is outside [0, 1000000]");
+    expect_error(FIELDS_SPEC("tar_shards", ", \"fields\": {\"b_counts\": {\"from\": \"json\"}}", ""),
+                 "source.fields: name \"b_counts\" is a batch part's own name (data, labels, lengths, viewN, "
+                 "NAME_lengths, NAME_labels, NAME_counts)");
+    expect_error("{\"source\": {\"format\": \"tar_shards\", \"path\": \"/d/s.tar\", \"fields\": {\"b\": "
+                 "{\"from\": \"json\", \"as\": \"boxes\"}}}, \"ops\": [{\"op\": \"decode_jpeg\"}, {\"op\": "
+                 "\"elastic_transform\"}], \"batch\": {\"size\": 2}}",
+                 "ops[1]: \"elastic_transform\" moves pixels in a way boxes (field b) cannot follow yet");
     expect_error(FIELDS_SPEC("tar_shards", ", \"labels\": false, \"label_key\": \"l\"", ""),
                  "source.label_key: is for labels, and source.labels is false");
     expect_error(FIELDS_SPEC("tar_shards", ", \"labels\": 0", ""), "source.labels: expected a boolean, got integer");
@@ -1008,7 +1074,7 @@ START_TEST(test_spec_fields_from_proto)
     expect_proto_error(msg, "source.fields[1]: not valid UTF-8");
     msg->source->fields[1]->name = saved;
     msg->source->fields[1]->as = (Spillway__V1__FieldKind)7;
-    expect_proto_error(msg, "source.fields.b.as: \"7\" is not one of text, raw, mask");
+    expect_proto_error(msg, "source.fields.b.as: \"7\" is not one of text, raw, mask, boxes");
     spw_spec_proto_free(msg);
 }
 END_TEST

@@ -6,6 +6,7 @@
  * other hash, other format or oversized frame is refused. */
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "lib/err.h"
 #include "pipeline/brace.h"
 #include "pipeline/fields.h"
+#include "pipeline/geometry.h"
 #include "pipeline/manifest.h"
 #include "pipeline/source.h"
 #include "pipeline/spec.h"
@@ -275,6 +277,7 @@ START_TEST(test_fields_mask_pack_and_lies)
     struct spw_fields *f = calloc(1, sizeof *f), *g = NULL;
     ck_assert_ptr_nonnull(f);
     f->n = 1;
+    f->f[0].kind = SPW_SAMPLE_FIELD_MASK;
     ck_assert_int_eq(spw_image_alloc(&f->f[0].mask, 5, 3, 3), 0);
     for (int y = 0; y < 3; y++)
         for (int x = 0; x < 5; x++)
@@ -303,6 +306,134 @@ START_TEST(test_fields_mask_pack_and_lies)
         ck_assert_msg(strstr(err, "field m: a mask of"), "%s", err);
     }
     spw_fields_free(f);
+}
+END_TEST
+
+/* Boxes out of a .json member: xyxy or COCO's xywh, with their class ids; what is malformed fails its sample
+ * naming the field; packed and unpacked the same; a peer's counts, sizes and non-finite corners refused. */
+START_TEST(test_fields_boxes_read_pack_and_lies)
+{
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/boxes.tar", g_root);
+    struct spw_pipeline_spec ps = {.source = {.format = SPW_SOURCE_TAR_SHARDS, .path = path, .media = SPW_MEDIA_IMAGE,
+                                              .no_labels = true, .n_fields = 1},
+                                   .max_pixels = 1 << 20, .max_file_bytes = 1 << 24};
+    ps.source.fields[0] = (struct spw_sample_field_spec){.name = "b", .kind = SPW_SAMPLE_FIELD_BOXES,
+                                                          .from = (char *)"json", .key = (char *)"bb",
+                                                          .labels_key = (char *)"cat"};
+    struct spw_source *s = NULL;
+    ck_assert_msg(spw_source_open(&ps.source, &s, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(s->n, 5);
+    struct spw_fields *f = NULL, *g = NULL;
+    ck_assert_msg(spw_fields_read(s, &ps, 0, &f, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(f->f[0].n_boxes, 2);
+    const float want[8] = {1, 2, 3, 4, 0, 0.5f, 10, 5};
+    ck_assert(memcmp(f->f[0].boxes, want, sizeof want) == 0);
+    ck_assert(f->f[0].box_labels[0] == 7 && f->f[0].box_labels[1] == 9);
+    uint8_t packed[128];
+    const size_t n = spw_fields_packed_size(f);
+    ck_assert_uint_eq(n, 4 + 4 + 2 * 24);
+    spw_fields_pack(f, packed);
+    ck_assert_int_eq(spw_fields_unpack(&ps, packed, n, &g, err, sizeof err), 0);
+    ck_assert(g->f[0].n_boxes == 2 && !memcmp(g->f[0].boxes, want, sizeof want) && g->f[0].box_labels[1] == 9);
+    spw_fields_free(g);
+    for (size_t cut = 0; cut < n; cut++)
+        ck_assert_int_eq(spw_fields_unpack(&ps, packed, cut, &g, err, sizeof err), SPW_EFORMAT);
+    uint32_t lie = 5000;                            /* over the cap, and more than the bytes say */
+    memcpy(packed + 4, &lie, 4);
+    ck_assert_int_eq(spw_fields_unpack(&ps, packed, n, &g, err, sizeof err), SPW_EFORMAT);
+    ck_assert_msg(strstr(err, "field b: 5000 boxes in 52 bytes"), "%s", err);
+    lie = 2;
+    memcpy(packed + 4, &lie, 4);
+    const float nan = NAN;
+    memcpy(packed + 8 + 4, &nan, 4);
+    ck_assert_int_eq(spw_fields_unpack(&ps, packed, n, &g, err, sizeof err), SPW_EFORMAT);
+    ck_assert_msg(strstr(err, "field b: box 0 is not finite"), "%s", err);
+    spw_fields_free(f);
+    ps.source.fields[0].box_format = SPW_BOX_XYWH;  /* COCO: [x, y, w, h] */
+    ck_assert_msg(spw_fields_read(s, &ps, 0, &f, err, sizeof err) == 0, "%s", err);
+    ck_assert(f->f[0].boxes[2] == 4 && f->f[0].boxes[3] == 6 && f->f[0].boxes[6] == 10 && f->f[0].boxes[7] == 5.5f);
+    spw_fields_free(f);
+    ps.source.fields[0].box_format = SPW_BOX_XYXY;
+    const char *why[] = {"box 0 is not 4 finite numbers with an integer class id",
+                         "box 0 is not 4 finite numbers with an integer class id (its far corner is before its "
+                         "near one)", NULL, "boxes and class ids differ in count"};
+    for (int i = 1; i < 5; i++) {
+        const int rc = spw_fields_read(s, &ps, i, &f, err, sizeof err);
+        if (!why[i - 1]) {
+            ck_assert_msg(rc == 0 && f->f[0].n_boxes == 0, "sample %d: %s", i, err);
+            spw_fields_free(f);
+            continue;
+        }
+        ck_assert_int_eq(rc, SPW_EFORMAT);
+        ck_assert_msg(strstr(err, why[i - 1]) && strstr(err, "field b: "), "sample %d: %s", i, err);
+    }
+    spw_source_close(s);
+    /* through a map: a crop moves, clips and drops; a flip mirrors; labels follow their boxes */
+    float boxes[12] = {5, 5, 15, 15, 18, 2, 30, 9, 0, 0, 3, 3};
+    int64_t labels[3] = {1, 2, 3};
+    int k = 3;
+    const double crop[9] = {1, 0, -4, 0, 1, -1, 0, 0, 1};      /* a 12 x 10 crop at (4, 1) */
+    spw_geo_boxes(crop, 12, 10, 0, boxes, labels, &k);
+    ck_assert_int_eq(k, 1);                         /* (18, 2) starts past the crop; (0, 0, 3, 3) ends before */
+    ck_assert(boxes[0] == 1 && boxes[1] == 4 && boxes[2] == 11 && boxes[3] == 10 && labels[0] == 1);
+    const double flip[9] = {-1, 0, 12, 0, 1, 0, 0, 0, 1};
+    spw_geo_boxes(flip, 12, 10, 0, boxes, labels, &k);
+    ck_assert(k == 1 && boxes[0] == 1 && boxes[2] == 11);
+    spw_geo_boxes(crop, 12, 10, 6.0, boxes, labels, &k);   /* (0, 3, 7, 9): 7 x 6, kept at min_size 6 */
+    ck_assert(k == 1 && boxes[0] == 0 && boxes[1] == 3 && boxes[2] == 7 && boxes[3] == 9);
+    const double same[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+    spw_geo_boxes(same, 12, 10, 6.5, boxes, labels, &k);    /* 6 high: dropped at min_size 6.5 */
+    ck_assert_int_eq(k, 0);
+}
+END_TEST
+
+/* Fields of a folder source: each sample's file in the field's folder under the same relative name; a sample
+ * without one is not a sample; the packed listing carries the files' sizes, and a worker whose file differs
+ * refuses it. */
+START_TEST(test_folder_fields_parallel_folder)
+{
+    char cmd[8192], img[512], seg[512], err[512];
+    snprintf(img, sizeof img, "%s/voc/img", g_root);
+    snprintf(seg, sizeof seg, "%s/voc/seg", g_root);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/a %s/a && cp tests/data/fixtures/rgb444.jpg %s/x.jpg && "
+             "cp %s/x.jpg %s/a/y.jpg && cp %s/x.jpg %s/z.jpg && printf mask-x > %s/x.png && printf mask-y! > %s/a/y.png",
+             img, seg, img, img, img, img, img, seg, seg);
+    ck_assert_int_eq(system(cmd), 0);
+    struct spw_pipeline_spec ps = {.source = {.format = SPW_SOURCE_IMAGE_FOLDER, .path = img,
+                                              .media = SPW_MEDIA_IMAGE, .no_labels = true, .n_fields = 1},
+                                   .max_pixels = 1 << 20, .max_file_bytes = 1 << 24};
+    ps.source.fields[0] = (struct spw_sample_field_spec){.name = "m", .kind = SPW_SAMPLE_FIELD_RAW,
+                                                          .from = (char *)"png", .path = seg};
+    char path[600];
+    ps.source.path = (char *)"/r/img";
+    ck_assert_int_eq(spw_source_field_path(&ps.source, 0, "/r/img/a/b.c.jpg", path, sizeof path), 0);
+    ck_assert_str_eq(path + strlen(seg), "/a/b.c.png");        /* the last extension replaced */
+    ck_assert_int_eq(spw_source_field_path(&ps.source, 0, "/r/img/a/b.c.jpg", path, 8), -ENAMETOOLONG);
+    ps.source.path = img;
+    struct spw_source *s = NULL, *b = NULL;
+    ck_assert_msg(spw_source_open(&ps.source, &s, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(s->n, 2);                      /* z.jpg has no mask */
+    ck_assert_int_eq(s->ignored, 1);
+    struct spw_fields *f = NULL;
+    ck_assert_msg(spw_fields_read(s, &ps, 0, &f, err, sizeof err) == 0, "%s", err);
+    ck_assert(f->f[0].len == 6 && !memcmp(f->f[0].data, "mask-x", 6));
+    spw_fields_free(f);
+    ck_assert_msg(spw_fields_read(s, &ps, 1, &f, err, sizeof err) == 0, "%s", err);
+    ck_assert(f->f[0].len == 7 && !memcmp(f->f[0].data, "mask-y!", 7));
+    spw_fields_free(f);
+    uint8_t *man;
+    size_t len;
+    ck_assert_int_eq(spw_manifest_pack(s, &man, &len), 0);
+    ck_assert_msg(spw_manifest_open(&ps.source, man, len, s->manifest_hash, &b, err, sizeof err) == 0, "%s", err);
+    ck_assert(b->n == 2 && b->field_locs[1].offset == -1 && b->field_locs[1].size == 7);
+    spw_source_close(b);
+    snprintf(cmd, sizeof cmd, "printf longer-now > %s/a/y.png", seg);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(spw_manifest_open(&ps.source, man, len, s->manifest_hash, &b, err, sizeof err), SPW_ESOURCE);
+    ck_assert_msg(strstr(err, "field m of") && strstr(err, "a/y.jpg"), "%s", err);
+    free(man);
+    spw_source_close(s);
 }
 END_TEST
 
@@ -554,6 +685,8 @@ int main(void)
     tcase_add_test(tc, test_tar_cls_and_txt_labels);
     tcase_add_test(tc, test_tar_fields_list_read_and_pack);
     tcase_add_test(tc, test_fields_mask_pack_and_lies);
+    tcase_add_test(tc, test_fields_boxes_read_pack_and_lies);
+    tcase_add_test(tc, test_folder_fields_parallel_folder);
     tcase_add_test(tc, test_tar_gz_shard_reads_like_plain);
     tcase_add_test(tc, test_brace_expand_ranges_padding_and_lists);
     tcase_add_test(tc, test_brace_expand_cap_refused_before_allocating);

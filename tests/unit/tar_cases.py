@@ -61,6 +61,15 @@ write("labels.tar", [
     ("both.jpg", jpgs[2]), ("both.txt", b"a caption"), ("both.cls", b"2\n"),
 ])
 write("bad-txt.tar", [("x.jpg", jpgs[0]), ("x.txt", b"a caption")])
+# Boxes: a good .json (xyxy or xywh by the spec), one with a short box, one with a far corner before its near
+# one, an empty one, one whose ids and boxes differ in count.
+write("boxes.tar", [
+    ("b1.jpg", jpgs[0]), ("b1.json", json.dumps({"bb": [[1, 2, 3, 4], [0, 0.5, 10, 5]], "cat": [7, 9]}).encode()),
+    ("b2.jpg", jpgs[1]), ("b2.json", json.dumps({"bb": [[1, 2, 3]], "cat": [1]}).encode()),
+    ("b3.jpg", jpgs[2]), ("b3.json", json.dumps({"bb": [[5, 5, 2, 8]], "cat": [1]}).encode()),
+    ("b4.jpg", jpgs[0]), ("b4.json", json.dumps({"bb": [], "cat": []}).encode()),
+    ("b5.jpg", jpgs[1]), ("b5.json", json.dumps({"bb": [[0, 0, 1, 1]], "cat": [1, 2]}).encode()),
+])
 # Fields: captions (.txt, once as .TXT), a .json with and without its "caption", a key without a .txt, a
 # caption that is not UTF-8, a member over the 1 MiB cap.
 write("fields.tar", [

@@ -202,7 +202,7 @@ class Batch(tuple):
         b._keys = None
         b._n_views = n_views
         b._names = tuple(names) if names is not None else ()
-        b._fields = fields or {}        # source.fields: name -> "text" | "raw" | "mask"
+        b._fields = fields or {}        # source.fields: name -> "text" | "raw" | "mask" | "boxes"
         b._decoded = {}
         return b
 
@@ -212,7 +212,7 @@ class Batch(tuple):
         return list(self._names)
 
     def __getitem__(self, key):
-        if isinstance(key, str) and self._fields.get(key) in ("text", "raw") and key in self._names:
+        if isinstance(key, str) and self._fields.get(key) in ("text", "raw", "boxes") and key in self._names:
             if key not in self._decoded:
                 self._decoded[key] = self._field_list(key)
             return self._decoded[key]
@@ -233,16 +233,31 @@ class Batch(tuple):
         return tuple.__contains__(self, item)
 
     def _field_list(self, name):
-        """A source field per element: str for text, bytes for raw (from its padded bytes and lengths)."""
-        data, lengths = tuple.__getitem__(self, self._names.index(name)), self[name + "_lengths"]
+        """A source field per element: str for text, bytes for raw (from its padded bytes and lengths); for
+        boxes, each element's [k, 4] array (x0, y0, x1, y1)."""
+        data = tuple.__getitem__(self, self._names.index(name))
+        counts = self[name + ("_counts" if self._fields[name] == "boxes" else "_lengths")]
+        counts = counts.tolist()
+        if self._fields[name] == "boxes":
+            return [data[i, :n] for i, n in enumerate(counts)]
         data = data.numpy() if hasattr(data, "numpy") else data
-        lengths = lengths.tolist()
-        rows = [data[i, :n].tobytes() for i, n in enumerate(lengths)]
+        rows = [data[i, :n].tobytes() for i, n in enumerate(counts)]
         return [r.decode("utf-8") for r in rows] if self._fields[name] == "text" else rows
 
     @property
+    def targets(self):
+        """Detection targets as torchvision's detection models take them: per element a dict {"boxes": [k, 4]
+        x0 y0 x1 y1 float32, "labels": [k] int64} from the first boxes field; None without boxes."""
+        boxes = next((n for n, kind in self._fields.items() if kind == "boxes" and n in self._names), None)
+        if boxes is None:
+            return None
+        labels, counts = self[boxes + "_labels"], self[boxes + "_counts"].tolist()
+        return [{"boxes": b, "labels": labels[i, :n]} for i, (b, n) in enumerate(zip(self[boxes], counts))]
+
+    @property
     def fields(self):
-        """The source's fields (source.fields) by name: {"caption": [str, ...], "mask": array [n, H, W]}."""
+        """The source's fields (source.fields) by name: {"caption": [str, ...], "mask": array [n, H, W],
+        "boxes": [array [k, 4], ...]}."""
         return {name: self[name] for name in self._fields if name in self._names}
 
     @property
@@ -317,9 +332,10 @@ def _read_keys(owner, limit=None):
 
 
 def _field_kinds(spec_text):
-    """source.fields of a spec's JSON: {name: "text" | "raw" | "mask"} in order."""
+    """source.fields of a spec's JSON: {name: "text" | "raw" | "mask" | "boxes"} in order."""
     try:
-        fields = json.loads(spec_text).get("source", {}).get("fields") or {}
+        source = json.loads(spec_text).get("source", {})
+        fields = source.get("fields") or ({"boxes": {"as": "boxes"}} if source.get("format") == "coco" else {})
     except (ValueError, AttributeError):
         return {}                       # the C parser says what is wrong with it
     return {name: (f.get("as", "text") if isinstance(f, dict) else "text") for name, f in fields.items()}

@@ -61,8 +61,17 @@ class Pipeline:
 
     @classmethod
     def tar_shards(cls, pattern, shuffle=True, seed=0, epochs=1, **extra):
-        """WebDataset-style shards: a glob of .tar files with KEY.jpg / KEY.flac / ... and KEY.cls members."""
+        """WebDataset-style shards: a glob of .tar files with KEY.jpg / KEY.flac / ... and KEY.cls members.
+        labels=False for sets without classes; fields={...} for a sample's other members (captions, masks,
+        boxes: docs/pipeline.md "Sample fields")."""
         return cls._source("tar_shards", str(pattern), shuffle, seed, epochs, extra)
+
+    @classmethod
+    def coco(cls, path, annotations, shuffle=True, seed=0, epochs=1, **extra):
+        """A COCO detection set: the images of folder path that annotations (an instances_*.json) lists, each
+        with its boxes (batch["boxes"], batch.targets), crowd annotations left out."""
+        extra["annotations"] = str(annotations)
+        return cls._source("coco", str(path), shuffle, seed, epochs, extra)
 
     # ---- ops, batch, top level ----
     def op(self, name, *args, **fields):
