@@ -72,15 +72,7 @@ check "c.json (CHW) workers only: batches byte-identical to run --local" same_ba
 sed 's/"epochs": 1/"epochs": 3/' "$WORK/t.json" > "$WORK/t3.json"
 "$B/bin/spillctl" run --local --pipeline "$WORK/t3.json" --threads 2 --dump "$WORK/t3-local" --quiet \
   2> "$WORK/t3-local.err"
-timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/t3.json" --ordered \
-  --local-cores 0 --consume-rate 150 --dump "$WORK/t3-killed" --quiet 2> "$WORK/t3-killed.err" &
-RUN=$!
-sleep 1.5
-check "the run was still going when a worker was killed" kill -0 "$RUN"
-kill -9 "${PIDS[1]}"
-wait "${PIDS[1]}" 2> /dev/null
-wait "$RUN"
-check "a worker killed -9 mid-run: the run finishes" test $? -eq 0
+killed_run "$WORK/t3.json" t3-killed --consume-rate 150
 check "... batches byte-identical to run --local" same_batches t3-killed t3-local
 # Lies sent raw (tests/tools/oldpeer): refused by the dispatcher, naming the field; it serves on.
 OLDPEER=$B/tests/oldpeer

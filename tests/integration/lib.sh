@@ -2,7 +2,7 @@
 # tests/integration/lib.sh - shared by the integration tests (source it): scripts/lib/harness.sh (ROOT, B,
 # PIDS, wait_port, json_field, ...), result counters and check helpers, and a cleanup trap that kills every
 # process recorded in PIDS (continuing stopped ones first) and removes WORK (kept when KEEP is set);
-# start_service for a dispatcher and N workers on loopback.
+# start_service for a dispatcher and N workers on loopback; killed_run for a run that loses a worker.
 # shellcheck disable=SC2034  # PIDS, WORK, pass and fail are used by the sourcing script
 # shellcheck source=scripts/lib/harness.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/harness.sh"   # ROOT, B (SPW_BUILD), PIDS, wait_port...
@@ -84,6 +84,22 @@ same_batches() {
   [ "$(ls "$WORK/$1" | wc -l)" = "$(ls "$WORK/$2" | wc -l)" ] || return 1
   local f
   for f in "$WORK/$2"/*; do cmp -s "$f" "$WORK/$1/$(basename "$f")" || return 1; done
+}
+# killed_run SPEC DUMP [SPILLCTL FLAGS...]: an ordered run of SPEC through the dispatcher at $DPORT into WORK/DUMP
+# (workers only; the flags set its pace, e.g. --consume-rate, so it is still going) with worker 1 (PIDS[1])
+# killed -9 1.5 s in; checks that it was still going then and that it finishes.
+killed_run() {
+  local spec=$1 dump=$2
+  shift 2
+  timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$spec" --ordered --local-cores 0 \
+    --dump "$WORK/$dump" --quiet "$@" 2> "$WORK/$dump.err" &
+  local run=$!
+  sleep 1.5
+  check "the run was still going when a worker was killed" kill -0 "$run"
+  kill -9 "${PIDS[1]}"
+  wait "${PIDS[1]}" 2> /dev/null
+  wait "$run"
+  check "a worker killed -9 mid-run: the run finishes" test $? -eq 0
 }
 # finish: the closing line and the exit status; first, no file the test's processes wrote may hold one of the
 # tokens it used (TEST_TOKENS: tokens appear in no log line, anywhere in the suite).

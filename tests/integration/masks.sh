@@ -85,15 +85,7 @@ check "hybrid at cut 2: byte-identical to run --local" same_batches hybrid local
 SPILLWAY_DIRECT=off timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" \
   --ordered --local-cores 0 --cut 1 --compress zstd:3 --dump "$WORK/grpc-zstd" --quiet 2> "$WORK/grpc-zstd.err"
 check "the gRPC stream, zstd, cut 1: byte-identical to run --local" same_batches grpc-zstd local
-timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --ordered \
-  --local-cores 0 --cut 2 --consume-rate 120 --dump "$WORK/killed" --quiet 2> "$WORK/killed.err" &
-RUN=$!
-sleep 1.5
-check "the run was still going when a worker was killed" kill -0 "$RUN"
-kill -9 "${PIDS[1]}"
-wait "${PIDS[1]}" 2> /dev/null
-wait "$RUN"
-check "a worker killed -9 mid-run: the run finishes" test $? -eq 0
+killed_run "$WORK/p.json" killed --cut 2 --consume-rate 120
 check "... batches byte-identical to run --local" same_batches killed local
 # VOC's folder layout: the workers read each image's mask from the parallel folder.
 "$B/bin/spillctl" run --local --pipeline "$WORK/voc.json" --threads 2 --dump "$WORK/voc-local" --quiet \
