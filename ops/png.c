@@ -24,7 +24,8 @@ struct decode_state {
     int header_only;
     int w, h;                   /* set by on_info */
     int interlaced, grey16;
-    int labels;                 /* a label map: palette indices or grey values, one byte a pixel */
+    int labels;                 /* a label map: palette indices or grey values, one byte a pixel, into lab */
+    uint8_t *lab;               /* labels: w * h bytes, the rows libpng writes; spread over img's channels */
     int stop_rc;                /* on_info stopped the decode with this result (0: header only, done) */
     int stopped;
     struct spw_image img;
@@ -100,15 +101,17 @@ static void on_info(png_structp png, png_infop info)
     int rc = spw_image_alloc(&st->img, (int)w, (int)h, 3);
     if (rc == 0 && !(st->rows = malloc((size_t)h * sizeof *st->rows)))
         rc = -ENOMEM;
+    if (rc == 0 && st->labels && !(st->lab = malloc((size_t)w * h)))
+        rc = -ENOMEM;
     if (rc) {
         snprintf(st->msg, sizeof st->msg, "out of memory for a %ux%u image", w, h);
         stop(st, rc);
     }
     for (png_uint_32 y = 0; y < h; y++)
-        st->rows[y] = st->img.data + (size_t)y * st->img.stride;
+        st->rows[y] = st->labels ? st->lab + (size_t)y * w : st->img.data + (size_t)y * st->img.stride;
     /* Adam7 combines each pass into what the earlier ones left: start from a defined image. */
     if (st->interlaced)
-        memset(st->img.data, 0, st->img.stride * (size_t)h);
+        memset(st->labels ? st->lab : st->img.data, 0, st->labels ? (size_t)w * h : st->img.stride * (size_t)h);
 }
 
 static void on_row(png_structp png, png_bytep row, png_uint_32 y, int pass)
@@ -139,11 +142,11 @@ static void grey16_row_to_rgb(uint8_t *row, int w)
     }
 }
 
-/* A label row (w bytes at the row's start) to three equal channels, in place from the right. */
-static void labels_row_to_rgb(uint8_t *row, int w)
+/* A label row (w bytes) to three equal channels (not in place, so it vectorizes). */
+static void labels_row_to_rgb(const uint8_t *restrict lab, int w, uint8_t *restrict out)
 {
-    for (int x = w - 1; x >= 0; x--)
-        row[3 * x] = row[3 * x + 1] = row[3 * x + 2] = row[x];
+    for (int x = 0; x < w; x++)
+        out[3 * x] = out[3 * x + 1] = out[3 * x + 2] = lab[x];
 }
 
 /* Push the whole buffer; 0 when the header (header_only) or every row is in, else an error with st->msg. */
@@ -207,8 +210,10 @@ static int decode(const uint8_t *buf, size_t len, int64_t max_pixels, int header
     *w = st->w;
     *h = st->h;
     if (!header_only) {
-        for (int y = 0; (st->grey16 || st->labels) && y < st->img.h; y++)
-            (st->labels ? labels_row_to_rgb : grey16_row_to_rgb)(st->rows[y], st->img.w);
+        for (int y = 0; st->grey16 && y < st->img.h; y++)
+            grey16_row_to_rgb(st->rows[y], st->img.w);
+        for (int y = 0; st->labels && y < st->img.h; y++)
+            labels_row_to_rgb(st->rows[y], st->img.w, st->img.data + (size_t)y * st->img.stride);
         *out = st->img;
         st->img.data = NULL;
     }
@@ -216,6 +221,7 @@ out:
     if (st->png)
         png_destroy_read_struct(&st->png, st->info ? &st->info : NULL, NULL);
     free(st->rows);
+    free(st->lab);
     spw_image_free(&st->img);
     free(st);
     return rc;
