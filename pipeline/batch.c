@@ -369,52 +369,56 @@ static int add_boxes(const struct spw_source_spec *spec, int k, struct spw_field
     return rc;
 }
 
+/* Field k's text or bytes as two parts: "NAME" uint8 [n, longest] zero-padded and "NAME_lengths" int64 [n].
+ * Returns 0, -ENOMEM or -ENOSPC. */
+static int add_bytes(const struct spw_source_spec *spec, int k, struct spw_fields *const *fields, int n_pos,
+                     const bool *ok, struct spw_batch *b)
+{
+    size_t longest = 0;
+    for (int p = 0; p < n_pos; p++)
+        if (ok[p] && fields && fields[p] && fields[p]->f[k].len > longest)
+            longest = fields[p]->f[k].len;
+    struct spw_tensor t[2] = {0};
+    const int64_t shape[2] = {b->n, (int64_t)longest};
+    if (spw_tensor_alloc(&t[0], SPW_DTYPE_U8, 2, shape) || spw_tensor_alloc(&t[1], SPW_DTYPE_I64, 1, shape)) {
+        spw_tensor_free(&t[0]);
+        return -ENOMEM;
+    }
+    uint8_t *row = t[0].data;
+    int64_t *len = t[1].data;
+    for (int p = 0; p < n_pos; p++) {
+        if (!ok[p])
+            continue;
+        const struct spw_field *f = fields && fields[p] ? &fields[p]->f[k] : NULL;
+        const size_t n = f ? f->len : 0;
+        if (n)
+            memcpy(row, f->data, n);
+        memset(row + n, 0, longest - n);
+        row += longest;
+        *len++ = (int64_t)n;
+    }
+    char name[SPW_BATCH_NAME_MAX];
+    snprintf(name, sizeof name, "%s_lengths", spec->fields[k].name);
+    int rc = add_part(b, spec->fields[k].name, &t[0]);
+    rc = rc ? rc : add_part(b, name, &t[1]);
+    spw_tensor_free(&t[1]);         /* when not handed over */
+    return rc;
+}
+
+/* Each source.fields entry as its parts, from the fields of the ok positions. Returns 0, -ENOMEM, -EINVAL
+ * (masks differing in size) or -ENOSPC. */
 static int add_fields(const struct spw_source_spec *spec, struct spw_fields *const *fields, int n_pos,
                       const bool *ok, struct spw_batch *b)
 {
-    for (int k = 0; k < spec->n_fields; k++) {
-        if (spec->fields[k].kind == SPW_SAMPLE_FIELD_MASK || spec->fields[k].kind == SPW_SAMPLE_FIELD_BOXES) {
-            const int rc = spec->fields[k].kind == SPW_SAMPLE_FIELD_MASK ? add_masks(spec, k, fields, n_pos, ok, b)
-                                                                         : add_boxes(spec, k, fields, n_pos, ok, b);
-            if (rc)
-                return rc;
-            continue;
+    int rc = 0;
+    for (int k = 0; k < spec->n_fields && rc == 0; k++) {
+        switch (spec->fields[k].kind) {
+        case SPW_SAMPLE_FIELD_MASK: rc = add_masks(spec, k, fields, n_pos, ok, b); break;
+        case SPW_SAMPLE_FIELD_BOXES: rc = add_boxes(spec, k, fields, n_pos, ok, b); break;
+        default: rc = add_bytes(spec, k, fields, n_pos, ok, b); break;
         }
-        size_t longest = 0;
-        for (int p = 0; p < n_pos; p++)
-            if (ok[p] && fields && fields[p] && fields[p]->f[k].len > longest)
-                longest = fields[p]->f[k].len;
-        struct spw_tensor bytes, lengths;
-        const int64_t shape[2] = {b->n, (int64_t)longest};
-        if (spw_tensor_alloc(&bytes, SPW_DTYPE_U8, 2, shape) != 0)
-            return -ENOMEM;
-        if (spw_tensor_alloc(&lengths, SPW_DTYPE_I64, 1, shape) != 0) {
-            spw_tensor_free(&bytes);
-            return -ENOMEM;
-        }
-        uint8_t *row = bytes.data;
-        int64_t *len = lengths.data;
-        for (int p = 0; p < n_pos; p++) {
-            if (!ok[p])
-                continue;
-            const struct spw_field *fb = fields && fields[p] ? &fields[p]->f[k] : NULL;
-            const size_t n = fb ? fb->len : 0;
-            if (n)
-                memcpy(row, fb->data, n);
-            memset(row + n, 0, longest - n);
-            row += longest;
-            *len++ = (int64_t)n;
-        }
-        char name[SPW_BATCH_NAME_MAX];
-        snprintf(name, sizeof name, "%s_lengths", spec->fields[k].name);
-        int rc = add_part(b, spec->fields[k].name, &bytes);
-        if (rc == 0)
-            rc = add_part(b, name, &lengths);
-        spw_tensor_free(&lengths);
-        if (rc)
-            return rc;
     }
-    return 0;
+    return rc;
 }
 
 static int build(const struct spw_pipeline_spec *spec, const struct spw_source *src, int64_t epoch, int64_t index,

@@ -34,6 +34,14 @@ bool spw_fields_have_targets(const struct spw_source_spec *spec)
     return false;
 }
 
+/* Room for n boxes and their ids in b (n 0: one, so that the arrays exist). Returns 0 or -ENOMEM. */
+static int alloc_boxes(struct spw_field *b, size_t n)
+{
+    b->boxes = malloc(sizeof *b->boxes * 4 * (n ? n : 1));
+    b->box_labels = malloc(sizeof *b->box_labels * (n ? n : 1));
+    return b->boxes && b->box_labels ? 0 : -ENOMEM;
+}
+
 /* A mask member's PNG in b->data decoded into b->mask (the bytes then freed). */
 static int decode_mask(const struct spw_pipeline_spec *spec, const struct spw_sample_field_spec *fs,
                        struct spw_field *b, char *err, size_t errlen)
@@ -102,12 +110,8 @@ static int json_boxes(const struct spw_sample_field_spec *fs, struct spw_field *
                       : n > SPW_BOXES_MAX ? "more boxes than the cap of 4096" : "boxes and class ids differ in count");
         goto out;
     }
-    b->boxes = malloc(sizeof *b->boxes * 4 * (n ? n : 1));
-    b->box_labels = malloc(sizeof *b->box_labels * (n ? n : 1));
-    if (!b->boxes || !b->box_labels) {
-        rc = -ENOMEM;
+    if ((rc = alloc_boxes(b, n)) != 0)
         goto out;
-    }
     for (size_t i = 0; i < n && rc == 0; i++) {
         const json_t *box = json_array_get(list, i), *id = json_array_get(ids, i);
         double c[4];
@@ -149,12 +153,8 @@ int spw_fields_read(const struct spw_source *src, const struct spw_pipeline_spec
         b->kind = fs->kind;
         if (src->coco) {                    /* a COCO set's boxes, from its listing */
             const struct spw_coco_image *im = &src->coco[sample];
-            b->boxes = malloc(sizeof *b->boxes * 4 * (size_t)(im->n_boxes ? im->n_boxes : 1));
-            b->box_labels = malloc(sizeof *b->box_labels * (size_t)(im->n_boxes ? im->n_boxes : 1));
-            if (!b->boxes || !b->box_labels) {
-                rc = -ENOMEM;
+            if ((rc = alloc_boxes(b, (size_t)im->n_boxes)) != 0)
                 continue;
-            }
             memcpy(b->boxes, im->boxes, sizeof *b->boxes * 4 * (size_t)im->n_boxes);
             memcpy(b->box_labels, im->labels, sizeof *b->box_labels * (size_t)im->n_boxes);
             b->n_boxes = im->n_boxes;
@@ -255,9 +255,7 @@ static int unpack_boxes(const struct spw_sample_field_spec *fs, const uint8_t *p
     if (n < 4 || k > SPW_BOXES_MAX || n != 4 + (uint64_t)k * 24)
         return spw_fail(err, errlen, SPW_EFORMAT, "field %s: %u boxes in %u bytes (at most %d)", fs->name, k, n,
                         SPW_BOXES_MAX);
-    b->boxes = malloc(16 * (size_t)(k ? k : 1));
-    b->box_labels = malloc(8 * (size_t)(k ? k : 1));
-    if (!b->boxes || !b->box_labels)
+    if (alloc_boxes(b, k) != 0)
         return -ENOMEM;
     memcpy(b->boxes, p + 4, 16 * (size_t)k);
     memcpy(b->box_labels, p + 4 + 16 * (size_t)k, 8 * (size_t)k);

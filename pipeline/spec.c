@@ -1054,7 +1054,7 @@ static int parse_fields(struct vctx *c, json_t *obj, struct spw_source_spec *src
 {
     static const char *const known[] = {"from", "as", "key", "ignore_index", "format", "labels_key", "min_size",
                                         "path", NULL};
-    const bool tar = src->format == SPW_SOURCE_TAR_SHARDS || src->format == SPW_SOURCE_COCO;  /* no "path" */
+    const bool members = src->format == SPW_SOURCE_TAR_SHARDS || src->format == SPW_SOURCE_COCO;  /* no "path" */
     if (!json_is_object(obj))
         return fail_type(c, "source.fields", "an object", obj);
     if (json_object_size(obj) > SPW_SAMPLE_FIELDS_MAX)
@@ -1089,22 +1089,22 @@ static int parse_fields(struct vctx *c, json_t *obj, struct spw_source_spec *src
             fs->kind = (enum spw_sample_field_kind)e;
         }
         snprintf(sub, sizeof sub, "%s.path", loc);
-        if ((v = json_object_get(f, "path")) && tar)
+        if ((v = json_object_get(f, "path")) && members)
             return fail(c, sub, "only for folders (a tar_shards field is a member of the sample's key: \"from\")");
-        if (!v && !tar)
+        if (!v && !members)
             return fail(c, sub, "required for a folder source (the folder of each sample's file, under the same "
                         "relative name)");
         if (v && (rc = get_str(c, sub, v, MAX_PATH_BYTES, &fs->path)))
             return rc;
         snprintf(sub, sizeof sub, "%s.from", loc);
         if (!(v = json_object_get(f, "from")))
-            return fail(c, sub, tar ? "required (the member's extension, e.g. \"txt\" for KEY.txt)"
+            return fail(c, sub, members ? "required (the member's extension, e.g. \"txt\" for KEY.txt)"
                                     : "required (the extension of the files in path, e.g. \"png\")");
         if ((rc = get_str(c, sub, v, 64, &fs->from)))
             return rc;
         if (fs->from[0] == '.' || strchr(fs->from, '/'))
             return fail(c, sub, "the extension after KEY., without a leading dot or a slash");
-        for (int k = 0; tar && k + 1 < src->n_fields; k++)
+        for (int k = 0; members && k + 1 < src->n_fields; k++)
             if (!strcasecmp(src->fields[k].from, fs->from) && !fs->key && !src->fields[k].key)
                 return fail(c, sub, "\"%s\" is field %s's member too", fs->from, src->fields[k].name);
         fs->ignore_index = 255;

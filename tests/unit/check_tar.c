@@ -17,6 +17,7 @@
 #include "tests/unit/fixture_dir.h"
 #include "lib/err.h"
 #include "pipeline/brace.h"
+#include "pipeline/coco.h"
 #include "pipeline/fields.h"
 #include "pipeline/geometry.h"
 #include "pipeline/manifest.h"
@@ -437,6 +438,55 @@ START_TEST(test_folder_fields_parallel_folder)
 }
 END_TEST
 
+/* A COCO annotations file that lies or breaks: each refused with the reason; crowds and empty boxes dropped
+ * and counted, the rest clamped to the image. */
+START_TEST(test_coco_annotations_refused_or_kept)
+{
+    static const struct {
+        const char *json, *why;
+    } cases[] = {
+        {"{\"images\": [", "source.annotations: "},
+        {"{\"images\": {}, \"annotations\": []}", "not COCO's layout"},
+        {"{\"images\": [{\"id\": 1, \"file_name\": \"../x.jpg\", \"width\": 9, \"height\": 9}], \"annotations\": []}",
+         "images[0]: expected id"},
+        {"{\"images\": [{\"id\": 1, \"file_name\": \"a.jpg\", \"width\": 9, \"height\": 9}, {\"id\": 1, "
+         "\"file_name\": \"b.jpg\", \"width\": 9, \"height\": 9}], \"annotations\": []}", "image id 1 twice"},
+        {"{\"images\": [{\"id\": 1, \"file_name\": \"a.jpg\", \"width\": 9, \"height\": 9}], \"annotations\": "
+         "[{\"image_id\": 2, \"bbox\": [0, 0, 1, 1], \"category_id\": 3}]}", "image_id 2 is no image's"},
+        {"{\"images\": [{\"id\": 1, \"file_name\": \"a.jpg\", \"width\": 9, \"height\": 9}], \"annotations\": "
+         "[{\"image_id\": 1, \"bbox\": [0, 0, \"1\", 1], \"category_id\": 3}]}", "annotations[0]: expected"},
+    };
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/ann.json", g_root);
+    struct spw_coco_image *ims = NULL;
+    int64_t n = 0, dropped = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(cases[i].json, f);
+        fclose(f);
+        ck_assert_int_eq(spw_coco_read(path, &ims, &n, &dropped, err, sizeof err), SPW_ESOURCE);
+        ck_assert_msg(strstr(err, cases[i].why), "case %zu: %s", i, err);
+    }
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"images\": [{\"id\": 5, \"file_name\": \"b.jpg\", \"width\": 10, \"height\": 8}, {\"id\": 2, "
+          "\"file_name\": \"a.jpg\", \"width\": 10, \"height\": 8}], \"annotations\": ["
+          "{\"image_id\": 5, \"bbox\": [-2, 1, 5, 20], \"category_id\": 7},"
+          "{\"image_id\": 5, \"bbox\": [1, 1, 3, 3], \"category_id\": 8, \"iscrowd\": 1},"
+          "{\"image_id\": 5, \"bbox\": [12, 1, 3, 3], \"category_id\": 9}]}", f);
+    fclose(f);
+    ck_assert_msg(spw_coco_read(path, &ims, &n, &dropped, err, sizeof err) == 0, "%s", err);
+    ck_assert(n == 2 && dropped == 2);              /* the crowd, and the box past the right edge */
+    ck_assert_str_eq(ims[0].file_name, "a.jpg");    /* sorted by file_name */
+    ck_assert_int_eq(ims[0].n_boxes, 0);
+    ck_assert_int_eq(ims[1].n_boxes, 1);
+    ck_assert(ims[1].boxes[0] == 0 && ims[1].boxes[1] == 1 && ims[1].boxes[2] == 3 && ims[1].boxes[3] == 8 &&
+              ims[1].labels[0] == 7);               /* [-2, 1, 5, 20] clamped to 10 x 8 */
+    spw_coco_free(ims, n);
+}
+END_TEST
+
 START_TEST(test_tar_gz_shard_reads_like_plain)
 {
     struct spw_source *p = open_ok("short.tar", NULL), *z = open_ok("short.tar.gz", NULL);
@@ -687,6 +737,7 @@ int main(void)
     tcase_add_test(tc, test_fields_mask_pack_and_lies);
     tcase_add_test(tc, test_fields_boxes_read_pack_and_lies);
     tcase_add_test(tc, test_folder_fields_parallel_folder);
+    tcase_add_test(tc, test_coco_annotations_refused_or_kept);
     tcase_add_test(tc, test_tar_gz_shard_reads_like_plain);
     tcase_add_test(tc, test_brace_expand_ranges_padding_and_lists);
     tcase_add_test(tc, test_brace_expand_cap_refused_before_allocating);
