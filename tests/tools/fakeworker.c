@@ -20,7 +20,7 @@
  * second offer of a data connection, on the data connection). For a pipeline with one text field
  * (source.fields), an element of the right sample whose fields lie: fields-missing (none sent), fields-offsets
  * (offsets that do not span the bytes sent), fields-length (a length of 2 GiB), fields-utf8 (text that is not
- * UTF-8). */
+ * UTF-8); for one mask field, fields-mask (a 4000 x 4000 mask in 8 bytes). */
 #include <errno.h>
 #include <signal.h>
 #include <time.h>
@@ -152,12 +152,16 @@ static int send_bad(struct spw_rpc_stream *st, int fd, uint64_t job)
         b.tensors[0].ndim = 2;
         b.tensors[0].shape[1] = b.tensors[0].nbytes = 100;
         const bool utf8 = !strcmp(g_mode, "fields-utf8");
-        put32(packed, !strcmp(g_mode, "fields-length") ? 0x7fffffffu : 4);
+        const bool mask = !strcmp(g_mode, "fields-mask");  /* a mask field: 4000 x 4000 claimed in 8 bytes */
+        put32(packed, !strcmp(g_mode, "fields-length") ? 0x7fffffffu : mask ? 8 : 4);
         memcpy(packed + 4, utf8 ? "\xff\xfe\xfd\xfc" : "text", 4);
-        offsets[1] = !strcmp(g_mode, "fields-offsets") ? 4 : 8;
+        if (mask)
+            put32(packed + 4, 4000), put32(packed + 8, 4000);
+        const size_t plen = mask ? 12 : 8;
+        offsets[1] = !strcmp(g_mode, "fields-offsets") ? 4 : (int64_t)plen;
         b.n_tensors = !strcmp(g_mode, "fields-missing") ? 2 : 4;
-        b.tensors[2] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_U8, .ndim = 1, .shape = {8}, .data = packed,
-                                                .nbytes = 8};
+        b.tensors[2] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_U8, .ndim = 1, .shape = {(int64_t)plen},
+                                                .data = packed, .nbytes = plen};
         b.tensors[3] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_I64, .ndim = 1, .shape = {2},
                                                 .data = (const uint8_t *)offsets, .nbytes = 16};
     }
