@@ -51,6 +51,36 @@ void spw_resize_size(const struct spw_op_spec *op, int W, int H, int *ow, int *o
     *oh = W <= H ? nl : ns;
 }
 
+int spw_random_resize_draw(const struct spw_op_spec *op, struct spw_rng *r)
+{
+    if (op->kind == SPW_OP_RANDOM_RESIZE) {
+        const int lo = op->min_size[0], hi = op->max_size > lo ? op->max_size : lo;
+        return lo + (int)spw_rng_below(r, (uint32_t)(hi - lo + 1));
+    }
+    return op->n_min_size > 1 ? op->min_size[spw_rng_below(r, (uint32_t)op->n_min_size)] : op->min_size[0];
+}
+
+void spw_random_resize_size(const struct spw_op_spec *op, int edge, int W, int H, int *ow, int *oh)
+{
+    if (op->kind == SPW_OP_RANDOM_RESIZE) {
+        const struct spw_op_spec one = {.size_h = edge};
+        spw_resize_size(&one, W, H, ow, oh);
+        return;
+    }
+    const double s = fmin((double)edge / (W < H ? W : H), (double)op->max_size / (W > H ? W : H));
+    *ow = (int)(W * s);
+    *oh = (int)(H * s);
+    *ow = *ow > 0 ? *ow : 1;
+    *oh = *oh > 0 ? *oh : 1;
+}
+
+void spw_pad_if_smaller_size(const struct spw_op_spec *op, int W, int H, int *ow, int *oh)
+{
+    const int th = spw_crop_h(op), tw = spw_crop_w(op);
+    *ow = W < tw ? tw : W;
+    *oh = H < th ? th : H;
+}
+
 int spw_crop_h(const struct spw_op_spec *op) { return op->size_h; }
 int spw_crop_w(const struct spw_op_spec *op) { return op->size_w > 0 ? op->size_w : op->size_h; }
 
@@ -163,6 +193,14 @@ int spw_geo_map(const struct spw_op_spec *op, struct spw_rng *r, int W, int H, d
     case SPW_OP_RESIZE:
         spw_resize_size(op, W, H, ow, oh);
         map_scale_translate(m, (double)*ow / W, (double)*oh / H, 0, 0);
+        return 0;
+    case SPW_OP_RANDOM_RESIZE:
+    case SPW_OP_RANDOM_SHORTEST_SIZE:
+        spw_random_resize_size(op, spw_random_resize_draw(op, r), W, H, ow, oh);
+        map_scale_translate(m, (double)*ow / W, (double)*oh / H, 0, 0);
+        return 0;
+    case SPW_OP_PAD_IF_SMALLER:
+        spw_pad_if_smaller_size(op, W, H, ow, oh);
         return 0;
     case SPW_OP_CENTER_CROP:
         map_rect(m, spw_center_crop_rect(op, W, H), 0, 0, ow, oh);

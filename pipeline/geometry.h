@@ -19,6 +19,16 @@ struct spw_rect {
 struct spw_rect spw_rrc_params(const struct spw_op_spec *op, struct spw_rng *r, int W, int H);
 /* resize's output size (_compute_resized_output_size: smaller edge, max_size). */
 void spw_resize_size(const struct spw_op_spec *op, int W, int H, int *ow, int *oh);
+/* random_resize's and random_shortest_size's draw: the smaller edge they aim at (the segmentation references'
+ * RandomResize: uniform in [min_size, max_size]; the detection references' RandomShortestSize: one of
+ * min_size at random). */
+int spw_random_resize_draw(const struct spw_op_spec *op, struct spw_rng *r);
+/* Their output size for a W x H image and a drawn edge: RandomResize as resize's rule; RandomShortestSize the
+ * scale that takes the smaller edge to `edge`, capped where the longer edge passes max_size, int() of each
+ * side (at least 1). */
+void spw_random_resize_size(const struct spw_op_spec *op, int edge, int W, int H, int *ow, int *oh);
+/* pad_if_smaller's output: each side below its size padded up to it (on the right and at the bottom). */
+void spw_pad_if_smaller_size(const struct spw_op_spec *op, int W, int H, int *ow, int *oh);
 /* center_crop's rectangle (negative offsets where torchvision pads). */
 struct spw_rect spw_center_crop_rect(const struct spw_op_spec *op, int W, int H);
 /* RandomCrop's rectangle after padding / pad_if_needed, in unpadded coordinates. */

@@ -233,6 +233,15 @@ int spw_image_op_resize(struct spw_op_call *c, struct spw_value *v)
                           c->errlen);
 }
 
+int spw_image_op_random_resize(struct spw_op_call *c, struct spw_value *v)
+{
+    int ow, oh;
+    spw_random_resize_size(c->op, spw_random_resize_draw(c->op, &c->rng), v->img.w, v->img.h, &ow, &oh);
+    struct spw_rect r = {0, 0, v->img.w, v->img.h};
+    return resample_value(c->ctx, v, r, ow, oh, (int)c->op->interpolation, c->op->antialias, c->dest, c->err,
+                          c->errlen);
+}
+
 int spw_image_op_center_crop(struct spw_op_call *c, struct spw_value *v)
 {
     return crop_value(c->ctx, v, spw_center_crop_rect(c->op, v->img.w, v->img.h), zero_fill, c->dest, c->err,
@@ -279,6 +288,16 @@ int spw_image_op_pad(struct spw_op_call *c, struct spw_value *v)
     uint8_t fill[3];
     op_fill(c->op, fill);
     return pad_value(v, c->op->padding, c->op->padding_mode, fill, c->err, c->errlen);
+}
+
+int spw_image_op_pad_if_smaller(struct spw_op_call *c, struct spw_value *v)
+{
+    uint8_t fill[3];
+    int ow, oh;
+    op_fill(c->op, fill);
+    spw_pad_if_smaller_size(c->op, v->img.w, v->img.h, &ow, &oh);
+    const int pad[4] = {0, 0, ow - v->img.w, oh - v->img.h};
+    return pad_value(v, pad, SPW_PAD_CONSTANT, fill, c->err, c->errlen);
 }
 
 int spw_image_op_random_crop(struct spw_op_call *c, struct spw_value *v)

@@ -23,6 +23,8 @@ int spw_image_op_center_crop(struct spw_op_call *c, struct spw_value *v);
 int spw_image_op_crop(struct spw_op_call *c, struct spw_value *v);
 int spw_image_op_random_crop(struct spw_op_call *c, struct spw_value *v);
 int spw_image_op_pad(struct spw_op_call *c, struct spw_value *v);
+int spw_image_op_random_resize(struct spw_op_call *c, struct spw_value *v);     /* and random_shortest_size */
+int spw_image_op_pad_if_smaller(struct spw_op_call *c, struct spw_value *v);
 int spw_image_op_random_resized_crop(struct spw_op_call *c, struct spw_value *v);
 int spw_image_op_flip(struct spw_op_call *c, struct spw_value *v);
 int spw_image_op_to_tensor(struct spw_op_call *c, struct spw_value *v);

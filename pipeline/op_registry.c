@@ -58,6 +58,22 @@ static const struct spw_op_field pad_fields[] = {
     {"fill", SPW_FK_FILL, 0, 0, 255, 0, NULL},
     {"padding_mode", SPW_FK_PAD_MODE, 0, 0, 0, 0, NULL},
     F_END};
+static const struct spw_op_field random_resize_fields[] = {
+    {"min_size", SPW_FK_INT, OFF(min_size), 1, MAX_EDGE, SPW_F_REQ, NULL},
+    {"max_size", SPW_FK_MAX_SIZE, 0, 1, MAX_EDGE, 0, NULL},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0, NULL},
+    {"antialias", SPW_FK_BOOL, OFF(antialias), 0, 0, 0, NULL},
+    F_END};
+static const struct spw_op_field shortest_size_fields[] = {
+    {"min_size", SPW_FK_SIZES, 0, 1, MAX_EDGE, SPW_F_REQ, NULL},
+    {"max_size", SPW_FK_INT, OFF(max_size), 1, MAX_EDGE, SPW_F_REQ, NULL},
+    {"interpolation", SPW_FK_INTERP, 0, 0, 0, 0, NULL},
+    {"antialias", SPW_FK_BOOL, OFF(antialias), 0, 0, 0, NULL},
+    F_END};
+static const struct spw_op_field pad_if_smaller_fields[] = {
+    {"size", SPW_FK_SIZE, 0, 0, 0, SPW_F_REQ, NULL},
+    {"fill", SPW_FK_FILL, 0, 0, 255, 0, NULL},
+    F_END};
 static const struct spw_op_field rrc_fields[] = {
     {"size", SPW_FK_SIZE, 0, 0, 0, SPW_F_REQ, NULL},
     {"scale", SPW_FK_RANGE, OFF(scale), 0, 1, 0, NULL},
@@ -247,6 +263,14 @@ static int resize_check(struct spw_op_spec *op, const char **field, char *msg, s
                         op->size_w), 1;
     if (op->max_size && op->max_size <= op->size_h)
         return snprintf(msg, msglen, "%d must be greater than size %d", op->max_size, op->size_h), 1;
+    return 0;
+}
+
+static int random_resize_check(struct spw_op_spec *op, const char **field, char *msg, size_t msglen)
+{
+    *field = "max_size";
+    if (op->max_size && op->max_size < op->min_size[0])
+        return snprintf(msg, msglen, "%d is below min_size %d", op->max_size, op->min_size[0]), 1;
     return 0;
 }
 
@@ -555,6 +579,25 @@ static const struct spw_op_def op_defs[SPW_OP_COUNT] = {
                                           .doc = "Displace every pixel by smoothed random offsets, on torchvision's "
                                                  "tensor path (ElasticTransform).",
                                           .args = "alpha sigma interpolation fill"),
+    [SPW_OP_RANDOM_RESIZE] = IMAGE_OP("random_resize", random_resize_fields, spw_image_op_random_resize, NULL,
+                                      .targets = SPW_TARGET_GEOMETRIC, .size = SPW_SIZE_DECODED,
+                                      .defaults = {BILINEAR_AA}, .check = random_resize_check,
+                                      .doc = "Resize the smaller edge to a size drawn uniformly from [min_size, "
+                                             "max_size] (the segmentation references' RandomResize).",
+                                      .args = "min_size max_size"),
+    [SPW_OP_RANDOM_SHORTEST_SIZE] = IMAGE_OP("random_shortest_size", shortest_size_fields,
+                                             spw_image_op_random_resize, NULL, .targets = SPW_TARGET_GEOMETRIC,
+                                             .size = SPW_SIZE_DECODED, .defaults = {BILINEAR_AA},
+                                             .doc = "Resize the smaller edge to one of min_size at random, the "
+                                                    "longer one to at most max_size (the detection references' "
+                                                    "RandomShortestSize).",
+                                             .args = "min_size max_size"),
+    [SPW_OP_PAD_IF_SMALLER] = IMAGE_OP("pad_if_smaller", pad_if_smaller_fields, spw_image_op_pad_if_smaller, NULL,
+                                       .targets = SPW_TARGET_GEOMETRIC, .size = SPW_SIZE_DECODED,
+                                       .doc = "Pad on the right and at the bottom with fill (masks: ignore_index) "
+                                              "up to size where the image is smaller (the segmentation "
+                                              "references' pad_if_smaller).",
+                                       .args = "size fill"),
     [SPW_OP_TRIVIAL_AUGMENT_WIDE] = IMAGE_OP("trivial_augment_wide", trivial_fields, spw_augment_trivial,
                                              spw_gpu_op_trivial_augment, .targets = SPW_TARGET_REFUSED,
                                              .defaults = {.num_magnitude_bins = 31,

@@ -106,6 +106,7 @@ enum spw_field_kind {
     SPW_FK_PADDING,     /* p | [lr, tb] | [l, t, r, b], each in lo/hi -> padding (left, top, right, bottom) */
     SPW_FK_PAD_MODE,    /* "constant" | "edge" | "reflect" | "symmetric" -> padding_mode */
     SPW_FK_KALDI_WINDOW,/* "hamming" | "hanning" | "povey" | "rectangular" | "blackman" -> window_type */
+    SPW_FK_SIZES,       /* s | [s, ...]: 1 to 16 ints, each in lo/hi -> min_size, n_min_size */
 };
 
 enum { SPW_F_REQ = 1, SPW_F_LO_OPEN = 2, SPW_F_HUE = 4 };

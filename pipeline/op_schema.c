@@ -58,6 +58,7 @@ static const char *type_name(enum spw_field_kind k)
     case SPW_FK_OPS: return "ops";
     case SPW_FK_WEIGHTS: return "null or [w, ...]";
     case SPW_FK_KSIZE: return "odd integer or [kx, ky]";
+    case SPW_FK_SIZES: return "integer or [s, ...]";
     case SPW_FK_SIGMA: return "number or [min, max]";
     case SPW_FK_PADDING: return "padding";
     case SPW_FK_PAD_MODE:
@@ -98,14 +99,15 @@ static bool bounded(enum spw_field_kind k)
     switch (k) {
     case SPW_FK_MAX_SIZE: case SPW_FK_INT: case SPW_FK_NUM: case SPW_FK_RANGE: case SPW_FK_PAIR:
     case SPW_FK_SHEAR: case SPW_FK_FILL: case SPW_FK_OPT_FILL: case SPW_FK_XY: case SPW_FK_JITTER: case SPW_FK_ERASE_VALUE: case SPW_FK_TRIPLE:
-    case SPW_FK_OPT_NUM: case SPW_FK_KSIZE: case SPW_FK_SIGMA: case SPW_FK_PADDING: return true;
+    case SPW_FK_OPT_NUM: case SPW_FK_KSIZE: case SPW_FK_SIGMA: case SPW_FK_PADDING: case SPW_FK_SIZES:
+        return true;
     default: return false;
     }
 }
 
 static json_t *bound(enum spw_field_kind k, double v)
 {
-    return k == SPW_FK_INT || k == SPW_FK_MAX_SIZE || k == SPW_FK_KSIZE || k == SPW_FK_PADDING
+    return k == SPW_FK_INT || k == SPW_FK_MAX_SIZE || k == SPW_FK_KSIZE || k == SPW_FK_PADDING || k == SPW_FK_SIZES
                ? json_integer((json_int_t)v)
                : json_real(v);
 }

@@ -83,6 +83,9 @@ enum spw_op_kind {
     SPW_OP_VIEWS,           /* the spec's "views" (pipeline/views.h): appended after its ops by the parser */
     SPW_OP_AUG_MIX,
     SPW_OP_ELASTIC_TRANSFORM,
+    SPW_OP_RANDOM_RESIZE,           /* the references' segmentation RandomResize */
+    SPW_OP_RANDOM_SHORTEST_SIZE,    /* the references' detection RandomShortestSize */
+    SPW_OP_PAD_IF_SMALLER,          /* the references' segmentation pad_if_smaller */
     SPW_OP_COUNT
 };
 
@@ -96,7 +99,11 @@ struct spw_op_spec {
     /* resize / crops: size_w == 0 means a single int (resize: match the smaller edge to size_h;
      * crops: square size_h x size_h) */
     int size_h, size_w;
-    int max_size;                       /* resize: 0 = none */
+    int max_size;                       /* resize: 0 = none; random_resize: the largest smaller edge (0: min_size);
+                                           random_shortest_size: the longer edge's cap */
+    int min_size[16];                   /* random_resize: [0], the smallest smaller edge; random_shortest_size:
+                                           the smaller edges drawn from, n_min_size of them */
+    int n_min_size;
     enum spw_interp interpolation;      /* resize/rrc: bilinear; rotate/affine/policies: nearest */
     bool antialias;                     /* resize/rrc: true (PIL always antialiases) */
     double scale[2], ratio[2];          /* random_resized_crop, random_erasing */

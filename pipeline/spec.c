@@ -407,14 +407,15 @@ static int get_range(struct vctx *c, const char *loc, const json_t *v, const str
     return 0;
 }
 
-/* An integer, or a list of 1 to 4 of them whose length is in `lengths` (a bit per length), each in the field's
- * lo/hi; `odd` refuses an even one. Into out, *n of them (1 for the bare integer). */
+/* An integer, or a list of them whose length is in `lengths` (a bit per length, below 32), each in the field's
+ * lo/hi; `odd` refuses an even one. Into out (room for the longest length allowed), *n of them (1 for the bare
+ * integer). */
 static int get_int_list(struct vctx *c, const char *loc, const json_t *v, const struct spw_op_field *f,
-                        unsigned lengths, bool odd, const char *what, long long out[4], size_t *n)
+                        unsigned lengths, bool odd, const char *what, long long *out, size_t *n)
 {
     char el[SPW_LOC_BYTES];
     *n = json_is_array(v) ? json_array_size(v) : 1;
-    if (!json_is_integer(v) && !(json_is_array(v) && *n <= 4 && (lengths >> *n & 1u)))
+    if (!json_is_integer(v) && !(json_is_array(v) && *n < 32 && (lengths >> *n & 1u)))
         return fail_type(c, loc, what, v);
     for (size_t i = 0; i < *n; i++) {
         const char *at = loc;
@@ -438,6 +439,20 @@ static int get_ksize(struct vctx *c, const char *loc, const json_t *v, const str
     const int rc = get_int_list(c, loc, v, f, 1u << 1 | 1u << 2, true, "an odd integer or [kx, ky]", k, &n);
     if (rc == 0)
         out[0] = (int)k[0], out[1] = (int)k[n - 1];
+    return rc;
+}
+
+/* random_shortest_size's min_size: s or [s, ...], 1 to 16 sizes, each in lo/hi. */
+static int get_sizes(struct vctx *c, const char *loc, const json_t *v, const struct spw_op_field *f,
+                     struct spw_op_spec *op)
+{
+    long long s[16];
+    size_t n;
+    const unsigned lengths = ((1u << 17) - 1) & ~1u;        /* 1 to 16 */
+    const int rc = get_int_list(c, loc, v, f, lengths, false, "an integer or a list of 1 to 16 integers", s, &n);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        op->min_size[i] = (int)s[i];
+    op->n_min_size = rc == 0 ? (int)n : 0;
     return rc;
 }
 
@@ -673,6 +688,8 @@ static int parse_field(struct vctx *c, const char *loc, const json_t *v, const s
         return get_weights(c, loc, v, op);
     case SPW_FK_KSIZE:
         return get_ksize(c, loc, v, f, (int *)(void *)base);
+    case SPW_FK_SIZES:
+        return get_sizes(c, loc, v, f, op);
     case SPW_FK_PADDING:
         return get_padding(c, loc, v, f, op->padding);
     case SPW_FK_PAD_MODE:
@@ -1797,6 +1814,15 @@ static json_t *field_to_json(struct jb *b, const struct spw_op_field *f, const s
     case SPW_FK_KSIZE: {
         const int *k = (const int *)(const void *)base;
         return json_pack("[ii]", k[0], k[1]);
+    }
+    case SPW_FK_SIZES: {            /* one number for one size */
+        if (op->n_min_size == 1)
+            return json_integer(op->min_size[0]);
+        json_t *a = jb_new(b, json_array());
+        for (int i = 0; a && i < op->n_min_size; i++)
+            if (json_array_append_new(a, jb_new(b, json_integer(op->min_size[i]))))
+                b->oom = true;
+        return a;
     }
     case SPW_FK_SIGMA:
     case SPW_FK_XY:

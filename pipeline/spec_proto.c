@@ -27,7 +27,8 @@
     X(freq_mask_param, FREQ_MASK_PARAM) X(time_mask_param, TIME_MASK_PARAM)                               \
     X(num_freq_masks, NUM_FREQ_MASKS) X(num_time_masks, NUM_TIME_MASKS)                                   \
     X(num_output_channels, NUM_OUTPUT_CHANNELS) X(num_mel_bins, NUM_MEL_BINS) X(frames, FRAMES)             \
-    X(severity, SEVERITY) X(mixture_width, MIXTURE_WIDTH) X(chain_depth, CHAIN_DEPTH)
+    X(severity, SEVERITY) X(mixture_width, MIXTURE_WIDTH) X(chain_depth, CHAIN_DEPTH)  \
+    X(min_size, MIN_SIZE)
 /* JSON null (f_max, top_db) is an absent field */
 #define OP_DOUBLES(X)                                                                                      \
     X(p, P) X(angle, ANGLE) X(factor, FACTOR) X(threshold, THRESHOLD) X(rolloff, ROLLOFF) X(power, POWER)  \
@@ -243,6 +244,8 @@ static json_t *op_to_json(struct jb *b, const Spillway__V1__Op *op)
 #undef INT_TO_JSON
     if (op->n_padding_sides)            /* sides that differ: over the scalar form */
         set(b, o, "padding", ints_json(b, op->padding_sides, op->n_padding_sides));
+    if (op->n_min_sizes)                /* several: over the scalar form */
+        set(b, o, "min_size", ints_json(b, op->min_sizes, op->n_min_sizes));
 #define DOUBLE_TO_JSON(f, F)                                                                               \
     if (op->opt_##f##_case == OP_CASE(F))                                                                  \
         set(b, o, #f, real_json(b, #f, -1, op->f));
@@ -579,6 +582,7 @@ static void op_proto_free(Spillway__V1__Op *op)
     free(op->size);
     free(op->kernel_size);
     free(op->padding_sides);
+    free(op->min_sizes);
     free(op->output_shape);
 #define LIST_FREE(f) free(op->f);
     OP_DOUBLE_LISTS(LIST_FREE)
@@ -650,6 +654,8 @@ static int op_from_json(json_t *o, Spillway__V1__Op **out)
             op->opt_##f##_case = OP_CASE(F), op->f = (int32_t)json_integer_value(v);                        \
         else if (json_is_array(v) && !strcmp(#f, "padding")) /* [left, top, right, bottom] */             \
             rc = ints_from_json(v, &op->padding_sides, &op->n_padding_sides);                              \
+        else if (json_is_array(v) && !strcmp(#f, "min_size")) /* random_shortest_size's several */       \
+            rc = ints_from_json(v, &op->min_sizes, &op->n_min_sizes);                                      \
         else if (!json_is_null(v)) /* null: max_size none */                                              \
             rc = SPW_EINTERNAL;                                                                            \
     }

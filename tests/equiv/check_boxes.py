@@ -3,7 +3,8 @@ math: WebDataset shards of images (odd sizes) with KEY.json {"boxes", "labels"} 
 through spillway.Loader in this process; fusedcheck reports each sample's draws (the crop rectangle, the flip,
 the perspective corners) from the same keys. The reference moves the boxes as torchvision 0.14's detection
 references do (references/detection/transforms.py: hflip x0' = W - x1; a resize scales by the size ratios;
-a crop subtracts its corner, clamps to the crop and drops the boxes left empty) and as torchvision's box
+a crop subtracts its corner, clamps to the crop and drops the boxes left empty; RandomShortestSize and
+RandomResize scale by the sides they drew; pad_if_smaller leaves them) and as torchvision's box
 transforms do for warps (the corners through the forward map, F._get_inverse_affine_matrix inverted, and
 F._get_perspective_coeffs inverted for random_perspective; the spanning box, clamped). Every kept box within
 1e-4 of the reference, the same boxes dropped, class ids with their boxes; min_size drops the small ones. A
@@ -134,6 +135,20 @@ def reference(op, d, b, lab, w, h, min_size):
         b = b * np.array([ow / w, oh / h, ow / w, oh / h])
         b, lab = clamp_drop(b, lab, ow, oh, min_size)
         return b, lab, ow, oh
+    if kind in ("random_resize", "random_shortest_size"):      # the references' RandomResize / ShortestSize
+        if kind == "random_resize":
+            short, long_ = (w, h) if w <= h else (h, w)
+            ns, nl = d["edge"], int(d["edge"] * long_ / short)
+            ow, oh = (ns, nl) if w <= h else (nl, ns)
+        else:
+            r = min(d["edge"] / min(h, w), op["max_size"] / max(h, w))
+            ow, oh = int(w * r), int(h * r)
+        b = b * np.array([ow / w, oh / h, ow / w, oh / h])
+        b, lab = clamp_drop(b, lab, ow, oh, min_size)
+        return b, lab, ow, oh
+    if kind == "pad_if_smaller":                                # right and bottom: the boxes stay
+        size = op["size"]
+        return b, lab, max(w, size), max(h, size)
     if kind in ("crop", "random_crop", "center_crop", "random_resized_crop"):
         if kind == "crop":
             x, y, cw, ch = op["left"], op["top"], op["width"], op["height"]
@@ -207,6 +222,11 @@ check("random_crop padded", [{"op": "random_crop", "size": [60, 70], "padding": 
 check("random_resized_crop", [{"op": "random_resized_crop", "size": [64, 48], "scale": [0.2, 1.0]}])
 check("random_resized_crop + flip, min_size 4", [{"op": "random_resized_crop", "size": 56, "scale": [0.1, 0.6]},
                                                {"op": "random_horizontal_flip"}], min_size=4.0)
+check("random_resize", [{"op": "random_resize", "min_size": 40, "max_size": 140}])
+check("random_shortest_size + flip (the references' multiscale preset)",
+      [{"op": "random_shortest_size", "min_size": [48, 64, 80, 96], "max_size": 133},
+       {"op": "random_horizontal_flip"}])
+check("pad_if_smaller", [{"op": "pad_if_smaller", "size": 120}])
 check("affine", [{"op": "affine", "angle": 17.0, "translate": [6, -3], "scale": 0.85, "shear": [7.0, -4.0]}])
 check("rotate", [{"op": "rotate", "angle": -28.0}])
 check("random_perspective", [{"op": "random_perspective", "p": 1.0, "distortion_scale": 0.5}])

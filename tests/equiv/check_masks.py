@@ -2,14 +2,15 @@
 Pillow on real photos: WebDataset shards of a photo (PNG, odd sizes) and its label map (a palette PNG, and a
 greyscale one) go through spillway.Loader in this process.
 Fixed parameters: each geometric op alone (resize to [h, w] and to an edge, crop, center_crop, pad, rotate
-(nearest and bilinear), affine, both flips, random_crop with padding and pad_if_needed at p 1 forms) gives
-the image byte-equal to the torchvision functional op on the PIL image and the mask byte-equal to the same op
+(nearest and bilinear), affine, both flips, random_resize and random_shortest_size at one size, pad_if_smaller)
+gives the image byte-equal to the torchvision functional op on the PIL image and the mask byte-equal to the same op
 on the PIL mask with NEAREST and fill = ignore_index, as torchvision's segmentation references do.
 Random forms: a synthetic image whose colours are a lookup of its own mask (nothing maps to black), every
 random geometric op with nearest sampling and black fill: after each pipeline, the mask equals the inverse
 lookup of the image at every pixel, and is ignore_index exactly where the image is fill: image and mask
-aligned, whatever was drawn. Also: a mask of another size than its image fails its sample, saying so;
-a colour PNG as a mask fails naming the field; VOC's folder layout (masks in a parallel folder under the
+aligned, whatever was drawn (the segmentation references' preset among them). The sizes random_resize and
+random_shortest_size draw cover their range and nothing else. Also: a mask of another size than its image
+fails its sample, saying so; a colour PNG as a mask fails naming the field; VOC's folder layout (masks in a parallel folder under the
 same relative names, an image without one not a sample). Prints one line per check and "N passed, M failed".
 usage: check_masks.py PHOTO_DIR"""
 import io
@@ -88,6 +89,26 @@ def photo_samples(count):
     return samples
 
 
+def shortest_size(min_size, max_size):
+    """The detection references' RandomShortestSize at one size (image bilinear, mask nearest)."""
+    def ref(x, m):
+        w, h = x.size
+        r = min(min_size / min(h, w), max_size / max(h, w))
+        return F.resize(x, [int(h * r), int(w * r)], IM.NEAREST if m else IM.BILINEAR, antialias=True)
+    return ref
+
+
+def pad_if_smaller(img, size, fill=0):
+    """The segmentation references' pad_if_smaller, as written there."""
+    min_size = min(img.size)
+    if min_size < size:
+        ow, oh = img.size
+        padh = size - oh if oh < size else 0
+        padw = size - ow if ow < size else 0
+        img = F.pad(img, (0, 0, padw, padh), fill=fill)
+    return img
+
+
 def check_fixed():
     samples = photo_samples(6)
     shard = os.path.join(TMP, "fixed.tar")
@@ -112,6 +133,12 @@ def check_fixed():
         ("affine", [{"op": "affine", "angle": 12.0, "translate": [5, -4], "scale": 0.9, "shear": [8.0, 3.0],
                      "fill": 9}],
          lambda x, m: F.affine(x, 12.0, [5, -4], 0.9, [8.0, 3.0], IM.NEAREST, fill=IGNORE if m else 9)),
+        ("random_resize at one size", [{"op": "random_resize", "min_size": 83, "max_size": 83}],
+         lambda x, m: F.resize(x, 83, IM.NEAREST if m else IM.BILINEAR, antialias=True)),
+        ("random_shortest_size at one size", [{"op": "random_shortest_size", "min_size": 150, "max_size": 200}],
+         shortest_size(150, 200)),
+        ("pad_if_smaller", [{"op": "pad_if_smaller", "size": 400, "fill": 9}],
+         lambda x, m: pad_if_smaller(x, 400, IGNORE if m else 9)),
         ("horizontal_flip", [{"op": "horizontal_flip"}], lambda x, m: F.hflip(x)),
         ("vertical_flip", [{"op": "vertical_flip"}], lambda x, m: F.vflip(x)),
     ]
@@ -157,6 +184,12 @@ def check_aligned():
         ("resize, rotate, pad, crop", [dict({"op": "resize", "size": 57}, **nearest),
                                        {"op": "rotate", "angle": 17.0},
                                        {"op": "pad", "padding": [2, 3]}, {"op": "center_crop", "size": 50}]),
+        ("segmentation preset (random_resize, flip, pad_if_smaller, random_crop)",
+         [dict({"op": "random_resize", "min_size": 40, "max_size": 160}, **nearest),
+          {"op": "random_horizontal_flip"}, {"op": "pad_if_smaller", "size": 96},
+          {"op": "random_crop", "size": 96}]),
+        ("random_shortest_size", [dict({"op": "random_shortest_size", "min_size": [50, 70, 90], "max_size": 110},
+                                       **nearest)]),
         ("affine then random_resized_crop", [{"op": "affine", "angle": -9.0, "translate": [3, 2], "scale": 1.1,
                                               "shear": [5.0, 0.0]},
                                              dict({"op": "random_resized_crop", "size": 37}, **nearest)]),
@@ -175,6 +208,40 @@ def check_aligned():
                     bad.append(key)
         result("%s: mask = the image's classes, ignore where filled" % name, not bad,
                ", ".join(bad[:4]) or "%d pixels" % pixels)
+
+
+def check_draws():
+    """The sizes random_resize and random_shortest_size draw, over 8 samples x 12 epochs: every allowed smaller
+    edge comes up, no other (the chance that one of 5 is missed in 96 draws is below 1e-8). random_shortest_size's
+    edge is int() of a scaled side, as the references compute it: 29 where 61 * (30 / 61) falls below 30."""
+    sizes = [(83 + 14 * i, 61 + 9 * i) for i in range(8)]
+    samples = [("s%02d" % i,) + synthetic(i, w, h) for i, (w, h) in enumerate(sizes)]
+    shard = os.path.join(TMP, "draws.tar")
+    write_shard(shard, samples)
+
+    def shortest(s, w, h):
+        r = min(s / min(h, w), 1000 / max(h, w))
+        return min(int(h * r), int(w * r))
+    for op, allowed in (({"op": "random_resize", "min_size": 20, "max_size": 24},
+                         lambda i: {(s, s) for s in range(20, 25)}),
+                        ({"op": "random_shortest_size", "min_size": [30, 45, 60], "max_size": 1000},
+                         lambda i: {(s, shortest(s, *sizes[i])) for s in (30, 45, 60)})):
+        spec = {"source": {"format": "tar_shards", "path": shard, "labels": False, "seed": 4, "epochs": 12,
+                           "fields": {"mask": {"from": "seg.png", "as": "mask"}}},
+                "ops": [{"op": "decode_image"}, op], "batch": {"size": 1}}
+        seen, bad = set(), []
+        with Loader(spec, local_cores=1) as ld:
+            for _ in range(12):
+                for b in ld:
+                    i = int(b.keys[0].path.rsplit(":s", 1)[1][:2])
+                    img, mask = np.array(b.data[0]), np.array(b["mask"][0])
+                    drawn = [s for s, edge in allowed(i) if edge == min(img.shape[:2])]
+                    seen.update(drawn)
+                    if not drawn or img.shape[:2] != mask.shape:
+                        bad.append("s%02d: %s, mask %s" % (i, img.shape, mask.shape))
+        want = {s for s, _ in allowed(0)}
+        result("%s draws: smaller edges %s" % (op["op"], sorted(want)), seen == want and not bad,
+               "seen %s %s" % (sorted(seen), ", ".join(bad[:2])))
 
 
 def check_refused():
@@ -229,6 +296,7 @@ def check_folders():
 
 check_fixed()
 check_aligned()
+check_draws()
 check_refused()
 check_folders()
 print("%d passed, %d failed" % (passed, failed))

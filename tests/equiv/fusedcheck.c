@@ -2,7 +2,8 @@
  * (fused decode group included) and writes the result as .npy, printing the random geometry it drew so a
  * torchvision reference can redo it; or prints many RandomResizedCrop draws for a distribution test.
  *   fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE     -> stdout: {"rect":[left,top,w,h],"hflip":0|1} (rect:
- *                                                         op 1's random_resized_crop; "crop": its random_crop);
+ *                                                         op 1's random_resized_crop; "crop": its random_crop;
+ *                                                         "edge": its random_resize's or random_shortest_size's);
  *                                                         an elastic_transform's displacement in OUT.npy.disp.npy
  *   fusedcheck rrc SPEC.json W H N                     -> N lines "left top w h" (op 1 must be rrc)
  *   fusedcheck ra SPEC.json N                          -> N lines of RandAugment's "Op magnitude" steps
@@ -156,6 +157,8 @@ static int cmd_run(const struct spw_pipeline_spec *spec, const char *in, const c
             struct spw_rect c = spw_random_crop_rect(op, &r, W, H);
             printf("\"crop\": [%d, %d, %d, %d], ", c.x, c.y, c.w, c.h);
         }
+        if ((op->kind == SPW_OP_RANDOM_RESIZE || op->kind == SPW_OP_RANDOM_SHORTEST_SIZE) && i == 1)
+            printf("\"edge\": %d, ", spw_random_resize_draw(op, &r));
         if (op->kind == SPW_OP_AUG_MIX)
             print_augmix(op, &r, "\"augmix\": [", "], ");
         if (op->kind == SPW_OP_ELASTIC_TRANSFORM && write_displacement(op, &r, (int)t.shape[1], (int)t.shape[0], out))

@@ -74,7 +74,12 @@
     "{\"op\": \"aug_mix\"}, {\"op\": \"aug_mix\", \"severity\": 10, \"mixture_width\": 16, \"chain_depth\": 2,"  \
     " \"alpha\": 0.25, \"all_ops\": false, \"interpolation\": \"nearest\", \"fill\": [0, 0, 0]},"           \
     "{\"op\": \"elastic_transform\"}, {\"op\": \"elastic_transform\", \"alpha\": [20, 70.5], \"sigma\": 0,"   \
-    " \"interpolation\": \"nearest\", \"fill\": 7}"
+    " \"interpolation\": \"nearest\", \"fill\": 7},"                                                     \
+    "{\"op\": \"random_resize\", \"min_size\": 260}, {\"op\": \"random_resize\", \"min_size\": 260,"         \
+    " \"max_size\": 1040, \"interpolation\": \"nearest\", \"antialias\": false},"                             \
+    "{\"op\": \"random_shortest_size\", \"min_size\": [480, 512, 800], \"max_size\": 1333},"               \
+    "{\"op\": \"random_shortest_size\", \"min_size\": 600, \"max_size\": 1000, \"interpolation\": \"bicubic\"}," \
+    "{\"op\": \"pad_if_smaller\", \"size\": 480}, {\"op\": \"pad_if_smaller\", \"size\": [32, 48], \"fill\": 9}"
 
 static char *spec_text(const char *ops)
 {
@@ -135,7 +140,9 @@ static bool op_equal(const struct spw_op_spec *a, const struct spw_op_spec *b)
            EQ(win_length) && EQ(center) && EQ(power) && EQ(sample_rate) && EQ(n_mels) && EQ(f_min) && EQ(f_max) &&
            EQ(mel_scale) && EQ(mel_norm) && EQ(eps) && EQ(stype) && EQ(top_db) && EQ(freq_mask_param) &&
            EQ(time_mask_param) && EQ(num_freq_masks) && EQ(num_time_masks) && EQ(num_output_channels) &&
-           EQ2(kernel_size) && EQ2(sigma) && EQ(n_ops) && EQ(n_weights) && !a->weights == !b->weights &&
+           EQ2(kernel_size) && EQ2(sigma) && EQ(n_min_size) &&
+           !memcmp(a->min_size, b->min_size, sizeof a->min_size) && EQ(n_ops) && EQ(n_weights) &&
+           !a->weights == !b->weights &&
            (!a->weights || !memcmp(a->weights, b->weights, (size_t)a->n_weights * sizeof *a->weights)) &&
            children_equal(a, b);
 #undef EQ
@@ -413,6 +420,17 @@ START_TEST(test_spec_rejects_what_kernels_lack)
                      "ops[1].sigma: [3, 0]: give both > 0, or both 0 (no blur)");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"elastic_transform\", \"alpha\": [1, 2, 3]}",
                      "ops[1].alpha: expected 1 or 2 numbers, got 3");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_resize\", \"min_size\": 300, \"max_size\": 299}",
+                     "ops[1].max_size: 299 is below min_size 300");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_shortest_size\", \"min_size\": [480]}",
+                     "ops[1].max_size: required");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_shortest_size\", \"min_size\": [],"
+                     " \"max_size\": 9}",
+                     "ops[1].min_size: expected an integer or a list of 1 to 16 integers, got array");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"random_shortest_size\", \"min_size\": [480, 0],"
+                     " \"max_size\": 9}",
+                     "ops[1].min_size[1]: 0 is outside [1, 65535]");
+    expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"pad_if_smaller\"}", "ops[1].size: required");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"severity\": 11}",
                      "ops[1].severity: 11 is outside [1, 10]");
     expect_ops_error("{\"op\": \"decode_jpeg\"}, {\"op\": \"aug_mix\", \"alpha\": 0}",
@@ -1456,7 +1474,8 @@ END_TEST
 /* The proto's Op mirrors the op registry: OpKind value k is OP_KIND_<NAME of op k>, every field of every op
  * (but a combinator's `ops`, which follow it as Op.children) is a member of Op, and every member of Op
  * (besides `op`, the value_random form of `value`, a plugin op's `name` and `params`, `children`,
- * random_choice's `weights`, padding's sides and elastic_transform's alpha pair) is some op's field. A registry change the proto does not follow fails here. */
+ * random_choice's `weights`, padding's sides, several min_size and elastic_transform's alpha pair) is some op's
+ * field. A registry change the proto does not follow fails here. */
 START_TEST(test_spec_proto_op_mirrors_registry)
 {
     const ProtobufCMessageDescriptor *msg = &spillway__v1__op__descriptor;
@@ -1481,6 +1500,7 @@ START_TEST(test_spec_proto_op_mirrors_registry)
                     !strcmp(name, "params") ||      /* a plugin op's name and fields */
                     !strcmp(name, "children") || !strcmp(name, "weights") ||  /* a combinator's ops, choice's p */
                     !strcmp(name, "padding_sides") ||   /* padding whose sides differ */
+                    !strcmp(name, "min_sizes") ||       /* random_shortest_size's several min_size */
                     !strcmp(name, "alpha_xy");          /* elastic_transform's alpha pair (aug_mix's: a number) */
         for (int k = 0; !used && k < SPW_OP_COUNT; k++)
             for (const struct spw_op_field *f = spw_op_def((enum spw_op_kind)k)->fields; !used && f->name; f++)
