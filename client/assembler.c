@@ -329,7 +329,7 @@ static void slot_init(struct assembler *a, struct slot *s, int64_t gb)
     s->assigned = s->finished = 0;
     s->delivered = s->shape_error = false;
     spw_batch_fill_clear(&s->fill);
-    s->fill.pad = a->o.spec->batch.pad;
+    s->fill.pad = spw_fill_pad_of(a->o.spec);
     for (int p = 0; p < s->n_pos; p++) {
         s->places[p] = a->o.ordered ? first + p : -1;
         s->samples[p] = a->o.ordered ? spw_order_at(&a->order, (uint64_t)epoch, asm_pos_of(a, first + p)) : -1;

@@ -103,16 +103,17 @@ static size_t shape_bytes(enum spw_dtype dt, int ndim, const int64_t *shape)
 static const char shape_msg[] =
     "batch: elements of one batch differ in shape (add a crop or a fixed-size resize, or use batch size 1)";
 
-/* A padded fill's element: its own buffer; all dimensions but the last must match the first element's. */
+/* A padded fill's element: its own buffer; its dtype and rank must match the first element's (audio: all its
+ * dimensions but the last too). */
 static uint8_t *place_row(struct spw_batch_fill *f, int n, int idx, enum spw_dtype dt, int ndim,
                           const int64_t *shape, char *err, size_t errlen)
 {
     struct spw_tensor *d = &f->data;
     if (!f->rows) {
         f->rows = calloc((size_t)n, sizeof *f->rows);
-        f->lens = calloc((size_t)n, sizeof *f->lens);
+        f->shapes = calloc((size_t)n, sizeof *f->shapes);
         f->n_rows = f->rows ? n : 0;
-        if (!f->rows || !f->lens || ndim < 1) {
+        if (!f->rows || !f->shapes || ndim < 1 || ndim >= SPW_TENSOR_MAX_DIMS) {
             snprintf(err, errlen, ndim < 1 ? "batch: a scalar element cannot be padded" : "out of memory for a batch");
             return NULL;
         }
@@ -122,13 +123,17 @@ static uint8_t *place_row(struct spw_batch_fill *f, int n, int idx, enum spw_dty
         memcpy(d->shape + 1, shape, sizeof(int64_t) * (size_t)ndim);
         f->elem_bytes = shape_bytes(dt, ndim, shape);
     }
-    if (d->dtype != dt || d->ndim != ndim + 1 || memcmp(d->shape + 1, shape, sizeof(int64_t) * (size_t)(ndim - 1))) {
+    if (d->dtype != dt || d->ndim != ndim + 1) {
+        snprintf(err, errlen, "batch: elements of one batch differ in dtype or number of dimensions");
+        return NULL;
+    }
+    if (f->pad == SPW_FILL_PAD_LAST && memcmp(d->shape + 1, shape, sizeof(int64_t) * (size_t)(ndim - 1))) {
         snprintf(err, errlen, "batch: elements of one batch differ in more than their last dimension (length)");
         return NULL;
     }
     free(f->rows[idx]);
     f->rows[idx] = malloc(shape_bytes(dt, ndim, shape) + 1);
-    f->lens[idx] = shape[ndim - 1];
+    memcpy(f->shapes[idx], shape, sizeof(int64_t) * (size_t)ndim);
     if (!f->rows[idx])
         snprintf(err, errlen, "out of memory for a batch");
     return f->rows[idx];
@@ -179,48 +184,67 @@ void spw_batch_fill_clear(struct spw_batch_fill *f)
     for (int i = 0; i < f->n_rows; i++)
         free(f->rows[i]);
     free(f->rows);
-    free(f->lens);
+    free(f->shapes);
     for (int i = 0; i < f->n_fields; i++)
         spw_fields_free(f->fields[i]);
     free(f->fields);
-    const bool pad = f->pad;
+    const enum spw_fill_pad pad = f->pad;
     memset(f, 0, sizeof *f);
     f->pad = pad;
 }
 
-/* A padded fill's ok rows as [n_ok, ..., longest] zero-padded into b->tensors[0], and their lengths into
- * *lengths. Returns 0 or -ENOMEM. */
+/* Copy an element of shape s (ndim dims) into a zeroed [..largest] block m of element size es: row by row of
+ * its last dimension. */
+static void copy_padded(uint8_t *dst, const uint8_t *src, int ndim, const int64_t *s, const int64_t *m, size_t es)
+{
+    int64_t idx[SPW_TENSOR_MAX_DIMS] = {0};
+    const size_t in_row = (size_t)s[ndim - 1] * es;
+    size_t rows = 1;
+    for (int i = 0; i < ndim - 1; i++)
+        rows *= (size_t)s[i];
+    for (size_t r = 0; r < rows; r++, src += in_row) {
+        size_t at = 0;                          /* the row's offset in m's elements */
+        for (int i = 0; i < ndim - 1; i++)
+            at = (at + (size_t)idx[i]) * (size_t)m[i + 1];
+        memcpy(dst + at * es, src, in_row);
+        for (int i = ndim - 2; i >= 0 && ++idx[i] == s[i]; i--)
+            idx[i] = 0;
+    }
+}
+
+/* A padded fill's ok rows as [n_ok, ...largest] zero-padded into b->tensors[0], and into *sizes_out their
+ * lengths (audio, [n]) or shapes (images, [n, ndim]). Returns 0 or -ENOMEM. */
 static int build_padded(struct spw_batch_fill *f, int n_pos, const bool *ok, struct spw_batch *b,
-                        struct spw_tensor *lengths_out)
+                        struct spw_tensor *sizes_out)
 {
     const struct spw_tensor *d = &f->data;
-    int64_t longest = 0;
+    const int ndim = d->ndim - 1;
+    int64_t largest[SPW_TENSOR_MAX_DIMS] = {0};
     for (int p = 0; p < n_pos; p++)
-        if (ok[p] && f->lens[p] > longest)
-            longest = f->lens[p];
+        for (int i = 0; ok[p] && i < ndim; i++)
+            largest[i] = f->shapes[p][i] > largest[i] ? f->shapes[p][i] : largest[i];
     int64_t shape[SPW_TENSOR_MAX_DIMS];
-    memcpy(shape, d->shape, sizeof shape);
     shape[0] = b->n;
-    shape[d->ndim - 1] = longest;
-    int64_t lshape[1] = {b->n};
+    memcpy(shape + 1, largest, sizeof(int64_t) * (size_t)ndim);
+    const bool audio = f->pad == SPW_FILL_PAD_LAST;
+    int64_t sshape[2] = {b->n, ndim};
     if (spw_tensor_alloc(&b->tensors[0], d->dtype, d->ndim, shape) != 0 ||
-        spw_tensor_alloc(lengths_out, SPW_DTYPE_I64, 1, lshape) != 0)
+        spw_tensor_alloc(sizes_out, SPW_DTYPE_I64, audio ? 1 : 2, sshape) != 0)
         return -ENOMEM;
-    const size_t es = spw_dtype_size(d->dtype), out_row = (size_t)longest * es;
-    size_t outer = 1;                                   /* rows of the last dimension per element */
-    for (int i = 1; i < d->ndim - 1; i++)
-        outer *= (size_t)d->shape[i];
+    const size_t es = spw_dtype_size(d->dtype), out_elem = shape_bytes(d->dtype, ndim, largest);
     uint8_t *dst = b->tensors[0].data;
-    int64_t *lengths = lengths_out->data;
-    for (int p = 0, k = 0; p < n_pos; p++) {
+    memset(dst, 0, out_elem * (size_t)b->n);
+    int64_t *sizes = sizes_out->data;
+    for (int p = 0; p < n_pos; p++) {
         if (!ok[p])
             continue;
-        const size_t in_row = (size_t)f->lens[p] * es;
-        for (size_t r = 0; r < outer; r++, dst += out_row) {
-            memcpy(dst, f->rows[p] + r * in_row, in_row);
-            memset(dst + in_row, 0, out_row - in_row);
-        }
-        lengths[k++] = f->lens[p];
+        copy_padded(dst, f->rows[p], ndim, f->shapes[p], largest, es);
+        dst += out_elem;
+        if (audio)
+            *sizes++ = f->shapes[p][ndim - 1];
+        else
+            for (int i = 0; i < ndim; i++)
+                *sizes++ = f->shapes[p][i];
     }
     return 0;
 }
@@ -288,25 +312,23 @@ static int split_views(const struct spw_pipeline_spec *spec, struct spw_batch *b
     return 0;
 }
 
-/* Each source.fields entry as parts, from the fields of the ok positions: text and raw as "NAME" uint8 [n,
- * longest] zero-padded and "NAME_lengths" int64 [n]; masks as "NAME" uint8 [n, H, W]. Returns 0, -ENOMEM,
- * -EINVAL (masks differing in size) or -ENOSPC. */
-/* Field k's masks as one part "NAME", uint8 [n, H, W] (the first channel of each). Returns 0, -ENOMEM, -EINVAL
- * (masks of one batch differing in size, logged) or -ENOSPC. */
-static int add_masks(const struct spw_source_spec *spec, int k, struct spw_fields *const *fields, int n_pos,
-                     const bool *ok, struct spw_batch *b)
+/* Field k's masks as one part "NAME", uint8 [n, H, W] (the first channel of each); with pad (images of a padded
+ * batch), masks of different sizes padded with ignore_index to the largest. Returns 0, -ENOMEM, -EINVAL (masks
+ * of one batch differing in size without pad, logged) or -ENOSPC. */
+static int add_masks(const struct spw_source_spec *spec, int k, bool pad, struct spw_fields *const *fields,
+                     int n_pos, const bool *ok, struct spw_batch *b)
 {
     int w = -1, h = -1;
     for (int p = 0; p < n_pos; p++) {
         const struct spw_image *m = ok[p] && fields && fields[p] ? &fields[p]->f[k].mask : NULL;
         if (!m)
             continue;
-        if (w < 0)
-            w = m->w, h = m->h;
-        if (m->w != w || m->h != h) {
+        if (w < 0 || pad)
+            w = m->w > w ? m->w : w, h = m->h > h ? m->h : h;
+        if (!pad && (m->w != w || m->h != h)) {
             spw_log(SPW_LOG_WARN, "batch", "batch %" PRId64 " of epoch %" PRId64 ": field %s: masks of %dx%d and "
-                    "%dx%d in one batch (add a crop or a fixed-size resize)", b->index, b->epoch, spec->fields[k].name,
-                    w, h, m->w, m->h);
+                    "%dx%d in one batch (add a crop or a fixed-size resize, or batch.pad)", b->index, b->epoch,
+                    spec->fields[k].name, w, h, m->w, m->h);
             return -EINVAL;
         }
     }
@@ -315,13 +337,15 @@ static int add_masks(const struct spw_source_spec *spec, int k, struct spw_field
     if (spw_tensor_alloc(&t, SPW_DTYPE_U8, 3, shape) != 0)
         return -ENOMEM;
     uint8_t *dst = t.data;
+    const uint8_t fill = (uint8_t)spec->fields[k].ignore_index;
     for (int p = 0; p < n_pos; p++) {
         if (!ok[p])
             continue;
         const struct spw_image *m = fields && fields[p] ? &fields[p]->f[k].mask : NULL;
+        const bool has = m && m->data;
         for (int y = 0; y < h; y++)
             for (int x = 0; x < w; x++)
-                *dst++ = m && m->data ? spw_image_at(m, x, y)[0] : 0;
+                *dst++ = has && x < m->w && y < m->h ? spw_image_at(m, x, y)[0] : has ? fill : 0;
     }
     return add_part(b, spec->fields[k].name, &t);
 }
@@ -405,15 +429,15 @@ static int add_bytes(const struct spw_source_spec *spec, int k, struct spw_field
     return rc;
 }
 
-/* Each source.fields entry as its parts, from the fields of the ok positions. Returns 0, -ENOMEM, -EINVAL
- * (masks differing in size) or -ENOSPC. */
-static int add_fields(const struct spw_source_spec *spec, struct spw_fields *const *fields, int n_pos,
+/* Each source.fields entry as its parts (above), from the fields of the ok positions; pad: the images of the
+ * batch are padded (their masks too). Returns 0, -ENOMEM, -EINVAL (masks differing in size) or -ENOSPC. */
+static int add_fields(const struct spw_source_spec *spec, bool pad, struct spw_fields *const *fields, int n_pos,
                       const bool *ok, struct spw_batch *b)
 {
     int rc = 0;
     for (int k = 0; k < spec->n_fields && rc == 0; k++) {
         switch (spec->fields[k].kind) {
-        case SPW_SAMPLE_FIELD_MASK: rc = add_masks(spec, k, fields, n_pos, ok, b); break;
+        case SPW_SAMPLE_FIELD_MASK: rc = add_masks(spec, k, pad, fields, n_pos, ok, b); break;
         case SPW_SAMPLE_FIELD_BOXES: rc = add_boxes(spec, k, fields, n_pos, ok, b); break;
         default: rc = add_bytes(spec, k, fields, n_pos, ok, b); break;
         }
@@ -465,12 +489,13 @@ static int build(const struct spw_pipeline_spec *spec, const struct spw_source *
         k++;
     }
     if (f->rows && n_ok) {
-        struct spw_tensor lengths = {0};
-        int rc = build_padded(f, n_pos, ok, b, &lengths);
+        struct spw_tensor sizes = {0};
+        const bool audio = f->pad == SPW_FILL_PAD_LAST;
+        int rc = build_padded(f, n_pos, ok, b, &sizes);
         spw_batch_fill_clear(f);
         if (rc == 0)
-            rc = add_part(b, "lengths", &lengths);
-        spw_tensor_free(&lengths);
+            rc = add_part(b, audio ? "lengths" : "shapes", &sizes);
+        spw_tensor_free(&sizes);
         if (rc) {
             spw_batch_free(b);
             return rc;
@@ -486,7 +511,7 @@ static int build(const struct spw_pipeline_spec *spec, const struct spw_source *
         int64_t eshape[1] = {0};
         spw_tensor_alloc(&b->tensors[0], SPW_DTYPE_U8, 1, eshape);
     }
-    const int frc = add_fields(&spec->source, fields, n_pos, ok, b);
+    const int frc = add_fields(&spec->source, spw_fill_pad_of(spec) == SPW_FILL_PAD_ALL, fields, n_pos, ok, b);
     if (frc) {
         spw_batch_free(b);
         return frc;

@@ -29,8 +29,9 @@ struct spw_batch {
     int skipped;
     int n_tensors;
     /* Its parts, each [n, ...], in this order: "data" (with views, one tensor per view instance in its place,
-     * "view0" .. "view<k-1>"), "labels" (int64, or float32 [n, classes] when mixed; none with source.labels false), "lengths" (padded
-     * batches: int64 valid lengths of the rows), then per source.fields entry NAME: "NAME" uint8 [n, longest]
+     * "view0" .. "view<k-1>"), "labels" (int64, or float32 [n, classes] when mixed; none with source.labels
+     * false), "lengths" (padded audio: int64 [n] valid lengths of the rows) or "shapes" (padded images: int64
+     * [n, ndim], each element's own shape), then per source.fields entry NAME: "NAME" uint8 [n, longest]
      * zero-padded bytes and "NAME_lengths" int64 [n] (text, raw), "NAME" uint8 [n, H, W] (a mask), or "NAME"
      * float32 [n, most, 4] x0 y0 x1 y1, "NAME_labels" int64 [n, most] (-1 padded), "NAME_counts" (boxes) */
     struct spw_tensor tensors[SPW_BATCH_MAX_TENSORS];
@@ -46,34 +47,45 @@ struct spw_batch {
 /* The index of b's part called name, or -1 when it has none. */
 int spw_batch_find(const struct spw_batch *b, const char *name);
 
+/* How a fill takes its elements: one shape, or padded (the spec's batch.pad): audio rows differing in their
+ * last dimension, or images differing in any (height and width). */
+enum spw_fill_pad { SPW_FILL_FIXED = 0, SPW_FILL_PAD_LAST, SPW_FILL_PAD_ALL };
+static inline enum spw_fill_pad spw_fill_pad_of(const struct spw_pipeline_spec *spec)
+{
+    return !spec->batch.pad ? SPW_FILL_FIXED : spw_media_is_audio(spec->source.media) ? SPW_FILL_PAD_LAST
+                                                                                     : SPW_FILL_PAD_ALL;
+}
+
 /* A batch being filled. Fixed shapes: one [n, ...] buffer from the first element on (data, elem_bytes).
- * Padded (pad, the spec's batch.pad: audio, whose last dimension varies): each element in its own buffer
- * (rows, lens) until spw_batch_build pads them to the longest; data holds the common shape meanwhile. */
+ * Padded: each element in its own buffer (rows, shapes) until spw_batch_build pads them to the largest;
+ * data holds the first element's shape meanwhile. */
 struct spw_batch_fill {
     struct spw_tensor data;
     size_t elem_bytes;              /* fixed: bytes per element; padded: the first element's */
-    bool pad;
+    enum spw_fill_pad pad;
     int n_rows;
     uint8_t **rows;                 /* padded: [n_rows] element buffers */
-    int64_t *lens;                  /* padded: [n] last-dimension lengths */
+    int64_t (*shapes)[SPW_TENSOR_MAX_DIMS];     /* padded: [n_rows] element shapes */
     int n_fields;                   /* slots of fields (n once the first is filled) */
     struct spw_fields **fields;     /* [n_fields]: each element's source.fields (pipeline/fields.h), owned */
 };
 
 /* Build a batch from an assembled slot: n_pos positions with their manifest samples, ok[p] false for a
- * skipped one; takes the fill's data (reset on return) and closes the gaps of skipped positions; a padded
- * fill becomes [n, ..., longest] zero-padded data plus an int64 lengths part. Labels and keys come from
- * src; with the spec's batch.mix, the batch is mixed and its labels are float32 [n, num_classes]
- * (pipeline/mix.h); with views, the packed elements become one part per view instance (pipeline/views.h).
- * Returns 0, -EINVAL (a batch mix cannot take, or elements views cannot split) or -ENOMEM. */
+ * skipped one; takes the fill's data (reset on return) and closes the gaps of skipped positions. A padded
+ * fill becomes [n, ...largest] data zero-padded at the end of each dimension, plus an int64 part: audio's
+ * "lengths" [n], images' "shapes" [n, ndim] (their masks padded with ignore_index to the largest). Labels
+ * and keys come from src; with the spec's batch.mix, the batch is mixed and its labels are float32 [n,
+ * num_classes] (pipeline/mix.h); with views, the packed elements become one part per view instance
+ * (pipeline/views.h). Returns 0, -EINVAL (a batch mix cannot take, or elements views cannot split) or
+ * -ENOMEM. */
 int spw_batch_build(const struct spw_pipeline_spec *spec, const struct spw_source *src, int64_t epoch, int64_t index,
                     int n_pos, const int64_t *samples, const bool *ok, struct spw_batch_fill *f,
                     struct spw_batch **out);
 /* Where element idx of an n-element batch goes, given its dtype and shape: the first call allocates the
  * fill's data (spw_batch_buffer_size(n * element bytes) from take(ctx, bytes)), or for a padded fill the
- * row arrays; later calls check the element has the same dtype and shape (padded: all but the last
- * dimension). Returns the address, or NULL with a message in err (out of memory, or elements of one batch
- * differing in shape). Not thread-safe on one fill. */
+ * row arrays; later calls check the element has the same dtype and shape (padded: the same dtype and rank,
+ * audio all but the last dimension). Returns the address, or NULL with a message in err (out of memory, or
+ * elements of one batch differing in shape). Not thread-safe on one fill. */
 uint8_t *spw_batch_element_place(struct spw_batch_fill *f, int n, int idx, enum spw_dtype dt, int ndim,
                                  const int64_t *shape, void *(*take)(void *ctx, size_t bytes), void *ctx, char *err,
                                  size_t errlen);

@@ -98,7 +98,7 @@ static bool claim(struct spw_executor *ex, int64_t *gbatch, int *pos)
                 s->claimed = s->finished = 0;
                 s->ready = s->shape_error = false;
                 spw_batch_fill_clear(&s->fill);
-                s->fill.pad = ex->spec->batch.pad;
+                s->fill.pad = spw_fill_pad_of(ex->spec);
                 for (int p = 0; p < s->n_pos; p++) {
                     s->samples[p] = spw_order_at(&ex->order, (uint64_t)epoch,
                                                  spw_rank_view_pos(&ex->view, idx * ex->spec->batch.size + p));

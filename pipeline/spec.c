@@ -1373,11 +1373,11 @@ static int parse_batch(struct vctx *c, json_t *obj, const struct spw_pipeline_sp
     b->pad = spw_media_is_audio(media);     /* clips differ in length: pad to the longest (torch's pad_sequence) */
     if ((v = json_object_get(obj, "pad")) && (rc = get_bool(c, "batch.pad", v, &b->pad)))
         return rc;
-    if (b->pad && !spw_media_is_audio(media))
-        return fail(c, "batch.pad", "true is for audio pipelines (images: crop or resize to one size)");
     b->mix = (struct spw_mix_spec){0};
     if ((v = json_object_get(obj, "mix")) && (rc = parse_mix(c, v, spec, &b->mix)))
         return rc;
+    if (b->pad && b->mix.num_classes && !spw_media_is_audio(media))
+        return fail(c, "batch.pad", "true and batch.mix together: MixUp and CutMix need images of one size");
     return 0;
 }
 
@@ -1465,6 +1465,9 @@ static int parse_views(struct vctx *c, json_t *arr, json_t *prefix, struct spw_p
         return fail(c, "views", "views are for image pipelines (ops[0] is \"%s\")", spw_op_name(spec->ops[0].kind));
     if (spec->batch.mix.num_classes)
         return fail(c, "views", "views and batch.mix together: no recipe does both; drop one");
+    if (spec->batch.pad)
+        return fail(c, "views", "not with batch.pad (each view instance is its own part of one size: end each view "
+                    "with a crop or a fixed-size resize)");
     if (!(spec->views = calloc(n, sizeof *spec->views)))
         return fail_oom(c);
     spec->n_views = (int)n;

@@ -9,7 +9,8 @@ transforms do for warps (the corners through the forward map, F._get_inverse_aff
 F._get_perspective_coeffs inverted for random_perspective; the spanning box, clamped). Every kept box within
 1e-4 of the reference, the same boxes dropped, class ids with their boxes; min_size drops the small ones. A
 COCO set of 50 images (instances JSON; crowds, boxes past the border, empty ones, an image missing, some with
-no annotations) delivers every annotation the references keep, with its image, once.
+no annotations) delivers every annotation the references keep, with its image, once. Padded image batches
+(batch.pad) hold each element as a batch of one does, zero-padded, with its shape.
 Prints one line per check and "N passed, M failed".
 usage: check_boxes.py FUSEDCHECK"""
 import io
@@ -291,6 +292,40 @@ def check_coco():
            not bad and len(got) == len(want), ", ".join(bad[:4]) or "%d boxes" % n_boxes)
 
 
+def check_padded_batches():
+    """batch.pad on images (the detection references' multiscale preset, to_tensor, batches of 4): each element
+    is the image a batch of one gives, zero-padded at the bottom and right to the batch's largest, its shape in
+    "shapes"; .images and .targets give torchvision's detection model inputs."""
+    samples = make_samples(10)
+    shard = os.path.join(TMP, "padded.tar")
+    write_shard(shard, samples)
+    ops = [{"op": "random_shortest_size", "min_size": [48, 64, 80], "max_size": 133},
+           {"op": "random_horizontal_flip"}, {"op": "to_tensor"}]
+    one, bad, padded = {}, [], 0
+    with Loader(spec_of(shard, ops), local_cores=1) as ld:
+        for bt in ld:
+            one[bt.keys[0].path] = (np.array(bt.data[0]), np.array(bt["boxes"][0]))
+    spec = spec_of(shard, ops)
+    spec["batch"] = {"size": 4, "pad": True}
+    with Loader(spec, local_cores=2) as ld:
+        for bt in ld:
+            data, shapes = np.asarray(bt.data), np.asarray(bt["shapes"])
+            if data.shape[1:] != tuple(shapes.max(0)) or shapes.shape != (bt.n, 3):
+                bad.append("batch %s, shapes %s" % (data.shape, shapes.tolist()))
+            for i, (key, im, t) in enumerate(zip(bt.keys, bt.images, bt.targets)):
+                want, boxes = one[key.path]
+                region = tuple(slice(0, d) for d in want.shape)
+                rest = data[i].copy()
+                rest[region] = 0
+                padded += want.shape != data.shape[1:]
+                if (list(shapes[i]) != list(want.shape) or not np.array_equal(np.asarray(im), want) or rest.any()
+                        or not np.array_equal(np.asarray(t["boxes"]), boxes)):
+                    bad.append(key.path.rsplit(":", 1)[1])
+    result("batch.pad: images of different sizes in one batch", not bad and len(one) == 10,
+           ", ".join(bad[:4]) or "10 elements, %d padded" % padded)
+
+
 check_coco()
+check_padded_batches()
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

@@ -9,7 +9,8 @@ Random forms: a synthetic image whose colours are a lookup of its own mask (noth
 random geometric op with nearest sampling and black fill: after each pipeline, the mask equals the inverse
 lookup of the image at every pixel, and is ignore_index exactly where the image is fill: image and mask
 aligned, whatever was drawn (the segmentation references' preset among them). The sizes random_resize and
-random_shortest_size draw cover their range and nothing else. Also: a mask of another size than its image
+random_shortest_size draw cover their range and nothing else; padded batches (batch.pad) pad masks with
+ignore_index. Also: a mask of another size than its image
 fails its sample, saying so; a colour PNG as a mask fails naming the field; VOC's folder layout (masks in a parallel folder under the
 same relative names, an image without one not a sample). Prints one line per check and "N passed, M failed".
 usage: check_masks.py PHOTO_DIR"""
@@ -244,6 +245,33 @@ def check_draws():
                "seen %s %s" % (sorted(seen), ", ".join(bad[:2])))
 
 
+def check_padded():
+    """batch.pad: images of different sizes (random_resize, no crop) in batches of 3: each image and mask as a
+    batch of one gives them, the image zero-padded and the mask padded with ignore_index to the largest."""
+    samples = [("s%02d" % i,) + synthetic(i, 83 + 14 * i, 61 + 9 * i) for i in range(8)]
+    shard = os.path.join(TMP, "padded.tar")
+    write_shard(shard, samples)
+    ops = [{"op": "random_resize", "min_size": 30, "max_size": 70, "interpolation": "nearest"}]
+    one = run(shard, ops, len(samples))
+    spec = {"source": {"format": "tar_shards", "path": shard, "shuffle": False, "labels": False,
+                       "fields": {"mask": {"from": "seg.png", "as": "mask", "ignore_index": IGNORE}}},
+            "ops": [{"op": "decode_image"}] + ops, "batch": {"size": 3, "pad": True}}
+    bad, n = [], 0
+    with Loader(spec, local_cores=1) as ld:
+        for b in ld:
+            data, masks = np.asarray(b.data), np.asarray(b["mask"])
+            for i, key in enumerate(b.keys):
+                img, mask = one[key.path.rsplit(":", 1)[1][:-4]]
+                h, w = img.shape[:2]
+                n += 1
+                if (list(b["shapes"][i]) != list(img.shape) or not np.array_equal(data[i, :h, :w], img)
+                        or data[i, h:].any() or data[i, :, w:].any() or not np.array_equal(masks[i, :h, :w], mask)
+                        or (masks[i, h:] != IGNORE).any() or (masks[i, :, w:] != IGNORE).any()):
+                    bad.append(key.path)
+    result("batch.pad: images zero-padded, masks padded with ignore_index", not bad and n == len(samples),
+           ", ".join(bad[:3]) or "%d elements" % n)
+
+
 def check_refused():
     im, mask = synthetic(1, 40, 30)
     shard = os.path.join(TMP, "bad.tar")
@@ -297,6 +325,7 @@ def check_folders():
 check_fixed()
 check_aligned()
 check_draws()
+check_padded()
 check_refused()
 check_folders()
 print("%d passed, %d failed" % (passed, failed))

@@ -111,4 +111,21 @@ check "VOC layout, run --local: exits 0" test $? -eq 0
 timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/voc.json" --ordered --cut 1 \
   --local-cores 0 --dump "$WORK/voc-remote" --quiet 2> "$WORK/voc-remote.err"
 check "VOC layout through the workers: byte-identical to run --local" same_batches voc-remote voc-local
+# Images of different sizes in one batch (batch.pad): random_resize without a crop, padded batches with their
+# shapes; the workers' elements are padded on the client as the local ones are.
+sed -e 's/{"op": "random_resized_crop", "size": \[40, 48\], "scale": \[0.3, 1.0\]}/{"op": "random_resize", "min_size": 30, "max_size": 60}/' \
+  -e 's/"batch": {"size": 12}/"batch": {"size": 12, "pad": true}/' "$WORK/p.json" > "$WORK/pad.json"
+"$B/bin/spillctl" run --local --pipeline "$WORK/pad.json" --threads 2 --dump "$WORK/pad-local" --quiet \
+  2> "$WORK/pad-local.err"
+check "batch.pad, run --local: exits 0" test $? -eq 0
+check "... images padded to the largest, shapes [12, 3], masks padded with ignore_index" /usr/bin/python3 -c "
+import numpy as np, sys
+d, s, m = (np.load('$WORK/pad-local/b000000_t%d.npy' % k) for k in (0, 1, 2))
+h, w = s[:, 1], s[:, 2]
+sys.exit(not (s.shape == (12, 3) and d.shape == (12, 3, h.max(), w.max()) and len(set(h)) > 1 and
+              all((m[i, h[i]:] == 250).all() and (m[i, :, w[i]:] == 250).all() and not d[i, :, h[i]:].any()
+                  for i in range(12))))"
+timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/pad.json" --ordered --cut 2 \
+  --local-cores 0 --dump "$WORK/pad-remote" --quiet 2> "$WORK/pad-remote.err"
+check "batch.pad through the workers: byte-identical to run --local" same_batches pad-remote pad-local
 finish

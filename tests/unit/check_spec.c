@@ -1816,6 +1816,14 @@ START_TEST(test_spec_views)
                    ", \"mix\": {\"num_classes\": 10, \"mixup_alpha\": 0.2}");
     expect_error(t, "views: views and batch.mix together: no recipe does both; drop one");
     free(t);
+    t = views_text(dec, "[{\"ops\": [{\"op\": \"center_crop\", \"size\": 8}]}]", ", \"pad\": true");
+    expect_error(t, "views: not with batch.pad (each view instance is its own part of one size: end each view with a "
+                    "crop or a fixed-size resize)");
+    free(t);
+    t = views_text("{\"op\": \"decode_jpeg\"}, {\"op\": \"to_tensor\"}", "[]",
+                   ", \"pad\": true, \"mix\": {\"num_classes\": 10, \"mixup_alpha\": 0.2}");
+    expect_error(t, "batch.pad: true and batch.mix together: MixUp and CutMix need images of one size");
+    free(t);
     t = calloc(1, 96 * 1024);           /* 1 + 16 views of 16 = 257 ops with the views op */
     ck_assert_ptr_nonnull(t);
     char *views = t + 64 * 1024;

@@ -191,10 +191,11 @@ class _View:
 class Batch(tuple):
     """The batch's tensors as a tuple, each a named part (.names): (data, labels), or (data, labels, lengths)
     for a padded audio batch: arrays [n, ...], int64 [n] and int64 [n] (valid samples or frames of each
-    row); with views, (view_0, ..., view_k-1, labels): one array per view instance, in order (.views lists
-    them; .data is that list). batch["labels"] (any part by name) as well as batch[1]. They view the
-    library's memory: they stay valid while referenced, and the batch goes back to the library when all of
-    them (and this object) are gone. .keys lists each element's Key(epoch, sample, path)."""
+    row), or (data, labels, shapes) for a padded image batch (shapes int64 [n, ndim]; .images crops them);
+    with views, (view_0, ..., view_k-1, labels): one array per view instance, in order (.views lists them;
+    .data is that list). batch["labels"] (any part by name) as well as batch[1]. They view the library's
+    memory: they stay valid while referenced, and the batch goes back to the library when all of them (and
+    this object) are gone. .keys lists each element's Key(epoch, sample, path)."""
 
     def __new__(cls, arrays=(), owner=None, n_views=0, names=None, fields=None):
         b = tuple.__new__(cls, arrays)
@@ -208,7 +209,7 @@ class Batch(tuple):
 
     @property
     def names(self):
-        """The parts' names in tuple order: "data", "labels", "lengths", "view0" ..."""
+        """The parts' names in tuple order: "data", "labels", "lengths" or "shapes", "view0" ..."""
         return list(self._names)
 
     def __getitem__(self, key):
@@ -277,8 +278,20 @@ class Batch(tuple):
 
     @property
     def lengths(self):
-        """The lengths of a padded batch, else None."""
+        """The lengths of a padded audio batch, else None."""
         return self.get("lengths")
+
+    @property
+    def images(self):
+        """Each element's data without its padding: for a padded image batch (batch.pad: images of different
+        sizes, zero-padded at the end of each dimension, with "shapes" int64 [n, ndim]) the element's own
+        region, as torchvision's detection models take a list of images; else the rows of the data. Views
+        of the batch's memory."""
+        data = self["data"]
+        shapes = self.get("shapes")
+        if shapes is None:
+            return [data[i] for i in range(self.n)]
+        return [data[i][tuple(slice(0, int(d)) for d in s)] for i, s in enumerate(shapes.tolist())]
 
     @property
     def n(self):
