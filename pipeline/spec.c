@@ -1943,7 +1943,7 @@ json_t *spw_spec__to_json_value(const struct spw_pipeline_spec *spec)
     json_t *batch = jb_new(&b, json_object());
     jb_set(&b, batch, "size", json_integer(spec->batch.size));
     jb_set(&b, batch, "drop_remainder", json_boolean(spec->batch.drop_remainder));
-    if (spw_media_is_audio(spec->source.media))
+    if (spw_media_is_audio(spec->source.media) || spec->batch.pad)     /* images: only true, as before */
         jb_set(&b, batch, "pad", json_boolean(spec->batch.pad));
     jb_set(&b, batch, "layout", name_json(spw_layout_name(spec->batch.layout)));
     const struct spw_mix_spec *m = &spec->batch.mix;

@@ -935,7 +935,7 @@ int spw_spec_to_proto(const struct spw_pipeline_spec *spec, Spillway__V1__Pipeli
     batch->opt_size_case = SPILLWAY__V1__BATCH__OPT_SIZE_SIZE, batch->size = spec->batch.size;
     batch->opt_drop_remainder_case = SPILLWAY__V1__BATCH__OPT_DROP_REMAINDER_DROP_REMAINDER;
     batch->drop_remainder = spec->batch.drop_remainder;
-    if (spw_media_is_audio(spec->source.media)) {
+    if (spw_media_is_audio(spec->source.media) || spec->batch.pad) {      /* images: only true, as the JSON */
         batch->opt_pad_case = SPILLWAY__V1__BATCH__OPT_PAD_PAD;
         batch->pad = spec->batch.pad;
     }

@@ -295,6 +295,7 @@ def replan_handback_1():
 def logging_skipped_warning():
     """logging.sh: the skipped sample's warning is one of the JSON lines, its quotes intact"""
     import json
+    import os
     ws = [json.loads(line) for line in open(sys.argv[1])]
     raise SystemExit(not any(w["level"] == "warn" and "bad.JPEG" in w["msg"] and "skipped" in w["msg"] for w in ws))
 
@@ -302,6 +303,7 @@ def logging_skipped_warning():
 def metrics_promql_value():
     """metrics.sh: the first sample's value of a Prometheus query answer on stdin, or nothing"""
     import json
+    import os
     r = json.load(sys.stdin).get("data", {}).get("result", [])
     print(r[0]["value"][1] if r else "")
 
@@ -310,6 +312,7 @@ def metrics_delivered():
     """metrics.sh: the elements spillctl job --json (stdin) counts over its producers (a client's GPU row is a
     part of its client's)"""
     import json
+    import os
     print(sum(p["elements"] for p in json.load(sys.stdin)["producers"]
               if not (p["producer"].startswith("client:") and p["producer"].endswith(":gpu"))))
 
@@ -324,6 +327,7 @@ def profile_parallel_measured_ms():
     """profile_parallel.sh: when the client logged (JSON lines in argv 1) that it had measured itself, in ms"""
     import datetime
     import json
+    import os
     for line in open(sys.argv[1]):
         try:
             d = json.loads(line)
@@ -352,9 +356,11 @@ def journal_compat_later_kind():
 
 def recipes_on_test_data():
     """recipes.sh: the recipe at argv 1 with its source moved to the test photos at argv 2 (an image folder's
-    train/, or its shards/*.tar) or, for audio, the test speech at argv 4 (its train/), one epoch, batches of
-    8: written to argv 3"""
+    train/, or its shards/*.tar; masks and COCO annotations from scripts/data/make_targets.py in targets/
+    beside argv 3) or, for audio, the test speech at argv 4 (its train/), one epoch, batches of 8: written to
+    argv 3"""
     import json
+    import os
     spec = json.load(open(sys.argv[1]))
     src = spec["source"]
     audio = src["format"] in ("audio_folder", "wav_folder")
@@ -362,6 +368,12 @@ def recipes_on_test_data():
         sys.argv[2] + ("/shards/shard-*.tar" if src["format"] == "tar_shards" else "/train")
     src["epochs"] = 1
     spec["batch"]["size"] = 8
+    targets = os.path.join(os.path.dirname(sys.argv[3]), "targets")     # scripts/data/make_targets.py's
+    if src["format"] == "coco":
+        src["annotations"] = os.path.join(targets, "instances.json")
+    for f in src.get("fields", {}).values():
+        if f.get("path"):                       # a parallel folder: the masks
+            f["path"] = os.path.join(targets, "masks")
     json.dump(spec, open(sys.argv[3], "w"))
 
 

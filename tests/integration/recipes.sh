@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/integration/recipes.sh - every recipe in examples/pipelines/ (README.md there says which training
 # recipe each one is) passes `spillctl validate` as written, and, with its source moved to the test photos
-# (an image folder, or the same photos as WebDataset shards) or speech and batches of 8, runs for two batches in
+# (an image folder, or the same photos as WebDataset shards; masks and COCO boxes made for them by
+# scripts/data/make_targets.py) or speech and batches of 8, runs for two batches in
 # process and through a dispatcher and a worker, ordered, with the same bytes. Real processes on loopback;
 # kills all it starts.
 set -uo pipefail
@@ -12,6 +13,7 @@ DATA=$B/data/cli-test
 SPEECH=$B/data/speech-test
 bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
 bash "$ROOT/scripts/data/make-audio-dataset.sh" "$SPEECH" 20 > /dev/null || exit 1
+/usr/bin/python3 "$ROOT/scripts/data/make_targets.py" "$DATA/train" "$WORK/targets" || exit 1
 start_service 1 --heartbeat-ms 100 || exit 1
 n=0
 for recipe in "$ROOT"/examples/pipelines/*.json; do

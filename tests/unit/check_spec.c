@@ -1820,6 +1820,11 @@ START_TEST(test_spec_views)
     expect_error(t, "views: not with batch.pad (each view instance is its own part of one size: end each view with a "
                     "crop or a fixed-size resize)");
     free(t);
+    t = strdup("{\"source\": {\"format\": \"image_folder\", \"path\": \"/d\"}, \"ops\": [{\"op\": \"decode_jpeg\"}],"
+               " \"batch\": {\"size\": 8, \"pad\": true}}");
+    check_json_round_trip(t);           /* images' pad: true survives the canonical form and the proto */
+    check_proto_round_trip(t);
+    free(t);
     t = views_text("{\"op\": \"decode_jpeg\"}, {\"op\": \"to_tensor\"}", "[]",
                    ", \"pad\": true, \"mix\": {\"num_classes\": 10, \"mixup_alpha\": 0.2}");
     expect_error(t, "batch.pad: true and batch.mix together: MixUp and CutMix need images of one size");
