@@ -9,7 +9,9 @@
 # fastest recipes take about 0.3 s an epoch, too short to time), the peer's one: samples per second on the
 # same files either way. Recipes over shards run on the same photos as a folder (the decode is what costs).
 # Prints samples/s per side and the ratio (target >= 3x per core); writes build/bench/recipes.md and its
-# rows of the targets table. Image batches of 64 on both sides, audio batches of 16.
+# rows of the targets table. Image batches of 64 on both sides (segmentation and detection: 8, with masks and
+# COCO boxes made for the photos by scripts/data/make_targets.py), audio batches of 16. BENCH_RECIPES: the
+# names to run (default all).
 set -euo pipefail
 # shellcheck source=scripts/lib/harness.sh
 source "$(dirname "$0")/../lib/harness.sh"   # ROOT, B, PY, need_built, wait_port, ...
@@ -38,15 +40,25 @@ while read -r f; do
   mkdir -p "$DATA/$c"
   ln -s "$f" "$DATA/$c/"
 done < "$OUT/picked.txt"
+# masks and COCO boxes for the picked photos (segmentation and detection recipes)
+"$PY" scripts/data/make_targets.py "$DATA" "$OUT/targets"
 : > "$OUT/results.tsv"
 echo "bench-recipes: $RUNS runs of $N photos on CPU $CPU; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for recipe in examples/pipelines/*.json; do
   name=$(basename "$recipe" .json)
+  [[ -z "${BENCH_RECIPES:-}" || " $BENCH_RECIPES " == *" $name "* ]] || continue
   "$PY" -c 'import json, sys
 s = json.load(open(sys.argv[1]))
 if s["source"]["format"] in ("audio_folder", "wav_folder"):    # per clip on the peer, batches of 16 here
     s["source"].update(path=sys.argv[5], shuffle=True, seed=7, epochs=1)
     s["batch"].update(size=16, drop_remainder=False)
+elif s["source"]["format"] == "coco" or s["source"].get("fields"):   # detection, segmentation: batches of 8
+    s["source"].update(path=sys.argv[2], shuffle=True, seed=7, epochs=1)
+    if s["source"]["format"] == "coco":
+        s["source"]["annotations"] = sys.argv[6] + "/instances.json"
+    for f in s["source"].get("fields", {}).values():
+        f["path"] = sys.argv[6] + "/masks"
+    s["batch"].update(size=8, drop_remainder=False)
 else:
     s["source"].update(format="image_folder", path=sys.argv[2], shuffle=True, seed=7, epochs=1)
     s["ops"][0]["op"] = "decode_jpeg"
@@ -57,7 +69,7 @@ if mix:
 json.dump(s, open(sys.argv[3], "w"))
 s["source"]["epochs"] = int(sys.argv[4])
 json.dump(s, open(sys.argv[3].replace(".json", "-sp.json"), "w"))' "$recipe" "$DATA" "$OUT/$name.json" "$EPOCHS" \
-    "$SPEECH" || continue
+    "$SPEECH" "$OUT/targets" || continue
   data=$DATA
   grep -q '"decode_audio"\|"decode_wav"' "$recipe" && data=$SPEECH
   for r in $(seq 1 "$RUNS"); do

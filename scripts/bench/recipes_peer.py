@@ -6,7 +6,9 @@ Images: ImageFolder + transforms.Compose (each op of the spec as its torchvision
 RandomApply / RandomChoice / RandomOrder; views as DINO's multi-crop callable returning a list) +
 DataLoader(num_workers=0), batch.mix as the classification
 references' RandomMixup / RandomCutmix under a RandomChoice in the collate step (re-typed from their
-algorithm: Debian's torchvision has no references). Audio: soundfile, torchaudio.functional.resample, then
+algorithm: Debian's torchvision has no references). Segmentation and detection recipes (a mask field, a COCO
+source): the references' datasets and joint transforms on (PIL image, target), re-typed from
+references/segmentation and references/detection of torchvision 0.14, their collate. Audio: soundfile, torchaudio.functional.resample, then
 per clip torchaudio.compliance.kaldi.fbank and FrequencyMasking / TimeMasking, or Whisper's log-mel front-end
 (pad or trim, torch.stft, slaney mel, log10 floored at its max - 8, (x + 4) / 4). torch.set_num_threads(1); the
 caller pins the process (taskset). A couple of batches run untimed first. Prints one JSON object.
@@ -19,8 +21,11 @@ import random
 import sys
 import time
 
+import numpy as np
 import torch
 import torchvision.transforms as T
+import torchvision.transforms.functional as F
+from PIL import Image
 from torch.utils.data import DataLoader
 from torchvision import datasets
 
@@ -152,6 +157,112 @@ def images(spec, data, warmup=2):
     return n, time.perf_counter() - t0
 
 
+class Targets(torch.utils.data.Dataset):
+    """The references' datasets as the bench feeds them: (PIL image, target) per photo of an image folder,
+    the target a PIL label map from the parallel mask folder (segmentation: VOCSegmentation's pairs) or the
+    boxes and labels of a COCO instances file (detection: CocoDetection + ConvertCocoPolysToMask's boxes,
+    xywh to xyxy, clamped to the image, empty ones dropped), then the joint transform."""
+    def __init__(self, spec, data, joint):
+        src, self.joint = spec["source"], joint
+        if src["format"] == "coco":
+            coco = json.load(open(src["annotations"]))
+            anns = {}
+            for a in coco["annotations"]:
+                anns.setdefault(a["image_id"], []).append(a)
+            self.items = [(os.path.join(data, im["file_name"]), anns.get(im["id"], [])) for im in coco["images"]]
+        else:
+            masks = next(f["path"] for f in src["fields"].values() if f.get("as") == "mask")
+            self.items = [(os.path.join(d, f), os.path.join(masks, os.path.relpath(os.path.join(d, f), data))
+                           .rsplit(".", 1)[0] + ".png")
+                          for d, _, fs in sorted(os.walk(data, followlinks=True)) for f in sorted(fs)]
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        path, t = self.items[i]
+        img = Image.open(path).convert("RGB")
+        if isinstance(t, str):
+            return self.joint(img, Image.open(t))
+        w, h = img.size
+        b = torch.as_tensor([a["bbox"] for a in t if not a.get("iscrowd")], dtype=torch.float32).reshape(-1, 4)
+        b[:, 2:] += b[:, :2]
+        b[:, 0::2].clamp_(min=0, max=w)
+        b[:, 1::2].clamp_(min=0, max=h)
+        labels = torch.tensor([a["category_id"] for a in t if not a.get("iscrowd")], dtype=torch.int64)
+        keep = (b[:, 3] > b[:, 1]) & (b[:, 2] > b[:, 0])
+        return self.joint(img, {"boxes": b[keep], "labels": labels[keep]})
+
+
+def pad_if_smaller(img, size, fill=0):
+    """The segmentation references' pad_if_smaller."""
+    if min(img.size) < size:
+        ow, oh = img.size
+        img = F.pad(img, (0, 0, size - ow if ow < size else 0, size - oh if oh < size else 0), fill=fill)
+    return img
+
+
+def joint_transform(ops):
+    """The references' segmentation / detection transforms (references/segmentation/transforms.py and
+    references/detection/transforms.py of torchvision 0.14, re-typed) for the spec's ops, on (image, target)."""
+    def run(img, t):
+        for o in ops:
+            k = o["op"]
+            seg = not isinstance(t, dict)
+            if k == "random_resize":                    # RandomResize: random.randint, F.resize both
+                size = random.randint(o["min_size"], o.get("max_size") or o["min_size"])
+                img = F.resize(img, size)
+                t = F.resize(t, size, interpolation=T.InterpolationMode.NEAREST)
+            elif k == "random_shortest_size":           # RandomShortestSize
+                sizes = o["min_size"] if isinstance(o["min_size"], list) else [o["min_size"]]
+                _, h, w = F.get_dimensions(img)
+                s = sizes[torch.randint(len(sizes), (1,)).item()]
+                r = min(s / min(h, w), o["max_size"] / max(h, w))
+                nw, nh = int(w * r), int(h * r)
+                img = F.resize(img, [nh, nw], interpolation=T.InterpolationMode.BILINEAR)
+                t["boxes"][:, 0::2] *= nw / w
+                t["boxes"][:, 1::2] *= nh / h
+            elif k == "random_horizontal_flip":
+                if seg and random.random() < o.get("p", 0.5):   # segmentation's: random.random
+                    img, t = F.hflip(img), F.hflip(t)
+                elif not seg and torch.rand(1) < o.get("p", 0.5):   # detection's: torch.rand, boxes mirrored
+                    img = F.hflip(img)
+                    _, _, w = F.get_dimensions(img)
+                    t["boxes"][:, [0, 2]] = w - t["boxes"][:, [2, 0]]
+            elif k == "pad_if_smaller":                 # segmentation's RandomCrop: pad, then a window
+                img, t = pad_if_smaller(img, o["size"]), pad_if_smaller(t, o["size"], fill=255)
+            elif k == "random_crop":
+                p = T.RandomCrop.get_params(img, (o["size"], o["size"]))
+                img, t = F.crop(img, *p), F.crop(t, *p)
+            elif k in ("normalize", "to_tensor"):       # PILToTensor + ConvertImageDtype(float) [+ Normalize]
+                img = F.convert_image_dtype(F.pil_to_tensor(img), torch.float)
+                if k == "normalize":
+                    img = F.normalize(img, mean=o["mean"], std=o["std"])
+                if seg:
+                    t = torch.as_tensor(np.array(t), dtype=torch.int64)
+            elif k not in ("decode_jpeg", "decode_image"):
+                sys.exit("recipes_peer: no reference transform for op %r" % k)
+        return img, t
+    return run
+
+
+def targets(spec, data, warmup=2):
+    """Segmentation (default collate: the crops share a size) or detection (the references' collate_fn:
+    tuple(zip(*batch)), images of their own sizes)."""
+    ds = Targets(spec, data, joint_transform(spec["ops"]))
+    coco = spec["source"]["format"] == "coco"
+    loader = DataLoader(ds, batch_size=spec["batch"]["size"], shuffle=True, num_workers=0,
+                        collate_fn=(lambda b: tuple(zip(*b))) if coco else None,
+                        generator=torch.Generator().manual_seed(7))
+    it = iter(loader)
+    for _ in range(min(warmup, len(loader))):
+        next(it)
+    n, t0 = 0, time.perf_counter()
+    for images_, _ in loader:
+        n += len(images_)
+    return n, time.perf_counter() - t0
+
+
 def whisper_features(ops):
     """whisper.log_mel_spectrogram(whisper.pad_or_trim(audio)) as openai-whisper writes it, with librosa's
     slaney mel bank taken from torchaudio (the same filters; whisper ships them precomputed)."""
@@ -219,7 +330,8 @@ def main():
     torch.manual_seed(7)
     random.seed(7)
     is_audio = spec["source"]["format"] in ("audio_folder", "wav_folder")
-    n, s = (audio if is_audio else images)(spec, data)
+    has_targets = spec["source"]["format"] == "coco" or spec["source"].get("fields")
+    n, s = (audio if is_audio else targets if has_targets else images)(spec, data)
     print(json.dumps({"side": "torchaudio" if is_audio else "torchvision", "elements": n, "seconds": round(s, 4),
                       "per_s": round(n / s, 2)}))
 
