@@ -193,21 +193,25 @@ void spw_batch_fill_clear(struct spw_batch_fill *f)
     f->pad = pad;
 }
 
-/* Copy an element of shape s (ndim dims) into a zeroed [..largest] block m of element size es: row by row of
- * its last dimension. */
+/* An element of shape s (ndim dims) into a [..largest] block m of element size es, zero-padded at the end of
+ * each dimension: each output row written once (its part of the element, then zeros). */
 static void copy_padded(uint8_t *dst, const uint8_t *src, int ndim, const int64_t *s, const int64_t *m, size_t es)
 {
     int64_t idx[SPW_TENSOR_MAX_DIMS] = {0};
-    const size_t in_row = (size_t)s[ndim - 1] * es;
+    const size_t in_row = (size_t)s[ndim - 1] * es, out_row = (size_t)m[ndim - 1] * es;
     size_t rows = 1;
     for (int i = 0; i < ndim - 1; i++)
-        rows *= (size_t)s[i];
-    for (size_t r = 0; r < rows; r++, src += in_row) {
-        size_t at = 0;                          /* the row's offset in m's elements */
+        rows *= (size_t)m[i];
+    for (size_t r = 0; r < rows; r++, dst += out_row) {
+        bool inside = true;
         for (int i = 0; i < ndim - 1; i++)
-            at = (at + (size_t)idx[i]) * (size_t)m[i + 1];
-        memcpy(dst + at * es, src, in_row);
-        for (int i = ndim - 2; i >= 0 && ++idx[i] == s[i]; i--)
+            inside = inside && idx[i] < s[i];
+        if (inside) {
+            memcpy(dst, src, in_row);
+            src += in_row;
+        }
+        memset(dst + (inside ? in_row : 0), 0, out_row - (inside ? in_row : 0));
+        for (int i = ndim - 2; i >= 0 && ++idx[i] == m[i]; i--)
             idx[i] = 0;
     }
 }
@@ -233,7 +237,6 @@ static int build_padded(struct spw_batch_fill *f, int n_pos, const bool *ok, str
         return -ENOMEM;
     const size_t es = spw_dtype_size(d->dtype), out_elem = shape_bytes(d->dtype, ndim, largest);
     uint8_t *dst = b->tensors[0].data;
-    memset(dst, 0, out_elem * (size_t)b->n);
     int64_t *sizes = sizes_out->data;
     for (int p = 0; p < n_pos; p++) {
         if (!ok[p])

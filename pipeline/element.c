@@ -119,45 +119,83 @@ static int run_op(const struct spw_element_ctx *ctx, int i, uint32_t key, uint64
     return rc ? rc : def->cpu(&c, v);
 }
 
+/* Ops i .. i + n as one resize-and-crop (image_ops.h spw_resize_crop_span), each op's draws from its own
+ * stream as its run takes them; a mask: nearest, with ignore where pad_if_smaller pads. */
+static int resize_crop(const struct spw_element_ctx *ctx, int i, int n, uint32_t key, uint64_t epoch,
+                       int64_t sample, const struct spw_sample_field_spec *mask, struct spw_value *v, char *err,
+                       size_t errlen)
+{
+    const struct spw_op_spec *ops = ctx->spec->ops;
+    struct spw_op_call c;
+    struct spw_resize_crop f = {.interp = mask ? SPW_INTERP_NEAREST : (int)ops[i].interpolation,
+                                .antialias = ops[i].antialias};
+    call_init(&c, ctx, i, key, epoch, sample, NULL, err, errlen);
+    spw_random_resize_size(c.op, spw_random_resize_draw(c.op, &c.rng), v->img.w, v->img.h, &f.ow, &f.oh);
+    f.pw = f.ow, f.ph = f.oh;
+    for (int k = i + 1; k <= i + n; k++) {
+        call_init(&c, ctx, k, key, epoch, sample, NULL, err, errlen);
+        if (ops[k].kind == SPW_OP_PAD_IF_SMALLER) {
+            spw_pad_if_smaller_size(c.op, f.pw, f.ph, &f.pw, &f.ph);
+            for (int ch = 0; ch < 3; ch++) {
+                const double x = mask ? mask->ignore_index : ops[k].fill[ch];
+                f.fill[ch] = (uint8_t)(x < 0 ? 0 : x > 255 ? 255 : x);
+            }
+        } else if (ops[k].kind == SPW_OP_RANDOM_CROP) {
+            f.crop = spw_random_crop_rect(c.op, &c.rng, f.pw, f.ph);
+        } else {
+            spw_flip_decision(c.op, &c.rng, &f.hflip, &f.vflip);
+        }
+    }
+    return spw_image_resize_crop(ctx, v, &f, err, errlen);
+}
+
 /* ---- targets (masks, boxes): moved by each geometric op with its same draws ---- */
 
-/* Op i (a geometric one) on the element's targets, the image having been tw x th before it (updated to its
- * size after): each mask gets the op's row run on it as on an image, with the op's rng stream (so the same
- * draws: they depend on the size alone, which the mask shares), nearest sampling and ignore_index where it
- * fills; boxes go through the op's point map (pipeline/geometry.h spw_geo_map, the same draws again). */
-static int move_targets(const struct spw_element_ctx *ctx, int i, uint32_t key, uint64_t epoch, int64_t sample,
-                        struct spw_fields *fields, int *tw, int *th, char *err, size_t errlen)
+/* Ops i .. i + n (n > 0: a resize-and-crop run as one, resize_crop) on the element's targets, the image having
+ * been tw x th before them (updated to its size after): each mask gets the ops' runs on it as on an image,
+ * with each op's rng stream (so the same draws: they depend on the size alone, which the mask shares), nearest
+ * sampling and ignore_index where it fills; boxes go through each op's point map in turn (pipeline/geometry.h
+ * spw_geo_map, the same draws again). Ops that are not geometric leave them. */
+static int move_targets(const struct spw_element_ctx *ctx, int i, int n, uint32_t key, uint64_t epoch,
+                        int64_t sample, struct spw_fields *fields, int *tw, int *th, char *err, size_t errlen)
 {
     const struct spw_op_def *def = spw_op_def(ctx->spec->ops[i].kind);
     if (!fields || def->targets != SPW_TARGET_GEOMETRIC)
         return 0;
     struct spw_op_call c;
     int ow = *tw, oh = *th;
-    double m[9];
-    bool mapped = false;
     for (int k = 0; k < fields->n; k++) {
         struct spw_field *f = &fields->f[k];
         const struct spw_sample_field_spec *fs = &ctx->spec->source.fields[k];
         if (f->kind == SPW_SAMPLE_FIELD_BOXES) {
-            call_init(&c, ctx, i, key, epoch, sample, NULL, err, errlen);
-            if (!mapped && spw_geo_map(c.op, &c.rng, *tw, *th, m, &ow, &oh) != 0)
-                return spw_fail(err, errlen, SPW_EUNSUPPORTED, "ops[%d] %s: no map for the boxes of a %dx%d image",
-                                i, def->name, *tw, *th);
-            mapped = true;
-            spw_geo_boxes(m, ow, oh, fs->min_size, f->boxes, f->box_labels, &f->n_boxes);
+            int w = *tw, h = *th;
+            for (int j = i; j <= i + n; j++) {
+                double m[9];
+                call_init(&c, ctx, j, key, epoch, sample, NULL, err, errlen);
+                if (spw_geo_map(c.op, &c.rng, w, h, m, &ow, &oh) != 0)
+                    return spw_fail(err, errlen, SPW_EUNSUPPORTED, "ops[%d] %s: no map for the boxes of a %dx%d "
+                                    "image", j, spw_op_def(c.op->kind)->name, w, h);
+                spw_geo_boxes(m, ow, oh, fs->min_size, f->boxes, f->box_labels, &f->n_boxes);
+                w = ow, h = oh;
+            }
             continue;
         }
         if (f->kind != SPW_SAMPLE_FIELD_MASK)
             continue;
-        struct spw_op_spec op = ctx->spec->ops[i];
-        op.interpolation = SPW_INTERP_NEAREST;
-        for (int ch = 0; ch < 3; ch++)
-            op.fill[ch] = fs->ignore_index;
-        call_init(&c, ctx, i, key, epoch, sample, NULL, err, errlen);
-        c.op = &op;
         struct spw_value mv = {.img = f->mask};
         f->mask = (struct spw_image){0};
-        const int rc = def->cpu(&c, &mv);
+        int rc;
+        if (n > 0) {
+            rc = resize_crop(ctx, i, n, key, epoch, sample, fs, &mv, err, errlen);
+        } else {
+            struct spw_op_spec op = ctx->spec->ops[i];
+            op.interpolation = SPW_INTERP_NEAREST;
+            for (int ch = 0; ch < 3; ch++)
+                op.fill[ch] = fs->ignore_index;
+            call_init(&c, ctx, i, key, epoch, sample, NULL, err, errlen);
+            c.op = &op;
+            rc = def->cpu(&c, &mv);
+        }
         f->mask = mv.img;           /* the op replaced it (or left it), owned */
         if (rc) {
             spw_value_free(&mv);
@@ -244,7 +282,7 @@ static int run_groups(const struct spw_element_ctx *ctx, int g_from, int g_to, u
             if (rc == 0)
                 rc = spw_op_def(ctx->spec->ops[i].kind)->decode(&c, g, buf, len, v, &consumed);
             for (int k = i + 1; k < i + consumed && rc == 0; k++)     /* the ops it fused, on the targets */
-                rc = move_targets(ctx, k, key, epoch, sample, fields, &tw, &th, err, errlen);
+                rc = move_targets(ctx, k, 0, key, epoch, sample, fields, &tw, &th, err, errlen);
             i += consumed;
         }
         for (; i < end && rc == 0; i++) {
@@ -252,14 +290,23 @@ static int run_groups(const struct spw_element_ctx *ctx, int g_from, int g_to, u
                 t0 = spw_now_ns();
             if (!v->is_tensor && v->img.data)
                 tw = v->img.w, th = v->img.h;       /* the size the op's draws see */
-            rc = run_op(ctx, i, key, epoch, sample, v, i == last_op ? dest : NULL, err, errlen);
-            const bool ran_next = rc == SPW_OP_RAN_NEXT;      /* stft+mel as one: reported on the stft */
-            rc = ran_next ? 0 : rc;
+            /* a resize drawn at run time and the crop after it, as one resample of the crop's window */
+            const int fused = spw_resize_crop_span(ctx->spec, i, end);
+            if (fused) {
+                struct spw_op_call c;
+                call_init(&c, ctx, i, key, epoch, sample, NULL, err, errlen);
+                rc = check_input(&c, spw_op_def(c.op->kind), v);
+                rc = rc ? rc : resize_crop(ctx, i, fused, key, epoch, sample, NULL, v, err, errlen);
+            } else {
+                rc = run_op(ctx, i, key, epoch, sample, v, i == last_op ? dest : NULL, err, errlen);
+            }
+            const int ran = fused ? fused : rc == SPW_OP_RAN_NEXT;    /* stft+mel as one: on the stft */
+            rc = rc == SPW_OP_RAN_NEXT ? 0 : rc;
             if (rc == 0)
-                rc = move_targets(ctx, i, key, epoch, sample, fields, &tw, &th, err, errlen);
+                rc = move_targets(ctx, i, fused, key, epoch, sample, fields, &tw, &th, err, errlen);
             if (!decode && rc == 0)
                 note_ns(stats, i, stats ? spw_now_ns() - t0 : 0, v);
-            i += ran_next;
+            i += ran;
         }
         if (decode && rc == 0)
             note_ns(stats, g->first, stats ? spw_now_ns() - t0 : 0, v);

@@ -88,17 +88,29 @@ int spw_image_sink(const struct spw_element_ctx *ctx, int norm_op, int w, int h,
     return rc;
 }
 
+static void fill_pixels(uint8_t *dst, int n, const uint8_t fill[3])
+{
+    for (int x = 0; x < n; x++)
+        memcpy(dst + 3 * x, fill, 3);
+}
+
 void spw_image_crop_rows(const struct spw_image *img, int in_x0, int in_y0, struct spw_rect c, const uint8_t fill[3],
                       uint8_t *row, const struct spw_sink *s)
 {
+    /* the columns of the crop inside the image: [x0, x1) of the row, the rest fill */
+    const int sx0 = c.x - in_x0;
+    const int x0 = sx0 < 0 ? (-sx0 < c.w ? -sx0 : c.w) : 0;
+    int x1 = img->w - sx0;
+    x1 = x1 < x0 ? x0 : x1 > c.w ? c.w : x1;
     for (int y = 0; y < c.h; y++) {
-        int sy = c.y + y - in_y0;
-        for (int x = 0; x < c.w; x++) {
-            int sx = c.x + x - in_x0;
-            if (sy >= 0 && sy < img->h && sx >= 0 && sx < img->w)
-                memcpy(row + 3 * x, spw_image_at(img, sx, sy), 3);
-            else
-                memcpy(row + 3 * x, fill, 3);
+        const int sy = c.y + y - in_y0;
+        if (sy < 0 || sy >= img->h) {
+            fill_pixels(row, c.w, fill);
+        } else {
+            fill_pixels(row, x0, fill);
+            if (x1 > x0)
+                memcpy(row + 3 * (size_t)x0, spw_image_at(img, sx0 + x0, sy), 3 * (size_t)(x1 - x0));
+            fill_pixels(row + 3 * (size_t)x1, c.w - x1, fill);
         }
         spw_sink_put_row(s, y, row);
     }
@@ -298,6 +310,63 @@ int spw_image_op_pad_if_smaller(struct spw_op_call *c, struct spw_value *v)
     spw_pad_if_smaller_size(c->op, v->img.w, v->img.h, &ow, &oh);
     const int pad[4] = {0, 0, ow - v->img.w, oh - v->img.h};
     return pad_value(v, pad, SPW_PAD_CONSTANT, fill, c->err, c->errlen);
+}
+
+int spw_resize_crop_span(const struct spw_pipeline_spec *spec, int i, int end)
+{
+    const struct spw_op_spec *ops = spec->ops;
+    if (ops[i].kind != SPW_OP_RANDOM_RESIZE && ops[i].kind != SPW_OP_RANDOM_SHORTEST_SIZE)
+        return 0;
+    int k = i + 1;
+    if (k < end && (ops[k].kind == SPW_OP_RANDOM_HORIZONTAL_FLIP || ops[k].kind == SPW_OP_HORIZONTAL_FLIP ||
+                    ops[k].kind == SPW_OP_RANDOM_VERTICAL_FLIP || ops[k].kind == SPW_OP_VERTICAL_FLIP))
+        k++;
+    if (k < end && ops[k].kind == SPW_OP_PAD_IF_SMALLER)
+        k++;
+    const struct spw_op_spec *c = k < end ? &ops[k] : NULL;
+    if (!c || c->kind != SPW_OP_RANDOM_CROP || c->pad_if_needed || c->padding_mode != SPW_PAD_CONSTANT ||
+        c->padding[0] || c->padding[1] || c->padding[2] || c->padding[3])
+        return 0;
+    return k - i;
+}
+
+int spw_image_resize_crop(const struct spw_element_ctx *ctx, struct spw_value *v, const struct spw_resize_crop *f,
+                          char *err, size_t errlen)
+{
+    const int W = v->img.w, H = v->img.h;
+    const struct spw_rect c = f->crop;
+    if ((int64_t)f->ow * f->oh > ctx->spec->max_pixels)     /* as the resize alone: its output obeys the cap */
+        return spw_fail(err, errlen, SPW_ETOOBIG, "a %dx%d output exceeds max_pixels %lld", f->ow, f->oh,
+                        (long long)ctx->spec->max_pixels);
+    struct spw_image out;
+    if (spw_image_alloc(&out, c.w, c.h, 3))
+        return spw_fail(err, errlen, -ENOMEM, "no memory for a %dx%d output", c.w, c.h);
+    /* the crop's part inside the resized image (the rest is padding): vw x vh at its top-left */
+    int vw = f->ow - c.x, vh = f->oh - c.y;
+    vw = vw < 0 ? 0 : vw > c.w ? c.w : vw;
+    vh = vh < 0 ? 0 : vh > c.h ? c.h : vh;
+    if (vw < c.w || vh < c.h)
+        for (int y = 0; y < c.h; y++)
+            fill_pixels(spw_image_at(&out, 0, y), c.w, f->fill);
+    if (vw > 0 && vh > 0) {
+        /* the window of the resized image the crop shows, mirrored back where a flip turned it */
+        const int win[4] = {f->hflip ? f->ow - c.x - vw : c.x, f->vflip ? f->oh - c.y - vh : c.y, vw, vh};
+        const float box[4] = {0, 0, (float)W, (float)H};
+        const int clip[4] = {0, 0, W, H};
+        struct spw_resample_plan plan;
+        int rc = spw_resample_plan_init(&plan, box, clip, f->ow, f->oh, win, f->interp, f->antialias);
+        if (rc) {
+            spw_image_free(&out);
+            return spw_fail(err, errlen, rc, "resample %dx%d -> %dx%d: %s", W, H, f->ow, f->oh, spw_strerror(rc));
+        }
+        const struct spw_sink s = {.kind = SPW_SINK_U8_HWC, .w = vw, .h = vh, .data = out.data,
+                                   .stride = out.stride, .hflip = f->hflip, .vflip = f->vflip};
+        spw_resample_run(&plan, &v->img, 0, 0, &s);
+        spw_resample_plan_free(&plan);
+    }
+    spw_value_free(v);
+    v->img = out;
+    return 0;
 }
 
 int spw_image_op_random_crop(struct spw_op_call *c, struct spw_value *v)

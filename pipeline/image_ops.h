@@ -29,6 +29,26 @@ int spw_image_op_random_resized_crop(struct spw_op_call *c, struct spw_value *v)
 int spw_image_op_flip(struct spw_op_call *c, struct spw_value *v);
 int spw_image_op_to_tensor(struct spw_op_call *c, struct spw_value *v);
 int spw_image_op_random_erasing(struct spw_op_call *c, struct spw_value *v);
+/* A resize whose size is drawn (random_resize, random_shortest_size), optionally a flip and pad_if_smaller,
+ * then a random_crop without padding, run as one resample of the crop's window: the ops' draws (taken by the
+ * caller, each from its own stream) and what they make. Byte-equal to running the ops one by one. */
+struct spw_resize_crop {
+    int ow, oh;                 /* the resize's output */
+    bool hflip, vflip;
+    int pw, ph;                 /* after pad_if_smaller (the resize's output without it) */
+    struct spw_rect crop;       /* inside the padded frame */
+    int interp;
+    bool antialias;
+    uint8_t fill[3];            /* where the crop reads pad_if_smaller's padding */
+};
+/* How many ops after ops[i] run with it that way, none past end (its group's end): 0 unless ops[i] is
+ * random_resize or random_shortest_size and the ones after it are [a flip] [pad_if_smaller] random_crop
+ * (constant mode, no padding, no pad_if_needed). */
+int spw_resize_crop_span(const struct spw_pipeline_spec *spec, int i, int end);
+/* Replace v's image (W x H, three channels) by f's crop. Returns 0, SPW_ETOOBIG (the resize's output over
+ * max_pixels, as the resize alone refuses it) or -ENOMEM, with a message in err. */
+int spw_image_resize_crop(const struct spw_element_ctx *ctx, struct spw_value *v, const struct spw_resize_crop *f,
+                          char *err, size_t errlen);
 /* RandomErasing's draws for an H x W tensor, split so the GPU run draws what the CPU's does: whether and
  * where (true with *rect), then the values in c, y, x order (the constant or normal noise, in dtype) into
  * dst, row y of channel c at dst + c * plane_pitch + y * row_pitch. */

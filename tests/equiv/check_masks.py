@@ -8,14 +8,17 @@ on the PIL mask with NEAREST and fill = ignore_index, as torchvision's segmentat
 Random forms: a synthetic image whose colours are a lookup of its own mask (nothing maps to black), every
 random geometric op with nearest sampling and black fill: after each pipeline, the mask equals the inverse
 lookup of the image at every pixel, and is ignore_index exactly where the image is fill: image and mask
-aligned, whatever was drawn (the segmentation references' preset among them). The sizes random_resize and
+aligned, whatever was drawn (the segmentation references' preset among them); that preset, run as one
+resample of the crop's window, byte-equal to the references' transforms at the draws fusedcheck reports. The sizes random_resize and
 random_shortest_size draw cover their range and nothing else; padded batches (batch.pad) pad masks with
 ignore_index. Also: a mask of another size than its image
 fails its sample, saying so; a colour PNG as a mask fails naming the field; VOC's folder layout (masks in a parallel folder under the
 same relative names, an image without one not a sample). Prints one line per check and "N passed, M failed".
-usage: check_masks.py PHOTO_DIR"""
+usage: check_masks.py PHOTO_DIR FUSEDCHECK"""
 import io
+import json
 import os
+import subprocess
 import sys
 import tarfile
 import tempfile
@@ -34,6 +37,7 @@ os.environ.setdefault("SPILLWAY_LIB", os.path.join(ROOT, "build", "lib", "libspi
 from spillway import Loader  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="spw-masks-")
+FUSED = sys.argv[2]
 IGNORE = 255
 passed = failed = 0
 
@@ -211,6 +215,47 @@ def check_aligned():
                ", ".join(bad[:4]) or "%d pixels" % pixels)
 
 
+def check_preset():
+    """The segmentation references' training preset (RandomResize, RandomHorizontalFlip, RandomCrop with its
+    pad_if_smaller), which Spillway runs as one resample of the crop's window: image and mask byte-equal to
+    the references' transforms at the draws fusedcheck reports (the edge, the flip, the crop), on real photos
+    at crop sizes that pad some of them."""
+    samples = photo_samples(6)
+    shard = os.path.join(TMP, "preset.tar")
+    write_shard(shard, samples)
+    ops = [{"op": "random_resize", "min_size": 150, "max_size": 600}, {"op": "random_horizontal_flip"},
+           {"op": "pad_if_smaller", "size": 320, "fill": 9}, {"op": "random_crop", "size": 320}]
+    bad, flips, pads = [], 0, 0
+    for seed in range(3):
+        got = run(shard, ops, len(samples), seed=seed)
+        spec = {"source": {"format": "tar_shards", "path": shard, "shuffle": False, "labels": False, "seed": seed},
+                "ops": [{"op": "decode_image"}] + ops, "batch": {"size": 1}}
+        sp = os.path.join(TMP, "preset.json")
+        with open(sp, "w") as f:
+            json.dump(spec, f)
+        for i, (key, im, mask) in enumerate(samples):
+            png_path = os.path.join(TMP, "preset.png")
+            im.save(png_path)
+            r = subprocess.run([FUSED, "run", sp, png_path, os.path.join(TMP, "preset.npy"), str(i)],
+                               capture_output=True, text=True, check=True)
+            d = json.loads(r.stdout)
+            x, y, cw, ch = d["crop"]
+            want = []
+            for t, m in ((im, False), (mask, True)):
+                t = F.resize(t, d["edge"], IM.NEAREST if m else IM.BILINEAR, antialias=True)
+                t = F.hflip(t) if d["hflip"] else t
+                pads += not m and min(t.size) < 320
+                t = pad_if_smaller(t, 320, IGNORE if m else 9)
+                t = F.crop(t, y, x, ch, cw)
+                want.append(np.asarray(t.convert("L") if m and t.mode != "P" else t))
+            flips += d["hflip"]
+            gi, gm = got.get(key, (None, None))
+            if gi is None or not np.array_equal(gi, want[0]) or not np.array_equal(gm, want[1]):
+                bad.append("%s seed %d" % (key, seed))
+    result("segmentation preset: image and mask byte-equal to the references' at the same draws", not bad,
+           ", ".join(bad[:4]) or "18 samples, %d flipped, %d padded" % (flips, pads))
+
+
 def check_draws():
     """The sizes random_resize and random_shortest_size draw, over 8 samples x 12 epochs: every allowed smaller
     edge comes up, no other (the chance that one of 5 is missed in 96 draws is below 1e-8). random_shortest_size's
@@ -324,6 +369,7 @@ def check_folders():
 
 check_fixed()
 check_aligned()
+check_preset()
 check_draws()
 check_padded()
 check_refused()

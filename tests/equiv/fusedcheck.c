@@ -2,8 +2,9 @@
  * (fused decode group included) and writes the result as .npy, printing the random geometry it drew so a
  * torchvision reference can redo it; or prints many RandomResizedCrop draws for a distribution test.
  *   fusedcheck run SPEC.json IN.jpg OUT.npy SAMPLE     -> stdout: {"rect":[left,top,w,h],"hflip":0|1} (rect:
- *                                                         op 1's random_resized_crop; "crop": its random_crop;
- *                                                         "edge": its random_resize's or random_shortest_size's);
+ *                                                         op 1's random_resized_crop; "crop": a random_crop's,
+ *                                                         in the frame the ops before it leave; "edge": a
+ *                                                         random_resize's or random_shortest_size's);
  *                                                         an elastic_transform's displacement in OUT.npy.disp.npy
  *   fusedcheck rrc SPEC.json W H N                     -> N lines "left top w h" (op 1 must be rrc)
  *   fusedcheck ra SPEC.json N                          -> N lines of RandAugment's "Op magnitude" steps
@@ -140,6 +141,7 @@ static int cmd_run(const struct spw_pipeline_spec *spec, const char *in, const c
     int W = 0, H = 0;       /* the decoded (and, with exif_transpose, turned) image's size */
     spw_image_header(buf, len, spec->max_pixels, spec->ops[0].exif_transpose, &W, &H, err, sizeof err);
     bool h = false, vf = false;
+    int fw = W, fh = H;     /* the frame the draws see, through the ops that size it (resizes, pad, crop) */
     printf("{");
     for (int i = 0; i < spec->n_ops; i++) {
         struct spw_rng r;
@@ -153,12 +155,18 @@ static int cmd_run(const struct spw_pipeline_spec *spec, const char *in, const c
         if (op->kind == SPW_OP_RANDOM_PERSPECTIVE && i == 1 && spw_perspective_draw(op, &r, W, H, end))
             printf("\"perspective\": [[%d, %d], [%d, %d], [%d, %d], [%d, %d]], ", end[0][0], end[0][1], end[1][0],
                    end[1][1], end[2][0], end[2][1], end[3][0], end[3][1]);
-        if (op->kind == SPW_OP_RANDOM_CROP && i == 1) {    /* in the unpadded image: negative in the padding */
-            struct spw_rect c = spw_random_crop_rect(op, &r, W, H);
+        if (op->kind == SPW_OP_RANDOM_CROP) {    /* in the unpadded frame: negative in the padding */
+            struct spw_rect c = spw_random_crop_rect(op, &r, fw, fh);
             printf("\"crop\": [%d, %d, %d, %d], ", c.x, c.y, c.w, c.h);
+            fw = c.w, fh = c.h;
         }
-        if ((op->kind == SPW_OP_RANDOM_RESIZE || op->kind == SPW_OP_RANDOM_SHORTEST_SIZE) && i == 1)
-            printf("\"edge\": %d, ", spw_random_resize_draw(op, &r));
+        if (op->kind == SPW_OP_PAD_IF_SMALLER)
+            spw_pad_if_smaller_size(op, fw, fh, &fw, &fh);
+        if (op->kind == SPW_OP_RANDOM_RESIZE || op->kind == SPW_OP_RANDOM_SHORTEST_SIZE) {
+            const int edge = spw_random_resize_draw(op, &r);
+            printf("\"edge\": %d, ", edge);
+            spw_random_resize_size(op, edge, fw, fh, &fw, &fh);
+        }
         if (op->kind == SPW_OP_AUG_MIX)
             print_augmix(op, &r, "\"augmix\": [", "], ");
         if (op->kind == SPW_OP_ELASTIC_TRANSFORM && write_displacement(op, &r, (int)t.shape[1], (int)t.shape[0], out))

@@ -17,7 +17,7 @@ status=0
 "$PY" "$ROOT/tests/equiv/check_distributions.py" "$ROOT/build/tests/fusedcheck" || status=1
 "$PY" "$ROOT/tests/equiv/check_augmix.py" "$ROOT/build/tests/fusedcheck" "$PHOTOS" || status=1
 "$PY" "$ROOT/tests/equiv/check_images.py" "$ROOT/build/tests/fusedcheck" "$PHOTOS" || status=1
-"$PY" "$ROOT/tests/equiv/check_masks.py" "$PHOTOS" || status=1
+"$PY" "$ROOT/tests/equiv/check_masks.py" "$PHOTOS" "$ROOT/build/tests/fusedcheck" || status=1
 "$PY" "$ROOT/tests/equiv/check_boxes.py" "$ROOT/build/tests/fusedcheck" || status=1
 bash "$ROOT/scripts/data/make-dataset.sh" "$ROOT/build/data/cli-test" 160 > /dev/null
 "$PY" "$ROOT/tests/equiv/check_mix.py" "$ROOT/build/bin/spillctl" "$ROOT/build/tests/fusedcheck" \
