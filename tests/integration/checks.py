@@ -295,7 +295,6 @@ def replan_handback_1():
 def logging_skipped_warning():
     """logging.sh: the skipped sample's warning is one of the JSON lines, its quotes intact"""
     import json
-    import os
     ws = [json.loads(line) for line in open(sys.argv[1])]
     raise SystemExit(not any(w["level"] == "warn" and "bad.JPEG" in w["msg"] and "skipped" in w["msg"] for w in ws))
 
@@ -303,7 +302,6 @@ def logging_skipped_warning():
 def metrics_promql_value():
     """metrics.sh: the first sample's value of a Prometheus query answer on stdin, or nothing"""
     import json
-    import os
     r = json.load(sys.stdin).get("data", {}).get("result", [])
     print(r[0]["value"][1] if r else "")
 
@@ -312,7 +310,6 @@ def metrics_delivered():
     """metrics.sh: the elements spillctl job --json (stdin) counts over its producers (a client's GPU row is a
     part of its client's)"""
     import json
-    import os
     print(sum(p["elements"] for p in json.load(sys.stdin)["producers"]
               if not (p["producer"].startswith("client:") and p["producer"].endswith(":gpu"))))
 
@@ -327,7 +324,6 @@ def profile_parallel_measured_ms():
     """profile_parallel.sh: when the client logged (JSON lines in argv 1) that it had measured itself, in ms"""
     import datetime
     import json
-    import os
     for line in open(sys.argv[1]):
         try:
             d = json.loads(line)
