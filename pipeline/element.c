@@ -132,10 +132,12 @@ static int resize_crop(const struct spw_element_ctx *ctx, int i, int n, uint32_t
     call_init(&c, ctx, i, key, epoch, sample, NULL, err, errlen);
     spw_random_resize_size(c.op, spw_random_resize_draw(c.op, &c.rng), v->img.w, v->img.h, &f.ow, &f.oh);
     f.pw = f.ow, f.ph = f.oh;
+    f.crop = (struct spw_rect){0, 0, f.ow, f.oh};       /* no crop: the whole (padded) frame */
     for (int k = i + 1; k <= i + n; k++) {
         call_init(&c, ctx, k, key, epoch, sample, NULL, err, errlen);
         if (ops[k].kind == SPW_OP_PAD_IF_SMALLER) {
             spw_pad_if_smaller_size(c.op, f.pw, f.ph, &f.pw, &f.ph);
+            f.crop = (struct spw_rect){0, 0, f.pw, f.ph};
             for (int ch = 0; ch < 3; ch++) {
                 const double x = mask ? mask->ignore_index : ops[k].fill[ch];
                 f.fill[ch] = (uint8_t)(x < 0 ? 0 : x > 255 ? 255 : x);

@@ -324,10 +324,10 @@ int spw_resize_crop_span(const struct spw_pipeline_spec *spec, int i, int end)
     if (k < end && ops[k].kind == SPW_OP_PAD_IF_SMALLER)
         k++;
     const struct spw_op_spec *c = k < end ? &ops[k] : NULL;
-    if (!c || c->kind != SPW_OP_RANDOM_CROP || c->pad_if_needed || c->padding_mode != SPW_PAD_CONSTANT ||
-        c->padding[0] || c->padding[1] || c->padding[2] || c->padding[3])
-        return 0;
-    return k - i;
+    if (c && c->kind == SPW_OP_RANDOM_CROP && !c->pad_if_needed && c->padding_mode == SPW_PAD_CONSTANT &&
+        !c->padding[0] && !c->padding[1] && !c->padding[2] && !c->padding[3])
+        return k - i;
+    return k - 1 - i;           /* without a crop: the flip and the padding, if any */
 }
 
 int spw_image_resize_crop(const struct spw_element_ctx *ctx, struct spw_value *v, const struct spw_resize_crop *f,

@@ -29,8 +29,8 @@ int spw_image_op_random_resized_crop(struct spw_op_call *c, struct spw_value *v)
 int spw_image_op_flip(struct spw_op_call *c, struct spw_value *v);
 int spw_image_op_to_tensor(struct spw_op_call *c, struct spw_value *v);
 int spw_image_op_random_erasing(struct spw_op_call *c, struct spw_value *v);
-/* A resize whose size is drawn (random_resize, random_shortest_size), optionally a flip and pad_if_smaller,
- * then a random_crop without padding, run as one resample of the crop's window: the ops' draws (taken by the
+/* A resize whose size is drawn (random_resize, random_shortest_size), optionally a flip, pad_if_smaller and
+ * a random_crop without padding, run as one resample of the crop's window (the whole frame without one): the ops' draws (taken by the
  * caller, each from its own stream) and what they make. Byte-equal to running the ops one by one. */
 struct spw_resize_crop {
     int ow, oh;                 /* the resize's output */
@@ -42,8 +42,8 @@ struct spw_resize_crop {
     uint8_t fill[3];            /* where the crop reads pad_if_smaller's padding */
 };
 /* How many ops after ops[i] run with it that way, none past end (its group's end): 0 unless ops[i] is
- * random_resize or random_shortest_size and the ones after it are [a flip] [pad_if_smaller] random_crop
- * (constant mode, no padding, no pad_if_needed). */
+ * random_resize or random_shortest_size and the ones after it are [a flip] [pad_if_smaller] [random_crop]
+ * (constant mode, no padding, no pad_if_needed), one of them at least. */
 int spw_resize_crop_span(const struct spw_pipeline_spec *spec, int i, int end);
 /* Replace v's image (W x H, three channels) by f's crop. Returns 0, SPW_ETOOBIG (the resize's output over
  * max_pixels, as the resize alone refuses it) or -ENOMEM, with a message in err. */
