@@ -120,10 +120,11 @@ static int run_op(const struct spw_element_ctx *ctx, int i, uint32_t key, uint64
 }
 
 /* Ops i .. i + n as one resize-and-crop (image_ops.h spw_resize_crop_span), each op's draws from its own
- * stream as its run takes them; a mask: nearest, with ignore where pad_if_smaller pads. */
+ * stream as its run takes them, then tensor_op (>= 0: a normalize / to_tensor) into dest; a mask: nearest,
+ * with ignore where pad_if_smaller pads. */
 static int resize_crop(const struct spw_element_ctx *ctx, int i, int n, uint32_t key, uint64_t epoch,
-                       int64_t sample, const struct spw_sample_field_spec *mask, struct spw_value *v, char *err,
-                       size_t errlen)
+                       int64_t sample, const struct spw_sample_field_spec *mask, int tensor_op,
+                       const struct spw_element_dest *dest, struct spw_value *v, char *err, size_t errlen)
 {
     const struct spw_op_spec *ops = ctx->spec->ops;
     struct spw_op_call c;
@@ -148,7 +149,8 @@ static int resize_crop(const struct spw_element_ctx *ctx, int i, int n, uint32_t
             spw_flip_decision(c.op, &c.rng, &f.hflip, &f.vflip);
         }
     }
-    return spw_image_resize_crop(ctx, v, &f, err, errlen);
+    f.tensor_op = tensor_op;
+    return spw_image_resize_crop(ctx, v, &f, dest, err, errlen);
 }
 
 /* ---- targets (masks, boxes): moved by each geometric op with its same draws ---- */
@@ -188,7 +190,7 @@ static int move_targets(const struct spw_element_ctx *ctx, int i, int n, uint32_
         f->mask = (struct spw_image){0};
         int rc;
         if (n > 0) {
-            rc = resize_crop(ctx, i, n, key, epoch, sample, fs, &mv, err, errlen);
+            rc = resize_crop(ctx, i, n, key, epoch, sample, fs, -1, NULL, &mv, err, errlen);
         } else {
             struct spw_op_spec op = ctx->spec->ops[i];
             op.interpolation = SPW_INTERP_NEAREST;
@@ -268,12 +270,12 @@ static int run_groups(const struct spw_element_ctx *ctx, int g_from, int g_to, u
     int tw = 0, th = 0;                         /* the targets' frame: the image's size before an op */
     /* the run's last write is the one that may go to the destination */
     const int last_op = g_to > g_from ? ctx->groups[g_to - 1].first + ctx->groups[g_to - 1].count - 1 : -1;
-    int rc = 0;
+    int rc = 0, done_op = -1;                   /* done_op: a later group's first op, run by a fusion */
     for (int gi = g_from; gi < g_to && rc == 0; gi++) {
         const struct spw_group *g = &ctx->groups[gi];
         const bool decode = g->kind == SPW_GROUP_DECODE;     /* reported as one step, on its first op */
         const int end = g->first + g->count;
-        int i = g->first;
+        int i = g->first == done_op ? g->first + 1 : g->first;
         int64_t t0 = stats ? spw_now_ns() : 0;
         if (decode) {
             /* The decode runs as much of its group as it fuses; the rest runs one by one. */
@@ -295,10 +297,17 @@ static int run_groups(const struct spw_element_ctx *ctx, int g_from, int g_to, u
             /* a resize drawn at run time and the crop after it, as one resample of the crop's window */
             const int fused = spw_resize_crop_span(ctx->spec, i, end);
             if (fused) {
+                /* the next group's normalize / to_tensor too, when it runs here: one write of the output */
+                const struct spw_group *ng = i + fused == end - 1 && gi + 1 < g_to ? g + 1 : NULL;
+                const int tensor_op = ng && ng->kind == SPW_GROUP_TENSOR &&
+                                      spw_op_def(ctx->spec->ops[ng->first].kind)->cls == SPW_OPC_TO_TENSOR
+                                          ? ng->first : -1;
                 struct spw_op_call c;
                 call_init(&c, ctx, i, key, epoch, sample, NULL, err, errlen);
                 rc = check_input(&c, spw_op_def(c.op->kind), v);
-                rc = rc ? rc : resize_crop(ctx, i, fused, key, epoch, sample, NULL, v, err, errlen);
+                rc = rc ? rc : resize_crop(ctx, i, fused, key, epoch, sample, NULL, tensor_op,
+                                           tensor_op == last_op ? dest : NULL, v, err, errlen);
+                done_op = tensor_op;
             } else {
                 rc = run_op(ctx, i, key, epoch, sample, v, i == last_op ? dest : NULL, err, errlen);
             }
@@ -308,6 +317,13 @@ static int run_groups(const struct spw_element_ctx *ctx, int g_from, int g_to, u
                 rc = move_targets(ctx, i, fused, key, epoch, sample, fields, &tw, &th, err, errlen);
             if (!decode && rc == 0)
                 note_ns(stats, i, stats ? spw_now_ns() - t0 : 0, v);
+            if (fused && done_op >= 0 && rc == 0 && stats && v->is_tensor) {
+                /* the time on op i; the sizes as the ops one by one make them (uint8 before the tensor) */
+                const int64_t bytes = (int64_t)spw_value_bytes(v);
+                stats->out_bytes[i] -= bytes - bytes / (int64_t)spw_dtype_size(v->t.dtype);
+                stats->out_bytes[done_op] += bytes;
+                stats->ran[done_op] = true;
+            }
             i += ran;
         }
         if (decode && rc == 0)

@@ -331,42 +331,50 @@ int spw_resize_crop_span(const struct spw_pipeline_spec *spec, int i, int end)
 }
 
 int spw_image_resize_crop(const struct spw_element_ctx *ctx, struct spw_value *v, const struct spw_resize_crop *f,
-                          char *err, size_t errlen)
+                          const struct spw_element_dest *dest, char *err, size_t errlen)
 {
     const int W = v->img.w, H = v->img.h;
     const struct spw_rect c = f->crop;
     if ((int64_t)f->ow * f->oh > ctx->spec->max_pixels)     /* as the resize alone: its output obeys the cap */
         return spw_fail(err, errlen, SPW_ETOOBIG, "a %dx%d output exceeds max_pixels %lld", f->ow, f->oh,
                         (long long)ctx->spec->max_pixels);
-    struct spw_image out;
-    if (spw_image_alloc(&out, c.w, c.h, 3))
-        return spw_fail(err, errlen, -ENOMEM, "no memory for a %dx%d output", c.w, c.h);
     /* the crop's part inside the resized image (the rest is padding): vw x vh at its top-left */
     int vw = f->ow - c.x, vh = f->oh - c.y;
     vw = vw < 0 ? 0 : vw > c.w ? c.w : vw;
     vh = vh < 0 ? 0 : vh > c.h ? c.h : vh;
-    if (vw < c.w || vh < c.h)
-        for (int y = 0; y < c.h; y++)
-            fill_pixels(spw_image_at(&out, 0, y), c.w, f->fill);
+    const bool padded = vw < c.w || vh < c.h;
+    struct spw_value out = {0};
+    struct spw_sink s;
+    int rc;
+    if (!padded) {          /* the resample writes the output itself: the image, or the tensor into dest */
+        rc = spw_image_sink(ctx, f->tensor_op, c.w, c.h, f->hflip, f->vflip,
+                            f->tensor_op >= 0 ? dest : NULL, &out, &s, err, errlen);
+    } else {                /* the image with its padding, then the tensor (if any) from it */
+        rc = spw_image_alloc(&out.img, c.w, c.h, 3) ? spw_fail(err, errlen, -ENOMEM, "no memory for a %dx%d output",
+                                                              c.w, c.h) : 0;
+        for (int y = 0; rc == 0 && y < c.h; y++)
+            fill_pixels(spw_image_at(&out.img, 0, y), c.w, f->fill);
+        s = (struct spw_sink){.kind = SPW_SINK_U8_HWC, .w = vw, .h = vh, .data = out.img.data,
+                              .stride = out.img.stride, .hflip = f->hflip, .vflip = f->vflip};
+    }
+    if (rc)
+        return rc;
     if (vw > 0 && vh > 0) {
         /* the window of the resized image the crop shows, mirrored back where a flip turned it */
         const int win[4] = {f->hflip ? f->ow - c.x - vw : c.x, f->vflip ? f->oh - c.y - vh : c.y, vw, vh};
         const float box[4] = {0, 0, (float)W, (float)H};
         const int clip[4] = {0, 0, W, H};
         struct spw_resample_plan plan;
-        int rc = spw_resample_plan_init(&plan, box, clip, f->ow, f->oh, win, f->interp, f->antialias);
-        if (rc) {
-            spw_image_free(&out);
+        if ((rc = spw_resample_plan_init(&plan, box, clip, f->ow, f->oh, win, f->interp, f->antialias))) {
+            spw_value_free(&out);
             return spw_fail(err, errlen, rc, "resample %dx%d -> %dx%d: %s", W, H, f->ow, f->oh, spw_strerror(rc));
         }
-        const struct spw_sink s = {.kind = SPW_SINK_U8_HWC, .w = vw, .h = vh, .data = out.data,
-                                   .stride = out.stride, .hflip = f->hflip, .vflip = f->vflip};
         spw_resample_run(&plan, &v->img, 0, 0, &s);
         spw_resample_plan_free(&plan);
     }
     spw_value_free(v);
-    v->img = out;
-    return 0;
+    *v = out;
+    return padded && f->tensor_op >= 0 ? rewrite_value(ctx, v, f->tensor_op, false, false, dest, err, errlen) : 0;
 }
 
 int spw_image_op_random_crop(struct spw_op_call *c, struct spw_value *v)

@@ -40,15 +40,17 @@ struct spw_resize_crop {
     int interp;
     bool antialias;
     uint8_t fill[3];            /* where the crop reads pad_if_smaller's padding */
+    int tensor_op;              /* >= 0: a normalize / to_tensor after them, run as well (-1: none) */
 };
 /* How many ops after ops[i] run with it that way, none past end (its group's end): 0 unless ops[i] is
  * random_resize or random_shortest_size and the ones after it are [a flip] [pad_if_smaller] [random_crop]
  * (constant mode, no padding, no pad_if_needed), one of them at least. */
 int spw_resize_crop_span(const struct spw_pipeline_spec *spec, int i, int end);
-/* Replace v's image (W x H, three channels) by f's crop. Returns 0, SPW_ETOOBIG (the resize's output over
- * max_pixels, as the resize alone refuses it) or -ENOMEM, with a message in err. */
+/* Replace v's image (W x H, three channels) by f's crop (and its tensor, into dest where it takes it).
+ * Returns 0, SPW_ETOOBIG (the resize's output over max_pixels, as the resize alone refuses it) or -ENOMEM,
+ * with a message in err. */
 int spw_image_resize_crop(const struct spw_element_ctx *ctx, struct spw_value *v, const struct spw_resize_crop *f,
-                          char *err, size_t errlen);
+                          const struct spw_element_dest *dest, char *err, size_t errlen);
 /* RandomErasing's draws for an H x W tensor, split so the GPU run draws what the CPU's does: whether and
  * where (true with *rect), then the values in c, y, x order (the constant or normal noise, in dtype) into
  * dst, row y of channel c at dst + c * plane_pitch + y * row_pitch. */

@@ -147,6 +147,11 @@ def check_fixed():
         ("random_shortest_size + horizontal_flip (one resample)",
          [{"op": "random_shortest_size", "min_size": 150, "max_size": 200}, {"op": "horizontal_flip"}],
          lambda x, m: F.hflip(shortest_size(150, 200)(x, m))),
+        ("random_shortest_size + horizontal_flip + to_tensor (one pass)",
+         [{"op": "random_shortest_size", "min_size": 150, "max_size": 200}, {"op": "horizontal_flip"},
+          {"op": "to_tensor"}],
+         lambda x, m: F.hflip(shortest_size(150, 200)(x, m)) if m else
+         F.to_tensor(F.hflip(shortest_size(150, 200)(x, m)))),
         ("random_resize, vertical_flip, pad_if_smaller (one resample)",
          [{"op": "random_resize", "min_size": 290, "max_size": 290}, {"op": "vertical_flip"},
           {"op": "pad_if_smaller", "size": 400, "fill": 9}],
@@ -227,15 +232,18 @@ def check_preset():
     """The segmentation references' training preset (RandomResize, RandomHorizontalFlip, RandomCrop with its
     pad_if_smaller), which Spillway runs as one resample of the crop's window: image and mask byte-equal to
     the references' transforms at the draws fusedcheck reports (the edge, the flip, the crop), on real photos
-    at crop sizes that pad some of them."""
+    at crop sizes that pad some of them; with normalize after it (written by the same pass where nothing is
+    padded) equal to ToTensor + Normalize of that."""
     samples = photo_samples(6)
     shard = os.path.join(TMP, "preset.tar")
     write_shard(shard, samples)
     ops = [{"op": "random_resize", "min_size": 150, "max_size": 600}, {"op": "random_horizontal_flip"},
            {"op": "pad_if_smaller", "size": 320, "fill": 9}, {"op": "random_crop", "size": 320}]
+    norm = {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}
     bad, flips, pads = [], 0, 0
     for seed in range(3):
         got = run(shard, ops, len(samples), seed=seed)
+        normed = run(shard, ops + [norm], len(samples), seed=seed)     # the tensor written by the resample
         spec = {"source": {"format": "tar_shards", "path": shard, "shuffle": False, "labels": False, "seed": seed},
                 "ops": [{"op": "decode_image"}] + ops, "batch": {"size": 1}}
         sp = os.path.join(TMP, "preset.json")
@@ -260,7 +268,11 @@ def check_preset():
             gi, gm = got.get(key, (None, None))
             if gi is None or not np.array_equal(gi, want[0]) or not np.array_equal(gm, want[1]):
                 bad.append("%s seed %d" % (key, seed))
-    result("segmentation preset: image and mask byte-equal to the references' at the same draws", not bad,
+            wt = F.normalize(F.to_tensor(want[0]), norm["mean"], norm["std"]).numpy()
+            nt, nm = normed.get(key, (None, None))
+            if nt is None or not np.array_equal(nt, wt) or not np.array_equal(nm, want[1]):
+                bad.append("%s seed %d normalized" % (key, seed))
+    result("segmentation preset: image, mask, normalized tensor equal to the references' at the same draws", not bad,
            ", ".join(bad[:4]) or "18 samples, %d flipped, %d padded" % (flips, pads))
 
 
