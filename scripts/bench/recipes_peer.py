@@ -146,8 +146,13 @@ def images(spec, data, warmup=2):
     tf = Views(flat(spec["ops"]), spec["views"]) if spec.get("views") else T.Compose(flat(spec["ops"]))
     ds = datasets.ImageFolder(data, transform=tf)
     mix = spec["batch"].get("mix")
-    loader = DataLoader(ds, batch_size=spec["batch"]["size"], shuffle=True, num_workers=0,
-                        collate_fn=mixer(mix) if mix else None, generator=torch.Generator().manual_seed(7))
+    return timed(DataLoader(ds, batch_size=spec["batch"]["size"], shuffle=True, num_workers=0,
+                            collate_fn=mixer(mix) if mix else None, generator=torch.Generator().manual_seed(7)),
+                 warmup)
+
+
+def timed(loader, warmup):
+    """A couple of batches untimed, then one timed pass: (elements, seconds)."""
     it = iter(loader)
     for _ in range(min(warmup, len(loader))):
         next(it)
@@ -251,16 +256,9 @@ def targets(spec, data, warmup=2):
     tuple(zip(*batch)), images of their own sizes)."""
     ds = Targets(spec, data, joint_transform(spec["ops"]))
     coco = spec["source"]["format"] == "coco"
-    loader = DataLoader(ds, batch_size=spec["batch"]["size"], shuffle=True, num_workers=0,
-                        collate_fn=(lambda b: tuple(zip(*b))) if coco else None,
-                        generator=torch.Generator().manual_seed(7))
-    it = iter(loader)
-    for _ in range(min(warmup, len(loader))):
-        next(it)
-    n, t0 = 0, time.perf_counter()
-    for images_, _ in loader:
-        n += len(images_)
-    return n, time.perf_counter() - t0
+    return timed(DataLoader(ds, batch_size=spec["batch"]["size"], shuffle=True, num_workers=0,
+                            collate_fn=(lambda b: tuple(zip(*b))) if coco else None,
+                            generator=torch.Generator().manual_seed(7)), warmup)
 
 
 def whisper_features(ops):
