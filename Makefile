@@ -277,7 +277,7 @@ plots:
 	gnuplot scripts/dev/architecture.gp         # docs/architecture.png, the rooms and an element's path
 
 # make install [PREFIX=/usr/local] [DESTDIR=] - binaries, man pages (help2man, from each binary's --help),
-# the header, libspillway.a and .so, spillway.pc, the GPU plugin where built, and the Python package (whose
+# the header, libspillway.a and .so, spillway.pc (shared) and spillway-static.pc, the GPU plugin where built, and the Python package (whose
 # libspillway.so is a link to the installed one). make uninstall removes exactly what install put there.
 PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
@@ -289,10 +289,10 @@ D          := $(DESTDIR)
 PY_FILES   := $(wildcard client/python/spillway/*.py)
 DAEMONS    := spillctl spillway-dispatcher spillway-worker
 .PHONY: install uninstall wheel
-$(BUILD)/spillway.pc: client/spillway.pc.in FORCE     # made anew for each PREFIX
+$(BUILD)/spillway.pc $(BUILD)/spillway-static.pc: $(BUILD)/%.pc: client/%.pc.in FORCE   # anew for each PREFIX
 	@mkdir -p $(dir $@)
 	@sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|' \
-	    -e 's|@VERSION@|$(SPW_RELEASE)|; s|@REQUIRES@|$(PKGS)|' $< > $@
+	    -e 's|@VERSION@|$(SPW_RELEASE)|; s|@DEPLIBS@|$(shell pkg-config --libs $(PKGS))|' $< > $@
 
 MAN_NAME_spillctl            := run pipelines, inspect a Spillway dispatcher, plan offloading
 MAN_NAME_spillway-dispatcher := Spillway's dispatcher: jobs, splits, workers and plans
@@ -302,7 +302,7 @@ $(BUILD)/man/%.1: $(BUILD)/bin/%
 	help2man --no-info --no-discard-stderr --version-string='$(SPW_RELEASE)' --name="$(MAN_NAME_$*)" $< > $@.tmp
 	@mv $@.tmp $@
 
-install: all $(BUILD)/spillway.pc $(patsubst %,$(BUILD)/man/%.1,$(DAEMONS))
+install: all $(BUILD)/spillway.pc $(BUILD)/spillway-static.pc $(patsubst %,$(BUILD)/man/%.1,$(DAEMONS))
 	install -d $(D)$(BINDIR) $(D)$(LIBDIR)/pkgconfig $(D)$(INCLUDEDIR)/spillway $(D)$(MANDIR)/man1 \
 	  $(D)$(PYTHONDIR)/spillway
 	install -m 755 $(patsubst %,$(BUILD)/bin/%,$(DAEMONS)) $(D)$(BINDIR)/
@@ -312,7 +312,7 @@ install: all $(BUILD)/spillway.pc $(patsubst %,$(BUILD)/man/%.1,$(DAEMONS))
 	install -m 755 $(BUILD)/lib/libspillway.so $(D)$(LIBDIR)/libspillway.so.$(SPW_SOVERSION)
 	ln -sf libspillway.so.$(SPW_SOVERSION) $(D)$(LIBDIR)/libspillway.so
 	$(if $(wildcard $(GPU_PLUGIN)),install -m 755 $(GPU_PLUGIN) $(D)$(LIBDIR)/)
-	install -m 644 $(BUILD)/spillway.pc $(D)$(LIBDIR)/pkgconfig/
+	install -m 644 $(BUILD)/spillway.pc $(BUILD)/spillway-static.pc $(D)$(LIBDIR)/pkgconfig/
 	install -m 644 $(PY_FILES) $(D)$(PYTHONDIR)/spillway/
 	ln -sf "$$(realpath -m --relative-to=$(PYTHONDIR)/spillway $(LIBDIR))/libspillway.so.$(SPW_SOVERSION)" \
 	  $(D)$(PYTHONDIR)/spillway/libspillway.so
@@ -330,7 +330,7 @@ uninstall:
 	  $(D)$(INCLUDEDIR)/spillway/client.h $(D)$(INCLUDEDIR)/spillway/op_plugin.h $(D)$(LIBDIR)/libspillway.a \
 	  $(D)$(LIBDIR)/libspillway.so \
 	  $(D)$(LIBDIR)/libspillway.so.$(SPW_SOVERSION) $(D)$(LIBDIR)/libspillway-gpu.so \
-	  $(D)$(LIBDIR)/pkgconfig/spillway.pc $(patsubst client/python/%,$(D)$(PYTHONDIR)/%,$(PY_FILES)) \
+	  $(D)$(LIBDIR)/pkgconfig/spillway.pc $(D)$(LIBDIR)/pkgconfig/spillway-static.pc $(patsubst client/python/%,$(D)$(PYTHONDIR)/%,$(PY_FILES)) \
 	  $(D)$(PYTHONDIR)/spillway/libspillway.so
 	rm -rf $(D)$(PYTHONDIR)/spillway/__pycache__
 	-rmdir $(D)$(INCLUDEDIR)/spillway $(D)$(PYTHONDIR)/spillway 2>/dev/null

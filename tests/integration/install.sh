@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/integration/install.sh - the library as a user installs it: make install into a temporary prefix
 # (with DESTDIR staging too), then, with nothing of the repository on any path, examples/c_trainer.c built
-# out of tree with `pkg-config --cflags --libs spillway` only (shared, and --static), run in-process and
+# out of tree with `pkg-config --cflags --libs spillway` only (and spillway-static), run in-process and
 # through the installed dispatcher and worker (keys exactly the local run's); libspillway.so exports only
 # the header's spw_ functions; the header compiles alone as C and C++; man pages and --help/--version of the
 # installed binaries; make uninstall leaves nothing behind.
@@ -11,7 +11,8 @@ PFX=$WORK/prefix
 make -C "$ROOT" -s install PREFIX="$PFX" > "$WORK/install.log" 2>&1
 check "make install PREFIX=... succeeds" test $? -eq 0
 for f in bin/spillctl bin/spillway-dispatcher bin/spillway-worker include/spillway/client.h lib/libspillway.a \
-         lib/libspillway.so lib/libspillway.so.0 lib/pkgconfig/spillway.pc share/man/man1/spillctl.1 \
+         lib/libspillway.so lib/libspillway.so.0 lib/pkgconfig/spillway.pc lib/pkgconfig/spillway-static.pc \
+         share/man/man1/spillctl.1 \
          share/man/man1/spillway-dispatcher.1 share/man/man1/spillway-worker.1; do
   check "installed: $f" test -e "$PFX/$f"
 done
@@ -32,16 +33,17 @@ check "the soname is libspillway.so.0" bash -c "readelf -d '$PFX/lib/libspillway
 SRC=$WORK/user
 mkdir -p "$SRC"
 cp "$ROOT/examples/c_trainer.c" "$SRC/"
-USER_ENV=(env -i PATH=/usr/bin:/bin HOME="$WORK" PKG_CONFIG_PATH="$PFX/lib/pkgconfig" LD_LIBRARY_PATH="$PFX/lib")
+# PKG_CONFIG_LIBDIR: no other package's .pc file is found, as on a trainer host with only runtime libraries.
+USER_ENV=(env -i PATH=/usr/bin:/bin HOME="$WORK" PKG_CONFIG_LIBDIR="$PFX/lib/pkgconfig" LD_LIBRARY_PATH="$PFX/lib")
 ( cd "$SRC" && "${USER_ENV[@]}" sh -c 'cc -std=c11 -Wall -Wextra -Werror c_trainer.c $(pkg-config --cflags --libs spillway) -o c_trainer' ) \
   > "$WORK/cc.log" 2>&1
-check "c_trainer builds with pkg-config --cflags --libs spillway only" test $? -eq 0
-# libspillway.a linked in, its dependencies (as pkg-config lists them) shared.
-( cd "$SRC" && "${USER_ENV[@]}" sh -c 'cc -std=c11 c_trainer.c $(pkg-config --cflags spillway) \
-    "$(pkg-config --variable=libdir spillway)/libspillway.a" \
-    $(pkg-config --libs $(pkg-config --print-requires-private spillway | cut -d" " -f1)) -lpthread -lm -o c_trainer_static' ) \
+check "c_trainer builds with pkg-config --cflags --libs spillway only (no other .pc file on the path)" test $? -eq 0
+check "... its flags are the header's folder and -lspillway, nothing of the dependencies'" \
+  bash -c "test \"\$(${USER_ENV[*]} pkg-config --cflags --libs spillway | sed 's/ *$//')\" = '-I$PFX/include -L$PFX/lib -lspillway'"
+# libspillway.a linked in, its dependencies shared: spillway-static.pc names them.
+( cd "$SRC" && "${USER_ENV[@]}" sh -c 'cc -std=c11 c_trainer.c $(pkg-config --cflags --libs spillway-static) -o c_trainer_static' ) \
   > "$WORK/cc-static.log" 2>&1
-check "... and with libspillway.a (the dependencies pkg-config names)" bash -c "test -x '$SRC/c_trainer_static' && ! ldd '$SRC/c_trainer_static' | grep -q libspillway"
+check "... and with pkg-config --cflags --libs spillway-static (libspillway.a linked in)" bash -c "test -x '$SRC/c_trainer_static' && ! ldd '$SRC/c_trainer_static' | grep -q libspillway"
 check "the header compiles alone, as C99 and as C++" bash -c "cd '$SRC' && printf '#include <spillway/client.h>\nint main(void) { return SPW_ECLOSED < 0 ? 0 : 1; }\n' > h.c && cc -std=c99 -Wall -Wextra -Werror -I'$PFX/include' -c h.c -o h.o && cp h.c h.cc && g++ -Wall -Werror -I'$PFX/include' -c h.cc -o hxx.o"
 
 image_job "$WORK/job.json" 5 2 "$WORK/local.keys" || bad "local reference run"
