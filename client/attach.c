@@ -81,8 +81,11 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
     size_t len = 0;
     char msg[512] = "";
     /* A dispatcher not up yet (a trainer pod that starts first), restarting, or busy ("retry later") is
-     * retried for dispatcher_wait_ms, logged once. */
-    const int64_t wait_ms = o->dispatcher_wait_ms > 0 ? o->dispatcher_wait_ms : DISPATCHER_WAIT_MS;
+     * retried for dispatcher_wait_ms, logged once; by default 30 s before a job exists (a wrong address
+     * fails fast), the long wait for a resumed one. */
+    const int64_t wait_ms = o->dispatcher_wait_ms > 0 ? o->dispatcher_wait_ms
+                            : o->resume && o->resume->job ? DISPATCHER_WAIT_MS
+                                                       : CREATE_WAIT_MS;
     const int64_t t0 = spw_now_ms();
     int st, backoff_ms = 100;
     bool cancelled = false;
@@ -115,9 +118,11 @@ int remote_create(const struct remote_opts *o, const Spillway__V1__Pipeline *pip
         goto fail;
     }
     if (st != SPW_RPC_OK) {
-        char hinted[600];
+        char hinted[600], what[300];
         snprintf(hinted, sizeof hinted, "%s%s", msg, spw_rpc_tls_hint(st, msg, spw_rpc_channel_tls(r->disp)));
-        rc = create_err(st, err, errlen, "CreateJob", hinted);
+        snprintf(what, sizeof what, "CreateJob at the dispatcher %s (%lld s)", o->dispatcher,
+                 (long long)(spw_now_ms() - t0) / 1000);
+        rc = create_err(st, err, errlen, what, hinted);
         goto fail;
     }
     if (cr && cr->plan) {

@@ -50,7 +50,9 @@
  * not trusted for planning until the evaluation says which is right. */
 #define RECV_NS_PER_BYTE 0.3
 #define PROBE_MS 600
-#define PROBE_DISPATCHER_WAIT_MS 300000     /* opts.dispatcher_wait_ms 0: as CreateJob (client/attach.c) */
+#define PROBE_DISPATCHER_WAIT_MS 300000     /* opts.dispatcher_wait_ms 0: as CreateJob (client/attach.c), for a
+                                               resume; before a job exists, 30 s */
+#define PROBE_CREATE_WAIT_MS 30000
 #define PLAN_LOCAL_OFF 0.02    /* a planned local share below this: the client produces no splits itself */
 #define QUOTA_LOCAL_MIN 0.1     /* under a binding CPU quota, own threads run only for a planned share this big */
 #define IDLE_HELP_MS 100        /* an idle local thread computes head elements missing this long */
@@ -406,7 +408,9 @@ static int probe_first(struct spw_job *j, char *err, size_t errlen)
         return -ENOMEM;
     /* A dispatcher not up yet (a trainer pod that starts first) or restarting is waited for, as CreateJob
      * waits for it (client/attach.c), for dispatcher_wait_ms; logged once. */
-    const int64_t wait_ms = j->o.dispatcher_wait_ms > 0 ? j->o.dispatcher_wait_ms : PROBE_DISPATCHER_WAIT_MS;
+    const int64_t wait_ms = j->o.dispatcher_wait_ms > 0 ? j->o.dispatcher_wait_ms
+                            : j->o.resume.job           ? PROBE_DISPATCHER_WAIT_MS
+                                                        : PROBE_CREATE_WAIT_MS;
     int rc, backoff_ms = 100;
     while ((rc = probe_links(j->o.dispatcher, &j->peer, j->o.max_workers, PROBE_MS, j->links, err, errlen)) ==
                -EAGAIN && (spw_now_ns() - t0) / 1000000 + backoff_ms <= wait_ms) {
@@ -418,6 +422,12 @@ static int probe_first(struct spw_job *j, char *err, size_t errlen)
             return -ECANCELED;
         }
         backoff_ms = backoff_ms < 2000 ? 2 * backoff_ms : 2000;
+    }
+    if (rc == -EAGAIN) {            /* never answered: say where and for how long */
+        char cause[512];
+        snprintf(cause, sizeof cause, "%s", err);
+        snprintf(err, errlen, "the dispatcher %s did not answer in %lld s (%s)", j->o.dispatcher,
+                 (long long)(spw_now_ns() - t0) / 1000000000, cause);
     }
     if (rc)
         return rc;

@@ -18,7 +18,8 @@
 #define MIN_STREAM_CREDIT ((int64_t)4 << 20)    /* a worker sends a message only when it fits its credit */
 #define HEARTBEAT_MS 200
 #define CAP_WAIT_MS 10000           /* CreateJob refused at a cap of unfinished jobs: retried this long */
-#define DISPATCHER_WAIT_MS 300000      /* remote_opts.dispatcher_wait_ms 0 */
+#define DISPATCHER_WAIT_MS 300000      /* remote_opts.dispatcher_wait_ms 0, for a job that exists (a resume) */
+#define CREATE_WAIT_MS 30000           /* ... and before it does: a wrong address fails fast */
 #define MAX_ACKS_PER_HEARTBEAT 4096
 #define RATE_BEATS 10               /* the trainer's rate is reported over the last 10 heartbeats (2 s): a
                                      * beat's 200 ms sees whole batches only, 0 or 1 or 2 of them */

@@ -49,7 +49,7 @@ SPILLWAY_AUTH_TOKEN_FILE=$WORK/worker.tok "${CTL[@]}" workers > /dev/null 2> "$W
 check "the workers' token cannot list workers" grep -q 'missing or wrong authorization bearer token' "$WORK/ls.err"
 SPILLWAY_AUTH_TOKEN_FILE=$WORK/worker.tok "${CTL[@]}" run --pipeline "$WORK/p.json" --local-cores 0 --quiet \
   2> "$WORK/create.err"
-check "... nor create a job" grep -q 'CreateJob: UNAUTHENTICATED' "$WORK/create.err"
+check "... nor create a job" grep -q 'CreateJob at the dispatcher .*: UNAUTHENTICATED' "$WORK/create.err"
 read -r job manifest < <("${CTL[@]}" jobs --json | python3 -c \
   'import json,sys; j=json.load(sys.stdin)["jobs"][-1]; print(j["job"], j["manifest_hash"])')
 HOSTILEPEER_TOKEN=$(cat "$WORK/worker.tok") "$B/tests/hostilepeer" "127.0.0.1:$DPORT" lease "$job" "$manifest" \

@@ -214,7 +214,7 @@ class TestThroughService(Folders, SkipChecks, unittest.TestCase):
 
 class Interrupt(unittest.TestCase):
     def test_ctrl_c_while_waiting_for_a_dispatcher_stops_within_a_second(self):
-        """Loader() waits up to 5 minutes for a dispatcher that is not up; Ctrl-C must not wait with it."""
+        """Loader() waits up to 30 s for a dispatcher that is not up; Ctrl-C must not wait with it."""
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             free = s.getsockname()[1]
@@ -231,7 +231,24 @@ class Interrupt(unittest.TestCase):
         took = time.monotonic() - t0
         self.assertLess(took, 1.0, "Ctrl-C took %.2f s to stop the waiting Loader" % took)
         self.assertIn("KeyboardInterrupt", err)
-        self.assertIn("retrying for up to 300 s", err)
+        self.assertIn("retrying for up to 30 s", err)
+
+    def test_a_wrong_dispatcher_address_fails_within_30_s_naming_it(self):
+        """Before a job exists nothing is lost by failing: a wrong address (a closed port) fails the Loader's
+        creation within 30 s by default (the 5-minute wait is for a job that exists), naming the address and
+        the cause."""
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            free = s.getsockname()[1]
+        p = Pipeline.image_folder(spwtest.images(), epochs=1).decode_jpeg().center_crop(16).batch(4)
+        t0 = time.monotonic()
+        with self.assertRaises(SpillwayError) as cm:
+            Loader(p, dispatcher="127.0.0.1:%d" % free, local_cores=1)
+        took = time.monotonic() - t0
+        self.assertLess(took, 31.0)
+        self.assertGreater(took, 20.0)          # it did wait for a dispatcher starting late
+        self.assertIn("the dispatcher 127.0.0.1:%d " % free, str(cm.exception))
+        self.assertIn("Connection refused", str(cm.exception))
 
 
 if __name__ == "__main__":

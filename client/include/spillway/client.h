@@ -90,7 +90,8 @@ struct spw_job_opts {
                                    nothing for this long (a lost or stalled producer); 0 = 3000 */
     int dispatcher_wait_ms;     /* a dispatcher that stops answering (restarting, rescheduled) is retried this
                                    long, streams and own threads going on meanwhile, before the job fails;
-                                   0 = 300000 (5 minutes) */
+                                   0 = 300000 (5 minutes) for a job that exists, 30000 before it does (a
+                                   wrong address fails within 30 s; a resume waits the 5 minutes) */
     int rank, world_size;       /* data-parallel trainers: this rank gets its own share of every epoch,
                                    disjoint from the others', with as many batches (pipeline/order.h: short
                                    shares pad, or drop with batch.drop_remainder); world 0/1 = one trainer.
