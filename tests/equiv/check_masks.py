@@ -12,7 +12,7 @@ aligned, whatever was drawn (the segmentation references' preset among them); th
 resample of the crop's window, byte-equal to the references' transforms at the draws fusedcheck reports. The sizes random_resize and
 random_shortest_size draw cover their range and nothing else; padded batches (batch.pad) pad masks with
 ignore_index. Also: a mask of another size than its image
-fails its sample, saying so; a colour PNG as a mask fails naming the field; VOC's folder layout (masks in a parallel folder under the
+fails its sample, saying so (so does a drawn resize past max_pixels, fused with its crop or not); a colour PNG as a mask fails naming the field; VOC's folder layout (masks in a parallel folder under the
 same relative names, an image without one not a sample). Prints one line per check and "N passed, M failed".
 usage: check_masks.py PHOTO_DIR FUSEDCHECK"""
 import io
@@ -74,10 +74,12 @@ def label_map(im, mode):
     return m
 
 
-def run(shard, ops, n, seed=0, **loader):
+def run(shard, ops, n, seed=0, max_pixels=None, **loader):
     spec = {"source": {"format": "tar_shards", "path": shard, "shuffle": False, "labels": False, "seed": seed,
                        "fields": {"mask": {"from": "seg.png", "as": "mask", "ignore_index": IGNORE}}},
             "ops": [{"op": "decode_image"}] + ops, "batch": {"size": 1}, "on_error": "skip"}
+    if max_pixels:
+        spec["max_pixels"] = max_pixels
     out = {}
     with Loader(spec, local_cores=1, **loader) as ld:
         for b in ld:
@@ -355,6 +357,22 @@ def check_refused():
     result("a colour PNG as a mask fails, naming the field",
            "field mask: a label map is a palette or 8-bit greyscale PNG" in text and "b" not in got, "")
     result("... the good sample is delivered", "c" in got, "")
+    # A drawn resize past max_pixels: refused as the resize alone refuses it, also where it runs as one
+    # resample with the crop after it (which never makes the large image).
+    shard = os.path.join(TMP, "big.tar")
+    write_shard(shard, [("c", im, mask)])
+    texts = []
+    for ops in ([{"op": "random_resize", "min_size": 200}],
+                [{"op": "random_resize", "min_size": 200}, {"op": "random_crop", "size": 32}]):
+        with open(log, "w") as f:
+            os.dup2(f.fileno(), 2)
+            try:
+                got = run(shard, ops, 1, max_pixels=20000)
+            finally:
+                os.dup2(saved, 2)
+        texts.append(("c" not in got, "a 266x200 output exceeds max_pixels 20000" in open(log).read()))
+    result("a drawn resize past max_pixels fails its sample, alone and as one resample with its crop",
+           texts == [(True, True), (True, True)], str(texts))
 
 
 def check_folders():
