@@ -2,18 +2,20 @@
 Pillow on real photos: WebDataset shards of a photo (PNG, odd sizes) and its label map (a palette PNG, and a
 greyscale one) go through spillway.Loader in this process.
 Fixed parameters: each geometric op alone (resize to [h, w] and to an edge, crop, center_crop, pad, rotate
-(nearest and bilinear), affine, both flips, random_resize and random_shortest_size at one size, pad_if_smaller)
-gives the image byte-equal to the torchvision functional op on the PIL image and the mask byte-equal to the same op
-on the PIL mask with NEAREST and fill = ignore_index, as torchvision's segmentation references do.
+(nearest and bilinear), affine, both flips, random_resize and random_shortest_size at one size,
+pad_if_smaller, and those resizes run as one resample with the ops after them) gives the image byte-equal to
+the torchvision functional op on the PIL image and the mask byte-equal to the same op on the PIL mask with
+NEAREST and fill = ignore_index, as torchvision's segmentation references do.
 Random forms: a synthetic image whose colours are a lookup of its own mask (nothing maps to black), every
 random geometric op with nearest sampling and black fill: after each pipeline, the mask equals the inverse
 lookup of the image at every pixel, and is ignore_index exactly where the image is fill: image and mask
 aligned, whatever was drawn (the segmentation references' preset among them); that preset, run as one
-resample of the crop's window, byte-equal to the references' transforms at the draws fusedcheck reports. The sizes random_resize and
-random_shortest_size draw cover their range and nothing else; padded batches (batch.pad) pad masks with
-ignore_index. Also: a mask of another size than its image
-fails its sample, saying so (so does a drawn resize past max_pixels, fused with its crop or not); a colour PNG as a mask fails naming the field; VOC's folder layout (masks in a parallel folder under the
-same relative names, an image without one not a sample). Prints one line per check and "N passed, M failed".
+resample of the crop's window, byte-equal to the references' transforms at the draws fusedcheck reports.
+The sizes random_resize and random_shortest_size draw cover their range and nothing else; padded batches
+(batch.pad) pad masks with ignore_index. Also: a mask of another size than its image fails its sample,
+saying so (so does a drawn resize past max_pixels, fused with its crop or not); a colour PNG as a mask fails
+naming the field; VOC's folder layout (masks in a parallel folder under the same relative names, an image
+without one not a sample). Prints one line per check and "N passed, M failed".
 usage: check_masks.py PHOTO_DIR FUSEDCHECK"""
 import io
 import json
