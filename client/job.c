@@ -1069,18 +1069,28 @@ int64_t spw_job_batches_per_epoch(const struct spw_job *job)
                : 0;
 }
 
-void spw_job_destroy(struct spw_job *job)
+void spw_job_stop(struct spw_job *job)
 {
     if (!job)
         return;
     pthread_mutex_lock(&job->mu);
     job->stopping = true;
+    struct remote *r = job->r;
+    job->r = NULL;
     pthread_mutex_unlock(&job->mu);
     if (job->a)
-        asm_fail(job->a, SPW_ECLOSED, "the job is being destroyed");     /* wakes window waiters */
+        asm_fail(job->a, SPW_ECLOSED, "the job was stopped");   /* wakes window waiters */
     for (int i = 0; i < job->n_local; i++)
         pthread_join(job->local[i], NULL);
-    remote_destroy(job->r);
+    job->n_local = 0;
+    remote_destroy(r);
+}
+
+void spw_job_destroy(struct spw_job *job)
+{
+    if (!job)
+        return;
+    spw_job_stop(job);
     spw_rpc_tls_free(job->tls);
     asm_destroy(job->a);
     spw_executor_destroy(job->ex);

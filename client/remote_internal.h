@@ -40,10 +40,17 @@ struct stream {
     int64_t transport_ns;       /* its share of the transport threads' CPU so far (heartbeat thread only) */
     int64_t transport_elements; /* rx_elements when that share was last given (heartbeat thread only) */
     int failed_opens;           /* streams in a row that ended unreachable with nothing received (r->mu) */
+    int busy_refusals;          /* "already streaming" refusals in a row (r->mu): a rejoined rank's old
+                                   stream is still attached on the worker until it sees the cancel */
     bool no_direct;             /* a data connection to this worker could not be opened: streams stay on gRPC
                                    (stream thread only) */
     char unreachable[256];      /* non-empty: this worker cannot be reached from here, and why (r->mu) */
 };
+
+/* A stream the worker refused as "already streaming" (this rank's previous stream, closed by a restart of
+ * the job's handle, not yet detached there) is tried again at the next heartbeat rather than a second later,
+ * this many times in a row. */
+#define BUSY_RETRIES 5
 
 /* A listed worker whose streams fail this many times in a row (one try a second) with nothing received is
  * unreachable from this client: logged once and reported to the dispatcher. */

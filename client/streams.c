@@ -176,7 +176,14 @@ out:
         if (!call_ended)
             spw_rpc_stream_cancel(st);
         int status = spw_rpc_stream_finish(st, msg, sizeof msg);
-        if (call_ended && status != SPW_RPC_OK && !stopping(r) && !note_unreachable(s, status, msg))
+        const bool busy = call_ended && status == SPW_RPC_INVALID_ARGUMENT && strstr(msg, "already streaming");
+        pthread_mutex_lock(&r->mu);
+        s->busy_refusals = busy ? s->busy_refusals + 1 : 0;
+        const bool quick = busy && s->rx_elements == 0 && s->busy_refusals <= BUSY_RETRIES;
+        if (quick)
+            s->started_ms -= 1000;  /* streams_start takes it at the next beat */
+        pthread_mutex_unlock(&r->mu);
+        if (call_ended && status != SPW_RPC_OK && !stopping(r) && !quick && !note_unreachable(s, status, msg))
             spw_log(SPW_LOG_WARN, "client", "stream from worker=%s ended status=%s msg=\"%s\"", s->addr,
                     spw_rpc_status_name(status), msg);
     }

@@ -178,6 +178,10 @@ SPW_API void spw_job_stats(struct spw_job *job, struct spw_job_stats *out);
  * resume: then it is paused, rejoinable with that checkpoint. In a data-parallel job, the last rank to
  * close decides. */
 SPW_API void spw_job_destroy(struct spw_job *job);
+/* Stop making batches, as spw_job_destroy stops them (with a dispatcher: the job ended there, or paused when
+ * kept), while the batches already given stay valid until released: for a binding whose batches outlive the
+ * job's handle. Then only spw_job_release and spw_job_destroy may be called. Accepts NULL. */
+SPW_API void spw_job_stop(struct spw_job *job);
 
 /* A checkpoint: what this job has delivered to the trainer (spw_job_next returned) since the start of the
  * run, counting the batches a resumed job started after. Give it back as opts.resume to a new job of the same
