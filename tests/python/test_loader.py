@@ -31,7 +31,7 @@ def image_pipeline(epochs=1):
 
 
 def audio_pipeline():
-    return (Pipeline.wav_folder(spwtest.speech(), seed=11)
+    return (Pipeline.wav_folder(spwtest.speech(), seed=11, epochs=1)
             .decode_wav()
             .stft(512, hop_length=160, win_length=400)
             .mel(80, 16000)
@@ -120,7 +120,7 @@ class TestLoader(spwtest.TempDir, unittest.TestCase):
         loader.close()
 
     def test_loader_uint8_chw_equals_c_dump(self):
-        p = (Pipeline.image_folder(spwtest.images(), seed=3).decode_jpeg().random_crop(40, pad_if_needed=True)
+        p = (Pipeline.image_folder(spwtest.images(), seed=3, epochs=1).decode_jpeg().random_crop(40, pad_if_needed=True)
              .batch(32, drop_remainder=True, layout="CHW"))
         got = self.assert_equals_dump(p, local_cores=1)
         self.assertEqual((got[0].data.dtype, got[0].data.shape), (np.uint8, (32, 3, 40, 40)))
@@ -132,7 +132,7 @@ class TestLoader(spwtest.TempDir, unittest.TestCase):
         shard, want = spwtest.caption_shards(self.tmp)
         p = (Pipeline.tar_shards(shard, seed=3, labels=False,
                                  fields={"caption": {"from": "txt"}, "title": {"from": "json", "key": "title"},
-                                         "meta": {"from": "json", "as": "raw"}})
+                                         "meta": {"from": "json", "as": "raw"}}, epochs=1)
              .decode_jpeg().center_crop(16).batch(10))
         got = self.assert_equals_dump(p, local_cores=2)
         b = got[0]
@@ -160,7 +160,7 @@ class TestLoader(spwtest.TempDir, unittest.TestCase):
             sub = ("", "a", os.path.join("a", "b", "c"))[i % 3]
             with open(img, "rb") as f, open(os.path.join(root, sub, "i%d.jpg" % i), "wb") as g:
                 g.write(f.read())
-        p = Pipeline.image_folder(root, shuffle=False, labels=False).decode_jpeg().center_crop(8).batch(4)
+        p = Pipeline.image_folder(root, shuffle=False, labels=False, epochs=1).decode_jpeg().center_crop(8).batch(4)
         with Loader(p, local_cores=1) as loader:
             got = list(loader)
             self.assertEqual(loader.classes, [])
@@ -170,7 +170,7 @@ class TestLoader(spwtest.TempDir, unittest.TestCase):
         self.assertEqual(paths, ["i0.jpg", "i3.jpg", "i6.jpg", "a/i1.jpg", "a/i4.jpg", "a/i7.jpg",
                                  "a/b/c/i2.jpg", "a/b/c/i5.jpg", "a/b/c/i8.jpg"])
         with self.assertRaisesRegex(SpecError, "batch.mix: mixes labels, and source.labels is false"):
-            Loader(Pipeline.image_folder(root, labels=False).decode_jpeg().center_crop(8).normalize(
+            Loader(Pipeline.image_folder(root, labels=False, epochs=1).decode_jpeg().center_crop(8).normalize(
                 [0.5] * 3, [0.5] * 3).batch(4, mix={"num_classes": 2, "mixup_alpha": 0.2}))
 
     def test_loader_padded_audio_equals_c_dump(self):
@@ -255,7 +255,7 @@ class TestLoader(spwtest.TempDir, unittest.TestCase):
         train = spwtest.images()
         names = sorted(os.listdir(train))
         for size, drop, want in ((48, False, 4), (48, True, 3), (32, False, 5)):
-            p = Pipeline.image_folder(train, shuffle=False).decode_jpeg().center_crop(16).batch(size, drop)
+            p = Pipeline.image_folder(train, shuffle=False, epochs=1).decode_jpeg().center_crop(16).batch(size, drop)
             with Loader(p, local_cores=1) as loader:
                 self.assertEqual(len(loader), want)
                 self.assertEqual(loader.classes, names)
@@ -280,22 +280,61 @@ class TestLoader(spwtest.TempDir, unittest.TestCase):
             self.assertEqual(epochs, [[0] * 7, [1] * 7, [2] * 7])
             with self.assertRaisesRegex(SpillwayError, "all 3 epochs"):     # never a silently empty epoch
                 list(loader)
-        with Loader(image_pipeline(epochs=2).to_json(), local_cores=2, max_batches=9) as loader:
-            it = iter(loader)
-            self.assertEqual([next(it).epoch for _ in range(3)], [0] * 3)
-            del it                                      # a break: the next iteration finishes the epoch
-            self.assertEqual([b.epoch for b in loader], [0] * 4)
-            self.assertEqual([b.epoch for b in loader], [1] * 2)    # max_batches
-            with self.assertRaisesRegex(SpillwayError, "max_batches=9"):
-                list(loader)
         with Loader(image_pipeline(epochs=2), local_cores=2) as loader:
             it = iter(loader)
             next(it)
             self.assertEqual([b.epoch for b in loader.batches()], [0] * 6 + [1] * 7)
 
+    def test_loader_dataloader_habits(self):
+        """The torch DataLoader's rules: epochs=None by default (a 3-epoch loop runs), each iteration is the
+        next epoch (after a break too, without producing the broken epoch's rest), len() per epoch,
+        set_epoch ahead and back, max_batches counted across it all."""
+        natural = {}
+        with Loader(image_pipeline(epochs=None), local_cores=2) as loader:
+            self.assertEqual(len(loader), 7)
+            for epoch in range(4):
+                keys = [k for b in loader for k in b.keys]
+                self.assertEqual({k.epoch for k in keys}, {epoch})
+                self.assertEqual(sorted(k.sample for k in keys), list(range(160)))  # each sample once
+                natural[epoch] = [k.sample for k in keys]
+        with Loader(image_pipeline(epochs=None), local_cores=2) as loader:
+            for epoch in range(3):              # limit_train_batches=2
+                for i, b in enumerate(loader):
+                    self.assertEqual(b.epoch, epoch)
+                    if i == 1:
+                        break
+            keys = [k for b in loader for k in b.keys]     # after a break: the next epoch, whole, in order
+            self.assertEqual([k.sample for k in keys], natural[3])
+        with Loader(image_pipeline(epochs=None), local_cores=2) as loader:
+            loader.set_epoch(2)
+            self.assertEqual([k.sample for b in loader for k in b.keys], natural[2])
+            loader.set_epoch(1)                 # back
+            self.assertEqual([k.sample for b in loader for k in b.keys], natural[1])
+            self.assertEqual({b.epoch for b in loader}, {2})    # then on in turn
+            loader.set_epoch(3)                 # the one it would start anyway: no restart
+            job = loader._job
+            self.assertEqual({b.epoch for b in loader}, {3})
+            self.assertIs(loader._job, job)
+            with self.assertRaisesRegex(ValueError, "epoch number"):
+                loader.set_epoch(-1)
+        with Loader(image_pipeline(epochs=2).to_json(), local_cores=2, max_batches=9) as loader:
+            it = iter(loader)
+            self.assertEqual([next(it).epoch for _ in range(3)], [0] * 3)
+            del it                              # a break: the next iteration is the next epoch
+            self.assertEqual([b.epoch for b in loader], [1] * 6)    # max_batches: 3 + 6
+            with self.assertRaisesRegex(SpillwayError, "max_batches=9"):
+                list(loader)
+        with Loader(image_pipeline(epochs=2), local_cores=2) as loader:
+            it = iter(loader)
+            next(it)
+            del it
+            self.assertEqual({b.epoch for b in loader}, {1})
+            with self.assertRaisesRegex(SpillwayError, "all 2 epochs"):
+                list(loader)
+
     def test_loader_errors(self):
         with self.assertRaises(SpillwayError) as cm:
-            Loader(Pipeline.image_folder(os.path.join(self.tmp, "none")).decode_jpeg().batch(4))
+            Loader(Pipeline.image_folder(os.path.join(self.tmp, "none"), epochs=1).decode_jpeg().batch(4))
         self.assertNotIsInstance(cm.exception, SpecError)
         self.assertIn("none", str(cm.exception))
         with self.assertRaises(ValueError):

@@ -32,7 +32,7 @@ def image_pipeline(path):
 
 
 def audio_pipeline(path):
-    return (Pipeline.wav_folder(path, shuffle=False)
+    return (Pipeline.wav_folder(path, shuffle=False, epochs=1)
             .decode_wav()
             .resample(8000)
             .random_crop_audio(32000)
@@ -54,7 +54,7 @@ class TestPipeline(spwtest.TempDir, unittest.TestCase):
             self.assertEqual(Pipeline.from_json(p.to_json(indent=2)), p)
 
     def test_pipeline_is_immutable(self):
-        base = Pipeline.image_folder("/d").decode_jpeg()
+        base = Pipeline.image_folder("/d", epochs=1).decode_jpeg()
         a = base.resize(64)
         b = base.center_crop(32)
         self.assertEqual(len(base.to_dict()["ops"]), 1)
@@ -79,9 +79,9 @@ class TestPipeline(spwtest.TempDir, unittest.TestCase):
         self.assertEqual(a["ops"][5], {"op": "stft", "n_fft": 256, "hop_length": 80})
         self.assertEqual(a["ops"][6], {"op": "mel", "n_mels": 40, "sample_rate": 8000, "f_max": None})
         with self.assertRaises(TypeError):
-            Pipeline.image_folder("/d").resize(1, 2)                  # resize has one positional field
+            Pipeline.image_folder("/d", epochs=1).resize(1, 2)                  # resize has one positional field
         with self.assertRaises(TypeError):
-            Pipeline.image_folder("/d").resize(1, size=2)
+            Pipeline.image_folder("/d", epochs=1).resize(1, size=2)
 
     def _canonical(self, name, text):
         r = spwtest.spillctl("validate", "--pipeline", spwtest.write(self.tmp, name, text), check=False)
@@ -119,27 +119,27 @@ class TestPipeline(spwtest.TempDir, unittest.TestCase):
 
     def test_pipeline_unknown_field(self):
         with self.assertRaises(TypeError) as cm:         # the method knows the op's fields
-            Pipeline.image_folder(spwtest.images()).decode_jpeg().random_horizontal_flip(prob=0.5)
+            Pipeline.image_folder(spwtest.images(), epochs=1).decode_jpeg().random_horizontal_flip(prob=0.5)
         self.assertEqual(str(cm.exception), "random_horizontal_flip(): got an unexpected keyword argument 'prob' "
                          "(its fields: p; docs/pipeline.md)")
-        p = Pipeline.image_folder(spwtest.images()).decode_jpeg().op("random_horizontal_flip", prob=0.5).batch(4)
+        p = Pipeline.image_folder(spwtest.images(), epochs=1).decode_jpeg().op("random_horizontal_flip", prob=0.5).batch(4)
         with self.assertRaises(SpecError) as cm:          # op() passes it to the C parser
             Loader(p, local_cores=1)
         self.assertEqual(str(cm.exception), 'ops[1]: unknown field "prob" for "random_horizontal_flip"')
         self.assertIsInstance(cm.exception, ValueError)
 
     def test_pipeline_c_validator_reports_bad_value(self):
-        p = Pipeline.image_folder(spwtest.images()).decode_jpeg().center_crop(8).rand_augment(magnitude=40).batch(4)
+        p = Pipeline.image_folder(spwtest.images(), epochs=1).decode_jpeg().center_crop(8).rand_augment(magnitude=40).batch(4)
         with self.assertRaises(SpecError) as cm:
             Loader(p, local_cores=1)
         self.assertEqual(str(cm.exception), "ops[2].magnitude: 40 is outside [0, 30]")
         with self.assertRaises(SpecError) as cm:
-            Loader(Pipeline.image_folder(spwtest.images()).op("random_resize_crop", size=8).batch(4))
+            Loader(Pipeline.image_folder(spwtest.images(), epochs=1).op("random_resize_crop", size=8).batch(4))
         self.assertIn('unknown op "random_resize_crop"', str(cm.exception))
 
     def test_pipeline_views(self):
         norm = ops.normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
-        p = (Pipeline.image_folder(spwtest.images(), seed=5).decode_jpeg()
+        p = (Pipeline.image_folder(spwtest.images(), seed=5, epochs=1).decode_jpeg()
              .views(view([ops.random_resized_crop(32, scale=(0.4, 1.0)), ops.random_horizontal_flip(), norm],
                          repeat=2),
                     view([ops.random_resized_crop(16, scale=(0.05, 0.4)), norm], repeat=3))
@@ -164,7 +164,7 @@ class TestPipeline(spwtest.TempDir, unittest.TestCase):
                          "(views[0].ops[2])")
 
     def test_pipeline_combinators_with_ops(self):
-        p = (Pipeline.image_folder(spwtest.images(), seed=3).decode_jpeg().random_resized_crop(32)
+        p = (Pipeline.image_folder(spwtest.images(), seed=3, epochs=1).decode_jpeg().random_resized_crop(32)
              .random_apply([ops.color_jitter(0.4, 0.4, 0.2, 0.1)], p=0.8).random_grayscale(p=0.2)
              .random_choice([ops.grayscale(3), ops.random_solarize(128, p=1)], p=[1, 3])
              .to_tensor().batch(8))
@@ -179,7 +179,7 @@ class TestPipeline(spwtest.TempDir, unittest.TestCase):
             self.assertEqual(b.data.shape, (8, 3, 32, 32))
         finally:
             ld.close()
-        bad = Pipeline.image_folder(spwtest.images()).decode_jpeg().random_order([ops.invert(), ops.resize(8)])
+        bad = Pipeline.image_folder(spwtest.images(), epochs=1).decode_jpeg().random_order([ops.invert(), ops.resize(8)])
         with self.assertRaises(SpecError) as cm:
             Loader(bad.batch(4), local_cores=1)
         self.assertEqual(str(cm.exception), 'ops[1].ops[1]: "resize" cannot be one of random_order\'s ops: only '

@@ -187,7 +187,7 @@ class TestPythonOp(spwtest.TempDir, unittest.TestCase):
     def test_big_elements_grow_the_shared_memory(self):
         """A 640 x 640 element is more than the 1 MiB first mapped (the library grows it), and the result,
         4 times that, more than the helper's room (the helper grows it): both arrive intact."""
-        base = (Pipeline.image_folder(spwtest.images(), seed=4).decode_jpeg().center_crop(640).batch(4)
+        base = (Pipeline.image_folder(spwtest.images(), seed=4, epochs=1).decode_jpeg().center_crop(640).batch(4)
                 .limits(max_pixels=89478485))
         got = [b[0].copy() for b in Loader(base.map(pyops_fixture.grow), ordered=True, local_cores=2, max_batches=3)]
         want = [b[0].copy() for b in Loader(base, ordered=True, local_cores=2, max_batches=3)]

@@ -93,7 +93,10 @@ class ResumeTest(unittest.TestCase):
         other = pipeline().batch(10)
         with self.assertRaises(ValueError) as e:
             Loader(other, resume=state)
-        self.assertIn("another spec", str(e.exception))
+        self.assertIn("another spec: batch.size: 12 -> 10", str(e.exception))
+        del state["spec"]           # a state without the spec's text (version 2 before it had one)
+        with self.assertRaisesRegex(ValueError, "another spec"):
+            Loader(other, resume=state)
         with self.assertRaises(ValueError):
             Loader(pipeline(), resume=state, rank=1, world_size=2)
 
@@ -131,7 +134,7 @@ class ServiceResumeTest(spwtest.ServiceCase, unittest.TestCase):
         """A state taken mid-run through the service, resumed by another Loader: every (key, caption) once."""
         with tempfile.TemporaryDirectory() as d:
             shard, want = spwtest.caption_shards(d)
-            p = (Pipeline.tar_shards(shard, seed=3, labels=False, fields={"caption": {"from": "txt"}})
+            p = (Pipeline.tar_shards(shard, seed=3, labels=False, fields={"caption": {"from": "txt"}}, epochs=1)
                  .decode_jpeg().center_crop(16).batch(5))
             pairs = []
             with Loader(p, dispatcher=self.dispatcher, local_cores=0) as ld:

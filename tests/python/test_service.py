@@ -42,7 +42,7 @@ class TestService(spwtest.ServiceCase, unittest.TestCase):
         shard, want = spwtest.caption_shards(self.tmp)
         p = (Pipeline.tar_shards(shard, seed=3, labels=False,
                                  fields={"caption": {"from": "txt"}, "title": {"from": "json", "key": "title"},
-                                         "meta": {"from": "json", "as": "raw"}})
+                                         "meta": {"from": "json", "as": "raw"}}, epochs=1)
              .decode_jpeg().center_crop(16).batch(10))
         got = self.assert_service_equals_dump(p)
         pairs = [(k.path.split(":")[1], c, t, m) for b in got for k, c, t, m in
@@ -65,7 +65,7 @@ class TestService(spwtest.ServiceCase, unittest.TestCase):
                 anns.append({"image_id": i, "bbox": [3 * k, 2 + k, 20, 15], "category_id": k + 1, "iscrowd": 0})
         with open(os.path.join(self.tmp, "ann.json"), "w") as f:
             json.dump({"images": images, "annotations": anns}, f)
-        p = (Pipeline.coco(root, os.path.join(self.tmp, "ann.json"), seed=4).decode_image()
+        p = (Pipeline.coco(root, os.path.join(self.tmp, "ann.json"), seed=4, epochs=1).decode_image()
              .random_resized_crop(32, scale=(0.3, 1.0)).random_horizontal_flip().batch(6))
         got = self.assert_service_equals_dump(p)
         self.assertEqual(got[0].names, ["data", "boxes", "boxes_labels", "boxes_counts"])

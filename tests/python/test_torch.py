@@ -82,7 +82,7 @@ class TestTorch(spwtest.TempDir, unittest.TestCase):
         dl.dataset.close()
 
     def test_torch_dtype_converts_data_only(self):
-        p = Pipeline.image_folder(spwtest.images(), seed=2).decode_jpeg().center_crop(16).batch(32)
+        p = Pipeline.image_folder(spwtest.images(), seed=2, epochs=1).decode_jpeg().center_crop(16).batch(32)
         with SpillwayDataset(p, dtype="float32", local_cores=1) as ds:
             data, labels = next(iter(ds))
             self.assertEqual((data.dtype, labels.dtype), (torch.float32, torch.int64))
@@ -93,7 +93,7 @@ class TestTorch(spwtest.TempDir, unittest.TestCase):
             SpillwayDataset(p, dtype="float33")
 
     def test_torch_views_as_tensors(self):
-        p = (Pipeline.image_folder(spwtest.images(), seed=4).decode_jpeg()
+        p = (Pipeline.image_folder(spwtest.images(), seed=4, epochs=1).decode_jpeg()
              .views(view([ops.random_resized_crop(24)], repeat=2), view([ops.center_crop(8)])).batch(16))
         with SpillwayDataset(p, dtype="float32", local_cores=1) as ds:
             b = next(iter(ds))
@@ -105,22 +105,22 @@ class TestTorch(spwtest.TempDir, unittest.TestCase):
     def test_torch_one_channel_outputs(self):
         """grayscale(1): [n, 1, H, W] tensors after normalize, [n, H, W, 1] uint8 images without; refused where
         the image needs three channels, naming the op."""
-        p = (Pipeline.image_folder(spwtest.images(), seed=4).decode_jpeg().center_crop(20).grayscale(1)
+        p = (Pipeline.image_folder(spwtest.images(), seed=4, epochs=1).decode_jpeg().center_crop(20).grayscale(1)
              .normalize([0.5], [0.25]).batch(8))
         with SpillwayDataset(p, local_cores=1) as ds:
             b = next(iter(ds))
             self.assertEqual((tuple(b.data.shape), b.data.dtype), ((8, 1, 20, 20), torch.float32))
-        p = Pipeline.image_folder(spwtest.images(), seed=4).decode_jpeg().center_crop(20).grayscale(1).batch(8)
+        p = Pipeline.image_folder(spwtest.images(), seed=4, epochs=1).decode_jpeg().center_crop(20).grayscale(1).batch(8)
         with SpillwayDataset(p, local_cores=1) as ds:
             self.assertEqual(tuple(next(iter(ds)).data.shape), (8, 20, 20, 1))
-        p = Pipeline.image_folder(spwtest.images()).decode_jpeg().center_crop(20).grayscale(1).aug_mix().batch(8)
+        p = Pipeline.image_folder(spwtest.images(), epochs=1).decode_jpeg().center_crop(20).grayscale(1).aug_mix().batch(8)
         with self.assertRaisesRegex(SpecError, r'^ops\[3\]: "aug_mix" after a grayscale with num_output_channels 1'):
             SpillwayDataset(p, local_cores=1)
 
     def test_torch_fields_by_name(self):
         """source.fields through SpillwayDataset: the tensors are torch's, the captions still str by name."""
         shard, want = spwtest.caption_shards(self.tmp, 12)
-        p = (Pipeline.tar_shards(shard, seed=3, labels=False, fields={"caption": {"from": "txt"}})
+        p = (Pipeline.tar_shards(shard, seed=3, labels=False, fields={"caption": {"from": "txt"}}, epochs=1)
              .decode_jpeg().center_crop(16).batch(6))
         with SpillwayDataset(p, dtype="float32", local_cores=1) as ds:
             b = next(iter(ds))
@@ -132,7 +132,7 @@ class TestTorch(spwtest.TempDir, unittest.TestCase):
     def test_torch_pin_memory_without_cuda_is_a_noop(self):
         if torch.cuda.is_available():
             self.skipTest("CUDA is available: pin_memory pins")
-        p = Pipeline.image_folder(spwtest.images()).decode_jpeg().center_crop(16).batch(32)
+        p = Pipeline.image_folder(spwtest.images(), epochs=1).decode_jpeg().center_crop(16).batch(32)
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             ds = SpillwayDataset(p, pin_memory=True, local_cores=1)

@@ -183,6 +183,24 @@ class TestThroughService(Folders, SkipChecks, unittest.TestCase):
                 self.assertEqual(sorted(k.sample for k in keys), list(range(160)), "epoch %d" % e)
             self.assertGreater(ld.stats()["remote_elements"], 0)
 
+    def test_break_and_set_epoch_through_the_service(self):
+        """A break ends the epoch through a dispatcher too: the rank rejoins its job at the next epoch, which
+        comes whole (every sample once); set_epoch jumps ahead the same way."""
+        with self.loader(pipeline(spwtest.images(), 32, epochs=None, shuffle=True)) as ld:
+            job = ld.stats()["job"]
+            for i, b in enumerate(ld):
+                if i == 1:
+                    break
+            keys = [k for b in ld for k in b.keys]
+            self.assertEqual({k.epoch for k in keys}, {1})
+            self.assertEqual(sorted(k.sample for k in keys), list(range(160)))
+            ld.set_epoch(4)
+            keys = [k for b in ld for k in b.keys]
+            self.assertEqual({k.epoch for k in keys}, {4})
+            self.assertEqual(sorted(k.sample for k in keys), list(range(160)))
+            self.assertEqual(ld.stats()["job"], job)        # the same job, rejoined
+            self.assertNotEqual(job, 0)                     # a dispatcher's (0: in process)
+
     def test_torchrun_run_id_names_the_job(self):
         spec = pipeline(spwtest.images(), 16, epochs=1)
         loaders = []

@@ -136,10 +136,13 @@ class _Job:
                 self.destroy()
 
     def close(self):
+        """Stop the job now; free it now, or once the last batch still out is released."""
         with self.lock:
             self.closed = True
             if self.out == 0:
                 self.destroy()
+            elif self.ptr is not None and os.getpid() == self.pid:
+                _lib.lib().spw_job_stop(self.ptr)   # its threads and streams end; the batches stay valid
 
     def destroy(self):
         """Free the job now (batches still out then leak their small struct; their data stays valid)."""
@@ -429,17 +432,47 @@ def _torchrun_job_name():
     return ("torchrun-" + "".join(c if c.isascii() and (c.isalnum() or c in "._:-") else "_" for c in run))[:128]
 
 
+def _spec_changes(old_text, new_text, most=5):
+    """What differs between two specs' JSON texts, as "batch.size: 12 -> 10; ops[2] added (...)"."""
+    out = []
+
+    def walk(a, b, path):
+        if len(out) > most:
+            return
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in list(a) + [k for k in b if k not in a]:
+                walk(a.get(k, _MISSING), b.get(k, _MISSING), "%s.%s" % (path, k) if path else k)
+        elif isinstance(a, list) and isinstance(b, list):
+            for i in range(max(len(a), len(b))):
+                walk(a[i] if i < len(a) else _MISSING, b[i] if i < len(b) else _MISSING, "%s[%d]" % (path, i))
+        elif a != b:
+            show = lambda v: "(none)" if v is _MISSING else json.dumps(v)[:80]
+            out.append("%s: %s -> %s" % (path or "the spec", show(a), show(b)))
+    try:
+        walk(json.loads(old_text), json.loads(new_text), "")
+    except ValueError:
+        return "the state's spec is not JSON"
+    if not out:
+        return "the same fields, written differently"
+    return "; ".join(out[:most]) + (" and more" if len(out) > most else "")
+
+
+_MISSING = object()
+
+
 class Loader:
     """Iterate a pipeline's batches (spillway.Batch: (data, labels[, lengths]) numpy views, no copy).
 
     The job is created here, eagerly: a bad spec, source or dispatcher raises at construction (SpecError for
     the spec, with the C validator's message naming the field), and len() and classes work before the first
     batch. The job runs the spec's epochs (source.epochs; 0, Pipeline's epochs=None, = as many as iterated)
-    as one stream, shuffled anew each epoch; iterating the Loader yields one epoch of it, as a torch
-    DataLoader does (`for epoch in range(E): for data, labels in loader`), and len() is batches per epoch.
-    After a break, iterating again continues the epoch; iterating once more after the last epoch raises
-    SpillwayError (never a silently empty epoch); batches() is the whole stream in one loop. A batch is
-    never empty: one whose samples were all skipped (on_error: skip) is passed over.
+    as one stream, shuffled anew each epoch; each iteration of the Loader is the next epoch, as with a torch
+    DataLoader (`for epoch in range(E): for data, labels in loader`), and len() is batches per epoch. A
+    break ends the epoch: the next iteration starts the next epoch, and the rest of the broken one is not
+    produced (a `limit_train_batches`-style loop). set_epoch(e) makes the next iteration epoch e (ahead or
+    back). Iterating once more after the last epoch raises SpillwayError (never a silently empty epoch);
+    batches() is the whole stream in one loop. A batch is never empty: one whose samples were all skipped
+    (on_error: skip) is passed over.
 
     dispatcher: "HOST:PORT" runs the job through the service; None: $SPILLWAY_DISPATCHER (as spillctl; the
     deployment's ConfigMap sets it), else in this process; "": in this process.
@@ -494,6 +527,8 @@ class Loader:
         self._done = False
         self._pending = None            # the first batch of the next epoch, taken while ending this one
         self._cur = None                # the epoch being iterated
+        self._open = False              # an iteration of _cur was broken off: the next one skips its rest
+        self._next_epoch = None         # set_epoch's choice for the next iteration
         self._classes = None
         self.spec = _spec_text(pipeline)
         self._fields = _field_kinds(self.spec)
@@ -525,7 +560,10 @@ class Loader:
             if value is not None:
                 opts[key] = value if isinstance(value, str) else repr(value)
         self._opts = opts
-        self._job = _Job(self.spec, self._resume_opts(resume))
+        opts = self._resume_opts(resume)
+        self._first = int(opts.get("resume_batches", 0))    # the first job's first batch
+        self._given = 0                 # batches taken from the jobs so far: max_batches counts them
+        self._job = _Job(self.spec, opts)
 
     STATE_VERSION = 2
 
@@ -537,9 +575,13 @@ class Loader:
             raise ValueError("spillway: resume: not a Loader state (version %r)" % state.get("version"))
         mine = {"spec_sha256": self._spec_digest(), "rank": self.rank, "world_size": self.world_size}
         for key, value in mine.items():
-            if state.get(key) != value:
-                raise ValueError("spillway: resume: the state is for another %s (%r, this loader %r)" % (
-                    key.replace("_sha256", ""), state.get(key), value))
+            if state.get(key) == value:
+                continue
+            if key == "spec_sha256" and isinstance(state.get("spec"), str):
+                raise ValueError("spillway: resume: the state is for another spec: %s"
+                                 % _spec_changes(state["spec"], self.spec))
+            raise ValueError("spillway: resume: the state is for another %s (%r, this loader %r)" % (
+                key.replace("_sha256", ""), state.get(key), value))
         opts["resume_batches"] = str(int(state["batches"]))
         opts["resume_manifest"] = state["manifest"]
         for key in ("job", "job_secret", "split_size", "places"):
@@ -570,7 +612,7 @@ class Loader:
             n, places = n - 1, ""
         return {"version": self.STATE_VERSION, "batches": n, "manifest": "%016x" % manifest.value,
                 "job": job.value, "job_secret": "%016x" % secret.value if job.value else "",
-                "split_size": split.value, "places": places, "spec_sha256": self._spec_digest(),
+                "split_size": split.value, "places": places, "spec_sha256": self._spec_digest(), "spec": self.spec,
                 "rank": self.rank, "world_size": self.world_size}
 
     def load_state_dict(self, state):
@@ -578,8 +620,9 @@ class Loader:
         self._check()
         opts = self._resume_opts(state)
         self.close()
-        self._pending = self._cur = None
-        self._done = False
+        self._pending = self._cur = self._next_epoch = None
+        self._done = self._open = False
+        self._first, self._given = int(opts.get("resume_batches", 0)), 0
         self._job = _Job(self.spec, opts)
 
     def _check(self):
@@ -589,13 +632,61 @@ class Loader:
             raise SpillwayError("spillway: the Loader is closed", _lib.SPW_ECLOSED)
 
     def __iter__(self):
-        """One epoch's batches (the rest of it, after a break). Once the run's last epoch has been iterated,
-        iterating again raises SpillwayError saying so (the source's epochs, or max_batches, were all
-        delivered), rather than yielding nothing."""
+        """The next epoch's batches: the one after the last iterated (also after a break), or set_epoch's.
+        Once the run's last epoch has been iterated, iterating again raises SpillwayError saying so (the
+        source's epochs, or max_batches, were all delivered), rather than yielding nothing."""
         self._check()
+        want = self._next_epoch
+        if want is None and self._open:
+            want = self._cur + 1
+        if want is not None and want != self._upcoming():
+            self._restart_at(want)
+        self._next_epoch, self._open = None, False
         if self._done and self._pending is None:
             raise SpillwayError(self._ended_message(), _lib.SPW_ECLOSED)
         return self._epoch()
+
+    def set_epoch(self, epoch):
+        """Make the next iteration epoch `epoch` (ahead of or behind the one it would be), as
+        DistributedSampler.set_epoch: its order is that epoch's, the same as when reached in turn. Setting the
+        epoch the next iteration would start anyway costs nothing; another one restarts the job there."""
+        self._check()
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+            raise ValueError("spillway: set_epoch(%r): an epoch number >= 0" % (epoch,))
+        self._next_epoch = epoch
+
+    def _upcoming(self):
+        """The epoch the next iteration starts when nothing is skipped."""
+        if self._pending is not None:
+            return self._pending.epoch
+        if self._open:                  # broken off: the job goes on with its rest
+            return self._cur
+        if self._cur is not None:
+            return self._cur + 1
+        return self._first // max(1, len(self))
+
+    def _restart_at(self, epoch):
+        """Close the job and make it again from epoch's first batch (a resume at that place: through a
+        dispatcher the rank rejoins its job); max_batches counts the batches given before too."""
+        start = epoch * len(self)
+        epochs = json.loads(self.spec).get("source", {}).get("epochs", 1)
+        limit = self._opts.get("max_batches")
+        if self._pending is not None:
+            self._given -= 1            # taken from the job, never given: not one of max_batches
+        if (epochs and epoch >= epochs) or (limit is not None and int(limit) <= self._given):
+            self._pending, self._done = None, True      # the iteration below says the run is over
+            return
+        opts = dict(self._opts)     # epoch 0: a new job from the start, as at construction
+        if start:
+            state = self.state_dict()   # this job, kept for the rank to rejoin through a dispatcher
+            state.update(batches=start, places="")
+            opts = self._resume_opts(state)
+        self._job.close()
+        self._pending, self._cur = None, None
+        if limit is not None:
+            opts["max_batches"] = str(int(limit) - self._given)
+        self._done = False
+        self._job = _Job(self.spec, opts)
 
     def _ended_message(self):
         source = json.loads(self.spec).get("source", {})
@@ -615,12 +706,13 @@ class Loader:
             e = b.epoch
             if e is not None and (self._cur is None or e > self._cur):
                 if started:             # the next epoch's first batch: it starts the next iteration
-                    self._pending = b
+                    self._pending, self._open = b, False
                     return
                 self._cur = e
-            started = True
+            started = self._open = True
             yield b
             b = self._take()
+        self._open = False
 
     def batches(self):
         """Every remaining batch of every epoch, as one stream (Batch.epoch says which)."""
@@ -642,6 +734,7 @@ class Loader:
         if bp is None:
             self._done = True
             return None
+        self._given += 1
         return _make_batch(self._job, bp, self._device_batches, self._fields)
 
     def __len__(self):

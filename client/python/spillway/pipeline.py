@@ -42,32 +42,33 @@ class Pipeline:
         return cls({"source": src, "ops": []})
 
     @classmethod
-    def image_folder(cls, path, shuffle=True, seed=0, epochs=1, **extra):
-        """Class sub-folders of JPEGs; labels are the sorted folder names' indices. epochs: passes over the
-        data, each shuffled anew (a Loader iterated once more raises); None: as many as the trainer iterates
-        (each still every sample exactly once). The same for every source."""
+    def image_folder(cls, path, shuffle=True, seed=0, epochs=None, **extra):
+        """Class sub-folders of JPEGs; labels are the sorted folder names' indices. epochs: None (the
+        default) runs as many epochs as the trainer iterates, each shuffled anew and each every sample exactly
+        once, as a torch DataLoader does; E ends the run after E passes (a Loader iterated once more raises).
+        The same for every source."""
         return cls._source("image_folder", str(path), shuffle, seed, epochs, extra)
 
     @classmethod
-    def audio_folder(cls, path, shuffle=True, seed=0, epochs=1, **extra):
+    def audio_folder(cls, path, shuffle=True, seed=0, epochs=None, **extra):
         """Class sub-folders of audio files, or a flat folder with labels.tsv: .wav, .flac, .mp3, .ogg and
         .opus for decode_audio, .wav for decode_wav."""
         return cls._source("audio_folder", str(path), shuffle, seed, epochs, extra)
 
     @classmethod
-    def wav_folder(cls, path, shuffle=True, seed=0, epochs=1, **extra):
+    def wav_folder(cls, path, shuffle=True, seed=0, epochs=None, **extra):
         """The same source as audio_folder, under its first name."""
         return cls._source("wav_folder", str(path), shuffle, seed, epochs, extra)
 
     @classmethod
-    def tar_shards(cls, pattern, shuffle=True, seed=0, epochs=1, **extra):
+    def tar_shards(cls, pattern, shuffle=True, seed=0, epochs=None, **extra):
         """WebDataset-style shards: a glob of .tar files with KEY.jpg / KEY.flac / ... and KEY.cls members.
         labels=False for sets without classes; fields={...} for a sample's other members (captions, masks,
         boxes: docs/pipeline.md "Sample fields")."""
         return cls._source("tar_shards", str(pattern), shuffle, seed, epochs, extra)
 
     @classmethod
-    def coco(cls, path, annotations, shuffle=True, seed=0, epochs=1, **extra):
+    def coco(cls, path, annotations, shuffle=True, seed=0, epochs=None, **extra):
         """A COCO detection set: the images of folder path that annotations (an instances_*.json) lists, each
         with its boxes (batch["boxes"], batch.targets), crowd annotations left out."""
         extra["annotations"] = str(annotations)

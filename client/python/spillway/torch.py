@@ -91,10 +91,9 @@ class SpillwayDataset(torch.utils.data.IterableDataset):
         return len(self._loader)
 
     def set_epoch(self, epoch):
-        """Accepted for code written for DistributedSampler; it only records the epoch (self.epoch) now. The
-        job's epochs, their shuffling (a new order each epoch) and the seed come from the spec (source.epochs,
-        source.seed): each iteration yields the stream's next epoch whatever is set here (Batch.epoch says
-        which)."""
+        """As DistributedSampler.set_epoch: the next iteration is epoch `epoch` (spillway.Loader.set_epoch),
+        shuffled as that epoch always is (source.seed); without it each iteration is the next epoch."""
+        self._loader.set_epoch(int(epoch))
         self.epoch = int(epoch)
 
     @property
