@@ -230,6 +230,28 @@ struct DLManagedTensor;
 SPW_API struct DLManagedTensor *spw_batch_dlpack(const struct spw_batch *b, int i, void (*on_free)(void *ctx),
                                                  void *ctx);
 
+/* ---- log lines ---- */
+
+/* What libspillway logs (a skipped sample, a dispatcher that does not answer, the plan) is one line per event
+ * on stderr, `ts level component msg`, unless a callback takes the lines. Process-wide settings: they apply to
+ * every job, and to lines logged before any job exists. */
+#ifndef SPW_LOG_LEVELS_DEFINED
+#define SPW_LOG_LEVELS_DEFINED
+enum spw_log_level { SPW_LOG_DEBUG = 0, SPW_LOG_INFO = 1, SPW_LOG_WARN = 2, SPW_LOG_ERROR = 3 };
+#endif
+/* Send each line to fn instead of stderr (fn NULL: stderr again): level (enum spw_log_level), component (the
+ * part of the library: "client", "executor", "source", ...) and msg (the text, no timestamp, no newline), both
+ * valid during the call only; user as given. One call per line, whole; lines below spw_set_log_level's level
+ * are dropped before any call. Thread model: fn is called on whichever library thread logs (the caller of
+ * spw_job_create_* or spw_job_next, a job's own threads, gRPC's), possibly on several at once, so it must be
+ * thread-safe; a line logged from inside fn goes to stderr. When this returns, no thread is inside the
+ * previous fn any more (its user data may be freed). Returns 0, or -EDEADLK when called from inside fn. */
+SPW_API int spw_set_log_callback(void (*fn)(int level, const char *component, const char *msg, void *user),
+                                 void *user);
+/* Drop lines below level (SPW_LOG_DEBUG .. SPW_LOG_ERROR; the default is info, or $SPILLWAY_LOG_LEVEL when
+ * set before the first line, which this overrides). Returns 0, or -EINVAL for another value. */
+SPW_API int spw_set_log_level(int level);
+
 /* ---- a flat face for language bindings (ctypes; client/binding.c): no struct layouts to mirror ---- */
 
 /* Options with the defaults, set by name ("dispatcher", "auth_token", "local_cores", "cut" (as
