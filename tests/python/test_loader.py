@@ -71,19 +71,12 @@ class TestLoader(spwtest.TempDir, unittest.TestCase):
         """gpu=0 with the host emulation of the CUDA plugin (the kernels' own per-pixel code): one more thread
         makes micro-batches on it, and the RandAugment batches still equal the CPU's dump byte for byte."""
         os.environ["SPILLWAY_GPU_PLUGIN"] = os.path.join(os.environ["SPW_BUILD"], "lib", "libspillway-gpuemu.so")
-        log = os.path.join(self.tmp, "stderr")
-        saved = os.dup(2)
-        with open(log, "w") as f:
-            os.dup2(f.fileno(), 2)
-            try:
-                self.assert_equals_dump(image_pipeline(), gpu=0, gpu_mem_budget="64Mi", local_cores=1)
-                gc.collect()
-            finally:
-                os.dup2(saved, 2)
-                os.close(saved)
-        with open(log) as f:
-            text = f.read()
+        with self.assertLogs("spillway", "INFO") as logs:     # the library's lines, through logging
+            self.assert_equals_dump(image_pipeline(), gpu=0, gpu_mem_budget="64Mi", local_cores=1)
+            gc.collect()
+        text = "\n".join(r.getMessage() for r in logs.records)
         self.assertIn("gpu: making elements on device 0 (host emulation", text)
+        self.assertIn("spillway.client", [r.name for r in logs.records])
         made = [int(line.split("gpu: ")[1].split()[0]) for line in text.splitlines() if "elements made on" in line]
         self.assertTrue(made and made[0] > 0, text)
 

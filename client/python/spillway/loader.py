@@ -71,6 +71,7 @@ class _Job:
         self.closed = False
         self.lock = threading.RLock()   # re-entrant: a batch's __del__ may run inside a locked section (GC)
         L = _lib.lib()
+        _lib.sync_log_level()           # the loggers' levels now: lines no logger takes stay in C
         o = L.spw_job_opts_new()
         if not o:
             raise MemoryError("spw_job_opts_new")
