@@ -1,6 +1,7 @@
 /* pipeline/shard_io.c - shard bytes by offset from a local file or an http(s) object (shard_io.h). Remote
  * reads are GETs with a Range header on libcurl easy handles kept in a small per-shard pool, so connections
- * (and TLS sessions) are reused across reads and threads; a handle is used by one thread at a time. */
+ * (and TLS sessions) are reused across reads and threads; a handle is used by one thread at a time. An s3://
+ * path is the same reads on the URL object_store.c maps it to, signed by libcurl (SigV4). */
 #include "pipeline/shard_io.h"
 
 #include <curl/curl.h>
@@ -17,8 +18,11 @@
 
 #include "lib/err.h"
 #include "lib/log.h"
+#include "pipeline/object_store.h"
 
 #define POOL 8                          /* idle handles kept per shard (connections to its server) */
+#define ERROR_BODY 1024                 /* bytes of an error answer's body kept to find S3's <Code> in */
+#define ERROR_TEXT 160                  /* bytes of its <Message> put in an error */
 
 struct spw_shard {
     int fd;                             /* local: the open file; -1 for a URL */
@@ -26,6 +30,7 @@ struct spw_shard {
     char *url, *ca_file;
     int64_t size;
     struct curl_slist *headers;
+    struct spw_s3_request s3;           /* an s3:// shard's signing settings (sigv4 NULL: unsigned) */
     struct spw_shard_stats *stats;
     pthread_mutex_t mu;
     CURL *pool[POOL];
@@ -35,7 +40,7 @@ struct spw_shard {
 
 bool spw_shard_is_url(const char *path)
 {
-    return !strncmp(path, "http://", 7) || !strncmp(path, "https://", 8);
+    return !strncmp(path, "http://", 7) || !strncmp(path, "https://", 8) || spw_object_is_path(path);
 }
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -52,6 +57,8 @@ struct sink {
     size_t cap, got;
     bool overflow;
     int64_t total;                      /* from Content-Range: bytes A-B/TOTAL (or * /TOTAL); -1 unknown */
+    char body[ERROR_BODY + 1];          /* the start of an error answer (S3's XML names its <Code>) */
+    size_t body_len;
 };
 
 static size_t on_body(char *p, size_t size, size_t n, void *ctx)
@@ -60,8 +67,13 @@ static size_t on_body(char *p, size_t size, size_t n, void *ctx)
     const size_t len = size * n;
     long status = 0;
     curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &status);
-    if (status != 200 && status != 206)
-        return len;                     /* an error page is not the shard's bytes */
+    if (status != 200 && status != 206) {   /* an error page is not the shard's bytes: its start says why */
+        const size_t keep = len < ERROR_BODY - s->body_len ? len : ERROR_BODY - s->body_len;
+        memcpy(s->body + s->body_len, p, keep);
+        s->body_len += keep;
+        s->body[s->body_len] = 0;
+        return len;
+    }
     if (len > s->cap - s->got) {        /* more than asked for: never written past the buffer */
         s->overflow = true;
         return 0;
@@ -86,6 +98,38 @@ static size_t on_header(char *p, size_t size, size_t n, void *ctx)
             s->total = t;
     }
     return len;
+}
+
+/* The text of <tag>...</tag> in an error body, at most cap bytes, keeping only printable ASCII (a quote
+ * becomes '): what an S3 or GCS error names, fit for a log line. "" when absent. */
+static void xml_text(const char *body, const char *tag, char *out, size_t cap)
+{
+    char open[32], close[32];
+    snprintf(open, sizeof open, "<%s>", tag);
+    snprintf(close, sizeof close, "</%s>", tag);
+    out[0] = 0;
+    const char *a = strstr(body, open), *b = a ? strstr(a, close) : NULL;
+    if (!b)
+        return;
+    size_t n = 0;
+    for (a += strlen(open); a < b && n + 1 < cap; a++)
+        if (*a >= 0x20 && *a < 0x7f)
+            out[n++] = *a == '"' ? '\'' : *a;
+    out[n] = 0;
+}
+
+/* ": Code (Message)" from an error body (S3's XML), or "" when it names no <Code>. */
+static void error_detail(const char *body, char *out, size_t outlen)
+{
+    char code[64], msg[ERROR_TEXT + 1];
+    xml_text(body, "Code", code, sizeof code);
+    xml_text(body, "Message", msg, sizeof msg);
+    if (!code[0])
+        out[0] = 0;
+    else if (msg[0])
+        snprintf(out, outlen, ": %s (%s)", code, msg);
+    else
+        snprintf(out, outlen, ": %s", code);
 }
 
 static CURL *handle_take(struct spw_shard *s)
@@ -113,6 +157,11 @@ static CURL *handle_take(struct spw_shard *s)
         curl_easy_setopt(h, CURLOPT_CAINFO, s->ca_file);
     if (s->headers)
         curl_easy_setopt(h, CURLOPT_HTTPHEADER, s->headers);
+    if (s->s3.sigv4) {                  /* libcurl signs each request (and each retry) itself */
+        curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s->s3.sigv4);
+        curl_easy_setopt(h, CURLOPT_USERNAME, s->s3.access_key_id);
+        curl_easy_setopt(h, CURLOPT_PASSWORD, s->s3.secret_access_key);
+    }
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     return h;
@@ -186,13 +235,15 @@ static int get_range(struct spw_shard *s, uint8_t *dst, size_t len, int64_t off,
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
         add_stat(&s->stats->requests, 1);
         add_stat(&s->stats->bytes, (int64_t)sk.got);
-        if (cc == CURLE_OK && status == 206 && sk.got == len) {
+        /* a range past the end comes short: the server sends what there is (S3: "bytes 0-0/1" for 0-1) */
+        const bool to_end = sk.total >= 0 && sk.got < len && off + (int64_t)sk.got == sk.total;
+        if (cc == CURLE_OK && status == 206 && (sk.got == len || to_end)) {
             *total = sk.total;
             rc = 0;
             break;
         }
-        if (cc == CURLE_OK && status == 200 && off == 0 && sk.got == len && !sk.overflow) {
-            *total = (int64_t)len;      /* no ranges, but the whole object was asked for and came */
+        if (cc == CURLE_OK && status == 200 && off == 0 && !sk.overflow) {
+            *total = (int64_t)sk.got;   /* no ranges, but the whole object fit in what was asked for */
             rc = 0;
             break;
         }
@@ -209,8 +260,11 @@ static int get_range(struct spw_shard *s, uint8_t *dst, size_t len, int64_t off,
         else if (sk.overflow || status == 200)
             snprintf(why, whylen, "the server answered %ld without honouring the Range header (bytes %s)", status,
                      range);
-        else
-            snprintf(why, whylen, "HTTP %ld for bytes %s", status, range);
+        else {
+            char detail[64 + ERROR_TEXT + 8];
+            error_detail(sk.body, detail, sizeof detail);
+            snprintf(why, whylen, "HTTP %ld for bytes %s%s", status, range, detail);
+        }
         if (!retryable(cc, status) || sk.overflow)
             break;
     }
@@ -266,17 +320,38 @@ int spw_shard_open(const char *path, const struct spw_http_opts *o, struct spw_s
         goto out;
     }
     pthread_once(&curl_once, curl_init);
-    if (!(s->url = strdup(path)) || (o && o->ca_file && !(s->ca_file = strdup(o->ca_file)))) {
+    if (spw_object_is_path(path)) {     /* s3://: its URL and signing, read from this process's AWS_* */
+        struct spw_s3_env env;
+        spw_s3_env_read(&env);
+        if ((rc = spw_s3_request_make(path, &env, &s->s3, err, errlen)) != 0)
+            goto out;
+    }
+    if (!(s->url = strdup(s->s3.url ? s->s3.url : path)) ||
+        (o && o->ca_file && !(s->ca_file = strdup(o->ca_file)))) {
         rc = -ENOMEM;
         goto out;
     }
     if (o && o->header_file && (rc = read_header_file(o->header_file, &s->headers, err, errlen)) != 0)
         goto out;
-    uint8_t first;
+    /* SigV4 for S3 signs the payload's hash, given in a header: UNSIGNED-PAYLOAD for a GET (libcurl 7.88 signs
+     * whatever this header says; later ones add it themselves unless it is here). */
+    const char *signing[] = {s->s3.sigv4 ? "x-amz-content-sha256: UNSIGNED-PAYLOAD" : NULL, s->s3.token_header};
+    for (size_t k = 0; k < sizeof signing / sizeof *signing; k++) {
+        struct curl_slist *grown = signing[k] ? curl_slist_append(s->headers, signing[k]) : s->headers;
+        if (signing[k] && !grown) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        s->headers = grown;
+    }
+    /* The size from the first range's Content-Range. Two bytes, not one: s3rver (the test's S3) takes the end
+     * of "bytes=0-0" for no end and sends the whole object. */
+    uint8_t first[2];
     char why[CURL_ERROR_SIZE + 256] = "";
     int64_t total = -1;
-    if ((rc = get_range(s, &first, 1, 0, &total, why, sizeof why)) != 0 || total < 0)
-        rc = rc == -ENOMEM ? rc : spw_fail(err, errlen, SPW_ESOURCE, "shard \"%s\": %s", path,
+    if ((rc = get_range(s, first, sizeof first, 0, &total, why, sizeof why)) != 0 || total < 0)
+        rc = rc == -ENOMEM ? rc : spw_fail(err, errlen, SPW_ESOURCE, "shard \"%s\"%s%s%s: %s", path,
+                                           s->s3.url ? " (" : "", s->s3.url ? s->s3.url : "", s->s3.url ? ")" : "",
                                            why[0] ? why : "no Content-Range in the answer (no Range support?)");
     else
         s->size = total;
@@ -344,7 +419,10 @@ void spw_shard_close(struct spw_shard *s)
         close(s->fd);
     for (int i = 0; i < s->n_pool; i++)
         curl_easy_cleanup(s->pool[i]);
+    for (struct curl_slist *l = s->headers; l; l = l->next)
+        explicit_bzero(l->data, strlen(l->data));   /* a bearer or session token */
     curl_slist_free_all(s->headers);
+    spw_s3_request_free(&s->s3);
     pthread_mutex_destroy(&s->mu);
     free(s->name);
     free(s->url);

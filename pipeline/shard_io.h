@@ -1,8 +1,8 @@
-/* pipeline/shard_io.h - a tar shard's bytes by offset, wherever it lives: a local file (pread) or an http://
- * or https:// object (S3/GCS presigned or public URLs included) read in byte ranges with libcurl: connections
- * kept and reused, TLS verified (against a CA file when given), an optional header from a file (a bearer
- * token), retries with backoff on 5xx answers, resets and timeouts, nothing retried on 4xx or a TLS refusal.
- * Bytes, requests and retries are counted. Not a cache. Thread-safe: reads from many threads at once. */
+/* pipeline/shard_io.h - a tar shard's bytes by offset, wherever it lives: a local file (pread), an http(s)://
+ * object (presigned or public URLs included) or an s3:// one (object_store.h: its URL, SigV4-signed by libcurl)
+ * read in byte ranges with libcurl: connections kept and reused, TLS verified (against a CA file when given), an
+ * optional header from a file (a bearer token), retries with backoff on 5xx answers, resets and timeouts, none
+ * on 4xx or a TLS refusal. Bytes, requests and retries are counted. Not a cache. Thread-safe. */
 #ifndef SPW_PIPELINE_SHARD_IO_H
 #define SPW_PIPELINE_SHARD_IO_H
 
@@ -25,10 +25,12 @@ struct spw_shard_stats {
 
 struct spw_shard;
 
-/* Whether path is a URL (http:// or https://) rather than a local path. */
+/* Whether path is a URL (http://, https://, s3:// or gs://) rather than a local path. */
 bool spw_shard_is_url(const char *path);
 /* Open path (local) or a URL (its size from the first range's Content-Range: a missing object, a refused
- * TLS handshake or a 4xx is an error naming the URL). stats (may be NULL) gathers the remote reads' counts.
+ * TLS handshake or a 4xx is an error naming the URL, the status and S3's <Code> when the answer has one; a
+ * gs:// path or bad AWS_* settings are refused before a request). stats (may be NULL) gathers the remote
+ * reads' counts.
  * Returns 0, SPW_ESOURCE with the reason in err, or -ENOMEM. */
 int spw_shard_open(const char *path, const struct spw_http_opts *o, struct spw_shard_stats *stats,
                    struct spw_shard **out, char *err, size_t errlen);

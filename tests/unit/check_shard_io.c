@@ -63,6 +63,8 @@ START_TEST(test_shard_io_tells_urls_from_paths)
     ck_assert(!spw_shard_is_url("/data/http://x.tar"));
     ck_assert(!spw_shard_is_url("ftp://h/x.tar"));
     ck_assert(!spw_shard_is_url("HTTP:/x"));
+    ck_assert(spw_shard_is_url("s3://bucket/x.tar"));     /* object stores: never a file name */
+    ck_assert(spw_shard_is_url("gs://bucket/x.tar"));
 }
 END_TEST
 
