@@ -325,6 +325,11 @@ int spw_shard_open(const char *path, const struct spw_http_opts *o, struct spw_s
         spw_s3_env_read(&env);
         if ((rc = spw_s3_request_make(path, &env, &s->s3, err, errlen)) != 0)
             goto out;
+        static int logged;              /* once a process: how its s3:// reads go (never the secret) */
+        if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+            spw_log(SPW_LOG_INFO, "source", "s3 shards signed=%s session_token=%s first_url=\"%s\"",
+                    s->s3.sigv4 ? s->s3.sigv4 : "no (AWS_ACCESS_KEY_ID unset)", s->s3.token_header ? "yes" : "no",
+                    s->s3.url);
     }
     if (!(s->url = strdup(s->s3.url ? s->s3.url : path)) ||
         (o && o->ca_file && !(s->ca_file = strdup(o->ca_file)))) {
