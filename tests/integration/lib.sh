@@ -2,7 +2,8 @@
 # tests/integration/lib.sh - shared by the integration tests (source it): scripts/lib/harness.sh (ROOT, B,
 # PIDS, wait_port, json_field, ...), result counters and check helpers, and a cleanup trap that kills every
 # process recorded in PIDS (continuing stopped ones first) and removes WORK (kept when KEEP is set);
-# start_service for a dispatcher and N workers on loopback; killed_run for a run that loses a worker.
+# start_service for a dispatcher and N workers on loopback; killed_run for a run that loses a worker; tar_shards,
+# shards_job, same_keys and workers_read_remote for the tests of shards read from a server.
 # shellcheck disable=SC2034  # PIDS, WORK, pass and fail are used by the sourcing script
 # shellcheck source=scripts/lib/harness.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/harness.sh"   # ROOT, B (SPW_BUILD), PIDS, wait_port...
@@ -46,6 +47,29 @@ augment_job() {
  "batch": {"size": 32}}
 JSON
   "$B/bin/spillctl" run --local --pipeline "$1" --threads 2 --keys "$4" --quiet
+}
+# tar_shards DIR: the 160-image test set (made once) as four WebDataset shards DIR/shard-{0..3}.tar (jpg + cls,
+# the images dealt round-robin; keys s0/NAME ... s3/NAME), for tests that serve shards from elsewhere.
+tar_shards() {
+  bash "$ROOT/scripts/data/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || return 1
+  mkdir -p "$1" && "$PY" "$ROOT/tests/integration/checks.py" remote_shards_1 "$B/data/cli-test/train" "$1"
+}
+# shards_job FILE PATH EPOCHS [EXTRA SOURCE FIELDS]: a pipeline over the tar shards at PATH (a local pattern, a
+# URL or an s3:// path) - decode, a 32x32 centre crop, batches of 16, shuffled with seed 4 - written to FILE.
+shards_job() {
+  cat > "$1" <<JSON
+{"source": {"format": "tar_shards", "path": "$2", "shuffle": true, "seed": 4, "epochs": $3${4:+, $4}},
+ "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [32, 32]}], "batch": {"size": 16}}
+JSON
+}
+# same_keys LOCAL KEYS FROM TO: the keys file KEYS (a run over shards named FROM...) holds the same keys as LOCAL
+# (a run over the same shards in folder TO), once FROM is written TO: the same samples wherever they are read.
+same_keys() { diff <(sort "$1") <(sed "s|$3|$4|" "$2" | sort) > /dev/null; }
+# workers_read_remote JOB: spillctl job JOB (written to WORK/job.json) shows both workers' remote shard reads
+# (their next heartbeat brings them: poll it with within).
+workers_read_remote() {
+  "$B/bin/spillctl" --dispatcher 127.0.0.1:"$DPORT" job "$1" --json > "$WORK/job.json" 2>&1 &&
+    "$PY" "$ROOT/tests/integration/checks.py" remote_shards_2 "$WORK/job.json" 2> /dev/null
 }
 # dispatcher_on NAME [FLAGS...]: a dispatcher on 127.0.0.1:$DPORT (a free port when DPORT is unset or 0), so
 # that a restart can take the same port; logs in WORK/NAME.out and .err; run with the VAR=value words in

@@ -11,10 +11,8 @@ source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$NGINX" ] || { echo "SKIP remote_shards: nginx is not installed (scripts/install-deps.sh installs it)"; exit 0; }
-DATA=$B/data/cli-test
-bash "$ROOT/scripts/data/make-dataset.sh" "$DATA" 160 > /dev/null || exit 1
-mkdir -p "$WORK/www" "$WORK/nginx/logs"
-"$PY" "$ROOT/tests/integration/checks.py" remote_shards_1 "$DATA/train" "$WORK/www"
+mkdir -p "$WORK/nginx/logs"
+tar_shards "$WORK/www" || exit 1
 bash "$ROOT/scripts/dev/make-certs.sh" "$WORK/certs" > /dev/null || exit 1
 printf 'Authorization: Bearer s3cret-%s\n' "$$" > "$WORK/header"
 PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -53,34 +51,23 @@ nginx_start() {
 trap 'kill -TERM "${NG:-0}" 2> /dev/null; wait "${NG:-0}" 2> /dev/null; cleanup' EXIT
 check "nginx serves the shards over TLS" nginx_start
 URL="https://127.0.0.1:$PORT/shard-{0..3}.tar"
-pipeline() {    # pipeline FILE PATH EPOCHS [EXTRA SOURCE FIELDS]
-  cat > "$1" <<JSON
-{"source": {"format": "tar_shards", "path": "$2", "shuffle": true, "seed": 4, "epochs": $3${4:+, $4}},
- "ops": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": [32, 32]}], "batch": {"size": 16}}
-JSON
-}
 AUTH="\"ca_file\": \"$WORK/certs/ca.pem\", \"header_file\": \"$WORK/header\""
-pipeline "$WORK/local.json" "$WORK/www/shard-{0..3}.tar" 2
-pipeline "$WORK/remote.json" "$URL" 2 "$AUTH"
+shards_job "$WORK/local.json" "$WORK/www/shard-{0..3}.tar" 2
+shards_job "$WORK/remote.json" "$URL" 2 "$AUTH"
 "$B/bin/spillctl" run --local --pipeline "$WORK/local.json" --threads 2 --keys "$WORK/local.keys" --quiet || exit 1
 # The same samples whatever the shards' location: compare keys with the URL written as the local folder.
-same_keys() { diff <(sort "$WORK/local.keys") <(sed "s|https://127.0.0.1:$PORT/|$WORK/www/|" "$1" | sort) > /dev/null; }
+same_url_keys() { same_keys "$WORK/local.keys" "$1" "https://127.0.0.1:$PORT/" "$WORK/www/"; }
 "$B/bin/spillctl" run --local --pipeline "$WORK/remote.json" --threads 2 --keys "$WORK/inproc.keys" --quiet \
   2> "$WORK/inproc.err"
-check "in-process over HTTPS: every key as a local run" same_keys "$WORK/inproc.keys"
+check "in-process over HTTPS: every key as a local run" same_url_keys "$WORK/inproc.keys"
 
 start_service 2 || { finish; exit; }
 "$B/bin/spillctl" run --dispatcher 127.0.0.1:"$DPORT" --pipeline "$WORK/remote.json" --local-cores 0 \
   --keys "$WORK/svc.keys" --json --quiet > "$WORK/svc.json" 2> "$WORK/svc.err"
 check "through a dispatcher and two workers: exits 0" test $? -eq 0
-check "... every key exactly once" same_keys "$WORK/svc.keys"
+check "... every key exactly once" same_url_keys "$WORK/svc.keys"
 JOB=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["job"])' "$WORK/svc.json")
-workers_read() {    # both workers' remote reads are in spillctl job (their next heartbeat brings them)
-  "$B/bin/spillctl" --dispatcher 127.0.0.1:"$DPORT" job "$JOB" --json > "$WORK/job.json" 2>&1
-  "$PY" "$ROOT/tests/integration/checks.py" remote_shards_2 "$WORK/job.json"
-}
-within_6s() { for _ in $(seq 1 30); do "$@" 2> /dev/null && return 0; sleep 0.2; done; return 1; }
-check "spillctl job shows both workers' remote reads" within_6s workers_read
+check "spillctl job shows both workers' remote reads" within 6 workers_read_remote "$JOB"
 # Listed once, by the dispatcher: the client and the workers rebuild the source from its manifest, so a worker's
 # requests are its four shard opens and one range per sample it read, none for the tar headers.
 check "the dispatcher listed the shards once" test "$(grep -c 'listed source path=' "$WORK/d.err")" -eq 1
@@ -90,8 +77,8 @@ check "both workers took it" bash -c "grep -q \"source from the dispatcher's lis
 check "... and read no tar header: 4 shard opens + one request per sample" "$PY" "$ROOT/tests/integration/checks.py" remote_shards_3 "$WORK/job.json"
 
 # nginx stopped and started again mid-epoch: reads retry with backoff and the job finishes exactly once.
-pipeline "$WORK/long.json" "$URL" 12 "$AUTH"
-pipeline "$WORK/long-local.json" "$WORK/www/shard-{0..3}.tar" 12
+shards_job "$WORK/long.json" "$URL" 12 "$AUTH"
+shards_job "$WORK/long-local.json" "$WORK/www/shard-{0..3}.tar" 12
 "$B/bin/spillctl" run --local --pipeline "$WORK/long-local.json" --threads 2 --keys "$WORK/local.keys" --quiet
 "$B/bin/spillctl" run --dispatcher 127.0.0.1:"$DPORT" --pipeline "$WORK/long.json" --local-cores 1 \
   --keys "$WORK/long.keys" --json --quiet > "$WORK/long.json.out" 2> "$WORK/long.err" & C=$!
@@ -102,7 +89,7 @@ sleep 1
 check "nginx starts again" nginx_start
 wait "$C"
 check "nginx restarted mid-epoch: the job exits 0" test $? -eq 0
-check "... every key exactly once" same_keys "$WORK/long.keys"
+check "... every key exactly once" same_url_keys "$WORK/long.keys"
 JOB=$("$PY" -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["job"])' \
   "$WORK/long.json.out")
 "$B/bin/spillctl" --dispatcher 127.0.0.1:"$DPORT" job "$JOB" > "$WORK/long-job.txt" 2>&1
@@ -111,18 +98,18 @@ check "spillctl job counts the retries" grep -Eq "remote shards in [0-9]+ reques
   "$WORK/long-job.txt"
 
 # Refusals, each with its reason, at the trainer's listing.
-pipeline "$WORK/wrong-ca.json" "$URL" 1 "\"ca_file\": \"$WORK/certs/other-ca.pem\", \"header_file\": \"$WORK/header\""
+shards_job "$WORK/wrong-ca.json" "$URL" 1 "\"ca_file\": \"$WORK/certs/other-ca.pem\", \"header_file\": \"$WORK/header\""
 "$B/bin/spillctl" run --local --pipeline "$WORK/wrong-ca.json" --quiet > /dev/null 2> "$WORK/wrong-ca.err"
 check "a wrong CA: refused" test $? -ne 0
 check "... saying the certificate is not signed by that CA" grep -q "TLS: .*not signed by $WORK/certs/other-ca.pem" \
   "$WORK/wrong-ca.err"
-pipeline "$WORK/no-ca.json" "$URL" 1 "\"header_file\": \"$WORK/header\""
+shards_job "$WORK/no-ca.json" "$URL" 1 "\"header_file\": \"$WORK/header\""
 "$B/bin/spillctl" run --local --pipeline "$WORK/no-ca.json" --quiet > /dev/null 2> "$WORK/no-ca.err"
 check "no CA file: refused, pointing at source.ca_file" grep -q "give source.ca_file" "$WORK/no-ca.err"
-pipeline "$WORK/no-header.json" "$URL" 1 "\"ca_file\": \"$WORK/certs/ca.pem\""
+shards_job "$WORK/no-header.json" "$URL" 1 "\"ca_file\": \"$WORK/certs/ca.pem\""
 "$B/bin/spillctl" run --local --pipeline "$WORK/no-header.json" --quiet > /dev/null 2> "$WORK/no-header.err"
 check "no header: refused with the server's 403" grep -q "HTTP 403" "$WORK/no-header.err"
-pipeline "$WORK/missing.json" "https://127.0.0.1:$PORT/shard-{0..4}.tar" 1 "$AUTH"
+shards_job "$WORK/missing.json" "https://127.0.0.1:$PORT/shard-{0..4}.tar" 1 "$AUTH"
 "$B/bin/spillctl" run --local --pipeline "$WORK/missing.json" --quiet > /dev/null 2> "$WORK/missing.err"
 check "a missing shard: refused naming its URL" grep -q "shard-4.tar.*HTTP 404" "$WORK/missing.err"
 check "no log line shows the bearer token" bash -c "! grep -rq 's3cret-$$' '$WORK'/*.err '$WORK'/w*.err '$WORK'/d.err"
