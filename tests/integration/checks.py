@@ -165,7 +165,8 @@ def metrics_2():
 
 
 def remote_shards_1():
-    """remote_shards.sh: part of tests/integration/remote_shards.sh"""
+    """lib.sh (tar_shards, for remote_shards.sh and s3_shards.sh): the images of folder ARGV1 (one subfolder a
+    class) dealt round-robin into ARGV2/shard-{0..3}.tar, keys sN/NAME, each a .jpg and a .cls member"""
     import io, os, sys, tarfile
     files = sorted((c, f) for c in os.listdir(sys.argv[1]) for f in os.listdir(os.path.join(sys.argv[1], c)))
     classes = sorted({c for c, _ in files})
@@ -195,6 +196,66 @@ def remote_shards_3():
     import json, sys
     w = [p for p in json.load(open(sys.argv[1]))["producers"] if p["producer"].startswith("worker")]
     assert all(p["source"]["requests"] == 4 + p["elements"] for p in w), w
+
+
+def s3_shards_1():
+    """s3_shards.sh: an S3 stand-in that checks SigV4 (s3rver does not): it serves the file FILE at any path in
+    byte ranges, only to requests signed with SECRET for REGION and service s3 that carry and sign the session
+    TOKEN; others get S3's 403 SignatureDoesNotMatch. Writes its port to PORTFILE; runs until killed."""
+    import hashlib, hmac, http.server, re, sys
+    path, secret, region, token, portfile = sys.argv[1:6]
+    data = open(path, "rb").read()
+
+    def key(date):
+        k = ("AWS4" + secret).encode()
+        for part in (date, region, "s3", "aws4_request"):
+            k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+        return k
+
+    def signed(h, method, target):
+        m = re.fullmatch(r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/s3/aws4_request, "
+                         r"SignedHeaders=([a-z0-9;-]+), Signature=([0-9a-f]{64})", h.get("Authorization", ""))
+        if not m or m.group(3) != region:
+            return False
+        names = m.group(4).split(";")
+        if not {"host", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"} <= set(names) \
+                or h.get("x-amz-security-token") != token or not h.get("x-amz-date", "").startswith(m.group(2)):
+            return False
+        canon = "\n".join([method, target, ""] + ["%s:%s" % (n, " ".join(h.get(n, "").split())) for n in names] +
+                          ["", m.group(4), h["x-amz-content-sha256"]])
+        sts = "\n".join(["AWS4-HMAC-SHA256", h["x-amz-date"], "%s/%s/s3/aws4_request" % (m.group(2), region),
+                         hashlib.sha256(canon.encode()).hexdigest()])
+        return hmac.compare_digest(hmac.new(key(m.group(2)), sts.encode(), hashlib.sha256).hexdigest(), m.group(5))
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            if not signed(self.headers, "GET", self.path):
+                body = b"<?xml version=\"1.0\"?><Error><Code>SignatureDoesNotMatch</Code><Message>The request " \
+                       b"signature we calculated does not match the signature you provided.</Message></Error>"
+                self.send_response(403)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            a, b = (int(x) for x in re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers["Range"]).groups())
+            b = min(b, len(data) - 1)
+            self.send_response(206)
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (a, b, len(data)))
+            self.send_header("Content-Length", str(b - a + 1))
+            self.end_headers()
+            self.wfile.write(data[a:b + 1])
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with open(portfile + ".tmp", "w") as f:
+        f.write("%d\n" % srv.server_address[1])
+    import os
+    os.rename(portfile + ".tmp", portfile)
+    srv.serve_forever()
 
 
 def restart_1():
