@@ -72,7 +72,7 @@ deps:
 	@command -v protoc-c >/dev/null && pkg-config --exists $(PKGS) check && \
 	  command -v espeak-ng flac lame oggenc opusenc opusdec >/dev/null && test -x /usr/bin/python3 && \
 	  /usr/bin/python3 -c 'import torchvision, torchaudio, soundfile, scipy' 2>/dev/null && \
-	  command -v podman debootstrap node npm help2man nginx >/dev/null && \
+	  command -v podman debootstrap node npm help2man nginx patchelf >/dev/null && \
 	  /usr/bin/python3 -c 'import venv, setuptools, wheel' 2>/dev/null || bash scripts/install-deps.sh
 
 $(BUILD)/gen/proto/%.pb-c.c $(BUILD)/gen/proto/%.pb-c.h: proto/%.proto
@@ -317,13 +317,19 @@ install: all $(BUILD)/spillway.pc $(BUILD)/spillway-static.pc $(patsubst %,$(BUI
 	ln -sf "$$(realpath -m --relative-to=$(PYTHONDIR)/spillway $(LIBDIR))/libspillway.so.$(SPW_SOVERSION)" \
 	  $(D)$(PYTHONDIR)/spillway/libspillway.so
 
-# The Python package as a wheel (build/dist/), carrying this build's libspillway.so; built offline with the
-# system's setuptools (no build isolation: nothing is downloaded).
+# The Python package as a wheel (build/dist/), carrying this build's libspillway.so and every library it
+# needs beyond glibc and the GCC runtime (scripts/dev/bundle_wheel.py: private copies in spillway/_libs/,
+# patched with patchelf, checked), tagged manylinux_$(WHEEL_GLIBC): it imports on any x86-64 host with that
+# glibc or newer. Built offline with the system's setuptools (no build isolation: nothing is downloaded).
+WHEEL_GLIBC ?= 2.36
 wheel: $(BUILD)/lib/libspillway.so
-	@mkdir -p $(BUILD)/dist
+	@rm -rf $(BUILD)/dist/raw && mkdir -p $(BUILD)/dist/raw
 	cd client/python && SPILLWAY_LIB=$(abspath $(BUILD)/lib/libspillway.so) /usr/bin/python3 -m pip wheel \
-	  --no-deps --no-index --no-build-isolation -q -w $(abspath $(BUILD)/dist) .
+	  --no-deps --no-index --no-build-isolation -q -w $(abspath $(BUILD)/dist/raw) .
 	rm -rf client/python/build client/python/spillway.egg-info
+	rm -f $(BUILD)/dist/spillway-*.whl
+	/usr/bin/python3 scripts/dev/bundle_wheel.py --glibc $(WHEEL_GLIBC) $(BUILD)/dist/raw/spillway-*.whl $(BUILD)/dist
+	rm -rf $(BUILD)/dist/raw
 
 uninstall:
 	rm -f $(patsubst %,$(D)$(BINDIR)/%,$(DAEMONS)) $(patsubst %,$(D)$(MANDIR)/man1/%.1,$(DAEMONS)) \

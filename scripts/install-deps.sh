@@ -15,7 +15,7 @@ PKGS=(
   util-linux tar shellcheck python3-pyflakes help2man iproute2 iptables
   python3-venv python3-pip python3-setuptools python3-wheel
   plasma-workspace-wallpapers mate-backgrounds
-  podman buildah debootstrap runc uidmap
+  podman buildah debootstrap runc uidmap patchelf
   clang libclang-rt-14-dev
 )
 

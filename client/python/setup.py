@@ -1,6 +1,8 @@
 # client/python/setup.py - puts libspillway.so (and the CUDA plugin, where built) into the package when it is
 # built: from $SPILLWAY_LIB when set, else from the repository's build/lib/, first brought up to date with
-# `make` there; the wheel is then platform-specific (py3-none-linux_x86_64). The rest is pyproject.toml.
+# `make` there; the wheel is then platform-specific (py3-none-linux_x86_64, for this host alone: `make wheel`
+# then bundles the libraries it needs and tags it manylinux, see scripts/dev/bundle_wheel.py). The rest is
+# pyproject.toml.
 import os
 import shutil
 import subprocess
