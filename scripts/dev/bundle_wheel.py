@@ -168,7 +168,7 @@ def check(root, glibc_max):
                     continue
                 if not any(os.path.isfile(os.path.join(x, n)) and os.path.realpath(x).startswith(
                         os.path.realpath(root) + os.sep) for x in dirs):
-                    problems.append("%s needs %s: neither allowed of the host nor found by its RUNPATH (%s) "
+                    problems.append("%s needs %s: not one the host may provide, nor found by its RUNPATH (%s) "
                                     "in the wheel" % (rel, n, runpath or "none"))
             for lib, versions in version_needs(p).items():
                 for v in versions:
