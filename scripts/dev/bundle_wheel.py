@@ -121,7 +121,7 @@ def flatten(root, name, version):
 
 
 def bundle(root):
-    """Copy and patch what the ELF files under root need; returns {original NEEDED name: private name}."""
+    """Copy and patch what the ELF files under root need; returns {NEEDED name: private file name}."""
     top = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if is_elf(os.path.join(d, f)))
     if not any(os.path.basename(p) == "libspillway.so" for p in top):
         die("the wheel carries no spillway/libspillway.so")
@@ -130,12 +130,19 @@ def bundle(root):
     closure = {}
     for p in top:
         closure.update(resolve(p))
-    renamed = {name: private_name(name, src) for name, src in closure.items() if name not in ALLOWED}
-    for name, new in sorted(renamed.items()):
-        dst = os.path.join(libs, new)
-        shutil.copyfile(closure[name], dst)
-        os.chmod(dst, 0o755)
-    for p in top + [os.path.join(libs, n) for n in sorted(renamed.values())]:
+    # One copy per file: two names of one library (libfoo.so and libfoo.so.1) would else load it twice.
+    renamed, by_file = {}, {}
+    for name, src in sorted(closure.items()):
+        if name in ALLOWED:
+            continue
+        real = os.path.realpath(src)
+        if real not in by_file:
+            by_file[real] = private_name(name, real)
+            dst = os.path.join(libs, by_file[real])
+            shutil.copyfile(real, dst)
+            os.chmod(dst, 0o755)
+        renamed[name] = by_file[real]
+    for p in top + [os.path.join(libs, n) for n in sorted(by_file.values())]:
         needed, _, _ = dynamic(p)
         rel = os.path.relpath(libs, os.path.dirname(p))
         # One operation per patchelf call: 0.14 (Debian 12) combining --replace-needed with --set-rpath
@@ -253,7 +260,7 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
     size = os.path.getsize(out)
     print("bundle_wheel: %s: %d libraries bundled in %s, %.1f MB; needs glibc %s (tag allows %s), %s"
-          % (os.path.basename(out), len(renamed), LIBS_DIR, size / 1e6, most, args.glibc, others or "no C++"))
+          % (os.path.basename(out), len(set(renamed.values())), LIBS_DIR, size / 1e6, most, args.glibc, others or "no C++"))
 
 
 if __name__ == "__main__":
