@@ -490,10 +490,11 @@ bool disp_update_durable(const struct disp_state *s, const struct disp_update *u
  * their registration order (max_workers takes the first N alive). Returns 0, or -ENOSPC with none dead. A
  * replay, which knows no deaths (they are soft), may refuse such a registration: the worker's next heartbeat
  * gets NOT_FOUND and it registers again. */
-static int evict_dead_worker(struct disp_state *s)
+static int evict_dead_worker(struct disp_state *s, uint64_t *evicted)
 {
     for (int i = 0; i < s->n_workers; i++)
         if (!s->workers[i].alive && s->workers[i].leases == 0) {
+            *evicted = s->workers[i].id;
             memmove(&s->workers[i], &s->workers[i + 1], sizeof s->workers[0] * (size_t)(s->n_workers - i - 1));
             s->n_workers--;
             return 0;
@@ -507,8 +508,9 @@ int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, siz
     struct job *j;
     switch (u->kind) {
     case DISP_REGISTER_WORKER:
+        u->evicted = 0;
         if ((w = u->worker ? find_worker(s, u->worker) : NULL) == NULL) {
-            if (s->n_workers >= s->lim.max_workers && evict_dead_worker(s) != 0)
+            if (s->n_workers >= s->lim.max_workers && evict_dead_worker(s, &u->evicted) != 0)
                 return spw_fail(err, errlen, SPW_ETOOBIG, "too many workers (cap %d, none of them dead)",
                                 s->lim.max_workers);
             w = &s->workers[s->n_workers++];

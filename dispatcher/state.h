@@ -82,6 +82,8 @@ struct disp_update {
     int32_t refusals;
     uint32_t flags;                         /* restore-ended: DISP_ENDED_* */
     int64_t buffered_bytes;                 /* worker heartbeat: made and waiting for client streams */
+    uint64_t evicted;                       /* register (written back): the dead worker forgotten to make
+                                               room for it, 0 none */
 };
 
 #define DISP_JOB_NAME_MAX 128

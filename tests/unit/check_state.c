@@ -570,7 +570,8 @@ START_TEST(test_state_refusing_worker_loses_the_job_and_its_place)
 END_TEST
 
 /* A full worker table forgets its oldest dead worker for a new one (the cap is on live workers, not on a
- * dispatcher's lifetime); with none dead it refuses; the others keep their registration order. */
+ * dispatcher's lifetime), naming it in the update; with none dead it refuses; the others keep their
+ * registration order. */
 START_TEST(test_state_dead_workers_free_their_slots)
 {
     disp_state_destroy(S);
@@ -584,8 +585,10 @@ START_TEST(test_state_dead_workers_free_their_slots)
     struct disp_update w4 = {.kind = DISP_REGISTER_WORKER, .worker = 4, .address = "127.0.0.1:4", .threads = 1};
     ck_assert_int_eq(disp_state_apply(S, &w4, err, sizeof err), SPW_ETOOBIG);
     ck_assert_ptr_nonnull(strstr(err, "none of them dead"));
+    ck_assert_uint_eq(w4.evicted, 0);
     apply_ok((struct disp_update){.kind = DISP_WORKER_DEAD, .worker = 2});
-    apply_ok(w4);
+    ck_assert_int_eq(disp_state_apply(S, &w4, err, sizeof err), 0);
+    ck_assert_uint_eq(w4.evicted, 2);          /* the service drops its progress rows */
     ck_assert_int_eq(disp_state_worker_count(S), 3);
     const uint64_t order[] = {1, 3, 4};
     struct disp_worker_info wi;
