@@ -72,21 +72,22 @@ static int client_heartbeat(void *svc, const ProtobufCMessage *req, struct disp_
         snprintf(no_worker_why, sizeof no_worker_why, "every worker refused it; worker %llu: %s",
                  (unsigned long long)refuser, no_worker);
     if (rc == 0 && r->own && r->own->elements >= 0 && r->own->bytes >= 0) {
-        disp_progress_report(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank), r->own->elements,
+        disp_progress_report(s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank), r->own->elements,
                              r->own->bytes, r->own->cpu_ns > 0 ? r->own->cpu_ns : 0, hb.now_ms);
         if (r->own->source)
-            disp_progress_source(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank),
+            disp_progress_source(s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, r->rank),
                                  r->own->source->bytes, r->own->source->requests, r->own->source->retries);
     }
     if (rc == 0 && r->own && r->rank == 0 && isfinite(r->consumed_per_s) && isfinite(r->wait_fraction))
-        disp_progress_client(&s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, 0),
+        disp_progress_client(s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, 0),
                              r->consumed_per_s * ji.world_size, r->wait_fraction);
     if (rc == 0 && r->own_gpu && r->own_gpu->elements > 0 && r->own_gpu->bytes >= 0)
-        disp_progress_report(&s->progress, r->job, DISP_CLIENT_GPU_PRODUCER(r->job, r->rank), r->own_gpu->elements,
+        disp_progress_report(s->progress, r->job, DISP_CLIENT_GPU_PRODUCER(r->job, r->rank), r->own_gpu->elements,
                              r->own_gpu->bytes, 0, hb.now_ms);
-    for (size_t i = 0; rc == 0 && r->rank == 0 && i < r->n_received; i++)
-        if (r->received[i]->worker_id && r->received[i]->elements >= 0 && r->received[i]->bytes >= 0)
-            disp_progress_report(&s->received, r->job, r->received[i]->worker_id, r->received[i]->elements,
+    for (size_t i = 0; rc == 0 && r->rank == 0 && i < r->n_received; i++)   /* workers the state knows only */
+        if (r->received[i]->worker_id && r->received[i]->elements >= 0 && r->received[i]->bytes >= 0 &&
+            disp_state_worker_known(s->st, r->received[i]->worker_id))
+            disp_progress_report(s->received, r->job, r->received[i]->worker_id, r->received[i]->elements,
                                  r->received[i]->bytes, r->received[i]->cpu_ns > 0 ? r->received[i]->cpu_ns : 0,
                                  hb.now_ms);
     if (rc == 0 && r->rank == 0 && !r->done)
@@ -275,38 +276,38 @@ static void free_plan(void *plan)
     spillway__v1__plan__free_unpacked(plan, NULL);
 }
 
-/* The producers' rates as the job's progress rows hold them. */
+/* The producers' rates as the job's progress rows hold them, every one of them. */
 static void producer_stats(struct disp_service *s, struct disp_reply *reply, uint64_t job,
                            Spillway__V1__DescribeJobResponse *out)
 {
-    enum { MAX_PRODUCERS = 128 };
-    struct disp_progress_entry pe[MAX_PRODUCERS];
-    const int np = disp_progress_of_job(&s->progress, job, pe, MAX_PRODUCERS);
-    Spillway__V1__ProducerStats *ps = disp_reply_alloc(reply, (size_t)(np + 1) * sizeof *ps);
-    Spillway__V1__ProducerStats **pp = disp_reply_alloc(reply, (size_t)(np + 1) * sizeof *pp);
-    Spillway__V1__SourceIo *io = disp_reply_alloc(reply, (size_t)(np + 1) * sizeof *io);
+    const size_t np = disp_progress_count(s->progress, job);
+    Spillway__V1__ProducerStats *ps = disp_reply_alloc(reply, (np + 1) * sizeof *ps);
+    Spillway__V1__ProducerStats **pp = disp_reply_alloc(reply, (np + 1) * sizeof *pp);
+    Spillway__V1__SourceIo *io = disp_reply_alloc(reply, (np + 1) * sizeof *io);
     out->client_wait_fraction = -1;
-    for (int i = 0; ps && pp && io && i < np; i++) {
+    size_t i = 0;
+    for (const struct disp_progress_entry *e = disp_progress_first(s->progress, job); ps && pp && io && e;
+         e = disp_progress_next(e), i++) {
         spillway__v1__producer_stats__init(&ps[i]);
-        ps[i].producer = pe[i].producer;
-        ps[i].elements = pe[i].elements;
-        ps[i].bytes = pe[i].bytes;
-        ps[i].elements_per_s = pe[i].elements_per_s;
-        ps[i].bytes_per_s = pe[i].bytes_per_s;
-        ps[i].cpu_ns_per_element = pe[i].cpu_ns_per_element;
-        if (pe[i].source_requests > 0) {
+        ps[i].producer = e->producer;
+        ps[i].elements = e->elements;
+        ps[i].bytes = e->bytes;
+        ps[i].elements_per_s = e->elements_per_s;
+        ps[i].bytes_per_s = e->bytes_per_s;
+        ps[i].cpu_ns_per_element = e->cpu_ns_per_element;
+        if (e->source_requests > 0) {
             spillway__v1__source_io__init(&io[i]);
-            io[i].bytes = pe[i].source_bytes;
-            io[i].requests = pe[i].source_requests;
-            io[i].retries = pe[i].source_retries;
+            io[i].bytes = e->source_bytes;
+            io[i].requests = e->source_requests;
+            io[i].retries = e->source_retries;
             ps[i].source = &io[i];
         }
         pp[i] = &ps[i];
-        out->n_producers = (size_t)i + 1;
+        out->n_producers = i + 1;
         out->producers = pp;
-        if (pe[i].producer == DISP_CLIENT_PRODUCER(job, 0) && pe[i].wait_fraction >= 0) {
-            out->client_elements_per_s = pe[i].consumed_per_s;
-            out->client_wait_fraction = pe[i].wait_fraction;
+        if (e->producer == DISP_CLIENT_PRODUCER(job, 0) && e->wait_fraction >= 0) {
+            out->client_elements_per_s = e->consumed_per_s;
+            out->client_wait_fraction = e->wait_fraction;
         }
     }
 }

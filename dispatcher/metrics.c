@@ -1,8 +1,9 @@
 /* dispatcher/metrics.c - the dispatcher's Prometheus exposition (--metrics-port): workers and jobs by state,
  * what the state applied (leases, acks, deaths, cut changes), the journal, and per job its deliveries by
  * producer class, the client's rate and wait, and the plan (predicted rate, cut, local share, workers
- * needed: the autoscaling signal); profiles asked ahead of CreateJob. Thread model: the metrics thread; it copies what it needs under the
- * service's lock, writes after releasing it, and asks the re-planner for plans without the service's lock. */
+ * needed: the autoscaling signal); profiles asked ahead of CreateJob; the progress tables' size. Thread model:
+ * the metrics thread; it copies what it needs under the service's lock (each job's progress rows, walked per
+ * job), writes after releasing it, and asks the re-planner for plans without the service's lock. */
 #include "dispatcher/service_internal.h"
 
 #include <stdio.h>
@@ -37,18 +38,29 @@ struct job_row {
     bool has[J_SERIES];
 };
 
-/* A producer's class, as spillctl job names it: worker:N, worker:N:gpu, client:rankR, client:rankR:gpu. */
-static void producer_name(const struct disp_state *st, uint64_t producer, char *buf, size_t n)
+/* A producer's row of a job, copied under the lock. */
+struct producer_row {
+    uint64_t job;
+    double elements, cpu_ns_per_element;
+    char name[48];
+};
+
+static int cmp_id(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A producer's class, as spillctl job names it: worker:N, worker:N:gpu, client:rankR, client:rankR:gpu;
+ * gpu_ids: the sorted ids of the workers with a GPU. */
+static void producer_name(const uint64_t *gpu_ids, size_t n_gpu, uint64_t producer, char *buf, size_t n)
 {
     if (DISP_IS_CLIENT_PRODUCER(producer)) {
         snprintf(buf, n, "client:rank%llu%s", (unsigned long long)(producer & 0x7FFFF),
                  producer & (UINT64_C(1) << 19) ? ":gpu" : "");
         return;
     }
-    bool gpu = false;
-    struct disp_worker_info w;
-    for (int i = 0; i < disp_state_worker_count(st) && !gpu; i++)
-        gpu = disp_state_worker_at(st, i, &w) == 0 && w.id == producer && w.gpu[0];
+    const bool gpu = n_gpu && bsearch(&producer, gpu_ids, n_gpu, sizeof *gpu_ids, cmp_id);
     snprintf(buf, n, "worker:%llu%s", (unsigned long long)producer, gpu ? ":gpu" : "");
 }
 
@@ -60,27 +72,32 @@ static void counter_of(struct spw_prom *p, const char *name, const char *help, c
 void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
 {
     struct job_row *jobs = calloc(MAX_ROWS, sizeof *jobs);
-    struct disp_progress_entry *prog = calloc(DISP_PROGRESS_MAX, sizeof *prog);
-    char (*names)[48] = calloc(DISP_PROGRESS_MAX, sizeof *names);
-    if (!jobs || !prog || !names) {
+    struct producer_row *prog = NULL;
+    uint64_t *gpu_ids = NULL;
+    if (!jobs) {
         p->oom = true;
-        free(jobs);
-        free(prog);
-        free(names);
         return;
     }
     uint64_t applied[DISP_RESTORE_ENDED + 1], re_leases, released;
-    int alive = 0, dead = 0, n_jobs = 0, n_prog = 0;
+    int alive = 0, dead = 0, n_jobs = 0;
+    size_t n_prog = 0, n_gpu = 0;
+    struct disp_progress_stats tables[2];
     int64_t journal_bytes = -1;
     pthread_mutex_lock(&s->mu);
     memcpy(applied, s->applied, sizeof applied);
     re_leases = s->re_leases;
     released = s->leases_released;
-    for (int i = 0; i < disp_state_worker_count(s->st); i++) {
+    gpu_ids = malloc(((size_t)disp_state_worker_count(s->st) + 1) * sizeof *gpu_ids);
+    for (int i = 0; gpu_ids && i < disp_state_worker_count(s->st); i++) {
         struct disp_worker_info w;
-        if (disp_state_worker_at(s->st, i, &w) == 0)
+        if (disp_state_worker_at(s->st, i, &w) == 0) {
             w.alive ? alive++ : dead++;
+            if (w.gpu[0])
+                gpu_ids[n_gpu++] = w.id;
+        }
     }
+    if (gpu_ids)
+        qsort(gpu_ids, n_gpu, sizeof *gpu_ids, cmp_id);
     int by_state[4] = {0};
     for (int i = 0; i < disp_state_job_count(s->st) && n_jobs < MAX_ROWS; i++) {
         struct job_row *r = &jobs[n_jobs];
@@ -93,11 +110,13 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
         r->has[J_ELEMENTS] = r->has[J_CUT] = true;
         n_jobs++;
     }
-    for (int i = 0; i < s->progress.n; i++) {
-        const struct disp_progress_entry *e = &s->progress.e[i];
-        for (int k = 0; k < n_jobs; k++) {
-            if (jobs[k].id != e->job)
-                continue;
+    size_t rows = 0;            /* each job's entries, walked per job: O(entries), not jobs x entries */
+    for (int k = 0; k < n_jobs; k++)
+        rows += disp_progress_count(s->progress, jobs[k].id);
+    prog = malloc((rows + 1) * sizeof *prog);
+    for (int k = 0; prog && gpu_ids && k < n_jobs; k++)
+        for (const struct disp_progress_entry *e = disp_progress_first(s->progress, jobs[k].id); e;
+             e = disp_progress_next(e)) {
             if (!(e->producer & (UINT64_C(1) << 19)) || !DISP_IS_CLIENT_PRODUCER(e->producer))
                 jobs[k].v[J_ELEMENTS] += (double)e->elements;  /* a client's GPU row is part of its own */
             if (e->wait_fraction >= 0) {
@@ -105,16 +124,23 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
                 jobs[k].v[J_WAIT] = e->wait_fraction;
                 jobs[k].has[J_CLIENT_RATE] = jobs[k].has[J_WAIT] = true;
             }
-            prog[n_prog] = *e;
-            producer_name(s->st, e->producer, names[n_prog], sizeof names[n_prog]);
-            n_prog++;
+            struct producer_row *r = &prog[n_prog++];
+            r->job = e->job;
+            r->elements = (double)e->elements;
+            r->cpu_ns_per_element = e->cpu_ns_per_element;
+            producer_name(gpu_ids, n_gpu, e->producer, r->name, sizeof r->name);
         }
-    }
+    disp_progress_stats(s->progress, &tables[0]);
+    disp_progress_stats(s->received, &tables[1]);
     if (s->journal)
         journal_bytes = spw_journal_size(s->journal);
     const bool journal_failing = disp_journal_failing(s);
     const uint64_t journal_failures = s->journal_failures;
     pthread_mutex_unlock(&s->mu);
+    if (!prog || !gpu_ids) {
+        p->oom = true;
+        goto out;
+    }
 
     spw_prom_family(p, "spillway_dispatcher_workers", "gauge", "registered workers by state");
     spw_prom_sample(p, "spillway_dispatcher_workers", (struct spw_label[]){{"state", "alive"}}, 1, alive);
@@ -171,6 +197,24 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
                applied, DISP_CLIENT_ONLY);
     counter_of(p, "spillway_dispatcher_jobs_created_total", "jobs created since this process started", applied,
                DISP_CREATE_JOB);
+    static const char *const table_names[2] = {"delivered", "received"};
+    static const struct {
+        const char *name, *type, *help;
+    } table_series[3] = {
+        {"spillway_dispatcher_progress_entries", "gauge",
+         "(job, producer) rows of the progress tables: delivered (producers' heartbeats), received (per link, "
+         "as rank-0 clients report it)"},
+        {"spillway_dispatcher_progress_bytes", "gauge", "the progress tables' memory: rows, job lists, buckets"},
+        {"spillway_dispatcher_progress_reports_dropped_total", "counter",
+         "progress reports dropped: no memory for a new row"},
+    };
+    for (int m = 0; m < 3; m++) {
+        spw_prom_family(p, table_series[m].name, table_series[m].type, table_series[m].help);
+        for (int t = 0; t < 2; t++) {
+            const double v[3] = {(double)tables[t].entries, (double)tables[t].bytes, (double)tables[t].dropped};
+            spw_prom_sample(p, table_series[m].name, (struct spw_label[]){{"table", table_names[t]}}, 1, v[m]);
+        }
+    }
     if (journal_bytes >= 0) {
         spw_prom_gauge(p, "spillway_dispatcher_journal_bytes", "the journal's size (--work-dir)",
                        (double)journal_bytes);
@@ -212,14 +256,15 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
                         m ? "a producer's CPU per element over its last rate window (0: not measured)"
                           : "elements delivered per producer (worker:N[:gpu], client:rankR[:gpu]: of that rank's, "
                             "made on its GPU)");
-        for (int i = 0; i < n_prog; i++) {
+        for (size_t i = 0; i < n_prog; i++) {
             char id[24];
             snprintf(id, sizeof id, "%llu", (unsigned long long)prog[i].job);
-            spw_prom_sample(p, name, (struct spw_label[]){{"job_id", id}, {"producer", names[i]}}, 2,
-                            m ? prog[i].cpu_ns_per_element / 1e9 : (double)prog[i].elements);
+            spw_prom_sample(p, name, (struct spw_label[]){{"job_id", id}, {"producer", prog[i].name}}, 2,
+                            m ? prog[i].cpu_ns_per_element / 1e9 : prog[i].elements);
         }
     }
+out:
     free(jobs);
     free(prog);
-    free(names);
+    free(gpu_ids);
 }

@@ -79,13 +79,11 @@ out:
 
 double disp_client_remote_ns(const struct disp_service *s, uint64_t job)
 {
-    struct disp_progress_entry pe[64];
-    const int np = disp_progress_of_job(&s->received, job, pe, 64);
     double cpu = 0, rate = 0;
-    for (int i = 0; i < np; i++)
-        if (pe[i].cpu_ns_per_element > 0 && pe[i].elements_per_s > 0) {
-            cpu += pe[i].cpu_ns_per_element * pe[i].elements_per_s;
-            rate += pe[i].elements_per_s;
+    for (const struct disp_progress_entry *e = disp_progress_first(s->received, job); e; e = disp_progress_next(e))
+        if (e->cpu_ns_per_element > 0 && e->elements_per_s > 0) {
+            cpu += e->cpu_ns_per_element * e->elements_per_s;
+            rate += e->elements_per_s;
         }
     return rate > 0 ? cpu / rate : 0;
 }
@@ -95,13 +93,11 @@ double disp_client_remote_ns(const struct disp_service *s, uint64_t job)
  * 0 when neither has a rate yet. Call with mu held. */
 static double delivered_bytes_per_s(const struct disp_service *s, uint64_t job, uint64_t worker)
 {
-    const struct disp_progress *tables[] = {&s->received, &s->progress};
+    const struct disp_progress *tables[] = {s->received, s->progress};
     for (int t = 0; t < 2; t++) {
-        struct disp_progress_entry pe[64];
-        const int n = disp_progress_of_job(tables[t], job, pe, 64);
-        for (int i = 0; i < n; i++)
-            if (pe[i].producer == worker && pe[i].bytes_per_s > 0)
-                return pe[i].bytes_per_s;
+        const struct disp_progress_entry *e = disp_progress_find(tables[t], job, worker);
+        if (e && e->bytes_per_s > 0)
+            return e->bytes_per_s;
     }
     return 0;
 }
@@ -126,11 +122,9 @@ int disp_replan_gather(void *ctx, uint64_t job, bool full, struct disp_replan_in
     if (ji.max_workers && in->alive > ji.max_workers)
         in->alive = ji.max_workers;
     in->remote_ns = disp_client_remote_ns(s, job);
-    struct disp_progress_entry pe[64];
-    const int np = disp_progress_of_job(&s->progress, job, pe, 64);
-    for (int i = 0; i < np; i++)
-        if (pe[i].producer == DISP_CLIENT_PRODUCER(job, 0) && pe[i].elements_per_s >= OWN_MIN_PER_S)
-            in->local_ns = pe[i].cpu_ns_per_element;
+    const struct disp_progress_entry *own = disp_progress_find(s->progress, job, DISP_CLIENT_PRODUCER(job, 0));
+    if (own && own->elements_per_s >= OWN_MIN_PER_S)
+        in->local_ns = own->cpu_ns_per_element;
     if (full) {
         size_t plen = 0;
         const uint8_t *pb = disp_state_job_pipeline(s->st, job, &plen);
@@ -139,9 +133,8 @@ int disp_replan_gather(void *ctx, uint64_t job, bool full, struct disp_replan_in
         in->worker_ns = calloc(in->n_workers + 1, sizeof *in->worker_ns);
         in->delivered_bytes_per_s = calloc(in->n_workers + 1, sizeof *in->delivered_bytes_per_s);
         for (size_t w = 0; in->worker_ns && in->delivered_bytes_per_s && w < in->n_workers; w++) {
-            for (int i = 0; i < np; i++)
-                if (pe[i].producer == in->workers[w]->worker_id)
-                    in->worker_ns[w] = pe[i].cpu_ns_per_element;
+            const struct disp_progress_entry *e = disp_progress_find(s->progress, job, in->workers[w]->worker_id);
+            in->worker_ns[w] = e ? e->cpu_ns_per_element : 0;
             in->delivered_bytes_per_s[w] = delivered_bytes_per_s(s, job, in->workers[w]->worker_id);
         }
     }

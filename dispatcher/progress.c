@@ -1,32 +1,240 @@
 /* dispatcher/progress.c - per (job, producer) delivery counters and rates (see progress.h). A rate is the
  * count's change over at least RATE_WINDOW_MS between reports, so a 100 ms heartbeat does not make it
- * jumpy. Pure functions over the table; the caller locks. */
+ * jumpy. Entries sit in a chained hash on (job, producer) and on their job's list (a second hash on job),
+ * so a report is O(1) and a job's walk O(its entries). Pure functions over the table; the caller locks. */
 #include "dispatcher/progress.h"
 
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define RATE_WINDOW_MS 1000
+#define MIN_BUCKETS 64      /* a table never shrinks below this (power of 2) */
 
-void disp_progress_report(struct disp_progress *p, uint64_t job, uint64_t producer, int64_t elements, int64_t bytes,
-                          int64_t cpu_ns, int64_t now_ms)
+struct node {
+    struct disp_progress_entry e;   /* first: an entry's address is its node's */
+    struct node *chain;             /* the next in its bucket */
+    struct node *prev, *next;       /* its job's list */
+};
+
+struct job_list {
+    uint64_t job;
+    struct node *first, *last;
+    size_t n;
+    struct job_list *chain;
+};
+
+struct disp_progress {
+    struct node **buckets;          /* by (job, producer) */
+    size_t n_buckets, n;
+    struct job_list **jobs;         /* by job */
+    size_t n_job_buckets, n_jobs;
+    uint64_t dropped;
+};
+
+/* splitmix64's finalizer: worker ids are small consecutive numbers, client producers differ in high bits. */
+static uint64_t mix(uint64_t x)
 {
-    struct disp_progress_entry *e = NULL;
-    for (int i = 0; i < p->n && !e; i++)
-        if (p->e[i].job == job && p->e[i].producer == producer)
-            e = &p->e[i];
-    if (!e) {
-        if (p->n == DISP_PROGRESS_MAX) {        /* drop the entry reported longest ago */
-            int old = 0;
-            for (int i = 1; i < p->n; i++)
-                if (p->e[i].last_ms < p->e[old].last_ms)
-                    old = i;
-            p->e[old] = p->e[--p->n];
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static size_t slot(uint64_t job, uint64_t producer, size_t n_buckets)
+{
+    return (size_t)(mix(job * 0x9e3779b97f4a7c15ull ^ producer) & (n_buckets - 1));
+}
+
+static size_t job_slot(uint64_t job, size_t n_buckets)
+{
+    return (size_t)(mix(job) & (n_buckets - 1));
+}
+
+/* Rehash into n buckets (a power of 2); on no memory keep the old ones: longer chains, nothing lost. */
+static void resize(struct disp_progress *p, size_t n)
+{
+    struct node **b = calloc(n, sizeof *b);
+    if (!b)
+        return;
+    for (size_t i = 0; i < p->n_buckets; i++)
+        for (struct node *x = p->buckets[i], *nx; x; x = nx) {
+            nx = x->chain;
+            const size_t k = slot(x->e.job, x->e.producer, n);
+            x->chain = b[k];
+            b[k] = x;
         }
-        e = &p->e[p->n++];
-        memset(e, 0, sizeof *e);
+    free(p->buckets);
+    p->buckets = b;
+    p->n_buckets = n;
+}
+
+static void resize_jobs(struct disp_progress *p, size_t n)
+{
+    struct job_list **b = calloc(n, sizeof *b);
+    if (!b)
+        return;
+    for (size_t i = 0; i < p->n_job_buckets; i++)
+        for (struct job_list *x = p->jobs[i], *nx; x; x = nx) {
+            nx = x->chain;
+            const size_t k = job_slot(x->job, n);
+            x->chain = b[k];
+            b[k] = x;
+        }
+    free(p->jobs);
+    p->jobs = b;
+    p->n_job_buckets = n;
+}
+
+int disp_progress_create(struct disp_progress **out)
+{
+    struct disp_progress *p = calloc(1, sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    p->buckets = calloc(MIN_BUCKETS, sizeof *p->buckets);
+    p->jobs = calloc(MIN_BUCKETS, sizeof *p->jobs);
+    if (!p->buckets || !p->jobs) {
+        disp_progress_destroy(p);
+        return -ENOMEM;
+    }
+    p->n_buckets = p->n_job_buckets = MIN_BUCKETS;
+    *out = p;
+    return 0;
+}
+
+void disp_progress_destroy(struct disp_progress *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; p->jobs && i < p->n_job_buckets; i++)
+        for (struct job_list *l = p->jobs[i], *nl; l; l = nl) {
+            nl = l->chain;
+            for (struct node *x = l->first, *nx; x; x = nx) {
+                nx = x->next;
+                free(x);
+            }
+            free(l);
+        }
+    free(p->buckets);
+    free(p->jobs);
+    free(p);
+}
+
+static struct job_list *find_job(const struct disp_progress *p, uint64_t job)
+{
+    struct job_list *l = p->jobs[job_slot(job, p->n_job_buckets)];
+    while (l && l->job != job)
+        l = l->chain;
+    return l;
+}
+
+static struct node *find(const struct disp_progress *p, uint64_t job, uint64_t producer)
+{
+    struct node *x = p->buckets[slot(job, producer, p->n_buckets)];
+    while (x && !(x->e.job == job && x->e.producer == producer))
+        x = x->chain;
+    return x;
+}
+
+/* After removals: halve each bucket array while a quarter of it would be used (never below MIN_BUCKETS). */
+static void shrink(struct disp_progress *p)
+{
+    size_t n = p->n_buckets;
+    while (n > MIN_BUCKETS && p->n < n / 4)
+        n /= 2;
+    if (n != p->n_buckets)
+        resize(p, n);
+    n = p->n_job_buckets;
+    while (n > MIN_BUCKETS && p->n_jobs < n / 4)
+        n /= 2;
+    if (n != p->n_job_buckets)
+        resize_jobs(p, n);
+}
+
+/* Unlink a job's (empty) list from its bucket and free it. */
+static void drop_job_list(struct disp_progress *p, struct job_list *l)
+{
+    struct job_list **pp = &p->jobs[job_slot(l->job, p->n_job_buckets)];
+    while (*pp != l)
+        pp = &(*pp)->chain;
+    *pp = l->chain;
+    free(l);
+    p->n_jobs--;
+}
+
+/* Unlink x from its bucket and its job's list (l), free it; the list goes with its last entry. */
+static void drop_node(struct disp_progress *p, struct job_list *l, struct node *x)
+{
+    struct node **pp = &p->buckets[slot(x->e.job, x->e.producer, p->n_buckets)];
+    while (*pp != x)
+        pp = &(*pp)->chain;
+    *pp = x->chain;
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        l->first = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    else
+        l->last = x->prev;
+    l->n--;
+    free(x);
+    p->n--;
+}
+
+/* A new entry for (job, producer) at the end of its job's list; NULL when out of memory (nothing changed). */
+static struct node *insert(struct disp_progress *p, uint64_t job, uint64_t producer)
+{
+    struct job_list *l = find_job(p, job);
+    if (!l) {
+        if (!(l = calloc(1, sizeof *l)))
+            return NULL;
+        l->job = job;
+        const size_t k = job_slot(job, p->n_job_buckets);
+        l->chain = p->jobs[k];
+        p->jobs[k] = l;
+        p->n_jobs++;
+    }
+    struct node *x = calloc(1, sizeof *x);
+    if (!x) {
+        if (!l->n)
+            drop_job_list(p, l);
+        return NULL;
+    }
+    x->e.job = job;
+    x->e.producer = producer;
+    const size_t k = slot(job, producer, p->n_buckets);
+    x->chain = p->buckets[k];
+    p->buckets[k] = x;
+    x->prev = l->last;
+    if (l->last)
+        l->last->next = x;
+    else
+        l->first = x;
+    l->last = x;
+    l->n++;
+    p->n++;
+    if (p->n > p->n_buckets)                /* load factor about 1 (a failed resize: longer chains) */
+        resize(p, p->n_buckets * 2);
+    if (p->n_jobs > p->n_job_buckets)
+        resize_jobs(p, p->n_job_buckets * 2);
+    return x;
+}
+
+int disp_progress_report(struct disp_progress *p, uint64_t job, uint64_t producer, int64_t elements, int64_t bytes,
+                         int64_t cpu_ns, int64_t now_ms)
+{
+    struct node *x = find(p, job, producer);
+    const bool fresh = !x;
+    if (fresh && !(x = insert(p, job, producer))) {
+        p->dropped++;
+        return -ENOMEM;
+    }
+    struct disp_progress_entry *e = &x->e;
+    if (fresh) {
         e->wait_fraction = -1;
-        e->job = job;
-        e->producer = producer;
         e->rate_ms = now_ms;            /* the first rate counts from this report, not from 0 */
         e->rate_elements = elements;
         e->rate_bytes = bytes;
@@ -63,44 +271,83 @@ void disp_progress_report(struct disp_progress *p, uint64_t job, uint64_t produc
         e->rate_cpu_ns = cpu_ns;
         e->rate_ms = now_ms;
     }
-}
-
-int disp_progress_of_job(const struct disp_progress *p, uint64_t job, struct disp_progress_entry *out, int cap)
-{
-    int n = 0;
-    for (int i = 0; i < p->n && n < cap; i++)
-        if (p->e[i].job == job)
-            out[n++] = p->e[i];
-    return n;
+    return 0;
 }
 
 void disp_progress_source(struct disp_progress *p, uint64_t job, uint64_t producer, int64_t bytes,
                           int64_t requests, int64_t retries)
 {
-    for (int i = 0; i < p->n; i++)
-        if (p->e[i].job == job && p->e[i].producer == producer) {
-            p->e[i].source_bytes = bytes > 0 ? bytes : 0;
-            p->e[i].source_requests = requests > 0 ? requests : 0;
-            p->e[i].source_retries = retries > 0 ? retries : 0;
-            return;
-        }
-}
-
-void disp_progress_forget(struct disp_progress *p, uint64_t job)
-{
-    int kept = 0;
-    for (int i = 0; i < p->n; i++)
-        if (p->e[i].job != job)
-            p->e[kept++] = p->e[i];
-    p->n = kept;
+    struct node *x = find(p, job, producer);
+    if (x) {
+        x->e.source_bytes = bytes > 0 ? bytes : 0;
+        x->e.source_requests = requests > 0 ? requests : 0;
+        x->e.source_retries = retries > 0 ? retries : 0;
+    }
 }
 
 void disp_progress_client(struct disp_progress *p, uint64_t job, uint64_t producer, double consumed_per_s,
                           double wait_fraction)
 {
-    for (int i = 0; i < p->n; i++)
-        if (p->e[i].job == job && p->e[i].producer == producer) {
-            p->e[i].consumed_per_s = consumed_per_s >= 0 ? consumed_per_s : 0;
-            p->e[i].wait_fraction = wait_fraction >= 0 && wait_fraction <= 1 ? wait_fraction : -1;
+    struct node *x = find(p, job, producer);
+    if (x) {
+        x->e.consumed_per_s = consumed_per_s >= 0 ? consumed_per_s : 0;
+        x->e.wait_fraction = wait_fraction >= 0 && wait_fraction <= 1 ? wait_fraction : -1;
+    }
+}
+
+void disp_progress_forget(struct disp_progress *p, uint64_t job)
+{
+    struct job_list *l = find_job(p, job);
+    if (!l)
+        return;
+    while (l->first)
+        drop_node(p, l, l->first);
+    drop_job_list(p, l);
+    shrink(p);
+}
+
+void disp_progress_forget_producer(struct disp_progress *p, uint64_t producer)
+{
+    for (size_t i = 0; i < p->n_job_buckets; i++)
+        for (struct job_list *l = p->jobs[i], *nl; l; l = nl) {
+            nl = l->chain;                      /* l may go with its last entry */
+            struct node *x = find(p, l->job, producer);
+            if (x)
+                drop_node(p, l, x);
+            if (x && !l->n)
+                drop_job_list(p, l);
         }
+    shrink(p);
+}
+
+const struct disp_progress_entry *disp_progress_find(const struct disp_progress *p, uint64_t job, uint64_t producer)
+{
+    const struct node *x = find(p, job, producer);
+    return x ? &x->e : NULL;
+}
+
+const struct disp_progress_entry *disp_progress_first(const struct disp_progress *p, uint64_t job)
+{
+    const struct job_list *l = find_job(p, job);
+    return l && l->first ? &l->first->e : NULL;
+}
+
+const struct disp_progress_entry *disp_progress_next(const struct disp_progress_entry *e)
+{
+    const struct node *x = ((const struct node *)(const void *)e)->next;
+    return x ? &x->e : NULL;
+}
+
+size_t disp_progress_count(const struct disp_progress *p, uint64_t job)
+{
+    const struct job_list *l = find_job(p, job);
+    return l ? l->n : 0;
+}
+
+void disp_progress_stats(const struct disp_progress *p, struct disp_progress_stats *out)
+{
+    out->entries = p->n;
+    out->bytes = sizeof *p + p->n * sizeof(struct node) + p->n_buckets * sizeof *p->buckets +
+                 p->n_jobs * sizeof(struct job_list) + p->n_job_buckets * sizeof *p->jobs;
+    out->dropped = p->dropped;
 }

@@ -196,6 +196,10 @@ int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t
     if (rc == 0 && u->kind >= 0 && u->kind <= DISP_RESTORE_ENDED)
         s->applied[u->kind]++;
     s->re_leases += rc == 0 && u->kind == DISP_LEASE && u->generation > 1;
+    if (rc == 0 && u->kind == DISP_REGISTER_WORKER && u->evicted) {   /* gone from the registry: its rows too */
+        disp_progress_forget_producer(s->progress, u->evicted);
+        disp_progress_forget_producer(s->received, u->evicted);
+    }
     if (journaled)              /* only a record makes the journal grow (a batch's, at its end) */
         maybe_compact(s);
     return rc;
@@ -238,8 +242,8 @@ static int replay_one(void *ctx, const uint8_t *rec, size_t len, char *why, size
 
 void disp_forget_job(struct disp_service *s, uint64_t job)
 {
-    disp_progress_forget(&s->progress, job);
-    disp_progress_forget(&s->received, job);
+    disp_progress_forget(s->progress, job);
+    disp_progress_forget(s->received, job);
 }
 
 /* Timer: retire workers and expire clients that stopped heartbeating; re-plan planned jobs when the workers
@@ -309,7 +313,11 @@ int disp_service_create(const struct disp_service_opts *o, struct disp_service *
     struct disp_limits lim = {.max_workers = o->max_workers, .max_jobs = o->max_jobs, .history = o->job_history,
                               .max_jobs_per_client = o->max_jobs_per_client};
     int rc = disp_state_create(&lim, &s->st);
+    if (rc == 0 && (rc = disp_progress_create(&s->progress)) == 0)
+        rc = disp_progress_create(&s->received);
     if (rc) {
+        disp_progress_destroy(s->progress);
+        disp_state_destroy(s->st);
         free(s);
         return spw_fail(err, errlen, rc, "out of memory");
     }
@@ -317,6 +325,8 @@ int disp_service_create(const struct disp_service_opts *o, struct disp_service *
         struct spw_journal_opened info;
         if ((rc = spw_journal_open(o->work_dir, o->journal_recover ? SPW_JOURNAL_RECOVER : 0, replay_one, s,
                                    &s->journal, &info, err, errlen)) != 0) {
+            disp_progress_destroy(s->received);
+            disp_progress_destroy(s->progress);
             disp_state_destroy(s->st);
             free(s);
             return rc;
@@ -341,6 +351,8 @@ int disp_service_create(const struct disp_service_opts *o, struct disp_service *
         disp_manifests_destroy(s->manifests);
         disp_replanner_destroy(s->replanner);
         spw_journal_close(s->journal);
+        disp_progress_destroy(s->received);
+        disp_progress_destroy(s->progress);
         disp_state_destroy(s->st);
         free(s);
         return spw_fail(err, errlen, -EAGAIN, "cannot start the timer thread");
@@ -361,6 +373,8 @@ void disp_service_destroy(struct disp_service *s)
     disp_replanner_destroy(s->replanner);
     disp_ahead_destroy(s->ahead);
     disp_manifests_destroy(s->manifests);
+    disp_progress_destroy(s->received);
+    disp_progress_destroy(s->progress);
     disp_state_destroy(s->st);
     spw_journal_close(s->journal);
     pthread_mutex_destroy(&s->mu);

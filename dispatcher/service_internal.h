@@ -31,8 +31,8 @@ struct disp_service {
     struct spw_journal *journal;    /* --work-dir: durable updates go here before they apply (NULL: none) */
     int batch;                      /* > 0: disp_commit writes without fsync; disp_batch_end syncs them */
     int64_t compacted_bytes;        /* the journal's size after its last compaction (or at start) */
-    struct disp_progress progress;  /* per (job, producer) deliveries, for DescribeJob */
-    struct disp_progress received;  /* per (job, worker) bytes the rank-0 client received: links' rates */
+    struct disp_progress *progress; /* per (job, producer) deliveries: DescribeJob, /metrics, re-planning */
+    struct disp_progress *received; /* per (job, worker) bytes the rank-0 client received: links' rates */
     struct disp_replanner *replanner;   /* planned jobs and re-planning, under its own lock */
     struct disp_manifests *manifests;   /* packed listings of the jobs' sources, under its own lock */
     struct disp_ahead *ahead;       /* workers' profiles asked ahead of CreateJob, under its own lock */

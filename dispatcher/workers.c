@@ -141,11 +141,11 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, struct disp_
     for (size_t i = 0; i < r->n_jobs; i++)     /* a job that left the table keeps no progress */
         if (r->jobs[i]->elements >= 0 && r->jobs[i]->bytes >= 0 && disp_state_job(s->st, r->jobs[i]->job, &ji) == 0)
         {
-            disp_progress_report(&s->progress, r->jobs[i]->job, r->worker_id, r->jobs[i]->elements,
+            disp_progress_report(s->progress, r->jobs[i]->job, r->worker_id, r->jobs[i]->elements,
                                  r->jobs[i]->bytes, r->jobs[i]->cpu_ns > 0 ? r->jobs[i]->cpu_ns : 0, u.now_ms);
             const Spillway__V1__SourceIo *io = r->jobs[i]->source;
             if (io)
-                disp_progress_source(&s->progress, r->jobs[i]->job, r->worker_id, io->bytes, io->requests,
+                disp_progress_source(s->progress, r->jobs[i]->job, r->worker_id, io->bytes, io->requests,
                                      io->retries);
         }
     int nj = disp_state_job_count(s->st);
