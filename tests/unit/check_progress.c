@@ -6,6 +6,7 @@
  * input and /metrics see every producer of a job. Single-threaded (the service's calls take its lock). */
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,7 +100,8 @@ START_TEST(test_progress_keeps_jobs_and_producers_apart)
 END_TEST
 
 /* Each pair's counts differ, so a mixed-up entry shows: elements/s and bytes/s (its link's rate) over a 2 s
- * window, and the shard reads kept on the entry. */
+ * window, and the shard reads kept on the entry. The loops over 120,000 pairs count what is wrong and assert
+ * once (a Check assertion costs a write to its parent: millions of them would take seconds). */
 static int64_t pair_elements(uint64_t job, uint64_t producer)
 {
     return (int64_t)(job * 10007 + producer * 3 + 2);
@@ -107,28 +109,43 @@ static int64_t pair_elements(uint64_t job, uint64_t producer)
 
 static void fill(void)
 {
+    size_t failed = 0;
     for (uint64_t j = 1; j <= JOBS; j++)
         for (uint64_t w = 1; w <= PRODUCERS; w++)
-            ck_assert_int_eq(disp_progress_report(P, j, w, 0, 0, 0, 1000), 0);
+            failed += disp_progress_report(P, j, w, 0, 0, 0, 1000) != 0;
     for (uint64_t j = 1; j <= JOBS; j++)
         for (uint64_t w = 1; w <= PRODUCERS; w++) {
             const int64_t n = pair_elements(j, w);
-            ck_assert_int_eq(disp_progress_report(P, j, w, n, n * 100 + (int64_t)j, 0, 3000), 0);
+            failed += disp_progress_report(P, j, w, n, n * 100 + (int64_t)j, 0, 3000) != 0;
             disp_progress_source(P, j, w, n, (int64_t)w, (int64_t)j);
         }
+    ck_assert_uint_eq(failed, 0);
 }
 
-static void check_pair(uint64_t j, uint64_t w, const struct disp_progress_entry *e)
+/* What is wrong with e as the entry of (j, w), or NULL. */
+static const char *pair_wrong(uint64_t j, uint64_t w, const struct disp_progress_entry *e)
 {
     const int64_t n = pair_elements(j, w);
-    ck_assert_ptr_nonnull(e);
-    ck_assert_uint_eq(e->job, j);
-    ck_assert_uint_eq(e->producer, w);
-    ck_assert_int_eq(e->elements, n);
-    ck_assert_double_eq_tol(e->elements_per_s, (double)n / 2, 1e-9);
-    ck_assert_double_eq_tol(e->bytes_per_s, (double)(n * 100 + (int64_t)j) / 2, 1e-6);
-    ck_assert_int_eq(e->source_requests, (int64_t)w);
-    ck_assert_int_eq(e->source_retries, (int64_t)j);
+    if (!e)
+        return "missing";
+    if (e->job != j || e->producer != w)
+        return "another pair's";
+    if (e->elements != n || fabs(e->elements_per_s - (double)n / 2) > 1e-9)
+        return "elements";
+    if (fabs(e->bytes_per_s - (double)(n * 100 + (int64_t)j) / 2) > 1e-6)
+        return "link rate";
+    if (e->source_requests != (int64_t)w || e->source_retries != (int64_t)j)
+        return "shard reads";
+    return NULL;
+}
+
+/* Count the pairs pair_wrong finds fault with; the first one's message into why. */
+static size_t count_wrong(uint64_t j, uint64_t w, const struct disp_progress_entry *e, char *why, size_t n)
+{
+    const char *wrong = pair_wrong(j, w, e);
+    if (wrong && !*why)
+        snprintf(why, n, "job %llu producer %llu: %s", (unsigned long long)j, (unsigned long long)w, wrong);
+    return wrong != NULL;
 }
 
 /* The old table held 1,024 entries and lost the rest: every one of 120,000 pairs is kept and read back,
@@ -142,22 +159,26 @@ START_TEST(test_progress_keeps_every_pair_past_the_old_cap)
     ck_assert_uint_ge(st.bytes, st.entries * sizeof(struct disp_progress_entry));
     ck_assert_uint_eq(st.dropped, 0);
     static bool seen[PRODUCERS + 1];
+    char why[128] = "";
+    size_t wrong = 0;
     for (uint64_t j = 1; j <= JOBS; j++) {
         for (uint64_t w = 1; w <= PRODUCERS; w++)
-            check_pair(j, w, disp_progress_find(P, j, w));
+            wrong += count_wrong(j, w, disp_progress_find(P, j, w), why, sizeof why);
         ck_assert_uint_eq(disp_progress_count(P, j), PRODUCERS);
         memset(seen, 0, sizeof seen);
-        size_t walked = 0;
+        size_t walked = 0, twice = 0;
         for (const struct disp_progress_entry *e = disp_progress_first(P, j); e; e = disp_progress_next(e)) {
-            ck_assert_uint_ge(e->producer, 1);
-            ck_assert_uint_le(e->producer, PRODUCERS);
-            ck_assert(!seen[e->producer]);
-            seen[e->producer] = true;
-            check_pair(j, e->producer, e);
+            const uint64_t w = e->producer <= PRODUCERS ? e->producer : 0;     /* 0: not one of ours */
+            twice += seen[w];
+            seen[w] = true;
+            wrong += count_wrong(j, e->producer, e, why, sizeof why);
             walked++;
         }
+        ck_assert_uint_eq(twice, 0);
+        ck_assert(!seen[0]);
         ck_assert_uint_eq(walked, PRODUCERS);
     }
+    ck_assert_msg(wrong == 0, "%zu wrong, the first %s", wrong, why);
 }
 END_TEST
 
@@ -170,21 +191,27 @@ START_TEST(test_progress_forgets_a_worker_and_a_job)
     fill();
     disp_progress_stats(P, &full);
     disp_progress_forget_producer(P, 17);
+    size_t walked_17 = 0;
     for (uint64_t j = 1; j <= JOBS; j++) {
         ck_assert_ptr_null(disp_progress_find(P, j, 17));
         ck_assert_uint_eq(disp_progress_count(P, j), PRODUCERS - 1);
         for (const struct disp_progress_entry *e = disp_progress_first(P, j); e; e = disp_progress_next(e))
-            ck_assert_uint_ne(e->producer, 17);
+            walked_17 += e->producer == 17;
     }
+    ck_assert_uint_eq(walked_17, 0);
     disp_progress_forget(P, 5);
     ck_assert_uint_eq(disp_progress_count(P, 5), 0);
     ck_assert_ptr_null(disp_progress_first(P, 5));
+    size_t left = 0, wrong = 0;
+    char why[128] = "";
     for (uint64_t w = 1; w <= PRODUCERS; w++)
-        ck_assert_ptr_null(disp_progress_find(P, 5, w));
+        left += disp_progress_find(P, 5, w) != NULL;
+    ck_assert_uint_eq(left, 0);
     for (uint64_t j = 1; j <= JOBS; j++)
         for (uint64_t w = 1; j != 5 && w <= PRODUCERS; w++)
             if (w != 17)
-                check_pair(j, w, disp_progress_find(P, j, w));
+                wrong += count_wrong(j, w, disp_progress_find(P, j, w), why, sizeof why);
+    ck_assert_msg(wrong == 0, "%zu wrong, the first %s", wrong, why);
     disp_progress_stats(P, &st);
     ck_assert_uint_eq(st.entries, (size_t)(PRODUCERS - 1) * (JOBS - 1));
     ck_assert_uint_lt(st.bytes, full.bytes);
@@ -291,22 +318,25 @@ START_TEST(test_progress_replan_input_sees_every_producer)
                                    .epochs = 1, .world_size = 1, .cut = 1, .manifest_hash = 77, .pipeline = packed,
                                    .pipeline_len = plen, .secret = 5});
     pthread_mutex_lock(&S->mu);
+    int failed = 0;
     for (uint64_t w = 1; w <= PRODUCERS; w++) {
         const int64_t cpu = (int64_t)(cost_of(w) * 1000);      /* 1000 elements over each 1 s window */
-        ck_assert_int_eq(disp_progress_report(S->progress, job, w, 0, 0, 1, 1000), 0);
-        ck_assert_int_eq(disp_progress_report(S->progress, job, w, 1000, 1000, 1 + cpu, 2000), 0);
-        ck_assert_int_eq(disp_progress_report(S->received, job, w, 0, 0, 0, 1000), 0);
-        ck_assert_int_eq(disp_progress_report(S->received, job, w, 1000, (int64_t)link_of(w), 0, 2000), 0);
+        failed |= disp_progress_report(S->progress, job, w, 0, 0, 1, 1000);
+        failed |= disp_progress_report(S->progress, job, w, 1000, 1000, 1 + cpu, 2000);
+        failed |= disp_progress_report(S->received, job, w, 0, 0, 0, 1000);
+        failed |= disp_progress_report(S->received, job, w, 1000, (int64_t)link_of(w), 0, 2000);
     }
     pthread_mutex_unlock(&S->mu);
+    ck_assert_int_eq(failed, 0);
     struct disp_replan_input in;
     ck_assert_int_eq(disp_replan_gather(S, job, true, &in), 0);
     ck_assert_uint_eq(in.n_workers, PRODUCERS);
+    size_t wrong = 0;
     for (size_t i = 0; i < in.n_workers; i++) {
         const uint64_t w = in.workers[i]->worker_id;
-        ck_assert_double_eq_tol(in.worker_ns[i], cost_of(w), 1e-6);
-        ck_assert_double_eq_tol(in.delivered_bytes_per_s[i], link_of(w), 1e-6);
+        wrong += fabs(in.worker_ns[i] - cost_of(w)) > 1e-6 || fabs(in.delivered_bytes_per_s[i] - link_of(w)) > 1e-6;
     }
+    ck_assert_uint_eq(wrong, 0);
     disp_replan_input_free(&in);
 
     struct spw_prom prom;
