@@ -58,6 +58,10 @@ static struct spw_config_entry g_cfg[] = {
     {"profile-timeout-ms", "SPILLWAY_PROFILE_TIMEOUT_MS", SPW_CFG_INT, "15000", 100, 25000,
      "planning waits this long for a worker's profile of a pipeline, then plans without it (under a client's "
      "30 s CreateJob deadline)", 0, 0, 0, 0},
+    {"worker-millicores", "SPILLWAY_WORKER_MILLICORES", SPW_CFG_INT, "1000", 1, 1024000,
+     "the CPU one worker brings (its pod's CPU request, in thousandths of a core): with no worker serving a job "
+     "whose trainer stated no rate, its workers needed are the trainer's measured demand at this many cores",
+     0, 0, 0, 0},
     {"split-size", "SPILLWAY_SPLIT_SIZE", SPW_CFG_INT, "64", 1, 65536, "samples per split", 0, 0, 0, 0},
     {"max-message-mb", "SPILLWAY_MAX_MESSAGE_MB", SPW_CFG_INT, "64", 1, 2047, "largest RPC message", 0, 0, 0, 0},
     SPW_CFG_SECURITY_ENTRIES,
@@ -153,6 +157,7 @@ int main(int argc, char **argv)
                                    .profile_timeout_ms = cfg_int("profile-timeout-ms"),
                                    .work_dir = cfg_str("work-dir"),
                                    .journal_recover = (int)cfg_int("journal-recover"),
+                                   .worker_millicores = cfg_int("worker-millicores"),
                                    .health = &health,
                                    .journal_compact_bytes = cfg_int("journal-compact-kb") << 10};
     int status = 1;

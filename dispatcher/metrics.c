@@ -6,10 +6,12 @@
  * job), writes after releasing it, and asks the re-planner for plans without the service's lock. */
 #include "dispatcher/service_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dispatcher/demand.h"
 #include "lib/metrics.h"
 
 #define MAX_ROWS 1024
@@ -28,7 +30,9 @@ static const struct {
     {"spillway_job_predicted_elements_per_second", "gauge", "the plan's predicted elements/s"},
     {"spillway_job_local_share", "gauge", "the plan's share of elements made by the client itself"},
     {"spillway_job_workers_needed", "gauge",
-     "workers the plan needs for the trainer's rate (the autoscaling signal; -1: unknown)"},
+     "workers the job needs (the autoscaling signal): the plan's for the trainer's stated rate, else what "
+     "the trainer's measured demand needs (its rate were it never waiting, beyond its own threads'); "
+     "-1 only before anything was measured"},
     {"spillway_job_planned_cut", "gauge", "the cut the plan chose"},
 };
 
@@ -36,6 +40,14 @@ struct job_row {
     uint64_t id;
     double v[J_SERIES];
     bool has[J_SERIES];
+    bool running;               /* not finished, not paused: the demand applies */
+    int demand;                 /* workers its trainer's measured demand needs (-1: nothing measured) */
+};
+
+/* A worker's cores by id (sorted), for the demand of the jobs it serves. */
+struct worker_cores {
+    uint64_t id;
+    int32_t threads;
 };
 
 /* A producer's row of a job, copied under the lock. */
@@ -49,6 +61,35 @@ static int cmp_id(const void *a, const void *b)
 {
     const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
+}
+
+/* The workers its trainer's measured demand needs (dispatcher/demand.h), from job's progress rows: the
+ * rank-0 client's rate and wait, the clients' own rates, the serving workers' rates and CPU per element.
+ * Under the service's lock; demand_w is scratch for the workers' rows. */
+static int job_demand(const struct disp_service *s, uint64_t job, const struct worker_cores *cores, size_t n_cores,
+                      struct disp_demand_producer *demand_w, size_t cap)
+{
+    struct disp_demand_input in = {.consumed_per_s = NAN, .wait_fraction = NAN, .workers = demand_w,
+                                   .worker_cores = s->o.worker_millicores / 1000.0};
+    for (const struct disp_progress_entry *e = disp_progress_first(s->progress, job); e; e = disp_progress_next(e)) {
+        if (DISP_IS_CLIENT_PRODUCER(e->producer)) {
+            if (e->producer & (UINT64_C(1) << 19))
+                continue;       /* a client's GPU row is part of its own */
+            in.client.elements_per_s += e->elements_per_s;
+            if (e->wait_fraction >= 0) {        /* rank 0's: the trainer's rate (times the ranks) and wait */
+                in.consumed_per_s = e->consumed_per_s;
+                in.wait_fraction = e->wait_fraction;
+                in.client.cpu_ns_per_element = e->cpu_ns_per_element;
+            }
+        } else if ((size_t)in.n_workers < cap) {
+            const struct worker_cores key = {.id = e->producer};
+            const struct worker_cores *w = n_cores ? bsearch(&key, cores, n_cores, sizeof *cores, cmp_id) : NULL;
+            demand_w[in.n_workers++] = (struct disp_demand_producer){
+                .elements_per_s = e->elements_per_s, .cpu_ns_per_element = e->cpu_ns_per_element,
+                .cores = w ? w->threads : 0};
+        }
+    }
+    return disp_demand_workers(&in);
 }
 
 /* A producer's class, as spillctl job names it: worker:N, worker:N:gpu, client:rankR, client:rankR:gpu;
@@ -74,6 +115,9 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
     struct job_row *jobs = calloc(MAX_ROWS, sizeof *jobs);
     struct producer_row *prog = NULL;
     uint64_t *gpu_ids = NULL;
+    struct worker_cores *cores = NULL;
+    struct disp_demand_producer *demand_w = NULL;
+    size_t n_cores = 0;
     if (!jobs) {
         p->oom = true;
         return;
@@ -87,17 +131,23 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
     memcpy(applied, s->applied, sizeof applied);
     re_leases = s->re_leases;
     released = s->leases_released;
-    gpu_ids = malloc(((size_t)disp_state_worker_count(s->st) + 1) * sizeof *gpu_ids);
-    for (int i = 0; gpu_ids && i < disp_state_worker_count(s->st); i++) {
+    const size_t n_workers = (size_t)disp_state_worker_count(s->st);
+    gpu_ids = malloc((n_workers + 1) * sizeof *gpu_ids);
+    cores = malloc((n_workers + 1) * sizeof *cores);
+    demand_w = malloc((n_workers + 1) * sizeof *demand_w);
+    for (size_t i = 0; gpu_ids && cores && i < n_workers; i++) {
         struct disp_worker_info w;
-        if (disp_state_worker_at(s->st, i, &w) == 0) {
+        if (disp_state_worker_at(s->st, (int)i, &w) == 0) {
             w.alive ? alive++ : dead++;
             if (w.gpu[0])
                 gpu_ids[n_gpu++] = w.id;
+            cores[n_cores++] = (struct worker_cores){.id = w.id, .threads = w.threads};
         }
     }
     if (gpu_ids)
         qsort(gpu_ids, n_gpu, sizeof *gpu_ids, cmp_id);
+    if (cores)
+        qsort(cores, n_cores, sizeof *cores, cmp_id);
     int by_state[4] = {0};
     for (int i = 0; i < disp_state_job_count(s->st) && n_jobs < MAX_ROWS; i++) {
         struct job_row *r = &jobs[n_jobs];
@@ -108,6 +158,8 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
         r->id = ji.id;
         r->v[J_CUT] = ji.cut;
         r->has[J_ELEMENTS] = r->has[J_CUT] = true;
+        r->running = !ji.finished && !ji.paused;
+        r->demand = r->running && cores && demand_w ? job_demand(s, ji.id, cores, n_cores, demand_w, n_workers) : -1;
         n_jobs++;
     }
     size_t rows = 0;            /* each job's entries, walked per job: O(entries), not jobs x entries */
@@ -137,7 +189,7 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
     const bool journal_failing = disp_journal_failing(s);
     const uint64_t journal_failures = s->journal_failures;
     pthread_mutex_unlock(&s->mu);
-    if (!prog || !gpu_ids) {
+    if (!prog || !gpu_ids || !cores || !demand_w) {
         p->oom = true;
         goto out;
     }
@@ -228,17 +280,23 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
                          "journal writes or fsyncs that failed (each refused its change)", (double)journal_failures);
     }
 
-    /* Per job, with its plan from the re-planner (without the service's lock). */
+    /* Per job, with its plan from the re-planner (without the service's lock). The workers needed: the
+     * plan's for the trainer's stated rate; without one (the plan's -1, or no plan: a fixed cut), what the
+     * trainer's measured demand needs. */
     for (int k = 0; k < n_jobs; k++) {
         Spillway__V1__Plan *pl = disp_replanner_plan_of(s->replanner, jobs[k].id);
-        if (!pl)
-            continue;
-        const double v[] = {pl->throughput, pl->local_share, pl->workers_needed, pl->cut};
-        for (int m = 0; m < 4; m++) {
-            jobs[k].v[J_PREDICTED + m] = v[m];
-            jobs[k].has[J_PREDICTED + m] = true;
+        if (pl) {
+            const double v[] = {pl->throughput, pl->local_share, pl->workers_needed, pl->cut};
+            for (int m = 0; m < 4; m++) {
+                jobs[k].v[J_PREDICTED + m] = v[m];
+                jobs[k].has[J_PREDICTED + m] = true;
+            }
+            spillway__v1__plan__free_unpacked(pl, NULL);
         }
-        spillway__v1__plan__free_unpacked(pl, NULL);
+        if (jobs[k].running && (!jobs[k].has[J_NEEDED] || jobs[k].v[J_NEEDED] < 0)) {
+            jobs[k].v[J_NEEDED] = jobs[k].demand;
+            jobs[k].has[J_NEEDED] = true;
+        }
     }
     for (int m = 0; m < J_SERIES; m++) {
         spw_prom_family(p, job_series[m].name, job_series[m].type, job_series[m].help);
@@ -267,4 +325,6 @@ out:
     free(jobs);
     free(prog);
     free(gpu_ids);
+    free(cores);
+    free(demand_w);
 }

@@ -310,6 +310,8 @@ int disp_service_create(const struct disp_service_opts *o, struct disp_service *
     s->o = *o;
     if (s->o.default_split_size <= 0)
         s->o.default_split_size = 64;
+    if (s->o.worker_millicores <= 0)
+        s->o.worker_millicores = 1000;
     struct disp_limits lim = {.max_workers = o->max_workers, .max_jobs = o->max_jobs, .history = o->job_history,
                               .max_jobs_per_client = o->max_jobs_per_client};
     int rc = disp_state_create(&lim, &s->st);

@@ -29,6 +29,8 @@ struct disp_service_opts {
     int journal_recover;            /* a corrupt journal: keep a copy and the records before the bad one (else the
                                        service refuses to start) */
     struct spw_health *health;      /* readiness: NOT_SERVING while the journal cannot be written (NULL: none) */
+    int64_t worker_millicores;      /* the CPU a new worker brings, for the demand-driven workers needed of
+                                       jobs whose trainer stated no rate; 0 = 1000 */
     int64_t journal_compact_bytes;  /* compact the journal (a snapshot of the state) once it is this big and twice
                                        its size after the last compaction; 0 = never */
 };
