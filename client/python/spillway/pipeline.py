@@ -2,13 +2,17 @@
 # method per op named as the JSON op, batch and on_error; to_json() / Pipeline.from_json(). The op methods are
 # made at import from the library's op registry (spw_op_schema): their signatures (positional fields in
 # torchvision's order, the rest keyword-only, with the registry's defaults) and docstrings are the registry's,
-# so a field the op does not have is a TypeError at the call. Values are not checked here: the C parser
-# reports them when a job is made. op(name, ...) passes any name and fields through unchecked.
+# so a field the op does not have is a TypeError at the call; their annotations are typing hints made from each
+# field's registry type (_FIELD_HINTS), which pipeline.pyi (scripts/dev/make_pyi.py, `make pyi`) writes out for
+# type checkers. Values are not checked here: the C parser reports them when a job is made. op(name, ...)
+# passes any name and fields through unchecked.
 # Thread model: a Pipeline is an immutable value (every method returns a new one); share it freely.
 import copy
 import importlib
 import inspect
 import json
+import os
+from typing import Any, Callable, Dict, Literal, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _lib
 
@@ -27,7 +31,7 @@ class Pipeline:
     """A pipeline spec. Start from a source (image_folder, audio_folder, tar_shards), chain ops, end with
     batch(); Loader(pipeline) runs it. Equal pipelines have equal spec dicts."""
 
-    def __init__(self, spec):
+    def __init__(self, spec: Mapping[str, Any]) -> None:
         self._spec = _plain(spec)
 
     # ---- sources ----
@@ -42,7 +46,8 @@ class Pipeline:
         return cls({"source": src, "ops": []})
 
     @classmethod
-    def image_folder(cls, path, shuffle=True, seed=0, epochs=None, **extra):
+    def image_folder(cls, path: Union[str, os.PathLike], shuffle: bool = True, seed: int = 0,
+                  epochs: Optional[int] = None, **extra: Any) -> "Pipeline":
         """Class sub-folders of JPEGs; labels are the sorted folder names' indices. epochs: None (the
         default) runs as many epochs as the trainer iterates, each shuffled anew and each every sample exactly
         once, as a torch DataLoader does; E ends the run after E passes (a Loader iterated once more raises).
@@ -50,32 +55,36 @@ class Pipeline:
         return cls._source("image_folder", str(path), shuffle, seed, epochs, extra)
 
     @classmethod
-    def audio_folder(cls, path, shuffle=True, seed=0, epochs=None, **extra):
+    def audio_folder(cls, path: Union[str, os.PathLike], shuffle: bool = True, seed: int = 0,
+                  epochs: Optional[int] = None, **extra: Any) -> "Pipeline":
         """Class sub-folders of audio files, or a flat folder with labels.tsv: .wav, .flac, .mp3, .ogg and
         .opus for decode_audio, .wav for decode_wav."""
         return cls._source("audio_folder", str(path), shuffle, seed, epochs, extra)
 
     @classmethod
-    def wav_folder(cls, path, shuffle=True, seed=0, epochs=None, **extra):
+    def wav_folder(cls, path: Union[str, os.PathLike], shuffle: bool = True, seed: int = 0,
+                epochs: Optional[int] = None, **extra: Any) -> "Pipeline":
         """The same source as audio_folder, under its first name."""
         return cls._source("wav_folder", str(path), shuffle, seed, epochs, extra)
 
     @classmethod
-    def tar_shards(cls, pattern, shuffle=True, seed=0, epochs=None, **extra):
+    def tar_shards(cls, pattern: Union[str, os.PathLike], shuffle: bool = True, seed: int = 0,
+                   epochs: Optional[int] = None, **extra: Any) -> "Pipeline":
         """WebDataset-style shards: a glob of .tar files with KEY.jpg / KEY.flac / ... and KEY.cls members.
         labels=False for sets without classes; fields={...} for a sample's other members (captions, masks,
         boxes: docs/pipeline.md "Sample fields")."""
         return cls._source("tar_shards", str(pattern), shuffle, seed, epochs, extra)
 
     @classmethod
-    def coco(cls, path, annotations, shuffle=True, seed=0, epochs=None, **extra):
+    def coco(cls, path: Union[str, os.PathLike], annotations: Union[str, os.PathLike], shuffle: bool = True,
+             seed: int = 0, epochs: Optional[int] = None, **extra: Any) -> "Pipeline":
         """A COCO detection set: the images of folder path that annotations (an instances_*.json) lists, each
         with its boxes (batch["boxes"], batch.targets), crowd annotations left out."""
         extra["annotations"] = str(annotations)
         return cls._source("coco", str(path), shuffle, seed, epochs, extra)
 
     # ---- ops, batch, top level ----
-    def op(self, name, *args, **fields):
+    def op(self, name: str, *args: Any, **fields: Any) -> "Pipeline":
         """Append op `name` unchecked: positional args fill its positional fields (OPS), keywords go through
         as given (the C parser reports what is wrong when a job is made)."""
         main = OPS.get(name, ())
@@ -90,7 +99,8 @@ class Pipeline:
         o.update(fields)
         return self._append(o)
 
-    def map(self, fn, timeout_s=None, output_shape=None, output_dtype=None, **kwargs):
+    def map(self, fn: Callable[..., Any], timeout_s: Optional[float] = None,
+            output_shape: Optional[Sequence[int]] = None, output_dtype: Any = None, **kwargs: Any) -> "Pipeline":
         """Append a Python op calling fn(element, **kwargs) on every element (docs/pipeline.md, "Python ops").
         fn must be importable where the op runs, so a module-level function of a module (not a lambda, a
         nested function or one defined in the script being run); kwargs must be JSON values. fn may take
@@ -120,14 +130,15 @@ class Pipeline:
         p._spec.setdefault("ops", []).append(_plain(o))
         return p
 
-    def views(self, *views):
+    def views(self, *views: Mapping[str, Any]) -> "Pipeline":
         """Multi-crop views after the ops (the shared prefix, run once per sample): each a view(ops, repeat),
         whose ops run `repeat` times on copies of the prefix's output, each time with its own draws; a batch
         then holds one array per view instance, in order, then the labels (DINO: views(view(global_ops, 2),
         view(local_ops, 6)))."""
         return self._top("views", [dict(v) for v in views])
 
-    def batch(self, size, drop_remainder=False, layout=None, pad=None, **extra):
+    def batch(self, size: int, drop_remainder: bool = False, layout: Optional[Literal["HWC", "CHW"]] = None,
+              pad: Optional[bool] = None, **extra: Any) -> "Pipeline":
         """Group elements: size, drop_remainder, layout ("HWC"/"CHW", uint8 images), pad (audio)."""
         b = {"size": size, "drop_remainder": drop_remainder}
         if layout is not None:
@@ -137,11 +148,11 @@ class Pipeline:
         b.update(extra)
         return self._top("batch", b)
 
-    def on_error(self, policy):
+    def on_error(self, policy: Literal["skip", "fail"]) -> "Pipeline":
         """"skip" (count and log a bad sample) or "fail" (stop the run naming the file)."""
         return self._top("on_error", policy)
 
-    def limits(self, **caps):
+    def limits(self, **caps: int) -> "Pipeline":
         """Top-level caps: max_pixels, max_file_bytes, max_samples."""
         p = self._copy()
         p._spec.update(_plain(caps))
@@ -156,35 +167,35 @@ class Pipeline:
         return Pipeline(copy.deepcopy(self._spec))
 
     # ---- conversion ----
-    def to_dict(self):
+    def to_dict(self) -> Dict[str, Any]:
         """The spec as a dict (a copy)."""
         return copy.deepcopy(self._spec)
 
-    def to_json(self, indent=None):
+    def to_json(self, indent: Optional[int] = None) -> str:
         return json.dumps(self._spec, indent=indent)
 
     @classmethod
-    def from_json(cls, text):
+    def from_json(cls, text: Union[str, bytes]) -> "Pipeline":
         spec = json.loads(text)
         if not isinstance(spec, dict):
             raise ValueError("a pipeline spec is a JSON object, got %s" % type(spec).__name__)
         return cls(spec)
 
     @classmethod
-    def from_dict(cls, spec):
+    def from_dict(cls, spec: Mapping[str, Any]) -> "Pipeline":
         return cls(copy.deepcopy(spec))
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Pipeline) and self._spec == other._spec
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(self.to_json())
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Pipeline.from_json(%r)" % self.to_json()
 
 
-def view(ops, repeat=1):
+def view(ops: Sequence[Mapping[str, Any]], repeat: int = 1) -> Dict[str, Any]:
     """One view of Pipeline.views: its ops (spillway.ops.<op>(...) dicts, as a combinator's) and how many
     instances of it each sample yields."""
     return {"repeat": int(repeat), "ops": [_plain(o) for o in ops]}
@@ -238,16 +249,65 @@ def _field_line(f):
     return "    %s: %s, %s%s" % (f["name"], kind, how, rng)
 
 
+# A registry field type (op_schema.c's kind_name, the type column of docs/pipeline.md) as the Python values it
+# takes: a number is a float (an int passes, PEP 484), a [a, b] list any sequence (a tuple too, as torchvision
+# takes). A type not here is Any; test_op_registry fails on one, so a new kind gets its hint with it.
+_NUMBERS = Union[float, Sequence[float]]
+_INTS = Union[int, Sequence[int]]
+_OpDict = Dict[str, Any]          # one op as spillway.ops makes it: {"op": name, field: value, ...}
+_FIELD_HINTS = {
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "string": str,
+    "interpolation": str,                           # its choices make it a Literal
+    "size": _INTS,                                  # s | [s] | [h, w]
+    "integer or null": Optional[int],
+    "integer or [s, ...]": _INTS,
+    "odd integer or [kx, ky]": _INTS,
+    "padding": _INTS,                               # p | [lr, tb] | [l, t, r, b]
+    "number or null": Optional[float],
+    "[min, max]": Sequence[float],
+    "[x, y]": Sequence[float],
+    "number or [x, y]": _NUMBERS,
+    "number or [min, max]": _NUMBERS,
+    "number, [s] or [x, y]": _NUMBERS,
+    "number or 1 or 3 numbers": _NUMBERS,
+    "fill": _NUMBERS,                               # v | [v] | [r, g, b]
+    "null or fill": Optional[_NUMBERS],
+    'number, [v], [r, g, b] or "random"': Union[float, Sequence[float], Literal["random"]],
+    "null or [w, ...]": Optional[Sequence[float]],
+    "null or [d, ...]": Optional[Sequence[int]],
+    "string or null": Optional[str],
+    '"package.module:function"': str,
+    "object": Mapping[str, Any],
+    "ops": Sequence[_OpDict],                        # spillway.ops.<op>(...) dicts
+}
+
+
+def _field_hint(f):
+    """The annotation of registry field f: its choices as a Literal, else its type's hint; Optional where the
+    signature's default is None (a derived default, or null allowed)."""
+    choices = f.get("choices")
+    hint = Literal[tuple(choices)] if choices else _FIELD_HINTS.get(f["type"], Any)
+    none_default = "derived" in f or (not f["required"] and f.get("default") is None)
+    if none_default and not (choices and None in choices):
+        hint = Optional[hint]
+    return hint
+
+
 def _op_builder(op):
     """The registry's op as (signature, build): build(*args, **kwargs) binds them as the op's fields (its
-    positional ones first, in torchvision's order) and returns the op's dict, with only what was given."""
+    positional ones first, in torchvision's order) and returns the op's dict, with only what was given. The
+    signature's parameters carry the fields' hints (_field_hint); its return annotation is left to the caller."""
     name, fields = op["name"], {f["name"]: f for f in op["fields"]}
     P = inspect.Parameter
 
-    def default(f):
-        return P.empty if f["required"] else (None if "derived" in f else f["default"])
-    params = [P(a, P.POSITIONAL_OR_KEYWORD, default=default(fields[a])) for a in op["args"]]
-    params += [P(f["name"], P.KEYWORD_ONLY, default=default(f)) for f in op["fields"] if f["name"] not in op["args"]]
+    def param(f, kind):
+        default = P.empty if f["required"] else (None if "derived" in f else f["default"])
+        return P(f["name"], kind, default=default, annotation=_field_hint(f))
+    params = [param(fields[a], P.POSITIONAL_OR_KEYWORD) for a in op["args"]]
+    params += [param(f, P.KEYWORD_ONLY) for f in op["fields"] if f["name"] not in op["args"]]
     sig = inspect.Signature(params)
     derived = {f["name"] for f in op["fields"] if "derived" in f}
 
@@ -269,8 +329,15 @@ def _op_doc(op):
     return "%s\n\n%s\n" % (op["doc"], "\n".join(_field_line(f) for f in op["fields"]) or "    no fields")
 
 
+def _annotations(sig):
+    """sig's hints as a function's __annotations__, so typing.get_type_hints sees what inspect.signature does."""
+    hints = {p.name: p.annotation for p in sig.parameters.values() if p.annotation is not p.empty}
+    hints["return"] = sig.return_annotation
+    return hints
+
+
 def _op_method(op):
-    """Pipeline.<op>(...): the registry's op as a method with its real signature and docstring."""
+    """Pipeline.<op>(...): the registry's op as a method with its real signature, hints and docstring."""
     sig, build = _op_builder(op)
 
     def method(self, *args, **kwargs):
@@ -278,7 +345,8 @@ def _op_method(op):
     method.__name__ = op["name"]
     method.__qualname__ = "Pipeline." + op["name"]
     method.__signature__ = sig.replace(parameters=[inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-                                       + list(sig.parameters.values()))
+                                       + list(sig.parameters.values()), return_annotation=Pipeline)
+    method.__annotations__ = _annotations(method.__signature__)
     method.__doc__ = _op_doc(op)
     return method
 
@@ -295,13 +363,14 @@ ops = _Ops()
 def _op_function(op):
     sig, build = _op_builder(op)
     build.__name__ = build.__qualname__ = op["name"]
-    build.__signature__ = sig
+    build.__signature__ = sig.replace(return_annotation=_OpDict)
+    build.__annotations__ = _annotations(build.__signature__)
     build.__doc__ = _op_doc(op)
     return build
 
 
 _SCHEMA = _lib.op_schema()
-OPS = {op["name"]: tuple(op["args"]) for op in _SCHEMA["ops"]}    # op -> its positional fields
+OPS: Dict[str, Tuple[str, ...]] = {op["name"]: tuple(op["args"]) for op in _SCHEMA["ops"]}   # op -> positional fields
 for _op in _SCHEMA["ops"]:
     if "plugin" not in _op:          # "<plugin>.<op>" is no Python name: Pipeline.op("blur.box", radius=2)
         setattr(Pipeline, _op["name"], _op_method(_op))
