@@ -226,6 +226,12 @@ integration: all $(TOOL_BIN)
 python: all
 	SPW_BUILD=$(BUILD) bash tests/python/run.sh
 
+# The type stub of spillway.pipeline (its op methods are made from the op registry at import, which editors and
+# type checkers never run): regenerate after changing an op's fields; test_op_registry.py fails while it is stale.
+.PHONY: pyi
+pyi: $(BUILD)/lib/libspillway.so
+	PYTHONPATH=client/python SPILLWAY_LIB=$(abspath $(BUILD)/lib/libspillway.so) /usr/bin/python3 scripts/dev/make_pyi.py
+
 # libFuzzer targets (tests/fuzz/fuzz_*.c) with clang, ASan and UBSan, in build-fuzz/; make fuzz runs each for
 # FUZZ_SECONDS (10) from its seed corpus (tests/fuzz/run.sh).
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
@@ -286,7 +292,7 @@ INCLUDEDIR ?= $(PREFIX)/include
 MANDIR     ?= $(PREFIX)/share/man
 PYTHONDIR  ?= $(LIBDIR)/python$(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages
 D          := $(DESTDIR)
-PY_FILES   := $(wildcard client/python/spillway/*.py)
+PY_FILES   := $(wildcard client/python/spillway/*.py) client/python/spillway/pipeline.pyi client/python/spillway/py.typed
 DAEMONS    := spillctl spillway-dispatcher spillway-worker
 .PHONY: install uninstall wheel
 $(BUILD)/spillway.pc $(BUILD)/spillway-static.pc: $(BUILD)/%.pc: client/%.pc.in FORCE   # anew for each PREFIX
