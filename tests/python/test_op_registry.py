@@ -1,19 +1,29 @@
 # tests/python/test_op_registry.py - the op registry (pipeline/op_registry.c, read through spw_op_schema) is
 # the one list of ops: the Python Pipeline has exactly its ops as methods, with its fields as parameters (its
 # positional ones first, in order), its defaults and its docs; docs/pipeline.md's op tables list exactly its
-# ops and fields with the same defaults; `spillctl ops --json` prints the same document. A registry change
-# that the docs do not follow fails here. Thread model: single-threaded.
+# ops and fields with the same defaults; `spillctl ops --json` prints the same document; every field type has
+# a typing hint, and the committed stub client/python/spillway/pipeline.pyi is what `make pyi` makes now. A
+# registry change that the docs or the stub do not follow fails here. Thread model: single-threaded.
+import ast
+import difflib
+import importlib.util
 import inspect
 import json
 import math
 import os
 import re
+import subprocess
+import sys
+import tempfile
+import typing
 import unittest
+from typing import Any, Dict, Literal, Optional, Sequence, Union
 
 import spwtest
-from spillway import Pipeline, _lib
+from spillway import Pipeline, _lib, ops, pipeline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STUB = os.path.join(ROOT, "client", "python", "spillway", "pipeline.pyi")
 SCHEMA = _lib.op_schema()
 OPS = {op["name"]: op for op in SCHEMA["ops"] if "plugin" not in op}     # the built-in ones
 
@@ -109,6 +119,117 @@ class TestOpRegistry(unittest.TestCase):
         self.assertEqual(json.loads(r.stdout), SCHEMA)
         table = spwtest.spillctl("ops").stdout.splitlines()
         self.assertEqual([line.split()[0] for line in table[1:]], [op["name"] for op in SCHEMA["ops"]])
+
+
+def stub_functions(cls):
+    """{name: ast.FunctionDef} of a class in the committed stub."""
+    return {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+
+
+class TestTypeHints(unittest.TestCase):
+    def test_every_registry_type_has_a_hint(self):
+        for op in SCHEMA["ops"]:
+            for f in op["fields"]:
+                if "choices" not in f:
+                    self.assertIn(f["type"], pipeline._FIELD_HINTS,
+                                  "%s.%s: the registry type %r has no hint: add it to _FIELD_HINTS in "
+                                  "spillway/pipeline.py, then run `make pyi`" % (op["name"], f["name"], f["type"]))
+
+    def test_hints_of_real_ops(self):
+        interp = Literal["nearest", "bilinear", "bicubic"]
+        sig = inspect.signature(Pipeline.rand_augment)
+        self.assertEqual(sig.parameters["num_ops"].annotation, int)
+        self.assertEqual(sig.parameters["interpolation"].annotation, interp)
+        self.assertEqual(sig.parameters["fill"].annotation, Union[float, Sequence[float]])
+        self.assertIs(sig.return_annotation, Pipeline)
+        self.assertEqual(inspect.signature(Pipeline.random_resized_crop).parameters["scale"].annotation,
+                         Sequence[float])
+        self.assertEqual(inspect.signature(Pipeline.resize).parameters["size"].annotation,
+                         Union[int, Sequence[int]])
+        self.assertEqual(inspect.signature(Pipeline.resize).parameters["antialias"].annotation, bool)
+        # derived (None in the signature), null allowed, null among the choices, null beside choices
+        self.assertEqual(inspect.signature(Pipeline.stft).parameters["hop_length"].annotation, Optional[int])
+        self.assertEqual(inspect.signature(Pipeline.amplitude_to_db).parameters["top_db"].annotation,
+                         Optional[float])
+        self.assertEqual(inspect.signature(Pipeline.mel).parameters["norm"].annotation, Literal[None, "slaney"])
+        self.assertEqual(inspect.signature(Pipeline.python).parameters["output_dtype"].annotation,
+                         Optional[Literal["uint8", "float32", "float16", "int64"]])
+        self.assertEqual(inspect.signature(Pipeline.random_erasing).parameters["value"].annotation,
+                         Union[float, Sequence[float], Literal["random"]])
+        sig = inspect.signature(ops.random_apply)
+        self.assertEqual(sig.parameters["ops"].annotation, Sequence[Dict[str, Any]])
+        self.assertEqual(sig.return_annotation, Dict[str, Any])
+        hints = typing.get_type_hints(Pipeline.aug_mix)
+        self.assertEqual(hints["fill"], Optional[Union[float, Sequence[float]]])
+        self.assertEqual(hints["interpolation"], interp)
+        self.assertIs(hints["return"], Pipeline)
+
+    def test_every_op_parameter_is_annotated(self):
+        for name in OPS:
+            for fn in (getattr(Pipeline, name), getattr(ops, name)):
+                params = list(inspect.signature(fn).parameters.values())
+                for p in params[1:] if fn is getattr(Pipeline, name) else params:
+                    self.assertNotIn(p.annotation, (p.empty, Any), "%s.%s" % (name, p.name))
+
+    def test_committed_stub_is_current(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "pipeline.pyi")
+            env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "client", "python"))
+            r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "dev", "make_pyi.py"), "--out", out],
+                               env=env, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f:
+                fresh = f.read()
+        with open(STUB) as f:
+            committed = f.read()
+        if fresh != committed:
+            diff = difflib.unified_diff(committed.splitlines(), fresh.splitlines(), "pipeline.pyi (committed)",
+                                        "pipeline.pyi (the registry now)", lineterm="")
+            self.fail("client/python/spillway/pipeline.pyi is stale: run `make pyi` and commit it\n"
+                      + "\n".join(list(diff)[:40]))
+
+    def test_stub_parses_and_names_every_op(self):
+        with open(STUB) as f:
+            tree = ast.parse(f.read(), STUB)
+        classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
+        methods, functions = stub_functions(classes["Pipeline"]), stub_functions(classes["_Ops"])
+        self.assertEqual(set(functions), set(OPS))
+        self.assertEqual(set(methods) - set(OPS), {"__init__", "image_folder", "audio_folder", "wav_folder",
+                                                   "tar_shards", "coco", "op", "map", "views", "batch",
+                                                   "on_error", "limits", "to_dict", "to_json", "from_json",
+                                                   "from_dict", "__eq__", "__hash__", "__repr__"})
+        for name, op in OPS.items():
+            m, fn = methods[name], functions[name]
+            rest = [f["name"] for f in op["fields"] if f["name"] not in op["args"]]
+            self.assertEqual([a.arg for a in m.args.args], ["self"] + op["args"], name)
+            self.assertEqual([a.arg for a in m.args.kwonlyargs], rest, name)
+            self.assertEqual([a.arg for a in fn.args.args], ["self"] + op["args"], name)
+            self.assertEqual(ast.unparse(m.returns), "Pipeline", name)
+            self.assertEqual(ast.unparse(fn.returns), "Dict[str, Any]", name)
+            self.assertTrue(ast.get_docstring(m).startswith(op["doc"]), name)
+        names = {t.target.id for t in tree.body if isinstance(t, ast.AnnAssign)}
+        names |= {f.name for f in tree.body if isinstance(f, ast.FunctionDef)}
+        self.assertEqual(names, {"ops", "OPS", "view"})
+
+    @unittest.skipUnless(importlib.util.find_spec("mypy"), "mypy is not installed")
+    def test_user_script_type_checks_against_the_stub(self):
+        good = ("from spillway import Pipeline, ops\n"
+                "p: Pipeline = (Pipeline.image_folder('train').decode_jpeg().random_resized_crop(224)\n"
+                "               .random_apply([ops.color_jitter(0.4, 0.4, 0.2, 0.1)], p=0.8)\n"
+                "               .resize(256, interpolation='bicubic').batch(32))\n")
+        bad = "from spillway import Pipeline\nPipeline.image_folder('train').resize(256, interpolation='cubic')\n"
+        env = dict(os.environ, MYPYPATH=os.path.join(ROOT, "client", "python"))
+        with tempfile.TemporaryDirectory() as d:
+            for name, text, ok in (("good.py", good, True), ("bad.py", bad, False)):
+                path = os.path.join(d, name)
+                with open(path, "w") as f:
+                    f.write(text)
+                r = subprocess.run([sys.executable, "-m", "mypy", "--follow-imports=silent", "--no-incremental",
+                                    "--cache-dir", os.path.join(d, "cache"), path],
+                                   env=env, cwd=d, capture_output=True, text=True)
+                self.assertEqual(r.returncode == 0, ok, r.stdout + r.stderr)
+                if not ok:
+                    self.assertIn("interpolation", r.stdout)
 
 
 if __name__ == "__main__":
