@@ -677,14 +677,16 @@ int asm_next(struct assembler *a, int timeout_ms, struct spw_batch **out, char *
     pthread_mutex_unlock(&a->mu);
     /* The slot is ours: nobody claims a finished batch's positions again. */
     struct spw_batch *b;
+    char why[sizeof a->errmsg];
     rc = spw_batch_build(a->o.spec, a->o.src, gb / a->per_epoch, gb % a->per_epoch, s->n_pos, s->samples, s->ok,
-                         &s->fill, &b);
+                         &s->fill, &b, why, sizeof why);
     pthread_mutex_lock(&a->mu);
     if (rc) {
+        /* this call and every later one return it, with the build's own words (padding past its cap, ...) */
         a->fail_rc = rc;
-        snprintf(a->errmsg, sizeof a->errmsg, rc == -ENOMEM ? "out of memory building a batch"
-                                                            : "batch.mix: batch %lld's elements are not float32 "
-                                                              "[C, H, W] images", (long long)gb);
+        snprintf(a->errmsg, sizeof a->errmsg, "%s", why);
+        snprintf(err, errlen, "%s", why);
+        pthread_cond_broadcast(&a->cv);
         goto out;
     }
     while (slot_of(a, a->next_deliver)->gbatch == a->next_deliver && slot_of(a, a->next_deliver)->delivered) {

@@ -1,5 +1,5 @@
 /* pipeline/batch.c - batches (see batch.h): filling slots element by element, building the named parts
- * (closing skipped samples, padding audio rows, splitting views, mixing) and the process-wide cache of
+ * (closing skipped samples, padding within a cap, splitting views, mixing) and the process-wide cache of
  * batch buffers. Thread model: a fill or batch is one thread's at a time; the cache has its own mutex. */
 #include "pipeline/batch.h"
 
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "lib/log.h"
+#include "lib/err.h"
 #include "pipeline/fields.h"
 #include "pipeline/mix.h"
 #include "pipeline/views.h"
@@ -193,6 +193,35 @@ void spw_batch_fill_clear(struct spw_batch_fill *f)
     f->pad = pad;
 }
 
+int spw_batch_pad_check(enum spw_dtype dt, int ndim, const int64_t *shape, size_t elem_bytes, char *err,
+                        size_t errlen)
+{
+    size_t bytes = spw_dtype_size(dt);
+    bool overflow = false;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0 || (shape[i] && bytes > SIZE_MAX / (size_t)shape[i]))
+            overflow = true;
+        else
+            bytes *= (size_t)shape[i];
+    }
+    const size_t cap = elem_bytes > (SIZE_MAX - SPW_BATCH_PAD_SLACK) / SPW_BATCH_PAD_FACTOR
+                           ? SIZE_MAX
+                           : elem_bytes * SPW_BATCH_PAD_FACTOR + SPW_BATCH_PAD_SLACK;
+    if (!overflow && bytes <= cap)
+        return 0;
+    char dims[SPW_TENSOR_MAX_DIMS * 22 + 4] = "[";
+    for (int i = 0; i < ndim; i++)
+        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%" PRId64, i ? ", " : "", shape[i]);
+    snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "]");
+    char padded[32];
+    snprintf(padded, sizeof padded, overflow ? "over 2^64" : "%zu", bytes);
+    return spw_fail(err, errlen, SPW_ETOOBIG, "batch.pad: padding the elements to the largest size in each "
+                    "dimension makes %s %s, %s bytes, from %zu bytes of elements: past the cap of %d x those + "
+                    "%zu MiB (%zu bytes); resize or crop the images to a common size first (a fixed-size resize, "
+                    "or a crop), or use smaller batches", dims, spw_dtype_name(dt), padded, elem_bytes,
+                    SPW_BATCH_PAD_FACTOR, SPW_BATCH_PAD_SLACK >> 20, cap);
+}
+
 /* An element of shape s (ndim dims) into a [..largest] block m of element size es, zero-padded at the end of
  * each dimension: each output row written once (its part of the element, then zeros). */
 static void copy_padded(uint8_t *dst, const uint8_t *src, int ndim, const int64_t *s, const int64_t *m, size_t es)
@@ -217,9 +246,11 @@ static void copy_padded(uint8_t *dst, const uint8_t *src, int ndim, const int64_
 }
 
 /* A padded fill's ok rows as [n_ok, ...largest] zero-padded into b->tensors[0], and into *sizes_out their
- * lengths (audio, [n]) or shapes (images, [n, ndim]). Returns 0 or -ENOMEM. */
+ * lengths (audio, [n]) or shapes (images, [n, ndim]). Images are checked against the cap first; audio rows
+ * need no check, as they differ in their last dimension only, so the batch is at most n times its largest
+ * row, which the spec's element caps bound. Returns 0, SPW_ETOOBIG (message in err) or -ENOMEM. */
 static int build_padded(struct spw_batch_fill *f, int n_pos, const bool *ok, struct spw_batch *b,
-                        struct spw_tensor *sizes_out)
+                        struct spw_tensor *sizes_out, char *err, size_t errlen)
 {
     const struct spw_tensor *d = &f->data;
     const int ndim = d->ndim - 1;
@@ -231,6 +262,12 @@ static int build_padded(struct spw_batch_fill *f, int n_pos, const bool *ok, str
     shape[0] = b->n;
     memcpy(shape + 1, largest, sizeof(int64_t) * (size_t)ndim);
     const bool audio = f->pad == SPW_FILL_PAD_LAST;
+    size_t elem_bytes = 0;
+    for (int p = 0; p < n_pos; p++)
+        elem_bytes += ok[p] ? shape_bytes(d->dtype, ndim, f->shapes[p]) : 0;
+    const int rc = audio ? 0 : spw_batch_pad_check(d->dtype, d->ndim, shape, elem_bytes, err, errlen);
+    if (rc)
+        return rc;
     int64_t sshape[2] = {b->n, ndim};
     if (spw_tensor_alloc(&b->tensors[0], d->dtype, d->ndim, shape) != 0 ||
         spw_tensor_alloc(sizes_out, SPW_DTYPE_I64, audio ? 1 : 2, sshape) != 0)
@@ -287,17 +324,15 @@ static int add_part(struct spw_batch *b, const char *name, struct spw_tensor *t)
     return 0;
 }
 
-/* A views batch's packed data [n, bytes] (tensors[0]) into one part per instance, the other parts after them. */
-static int split_views(const struct spw_pipeline_spec *spec, struct spw_batch *b)
+/* A views batch's packed data [n, bytes] (tensors[0]) into one part per instance, the other parts after them.
+ * Returns 0 or spw_views_unpack's error (message in err). */
+static int split_views(const struct spw_pipeline_spec *spec, struct spw_batch *b, char *err, size_t errlen)
 {
     const int k = spw_views_instances(spec);
     struct spw_tensor parts[SPW_VIEWS_MAX_INSTANCES];
-    char err[160];
-    const int rc = spw_views_unpack(spec, &b->tensors[0], b->n, parts, err, sizeof err);
-    if (rc) {
-        spw_log(SPW_LOG_WARN, "batch", "batch %" PRId64 " of epoch %" PRId64 ": %s", b->index, b->epoch, err);
+    const int rc = spw_views_unpack(spec, &b->tensors[0], b->n, parts, err, errlen);
+    if (rc)
         return rc;
-    }
     if (b->data_capacity)
         spw_batch_buffer_put(b->tensors[0].data, b->data_capacity);
     else
@@ -316,27 +351,33 @@ static int split_views(const struct spw_pipeline_spec *spec, struct spw_batch *b
 }
 
 /* Field k's masks as one part "NAME", uint8 [n, H, W] (the first channel of each); with pad (images of a padded
- * batch), masks of different sizes padded with ignore_index to the largest. Returns 0, -ENOMEM, -EINVAL (masks
- * of one batch differing in size without pad, logged) or -ENOSPC. */
+ * batch), masks of different sizes padded with ignore_index to the largest, within the cap (spw_batch_pad_check:
+ * masks may differ from their images). Returns 0, -ENOMEM, -EINVAL (masks of one batch differing in size
+ * without pad), SPW_ETOOBIG (messages in err) or -ENOSPC. */
 static int add_masks(const struct spw_source_spec *spec, int k, bool pad, struct spw_fields *const *fields,
-                     int n_pos, const bool *ok, struct spw_batch *b)
+                     int n_pos, const bool *ok, struct spw_batch *b, char *err, size_t errlen)
 {
     int w = -1, h = -1;
+    size_t mask_bytes = 0;
     for (int p = 0; p < n_pos; p++) {
         const struct spw_image *m = ok[p] && fields && fields[p] ? &fields[p]->f[k].mask : NULL;
         if (!m)
             continue;
+        mask_bytes += (size_t)m->w * (size_t)m->h;
         if (w < 0 || pad)
             w = m->w > w ? m->w : w, h = m->h > h ? m->h : h;
-        if (!pad && (m->w != w || m->h != h)) {
-            spw_log(SPW_LOG_WARN, "batch", "batch %" PRId64 " of epoch %" PRId64 ": field %s: masks of %dx%d and "
-                    "%dx%d in one batch (add a crop or a fixed-size resize, or batch.pad)", b->index, b->epoch,
-                    spec->fields[k].name, w, h, m->w, m->h);
-            return -EINVAL;
-        }
+        if (!pad && (m->w != w || m->h != h))
+            return spw_fail(err, errlen, -EINVAL, "field %s: masks of %dx%d and %dx%d in one batch (add a crop or a "
+                            "fixed-size resize, or batch.pad)", spec->fields[k].name, w, h, m->w, m->h);
     }
     struct spw_tensor t;
     const int64_t shape[3] = {b->n, h < 0 ? 0 : h, w < 0 ? 0 : w};
+    if (pad) {
+        char why[480];
+        const int rc = spw_batch_pad_check(SPW_DTYPE_U8, 3, shape, mask_bytes, why, sizeof why);
+        if (rc)
+            return spw_fail(err, errlen, rc, "field %s's masks: %s", spec->fields[k].name, why);
+    }
     if (spw_tensor_alloc(&t, SPW_DTYPE_U8, 3, shape) != 0)
         return -ENOMEM;
     uint8_t *dst = t.data;
@@ -433,14 +474,15 @@ static int add_bytes(const struct spw_source_spec *spec, int k, struct spw_field
 }
 
 /* Each source.fields entry as its parts (above), from the fields of the ok positions; pad: the images of the
- * batch are padded (their masks too). Returns 0, -ENOMEM, -EINVAL (masks differing in size) or -ENOSPC. */
+ * batch are padded (their masks too). Returns 0, -ENOMEM, -EINVAL (masks differing in size), SPW_ETOOBIG
+ * (masks padded past the cap; messages in err) or -ENOSPC. */
 static int add_fields(const struct spw_source_spec *spec, bool pad, struct spw_fields *const *fields, int n_pos,
-                      const bool *ok, struct spw_batch *b)
+                      const bool *ok, struct spw_batch *b, char *err, size_t errlen)
 {
     int rc = 0;
     for (int k = 0; k < spec->n_fields && rc == 0; k++) {
         switch (spec->fields[k].kind) {
-        case SPW_SAMPLE_FIELD_MASK: rc = add_masks(spec, k, pad, fields, n_pos, ok, b); break;
+        case SPW_SAMPLE_FIELD_MASK: rc = add_masks(spec, k, pad, fields, n_pos, ok, b, err, errlen); break;
         case SPW_SAMPLE_FIELD_BOXES: rc = add_boxes(spec, k, fields, n_pos, ok, b); break;
         default: rc = add_bytes(spec, k, fields, n_pos, ok, b); break;
         }
@@ -448,9 +490,10 @@ static int add_fields(const struct spw_source_spec *spec, bool pad, struct spw_f
     return rc;
 }
 
+/* spw_batch_build with the fields taken from the fill; a message in err for the failures that have one. */
 static int build(const struct spw_pipeline_spec *spec, const struct spw_source *src, int64_t epoch, int64_t index,
                  int n_pos, const int64_t *samples, const bool *ok, struct spw_batch_fill *f,
-                 struct spw_fields *const *fields, struct spw_batch **out)
+                 struct spw_fields *const *fields, struct spw_batch **out, char *err, size_t errlen)
 {
     struct spw_batch *b = calloc(1, sizeof *b);
     if (b)
@@ -494,7 +537,7 @@ static int build(const struct spw_pipeline_spec *spec, const struct spw_source *
     if (f->rows && n_ok) {
         struct spw_tensor sizes = {0};
         const bool audio = f->pad == SPW_FILL_PAD_LAST;
-        int rc = build_padded(f, n_pos, ok, b, &sizes);
+        int rc = build_padded(f, n_pos, ok, b, &sizes, err, errlen);
         spw_batch_fill_clear(f);
         if (rc == 0)
             rc = add_part(b, audio ? "lengths" : "shapes", &sizes);
@@ -514,13 +557,14 @@ static int build(const struct spw_pipeline_spec *spec, const struct spw_source *
         int64_t eshape[1] = {0};
         spw_tensor_alloc(&b->tensors[0], SPW_DTYPE_U8, 1, eshape);
     }
-    const int frc = add_fields(&spec->source, spw_fill_pad_of(spec) == SPW_FILL_PAD_ALL, fields, n_pos, ok, b);
+    const int frc = add_fields(&spec->source, spw_fill_pad_of(spec) == SPW_FILL_PAD_ALL, fields, n_pos, ok, b, err,
+                               errlen);
     if (frc) {
         spw_batch_free(b);
         return frc;
     }
     if (spec->n_views) {
-        const int rc = split_views(spec, b);
+        const int rc = split_views(spec, b, err, errlen);
         if (rc) {
             spw_batch_free(b);
             return rc;
@@ -535,7 +579,7 @@ static int build(const struct spw_pipeline_spec *spec, const struct spw_source *
         const int rc = spw_batch_mix(mix, &d, &b->tensors[0], &b->tensors[spw_batch_find(b, "labels")]);
         if (rc) {
             spw_batch_free(b);
-            return rc;
+            return spw_fail(err, errlen, rc, "batch.mix: the elements are not float32 [C, H, W] images");
         }
     }
     *out = b;
@@ -544,16 +588,21 @@ static int build(const struct spw_pipeline_spec *spec, const struct spw_source *
 
 int spw_batch_build(const struct spw_pipeline_spec *spec, const struct spw_source *src, int64_t epoch, int64_t index,
                     int n_pos, const int64_t *samples, const bool *ok, struct spw_batch_fill *f,
-                    struct spw_batch **out)
+                    struct spw_batch **out, char *err, size_t errlen)
 {
     struct spw_fields **fields = f->fields;        /* ours from here: the fill may be cleared while building */
     const int n_fields = f->n_fields;
     f->fields = NULL;
     f->n_fields = 0;
-    const int rc = build(spec, src, epoch, index, n_pos, samples, ok, f, fields, out);
+    char why[480] = "";
+    const int rc = build(spec, src, epoch, index, n_pos, samples, ok, f, fields, out, why, sizeof why);
     for (int p = 0; p < n_fields; p++)
         spw_fields_free(fields[p]);
     free(fields);
+    if (rc && !why[0])
+        snprintf(why, sizeof why, "%s", rc == -ENOMEM ? "out of memory building a batch" : spw_strerror(rc));
+    if (rc)
+        snprintf(err, errlen, "batch %" PRId64 " of epoch %" PRId64 ": %s", index, epoch, why);
     return rc;
 }
 

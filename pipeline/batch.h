@@ -70,17 +70,36 @@ struct spw_batch_fill {
     struct spw_fields **fields;     /* [n_fields]: each element's source.fields (pipeline/fields.h), owned */
 };
 
+/* The cap on padding (batch.pad): a padded batch may hold at most SPW_BATCH_PAD_FACTOR times the bytes of its
+ * elements plus SPW_BATCH_PAD_SLACK, checked before it is allocated. Padding is bounded by nothing else: each
+ * element is legal on its own, yet [3, 30000, 1] and [3, 1, 30000] float32 (90 KB each) pad to [2, 3, 30000,
+ * 30000], 7.2 GB. Detection's batches (shortest side 480-800, longest at most 1333, both orientations) pad
+ * to under 3x their elements, and mixes of small and large images to about n x the small ones' share, so 16x
+ * leaves room for any sensible mix while refusing the pathological; the slack lets batches of small elements
+ * (thumbnails, thin masks) pad freely, as 64 MiB is a fraction of what a training batch's buffers take. */
+#define SPW_BATCH_PAD_FACTOR 16
+#define SPW_BATCH_PAD_SLACK ((size_t)64 << 20)
+
+/* Whether elements holding elem_bytes in all may be padded into a batch of dtype dt and shape (ndim
+ * dimensions, [n, ...largest]): its bytes (overflow counts as past it) at most SPW_BATCH_PAD_FACTOR *
+ * elem_bytes + SPW_BATCH_PAD_SLACK. Pure. Returns 0, or SPW_ETOOBIG with a message in err naming the padded
+ * shape, both byte counts and the cap, and what to do instead. */
+int spw_batch_pad_check(enum spw_dtype dt, int ndim, const int64_t *shape, size_t elem_bytes, char *err,
+                        size_t errlen);
+
 /* Build a batch from an assembled slot: n_pos positions with their manifest samples, ok[p] false for a
  * skipped one; takes the fill's data (reset on return) and closes the gaps of skipped positions. A padded
  * fill becomes [n, ...largest] data zero-padded at the end of each dimension, plus an int64 part: audio's
  * "lengths" [n], images' "shapes" [n, ndim] (their masks padded with ignore_index to the largest). Labels
  * and keys come from src; with the spec's batch.mix, the batch is mixed and its labels are float32 [n,
  * num_classes] (pipeline/mix.h); with views, the packed elements become one part per view instance
- * (pipeline/views.h). Returns 0, -EINVAL (a batch mix cannot take, or elements views cannot split) or
- * -ENOMEM. */
+ * (pipeline/views.h). Padding past the cap (spw_batch_pad_check: images, audio rows and masks) is refused
+ * before anything is allocated. Returns 0, or with a message in err naming the batch: SPW_ETOOBIG (padding
+ * past the cap), -EINVAL (a batch mix cannot take, elements views cannot split, masks differing in size
+ * without pad), -ENOSPC (too many parts) or -ENOMEM. */
 int spw_batch_build(const struct spw_pipeline_spec *spec, const struct spw_source *src, int64_t epoch, int64_t index,
                     int n_pos, const int64_t *samples, const bool *ok, struct spw_batch_fill *f,
-                    struct spw_batch **out);
+                    struct spw_batch **out, char *err, size_t errlen);
 /* Where element idx of an n-element batch goes, given its dtype and shape: the first call allocates the
  * fill's data (spw_batch_buffer_size(n * element bytes) from take(ctx, bytes)), or for a padded fill the
  * row arrays; later calls check the element has the same dtype and shape (padded: the same dtype and rank,

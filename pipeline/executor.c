@@ -596,11 +596,22 @@ int spw_executor_next(struct spw_executor *ex, struct spw_batch **out)
     /* The slot is ours until next_deliver moves: build the batch without the lock. */
     const uint64_t dev = ex->dev && spw_batch_fill_started(&s->fill) && !s->fill.pad ? device_batch(ex, s) : 0;
     struct spw_batch *b;
+    char err[sizeof ex->errmsg];
     int rc = spw_batch_build(ex->spec, ex->src, s->gbatch / ex->per_epoch, s->gbatch % ex->per_epoch, s->n_pos,
-                             s->samples, s->ok, &s->fill, &b);
+                             s->samples, s->ok, &s->fill, &b, err, sizeof err);
     if (rc) {
         if (dev)
             spw_gpu_backend_block_free(ex->dev, dev);
+        /* The slot's fill is spent: the run stops here, and this call and every later one say why. */
+        pthread_mutex_lock(&ex->mu);
+        if (!ex->fail_rc) {
+            ex->fail_rc = rc;
+            snprintf(ex->errmsg, sizeof ex->errmsg, "%s", err);
+        }
+        ex->stopping = true;
+        pthread_cond_broadcast(&ex->cv_work);
+        pthread_cond_broadcast(&ex->cv_ready);
+        pthread_mutex_unlock(&ex->mu);
         return rc;
     }
     if (dev) {                  /* the host rows were staging: the batch's data is the device block */
