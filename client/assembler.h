@@ -81,7 +81,8 @@ void asm_done(struct assembler *a, const struct asm_ticket *t, bool ok);
 void asm_park(struct assembler *a, const struct asm_ticket *t, struct spw_value *v, struct spw_fields *fields);
 
 /* Next batch per the delivery mode, waiting up to timeout_ms. Returns 0, -ETIMEDOUT, SPW_ECLOSED at the end,
- * SPW_ESPEC (mixed shapes; message in err) or the error set by asm_fail. */
+ * SPW_ESPEC (mixed shapes), spw_batch_build's error (SPW_ETOOBIG: padding past its cap, ...) with its message
+ * in err, or the error set by asm_fail; a failure is returned again by every later call. */
 int asm_next(struct assembler *a, int timeout_ms, struct spw_batch **out, char *err, size_t errlen);
 void asm_release(struct assembler *a, struct spw_batch *b);
 /* A run's final write for a claimed ASM_PLACE element, straight into its place in the batch: the dest for
