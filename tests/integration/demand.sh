@@ -3,7 +3,8 @@
 # spillway_job_workers_needed follows the trainer's measured demand. Proves, with a real dispatcher (no
 # worker yet) and Python trainers through it: a trainer that starves (it consumes as fast as it can while its one
 # core makes every element) exports a positive count; a slow trainer (0.25 s per batch, its own core keeps up)
-# exports 0; neither exports -1 once running. Real processes on loopback; kills all it starts.
+# exports 0; neither exports -1 once running; `spillctl job` names the producers as the first one's bottleneck
+# and the trainer as the second's. Real processes on loopback; kills all it starts.
 set -uo pipefail
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -37,24 +38,34 @@ needed() {
   curl -sf "http://127.0.0.1:$DM/metrics" | sed -n 's/^spillway_job_workers_needed{job_id="[0-9]*"} \(.*\)$/\1/p' |
     tail -n 1
 }
-# settled_needed: the count once the trainer has run a few seconds (rates are over >= 1 s windows).
+# settled_needed NAME: the count once the trainer has run a few seconds (rates are over >= 1 s windows); also
+# `spillctl job --json` of the running job then, into WORK/NAME.job.
 settled_needed() {
   local v=""
   sleep 5
   for _ in $(seq 1 10); do v=$(needed); [ -n "$v" ] && break; sleep 0.5; done
+  local job
+  job=$("$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" jobs --json 2> /dev/null |
+    /usr/bin/python3 -c 'import json, sys; print(max(j["job"] for j in json.load(sys.stdin)["jobs"]))' 2> /dev/null)
+  "$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" job "${job:-0}" --json > "$WORK/$1.job" 2>&1
   echo "${v:-none}"
 }
+# bottleneck NAME: what spillctl job said limits the job.
+bottleneck() { /usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("bottleneck"))' \
+  "$WORK/$1.job" 2> /dev/null; }
 
 trainer 0 12
-STARVING=$(settled_needed)
+STARVING=$(settled_needed starving)
 wait "$TRAINER"
 check "the starving trainer's run ends well" test $? -eq 0
 check "a starving trainer, no worker, no rate: workers_needed > 0 (got $STARVING)" \
   awk -v v="$STARVING" 'BEGIN { exit !(v + 0 >= 1) }'
 
 trainer 0.25 12
-SLOW=$(settled_needed)
+SLOW=$(settled_needed slow)
 wait "$TRAINER"
 check "the slow trainer's run ends well" test $? -eq 0
 check "a slow trainer its own core keeps up with: workers_needed 0 (got $SLOW)" test "$SLOW" = 0
+check "spillctl job: the starving trainer's job is bound by its producers" test "$(bottleneck starving)" = producers
+check "spillctl job: the slow trainer's job is bound by the trainer" test "$(bottleneck slow)" = trainer
 finish

@@ -44,6 +44,24 @@ static int call(const char *target, const char *token, const char *method, const
 static uint64_t g_gpu_workers[256];
 static size_t g_n_gpu_workers;
 
+/* What limits a job, from the fraction of time its trainer waited for data: a trainer that hardly waits is
+ * the bottleneck (the producers keep up, and their rates show only what it takes); one that waits a fifth of
+ * the time or more is held back by the producers. */
+#define TRAINER_BOUND_WAIT 0.05
+#define PRODUCER_BOUND_WAIT 0.2
+
+static const char *bottleneck(double wait)
+{
+    return wait < TRAINER_BOUND_WAIT ? "trainer" : wait >= PRODUCER_BOUND_WAIT ? "producers" : "balanced";
+}
+
+static const char *bottleneck_why(double wait)
+{
+    return wait < TRAINER_BOUND_WAIT ? "the trainer is the bottleneck (the producers keep up)"
+           : wait >= PRODUCER_BOUND_WAIT ? "the producers are the bottleneck (more workers would help)"
+                                         : "producers and trainer about even";
+}
+
 static const char *producer_name(uint64_t holder, char *buf, size_t n)
 {
     bool gpu = false;
@@ -263,6 +281,9 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
             if (r->plan)
                 printf(", \"predicted_elements_per_s\": %.1f, \"measured_elements_per_s\": %.1f, \"plan_cut\": %d",
                        r->plan->throughput, measured, r->plan->cut);
+            if (r->client_wait_fraction >= 0)
+                printf(", \"delivered_elements_per_s\": %.1f, \"trainer_wait_fraction\": %.3f, \"bottleneck\": \"%s\"",
+                       r->client_elements_per_s, r->client_wait_fraction, bottleneck(r->client_wait_fraction));
             printf("}\n");
         } else {
             print_job_header();
@@ -270,9 +291,13 @@ int spw_inspect_run(const char *target, const char *token, const char *what, con
             if (r->job->ended)
                 printf("\nended: the job left the dispatcher's table; this is its summary\n");
             if (r->plan)
-                printf("\nplanned: cut %d, %.0f elements/s predicted; measured %.0f elements/s (all producers, last "
+                printf("\nplanned: cut %d, %.0f elements/s predicted; producers making %.0f elements/s now (last "
                        "heartbeats); spillctl explain %llu for the table\n",
                        r->plan->cut, r->plan->throughput, measured, (unsigned long long)id);
+            if (r->client_wait_fraction >= 0)
+                printf("%sdelivered: %.0f elements/s to the trainer, which waits for data %.0f%% of the time: %s\n",
+                       r->plan ? "" : "\n", r->client_elements_per_s, 100 * r->client_wait_fraction,
+                       bottleneck_why(r->client_wait_fraction));
             printf("\n%-16s %10s %10s %12s %10s %12s\n", "PRODUCER", "ELEMENTS", "MB", "ELEMENTS/S", "MB/S",
                    "CPU US/EL");
             for (size_t i = 0; i < r->n_producers; i++) {
