@@ -11,6 +11,7 @@
 
 #include "client/intake.h"
 #include "client/remote.h"
+#include "lib/direct.h"
 #include "lib/rpc.h"
 #include "proto/spillway.pb-c.h"
 
@@ -61,6 +62,8 @@ struct remote {
     struct remote_job job;
     uint64_t incarnation;
     struct spw_rpc_channel *disp;
+    struct spw_direct_tls *direct_tls;  /* TLS of data connections, with their sessions per worker (NULL:
+                                           plaintext, or none could be made: streams then stay on gRPC) */
     struct assembler *a;
     struct intake in;                   /* what the streams do with a message (remote_start fills it) */
     pthread_mutex_t mu;

@@ -258,6 +258,11 @@ int remote_start(struct remote *r, struct assembler *a, const struct spw_element
     r->ptrs = malloc(sizeof *r->ptrs * MAX_ACKS_PER_HEARTBEAT);
     if (!r->acks || !r->refs || !r->ptrs)
         return -ENOMEM;
+    /* Data connections carry TLS where the calls do: the same CA (and certificate, under mutual TLS). */
+    const struct spw_rpc_tls *tls = r->o.tls ? r->o.tls : spw_rpc_channel_tls_default();
+    char err[256];
+    if (tls && tls->ca_pem && spw_direct_tls_create(tls, false, &r->direct_tls, err, sizeof err) != 0)
+        spw_log(SPW_LOG_WARN, "client", "%s: elements come on the gRPC streams", err);
     __atomic_add_fetch(&live_remotes, 1, __ATOMIC_RELAXED);
     r->transport_seen = transport_cpu_ns();
     if (pthread_create(&r->hb_tid, NULL, heartbeat_main, r) != 0) {
@@ -366,6 +371,7 @@ void remote_destroy(struct remote *r)
     free(r->ptrs);
     free(r->pipeline);
     spw_rpc_channel_destroy(r->disp);
+    spw_direct_tls_destroy(r->direct_tls);  /* after the streams whose connections use it */
     spw_rpc_shutdown();
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);

@@ -106,9 +106,9 @@ static void *stream_main(void *arg)
                                           .incarnation = r->incarnation, .compress_level = r->o.compress_level};
     const struct spw_channel_opts o = {.call = st, .peer = s->addr, .stop = stream_stop, .stop_ctx = s,
                                        .max_message = SPW_RPC_DEFAULT_MAX_MESSAGE, .codec = &spw_stream_codec,
-                                       .codec_ctx = (void *)&rq};
-    /* A data connection is plaintext: asked for only where the stream is too. */
-    const bool ask_direct = !r->o.no_direct && !s->no_direct && !spw_rpc_channel_tls(ch);
+                                       .codec_ctx = (void *)&rq, .tls = r->direct_tls};
+    /* A data connection has TLS where the stream does (never plaintext beside a TLS stream). */
+    const bool ask_direct = !r->o.no_direct && !s->no_direct && (!spw_rpc_channel_tls(ch) || r->direct_tls);
     if (spw_channel_open(&o, s->addr, ask_direct, &chan) != 0)
         goto out;
     /* outstanding: bytes this worker may still send. Kept at this stream's share of the client's budget,

@@ -20,7 +20,6 @@ static struct spw_channel *channel_new(const struct spw_channel_opts *o, const c
     c->ops = &spw_channel_grpc_ops;
     c->o = *o;
     c->role = role;
-    c->fd = -1;
     snprintf(c->peer, sizeof c->peer, "%s", o->peer ? o->peer : "");
     c->o.peer = c->peer;
     return c;
@@ -39,9 +38,9 @@ int spw_channel_open(const struct spw_channel_opts *o, const char *addr, bool ex
 
 int spw_channel_take_offer(struct spw_channel *c, uint32_t port, const uint8_t ticket[SPW_DIRECT_TICKET_BYTES])
 {
-    char err[256];
-    int fd = -1;
-    const int rc = spw_direct_connect(c->addr, (int)port, ticket, 2000, &fd, err, sizeof err);
+    char err[512];
+    struct spw_direct_conn *conn = NULL;
+    const int rc = spw_direct_connect(c->addr, (int)port, ticket, c->o.tls, 2000, &conn, err, sizeof err);
     if (rc != 0) {
         c->offer_failed = true;
         spw_log(SPW_LOG_WARN, c->role, "worker=%s: %s: its elements come on the gRPC stream instead", c->peer, err);
@@ -50,21 +49,22 @@ int spw_channel_take_offer(struct spw_channel *c, uint32_t port, const uint8_t t
     const size_t n = c->o.codec->answer(c->o.codec_ctx, rc == 0, buf, sizeof buf);
     const struct iovec iov = {buf, n};
     if (!n || spw_rpc_stream_send(c->o.call, &iov, 1) != 0) {
-        if (fd >= 0)
-            close(fd);
+        spw_direct_close(conn);
         return -EPIPE;
     }
-    if (fd >= 0) {
-        c->fd = fd;
+    if (conn) {
+        char how[128];
+        c->conn = conn;
         c->ops = &spw_channel_direct_ops;
-        spw_log(SPW_LOG_DEBUG, c->role, "worker=%s: elements on a data connection to port %u", c->peer, port);
+        spw_log(SPW_LOG_DEBUG, c->role, "worker=%s: elements on a data connection to port %u (%s)", c->peer, port,
+                spw_direct_describe(conn, how, sizeof how));
     }
     return 0;
 }
 
-/* The sender's side of the exchange: returns the connection's fd, -1 to send on the call (the receiver could
+/* The sender's side of the exchange: 0 with *out the connection, -1 to send on the call (the receiver could
  * not connect, or no offer could be made), -2 when the call must end. */
-static int offer(struct spw_channel *c, struct spw_direct_listener *l, int64_t *credit)
+static int offer(struct spw_channel *c, struct spw_direct_listener *l, int64_t *credit, struct spw_direct_conn **out)
 {
     uint8_t ticket[SPW_DIRECT_TICKET_BYTES], buf[128], *in = NULL;
     size_t inlen = 0, n;
@@ -72,27 +72,32 @@ static int offer(struct spw_channel *c, struct spw_direct_listener *l, int64_t *
         !(n = c->o.codec->offer(c->o.codec_ctx, (uint32_t)spw_direct_port(l), ticket, buf, sizeof buf)))
         return -1;                      /* too many offers outstanding: this one goes on the call */
     const struct iovec iov = {buf, n};
-    int state = -1, fd = -1;
+    int state = -1;
+    struct spw_direct_conn *conn = NULL;
     if (spw_rpc_stream_send(c->o.call, &iov, 1) == 0 && spw_rpc_stream_recv(c->o.call, 10000, &in, &inlen) == 1)
         state = c->o.codec->answer_of(c->o.codec_ctx, in, inlen, credit);
     free(in);
-    spw_direct_take(l, ticket, state == 1 ? 3000 : 0, &fd);      /* spends the ticket */
-    if (fd >= 0 && state != 1) {
-        close(fd);
-        fd = -1;
+    spw_direct_take(l, ticket, state == 1 ? 3000 : 0, &conn);    /* spends the ticket */
+    if (conn && state != 1) {
+        spw_direct_close(conn);
+        conn = NULL;
     }
     if (state == 0) {
         spw_log(SPW_LOG_INFO, c->role, "%s: the client could not open a data connection to port %d: its elements "
                 "go on the gRPC stream", c->peer, spw_direct_port(l));
         return -1;
     }
-    if (fd < 0)
+    if (!conn) {
         spw_log(SPW_LOG_WARN, c->role, "%s: %s: ending the stream", c->peer,
                 state == 1 ? "the client said it connected, and no connection presented its ticket"
                            : "no answer to the data connection's offer");
-    else
-        spw_log(SPW_LOG_DEBUG, c->role, "%s: elements on a data connection", c->peer);
-    return fd >= 0 ? fd : -2;
+        return -2;
+    }
+    char how[128];
+    spw_log(SPW_LOG_DEBUG, c->role, "%s: elements on a data connection (%s)", c->peer,
+            spw_direct_describe(conn, how, sizeof how));
+    *out = conn;
+    return 0;
 }
 
 int spw_channel_accept(const struct spw_channel_opts *o, struct spw_direct_listener *l, bool asked,
@@ -103,14 +108,15 @@ int spw_channel_accept(const struct spw_channel_opts *o, struct spw_direct_liste
         snprintf(why, whylen, "out of memory");
         return -ENOMEM;
     }
-    const int fd = l && asked && o->codec ? offer(c, l, credit) : -1;
-    if (fd == -2) {
+    struct spw_direct_conn *conn = NULL;
+    const int got = l && asked && o->codec ? offer(c, l, credit, &conn) : -1;
+    if (got == -2) {
         snprintf(why, whylen, "the data connection was not made");
         free(c);
         return -EPIPE;
     }
-    if (fd >= 0) {
-        c->fd = fd;
+    if (conn) {
+        c->conn = conn;
         c->ops = &spw_channel_direct_ops;
     }
     *out = c;

@@ -2,7 +2,7 @@
  * messages as iovecs and hears the receiver's control messages (credit grants); the receiver (a client)
  * reads data messages in parts and tells control messages. Control always travels on the StreamElements
  * call; data on the call too (the gRPC transport, channel_grpc.c) or on a ticketed TCP connection beside it
- * (the direct transport, channel_direct.c over lib/direct.h). The offer/ticket exchange that opens a direct
+ * (the direct transport, channel_direct.c over lib/direct.h, with TLS when the call has it). The offer/ticket exchange that opens a direct
  * channel is here (channel.c); the messages it exchanges are in the caller's formats (struct
  * spw_channel_codec). A third transport is one file with a struct spw_channel_ops.
  * Threads: one thread uses a channel at a time. */
@@ -41,6 +41,8 @@ struct spw_channel_opts {
     spw_direct_stop_fn stop;            /* asked while a data connection waits: true ends the wait */
     void *stop_ctx;
     size_t max_message;                 /* receiver: a data message's cap, checked before reading it */
+    const struct spw_direct_tls *tls;   /* receiver: TLS for a data connection (NULL: plaintext; the sender's
+                                           listener has its own); must outlive the channel */
     const struct spw_channel_codec *codec;
     void *codec_ctx;
 };

@@ -1,5 +1,5 @@
 /* lib/channel_direct.c - the direct transport (see channel.h, direct.h): data messages on a ticketed TCP
- * connection beside the call, each read whole into a buffer the channel keeps; the call carries control.
+ * connection (TLS or not: lib/direct.c hides which) beside the call, each read whole into a buffer the channel keeps; the call carries control.
  * When the worker closes the connection the call ends with a status: the receiver drains the call for it.
  * Threads: as channel.h. */
 #include <errno.h>
@@ -26,7 +26,7 @@ static int drain_call(struct spw_channel *c)
 static int direct_recv(struct spw_channel *c, int timeout_ms, struct spw_channel_msg *m, char *err, size_t errlen)
 {
     size_t len;
-    int rc = spw_direct_next(c->fd, timeout_ms, c->o.max_message, &len, c->o.stop, c->o.stop_ctx, err, errlen);
+    int rc = spw_direct_next(c->conn, timeout_ms, c->o.max_message, &len, c->o.stop, c->o.stop_ctx, err, errlen);
     if (rc == 1) {
         if (len > c->cap) {             /* <= the cap, checked in spw_direct_next */
             uint8_t *nb = realloc(c->buf, len);
@@ -37,7 +37,7 @@ static int direct_recv(struct spw_channel *c, int timeout_ms, struct spw_channel
             c->buf = nb;
             c->cap = len;
         }
-        if ((rc = spw_direct_read(c->fd, c->buf, len, c->o.stop, c->o.stop_ctx)) == 0) {
+        if ((rc = spw_direct_read(c->conn, c->buf, len, c->o.stop, c->o.stop_ctx)) == 0) {
             c->part = (struct iovec){c->buf, len};
             *m = (struct spw_channel_msg){.parts = &c->part, .n = 1, .len = len};
             return 1;
@@ -57,14 +57,13 @@ static void direct_msg_done(struct spw_channel *c, struct spw_channel_msg *m)
 
 static int direct_send(struct spw_channel *c, const struct iovec *iov, int n)
 {
-    return spw_direct_send(c->fd, iov, n, c->o.stop, c->o.stop_ctx);
+    return spw_direct_send(c->conn, iov, n, c->o.stop, c->o.stop_ctx);
 }
 
 static void direct_close(struct spw_channel *c)
 {
-    if (c->fd >= 0)
-        close(c->fd);       /* the receiver reads its end, then the call's status */
-    c->fd = -1;
+    spw_direct_close(c->conn);      /* the receiver reads its end, then the call's status */
+    c->conn = NULL;
     free(c->buf);
     c->buf = NULL;
 }

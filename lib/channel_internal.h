@@ -21,7 +21,7 @@ struct spw_channel {
     char peer[256], addr[256];
     bool expect_offer, offer_failed;
     int64_t received;                   /* data messages so far (receiver) */
-    int fd;                             /* direct: the data connection */
+    struct spw_direct_conn *conn;       /* direct: the data connection */
     uint8_t *buf;                       /* direct: a message, whole, kept from one to the next */
     size_t cap;
     struct iovec part;

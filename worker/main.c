@@ -41,8 +41,8 @@ static struct spw_config_entry g_cfg[] = {
      "HOST:PORT clients dial (e.g. the pod IP); default: the listen address and bound port", 0, 0, 0, 0},
     {"data-port", "SPILLWAY_DATA_PORT", SPW_CFG_INT, "0", -1, 65535,
      "port of --listen for data connections: a client that asks gets its elements there, at raw TCP's rate, "
-     "instead of on the gRPC stream (0: any free port; -1: none). With --tls-cert there are none: elements "
-     "stay on the encrypted stream", 0, 0, 0, 0},
+     "instead of on the gRPC stream (0: any free port; -1: none). With --tls-cert they carry TLS with the same "
+     "certificate (and clients' CA) as the gRPC port, kTLS where the kernel has it", 0, 0, 0, 0},
     {"threads", "SPILLWAY_THREADS", SPW_CFG_INT, "0", 0, 1024,
      "preprocessing threads (0: the CPUs this process may use - its affinity and its container's CPU limit, "
      "rounded up)", 0, 0, 0, 0},
@@ -206,6 +206,7 @@ int main(int argc, char **argv)
     spw_health_init(&g_health, "spillway.v1.Worker");
     struct wrk_jobs *jobs = NULL;
     struct spw_direct_listener *direct = NULL;
+    struct spw_direct_tls *direct_tls = NULL;
     struct spw_backend *gpu = NULL;
     int status = 1;
     const char *host = cfg("listen")->s;
@@ -232,8 +233,10 @@ int main(int argc, char **argv)
             spw_log(SPW_LOG_WARN, "worker", "gpu: device %lld not used, serving as a CPU worker: %s",
                     (long long)cfg("gpu")->i, err);
     }
-    if (cfg("data-port")->i >= 0 && !sec.tls_server &&
-        spw_direct_listen(host, (int)cfg("data-port")->i, &direct, err, sizeof err) != 0) {
+    /* With TLS the data port serves it too: the same certificate, key and clients' CA as the gRPC port. */
+    if (cfg("data-port")->i >= 0 &&
+        ((sec.tls_server && spw_direct_tls_create(sec.tls_server, true, &direct_tls, err, sizeof err) != 0) ||
+         spw_direct_listen(host, (int)cfg("data-port")->i, direct_tls, &direct, err, sizeof err) != 0)) {
         spw_log(SPW_LOG_ERROR, "worker", "%s (--data-port -1: none)", err);
         goto out;
     }
@@ -285,8 +288,9 @@ int main(int argc, char **argv)
         printf("metrics listening on %s:%d\n", host, spw_metrics_http_port(metrics));
     }
     fflush(stdout);
-    spw_log(SPW_LOG_INFO, "worker", "listening address=%s port=%d data_port=%d advertise=%s", host, port,
-            direct ? spw_direct_port(direct) : -1, advertise);
+    spw_log(SPW_LOG_INFO, "worker", "listening address=%s port=%d data_port=%d data_tls=%s advertise=%s", host,
+            port, direct ? spw_direct_port(direct) : -1,
+            !direct ? "-" : !direct_tls ? "off" : sec.tls_server->require_client_cert ? "mutual" : "on", advertise);
 
     struct wrk_registration_opts wo = {.dispatcher = cfg("dispatcher")->s, .advertise = advertise,
                                        .threads = threads, .auth_token = token,
@@ -324,6 +328,7 @@ out:
     spw_rpc_server_shutdown(srv, 0);
     wrk_jobs_destroy(jobs);
     spw_direct_listener_destroy(direct);    /* after the streams that take its connections */
+    spw_direct_tls_destroy(direct_tls);
     if (gpu) {
         char summary[320];
         spw_gpu_backend_summary(gpu, summary, sizeof summary);

@@ -73,7 +73,7 @@ static uint8_t *g_payload;
 static int serve_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen)
 {
     struct spw_direct_listener *dl = ctx;     /* direct mode: the data connections' listener */
-    int data_fd = -1;
+    struct spw_direct_conn *data = NULL;
     uint8_t *in;
     size_t inlen;
     int64_t credit = 0;
@@ -98,7 +98,7 @@ static int serve_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t 
                     const int port = dl ? spw_direct_port(dl) : 0;
                     offer[0] = (uint8_t)(port >> 8), offer[1] = (uint8_t)port;
                     if (dl && (spw_direct_ticket(dl, offer + 2) != 0 || spw_rpc_stream_send(st, &ov, 1) != 0 ||
-                               spw_direct_take(dl, offer + 2, 5000, &data_fd) != 0)) {
+                               spw_direct_take(dl, offer + 2, 5000, &data) != 0)) {
                         snprintf(msg, msglen, "no data connection");
                         return SPW_RPC_INTERNAL;
                     }
@@ -118,7 +118,7 @@ static int serve_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t 
                                                 k * g_elem, 0, 0, 0};
         struct iovec iov[4];
         int n = spw_wire_encode(&b, scratch, sizeof scratch, iov, 4);
-        if (n < 0 || (data_fd >= 0 ? spw_direct_send(data_fd, iov, n, NULL, NULL)
+        if (n < 0 || (data ? spw_direct_send(data, iov, n, NULL, NULL)
                                    : spw_rpc_stream_send(st, iov, n)) != 0) {
             snprintf(msg, msglen, "send failed");
             return SPW_RPC_INTERNAL;
@@ -129,8 +129,7 @@ static int serve_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t 
     /* Wait for the client to close its side: it has everything then. */
     while (spw_rpc_stream_recv(st, 0, &in, &inlen) == 1)
         free(in);
-    if (data_fd >= 0)
-        close(data_fd);
+    spw_direct_close(data);
     g_served++;
     return SPW_RPC_OK;
 }
@@ -170,7 +169,7 @@ static int server(const char *mode)
     if (!strcmp(mode, "grpc") || !strcmp(mode, "direct")) {
         struct spw_direct_listener *dl = NULL;
         char derr[256];
-        if (!strcmp(mode, "direct") && spw_direct_listen("127.0.0.1", 0, &dl, derr, sizeof derr) != 0) {
+        if (!strcmp(mode, "direct") && spw_direct_listen("127.0.0.1", 0, NULL, &dl, derr, sizeof derr) != 0) {
             fprintf(stderr, "%s\n", derr);
             return 1;
         }
@@ -258,13 +257,13 @@ static void *receive_stream(void *arg)
     struct iovec iov = {rbuf, spillway__v1__stream_request__pack(&req, rbuf)};
     spw_rpc_stream_send(st, &iov, 1);
     int64_t granted_unused = CREDIT;
-    int fd = -1;
+    struct spw_direct_conn *dc = NULL;
     if (r->direct) {                    /* the offer: the data port and a ticket */
         uint8_t *offer = NULL;
         size_t olen = 0;
         char err[256];
         if (spw_rpc_stream_recv(st, 5000, &offer, &olen) != 1 || olen != 2 + SPW_DIRECT_TICKET_BYTES ||
-            spw_direct_connect(r->target, offer[0] << 8 | offer[1], offer + 2, 2000, &fd, err, sizeof err) != 0)
+            spw_direct_connect(r->target, offer[0] << 8 | offer[1], offer + 2, NULL, 2000, &dc, err, sizeof err) != 0)
             r->failed = 1;
         free(offer);
     }
@@ -274,8 +273,8 @@ static void *receive_stream(void *arg)
         size_t len;
         struct spw_wire_batch b;
         char err[256];
-        if (spw_direct_next(fd, 5000, 64 << 20, &len, NULL, NULL, err, sizeof err) != 1 ||
-            (len > cap && !(buf = realloc(buf, cap = len))) || spw_direct_read(fd, buf, len, NULL, NULL) ||
+        if (spw_direct_next(dc, 5000, 64 << 20, &len, NULL, NULL, err, sizeof err) != 1 ||
+            (len > cap && !(buf = realloc(buf, cap = len))) || spw_direct_read(dc, buf, len, NULL, NULL) ||
             spw_wire_decode(buf, len, &b, err, sizeof err)) {
             r->failed = 1;
             break;
@@ -294,8 +293,7 @@ static void *receive_stream(void *arg)
         }
     }
     free(buf);
-    if (fd >= 0)
-        close(fd);
+    spw_direct_close(dc);
     while (!r->direct && r->got < count) {
         struct spw_rpc_msg *m;
         if (spw_rpc_stream_recv_parts(st, 0, &m) != 1) {

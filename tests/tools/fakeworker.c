@@ -53,10 +53,10 @@ static void on_signal(int sig)
     g_stop = 1;
 }
 
-/* Send a message on the data connection (fd >= 0) or the stream. */
-static int send_msg(struct spw_rpc_stream *st, int fd, const struct iovec *iov, int n)
+/* Send a message on the data connection (dc non-NULL) or the stream. */
+static int send_msg(struct spw_rpc_stream *st, struct spw_direct_conn *dc, const struct iovec *iov, int n)
 {
-    return fd >= 0 ? spw_direct_send(fd, iov, n, NULL, NULL) : spw_rpc_stream_send(st, iov, n);
+    return dc ? spw_direct_send(dc, iov, n, NULL, NULL) : spw_rpc_stream_send(st, iov, n);
 }
 
 static void put32(uint8_t *p, uint32_t v)
@@ -65,8 +65,9 @@ static void put32(uint8_t *p, uint32_t v)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static int send_bad(struct spw_rpc_stream *st, int fd, uint64_t job)
+static int send_bad(struct spw_rpc_stream *st, struct spw_direct_conn *dc, uint64_t job)
 {
+    const int fd = spw_direct_fd(dc);     /* the bad framings are written raw (plaintext only) */
     const char *mode = strncmp(g_mode, "direct-", 7) ? g_mode : g_mode + 7;
     if (!strcmp(mode, "oversized") && fd >= 0) {
         uint8_t hdr[SPW_DIRECT_FRAME_HEADER];
@@ -86,14 +87,14 @@ static int send_bad(struct spw_rpc_stream *st, int fd, uint64_t job)
         struct spw_wire_batch b = {.job = job, .direct_port = 1};
         uint8_t scratch[64];
         struct iovec iov[1];
-        return spw_wire_encode(&b, scratch, sizeof scratch, iov, 1) == 1 ? send_msg(st, fd, iov, 1) : -EINVAL;
+        return spw_wire_encode(&b, scratch, sizeof scratch, iov, 1) == 1 ? send_msg(st, dc, iov, 1) : -EINVAL;
     }
     if (!strcmp(mode, "garbage")) {
         uint8_t junk[100];
         for (size_t i = 0; i < sizeof junk; i++)
             junk[i] = (uint8_t)(0xA5 ^ (i * 37));
         struct iovec iov = {junk, sizeof junk};
-        return send_msg(st, fd, &iov, 1);
+        return send_msg(st, dc, &iov, 1);
     }
     if (!strcmp(g_mode, "oversized")) {
         size_t n = (size_t)80 << 20;
@@ -168,23 +169,23 @@ static int send_bad(struct spw_rpc_stream *st, int fd, uint64_t job)
     uint8_t scratch[4096];
     struct iovec iov[1 + 2 * SPW_WIRE_MAX_TENSORS];
     int n = spw_wire_encode(&b, scratch, sizeof scratch, iov, 1 + 2 * SPW_WIRE_MAX_TENSORS);
-    return n < 0 ? n : send_msg(st, fd, iov, n);
+    return n < 0 ? n : send_msg(st, dc, iov, n);
 }
 
-/* Offer the client a data connection and take it: its fd, or -1. */
-static int offer(struct spw_rpc_stream *st, uint64_t job)
+/* Offer the client a data connection and take it: the connection, or NULL. */
+static struct spw_direct_conn *offer(struct spw_rpc_stream *st, uint64_t job)
 {
     struct spw_wire_batch b = {.job = job, .direct_port = (uint32_t)spw_direct_port(g_direct)};
     uint8_t scratch[64], *in;
     size_t len;
     struct iovec iov[1];
-    int fd = -1;
+    struct spw_direct_conn *dc = NULL;
     if (spw_direct_ticket(g_direct, b.direct_ticket) != 0 || spw_wire_encode(&b, scratch, sizeof scratch, iov, 1) != 1 ||
         spw_rpc_stream_send(st, iov, 1) != 0 || spw_rpc_stream_recv(st, 10000, &in, &len) != 1)
-        return -1;
+        return NULL;
     free(in);
-    spw_direct_take(g_direct, b.direct_ticket, 3000, &fd);
-    return fd;
+    spw_direct_take(g_direct, b.direct_ticket, 3000, &dc);
+    return dc;
 }
 
 static long long wall_ms(void)
@@ -260,21 +261,20 @@ static int serve(void *ctx, struct spw_rpc_stream *st, char *msg, size_t msglen)
     uint64_t job = req->job;
     const bool direct = req->direct;
     spillway__v1__stream_request__free_unpacked(req, NULL);
-    const int fd = g_direct && direct ? offer(st, job) : -1;
-    if (g_direct && fd < 0) {
+    struct spw_direct_conn *dc = g_direct && direct ? offer(st, job) : NULL;
+    if (g_direct && !dc) {
         snprintf(msg, msglen, "no data connection");
         return SPW_RPC_UNAVAILABLE;
     }
-    if (fd >= 0)
+    if (dc)
         fprintf(stderr, "fakeworker: job %llu: the client took a data connection\n", (unsigned long long)job);
     fprintf(stderr, "fakeworker: job %llu: sending a bad message (%s)\n", (unsigned long long)job, g_mode);
-    send_bad(st, fd, job);
+    send_bad(st, dc, job);
     for (int i = 0; i < 20 && !g_stop; i++) {       /* hold the stream open a while, reading credits */
         if (spw_rpc_stream_recv(st, 100, &in, &len) == 1)
             free(in);
     }
-    if (fd >= 0)
-        close(fd);
+    spw_direct_close(dc);
     snprintf(msg, msglen, "fake worker done");
     return SPW_RPC_OK;
 }
@@ -299,7 +299,7 @@ int main(int argc, char **argv)
     struct spw_rpc_server *srv;
     char err[256];
     struct spw_rpc_server_opts so = {.listen_addr = "127.0.0.1:0", .max_message_bytes = (size_t)128 << 20};
-    if (!strncmp(g_mode, "direct-", 7) && spw_direct_listen("127.0.0.1", 0, &g_direct, err, sizeof err) != 0) {
+    if (!strncmp(g_mode, "direct-", 7) && spw_direct_listen("127.0.0.1", 0, NULL, &g_direct, err, sizeof err) != 0) {
         fprintf(stderr, "fakeworker: %s\n", err);
         return 1;
     }

@@ -113,7 +113,7 @@ static void setup(void)
     spw_rpc_init();
     memset(&g_sd, 0, sizeof g_sd);
     char err[256];
-    ck_assert_int_eq(spw_direct_listen("127.0.0.1", 0, &g_sd.l, err, sizeof err), 0);
+    ck_assert_int_eq(spw_direct_listen("127.0.0.1", 0, NULL, &g_sd.l, err, sizeof err), 0);
     struct spw_rpc_server_opts o = {.listen_addr = "127.0.0.1:0", .max_message_bytes = 8u << 20};
     ck_assert_int_eq(spw_rpc_server_create(&o, &g_srv, err, sizeof err), 0);
     ck_assert_int_eq(spw_rpc_server_add_stream(g_srv, M_CH, h_channel, &g_sd), 0);
