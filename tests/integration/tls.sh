@@ -42,8 +42,8 @@ check "a job over TLS exits 0" test $? -eq 0
 check "every key exactly once" bash -c "diff <(sort '$WORK/local.keys') <(sort '$WORK/svc.keys') > /dev/null"
 check "the elements came from the worker (its stream is TLS too)" \
   python3 -c "import json,sys; sys.exit(json.load(open('$WORK/run.json'))['producers']['remote'] != 320)"
-check "... on that stream: a TLS worker opens no plaintext data port" bash -c \
-  "grep -q '^listening on' '$WORK/w.out' && ! grep -q 'data listening' '$WORK/w.out' && grep -q 'data_port=-1' '$WORK/w.err'"
+check "... its data port is TLS too, mutual as its gRPC port (tls_direct.sh streams on it)" bash -c \
+  "grep -q '^data listening on' '$WORK/w.out' && grep -q 'data_tls=mutual' '$WORK/w.err'"
 SPW_BUILD=$B PYTHONPATH=$ROOT/client/python SPILLWAY_LIB=$B/lib/libspillway.so SPILLWAY_AUTH_TOKEN_FILE=$WORK/token \
   /usr/bin/python3 "$ROOT/tests/integration/checks.py" tls_1 "$DATA/train" "127.0.0.1:$DPORT" "$C" > "$WORK/py.out" 2> "$WORK/py.err"
 check "the Python Loader over mutual TLS gets every element" grep -qx 160 "$WORK/py.out"
