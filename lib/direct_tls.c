@@ -246,6 +246,9 @@ const char *spw_direct_tls_why(SSL *ssl, int ret, char *buf, size_t len)
     if (verify != X509_V_OK && !SSL_is_server(ssl))
         snprintf(buf, len, "the worker's certificate: %s (is it signed by the CA given, and does it name the "
                  "address dialled?)", X509_verify_cert_error_string(verify));
+    else if (verify != X509_V_OK)
+        snprintf(buf, len, "the client's certificate: %s (not signed by the clients' CA?)",
+                 X509_verify_cert_error_string(verify));
     else if (q)
         snprintf(buf, len, "%s", ERR_reason_error_string(q) ? ERR_reason_error_string(q) : "TLS error");
     else if (kind == SSL_ERROR_SYSCALL && e)
