@@ -81,8 +81,8 @@ int spw_direct_send(struct spw_direct_conn *c, const struct iovec *iov, int n, s
  * with spw_direct_read); 0 at a clean end (the peer closed between messages); -ETIMEDOUT when none began;
  * -EPIPE (the peer closed mid-header); SPW_EFORMAT (bad magic) or SPW_ETOOBIG (over max_len) with the reason
  * in err; -ECANCELED or -errno. */
-int spw_direct_next(struct spw_direct_conn *c, int timeout_ms, size_t max_len, size_t *len, spw_direct_stop_fn stop, void *ctx,
-                    char *err, size_t errlen);
+int spw_direct_next(struct spw_direct_conn *c, int timeout_ms, size_t max_len, size_t *len, spw_direct_stop_fn stop,
+                    void *ctx, char *err, size_t errlen);
 /* Read exactly n bytes of the current message into dst (NULL: drop them). 0, -EPIPE (the peer closed mid-message),
  * -ECANCELED or -errno. */
 int spw_direct_read(struct spw_direct_conn *c, void *dst, size_t n, spw_direct_stop_fn stop, void *ctx);

@@ -48,12 +48,14 @@ check "the client took a TLS data connection to each worker (and none fell back 
   "[ \$(grep -c 'elements on a data connection to port [0-9]* (TLSv1.3 ' '$WORK/run1.err') -eq 2 ] &&
    ! grep -q 'come on the gRPC stream instead' '$WORK/run1.err'"
 check "... and each worker sent on it" bash -c \
-  "grep -q 'elements on a data connection (TLSv1.3 ' '$WORK/w1.err' && grep -q 'elements on a data connection (TLSv1.3 ' '$WORK/w2.err'"
+  "grep -q 'elements on a data connection (TLSv1.3 ' '$WORK/w1.err' &&
+   grep -q 'elements on a data connection (TLSv1.3 ' '$WORK/w2.err'"
 grep -ho 'data connection to port [0-9]* (.*)' "$WORK/run1.err" | sed 's/^/     /'   # the kTLS state, for the record
 
 T0=$(date +%s)
 timeout 30 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --local-cores 0 \
-  --dispatcher-wait-ms 3000 --tls-ca "$C/other-ca.pem" --tls-cert "$C/client.pem" --tls-key "$C/client.key" --auth-token-file "$WORK/token" \
+  --dispatcher-wait-ms 3000 --tls-ca "$C/other-ca.pem" --tls-cert "$C/client.pem" --tls-key "$C/client.key" \
+  --auth-token-file "$WORK/token" \
   --quiet > /dev/null 2> "$WORK/wrong-ca.err"
 RC=$?
 check "a client with the wrong CA fails (exit $RC) in seconds ($(( $(date +%s) - T0 )) s), no hang" \
@@ -81,7 +83,8 @@ timeout 4 cat <&3 > /dev/null 2>&1
 check "a plaintext client on the TLS data port: closed at once" test $? -ne 124
 exec 3>&-
 check "... refused as not TLS" refused_line 'TLS handshake failed: wrong version number'
-REFUSED=$(curl -s "http://127.0.0.1:$MP/metrics" | sed -n 's/^spillway_worker_data_connections_refused_total \([0-9]*\)$/\1/p')
+REFUSED=$(curl -s "http://127.0.0.1:$MP/metrics" |
+  sed -n 's/^spillway_worker_data_connections_refused_total \([0-9]*\)$/\1/p')
 check "the worker counted the 3 refusals (its metric: $REFUSED)" test "${REFUSED:-0}" -eq 3
 check "... and is alive" kill -0 "$W1"
 

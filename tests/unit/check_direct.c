@@ -139,7 +139,8 @@ START_TEST(test_direct_ipv6)
     uint8_t t[SPW_DIRECT_TICKET_BYTES], b[4] = {1, 2, 3, 4}, got[4];
     struct spw_direct_conn *w, *c;
     ck_assert_int_eq(spw_direct_ticket(l, t), 0);
-    ck_assert_msg(spw_direct_connect("[::1]:5051", spw_direct_port(l), t, NULL, 2000, &c, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(spw_direct_connect("[::1]:5051", spw_direct_port(l), t, NULL, 2000, &c, err, sizeof err) == 0, "%s",
+                  err);
     ck_assert_int_eq(spw_direct_take(l, t, 2000, &w), 0);
     struct iovec iov = {b, sizeof b};
     ck_assert_int_eq(spw_direct_send(w, &iov, 1, NULL, NULL), 0);
