@@ -134,6 +134,9 @@ unsigned spw_rpc_current_caller(void);
  * a handler that waited (for a lock) checks it before doing the work, so an overloaded server sheds calls
  * nobody waits for instead of collapsing under them. false outside a unary handler or without a deadline. */
 bool spw_rpc_current_expired(void);
+/* Nanoseconds since the unary call whose handler runs on this thread arrived (its headers), or 0 outside a
+ * unary handler: how long it queued before its handler ran, and since. A server's measure of its own lag. */
+int64_t spw_rpc_current_age_ns(void);
 /* The host part of such a peer ("10.0.0.7", "::1") into host. Returns 0, or -EINVAL for a peer that is not
  * an ipv4:/ipv6: address (host gets "") or -ENOSPC. */
 int spw_rpc_peer_host(const char *peer, char *host, size_t hostlen);

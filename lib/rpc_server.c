@@ -296,12 +296,18 @@ static void unary_reply(struct unary_call *uc, int status, const char *msg, uint
 static _Thread_local char current_peer[128];
 static _Thread_local unsigned current_caller;
 static _Thread_local gpr_timespec current_deadline;     /* of the unary call running here */
+static _Thread_local int64_t current_t0;                /* its arrival (spw_now_ns); 0: none */
 
 bool spw_rpc_current_expired(void)
 {
     return current_deadline.clock_type != GPR_TIMESPAN && current_deadline.tv_sec != 0 &&
            gpr_time_cmp(gpr_now(GPR_CLOCK_MONOTONIC), gpr_convert_clock_type(current_deadline,
                                                                                GPR_CLOCK_MONOTONIC)) > 0;
+}
+
+int64_t spw_rpc_current_age_ns(void)
+{
+    return current_t0 > 0 ? spw_now_ns() - current_t0 : 0;
 }
 
 const char *spw_rpc_current_peer(void)
@@ -321,6 +327,7 @@ static void set_current_peer(grpc_call *call, unsigned caller)
     snprintf(current_peer, sizeof current_peer, "%s", p ? p : "");
     current_caller = caller;
     current_deadline = (gpr_timespec){0};
+    current_t0 = 0;
     gpr_free(p);
 }
 
@@ -332,6 +339,7 @@ static void run_unary(struct method *m, struct unary_call *uc, uint8_t *req, siz
     char msg[512] = "";
     set_current_peer(uc->call, uc->caller);
     current_deadline = uc->deadline;
+    current_t0 = uc->t0;
     int status = m->ufn(m->ctx, req, req_len, &resp, &resp_len, msg, sizeof msg);
     set_current_peer(NULL, 0);
     free(req);
