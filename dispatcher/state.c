@@ -689,8 +689,11 @@ int disp_state_dead_workers(const struct disp_state *s, int64_t now_ms, int64_t 
 {
     int n = 0;
     for (int i = 0; i < s->n_workers && n < cap; i++)
-        if (s->workers[i].alive && now_ms - s->workers[i].last_heartbeat_ms > timeout_ms)
-            out[n++] = s->workers[i].id;
+        if (s->workers[i].alive && now_ms - s->workers[i].last_heartbeat_ms > timeout_ms) {
+            if (out)
+                out[n] = s->workers[i].id;
+            n++;
+        }
     return n;
 }
 
@@ -704,8 +707,11 @@ int disp_state_expired_clients(const struct disp_state *s, int64_t now_ms, int64
             continue;
         for (int r = 0; r < j->world_size && n < cap; r++)
             if (j->clients[r].alive && now_ms - j->clients[r].last_heartbeat_ms > timeout_ms) {
-                jobs[n] = j->id;
-                ranks[n++] = r;
+                if (jobs) {
+                    jobs[n] = j->id;
+                    ranks[n] = r;
+                }
+                n++;
             }
     }
     return n;

@@ -166,11 +166,13 @@ bool disp_update_durable(const struct disp_state *s, const struct disp_update *u
 int disp_state_pick_lease(const struct disp_state *s, uint64_t job, uint64_t producer, int64_t now_ms,
                           int64_t spec_after_ms, struct disp_lease *out);
 
-/* Workers whose last heartbeat is older than now - timeout_ms (and still alive): up to cap ids in out.
- * Returns the count. */
+/* Workers whose last heartbeat is older than now - timeout_ms (and still alive): up to cap ids in out (NULL:
+ * only counted, up to cap). Returns the count. timeout_ms is the caller's effective one (dispatcher/liveness.h:
+ * the timeout plus the dispatcher's own lag): the state keeps no clock. */
 int disp_state_dead_workers(const struct disp_state *s, int64_t now_ms, int64_t timeout_ms, uint64_t *out,
                             int cap);
-/* Client ranks of unfinished jobs whose heartbeat is older than now - timeout_ms: (job, rank) pairs. */
+/* Client ranks of unfinished jobs whose heartbeat is older than now - timeout_ms: (job, rank) pairs, up to cap
+ * (jobs and ranks NULL: only counted). */
 int disp_state_expired_clients(const struct disp_state *s, int64_t now_ms, int64_t timeout_ms, uint64_t *jobs,
                                int32_t *ranks, int cap);
 
