@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "dispatcher/demand.h"
+#include "lib/clock.h"
 #include "lib/metrics.h"
 
 #define MAX_ROWS 1024
@@ -188,6 +189,9 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
         journal_bytes = spw_journal_size(s->journal);
     const bool journal_failing = disp_journal_failing(s);
     const uint64_t journal_failures = s->journal_failures;
+    const int64_t lag_ms = s->tick_lag_ms;
+    const int64_t recent_lag_ms = disp_lag_recent(&s->worker_lag, spw_now_ms());
+    const uint64_t deferred[2] = {s->deaths_deferred[0], s->deaths_deferred[1]};
     pthread_mutex_unlock(&s->mu);
     if (!prog || !gpu_ids || !cores || !demand_w) {
         p->oom = true;
@@ -213,6 +217,21 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
     spw_prom_counter(p, "spillway_dispatcher_calls_shed_total",
                      "heartbeats and lease calls not served: their deadline passed while they waited (overload)",
                      (double)__atomic_load_n(&s->shed_calls, __ATOMIC_RELAXED));
+    spw_prom_family(p, "spillway_dispatcher_lag_seconds", "gauge",
+                    "the dispatcher's own lag: how late its timer woke, or the longest a heartbeat or lease call "
+                    "waited for its handler and the lock; at the last tick (window=tick) and the most over the "
+                    "last --worker-timeout-ms or two (window=recent), which extends the liveness timeouts");
+    spw_prom_sample(p, "spillway_dispatcher_lag_seconds", (struct spw_label[]){{"window", "tick"}}, 1,
+                    (double)lag_ms / 1e3);
+    spw_prom_sample(p, "spillway_dispatcher_lag_seconds", (struct spw_label[]){{"window", "recent"}}, 1,
+                    (double)recent_lag_ms / 1e3);
+    spw_prom_family(p, "spillway_dispatcher_deaths_deferred_total", "counter",
+                    "timer checks (5 a second) that spared a worker or client rank silent past its timeout because "
+                    "the dispatcher itself lagged: not declared dead before timeout + the recent lag");
+    spw_prom_sample(p, "spillway_dispatcher_deaths_deferred_total", (struct spw_label[]){{"peer", "worker"}}, 1,
+                    (double)deferred[0]);
+    spw_prom_sample(p, "spillway_dispatcher_deaths_deferred_total", (struct spw_label[]){{"peer", "client"}}, 1,
+                    (double)deferred[1]);
     spw_prom_counter(p, "spillway_dispatcher_replans_total", "re-plans of running planned jobs, whatever came of them",
                      (double)disp_replanner_replans(s->replanner));
     uint64_t listings, served;

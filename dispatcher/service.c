@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -246,18 +247,54 @@ void disp_forget_job(struct disp_service *s, uint64_t job)
     disp_progress_forget(s->received, job);
 }
 
+#define TIMER_TICK_MS 200
+
+/* The deadline (a silence, ms) past which peers of one kind (0 workers, 1 client ranks) are dead this tick:
+ * timeout_ms plus the dispatcher's recent lag, or none while it is itself late (disp_liveness_deadline_ms).
+ * Counts the peers silent past timeout_ms that it spares, and logs once when sparing starts. Call with mu. */
+static int64_t liveness_deadline(struct disp_service *s, int kind, int64_t now, int64_t timeout_ms)
+{
+    const struct disp_lag *lag = kind ? &s->client_lag : &s->worker_lag;
+    const int64_t recent = disp_lag_recent(lag, now);
+    const int64_t deadline = disp_liveness_deadline_ms(timeout_ms, recent, s->tick_lag_ms);
+    int spared = 0;
+    if (deadline != timeout_ms) {
+        spared = kind ? disp_state_expired_clients(s->st, now, timeout_ms, NULL, NULL, INT_MAX) -
+                        disp_state_expired_clients(s->st, now, deadline, NULL, NULL, INT_MAX)
+                      : disp_state_dead_workers(s->st, now, timeout_ms, NULL, INT_MAX) -
+                        disp_state_dead_workers(s->st, now, deadline, NULL, INT_MAX);
+    }
+    if (spared > 0 && !s->deferring[kind])
+        spw_log(SPW_LOG_WARN, "dispatcher", "dispatcher lagging: %s silent past their timeout not declared %s yet "
+                "count=%d lag_ms=%lld recent_lag_ms=%lld timeout_ms=%lld", kind ? "client ranks" : "workers",
+                kind ? "expired" : "dead", spared, (long long)s->tick_lag_ms, (long long)recent,
+                (long long)timeout_ms);
+    s->deaths_deferred[kind] += spared > 0 ? (uint64_t)spared : 0;
+    s->deferring[kind] = spared > 0;
+    return deadline;
+}
+
 /* Timer: retire workers and expire clients that stopped heartbeating; re-plan planned jobs when the workers
- * change. */
+ * change. Each tick first measures the dispatcher's own lag, which extends the timeouts (liveness.h). */
 static void *timer_main(void *arg)
 {
     struct disp_service *s = arg;
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
-        struct timespec ts = spw_deadline_in_ms(200);
+        const int64_t due = spw_now_ms() + TIMER_TICK_MS;
+        struct timespec ts = spw_deadline_in_ms(TIMER_TICK_MS);
         pthread_cond_timedwait(&s->cv, &s->mu, &ts);
         if (s->stopping)
             break;
         const int64_t now = spw_now_ms();
+        /* Late to wake (stopped, starved of CPU, the lock held long), or calls waited long for a handler and
+         * the lock: either way what the state says of who spoke last is that stale. */
+        s->tick_lag_ms = now - due > s->call_wait_ms ? now - due : s->call_wait_ms;
+        if (s->tick_lag_ms < 0)
+            s->tick_lag_ms = 0;
+        s->call_wait_ms = 0;
+        disp_lag_note(&s->worker_lag, now, s->tick_lag_ms);
+        disp_lag_note(&s->client_lag, now, s->tick_lag_ms);
         uint64_t ids[64];
         int32_t ranks[64];
         probe_journal(s, now);
@@ -265,21 +302,25 @@ static void *timer_main(void *arg)
         if (trim)
             s->trimmed_ms = now;
         /* Replayed peers had no chance to speak to this process yet: one timeout from its start first. */
-        int n = now - s->started_ms <= s->o.worker_timeout_ms
-                    ? 0 : disp_state_dead_workers(s->st, now, s->o.worker_timeout_ms, ids, 64);
+        int64_t deadline = now - s->started_ms <= s->o.worker_timeout_ms
+                               ? INT64_MAX : liveness_deadline(s, 0, now, s->o.worker_timeout_ms);
+        int n = disp_state_dead_workers(s->st, now, deadline, ids, 64);
         for (int i = 0; i < n; i++) {
             struct disp_update u = {.kind = DISP_WORKER_DEAD, .worker = ids[i]};
             if (disp_commit(s, &u, NULL, 0) == 0)
-                spw_log(SPW_LOG_WARN, "dispatcher", "worker dead worker=%llu silent_ms>%lld leases_released=yes",
-                        (unsigned long long)ids[i], (long long)s->o.worker_timeout_ms);
+                spw_log(SPW_LOG_WARN, "dispatcher", "worker dead worker=%llu silent_ms>%lld timeout_ms=%lld "
+                        "leases_released=yes", (unsigned long long)ids[i], (long long)deadline,
+                        (long long)s->o.worker_timeout_ms);
         }
-        n = now - s->started_ms <= s->o.client_timeout_ms
-                ? 0 : disp_state_expired_clients(s->st, now, s->o.client_timeout_ms, ids, ranks, 64);
+        deadline = now - s->started_ms <= s->o.client_timeout_ms
+                       ? INT64_MAX : liveness_deadline(s, 1, now, s->o.client_timeout_ms);
+        n = disp_state_expired_clients(s->st, now, deadline, ids, ranks, 64);
         for (int i = 0; i < n; i++) {
             struct disp_update u = {.kind = DISP_CLIENT_EXPIRED, .job = ids[i], .rank = ranks[i], .now_ms = now};
             if (disp_commit(s, &u, NULL, 0) == 0)
-                spw_log(SPW_LOG_WARN, "dispatcher", "client expired job=%llu rank=%d silent_ms>%lld",
-                        (unsigned long long)ids[i], ranks[i], (long long)s->o.client_timeout_ms);
+                spw_log(SPW_LOG_WARN, "dispatcher", "client expired job=%llu rank=%d silent_ms>%lld timeout_ms=%lld",
+                        (unsigned long long)ids[i], ranks[i], (long long)deadline,
+                        (long long)s->o.client_timeout_ms);
         }
         n = disp_state_jobs_to_remove(s->st, now, s->o.finished_job_ms, s->o.paused_job_ms, ids, 64);
         for (int i = 0; i < n; i++) {
@@ -339,6 +380,8 @@ int disp_service_create(const struct disp_service_opts *o, struct disp_service *
         maybe_compact(s);
     }
     s->started_ms = spw_now_ms();
+    disp_lag_init(&s->worker_lag, o->worker_timeout_ms);
+    disp_lag_init(&s->client_lag, o->client_timeout_ms);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     s->ask = (struct disp_ask){.auth_token = o->auth_token,
@@ -424,6 +467,9 @@ int disp_check_protocol(const char *who, uint32_t version, const char *build, ch
 int disp_lock_call(struct disp_service *s, char *msg, size_t msglen)
 {
     pthread_mutex_lock(&s->mu);
+    const int64_t waited_ms = spw_rpc_current_age_ns() / 1000000;  /* shed or not: the dispatcher's lag */
+    if (waited_ms > s->call_wait_ms)
+        s->call_wait_ms = waited_ms;
     if (!spw_rpc_current_expired())
         return 0;
     pthread_mutex_unlock(&s->mu);

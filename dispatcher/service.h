@@ -11,8 +11,9 @@ struct disp_service;
 struct spw_health;
 
 struct disp_service_opts {
-    int64_t worker_timeout_ms;      /* a worker silent this long is dead (its leases are re-leased) */
-    int64_t client_timeout_ms;      /* a client rank silent this long is expired */
+    int64_t worker_timeout_ms;      /* a worker silent this long (plus the dispatcher's own recent lag:
+                                     * liveness.h) is dead (its leases are re-leased) */
+    int64_t client_timeout_ms;      /* a client rank silent this long (plus that lag) is expired */
     int64_t heartbeat_interval_ms;  /* what workers are told to use */
     int64_t speculate_after_ms;     /* re-lease a straggling tail split after this long; 0 = never */
     int64_t replan_after_ms;        /* re-plan a planned job on measurements at most this often; 0 = never */

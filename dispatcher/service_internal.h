@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dispatcher/liveness.h"
 #include "dispatcher/manifests.h"
 #include "dispatcher/planning.h"
 #include "dispatcher/profile_ahead.h"
@@ -49,6 +50,16 @@ struct disp_service {
     int64_t journal_probe_ms;       /* when the timer last tried the failed journal's disk */
     uint64_t journal_failures;      /* journal writes or syncs that failed (metrics) */
     int64_t trimmed_ms;             /* when the timer last gave freed heap back (spw_heap_release_idle) */
+    /* The dispatcher's own lag (dispatcher/liveness.h), so that peers are not declared dead because it fell
+     * behind: each timer tick's lag (how late it woke, or the longest a call waited from its arrival to mu
+     * since the last tick), kept over each timeout's window. */
+    int64_t call_wait_ms;           /* the longest wait since the timer's last tick (disp_lock_call) */
+    int64_t tick_lag_ms;            /* the last tick's lag */
+    struct disp_lag worker_lag;     /* window --worker-timeout-ms */
+    struct disp_lag client_lag;     /* window --client-timeout-ms */
+    uint64_t deaths_deferred[2];    /* timer checks that spared a worker [0] / client rank [1] silent past its
+                                     * timeout because the dispatcher lagged (metrics) */
+    bool deferring[2];              /* the last tick deferred some: log once per episode */
 };
 
 /* Alive workers' addresses into a response field: those that serve `job` (disp_state_worker_serves), or
