@@ -23,7 +23,7 @@ alive_is() { [ "$(alive_count)" = "$1" ]; }
 metric() { local body; body=$(curl -sf --max-time 5 "http://127.0.0.1:$MPORT/metrics") &&
   awk -v n="$1" '$1 == n { print $2 }' <<< "$body"; }
 # metric_is NAME_AND_LABELS OP N: its value (an integer) compares so ([ v OP N ]).
-metric_is() { local v; v=$(metric "$1") && [ -n "$v" ] && [ "$v" "$2" "$3" ]; }
+metric_is() { local v; v=$(metric "$1") && [ -n "$v" ] && test "$v" "$2" "$3"; }
 check "three workers alive" within 10 alive_is 3
 
 # 160 elements at 20/s: the job is still running across the stop and after it.
