@@ -389,6 +389,8 @@ static int create_job(void *svc, const ProtobufCMessage *req, struct disp_reply 
     int status = validate(&c, msg, msglen);
     if (status == SPW_RPC_OK)
         status = find_job(s, &c, msg, msglen);
+    if (status == SPW_RPC_OK && !c.job)         /* joining a job that runs is not new work */
+        status = disp_refuse_new_work(s, "a new job", msg, msglen);
     if (status == SPW_RPC_OK)
         status = plan(s, &c, reply, msg, msglen);
     if (status == SPW_RPC_OK && !c.answered)

@@ -95,8 +95,10 @@ static void profile_ahead(struct disp_service *s, const Spillway__V1__GetManifes
     struct spw_group groups[256];
     const int n_cuts = spw_fusion_groups(spec, groups) + 1;
     Spillway__V1__WorkerAddress **ws = NULL;
-    if (r->max_workers < 0 || n_cuts > SPW_PLAN_MAX_CUTS)
-        return;
+    char why[256];
+    if (r->max_workers < 0 || n_cuts > SPW_PLAN_MAX_CUTS ||
+        disp_refuse_new_work(s, "asking profiles ahead", why, sizeof why) != SPW_RPC_OK)
+        return;                 /* best effort: CreateJob asks what it lacks */
     pthread_mutex_lock(&s->mu);
     const size_t n = disp_alive_workers(s, 0, r->max_workers, &ws);
     pthread_mutex_unlock(&s->mu);

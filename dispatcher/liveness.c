@@ -51,3 +51,8 @@ bool disp_liveness_dead(int64_t silent_ms, int64_t timeout_ms, int64_t recent_la
     const int64_t deadline = disp_liveness_deadline_ms(timeout_ms, recent_lag_ms, tick_lag_ms);
     return deadline != INT64_MAX && silent_ms > deadline;
 }
+
+bool disp_liveness_overloaded(int64_t recent_lag_ms, int64_t timeout_ms)
+{
+    return recent_lag_ms > timeout_ms / DISP_LAG_DEFER_DIVISOR;
+}

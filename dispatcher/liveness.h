@@ -30,6 +30,11 @@ int64_t disp_lag_recent(const struct disp_lag *l, int64_t now_ms);
 /* The silence after which a peer is dead: timeout_ms + recent_lag_ms, or INT64_MAX (nobody dead this tick)
  * when the tick's own lag exceeds timeout_ms / DISP_LAG_DEFER_DIVISOR. Lags below 0 count as 0. */
 int64_t disp_liveness_deadline_ms(int64_t timeout_ms, int64_t recent_lag_ms, int64_t tick_lag_ms);
+/* Whether the dispatcher is overloaded, so that new work (a new job, profiles asked ahead) is refused before
+ * heartbeats and leases suffer: its recent lag is past timeout_ms / DISP_LAG_DEFER_DIVISOR. */
+bool disp_liveness_overloaded(int64_t recent_lag_ms, int64_t timeout_ms);
+/* The window over which that recent lag is kept: short, so new work is taken again soon after. */
+#define DISP_OVERLOAD_WINDOW_MS 2000
 /* Whether a peer silent silent_ms is dead under that rule (silence strictly past the deadline). */
 bool disp_liveness_dead(int64_t silent_ms, int64_t timeout_ms, int64_t recent_lag_ms, int64_t tick_lag_ms);
 

@@ -217,6 +217,10 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
     spw_prom_counter(p, "spillway_dispatcher_calls_shed_total",
                      "heartbeats and lease calls not served: their deadline passed while they waited (overload)",
                      (double)__atomic_load_n(&s->shed_calls, __ATOMIC_RELAXED));
+    spw_prom_counter(p, "spillway_dispatcher_new_work_refused_total",
+                     "new jobs (RESOURCE_EXHAUSTED, retried by their clients) and profile asks ahead refused "
+                     "while the dispatcher was overloaded: its lag past a quarter of --worker-timeout-ms",
+                     (double)__atomic_load_n(&s->new_work_refused, __ATOMIC_RELAXED));
     spw_prom_family(p, "spillway_dispatcher_lag_seconds", "gauge",
                     "the dispatcher's own lag: how late its timer woke, or the longest a heartbeat or lease call "
                     "waited for its handler and the lock; at the last tick (window=tick) and the most over the "

@@ -295,6 +295,10 @@ static void *timer_main(void *arg)
         s->call_wait_ms = 0;
         disp_lag_note(&s->worker_lag, now, s->tick_lag_ms);
         disp_lag_note(&s->client_lag, now, s->tick_lag_ms);
+        disp_lag_note(&s->overload_lag, now, s->tick_lag_ms);
+        const int64_t overload = disp_lag_recent(&s->overload_lag, now);
+        __atomic_store_n(&s->overload_ms, disp_liveness_overloaded(overload, s->o.worker_timeout_ms) ? overload : 0,
+                         __ATOMIC_RELAXED);
         uint64_t ids[64];
         int32_t ranks[64];
         probe_journal(s, now);
@@ -382,6 +386,7 @@ int disp_service_create(const struct disp_service_opts *o, struct disp_service *
     s->started_ms = spw_now_ms();
     disp_lag_init(&s->worker_lag, o->worker_timeout_ms);
     disp_lag_init(&s->client_lag, o->client_timeout_ms);
+    disp_lag_init(&s->overload_lag, DISP_OVERLOAD_WINDOW_MS);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     s->ask = (struct disp_ask){.auth_token = o->auth_token,
@@ -476,6 +481,18 @@ int disp_lock_call(struct disp_service *s, char *msg, size_t msglen)
     snprintf(msg, msglen, "the call's deadline passed while it waited for the dispatcher (overloaded): shed");
     __atomic_add_fetch(&s->shed_calls, 1, __ATOMIC_RELAXED);
     return SPW_RPC_DEADLINE_EXCEEDED;
+}
+
+int disp_refuse_new_work(struct disp_service *s, const char *what, char *msg, size_t msglen)
+{
+    const int64_t lag_ms = __atomic_load_n(&s->overload_ms, __ATOMIC_RELAXED);
+    if (lag_ms <= 0)
+        return SPW_RPC_OK;
+    __atomic_add_fetch(&s->new_work_refused, 1, __ATOMIC_RELAXED);
+    snprintf(msg, msglen, "the dispatcher is overloaded (its lag %lld ms, over a quarter of --worker-timeout-ms): "
+             "%s waits so that running work is served; retry later (after about %d s)", (long long)lag_ms, what,
+             DISP_OVERLOAD_WINDOW_MS / 1000);
+    return SPW_RPC_RESOURCE_EXHAUSTED;
 }
 
 /* FNV-1a over the ids and addresses of the workers serving job (as disp_alive_workers lists them); never 0.

@@ -57,6 +57,9 @@ struct disp_service {
     int64_t tick_lag_ms;            /* the last tick's lag */
     struct disp_lag worker_lag;     /* window --worker-timeout-ms */
     struct disp_lag client_lag;     /* window --client-timeout-ms */
+    struct disp_lag overload_lag;   /* window DISP_OVERLOAD_WINDOW_MS: when to refuse new work */
+    int64_t overload_ms;            /* atomic: the timer's overload_lag when overloaded, else 0 (no mu) */
+    uint64_t new_work_refused;      /* atomic: new jobs and profile asks refused while overloaded */
     uint64_t deaths_deferred[2];    /* timer checks that spared a worker [0] / client rank [1] silent past its
                                      * timeout because the dispatcher lagged (metrics) */
     bool deferring[2];              /* the last tick deferred some: log once per episode */
@@ -92,6 +95,10 @@ int disp_list_source(struct disp_service *s, const struct spw_source_spec *spec,
  * lease nobody receives would sit held until it times out; under overload, answering calls nobody waits for
  * is how a server collapses instead of slowing down). */
 int disp_lock_call(struct disp_service *s, char *msg, size_t msglen);
+/* New work (what: "a new job") under overload (disp_liveness_overloaded, as the timer last saw it): RESOURCE_
+ * EXHAUSTED with msg ("... retry later", which clients retry with backoff) and counted, so that heartbeats and
+ * leases of the work already running keep the dispatcher's time; else SPW_RPC_OK. Call with or without mu. */
+int disp_refuse_new_work(struct disp_service *s, const char *what, char *msg, size_t msglen);
 /* A fresh random secret (never 0) for a worker or a job. */
 uint64_t disp_new_secret(void);
 /* A call that did not show job's secret: NOT_FOUND for a job not in the table, else PERMISSION_DENIED

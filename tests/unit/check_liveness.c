@@ -1,6 +1,7 @@
 /* tests/unit/check_liveness.c - dispatcher/liveness.c without sockets or clocks: a silent peer is dead only
  * past its timeout plus the dispatcher's recent lag, never in a tick that found the dispatcher late, and the
- * lag is kept for a window; the state's queries take that deadline as data. Single-threaded. */
+ * lag is kept for a window; new work is refused past a quarter of the timeout; the state's queries take that
+ * deadline as data. Single-threaded. */
 #include <check.h>
 #include <stdint.h>
 
@@ -31,6 +32,15 @@ START_TEST(test_liveness_no_deaths_in_a_tick_that_found_the_dispatcher_late)
     /* A quarter exactly is still a tick that decides. */
     ck_assert(disp_liveness_dead(1251, 1000, 250, 250));
     ck_assert(!disp_liveness_dead(1250, 1000, 250, 250));
+}
+END_TEST
+
+START_TEST(test_liveness_overloaded_past_a_quarter_of_the_timeout)
+{
+    ck_assert(!disp_liveness_overloaded(0, 10000));
+    ck_assert(!disp_liveness_overloaded(2500, 10000));
+    ck_assert(disp_liveness_overloaded(2501, 10000));
+    ck_assert(disp_liveness_overloaded(3000, 1000));
 }
 END_TEST
 
@@ -87,6 +97,7 @@ int main(void)
     TCase *tc = tcase_create("liveness");
     tcase_add_test(tc, test_liveness_dead_only_past_timeout_plus_recent_lag);
     tcase_add_test(tc, test_liveness_no_deaths_in_a_tick_that_found_the_dispatcher_late);
+    tcase_add_test(tc, test_liveness_overloaded_past_a_quarter_of_the_timeout);
     tcase_add_test(tc, test_liveness_lag_kept_one_to_two_windows);
     tcase_add_test(tc, test_liveness_state_queries_take_the_deadline_as_data);
     suite_add_tcase(s, tc);
