@@ -23,12 +23,13 @@ void disp_lag_note(struct disp_lag *l, int64_t now_ms, int64_t lag_ms);
 /* The largest lag noted in the last one to two windows before now_ms (0 if none). */
 int64_t disp_lag_recent(const struct disp_lag *l, int64_t now_ms);
 
-/* A timer tick that found the dispatcher itself this late, as a fraction of a timeout, declares nobody dead
- * under that timeout: its own view of who spoke is that stale. */
+/* A timer tick that woke this late, as a fraction of a timeout, declares nobody dead under that timeout: the
+ * whole process stalled, and its view of who spoke is that stale (heartbeats sent meanwhile still queue). */
 #define DISP_LAG_DEFER_DIVISOR 4
 
 /* The silence after which a peer is dead: timeout_ms + recent_lag_ms, or INT64_MAX (nobody dead this tick)
- * when the tick's own lag exceeds timeout_ms / DISP_LAG_DEFER_DIVISOR. Lags below 0 count as 0. */
+ * when the tick's own lateness (tick_lag_ms: how late it woke; not calls' waits, which under steady overload
+ * would then defer deaths for ever) exceeds timeout_ms / DISP_LAG_DEFER_DIVISOR. Lags below 0 count as 0. */
 int64_t disp_liveness_deadline_ms(int64_t timeout_ms, int64_t recent_lag_ms, int64_t tick_lag_ms);
 /* Whether the dispatcher is overloaded, so that new work (a new job, profiles asked ahead) is refused before
  * heartbeats and leases suffer: its recent lag is past timeout_ms / DISP_LAG_DEFER_DIVISOR. */

@@ -250,13 +250,15 @@ void disp_forget_job(struct disp_service *s, uint64_t job)
 #define TIMER_TICK_MS 200
 
 /* The deadline (a silence, ms) past which peers of one kind (0 workers, 1 client ranks) are dead this tick:
- * timeout_ms plus the dispatcher's recent lag, or none while it is itself late (disp_liveness_deadline_ms).
+ * timeout_ms plus the dispatcher's recent lag, or none in a tick that woke late (disp_liveness_deadline_ms).
  * Counts the peers silent past timeout_ms that it spares, and logs once when sparing starts. Call with mu. */
 static int64_t liveness_deadline(struct disp_service *s, int kind, int64_t now, int64_t timeout_ms)
 {
     const struct disp_lag *lag = kind ? &s->client_lag : &s->worker_lag;
     const int64_t recent = disp_lag_recent(lag, now);
-    const int64_t deadline = disp_liveness_deadline_ms(timeout_ms, recent, s->tick_lag_ms);
+    /* Only a late wake-up (the whole process stalled) skips the tick's deaths: calls that wait under steady
+     * overload only extend the timeout, or a worker that died then would never be declared dead. */
+    const int64_t deadline = disp_liveness_deadline_ms(timeout_ms, recent, s->late_ms);
     int spared = 0;
     if (deadline != timeout_ms) {
         spared = kind ? disp_state_expired_clients(s->st, now, timeout_ms, NULL, NULL, INT_MAX) -
@@ -266,8 +268,8 @@ static int64_t liveness_deadline(struct disp_service *s, int kind, int64_t now, 
     }
     if (spared > 0 && !s->deferring[kind])
         spw_log(SPW_LOG_WARN, "dispatcher", "dispatcher lagging: %s silent past their timeout not declared %s yet "
-                "count=%d lag_ms=%lld recent_lag_ms=%lld timeout_ms=%lld", kind ? "client ranks" : "workers",
-                kind ? "expired" : "dead", spared, (long long)s->tick_lag_ms, (long long)recent,
+                "count=%d late_ms=%lld recent_lag_ms=%lld timeout_ms=%lld", kind ? "client ranks" : "workers",
+                kind ? "expired" : "dead", spared, (long long)s->late_ms, (long long)recent,
                 (long long)timeout_ms);
     s->deaths_deferred[kind] += spared > 0 ? (uint64_t)spared : 0;
     s->deferring[kind] = spared > 0;
@@ -289,9 +291,8 @@ static void *timer_main(void *arg)
         const int64_t now = spw_now_ms();
         /* Late to wake (stopped, starved of CPU, the lock held long), or calls waited long for a handler and
          * the lock: either way what the state says of who spoke last is that stale. */
-        s->tick_lag_ms = now - due > s->call_wait_ms ? now - due : s->call_wait_ms;
-        if (s->tick_lag_ms < 0)
-            s->tick_lag_ms = 0;
+        s->late_ms = now - due > 0 ? now - due : 0;
+        s->tick_lag_ms = s->late_ms > s->call_wait_ms ? s->late_ms : s->call_wait_ms;
         s->call_wait_ms = 0;
         disp_lag_note(&s->worker_lag, now, s->tick_lag_ms);
         disp_lag_note(&s->client_lag, now, s->tick_lag_ms);

@@ -54,7 +54,8 @@ struct disp_service {
      * behind: each timer tick's lag (how late it woke, or the longest a call waited from its arrival to mu
      * since the last tick), kept over each timeout's window. */
     int64_t call_wait_ms;           /* the longest wait since the timer's last tick (disp_lock_call) */
-    int64_t tick_lag_ms;            /* the last tick's lag */
+    int64_t late_ms;                /* how late the last tick woke: > timeout / 4 skips its deaths */
+    int64_t tick_lag_ms;            /* the last tick's lag: that, or call_wait_ms before it was reset */
     struct disp_lag worker_lag;     /* window --worker-timeout-ms */
     struct disp_lag client_lag;     /* window --client-timeout-ms */
     struct disp_lag overload_lag;   /* window DISP_OVERLOAD_WINDOW_MS: when to refuse new work */
