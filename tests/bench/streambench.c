@@ -1,16 +1,22 @@
 /* tests/bench/streambench.c - element streaming throughput, Spillway's path vs a raw TCP socket moving the
  * same bytes. One process per side (pin them to different cores):
- *   streambench server grpc|direct|tcp ELEM_BYTES ELEMENTS     prints "listening on 127.0.0.1:PORT", serves one
+ *   streambench server MODE ELEM_BYTES ELEMENTS        prints "listening on 127.0.0.1:PORT", serves one
  *                                                      client, exits with one JSON line (its CPU seconds)
- *   streambench client grpc|direct|tcp HOST:PORT ELEM_BYTES    receives everything, copies each element once into a
+ *   streambench client MODE HOST:PORT ELEM_BYTES       receives everything, copies each element once into a
  *                                                      batch slot, prints one JSON line (MB/s, CPU seconds)
+ * MODE is grpc, direct, tls or tcp.
  * gRPC: the worker's path: ElementBatch messages of ~1 MiB built by the zero-copy wire codec, one send in
  * flight per stream, against byte credits the client grants; the client decodes without copying and copies
  * each payload once. STREAMBENCH_STREAMS=S (both sides) splits the elements over S streams on one channel,
  * each with its own sending and receiving thread. TCP: the same message sizes with a 4-byte length prefix,
  * write(2)/read(2), the same one copy. direct: the gRPC stream carries the credits and a ticket for a data
  * connection (lib/direct.h) that carries the same ElementBatch messages; the client reads each into one
- * buffer it keeps and copies each element once into its slot, as the TCP receiver does. */
+ * buffer it keeps and copies each element once into its slot, as the TCP receiver does. tls: direct with TLS on
+ * the data connection (lib/direct.h: OpenSSL, kTLS where the kernel has it): the server presents
+ * $STREAMBENCH_TLS_CERT and $STREAMBENCH_TLS_KEY (PEM files), the client verifies it against
+ * $STREAMBENCH_TLS_CA, no client certificate; the gRPC stream stays plaintext (it carries only credits and
+ * the ticket), so tls vs direct is the data connection's TLS alone. In direct and tls modes both JSON lines
+ * carry "data": the data connection's spw_direct_describe (e.g. "TLSv1.3 ... ktls=send"). */
 #include <arpa/inet.h>
 #include <stdbool.h>
 #include <errno.h>
@@ -61,6 +67,7 @@ static size_t g_elem, g_count, g_per_msg;
 static int g_streams = 1;                       /* STREAMBENCH_STREAMS: gRPC streams in parallel */
 static bool g_private;                          /* STREAMBENCH_PRIVATE=1: each stream its own TCP connection */
 static _Atomic int g_served;
+static char g_data_desc[160] = "none";          /* stream 0's data connection, as spw_direct_describe says */
 
 /* Elements stream `i` of g_streams carries: an even share, the remainder on stream 0. */
 static size_t share_of(int i)
@@ -78,7 +85,7 @@ static int serve_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t 
     size_t inlen;
     int64_t credit = 0;
     size_t sent = 0, count = 0;
-    bool named = false;
+    bool named = false, stream0 = false;
     int64_t positions[4096];
     uint8_t scratch[1 << 16];
     while (!named || sent < count) {
@@ -102,6 +109,7 @@ static int serve_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t 
                         snprintf(msg, msglen, "no data connection");
                         return SPW_RPC_INTERNAL;
                     }
+                    stream0 = req->rank == 0;
                 }
                 credit += req->credit_bytes;
                 spillway__v1__stream_request__free_unpacked(req, NULL);
@@ -129,6 +137,8 @@ static int serve_stream(void *ctx, struct spw_rpc_stream *st, char *msg, size_t 
     /* Wait for the client to close its side: it has everything then. */
     while (spw_rpc_stream_recv(st, 0, &in, &inlen) == 1)
         free(in);
+    if (data && stream0)            /* at the end: kTLS is settled by then */
+        spw_direct_describe(data, g_data_desc, sizeof g_data_desc);
     spw_direct_close(data);
     g_served++;
     return SPW_RPC_OK;
@@ -164,12 +174,39 @@ static int read_all(int fd, void *p, size_t n)
     return 0;
 }
 
+/* tls mode's settings of one side from $STREAMBENCH_TLS_CERT and _KEY (server) or _CA (client): 0 and *out,
+ * or 1 with the reason on stderr. */
+static int tls_from_env(bool is_server, struct spw_rpc_tls **rt, struct spw_direct_tls **out)
+{
+    const char *cert = getenv("STREAMBENCH_TLS_CERT"), *key = getenv("STREAMBENCH_TLS_KEY");
+    const char *ca = getenv("STREAMBENCH_TLS_CA");
+    char err[256];
+    if (spw_rpc_tls_load(is_server ? cert : NULL, is_server ? key : NULL, is_server ? NULL : ca, false, rt, err,
+                         sizeof err) != 0 ||
+        spw_direct_tls_create(*rt, is_server, out, err, sizeof err) != 0) {
+        fprintf(stderr, "streambench: tls mode (STREAMBENCH_TLS_%s): %s\n", is_server ? "CERT, _KEY" : "CA", err);
+        spw_rpc_tls_free(*rt);
+        *rt = NULL;
+        return 1;
+    }
+    return 0;
+}
+
+static bool is_direct(const char *mode)
+{
+    return !strcmp(mode, "direct") || !strcmp(mode, "tls");
+}
+
 static int server(const char *mode)
 {
-    if (!strcmp(mode, "grpc") || !strcmp(mode, "direct")) {
+    if (!strcmp(mode, "grpc") || is_direct(mode)) {
         struct spw_direct_listener *dl = NULL;
+        struct spw_rpc_tls *rt = NULL;
+        struct spw_direct_tls *dt = NULL;
         char derr[256];
-        if (!strcmp(mode, "direct") && spw_direct_listen("127.0.0.1", 0, NULL, &dl, derr, sizeof derr) != 0) {
+        if (!strcmp(mode, "tls") && tls_from_env(true, &rt, &dt) != 0)
+            return 1;
+        if (is_direct(mode) && spw_direct_listen("127.0.0.1", 0, dt, &dl, derr, sizeof derr) != 0) {
             fprintf(stderr, "%s\n", derr);
             return 1;
         }
@@ -191,9 +228,12 @@ static int server(const char *mode)
             usleep(10000);
         spw_rpc_server_shutdown(srv, 1000);
         spw_rpc_server_destroy(srv);
-        printf("{\"side\": \"server\", \"mode\": \"%s\", \"cpu_s\": %.4f}\n", mode, cpu_s() - c0);
+        printf("{\"side\": \"server\", \"mode\": \"%s\", \"cpu_s\": %.4f, \"data\": \"%s\"}\n", mode,
+               cpu_s() - c0, g_data_desc);
         spw_rpc_shutdown();
         spw_direct_listener_destroy(dl);
+        spw_direct_tls_destroy(dt);
+        spw_rpc_tls_free(rt);
         return 0;
     }
     int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
@@ -228,6 +268,7 @@ static int server(const char *mode)
 struct receiver {
     struct spw_rpc_channel *ch;
     const char *target;
+    const struct spw_direct_tls *tls;   /* tls mode: the data connection's; NULL: plaintext */
     bool direct;
     int index, failed;
     uint8_t *slot;
@@ -261,10 +302,13 @@ static void *receive_stream(void *arg)
     if (r->direct) {                    /* the offer: the data port and a ticket */
         uint8_t *offer = NULL;
         size_t olen = 0;
-        char err[256];
+        char err[256] = "no offer on the gRPC stream";
         if (spw_rpc_stream_recv(st, 5000, &offer, &olen) != 1 || olen != 2 + SPW_DIRECT_TICKET_BYTES ||
-            spw_direct_connect(r->target, offer[0] << 8 | offer[1], offer + 2, NULL, 2000, &dc, err, sizeof err) != 0)
+            spw_direct_connect(r->target, offer[0] << 8 | offer[1], offer + 2, r->tls, 2000, &dc, err,
+                               sizeof err) != 0) {
+            fprintf(stderr, "streambench: data connection: %s\n", err);
             r->failed = 1;
+        }
         free(offer);
     }
     uint8_t *buf = NULL;            /* the message buffer, kept from one message to the next */
@@ -293,6 +337,8 @@ static void *receive_stream(void *arg)
         }
     }
     free(buf);
+    if (dc && r->index == 0)        /* at the end: kTLS is settled by then */
+        spw_direct_describe(dc, g_data_desc, sizeof g_data_desc);
     spw_direct_close(dc);
     while (!r->direct && r->got < count) {
         struct spw_rpc_msg *m;
@@ -339,7 +385,11 @@ static int client(const char *mode, const char *target)
     size_t got = 0, bytes = 0;
     double t0 = now_s(), c0 = cpu_s();
     const long f0 = minor_faults();
-    if (!strcmp(mode, "grpc") || !strcmp(mode, "direct")) {
+    struct spw_rpc_tls *rt = NULL;
+    struct spw_direct_tls *dt = NULL;
+    if (!strcmp(mode, "tls") && tls_from_env(false, &rt, &dt) != 0)
+        return 1;
+    if (!strcmp(mode, "grpc") || is_direct(mode)) {
         spw_rpc_init();
         struct spw_rpc_channel *ch;
         if (spw_rpc_channel_create(target, NULL, &ch))
@@ -347,7 +397,7 @@ static int client(const char *mode, const char *target)
         struct receiver rs[16];
         pthread_t th[16];
         for (int i = 0; i < g_streams; i++) {
-            rs[i] = (struct receiver){.ch = ch, .target = target, .direct = !strcmp(mode, "direct"), .index = i,
+            rs[i] = (struct receiver){.ch = ch, .target = target, .tls = dt, .direct = is_direct(mode), .index = i,
                                       .slot = i ? malloc(g_elem * 64) : slot};
             if (pthread_create(&th[i], NULL, receive_stream, &rs[i]))
                 return 1;
@@ -363,6 +413,8 @@ static int client(const char *mode, const char *target)
         }
         spw_rpc_channel_destroy(ch);
         spw_rpc_shutdown();
+        spw_direct_tls_destroy(dt);
+        spw_rpc_tls_free(rt);
         if (failed)
             return 1;
     } else {
@@ -391,8 +443,9 @@ static int client(const char *mode, const char *target)
     }
     double secs = now_s() - t0, cpu = cpu_s() - c0;
     printf("{\"side\": \"client\", \"mode\": \"%s\", \"elem_bytes\": %zu, \"elements\": %zu, \"seconds\": %.4f, "
-           "\"mb_per_s\": %.1f, \"cpu_s\": %.4f, \"cpu_s_per_gb\": %.3f, \"minor_faults\": %ld}\n", mode, g_elem, got,
-           secs, bytes / secs / 1e6, cpu, cpu / (bytes / 1e9), minor_faults() - f0);
+           "\"mb_per_s\": %.1f, \"cpu_s\": %.4f, \"cpu_s_per_gb\": %.3f, \"minor_faults\": %ld, "
+           "\"data\": \"%s\"}\n", mode, g_elem, got, secs, bytes / secs / 1e6, cpu, cpu / (bytes / 1e9),
+           minor_faults() - f0, g_data_desc);
     free(slot);
     return 0;
 }
@@ -404,8 +457,9 @@ int main(int argc, char **argv)
     mallopt(M_MMAP_THRESHOLD, 64 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
     if (argc < 5) {
-        fprintf(stderr, "usage: streambench server grpc|direct|tcp ELEM_BYTES ELEMENTS | client grpc|direct|tcp HOST:PORT "
-                        "ELEM_BYTES ELEMENTS\n");
+        fprintf(stderr, "usage: streambench server grpc|direct|tls|tcp ELEM_BYTES ELEMENTS | "
+                        "client grpc|direct|tls|tcp HOST:PORT ELEM_BYTES ELEMENTS\n"
+                        "  tls: server $STREAMBENCH_TLS_CERT, $STREAMBENCH_TLS_KEY; client $STREAMBENCH_TLS_CA\n");
         return 2;
     }
     const bool is_server = !strcmp(argv[1], "server");
