@@ -1075,15 +1075,14 @@ void spw_job_stop(struct spw_job *job)
         return;
     pthread_mutex_lock(&job->mu);
     job->stopping = true;
-    struct remote *r = job->r;
-    job->r = NULL;
     pthread_mutex_unlock(&job->mu);
     if (job->a)
         asm_fail(job->a, SPW_ECLOSED, "the job was stopped");   /* wakes window waiters */
     for (int i = 0; i < job->n_local; i++)
         pthread_join(job->local[i], NULL);
     job->n_local = 0;
-    remote_destroy(r);
+    remote_destroy(job->r);     /* after the local threads, which lease through it, have ended */
+    job->r = NULL;
 }
 
 void spw_job_destroy(struct spw_job *job)
