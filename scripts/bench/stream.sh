@@ -2,8 +2,8 @@
 # scripts/bench/stream.sh - element streaming over loopback: Spillway's worker->client path (zero-copy
 # ElementBatch encoding, byte credits on the gRPC stream, the messages on a data connection - lib/direct.h -
 # read whole into a kept buffer, one copy into the batch slot), the same with TLS on the data connection
-# (certificates made here with the openssl command: a throwaway CA and a server certificate for 127.0.0.1;
-# the client verifies it, presents none), its fallback (the same messages on the gRPC stream), and a raw TCP
+# (scripts/dev/make-certs.sh's throwaway CA and server certificate for 127.0.0.1; the client verifies it,
+# presents none), its fallback (the same messages on the gRPC stream), and a raw TCP
 # socket moving the same bytes in the same message sizes. Sender pinned to CPU 0, receiver to CPU 1; medians
 # of BENCH_RUNS. Prints MB/s, the ratios (direct >= 0.70x TCP; TLS >= 0.80x TCP, and TLS vs direct), CPU-s
 # per GB at both ends and whether kTLS was used; writes build/bench/stream.md.
@@ -21,14 +21,8 @@ RESULTS=$OUT/stream.tsv
 BYTES=${STREAM_BYTES:-6000000000}
 CERTS=$(mktemp -d)
 trap 'rm -rf "$CERTS"' EXIT
-# tls mode's certificates: a CA, and a server certificate naming 127.0.0.1 (an IP SAN, as the client dials).
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=streambench-ca \
-  -keyout "$CERTS/ca.key" -out "$CERTS/ca.pem" 2> /dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 -keyout "$CERTS/server.key" \
-  -out "$CERTS/server.csr" 2> /dev/null
-printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' > "$CERTS/server.ext"
-openssl x509 -req -in "$CERTS/server.csr" -CA "$CERTS/ca.pem" -CAkey "$CERTS/ca.key" -CAcreateserial -days 1 \
-  -extfile "$CERTS/server.ext" -out "$CERTS/server.pem" 2> /dev/null
+# tls mode's certificates: the tests' throwaway CA and a server certificate naming 127.0.0.1, as the client dials.
+bash "$ROOT/scripts/dev/make-certs.sh" "$CERTS" > /dev/null
 export STREAMBENCH_TLS_CERT=$CERTS/server.pem STREAMBENCH_TLS_KEY=$CERTS/server.key STREAMBENCH_TLS_CA=$CERTS/ca.pem
 
 # one MODE ELEM_BYTES ELEMENTS RUN
