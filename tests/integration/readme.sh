@@ -47,7 +47,9 @@ check "PyTorch: the venv and the offline pip install run as written" test -x "$T
   > "$WORK/py-inproc.log" 2>&1
 check "PyTorch: the training block runs as written, in-process (2 epochs, 320 elements)" \
   bash -c "grep -q '^epoch 0: loss' '$WORK/py-inproc.log' && grep -q '^epoch 1: loss .*, 320 elements so far' '$WORK/py-inproc.log'"
-(cd "$T" && env -u SPILLWAY_LIB -u PYTHONPATH SPILLWAY_DISPATCHER="$SVC" timeout 300 venv/bin/python train.py) \
+# SPILLWAY_LOG_TO=stderr: the library's info lines (the job created) on stderr, not Python's logging
+(cd "$T" && env -u SPILLWAY_LIB -u PYTHONPATH SPILLWAY_DISPATCHER="$SVC" SPILLWAY_LOG_TO=stderr timeout 300 \
+  venv/bin/python train.py) \
   > "$WORK/py-svc.log" 2>&1
 check "PyTorch: ... and through \$SPILLWAY_DISPATCHER" grep -q '^epoch 1: loss .*, 320 elements so far' "$WORK/py-svc.log"
 check "PyTorch: the job really went through the dispatcher" grep -q 'client job created job=' "$WORK/py-svc.log"
