@@ -531,7 +531,7 @@ static int build(const struct spw_pipeline_spec *spec, const struct spw_source *
         const struct spw_sample *sm = &src->samples[samples[p]];
         if (labels)
             labels[k] = sm->label;
-        b->keys[k] = (struct spw_sample_key){epoch, samples[p], sm->path};
+        b->keys[k] = (struct spw_sample_key){epoch, src->listed ? src->listed[samples[p]] : samples[p], sm->path};
         k++;
     }
     if (f->rows && n_ok) {

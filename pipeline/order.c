@@ -3,6 +3,7 @@
 #include "pipeline/order.h"
 
 #include <errno.h>
+#include <stdlib.h>
 
 #include "lib/rng.h"
 
@@ -98,4 +99,37 @@ int64_t spw_rank_view_index(const struct spw_rank_view *v, int64_t pos)
     if (split % v->world != v->rank)
         return -1;
     return split / v->world * v->split + pos % v->split;
+}
+
+int64_t spw_order_rest(int64_t n, int world, int64_t split, bool pad, const uint8_t *const *delivered,
+                       const size_t *bytes, const int64_t *given, int64_t *out)
+{
+    uint8_t *seen = n > 0 ? calloc((size_t)(n + 7) / 8, 1) : NULL;
+    if (!seen)
+        return n > 0 ? -ENOMEM : -EINVAL;
+    for (int r = 0; r < world; r++) {
+        struct spw_rank_view v;
+        if (spw_rank_view_init(&v, n, r, world, split, pad) != 0) {
+            free(seen);
+            return -EINVAL;
+        }
+        const int64_t places = v.own > v.len ? v.own : v.len;
+        if (delivered[r] && bytes[r] != (size_t)(places + 7) / 8) {
+            free(seen);
+            return -EINVAL;
+        }
+        for (int64_t p = 0; p < places; p++) {
+            const bool given_p = delivered[r] ? (delivered[r][p >> 3] >> (p & 7)) & 1 : p < given[r];
+            if (given_p) {
+                const int64_t pos = spw_rank_view_pos(&v, p);
+                seen[pos >> 3] |= (uint8_t)(1u << (pos & 7));
+            }
+        }
+    }
+    int64_t k = 0;
+    for (int64_t pos = 0; pos < n; pos++)
+        if (!((seen[pos >> 3] >> (pos & 7)) & 1))
+            out[k++] = pos;
+    free(seen);
+    return k;
 }

@@ -5,6 +5,7 @@
 #define SPW_PIPELINE_ORDER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct spw_order {
@@ -42,5 +43,13 @@ int64_t spw_rank_view_pos(const struct spw_rank_view *v, int64_t i);
 int64_t spw_rank_view_index(const struct spw_rank_view *v, int64_t pos);
 /* Positions rank r of this view's world owns. */
 int64_t spw_rank_view_owned(const struct spw_rank_view *v, int rank);
+
+/* The rest of an epoch after a data-parallel run of `world` ranks stopped in it (a resume onto another world
+ * size): the order positions no rank delivered. Rank r's views (n, r, world, split, pad) and its delivered
+ * places: the bitmap delivered[r] over max(own, len) places (NULL: its first given[r] places). Writes
+ * them ascending into out (n slots) and returns their count, or -EINVAL (a view that cannot be made, or a
+ * bitmap of another length: bytes[r]) or -ENOMEM. */
+int64_t spw_order_rest(int64_t n, int world, int64_t split, bool pad, const uint8_t *const *delivered,
+                       const size_t *bytes, const int64_t *given, int64_t *out);
 
 #endif

@@ -682,6 +682,52 @@ int spw_source_read(const struct spw_source *src, int64_t i, int64_t max_bytes, 
                         : read_file(s->path, max_bytes, buf, len);
 }
 
+int spw_source_take(struct spw_source *src, const int64_t *idx, int64_t k)
+{
+    const size_t nf = (size_t)src->n_fields;
+    uint8_t *taken = calloc((size_t)src->n + 1, 1);
+    struct spw_sample *samples = malloc(((size_t)k + 1) * sizeof *samples);
+    int64_t *listed = malloc(((size_t)k + 1) * sizeof *listed);
+    struct spw_member_loc *locs = nf ? malloc(((size_t)k * nf + 1) * sizeof *locs) : NULL;
+    struct spw_coco_image *coco = src->coco ? malloc(((size_t)k + 1) * sizeof *coco) : NULL;
+    int rc = !taken || !samples || !listed || (nf && !locs) || (src->coco && !coco) ? -ENOMEM : 0;
+    for (int64_t i = 0; rc == 0 && i < k; i++) {
+        if (idx[i] < 0 || idx[i] >= src->n || taken[idx[i]])
+            rc = -EINVAL;
+        else
+            taken[idx[i]] = 1;
+    }
+    if (rc) {
+        free(taken), free(samples), free(listed), free(locs), free(coco);
+        return rc;
+    }
+    for (int64_t i = 0; i < k; i++) {
+        samples[i] = src->samples[idx[i]];
+        listed[i] = src->listed ? src->listed[idx[i]] : idx[i];
+        if (nf)
+            memcpy(locs + (size_t)i * nf, src->field_locs + (size_t)idx[i] * nf, nf * sizeof *locs);
+        if (coco)
+            coco[i] = src->coco[idx[i]];
+    }
+    for (int64_t i = 0; i < src->n; i++) {
+        if (taken[i])
+            continue;
+        free(src->samples[i].path);
+        if (coco) {
+            free(src->coco[i].file_name);
+            free(src->coco[i].boxes);
+            free(src->coco[i].labels);
+        }
+    }
+    free(taken);
+    free(src->samples);
+    free(src->listed);
+    free(src->field_locs);
+    free(src->coco);
+    src->samples = samples, src->listed = listed, src->field_locs = locs, src->coco = coco, src->n = k;
+    return 0;
+}
+
 void spw_source_close(struct spw_source *src)
 {
     if (!src)
@@ -689,6 +735,7 @@ void spw_source_close(struct spw_source *src)
     for (int64_t i = 0; i < src->n; i++)
         free(src->samples[i].path);
     free(src->samples);
+    free(src->listed);
     free(src->field_locs);
     spw_coco_free(src->coco, src->coco ? src->n : 0);
     free_names(src->classes, src->n_classes);

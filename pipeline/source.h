@@ -41,6 +41,8 @@ struct spw_source {
     const struct spw_source_spec *spec; /* folders with fields: the spec they were listed for (its path and
                                            fields' folders name each sample's field files), which outlives the
                                            source; NULL otherwise */
+    int64_t *listed;        /* after spw_source_take: each sample's index in the listing (keys give it);
+                               NULL: the listing itself */
     uint64_t manifest_hash; /* over (path, label, size) of every sample in order, and its fields' sizes */
     int64_t ignored;        /* files seen but not samples (other media, incomplete tar keys) */
 };
@@ -52,6 +54,10 @@ int spw_source_open(const struct spw_source_spec *spec, struct spw_source **out,
  * bigger than max_bytes with SPW_ETOOBIG before allocating. Returns 0 or -errno / SPW_ETOOBIG. */
 int spw_source_read(const struct spw_source *src, int64_t i, int64_t max_bytes, uint8_t **buf, size_t *len);
 void spw_source_close(struct spw_source *src);
+/* Keep only samples idx[0..k) (distinct, each < src->n), in that order: sample i becomes old sample idx[i],
+ * with its fields and boxes (the rest of an epoch, made as a source of its own). manifest_hash stays the
+ * listing's. Returns 0, -EINVAL (an index out of range or repeated) or -ENOMEM (src unchanged). */
+int spw_source_take(struct spw_source *src, const int64_t *idx, int64_t k);
 /* Read field f of sample i (a member of its tar key, or its file in the field's folder) into a malloc'd
  * buffer, as spw_source_read; bigger than max_bytes is SPW_ETOOBIG, refused before allocating. */
 int spw_source_read_field(const struct spw_source *src, int64_t i, int f, int64_t max_bytes, uint8_t **buf,

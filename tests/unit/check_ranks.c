@@ -86,6 +86,55 @@ START_TEST(test_ranks_own_whole_splits_round_robin)
 }
 END_TEST
 
+/* The rest of an epoch stopped mid-way: exactly the positions no rank delivered, whether ranks give a prefix
+ * count or a bitmap (padding places count as their repeated position); a bitmap of another length is refused. */
+START_TEST(test_ranks_rest_of_an_epoch)
+{
+    const int64_t n = 1000, split = 16;
+    const int world = 3;
+    int64_t given[3] = {100, 100, 100}, rest[1000];
+    const uint8_t *none[3] = {NULL, NULL, NULL};
+    size_t bytes[3] = {0, 0, 0};
+    const int64_t k = spw_order_rest(n, world, split, true, none, bytes, given, rest);
+    int *hits = calloc((size_t)n, sizeof *hits);
+    for (int r = 0; r < world; r++) {
+        struct spw_rank_view v;
+        ck_assert_int_eq(spw_rank_view_init(&v, n, r, world, split, true), 0);
+        for (int64_t p = 0; p < given[r]; p++)
+            hits[spw_rank_view_pos(&v, p)]++;
+    }
+    int64_t want = 0;
+    for (int64_t pos = 0; pos < n; pos++)
+        want += hits[pos] == 0;
+    ck_assert_int_eq(k, want);
+    ck_assert_int_eq(k, n - 300);
+    for (int64_t i = 0; i < k; i++) {
+        ck_assert_int_eq(hits[rest[i]], 0);
+        ck_assert(i == 0 || rest[i] > rest[i - 1]);             /* ascending, no repeats */
+    }
+    /* Bitmaps: rank 2 (328 positions, 336 places) delivered its places from 300 on, padding included: its
+     * positions 300..327 and, through the padding places 328..335, its first 8. */
+    struct spw_rank_view v2;
+    ck_assert_int_eq(spw_rank_view_init(&v2, n, 2, world, split, true), 0);
+    ck_assert_int_eq(v2.own, 328);
+    ck_assert_int_eq(v2.len, 336);
+    uint8_t *bits = calloc(336 / 8, 1);
+    for (int64_t p = 300; p < 336; p++)
+        bits[p >> 3] |= (uint8_t)(1u << (p & 7));
+    const uint8_t *maps[3] = {NULL, NULL, bits};
+    size_t lens[3] = {0, 0, 336 / 8};
+    int64_t zero[3] = {0, 0, 0};
+    ck_assert_int_eq(spw_order_rest(n, world, split, true, maps, lens, zero, rest), n - 36);
+    for (int64_t i = 0; i < n - 36; i++)
+        ck_assert(spw_rank_view_index(&v2, rest[i]) < 0 || (spw_rank_view_index(&v2, rest[i]) >= 8 &&
+                                                            spw_rank_view_index(&v2, rest[i]) < 300));
+    lens[2]--;
+    ck_assert_int_eq(spw_order_rest(n, world, split, true, maps, lens, zero, rest), -EINVAL);
+    free(bits);
+    free(hits);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ranks");
@@ -93,6 +142,7 @@ int main(void)
     tcase_add_test(tc, test_ranks_partition_the_epoch);
     tcase_add_test(tc, test_ranks_refuse_bad_shapes);
     tcase_add_test(tc, test_ranks_own_whole_splits_round_robin);
+    tcase_add_test(tc, test_ranks_rest_of_an_epoch);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }
