@@ -23,6 +23,7 @@ struct binding_opts {           /* the options and the strings they point to */
     char job_name[129];
     char tls_ca[4096], tls_cert[4096], tls_key[4096];
     char gpu_mem_budget[64];
+    struct spw_checkpoint *rest;    /* "rest_of_rank": the old ranks' checkpoints (o.rest_of) */
 };
 
 struct spw_job_opts *spw_job_opts_new(void)
@@ -40,8 +41,13 @@ void spw_job_opts_cancel_flag(struct spw_job_opts *o, const volatile int *flag)
 
 void spw_job_opts_free(struct spw_job_opts *o)
 {
-    if (o)
+    struct binding_opts *b = (struct binding_opts *)o;
+    if (o) {
         free(o->resume.places);
+        for (int r = 0; r < o->rest_of.world; r++)
+            free(b->rest[r].places);
+        free(b->rest);
+    }
     free(o);                    /* the binding_opts that starts with it */
 }
 
@@ -51,10 +57,9 @@ static int hex_value(char c)
                                                                                                     : -1;
 }
 
-/* A checkpoint's places bitmap from hex ("" = none). */
-static int set_places(struct spw_job_opts *o, const char *v)
+/* A checkpoint's places bitmap from hex ("" = none) into *places, *len. */
+static int parse_places(const char *v, size_t n, uint8_t **places, size_t *len)
 {
-    const size_t n = strlen(v);
     if (n % 2)
         return -EINVAL;
     uint8_t *p = n ? malloc(n / 2) : NULL;
@@ -68,9 +73,45 @@ static int set_places(struct spw_job_opts *o, const char *v)
         }
         p[i] = (uint8_t)(hi << 4 | lo);
     }
+    *places = p;
+    *len = n / 2;
+    return 0;
+}
+
+static int set_places(struct spw_job_opts *o, const char *v)
+{
+    uint8_t *p;
+    size_t len;
+    const int rc = parse_places(v, strlen(v), &p, &len);
+    if (rc)
+        return rc;
     free(o->resume.places);
     o->resume.places = p;
-    o->resume.places_len = n / 2;
+    o->resume.places_len = len;
+    return 0;
+}
+
+/* One more old rank's checkpoint for o.rest_of: "BATCHES MANIFEST_HEX SPLIT PLACES_HEX" (PLACES_HEX may be
+ * empty), ranks in order. */
+static int add_rest_rank(struct binding_opts *b, const char *v)
+{
+    long long batches;
+    unsigned long long manifest;
+    int split, at = -1;
+    if (sscanf(v, "%lld %llx %d %n", &batches, &manifest, &split, &at) != 3 || at < 0 || batches < 0 ||
+        split < 0 || b->o.rest_of.world >= 65536)
+        return -EINVAL;
+    struct spw_checkpoint *r = realloc(b->rest, (size_t)(b->o.rest_of.world + 1) * sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    b->rest = r;
+    r += b->o.rest_of.world;
+    *r = (struct spw_checkpoint){.batches = batches, .manifest = manifest, .split_size = split};
+    const int rc = parse_places(v + at, strlen(v + at), &r->places, &r->places_len);
+    if (rc)
+        return rc;
+    b->o.rest_of.ranks = b->rest;
+    b->o.rest_of.world++;
     return 0;
 }
 
@@ -143,6 +184,8 @@ int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value)
         return parse_hex64(value, &o->resume.job_secret);
     if (!strcmp(key, "resume_places"))
         return set_places(o, value);
+    if (!strcmp(key, "rest_of_rank"))
+        return add_rest_rank(b, value);
     if (!strcmp(key, "compress"))
         return spw_job_compress_parse(value, &o->compress);
     if (!strcmp(key, "cut") && !strcmp(value, "default"))

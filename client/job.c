@@ -18,6 +18,7 @@
 #include "client/assembler.h"
 #include "client/probe.h"
 #include "client/remote.h"
+#include "client/rest_of.h"
 #include "lib/clock.h"
 #include "lib/cpulimit.h"
 #include "lib/err.h"
@@ -97,6 +98,8 @@ struct spw_job {
     struct spw_rpc_tls *tls;        /* loaded from o.tls_* (NULL: plaintext, or the process's default) */
     struct spw_rpc_channel_opts peer;   /* how to call the dispatcher and workers: token, TLS */
     struct probe_result *links;     /* a planned job's links, probed before the workers profile (open_common) */
+    bool rest_of;                   /* opts.rest_of: the rest of an old run's epoch (rest) */
+    struct rest_of_plan rest;
 };
 
 void spw_job_opts_init(struct spw_job_opts *o)
@@ -618,6 +621,25 @@ static int open_source(struct spw_job *j, char *err, size_t errlen)
     return spw_source_open(&j->spec->source, &j->src, err, errlen);
 }
 
+/* opts.rest_of: the rest of the old run's epoch, in this process (a fraction of an epoch, once); an empty
+ * rest makes no executor (take_batch ends at once). */
+static int start_rest_of(struct spw_job *j, char *err, size_t errlen)
+{
+    int rc = rest_of_apply(j->spec, j->src, &j->o, &j->rest, err, errlen);
+    if (rc)
+        return rc;
+    j->o.rest_of = (struct spw_world_change){0};  /* the caller's array: not kept */
+    spw_log(SPW_LOG_INFO, "client", "world size changed: the rest of epoch %lld, %lld samples, among %d ranks "
+            "(this rank %lld batches) in this process; then the run goes on at batch %lld", (long long)j->rest.epoch,
+            (long long)j->rest.rest, j->o.world_size > 1 ? j->o.world_size : 1, (long long)j->rest.per_epoch,
+            (long long)j->rest.next_batch);
+    if (j->rest.per_epoch < 1)
+        return 0;
+    j->o.split_size = j->rest.split;
+    j->o.resume.batches = j->rest.first_batch;
+    return start_in_process(j, err, errlen);
+}
+
 /* $SPILLWAY_DIRECT=off: take workers' elements on their gRPC streams, not on data connections (which a
  * worker offers unless its --data-port is -1 or it runs TLS). */
 static bool direct_off(void)
@@ -764,6 +786,9 @@ static int absolute_source(struct spw_pipeline_spec *spec, char *err, size_t err
 
 static int open_common(struct spw_job *j, char *err, size_t errlen)
 {
+    j->rest_of = j->o.rest_of.world > 0;
+    if (j->rest_of)
+        j->o.dispatcher = NULL;         /* the rest of an epoch is made here, from a listing made here */
     int rc = j->o.dispatcher ? absolute_source(j->spec, err, errlen) : 0;
     if (rc == 0 && j->o.dispatcher)
         rc = peer_setup(j, err, errlen);
@@ -785,6 +810,8 @@ static int open_common(struct spw_job *j, char *err, size_t errlen)
                  (unsigned long long)j->src->manifest_hash);
         return SPW_ESOURCE;
     }
+    if (j->rest_of)
+        return start_rest_of(j, err, errlen);
     struct remote_resume rr;
     uint64_t *done = NULL;
     const bool resuming = j->o.resume.batches > 0;
@@ -933,6 +960,8 @@ static bool no_producer(struct spw_job *j)
 static int take_batch(struct spw_job *job, struct spw_batch **out)
 {
     int rc;
+    if (!job->ex && !job->a)
+        return SPW_ECLOSED;             /* an empty rest of an epoch (opts.rest_of) */
     if (job->ex) {
         rc = spw_executor_next(job->ex, out);
         if (rc != 0 && rc != SPW_ECLOSED)
@@ -1030,7 +1059,7 @@ int spw_job_checkpoint(struct spw_job *job, struct spw_checkpoint *out)
 {
     memset(out, 0, sizeof *out);
     out->manifest = job->src->manifest_hash;
-    if (job->ex) {          /* in order: the batches say it all */
+    if (job->ex || job->rest_of) {  /* in order: the batches say it all */
         out->batches = job->o.resume.batches + job->st.batches + job->empty_batches;
         out->split_size = job->o.split_size > 0 ? job->o.split_size : SPW_DEFAULT_SPLIT;
         return 0;
@@ -1058,8 +1087,20 @@ int spw_job_classes(const struct spw_job *job, const char *const **names)
     return job->src->n_classes;
 }
 
+int spw_job_rest_of(const struct spw_job *job, int64_t *epoch, int64_t *next_batch, int64_t *per_epoch_after)
+{
+    if (!job->rest_of)
+        return 0;
+    *epoch = job->rest.epoch;
+    *next_batch = job->rest.next_batch;
+    *per_epoch_after = job->rest.per_epoch_after;
+    return 1;
+}
+
 int64_t spw_job_batches_per_epoch(const struct spw_job *job)
 {
+    if (job->rest_of)
+        return job->rest.per_epoch;
     if (job->a)
         return asm_batches_per_epoch(job->a);
     struct spw_rank_view v;

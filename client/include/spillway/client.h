@@ -110,6 +110,18 @@ struct spw_job_opts {
         uint8_t *places;        /* bitmap of the delivered places of the epoch in progress; NULL = its first
                                    batches (what an ordered run delivers) */
     } resume;
+    struct spw_world_change {   /* resume onto another world size (elastic training): the old run's
+                                   checkpoints, one per rank (ranks[r] rank r's, taken at the same step).
+                                   Then this job is the rest of the old run's epoch in progress: the
+                                   samples no old rank delivered, this rank's share of them (world_size
+                                   ranks, padded or dropped as batches are), made in this process, as one
+                                   epoch of spw_job_batches_per_epoch batches; spw_job_rest_of says which
+                                   epoch and where a job of the new world size goes on after it (its
+                                   resume.batches, no places). resume.batches may resume this job's own
+                                   checkpoint. Read while the job is created only */
+        int world;              /* the old run's ranks; 0: no change (a plain resume) */
+        const struct spw_checkpoint *ranks;
+    } rest_of;
     bool gpu;                   /* in-process: one more thread makes micro-batches on CUDA device gpu_device
                                    (FusionFlow's CPU+GPU split, host batches); without the plugin, a driver or
                                    the device the job logs why once and runs on the CPU */
@@ -196,6 +208,12 @@ SPW_API void spw_checkpoint_clear(struct spw_checkpoint *c);
 SPW_API int spw_job_classes(const struct spw_job *job, const char *const **names);
 /* Batches one epoch delivers (the last one short unless the spec drops it). */
 SPW_API int64_t spw_job_batches_per_epoch(const struct spw_job *job);
+/* A job made with opts.rest_of: returns 1 with the old run's epoch it is the rest of (*epoch), the batch of
+ * the run at the new world size after it (*next_batch: the next epoch's start, or this epoch's when no old
+ * rank had started it) and that run's batches per epoch; 0 for any other job. An empty rest (all delivered, or a share too short for a
+ * dropped remainder) makes a job that ends at once. */
+SPW_API int spw_job_rest_of(const struct spw_job *job, int64_t *epoch, int64_t *next_batch,
+                            int64_t *per_epoch_after);
 
 /* ---- a batch's contents (struct spw_batch is opaque) ---- */
 
@@ -258,8 +276,9 @@ SPW_API int spw_set_log_level(int level);
  * spw_job_cut_parse, or "default"), "max_workers", "compress" (as spw_job_compress_parse), "trainer_rate", "prefetch_bytes", "credit_bytes", "ordered" (0/1), "insecure" (0/1),
  * "max_batches", "split_size", "rescue_after_ms", "rank", "world_size", "job_name", "gpu" (a device, or -1),
  * "gpu_mem_budget", "device_batches" (0/1), and a checkpoint's "resume_batches", "resume_manifest" (hex),
- * "resume_job", "resume_job_secret" (hex), "resume_split_size", "resume_places" (hex)) from strings, which are
- * copied. set returns 0, -ENOENT (unknown key) or -EINVAL (bad value). Free with spw_job_opts_free. */
+ * "resume_job", "resume_job_secret" (hex), "resume_split_size", "resume_places" (hex), and for rest_of each old
+ * rank's checkpoint in rank order as "rest_of_rank": "BATCHES MANIFEST_HEX SPLIT PLACES_HEX") from strings,
+ * which are copied. set returns 0, -ENOENT (unknown key) or -EINVAL (bad value). Free with spw_job_opts_free. */
 SPW_API struct spw_job_opts *spw_job_opts_new(void);
 SPW_API int spw_job_opts_set(struct spw_job_opts *o, const char *key, const char *value);
 SPW_API void spw_job_opts_free(struct spw_job_opts *o);

@@ -41,6 +41,8 @@ _PROTOS = {   # name: (restype, argtypes)
     "spw_job_stop": (None, [_P]),
     "spw_job_classes": (_I, [_P, ctypes.POINTER(ctypes.POINTER(ctypes.c_char_p))]),
     "spw_job_batches_per_epoch": (ctypes.c_int64, [_P]),
+    "spw_job_rest_of": (_I, [_P, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_int64),
+                             ctypes.POINTER(ctypes.c_int64)]),
     "spw_job_checkpoint_flat": (_P, [_P, ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_uint64),
                                      ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
                                      ctypes.POINTER(_I)]),

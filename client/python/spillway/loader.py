@@ -76,11 +76,12 @@ class _Job:
         if not o:
             raise MemoryError("spw_job_opts_new")
         try:
-            for key, value in opts.items():
-                rc = L.spw_job_opts_set(o, key.encode(), value.encode())
-                if rc:
-                    raise ValueError("spillway: option %s=%r: %s" % (
-                        key, value, "unknown option" if rc == -_lib.ENOENT else "invalid value"))
+            for key, values in opts.items():
+                for value in values if isinstance(values, list) else [values]:     # a list: set once each
+                    rc = L.spw_job_opts_set(o, key.encode(), value.encode())
+                    if rc:
+                        raise ValueError("spillway: option %s=%r: %s" % (
+                            key, value, "unknown option" if rc == -_lib.ENOENT else "invalid value"))
             err = ctypes.create_string_buffer(1024)
             job = ctypes.c_void_p()
             # Created on a helper thread, so that Ctrl-C (or a signal handler's exception) reaches this one while
@@ -506,6 +507,12 @@ class Loader:
     resume: a state_dict() taken earlier (by this or another process): the job delivers exactly the samples
     not yet delivered when it was taken, then continues. Through a dispatcher the resumed loader rejoins the
     job it was taken in while that is unfinished (the other ranks keep going), else starts a new one there.
+    Onto another world size (elastic training): every old rank's state_dict() as a list in rank order (taken
+    at the same step, e.g. gathered with torch.distributed.all_gather_object); the samples of the epoch in
+    progress that no old rank delivered are divided among the new ranks (their shares padded to equal batch
+    counts, or dropped with drop_remainder) and made in this process, that epoch's iteration being shorter;
+    then the run goes on at the new size (through a dispatcher as a job named job_name-wN). A list of the
+    same world size gives each rank its own state.
 
     keep_job: through a dispatcher, close() leaves an unfinished job paused for a resume instead of ending it
     (state_dict() asks for that too); a paused job stays rejoinable for the dispatcher's --paused-job-ms.
@@ -561,10 +568,47 @@ class Loader:
             if value is not None:
                 opts[key] = value if isinstance(value, str) else repr(value)
         self._opts = opts
-        opts = self._resume_opts(resume)
-        self._first = int(opts.get("resume_batches", 0))    # the first job's first batch
+        self._rest = None               # after a world size change: the rest job's facts (_start)
+        self._suffixed = False          # the job is named job_name-wN (after a world size change)
         self._given = 0                 # batches taken from the jobs so far: max_batches counts them
+        self._start(self._resume_opts(resume))
+
+    def _start(self, opts):
+        """Make the job of opts; a rest of an epoch after a world size change says where the run goes on."""
+        self._first = int(opts.get("resume_batches", 0))    # the first job's first batch
         self._job = _Job(self.spec, opts)
+        epoch, after, per_epoch = ctypes.c_int64(), ctypes.c_int64(), ctypes.c_int64()
+        self._rest = None
+        if _lib.lib().spw_job_rest_of(self._job.ptr, ctypes.byref(epoch), ctypes.byref(after),
+                                      ctypes.byref(per_epoch)):
+            self._rest = {"epoch": epoch.value, "next": after.value, "per_epoch": per_epoch.value,
+                          "ranks": opts["rest_of_rank"]}
+
+    def _after_rest(self, batch):
+        """Leave the rest of an epoch for the run at the new world size from `batch` on (a job of its own
+        there: through a dispatcher named job_name-wN, as the old ranks' job may still be paused)."""
+        rest, self._rest = self._rest, None
+        opts = dict(self._opts)
+        if opts.get("job_name"):
+            opts["job_name"], self._suffixed = self._renamed(opts["job_name"]), True
+        if batch:
+            opts.update(resume_batches=str(batch), resume_manifest=rest["ranks"][0].split()[1],
+                        resume_split_size=rest["ranks"][0].split()[2])
+        limit = self._opts.get("max_batches")
+        self._job.close()
+        if limit is not None and int(limit) <= self._given:
+            self._done = True
+            return False
+        if limit is not None:
+            opts["max_batches"] = str(int(limit) - self._given)
+        self._done = False
+        self._first = batch
+        self._job = _Job(self.spec, opts)
+        return True
+
+    def _renamed(self, name):
+        suffix = "-w%d" % self.world_size
+        return name if name.endswith(suffix) else name[:128 - len(suffix)] + suffix
 
     STATE_VERSION = 2
 
@@ -572,8 +616,28 @@ class Loader:
         opts = dict(self._opts)
         if state is None:
             return opts
-        if state.get("version") not in (1, self.STATE_VERSION):     # 1: in-process states (a count)
-            raise ValueError("spillway: resume: not a Loader state (version %r)" % state.get("version"))
+        states = list(state) if isinstance(state, (list, tuple)) else [state]
+        for i, one in enumerate(states):
+            if not isinstance(one, dict) or one.get("version") not in (1, self.STATE_VERSION):   # 1: in-process
+                raise ValueError("spillway: resume: not a Loader state (version %r)" % (
+                    one.get("version") if isinstance(one, dict) else type(one).__name__))
+            if len(states) > 1 and (one.get("rank"), one.get("world_size")) != (i, len(states)):
+                raise ValueError("spillway: resume: a list of states is every rank's, in rank order: item %d is "
+                                 "rank %r of %r" % (i, one.get("rank"), one.get("world_size")))
+        if len(states) > 1 and len(states) == self.world_size:
+            states = [states[self.rank]]
+        if len(states) > 1:
+            return self._rest_opts(states, opts)
+        state = states[0]
+        if state.get("rest_of"):
+            return self._rest_opts(state["rest_of"], opts, state)
+        if state.get("world_size") != self.world_size and state.get("spec_sha256") == self._spec_digest():
+            raise ValueError("spillway: resume: the state is for another world_size (%r, this loader %r): to "
+                             "resume onto another world size, give every old rank's state_dict() as a list in "
+                             "rank order (resume=[state_of_rank_0, state_of_rank_1, ...])"
+                             % (state.get("world_size"), self.world_size))
+        if state.get("job_name") and opts.get("job_name"):
+            opts["job_name"], self._suffixed = self._renamed(opts["job_name"]), True
         mine = {"spec_sha256": self._spec_digest(), "rank": self.rank, "world_size": self.world_size}
         for key, value in mine.items():
             if state.get(key) == value:
@@ -590,6 +654,34 @@ class Loader:
                 opts["resume_" + key] = str(state[key])
         return opts
 
+    def _rest_opts(self, states, opts, rest_state=None):
+        """A world size change: the rest of the old ranks' epoch, this rank's share, made in this process; then
+        the run at this world size (_after_rest). rest_state: a state taken during such a rest, resumed at the
+        same world size."""
+        if isinstance(states[0], str):          # a rest state's own record of the old ranks
+            ranks = list(states)
+        else:
+            for one in states:
+                if one.get("spec_sha256") != self._spec_digest():
+                    raise ValueError("spillway: resume: rank %r's state is for another spec: %s" % (
+                        one.get("rank"), _spec_changes(one["spec"], self.spec) if isinstance(one.get("spec"), str)
+                        else "its digest differs"))
+                if one.get("rest_of"):
+                    raise ValueError("spillway: resume: rank %r's state was taken in the rest of an epoch after a "
+                                     "world size change: resume it on %r ranks, or change the world size again at "
+                                     "an epoch's end" % (one.get("rank"), one.get("world_size")))
+            ranks = ["%d %s %d %s" % (int(one["batches"]), one.get("manifest") or "0", int(one.get("split_size") or 0),
+                                      one.get("places") or "") for one in states]
+        if rest_state is not None:
+            if (rest_state.get("rank"), rest_state.get("world_size")) != (self.rank, self.world_size):
+                raise ValueError("spillway: resume: the state was taken in the rest of an epoch after a world size "
+                                 "change, as rank %r of %r: resume it as that rank (this loader: %r of %r)" % (
+                                     rest_state.get("rank"), rest_state.get("world_size"), self.rank,
+                                     self.world_size))
+            opts["resume_batches"] = str(int(rest_state["batches"]))
+        opts["rest_of_rank"] = ranks
+        return opts
+
     def _spec_digest(self):
         return hashlib.sha256(self.spec.encode()).hexdigest()
 
@@ -598,6 +690,8 @@ class Loader:
         Loader(..., resume=state) or load_state_dict(state) goes on from the next batch, exactly once."""
         self._check()
         L = _lib.lib()
+        mine = {"version": self.STATE_VERSION, "spec_sha256": self._spec_digest(), "spec": self.spec,
+                "rank": self.rank, "world_size": self.world_size}
         batches, manifest, job, split = ctypes.c_int64(), ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_int()
         secret = ctypes.c_uint64()
         hexp = L.spw_job_checkpoint_flat(self._job.ptr, ctypes.byref(batches), ctypes.byref(manifest),
@@ -607,14 +701,17 @@ class Loader:
         places = ctypes.string_at(hexp).decode()
         L.spw_free(hexp)
         n = batches.value
+        if self._rest is not None:      # the rest of an epoch: its old ranks and how far it went
+            return dict(mine, batches=n, rest_of=list(self._rest["ranks"]), manifest="%016x" % manifest.value)
         if self._pending is not None:
             # Taken from the library but not given to the trainer: the next epoch's first batch (a later
             # epoch starts only once this one is all delivered), so the state is the epoch's start.
             n, places = n - 1, ""
-        return {"version": self.STATE_VERSION, "batches": n, "manifest": "%016x" % manifest.value,
-                "job": job.value, "job_secret": "%016x" % secret.value if job.value else "",
-                "split_size": split.value, "places": places, "spec_sha256": self._spec_digest(), "spec": self.spec,
-                "rank": self.rank, "world_size": self.world_size}
+        state = dict(mine, batches=n, manifest="%016x" % manifest.value, job=job.value,
+                     job_secret="%016x" % secret.value if job.value else "", split_size=split.value, places=places)
+        if self._opts.get("job_name") and self._suffixed:
+            state["job_name"] = self._renamed(self._opts["job_name"])
+        return state
 
     def load_state_dict(self, state):
         """Restart the job from state (a state_dict()): the rest of the run, from the next batch."""
@@ -623,8 +720,8 @@ class Loader:
         self.close()
         self._pending = self._cur = self._next_epoch = None
         self._done = self._open = False
-        self._first, self._given = int(opts.get("resume_batches", 0)), 0
-        self._job = _Job(self.spec, opts)
+        self._given = 0
+        self._start(opts)
 
     def _check(self):
         if os.getpid() != self._pid:
@@ -664,6 +761,8 @@ class Loader:
             return self._cur
         if self._cur is not None:
             return self._cur + 1
+        if self._rest is not None:
+            return self._rest["epoch"]
         return self._first // max(1, len(self))
 
     def _restart_at(self, epoch):
@@ -676,6 +775,10 @@ class Loader:
             self._given -= 1            # taken from the job, never given: not one of max_batches
         if (epochs and epoch >= epochs) or (limit is not None and int(limit) <= self._given):
             self._pending, self._done = None, True      # the iteration below says the run is over
+            return
+        if self._rest is not None:      # leaving the rest of an epoch: the run at the new world size
+            self._pending, self._cur = None, None
+            self._after_rest(epoch * self._rest["per_epoch"])
             return
         opts = dict(self._opts)     # epoch 0: a new job from the start, as at construction
         if start:
@@ -732,6 +835,8 @@ class Loader:
         if self._done:
             return None
         bp = self._job.next()
+        while bp is None and self._rest is not None and self._after_rest(self._rest["next"]):
+            bp = self._job.next()       # the rest of an epoch ended: the run at the new world size
         if bp is None:
             self._done = True
             return None
