@@ -5,6 +5,7 @@
 #include "dispatcher/state_internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +32,8 @@ int disp_state_create(const struct disp_limits *limits, struct disp_state **out)
     s->workers = calloc((size_t)s->lim.max_workers, sizeof *s->workers);
     s->jobs = calloc((size_t)s->lim.max_jobs, sizeof *s->jobs);
     s->ended = calloc((size_t)s->lim.history, sizeof *s->ended);
-    if (!s->workers || !s->jobs || !s->ended) {
+    if (!s->workers || !s->jobs || !s->ended || id_index_init(&s->worker_at, s->lim.max_workers) != 0 ||
+        id_index_init(&s->job_at, s->lim.max_jobs) != 0) {
         disp_state_destroy(s);
         return -ENOMEM;
     }
@@ -85,23 +87,32 @@ void disp_state_destroy(struct disp_state *s)
     free(s->jobs);
     free(s->ended);
     free(s->workers);
+    id_index_free(&s->worker_at);
+    id_index_free(&s->job_at);
     free(s);
 }
 
 static struct worker *find_worker(const struct disp_state *s, uint64_t id)
 {
-    for (int i = 0; i < s->n_workers; i++)
-        if (s->workers[i].id == id)
-            return &s->workers[i];
-    return NULL;
+    const int i = id_index_find(&s->worker_at, id);
+    return i >= 0 ? &s->workers[i] : NULL;
 }
 
 static struct job *find_job(const struct disp_state *s, uint64_t id)
 {
-    for (int i = 0; i < s->n_jobs; i++)
-        if (s->jobs[i].id == id)
-            return &s->jobs[i];
-    return NULL;
+    const int i = id_index_find(&s->job_at, id);
+    return i >= 0 ? &s->jobs[i] : NULL;
+}
+
+/* After the tables changed (an entry added, or one removed and the rest moved up). */
+static void reindex_workers(struct disp_state *s)
+{
+    id_index_rebuild(&s->worker_at, s->workers, sizeof *s->workers, offsetof(struct worker, id), s->n_workers);
+}
+
+static void reindex_jobs(struct disp_state *s)
+{
+    id_index_rebuild(&s->job_at, s->jobs, sizeof *s->jobs, offsetof(struct job, id), s->n_jobs);
 }
 
 static struct epoch_splits *find_epoch(struct job *j, uint64_t epoch)
@@ -223,6 +234,7 @@ static void remove_job(struct disp_state *s, int i, uint32_t flags)
     job_free(&s->jobs[i]);
     memmove(&s->jobs[i], &s->jobs[i + 1], sizeof s->jobs[0] * (size_t)(s->n_jobs - i - 1));
     s->n_jobs--;
+    reindex_jobs(s);
 }
 
 static int apply_create_job(struct disp_state *s, struct disp_update *u, char *err, size_t errlen)
@@ -301,6 +313,7 @@ static int apply_create_job(struct disp_state *s, struct disp_update *u, char *e
         remove_job(s, oldest, 0);           /* there is one: fewer than max_jobs are unfinished */
     }
     s->jobs[s->n_jobs++] = j;
+    reindex_jobs(s);
     u->job = j.id;
     if (j.id >= s->next_job)
         s->next_job = j.id + 1;
@@ -497,6 +510,7 @@ static int evict_dead_worker(struct disp_state *s, uint64_t *evicted)
             *evicted = s->workers[i].id;
             memmove(&s->workers[i], &s->workers[i + 1], sizeof s->workers[0] * (size_t)(s->n_workers - i - 1));
             s->n_workers--;
+            reindex_workers(s);
             return 0;
         }
     return -ENOSPC;
@@ -518,6 +532,7 @@ int disp_state_apply(struct disp_state *s, struct disp_update *u, char *err, siz
             u->worker = w->id;
             if (w->id >= s->next_worker)
                 s->next_worker = w->id + 1;
+            reindex_workers(s);
         }
         snprintf(w->address, sizeof w->address, "%s", u->address ? u->address : "");
         snprintf(w->gpu, sizeof w->gpu, "%s", u->name ? u->name : "");

@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dispatcher/id_index.h"
+
 #include "dispatcher/state.h"
 
 struct epoch_splits {
@@ -71,6 +73,7 @@ struct disp_state {
     struct disp_job_info *ended;    /* a ring of the last lim.history removed jobs' summaries */
     int n_ended, ended_next;
     uint64_t next_worker, next_job; /* the next ids to give (never reused) */
+    struct id_index worker_at, job_at;  /* id -> position in workers / jobs (rebuilt as they change) */
 };
 
 #endif

@@ -604,6 +604,51 @@ START_TEST(test_state_dead_workers_free_their_slots)
 }
 END_TEST
 
+/* Workers and jobs are found by id (a hash index) after the tables move: removals shift entries, workers
+ * re-register with their old ids after others (a restarted dispatcher), jobs come back with old ids (a client
+ * re-attaching); every id maps to its own entry and a removed one to none. */
+START_TEST(test_state_finds_ids_after_the_tables_move)
+{
+    disp_state_destroy(S);
+    struct disp_limits lim = {.max_workers = 3000, .max_jobs = 400};
+    ck_assert_int_eq(disp_state_create(&lim, &S), 0);
+    for (uint64_t id = 3000; id >= 1; id--)           /* descending: the table is not in id order */
+        worker(id, 0);
+    for (uint64_t id = 1; id <= 400; id++)
+        job(id * 7, 64, 64, 1, 1);
+    for (uint64_t id = 2; id <= 400; id += 2)         /* every other job leaves: the rest move up */
+        apply_ok((struct disp_update){.kind = DISP_REMOVE_JOB, .job = id * 7});
+    for (uint64_t id = 10; id <= 3000; id += 10)        /* every tenth worker dies */
+        apply_ok((struct disp_update){.kind = DISP_WORKER_DEAD, .worker = id});
+    job(14, 64, 64, 1, 1);                              /* an old id back, after higher ones */
+    struct disp_job_info ji;
+    for (uint64_t id = 1; id <= 3000; id++) {
+        ck_assert(disp_state_worker_known(S, id));
+        ck_assert_int_eq(disp_state_worker_alive(S, id), id % 10 != 0);
+    }
+    for (uint64_t id = 1; id <= 400; id++) {
+        const bool kept = id % 2 == 1 || id == 2;
+        ck_assert_int_eq(disp_state_job(S, id * 7, &ji), kept ? 0 : -ENOENT);
+        if (kept)
+            ck_assert_uint_eq(ji.id, id * 7);
+    }
+    ck_assert(!disp_state_worker_known(S, 3001));
+    ck_assert_int_eq(disp_state_job(S, 5, &ji), -ENOENT);
+    /* A full table evicts a dead worker for a new one: the rest keep their ids. */
+    disp_state_destroy(S);
+    struct disp_limits small = {.max_workers = 4};
+    ck_assert_int_eq(disp_state_create(&small, &S), 0);
+    for (uint64_t id = 1; id <= 4; id++)
+        worker(id, 0);
+    apply_ok((struct disp_update){.kind = DISP_WORKER_DEAD, .worker = 1});
+    worker(9, 0);
+    ck_assert(!disp_state_worker_known(S, 1));
+    for (uint64_t id = 2; id <= 4; id++)
+        ck_assert(disp_state_worker_known(S, id));
+    ck_assert(disp_state_worker_known(S, 9));
+}
+END_TEST
+
 START_TEST(test_state_ended_jobs_leave_the_table_into_a_bounded_history)
 {
     disp_state_destroy(S);
@@ -1138,6 +1183,7 @@ int main(void)
     tcase_add_test(tc, test_state_marks_updates_durable_or_soft);
     tcase_add_test(tc, test_state_replay_rebuilds_the_same_state);
     tcase_add_test(tc, test_state_dead_workers_free_their_slots);
+    tcase_add_test(tc, test_state_finds_ids_after_the_tables_move);
     tcase_add_test(tc, test_state_replay_of_journal_records_rebuilds_every_prefix);
     tcase_add_test(tc, test_state_snapshot_rebuilds_the_journaled_state);
     tcase_add_test(tc, test_journal_records_keep_each_kinds_members_and_read_the_flat_form);
