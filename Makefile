@@ -196,9 +196,11 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/equiv/%.o $(CORE_LIB)
 
 # make test = lint + unit + equivalence against torchvision and torchaudio + corrupt-input/CLI + integration
 # (real daemons) + the Python package.
+# The build on every core (JOBS), the tests one after another (-j1: they time real daemons).
+JOBS ?= $(shell nproc)
 test: deps
-	$(MAKE) all $(TEST_BIN) $(EQUIV_BIN) $(BENCH_BIN) $(TOOL_BIN)
-	$(MAKE) lint unit equiv corrupt integration python deploy-check
+	$(MAKE) -j$(JOBS) all $(TEST_BIN) $(EQUIV_BIN) $(BENCH_BIN) $(TOOL_BIN)
+	$(MAKE) -j1 lint unit equiv corrupt integration python deploy-check
 
 lint:
 	bash scripts/dev/lint.sh
@@ -219,7 +221,8 @@ corrupt: all
 	bash tests/cli/run.sh
 
 integration: all $(TOOL_BIN)
-	@set -e; for t in $(filter-out %/lib.sh,$(wildcard tests/integration/*.sh)); do echo "== $$t"; bash $$t; done
+	@set -e; for t in $(filter-out %/lib.sh,$(wildcard tests/integration/*.sh)); do echo "== $$t"; \
+	  s=$$(date +%s); bash $$t; echo "== $$t: $$(( $$(date +%s) - s )) s"; done
 
 # The Python package (client/python/spillway) and its PyTorch adapter, against this build's libspillway.so.
 .PHONY: python
@@ -243,7 +246,7 @@ $(BUILD)/tests/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(DISP_LIB) $(CORE_LIB)
 fuzz-bins: $(patsubst tests/fuzz/%.c,$(BUILD)/tests/%,$(FUZZ_SRC))
 
 fuzz:
-	$(MAKE) CC=clang BUILD=build-fuzz SANITIZER=address,undefined WERROR=0 \
+	$(MAKE) -j$(JOBS) CC=clang BUILD=build-fuzz SANITIZER=address,undefined WERROR=0 \
 	  EXTRA_CFLAGS='-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined' fuzz-bins
 	FUZZ_BUILD=build-fuzz bash tests/fuzz/run.sh
 
@@ -254,7 +257,7 @@ deploy-check: all
 
 # The threaded audio path (FFTW and resampling plans made concurrently) under ThreadSanitizer.
 tsan-audio:
-	$(MAKE) SANITIZER=thread build-thread/tests/check_stft build-thread/bin/spillctl
+	$(MAKE) -j$(JOBS) SANITIZER=thread build-thread/tests/check_stft build-thread/bin/spillctl
 	bash tests/audio/tsan.sh
 
 # The fault runs of the service test, 20 seeded times (make test runs 2).
