@@ -20,7 +20,8 @@
  * second offer of a data connection, on the data connection). For a pipeline with one text field
  * (source.fields), an element of the right sample whose fields lie: fields-missing (none sent), fields-offsets
  * (offsets that do not span the bytes sent), fields-length (a length of 2 GiB), fields-utf8 (text that is not
- * UTF-8); for one mask field, fields-mask (a 4000 x 4000 mask in 8 bytes). */
+ * UTF-8); for one mask field, fields-mask (a 4000 x 4000 mask in 8 bytes); for one boxes field (a COCO set),
+ * fields-boxes (5000 boxes claimed in 4 bytes) and fields-boxes-nan (a box with a NaN corner). */
 #include <errno.h>
 #include <signal.h>
 #include <time.h>
@@ -145,9 +146,28 @@ static int send_bad(struct spw_rpc_stream *st, struct spw_direct_conn *dc, uint6
     /* fields-*: a pipeline with one text field (source.fields); the element of the right sample at cut 0 with
      * fields that lie: none sent, offsets that do not span them, a length past the cap, bytes that are not
      * UTF-8. */
-    static uint8_t packed[16];
+    static uint8_t packed[64];
     static int64_t offsets[2];
-    if (!strncmp(g_mode, "fields-", 7)) {
+    if (!strncmp(g_mode, "fields-boxes", 12)) {    /* u32 n, then u32 count, count x 4 float32, count int64 */
+        sample = g_sample0;
+        b.cut = 0;
+        b.tensors[0].ndim = 2;
+        b.tensors[0].shape[1] = b.tensors[0].nbytes = 100;
+        const bool nan = !strcmp(g_mode, "fields-boxes-nan");
+        const float box[4] = {__builtin_nanf(""), 1, 8, 8};
+        const int64_t id = 1;
+        put32(packed, nan ? 28 : 4);
+        put32(packed + 4, nan ? 1 : 5000);
+        memcpy(packed + 8, box, 16);
+        memcpy(packed + 24, &id, 8);
+        const size_t plen = nan ? 32 : 8;
+        offsets[1] = (int64_t)plen;
+        b.n_tensors = 4;
+        b.tensors[2] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_U8, .ndim = 1, .shape = {(int64_t)plen},
+                                                .data = packed, .nbytes = plen};
+        b.tensors[3] = (struct spw_wire_tensor){.dtype = SPW_DTYPE_I64, .ndim = 1, .shape = {2},
+                                                .data = (const uint8_t *)offsets, .nbytes = 16};
+    } else if (!strncmp(g_mode, "fields-", 7)) {
         sample = g_sample0;
         b.cut = 0;
         b.tensors[0].ndim = 2;
