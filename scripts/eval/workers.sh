@@ -11,6 +11,10 @@
 #     planner's count as `spillctl plan --consume-rate R` gives it before any job (every worker profiled), and
 #     as a planned job paced at R (--cut auto, all 4 workers) ends up after its re-plans on measured costs
 #     (`spillctl explain`), with the rate that job reached.
+#  3. demand (issue 39): per R and repeat, a trainer whose step takes B/R s per batch of B (--step-ms: it
+#     states no rate), on a second dispatcher with no worker (the client makes every element, at cut 2): the
+#     count its measured demand gives (spillway_job_workers_needed on /metrics 3 s before the run ends, the
+#     dispatcher told a worker brings EVAL_WORKER_CORES).
 # Target: the planner's count within one worker of the measured one. Needs root (netns, cgroups) and gnuplot.
 # Writes build/eval/workers/{runs.tsv,plans.tsv,table.md}; scripts/eval/workers.py analyses them.
 set -euo pipefail
@@ -46,7 +50,7 @@ run() {
              --max-seconds "$SECS" "${rflag[@]}")
   case $k in
     0) svc=(run --local --threads 1 --pipeline "$OUT/train.json" --json --quiet --max-seconds "$SECS" "${rflag[@]}") ;;
-    auto) svc+=(--cut auto) ;;
+    auto) svc+=(--cut auto --keep-job) ;;    # kept (paused) for explain: an ended job's plan is gone
     *) svc+=(--cut 2 --workers "$k") ;;
   esac
   out=$(in_cg client 0 $B/bin/spillctl "${svc[@]}" 2> "$OUT/last.err") || die "run ($k): $(tail -2 "$OUT/last.err")"
@@ -54,6 +58,7 @@ run() {
     job=$(echo "$out" | json_eval "d['job']")
     if [ "$job" != 0 ]; then
       need=$($B/bin/spillctl --dispatcher $SUBNET.1:"$DPORT" explain "$job" --json | json_eval "d['workers_needed']")
+      $B/bin/spillctl --dispatcher $SUBNET.1:"$DPORT" job cancel "$job" > /dev/null
     elif echo "$out" | json_eval "d['plan']['why']" | grep -q "the client alone meets the trainer's rate"; then
       need=0
     fi
@@ -85,6 +90,33 @@ for rate in "${RATES[@]}"; do
     echo "  plan     rate $rate  run $r  the planner says $need workers"
     run paced "$rate" auto "$r"
   done
+done
+# demand RATE REP: a run whose steps take B/RATE s (no rate stated) on the worker-less dispatcher;
+# workers_needed from its /metrics near the run's end -> a "demand" line of runs.tsv.
+demand() {
+  local rate=$1 rep=$2 out need step
+  step=$("$PY" -c 'import json, sys; print(1000 * json.load(open(sys.argv[1]))["batch"]["size"] / float(sys.argv[2]))' \
+    "$OUT/train.json" "$rate")
+  in_cg client 0 $B/bin/spillctl run --dispatcher "$SUBNET.1:$D2PORT" --pipeline "$OUT/train.json" --cut 2 \
+    --local-cores 1 --json --quiet --max-seconds "$SECS" --step-ms "$step" > "$OUT/demand.json" 2> "$OUT/last.err" &
+  local run=$!
+  sleep "$(awk -v s="$SECS" 'BEGIN { print s - 2 }')"     # the job exists 1-3 s after the start; ends SECS after
+  need=$(curl -sf "http://$SUBNET.1:$D2M/metrics" |
+    sed -n 's/^spillway_job_workers_needed{job_id="[0-9]*"} \(.*\)$/\1/p' | tail -n 1)
+  wait "$run" || die "demand run: $(tail -2 "$OUT/last.err")"
+  out=$(json_eval "d['consumed_per_s']" < "$OUT/demand.json")
+  printf 'demand\t%s\t0\t%s\t%s\t%s\n' "$rate" "$rep" "$out" "${need:--}" >> "$OUT/runs.tsv"
+  printf '  demand   rate %7s  0    workers  run %s  %7.1f elements/s  demand says: %s\n' "$rate" "$rep" "$out" "${need:--}"
+  sleep 0.7
+}
+taskset -c 1 $B/bin/spillway-dispatcher --listen $SUBNET.1 --insecure --port 0 --metrics-port -1 \
+  --worker-millicores "$(awk -v c="$WCORES" 'BEGIN { printf "%d", c * 1000 }')" > "$OUT/d2.out" 2> "$OUT/d2.err" &
+PIDS+=($!)
+D2PORT=$(wait_port "$OUT/d2.out") || die "the second dispatcher did not start: $(cat "$OUT/d2.err")"
+D2M=$(sed -n 's/^metrics listening on .*:\([0-9]*\)$/\1/p' "$OUT/d2.out")
+echo "== demand: trainers whose steps take B/R s, no rate stated, no worker"
+for rate in "${RATES[@]}"; do
+  for ((r = 1; r <= REPEATS; r++)); do demand "$rate" "$r"; done
 done
 cleanup
 

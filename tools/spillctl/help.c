@@ -21,7 +21,7 @@ static const struct command_help commands[] = {
      "spillctl run --dispatcher HOST:PORT --pipeline FILE.json [--cut auto|all|K] [--local-cores N]\n"
      "             [--local-share auto|off] [--workers N] [--consume-rate R] [--ordered] [--prefetch-mb MB]\n"
      "             [--credit-mb MB] [--max-batches M] [--max-seconds S] [--dump DIR | --keys FILE] [--json]\n"
-     "             [--quiet] [--gpu N [--gpu-mem-budget B]] [--keep-job]\n",
+     "             [--quiet] [--gpu N [--gpu-mem-budget B]] [--keep-job] [--step-ms MS]\n",
      "run --local     run the pipeline in this process (no dispatcher)\n"
      "  --pipeline F  pipeline spec (JSON; see docs/pipeline.md)\n"
      "  --threads N   worker threads (default: number of online CPUs)\n"
@@ -61,6 +61,8 @@ static const struct command_help commands[] = {
      "                free (default 0.25)\n"
      "  --consume-rate R  consume at most R elements/s, like a trainer (default: unlimited); with\n"
      "                --cut auto, the rate the plan aims for (also with --local)\n"
+     "  --step-ms MS  with --dispatcher: after each batch, sleep MS as a training step's compute would\n"
+     "                (states no rate: the dispatcher measures the trainer's demand from its waits)\n"
      "  --ordered     deliver batches in epoch order: byte-identical to run --local\n"
      "  --keep-job    a run that stops before the job's end (--max-batches, --max-seconds, a signal)\n"
      "                leaves its job paused for a resume (the dispatcher's --paused-job-ms); by default\n"

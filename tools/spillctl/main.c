@@ -57,7 +57,7 @@ int main(int argc, char **argv)
         {"log-level", required_argument, NULL, 'g'}, {"log-format", required_argument, NULL, 'f'},
         {"job", required_argument, NULL, 'J'}, {"interval-ms", required_argument, NULL, 'i'},
         {"count", required_argument, NULL, 'n'}, {"compress", required_argument, NULL, 'Z'},
-        {"keep-job", no_argument, NULL, 'Y'},
+        {"keep-job", no_argument, NULL, 'Y'}, {"step-ms", required_argument, NULL, 's'},
         {NULL, 0, NULL, 0},
     };
     const char *pipeline = NULL, *dump = NULL, *keys_path = NULL;
@@ -127,6 +127,13 @@ int main(int argc, char **argv)
             break;
         case 'O': sa.ordered = true; break;
         case 'Y': sa.keep_job = true; break;
+        case 's':
+            sa.step_ms = strtod(optarg, &end);
+            if (*end || !(sa.step_ms >= 0) || sa.step_ms > 600000) {
+                fprintf(stderr, "spillctl: --step-ms: \"%s\" is not in [0, 600000]\n", optarg);
+                return 2;
+            }
+            break;
         case 'W': worker = optarg; break;
         case 'H':
             if (strcmp(optarg, "auto") && strcmp(optarg, "off")) {

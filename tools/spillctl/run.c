@@ -144,6 +144,7 @@ struct consumer {
     FILE *keys;
     int quiet;
     double t0, rate;
+    double step_s;              /* compute per batch: sleep this long after each (0: none) */
     double until;               /* stop taking batches after this time (now_s); 0 = never */
     int64_t epochs;             /* the spec's (0: unbounded) */
     int64_t total_batches;      /* of the run (0: unbounded) */
@@ -215,6 +216,8 @@ static int consume(struct consumer *c, int *status)
             write_keys(b, c->keys);
         c->release(c->ctx, b);
         seq++;
+        if (c->step_s > 0)      /* a trainer's step: its compute time between next() calls */
+            spw_sleep_unless((int)(c->step_s * 1e3 + 0.5), &spw_ctl_stop);
         double t = now_s();
         /* A trainer that takes 1/R s per element: wait until this batch's share of time has passed. */
         if (c->rate > 0 && elements / c->rate > t - c->t0)
@@ -461,7 +464,7 @@ int spw_ctl_run_service(const char *pipeline, const struct spw_ctl_service_args 
     /* The trainer starts once the job exists (creation includes planning with --cut auto). */
     const double created = now_s();
     struct consumer cs = {.next = job_next, .release = job_release, .ctx = job, .dump = dump, .keys = keys,
-                          .quiet = quiet, .t0 = created, .rate = sa->consume_rate,
+                          .quiet = quiet, .t0 = created, .rate = sa->consume_rate, .step_s = sa->step_ms / 1e3,
                           .until = max_seconds > 0 ? created + max_seconds : 0, .epochs = spec->source.epochs,
                           .total_batches = run_batches(spec->source.epochs, spw_job_batches_per_epoch(job),
                                                        max_batches),

@@ -18,6 +18,7 @@ struct spw_ctl_service_args {
     int cut, local_cores, max_workers, dispatcher_wait_ms;
     int compress;               /* spw_job_opts.compress */
     double consume_rate;
+    double step_ms;             /* the simulated trainer's compute per batch: it sleeps this long after each */
     bool ordered;
     bool keep_job;              /* at the end, leave an unfinished job paused for a resume (else it ends) */
     int64_t prefetch_mb, credit_mb;
