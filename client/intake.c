@@ -156,6 +156,7 @@ static bool take_element(const struct intake *in, struct intake_rx *rx, const st
     enum asm_claim c = asm_claim(in->a, b->epoch, b->positions[i], &t);
     if (c == ASM_DUP || c == ASM_DROP)
         return c == ASM_DROP;
+    rx->parked += c == ASM_PARK;
     const enum spw_layout layout = in->ctx->spec->batch.layout;
     const struct spw_wire_tensor *wt = &b->tensors[0];
     const size_t eb = wt->nbytes / (size_t)wt->shape[0], off = wt->offset + i * eb;
@@ -359,6 +360,7 @@ const char *intake_message(const struct intake *in, struct intake_rx *rx, uint64
     const char *bad = NULL;
     rx->parts = parts;
     rx->n = n;
+    rx->parked = 0;
     *elements = *dups = 0;
     if (spw_wire_decode_parts(parts, n, &b, err, errlen) != 0)
         return err;

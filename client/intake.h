@@ -44,6 +44,8 @@ struct intake_rx {
     size_t field_offsets_cap;
     struct spw_fields **unpacked;       /* [positions]: each element's fields, checked, until taken */
     size_t unpacked_cap, n_unpacked;
+    int64_t parked;                     /* elements of the last message parked (beyond the window): the
+                                           stream is ahead of the head batch */
 };
 
 /* Take one message from worker `from` on a stream opened for job. Returns NULL with the elements it held

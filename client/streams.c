@@ -155,9 +155,12 @@ static void *stream_main(void *arg)
         outstanding -= (int64_t)len;
         share = credit_share(r);
         if (outstanding <= share / 2) {
-            /* Parked elements are memory too: hold the worker back while too many wait for the window. */
+            /* Parked elements are memory too: hold the worker back while too many wait for the window - a
+             * worker that is ahead (its last message parked), not one making what the head batch waits for
+             * (held too, a restarted dispatcher's leases of the next epoch to one worker stalled the head). */
             int64_t total, delivered, parked;
-            for (asm_progress(r->a, &total, &delivered, &parked); parked > r->o.park_cap_bytes && !stream_done(s);
+            for (asm_progress(r->a, &total, &delivered, &parked);
+                 rx.parked > 0 && parked > r->o.park_cap_bytes && !stream_done(s);
                  asm_progress(r->a, &total, &delivered, &parked))
                 usleep(20 * 1000);
             if (grant(chan, &rq, share - outstanding, false) != 0)
