@@ -265,10 +265,15 @@ int session_reattach(struct remote *r, char *why, size_t whylen)
     streams_update(r, cr->workers, cr->n_workers);   /* streams of the old job end by themselves (stream_done) */
     r->workers_digest = 0;
     pthread_mutex_unlock(&r->mu);
-    spw_log(SPW_LOG_WARN, "client", "the dispatcher no longer knew job=%llu (restarted without --work-dir?): "
-            "re-attached as job=%llu from epoch %llu with %zu splits of it delivered; what this client already "
-            "holds is kept", (unsigned long long)old, (unsigned long long)cr->job, (unsigned long long)rr.epoch,
-            rr.n_done);
+    if (cr->job == old && cr->job_secret == rr.job_secret)
+        spw_log(SPW_LOG_WARN, "client", "the dispatcher's job=%llu was behind this client (a journal that lost "
+                "records?): rejoined it from epoch %llu with %zu splits of it delivered", (unsigned long long)old,
+                (unsigned long long)rr.epoch, rr.n_done);
+    else
+        spw_log(SPW_LOG_WARN, "client", "the dispatcher no longer knew job=%llu (restarted without --work-dir?): "
+                "re-attached as job=%llu from epoch %llu with %zu splits of it delivered; what this client "
+                "already holds is kept", (unsigned long long)old, (unsigned long long)cr->job,
+                (unsigned long long)rr.epoch, rr.n_done);
     spillway__v1__create_job_response__free_unpacked(cr, NULL);
     return 0;
 }

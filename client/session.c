@@ -180,10 +180,13 @@ static void *heartbeat_main(void *arg)
         Spillway__V1__ClientHeartbeatResponse *hr =
             heartbeat(r, r->acks, r->refs, r->ptrs, false, &st, msg, sizeof msg);
         const int64_t now = spw_now_ms();
-        if (!hr && (st == SPW_RPC_NOT_FOUND || st == SPW_RPC_PERMISSION_DENIED)) {
+        /* The dispatcher's job is behind what this client acked (its journal lost records, --journal-recover):
+         * rejoin it from what the trainer was given, which moves its epochs on (a resume). */
+        const bool behind = !hr && st == SPW_RPC_INVALID_ARGUMENT && strstr(msg, "has no open split");
+        if (!hr && (st == SPW_RPC_NOT_FOUND || st == SPW_RPC_PERMISSION_DENIED || behind)) {
             char why[600];
             pthread_mutex_lock(&r->mu);
-            const bool over = r->finished_seen;
+            const bool over = r->finished_seen && !behind;
             r->hb_over = over;
             pthread_mutex_unlock(&r->mu);
             if (over) {         /* removed after it finished: this client holds the rest, nothing to tell */

@@ -409,20 +409,26 @@ static int apply_client_resume(struct disp_state *s, const struct disp_update *u
         if (u->splits[k] >= (uint64_t)j->splits_per_epoch || (int64_t)(u->splits[k] % (uint64_t)j->world_size) != u->rank)
             return spw_fail(err, errlen, -EINVAL, "resume: split %llu is not one of rank %d's %lld",
                             (unsigned long long)u->splits[k], u->rank, (long long)j->splits_per_epoch);
-    if (j->finished)
-        return 0;
-    for (int k = 0; k < 2; k++) {
-        struct epoch_splits *e = &j->ep[k];
-        if (e->epoch < 0)
-            continue;
-        for (int64_t i = u->rank; i < e->n; i += j->world_size) {
-            bool done = (uint64_t)e->epoch < u->epoch;
-            for (size_t d = 0; !done && (uint64_t)e->epoch == u->epoch && d < u->n_splits; d++)
-                done = u->splits[d] == (uint64_t)i;
-            resume_split(s, e, i, done);
+    /* The rank's splits of the open epochs: done before its epoch, and its done ones of it; a rank further
+     * ahead than the two open epochs (a journal that lost records) moves them on until they reach it. */
+    for (int64_t first = -1; !j->finished && j->ep[0].epoch != first;) {
+        first = j->ep[0].epoch;
+        for (int k = 0; k < 2; k++) {
+            struct epoch_splits *e = &j->ep[k];
+            if (e->epoch < 0)
+                continue;
+            for (int64_t i = u->rank; i < e->n; i += j->world_size) {
+                bool done = (uint64_t)e->epoch < u->epoch;
+                for (size_t d = 0; !done && (uint64_t)e->epoch == u->epoch && d < u->n_splits; d++)
+                    done = u->splits[d] == (uint64_t)i;
+                resume_split(s, e, i, done);
+            }
         }
+        const int rc = advance_epochs(j, u->now_ms);
+        if (rc)
+            return rc;
     }
-    return advance_epochs(j, u->now_ms);
+    return 0;
 }
 
 static int apply_refuses(struct disp_state *s, const struct disp_update *u, char *err, size_t errlen)

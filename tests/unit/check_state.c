@@ -353,6 +353,45 @@ START_TEST(test_state_resume_reopens_a_ranks_undelivered_splits)
 }
 END_TEST
 
+/* A rank resuming far ahead of the job's open epochs (a dispatcher whose journal lost records) moves them on
+ * to its epoch: every split before it delivered, its done splits of it acked, the rest pending; a second
+ * rank's job moves on only as far as every rank's splits allow. */
+START_TEST(test_state_resume_far_ahead_moves_the_epochs_on)
+{
+    job(3, 64 * 4, 64, 10, 1);             /* 4 splits, 1 rank, 10 epochs: epochs 0 and 1 open */
+    const uint64_t done[] = {0, 2};
+    apply_ok((struct disp_update){.kind = DISP_CLIENT_RESUME, .job = 3, .rank = 0, .epoch = 6, .splits = done,
+                                  .n_splits = 2});
+    struct disp_job_info ji;
+    ck_assert_int_eq(disp_state_job(S, 3, &ji), 0);
+    ck_assert_int_eq(ji.epoch, 6);
+    ck_assert(!ji.finished);
+    enum disp_split_state st;
+    uint64_t gen, holder;
+    for (uint64_t sp = 0; sp < 4; sp++) {
+        ck_assert_int_eq(disp_state_split(S, 3, 6, sp, &st, &gen, &holder), 0);
+        ck_assert_int_eq(st, sp % 2 == 0 ? DISP_SPLIT_ACKED : DISP_SPLIT_PENDING);
+        ck_assert_int_eq(disp_state_split(S, 3, 7, sp, &st, &gen, &holder), 0);     /* the next one: open */
+        ck_assert_int_eq(st, DISP_SPLIT_PENDING);
+    }
+    struct disp_lease l;
+    ck_assert_int_eq(lease(3, 77, 0, 0, &l), 1);
+    ck_assert_uint_eq(l.epoch, 6);
+    ck_assert_uint_eq(l.split, 1);
+    /* Past the last epoch: the job is finished. */
+    apply_ok((struct disp_update){.kind = DISP_CLIENT_RESUME, .job = 3, .rank = 0, .epoch = 10});
+    ck_assert_int_eq(disp_state_job(S, 3, &ji), 0);
+    ck_assert(ji.finished);
+    /* Two ranks: rank 0 far ahead cannot move the epochs past rank 1's undelivered splits. */
+    job(4, 64 * 4, 64, 10, 2);
+    apply_ok((struct disp_update){.kind = DISP_CLIENT_RESUME, .job = 4, .rank = 0, .epoch = 6});
+    ck_assert_int_eq(disp_state_job(S, 4, &ji), 0);
+    ck_assert_int_eq(ji.epoch, 0);
+    char why[160];
+    ck_assert_msg(disp_state_audit(S, why, sizeof why) == 0, "%s", why);
+}
+END_TEST
+
 /* A job made for a resumed run starts at the checkpoint's epoch; names find unfinished jobs only. */
 START_TEST(test_state_named_job_from_a_later_epoch)
 {
@@ -1172,6 +1211,7 @@ int main(void)
     tcase_add_test(tc, test_state_set_cut_applies_to_new_leases);
     tcase_add_test(tc, test_state_client_only_hands_the_job_back);
     tcase_add_test(tc, test_state_resume_reopens_a_ranks_undelivered_splits);
+    tcase_add_test(tc, test_state_resume_far_ahead_moves_the_epochs_on);
     tcase_add_test(tc, test_state_named_job_from_a_later_epoch);
     tcase_add_test(tc, test_state_max_workers_limits_a_job_to_the_first_alive);
     tcase_add_test(tc, test_state_serving_rows_match_one_by_one);
