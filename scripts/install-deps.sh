@@ -12,7 +12,7 @@ PKGS=(
   nginx-light prometheus curl tmux gnuplot-nox
   python3 python3-numpy python3-pil python3-torchvision python3-torch libopenblas0
   python3-torchaudio python3-soundfile python3-scipy espeak-ng flac lame vorbis-tools opus-tools
-  util-linux tar shellcheck python3-pyflakes help2man iproute2 iptables
+  util-linux tar shellcheck python3-pyflakes mypy help2man iproute2 iptables
   python3-venv python3-pip python3-setuptools python3-wheel
   plasma-workspace-wallpapers mate-backgrounds
   podman buildah debootstrap runc uidmap patchelf
