@@ -85,6 +85,9 @@ class ElasticTest(unittest.TestCase):
         self.assertEqual(epochs[1], 160)
         with self.assertRaisesRegex(ValueError, "rest of an epoch"):
             Loader(pipeline(), rank=0, world_size=2, resume=mid)
+        other = (Pipeline.image_folder(spwtest.images(), seed=6, epochs=2).decode_jpeg().center_crop(16).batch(16))
+        with self.assertRaisesRegex(ValueError, "another spec"):
+            Loader(other, rank=0, world_size=1, resume=mid)
 
     def test_refusals(self):
         states, _ = old_run(steps=1)

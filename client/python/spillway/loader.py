@@ -673,6 +673,10 @@ class Loader:
             ranks = ["%d %s %d %s" % (int(one["batches"]), one.get("manifest") or "0", int(one.get("split_size") or 0),
                                       one.get("places") or "") for one in states]
         if rest_state is not None:
+            if rest_state.get("spec_sha256") != self._spec_digest():
+                raise ValueError("spillway: resume: the state is for another spec: %s" % (
+                    _spec_changes(rest_state["spec"], self.spec) if isinstance(rest_state.get("spec"), str)
+                    else "its digest differs"))
             if (rest_state.get("rank"), rest_state.get("world_size")) != (self.rank, self.world_size):
                 raise ValueError("spillway: resume: the state was taken in the rest of an epoch after a world size "
                                  "change, as rank %r of %r: resume it as that rank (this loader: %r of %r)" % (
