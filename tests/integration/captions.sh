@@ -112,27 +112,8 @@ check "... every (key, caption, title) once per epoch" pairs killed
 check "... batches byte-identical to run --local" same_batches killed local
 # A worker lying about the fields (tests/tools/fakeworker, beside the real one): the client drops its stream
 # saying why, and delivers every (key, caption, title) exactly once from the other producers.
-FAKE=$B/tests/fakeworker
-[ -x "$FAKE" ] || make -s -C "$ROOT" "$FAKE" > /dev/null || exit 1
-for mode in fields-missing fields-offsets fields-length fields-utf8; do
-  case $mode in
-    fields-missing) why='elements without their fields' ;;
-    fields-offsets) why='fields offsets do not span the fields sent' ;;
-    fields-length) why='element 0: field caption: a length past the cap of 1 MiB' ;;
-    fields-utf8) why='element 0: field caption: not UTF-8 text' ;;
-  esac
-  "$FAKE" "127.0.0.1:$DPORT" "$mode" 150 5 > "$WORK/f-$mode.out" 2> "$WORK/f-$mode.err" &
-  F=$!
-  PIDS+=("$F")
-  wait_port "$WORK/f-$mode.out" > /dev/null || exit 1
-  sleep 0.4                                  # registered and heartbeating: listed to clients
-  timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --ordered \
-    --dump "$WORK/$mode" --quiet > /dev/null 2> "$WORK/c-$mode.err"
-  check "$mode: the client exits 0" test $? -eq 0
-  check "$mode: the hostile worker was streamed from" grep -q 'sending a bad message' "$WORK/f-$mode.err"
-  check "$mode: the client says why it dropped the stream" grep -q "bad message from worker=.*$why" \
-    "$WORK/c-$mode.err"
-  check "$mode: batches byte-identical to run --local" same_batches "$mode" local
-  kill -TERM "$F"; wait "$F" 2>/dev/null
-done
+lying_worker fields-missing 150 5 'elements without their fields' || exit 1
+lying_worker fields-offsets 150 5 'fields offsets do not span the fields sent' || exit 1
+lying_worker fields-length 150 5 'element 0: field caption: a length past the cap of 1 MiB' || exit 1
+lying_worker fields-utf8 150 5 'element 0: field caption: not UTF-8 text' || exit 1
 finish

@@ -47,25 +47,6 @@ check "... batches with their boxes byte-identical to run --local" same_batches 
 
 # A worker lying about the boxes (tests/tools/fakeworker, beside the real ones): a count its bytes cannot hold,
 # a corner that is not a number. The client drops its stream saying why; the batches are the local run's.
-FAKE=$B/tests/fakeworker
-[ -x "$FAKE" ] || make -s -C "$ROOT" build/tests/fakeworker > /dev/null || exit 1
-for mode in fields-boxes fields-boxes-nan; do
-  case $mode in
-    fields-boxes) why='element 0: field boxes: 5000 boxes in 4 bytes' ;;
-    fields-boxes-nan) why='element 0: field boxes: box 0 is not finite' ;;
-  esac
-  "$FAKE" "127.0.0.1:$DPORT" "$mode" 160 4 > "$WORK/f-$mode.out" 2> "$WORK/f-$mode.err" &
-  F=$!
-  PIDS+=("$F")
-  wait_port "$WORK/f-$mode.out" > /dev/null || exit 1
-  sleep 0.5                                  # registered and heartbeating: listed to clients
-  timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --ordered \
-    --dump "$WORK/$mode" --quiet > /dev/null 2> "$WORK/c-$mode.err"
-  check "$mode: the client exits 0" test $? -eq 0
-  check "$mode: the hostile worker was streamed from" grep -q 'sending a bad message' "$WORK/f-$mode.err"
-  check "$mode: the client says why it dropped the stream" grep -q "bad message from worker=.*$why" \
-    "$WORK/c-$mode.err"
-  check "$mode: batches with their boxes byte-identical to run --local" same_batches "$mode" local
-  kill -TERM "$F"; wait "$F" 2>/dev/null
-done
+lying_worker fields-boxes 160 4 'element 0: field boxes: 5000 boxes in 4 bytes' || exit 1
+lying_worker fields-boxes-nan 160 4 'element 0: field boxes: box 0 is not finite' || exit 1
 finish

@@ -109,6 +109,28 @@ same_batches() {
   local f
   for f in "$WORK/$2"/*; do cmp -s "$f" "$WORK/$1/$(basename "$f")" || return 1; done
 }
+# lying_worker MODE SAMPLES SEED WHY: tests/tools/fakeworker in MODE (for a shuffled source of SAMPLES with
+# SEED) beside the dispatcher's real workers, and an ordered run of WORK/p.json through it into WORK/MODE:
+# checks that the run exits 0, streamed from the liar, dropped its stream saying WHY (a grep pattern), and
+# that its batches are WORK/local's. Stops the liar.
+lying_worker() {
+  local mode=$1 fake=$B/tests/fakeworker f
+  [ -x "$fake" ] || make -s -C "$ROOT" build/tests/fakeworker > /dev/null || return 1
+  "$fake" "127.0.0.1:$DPORT" "$mode" "$2" "$3" > "$WORK/f-$mode.out" 2> "$WORK/f-$mode.err" &
+  f=$!
+  PIDS+=("$f")
+  wait_port "$WORK/f-$mode.out" > /dev/null || return 1
+  sleep 0.5                                  # registered and heartbeating: listed to clients
+  timeout 120 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p.json" --ordered \
+    --dump "$WORK/$mode" --quiet > /dev/null 2> "$WORK/c-$mode.err"
+  check "$mode: the client exits 0" test $? -eq 0
+  check "$mode: the hostile worker was streamed from" grep -q 'sending a bad message' "$WORK/f-$mode.err"
+  check "$mode: the client says why it dropped the stream" grep -q "bad message from worker=.*$4" \
+    "$WORK/c-$mode.err"
+  check "$mode: batches byte-identical to run --local" same_batches "$mode" local
+  kill -TERM "$f"; wait "$f" 2> /dev/null
+  return 0
+}
 # killed_run SPEC DUMP [SPILLCTL FLAGS...]: an ordered run of SPEC through the dispatcher at $DPORT into WORK/DUMP
 # (workers only; the flags set its pace, e.g. --consume-rate, so it is still going) with worker 1 (PIDS[1])
 # killed -9 1.5 s in; checks that it was still going then and that it finishes.
