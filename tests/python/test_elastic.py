@@ -7,7 +7,7 @@ import unittest
 from collections import Counter
 
 import spwtest
-from spillway import Loader, Pipeline
+from spillway import Loader, Pipeline, SpillwayError
 
 
 def pipeline():
@@ -88,6 +88,25 @@ class ElasticTest(unittest.TestCase):
         other = (Pipeline.image_folder(spwtest.images(), seed=6, epochs=2).decode_jpeg().center_crop(16).batch(16))
         with self.assertRaisesRegex(ValueError, "another spec"):
             Loader(other, rank=0, world_size=1, resume=mid)
+
+    def test_broken_states_are_refused_naming_why(self):
+        # states that lie or were taken apart: each refused with the reason, nothing made
+        states, _ = old_run(steps=1)
+        bad = [dict(s) for s in states]
+        bad[1]["manifest"] = "%016x" % (int(bad[1]["manifest"], 16) ^ 1)       # another listing
+        with self.assertRaisesRegex(SpillwayError, "rank 1's checkpoint was taken on another dataset listing"):
+            Loader(pipeline(), rank=0, world_size=1, resume=bad)
+        bad = [dict(s) for s in states]
+        bad[1]["batches"] = states[1]["batches"] + len(Loader(pipeline(), rank=1, world_size=2, split_size=16))
+        with self.assertRaisesRegex(SpillwayError, "from different epochs"):
+            Loader(pipeline(), rank=0, world_size=1, resume=bad)
+        bad = [dict(s) for s in states]
+        bad[0]["places"] = "ff"                                                  # a bitmap of the wrong length
+        with self.assertRaisesRegex(SpillwayError, "bitmap does not fit"):
+            Loader(pipeline(), rank=0, world_size=1, resume=bad)
+        bad[0]["places"] = "zz"                                                  # not hex
+        with self.assertRaises(ValueError):
+            Loader(pipeline(), rank=0, world_size=1, resume=bad)
 
     def test_refusals(self):
         states, _ = old_run(steps=1)
