@@ -92,6 +92,10 @@ struct spw_job {
     } held[256];
     struct spw_job_stats st;
     int64_t consumed, wait_ns;      /* atomics: the trainer's elements taken and ns waited in next() */
+    int64_t starved_ns;             /* atomic: ns the trainer's thread was ready between next() calls but had
+                                       no CPU (its run delay: a spent quota's throttling, busy cores) */
+    int64_t exit_delay_ns;          /* the consuming thread's run delay when it last left next() ... */
+    pid_t exit_tid;                 /* ... and that thread (0: none yet); the consuming thread's only */
     int64_t empty_batches;          /* in-process: batches whose every sample was skipped, not delivered but
                                        passed (a checkpoint counts them) */
     int64_t own_cpu_ns;             /* atomic: CPU the client's own production took (re-planning's f) */
@@ -674,7 +678,7 @@ static int open_service(struct spw_job *j, const struct remote_resume *rr, char 
                              .manifest_hash = j->src->manifest_hash,
                              .own_counts = {&j->st.local_elements, &j->st.rescued_elements},
                              .own_cpu_ns = &j->own_cpu_ns, .own_gpu = j->gpu,
-                             .consumed = &j->consumed, .wait_ns = &j->wait_ns,
+                             .consumed = &j->consumed, .wait_ns = &j->wait_ns, .starved_ns = &j->starved_ns,
                              .facts = j->o.cut == SPW_CUT_AUTO ? &facts : NULL,
                              .rank = j->o.rank, .world_size = j->o.world_size, .job_name = j->o.job_name,
                              .resume = rr, .delivered = delivered_point, .delivered_ctx = j,
@@ -969,6 +973,10 @@ static int take_batch(struct spw_job *job, struct spw_batch **out)
         return rc;
     }
     const int64_t t0 = spw_now_ns();
+    const pid_t tid = gettid();
+    const int64_t delay0 = spw_thread_run_delay_ns();   /* what the trainer's step lost to a busy CPU */
+    if (delay0 >= 0 && tid == job->exit_tid && delay0 >= job->exit_delay_ns)
+        __atomic_add_fetch(&job->starved_ns, delay0 - job->exit_delay_ns, __ATOMIC_RELAXED);
     for (;;) {
         if (job->o.cancel && *job->o.cancel)
             asm_fail(job->a, -ECANCELED, "interrupted (opts.cancel)");    /* this call and every later one */
@@ -980,6 +988,8 @@ static int take_batch(struct spw_job *job, struct spw_batch **out)
     __atomic_add_fetch(&job->wait_ns, spw_now_ns() - t0, __ATOMIC_RELAXED);
     if (rc == 0)
         __atomic_add_fetch(&job->consumed, (int64_t)(*out)->n, __ATOMIC_RELAXED);
+    job->exit_delay_ns = delay0 >= 0 ? spw_thread_run_delay_ns() : -1;
+    job->exit_tid = job->exit_delay_ns >= 0 ? tid : 0;
     return rc;
 }
 

@@ -31,6 +31,7 @@ struct remote_opts {
     const int64_t *own_cpu_ns;      /* the CPU they spent producing (atomic) */
     const struct spw_backend *own_gpu;  /* their GPU backend (NULL: none): its elements are reported apart */
     const int64_t *consumed, *wait_ns;  /* the trainer: elements it took, ns it waited in next() (atomics) */
+    const int64_t *starved_ns;  /* ns its thread had no CPU between next() calls (atomic; NULL: not measured) */
     const Spillway__V1__ClientFacts *facts;     /* with cut SPW_CUT_AUTO: this client's measured costs */
     int rank, world_size;       /* this client's rank of a data-parallel job (world 0 = 1) */
     const char *job_name;       /* ranks share the job of this name (NULL: a job of its own) */

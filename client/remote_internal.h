@@ -84,7 +84,7 @@ struct remote {
     Spillway__V1__SplitRef *refs;
     Spillway__V1__SplitRef **ptrs;
     struct trainer_sample {             /* the trainer's counters at the last RATE_BEATS heartbeats */
-        int64_t ns, consumed, wait_ns, cpu_ns;
+        int64_t ns, consumed, wait_ns, cpu_ns, starved_ns;
     } hb_seen[RATE_BEATS];
     int hb_n;
     int64_t transport_seen;             /* the transport threads' CPU when last shared out (heartbeat thread) */

@@ -128,7 +128,8 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
      * only while the prefetch buffer is rarely empty, i.e. the wait fraction is near 0). */
     if (r->o.consumed && r->o.wait_ns) {
         const struct trainer_sample now = {spw_now_ns(), __atomic_load_n(r->o.consumed, __ATOMIC_RELAXED),
-                                           __atomic_load_n(r->o.wait_ns, __ATOMIC_RELAXED), spw_process_cpu_ns()};
+                                           __atomic_load_n(r->o.wait_ns, __ATOMIC_RELAXED), spw_process_cpu_ns(),
+                                           r->o.starved_ns ? __atomic_load_n(r->o.starved_ns, __ATOMIC_RELAXED) : 0};
         const struct trainer_sample *old = &r->hb_seen[r->hb_n % RATE_BEATS];  /* the oldest kept */
         if (r->hb_n < RATE_BEATS)
             old = &r->hb_seen[0];
@@ -137,8 +138,11 @@ static Spillway__V1__ClientHeartbeatResponse *heartbeat(struct remote *r, struct
             hb.consumed_per_s = (double)(now.consumed - old->consumed) * 1e9 / dt;
             hb.wait_fraction = (double)(now.wait_ns - old->wait_ns) / dt;
             hb.cpu_cores = (double)(now.cpu_ns - old->cpu_ns) / dt;
+            hb.cpu_starved_fraction = (double)(now.starved_ns - old->starved_ns) / dt;
             if (hb.wait_fraction > 1)
                 hb.wait_fraction = 1;
+            if (hb.cpu_starved_fraction > 1 - hb.wait_fraction)
+                hb.cpu_starved_fraction = 1 - hb.wait_fraction;
         }
         r->hb_seen[r->hb_n++ % RATE_BEATS] = now;
     }

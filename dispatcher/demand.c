@@ -20,6 +20,15 @@ double disp_demand_rate(double consumed_per_s, double wait_fraction)
     return consumed_per_s / (1 - w);
 }
 
+double disp_demand_idle(const struct disp_demand_input *in)
+{
+    double idle = isfinite(in->wait_fraction) && in->wait_fraction > 0 ? in->wait_fraction : 0;
+    const double s = in->starved_fraction, all = in->trainer_cpu_cores, own = in->trainer_own_cores;
+    if (isfinite(s) && s > 0 && isfinite(all) && all > 0 && isfinite(own) && own > 0)
+        idle += s * (own < all ? own / all : 1);
+    return idle < 1 ? idle : 1;
+}
+
 /* Elements/s one worker makes at full load, or 0 when nothing says. */
 static double capacity(const struct disp_demand_producer *p, double cores)
 {
@@ -29,10 +38,11 @@ static double capacity(const struct disp_demand_producer *p, double cores)
 int disp_demand_workers(const struct disp_demand_input *in)
 {
     const bool measured = isfinite(in->consumed_per_s) && in->consumed_per_s > 0;
-    const bool waits = isfinite(in->wait_fraction) && in->wait_fraction >= SATISFIED_WAIT;
+    const double idle = disp_demand_idle(in);
+    const bool waits = idle >= SATISFIED_WAIT;
     if (!measured && !waits)
         return -1;
-    const double demand = disp_demand_rate(in->consumed_per_s, in->wait_fraction);
+    const double demand = disp_demand_rate(in->consumed_per_s, idle);
     const double own = isfinite(in->client.elements_per_s) && in->client.elements_per_s > 0
                            ? in->client.elements_per_s : 0;
     double per_worker = 0;

@@ -14,6 +14,10 @@ struct disp_demand_producer {
 struct disp_demand_input {
     double consumed_per_s;          /* the trainer's rate (all ranks) */
     double wait_fraction;           /* the fraction of time it waited for data, 0..1 */
+    double starved_fraction;        /* the fraction of time its thread was ready between next() calls but had
+                                       no CPU, 0..1 (NAN or 0: not measured / none) */
+    double trainer_cpu_cores;       /* the trainer process's CPU (cores) over that window (0: unknown) */
+    double trainer_own_cores;       /* of it, its own producing threads' (0: none or unknown) */
     struct disp_demand_producer client;     /* the trainer's own threads (its local share) */
     const struct disp_demand_producer *workers;     /* the workers serving the job */
     int n_workers;
@@ -24,11 +28,16 @@ struct disp_demand_input {
  * at DISP_DEMAND_MAX_WAIT so that a trainer that only waits counts as wanting 1 / (1 - cap) times its rate). */
 double disp_demand_rate(double consumed_per_s, double wait_fraction);
 #define DISP_DEMAND_MAX_WAIT 0.95
+/* The fraction of the trainer's time lost to its input: the wait for data plus the part of its CPU starvation
+ * that its own producing threads cause (starved x their share of the process's CPU). Under a CPU quota the
+ * producers' work throttles the whole process, the training step included, and the step, not next(), takes
+ * that time: without it a throttled trainer looks satisfied at a rate well below its demand. */
+double disp_demand_idle(const struct disp_demand_input *in);
 
 /* Workers to meet the demand with the trainer's own share kept: (demand - client's rate) over one worker's
  * capacity (its cores / its CPU per element, the mean of the serving workers'; with none measured, a new
- * worker's cores at the client's CPU per element), planned at 90% of it as the planner does. 0 when the
- * client alone keeps up; at least 1 for a trainer that waits and gets nothing; -1 only with nothing
+ * worker's cores at the client's CPU per element), planned at 90% of it as the planner does; the demand is
+ * disp_demand_rate(consumed, disp_demand_idle(in)). 0 when the client alone keeps up; at least 1 for a trainer that waits and gets nothing; -1 only with nothing
  * measured yet (no rate, no wait). */
 int disp_demand_workers(const struct disp_demand_input *in);
 

@@ -80,7 +80,8 @@ static int client_heartbeat(void *svc, const ProtobufCMessage *req, struct disp_
     }
     if (rc == 0 && r->own && r->rank == 0 && isfinite(r->consumed_per_s) && isfinite(r->wait_fraction))
         disp_progress_client(s->progress, r->job, DISP_CLIENT_PRODUCER(r->job, 0),
-                             r->consumed_per_s * ji.world_size, r->wait_fraction);
+                             &(struct disp_client_view){r->consumed_per_s * ji.world_size, r->wait_fraction,
+                                                        r->cpu_starved_fraction, r->cpu_cores});
     if (rc == 0 && r->own_gpu && r->own_gpu->elements > 0 && r->own_gpu->bytes >= 0)
         disp_progress_report(s->progress, r->job, DISP_CLIENT_GPU_PRODUCER(r->job, r->rank), r->own_gpu->elements,
                              r->own_gpu->bytes, 0, hb.now_ms);

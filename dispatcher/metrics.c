@@ -19,7 +19,7 @@
 
 /* The per-job series: a job has a value of each it knows (the client's only once it reported; the plan's
  * only for planned jobs). */
-enum { J_ELEMENTS, J_CUT, J_CLIENT_RATE, J_WAIT, J_PREDICTED, J_SHARE, J_NEEDED, J_PLANNED_CUT, J_SERIES };
+enum { J_ELEMENTS, J_CUT, J_CLIENT_RATE, J_WAIT, J_STARVED, J_PREDICTED, J_SHARE, J_NEEDED, J_PLANNED_CUT, J_SERIES };
 static const struct {
     const char *name, *type, *help;
 } job_series[J_SERIES] = {
@@ -28,6 +28,9 @@ static const struct {
     {"spillway_job_client_elements_per_second", "gauge",
      "the trainer's rate as its rank-0 client reports it (times the ranks)"},
     {"spillway_job_client_wait_ratio", "gauge", "the fraction of time the trainer waited on an empty prefetch buffer"},
+    {"spillway_job_client_cpu_starved_ratio", "gauge",
+     "the fraction of time the trainer's thread was ready between batches but had no CPU (a spent CPU quota's "
+     "throttling, busy cores); the part its own producing threads cause counts as waiting in the demand"},
     {"spillway_job_predicted_elements_per_second", "gauge", "the plan's predicted elements/s"},
     {"spillway_job_local_share", "gauge", "the plan's share of elements made by the client itself"},
     {"spillway_job_workers_needed", "gauge",
@@ -81,6 +84,9 @@ static int job_demand(const struct disp_service *s, uint64_t job, const struct w
                 in.consumed_per_s = e->consumed_per_s;
                 in.wait_fraction = e->wait_fraction;
                 in.client.cpu_ns_per_element = e->cpu_ns_per_element;
+                in.starved_fraction = e->starved_fraction;
+                in.trainer_cpu_cores = e->cpu_cores;
+                in.trainer_own_cores = e->elements_per_s * e->cpu_ns_per_element / 1e9;
             }
         } else if ((size_t)in.n_workers < cap) {
             const struct worker_cores key = {.id = e->producer};
@@ -175,7 +181,8 @@ void disp_service_metrics(struct disp_service *s, struct spw_prom *p)
             if (e->wait_fraction >= 0) {
                 jobs[k].v[J_CLIENT_RATE] = e->consumed_per_s;
                 jobs[k].v[J_WAIT] = e->wait_fraction;
-                jobs[k].has[J_CLIENT_RATE] = jobs[k].has[J_WAIT] = true;
+                jobs[k].v[J_STARVED] = e->starved_fraction;
+                jobs[k].has[J_CLIENT_RATE] = jobs[k].has[J_WAIT] = jobs[k].has[J_STARVED] = true;
             }
             struct producer_row *r = &prog[n_prog++];
             r->job = e->job;

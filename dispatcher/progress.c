@@ -285,13 +285,14 @@ void disp_progress_source(struct disp_progress *p, uint64_t job, uint64_t produc
     }
 }
 
-void disp_progress_client(struct disp_progress *p, uint64_t job, uint64_t producer, double consumed_per_s,
-                          double wait_fraction)
+void disp_progress_client(struct disp_progress *p, uint64_t job, uint64_t producer, const struct disp_client_view *v)
 {
     struct node *x = find(p, job, producer);
     if (x) {
-        x->e.consumed_per_s = consumed_per_s >= 0 ? consumed_per_s : 0;
-        x->e.wait_fraction = wait_fraction >= 0 && wait_fraction <= 1 ? wait_fraction : -1;
+        x->e.consumed_per_s = v->consumed_per_s >= 0 ? v->consumed_per_s : 0;
+        x->e.wait_fraction = v->wait_fraction >= 0 && v->wait_fraction <= 1 ? v->wait_fraction : -1;
+        x->e.starved_fraction = v->starved_fraction >= 0 && v->starved_fraction <= 1 ? v->starved_fraction : 0;
+        x->e.cpu_cores = v->cpu_cores >= 0 && v->cpu_cores < 1e6 ? v->cpu_cores : 0;
     }
 }
 

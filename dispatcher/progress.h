@@ -18,6 +18,8 @@ struct disp_progress_entry {
     int64_t rate_elements, rate_bytes, rate_cpu_ns;
     double consumed_per_s, wait_fraction;   /* a rank-0 client's: its trainer's rate (times the ranks) and the
                                                fraction of time it waited for data (-1: not reported) */
+    double starved_fraction, cpu_cores;     /* and its thread's CPU starvation between next() calls (0..1), its
+                                               process's CPU in cores */
     int64_t source_bytes, source_requests, source_retries;  /* its remote shard reads, as last reported */
 };
 
@@ -38,10 +40,12 @@ void disp_progress_destroy(struct disp_progress *p);
  * Returns 0, or -ENOMEM when a new entry could not be allocated: the report is dropped and counted. */
 int disp_progress_report(struct disp_progress *p, uint64_t job, uint64_t producer, int64_t elements, int64_t bytes,
                          int64_t cpu_ns, int64_t now_ms);
-/* A rank-0 client's view of its job (disp_progress_entry.consumed_per_s, wait_fraction), kept on its own
- * producer's entry when there is one. */
-void disp_progress_client(struct disp_progress *p, uint64_t job, uint64_t producer, double consumed_per_s,
-                          double wait_fraction);
+/* A rank-0 client's view of its job (disp_progress_entry.consumed_per_s, wait_fraction, starved_fraction,
+ * cpu_cores), kept on its own producer's entry when there is one; fractions outside 0..1 are not kept. */
+struct disp_client_view {
+    double consumed_per_s, wait_fraction, starved_fraction, cpu_cores;
+};
+void disp_progress_client(struct disp_progress *p, uint64_t job, uint64_t producer, const struct disp_client_view *v);
 /* A producer's remote shard reads for a job (cumulative), kept on its entry when there is one. */
 void disp_progress_source(struct disp_progress *p, uint64_t job, uint64_t producer, int64_t bytes,
                           int64_t requests, int64_t retries);

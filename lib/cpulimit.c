@@ -1,6 +1,10 @@
 /* lib/cpulimit.c - CPUs this process may use (see cpulimit.h). */
 #include "lib/cpulimit.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,4 +123,61 @@ double spw_cpu_limit(void)
     if (q > 0 && q < cpus)
         cpus = q;
     return cpus < 0.01 ? 0.01 : cpus;
+}
+
+int64_t spw_schedstat_run_delay(const char *text)
+{
+    char *end;
+    errno = 0;
+    strtoull(text, &end, 10);                   /* the time on a CPU */
+    if (end == text || errno)
+        return -1;
+    const char *p = end;
+    const unsigned long long delay = strtoull(p, &end, 10);
+    if (end == p || errno || delay > INT64_MAX)
+        return -1;
+    return (int64_t)delay;
+}
+
+/* Each thread's open schedstat file, stored as fd + 1 (NULL: not opened yet; (void *)-1: the kernel has none). */
+static pthread_key_t schedstat_key;
+static pthread_once_t schedstat_once = PTHREAD_ONCE_INIT;
+
+static void close_schedstat(void *v)
+{
+    const intptr_t fd = (intptr_t)v - 1;
+    if (fd >= 0)
+        close((int)fd);
+}
+
+static void make_schedstat_key(void)
+{
+    if (pthread_key_create(&schedstat_key, close_schedstat) != 0)
+        schedstat_key = (pthread_key_t)-1;
+}
+
+int64_t spw_thread_run_delay_ns(void)
+{
+    pthread_once(&schedstat_once, make_schedstat_key);
+    if (schedstat_key == (pthread_key_t)-1)
+        return -1;
+    intptr_t fd = (intptr_t)pthread_getspecific(schedstat_key) - 1;
+    if (fd == -2)
+        return -1;
+    if (fd < 0) {
+        fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+        if (pthread_setspecific(schedstat_key, (void *)(fd >= 0 ? fd + 1 : -1)) != 0) {
+            if (fd >= 0)
+                close((int)fd);
+            return -1;
+        }
+        if (fd < 0)
+            return -1;
+    }
+    char text[128];
+    const ssize_t n = pread((int)fd, text, sizeof text - 1, 0);     /* seq_file: offset 0 reads it anew */
+    if (n <= 0)
+        return -1;
+    text[n] = '\0';
+    return spw_schedstat_run_delay(text);
 }

@@ -14,8 +14,13 @@ TEST_TOKENS=()
 export SPILLWAY_CUT=all
 pass=0
 fail=0
+CG_DIRS=()
 cleanup() {
   stop_daemons
+  local g
+  for g in "${CG_DIRS[@]}"; do      # quota_group's, once their processes are gone
+    for _ in 1 2 3 4 5 6 7 8 9 10; do rmdir "$g" 2> /dev/null && break; sleep 0.2; done
+  done
   [ -n "${KEEP:-}" ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -157,6 +162,25 @@ finish() {
   echo "$pass passed, $fail failed"
   [ "$fail" -eq 0 ]
 }
+# quota_group NAME CORES: a cgroup whose CPU quota is CORES CPUs (v1 cpu.cfs_quota_us or v2 cpu.max) into
+# CG_DIR, removed when the test exits; in_group CMD... runs CMD in it. Without root or a cgroup cpu controller
+# it says SKIP, what for and why, and returns 1.
+quota_group() {
+  local name=spwt$$-$1 quota
+  quota=$(awk -v c="$2" 'BEGIN { printf "%d", c * 100000 }')
+  CG_DIR=""
+  if [ "$(id -u)" = 0 ] && [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
+    mkdir -p "/sys/fs/cgroup/cpu/$name" && CG_DIR=/sys/fs/cgroup/cpu/$name && CG_DIRS+=("$CG_DIR") &&
+      echo 100000 > "$CG_DIR/cpu.cfs_period_us" && echo "$quota" > "$CG_DIR/cpu.cfs_quota_us" && return 0
+  elif [ "$(id -u)" = 0 ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2> /dev/null; then
+    echo +cpu > /sys/fs/cgroup/cgroup.subtree_control 2> /dev/null
+    mkdir -p "/sys/fs/cgroup/$name" && CG_DIR=/sys/fs/cgroup/$name && CG_DIRS+=("$CG_DIR") &&
+      echo "$quota 100000" > "$CG_DIR/cpu.max" && return 0
+  fi
+  echo "SKIP $(basename "$0" .sh) $1: needs root and a cgroup cpu controller to set a CPU quota"
+  return 1
+}
+in_group() { bash -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' _ "$CG_DIR" "$@"; }
 # Network namespaces for tests that need links of their own (root, ip netns, tc). NS_P names them (short:
 # link names have 15 characters), NS_NET is the /24 (the bridge is .1, worker J .1J).
 NS_P=spwt$$

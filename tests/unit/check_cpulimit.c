@@ -1,7 +1,11 @@
 /* tests/unit/check_cpulimit.c - lib/cpulimit.c on fake cgroup trees in a temporary folder: v1 and v2
  * quotas, the smallest along the path winning, "max" and -1 meaning none, and the live limit being at
- * least a fraction of a CPU and at most the online CPUs. */
+ * least a fraction of a CPU and at most the online CPUs; the run delay of a thread that shares its one CPU
+ * with a spinning thread grows by about half the time they share it. */
 #include <check.h>
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +84,69 @@ START_TEST(test_cpulimit_live)
 }
 END_TEST
 
+START_TEST(test_schedstat_text)
+{
+    ck_assert_int_eq(spw_schedstat_run_delay("1234 5678 9\n"), 5678);
+    ck_assert_int_eq(spw_schedstat_run_delay("0 0 1"), 0);
+    ck_assert_int_eq(spw_schedstat_run_delay(""), -1);
+    ck_assert_int_eq(spw_schedstat_run_delay("12"), -1);
+    ck_assert_int_eq(spw_schedstat_run_delay("x 1 2"), -1);
+    ck_assert_int_eq(spw_schedstat_run_delay("1 99999999999999999999999 2"), -1);
+}
+END_TEST
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static volatile int spinning;
+
+static void *spin(void *cpu_set)
+{
+    pthread_setaffinity_np(pthread_self(), sizeof(cpu_set_t), cpu_set);
+    while (spinning)
+        ;
+    return NULL;
+}
+
+/* Two threads spinning on one CPU for 0.6 s: each waits about half of it. */
+START_TEST(test_run_delay_live)
+{
+    const int64_t first = spw_thread_run_delay_ns();
+    if (first < 0) {        /* a kernel without schedstat: it says so every time, and the thread is unharmed */
+        ck_assert_int_eq(spw_thread_run_delay_ns(), -1);
+        fprintf(stderr, "check_cpulimit: no /proc/thread-self/schedstat here; the live run delay not measured\n");
+        return;
+    }
+    cpu_set_t one, mine;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &mine)) {
+            CPU_SET(c, &one);
+            break;
+        }
+    ck_assert_int_eq(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
+    spinning = 1;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, spin, &one), 0);
+    const int64_t before = spw_thread_run_delay_ns();
+    const double t0 = now_s();
+    while (now_s() - t0 < 0.6)
+        ;
+    const int64_t after = spw_thread_run_delay_ns();
+    spinning = 0;
+    pthread_join(t, NULL);
+    ck_assert(before >= first);
+    ck_assert_msg(after - before >= 100000000, "run delay grew %lld ns sharing a CPU for 0.6 s",
+                  (long long)(after - before));
+    ck_assert_msg(after - before <= 600000000, "run delay grew %lld ns in 0.6 s", (long long)(after - before));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cpulimit");
@@ -88,6 +155,8 @@ int main(void)
     tcase_add_test(tc, test_cpulimit_v1_smallest_quota_on_the_path);
     tcase_add_test(tc, test_cpulimit_v2_cpu_max);
     tcase_add_test(tc, test_cpulimit_live);
+    tcase_add_test(tc, test_schedstat_text);
+    tcase_add_test(tc, test_run_delay_live);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

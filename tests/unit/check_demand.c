@@ -70,6 +70,43 @@ START_TEST(test_demand_only_waiting_and_nothing_measured)
 }
 END_TEST
 
+START_TEST(test_demand_throttled_trainer)
+{
+    /* The 2026-12-07 eval's case: a trainer in a 0.5-core quota takes 636/s making every element itself (0.75
+     * ms of CPU each: 0.48 of its 0.5 cores), barely waits in next(), but its thread was ready and had no CPU
+     * 40% of the time (the quota throttled by its own producers). Idle 0.01 + 0.4 x 0.954 = 0.392: demand
+     * 636 / 0.608 = 1045/s; one worker core makes 1333/s, 1045 - 636 = 409 more / 1200 -> 1 worker. */
+    struct disp_demand_input in = {.consumed_per_s = 636, .wait_fraction = 0.01, .starved_fraction = 0.4,
+                                   .trainer_cpu_cores = 0.5, .trainer_own_cores = 0.477,
+                                   .client = {.elements_per_s = 636, .cpu_ns_per_element = 7.5e5},
+                                   .worker_cores = 1};
+    ck_assert_double_eq_tol(disp_demand_idle(&in), 0.01 + 0.4 * 0.477 / 0.5, 1e-9);
+    ck_assert_double_eq_tol(disp_demand_rate(in.consumed_per_s, disp_demand_idle(&in)), 1045.4, 0.1);
+    ck_assert_int_eq(disp_demand_workers(&in), 1);
+    in.worker_cores = 0.2;                  /* 267/s a worker: 409 / 240 -> 2 */
+    ck_assert_int_eq(disp_demand_workers(&in), 2);
+    /* Without the starvation it looks satisfied: its own threads keep up, nothing needed. */
+    in.starved_fraction = 0;
+    ck_assert_int_eq(disp_demand_workers(&in), 0);
+    /* Starvation the producers do not cause (the trainer's own compute fills the quota, its producers use
+     * 1% of the process's CPU) barely counts: 0.4 x 0.01 = 0.004, under the 2% that counts as waiting. */
+    in.starved_fraction = 0.4;
+    in.trainer_own_cores = 0.005;
+    ck_assert_double_eq_tol(disp_demand_idle(&in), 0.014, 1e-9);
+    ck_assert_int_eq(disp_demand_workers(&in), 0);
+    /* Unknown process CPU or no own production: not attributed. A starved fraction past 1 or NAN: ignored. */
+    in.trainer_own_cores = 0.477;
+    in.trainer_cpu_cores = 0;
+    ck_assert_double_eq_tol(disp_demand_idle(&in), 0.01, 1e-12);
+    in.trainer_cpu_cores = 0.5;
+    in.starved_fraction = NAN;
+    ck_assert_double_eq_tol(disp_demand_idle(&in), 0.01, 1e-12);
+    in.starved_fraction = 3;                /* a lying client: the idle fraction is still at most 1 */
+    ck_assert(disp_demand_idle(&in) <= 1);
+    ck_assert_double_eq_tol(disp_demand_rate(636, disp_demand_idle(&in)), 636 / (1 - DISP_DEMAND_MAX_WAIT), 1e-6);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("demand");
@@ -78,6 +115,7 @@ int main(void)
     tcase_add_test(tc, test_demand_starving_trainer_without_workers);
     tcase_add_test(tc, test_demand_satisfied_trainer);
     tcase_add_test(tc, test_demand_only_waiting_and_nothing_measured);
+    tcase_add_test(tc, test_demand_throttled_trainer);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }
