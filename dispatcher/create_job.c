@@ -192,8 +192,8 @@ static int find_job(struct disp_service *s, struct call *c, char *msg, size_t ms
     return SPW_RPC_OK;
 }
 
-/* Step 3: a new job with cut -2 is planned: its cut, or no job at all when offloading does not pay (answered
- * here: the client runs it alone). */
+/* Step 3: a new job with cut -2 is planned: its cut, or no job at all when offloading to the alive workers
+ * does not pay (answered here: the client runs it alone). */
 static int plan(struct disp_service *s, struct call *c, struct disp_reply *reply, char *msg, size_t msglen)
 {
     const Spillway__V1__CreateJobRequest *r = c->r;
@@ -212,7 +212,10 @@ static int plan(struct disp_service *s, struct call *c, struct disp_reply *reply
     if ((status = disp_plan_new_job(s, r, c->n_groups, &c->cut, &c->plan, &c->alive_at_plan, &c->profiles, msg,
                                     msglen)) != SPW_RPC_OK)
         return status;
-    if (c->plan->offload)
+    /* No worker alive to plan with: the job is made on the service all the same, its clients making every
+     * element until workers join (the re-planner plans it then, with their profiles), so that its trainer's
+     * measured demand is exported (workers_needed) and an autoscaler can start workers from none. */
+    if (c->plan->offload || c->alive_at_plan == 0)
         return SPW_RPC_OK;
     if (named && !remember_named_local(s, r->job_name, c->plan)) {
         /* Another rank created the named job while this one planned: join it. */

@@ -185,6 +185,8 @@ static int replan_reason(const struct disp_replanner *rp, const struct planned *
         return -1;
     if (p->workers != in->alive)
         return REPLAN_MEMBERSHIP;
+    if (in->alive == 0)
+        return -1;      /* planned with no worker, none yet: its clients make it all; nothing to hand back */
     if (rp->env.replan_after_ms <= 0)
         return -1;
     if (!p->costs_folded && now - p->changed_ms >= COSTS_AFTER_MS && in->remote_ns > 0)

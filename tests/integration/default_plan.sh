@@ -3,8 +3,8 @@
 # spillctl run with no --cut and SPILLWAY_CUT unset measures itself and the dispatcher plans (cut, local share,
 # or no offload); every key arrives exactly once and `spillctl explain` shows the plan. SPILLWAY_CUT=all or K
 # sets the default, an explicit --cut overrides it, a bad value of either is refused naming it; with no worker
-# alive the planned job runs in the client alone; a planned trainer started before its dispatcher waits for
-# it. Kills all it starts.
+# alive the planned job is made on the dispatcher, its client makes it, it asks for workers and a worker that
+# joins takes part; a planned trainer started before its dispatcher waits for it. Kills all it starts.
 # shellcheck source=tests/integration/lib.sh
 source "$(dirname "$0")/lib.sh"
 unset SPILLWAY_CUT          # lib.sh pins "all" for the other tests; this one is about the default
@@ -16,10 +16,11 @@ plan_is() {
   "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); p=r["plan"]; sys.exit(0 if eval(sys.argv[2]) else 1)' \
     "$1" "$2" || { echo "     plan: $(tr -d '\n' < "$1" | sed 's/.*"plan"/"plan"/' | cut -c1-300)"; return 1; }
 }
-svc_run() {    # svc_run NAME [ARGS...]: spillctl run through the dispatcher at $DPORT, JSON to WORK/NAME.json
+svc_run() {    # svc_run NAME [ARGS...]: spillctl run (PIPE, else WORK/p.json) through the dispatcher at $DPORT, JSON
+               # to WORK/NAME.json
   local name=$1
   shift
-  "$B/bin/spillctl" run --dispatcher 127.0.0.1:"$DPORT" --pipeline "$WORK/p.json" --local-cores 1 \
+  "$B/bin/spillctl" run --dispatcher 127.0.0.1:"$DPORT" --pipeline "${PIPE:-$WORK/p.json}" --local-cores 1 \
     --keys "$WORK/$name.keys" --json --quiet "$@" > "$WORK/$name.json" 2> "$WORK/$name.err"
 }
 
@@ -57,16 +58,32 @@ svc_run flag_bad --cut 300
 check "--cut 300: refused as a usage error (2)" test $? -eq 2
 check "--cut 300: the message names the flag" grep -q -- '--cut: "300" is not auto, all or a group' "$WORK/flag_bad.err"
 
-# No worker alive: the default plan runs the job in the client alone, exactly once.
+# No worker alive (scale from zero): the planned job is made on the dispatcher all the same, its client makes
+# every element, the trainer's measured demand asks for workers (workers_needed on /metrics), and a worker
+# started during the run joins it (the re-planner plans the job again when workers change).
 kill -9 "${PIDS[1]}"
 wait "${PIDS[1]}" 2> /dev/null
 DPORT=0
-dispatcher_on d2
-svc_run alone
-check "no worker: the run exits 0" test $? -eq 0
-check "no worker: planned, no offload, all made here" \
-  plan_is "$WORK/alone.json" 'p["planned"] and not p["offload"] and r["producers"]["remote"] == 0'
-check "no worker: every key exactly once" same_keys "$WORK/alone.keys"
+dispatcher_on d2 --heartbeat-ms 200 --metrics-port -1 --worker-millicores 1000
+DM=$(sed -n 's/^metrics listening on .*:\([0-9]*\)$/\1/p' "$WORK/d2.out")
+augment_job "$WORK/long.json" 6 30 "$WORK/long-local.keys" || exit 1
+wants_workers() {
+  curl -sf "http://127.0.0.1:$DM/metrics" | awk '/^spillway_job_workers_needed\{/ { if ($2 >= 1) found = 1 }
+    END { exit !found }'
+}
+PIPE=$WORK/long.json svc_run alone &
+RUN=$!
+PIDS+=("$RUN")
+check "no worker: the planned job is on the dispatcher and asks for workers (workers_needed >= 1)" \
+  within 30 wants_workers
+add_workers 1
+wait "$RUN"
+check "no worker at first: the run exits 0" test $? -eq 0
+check "no worker at first: planned, no offload at the start, a job on the dispatcher" \
+  plan_is "$WORK/alone.json" 'p["planned"] and not p["offload"] and r["job"] > 0'
+check "... the worker started during the run made part of it" plan_is "$WORK/alone.json" 'r["producers"]["remote"] > 0'
+check "... the dispatcher re-planned it when the worker joined" grep -q "workers changed" "$WORK/d2.err"
+check "no worker at first: every key exactly once" diff <(sort "$WORK/long-local.keys") <(sort "$WORK/alone.keys")
 
 # A planned trainer started before its dispatcher (pods start in any order): its link probe, the first thing
 # a planned job asks the dispatcher for, waits for it as CreateJob would; then the job runs.

@@ -14,7 +14,7 @@ source "$(dirname "$0")/lib.sh"
 
 bash "$ROOT/scripts/data/make-dataset.sh" "$B/data/cli-test" 160 > /dev/null || exit 1
 # The job offloads every group (lib.sh's SPILLWAY_CUT=all): with no worker its client makes every element. (A
-# planned job with no worker is not made on the dispatcher at all: the client runs it alone, unseen there.)
+# planned job with no worker alive is on the dispatcher too: default_plan.sh.)
 dispatcher_on d --heartbeat-ms 200 --metrics-port -1 --worker-millicores 1000 || { finish; exit 1; }
 DM=$(sed -n 's/^metrics listening on .*:\([0-9]*\)$/\1/p' "$WORK/d.out")
 
