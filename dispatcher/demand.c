@@ -41,7 +41,7 @@ int disp_demand_workers(const struct disp_demand_input *in)
     const double idle = disp_demand_idle(in);
     const bool waits = idle >= SATISFIED_WAIT;
     if (!measured && !waits)
-        return -1;
+        return in->n_workers;   /* nothing measured yet (a job's first second): keep what it has */
     const double demand = disp_demand_rate(in->consumed_per_s, idle);
     const double own = isfinite(in->client.elements_per_s) && in->client.elements_per_s > 0
                            ? in->client.elements_per_s : 0;

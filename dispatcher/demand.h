@@ -37,8 +37,9 @@ double disp_demand_idle(const struct disp_demand_input *in);
 /* Workers to meet the demand with the trainer's own share kept: (demand - client's rate) over one worker's
  * capacity (its cores / its CPU per element, the mean of the serving workers'; with none measured, a new
  * worker's cores at the client's CPU per element), planned at 90% of it as the planner does; the demand is
- * disp_demand_rate(consumed, disp_demand_idle(in)). 0 when the client alone keeps up; at least 1 for a trainer that waits and gets nothing; -1 only with nothing
- * measured yet (no rate, no wait). */
+ * disp_demand_rate(consumed, disp_demand_idle(in)). 0 when the client alone keeps up; at least 1 for a
+ * trainer that waits and gets nothing; with nothing measured yet (no rate, no wait: a job's first second) the
+ * workers it has (n_workers), never -1. */
 int disp_demand_workers(const struct disp_demand_input *in);
 
 #endif

@@ -36,7 +36,7 @@ static const struct {
     {"spillway_job_workers_needed", "gauge",
      "workers the job needs (the autoscaling signal): the plan's for the trainer's stated rate, else what "
      "the trainer's measured demand needs (its rate were it never waiting, beyond its own threads'); "
-     "-1 only before anything was measured"},
+     "before its first measurement, the workers it has; never -1 for a running job"},
     {"spillway_job_planned_cut", "gauge", "the cut the plan chose"},
 };
 

@@ -64,9 +64,13 @@ START_TEST(test_demand_only_waiting_and_nothing_measured)
     struct disp_demand_input in = {.consumed_per_s = 0, .wait_fraction = 1.0, .worker_cores = 1};
     ck_assert_int_eq(disp_demand_workers(&in), 1);       /* it gets nothing: at least one */
     in.wait_fraction = 0;
-    ck_assert_int_eq(disp_demand_workers(&in), -1);      /* no rate and no wait: unknown */
+    ck_assert_int_eq(disp_demand_workers(&in), 0);       /* no rate and no wait: what it has, none */
     in.wait_fraction = NAN;
-    ck_assert_int_eq(disp_demand_workers(&in), -1);
+    ck_assert_int_eq(disp_demand_workers(&in), 0);
+    struct disp_demand_producer w[2] = {{.elements_per_s = 0}, {.elements_per_s = 0}};
+    in.workers = w;
+    in.n_workers = 2;
+    ck_assert_int_eq(disp_demand_workers(&in), 2);       /* two workers and nothing measured: keep them */
 }
 END_TEST
 

@@ -353,11 +353,12 @@ START_TEST(test_service_bad_requests_say_what_is_wrong)
     cf.cores = -1;
     ck_assert_int_eq(call(disp_create_job, &r.base, &resp, &len), 3);
     ck_assert(strstr(msg, "cores") != NULL);
-    cf.cores = 1;                                    /* valid, and no worker: offloading cannot pay */
+    cf.cores = 1;           /* valid, and no worker: a job all the same (its client makes it), no offload yet */
     ck_assert_int_eq(call(disp_create_job, &r.base, &resp, &len), 0);
     Spillway__V1__CreateJobResponse *local = spillway__v1__create_job_response__unpack(NULL, len, resp);
     free(resp);
-    ck_assert_uint_eq(local->job, 0);
+    ck_assert_uint_ne(local->job, 0);
+    ck_assert_int_eq(local->cut, local->groups);
     ck_assert(local->plan && !local->plan->offload && local->plan->workers == 0);
     spillway__v1__create_job_response__free_unpacked(local, NULL);
     r.client = NULL;
@@ -409,9 +410,11 @@ START_TEST(test_service_bad_requests_say_what_is_wrong)
     ck_assert_int_eq(call(disp_worker_heartbeat, &wh.base, &resp, &len), 0);
     Spillway__V1__WorkerHeartbeatResponse *t = spillway__v1__worker_heartbeat_response__unpack(NULL, len, resp);
     free(resp);
-    ck_assert_uint_eq(t->n_tasks, 1);
-    ck_assert_str_eq(t->tasks[0]->pipeline->source->path, g_root);
-    ck_assert_uint_eq(t->tasks[0]->job_secret, job->job_secret);   /* the worker checks streams against it */
+    ck_assert_uint_eq(t->n_tasks, 2);       /* and the job made with no worker alive, above */
+    const Spillway__V1__JobTask *mine = t->tasks[t->tasks[0]->job == job->job ? 0 : 1];
+    ck_assert_uint_eq(mine->job, job->job);
+    ck_assert_str_eq(mine->pipeline->source->path, g_root);
+    ck_assert_uint_eq(mine->job_secret, job->job_secret);   /* the worker checks streams against it */
     spillway__v1__worker_heartbeat_response__free_unpacked(t, NULL);
     spillway__v1__create_job_response__free_unpacked(job, NULL);
 }
