@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -371,30 +372,50 @@ int spw_batch_position(const struct spw_batch *b, int64_t *epoch, int64_t *index
     return 0;
 }
 
-/* JSON text of spw_job_stats into buf (cap bytes); returns the length it needs (as snprintf). */
+/* s as the inside of a JSON string into out (n bytes, cut short to fit). */
+static void json_escape(const char *s, char *out, size_t n)
+{
+    size_t w = 0;
+    for (const char *c = s; *c && w + 7 < n; c++) {
+        if (*c == '"' || *c == '\\')
+            out[w++] = '\\';
+        if ((unsigned char)*c < 0x20) {
+            w += (size_t)snprintf(out + w, n - w, "\\u%04x", (unsigned char)*c);
+            continue;
+        }
+        out[w++] = *c;
+    }
+    out[w] = 0;
+}
+
+/* Append to buf (cap bytes) at *at as snprintf would; *at counts what it needs, also past cap. */
+static void append(char *buf, size_t cap, size_t *at, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void append(char *buf, size_t cap, size_t *at, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(*at < cap ? buf + *at : NULL, *at < cap ? cap - *at : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *at += (size_t)n;
+}
+
+/* JSON text of spw_job_stats, spw_job_times and spw_job_op_time into buf (cap bytes); returns the length it
+ * needs (as snprintf). */
 int spw_job_stats_json(struct spw_job *job, char *buf, size_t cap)
 {
     struct spw_job_stats st;
     spw_job_stats(job, &st);
     char why[2 * sizeof st.plan_why];      /* JSON-escaped */
-    size_t w = 0;
-    for (const char *c = st.plan_why; *c && w + 7 < sizeof why; c++) {
-        if (*c == '"' || *c == '\\')
-            why[w++] = '\\';
-        if ((unsigned char)*c < 0x20) {
-            w += (size_t)snprintf(why + w, sizeof why - w, "\\u%04x", (unsigned char)*c);
-            continue;
-        }
-        why[w++] = *c;
-    }
-    why[w] = 0;
-    return snprintf(buf, cap,
+    json_escape(st.plan_why, why, sizeof why);
+    size_t at = 0;
+    append(buf, cap, &at,
                     "{\"job\": %llu, \"cut\": %d, \"groups\": %d, \"samples\": %lld, \"manifest_hash\": \"%016llx\", "
                     "\"elements\": %lld, \"batches\": %lld, \"skipped\": %lld, \"remote_elements\": %lld, "
                     "\"local_elements\": %lld, \"rescued_elements\": %lld, \"duplicates_dropped\": %lld, "
                     "\"bytes_received\": %lld, \"compress_level\": %d, \"workers\": %d, \"planned\": %s, \"offloaded\": %s, "
                     "\"predicted\": %.6g, \"plan_why\": \"%s\", \"gpu_elements\": %lld, \"device_batches\": %lld, "
-                    "\"gpu_arena_bytes\": %lld, \"gpu_arena_used\": %lld, \"gpu_arena_peak\": %lld}",
+                    "\"gpu_arena_bytes\": %lld, \"gpu_arena_used\": %lld, \"gpu_arena_peak\": %lld",
                     (unsigned long long)st.job, st.cut, st.groups, (long long)st.samples,
                     (unsigned long long)st.manifest_hash, (long long)st.elements, (long long)st.batches,
                     (long long)st.skipped, (long long)st.remote_elements, (long long)st.local_elements,
@@ -402,4 +423,18 @@ int spw_job_stats_json(struct spw_job *job, char *buf, size_t cap)
                     st.compress_level, st.workers, st.planned ? "true" : "false", st.offloaded ? "true" : "false", st.predicted, why,
                     (long long)st.gpu_elements, (long long)st.device_batches, (long long)st.gpu_arena_bytes,
                     (long long)st.gpu_arena_used, (long long)st.gpu_arena_peak);
+    struct spw_job_times t;
+    spw_job_times(job, &t);
+    append(buf, cap, &at, ", \"elapsed_s\": %.6g, \"wait_s\": %.6g, \"wait_fraction\": %.6g, \"starved_s\": %.6g, "
+           "\"ops\": [", t.elapsed_s, t.wait_s, t.elapsed_s > 0 ? t.wait_s / t.elapsed_s : 0.0, t.starved_s);
+    struct spw_op_time op;
+    for (int i = 0; spw_job_op_time(job, i, &op) == 0; i++) {
+        char name[2 * sizeof op.name];
+        json_escape(op.name, name, sizeof name);
+        append(buf, cap, &at, "%s{\"op\": \"%s\", \"elements\": %lld, \"seconds\": %.6g, \"us_per_element\": %.6g}",
+               i ? ", " : "", name, (long long)op.elements, (double)op.ns_total / 1e9,
+               op.elements > 0 ? (double)op.ns_total / 1e3 / (double)op.elements : 0.0);
+    }
+    append(buf, cap, &at, "]}");
+    return (int)at;
 }

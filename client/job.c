@@ -91,6 +91,7 @@ struct spw_job {
         int64_t first, count;
     } held[256];
     struct spw_job_stats st;
+    int64_t created_ns;             /* when spw_job_create made it */
     int64_t consumed, wait_ns;      /* atomics: the trainer's elements taken and ns waited in next() */
     int64_t starved_ns;             /* atomic: ns the trainer's thread was ready between next() calls but had
                                        no CPU (its run delay: a spent quota's throttling, busy cores) */
@@ -867,6 +868,7 @@ static int create(struct spw_pipeline_spec *spec, const struct spw_job_opts *o, 
         j->o.rescue_after_ms = DEFAULT_RESCUE_MS;
     j->spec = spec;
     j->pid = getpid();
+    j->created_ns = spw_now_ns();
     pthread_mutex_init(&j->mu, NULL);
     int rc = open_common(j, err, errlen);
     if (rc) {
@@ -960,23 +962,38 @@ static bool no_producer(struct spw_job *j)
     return true;
 }
 
-/* The next batch from the executor or the assembler (waiting, and rescuing a stalled head batch). */
+static int take_remote(struct spw_job *job, struct spw_batch **out);
+
+/* The next batch from the executor or the assembler, the trainer's wait and CPU starvation counted. */
 static int take_batch(struct spw_job *job, struct spw_batch **out)
 {
     int rc;
     if (!job->ex && !job->a)
         return SPW_ECLOSED;             /* an empty rest of an epoch (opts.rest_of) */
-    if (job->ex) {
-        rc = spw_executor_next(job->ex, out);
-        if (rc != 0 && rc != SPW_ECLOSED)
-            snprintf(job->errmsg, sizeof job->errmsg, "%s", spw_executor_errmsg(job->ex));
-        return rc;
-    }
     const int64_t t0 = spw_now_ns();
     const pid_t tid = gettid();
     const int64_t delay0 = spw_thread_run_delay_ns();   /* what the trainer's step lost to a busy CPU */
     if (delay0 >= 0 && tid == job->exit_tid && delay0 >= job->exit_delay_ns)
         __atomic_add_fetch(&job->starved_ns, delay0 - job->exit_delay_ns, __ATOMIC_RELAXED);
+    if (job->ex) {
+        rc = spw_executor_next(job->ex, out);
+        if (rc != 0 && rc != SPW_ECLOSED)
+            snprintf(job->errmsg, sizeof job->errmsg, "%s", spw_executor_errmsg(job->ex));
+    } else {
+        rc = take_remote(job, out);
+    }
+    __atomic_add_fetch(&job->wait_ns, spw_now_ns() - t0, __ATOMIC_RELAXED);
+    if (rc == 0)
+        __atomic_add_fetch(&job->consumed, (int64_t)(*out)->n, __ATOMIC_RELAXED);
+    job->exit_delay_ns = delay0 >= 0 ? spw_thread_run_delay_ns() : -1;
+    job->exit_tid = job->exit_delay_ns >= 0 ? tid : 0;
+    return rc;
+}
+
+/* The next batch from the assembler: waiting, and rescuing a stalled head batch. */
+static int take_remote(struct spw_job *job, struct spw_batch **out)
+{
+    int rc;
     for (;;) {
         if (job->o.cancel && *job->o.cancel)
             asm_fail(job->a, -ECANCELED, "interrupted (opts.cancel)");    /* this call and every later one */
@@ -985,11 +1002,6 @@ static int take_batch(struct spw_job *job, struct spw_batch **out)
         if (!no_producer(job))
             rescue_head(job);
     }
-    __atomic_add_fetch(&job->wait_ns, spw_now_ns() - t0, __ATOMIC_RELAXED);
-    if (rc == 0)
-        __atomic_add_fetch(&job->consumed, (int64_t)(*out)->n, __ATOMIC_RELAXED);
-    job->exit_delay_ns = delay0 >= 0 ? spw_thread_run_delay_ns() : -1;
-    job->exit_tid = job->exit_delay_ns >= 0 ? tid : 0;
     return rc;
 }
 
@@ -1063,6 +1075,31 @@ void spw_job_stats(struct spw_job *job, struct spw_job_stats *out)
         out->gpu_arena_used = (int64_t)gs.arena_used;
         out->gpu_arena_peak = (int64_t)gs.arena_peak;
     }
+}
+
+void spw_job_times(struct spw_job *job, struct spw_job_times *out)
+{
+    out->elapsed_s = (double)(spw_now_ns() - job->created_ns) / 1e9;
+    out->wait_s = (double)__atomic_load_n(&job->wait_ns, __ATOMIC_RELAXED) / 1e9;
+    out->starved_s = (double)__atomic_load_n(&job->starved_ns, __ATOMIC_RELAXED) / 1e9;
+}
+
+int spw_job_op_time(struct spw_job *job, int i, struct spw_op_time *out)
+{
+    if (!job->ex || i < 0)
+        return -ENOENT;
+    struct spw_exec_stats *es = malloc(sizeof *es);
+    if (!es)
+        return -ENOMEM;
+    spw_executor_stats(job->ex, es);
+    const int rc = i < es->n_steps ? 0 : -ENOENT;
+    if (rc == 0) {
+        snprintf(out->name, sizeof out->name, "%s", es->steps[i].name);
+        out->elements = es->steps[i].elements;
+        out->ns_total = es->steps[i].ns_total;
+    }
+    free(es);
+    return rc;
 }
 
 int spw_job_checkpoint(struct spw_job *job, struct spw_checkpoint *out)

@@ -10,7 +10,7 @@ PKGS=(
   libflac-dev libmpg123-dev libvorbis-dev libopusfile-dev
   libssl-dev libjansson-dev libdlpack-dev libmicrohttpd-dev libzstd-dev libarchive-dev libcurl4-openssl-dev
   nginx-light prometheus curl tmux gnuplot-nox
-  python3 python3-numpy python3-pil python3-torchvision python3-torch libopenblas0
+  python3 python3-numpy python3-pil python3-torchvision python3-torch libopenblas0 python3-tqdm
   python3-torchaudio python3-soundfile python3-scipy espeak-ng flac lame vorbis-tools opus-tools
   util-linux tar shellcheck python3-pyflakes mypy help2man iproute2 iptables
   python3-venv python3-pip python3-setuptools python3-wheel

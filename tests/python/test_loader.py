@@ -2,14 +2,17 @@
 # --dump` byte for byte (an image pipeline, and a padded audio one with lengths), keys included; the arrays
 # view the C batch (no copy) and stay unchanged after later batches are fetched and after close(); 1000
 # batches dropped as they come neither grow RSS nor leave a batch out; len(), classes, class_to_idx and
-# stats() match the dataset; each iteration is one epoch (batches() the whole stream); errors and options
+# stats() match the dataset, which also says the trainer's wait and each step's time (tqdm over a loader counts
+# an epoch's batches); each iteration is one epoch (batches() the whole stream); errors and options
 # come from C; use after os.fork() raises the documented RuntimeError (the Python check and the C library's
 # SPW_EFORKED message); gpu=0 with the emulated CUDA plugin gives the same batches, and device_batches
 # DLPack views of them that give every batch back. Thread model: single-threaded.
 import gc
 import glob
+import io
 import json
 import os
+import time
 import unittest
 
 import numpy as np
@@ -324,6 +327,40 @@ class TestLoader(spwtest.TempDir, unittest.TestCase):
             self.assertEqual({b.epoch for b in loader}, {1})
             with self.assertRaisesRegex(SpillwayError, "all 2 epochs"):
                 list(loader)
+
+    def test_loader_tqdm_and_where_the_time_went(self):
+        """tqdm(loader) counts one epoch's batches against len(loader); stats() says where the trainer's time
+        went in process: its wait in next() (a trainer faster than one producing core waits more of its time
+        than one that sleeps per batch) and each pipeline step's time per element."""
+        from tqdm import tqdm
+        fractions = []
+        for sleep in (0.0, 0.05):
+            with Loader(image_pipeline(epochs=None), local_cores=1) as loader:
+                for _ in range(2):
+                    out = io.StringIO()
+                    bar = tqdm(loader, file=out, mininterval=0)
+                    self.assertEqual(bar.total, 7)
+                    for _b in bar:
+                        time.sleep(sleep)
+                    self.assertEqual(bar.n, 7)
+                    bar.close()
+                    self.assertIn("7/7", out.getvalue())
+                del _b
+                st = loader.stats()
+                self.assertTrue(0 <= st["wait_s"] <= st["elapsed_s"], st)
+                self.assertAlmostEqual(st["wait_fraction"], st["wait_s"] / st["elapsed_s"], delta=0.05)
+                self.assertGreaterEqual(st["starved_s"], 0)
+                fractions.append(st["wait_fraction"])
+                ops = st["ops"]
+                self.assertTrue(ops, st)
+                self.assertIn("decode_jpeg", ops[0]["op"])
+                self.assertIn("normalize", ops[-1]["op"])
+                for op in ops:
+                    self.assertGreaterEqual(op["elements"], 320)     # two epochs made, at least
+                    self.assertGreater(op["us_per_element"], 0)
+                    self.assertAlmostEqual(op["us_per_element"], op["seconds"] * 1e6 / op["elements"], delta=0.01)
+        self.assertGreater(fractions[0], 0.3, fractions)     # fast trainer: waits for its one core
+        self.assertLess(fractions[1], fractions[0] / 2, fractions)
 
     def test_loader_errors(self):
         with self.assertRaises(SpillwayError) as cm:

@@ -225,6 +225,15 @@ START_TEST(test_api_skipped_samples_never_make_an_empty_batch)
         ck_assert_int_eq(st.skipped, 6);
         ck_assert_int_eq(st.elements, 6);
         ck_assert_int_eq(st.batches, bs == 1 ? 6 : 2);
+        struct spw_job_times t;         /* where the time went: the waits within the job's life */
+        spw_job_times(job, &t);
+        ck_assert(t.elapsed_s > 0 && t.wait_s >= 0 && t.wait_s <= t.elapsed_s && t.starved_s >= 0);
+        struct spw_op_time op;          /* in process: each step's time over the elements made */
+        ck_assert_int_eq(spw_job_op_time(job, 0, &op), 0);
+        ck_assert_ptr_nonnull(strstr(op.name, "decode_jpeg"));
+        ck_assert(op.elements >= 6 && op.ns_total > 0);
+        ck_assert_int_eq(spw_job_op_time(job, 64, &op), -ENOENT);
+        ck_assert_int_eq(spw_job_op_time(job, -1, &op), -ENOENT);
         spw_job_destroy(job);
     }
     remove_folder(root);

@@ -185,6 +185,24 @@ struct spw_job_stats {
 };
 SPW_API void spw_job_stats(struct spw_job *job, struct spw_job_stats *out);
 
+/* Where the trainer's time went since the job was created: in spw_job_next waiting for batches (wait_s), and
+ * between those calls ready to run but without a CPU (starved_s: the calling thread's run delay, e.g. a
+ * container's CPU quota spent by the producing threads; 0 where the kernel does not say). wait_s / elapsed_s
+ * near 0: the input keeps up; near 1: the trainer starves. */
+struct spw_job_times {
+    double elapsed_s, wait_s, starved_s;
+};
+SPW_API void spw_job_times(struct spw_job *job, struct spw_job_times *out);
+/* The CPU time of each step of the pipeline over the elements this process made itself in-process (no
+ * dispatcher): step i from 0, a fused group one step named "a+b+c". Returns 0, or -ENOENT past the last step
+ * (and for a job through a dispatcher: the workers' per-element costs are in `spillctl job`). */
+struct spw_op_time {
+    char name[160];
+    int64_t elements;           /* elements that ran the step */
+    int64_t ns_total;           /* their time in it, all threads together */
+};
+SPW_API int spw_job_op_time(struct spw_job *job, int i, struct spw_op_time *out);
+
 /* Stop everything and free the job; accepts NULL. With a dispatcher, an unfinished job is ended there (its
  * leases released, its workers freed), unless opts.keep_job or a spw_job_checkpoint asked to keep it for a
  * resume: then it is paused, rejoinable with that checkpoint. In a data-parallel job, the last rank to
