@@ -13,7 +13,8 @@
 #      BENCH_SPLIT_MS (1000: how long a simulated worker takes to produce each split it leased for a job,
 #      the job's splits one after another - a worker of one core on ImageNet makes ~15 splits/s whatever its
 #      number of jobs, so jobs / 15 s is that worker: 6667 for 100 jobs); BENCH_DISPATCHER_CORES (root: the
-#      dispatcher in a cgroup with that CPU quota, e.g. 0.25: an overload test).
+#      dispatcher in a cgroup with that CPU quota, e.g. 0.25: an overload test); BENCH_BARE=1 (the simulated
+#      peers' heartbeats without the progress entries, stream counts and trainer figures real ones carry).
 set -euo pipefail
 # shellcheck source=scripts/lib/harness.sh
 source "$(dirname "$0")/../lib/harness.sh"   # ROOT, B, PY, need_built, wait_port, ...
@@ -26,6 +27,7 @@ HB_THREADS=${BENCH_HB_THREADS:-2}
 SPLIT_MS=${BENCH_SPLIT_MS:-1000}
 TARGET=${BENCH_TARGET:-1}
 DISP_CORES=${BENCH_DISPATCHER_CORES:-}
+BARE=${BENCH_BARE:-}        # 1: heartbeats without progress entries, streams' counts or trainer figures
 OUT=$B/bench-dispatcher
 mkdir -p "$OUT"
 make -C "$ROOT" -s "$B/bin/spillway-dispatcher" "$B/tests/disp_load" > /dev/null
@@ -72,7 +74,7 @@ run_point() {   # run_point DISPATCHER_BIN WORKERS JOBS SPLITS [SPLIT_MS SECONDS
   done
   taskset -c 1 "$B/tests/disp_load" --dispatcher "127.0.0.1:$port" --data "$dir" --workers "$w" --jobs "$j" \
     --split-size "$size" --seconds "$secs" --threads "$THREADS" --hb-threads "$HB_THREADS" --split-ms "$split_ms" \
-    --pid "$DPID" \
+    --pid "$DPID" ${BARE:+--bare} \
     2>> "$OUT/load.err" || echo '{}'
   kill "$DPID" 2> /dev/null || true
   wait "$DPID" 2> /dev/null || true

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # scripts/lib/cpu-quota.sh - sourced by the benchmarks that cap a process's CPU (bench/dispatcher.sh,
-# bench/offload.sh, bench/python-heap.sh): cpu_quota_cgroup NAME CORES makes the cgroup NAME (v1 cpu
+# bench/offload.sh, bench/python-heap.sh) and tests/integration/lib.sh's quota_group: cpu_quota_cgroup NAME CORES makes the cgroup NAME (v1 cpu
 # controller or v2), or finds it, with a quota of CORES cores per 100 ms period and sets CGDIR to it; the
 # caller moves pids into "$CGDIR/cgroup.procs" and removes the directory at exit. Needs root.
 # Single-threaded shell use.

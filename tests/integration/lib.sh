@@ -166,16 +166,17 @@ finish() {
 # CG_DIR, removed when the test exits; in_group CMD... runs CMD in it. Without root or a cgroup cpu controller
 # it says SKIP, what for and why, and returns 1.
 quota_group() {
-  local name=spwt$$-$1 quota
-  quota=$(awk -v c="$2" 'BEGIN { printf "%d", c * 100000 }')
   CG_DIR=""
-  if [ "$(id -u)" = 0 ] && [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
-    mkdir -p "/sys/fs/cgroup/cpu/$name" && CG_DIR=/sys/fs/cgroup/cpu/$name && CG_DIRS+=("$CG_DIR") &&
-      echo 100000 > "$CG_DIR/cpu.cfs_period_us" && echo "$quota" > "$CG_DIR/cpu.cfs_quota_us" && return 0
-  elif [ "$(id -u)" = 0 ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2> /dev/null; then
-    echo +cpu > /sys/fs/cgroup/cgroup.subtree_control 2> /dev/null
-    mkdir -p "/sys/fs/cgroup/$name" && CG_DIR=/sys/fs/cgroup/$name && CG_DIRS+=("$CG_DIR") &&
-      echo "$quota 100000" > "$CG_DIR/cpu.max" && return 0
+  if [ "$(id -u)" = 0 ] && { [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ] ||
+    grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2> /dev/null; }; then
+    # shellcheck source=scripts/lib/cpu-quota.sh
+    source "$ROOT/scripts/lib/cpu-quota.sh"
+    if cpu_quota_cgroup "spwt$$-$1" "$2" 2> /dev/null; then
+      CG_DIR=$CGDIR
+      CG_DIRS+=("$CG_DIR")
+      return 0
+    fi
+    [ -d "$CGDIR" ] && CG_DIRS+=("$CGDIR")
   fi
   echo "SKIP $(basename "$0" .sh) $1: needs root and a cgroup cpu controller to set a CPU quota"
   return 1

@@ -4,7 +4,11 @@
  * (so each (worker, job) pair asks for one split per --split-ms: the "due" rate), and when a job has
  * nothing pending poll again after --idle-poll-ms, four times, then doubling to 800 ms (worker/producer.c's
  * idle_wait; --no-backoff: the flat 50 ms workers used before); one client per job creates it (cut
- * auto with --planned) and heartbeats every 200 ms with the splits its workers finished as acks. Reports per
+ * auto with --planned) and heartbeats every 200 ms with the splits its workers finished as acks. As real peers
+ * do, each worker heartbeat carries a progress entry per job it serves (elements, bytes, CPU, cumulative; at
+ * most 64, worker/registration.c's cap), and each client heartbeat its trainer's rate, wait and CPU, its own
+ * progress and what arrived from each worker's stream (at most 64 streams, client/remote_internal.h's cap);
+ * --bare sends heartbeats without them (this generator before 2026-12-07). Reports per
  * RPC method the calls, errors, p50/p99 latency, and the dispatcher's CPU and RSS (--pid) over --seconds,
  * then how many workers the dispatcher still lists alive. Threads: --threads for the leases, each driving its
  * share of the simulated workers with blocking calls, and --hb-threads for the heartbeats (workers' and
@@ -12,7 +16,7 @@
  * heartbeat by its own latency, not by the leases queued before it on the same thread.
  *   disp_load --dispatcher HOST:PORT --data DIR --workers N --jobs J [--split-size S] [--seconds T]
  *             [--threads K] [--hb-threads H] [--split-ms M] [--idle-poll-ms P] [--no-backoff] [--pid PID]
- *             [--planned]
+ *             [--planned] [--bare]
  * Prints one JSON object. */
 #include <errno.h>
 #include <getopt.h>
@@ -33,6 +37,10 @@
 #define CLIENT_HEARTBEAT_MS 200
 #define MAX_JOBS 256
 #define RPC_TIMEOUT_MS 5000
+#define MAX_REPORTED 64             /* progress entries per worker heartbeat, streams per client: the real caps */
+#define ELEMENT_BYTES 150528        /* a 224x224x3 uint8 element on the wire */
+#define WORKER_NS_PER_ELEMENT 4000000   /* a worker's CPU per element reported (ImageNet decode + crop) */
+#define CLIENT_NS_PER_ELEMENT 60000     /* a client's receiving thread's CPU per element reported */
 
 enum method { M_REGISTER, M_WORKER_HB, M_LEASE, M_CLIENT_HB, M_CREATE, M_N };
 static const char *const method_names[M_N] = {"RegisterWorker", "WorkerHeartbeat", "LeaseSplit", "ClientHeartbeat",
@@ -54,10 +62,12 @@ struct sim_job {                /* a job as one worker sees it */
     int n_held;
     int64_t next_lease_ms;
     int idle;                   /* empty polls in a row */
+    int64_t splits_done;        /* atomic: the lease thread counts, the heartbeat thread reports */
 };
 
 struct sim_worker {
     struct spw_rpc_channel *ch;
+    int index;                  /* in g_workers */
     uint64_t id, secret, tasks_digest;
     int64_t hb_every_ms, next_hb_ms;
     struct sim_job jobs[MAX_JOBS];
@@ -71,12 +81,16 @@ struct client {
     pthread_mutex_t mu;         /* acks: workers' threads add, the client's thread sends */
     Spillway__V1__SplitRef *acks;
     int n_acks, cap_acks;
+    int64_t *received;          /* per worker index, elements its stream brought (atomics; NULL with --bare) */
+    int64_t consumed, consumed_at_hb;   /* elements acked in all, and at the last heartbeat (client thread) */
 };
 
 static const char *g_target;
 static int g_split_ms = 1000, g_idle_ms = 50, g_backoff = 1;
 static struct client *g_clients;
 static int g_n_clients;
+static struct sim_worker *g_workers;
+static int g_n_workers, g_split_size = 64, g_bare;
 static volatile int g_stop;
 
 static void record(struct stat_set *st, int status, int64_t t0)
@@ -100,11 +114,13 @@ static struct client *client_of(uint64_t job)
     return NULL;
 }
 
-static void ack_later(uint64_t job, uint64_t epoch, uint64_t split)
+static void ack_later(uint64_t job, uint64_t epoch, uint64_t split, int worker)
 {
     struct client *c = client_of(job);
     if (!c)
         return;
+    if (c->received)
+        __atomic_add_fetch(&c->received[worker], g_split_size, __ATOMIC_RELAXED);
     pthread_mutex_lock(&c->mu);
     if (c->n_acks == c->cap_acks) {
         c->cap_acks = c->cap_acks ? 2 * c->cap_acks : 64;
@@ -159,6 +175,19 @@ static void worker_heartbeat(struct sim_worker *w, int64_t now, struct stat_set 
     r.worker_id = w->id;
     r.secret = w->secret;
     r.tasks_digest = w->tasks_digest;       /* as workers do: the whole list only when it changed */
+    Spillway__V1__ProducerProgress prog[MAX_REPORTED], *progp[MAX_REPORTED];
+    const int n_jobs = __atomic_load_n(&w->n_jobs, __ATOMIC_ACQUIRE);
+    for (int k = 0; !g_bare && k < n_jobs && k < MAX_REPORTED; k++) {
+        const int64_t elements = __atomic_load_n(&w->jobs[k].splits_done, __ATOMIC_RELAXED) * g_split_size;
+        spillway__v1__producer_progress__init(&prog[k]);
+        prog[k].job = w->jobs[k].id;
+        prog[k].elements = elements;
+        prog[k].bytes = elements * ELEMENT_BYTES;
+        prog[k].cpu_ns = elements * WORKER_NS_PER_ELEMENT;
+        progp[r.n_jobs++] = &prog[k];
+    }
+    r.jobs = progp;
+    r.buffered_bytes = g_bare ? 0 : (int64_t)r.n_jobs * LEASE_AHEAD * ELEMENT_BYTES;
     Spillway__V1__WorkerHeartbeatResponse *o = NULL;
     int64_t t0 = spw_now_ns();
     int rc = spw_rpc_call_reply(w->ch, SPW_PATH(WORKER_HEARTBEAT), &r.base, RPC_TIMEOUT_MS,
@@ -238,7 +267,8 @@ static int64_t step_worker(struct sim_worker *w, int64_t now, struct stat_set *s
     for (int k = 0; k < n_jobs && !g_stop; k++) {
         struct sim_job *j = &w->jobs[k];
         while (j->n_held > 0 && j->held[0].done_at <= now) {     /* produced: its client acks it */
-            ack_later(j->id, j->held[0].epoch, j->held[0].split);
+            ack_later(j->id, j->held[0].epoch, j->held[0].split, w->index);
+            __atomic_add_fetch(&j->splits_done, 1, __ATOMIC_RELAXED);
             memmove(&j->held[0], &j->held[1], sizeof j->held[0] * (size_t)(--j->n_held));
         }
         if (j->n_held < LEASE_AHEAD && now >= j->next_lease_ms)
@@ -269,6 +299,32 @@ static int64_t step_client(struct client *c, int64_t now, struct stat_set *st)
     r.n_acked = (size_t)n;
     r.acked = refs;
     r.workers_digest = c->workers_digest;
+    /* As a real client: its trainer's rate, wait and CPU, its own threads' progress (none: every split is
+     * the workers'), and what arrived from each worker's stream. */
+    Spillway__V1__ProducerProgress own = SPILLWAY__V1__PRODUCER_PROGRESS__INIT, rx[MAX_REPORTED], *rxp[MAX_REPORTED];
+    c->consumed += (int64_t)n * g_split_size;
+    if (c->received) {
+        own.job = c->job;
+        r.own = &own;
+        r.consumed_per_s = (double)(c->consumed - c->consumed_at_hb) * 1000.0 / CLIENT_HEARTBEAT_MS;
+        r.wait_fraction = 0.05;
+        r.cpu_cores = 1.0;
+        for (int w = 0; w < g_n_workers && r.n_received < MAX_REPORTED; w++) {
+            const int64_t got = __atomic_load_n(&c->received[w], __ATOMIC_RELAXED);
+            if (!got)
+                continue;
+            spillway__v1__producer_progress__init(&rx[r.n_received]);
+            rx[r.n_received].job = c->job;
+            rx[r.n_received].worker_id = g_workers[w].id;
+            rx[r.n_received].elements = got;
+            rx[r.n_received].bytes = got * ELEMENT_BYTES;
+            rx[r.n_received].cpu_ns = got * CLIENT_NS_PER_ELEMENT;
+            rxp[r.n_received] = &rx[r.n_received];
+            r.n_received++;
+        }
+        r.received = rxp;
+    }
+    c->consumed_at_hb = c->consumed;
     Spillway__V1__ClientHeartbeatResponse *o = NULL;
     int64_t t0 = spw_now_ns();
     int rc = spw_rpc_call_reply(c->ch, SPW_PATH(CLIENT_HEARTBEAT), &r.base, RPC_TIMEOUT_MS,
@@ -417,7 +473,8 @@ int main(int argc, char **argv)
         {"threads", required_argument, NULL, 'T'},    {"split-ms", required_argument, NULL, 'm'},
         {"idle-poll-ms", required_argument, NULL, 'i'}, {"pid", required_argument, NULL, 'p'},
         {"planned", no_argument, NULL, 'P'},          {"no-backoff", no_argument, NULL, 'B'},
-        {"hb-threads", required_argument, NULL, 'H'}, {NULL, 0, NULL, 0},
+        {"hb-threads", required_argument, NULL, 'H'}, {"bare", no_argument, NULL, 'b'},
+        {NULL, 0, NULL, 0},
     };
     const char *data = NULL;
     int n_workers = 10, n_jobs = 1, split_size = 64, seconds = 10, lease_threads = 8, hb_threads = 2, pid = 0;
@@ -438,6 +495,7 @@ int main(int argc, char **argv)
         case 'p': pid = atoi(optarg); break;
         case 'P': planned = true; break;
         case 'B': g_backoff = 0; break;
+        case 'b': g_bare = 1; break;
         default:
             fprintf(stderr, "usage: see the comment at the top of tests/tools/disp_load.c\n");
             return 2;
@@ -450,10 +508,12 @@ int main(int argc, char **argv)
         return 2;
     }
     const int threads = lease_threads + hb_threads;
+    g_split_size = split_size;
+    g_n_workers = n_workers;
     spw_rpc_init();
     struct spw_rpc_channel_opts co = {.private_connection = true};
     struct thread_arg *ta = calloc((size_t)threads, sizeof *ta);
-    struct sim_worker *workers = calloc((size_t)n_workers, sizeof *workers);
+    struct sim_worker *workers = g_workers = calloc((size_t)n_workers, sizeof *workers);
     g_clients = calloc((size_t)n_jobs, sizeof *g_clients);
     pthread_t *tids = calloc((size_t)threads, sizeof *tids);
     if (!ta || !workers || !g_clients || !tids)
@@ -464,6 +524,8 @@ int main(int argc, char **argv)
     const int64_t t_create = spw_now_ns();
     for (int i = 0; i < n_jobs; i++) {
         pthread_mutex_init(&g_clients[i].mu, NULL);
+        if (!g_bare && !(g_clients[i].received = calloc((size_t)n_workers, sizeof *g_clients[i].received)))
+            return 1;
         if (spw_rpc_channel_create(g_target, &co, &g_clients[i].ch) ||
             create_job(&g_clients[i], data, split_size, planned, &setup[M_CREATE]))
             return 1;
@@ -471,6 +533,7 @@ int main(int argc, char **argv)
     }
     const double create_s = (double)(spw_now_ns() - t_create) * 1e-9;
     for (int i = 0; i < n_workers; i++) {
+        workers[i].index = i;
         if (spw_rpc_channel_create(g_target, &co, &workers[i].ch) || register_worker(&workers[i], i, &setup[M_REGISTER])) {
             fprintf(stderr, "disp_load: worker %d did not register\n", i);
             return 1;
@@ -505,9 +568,9 @@ int main(int argc, char **argv)
 
     printf("{\"workers\": %d, \"jobs\": %d, \"split_size\": %d, \"seconds\": %.2f, \"create_jobs_s\": %.3f, "
            "\"dispatcher_cores\": %.3f, \"dispatcher_rss_mb\": %.1f, \"alive_at_end\": %d, "
-           "\"leases_due_per_s\": %.1f, \"methods\": {",
+           "\"leases_due_per_s\": %.1f, \"real_peers\": %s, \"methods\": {",
            n_workers, n_jobs, split_size, secs, create_s, pid ? (cpu1 - cpu0) / secs : -1.0,
-           (double)rss / (1 << 20), alive, (double)n_workers * n_jobs * 1000.0 / g_split_ms);
+           (double)rss / (1 << 20), alive, (double)n_workers * n_jobs * 1000.0 / g_split_ms, g_bare ? "false" : "true");
     for (int m = M_WORKER_HB; m <= M_CLIENT_HB; m++) {
         struct stat_set all = {0};
         for (int t = 0; t < threads; t++) {
