@@ -30,7 +30,10 @@ DISP_CORES=${BENCH_DISPATCHER_CORES:-}
 BARE=${BENCH_BARE:-}        # 1: heartbeats without progress entries, streams' counts or trainer figures
 OUT=$B/bench-dispatcher
 mkdir -p "$OUT"
-make -C "$ROOT" -s "$B/bin/spillway-dispatcher" "$B/tests/disp_load" > /dev/null
+# BUILD as the Makefile names its targets (relative): an absolute path matches no rule, and a stale
+# disp_load or dispatcher would be measured without a word.
+make -C "$ROOT" -s BUILD="$(realpath --relative-to="$ROOT" "$B")" "$(realpath --relative-to="$ROOT" "$B")/bin/spillway-dispatcher" \
+  "$(realpath --relative-to="$ROOT" "$B")/tests/disp_load" > /dev/null
 DPID=""
 CGDIR=""
 cleanup() {
