@@ -962,7 +962,20 @@ static bool no_producer(struct spw_job *j)
     return true;
 }
 
-static int take_remote(struct spw_job *job, struct spw_batch **out);
+/* The next batch from the assembler: waiting, and rescuing a stalled head batch. */
+static int take_remote(struct spw_job *job, struct spw_batch **out)
+{
+    int rc;
+    for (;;) {
+        if (job->o.cancel && *job->o.cancel)
+            asm_fail(job->a, -ECANCELED, "interrupted (opts.cancel)");    /* this call and every later one */
+        if ((rc = asm_next(job->a, POLL_MS, out, job->errmsg, sizeof job->errmsg)) != -ETIMEDOUT)
+            break;
+        if (!no_producer(job))
+            rescue_head(job);
+    }
+    return rc;
+}
 
 /* The next batch from the executor or the assembler, the trainer's wait and CPU starvation counted. */
 static int take_batch(struct spw_job *job, struct spw_batch **out)
@@ -987,21 +1000,6 @@ static int take_batch(struct spw_job *job, struct spw_batch **out)
         __atomic_add_fetch(&job->consumed, (int64_t)(*out)->n, __ATOMIC_RELAXED);
     job->exit_delay_ns = delay0 >= 0 ? spw_thread_run_delay_ns() : -1;
     job->exit_tid = job->exit_delay_ns >= 0 ? tid : 0;
-    return rc;
-}
-
-/* The next batch from the assembler: waiting, and rescuing a stalled head batch. */
-static int take_remote(struct spw_job *job, struct spw_batch **out)
-{
-    int rc;
-    for (;;) {
-        if (job->o.cancel && *job->o.cancel)
-            asm_fail(job->a, -ECANCELED, "interrupted (opts.cancel)");    /* this call and every later one */
-        if ((rc = asm_next(job->a, POLL_MS, out, job->errmsg, sizeof job->errmsg)) != -ETIMEDOUT)
-            break;
-        if (!no_producer(job))
-            rescue_head(job);
-    }
     return rc;
 }
 

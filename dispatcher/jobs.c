@@ -62,7 +62,7 @@ static int client_heartbeat(void *svc, const ProtobufCMessage *req, struct disp_
             disp_note_refusal(s, r->unreachable[i]->worker_id, r->unreachable[i]);
     uint64_t workers_digest = 0;
     if (rc == 0 && !ji.client_only) {
-        n_workers = disp_serving_workers(s, ji.id, r->workers_digest, &workers_digest, &workers);
+        n_workers = disp_serving_workers(s, &ji, r->workers_digest, &workers_digest, &workers);
         disp_reply_later(reply, workers, disp_free_addresses);
     }
     uint64_t refuser = 0;

@@ -197,6 +197,8 @@ int disp_commit(struct disp_service *s, struct disp_update *u, char *err, size_t
     if (rc == 0 && u->kind >= 0 && u->kind <= DISP_RESTORE_ENDED)
         s->applied[u->kind]++;
     s->re_leases += rc == 0 && u->kind == DISP_LEASE && u->generation > 1;
+    if (rc == 0 && (u->kind == DISP_REGISTER_WORKER || u->kind == DISP_WORKER_DEAD))
+        s->members_gen++;       /* which workers are usable (or their addresses) may have changed */
     if (rc == 0 && u->kind == DISP_REGISTER_WORKER && u->evicted) {   /* gone from the registry: its rows too */
         disp_progress_forget_producer(s->progress, u->evicted);
         disp_progress_forget_producer(s->received, u->evicted);
@@ -385,6 +387,7 @@ int disp_service_create(const struct disp_service_opts *o, struct disp_service *
         maybe_compact(s);
     }
     s->started_ms = spw_now_ms();
+    s->members_gen = 1;             /* usable.gen 0: not computed yet */
     disp_lag_init(&s->worker_lag, o->worker_timeout_ms);
     disp_lag_init(&s->client_lag, o->client_timeout_ms);
     disp_lag_init(&s->overload_lag, DISP_OVERLOAD_WINDOW_MS);
@@ -496,15 +499,15 @@ int disp_refuse_new_work(struct disp_service *s, const char *what, char *msg, si
     return SPW_RPC_RESOURCE_EXHAUSTED;
 }
 
-/* FNV-1a over the ids and addresses of the workers serving job (as disp_alive_workers lists them); never 0.
- * Reads the state only: no allocation per worker. */
+/* FNV-1a over the ids and addresses of the workers serving job (as disp_alive_workers lists them; serves
+ * NULL: every usable worker); never 0. Reads the state only: no allocation per worker. */
 static uint64_t serving_digest(struct disp_service *s, const bool *serves, int nw, size_t *count)
 {
     uint64_t h = 1469598103934665603ull;
     *count = 0;
     for (int i = 0; i < nw; i++) {
         struct disp_worker_info wi;
-        if (!serves[i] || disp_state_worker_at(s->st, i, &wi) != 0 || !disp_worker_usable(s, &wi))
+        if ((serves && !serves[i]) || disp_state_worker_at(s->st, i, &wi) != 0 || !disp_worker_usable(s, &wi))
             continue;
         ++*count;
         for (int b = 0; b < 8; b++)
@@ -516,23 +519,41 @@ static uint64_t serving_digest(struct disp_service *s, const bool *serves, int n
     return h ? h : 1;
 }
 
-size_t disp_serving_workers(struct disp_service *s, uint64_t job, uint64_t known, uint64_t *digest,
+/* The digest of every usable worker (serving_digest with serves NULL), kept while members_gen stays and for
+ * at most DISP_USABLE_DIGEST_MS (a change it missed shows within that). */
+static uint64_t usable_digest(struct disp_service *s, size_t *count)
+{
+    const int64_t now = spw_now_ms();
+    if (s->usable.gen != s->members_gen || now - s->usable.at_ms >= DISP_USABLE_DIGEST_MS) {
+        s->usable.digest = serving_digest(s, NULL, disp_state_worker_count(s->st), &s->usable.count);
+        s->usable.gen = s->members_gen;
+        s->usable.at_ms = now;
+    }
+    *count = s->usable.count;
+    return s->usable.digest;
+}
+
+size_t disp_serving_workers(struct disp_service *s, const struct disp_job_info *ji, uint64_t known, uint64_t *digest,
                             Spillway__V1__WorkerAddress ***out)
 {
-    int nw = disp_state_worker_count(s->st);
-    bool *serves = calloc((size_t)nw + 1, sizeof *serves);
     *out = NULL;
     *digest = 0;
-    if (!serves || disp_state_job_servers(s->st, job, serves, nw) < 0) {
-        free(serves);
-        return 0;
-    }
     size_t count;
-    *digest = serving_digest(s, serves, nw, &count);
-    free(serves);
+    if (!ji->refusals && !ji->max_workers && !ji->client_only) {
+        *digest = usable_digest(s, &count);    /* served by every usable worker */
+    } else {
+        int nw = disp_state_worker_count(s->st);
+        bool *serves = calloc((size_t)nw + 1, sizeof *serves);
+        if (!serves || disp_state_job_servers(s->st, ji->id, serves, nw) < 0) {
+            free(serves);
+            return 0;
+        }
+        *digest = serving_digest(s, serves, nw, &count);
+        free(serves);
+    }
     if (known && known == *digest)
         return 0;
-    const size_t n = disp_alive_workers(s, job, 0, out);
+    const size_t n = disp_alive_workers(s, ji->id, 0, out);
     if (n != count)
         *digest = 1;        /* a partial list (out of memory): not one the client may keep */
     return n;

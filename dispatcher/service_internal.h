@@ -64,15 +64,27 @@ struct disp_service {
     uint64_t deaths_deferred[2];    /* timer checks that spared a worker [0] / client rank [1] silent past its
                                      * timeout because the dispatcher lagged (metrics) */
     bool deferring[2];              /* the last tick deferred some: log once per episode */
+    /* Which workers are usable changes with a registration, a death or a replayed worker's first heartbeat:
+     * members_gen counts those; the digest of every usable worker (what serves a job nobody refused and no
+     * cap limits: most jobs) is kept for a generation, and at most DISP_USABLE_DIGEST_MS, so that a client
+     * heartbeat need not walk every worker. */
+    uint64_t members_gen;
+    struct {
+        uint64_t gen, digest;       /* gen 0: not computed */
+        size_t count;
+        int64_t at_ms;
+    } usable;
 };
+#define DISP_USABLE_DIGEST_MS 1000
 
 /* Alive workers' addresses into a response field: those that serve `job` (disp_state_worker_serves), or
  * with job 0 all or the first max; a malloc'd array (NULL after the last), free with disp_free_addresses.
  * Call with mu held. */
 size_t disp_alive_workers(struct disp_service *s, uint64_t job, int max, Spillway__V1__WorkerAddress ***out);
-/* The workers serving job as disp_alive_workers lists them, and *digest of that list (never 0; 0 for an
- * unknown job); none (*out NULL) when the caller's `known` digest is that one already. Call with mu held. */
-size_t disp_serving_workers(struct disp_service *s, uint64_t job, uint64_t known, uint64_t *digest,
+/* The workers serving the job as disp_alive_workers lists them, and *digest of that list (never 0); none
+ * (*out NULL) when the caller's `known` digest is that one already. O(1) for a job no worker refused and no
+ * cap limits while the usable workers stay the same (members_gen); else O(workers). Call with mu held. */
+size_t disp_serving_workers(struct disp_service *s, const struct disp_job_info *ji, uint64_t known, uint64_t *digest,
                             Spillway__V1__WorkerAddress ***out);
 /* Free such an array (a Spillway__V1__WorkerAddress **; a void * to be a disp_reply_later function). */
 void disp_free_addresses(void *v);

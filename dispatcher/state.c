@@ -1024,6 +1024,12 @@ bool disp_state_worker_alive(const struct disp_state *s, uint64_t worker)
     return w && w->alive;
 }
 
+int64_t disp_state_worker_heartbeat_ms(const struct disp_state *s, uint64_t worker)
+{
+    const struct worker *w = find_worker(s, worker);
+    return w ? w->last_heartbeat_ms : -1;
+}
+
 bool disp_state_worker_secret_ok(const struct disp_state *s, uint64_t worker, uint64_t secret)
 {
     const struct worker *w = find_worker(s, worker);

@@ -224,8 +224,10 @@ int disp_state_refusal_at(const struct disp_state *s, uint64_t job, int i, uint6
 const char *disp_state_no_worker(const struct disp_state *s, uint64_t job, uint64_t *worker);
 /* Whether a worker of that id is registered (alive or not). */
 bool disp_state_worker_known(const struct disp_state *s, uint64_t worker);
-/* Whether a worker of that id is registered and alive (O(workers); no lease count, unlike worker_at). */
+/* Whether a worker of that id is registered and alive (O(1); no lease count, unlike worker_at). */
 bool disp_state_worker_alive(const struct disp_state *s, uint64_t worker);
+/* A registered worker's last heartbeat (ms), -1 for an unknown worker. O(1). */
+int64_t disp_state_worker_heartbeat_ms(const struct disp_state *s, uint64_t worker);
 /* Whether secret is the registered worker's (false for an unknown worker). */
 bool disp_state_worker_secret_ok(const struct disp_state *s, uint64_t worker, uint64_t secret);
 /* Whether secret is the job's (false for an unknown job), and the job's secret (0 for an unknown job). */

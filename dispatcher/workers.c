@@ -130,11 +130,14 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, struct disp_
     }
     struct disp_update u = {.kind = DISP_WORKER_HEARTBEAT, .worker = r->worker_id, .now_ms = spw_now_ms(),
                             .buffered_bytes = r->buffered_bytes};
+    const bool was_usable = disp_state_worker_heartbeat_ms(s->st, r->worker_id) >= s->started_ms;
     int rc = disp_commit(s, &u, msg, msglen);
     if (rc) {
         status = rc == -ENOENT ? SPW_RPC_NOT_FOUND : disp_status_of(rc);      /* NOT_FOUND: register again */
         goto out;
     }
+    if (!was_usable)
+        s->members_gen++;       /* a replayed worker's first heartbeat since the start: usable now */
     for (size_t i = 0; i < r->n_cannot_serve && i < DISP_MAX_REFUSALS_PER_BEAT; i++)
         disp_note_refusal(s, r->worker_id, r->cannot_serve[i]);
     struct disp_job_info ji;

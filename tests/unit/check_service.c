@@ -209,7 +209,9 @@ START_TEST(test_service_heartbeat_sends_tasks_only_when_changed)
 }
 END_TEST
 
-/* A client heartbeat's worker list only when it changed (ClientHeartbeatRequest.workers_digest). */
+/* A client heartbeat's worker list only when it changed (ClientHeartbeatRequest.workers_digest): a worker
+ * joining changes it at once (the cached digest of every usable worker follows registrations), and a refusal
+ * takes the refusing worker off that job's list alone. */
 START_TEST(test_service_client_heartbeat_sends_workers_only_when_changed)
 {
     register_worker();
@@ -220,19 +222,36 @@ START_TEST(test_service_client_heartbeat_sends_workers_only_when_changed)
     hb.job_secret = job->job_secret;
     uint8_t *resp;
     size_t len;
-    uint64_t digests[4];
-    for (int k = 0; k < 4; k++) {
-        /* k = 0: no list held (digest 0); 1: it holds that list; 2: a second worker joined; 3: a wrong digest */
+    uint64_t digests[5], second = 0, second_secret = 0;
+    for (int k = 0; k < 5; k++) {
+        /* k = 0: no list held (digest 0); 1: it holds that list; 2: a second worker joined; 3: a wrong digest;
+         * 4: the second worker refused the job (the list of a job with a refusal is made for it alone) */
         if (k == 2) {
             Spillway__V1__RegisterWorkerRequest r = SPILLWAY__V1__REGISTER_WORKER_REQUEST__INIT;
             r.address = "127.0.0.1:7001";
             r.protocol_version = SPW_PROTOCOL_VERSION;
             r.threads = 2;
             ck_assert_int_eq(call(disp_register_worker, &r.base, &resp, &len), 0);
+            Spillway__V1__RegisterWorkerResponse *o = spillway__v1__register_worker_response__unpack(NULL, len, resp);
+            second = o->worker_id;
+            second_secret = o->secret;
+            spillway__v1__register_worker_response__free_unpacked(o, NULL);
             free(resp);
         }
         if (k == 3)
             hb.workers_digest ^= 0x5a5a;
+        if (k == 4) {
+            Spillway__V1__WorkerHeartbeatRequest wh = SPILLWAY__V1__WORKER_HEARTBEAT_REQUEST__INIT;
+            Spillway__V1__JobRefusal no = SPILLWAY__V1__JOB_REFUSAL__INIT, *nop = &no;
+            no.job = job->job;
+            no.reason = "cannot read the dataset";
+            wh.worker_id = second;
+            wh.secret = second_secret;
+            wh.n_cannot_serve = 1;
+            wh.cannot_serve = &nop;
+            ck_assert_int_eq(call(disp_worker_heartbeat, &wh.base, &resp, &len), 0);
+            free(resp);
+        }
         ck_assert_int_eq(call(disp_client_heartbeat, &hb.base, &resp, &len), 0);
         Spillway__V1__ClientHeartbeatResponse *h = spillway__v1__client_heartbeat_response__unpack(NULL, len, resp);
         ck_assert_ptr_nonnull(h);
@@ -244,7 +263,7 @@ START_TEST(test_service_client_heartbeat_sends_workers_only_when_changed)
             ck_assert_uint_lt(len, 16);
         } else {
             ck_assert(!h->workers_unchanged);
-            ck_assert_uint_eq(h->n_workers, k == 0 ? 1 : 2);
+            ck_assert_uint_eq(h->n_workers, k == 0 || k == 4 ? 1 : 2);
             ck_assert_str_eq(h->workers[0]->address, "127.0.0.1:7000");
         }
         hb.workers_digest = h->workers_digest;
@@ -254,6 +273,8 @@ START_TEST(test_service_client_heartbeat_sends_workers_only_when_changed)
     ck_assert_uint_eq(digests[0], digests[1]);
     ck_assert_uint_ne(digests[1], digests[2]);
     ck_assert_uint_eq(digests[2], digests[3]);
+    ck_assert_uint_eq(digests[4], digests[0]);     /* the same one worker: the same digest by either path */
+    ck_assert_uint_eq(digests[4], digests[0]);     /* the same one worker: the same digest by either path */
     spillway__v1__create_job_response__free_unpacked(job, NULL);
 }
 END_TEST
