@@ -150,10 +150,19 @@ static void close_schedstat(void *v)
         close((int)fd);
 }
 
+/* In a forked child the descriptor still reads the parent's thread (procfs binds it at open): drop it. */
+static void forget_schedstat(void)
+{
+    close_schedstat(pthread_getspecific(schedstat_key));
+    pthread_setspecific(schedstat_key, NULL);
+}
+
 static void make_schedstat_key(void)
 {
     if (pthread_key_create(&schedstat_key, close_schedstat) != 0)
         schedstat_key = (pthread_key_t)-1;
+    else
+        pthread_atfork(NULL, NULL, forget_schedstat);
 }
 
 int64_t spw_thread_run_delay_ns(void)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lib/cpulimit.h"
@@ -147,6 +148,49 @@ START_TEST(test_run_delay_live)
 }
 END_TEST
 
+/* A forked child reads its own thread's run delay, not the parent's thread's through an inherited descriptor:
+ * the parent's grows while it shares a CPU with a spinner, the child's (which sleeps) stays near 0. */
+START_TEST(test_run_delay_after_fork)
+{
+    if (spw_thread_run_delay_ns() < 0)
+        return;             /* no schedstat: test_run_delay_live says so */
+    cpu_set_t one, mine;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &mine)) {
+            CPU_SET(c, &one);
+            break;
+        }
+    ck_assert_int_eq(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
+    spinning = 1;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, spin, &one), 0);
+    const double t0 = now_s();
+    while (now_s() - t0 < 0.4)          /* the parent's thread waits for its CPU about half of this */
+        ;
+    spinning = 0;
+    pthread_join(t, NULL);
+    const int64_t parent = spw_thread_run_delay_ns();
+    ck_assert(parent >= 50000000);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const int64_t child = spw_thread_run_delay_ns();
+        _exit(write(fds[1], &child, sizeof child) == sizeof child ? 0 : 1);
+    }
+    int64_t child = -1;
+    ck_assert_int_eq(read(fds[0], &child, sizeof child), (ssize_t)sizeof child);
+    int status;
+    waitpid(pid, &status, 0);
+    close(fds[0]);
+    close(fds[1]);
+    ck_assert_msg(child >= 0 && child < parent / 2, "the child read %lld ns, the parent's thread %lld",
+                  (long long)child, (long long)parent);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cpulimit");
@@ -157,6 +201,7 @@ int main(void)
     tcase_add_test(tc, test_cpulimit_live);
     tcase_add_test(tc, test_schedstat_text);
     tcase_add_test(tc, test_run_delay_live);
+    tcase_add_test(tc, test_run_delay_after_fork);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
