@@ -113,15 +113,10 @@ static void *spin(void *cpu_set)
     return NULL;
 }
 
-/* Two threads spinning on one CPU for 0.6 s: each waits about half of it. */
-START_TEST(test_run_delay_live)
+/* This thread and a spinning one on the first CPU of this thread's affinity for `seconds`; the run delay of
+ * this thread at the start and at the end into *before / *after (either may be NULL). */
+static void share_a_cpu(double seconds, int64_t *before, int64_t *after)
 {
-    const int64_t first = spw_thread_run_delay_ns();
-    if (first < 0) {        /* a kernel without schedstat: it says so every time, and the thread is unharmed */
-        ck_assert_int_eq(spw_thread_run_delay_ns(), -1);
-        fprintf(stderr, "check_cpulimit: no /proc/thread-self/schedstat here; the live run delay not measured\n");
-        return;
-    }
     cpu_set_t one, mine;
     ck_assert_int_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
     CPU_ZERO(&one);
@@ -134,13 +129,28 @@ START_TEST(test_run_delay_live)
     spinning = 1;
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, spin, &one), 0);
-    const int64_t before = spw_thread_run_delay_ns();
+    if (before)
+        *before = spw_thread_run_delay_ns();
     const double t0 = now_s();
-    while (now_s() - t0 < 0.6)
+    while (now_s() - t0 < seconds)
         ;
-    const int64_t after = spw_thread_run_delay_ns();
+    if (after)
+        *after = spw_thread_run_delay_ns();
     spinning = 0;
     pthread_join(t, NULL);
+}
+
+/* Two threads spinning on one CPU for 0.6 s: each waits about half of it. */
+START_TEST(test_run_delay_live)
+{
+    const int64_t first = spw_thread_run_delay_ns();
+    if (first < 0) {        /* a kernel without schedstat: it says so every time, and the thread is unharmed */
+        ck_assert_int_eq(spw_thread_run_delay_ns(), -1);
+        fprintf(stderr, "check_cpulimit: no /proc/thread-self/schedstat here; the live run delay not measured\n");
+        return;
+    }
+    int64_t before, after;
+    share_a_cpu(0.6, &before, &after);
     ck_assert(before >= first);
     ck_assert_msg(after - before >= 100000000, "run delay grew %lld ns sharing a CPU for 0.6 s",
                   (long long)(after - before));
@@ -154,23 +164,7 @@ START_TEST(test_run_delay_after_fork)
 {
     if (spw_thread_run_delay_ns() < 0)
         return;             /* no schedstat: test_run_delay_live says so */
-    cpu_set_t one, mine;
-    ck_assert_int_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
-    CPU_ZERO(&one);
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, &mine)) {
-            CPU_SET(c, &one);
-            break;
-        }
-    ck_assert_int_eq(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
-    spinning = 1;
-    pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, spin, &one), 0);
-    const double t0 = now_s();
-    while (now_s() - t0 < 0.4)          /* the parent's thread waits for its CPU about half of this */
-        ;
-    spinning = 0;
-    pthread_join(t, NULL);
+    share_a_cpu(0.4, NULL, NULL);       /* the parent's thread waits for its CPU about half of this */
     const int64_t parent = spw_thread_run_delay_ns();
     ck_assert(parent >= 50000000);
     int fds[2];
