@@ -67,7 +67,7 @@ run_point() {   # run_point DISPATCHER_BIN WORKERS JOBS SPLITS [SPLIT_MS SECONDS
   local bin=$1 w=$2 j=$3 s=$4 split_ms=${5:-$SPLIT_MS} secs=${6:-$SECONDS_EACH} dir size port
   read -r dir size < <(data_for "$s")
   # Every simulated client is this host: the per-host job cap (64 by default) would refuse the 65th job.
-  taskset -c 0 "$bin" --listen 127.0.0.1 --port 0 --max-jobs-per-client 65536 > "$OUT/d.out" 2> "$OUT/d.err" &
+  taskset -c 0 "$bin" --listen 127.0.0.1 --port 0 --max-jobs-per-client 65536 --max-jobs 4096 > "$OUT/d.out" 2> "$OUT/d.err" &
   DPID=$!
   [ -z "$CGDIR" ] || echo "$DPID" > "$CGDIR/cgroup.procs"
   for _ in $(seq 100); do

@@ -35,7 +35,7 @@
 
 #define LEASE_AHEAD 2
 #define CLIENT_HEARTBEAT_MS 200
-#define MAX_JOBS 256
+#define MAX_JOBS 4096              /* --jobs; the dispatcher runs with --max-jobs at least that */
 #define RPC_TIMEOUT_MS 5000
 #define MAX_REPORTED 64             /* progress entries per worker heartbeat, streams per client: the real caps */
 #define ELEMENT_BYTES 150528        /* a 224x224x3 uint8 element on the wire */
@@ -70,7 +70,7 @@ struct sim_worker {
     int index;                  /* in g_workers */
     uint64_t id, secret, tasks_digest;
     int64_t hb_every_ms, next_hb_ms;
-    struct sim_job jobs[MAX_JOBS];
+    struct sim_job *jobs;       /* g_n_clients of them (every job may come to every worker) */
     int n_jobs;
 };
 
@@ -206,7 +206,7 @@ static void worker_heartbeat(struct sim_worker *w, int64_t now, struct stat_set 
         int k = 0;
         while (k < n && w->jobs[k].id != o->tasks[i]->job)
             k++;
-        if (k == n && k < MAX_JOBS) {
+        if (k == n && k < g_n_clients) {
             memset(&w->jobs[k], 0, sizeof w->jobs[k]);
             w->jobs[k].id = o->tasks[i]->job;
             w->jobs[k].secret = o->tasks[i]->job_secret;
@@ -534,6 +534,8 @@ int main(int argc, char **argv)
     const double create_s = (double)(spw_now_ns() - t_create) * 1e-9;
     for (int i = 0; i < n_workers; i++) {
         workers[i].index = i;
+        if (!(workers[i].jobs = calloc((size_t)n_jobs, sizeof *workers[i].jobs)))
+            return 1;
         if (spw_rpc_channel_create(g_target, &co, &workers[i].ch) || register_worker(&workers[i], i, &setup[M_REGISTER])) {
             fprintf(stderr, "disp_load: worker %d did not register\n", i);
             return 1;
@@ -591,8 +593,10 @@ int main(int argc, char **argv)
         free(all.lat_us);
     }
     printf("}}\n");
-    for (int i = 0; i < n_workers; i++)
+    for (int i = 0; i < n_workers; i++) {
         spw_rpc_channel_destroy(workers[i].ch);
+        free(workers[i].jobs);
+    }
     for (int i = 0; i < n_jobs; i++)
         spw_rpc_channel_destroy(g_clients[i].ch);
     spw_rpc_shutdown();
