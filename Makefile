@@ -159,6 +159,11 @@ $(BUILD)/tests/check_%: $(BUILD)/obj/tests/unit/check_%.o $(CLI_LIB) $(DISP_LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
+# The worker's heartbeat progress is tested over a job table of its own, linked from the worker's objects.
+$(BUILD)/tests/check_worker_progress: $(BUILD)/obj/tests/unit/check_worker_progress.o $(WRK_OBJ) $(CORE_LIB) | $(GPU_EMU)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(CHECK_LIBS) $(LDLIBS)
 # The worker's outbox is tested alone (no sockets), linked from its object.
 $(BUILD)/tests/check_outbox: $(BUILD)/obj/tests/unit/check_outbox.o $(BUILD)/obj/worker/outbox.o $(CORE_LIB)
 	@mkdir -p $(dir $@)

@@ -2,6 +2,8 @@
  * and client heartbeats, with recent rates for `spillctl job`, /metrics and re-planning. Soft state: not
  * journaled, rebuilt by the next heartbeats after a restart. Hashed by (job, producer), each job's entries
  * chained, no cap of its own: callers admit only producers the state knows (bounded by its workers x jobs).
+ * Workers report a job's counts when they change and every 30 s (proto WorkerHeartbeatRequest.jobs): a rate
+ * spans the reports' interval, so a producer that stalls keeps its last rate for up to 30 s.
  * Thread model: none of its own; the service calls it under its mutex (disp_service.mu). */
 #ifndef SPW_DISPATCHER_PROGRESS_H
 #define SPW_DISPATCHER_PROGRESS_H

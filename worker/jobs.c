@@ -193,6 +193,7 @@ void wrk_jobs_set_worker_id(struct wrk_jobs *w, uint64_t id, uint64_t secret)
     pthread_mutex_lock(&w->mu);
     w->worker_id = id;
     w->worker_secret = secret;
+    w->report_round++;          /* a restarted dispatcher holds no progress: every job's counts again */
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -327,30 +328,62 @@ static void source_io(const struct spw_shard_stats *s, Spillway__V1__ProducerPro
     out->source = io;
 }
 
-int wrk_jobs_progress(struct wrk_jobs *w, Spillway__V1__ProducerProgress *out, Spillway__V1__SourceIo *io, int cap)
+/* Heartbeats carry what changed: at 300 jobs, a worker's jobs unchanged in most heartbeats would cost the
+ * dispatcher a report each (issue 42). An unchanged job is sent again every PROGRESS_REFRESH_MS, so that a
+ * stalled job's rate is not stale for longer (a lost heartbeat's counts come again at once: `again`). */
+#define PROGRESS_REFRESH_MS 30000
+
+static int by_reported_ms(const void *a, const void *b)
+{
+    const int64_t x = (*(struct job *const *)a)->reported_ms, y = (*(struct job *const *)b)->reported_ms;
+    return (x > y) - (x < y);
+}
+
+int wrk_jobs_progress(struct wrk_jobs *w, Spillway__V1__ProducerProgress *out, Spillway__V1__SourceIo *io, int cap,
+                      bool again)
 {
     int n = 0;
     pthread_mutex_lock(&w->mu);
+    if (again)
+        w->report_round++;
+    for (; n < w->n_retired && n < cap; n++) {      /* final counts first, once; past the cap: the next beat */
+        spillway__v1__producer_progress__init(&out[n]);
+        out[n].job = w->retired[n].job;
+        out[n].elements = w->retired[n].elements;
+        out[n].bytes = w->retired[n].bytes;
+        source_io(&w->retired[n].io, &out[n], &io[n]);
+    }
+    memmove(w->retired, w->retired + n, (size_t)(w->n_retired - n) * sizeof w->retired[0]);
+    w->n_retired -= n;
+    /* The jobs due (changed, not sent for PROGRESS_REFRESH_MS, or all after a registration), the longest
+     * unreported first when more are due than fit. */
+    const int64_t now = spw_now_ms();
+    int n_jobs = 0, n_due = 0;
+    for (struct job *jb = w->jobs; jb; jb = jb->next)
+        n_jobs++;
+    struct job **due = n_jobs ? malloc((size_t)n_jobs * sizeof *due) : NULL;
+    for (struct job *jb = w->jobs; due && jb; jb = jb->next)
+        if (jb->reported_round != w->report_round || now - jb->reported_ms >= PROGRESS_REFRESH_MS ||
+            __atomic_load_n(&jb->sent_elements, __ATOMIC_RELAXED) != jb->reported_elements ||
+            __atomic_load_n(&jb->sent_bytes, __ATOMIC_RELAXED) != jb->reported_bytes)
+            due[n_due++] = jb;
+    if (n_due > cap - n)
+        qsort(due, (size_t)n_due, sizeof *due, by_reported_ms);
     /* The whole process's CPU, sending included: a cost per element only while it serves one job. */
-    const int64_t cpu_ns = w->jobs && !w->jobs->next ? spw_process_cpu_ns() : 0;
-    for (struct job *jb = w->jobs; jb && n < cap; jb = jb->next) {
+    const int64_t cpu_ns = n_jobs == 1 ? spw_process_cpu_ns() : 0;
+    int taken = 0;
+    for (; taken < n_due && n < cap; taken++, n++) {
+        struct job *jb = due[taken];
         spillway__v1__producer_progress__init(&out[n]);
         out[n].job = jb->id;
-        out[n].elements = __atomic_load_n(&jb->sent_elements, __ATOMIC_RELAXED);
-        out[n].bytes = __atomic_load_n(&jb->sent_bytes, __ATOMIC_RELAXED);
+        out[n].elements = jb->reported_elements = __atomic_load_n(&jb->sent_elements, __ATOMIC_RELAXED);
+        out[n].bytes = jb->reported_bytes = __atomic_load_n(&jb->sent_bytes, __ATOMIC_RELAXED);
         out[n].cpu_ns = cpu_ns;
+        jb->reported_ms = now;
+        jb->reported_round = w->report_round;
         source_io(&jb->src->io, &out[n], &io[n]);
-        n++;
     }
-    for (int i = 0; i < w->n_retired && n < cap; i++) {
-        spillway__v1__producer_progress__init(&out[n]);
-        out[n].job = w->retired[i].job;
-        out[n].elements = w->retired[i].elements;
-        out[n].bytes = w->retired[i].bytes;
-        source_io(&w->retired[i].io, &out[n], &io[n]);
-        n++;
-    }
-    w->n_retired = 0;
+    free(due);
     pthread_mutex_unlock(&w->mu);
     return n;
 }

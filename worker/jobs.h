@@ -36,10 +36,13 @@ void wrk_jobs_destroy(struct wrk_jobs *j);
 void wrk_jobs_set_worker_id(struct wrk_jobs *j, uint64_t id, uint64_t secret);
 /* Start jobs that appear in the task list and stop those that left it. */
 void wrk_jobs_update(struct wrk_jobs *j, const Spillway__V1__WorkerHeartbeatResponse *tasks);
-/* What this worker has delivered per job it serves (cumulative), and the final counts of jobs stopped since
- * the last call, for its heartbeat: fills out (at most cap; out[i].source points into io[i] when the job's
- * remote shard reads are to be reported) and returns the count. */
-int wrk_jobs_progress(struct wrk_jobs *w, Spillway__V1__ProducerProgress *out, Spillway__V1__SourceIo *io, int cap);
+/* What this worker has delivered per job it serves (cumulative), for its heartbeat: the final counts of jobs
+ * stopped since they were last taken, then the jobs whose counts changed since they were last taken or that
+ * were not taken for 30 s (every job after wrk_jobs_set_worker_id, or with `again`: the last heartbeat was
+ * lost), the longest untaken first. Fills out (at most cap; out[i].source points into io[i] when the job's
+ * remote shard reads are to be reported) and returns the count; what did not fit comes in a later call. */
+int wrk_jobs_progress(struct wrk_jobs *w, Spillway__V1__ProducerProgress *out, Spillway__V1__SourceIo *io, int cap,
+                      bool again);
 /* The listed jobs this worker cannot serve (unreadable data, a listing that differs), for its heartbeat:
  * fills out (at most cap) and returns the count. The reasons stay valid until the next wrk_jobs_update
  * (call both from the registration thread). */

@@ -42,6 +42,9 @@ struct job {
     pthread_t tids[MAX_THREADS];
     int n_tids;
     int64_t sent_elements, sent_bytes;  /* delivered to clients (atomic) */
+    int64_t reported_elements, reported_bytes, reported_ms;     /* in the last heartbeat that had them (owner's
+                                                                   mu; reported_ms 0: never) */
+    uint64_t reported_round;    /* the owner's report_round when it was last reported */
     int held_splits;            /* leased by its producers and not yet queued whole (atomic) */
     int64_t failures[SPW_FAIL_KINDS];   /* samples skipped or failed, by reason (atomic; prod.failures) */
     int64_t *group_ns, *group_elements; /* ctx.n_groups: time and elements per fusion group (prod's, atomic) */
@@ -67,6 +70,7 @@ struct wrk_jobs {
         struct spw_shard_stats io;
     } retired[16];
     int n_retired;
+    uint64_t report_round;      /* bumped when every job is due again (a registration, a lost heartbeat) */
     struct refusal *refused;    /* changed only on the registration thread (wrk_jobs_update), under mu */
     int n_refused;
     int draining;               /* atomic: producers lease nothing new (wrk_jobs_drain) */

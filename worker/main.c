@@ -100,9 +100,10 @@ static void on_tasks(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *rep
     wrk_jobs_update(ctx, reply);
 }
 
-static int progress(void *ctx, Spillway__V1__ProducerProgress *out, Spillway__V1__SourceIo *io, int cap)
+static int progress(void *ctx, Spillway__V1__ProducerProgress *out, Spillway__V1__SourceIo *io, int cap,
+                    bool again)
 {
-    return wrk_jobs_progress(ctx, out, io, cap);
+    return wrk_jobs_progress(ctx, out, io, cap, again);
 }
 
 static int refusals(void *ctx, Spillway__V1__JobRefusal *out, int cap)

@@ -29,7 +29,7 @@ struct wrk_registration {
     void (*on_registered)(void *ctx, uint64_t worker_id, uint64_t secret);
     void (*on_unregistered)(void *ctx);
     void (*on_tasks)(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *reply);
-    int (*progress)(void *ctx, Spillway__V1__ProducerProgress *out, Spillway__V1__SourceIo *io, int cap);
+    int (*progress)(void *ctx, Spillway__V1__ProducerProgress *out, Spillway__V1__SourceIo *io, int cap, bool again);
     int (*refusals)(void *ctx, Spillway__V1__JobRefusal *out, int cap);
     int64_t (*buffered)(void *ctx);
     void *ctx;
@@ -145,14 +145,14 @@ static void *thread_main(void *arg)
     if (!register_worker(r))
         return NULL;
     int64_t idle_since = spw_now_ms();
-    bool released = false;
+    bool released = false, lost = false;    /* lost: the last heartbeat's progress did not arrive */
     while (nap(r, r->interval_ms)) {
         Spillway__V1__WorkerHeartbeatRequest req = SPILLWAY__V1__WORKER_HEARTBEAT_REQUEST__INIT;
         req.worker_id = r->id;
         req.secret = r->secret;
         Spillway__V1__ProducerProgress prog[MAX_PROGRESS], *progp[MAX_PROGRESS];
         Spillway__V1__SourceIo io[MAX_PROGRESS];
-        int np = r->progress ? r->progress(r->ctx, prog, io, MAX_PROGRESS) : 0;
+        int np = r->progress ? r->progress(r->ctx, prog, io, MAX_PROGRESS, lost) : 0;
         for (int i = 0; i < np; i++)
             progp[i] = &prog[i];
         req.n_jobs = (size_t)np;
@@ -179,6 +179,7 @@ static void *thread_main(void *arg)
         size_t len = 0;
         char msg[256] = "";
         int st = call(r, SPW_PATH(WORKER_HEARTBEAT), &req.base, &resp, &len, msg, sizeof msg);
+        lost = st != SPW_RPC_OK && np > 0;
         if (st == SPW_RPC_OK) {
             Spillway__V1__WorkerHeartbeatResponse *out = spillway__v1__worker_heartbeat_response__unpack(NULL, len, resp);
             if (out && !out->tasks_unchanged) {     /* a whole list: it replaces the one held */

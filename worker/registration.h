@@ -5,6 +5,7 @@
 #ifndef SPW_WORKER_REGISTRATION_H
 #define SPW_WORKER_REGISTRATION_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "proto/spillway.pb-c.h"
@@ -24,8 +25,10 @@ struct wrk_registration_opts {
     void (*on_unregistered)(void *ctx);
     void (*on_tasks)(void *ctx, const Spillway__V1__WorkerHeartbeatResponse *reply);
     /* Called on the registration thread before each heartbeat: per-job progress into out (at most cap; io
-     * holds as many entries for their remote shard reads); returns the count. NULL: none. */
-    int (*progress)(void *ctx, Spillway__V1__ProducerProgress *out, Spillway__V1__SourceIo *io, int cap);
+     * holds as many entries for their remote shard reads; `again`: the last heartbeat failed, so what it
+     * carried did not arrive); returns the count. NULL: none. */
+    int (*progress)(void *ctx, Spillway__V1__ProducerProgress *out, Spillway__V1__SourceIo *io, int cap,
+                    bool again);
     /* Likewise: the listed jobs the worker cannot serve (reasons valid until the next on_tasks). NULL: none. */
     int (*refusals)(void *ctx, Spillway__V1__JobRefusal *out, int cap);
     /* ... and the bytes made and waiting for client streams, all jobs (NULL: not reported). */

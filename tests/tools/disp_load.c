@@ -38,6 +38,7 @@
 #define MAX_JOBS 4096              /* --jobs; the dispatcher runs with --max-jobs at least that */
 #define RPC_TIMEOUT_MS 5000
 #define MAX_REPORTED 64             /* progress entries per worker heartbeat, streams per client: the real caps */
+#define PROGRESS_REFRESH_MS 30000   /* a worker reports an unchanged job again after this (worker/jobs.c) */
 #define ELEMENT_BYTES 150528        /* a 224x224x3 uint8 element on the wire */
 #define WORKER_NS_PER_ELEMENT 4000000   /* a worker's CPU per element reported (ImageNet decode + crop) */
 #define CLIENT_NS_PER_ELEMENT 60000     /* a client's receiving thread's CPU per element reported */
@@ -63,6 +64,7 @@ struct sim_job {                /* a job as one worker sees it */
     int64_t next_lease_ms;
     int idle;                   /* empty polls in a row */
     int64_t splits_done;        /* atomic: the lease thread counts, the heartbeat thread reports */
+    int64_t reported_done, reported_ms;     /* in the last heartbeat that had it (the heartbeat thread's) */
 };
 
 struct sim_worker {
@@ -72,6 +74,7 @@ struct sim_worker {
     int64_t hb_every_ms, next_hb_ms;
     struct sim_job *jobs;       /* g_n_clients of them (every job may come to every worker) */
     int n_jobs;
+    int report_from;            /* where the next heartbeat starts looking for jobs to report */
 };
 
 struct client {
@@ -177,17 +180,27 @@ static void worker_heartbeat(struct sim_worker *w, int64_t now, struct stat_set 
     r.tasks_digest = w->tasks_digest;       /* as workers do: the whole list only when it changed */
     Spillway__V1__ProducerProgress prog[MAX_REPORTED], *progp[MAX_REPORTED];
     const int n_jobs = __atomic_load_n(&w->n_jobs, __ATOMIC_ACQUIRE);
-    for (int k = 0; !g_bare && k < n_jobs && k < MAX_REPORTED; k++) {
-        const int64_t elements = __atomic_load_n(&w->jobs[k].splits_done, __ATOMIC_RELAXED) * g_split_size;
-        spillway__v1__producer_progress__init(&prog[k]);
-        prog[k].job = w->jobs[k].id;
-        prog[k].elements = elements;
-        prog[k].bytes = elements * ELEMENT_BYTES;
-        prog[k].cpu_ns = elements * WORKER_NS_PER_ELEMENT;
-        progp[r.n_jobs++] = &prog[k];
+    /* As workers report (worker/jobs.c): a job whose count changed, or unreported for PROGRESS_REFRESH_MS; at
+     * most MAX_REPORTED, the rest from where this one stopped next time. */
+    const int from = w->report_from;
+    for (int i = 0; !g_bare && i < n_jobs && r.n_jobs < MAX_REPORTED; i++) {
+        struct sim_job *j = &w->jobs[(from + i) % n_jobs];
+        const int64_t done = __atomic_load_n(&j->splits_done, __ATOMIC_RELAXED);
+        if (done == j->reported_done && j->reported_ms && now - j->reported_ms < PROGRESS_REFRESH_MS)
+            continue;
+        Spillway__V1__ProducerProgress *p = &prog[r.n_jobs];
+        spillway__v1__producer_progress__init(p);
+        p->job = j->id;
+        p->elements = done * g_split_size;
+        p->bytes = p->elements * ELEMENT_BYTES;
+        p->cpu_ns = p->elements * WORKER_NS_PER_ELEMENT;
+        progp[r.n_jobs++] = p;
+        j->reported_done = done;
+        j->reported_ms = now;
+        w->report_from = (from + i + 1) % n_jobs;
     }
     r.jobs = progp;
-    r.buffered_bytes = g_bare ? 0 : (int64_t)r.n_jobs * LEASE_AHEAD * ELEMENT_BYTES;
+    r.buffered_bytes = g_bare ? 0 : (int64_t)(n_jobs < MAX_REPORTED ? n_jobs : MAX_REPORTED) * LEASE_AHEAD * ELEMENT_BYTES;
     Spillway__V1__WorkerHeartbeatResponse *o = NULL;
     int64_t t0 = spw_now_ns();
     int rc = spw_rpc_call_reply(w->ch, SPW_PATH(WORKER_HEARTBEAT), &r.base, RPC_TIMEOUT_MS,
