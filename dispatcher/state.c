@@ -772,29 +772,49 @@ int disp_state_job_servers(const struct disp_state *s, uint64_t job, bool *serve
     return n;
 }
 
+/* Whether the worker at index `at` serves job j (disp_state_worker_serves); *before: the alive workers
+ * registered before it, counted at the first job that caps its workers (-1 until then). */
+static bool serves_job(const struct disp_state *s, int at, int *before, const struct job *j)
+{
+    const struct worker *w = &s->workers[at];
+    if (!w->alive || j->client_only || refused(j, w->id))
+        return false;
+    if (!j->max_workers)
+        return true;
+    if (j->n_refusals)
+        return disp_state_worker_serves(s, j->id, w->id);      /* rare: capped and refused */
+    if (*before < 0) {
+        *before = 0;
+        for (int i = 0; i < at; i++)
+            *before += s->workers[i].alive;
+    }
+    return *before < j->max_workers;    /* able before it: the alive ones */
+}
+
 int disp_state_worker_jobs(const struct disp_state *s, uint64_t worker, bool *serves, int cap)
 {
-    int at = -1, alive_before = 0;
-    for (int i = 0; i < s->n_workers && at < 0; i++) {
-        if (s->workers[i].id == worker)
-            at = i;
-        else
-            alive_before += s->workers[i].alive;
-    }
+    const int at = id_index_find(&s->worker_at, worker);
     if (at < 0)
         return -ENOENT;
-    const bool alive = s->workers[at].alive;
-    int n = 0;
-    for (; n < s->n_jobs && n < cap; n++) {
-        const struct job *j = &s->jobs[n];
-        if (!alive || j->client_only || refused(j, worker))
-            serves[n] = false;
-        else if (!j->max_workers)
-            serves[n] = true;
-        else if (!j->n_refusals)
-            serves[n] = alive_before < j->max_workers;      /* able before it: the alive ones */
-        else
-            serves[n] = disp_state_worker_serves(s, j->id, worker);    /* rare: capped and refused */
+    int before = -1, n = 0;
+    for (; n < s->n_jobs && n < cap; n++)
+        serves[n] = serves_job(s, at, &before, &s->jobs[n]);
+    return n;
+}
+
+int disp_state_worker_tasks(const struct disp_state *s, uint64_t worker, struct disp_task *out, int cap)
+{
+    const int at = id_index_find(&s->worker_at, worker);
+    if (at < 0)
+        return -ENOENT;
+    int before = -1, n = 0;
+    for (int k = 0; k < s->n_jobs && n < cap; k++) {
+        const struct job *j = &s->jobs[k];
+        if (j->finished || j->paused || !serves_job(s, at, &before, j))
+            continue;
+        out[n++] = (struct disp_task){.job = j->id, .manifest_hash = j->manifest_hash, .secret = j->secret,
+                                      .pipeline = j->pipeline, .pipeline_len = j->pipeline_len, .cut = j->cut,
+                                      .world_size = j->world_size};
     }
     return n;
 }
@@ -1016,6 +1036,11 @@ const char *disp_state_no_worker(const struct disp_state *s, uint64_t job, uint6
 bool disp_state_worker_known(const struct disp_state *s, uint64_t worker)
 {
     return find_worker(s, worker) != NULL;
+}
+
+bool disp_state_job_known(const struct disp_state *s, uint64_t job)
+{
+    return find_job(s, job) != NULL;
 }
 
 bool disp_state_worker_alive(const struct disp_state *s, uint64_t worker)

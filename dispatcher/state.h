@@ -187,6 +187,17 @@ bool disp_state_worker_serves(const struct disp_state *s, uint64_t job, uint64_t
  * entries they filled, or -ENOENT for an unknown job or worker. */
 int disp_state_job_servers(const struct disp_state *s, uint64_t job, bool *serves, int cap);
 int disp_state_worker_jobs(const struct disp_state *s, uint64_t worker, bool *serves, int cap);
+/* A task of a worker's heartbeat reply: a job it serves as the worker needs it. */
+struct disp_task {
+    uint64_t job, manifest_hash, secret;
+    const uint8_t *pipeline;    /* the state's packed Pipeline: valid until the state next changes */
+    size_t pipeline_len;
+    int32_t cut, world_size;
+};
+/* The unfinished, unpaused jobs a worker serves (disp_state_worker_jobs), in table order, into out (at most
+ * cap). Returns how many, or -ENOENT for an unknown worker. O(jobs), plus O(workers) once when a job caps its
+ * workers: a heartbeat's whole cost here. */
+int disp_state_worker_tasks(const struct disp_state *s, uint64_t worker, struct disp_task *out, int cap);
 int disp_state_worker_at(const struct disp_state *s, int i, struct disp_worker_info *out);
 /* Check what the state keeps incrementally against a full recount (every worker's lease count against every
  * job's split holders): 0, or -EINVAL with the first difference in err. For tests; O(workers x splits). */
@@ -224,6 +235,8 @@ int disp_state_refusal_at(const struct disp_state *s, uint64_t job, int i, uint6
 const char *disp_state_no_worker(const struct disp_state *s, uint64_t job, uint64_t *worker);
 /* Whether a worker of that id is registered (alive or not). */
 bool disp_state_worker_known(const struct disp_state *s, uint64_t worker);
+/* Whether a job of that id is in the table (O(1), no copy: disp_state_job copies its info). */
+bool disp_state_job_known(const struct disp_state *s, uint64_t job);
 /* Whether a worker of that id is registered and alive (O(1); no lease count, unlike worker_at). */
 bool disp_state_worker_alive(const struct disp_state *s, uint64_t worker);
 /* A registered worker's last heartbeat (ms), -1 for an unknown worker. O(1). */

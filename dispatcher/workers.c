@@ -118,7 +118,7 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, struct disp_
     const Spillway__V1__WorkerHeartbeatRequest *r = (const Spillway__V1__WorkerHeartbeatRequest *)req;
     Spillway__V1__WorkerHeartbeatResponseWire *out = NULL;
     Spillway__V1__JobTaskWire *tasks = NULL, **ptrs = NULL;
-    bool *serves = NULL;
+    struct disp_task *served = NULL;
     int status = SPW_RPC_OK, n = 0;
     if ((status = disp_lock_call(s, msg, msglen)) != 0)
         return status;
@@ -140,10 +140,8 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, struct disp_
         s->members_gen++;       /* a replayed worker's first heartbeat since the start: usable now */
     for (size_t i = 0; i < r->n_cannot_serve && i < DISP_MAX_REFUSALS_PER_BEAT; i++)
         disp_note_refusal(s, r->worker_id, r->cannot_serve[i]);
-    struct disp_job_info ji;
     for (size_t i = 0; i < r->n_jobs; i++)     /* a job that left the table keeps no progress */
-        if (r->jobs[i]->elements >= 0 && r->jobs[i]->bytes >= 0 && disp_state_job(s->st, r->jobs[i]->job, &ji) == 0)
-        {
+        if (r->jobs[i]->elements >= 0 && r->jobs[i]->bytes >= 0 && disp_state_job_known(s->st, r->jobs[i]->job)) {
             disp_progress_report(s->progress, r->jobs[i]->job, r->worker_id, r->jobs[i]->elements,
                                  r->jobs[i]->bytes, r->jobs[i]->cpu_ns > 0 ? r->jobs[i]->cpu_ns : 0, u.now_ms);
             const Spillway__V1__SourceIo *io = r->jobs[i]->source;
@@ -151,35 +149,28 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, struct disp_
                 disp_progress_source(s->progress, r->jobs[i]->job, r->worker_id, io->bytes, io->requests,
                                      io->retries);
         }
-    int nj = disp_state_job_count(s->st);
+    const int nj = disp_state_job_count(s->st);
     out = disp_reply_new(reply, &spillway__v1__worker_heartbeat_response_wire__descriptor);
     tasks = disp_reply_alloc(reply, ((size_t)nj + 1) * sizeof *tasks);
     ptrs = disp_reply_alloc(reply, ((size_t)nj + 1) * sizeof *ptrs);
-    serves = calloc((size_t)nj + 1, sizeof *serves);
-    if (!out || !tasks || !ptrs || !serves) {
+    served = malloc(((size_t)nj + 1) * sizeof *served);
+    if (!out || !tasks || !ptrs || !served) {
         snprintf(msg, msglen, "out of memory");
         status = SPW_RPC_RESOURCE_EXHAUSTED;
         goto out;
     }
-    if (disp_state_worker_jobs(s->st, r->worker_id, serves, nj) < 0)
-        nj = 0;
-    for (int i = 0; i < nj; i++) {
-        if (!serves[i])
-            continue;
-        disp_state_job_at(s->st, i, &ji);
-        if (ji.finished || ji.paused)
-            continue;
-        size_t plen;
-        const uint8_t *p = disp_state_job_pipeline(s->st, ji.id, &plen);
-        spillway__v1__job_task_wire__init(&tasks[n]);
-        tasks[n].job = ji.id;
-        tasks[n].pipeline = (ProtobufCBinaryData){.len = plen, .data = (uint8_t *)p};   /* the state's: below */
-        tasks[n].manifest_hash = ji.manifest_hash;
-        tasks[n].cut = ji.cut;
-        tasks[n].world_size = ji.world_size;
-        tasks[n].job_secret = disp_state_job_secret(s->st, ji.id);
-        ptrs[n] = &tasks[n];
-        n++;
+    n = disp_state_worker_tasks(s->st, r->worker_id, served, nj);
+    n = n < 0 ? 0 : n;
+    for (int i = 0; i < n; i++) {
+        spillway__v1__job_task_wire__init(&tasks[i]);
+        tasks[i].job = served[i].job;
+        tasks[i].pipeline = (ProtobufCBinaryData){.len = served[i].pipeline_len,
+                                                  .data = (uint8_t *)served[i].pipeline};   /* the state's: below */
+        tasks[i].manifest_hash = served[i].manifest_hash;
+        tasks[i].cut = served[i].cut;
+        tasks[i].world_size = served[i].world_size;
+        tasks[i].job_secret = served[i].secret;
+        ptrs[i] = &tasks[i];
     }
     out->tasks_digest = tasks_digest(tasks, n);
     if (r->tasks_digest == out->tasks_digest) {
@@ -192,7 +183,7 @@ static int worker_heartbeat(void *svc, const ProtobufCMessage *req, struct disp_
     }
 out:
     pthread_mutex_unlock(&s->mu);
-    free(serves);
+    free(served);
     return status;
 }
 

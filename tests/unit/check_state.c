@@ -448,8 +448,8 @@ START_TEST(test_state_refuses_bad_updates_and_changes_nothing)
 }
 END_TEST
 
-/* The row answers (disp_state_job_servers, disp_state_worker_jobs) equal disp_state_worker_serves asked one
- * by one, over random mixes of alive and dead workers, capped jobs, refusals and jobs handed back. */
+/* The row answers (disp_state_job_servers, disp_state_worker_jobs, disp_state_worker_tasks) equal
+ * disp_state_worker_serves asked one by one, over random mixes of alive and dead workers, capped jobs, refusals and jobs handed back. */
 START_TEST(test_state_serving_rows_match_one_by_one)
 {
     struct spw_rng r;
@@ -501,8 +501,23 @@ START_TEST(test_state_serving_rows_match_one_by_one)
                 ck_assert_msg(row[k] == disp_state_worker_serves(S, jid[k], wid[i]), "round %d worker %d job %d",
                               round, i, k);
         }
+        for (int i = 0; i < nw; i++) {     /* a heartbeat's tasks: the jobs served, in table order */
+            struct disp_task t[16];
+            const int n = disp_state_worker_tasks(S, wid[i], t, 16);
+            int m = 0;
+            for (int k = 0; k < nj; k++) {
+                if (!disp_state_worker_serves(S, jid[k], wid[i]))
+                    continue;
+                ck_assert_msg(m < n && t[m].job == jid[k], "round %d worker %d job %d", round, i, k);
+                ck_assert_uint_eq(t[m].secret, disp_state_job_secret(S, jid[k]));
+                ck_assert(t[m].pipeline_len == 1 && t[m].pipeline[0] == 'p' && t[m].cut == 1 && t[m].world_size == 1);
+                m++;
+            }
+            ck_assert_int_eq(n, m);
+        }
         ck_assert_int_eq(disp_state_job_servers(S, 999, row, 16), -ENOENT);
         ck_assert_int_eq(disp_state_worker_jobs(S, 999, row, 16), -ENOENT);
+        ck_assert_int_eq(disp_state_worker_tasks(S, 999, NULL, 0), -ENOENT);
     }
 }
 END_TEST
