@@ -163,8 +163,8 @@ finish() {
   [ "$fail" -eq 0 ]
 }
 # quota_group NAME CORES: a cgroup whose CPU quota is CORES CPUs (v1 cpu.cfs_quota_us or v2 cpu.max) into
-# CG_DIR, removed when the test exits; in_group CMD... runs CMD in it. Without root or a cgroup cpu controller
-# it says SKIP, what for and why, and returns 1.
+# CG_DIR, removed when the test exits; in_group CMD... runs CMD in it; quota_lift lifts the quota. Without
+# root or a cgroup cpu controller it says SKIP, what for and why, and returns 1.
 quota_group() {
   CG_DIR=""
   if [ "$(id -u)" = 0 ] && { [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ] ||
@@ -182,6 +182,10 @@ quota_group() {
   return 1
 }
 in_group() { bash -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' _ "$CG_DIR" "$@"; }
+# quota_lift: no quota on CG_DIR from now on (its processes stay in it).
+quota_lift() {
+  if [ -f "$CG_DIR/cpu.max" ]; then echo "max 100000" > "$CG_DIR/cpu.max"; else echo -1 > "$CG_DIR/cpu.cfs_quota_us"; fi
+}
 # Network namespaces for tests that need links of their own (root, ip netns, tc). NS_P names them (short:
 # link names have 15 characters), NS_NET is the /24 (the bridge is .1, worker J .1J).
 NS_P=spwt$$

@@ -48,7 +48,7 @@ static const char *const method_names[M_N] = {"RegisterWorker", "WorkerHeartbeat
                                               "CreateJob"};
 
 struct stat_set {               /* one thread's calls of one method */
-    int64_t calls, errors, deadline, n_lat, cap_lat;
+    int64_t calls, errors, deadline, exhausted, n_lat, cap_lat;   /* deadline, exhausted: errors of those statuses */
     int32_t *lat_us;
 };
 
@@ -75,6 +75,10 @@ struct sim_worker {
     struct sim_job *jobs;       /* g_n_clients of them (every job may come to every worker) */
     int n_jobs;
     int report_from;            /* where the next heartbeat starts looking for jobs to report */
+    uint64_t refused[8];        /* jobs not of this generator (a real client's beside it): refused as a real
+                                   worker refuses a job it cannot serve, in every heartbeat (the heartbeat
+                                   thread's) */
+    int n_refused;
 };
 
 struct client {
@@ -101,6 +105,7 @@ static void record(struct stat_set *st, int status, int64_t t0)
     st->calls++;
     st->errors += status != SPW_RPC_OK;
     st->deadline += status == SPW_RPC_DEADLINE_EXCEEDED;
+    st->exhausted += status == SPW_RPC_RESOURCE_EXHAUSTED;
     if (st->n_lat == st->cap_lat) {
         st->cap_lat = st->cap_lat ? 2 * st->cap_lat : 4096;
         st->lat_us = realloc(st->lat_us, sizeof *st->lat_us * (size_t)st->cap_lat);
@@ -200,6 +205,15 @@ static void worker_heartbeat(struct sim_worker *w, int64_t now, struct stat_set 
         w->report_from = (from + i + 1) % n_jobs;
     }
     r.jobs = progp;
+    Spillway__V1__JobRefusal ref[8], *refp[8];
+    for (int i = 0; i < w->n_refused; i++) {
+        spillway__v1__job_refusal__init(&ref[i]);
+        ref[i].job = w->refused[i];
+        ref[i].reason = (char *)"disp_load serves only its own jobs";
+        refp[i] = &ref[i];
+    }
+    r.n_cannot_serve = (size_t)w->n_refused;
+    r.cannot_serve = refp;
     r.buffered_bytes = g_bare ? 0 : (int64_t)(n_jobs < MAX_REPORTED ? n_jobs : MAX_REPORTED) * LEASE_AHEAD * ELEMENT_BYTES;
     Spillway__V1__WorkerHeartbeatResponse *o = NULL;
     int64_t t0 = spw_now_ns();
@@ -215,6 +229,14 @@ static void worker_heartbeat(struct sim_worker *w, int64_t now, struct stat_set 
     /* New jobs join (published to the worker's lease thread by the release store of n_jobs); the held leases
      * of known ones stay, theirs alone. */
     for (size_t i = 0; i < o->n_tasks; i++) {
+        if (!client_of(o->tasks[i]->job)) {
+            int k = 0;
+            while (k < w->n_refused && w->refused[k] != o->tasks[i]->job)
+                k++;
+            if (k == w->n_refused && k < (int)(sizeof w->refused / sizeof w->refused[0]))
+                w->refused[w->n_refused++] = o->tasks[i]->job;
+            continue;
+        }
         const int n = __atomic_load_n(&w->n_jobs, __ATOMIC_RELAXED);
         int k = 0;
         while (k < n && w->jobs[k].id != o->tasks[i]->job)
@@ -593,6 +615,7 @@ int main(int argc, char **argv)
             all.calls += s->calls;
             all.errors += s->errors;
             all.deadline += s->deadline;
+            all.exhausted += s->exhausted;
             all.lat_us = realloc(all.lat_us, sizeof *all.lat_us * (size_t)(all.n_lat + s->n_lat + 1));
             memcpy(all.lat_us + all.n_lat, s->lat_us, sizeof *s->lat_us * (size_t)s->n_lat);
             all.n_lat += s->n_lat;
@@ -600,9 +623,10 @@ int main(int argc, char **argv)
         qsort(all.lat_us, (size_t)all.n_lat, sizeof *all.lat_us, cmp_i32);
         const double p50 = all.n_lat ? all.lat_us[all.n_lat / 2] / 1000.0 : 0;
         const double p99 = all.n_lat ? all.lat_us[(all.n_lat * 99) / 100] / 1000.0 : 0;
-        printf("%s\"%s\": {\"per_s\": %.1f, \"errors\": %lld, \"deadline_exceeded\": %lld, \"p50_ms\": %.2f, "
-               "\"p99_ms\": %.2f}", m == M_WORKER_HB ? "" : ", ", method_names[m], (double)all.calls / secs,
-               (long long)all.errors, (long long)all.deadline, p50, p99);
+        printf("%s\"%s\": {\"per_s\": %.1f, \"errors\": %lld, \"deadline_exceeded\": %lld, "
+               "\"resource_exhausted\": %lld, \"p50_ms\": %.2f, \"p99_ms\": %.2f}", m == M_WORKER_HB ? "" : ", ",
+               method_names[m], (double)all.calls / secs, (long long)all.errors, (long long)all.deadline,
+               (long long)all.exhausted, p50, p99);
         free(all.lat_us);
     }
     printf("}}\n");
