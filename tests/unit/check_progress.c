@@ -20,6 +20,7 @@
 
 #define PRODUCERS 3000
 #define JOBS 40
+#define SERVICE_JOBS 400    /* through the service: issue 42's 3,000 workers x 400 jobs */
 
 static struct disp_progress *P;
 
@@ -369,6 +370,65 @@ START_TEST(test_progress_replan_input_sees_every_producer)
 }
 END_TEST
 
+/* Issue 42's point: 3,000 workers x 400 jobs (1.2 M (worker, job) pairs, past the old 1,024-entry cap a
+ * thousand times over), each pair's delivered counts and its link's received bytes reported: for every job
+ * the re-planner's input has all 3,000 workers with their own cost and link rate. */
+START_TEST(test_progress_3000_workers_by_400_jobs_all_reach_the_replanner)
+{
+    const struct disp_service_opts o = {.worker_timeout_ms = 60000, .client_timeout_ms = 60000,
+                                        .heartbeat_interval_ms = 500, .max_workers = PRODUCERS,
+                                        .max_jobs = SERVICE_JOBS, .max_jobs_per_client = SERVICE_JOBS};
+    char err[256];
+    ck_assert_int_eq(disp_service_create(&o, &S, err, sizeof err), 0);
+    const int64_t now = spw_now_ms();
+    for (uint64_t w = 1; w <= PRODUCERS; w++)
+        commit_ok((struct disp_update){.kind = DISP_REGISTER_WORKER, .worker = w, .address = "127.0.0.1:1",
+                                       .threads = 1, .now_ms = now, .secret = 1});
+    Spillway__V1__Pipeline pl = SPILLWAY__V1__PIPELINE__INIT;
+    Spillway__V1__Batch batch = SPILLWAY__V1__BATCH__INIT;
+    batch.size = 2;
+    batch.opt_size_case = SPILLWAY__V1__BATCH__OPT_SIZE_SIZE;
+    pl.batch = &batch;
+    uint8_t packed[64];
+    const size_t plen = spillway__v1__pipeline__pack(&pl, packed);
+    for (uint64_t j = 1; j <= SERVICE_JOBS; j++)
+        commit_ok((struct disp_update){.kind = DISP_CREATE_JOB, .job = j, .n_samples = 6400, .split_size = 64,
+                                       .epochs = 1, .world_size = 1, .cut = 1, .manifest_hash = 77,
+                                       .pipeline = packed, .pipeline_len = plen, .secret = 5 + j});
+    /* A cost and a link rate of each pair's own: worker w on job j. */
+    pthread_mutex_lock(&S->mu);
+    int failed = 0;
+    for (uint64_t j = 1; j <= SERVICE_JOBS; j++)
+        for (uint64_t w = 1; w <= PRODUCERS; w++) {
+            const int64_t cpu = (int64_t)((cost_of(w) + (double)j) * 1000);
+            failed |= disp_progress_report(S->progress, j, w, 0, 0, 1, 1000);
+            failed |= disp_progress_report(S->progress, j, w, 1000, 1000, 1 + cpu, 2000);
+            failed |= disp_progress_report(S->received, j, w, 0, 0, 0, 1000);
+            failed |= disp_progress_report(S->received, j, w, 1000, (int64_t)(link_of(w) + (double)j), 0, 2000);
+        }
+    struct disp_progress_stats ps;
+    disp_progress_stats(S->progress, &ps);
+    pthread_mutex_unlock(&S->mu);
+    ck_assert_int_eq(failed, 0);
+    ck_assert_uint_eq(ps.entries, (size_t)PRODUCERS * SERVICE_JOBS);
+    ck_assert_uint_eq(ps.dropped, 0);
+    size_t wrong = 0;
+    for (uint64_t j = 1; j <= SERVICE_JOBS; j++) {
+        struct disp_replan_input in;
+        ck_assert_int_eq(disp_replan_gather(S, j, true, &in), 0);
+        ck_assert_uint_eq(in.n_workers, PRODUCERS);
+        for (size_t i = 0; i < in.n_workers; i++) {
+            const uint64_t w = in.workers[i]->worker_id;
+            wrong += fabs(in.worker_ns[i] - (cost_of(w) + (double)j)) > 1e-6 ||
+                     fabs(in.delivered_bytes_per_s[i] - (link_of(w) + (double)j)) > 1e-6;
+        }
+        disp_replan_input_free(&in);
+    }
+    ck_assert_uint_eq(wrong, 0);
+    disp_service_destroy(S);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("progress");
@@ -381,6 +441,7 @@ int main(void)
     tcase_add_test(tc, test_progress_forgets_a_worker_and_a_job);
     tcase_add_test(tc, test_progress_out_of_memory_drops_the_report);
     tcase_add_test(tc, test_progress_replan_input_sees_every_producer);
+    tcase_add_test(tc, test_progress_3000_workers_by_400_jobs_all_reach_the_replanner);
     suite_add_tcase(s, tc);
     return spw_check_run(s);
 }
