@@ -26,8 +26,10 @@
 struct spw_journal {
     char *dir, *path;
     int fd, lock_fd;
-    int64_t size;           /* written */
+    int64_t size;           /* written, the batch included */
     int64_t synced;         /* on disk: the journal after a crash */
+    uint8_t *batch;         /* spw_journal_write's framed records, written to the file in one go at the sync */
+    size_t batch_len, batch_cap;
 };
 
 uint32_t spw_crc32c(uint32_t crc, const uint8_t *p, size_t len)
@@ -402,23 +404,51 @@ int spw_journal_read(const char *dir, spw_journal_record_fn fn, void *ctx, struc
 }
 
 /* Cut the file back to `to` bytes (a failed write or sync): it stays a whole number of records. */
-static void cut_back(struct spw_journal *j, int64_t to)
+/* Back to the last sync: the file cut there, the batch dropped. */
+static void cut_back(struct spw_journal *j)
 {
-    if (ftruncate(j->fd, to) == 0)
-        lseek(j->fd, to, SEEK_SET);
-    j->size = to;
+    if (ftruncate(j->fd, j->synced) == 0)
+        lseek(j->fd, j->synced, SEEK_SET);
+    j->size = j->synced;
+    j->batch_len = 0;
 }
 
+/* A heartbeat's 30-60 acks were as many write calls under the dispatcher's lock; now one per sync. */
 int spw_journal_write(struct spw_journal *j, const uint8_t *rec, size_t len)
 {
     if (len > SPW_JOURNAL_MAX_RECORD)
         return -EMSGSIZE;
-    int rc = write_record(j->fd, rec, len);
+    if (j->batch_len + HEADER + len > j->batch_cap) {
+        size_t cap = j->batch_cap ? j->batch_cap : 4096;
+        while (cap < j->batch_len + HEADER + len)
+            cap *= 2;
+        uint8_t *b = realloc(j->batch, cap);
+        if (!b)
+            return -ENOMEM;
+        j->batch = b;
+        j->batch_cap = cap;
+    }
+    uint8_t *h = j->batch + j->batch_len;
+    put32(h, (uint32_t)len);
+    put32(h + 4, spw_crc32c(0, rec, len));
+    memcpy(h + HEADER, rec, len);
+    j->batch_len += HEADER + len;
+    j->size += HEADER + (int64_t)len;
+    return 0;
+}
+
+/* The batch into the file (not synced). Returns 0 or -errno, with everything since the last sync cut off. */
+static int write_batch(struct spw_journal *j)
+{
+    if (!j->batch_len)
+        return 0;
+    struct iovec iov = {j->batch, j->batch_len};
+    const int rc = write_full(j->fd, &iov, 1);
     if (rc) {
-        cut_back(j, j->size);
+        cut_back(j);
         return rc;
     }
-    j->size += HEADER + (int64_t)len;
+    j->batch_len = 0;
     return 0;
 }
 
@@ -448,10 +478,13 @@ int spw_journal_sync(struct spw_journal *j)
 {
     if (j->synced == j->size)
         return 0;
+    int rc = write_batch(j);
+    if (rc)
+        return rc;
     const int failed = failpoint_sync(j);
     if (failed || fdatasync(j->fd) != 0) {
-        const int rc = failed ? failed : -errno;
-        cut_back(j, j->synced);
+        rc = failed ? failed : -errno;
+        cut_back(j);
         return rc;
     }
     j->synced = j->size;
@@ -460,8 +493,17 @@ int spw_journal_sync(struct spw_journal *j)
 
 int spw_journal_append(struct spw_journal *j, const uint8_t *rec, size_t len)
 {
-    const int rc = spw_journal_write(j, rec, len);
-    return rc ? rc : spw_journal_sync(j);
+    if (len > SPW_JOURNAL_MAX_RECORD)
+        return -EMSGSIZE;
+    if (j->batch_len)           /* a batch open: the record after it, synced with it */
+        return spw_journal_write(j, rec, len) ?: spw_journal_sync(j);
+    const int rc = write_record(j->fd, rec, len);
+    if (rc) {
+        cut_back(j);
+        return rc;
+    }
+    j->size += HEADER + (int64_t)len;
+    return spw_journal_sync(j);
 }
 
 int spw_journal_compact(struct spw_journal *j, const uint8_t *const *recs, const size_t *lens, size_t n)
@@ -491,6 +533,7 @@ int spw_journal_compact(struct spw_journal *j, const uint8_t *const *recs, const
     close(j->fd);
     j->fd = fd;
     j->size = j->synced = size;
+    j->batch_len = 0;           /* the state written whole holds what a batch said */
     lseek(j->fd, 0, SEEK_END);
     free(tmp);
     return fsync_dir(j->dir);
@@ -505,10 +548,13 @@ void spw_journal_close(struct spw_journal *j)
 {
     if (!j)
         return;
-    if (j->fd >= 0)
+    if (j->fd >= 0) {
+        write_batch(j);         /* unsynced, as a write before the batches were */
         close(j->fd);
+    }
     if (j->lock_fd >= 0)
         close(j->lock_fd);      /* releases the flock */
+    free(j->batch);
     free(j->dir);
     free(j->path);
     free(j);

@@ -44,7 +44,9 @@ int spw_journal_read(const char *dir, spw_journal_record_fn fn, void *ctx, struc
 /* Append one record and fsync it. Returns 0 or a negative code (-EMSGSIZE over the cap, -errno). On failure
  * nothing of the record is kept (the file is cut back to where it was). */
 int spw_journal_append(struct spw_journal *j, const uint8_t *rec, size_t len);
-/* The same without the fsync: several records, then one spw_journal_sync (group commit). */
+/* The same without the fsync: several records, then one spw_journal_sync (group commit). They are kept in
+ * memory until that sync writes them in one go (spw_journal_close writes them unsynced). Returns 0, or
+ * -EMSGSIZE / -ENOMEM with nothing kept of the record; the disk's errors come from the sync. */
 int spw_journal_write(struct spw_journal *j, const uint8_t *rec, size_t len);
 /* fsync what was written since the last sync; on failure those records are cut off (the file is back to the
  * last sync). Returns 0 or -errno. */

@@ -14,7 +14,9 @@
 #      the job's splits one after another - a worker of one core on ImageNet makes ~15 splits/s whatever its
 #      number of jobs, so jobs / 15 s is that worker: 6667 for 100 jobs); BENCH_DISPATCHER_CORES (root: the
 #      dispatcher in a cgroup with that CPU quota, e.g. 0.25: an overload test); BENCH_BARE=1 (the simulated
-#      peers' heartbeats without the progress entries, stream counts and trainer figures real ones carry).
+#      peers' heartbeats without the progress entries, stream counts and trainer figures real ones carry);
+#      BENCH_JOURNAL=1 (each dispatcher with a fresh --work-dir under build/bench-dispatcher, on the build's
+#      disk, as deployments run it: acks and job changes synced before their replies).
 set -euo pipefail
 # shellcheck source=scripts/lib/harness.sh
 source "$(dirname "$0")/../lib/harness.sh"   # ROOT, B, PY, need_built, wait_port, ...
@@ -28,6 +30,7 @@ SPLIT_MS=${BENCH_SPLIT_MS:-1000}
 TARGET=${BENCH_TARGET:-1}
 DISP_CORES=${BENCH_DISPATCHER_CORES:-}
 BARE=${BENCH_BARE:-}        # 1: heartbeats without progress entries, streams' counts or trainer figures
+JOURNAL=${BENCH_JOURNAL:-}  # 1: a fresh journal per dispatcher
 OUT=$B/bench-dispatcher
 mkdir -p "$OUT"
 # BUILD as the Makefile names its targets (relative): an absolute path matches no rule, and a stale
@@ -66,8 +69,14 @@ data_for() {   # data_for SPLITS -> prints "DIR SPLIT_SIZE"
 run_point() {   # run_point DISPATCHER_BIN WORKERS JOBS SPLITS [SPLIT_MS SECONDS] -> one JSON line
   local bin=$1 w=$2 j=$3 s=$4 split_ms=${5:-$SPLIT_MS} secs=${6:-$SECONDS_EACH} dir size port
   read -r dir size < <(data_for "$s")
+  local journal=()
+  if [ -n "$JOURNAL" ]; then
+    rm -rf "$OUT/journal" && mkdir -p "$OUT/journal"
+    journal=(--work-dir "$OUT/journal")
+  fi
   # Every simulated client is this host: the per-host job cap (64 by default) would refuse the 65th job.
-  taskset -c 0 "$bin" --listen 127.0.0.1 --port 0 --max-jobs-per-client 65536 --max-jobs 4096 > "$OUT/d.out" 2> "$OUT/d.err" &
+  taskset -c 0 "$bin" --listen 127.0.0.1 --port 0 --max-jobs-per-client 65536 --max-jobs 4096 "${journal[@]}" \
+    > "$OUT/d.out" 2> "$OUT/d.err" &
   DPID=$!
   [ -z "$CGDIR" ] || echo "$DPID" > "$CGDIR/cgroup.procs"
   for _ in $(seq 100); do

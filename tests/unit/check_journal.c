@@ -81,16 +81,30 @@ START_TEST(test_journal_records_come_back_in_order)
     ck_assert_str_eq(got[1], "");
     ck_assert_str_eq(got[2], "ack 1 0 0");
     append(j, "more");                      /* appends go after the replayed records */
-    /* Group commit: written records, one sync, all of them kept. */
+    /* Group commit: written records, one sync, all of them kept; the file takes them at the sync, in one
+     * write (the size counts them before). */
+    const off_t before = file_size();
     ck_assert_int_eq(spw_journal_write(j, (const uint8_t *)"g1", 2), 0);
     ck_assert_int_eq(spw_journal_write(j, (const uint8_t *)"g2", 2), 0);
+    ck_assert_int_eq(file_size(), before);
+    ck_assert_int_eq(spw_journal_size(j), before + 2 * (8 + 2));
     ck_assert_int_eq(spw_journal_sync(j), 0);
+    ck_assert_int_eq(file_size(), before + 2 * (8 + 2));
     ck_assert_int_eq(spw_journal_sync(j), 0);           /* nothing new: nothing to do */
+    /* A batch then an append: the append goes after the batch, both synced. */
+    ck_assert_int_eq(spw_journal_write(j, (const uint8_t *)"g3", 2), 0);
+    append(j, "after");
+    ck_assert_int_eq(file_size(), spw_journal_size(j));
+    /* Written, not synced, then closed: on the file, as before batches were kept in memory. */
+    ck_assert_int_eq(spw_journal_write(j, (const uint8_t *)"g4", 2), 0);
     spw_journal_close(j);
     j = reopen(&info);
-    ck_assert_int_eq(info.records, 6);
+    ck_assert_int_eq(info.records, 9);
     ck_assert_str_eq(got[3], "more");
     ck_assert_str_eq(got[5], "g2");
+    ck_assert_str_eq(got[6], "g3");
+    ck_assert_str_eq(got[7], "after");
+    ck_assert_str_eq(got[8], "g4");
     spw_journal_close(j);
 }
 END_TEST
