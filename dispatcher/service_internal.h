@@ -31,6 +31,17 @@ struct disp_service {
     struct disp_state *st;
     struct spw_journal *journal;    /* --work-dir: durable updates go here before they apply (NULL: none) */
     int batch;                      /* > 0: disp_commit writes without fsync; disp_batch_end syncs them */
+    /* Group commit (dispatcher/service.c journal_durable): records written to the journal since the start
+     * (j_written) and known on disk (j_synced); while a call syncs with mu released (j_syncing) others wait on
+     * j_cv for it and share its sync; a failed sync cuts every unsynced record: those ranges (lo, hi] are
+     * j_lost, and j_cuts counts the failures (a sync that ran meanwhile covered nothing). */
+    uint64_t j_written, j_synced, j_cuts;
+    bool j_syncing;
+    pthread_cond_t j_cv;
+    struct {
+        uint64_t lo, hi;
+    } j_lost[8];
+    int j_lost_next;
     int64_t compacted_bytes;        /* the journal's size after its last compaction (or at start) */
     struct disp_progress *progress; /* per (job, producer) deliveries: DescribeJob, /metrics, re-planning */
     struct disp_progress *received; /* per (job, worker) bytes the rank-0 client received: links' rates */

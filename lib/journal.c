@@ -474,21 +474,37 @@ static int failpoint_sync(struct spw_journal *j)
     return 0;
 }
 
+int spw_journal_sync_begin(struct spw_journal *j, int64_t *upto)
+{
+    *upto = j->size;
+    return write_batch(j);
+}
+
+int spw_journal_sync_file(struct spw_journal *j)
+{
+    const int failed = failpoint_sync(j);
+    return failed ? failed : fdatasync(j->fd) == 0 ? 0 : -errno;
+}
+
+void spw_journal_sync_end(struct spw_journal *j, int64_t upto, int rc)
+{
+    if (rc)
+        cut_back(j);
+    else if (upto > j->synced)
+        j->synced = upto;
+}
+
 int spw_journal_sync(struct spw_journal *j)
 {
     if (j->synced == j->size)
         return 0;
-    int rc = write_batch(j);
+    int64_t upto;
+    int rc = spw_journal_sync_begin(j, &upto);
     if (rc)
         return rc;
-    const int failed = failpoint_sync(j);
-    if (failed || fdatasync(j->fd) != 0) {
-        rc = failed ? failed : -errno;
-        cut_back(j);
-        return rc;
-    }
-    j->synced = j->size;
-    return 0;
+    rc = spw_journal_sync_file(j);
+    spw_journal_sync_end(j, upto, rc);
+    return rc;
 }
 
 int spw_journal_append(struct spw_journal *j, const uint8_t *rec, size_t len)

@@ -51,6 +51,15 @@ int spw_journal_write(struct spw_journal *j, const uint8_t *rec, size_t len);
 /* fsync what was written since the last sync; on failure those records are cut off (the file is back to the
  * last sync). Returns 0 or -errno. */
 int spw_journal_sync(struct spw_journal *j);
+/* spw_journal_sync in three steps, for a caller that syncs without holding the lock its other calls need
+ * (group commit across threads): _begin writes the batch to the file and says how far the sync will reach
+ * (*upto); _file syncs the file, and may run while other threads spw_journal_write (into the next batch)
+ * but with no other call on this journal; _end records the outcome (rc 0: durable up to upto; else
+ * everything since the last sync is cut off, batches written meanwhile included). _begin returns 0 or -errno
+ * (then everything since the last sync is cut off already); _file returns 0 or -errno. */
+int spw_journal_sync_begin(struct spw_journal *j, int64_t *upto);
+int spw_journal_sync_file(struct spw_journal *j);
+void spw_journal_sync_end(struct spw_journal *j, int64_t upto, int rc);
 /* Replace the journal with these records (a snapshot): written to a new file, fsynced, renamed over the old
  * one, the directory fsynced; on failure the old journal stays. Returns 0 or a negative code. */
 int spw_journal_compact(struct spw_journal *j, const uint8_t *const *recs, const size_t *lens, size_t n);
