@@ -15,17 +15,6 @@ start_service 3 --heartbeat-ms 200 --worker-timeout-ms 1000 --client-timeout-ms 
   { finish; exit 1; }
 MPORT=$(sed -n 's/^metrics listening on .*:\([0-9]*\)$/\1/p' "$WORK/d.out")
 W3=${PIDS[3]}
-# alive_count: workers the dispatcher lists as alive.
-alive_count() {
-  "$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" workers --json 2> /dev/null |
-    "$PY" -c 'import json,sys; print(sum(w["alive"] for w in json.load(sys.stdin)["workers"]))'
-}
-alive_is() { [ "$(alive_count)" = "$1" ]; }
-# metric NAME_AND_LABELS: its value from /metrics (read whole: grep -q under pipefail can cut curl off).
-metric() { local body; body=$(curl -sf --max-time 5 "http://127.0.0.1:$MPORT/metrics") &&
-  awk -v n="$1" '$1 == n { print $2 }' <<< "$body"; }
-# metric_is NAME_AND_LABELS OP N: its value (an integer) compares so ([ v OP N ]).
-metric_is() { local v; v=$(metric "$1") && [ -n "$v" ] && test "$v" "$2" "$3"; }
 check "three workers alive" within 10 alive_is 3
 
 # 160 elements at 20/s: the job is still running across the stop and after it.

@@ -16,19 +16,13 @@ image_job "$WORK/p2.json" 8 1 "$WORK/local2.keys" || exit 1
 # Every simulated client is this host: the per-host job cap (64 by default) would refuse the 65th job.
 start_service 2 --max-jobs-per-client 1000 --metrics-port -1 || { finish; exit 1; }
 MPORT=$(sed -n 's/^metrics listening on .*:\([0-9]*\)$/\1/p' "$WORK/d.out")
-metric() { local body; body=$(curl -sf --max-time 10 "http://127.0.0.1:$MPORT/metrics") &&
-  awk -v n="$1" '$1 == n { print $2 }' <<< "$body"; }
-alive_count() {
-  "$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" workers --json 2> /dev/null |
-    "$PY" -c 'import json,sys; print(sum(w["alive"] for w in json.load(sys.stdin)["workers"]))'
-}
 registered() { [ "$(grep -c 'worker registered' "$WORK/d.err")" -ge "$1" ]; }
 
 # The load: 100 jobs of 2048 empty files (the dispatcher lists them, nobody decodes), 1000 workers leasing at
 # a one-core worker's pace (~15 splits/s over its jobs), heartbeats every second, clients every 200 ms.
 mkdir -p "$WORK/load/a" && (cd "$WORK/load/a" && seq 1 2048 | sed 's/$/.jpg/' | xargs touch)
 "$B/tests/disp_load" --dispatcher "127.0.0.1:$DPORT" --data "$WORK/load" --workers 1000 --jobs 100 \
-  --split-size 64 --seconds 20 --threads 8 --hb-threads 32 --split-ms 6667 --pid "$D" \
+  --split-size 64 --seconds 15 --threads 8 --hb-threads 32 --split-ms 6667 --pid "$D" \
   > "$WORK/load.json" 2> "$WORK/load.err" &
 L=$!
 PIDS+=("$L")
@@ -40,14 +34,14 @@ C=$!
 PIDS+=("$C")
 sleep 2
 echo "$D" > "$CG_DIR/cgroup.procs"              # 0.05 of a core from here
-sleep 6
+sleep 4
 # A new job under the quota: slow to be made (or refused while the dispatcher lags, and retried), served
 # once the quota is lifted.
 timeout 180 "$B/bin/spillctl" run --dispatcher "127.0.0.1:$DPORT" --pipeline "$WORK/p2.json" --local-cores 0 \
   --keys "$WORK/svc2.keys" --quiet > "$WORK/c2.out" 2> "$WORK/c2.err" &
 C2=$!
 PIDS+=("$C2")
-sleep 6
+sleep 4
 throttled=$(awk '$1 == "nr_throttled" { print $2 }' "$CG_DIR/cpu.stat" 2> /dev/null)
 quota_lift
 check "the quota held the dispatcher back (throttled ${throttled:-?} times)" test "${throttled:-0}" -gt 10

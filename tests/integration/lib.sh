@@ -162,6 +162,17 @@ finish() {
   echo "$pass passed, $fail failed"
   [ "$fail" -eq 0 ]
 }
+# alive_count: workers the dispatcher at DPORT lists as alive; alive_is N: that many.
+alive_count() {
+  "$B/bin/spillctl" --dispatcher "127.0.0.1:$DPORT" workers --json 2> /dev/null |
+    "$PY" -c 'import json,sys; print(sum(w["alive"] for w in json.load(sys.stdin)["workers"]))'
+}
+alive_is() { [ "$(alive_count)" = "$1" ]; }
+# metric NAME_AND_LABELS: its value from the dispatcher's /metrics on MPORT (read whole: grep -q under
+# pipefail can cut curl off); metric_is NAME_AND_LABELS OP N: that value (an integer) compares so.
+metric() { local body; body=$(curl -sf --max-time 10 "http://127.0.0.1:$MPORT/metrics") &&
+  awk -v n="$1" '$1 == n { print $2 }' <<< "$body"; }
+metric_is() { local v; v=$(metric "$1") && [ -n "$v" ] && test "$v" "$2" "$3"; }
 # quota_group NAME CORES: a cgroup whose CPU quota is CORES CPUs (v1 cpu.cfs_quota_us or v2 cpu.max) into
 # CG_DIR, removed when the test exits; in_group CMD... runs CMD in it; quota_lift lifts the quota. Without
 # root or a cgroup cpu controller it says SKIP, what for and why, and returns 1.

@@ -297,10 +297,14 @@ static void commit_ok(struct disp_update u)
 static double cost_of(uint64_t w) { return 1000.0 + (double)w; }
 static double link_of(uint64_t w) { return 1e6 + 10.0 * (double)w; }
 
-START_TEST(test_progress_replan_input_sees_every_producer)
+/* A service (S) of PRODUCERS registered workers taking max_jobs jobs, and a packed pipeline for its jobs. */
+static uint8_t packed[64];
+static size_t plen;
+static void service_with_workers(int max_jobs)
 {
     const struct disp_service_opts o = {.worker_timeout_ms = 60000, .client_timeout_ms = 60000,
-                                        .heartbeat_interval_ms = 500, .max_workers = PRODUCERS};
+                                        .heartbeat_interval_ms = 500, .max_workers = PRODUCERS,
+                                        .max_jobs = max_jobs, .max_jobs_per_client = max_jobs};
     char err[256];
     ck_assert_int_eq(disp_service_create(&o, &S, err, sizeof err), 0);
     const int64_t now = spw_now_ms();
@@ -312,8 +316,13 @@ START_TEST(test_progress_replan_input_sees_every_producer)
     batch.size = 2;
     batch.opt_size_case = SPILLWAY__V1__BATCH__OPT_SIZE_SIZE;
     pl.batch = &batch;
-    uint8_t packed[64];
-    const size_t plen = spillway__v1__pipeline__pack(&pl, packed);
+    plen = spillway__v1__pipeline__pack(&pl, packed);
+}
+
+START_TEST(test_progress_replan_input_sees_every_producer)
+{
+    service_with_workers(0);
+    const int64_t now = spw_now_ms();
     const uint64_t job = 9;
     commit_ok((struct disp_update){.kind = DISP_CREATE_JOB, .job = job, .n_samples = 6400, .split_size = 64,
                                    .epochs = 1, .world_size = 1, .cut = 1, .manifest_hash = 77, .pipeline = packed,
@@ -375,22 +384,7 @@ END_TEST
  * the re-planner's input has all 3,000 workers with their own cost and link rate. */
 START_TEST(test_progress_3000_workers_by_400_jobs_all_reach_the_replanner)
 {
-    const struct disp_service_opts o = {.worker_timeout_ms = 60000, .client_timeout_ms = 60000,
-                                        .heartbeat_interval_ms = 500, .max_workers = PRODUCERS,
-                                        .max_jobs = SERVICE_JOBS, .max_jobs_per_client = SERVICE_JOBS};
-    char err[256];
-    ck_assert_int_eq(disp_service_create(&o, &S, err, sizeof err), 0);
-    const int64_t now = spw_now_ms();
-    for (uint64_t w = 1; w <= PRODUCERS; w++)
-        commit_ok((struct disp_update){.kind = DISP_REGISTER_WORKER, .worker = w, .address = "127.0.0.1:1",
-                                       .threads = 1, .now_ms = now, .secret = 1});
-    Spillway__V1__Pipeline pl = SPILLWAY__V1__PIPELINE__INIT;
-    Spillway__V1__Batch batch = SPILLWAY__V1__BATCH__INIT;
-    batch.size = 2;
-    batch.opt_size_case = SPILLWAY__V1__BATCH__OPT_SIZE_SIZE;
-    pl.batch = &batch;
-    uint8_t packed[64];
-    const size_t plen = spillway__v1__pipeline__pack(&pl, packed);
+    service_with_workers(SERVICE_JOBS);
     for (uint64_t j = 1; j <= SERVICE_JOBS; j++)
         commit_ok((struct disp_update){.kind = DISP_CREATE_JOB, .job = j, .n_samples = 6400, .split_size = 64,
                                        .epochs = 1, .world_size = 1, .cut = 1, .manifest_hash = 77,
